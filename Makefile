@@ -1,0 +1,22 @@
+# The two commands a fresh machine needs. Each makes .venv and installs the project first.
+#   make demo   runs the main job (tracker demo) on the embedded store in runs/
+#   make test   runs the whole test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: demo test install
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/tracker demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest

@@ -1,0 +1,3 @@
+from tracker.cli.app import main
+
+main()

@@ -1,0 +1,1 @@
+"""The ``tracker`` command: thin Typer commands over the library."""

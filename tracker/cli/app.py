@@ -1,0 +1,101 @@
+"""The ``tracker`` command line. Each command is a few lines over the library.
+
+Errors: the library raises TrackerError subclasses; ``main`` prints each as one line on
+stderr and exits 1 (2 for usage errors). ``-v`` shows the traceback as well.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from tracker.cli import profile as profile_cli
+from tracker.cli import store as store_cli
+from tracker.cli import zoo as zoo_cli
+from tracker.cli.options import State, state
+
+app = typer.Typer(
+    name="tracker",
+    help="Measure deep networks on a device, track every run in MLflow, query in SQL, predict.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(store_cli.app, name="store")
+app.add_typer(store_cli.runs_app, name="runs")
+app.add_typer(zoo_cli.app, name="zoo")
+app.add_typer(profile_cli.app, name="profile")
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    tracking_uri: Annotated[
+        Optional[str],
+        typer.Option(
+            "--tracking-uri",
+            envvar="MLFLOW_TRACKING_URI",
+            help="MLflow tracking store: http(s)://server, sqlite:///file.db or a folder. Default: runs/.",
+        ),
+    ] = None,
+    experiment: Annotated[str, typer.Option("--experiment", "-e", help="MLflow experiment to log into.")] = "Default",
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More output; -v shows tracebacks.")] = 0,
+) -> None:
+    ctx.obj = State(tracking_uri=tracking_uri, experiment=experiment, verbose=verbose)
+    ctx.call_on_close(ctx.obj.close)
+
+
+@app.command()
+def ui(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option("--port", "-p", min=1, max=65535, help="Port to listen on.")] = 5000,
+) -> None:
+    """Start the MLflow UI on the tracking store (127.0.0.1 only)."""
+    from tracker.ui import serve_ui
+
+    serve_ui(state(ctx).tracking_uri, port)
+
+
+@app.command()
+def demo(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Option(help="Zoo network to profile.")] = "resnet18",
+    time_cap: Annotated[float, typer.Option("--time-cap", min=0.1, help="Seconds of sampling at most per configuration.")] = 5.0,
+) -> None:
+    """The main job: profile a small network and its layers on this machine and log them."""
+    from tracker.demo import run_demo
+
+    st = state(ctx)
+    if st.experiment == "Default":
+        st.experiment = "demo"
+    run_demo(st.logger(), model=model, time_cap_s=time_cap)
+
+
+def main() -> None:
+    from tracker.errors import TrackerError
+
+    verbose = any(a in ("-v", "-vv", "--verbose") for a in sys.argv[1:])
+    try:
+        code = app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        sys.exit(130)
+    except typer.TyperException as exc:  # usage errors: bad option, bad value, no such command
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        if message:  # a bare `tracker` has already printed its help
+            sys.stderr.write(f"error: {message}\n")
+        sys.exit(getattr(exc, "exit_code", 2))
+    except TrackerError as exc:
+        if verbose:
+            raise
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: what was logged before is kept\n")
+        sys.exit(130)
+    if isinstance(code, int) and code:
+        sys.exit(code)

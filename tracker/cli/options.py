@@ -1,0 +1,65 @@
+"""Option types and state shared by every command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from tracker.settings import DEFAULT_EXPERIMENT
+
+if TYPE_CHECKING:
+    from tracker.log.logger import RunLogger
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
+BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
+PrecisionOption = Annotated[
+    float,
+    typer.Option("--precision", min=0.001, max=0.5, help="Target relative half-width of the 95% CI of the median."),
+]
+TimeCapOption = Annotated[float, typer.Option("--time-cap", min=0.1, help="Seconds of sampling at most per configuration.")]
+
+
+@dataclass
+class State:
+    """What the global options set, handed to every command through ``ctx.obj``."""
+
+    tracking_uri: str | None = None
+    experiment: str = DEFAULT_EXPERIMENT
+    verbose: int = 0
+    _logger: Any = field(default=None, repr=False)
+
+    def logger(self) -> RunLogger:
+        if self._logger is None:
+            from tracker.log.logger import RunLogger
+
+            self._logger = RunLogger(self.tracking_uri, self.experiment)
+        return self._logger
+
+    def close(self) -> None:
+        if self._logger is not None:
+            self._logger.close()
+
+
+def state(ctx: typer.Context) -> State:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, State) else State()
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

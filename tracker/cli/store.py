@@ -1,0 +1,49 @@
+"""``tracker store`` and ``tracker runs``: what is in the tracking store."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+
+app = typer.Typer(help="The tracking store: where it is, its schema, its experiments.", no_args_is_help=True)
+runs_app = typer.Typer(help="Runs in the current experiment.", no_args_is_help=True)
+
+
+@app.command("info")
+def info(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
+    """Show the store's URI, schema version and experiment."""
+    from tracker.log.inspect import store_info
+
+    data = store_info(state(ctx).logger())
+    if fmt is OutputFormat.json:
+        emit_json(data)
+        return
+    for key, value in data.items():
+        typer.echo(f"{key:>18}: {value}")
+
+
+@runs_app.command("list")
+def list_runs(
+    ctx: typer.Context,
+    kind: Annotated[Optional[str], typer.Option(help="Only runs of this kind (network, layer, ...).")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many runs, newest first.")] = 50,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """List runs of the experiment, newest first."""
+    from tracker.log.inspect import list_runs as _list
+
+    rows = _list(state(ctx).logger(), kind=kind, limit=limit)
+    if fmt is OutputFormat.json:
+        emit_json(rows)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("run_id", "kind", "name", "status", "latency_ms")
+    for r in rows:
+        lat = r["metrics"].get("latency_ms")
+        table.add_row(r["run_id"][:12], r["kind"], r["name"], r["status"], f"{lat:.3f}" if lat is not None else "")
+    Console().print(table)

@@ -1,0 +1,88 @@
+"""The environment a measurement ran in, recorded as ``env.*`` tags on every run.
+
+Host, CPU model and count, threads, governor, torch and CUDA versions, GPU name and
+driver from NVML. What cannot be read on this machine is absent, never empty or zero.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from functools import cache
+from pathlib import Path
+
+
+def cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def cpu_governor() -> str | None:
+    try:
+        return Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").read_text().strip()
+    except OSError:
+        return None
+
+
+@cache
+def nvml_info() -> dict[str, str]:
+    """GPU name, driver and count from NVML; empty where there is no NVIDIA driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no library, no driver, no device: nothing to read
+        return {}
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        info = {"env.gpu_count": str(count), "env.gpu_driver": _text(pynvml.nvmlSystemGetDriverVersion())}
+        if count:
+            info["env.gpu_name"] = _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
+        return info
+    except Exception:
+        return {}
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def capture_environment(with_torch: bool = True) -> dict[str, str]:
+    """The ``env.*`` tags of a run made on this machine, now."""
+    env: dict[str, str] = {
+        "env.host": socket.gethostname(),
+        "env.platform": f"{platform.system()}-{platform.release()}-{platform.machine()}",
+        "env.python_version": platform.python_version(),
+        "env.cpu_count": str(os.cpu_count() or 0),
+    }
+    if model := cpu_model():
+        env["env.cpu_model"] = model
+    if governor := cpu_governor():
+        env["env.cpu_governor"] = governor
+    if with_torch:
+        import torch
+
+        env["env.torch_version"] = torch.__version__
+        env["env.threads"] = str(torch.get_num_threads())
+        if torch.version.cuda and torch.cuda.is_available():
+            env["env.cuda_version"] = torch.version.cuda
+    env.update(nvml_info())
+    return env
+
+
+def software_versions() -> dict[str, str]:
+    """The software part of a configuration key: results from other versions are not reused."""
+    import torch
+
+    return {"torch": torch.__version__, "cuda": torch.version.cuda or "none", "python": platform.python_version()}

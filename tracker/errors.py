@@ -1,0 +1,27 @@
+"""The project's own exceptions. The library raises these; the CLI turns each into one line."""
+
+from __future__ import annotations
+
+
+class TrackerError(Exception):
+    """Base class: a problem the user can act on, reported as one line without a traceback."""
+
+
+class SchemaError(TrackerError):
+    """A run record breaks the schema of its kind (the message names the field)."""
+
+
+class StoreError(TrackerError):
+    """The tracking store cannot be used: unreachable, unsupported URI or schema version."""
+
+
+class ConfigError(TrackerError):
+    """A configuration file or option is malformed (the message names the key)."""
+
+
+class UnknownModelError(TrackerError):
+    """A model name that the zoo does not know (the message suggests the closest names)."""
+
+
+class MeasurementError(TrackerError):
+    """A measurement could not be made (the run is recorded as failed with this reason)."""

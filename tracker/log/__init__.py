@@ -1,0 +1,1 @@
+"""Logging stage: run records, their schemas, and writers into MLflow tracking stores."""

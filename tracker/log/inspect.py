@@ -1,0 +1,60 @@
+"""Reading the store back for people: summary and run listings (through MLflow's client)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracker.errors import TrackerError
+from tracker.log.logger import RunLogger
+from tracker.log.schema import KINDS
+
+
+def store_info(logger: RunLogger) -> dict[str, Any]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(logger.location.uri)
+    info: dict[str, Any] = {"tracking_uri": logger.location.uri}
+    if logger.location.artifact_root:
+        info["artifact_root"] = logger.location.artifact_root
+    schema_version = getattr(logger.store, "schema_version", None)
+    if schema_version is not None:  # a tracking server keeps its schema to itself
+        info["schema_version"] = schema_version()
+    info["experiment"] = logger.experiment.name
+    info["experiment_id"] = logger.experiment.experiment_id
+    info["experiments"] = len(client.search_experiments())
+    info["runs_in_experiment"] = _count(client, logger)
+    return info
+
+
+def _count(client: Any, logger: RunLogger) -> int:
+    total, token = 0, None
+    while True:
+        page = client.search_runs([logger.experiment.experiment_id], max_results=50000, page_token=token)
+        total += len(page)
+        token = page.token
+        if not token:
+            return total
+
+
+def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    from mlflow.tracking import MlflowClient
+
+    if kind is not None and kind not in KINDS:
+        raise TrackerError(f"unknown run kind {kind!r}: expected one of {', '.join(KINDS)}")
+    flt = f"tags.`tracker.kind` = '{kind}'" if kind else ""
+    client = MlflowClient(logger.location.uri)
+    runs = client.search_runs(
+        [logger.experiment.experiment_id], filter_string=flt, max_results=limit, order_by=["attributes.start_time DESC"]
+    )
+    return [
+        {
+            "run_id": r.info.run_id,
+            "kind": r.data.tags.get("tracker.kind", ""),
+            "name": r.info.run_name,
+            "status": r.info.status,
+            "parent_run_id": r.data.tags.get("mlflow.parentRunId"),
+            "params": r.data.params,
+            "metrics": r.data.metrics,
+        }
+        for r in runs
+    ]

@@ -1,0 +1,86 @@
+"""RunLogger: the one entry point profilers use to record measurements.
+
+    logger = RunLogger(tracking_uri=None, experiment="my-campaign")
+    if record.config_key not in logger.measured():
+        logger.log([network_record, *layer_records])
+
+Records are all validated before any is written (a batch with one bad record writes
+nothing), then written by the store's fast writer.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Iterable
+
+from tracker.log.record import KIND_TAG, FinalRecord, RunRecord
+from tracker.log.schema import KINDS
+from tracker.log.store import Experiment, Store, open_store
+from tracker.settings import DEFAULT_EXPERIMENT, StoreLocation, resolve_location
+
+
+class RunLogger:
+    def __init__(
+        self,
+        tracking_uri: str | None = None,
+        experiment: str = DEFAULT_EXPERIMENT,
+        environment: dict[str, str] | None = None,
+    ) -> None:
+        self.location: StoreLocation = resolve_location(tracking_uri)
+        self.store: Store = open_store(self.location)
+        self.experiment: Experiment = self.store.experiment(experiment, create=True)
+        self._environment = environment
+
+    @property
+    def environment(self) -> dict[str, str]:
+        if self._environment is None:
+            from tracker.environment import capture_environment
+
+            self._environment = capture_environment()
+        return self._environment
+
+    def finalize(self, records: Iterable[RunRecord]) -> list[FinalRecord]:
+        env = {**self.environment, "mlflow.user": _user()}
+        return [r.finalize(env) for r in records]
+
+    def log(self, records: Iterable[RunRecord]) -> list[str]:
+        """Validate and write the records; returns their run ids (also set on the records)."""
+        records = list(records)
+        final = self.finalize(records)
+        ids = self.store.write(self.experiment, final)
+        for record, run_id in zip(records, ids):
+            record.run_id = run_id
+        return ids
+
+    def measured(self, kind: str | None = None) -> set[str]:
+        """Config keys already measured (FINISHED) in this experiment."""
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
+        return self.store.measured_keys(self.experiment, kind)
+
+    def find(self, config_key: str) -> RunRecord | None:
+        """The run already measured with this config key, read back as a record, or None."""
+        found = self.store.find_run(self.experiment, config_key)
+        if found is None:
+            return None
+        kind = found.tags.get(KIND_TAG, "network")
+        record = RunRecord(kind=kind, name=found.name, params=dict(found.params), metrics=dict(found.metrics))
+        record.tags = dict(found.tags)
+        record.run_id = found.run_id
+        return record
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> RunLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"

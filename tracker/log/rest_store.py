@@ -1,0 +1,217 @@
+"""Writer to an MLflow tracking server over its REST API (the shared, team path).
+
+The server chooses run ids, so records are written level by level (network runs before
+their layer runs) and parent ids are mapped on the way. Within a level, runs are written
+by a pool of threads over one keep-alive HTTP session; each run costs create (with all
+tags), one log-batch per 100 params / 1000 metrics, and update (status, end time).
+Transient failures (connection resets, 429, 5xx) are retried with back-off.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tracker.errors import StoreError
+from tracker.log.record import PARENT_TAG, FinalRecord
+from tracker.log.store import Experiment, StoredRun, parent_levels
+from tracker.settings import StoreLocation
+
+WORKERS = 16
+TIMEOUT_S = 30.0
+RETRIES = 4
+#: MLflow's log-batch limits (mlflow.utils.validation).
+MAX_PARAMS_PER_BATCH = 100
+MAX_METRICS_PER_BATCH = 1000
+MAX_ENTITIES_PER_BATCH = 1000
+
+
+class RestStore:
+    def __init__(self, location: StoreLocation, workers: int = WORKERS) -> None:
+        import requests
+        from requests.adapters import HTTPAdapter
+
+        self.location = location
+        self.workers = workers
+        self.session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=workers, pool_maxsize=workers)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        if token := os.environ.get("MLFLOW_TRACKING_TOKEN"):
+            self.session.headers["Authorization"] = f"Bearer {token}"
+        elif user := os.environ.get("MLFLOW_TRACKING_USERNAME"):
+            self.session.auth = (user, os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+        self._check_reachable()
+
+    def _check_reachable(self) -> None:
+        import requests
+
+        try:
+            response = self.session.get(f"{self.location.uri}/health", timeout=5)
+        except requests.RequestException as exc:
+            raise StoreError(f"cannot reach tracking server {self.location.uri}: {_reason(exc)}") from None
+        if response.status_code >= 400:
+            raise StoreError(
+                f"tracking server {self.location.uri} answered {response.status_code} to /health"
+            )
+
+    def call(self, method: str, endpoint: str, body: dict | None = None, query: dict | None = None) -> dict:
+        import requests
+
+        url = f"{self.location.uri}/api/2.0/mlflow/{endpoint}"
+        last = ""
+        for attempt in range(RETRIES):
+            try:
+                response = self.session.request(method, url, json=body, params=query, timeout=TIMEOUT_S)
+            except requests.RequestException as exc:
+                last = _reason(exc)
+            else:
+                if response.status_code < 400:
+                    return response.json() if response.content else {}
+                if response.status_code not in (429, 500, 502, 503, 504):
+                    raise RestError(endpoint, response)
+                last = f"HTTP {response.status_code}"
+            time.sleep(random.uniform(0.1, 0.4) * 2**attempt)
+        raise StoreError(f"tracking server {self.location.uri}: {endpoint} failed after {RETRIES} tries ({last})")
+
+    def close(self) -> None:
+        self.session.close()
+
+    # -- experiments ------------------------------------------------------------------
+    def experiment(self, name: str, create: bool = True) -> Experiment:
+        try:
+            body = self.call("GET", "experiments/get-by-name", query={"experiment_name": name})
+        except RestError as exc:
+            if exc.code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            if not create:
+                raise StoreError(f"no experiment named {name!r} on {self.location.uri}") from None
+            try:
+                self.call("POST", "experiments/create", {"name": name})
+            except RestError as exc2:
+                if exc2.code != "RESOURCE_ALREADY_EXISTS":
+                    raise
+            body = self.call("GET", "experiments/get-by-name", query={"experiment_name": name})
+        exp = body["experiment"]
+        if exp.get("lifecycle_stage") != "active":
+            raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")
+        return Experiment(exp["experiment_id"], name, exp.get("artifact_location", ""))
+
+    # -- runs -------------------------------------------------------------------------
+    def write(self, experiment: Experiment, records: list[FinalRecord]) -> list[str]:
+        ids: dict[str, str] = {}  # our run id -> the server's
+        with ThreadPoolExecutor(self.workers) as pool:
+            for level in parent_levels(records):
+                written = pool.map(lambda i: self._write_one(experiment, records[i], ids), level)
+                for i, server_id in zip(level, written):
+                    ids[records[i].run_id] = server_id
+        return [ids[r.run_id] for r in records]
+
+    def _write_one(self, experiment: Experiment, r: FinalRecord, ids: dict[str, str]) -> str:
+        tags = dict(r.tags)
+        if r.parent_id:
+            tags[PARENT_TAG] = ids.get(r.parent_id, r.parent_id)
+        created = self.call(
+            "POST",
+            "runs/create",
+            {
+                "experiment_id": experiment.experiment_id,
+                "run_name": r.name,
+                "start_time": r.start_time_ms,
+                "tags": [{"key": k, "value": v} for k, v in tags.items()],
+            },
+        )
+        run_id = created["run"]["info"]["run_id"]
+        params = [{"key": k, "value": v} for k, v in r.params.items()]
+        metrics = [
+            {"key": k, "value": v, "timestamp": ts, "step": step} for k, v, ts, step in r.metric_points()
+        ]
+        while params or metrics:
+            p_chunk, params = params[:MAX_PARAMS_PER_BATCH], params[MAX_PARAMS_PER_BATCH:]
+            room = min(MAX_METRICS_PER_BATCH, MAX_ENTITIES_PER_BATCH - len(p_chunk))
+            m_chunk, metrics = metrics[:room], metrics[room:]
+            self.call("POST", "runs/log-batch", {"run_id": run_id, "params": p_chunk, "metrics": m_chunk})
+        if r.artifacts:
+            self._log_artifacts(run_id, r.artifacts)
+        self.call("POST", "runs/update", {"run_id": run_id, "status": r.status, "end_time": r.end_time_ms})
+        return run_id
+
+    def _log_artifacts(self, run_id: str, artifacts: dict) -> None:
+        import tempfile
+        from pathlib import Path
+
+        from mlflow.tracking import MlflowClient
+
+        from tracker.log.store import write_artifacts_locally
+
+        with tempfile.TemporaryDirectory() as tmp:
+            write_artifacts_locally(Path(tmp), artifacts)
+            MlflowClient(self.location.uri).log_artifacts(run_id, tmp)
+
+    def measured_keys(self, experiment: Experiment, kind: str | None = None) -> set[str]:
+        flt = "attributes.status = 'FINISHED'"
+        if kind:
+            flt += f" and tags.`tracker.kind` = '{kind}'"
+        keys: set[str] = set()
+        token = None
+        while True:
+            body: dict[str, Any] = {"experiment_ids": [experiment.experiment_id], "filter": flt, "max_results": 1000}
+            if token:
+                body["page_token"] = token
+            page = self.call("POST", "runs/search", body)
+            for run in page.get("runs", []):
+                for tag in run.get("data", {}).get("tags", []):
+                    if tag["key"] == "tracker.config_key":
+                        keys.add(tag["value"])
+            token = page.get("next_page_token")
+            if not token:
+                return keys
+
+
+    def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:
+        body = {
+            "experiment_ids": [experiment.experiment_id],
+            "filter": f"attributes.status = 'FINISHED' and tags.`tracker.config_key` = '{_quote(config_key)}'",
+            "max_results": 1,
+            "order_by": ["attributes.start_time DESC"],
+        }
+        runs = self.call("POST", "runs/search", body).get("runs", [])
+        if not runs:
+            return None
+        info, data = runs[0]["info"], runs[0].get("data", {})
+        return StoredRun(
+            run_id=info["run_id"],
+            name=info.get("run_name", ""),
+            status=info["status"],
+            params={p["key"]: p["value"] for p in data.get("params", [])},
+            metrics={m["key"]: m["value"] for m in data.get("metrics", [])},
+            tags={t["key"]: t["value"] for t in data.get("tags", [])},
+        )
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
+
+
+class RestError(StoreError):
+    def __init__(self, endpoint: str, response: Any) -> None:
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        self.code = body.get("error_code", f"HTTP_{response.status_code}")
+        super().__init__(f"tracking server refused {endpoint}: {self.code}: {body.get('message', response.text[:200])}")
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc)
+    if "Connection refused" in text:
+        return "connection refused"
+    if "Name or service not known" in text or "nodename nor servname" in text:
+        return "unknown host"
+    if "timed out" in text.lower():
+        return "timed out"
+    return text.splitlines()[0][:200]

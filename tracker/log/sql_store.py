@@ -1,0 +1,328 @@
+"""Direct writer into an MLflow SQL tracking database (the embedded store).
+
+MLflow's client logs one run in at least three round trips and three transactions
+(create, log_batch, terminate): about 15 runs/s into a local SQLite file. This writer
+inserts the rows of many runs (runs, tags, params, metrics, latest_metrics) with
+executemany into MLflow's own tables, a few thousand runs per transaction.
+
+Concurrency: SQLite allows one writer at a time. Each write transaction starts with
+``BEGIN IMMEDIATE`` (the write lock is taken up front, so two writers never deadlock on an
+upgrade from a read lock), waits on a busy lock up to ``BUSY_TIMEOUT_S``, and the whole
+transaction is retried if the lock still could not be had. WAL journalling lets readers
+(the MLflow UI, the warehouse) go on while a campaign writes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+from tracker.errors import StoreError
+from tracker.log.record import FinalRecord
+from tracker.log.store import Experiment, StoredRun, write_artifacts_locally
+from tracker.settings import StoreLocation
+
+#: The alembic revision of the MLflow schema this writer was built against (MLflow 3.17.2).
+SUPPORTED_SCHEMA = "dc11669786a5"
+SUPPORTED_MLFLOW = "3.17.2"
+BUSY_TIMEOUT_S = 60.0
+#: Runs per write transaction: large enough to amortise the commit, small enough that
+#: concurrent writers take turns often.
+RUNS_PER_TRANSACTION = 2000
+LOCK_RETRIES = 20
+T = TypeVar("T")
+
+
+class SqlStore:
+    def __init__(self, location: StoreLocation) -> None:
+        self.location = location
+        self._engine: Any = None
+        self._tables: Any = None
+
+    # -- connection -------------------------------------------------------------------
+    @property
+    def is_sqlite(self) -> bool:
+        return self.location.uri.startswith("sqlite:")
+
+    @property
+    def db_path(self) -> Path:
+        return Path(self.location.uri.removeprefix("sqlite:///"))
+
+    def engine(self) -> Any:
+        if self._engine is None:
+            self._engine = self._make_engine()
+            self._check_schema()
+        return self._engine
+
+    def _make_engine(self) -> Any:
+        import sqlalchemy
+        from sqlalchemy import event
+        from sqlalchemy.pool import NullPool
+
+        if not self.is_sqlite:
+            try:
+                return sqlalchemy.create_engine(self.location.uri, pool_pre_ping=True)
+            except Exception as exc:  # bad URL, missing driver
+                raise StoreError(f"cannot open tracking database {self.location.uri}: {exc}") from None
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.db_path.exists() or self.db_path.stat().st_size == 0:
+            self._initialize()
+        engine = sqlalchemy.create_engine(
+            self.location.uri,
+            connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
+            poolclass=NullPool,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+            cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            cur.execute("PRAGMA synchronous = NORMAL")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        return engine
+
+    @contextmanager
+    def _init_lock(self) -> Iterator[None]:
+        lock_path = self.db_path.with_suffix(".init.lock")
+        with open(lock_path, "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _initialize(self) -> None:
+        """Create a new embedded store with MLflow's own migrations (once, under a lock)."""
+        import sqlite3
+
+        with self._init_lock():
+            if self.db_path.exists() and self.db_path.stat().st_size > 0:
+                return
+            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+            artifact_root = self.location.artifact_root or str(self.db_path.parent / "artifacts")
+            Path(artifact_root).mkdir(parents=True, exist_ok=True)
+            SqlAlchemyStore(self.location.uri, artifact_root)
+            with sqlite3.connect(self.db_path) as conn:
+                conn.execute("PRAGMA journal_mode = WAL")
+
+    def schema_version(self) -> str:
+        import sqlalchemy
+
+        with self.engine().connect() as conn:
+            return str(conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar())
+
+    def _check_schema(self) -> None:
+        import sqlalchemy
+
+        try:
+            with self._engine.connect() as conn:
+                version = conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar()
+        except sqlalchemy.exc.OperationalError as exc:
+            raise StoreError(f"{self.location.uri} is not an MLflow tracking store ({exc.orig})") from None
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot read tracking database {self.location.uri}: {exc}") from None
+        if version != SUPPORTED_SCHEMA:
+            raise StoreError(
+                f"tracking store schema version {version} is not supported: tracker writes "
+                f"schema {SUPPORTED_SCHEMA} (MLflow {SUPPORTED_MLFLOW}); "
+                f"migrate the store with `mlflow db upgrade {self.location.uri}` using that MLflow"
+            )
+
+    def tables(self) -> Any:
+        if self._tables is None:
+            from mlflow.store.tracking.dbmodels.models import (
+                SqlLatestMetric,
+                SqlMetric,
+                SqlParam,
+                SqlRun,
+                SqlTag,
+            )
+
+            self._tables = {
+                "runs": SqlRun.__table__,
+                "tags": SqlTag.__table__,
+                "params": SqlParam.__table__,
+                "metrics": SqlMetric.__table__,
+                "latest_metrics": SqlLatestMetric.__table__,
+            }
+        return self._tables
+
+    def transaction(self, work: Callable[[Any], T]) -> T:
+        """Run ``work(conn)`` in one write transaction, retried whole while the database is locked."""
+        import sqlalchemy
+
+        for attempt in range(LOCK_RETRIES):
+            try:
+                with self.engine().begin() as conn:
+                    return work(conn)
+            except sqlalchemy.exc.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise StoreError(f"write to {self.location.uri} failed: {exc.orig}") from None
+                time.sleep(random.uniform(0.05, 0.5) * (attempt + 1))
+        raise StoreError(f"{self.location.uri} stayed locked; nothing more was written")
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    # -- experiments ------------------------------------------------------------------
+    def experiment(self, name: str, create: bool = True) -> Experiment:
+        import sqlalchemy
+
+        query = sqlalchemy.text(
+            "SELECT experiment_id, artifact_location, lifecycle_stage FROM experiments WHERE name = :name"
+        )
+        with self.engine().connect() as conn:
+            row = conn.execute(query, {"name": name}).first()
+        if row is None and create:
+            self._create_experiment(name)
+            with self.engine().connect() as conn:
+                row = conn.execute(query, {"name": name}).first()
+        if row is None:
+            raise StoreError(f"no experiment named {name!r} in {self.location.uri}")
+        if row.lifecycle_stage != "active":
+            raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")
+        return Experiment(str(row.experiment_id), name, row.artifact_location)
+
+    def _create_experiment(self, name: str) -> None:
+        from mlflow.exceptions import MlflowException
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        root = self.location.artifact_root
+        store = SqlAlchemyStore(self.location.uri, root or str(self.db_path.parent / "artifacts"))
+        try:
+            store.create_experiment(name)
+        except MlflowException as exc:
+            if "already exists" not in str(exc):  # a concurrent writer made it first
+                raise StoreError(f"cannot create experiment {name!r}: {exc.message}") from None
+        finally:
+            store.engine.dispose()
+
+    # -- runs -------------------------------------------------------------------------
+    def write(self, experiment: Experiment, records: list[FinalRecord]) -> list[str]:
+        from mlflow.utils.uri import append_to_uri_path
+
+        artifact_uris = {
+            r.run_id: append_to_uri_path(experiment.artifact_location, r.run_id, "artifacts") for r in records
+        }
+        # Artifacts land first: a run row never points at files that are not there.
+        for r in records:
+            if r.artifacts:
+                self._write_artifacts(artifact_uris[r.run_id], r.artifacts)
+        tables = self.tables()
+        for start in range(0, len(records), RUNS_PER_TRANSACTION):
+            chunk = records[start : start + RUNS_PER_TRANSACTION]
+            rows = _rows(chunk, int(experiment.experiment_id), artifact_uris)
+
+            def insert(conn: Any, rows: dict[str, list[dict]] = rows) -> None:
+                for name in ("runs", "tags", "params", "metrics", "latest_metrics"):
+                    if rows[name]:
+                        conn.execute(tables[name].insert(), rows[name])
+
+            self.transaction(insert)
+        return [r.run_id for r in records]
+
+    def _write_artifacts(self, artifact_uri: str, artifacts: dict[str, bytes | str | Path]) -> None:
+        from urllib.parse import urlparse
+
+        parsed = urlparse(artifact_uri)
+        if parsed.scheme in ("", "file"):
+            write_artifacts_locally(Path(parsed.path), artifacts)
+            return
+        import tempfile
+
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        with tempfile.TemporaryDirectory() as tmp:
+            write_artifacts_locally(Path(tmp), artifacts)
+            get_artifact_repository(artifact_uri).log_artifacts(tmp)
+
+    def measured_keys(self, experiment: Experiment, kind: str | None = None) -> set[str]:
+        import sqlalchemy
+
+        sql = (
+            "SELECT k.value FROM tags k JOIN runs r ON r.run_uuid = k.run_uuid "
+            "WHERE r.experiment_id = :exp AND r.status = 'FINISHED' AND r.lifecycle_stage = 'active' "
+            "AND k.key = 'tracker.config_key'"
+        )
+        args: dict[str, Any] = {"exp": int(experiment.experiment_id)}
+        if kind:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid "
+                "AND t.key = 'tracker.kind' AND t.value = :kind)"
+            )
+            args["kind"] = kind
+        with self.engine().connect() as conn:
+            return {row[0] for row in conn.execute(sqlalchemy.text(sql), args)}
+
+
+    def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:
+        import sqlalchemy
+
+        find = sqlalchemy.text(
+            "SELECT r.run_uuid, r.name, r.status FROM runs r JOIN tags k ON k.run_uuid = r.run_uuid "
+            "WHERE r.experiment_id = :exp AND r.status = 'FINISHED' AND r.lifecycle_stage = 'active' "
+            "AND k.key = 'tracker.config_key' AND k.value = :key ORDER BY r.start_time DESC LIMIT 1"
+        )
+        with self.engine().connect() as conn:
+            row = conn.execute(find, {"exp": int(experiment.experiment_id), "key": config_key}).first()
+            if row is None:
+                return None
+            args = {"run": row.run_uuid}
+            fetch = "SELECT key, value FROM {} WHERE run_uuid = :run"
+            params = dict(conn.execute(sqlalchemy.text(fetch.format("params")), args).all())
+            tags = dict(conn.execute(sqlalchemy.text(fetch.format("tags")), args).all())
+            metrics = dict(conn.execute(sqlalchemy.text(fetch.format("latest_metrics")), args).all())
+        return StoredRun(row.run_uuid, row.name, row.status, params, metrics, tags)
+
+
+def _rows(records: list[FinalRecord], experiment_id: int, artifact_uris: dict[str, str]) -> dict[str, list[dict]]:
+    """The rows MLflow's SqlAlchemyStore would hold for these runs, table by table."""
+    rows: dict[str, list[dict]] = {t: [] for t in ("runs", "tags", "params", "metrics", "latest_metrics")}
+    for r in records:
+        rows["runs"].append(
+            {
+                "run_uuid": r.run_id,
+                "name": r.name,
+                "source_type": "UNKNOWN",
+                "source_name": "",
+                "entry_point_name": "",
+                "user_id": r.tags.get("mlflow.user", "unknown"),
+                "status": r.status,
+                "start_time": r.start_time_ms,
+                "end_time": r.end_time_ms,
+                "deleted_time": None,
+                "source_version": "",
+                "lifecycle_stage": "active",
+                "artifact_uri": artifact_uris[r.run_id],
+                "experiment_id": experiment_id,
+            }
+        )
+        rows["tags"].extend({"key": k, "value": v, "run_uuid": r.run_id} for k, v in r.tags.items())
+        rows["params"].extend({"key": k, "value": v, "run_uuid": r.run_id} for k, v in r.params.items())
+        seen: set[tuple] = set()
+        for key, value, ts, step in r.metric_points():
+            pk = (key, ts, step, value)
+            if pk in seen:  # MLflow's primary key collapses identical points
+                continue
+            seen.add(pk)
+            rows["metrics"].append(
+                {"key": key, "value": value, "timestamp": ts, "step": step, "is_nan": False, "run_uuid": r.run_id}
+            )
+        for key, (value, ts, step) in r.latest_metrics().items():
+            rows["latest_metrics"].append(
+                {"key": key, "value": value, "timestamp": ts, "step": step, "is_nan": False, "run_uuid": r.run_id}
+            )
+    return rows

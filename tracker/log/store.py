@@ -1,0 +1,105 @@
+"""Tracking stores: where run records are written, and the choice of writer by URI.
+
+- ``SqlStore`` writes straight into an MLflow database (the embedded SQLite file, or any
+  database MLflow supports) through MLflow's own SQLAlchemy table definitions, many runs
+  per transaction.
+- ``RestStore`` writes to an MLflow tracking server over its REST API, batched and
+  concurrent.
+
+Both produce runs that ``MlflowClient.search_runs`` and the MLflow UI cannot tell apart
+from runs logged through MLflow's client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tracker.log.record import FinalRecord
+from tracker.settings import StoreLocation
+
+
+@dataclass(frozen=True)
+class Experiment:
+    experiment_id: str
+    name: str
+    artifact_location: str
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run read back from a store."""
+
+    run_id: str
+    name: str
+    status: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+
+
+class Store(Protocol):
+    location: StoreLocation
+
+    def experiment(self, name: str, create: bool = True) -> Experiment: ...
+
+    def write(self, experiment: Experiment, records: list[FinalRecord]) -> list[str]:
+        """Write records (parents before children); return the run ids in record order."""
+        ...
+
+    def measured_keys(self, experiment: Experiment, kind: str | None = None) -> set[str]:
+        """Config keys of the FINISHED, active runs of an experiment."""
+        ...
+
+    def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:
+        """The latest FINISHED, active run of an experiment with this config key."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def open_store(location: StoreLocation) -> Store:
+    if location.is_http:
+        from tracker.log.rest_store import RestStore
+
+        return RestStore(location)
+    from tracker.log.sql_store import SqlStore
+
+    return SqlStore(location)
+
+
+def write_artifacts_locally(folder: Path, artifacts: dict[str, bytes | str | Path]) -> None:
+    """Put a run's artifacts into its local artifact folder."""
+    import shutil
+
+    for rel, content in artifacts.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            shutil.copyfile(content, target)
+        elif isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+
+
+def parent_levels(records: list[FinalRecord]) -> list[list[int]]:
+    """Indices of records grouped so that every record comes after its in-batch parent."""
+    index = {r.run_id: i for i, r in enumerate(records)}
+    depth: dict[int, int] = {}
+
+    def level(i: int, seen: frozenset[int] = frozenset()) -> int:
+        if i in depth:
+            return depth[i]
+        parent = records[i].parent_id
+        if parent in index and index[parent] not in seen:
+            depth[i] = level(index[parent], seen | {i}) + 1
+        else:
+            depth[i] = 0
+        return depth[i]
+
+    levels: dict[int, list[int]] = {}
+    for i in range(len(records)):
+        levels.setdefault(level(i), []).append(i)
+    return [levels[k] for k in sorted(levels)]

@@ -1,0 +1,1 @@
+"""Profiling stage: measure networks and layers on a device, honestly and cheaply."""

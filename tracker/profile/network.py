@@ -1,0 +1,105 @@
+"""Whole-network and layer-wise inference latency, measured in this process.
+
+``profile_inference`` times the whole network at one batch size. ``profile_layers``
+runs the network once with forward hooks on its leaf modules, keeps a copy of each
+module's real input, then times each module alone on that input, after DNN stats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracker.profile.stats import Stopping
+from tracker.profile.timing import Timing, device_sync, measure
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """What is measured: frozen, hashable, separate from the samples."""
+
+    model: str
+    batch_size: int
+    input_size: int = 224
+    device: str = "cpu"
+    precision: str = "float32"
+    phase: str = "inference"
+
+
+@dataclass
+class LayerCall:
+    index: int
+    name: str
+    op_type: str
+    module: Any
+    inputs: tuple
+    input_shape: str
+    output_shape: str
+    timing: Timing | None = field(default=None)
+
+
+def _shape(x: Any) -> str:
+    shape = getattr(x, "shape", None)
+    return "x".join(str(d) for d in shape) if shape is not None else type(x).__name__
+
+
+def example_input(spec: NetworkSpec) -> Any:
+    import torch
+
+    dtype = getattr(torch, spec.precision)
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(spec.batch_size, 3, spec.input_size, spec.input_size, generator=gen, dtype=dtype)
+    return x.to(spec.device)
+
+
+def profile_inference(model: Any, spec: NetworkSpec, rule: Stopping) -> Timing:
+    import torch
+
+    model = model.to(device=spec.device, dtype=getattr(torch, spec.precision)).eval()
+    x = example_input(spec)
+    with torch.inference_mode():
+        return measure(lambda: model(x), rule, device_sync(spec.device))
+
+
+def capture_layers(model: Any, spec: NetworkSpec) -> list[LayerCall]:
+    """Leaf-module calls in execution order, each with a detached copy of its real input."""
+    import torch
+
+    model = model.to(device=spec.device, dtype=getattr(torch, spec.precision)).eval()
+    calls: list[LayerCall] = []
+    names = {m: n for n, m in model.named_modules()}
+
+    def hook(module: Any, inputs: tuple, output: Any) -> None:
+        kept = tuple(t.detach().clone() if torch.is_tensor(t) else t for t in inputs)
+        calls.append(
+            LayerCall(
+                index=len(calls),
+                name=names.get(module, "?"),
+                op_type=type(module).__name__,
+                module=module,
+                inputs=kept,
+                input_shape=_shape(inputs[0]) if inputs else "",
+                output_shape=_shape(output),
+            )
+        )
+
+    leaves = [m for m in model.modules() if not list(m.children())]
+    handles = [m.register_forward_hook(hook) for m in leaves]
+    try:
+        with torch.inference_mode():
+            model(example_input(spec))
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+def profile_layers(model: Any, spec: NetworkSpec, rule: Stopping) -> list[LayerCall]:
+    import torch
+
+    calls = capture_layers(model, spec)
+    sync = device_sync(spec.device)
+    with torch.inference_mode():
+        for call in calls:
+            call.timing = measure(lambda c=call: c.module(*c.inputs), rule, sync)
+    return calls

@@ -1,0 +1,84 @@
+"""Where things live: the embedded default store, the project folders, the tracking URI.
+
+Resolution order for the tracking URI: the ``--tracking-uri`` option, then the
+``MLFLOW_TRACKING_URI`` environment variable, then the embedded store
+``sqlite:///<runs dir>/mlflow.db`` with artifacts in ``<runs dir>/artifacts``.
+The runs dir is ``./runs`` unless ``TRACKER_RUNS_DIR`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracker.errors import StoreError
+
+#: The project root when running from a checkout (``pip install -e .``).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+DEFAULT_EXPERIMENT = "Default"
+
+
+def project_dir(name: str) -> Path:
+    """A top-level project folder (``schemas``, ``sql``, ``experiments``)."""
+    env = os.environ.get(f"TRACKER_{name.upper()}_DIR")
+    path = Path(env) if env else PROJECT_ROOT / name
+    if not path.is_dir():
+        raise StoreError(f"the project folder {name}/ was not found at {path}")
+    return path
+
+
+def runs_dir() -> Path:
+    """The folder of the embedded default store (made on first use)."""
+    return Path(os.environ.get("TRACKER_RUNS_DIR", "runs")).resolve()
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """A resolved tracking store: its URI and, for an embedded store, its artifact root."""
+
+    uri: str
+    artifact_root: str | None = None
+
+    @property
+    def scheme(self) -> str:
+        return self.uri.split(":", 1)[0].lower()
+
+    @property
+    def is_http(self) -> bool:
+        return self.scheme in ("http", "https")
+
+
+def embedded_location(folder: Path | None = None) -> StoreLocation:
+    folder = (folder or runs_dir()).resolve()
+    return StoreLocation(
+        uri=f"sqlite:///{folder / 'mlflow.db'}", artifact_root=str(folder / "artifacts")
+    )
+
+
+def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
+    """Turn what the user gave (or nothing) into a store location."""
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    if not uri:
+        return embedded_location()
+    scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
+        return StoreLocation(uri=uri.rstrip("/"))
+    if scheme == "sqlite":
+        db_path = Path(uri.removeprefix("sqlite:///")).resolve()
+        artifacts = db_path.parent / "artifacts"
+        return StoreLocation(uri=f"sqlite:///{db_path}", artifact_root=str(artifacts))
+    if scheme in ("", "file"):
+        # A folder is taken as an embedded store of tracker's own layout.
+        folder = Path(uri.removeprefix("file://"))
+        if folder.suffix == ".db":
+            return StoreLocation(
+                uri=f"sqlite:///{folder.resolve()}",
+                artifact_root=str(folder.resolve().parent / "artifacts"),
+            )
+        return embedded_location(folder)
+    raise StoreError(
+        f"unsupported tracking URI {uri!r}: use http(s)://HOST:PORT for a tracking server, "
+        "sqlite:///PATH.db or a folder for an embedded store, or postgresql://... for a database"
+    )

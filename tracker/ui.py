@@ -1,0 +1,51 @@
+"""``tracker ui``: the MLflow UI on the same store the runs are logged to."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+from tracker.errors import TrackerError
+from tracker.settings import resolve_location
+
+HOST = "127.0.0.1"
+
+
+def ui_command(tracking_uri: str | None, port: int) -> list[str]:
+    """The ``mlflow server`` command line that serves the UI over this store."""
+    location = resolve_location(tracking_uri)
+    if location.is_http:
+        raise TrackerError(f"{location.uri} is a tracking server with its own UI: open it in a browser")
+    from tracker.log.store import open_store
+
+    store = open_store(location)
+    store.engine()  # type: ignore[attr-defined]  # creates the embedded store on first use, checks its schema
+    store.close()
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", location.uri, "--host", HOST, "--port", str(port)]
+    if location.artifact_root:
+        cmd += ["--default-artifact-root", location.artifact_root]
+    return cmd
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def serve_ui(tracking_uri: str | None, port: int) -> None:
+    cmd = ui_command(tracking_uri, port)
+    if not port_free(port):
+        raise TrackerError(f"port {port} on {HOST} is in use; pick another with --port")
+    print(f"MLflow UI on http://{HOST}:{port} (Ctrl-C to stop)", flush=True)
+    try:
+        code = subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return
+    if code not in (0, -2, 130):
+        raise TrackerError(f"the MLflow UI exited with status {code}")

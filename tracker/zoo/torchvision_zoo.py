@@ -1,0 +1,39 @@
+"""Torchvision models by name, always built with ``weights=None`` (nothing is downloaded)."""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from typing import Any
+
+from tracker.errors import UnknownModelError
+
+#: Models whose stem needs a larger input than 224 px.
+INPUT_SIZE = {"inception_v3": 299}
+
+
+@cache
+def classification_models() -> tuple[str, ...]:
+    import torchvision
+
+    return tuple(sorted(torchvision.models.list_models(module=torchvision.models)))
+
+
+def default_input_size(name: str) -> int:
+    return INPUT_SIZE.get(name, 224)
+
+
+def build_model(name: str, **kwargs: Any) -> Any:
+    """An untrained torchvision classification model, in eval mode."""
+    import torchvision
+
+    names = classification_models()
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `tracker zoo list` shows them all"
+        raise UnknownModelError(f"unknown model {name!r}{hint}")
+    if name in ("googlenet", "inception_v3"):
+        kwargs.setdefault("aux_logits", False)
+        kwargs.setdefault("init_weights", False)
+    model = torchvision.models.get_model(name, weights=None, **kwargs)
+    return model.eval()
