@@ -66,7 +66,9 @@ def demo(
 ) -> None:
     """The main job: profile a small network and its layers on this machine and log them."""
     from tracker.demo import run_demo
+    from tracker.zoo import check_model_name
 
+    check_model_name(model)
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = "demo"
@@ -76,7 +78,11 @@ def demo(
 def main() -> None:
     from tracker.errors import TrackerError
 
+    import os
+
     verbose = any(a in ("-v", "-vv", "--verbose") for a in sys.argv[1:])
+    if not verbose:  # MLflow's INFO lines (store creation, migrations) are noise on a terminal
+        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:

@@ -27,8 +27,9 @@ def _run(ctx: typer.Context, model: str, batch_size: int, device: Device, precis
     from tracker.profile.device import check_device
     from tracker.profile.network import NetworkSpec
     from tracker.profile.stats import Stopping
-    from tracker.zoo import default_input_size
+    from tracker.zoo import check_model_name, default_input_size
 
+    check_model_name(model)  # before the store is opened: a typo creates nothing
     check_device(device.value)
     spec = NetworkSpec(model=model, batch_size=batch_size, input_size=default_input_size(model), device=device.value)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap)

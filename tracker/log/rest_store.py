@@ -120,6 +120,7 @@ class RestStore:
             {
                 "experiment_id": experiment.experiment_id,
                 "run_name": r.name,
+                "user_id": tags.get("mlflow.user", "unknown"),
                 "start_time": r.start_time_ms,
                 "tags": [{"key": k, "value": v} for k, v in tags.items()],
             },

@@ -23,15 +23,20 @@ def default_input_size(name: str) -> int:
     return INPUT_SIZE.get(name, 224)
 
 
-def build_model(name: str, **kwargs: Any) -> Any:
-    """An untrained torchvision classification model, in eval mode."""
-    import torchvision
-
+def check_model_name(name: str) -> None:
+    """Raise UnknownModelError, with the closest names, for a name the zoo does not know."""
     names = classification_models()
     if name not in names:
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else "; `tracker zoo list` shows them all"
         raise UnknownModelError(f"unknown model {name!r}{hint}")
+
+
+def build_model(name: str, **kwargs: Any) -> Any:
+    """An untrained torchvision classification model, in eval mode."""
+    import torchvision
+
+    check_model_name(name)
     if name in ("googlenet", "inception_v3"):
         kwargs.setdefault("aux_logits", False)
         kwargs.setdefault("init_weights", False)

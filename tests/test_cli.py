@@ -1,0 +1,99 @@
+"""The CLI through Typer's CliRunner and as a real process, on temporary stores."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tracker.cli.app import app
+
+from tests.conftest import free_port
+
+runner = CliRunner()
+TRACKER = [sys.executable, "-m", "tracker"]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRACKER, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_help_imports_neither_torch_nor_mlflow() -> None:
+    code = "import sys; from tracker.cli.app import app; print(sorted(m for m in ('torch', 'mlflow', 'sqlalchemy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0 and "profile" in result.output
+
+
+def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    result = runner.invoke(
+        app,
+        ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1", "--batch-size", "1",
+         "--time-cap", "1", "--precision", "0.05", "--format", "json"],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert {"run_id", "latency_ms", "ci_rel", "samples", "status"} <= set(data)
+    assert data["status"] == "FINISHED" and data["samples"] >= 6 and data["latency_ms"] > 0
+    run = MlflowClient(f"sqlite:///{store / 'mlflow.db'}").get_run(data["run_id"])
+    assert run.data.params["model"] == "squeezenet1_1"
+    assert run.data.metrics["samples_count"] == data["samples"]
+    assert run.data.tags["env.cpu_count"] and run.data.tags["env.torch_version"]
+    assert run.data.tags["tracker.stop_reason"] == data["stop_reason"]
+
+    again = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
+                                "--time-cap", "1", "--precision", "0.05", "--format", "json"])
+    assert json.loads(again.stdout)["run_id"] == data["run_id"] and json.loads(again.stdout)["reused"]
+
+    listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--format", "json"])
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [data["run_id"]]
+    info = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"])
+    assert json.loads(info.stdout)["runs_in_experiment"] == 1
+
+
+def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    result = runner.invoke(
+        app,
+        ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.5", "--precision", "0.1", "--format", "json"],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert len(data["layers"]) > 20 and data["sum_of_layers_ratio"] > 0
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("Default")
+    children = client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{data['run_id']}'", max_results=1000)
+    assert len(children) == len(data["layers"])
+    assert {c.data.tags["tracker.kind"] for c in children} == {"layer"}
+
+
+def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
+    cases = [
+        (["profile", "network", "resnet19"], 1, "unknown model 'resnet19'; did you mean resnet18"),
+        (["profile", "network", "resnet18", "--batch-size", "0"], 2, "--batch-size"),
+        (["profile", "network", "resnet18", "--precision", "abc"], 2, "--precision"),
+        (["--tracking-uri", f"http://127.0.0.1:{free_port()}", "store", "info"], 1, "cannot reach tracking server"),
+        (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
+        (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
+        (["frobnicate"], 2, "No such command"),
+    ]
+    for args, code, message in cases:
+        proc = run_cli(*args, cwd=tmp_path)
+        assert proc.returncode == code, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
+def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        proc = run_cli("ui", "--port", str(s.getsockname()[1]), cwd=tmp_path)
+    assert proc.returncode == 1 and "is in use" in proc.stderr

@@ -1,0 +1,59 @@
+"""The HTTP writer against a real MLflow tracking server on loopback."""
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tracker.errors import StoreError
+from tracker.log.logger import RunLogger
+from tracker.log.record import RunRecord
+from tracker.log.reference import log_with_client
+
+from tests.conftest import ENV, free_port, layer_record, network_record
+from tests.test_sql_store import comparable
+
+
+def test_runs_over_http_match_client_runs_and_nest(mlflow_server: str) -> None:
+    logger = RunLogger(mlflow_server, experiment="http-tests", environment=ENV)
+    client = MlflowClient(mlflow_server)
+    nets = [network_record(model=f"m{i}") for i in range(3)]
+    layers = [layer_record(n, i, model=n.params["model"]) for n in nets for i in range(10)]
+    ids = logger.log([*layers, *nets])  # children first on purpose: the writer orders them
+    assert len(set(ids)) == 33
+    assert [r.run_id for r in [*layers, *nets]] == ids  # the server's ids are set on the records
+    for net in nets:
+        children = client.search_runs(
+            [logger.experiment.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{net.run_id}'"
+        )
+        assert len(children) == 10
+        assert {c.data.params["model"] for c in children} == {net.params["model"]}
+
+    ref_id = log_with_client(client, logger.experiment.experiment_id, logger.finalize([network_record(model="m0")])[0])
+    a, b = comparable(client.get_run(nets[0].run_id)), comparable(client.get_run(ref_id))
+    assert a == b
+    assert logger.measured(kind="network") == {n.config_key for n in nets}
+    assert logger.find(nets[1].config_key).run_id == nets[1].run_id
+
+
+def test_history_and_artifacts_over_http(mlflow_server: str, tmp_path: Path) -> None:
+    logger = RunLogger(mlflow_server, experiment="http-artifacts", environment=ENV)
+    record = RunRecord(
+        kind="training",
+        name="job",
+        params=dict(model="m", model_hash="h", batch_size=2, phase="training", device="cpu"),
+        metrics={"latency_ms": 7.0},
+        history={"step_time_ms": [(s, float(s)) for s in range(1500)]},  # more than one log-batch
+        artifacts={"notes.txt": "hello"},
+    )
+    (run_id,) = logger.log([record])
+    client = MlflowClient(mlflow_server)
+    assert len(client.get_metric_history(run_id, "step_time_ms")) == 1500
+    assert client.get_run(run_id).info.status == "FINISHED"
+    path = client.download_artifacts(run_id, "notes.txt", str(tmp_path))
+    assert Path(path).read_text() == "hello"
+
+
+def test_an_unreachable_server_is_one_clear_error() -> None:
+    with pytest.raises(StoreError, match="cannot reach tracking server .*connection refused"):
+        RunLogger(f"http://127.0.0.1:{free_port()}", environment=ENV)

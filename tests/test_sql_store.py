@@ -1,0 +1,181 @@
+"""The embedded store's fast writer against MLflow's own client, on real SQLite files."""
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tracker.errors import SchemaError, StoreError
+from tracker.log.logger import RunLogger
+from tracker.log.record import RunRecord
+from tracker.log.reference import log_with_client
+from tracker.log.sql_store import SUPPORTED_SCHEMA
+
+from tests.conftest import ENV, layer_record, network_record
+
+
+@pytest.fixture()
+def logger(tmp_path: Path) -> RunLogger:
+    lg = RunLogger(str(tmp_path / "store"), experiment="tests", environment=ENV)
+    yield lg
+    lg.close()
+
+
+def comparable(run) -> dict:
+    """Everything search_runs returns about a run, minus what differs by nature (ids, times)."""
+    info = run.info
+    tags = {k: v for k, v in run.data.tags.items() if k not in ("mlflow.parentRunId",)}
+    return {
+        "status": info.status,
+        "lifecycle_stage": info.lifecycle_stage,
+        "user_id": info.user_id,
+        "run_name": info.run_name,
+        "experiment_id": info.experiment_id,
+        "artifact_uri_tail": info.artifact_uri.rsplit("/", 1)[-1],
+        "params": run.data.params,
+        "metrics": run.data.metrics,
+        "tags": tags,
+        "has_parent": "mlflow.parentRunId" in run.data.tags,
+    }
+
+
+def test_fast_runs_are_indistinguishable_from_client_runs(logger: RunLogger) -> None:
+    client = MlflowClient(logger.location.uri)
+    net = network_record()
+    layers = [layer_record(net, i) for i in range(3)]
+    fast_ids = logger.log([net, *layers])
+
+    twin_net, twin_layers = network_record(), []
+    final = logger.finalize([twin_net])[0]
+    ref_parent = log_with_client(client, logger.experiment.experiment_id, final)
+    for i in range(3):
+        twin_layers.append(layer_record(ref_parent, i))
+    ref_ids = [ref_parent] + [
+        log_with_client(client, logger.experiment.experiment_id, f) for f in logger.finalize(twin_layers)
+    ]
+    for fast_id, ref_id in zip(fast_ids, ref_ids):
+        fast, ref = client.get_run(fast_id), client.get_run(ref_id)
+        a, b = comparable(fast), comparable(ref)
+        a["tags"].pop("tracker.config_key"), b["tags"].pop("tracker.config_key")  # same config
+        assert a == b
+        assert fast.info.artifact_uri.startswith(str(Path(logger.location.artifact_root)))
+
+    found = client.search_runs(
+        [logger.experiment.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{fast_ids[0]}' and metrics.latency_ms > 1",
+    )
+    assert sorted(r.info.run_id for r in found) == sorted(fast_ids[2:])
+    by_kind = client.search_runs([logger.experiment.experiment_id], filter_string="tags.`tracker.kind` = 'layer'")
+    assert len(by_kind) == 6
+
+
+def test_metric_history_and_artifacts(logger: RunLogger, tmp_path: Path) -> None:
+    src = tmp_path / "graph.json"
+    src.write_text('{"nodes": []}')
+    record = RunRecord(
+        kind="training",
+        name="job",
+        params=dict(model="m", model_hash="h", batch_size=2, phase="training", device="cpu"),
+        metrics={"latency_ms": 7.0},
+        history={"step_time_ms": [(s, 10.0 - s) for s in range(5)]},
+        artifacts={"description/graph.json": src, "notes.txt": "hello", "raw.bin": b"\x00\x01"},
+    )
+    (run_id,) = logger.log([record])
+    client = MlflowClient(logger.location.uri)
+    history = client.get_metric_history(run_id, "step_time_ms")
+    assert [(m.step, m.value) for m in history] == [(s, 10.0 - s) for s in range(5)]
+    assert client.get_run(run_id).data.metrics["step_time_ms"] == 6.0
+    listed = {a.path for a in client.list_artifacts(run_id)}
+    assert listed == {"description", "notes.txt", "raw.bin"}
+    local = Path(client.download_artifacts(run_id, "description/graph.json", str(tmp_path / "dl")))
+    assert local.read_text() == '{"nodes": []}'
+
+
+def test_a_batch_with_one_bad_record_writes_nothing(logger: RunLogger) -> None:
+    good, bad = network_record(), network_record(batch_size=2)
+    bad.params.pop("device")
+    with pytest.raises(SchemaError, match="device"):
+        logger.log([good, bad])
+    assert MlflowClient(logger.location.uri).search_runs([logger.experiment.experiment_id]) == []
+
+
+def test_measured_keys_and_find_skip_what_is_done(logger: RunLogger) -> None:
+    done, failed = network_record(batch_size=1), network_record(batch_size=64)
+    failed.metrics.clear()
+    failed.fail("oom")
+    logger.log([done, failed])
+    assert logger.measured() == {done.config_key}
+    assert logger.measured(kind="layer") == set()
+    again = logger.find(done.config_key)
+    assert again is not None and again.run_id == done.run_id and again.metrics["latency_ms"] == 12.5
+    assert logger.find(failed.config_key) is None
+
+
+def test_an_unsupported_schema_version_is_refused(tmp_path: Path) -> None:
+    RunLogger(str(tmp_path / "s"), experiment="x", environment=ENV).close()
+    db = tmp_path / "s" / "mlflow.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = 'abc123'")
+    with pytest.raises(StoreError, match=f"abc123 is not supported.*{SUPPORTED_SCHEMA}"):
+        RunLogger(str(tmp_path / "s"), experiment="x", environment=ENV)
+
+
+def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(StoreError, match="not an MLflow tracking store"):
+        RunLogger(f"sqlite:///{db}", environment=ENV)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from tests.conftest import ENV, layer_record, network_record
+    from tracker.log.logger import RunLogger
+    store, who, batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    logger = RunLogger(store, experiment="shared", environment=ENV)
+    for b in range(batches):
+        net = network_record(model=f"{who}-{b}")
+        logger.log([net, *[layer_record(net, i, model=f"{who}-{b}") for i in range(19)]])
+    print("ok")
+    """
+)
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    store = str(tmp_path / "shared")
+    RunLogger(store, experiment="shared", environment=ENV).close()  # created once, as `tracker` does on first use
+    root = Path(__file__).resolve().parent.parent
+    writers, batches = 4, 15
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, store, f"w{w}", str(batches)], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for w in range(writers)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
+        assert "locked" not in err
+    logger = RunLogger(store, experiment="shared", environment=ENV)
+    runs = MlflowClient(logger.location.uri).search_runs([logger.experiment.experiment_id], max_results=10000)
+    assert len(runs) == writers * batches * 20
+    parents = {r.info.run_id for r in runs if r.data.tags["tracker.kind"] == "network"}
+    assert all(r.data.tags["mlflow.parentRunId"] in parents for r in runs if r.data.tags["tracker.kind"] == "layer")
+
+
+def test_concurrent_first_use_creates_one_store(tmp_path: Path) -> None:
+    store = str(tmp_path / "fresh")
+    root = Path(__file__).resolve().parent.parent
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, store, f"w{w}", "1"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for w in range(3)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    logger = RunLogger(store, experiment="shared", environment=ENV)
+    assert len(MlflowClient(logger.location.uri).search_runs([logger.experiment.experiment_id])) == 60

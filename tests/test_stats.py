@@ -1,0 +1,61 @@
+"""The stopping rule and the statistics, on synthetic samples with known answers."""
+
+import math
+import random
+import statistics
+
+import pytest
+
+from tracker.profile.stats import Stopping, median_ci, stop_reason, summarize, warmed_up
+from tracker.profile.timing import measure
+
+
+def test_median_ci_covers_the_true_median_about_95_percent_of_the_time() -> None:
+    rng = random.Random(1)
+    true_median = math.exp(0.0)  # lognormal(0, 0.5) has median exactly 1
+    trials, covered = 2000, 0
+    for _ in range(trials):
+        samples = sorted(rng.lognormvariate(0.0, 0.5) for _ in range(40))
+        lo, hi = median_ci(samples)
+        covered += lo <= true_median <= hi
+    assert 0.92 <= covered / trials <= 0.99
+
+
+def test_summary_is_derived_from_the_raw_samples() -> None:
+    samples = [5.0, 1.0, 3.0, 2.0, 4.0, 100.0, 3.0, 2.5]
+    s = summarize(samples)
+    assert s.n == 8 and s.median == statistics.median(samples) and s.max == 100.0 and s.min == 1.0
+    assert s.ci_low <= s.median <= s.ci_high and s.iqr > 0
+    assert summarize([2.0] * 10).ci_rel == 0.0
+
+
+def test_precise_samples_stop_on_precision_and_noisy_ones_on_the_cap() -> None:
+    rule = Stopping(target_ci_rel=0.02, time_cap_s=1.0, min_samples=10)
+    rng = random.Random(0)
+    quiet = [10 + rng.gauss(0, 0.05) for _ in range(10)]
+    assert stop_reason(quiet, 0.1, rule) == "precision"
+    noisy = [rng.lognormvariate(0, 1.0) for _ in range(10)]
+    assert stop_reason(noisy, 0.1, rule) is None
+    assert stop_reason(noisy, 1.5, rule) == "time_cap"
+    assert stop_reason(noisy[:3], 5.0, rule) is None  # never stop before a CI exists
+    assert stop_reason(noisy, 0.1, Stopping(max_samples=10)) == "max_samples"
+
+
+def test_warm_up_ends_once_two_windows_agree() -> None:
+    cold = [50.0, 30.0, 20.0, 15.0, 12.0, 11.0, 10.5, 10.2, 10.1, 10.0]
+    assert not warmed_up(cold)
+    assert warmed_up(cold + [10.0, 10.1, 9.9, 10.0, 10.05])
+
+
+def test_measure_runs_warm_up_then_samples_and_says_why_it_stopped() -> None:
+    calls = []
+    timing = measure(lambda: calls.append(1), Stopping(target_ci_rel=0.5, time_cap_s=0.5, min_samples=10))
+    assert timing.stop_reason in ("precision", "time_cap")
+    assert len(calls) == len(timing.samples_ms) + len(timing.warmup_ms)
+    assert len(timing.samples_ms) >= 10 and len(timing.warmup_ms) >= 2
+
+
+@pytest.mark.parametrize("kwargs", [{"target_ci_rel": 0}, {"target_ci_rel": 1.5}, {"time_cap_s": -1}, {"min_samples": 2}])
+def test_nonsense_rules_are_refused(kwargs) -> None:
+    with pytest.raises(ValueError):
+        Stopping(**kwargs)
