@@ -11,6 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from tracker.cli import describe as describe_cli
+from tracker.cli import imports as imports_cli
 from tracker.cli import profile as profile_cli
 from tracker.cli import store as store_cli
 from tracker.cli import zoo as zoo_cli
@@ -27,6 +29,8 @@ app.add_typer(store_cli.app, name="store")
 app.add_typer(store_cli.runs_app, name="runs")
 app.add_typer(zoo_cli.app, name="zoo")
 app.add_typer(profile_cli.app, name="profile")
+app.add_typer(imports_cli.app, name="import")
+app.command("describe")(describe_cli.describe)
 
 
 @app.callback()

@@ -19,7 +19,7 @@ from tracker.cli.options import (
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
-ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`).")]
+ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`) or network spec file.")]
 
 
 def _run(ctx: typer.Context, model: str, batch_size: int, device: Device, precision: float, time_cap: float, layers: bool, fmt: OutputFormat) -> None:
@@ -27,11 +27,11 @@ def _run(ctx: typer.Context, model: str, batch_size: int, device: Device, precis
     from tracker.profile.device import check_device
     from tracker.profile.network import NetworkSpec
     from tracker.profile.stats import Stopping
-    from tracker.zoo import check_model_name, default_input_size
+    from tracker.zoo import resolve
 
-    check_model_name(model)  # before the store is opened: a typo creates nothing
+    ref = resolve(model)  # before the store is opened: a typo creates nothing
     check_device(device.value)
-    spec = NetworkSpec(model=model, batch_size=batch_size, input_size=default_input_size(model), device=device.value)
+    spec = NetworkSpec(model=model, batch_size=batch_size, input_size=ref.input_size, device=device.value)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap)
     layer_rule = Stopping(target_ci_rel=max(precision, 0.05), time_cap_s=min(time_cap, 1.0), warmup_cap_s=0.5)
     result = profile_network(state(ctx).logger(), spec, rule, layers=layers, layer_rule=layer_rule)

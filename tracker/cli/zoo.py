@@ -1,21 +1,98 @@
-"""``tracker zoo``: the networks the tracker knows."""
+"""``tracker zoo``: the networks the tracker knows, generates and prunes."""
 
 from __future__ import annotations
 
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
 
-app = typer.Typer(help="Networks: torchvision models by name (built without weights).", no_args_is_help=True)
+app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
+
+
+class Family(str, Enum):
+    all = "all"
+    classification = "classification"
+    detection = "detection"
+
+
+OutOption = Annotated[Optional[Path], typer.Option("--out", help="Folder for the specs. Default: experiments/<experiment>/networks.")]
+
+
+def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
+    if out is not None:
+        return out
+    exp = state(ctx).experiment
+    return Path("experiments") / (default_name if exp == "Default" else exp) / "networks"
 
 
 @app.command("list")
-def list_models(fmt: FormatOption = OutputFormat.table) -> None:
-    """List the classification models the zoo can build."""
-    from tracker.zoo import classification_models
+def list_models(family: Annotated[Family, typer.Option(help="Which models.")] = Family.all, fmt: FormatOption = OutputFormat.table) -> None:
+    """List the torchvision models the zoo can build (without weights)."""
+    from tracker.zoo import all_models, classification_models, detection_models
 
-    names = list(classification_models())
+    names = {"all": all_models, "classification": classification_models, "detection": detection_models}[family.value]()
     if fmt is OutputFormat.json:
-        emit_json(names)
+        emit_json(list(names))
     else:
         typer.echo("\n".join(names))
+
+
+@app.command("generate")
+def generate(
+    ctx: typer.Context,
+    count: Annotated[int, typer.Option("--count", "-n", min=1, max=100000, help="How many networks.")] = 10,
+    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same seed gives the same networks.")] = 0,
+    input_size: Annotated[int, typer.Option(min=32, help="Input resolution.")] = 224,
+    out: OutOption = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Generate PerfSeer-style random CNNs and write one JSON spec each."""
+    from tracker.zoo.generator import generate as gen
+    from tracker.zoo.spec import write_specs
+
+    paths = write_specs(gen(count, seed, input_size=input_size), _out(ctx, out, "generated"))
+    if fmt is OutputFormat.json:
+        emit_json([str(p) for p in paths])
+    else:
+        typer.echo(f"wrote {len(paths)} network specs to {paths[0].parent}")
+
+
+def _ratios(text: str) -> list[float]:
+    from tracker.errors import ConfigError
+
+    try:
+        values = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ConfigError(f"--ratios takes percentages separated by commas, e.g. 0,10,50; got {text!r}") from None
+    bad = [v for v in values if not 0 <= v < 100]
+    if not values or bad:
+        raise ConfigError(f"--ratios must be percentages in [0, 100); got {text!r}")
+    return [v / 100 for v in values]
+
+
+@app.command("prune")
+def prune(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Argument(help="Zoo model to prune.")],
+    ratios: Annotated[str, typer.Option(help="Pruning percentages, comma separated, e.g. 0,10,50.")] = "0,25,50,75",
+    method: Annotated[str, typer.Option(help="Filter selection: l1 or random.")] = "l1",
+    seed: Annotated[int, typer.Option(help="Seed of random selection.")] = 0,
+    out: OutOption = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Channel-prune a zoo model at several ratios and write one JSON spec each."""
+    from tracker.zoo import check_model_name
+    from tracker.zoo.pruning import pruned_spec
+    from tracker.zoo.spec import write_specs
+
+    check_model_name(model)
+    specs = [pruned_spec(model, r, method=method, seed=seed) for r in _ratios(ratios)]
+    paths = write_specs(specs, _out(ctx, out, "pruned"))
+    if fmt is OutputFormat.json:
+        emit_json([str(p) for p in paths])
+    else:
+        typer.echo(f"wrote {len(paths)} pruned specs of {model} to {paths[0].parent}")

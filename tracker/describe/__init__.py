@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 
-def architecture_hash(model: Any) -> str:
-    """A stable hash of a network's architecture: module tree, layer settings, tensor shapes.
+def describe(ref: str, input_size: int | None = None) -> Any:
+    """Describe a zoo name or spec file: its graph with per-node features (``Description``)."""
+    from tracker.describe.graph import describe_module
+    from tracker.zoo.spec import resolve
 
-    Two builds of the same architecture hash equal whatever their weights; any change of
-    layer, width, kernel or stride changes it.
-    """
-    h = hashlib.sha256(repr(model).encode())
-    for name, p in model.state_dict().items():
-        h.update(f"{name}:{tuple(p.shape)}:{p.dtype};".encode())
-    return h.hexdigest()[:16]
+    model_ref = resolve(ref)
+    size = input_size or model_ref.input_size
+    model = model_ref.build()
+    if model_ref.is_detection:
+        import torch
+
+        return describe_module(model, model_ref.name, size, example=[torch.rand(3, size, size)])
+    return describe_module(model, model_ref.name, size)

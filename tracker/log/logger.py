@@ -39,24 +39,27 @@ class RunLogger:
             self._environment = capture_environment()
         return self._environment
 
-    def finalize(self, records: Iterable[RunRecord]) -> list[FinalRecord]:
-        env = {**self.environment, "mlflow.user": _user()}
+    def finalize(self, records: Iterable[RunRecord], environment: dict[str, str] | None = None) -> list[FinalRecord]:
+        env = {**(self.environment if environment is None else environment), "mlflow.user": _user()}
         return [r.finalize(env) for r in records]
 
-    def log(self, records: Iterable[RunRecord]) -> list[str]:
-        """Validate and write the records; returns their run ids (also set on the records)."""
+    def log(self, records: Iterable[RunRecord], environment: dict[str, str] | None = None) -> list[str]:
+        """Validate and write the records; returns their run ids (also set on the records).
+
+        ``environment`` replaces this machine's for records measured elsewhere (imports).
+        """
         records = list(records)
-        final = self.finalize(records)
+        final = self.finalize(records, environment)
         ids = self.store.write(self.experiment, final)
         for record, run_id in zip(records, ids):
             record.run_id = run_id
         return ids
 
-    def measured(self, kind: str | None = None) -> set[str]:
-        """Config keys already measured (FINISHED) in this experiment."""
+    def measured(self, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)) -> set[str]:
+        """Config keys already measured in this experiment (FINISHED ones unless told otherwise)."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
-        return self.store.measured_keys(self.experiment, kind)
+        return self.store.measured_keys(self.experiment, kind, statuses)
 
     def find(self, config_key: str) -> RunRecord | None:
         """The run already measured with this config key, read back as a record, or None."""

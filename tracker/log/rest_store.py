@@ -152,8 +152,10 @@ class RestStore:
             write_artifacts_locally(Path(tmp), artifacts)
             MlflowClient(self.location.uri).log_artifacts(run_id, tmp)
 
-    def measured_keys(self, experiment: Experiment, kind: str | None = None) -> set[str]:
-        flt = "attributes.status = 'FINISHED'"
+    def measured_keys(
+        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)
+    ) -> set[str]:
+        flt = "attributes.status IN (" + ", ".join(f"'{s}'" for s in statuses) + ")"
         if kind:
             flt += f" and tags.`tracker.kind` = '{kind}'"
         keys: set[str] = set()

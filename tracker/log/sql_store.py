@@ -249,23 +249,26 @@ class SqlStore:
             write_artifacts_locally(Path(tmp), artifacts)
             get_artifact_repository(artifact_uri).log_artifacts(tmp)
 
-    def measured_keys(self, experiment: Experiment, kind: str | None = None) -> set[str]:
+    def measured_keys(
+        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)
+    ) -> set[str]:
         import sqlalchemy
 
         sql = (
             "SELECT k.value FROM tags k JOIN runs r ON r.run_uuid = k.run_uuid "
-            "WHERE r.experiment_id = :exp AND r.status = 'FINISHED' AND r.lifecycle_stage = 'active' "
+            "WHERE r.experiment_id = :exp AND r.status IN :statuses AND r.lifecycle_stage = 'active' "
             "AND k.key = 'tracker.config_key'"
         )
-        args: dict[str, Any] = {"exp": int(experiment.experiment_id)}
+        args: dict[str, Any] = {"exp": int(experiment.experiment_id), "statuses": list(statuses)}
         if kind:
             sql += (
                 " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid "
                 "AND t.key = 'tracker.kind' AND t.value = :kind)"
             )
             args["kind"] = kind
+        query = sqlalchemy.text(sql).bindparams(sqlalchemy.bindparam("statuses", expanding=True))
         with self.engine().connect() as conn:
-            return {row[0] for row in conn.execute(sqlalchemy.text(sql), args)}
+            return {row[0] for row in conn.execute(query, args)}
 
 
     def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:

@@ -48,8 +48,10 @@ class Store(Protocol):
         """Write records (parents before children); return the run ids in record order."""
         ...
 
-    def measured_keys(self, experiment: Experiment, kind: str | None = None) -> set[str]:
-        """Config keys of the FINISHED, active runs of an experiment."""
+    def measured_keys(
+        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)
+    ) -> set[str]:
+        """Config keys of the active runs of an experiment with these statuses."""
         ...
 
     def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tracker.log.logger import RunLogger
 from tracker.log.record import RunRecord, now_ms
@@ -55,15 +55,20 @@ def profile_network(
     reuse: bool = True,
 ) -> ProfileResult:
     """Measure one network configuration (and its layers) and log it, unless already measured."""
+    import json
+
     import torch
 
-    from tracker.describe import architecture_hash
+    from tracker.describe.graph import describe_module
     from tracker.environment import software_versions
     from tracker.profile.records import cpu_mode_id, key_fields, layer_records, network_record
-    from tracker.zoo import build_model
+    from tracker.zoo import resolve
 
-    model = build_model(spec.model)
-    model_hash = architecture_hash(model)
+    ref = resolve(spec.model)
+    model = ref.build()
+    spec = replace(spec, model=ref.name)  # a spec file is recorded by its network's name
+    description = describe_module(model, spec.model, spec.input_size)
+    model_hash = description.description_hash
     mode = cpu_mode_id() if spec.device == "cpu" else f"{spec.device}-default"
     versions = software_versions()
     if reuse:
@@ -75,6 +80,8 @@ def profile_network(
     start = now_ms()
     timing = profile_inference(model, spec, rule)
     net = network_record(spec, model_hash, mode, rule, timing, versions, start)
+    net.artifacts["description/graph.json"] = description.graph_artifact()
+    net.artifacts["description/description.json"] = json.dumps(description.to_json())
     lrecs = []
     if layers:
         calls = profile_layers(model, spec, layer_rule or rule)

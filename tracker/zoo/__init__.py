@@ -1,5 +1,26 @@
-"""Zoo stage: the networks the tracker measures (torchvision by name; generators later)."""
+"""Zoo stage: the networks the tracker measures.
 
-from tracker.zoo.torchvision_zoo import build_model, check_model_name, classification_models, default_input_size
+Torchvision classification and detection models by name (built with ``weights=None``),
+PerfSeer-style generated networks and channel-pruned networks, both kept as JSON specs.
+"""
 
-__all__ = ["build_model", "check_model_name", "classification_models", "default_input_size"]
+from tracker.zoo.spec import ModelRef, resolve
+from tracker.zoo.torchvision_zoo import (
+    all_models,
+    build_model,
+    check_model_name,
+    classification_models,
+    default_input_size,
+    detection_models,
+)
+
+__all__ = [
+    "ModelRef",
+    "all_models",
+    "build_model",
+    "check_model_name",
+    "classification_models",
+    "default_input_size",
+    "detection_models",
+    "resolve",
+]

@@ -1,0 +1,40 @@
+"""`tracker zoo` and `tracker describe` through the CLI."""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tracker.cli.app import app
+
+runner = CliRunner()
+
+
+def test_zoo_list_has_classification_and_detection() -> None:
+    names = json.loads(runner.invoke(app, ["zoo", "list", "--format", "json"]).stdout)
+    assert {"resnet18", "mobilenet_v2", "vit_b_16", "fasterrcnn_resnet50_fpn"} <= set(names)
+    det = json.loads(runner.invoke(app, ["zoo", "list", "--family", "detection", "--format", "json"]).stdout)
+    assert "fasterrcnn_resnet50_fpn" in det and "resnet18" not in det
+
+
+def test_generate_writes_specs_that_describe_and_rebuild(tmp_path: Path) -> None:
+    out = tmp_path / "nets"
+    result = runner.invoke(app, ["zoo", "generate", "--count", "3", "--seed", "11", "--input-size", "64", "--out", str(out), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    paths = json.loads(result.stdout)
+    assert [Path(p).name for p in paths] == ["gen-s11-0000.json", "gen-s11-0001.json", "gen-s11-0002.json"]
+    again = runner.invoke(app, ["zoo", "generate", "--count", "3", "--seed", "11", "--input-size", "64", "--out", str(tmp_path / "b")])
+    assert again.exit_code == 0
+    assert Path(paths[1]).read_text() == (tmp_path / "b" / "gen-s11-0001.json").read_text()
+    desc = json.loads(runner.invoke(app, ["describe", paths[1], "--format", "json"]).stdout)
+    assert {"params", "flops", "macs", "nodes", "activation_bytes"} <= set(desc)
+    assert desc["model"] == "gen-s11-0001" and desc["input_size"] == 64 and desc["params"] > 0
+
+
+def test_describe_json_and_errors(tmp_path: Path) -> None:
+    data = json.loads(runner.invoke(app, ["describe", "resnet18", "--batch-size", "4", "--format", "json"]).stdout)
+    assert data["params"] == 11_689_512 and data["batch_size"] == 4 and data["nodes"] == 71
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something-else"}')
+    result = runner.invoke(app, ["describe", str(bad)])
+    assert result.exit_code != 0 and "is not a network spec" in str(result.exception)

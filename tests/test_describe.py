@@ -1,0 +1,99 @@
+"""The description module: counts against torch's own, graph shape, features, fallbacks."""
+
+import json
+
+import networkx as nx
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from tracker.describe import describe
+from tracker.describe.features import CATEGORIES, aggregates, node_rows
+from tracker.describe.graph import Description, describe_module
+from tracker.zoo import build_model
+
+#: Published counts (torchvision docs: GFLOPS there are GMACs at 224x224).
+KNOWN = {"resnet18": (11_689_512, 1.814e9), "mobilenet_v2": (3_504_872, 0.301e9)}
+
+
+def torch_flops(model, x) -> int:
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(x)
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_counts_match_known_values_and_torch_flop_counter(name: str) -> None:
+    model = build_model(name)
+    desc = describe_module(model, name, 224)
+    agg = aggregates(desc, batch_size=1)
+    params, gmacs = KNOWN[name]
+    assert agg["params"] == params == sum(p.numel() for p in model.parameters())
+    assert abs(agg["macs"] - gmacs) / gmacs < 0.01
+    assert agg["flops"] == torch_flops(model, torch.randn(1, 3, 224, 224))
+    assert agg["flops"] == 2 * agg["macs"]
+
+
+def test_features_scale_with_batch_and_are_sums_of_node_rows() -> None:
+    desc = describe("resnet18")
+    one, eight = aggregates(desc, 1), aggregates(desc, 8)
+    assert eight["flops"] == 8 * one["flops"] and eight["activation_bytes"] == 8 * one["activation_bytes"]
+    assert eight["params"] == one["params"] and eight["weight_bytes"] == 4 * one["params"]
+    rows = node_rows(desc, 8)
+    assert eight["flops"] == sum(r["flops"] for r in rows)
+    assert eight["largest_activation_bytes"] == max(r["activation_out_bytes"] for r in rows)
+    assert sum(eight[f"{c}_count"] for c in CATEGORIES if c != "io") + 2 == eight["nodes"]  # + input, output
+    assert one["conv_count"] == 20 and one["linear_count"] == 1 and one["depth"] == 18
+    assert one["saved_activation_bytes"] > 0 and one["largest_activation_bytes"] == 64 * 112 * 112 * 4
+
+
+def test_graph_matches_the_traced_model_and_round_trips() -> None:
+    model = build_model("mobilenet_v2")
+    gm = torch.fx.symbolic_trace(model)
+    desc = describe_module(model, "mobilenet_v2", 224)
+    fx_edges = sum(len(n.all_input_nodes) for n in gm.graph.nodes)
+    assert len(desc.nodes) == len(list(gm.graph.nodes)) and len(desc.edges) == fx_edges
+    dw = [r for r in node_rows(desc) if r["category"] == "dwconv"]
+    assert len(dw) == 17 and all(r["groups"] == r["out_channels"] for r in dw)
+
+    g = nx.node_link_graph(json.loads(desc.graph_artifact()), edges="edges")
+    assert g.number_of_nodes() == len(desc.nodes) and g.number_of_edges() == len(desc.edges)
+    assert g.graph["description_hash"] == desc.description_hash
+    again = Description.from_json(json.loads(json.dumps(desc.to_json())))
+    assert again.description_hash == desc.description_hash
+    assert describe_module(build_model("mobilenet_v2"), "mobilenet_v2", 224).description_hash == desc.description_hash
+    assert describe_module(model, "mobilenet_v2", 160).description_hash != desc.description_hash
+
+
+def test_a_network_that_cannot_be_traced_falls_back_to_hooks_and_says_so() -> None:
+    class Branchy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(3, 8, 5)
+
+        def forward(self, x):
+            return self.a(x) if x.sum() > 0 else self.b(x)  # data-dependent: torch.fx cannot trace
+
+    desc = describe_module(Branchy(), "branchy", 32)
+    assert desc.method == "hooks" and "torch.fx could not trace branchy" in desc.notes[0]
+    assert [n.kind for n in desc.nodes] == ["placeholder", "Conv2d"] and desc.edges == [("x", desc.nodes[1].name)]
+
+
+def test_detection_models_are_described_with_hooks() -> None:
+    desc = describe("fasterrcnn_mobilenet_v3_large_320_fpn", 320)
+    model = build_model("fasterrcnn_mobilenet_v3_large_320_fpn")
+    assert desc.method == "hooks" and desc.notes
+    assert aggregates(desc)["params"] == sum(p.numel() for p in model.parameters())
+    assert len(desc.edges) > len(desc.nodes) // 2
+
+
+def test_generated_network_counts_match_torch() -> None:
+    from tracker.zoo.generator import build_generated, generate
+
+    for spec in generate(5, seed=3, input_size=64):
+        model = build_generated(spec)
+        desc = describe_module(model, spec["name"], 64)
+        agg = aggregates(desc, 2)
+        assert desc.method == "fx"
+        assert agg["params"] == sum(p.numel() for p in model.parameters())
+        assert agg["flops"] == torch_flops(model, torch.randn(2, 3, 64, 64))

@@ -1,0 +1,75 @@
+"""`tracker import perf4sight` on the real TX2 files in ../shared."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tracker.cli.app import app
+from tracker.describe.features import node_rows
+from tracker.describe.graph import Description
+from tracker.imports.perf4sight import read_configs, read_descriptions
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "perf4sight-tx2"
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/datasets/perf4sight-tx2 is not beside this checkout")
+
+
+def test_reading_collapses_duplicates_and_keeps_failures() -> None:
+    configs = read_configs(DATA)
+    raw = {}
+    for path in (DATA / "latency").glob("*-gt.csv"):
+        with path.open() as fh:
+            for row in csv.DictReader(fh, delimiter="|"):
+                raw.setdefault((path.name.removesuffix("-gt.csv"), int(row["bs"])), []).append(row)
+    assert set(configs) == set(raw) | {k for k in configs if k not in raw}
+    dup = next(k for k, rows in raw.items() if sum(r["passed"] == "True" for r in rows) > 1)
+    assert len(configs[dup].latency) > 1
+    failed = next(k for k, rows in raw.items() if all(r["passed"] == "False" for r in rows))
+    assert configs[failed].latency == [] and configs[failed].latency_failed >= 1
+
+
+def test_imported_descriptions_have_the_same_rows_as_traced_ones() -> None:
+    from tracker.describe import describe
+
+    descs = read_descriptions(DATA)
+    assert len(descs) == 84
+    imported = descs["resnet18_0"]
+    traced = describe("resnet18")
+    a, b = node_rows(imported, 4), node_rows(traced, 4)
+    assert list(a[0]) == list(b[0])  # the same columns
+    assert sum(r["params"] for r in a) == 11_689_512 == sum(r["params"] for r in b)
+    assert sum(r["flops"] for r in a) == sum(r["flops"] for r in b)
+
+
+def test_import_twice_adds_nothing(tmp_path: Path) -> None:
+    runner = CliRunner()
+    args = ["--tracking-uri", str(tmp_path / "store"), "import", "perf4sight", str(DATA), "--format", "json"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    stats = json.loads(first.stdout)
+    assert stats["imported"] == stats["configurations"] > 2000 and stats["failed"] > 0
+    second = json.loads(runner.invoke(app, args).stdout)
+    assert second["imported"] == 0 and second["already_present"] == stats["configurations"]
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("perf4sight-tx2")
+    runs = client.search_runs([exp.experiment_id], max_results=50000)
+    assert len(runs) == stats["configurations"]
+    failed = [r for r in runs if r.info.status == "FAILED"]
+    assert len(failed) == stats["failed"] and all(r.data.tags["tracker.failure_reason"] == "perf4sight_failed" for r in failed)
+    assert all("latency_ms" not in r.data.metrics for r in failed)
+    ok = [r for r in runs if r.info.status == "FINISHED"]
+    assert all(r.data.params["device"] == "jetson-tx2" and r.data.tags["env.device_model"] == "jetson-tx2" for r in ok)
+    r18 = [r for r in ok if r.data.params["model"] == "resnet18_0"]
+    smallest = min(r18, key=lambda r: int(r.data.params["batch_size"]))
+    desc = Description.from_json(json.loads(Path(client.download_artifacts(smallest.info.run_id, "description/description.json", str(tmp_path))).read_text()))
+    assert desc.description_hash == smallest.data.params["model_hash"]
+
+
+def test_a_wrong_folder_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), "import", "perf4sight", str(tmp_path)])
+    assert result.exit_code != 0 and "not a perf4sight TX2 folder" in str(result.exception)
+    assert not (tmp_path / "s").exists()  # nothing was created

@@ -1,0 +1,38 @@
+"""``tracker describe``: a network's graph and features, as the warehouse and fingerprints see them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json
+
+
+def describe(
+    model: Annotated[str, typer.Argument(help="Zoo model name or network spec file.")],
+    batch_size: BatchSizeOption = 1,
+    input_size: Annotated[Optional[int], typer.Option(min=16, help="Input resolution (default: the model's).")] = None,
+    nodes: Annotated[bool, typer.Option("--nodes", help="Include one row per node.")] = False,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Describe a network: parameters, FLOPs, MACs, activations, depth, per-category sums."""
+    from tracker.describe import describe as describe_ref
+    from tracker.describe.features import aggregates, node_rows
+
+    desc = describe_ref(model, input_size)
+    rows = node_rows(desc, batch_size)
+    data = {"model": desc.name, "description_hash": desc.description_hash, "method": desc.method,
+            "notes": desc.notes, **aggregates(desc, batch_size, rows)}
+    if nodes:
+        data["node_rows"] = rows
+    if fmt is OutputFormat.json:
+        emit_json(data)
+        return
+    for note in desc.notes:
+        typer.echo(f"note: {note}")
+    for key in ("model", "description_hash", "method", "batch_size", "input_size", "params", "flops", "macs",
+                "activation_bytes", "saved_activation_bytes", "largest_activation_bytes", "nodes", "edges",
+                "functional_layers", "depth"):
+        value = data[key]
+        typer.echo(f"{key:>25}: {value:,}" if isinstance(value, int) else f"{key:>25}: {value}")

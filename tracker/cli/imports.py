@@ -1,0 +1,32 @@
+"""``tracker import``: measurements made elsewhere, as tracker runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+
+app = typer.Typer(help="Import measurements made elsewhere.", no_args_is_help=True)
+
+
+@app.command("perf4sight")
+def perf4sight(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="Folder with latency/, memory/ and architectures.json.gz.")],
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Import perf4sight's Jetson TX2 training profiles (one training run per network and batch size)."""
+    from tracker.imports.perf4sight import import_perf4sight, read_descriptions
+
+    read_descriptions(path)  # a wrong folder is refused before the store is touched
+    st = state(ctx)
+    if st.experiment == "Default":
+        st.experiment = "perf4sight-tx2"
+    stats = import_perf4sight(st.logger(), path)
+    if fmt is OutputFormat.json:
+        emit_json(stats)
+    else:
+        typer.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in stats.items()))

@@ -1,0 +1,179 @@
+"""Per-node features and network aggregates, derived from description nodes alone.
+
+This is the one place features are computed: descriptions traced here and descriptions
+imported from elsewhere go through the same functions, so training and prediction see
+the same numbers (no train/serve skew).
+
+Conventions (those of ``torch.utils.flop_counter``): a multiply-accumulate is one MAC and
+two FLOPs; ``flops`` counts convolutions, linear layers and matrix products; cheaper
+element-wise work (normalisation, activation, pooling, adds) is counted apart in
+``elementwise_ops``. Bytes assume the description's element size (4 for float32).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tracker.describe.graph import Description, Node
+
+#: The op categories features are summed over; every node kind maps to one.
+CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "reshape", "io", "other")
+
+_ACT = {"relu", "relu6", "ReLU", "ReLU6", "SiLU", "silu", "Hardswish", "hardswish", "Sigmoid", "sigmoid",
+        "Hardsigmoid", "hardsigmoid", "GELU", "gelu", "Tanh", "tanh", "LeakyReLU", "leaky_relu", "Softmax", "softmax"}
+_NORM = {"BatchNorm2d", "BatchNorm1d", "LayerNorm", "GroupNorm", "LayerNorm2d", "batch_norm", "layer_norm", "FrozenBatchNorm2d"}
+_POOL = {"MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"}
+_ELEMENTWISE = {"add", "iadd", "mul", "imul", "sub", "truediv", "div", "Add", "matmul_scalar"}
+_RESHAPE = {"view", "reshape", "flatten", "Flatten", "size", "getitem", "squeeze", "unsqueeze", "permute", "transpose",
+            "contiguous", "Dropout", "dropout", "Identity", "chunk", "split", "getattr", "get_attr", "expand", "mean"}
+#: What DNN stats counts as a functional layer: nodes that compute something.
+FUNCTIONAL = {"conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat"}
+
+
+def category(node: Node) -> str:
+    k = node.kind
+    if k in ("placeholder", "output"):
+        return "io"
+    if k == "Conv2d" or k == "conv2d":
+        g, cin, cout = node.attrs.get("groups", 1), node.attrs.get("in_channels"), node.attrs.get("out_channels")
+        if g == 1:
+            return "conv"
+        return "dwconv" if g == cin == cout else "gconv"
+    if k in ("Linear", "linear", "matmul", "mm", "bmm"):
+        return "linear"
+    if k in _NORM:
+        return "norm"
+    if k in _ACT:
+        return "act"
+    if k in _POOL:
+        return "pool"
+    if k in _ELEMENTWISE:
+        return "elementwise"
+    if k == "cat":
+        return "concat"
+    if k in _RESHAPE:
+        return "reshape"
+    return "other"
+
+
+def _numel(shape: list[int] | None, batch: int) -> int:
+    if not shape:
+        return 0
+    return batch * math.prod(shape[1:]) if len(shape) > 0 else 0
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (list, tuple)):
+        return (int(v[0]), int(v[-1]))
+    return (int(v), int(v)) if v is not None else (1, 1)
+
+
+def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> list[dict[str, Any]]:
+    """One row per node with its features at this batch size (what the warehouse stores)."""
+    shapes = {n.name: n.out_shape for n in desc.nodes}
+    rows = []
+    for i, n in enumerate(desc.nodes):
+        cat = category(n)
+        in_shapes = [shapes.get(s) for s in n.inputs]
+        in_elems = sum(_numel(s, batch_size) for s in in_shapes)
+        out_elems = _numel(n.out_shape, batch_size) if cat not in ("io", "reshape") else 0
+        macs = 0
+        kh = kw = sh = sw = 0
+        if cat in ("conv", "dwconv", "gconv"):
+            kh, kw = _pair(n.attrs.get("kernel_size"))
+            sh, sw = _pair(n.attrs.get("stride"))
+            cin, groups = int(n.attrs.get("in_channels", 0)), int(n.attrs.get("groups", 1))
+            macs = _numel(n.out_shape, batch_size) * (cin // max(groups, 1)) * kh * kw
+        elif cat == "linear":
+            in_f = int(n.attrs.get("in_features", 0) or (in_shapes[0][-1] if in_shapes and in_shapes[0] else 0))
+            macs = _numel(n.out_shape, batch_size) * in_f
+        elementwise = 0
+        if cat in ("norm", "act", "elementwise", "concat"):
+            elementwise = out_elems
+        elif cat == "pool":
+            pk = _pair(n.attrs.get("kernel_size", 1))
+            if "output_size" in n.attrs and in_shapes and in_shapes[0]:
+                elementwise = in_elems  # adaptive pooling reads every input once
+            else:
+                elementwise = out_elems * pk[0] * pk[1]
+        weight_bytes = n.params * dtype_bytes
+        act_in = in_elems * dtype_bytes if cat not in ("io", "reshape") else 0
+        act_out = out_elems * dtype_bytes
+        # Activations autograd keeps for backward: inputs of layers with weights and of
+        # pooling, outputs of activations; adds and concats keep nothing.
+        saved = act_in if cat in ("conv", "dwconv", "gconv", "linear", "norm", "pool") else act_out if cat == "act" else 0
+        rows.append(
+            {
+                "node_index": i,
+                "name": n.name,
+                "op": n.op,
+                "kind": n.kind,
+                "category": cat,
+                "inputs": len(n.inputs),
+                "out_shape": "x".join(str(d) for d in n.out_shape) if n.out_shape else "",
+                "out_channels": int(n.out_shape[1]) if n.out_shape and len(n.out_shape) > 1 else 0,
+                "out_h": int(n.out_shape[2]) if n.out_shape and len(n.out_shape) > 2 else 0,
+                "out_w": int(n.out_shape[3]) if n.out_shape and len(n.out_shape) > 3 else 0,
+                "kernel_h": kh,
+                "kernel_w": kw,
+                "stride_h": sh,
+                "stride_w": sw,
+                "padding": _pair(n.attrs.get("padding", 0))[0] if cat in ("conv", "dwconv", "gconv") else 0,
+                "dilation": _pair(n.attrs.get("dilation", 1))[0] if cat in ("conv", "dwconv", "gconv") else 0,
+                "groups": int(n.attrs.get("groups", 1)) if cat in ("conv", "dwconv", "gconv") else 0,
+                "params": int(n.params),
+                "macs": int(macs),
+                "flops": int(2 * macs),
+                "elementwise_ops": int(elementwise),
+                "weight_bytes": int(weight_bytes),
+                "activation_in_bytes": int(act_in),
+                "activation_out_bytes": int(act_out),
+                "bytes_read": int(weight_bytes + act_in),
+                "bytes_written": int(act_out),
+                "saved_activation_bytes": int(saved),
+            }
+        )
+    return rows
+
+
+def _depth(desc: Description) -> int:
+    """Longest path counted in weighted layers (conv, linear) from input to output."""
+    depth: dict[str, int] = {}
+    for n in desc.nodes:
+        here = 1 if category(n) in ("conv", "dwconv", "gconv", "linear") else 0
+        depth[n.name] = here + max((depth.get(s, 0) for s in n.inputs), default=0)
+    return max(depth.values(), default=0)
+
+
+def aggregates(desc: Description, batch_size: int = 1, rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Network totals and per-category sums, derived from the node rows."""
+    rows = rows if rows is not None else node_rows(desc, batch_size)
+    total = lambda key: int(sum(r[key] for r in rows))  # noqa: E731
+    out: dict[str, Any] = {
+        "batch_size": batch_size,
+        "input_size": int(desc.input_shape[-1]),
+        "params": total("params"),
+        "flops": total("flops"),
+        "macs": total("macs"),
+        "elementwise_ops": total("elementwise_ops"),
+        "weight_bytes": total("weight_bytes"),
+        "activation_bytes": total("activation_out_bytes"),
+        "saved_activation_bytes": total("saved_activation_bytes"),
+        "bytes_read": total("bytes_read"),
+        "bytes_written": total("bytes_written"),
+        "largest_activation_bytes": max((r["activation_out_bytes"] for r in rows), default=0),
+        "nodes": len(rows),
+        "edges": len(desc.edges),
+        "functional_layers": sum(1 for r in rows if r["category"] in FUNCTIONAL),
+        "weighted_layers": sum(1 for r in rows if r["category"] in ("conv", "dwconv", "gconv", "linear")),
+        "depth": _depth(desc),
+    }
+    for cat in CATEGORIES:
+        if cat == "io":
+            continue
+        sel = [r for r in rows if r["category"] == cat]
+        out[f"{cat}_count"] = len(sel)
+        out[f"{cat}_flops"] = int(sum(r["flops"] for r in sel))
+        out[f"{cat}_bytes"] = int(sum(r["bytes_read"] + r["bytes_written"] for r in sel))
+    return out

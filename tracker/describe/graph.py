@@ -1,0 +1,225 @@
+"""One faithful description of a network: its dataflow graph with per-node features.
+
+A description is a list of nodes in execution order, in the node format of torch.fx
+(``name``, ``op``, ``kind``, ``inputs``, ``out_shape`` at batch 1, ``attrs``, ``params``),
+which is also the format of the perf4sight TX2 architectures, so networks traced here and
+networks imported from elsewhere become the same rows. Per-node features (FLOPs, MACs,
+bytes, activation memory kept for training) and network aggregates are derived from the
+nodes by ``tracker.describe.features`` alone: the warehouse, the fingerprints and
+``tracker describe`` all see the same numbers.
+
+Tracing uses ``torch.fx.symbolic_trace`` with shape propagation; a network with
+data-dependent control flow (detection models) falls back to forward hooks on its leaf
+modules, and the description says so (``method = "hooks"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FORMAT = "tracker.description/1"
+
+
+@dataclass
+class Node:
+    name: str
+    op: str  # placeholder, call_module, call_function, call_method, output
+    kind: str  # Conv2d, BatchNorm2d, relu, add, cat, ...
+    inputs: list[str] = field(default_factory=list)
+    out_shape: list[int] | None = None  # at batch size 1
+    attrs: dict[str, Any] = field(default_factory=dict)
+    params: int = 0
+    target: str | None = None
+
+
+@dataclass
+class Description:
+    name: str
+    input_shape: list[int]  # at batch size 1, e.g. [1, 3, 224, 224]
+    nodes: list[Node]
+    method: str  # fx, hooks, or import:<source>
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def description_hash(self) -> str:
+        """Hash of the architecture as described (nodes, shapes, attributes), not of its weights."""
+        body = json.dumps(
+            {"input_shape": self.input_shape, "nodes": [asdict(n) for n in self.nodes]},
+            sort_keys=True,
+            separators=(",", ":"),
+            default=str,
+        )
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        return [(src, n.name) for n in self.nodes for src in n.inputs]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "name": self.name,
+            "input_shape": self.input_shape,
+            "method": self.method,
+            "notes": self.notes,
+            "description_hash": self.description_hash,
+            "nodes": [asdict(n) for n in self.nodes],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Description:
+        from tracker.errors import ConfigError
+
+        if data.get("format") != FORMAT:
+            raise ConfigError(f"not a network description (format {data.get('format')!r}, expected {FORMAT})")
+        nodes = [Node(**n) for n in data["nodes"]]
+        return cls(data["name"], list(data["input_shape"]), nodes, data["method"], list(data.get("notes", [])))
+
+    def to_networkx(self) -> Any:
+        """A networkx DiGraph with the node fields as node attributes (PerfSeer's dataset form)."""
+        import networkx as nx
+
+        g = nx.DiGraph(name=self.name, input_shape=self.input_shape, method=self.method)
+        for n in self.nodes:
+            g.add_node(n.name, **{k: v for k, v in asdict(n).items() if k != "name"})
+        g.add_edges_from(self.edges)
+        return g
+
+    def graph_artifact(self) -> str:
+        """The graph as networkx node-link JSON, readable with ``networkx.node_link_graph``."""
+        import networkx as nx
+
+        data = nx.node_link_data(self.to_networkx(), edges="edges")
+        data["graph"]["description_hash"] = self.description_hash
+        return json.dumps(data, default=str)
+
+
+# -- tracing ------------------------------------------------------------------------------
+
+
+def _attrs_of_module(module: Any) -> dict[str, Any]:
+    names = (
+        "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
+        "num_features", "eps", "in_features", "out_features", "output_size", "ceil_mode", "p",
+        "inplace", "normalized_shape", "num_groups", "negative_slope",
+    )
+    attrs: dict[str, Any] = {}
+    for a in names:
+        if hasattr(module, a):
+            v = getattr(module, a)
+            attrs[a] = list(v) if isinstance(v, tuple) else v
+    if hasattr(module, "bias") and ("in_channels" in attrs or "in_features" in attrs):
+        attrs["bias"] = module.bias is not None
+    return {k: v for k, v in attrs.items() if isinstance(v, (int, float, bool, str, list, type(None)))}
+
+
+def _const(v: Any) -> Any:
+    if isinstance(v, (int, float, bool, str, type(None))):
+        return v
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (int, float, bool, str, type(None))) for x in v):
+        return list(v)
+    return repr(v)
+
+
+def _shape(meta: Any) -> list[int] | None:
+    shape = getattr(meta, "shape", None)
+    return [int(d) for d in shape] if shape is not None else None
+
+
+def _params(module: Any) -> int:
+    """Parameters of a leaf call: torch.fx keeps some containers whole (MultiheadAttention)."""
+    return int(sum(p.numel() for p in module.parameters()))
+
+
+def trace_fx(model: Any, name: str, input_shape: list[int]) -> Description:
+    import torch
+    import torch.fx
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    gm = torch.fx.symbolic_trace(model)
+    example = torch.randn(*input_shape)
+    with torch.no_grad():
+        ShapeProp(gm).propagate(example)
+    modules = dict(gm.named_modules())
+    nodes: list[Node] = []
+    counted: set[str] = set()  # a module called twice shares its weights: count them once
+    for fx_node in gm.graph.nodes:
+        inputs = [a.name for a in fx_node.all_input_nodes]
+        meta = fx_node.meta.get("tensor_meta")
+        out_shape = _shape(meta)
+        if fx_node.op == "call_module":
+            mod = modules[fx_node.target]
+            params = 0 if fx_node.target in counted else _params(mod)
+            counted.add(str(fx_node.target))
+            nodes.append(Node(fx_node.name, "call_module", type(mod).__name__, inputs, out_shape,
+                              _attrs_of_module(mod), params, str(fx_node.target)))
+        elif fx_node.op in ("call_function", "call_method"):
+            kind = fx_node.target if isinstance(fx_node.target, str) else getattr(fx_node.target, "__name__", str(fx_node.target))
+            attrs = {f"arg{i}": _const(a) for i, a in enumerate(fx_node.args) if not isinstance(a, torch.fx.Node) and i > 0}
+            attrs.update({k: _const(v) for k, v in fx_node.kwargs.items() if not isinstance(v, torch.fx.Node)})
+            nodes.append(Node(fx_node.name, fx_node.op, kind, inputs, out_shape, attrs))
+        elif fx_node.op == "get_attr":
+            value = gm
+            for part in str(fx_node.target).split("."):
+                value = getattr(value, part)
+            count = int(value.numel()) if isinstance(value, torch.nn.Parameter) else 0
+            nodes.append(Node(fx_node.name, "get_attr", "get_attr", inputs, _shape(value), params=count, target=str(fx_node.target)))
+        else:  # placeholder, output
+            if fx_node.op == "output" and out_shape is None and inputs:
+                out_shape = next((n.out_shape for n in nodes if n.name == inputs[0]), None)
+            nodes.append(Node(fx_node.name, fx_node.op, fx_node.op, inputs, out_shape))
+    return Description(name, input_shape, nodes, "fx")
+
+
+def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = None) -> Description:
+    """Leaf modules in call order, linked where one's output tensor is another's input."""
+    import torch
+
+    produced: dict[int, str] = {}
+    nodes: list[Node] = [Node("x", "placeholder", "placeholder", [], list(input_shape))]
+    names = {m: n for n, m in model.named_modules()}
+    counts: dict[str, int] = {}
+
+    def hook(module: Any, args: tuple, output: Any) -> None:
+        qual = names.get(module, type(module).__name__)
+        counts[qual] = counts.get(qual, 0) + 1
+        node_name = qual.replace(".", "_") + (f"_{counts[qual] - 1}" if counts[qual] > 1 else "")
+        ins = [produced[id(a)] for a in args if torch.is_tensor(a) and id(a) in produced]
+        out = output if torch.is_tensor(output) else None
+        params = _params(module) if counts[qual] == 1 else 0  # shared weights count once
+        nodes.append(Node(node_name, "call_module", type(module).__name__, ins or [], _shape(out),
+                          _attrs_of_module(module), params, qual))
+        if out is not None:
+            produced[id(out)] = node_name
+
+    leaves = [m for m in model.modules() if not list(m.children())]
+    handles = [m.register_forward_hook(hook) for m in leaves]
+    try:
+        x = torch.randn(*input_shape) if example is None else example
+        if torch.is_tensor(x):
+            produced[id(x)] = "x"
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return Description(name, input_shape, nodes, "hooks")
+
+
+def describe_module(model: Any, name: str, input_size: int = 224, in_channels: int = 3, example: Any = None) -> Description:
+    """Describe a module: torch.fx first, leaf-module hooks where tracing fails."""
+    input_shape = [1, in_channels, input_size, input_size]
+    model = model.eval()
+    if example is None:
+        try:
+            return trace_fx(model, name, input_shape)
+        except Exception as exc:  # data-dependent control flow, unsupported ops
+            reason = f"torch.fx could not trace {name} ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); described with module hooks"
+    else:
+        reason = f"{name} takes structured input; described with module hooks"
+    desc = trace_hooks(model, name, input_shape, example)
+    desc.notes.append(reason)
+    return desc

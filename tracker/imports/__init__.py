@@ -1,0 +1,1 @@
+"""Importers: measurements made elsewhere, turned into tracker runs with the same records."""

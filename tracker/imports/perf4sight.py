@@ -1,0 +1,188 @@
+"""Import of perf4sight's Jetson TX2 training profiles (``tracker import perf4sight PATH``).
+
+The folder holds ``latency/<net>_<pct>-gt.csv`` and ``memory/<net>_<pct>-gt.csv``
+(pipe-delimited, one row per batch size) and ``architectures.json.gz`` (each pruned
+network's dataflow graph in torch.fx node form). Each (network, batch size) becomes one
+``training`` run on device ``jetson-tx2``:
+
+- latency passed: FINISHED with ``latency_ms`` (perf4sight: mean of 3 steps after 1 warm-up,
+  CUDA events) and, where the memory row passed, ``peak_mem_mb`` (``mem_used``: peak used
+  minus idle, whole board, from /proc/meminfo), ``cuda_max_allocated_mb`` and
+  ``cuda_max_reserved_mb``;
+- ``passed=False``: FAILED with reason ``perf4sight_failed`` (mostly out of memory; the
+  placeholder values are not kept);
+- duplicate rows for one batch size collapse to their median.
+
+The network's description is built from its graph through ``tracker.describe`` (the same
+node rows as networks traced here) and attached as ``description/graph.json`` to the run of
+its smallest batch size; every run carries the description hash as ``model_hash``. Importing
+twice adds nothing (the configuration keys already present, finished or failed, are skipped).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tracker.describe.graph import Description, Node
+from tracker.errors import ConfigError
+from tracker.log.logger import RunLogger
+from tracker.log.record import RunRecord
+
+DEVICE = "jetson-tx2"
+SOURCE = "import:perf4sight"
+ENVIRONMENT = {
+    "env.host": "jetson-tx2 (perf4sight)",
+    "env.device_model": DEVICE,
+    "env.torch_version": "1.6",
+    "env.platform": "Linux-aarch64 (L4T)",
+}
+FAILURE_REASON = "perf4sight_failed"
+
+
+@dataclass
+class Config:
+    network: str  # <net>_<pct>
+    batch_size: int
+    latency: list[float] = field(default_factory=list)
+    latency_failed: int = 0
+    memory: list[tuple[float, float, float]] = field(default_factory=list)
+    memory_failed: int = 0
+
+    @property
+    def family(self) -> str:
+        return self.network.rsplit("_", 1)[0]
+
+    @property
+    def prune_pct(self) -> int:
+        return int(self.network.rsplit("_", 1)[1])
+
+
+def read_descriptions(folder: Path) -> dict[str, Description]:
+    path = folder / "architectures.json.gz"
+    if not path.exists():
+        raise ConfigError(f"{folder} has no architectures.json.gz: not a perf4sight TX2 folder")
+    out = {}
+    for entry in json.loads(gzip.decompress(path.read_bytes())):
+        name = f"{entry['net']}_{entry['prune_pct']}"
+        nodes = [
+            Node(
+                name=n["name"],
+                op=n["op"],
+                kind=n["kind"],
+                inputs=list(n.get("inputs", [])),
+                out_shape=n.get("out_shape"),
+                attrs=n.get("attrs", {}) or {},
+                params=int(n.get("params", 0) or 0),
+                target=n.get("target"),
+            )
+            for n in entry["nodes"]
+        ]
+        out[name] = Description(name, list(entry["input_shape"]), nodes, SOURCE)
+    return out
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="|"))
+
+
+def read_configs(folder: Path) -> dict[tuple[str, int], Config]:
+    configs: dict[tuple[str, int], Config] = {}
+    lat_dir, mem_dir = folder / "latency", folder / "memory"
+    if not lat_dir.is_dir():
+        raise ConfigError(f"{folder} has no latency/ folder: not a perf4sight TX2 folder")
+
+    def config(path: Path, row: dict[str, str]) -> Config:
+        network = path.name.removesuffix("-gt.csv")
+        try:
+            bs = int(row["bs"])
+        except (KeyError, ValueError):
+            raise ConfigError(f"{path.name}: row without a valid 'bs' column: {row}") from None
+        return configs.setdefault((network, bs), Config(network, bs))
+
+    for path in sorted(lat_dir.glob("*-gt.csv")):
+        for row in _rows(path):
+            c = config(path, row)
+            if row["passed"] == "True":
+                c.latency.append(float(row["latency"]))
+            else:
+                c.latency_failed += 1
+    for path in sorted(mem_dir.glob("*-gt.csv")) if mem_dir.is_dir() else []:
+        for row in _rows(path):
+            c = config(path, row)
+            if row["passed"] == "True":
+                c.memory.append((float(row["mem_used"]), float(row["mem_alloc"]), float(row["mem_reserved"])))
+            else:
+                c.memory_failed += 1
+    return configs
+
+
+def records(folder: Path) -> tuple[list[RunRecord], dict[str, int]]:
+    descriptions = read_descriptions(folder)
+    configs = read_configs(folder)
+    out: list[RunRecord] = []
+    described: set[str] = set()
+    stats = {"configurations": len(configs), "failed": 0, "duplicates_collapsed": 0, "without_architecture": 0}
+    for (network, bs), c in sorted(configs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        desc = descriptions.get(network)
+        model_hash = desc.description_hash if desc else f"unknown:{network}"
+        stats["duplicates_collapsed"] += max(0, len(c.latency) - 1) + max(0, len(c.memory) - 1)
+        metrics: dict[str, float] = {}
+        if c.latency:
+            metrics["latency_ms"] = statistics.median(c.latency)
+            metrics["samples_count"] = 3.0 * len(c.latency)  # perf4sight times 3 steps per row
+            metrics["throughput_per_s"] = bs * 1000.0 / metrics["latency_ms"]
+        if c.memory:
+            metrics["peak_mem_mb"] = statistics.median(m[0] for m in c.memory)
+            metrics["cuda_max_allocated_mb"] = statistics.median(m[1] for m in c.memory)
+            metrics["cuda_max_reserved_mb"] = statistics.median(m[2] for m in c.memory)
+        record = RunRecord(
+            kind="training",
+            name=f"{network} · bs{bs} · training · {DEVICE}",
+            params={
+                "model": network,
+                "model_hash": model_hash,
+                "batch_size": bs,
+                "input_size": 224,
+                "phase": "training",
+                "device": DEVICE,
+                "precision": "float32",
+                "optimizer": "sgd(lr=0.1,momentum=0.9,wd=5e-4)",
+                "dataset": "imagenet-shaped dummy input",
+            },
+            metrics=metrics,
+            tags={"tracker.source": SOURCE, "tracker.campaign": "perf4sight-tx2"},
+            key_fields={"source": SOURCE, "model": network, "batch_size": bs, "device": DEVICE, "phase": "training"},
+            description=f"perf4sight TX2 training step of {c.family} pruned {c.prune_pct}% at batch {bs}.",
+        )
+        if not c.latency:
+            record.fail(FAILURE_REASON)
+            stats["failed"] += 1
+        if desc is None:
+            stats["without_architecture"] += 1
+        elif network not in described:
+            described.add(network)
+            record.artifacts["description/graph.json"] = desc.graph_artifact()
+            record.artifacts["description/description.json"] = json.dumps(desc.to_json())
+        out.append(record)
+    return out, stats
+
+
+def import_perf4sight(logger: RunLogger, folder: Path) -> dict[str, int]:
+    """Import the folder into the logger's experiment; returns counts of what was done."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is not a folder")
+    recs, stats = records(folder)
+    present = logger.measured(kind="training", statuses=("FINISHED", "FAILED"))
+    new = [r for r in recs if r.config_key not in present]
+    if new:
+        logger.log(new, environment=ENVIRONMENT)
+    stats["imported"] = len(new)
+    stats["already_present"] = len(recs) - len(new)
+    return stats

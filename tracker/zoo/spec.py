@@ -1,0 +1,84 @@
+"""Network references: a zoo name, or a spec file of a generated or pruned network.
+
+Everything that takes a MODEL argument resolves it here, so a spec written by
+``tracker zoo generate`` or ``tracker zoo prune`` works wherever a zoo name does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import ConfigError
+
+SPEC_FORMAT = "tracker.netspec/1"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    name: str
+    input_size: int
+    spec: dict[str, Any] | None = None  # None for zoo names
+
+    @property
+    def is_detection(self) -> bool:
+        from tracker.zoo.torchvision_zoo import detection_models
+
+        return self.spec is None and self.name in detection_models()
+
+    def build(self) -> Any:
+        from tracker.zoo.torchvision_zoo import build_model
+
+        if self.spec is None:
+            return build_model(self.name)
+        kind = self.spec.get("kind")
+        if kind == "generated":
+            from tracker.zoo.generator import build_generated
+
+            return build_generated(self.spec).eval()
+        if kind == "pruned":
+            from tracker.zoo.pruning import build_pruned
+
+            return build_pruned(self.spec).eval()
+        raise ConfigError(f"spec {self.name!r}: unknown kind {kind!r} (expected generated or pruned)")
+
+
+def read_spec(path: Path) -> dict[str, Any]:
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"cannot read network spec {path}: {exc}") from None
+    if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
+        raise ConfigError(f"{path} is not a network spec (format should be {SPEC_FORMAT!r})")
+    for key in ("kind", "name"):
+        if key not in spec:
+            raise ConfigError(f"{path}: network spec has no {key!r}")
+    return spec
+
+
+def resolve(ref: str) -> ModelRef:
+    """A zoo name or the path of a spec file (``.json``)."""
+    from tracker.zoo.torchvision_zoo import check_model_name, default_input_size
+
+    path = Path(ref)
+    if ref.endswith(".json") or path.is_file():
+        if not path.is_file():
+            raise ConfigError(f"network spec {ref} does not exist")
+        spec = read_spec(path)
+        base = spec.get("base")
+        size = int(spec.get("input_size") or (default_input_size(base) if base else 224))
+        return ModelRef(spec["name"], size, spec)
+    check_model_name(ref)
+    return ModelRef(ref, default_input_size(ref))
+
+
+def write_specs(specs: list[dict[str, Any]], folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for spec in specs:
+        path = folder / f"{spec['name']}.json"
+        path.write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n")
+        paths.append(path)
+    return paths
