@@ -115,7 +115,7 @@ def layer_records(
                     "latency_iqr_ms": m["latency_iqr_ms"],
                     "latency_ci_rel": m["latency_ci_rel"],
                     "samples_count": m["samples_count"],
-                    "share_of_network_pct": 100.0 * m["latency_ms"] / total if total else 0.0,
+                    **({"share_of_network_pct": 100.0 * m["latency_ms"] / total} if total else {}),
                 },
                 tags={"tracker.stop_reason": c.timing.stop_reason, "tracker.source": "measured"},
                 key_fields=key_fields(spec, model_hash, mode, versions, layer_index=c.index),
