@@ -38,3 +38,15 @@ def test_describe_json_and_errors(tmp_path: Path) -> None:
     bad.write_text('{"format": "something-else"}')
     result = runner.invoke(app, ["describe", str(bad)])
     assert result.exit_code != 0 and "is not a network spec" in str(result.exception)
+
+
+def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["-e", "prn", "zoo", "prune", "resnet18", "--ratios", "0,50", "--out", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    p0, p50 = json.loads(result.stdout)
+    d0 = json.loads(runner.invoke(app, ["describe", p0, "--format", "json"]).stdout)
+    d50 = json.loads(runner.invoke(app, ["describe", p50, "--format", "json"]).stdout)
+    assert d0["params"] == 11_689_512 and 0.15 * d0["params"] < d50["params"] < 0.6 * d0["params"]
+    assert d50["flops"] < d0["flops"]
+    bad = runner.invoke(app, ["zoo", "prune", "resnet18", "--ratios", "0,120", "--out", str(tmp_path / "x")])
+    assert bad.exit_code != 0 and "[0, 100)" in str(bad.exception) and not (tmp_path / "x").exists()

@@ -97,3 +97,10 @@ def test_generated_network_counts_match_torch() -> None:
         assert desc.method == "fx"
         assert agg["params"] == sum(p.numel() for p in model.parameters())
         assert agg["flops"] == torch_flops(model, torch.randn(2, 3, 64, 64))
+
+
+def test_node_rows_carry_input_and_output_shapes_at_the_batch_size() -> None:
+    rows = {r["name"]: r for r in node_rows(describe("resnet18"), 8)}
+    assert rows["conv1"]["in_shape"] == "8x3x224x224" and rows["conv1"]["out_shape"] == "8x64x112x112"
+    assert rows["conv1"]["kernel_h"] == 7 and rows["conv1"]["stride_h"] == 2 and rows["conv1"]["padding"] == 3
+    assert rows["fc"]["in_shape"] == "8x512" and rows["fc"]["macs"] == 8 * 512 * 1000

@@ -63,6 +63,13 @@ def _numel(shape: list[int] | None, batch: int) -> int:
     return batch * math.prod(shape[1:]) if len(shape) > 0 else 0
 
 
+def _shape_text(shape: list[int] | None, batch: int) -> str:
+    """A shape at this batch size as text, e.g. 8x64x56x56."""
+    if not shape:
+        return ""
+    return "x".join(str(d) for d in [batch * shape[0], *shape[1:]])
+
+
 def _pair(v: Any) -> tuple[int, int]:
     if isinstance(v, (list, tuple)):
         return (int(v[0]), int(v[-1]))
@@ -111,7 +118,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
                 "kind": n.kind,
                 "category": cat,
                 "inputs": len(n.inputs),
-                "out_shape": "x".join(str(d) for d in n.out_shape) if n.out_shape else "",
+                "in_shape": _shape_text(in_shapes[0] if in_shapes else None, batch_size),
+                "out_shape": _shape_text(n.out_shape, batch_size),
                 "out_channels": int(n.out_shape[1]) if n.out_shape and len(n.out_shape) > 1 else 0,
                 "out_h": int(n.out_shape[2]) if n.out_shape and len(n.out_shape) > 2 else 0,
                 "out_w": int(n.out_shape[3]) if n.out_shape and len(n.out_shape) > 3 else 0,
