@@ -57,3 +57,13 @@ def test_history_and_artifacts_over_http(mlflow_server: str, tmp_path: Path) -> 
 def test_an_unreachable_server_is_one_clear_error() -> None:
     with pytest.raises(StoreError, match="cannot reach tracking server .*connection refused"):
         RunLogger(f"http://127.0.0.1:{free_port()}", environment=ENV)
+
+
+def test_measured_keys_over_http_cover_failed_runs_when_asked(mlflow_server: str) -> None:
+    logger = RunLogger(mlflow_server, experiment="http-status", environment=ENV)
+    done, failed = network_record(model="a"), network_record(model="b")
+    failed.metrics.clear()
+    failed.fail("oom")
+    logger.log([done, failed])
+    assert logger.measured() == {done.config_key}
+    assert logger.measured(statuses=("FINISHED", "FAILED")) == {done.config_key, failed.config_key}

@@ -155,24 +155,25 @@ class RestStore:
     def measured_keys(
         self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)
     ) -> set[str]:
-        flt = "attributes.status IN (" + ", ".join(f"'{s}'" for s in statuses) + ")"
-        if kind:
-            flt += f" and tags.`tracker.kind` = '{kind}'"
         keys: set[str] = set()
-        token = None
-        while True:
-            body: dict[str, Any] = {"experiment_ids": [experiment.experiment_id], "filter": flt, "max_results": 1000}
-            if token:
-                body["page_token"] = token
-            page = self.call("POST", "runs/search", body)
-            for run in page.get("runs", []):
-                for tag in run.get("data", {}).get("tags", []):
-                    if tag["key"] == "tracker.config_key":
-                        keys.add(tag["value"])
-            token = page.get("next_page_token")
-            if not token:
-                return keys
-
+        for status in statuses:  # MLflow's search has no IN for attributes.status
+            flt = f"attributes.status = '{status}'"
+            if kind:
+                flt += f" and tags.`tracker.kind` = '{kind}'"
+            token = None
+            while True:
+                body: dict[str, Any] = {"experiment_ids": [experiment.experiment_id], "filter": flt, "max_results": 1000}
+                if token:
+                    body["page_token"] = token
+                page = self.call("POST", "runs/search", body)
+                for run in page.get("runs", []):
+                    for tag in run.get("data", {}).get("tags", []):
+                        if tag["key"] == "tracker.config_key":
+                            keys.add(tag["value"])
+                token = page.get("next_page_token")
+                if not token:
+                    break
+        return keys
 
     def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:
         body = {
