@@ -1,0 +1,452 @@
+"""Telemetry: the tegrastats parser on real lines, the sampler on this (CPU-only) machine."""
+from __future__ import annotations
+
+import os
+import stat
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from tracker.profile import telemetry
+from tracker.profile.telemetry import (
+    SYSTEM,
+    TEGRASTATS,
+    Sample,
+    TelemetrySampler,
+    parse_tegrastats,
+    rail_for_board,
+    summarize,
+    trapezoid_energy_j,
+    unwrap_delta,
+)
+
+DATASET = Path("/work/shared/datasets/tegrastats")
+
+# First recorded line of each board in the dataset, copied literally.
+TX2_IDLE = (
+    "RAM 1404/7860MB (lfb 236x4MB) SWAP 0/3930MB (cached 0MB) CPU [0%@345,0%@960,0%@960,0%@345,0%@345,0%@345] "
+    "EMC_FREQ 0% GR3D_FREQ 0% PLL@35.5C MCPU@35.5C PMIC@100C Tboard@30C GPU@32C BCPU@35.5C thermal@34.1C "
+    "Tdiode@31.5C VDD_SYS_GPU 153/153 VDD_SYS_SOC 306/306 VDD_4V0_WIFI 0/0 VDD_IN 1649/1649 VDD_SYS_CPU 306/306 "
+    "VDD_SYS_DDR 173/173"
+)
+TX2_LOAD = (
+    "RAM 3276/7859MB (lfb 5x4MB) SWAP 1626/12122MB (cached 181MB) CPU [44%@1421,49%@2031,67%@2034,17%@1420,"
+    "25%@1419,8%@1420] EMC_FREQ 1%@1866 GR3D_FREQ 0%@114 APE 150 MTS fg 1% bg 1% PLL@42.5C MCPU@42.5C PMIC@50C "
+    "Tboard@38C GPU@39.5C BCPU@42.5C thermal@41.3C Tdiode@39.25C VDD_SYS_GPU 182/182 VDD_SYS_SOC 730/730 "
+    "VDD_4V0_WIFI 0/0 VDD_IN 5297/5297 VDD_SYS_CPU 1917/1917 VDD_SYS_DDR 1241/1241"
+)
+ORIN = (
+    "11-15-2024 08:38:09 RAM 6185/7620MB (lfb 8x2MB) SWAP 851/3810MB (cached 1MB) CPU [15%@729,11%@729,14%@729,"
+    "13%@729,11%@729,8%@729] EMC_FREQ 43%@2133 GR3D_FREQ 63%@[621] NVDEC off NVJPG off NVJPG1 off VIC off OFA off "
+    "APE 200 cpu@53.968C soc2@52.437C soc0@50.75C gpu@53.343C tj@53.968C soc1@51.656C VDD_IN 12479mW/12479mW "
+    "VDD_CPU_GPU_CV 4667mW/4667mW VDD_SOC 2817mW/2817mW"
+)
+ORIN_NANO = (
+    "06-18-2025 11:25:24 RAM 3452/7620MB (lfb 25x4MB) SWAP 1518/16384MB (cached 174MB) CPU [1%@1420,2%@1420,"
+    "0%@1420,2%@1420,2%@729,1%@729] GR3D_FREQ 0% cpu@50.031C soc2@49.031C soc0@50C gpu@49.031C tj@50.25C "
+    "soc1@50.25C VDD_IN 4824mW/4824mW VDD_CPU_GPU_CV 518mW/518mW VDD_SOC 1475mW/1475mW"
+)
+AGX_ORIN = "11-14-2024 22:54:33 RAM 4300/30698MB GR3D_FREQ 45% tj@52.468C VDD_GPU_SOC 2171mW"
+# Not recorded: written for this test in the Nano/TX1 format (POM_ rails without unit, cores off,
+# IRAM, an absent sensor reading -256C).
+NANO_STYLE = (
+    "RAM 1836/3956MB (lfb 53x4MB) SWAP 0/1978MB (cached 0MB) IRAM 0/252kB(lfb 252kB) CPU [10%@1428,2%@1428,off,off] "
+    "EMC_FREQ 3%@1600 GR3D_FREQ 7%@76 APE 25 PLL@33C CPU@35C PMIC@100C GPU@34C AO@41C iwlwifi@-256C "
+    "thermal@34.5C POM_5V_IN 2014/2000 POM_5V_GPU 0/0 POM_5V_CPU 411/411"
+)
+
+
+def recorded_lines() -> list[tuple[str, str]]:
+    """(device comment, line) for every line of every recorded file."""
+    out = []
+    for path in sorted(DATASET.iterdir()):
+        if path.name.lower().startswith("readme"):
+            continue
+        device = ""
+        for raw in path.read_text().splitlines():
+            if raw.startswith("#"):
+                device = raw
+            elif raw.strip():
+                out.append((f"{path.name}: {device}", raw))
+    return out
+
+
+@pytest.mark.skipif(not DATASET.is_dir(), reason="recorded tegrastats lines not on this machine")
+def test_parser_reads_every_recorded_line() -> None:
+    lines = recorded_lines()
+    assert len(lines) >= 5
+    for where, line in lines:
+        parsed = parse_tegrastats(line)
+        assert parsed, where
+        assert 0 < parsed["ram_used_mb"] <= parsed["ram_total_mb"], where
+        assert 0 <= parsed["gpu_util_pct"] <= 100, where
+        rails = [k for k in parsed if k.startswith("power_") and k.endswith("_mw") and not k.endswith("_avg_mw")]
+        assert rails, where
+        assert all(parsed[k] >= 0 for k in rails), where
+        if "cpu_util_pct" in parsed:
+            cores = [v for k, v in parsed.items() if k.startswith("cpu") and k[3:4].isdigit() and k.endswith("_util_pct")]
+            assert parsed["cpu_util_pct"] == pytest.approx(sum(cores) / len(cores)), where
+    # The hard-coded lines below are the recorded ones, character for character.
+    texts = {line for _, line in lines}
+    for line in (TX2_IDLE, TX2_LOAD, ORIN, ORIN_NANO, AGX_ORIN):
+        assert line in texts
+
+
+def test_parser_tx2_exact_values() -> None:
+    p = parse_tegrastats(TX2_LOAD)
+    assert (p["ram_used_mb"], p["ram_total_mb"]) == (3276, 7859)
+    assert (p["swap_used_mb"], p["swap_total_mb"]) == (1626, 12122)
+    assert (p["cpu0_util_pct"], p["cpu0_freq_mhz"]) == (44, 1421)
+    assert (p["cpu5_util_pct"], p["cpu5_freq_mhz"]) == (8, 1420)
+    assert p["cpu_util_pct"] == pytest.approx((44 + 49 + 67 + 17 + 25 + 8) / 6)
+    assert (p["emc_util_pct"], p["emc_freq_mhz"]) == (1, 1866)
+    assert (p["gpu_util_pct"], p["gpu_freq_mhz"]) == (0, 114)
+    assert p["temp_gpu_c"] == 39.5 and p["temp_tdiode_c"] == 39.25 and p["temp_bcpu_c"] == 42.5
+    assert (p["power_vdd_in_mw"], p["power_vdd_in_avg_mw"]) == (5297, 5297)
+    assert (p["power_vdd_sys_cpu_mw"], p["power_vdd_sys_gpu_mw"]) == (1917, 182)
+    assert p["power_vdd_4v0_wifi_mw"] == 0
+    assert rail_for_board(p) == pytest.approx(5.297)
+    # "MTS fg 1% bg 1%" and the "(lfb ...)" groups are no readings.
+    assert not any(k.startswith(("mts", "fg", "bg", "lfb", "cached")) for k in p)
+
+    idle = parse_tegrastats(TX2_IDLE)
+    assert idle["gpu_util_pct"] == 0 and "gpu_freq_mhz" not in idle
+    assert idle["emc_util_pct"] == 0 and "emc_freq_mhz" not in idle
+    assert idle["cpu1_freq_mhz"] == 960 and idle["cpu_util_pct"] == 0
+    assert rail_for_board(idle) == pytest.approx(1.649)
+
+
+def test_parser_orin_exact_values() -> None:
+    p = parse_tegrastats(ORIN)
+    assert (p["ram_used_mb"], p["ram_total_mb"]) == (6185, 7620)
+    assert (p["gpu_util_pct"], p["gpu_freq_mhz"]) == (63, 621)
+    assert (p["emc_util_pct"], p["emc_freq_mhz"]) == (43, 2133)
+    assert p["cpu_util_pct"] == pytest.approx((15 + 11 + 14 + 13 + 11 + 8) / 6)
+    assert p["temp_gpu_c"] == 53.343 and p["temp_tj_c"] == 53.968 and p["temp_soc0_c"] == 50.75
+    assert (p["power_vdd_in_mw"], p["power_vdd_in_avg_mw"]) == (12479, 12479)
+    assert p["power_vdd_cpu_gpu_cv_mw"] == 4667 and p["power_vdd_soc_avg_mw"] == 2817
+    assert rail_for_board(p) == pytest.approx(12.479)
+    assert not any(k.startswith(("nvdec", "nvjpg", "vic", "ofa")) for k in p)  # engines "off"
+
+    nano = parse_tegrastats(ORIN_NANO)
+    assert nano["gpu_util_pct"] == 0 and "gpu_freq_mhz" not in nano
+    assert (nano["cpu4_util_pct"], nano["cpu4_freq_mhz"]) == (2, 729)
+    assert rail_for_board(nano) == pytest.approx(4.824)
+
+    agx = parse_tegrastats(AGX_ORIN)
+    assert agx == {
+        "ram_used_mb": 4300, "ram_total_mb": 30698, "gpu_util_pct": 45,
+        "temp_tj_c": 52.468, "power_vdd_gpu_soc_mw": 2171,
+    }
+    assert rail_for_board(agx) is None  # no input rail on that line: unknown, not guessed
+
+
+def test_parser_pom_rails_and_offline_cores() -> None:
+    p = parse_tegrastats(NANO_STYLE)
+    assert (p["cpu0_util_pct"], p["cpu1_util_pct"]) == (10, 2)
+    assert "cpu2_util_pct" not in p and "cpu3_freq_mhz" not in p
+    assert p["cpu_util_pct"] == pytest.approx(6.0)  # mean of the two online cores
+    assert (p["power_pom_5v_in_mw"], p["power_pom_5v_in_avg_mw"]) == (2014, 2000)
+    assert rail_for_board(p) == pytest.approx(2.014)
+    assert (p["gpu_util_pct"], p["gpu_freq_mhz"]) == (7, 76)
+    assert "temp_iwlwifi_c" not in p  # -256C means no sensor
+    assert p["temp_cpu_c"] == 35 and p["ape_freq_mhz"] == 25
+    assert not any(k.startswith("iram") for k in p)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["", "   \n", "hello world", "GPU 12/34 CPU 5/6", "RAM is full", "12/34", "x@12C", "CPU [", "CPU [abc,off]", "RAM 12 GB free"],
+)
+def test_parser_garbage_gives_nothing(line: str) -> None:
+    assert parse_tegrastats(line) == {}
+    assert rail_for_board(parse_tegrastats(line)) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregation
+# --------------------------------------------------------------------------------------------
+
+
+def test_trapezoid_energy() -> None:
+    ts = [int(k * 0.1e9) for k in range(21)]  # 0..2 s
+    assert trapezoid_energy_j(ts, [10.0] * 21) == pytest.approx(20.0)
+    assert trapezoid_energy_j(ts, [k * 0.5 for k in range(21)]) == pytest.approx(10.0)  # 0 -> 10 W ramp
+    assert trapezoid_energy_j([0], [5.0]) == 0.0
+
+
+def test_summary_energy_and_best_total() -> None:
+    ts = [int(k * 0.1e9) for k in range(21)]
+    gpu = [Sample(t, {"gpu_power_w": 10.0}) for t in ts]
+    s = summarize(gpu)
+    assert s["gpu_power_w"] == pytest.approx(10) and s["gpu_energy_j"] == pytest.approx(20)
+    assert s["power_w"] == pytest.approx(10) and s["energy_j"] == pytest.approx(20)
+    assert not any(k.startswith(("cpu_", "board_")) for k in s)
+
+    # The NVML energy counter wins over integrating power; RAPL adds the CPU.
+    both = [Sample(t, {"gpu_power_w": 10.0, "gpu_energy_counter_j": 1000 + 15 * t / 2e9,
+                       "cpu_energy_counter_j": 5 + 4 * t / 1e9}) for t in ts]
+    s = summarize(both)
+    assert s["gpu_energy_j"] == pytest.approx(15)
+    assert (s["cpu_energy_j"], s["cpu_power_w"]) == (pytest.approx(8), pytest.approx(4))
+    assert s["power_w"] == pytest.approx(14) and s["energy_j"] == pytest.approx(23)
+
+    # A board input rail is the best total there is.
+    board = [Sample(t, {"board_power_w": 6.0, "gpu_util_pct": 50.0}, TEGRASTATS) for t in ts]
+    s = summarize(both + board)
+    assert (s["board_power_w"], s["board_energy_j"]) == (pytest.approx(6), pytest.approx(12))
+    assert (s["power_w"], s["energy_j"]) == (pytest.approx(6), pytest.approx(12))
+    assert s["telemetry_samples_count"] == 21  # periodic samples only
+    assert s["telemetry_interval_ms"] == pytest.approx(100)
+
+
+def test_rapl_wraparound() -> None:
+    assert unwrap_delta(100, 250, 1000) == 150
+    assert unwrap_delta(900, 50, 1000) == 150  # wrapped past 1000
+    assert unwrap_delta(900, 50, None) == 0  # no range known: never a negative energy
+
+
+def test_sampler_reads_fake_rapl_with_wraparound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "intel-rapl:0"
+    sub = tmp_path / "intel-rapl:0:0"
+    for d, name in ((pkg, "package-0"), (sub, "core")):
+        d.mkdir()
+        (d / "name").write_text(name + "\n")
+        (d / "max_energy_range_uj").write_text("1000000\n")
+    (pkg / "energy_uj").write_text("900000\n")
+    (sub / "energy_uj").write_text("0\n")
+    monkeypatch.setattr(telemetry, "POWERCAP_ROOT", tmp_path)
+    with TelemetrySampler(interval_s=0.01) as tel:
+        time.sleep(0.1)
+        (pkg / "energy_uj").write_text("100000\n")  # +0.2 J across the wrap
+        time.sleep(0.1)
+    s = tel.summary()
+    assert "rapl" in tel.sources
+    assert s["cpu_energy_j"] == pytest.approx(0.2)
+    assert s["cpu_power_w"] > 0 and s["power_w"] == s["cpu_power_w"] and s["energy_j"] == s["cpu_energy_j"]
+
+
+# --------------------------------------------------------------------------------------------
+# The sampler on this machine
+# --------------------------------------------------------------------------------------------
+
+
+def rapl_readable() -> bool:
+    for f in Path("/sys/class/powercap").glob("intel-rapl:*/energy_uj"):
+        try:
+            f.read_text()
+            return True
+        except OSError:
+            pass
+    return False
+
+
+def system_samples(tel: TelemetrySampler, since_ns: int = 0) -> int:
+    return sum(1 for x in tel.samples if x.source == SYSTEM and x.t_ns >= since_ns)
+
+
+def busy(tel: TelemetrySampler, seconds: float, samples: int = 0, cap_s: float = 3.0) -> None:
+    """Burn CPU in this thread for ``seconds`` (longer, up to ``cap_s``, until the sampler has
+    ``samples`` samples since the start: this machine is shared and may be loaded).
+
+    The loop yields the GIL every millisecond or so, as a workload in C (torch) would, so that a
+    loaded machine delays the sampler only by scheduling, not by the GIL convoy of a pure-Python loop.
+    """
+    t0 = time.perf_counter_ns()
+    end, cap = t0 + seconds * 1e9, t0 + cap_s * 1e9
+    while True:
+        now = time.perf_counter_ns()
+        if now >= cap or (now >= end and system_samples(tel, t0) >= samples):
+            return
+        stop = now + 1_000_000
+        while time.perf_counter_ns() < stop:
+            pass
+        time.sleep(0)
+
+
+def test_sampler_cpu_only_machine() -> None:
+    with TelemetrySampler(interval_s=0.02) as tel:
+        busy(tel, 0.5, samples=12)
+    s = tel.summary()
+    system = [x for x in tel.samples if x.source == SYSTEM]
+    assert len(system) >= 10
+    assert s["telemetry_samples_count"] == len(system)
+    gaps = [(b.t_ns - a.t_ns) / 1e6 for a, b in zip(system, system[1:])]
+    assert s["telemetry_interval_ms"] == pytest.approx(statistics.median(gaps))
+    assert 10 <= s["telemetry_interval_ms"] <= 100
+    assert s["cpu_util_pct"] > 20
+    assert s["proc_rss_peak_mb"] > 10
+    assert s["sys_mem_used_peak_mb"] > s["proc_rss_peak_mb"] * 0.5
+    assert all(isinstance(x.t_ns, int) for x in tel.samples)
+    assert [x.t_ns for x in system] == sorted(x.t_ns for x in system)
+    assert all(tel.start_ns <= x.t_ns <= tel.end_ns for x in tel.samples)
+    # What this machine cannot measure is absent, not zero.
+    if "nvml" not in tel.sources:
+        assert not any(k.startswith("gpu_") for k in s)
+    assert not any(k.startswith("board_") for k in s)
+    assert ("cpu_energy_j" in s) == rapl_readable() == ("cpu_power_w" in s)
+    if not rapl_readable():
+        assert "power_w" not in s and "energy_j" not in s
+
+
+def test_sampler_nvml_absent_without_driver() -> None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+        pytest.skip("an NVIDIA driver is present here")
+    except pynvml.NVMLError:
+        pass
+    with TelemetrySampler(interval_s=0.02, gpu_index=0) as tel:
+        time.sleep(0.1)
+    assert "nvml" not in tel.sources
+    assert not any(k.startswith("gpu_") for x in tel.samples for k in x.readings)
+
+
+def test_settle_drops_early_samples() -> None:
+    with TelemetrySampler(interval_s=0.02) as tel:
+        time.sleep(0.5)
+    everything = tel.summary()["telemetry_samples_count"]
+    tel.settle_s = 0.2
+    settled = tel.summary()["telemetry_samples_count"]
+    expected = sum(1 for x in tel.samples if x.t_ns >= tel.start_ns + 0.2e9)
+    assert settled == expected
+    assert 0 < settled < everything  # about 10 samples in the first 0.2 s at 20 ms
+
+    with TelemetrySampler(interval_s=0.02, settle_s=0.2) as tel2:
+        time.sleep(0.4)
+    assert all(x.t_ns >= tel2.start_ns for x in tel2.samples)
+    assert tel2.summary()["telemetry_samples_count"] == sum(1 for x in tel2.samples if x.t_ns >= tel2.start_ns + 0.2e9)
+
+
+def test_window_selection() -> None:
+    with TelemetrySampler(interval_s=0.02) as tel:
+        time.sleep(0.2)
+        a = time.perf_counter_ns()
+        busy(tel, 0.3, samples=10)
+        b = time.perf_counter_ns()
+        time.sleep(0.2)
+    inside = [x for x in tel.samples if a <= x.t_ns <= b]
+    s = tel.summary(a, b)
+    assert s["telemetry_samples_count"] == len(inside) >= 5
+    assert s["telemetry_samples_count"] < tel.summary()["telemetry_samples_count"]
+    assert s["cpu_util_pct"] == pytest.approx(sum(x.readings["cpu_util_pct"] for x in inside) / len(inside))
+    # settle_s counts from the given start.
+    tel.settle_s = 0.1
+    assert tel.summary(a, b)["telemetry_samples_count"] == sum(1 for x in inside if x.t_ns >= a + 0.1e9)
+    # An empty window measured nothing: only the count, zero.
+    assert tel.summary(b + 10**10, b + 2 * 10**10) == {"telemetry_samples_count": 0}
+
+
+def test_rss_peak_follows_allocation() -> None:
+    with TelemetrySampler(interval_s=0.02) as base:
+        time.sleep(0.15)
+    size = 200 * 1024 * 1024
+    with TelemetrySampler(interval_s=0.02) as tel:
+        buf = bytearray(size)
+        buf[::4096] = b"\x01" * len(range(0, size, 4096))  # touch every page
+        time.sleep(0.15)
+    rise = tel.summary()["proc_rss_peak_mb"] - base.summary()["proc_rss_peak_mb"]
+    del buf
+    assert 170 <= rise <= 260, rise
+
+
+def test_fake_tegrastats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in tegrastats on PATH: its lines become board samples, and it is stopped at exit."""
+    script = tmp_path / "tegrastats"
+    script.write_text(f"#!/bin/sh\nwhile true; do echo '{ORIN}'; echo 'a warning'; sleep 0.02; done\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    tel = TelemetrySampler(interval_s=0.02)
+    with tel:
+        proc = tel._running.tegra
+        deadline = time.perf_counter() + 3
+        while time.perf_counter() < deadline and sum(x.source == TEGRASTATS for x in tel.samples) < 6:
+            time.sleep(0.05)
+    assert proc is not None and proc.poll() is not None  # stopped
+    board = [x for x in tel.samples if x.source == TEGRASTATS]
+    assert len(board) >= 5
+    s = tel.summary()
+    assert s["board_power_w"] == pytest.approx(12.479)
+    span = (board[-1].t_ns - board[0].t_ns) / 1e9
+    assert s["board_energy_j"] == pytest.approx(12.479 * span)
+    assert s["power_w"] == pytest.approx(12.479)
+    assert s["telemetry_samples_count"] == sum(1 for x in tel.samples if x.source == SYSTEM)
+
+
+class FakeNvml:
+    """A stand-in pynvml: two GPUs, no energy counter on this model."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self) -> None:
+        self.inits = 0
+
+    def nvmlInit(self) -> None:
+        self.inits += 1
+
+    def nvmlShutdown(self) -> None:
+        self.inits -= 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        if i not in (0, 1):
+            raise self.NVMLError("invalid argument")
+        return i
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return f"GPU-abc{h}-0000"
+
+    def nvmlDeviceGetUtilizationRates(self, h: int):
+        return type("U", (), {"gpu": 30 + 40 * h, "memory": 5})()
+
+    def nvmlDeviceGetMemoryInfo(self, h: int):
+        return type("M", (), {"used": (1000 + h) * 1024 * 1024})()
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return 50_000 + 100_000 * h  # mW
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: int) -> int:
+        raise self.NVMLError("not supported")
+
+
+@pytest.mark.parametrize(("visible", "gpu_index", "device"), [(None, None, 0), (None, 1, 1), ("1,0", None, 1), ("GPU-abc1", 0, 1)])
+def test_sampler_nvml_readings(monkeypatch: pytest.MonkeyPatch, visible: str | None, gpu_index: int | None, device: int) -> None:
+    import sys
+
+    fake = FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    with TelemetrySampler(interval_s=0.02, gpu_index=gpu_index) as tel:
+        time.sleep(0.2)
+    assert fake.inits == 0  # shut down again
+    s = tel.summary()
+    assert "nvml" in tel.sources
+    assert s["gpu_util_pct"] == 30 + 40 * device
+    assert s["gpu_mem_used_peak_mb"] == 1000 + device
+    power = 50 + 100 * device
+    assert s["gpu_power_w"] == pytest.approx(power)
+    gpu = [x for x in tel.samples if "gpu_power_w" in x.readings]
+    assert not any("gpu_energy_counter_j" in x.readings for x in gpu)  # unsupported: absent
+    assert s["gpu_energy_j"] == pytest.approx(power * (gpu[-1].t_ns - gpu[0].t_ns) / 1e9)
+    if not rapl_readable():
+        assert (s["power_w"], s["energy_j"]) == (s["gpu_power_w"], s["gpu_energy_j"])
+
+
+def test_sampler_nvml_device_not_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with TelemetrySampler(interval_s=0.02) as tel:
+        time.sleep(0.05)
+    assert "nvml" not in tel.sources and not any(k.startswith("gpu_") for k in tel.summary())

@@ -1,0 +1,665 @@
+"""Telemetry during a measurement window: utilisation, memory, power and energy.
+
+A :class:`TelemetrySampler` is a context manager whose background thread samples, every
+``interval_s``, whatever this machine can measure:
+
+- psutil (always): system CPU utilisation, system used memory, this process's RSS
+  (with its child processes);
+- NVML (NVIDIA GPUs): utilisation, memory used, power and the total-energy counter;
+- RAPL (``/sys/class/powercap/intel-rapl:*``, where readable): CPU package energy;
+- tegrastats (Jetson): every line it prints, parsed, with the board's input power.
+
+What a machine cannot measure is absent from the samples and from :meth:`summary`,
+never zero and never guessed (DESIGN.md, "Measurement rules"). Import is cheap: psutil
+and pynvml are imported only when a sampler starts; torch is never imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+#: Where the Linux powercap (RAPL) counters live; a module constant so tests can point it elsewhere.
+POWERCAP_ROOT = Path("/sys/class/powercap")
+
+#: How often the list of child processes (for RSS) is refreshed: listing them scans /proc.
+CHILDREN_REFRESH_S = 1.0
+
+#: Sample sources.
+SYSTEM = "system"
+TEGRASTATS = "tegrastats"
+
+#: tegrastats' reading for a sensor that is not there.
+_TEGRA_ABSENT_TEMP = -256.0
+
+_MB = 1024 * 1024
+
+
+@dataclass
+class Sample:
+    """One reading time: ``t_ns`` from ``time.perf_counter_ns()``, readings keyed with units.
+
+    ``source`` is ``"system"`` for the sampler's periodic samples (psutil, NVML, RAPL) and
+    ``"tegrastats"`` for one parsed tegrastats line.
+    """
+
+    t_ns: int
+    readings: dict[str, float]
+    source: str = SYSTEM
+
+
+# --------------------------------------------------------------------------------------------
+# tegrastats
+# --------------------------------------------------------------------------------------------
+
+_MEM_RE = re.compile(r"^(\d+)/(\d+)([kKMG])B$")
+_CPU_CORE_RE = re.compile(r"^(\d+(?:\.\d+)?)%(?:@(\d+(?:\.\d+)?))?$")
+_LOAD_RE = re.compile(r"^(\d+(?:\.\d+)?)%(?:@\[?([\d.,]+)\]?)?$")
+_TEMP_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*)@(-?\d+(?:\.\d+)?)C$")
+_RAIL_RE = re.compile(r"^(\d+(?:\.\d+)?)(mW)?(?:/(\d+(?:\.\d+)?)(mW)?)?$")
+_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_INT_RE = re.compile(r"^\d+$")
+_MEM_SCALE = {"k": 1 / 1024, "K": 1 / 1024, "M": 1.0, "G": 1024.0}
+#: Load fields named ``<X>_FREQ`` and the key prefix they get.
+_LOAD_PREFIX = {"GR3D": "gpu", "EMC": "emc"}
+#: Board input rails, best first: VDD_IN (Xavier, Orin, TX2), POM_5V_IN (TX1, Nano).
+BOARD_RAILS = ("VDD_IN", "POM_5V_IN")
+
+
+def _mem_mb(text: str) -> tuple[float, float] | None:
+    m = _MEM_RE.match(text)
+    if not m:
+        return None
+    scale = _MEM_SCALE[m.group(3)]
+    return float(m.group(1)) * scale, float(m.group(2)) * scale
+
+
+def parse_tegrastats(line: str) -> dict[str, float]:
+    """Flat readings from one tegrastats line (TX1/TX2/Nano, Xavier and Orin formats).
+
+    Keys: ``ram_used_mb``, ``ram_total_mb``, ``swap_used_mb``, ``swap_total_mb``,
+    ``cpu{i}_util_pct`` / ``cpu{i}_freq_mhz`` per online core (``off`` cores omitted, the
+    others keep their position as index), ``cpu_util_pct`` (mean of online cores),
+    ``gpu_util_pct`` / ``gpu_freq_mhz`` (``GR3D_FREQ``), ``emc_util_pct`` / ``emc_freq_mhz``,
+    other ``<X>_FREQ`` loads as ``<x>_util_pct``, engine clocks such as ``APE 150`` as
+    ``ape_freq_mhz``, ``temp_<name>_c`` (sensors reading -256C, i.e. absent, omitted),
+    and power rails ``power_<rail>_mw`` (instant) and ``power_<rail>_avg_mw`` (average) from
+    ``VDD_IN 3456mW/3456mW``, ``POM_5V_IN 1234/1234`` or ``VDD_GPU_SOC 2171mW``.
+    Unknown tokens are ignored; a line that is not tegrastats output gives ``{}``.
+    """
+    out: dict[str, float] = {}
+    try:
+        _parse_tokens(line.split(), out)
+    except Exception:  # never crash on a line; keep what was read before the odd token
+        pass
+    if not ({"ram_used_mb", "gpu_util_pct", "cpu_util_pct"} & out.keys()):
+        return {}
+    return out
+
+
+def _parse_tokens(tokens: list[str], out: dict[str, float]) -> None:
+    i, n = 0, len(tokens)
+    while i < n:
+        tok = tokens[i]
+        nxt = tokens[i + 1] if i + 1 < n else ""
+        if tok.startswith("("):  # "(lfb 236x4MB)", "(cached 0MB)": skip the group
+            while i < n and not tokens[i].endswith(")"):
+                i += 1
+            i += 1
+            continue
+        if tok in ("RAM", "SWAP") and (mem := _mem_mb(nxt)):
+            key = tok.lower()
+            out[f"{key}_used_mb"], out[f"{key}_total_mb"] = mem
+            i += 2
+            continue
+        if tok == "CPU" and nxt.startswith("[") and nxt.endswith("]"):
+            _parse_cores(nxt[1:-1], out)
+            i += 2
+            continue
+        if tok.endswith("_FREQ") and (m := _LOAD_RE.match(nxt)):
+            name = tok[: -len("_FREQ")]
+            prefix = _LOAD_PREFIX.get(name, name.lower())
+            out[f"{prefix}_util_pct"] = float(m.group(1))
+            if m.group(2):
+                freqs = [float(f) for f in m.group(2).split(",") if f]
+                if freqs:
+                    out[f"{prefix}_freq_mhz"] = sum(freqs) / len(freqs)
+            i += 2
+            continue
+        if m := _TEMP_RE.match(tok):
+            value = float(m.group(2))
+            if value > _TEGRA_ABSENT_TEMP:
+                out[f"temp_{m.group(1).lower()}_c"] = value
+            i += 1
+            continue
+        if _NAME_RE.match(tok):
+            if (m := _RAIL_RE.match(nxt)) and (m.group(2) or m.group(3) is not None):
+                rail = tok.lower()
+                out[f"power_{rail}_mw"] = float(m.group(1))
+                if m.group(3) is not None:
+                    out[f"power_{rail}_avg_mw"] = float(m.group(3))
+                i += 2
+                continue
+            if _INT_RE.match(nxt):  # an engine clock: "APE 150", "NVDEC 1203", "VIC_FREQ 729"
+                name = tok[: -len("_FREQ")] if tok.endswith("_FREQ") else tok
+                out[f"{name.lower()}_freq_mhz"] = float(nxt)
+                i += 2
+                continue
+        i += 1
+
+
+def _parse_cores(text: str, out: dict[str, float]) -> None:
+    loads: list[float] = []
+    for index, item in enumerate(text.split(",")):
+        m = _CPU_CORE_RE.match(item.strip())
+        if not m:  # "off" or unknown: the core is not reported
+            continue
+        load = float(m.group(1))
+        loads.append(load)
+        out[f"cpu{index}_util_pct"] = load
+        if m.group(2):
+            out[f"cpu{index}_freq_mhz"] = float(m.group(2))
+    if loads:
+        out["cpu_util_pct"] = sum(loads) / len(loads)
+
+
+def rail_for_board(parsed: dict[str, float]) -> float | None:
+    """The board's total input power in W from a parsed tegrastats line, or None.
+
+    ``VDD_IN`` (Xavier, Orin, TX2) or ``POM_5V_IN`` (TX1, Nano), instantaneous reading.
+    """
+    for rail in BOARD_RAILS:
+        value = parsed.get(f"power_{rail.lower()}_mw")
+        if value is not None:
+            return value / 1000.0
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Aggregation (pure, so it can be fed synthetic samples)
+# --------------------------------------------------------------------------------------------
+
+
+def trapezoid_energy_j(t_ns: Sequence[int], power_w: Sequence[float]) -> float:
+    """Energy in J of a power series (W at times in ns), by the trapezoidal rule."""
+    if len(t_ns) != len(power_w):
+        raise ValueError("times and powers differ in length")
+    energy = 0.0
+    for k in range(1, len(t_ns)):
+        energy += (power_w[k] + power_w[k - 1]) / 2.0 * (t_ns[k] - t_ns[k - 1]) / 1e9
+    return energy
+
+
+def unwrap_delta(previous: int, current: int, max_range: int | None) -> int:
+    """Increase of a counter that wraps to zero after ``max_range`` (RAPL ``energy_uj``)."""
+    delta = current - previous
+    if delta < 0 and max_range:
+        delta += max_range
+    return max(delta, 0)
+
+
+def _series(samples: Sequence[Sample], key: str) -> tuple[list[int], list[float]]:
+    ts, vs = [], []
+    for s in samples:
+        v = s.readings.get(key)
+        if v is not None:
+            ts.append(s.t_ns)
+            vs.append(v)
+    return ts, vs
+
+
+def _counter(samples: Sequence[Sample], key: str) -> tuple[float, float] | None:
+    """(increase, seconds) of a cumulative counter over the samples, if it has two readings."""
+    ts, vs = _series(samples, key)
+    if len(ts) < 2 or ts[-1] <= ts[0]:
+        return None
+    return vs[-1] - vs[0], (ts[-1] - ts[0]) / 1e9
+
+
+def summarize(
+    samples: Sequence[Sample],
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    settle_s: float = 0.0,
+) -> dict[str, float]:
+    """Aggregate samples in [start_ns + settle_s, end_ns]; see :meth:`TelemetrySampler.summary`."""
+    lo = (start_ns if start_ns is not None else min((s.t_ns for s in samples), default=0)) + int(settle_s * 1e9)
+    hi = end_ns if end_ns is not None else max((s.t_ns for s in samples), default=0)
+    window = sorted((s for s in samples if lo <= s.t_ns <= hi), key=lambda s: s.t_ns)
+    system = [s for s in window if s.source == SYSTEM]
+    tegra = [s for s in window if s.source == TEGRASTATS]
+    out: dict[str, float] = {}
+
+    def mean(source: list[Sample], key: str, name: str) -> None:
+        _, vs = _series(source, key)
+        if vs:
+            out[name] = statistics.fmean(vs)
+
+    def peak(source: list[Sample], key: str, name: str) -> None:
+        _, vs = _series(source, key)
+        if vs:
+            out[name] = max(vs)
+
+    mean(system, "cpu_util_pct", "cpu_util_pct")
+    peak(system, "sys_mem_used_mb", "sys_mem_used_peak_mb")
+    peak(system, "proc_rss_mb", "proc_rss_peak_mb")
+
+    # GPU (NVML); on Jetson the GPU load comes from tegrastats' GR3D_FREQ instead.
+    mean(system, "gpu_util_pct", "gpu_util_pct")
+    if "gpu_util_pct" not in out:
+        mean(tegra, "gpu_util_pct", "gpu_util_pct")
+    peak(system, "gpu_mem_used_mb", "gpu_mem_used_peak_mb")
+    mean(system, "gpu_power_w", "gpu_power_w")
+    if (counted := _counter(system, "gpu_energy_counter_j")) is not None:
+        out["gpu_energy_j"] = counted[0]
+        if "gpu_power_w" not in out:
+            out["gpu_power_w"] = counted[0] / counted[1]
+    else:
+        ts, vs = _series(system, "gpu_power_w")
+        if len(ts) >= 2:
+            out["gpu_energy_j"] = trapezoid_energy_j(ts, vs)
+
+    # CPU packages (RAPL counters, unwrapped).
+    if (counted := _counter(system, "cpu_energy_counter_j")) is not None:
+        out["cpu_energy_j"] = counted[0]
+        out["cpu_power_w"] = counted[0] / counted[1]
+
+    # Jetson board input rail (tegrastats).
+    ts, vs = _series(tegra, "board_power_w")
+    if vs:
+        out["board_power_w"] = statistics.fmean(vs)
+        if len(ts) >= 2:
+            out["board_energy_j"] = trapezoid_energy_j(ts, vs)
+
+    # The best total: the board, else GPU + CPU, else whichever there is.
+    if "board_power_w" in out:
+        parts = ["board"]
+    elif "gpu_power_w" in out and "cpu_power_w" in out:
+        parts = ["gpu", "cpu"]
+    else:
+        parts = [p for p in ("gpu", "cpu") if f"{p}_power_w" in out]
+    if parts:
+        out["power_w"] = sum(out[f"{p}_power_w"] for p in parts)
+        if all(f"{p}_energy_j" in out for p in parts):
+            out["energy_j"] = sum(out[f"{p}_energy_j"] for p in parts)
+
+    out["telemetry_samples_count"] = float(len(system))
+    if len(system) >= 2:
+        gaps = [(b.t_ns - a.t_ns) / 1e6 for a, b in zip(system, system[1:])]
+        out["telemetry_interval_ms"] = statistics.median(gaps)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Sources: each is opened once and read with a cheap callable per sample
+# --------------------------------------------------------------------------------------------
+
+Reader = Callable[[], dict[str, float]]
+
+
+@dataclass
+class _RaplDomain:
+    energy_file: Path
+    max_range_uj: int | None
+    last_uj: int
+    total_uj: int = 0
+
+
+def rapl_package_domains(root: Path | None = None) -> list[Path]:
+    """The RAPL package domains whose ``energy_uj`` this process can read (maybe none)."""
+    root = POWERCAP_ROOT if root is None else root
+    found = []
+    for domain in sorted(root.glob("intel-rapl:*")):
+        if domain.name.count(":") != 1:  # "intel-rapl:0:1" is a subdomain (core, uncore, dram)
+            continue
+        try:
+            name = (domain / "name").read_text().strip()
+        except OSError:
+            name = ""
+        if name and not name.startswith("package"):  # "psys" would count the package twice
+            continue
+        try:
+            int((domain / "energy_uj").read_text())
+        except (OSError, ValueError):
+            continue
+        found.append(domain)
+    return found
+
+
+def _open_rapl() -> Reader | None:
+    domains: list[_RaplDomain] = []
+    for path in rapl_package_domains():
+        try:
+            last = int((path / "energy_uj").read_text())
+        except (OSError, ValueError):
+            continue
+        try:
+            max_range: int | None = int((path / "max_energy_range_uj").read_text())
+        except (OSError, ValueError):
+            max_range = None
+        domains.append(_RaplDomain(path / "energy_uj", max_range, last))
+    if not domains:
+        return None
+
+    def read() -> dict[str, float]:
+        for d in domains:
+            with open(d.energy_file, "rb") as f:
+                current = int(f.read())
+            d.total_uj += unwrap_delta(d.last_uj, current, d.max_range_uj)
+            d.last_uj = current
+        return {"cpu_energy_counter_j": sum(d.total_uj for d in domains) / 1e6}
+
+    return read
+
+
+def _nvml_handle(pynvml: Any, gpu_index: int | None) -> Any:
+    """The NVML handle of CUDA device ``gpu_index`` of this process (None: its first device).
+
+    CUDA_VISIBLE_DEVICES renumbers devices: entry k (an NVML index or a UUID, maybe
+    abbreviated) is CUDA device k. Without it, the CUDA index is taken as the NVML index.
+    """
+    index = gpu_index or 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if index >= len(entries):
+        raise LookupError(f"CUDA device {index} not visible (CUDA_VISIBLE_DEVICES={visible!r})")
+    entry = entries[index]
+    if entry.isdigit():
+        return pynvml.nvmlDeviceGetHandleByIndex(int(entry))
+    for k in range(pynvml.nvmlDeviceGetCount()):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(k)
+        uuid = pynvml.nvmlDeviceGetUUID(handle)
+        uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+        if uuid.startswith(entry) or uuid.startswith(f"GPU-{entry}"):
+            return handle
+    raise LookupError(f"no NVML device matches {entry!r}")
+
+
+class _Nvml:
+    """One GPU through NVML: the readings it supports, probed once at open."""
+
+    def __init__(self, gpu_index: int | None) -> None:
+        import pynvml  # noqa: PLC0415 (lazy: no NVML cost unless sampling)
+
+        pynvml.nvmlInit()
+        self._pynvml = pynvml
+        try:
+            h = _nvml_handle(pynvml, gpu_index)
+            probes: dict[str, Callable[[], float]] = {
+                "gpu_util_pct": lambda: float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
+                "gpu_mem_used_mb": lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used / _MB,
+                "gpu_power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                "gpu_energy_counter_j": lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0,
+            }
+            self.readers: dict[str, Callable[[], float]] = {}
+            for key, fn in probes.items():
+                try:
+                    fn()
+                except Exception:  # not supported on this GPU (MIG, old GPU, no sensor)
+                    continue
+                self.readers[key] = fn
+        except Exception:
+            self.close()
+            raise
+
+    def read(self) -> dict[str, float]:
+        out = {}
+        for key, fn in self.readers.items():
+            try:
+                out[key] = fn()
+            except Exception:  # a transient failure: this reading is absent in this sample
+                pass
+        return out
+
+    def close(self) -> None:
+        try:
+            self._pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+class _ProcessMemory:
+    """RSS of this process and its children (the child list refreshed now and then)."""
+
+    def __init__(self, exclude: Callable[[], set[int]]) -> None:
+        import psutil  # noqa: PLC0415
+
+        self._psutil = psutil
+        self._proc = psutil.Process()
+        self._exclude = exclude
+        self._children: list[Any] = []
+        self._children_at = -float("inf")
+
+    def read(self) -> dict[str, float]:
+        psutil = self._psutil
+        now = time.perf_counter()
+        if now - self._children_at >= CHILDREN_REFRESH_S:
+            self._children_at = now
+            try:
+                children = self._proc.children(recursive=True)
+                skip = self._exclude()  # our own instruments (tegrastats) and what they started
+                for child in children:
+                    if child.pid in skip:
+                        skip |= {c.pid for c in child.children(recursive=True)}
+                self._children = [c for c in children if c.pid not in skip]
+            except psutil.Error:
+                self._children = []
+        rss = self._proc.memory_info().rss
+        for child in self._children:
+            try:
+                rss += child.memory_info().rss
+            except psutil.Error:  # it ended since the list was made
+                pass
+        return {"proc_rss_mb": rss / _MB}
+
+
+# --------------------------------------------------------------------------------------------
+# The sampler
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Running:
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    tegra: subprocess.Popen[str] | None = None
+    nvml: _Nvml | None = None
+
+
+class TelemetrySampler:
+    """Samples telemetry in a background thread while the ``with`` block runs.
+
+    >>> with TelemetrySampler(interval_s=0.02, settle_s=0.1) as tel:  # doctest: +SKIP
+    ...     run_the_workload()
+    >>> tel.summary()  # doctest: +SKIP
+    {'cpu_util_pct': 63.1, 'proc_rss_peak_mb': 412.0, ..., 'telemetry_samples_count': 48.0}
+
+    ``gpu_index`` is the CUDA device index of this process (None: its first GPU) and is
+    sampled through NVML where there is an NVIDIA driver. ``samples`` holds every raw
+    :class:`Sample` for logging histories.
+    """
+
+    def __init__(self, interval_s: float = 0.02, gpu_index: int | None = None, settle_s: float = 0.0) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be positive")
+        if settle_s < 0:
+            raise ValueError("settle_s must not be negative")
+        self.interval_s = interval_s
+        self.gpu_index = gpu_index
+        self.settle_s = settle_s
+        self.samples: list[Sample] = []
+        self.start_ns: int | None = None
+        self.end_ns: int | None = None
+        self.sources: list[str] = []  #: names of the sources that could be opened
+        self._lock = threading.Lock()
+        self._running: _Running | None = None
+        self._readers: list[Reader] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def __enter__(self) -> TelemetrySampler:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        if self._running is not None:
+            raise RuntimeError("telemetry sampler already running")
+        import psutil  # noqa: PLC0415
+
+        running = _Running()
+        self.samples = []
+        self.sources = []
+        self.end_ns = None
+        readers: list[Reader] = []
+
+        def cpu_and_memory() -> dict[str, float]:
+            return {
+                "cpu_util_pct": psutil.cpu_percent(interval=None),
+                "sys_mem_used_mb": psutil.virtual_memory().used / _MB,
+            }
+
+        psutil.cpu_percent(interval=None)  # prime: the next call measures from here
+        readers.append(cpu_and_memory)
+
+        def instruments() -> set[int]:
+            return {running.tegra.pid} if running.tegra is not None else set()
+
+        readers.append(_ProcessMemory(instruments).read)
+        self.sources.append("psutil")
+        try:
+            running.nvml = _Nvml(self.gpu_index)
+        except Exception:  # no library, no driver, no such device
+            running.nvml = None
+        if running.nvml is not None and running.nvml.readers:
+            readers.append(running.nvml.read)
+            self.sources.append("nvml")
+        if (rapl := _open_rapl()) is not None:
+            readers.append(rapl)
+            self.sources.append("rapl")
+        self._readers = readers
+
+        if exe := shutil.which("tegrastats"):
+            interval_ms = max(1, round(self.interval_s * 1000))
+            try:
+                running.tegra = subprocess.Popen(
+                    [exe, "--interval", str(interval_ms)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    bufsize=1,
+                )
+            except OSError:
+                running.tegra = None
+            if running.tegra is not None:
+                self.sources.append("tegrastats")
+                reader = threading.Thread(
+                    target=self._read_tegrastats, args=(running.tegra,), name="telemetry-tegrastats", daemon=True
+                )
+                running.threads.append(reader)
+
+        self.start_ns = time.perf_counter_ns()
+        running.threads.append(threading.Thread(target=self._loop, args=(running.stop,), name="telemetry", daemon=True))
+        self._running = running
+        for thread in running.threads:
+            thread.start()
+
+    def stop(self) -> None:
+        running, self._running = self._running, None
+        if running is None:
+            return
+        self.end_ns = time.perf_counter_ns()
+        running.stop.set()
+        if running.tegra is not None:
+            running.tegra.terminate()
+            try:
+                running.tegra.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                running.tegra.kill()
+                running.tegra.wait()
+        for thread in running.threads:
+            thread.join(timeout=5)
+        with self._lock:  # a sample taken while stopping lies past the window: drop it
+            self.samples[:] = [x for x in self.samples if x.t_ns <= self.end_ns]
+        if running.tegra is not None and running.tegra.stdout is not None:
+            running.tegra.stdout.close()
+        if running.nvml is not None:
+            running.nvml.close()
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def _loop(self, stop: threading.Event) -> None:
+        interval_ns = int(self.interval_s * 1e9)
+        next_ns = time.perf_counter_ns() + interval_ns
+        while not stop.wait(max(0, next_ns - time.perf_counter_ns()) / 1e9):
+            self._sample()
+            next_ns += interval_ns
+            now = time.perf_counter_ns()
+            if next_ns < now:  # fell behind (a long GIL hold): resume the grid from now
+                next_ns = now + interval_ns
+
+    def _sample(self) -> None:
+        readings: dict[str, float] = {}
+        for read in self._readers:
+            try:
+                readings.update(read())
+            except Exception:  # a source that fails now is absent from this sample
+                pass
+        t_ns = time.perf_counter_ns()
+        with self._lock:
+            self.samples.append(Sample(t_ns, readings, SYSTEM))
+
+    def _read_tegrastats(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                t_ns = time.perf_counter_ns()
+                parsed = parse_tegrastats(line)
+                if not parsed:
+                    continue
+                board = rail_for_board(parsed)
+                if board is not None:
+                    parsed["board_power_w"] = board
+                with self._lock:
+                    self.samples.append(Sample(t_ns, parsed, TEGRASTATS))
+        except (OSError, ValueError):  # the pipe closed under us at stop
+            pass
+
+    # -- results ---------------------------------------------------------------------------
+
+    def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, float]:
+        """Aggregates over samples in [start_ns, end_ns], less the first ``settle_s`` seconds.
+
+        Defaults: the sampler's own start and stop (or now while running). Keys appear only
+        where their source produced samples: ``cpu_util_pct`` (mean), ``sys_mem_used_peak_mb``,
+        ``proc_rss_peak_mb``, ``gpu_util_pct`` (mean), ``gpu_mem_used_peak_mb``,
+        ``gpu_power_w`` (mean), ``gpu_energy_j`` (energy counter, else trapezoid of power),
+        ``cpu_power_w`` / ``cpu_energy_j`` (RAPL), ``board_power_w`` / ``board_energy_j``
+        (tegrastats input rail), ``power_w`` / ``energy_j`` (board, else GPU + CPU, else
+        either), ``telemetry_samples_count`` and ``telemetry_interval_ms`` (median gap).
+        Energies cover the span from the first to the last sample in the window.
+        """
+        with self._lock:
+            samples = list(self.samples)
+        if start_ns is None:
+            start_ns = self.start_ns
+        if end_ns is None:
+            end_ns = self.end_ns if self.end_ns is not None else time.perf_counter_ns()
+        return summarize(samples, start_ns, end_ns, self.settle_s)
