@@ -49,10 +49,13 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
                                 "--time-cap", "1", "--precision", "0.05", "--format", "json"])
     assert json.loads(again.stdout)["run_id"] == data["run_id"] and json.loads(again.stdout)["reused"]
 
-    listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--format", "json"])
+    listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--format", "json"])
     assert [r["run_id"] for r in json.loads(listed.stdout)] == [data["run_id"]]
+    modes = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "mode", "--format", "json"])
+    (mode,) = json.loads(modes.stdout)  # the device mode is described once
+    assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]
     info = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"])
-    assert json.loads(info.stdout)["runs_in_experiment"] == 1
+    assert json.loads(info.stdout)["runs_in_experiment"] == 2
 
 
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:

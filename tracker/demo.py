@@ -12,9 +12,7 @@ from rich.table import Table
 
 from tracker.log.logger import RunLogger
 from tracker.profile.api import profile_network
-from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping
-from tracker.zoo import default_input_size
 
 DEMO_BATCH_SIZES = (1, 4)
 
@@ -26,9 +24,8 @@ def run_demo(logger: RunLogger, model: str = "resnet18", time_cap_s: float = 5.0
     layer_rule = Stopping(target_ci_rel=0.05, time_cap_s=min(1.0, time_cap_s), warmup_cap_s=0.5)
     results = []
     for i, bs in enumerate(DEMO_BATCH_SIZES):
-        spec = NetworkSpec(model=model, batch_size=bs, input_size=default_input_size(model))
         with console.status(f"profiling {model} at batch {bs}{' with its layers' if i == 0 else ''}..."):
-            res = profile_network(logger, spec, rule, layers=(i == 0), layer_rule=layer_rule)
+            res = profile_network(logger, model, bs, rule, layers=(i == 0), layer_rule=layer_rule)
         results.append(res.as_dict())
     table = Table(title=f"{model} inference on cpu")
     for col in ("batch", "latency_ms", "±95% CI", "samples", "stop", "images/s", "run"):

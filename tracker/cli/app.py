@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from tracker.cli import campaign as campaign_cli
 from tracker.cli import describe as describe_cli
 from tracker.cli import imports as imports_cli
 from tracker.cli import profile as profile_cli
@@ -30,6 +31,7 @@ app.add_typer(store_cli.runs_app, name="runs")
 app.add_typer(zoo_cli.app, name="zoo")
 app.add_typer(profile_cli.app, name="profile")
 app.add_typer(imports_cli.app, name="import")
+app.add_typer(campaign_cli.app, name="campaign")
 app.command("describe")(describe_cli.describe)
 
 

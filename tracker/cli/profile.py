@@ -1,8 +1,9 @@
-"""``tracker profile``: measure one network configuration and log it."""
+"""``tracker profile``: measure one network configuration (in a child process) and log it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from enum import Enum
+from typing import Annotated, Optional
 
 import typer
 
@@ -19,34 +20,59 @@ from tracker.cli.options import (
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
+
+class Phase(str, Enum):
+    inference = "inference"
+    training = "training"
+
+
 ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`) or network spec file.")]
+DeviceOption = Annotated[Device, typer.Option(help="Device to run on.")]
+ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds before a configuration's child is killed.")]
+MemLimitOption = Annotated[
+    Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the child's memory growth (CPU): beyond it is out of memory.")
+]
 
 
-def _run(ctx: typer.Context, model: str, batch_size: int, device: Device, precision: float, time_cap: float, layers: bool, fmt: OutputFormat) -> None:
-    from tracker.profile.api import profile_network
+def _check(model: str, device: Device) -> None:
     from tracker.profile.device import check_device
-    from tracker.profile.network import NetworkSpec
-    from tracker.profile.stats import Stopping
     from tracker.zoo import resolve
 
-    ref = resolve(model)  # before the store is opened: a typo creates nothing
+    resolve(model)  # before the store is opened: a typo creates nothing
     check_device(device.value)
-    spec = NetworkSpec(model=model, batch_size=batch_size, input_size=ref.input_size, device=device.value)
-    rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap)
-    layer_rule = Stopping(target_ci_rel=max(precision, 0.05), time_cap_s=min(time_cap, 1.0), warmup_cap_s=0.5)
-    result = profile_network(state(ctx).logger(), spec, rule, layers=layers, layer_rule=layer_rule)
-    data = result.as_dict()
+
+
+def _report(data: dict, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         emit_json(data)
         return
-    note = " (already measured: reused)" if result.reused else ""
+    if data["status"] != "FINISHED":
+        typer.echo(f"{data['model']} bs{data['batch_size']} {data['phase']}: FAILED ({data.get('failure_reason')}); run {data['run_id']}")
+        return
+    note = " (already measured: reused)" if data["reused"] else ""
+    mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
     typer.echo(
-        f"{model} bs{batch_size} {device.value}: {data['latency_ms']:.3f} ms median, "
-        f"±{100 * data['ci_rel']:.1f}% (95% CI), {data['samples']} samples, "
-        f"stopped on {data['stop_reason']}{note}; run {data['run_id']}"
+        f"{data['model']} bs{data['batch_size']} {data['phase']}: {data['latency_ms']:.3f} ms median, "
+        f"±{100 * data['ci_rel']:.1f}% (95% CI), {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
+        f"run {data['run_id']}"
     )
-    if layers and "layers" in data:
+    if "layers" in data:
         typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}")
+
+
+def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: Device, threads: int | None,
+             precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat) -> None:
+    from tracker.profile.api import profile_network
+    from tracker.profile.stats import Stopping
+
+    _check(model, device)
+    rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap)
+    layer_rule = Stopping(target_ci_rel=max(precision, 0.05), time_cap_s=min(time_cap, 1.0), warmup_cap_s=0.5)
+    result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
+                             threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
+                             memory_limit_mb=memory_limit_mb)
+    _report(result.as_dict(), fmt)
 
 
 @app.command("network")
@@ -54,13 +80,17 @@ def network(
     ctx: typer.Context,
     model: ModelArg,
     batch_size: BatchSizeOption = 1,
-    device: Annotated[Device, typer.Option(help="Device to run on.")] = Device.cpu,
+    phase: Annotated[Phase, typer.Option(help="inference, or training (forward, loss, backward, optimizer step).")] = Phase.inference,
+    device: DeviceOption = Device.cpu,
+    threads: ThreadsOption = None,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
+    timeout: TimeoutOption = 600.0,
+    memory_limit_mb: MemLimitOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """Whole-network inference latency at one batch size."""
-    _run(ctx, model, batch_size, device, precision, time_cap, False, fmt)
+    """Whole-network latency, memory and telemetry at one batch size (one child process)."""
+    _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt)
 
 
 @app.command("layers")
@@ -68,10 +98,46 @@ def layers(
     ctx: typer.Context,
     model: ModelArg,
     batch_size: BatchSizeOption = 1,
-    device: Annotated[Device, typer.Option(help="Device to run on.")] = Device.cpu,
+    device: DeviceOption = Device.cpu,
+    threads: ThreadsOption = None,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
+    timeout: TimeoutOption = 600.0,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """Whole-network latency plus each layer alone on its real input (nested layer runs)."""
-    _run(ctx, model, batch_size, device, precision, time_cap, True, fmt)
+    """Whole-network inference plus each layer alone on its real input (nested layer runs)."""
+    _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt)
+
+
+@app.command("boundary")
+def boundary(
+    ctx: typer.Context,
+    model: ModelArg,
+    phase: Annotated[Phase, typer.Option(help="Which phase's memory limit to find.")] = Phase.training,
+    device: DeviceOption = Device.cpu,
+    threads: ThreadsOption = None,
+    start: Annotated[int, typer.Option(min=1, help="First batch size.")] = 1,
+    max_batch: Annotated[int, typer.Option(min=1, help="Largest batch size to try.")] = 1024,
+    search: Annotated[bool, typer.Option("--search", help="Bisect between the last fit and the first failure.")] = False,
+    precision: PrecisionOption = 0.05,
+    time_cap: TimeCapOption = 5.0,
+    timeout: TimeoutOption = 600.0,
+    memory_limit_mb: MemLimitOption = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Largest batch size that fits: double until the first failure (recorded as a FAILED run)."""
+    from tracker.profile.api import find_boundary
+    from tracker.profile.stats import Stopping
+
+    _check(model, device)
+    result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
+                           phase=phase.value, device=device.value, threads=threads, start=start, max_batch=max_batch,
+                           search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb)
+    data = result.as_dict()
+    if fmt is OutputFormat.json:
+        emit_json(data)
+        return
+    for run in data["runs"]:
+        _report(run, OutputFormat.table)
+    typer.echo(f"largest batch size that fits: {data['largest_ok_batch_size']}; first failure: "
+               f"{data['first_failed_batch_size']} ({data['failure_reason']})")

@@ -175,10 +175,10 @@ class RestStore:
                     break
         return keys
 
-    def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:
+    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
         body = {
             "experiment_ids": [experiment.experiment_id],
-            "filter": f"attributes.status = 'FINISHED' and tags.`tracker.config_key` = '{_quote(config_key)}'",
+            "filter": f"attributes.status = '{status}' and tags.`tracker.config_key` = '{_quote(config_key)}'",
             "max_results": 1,
             "order_by": ["attributes.start_time DESC"],
         }

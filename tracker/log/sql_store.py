@@ -271,16 +271,16 @@ class SqlStore:
             return {row[0] for row in conn.execute(query, args)}
 
 
-    def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:
+    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
         import sqlalchemy
 
         find = sqlalchemy.text(
             "SELECT r.run_uuid, r.name, r.status FROM runs r JOIN tags k ON k.run_uuid = r.run_uuid "
-            "WHERE r.experiment_id = :exp AND r.status = 'FINISHED' AND r.lifecycle_stage = 'active' "
+            "WHERE r.experiment_id = :exp AND r.status = :status AND r.lifecycle_stage = 'active' "
             "AND k.key = 'tracker.config_key' AND k.value = :key ORDER BY r.start_time DESC LIMIT 1"
         )
         with self.engine().connect() as conn:
-            row = conn.execute(find, {"exp": int(experiment.experiment_id), "key": config_key}).first()
+            row = conn.execute(find, {"exp": int(experiment.experiment_id), "key": config_key, "status": status}).first()
             if row is None:
                 return None
             args = {"run": row.run_uuid}

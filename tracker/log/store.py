@@ -54,8 +54,8 @@ class Store(Protocol):
         """Config keys of the active runs of an experiment with these statuses."""
         ...
 
-    def find_run(self, experiment: Experiment, config_key: str) -> StoredRun | None:
-        """The latest FINISHED, active run of an experiment with this config key."""
+    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
+        """The latest active run of an experiment with this config key and status."""
         ...
 
     def close(self) -> None: ...

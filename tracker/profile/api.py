@@ -1,13 +1,33 @@
-"""Library entry points for profiling: measure, record, skip what is already measured."""
+"""Library entry points for profiling: plan a configuration, skip it if measured, else
+measure it in a child process and log what came back (a measurement or a failure)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from tracker.log.logger import RunLogger
-from tracker.log.record import RunRecord, now_ms
-from tracker.profile.network import NetworkSpec, profile_inference, profile_layers
+from tracker.log.record import RunRecord, config_key, now_ms
+from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A configuration, fully identified before anything runs."""
+
+    spec: NetworkSpec
+    ref: str  # what the user named: zoo name or spec file
+    model_hash: str
+    mode_id: str
+    threads: int | None
+    keys: dict[str, Any] = field(hash=False, compare=False)
+
+    @property
+    def config_key(self) -> str:
+        return config_key({"kind": "training" if self.spec.phase == "training" else "network", **self.keys})
 
 
 @dataclass
@@ -20,22 +40,26 @@ class ProfileResult:
         m = self.network.metrics
         out = {
             "run_id": self.network.run_id,
-            "model": self.network.params["model"],
-            "batch_size": self.network.params["batch_size"],
+            "model": self.network.params.get("model"),
+            "batch_size": int(self.network.params.get("batch_size", 0)),
+            "phase": self.network.params.get("phase"),
             "status": self.network.status,
             "reused": self.reused,
             "latency_ms": m.get("latency_ms"),
             "ci_rel": m.get("latency_ci_rel"),
             "samples": int(m["samples_count"]) if "samples_count" in m else None,
             "throughput_per_s": m.get("throughput_per_s"),
+            "peak_mem_mb": m.get("peak_mem_mb"),
             "stop_reason": self.network.tags.get("tracker.stop_reason"),
         }
+        if self.network.status != "FINISHED":
+            out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
         if self.layers:
             out["sum_of_layers_ratio"] = m.get("sum_of_layers_ratio")
             out["layers"] = [
                 {
                     "run_id": r.run_id,
-                    "index": r.params["layer_index"],
+                    "index": int(r.params["layer_index"]),
                     "name": r.params["layer_name"],
                     "op_type": r.params["op_type"],
                     "latency_ms": r.metrics["latency_ms"],
@@ -46,45 +70,194 @@ class ProfileResult:
         return out
 
 
-def profile_network(
+@lru_cache(maxsize=256)
+def _description(ref: str, input_size: int) -> tuple[str, str, str]:
+    """(network name, description hash, description JSON) of a zoo name or spec file."""
+    from tracker.describe.graph import describe_module
+    from tracker.zoo import resolve
+
+    model_ref = resolve(ref)
+    desc = describe_module(model_ref.build(), model_ref.name, input_size)
+    return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
+
+
+def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu", threads: int | None = None,
+         precision: str = "float32", input_size: int | None = None) -> Planned:
+    from tracker.environment import software_versions
+    from tracker.profile.modes import read_mode
+    from tracker.profile.records import key_fields
+    from tracker.zoo import resolve
+
+    size = input_size or resolve(ref).input_size
+    name, model_hash, _ = _description(ref, size)
+    spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase)
+    mode = read_mode(device, threads=threads)
+    keys = key_fields(spec, model_hash, mode.mode_id, software_versions())
+    return Planned(spec, ref, model_hash, mode.mode_id, threads, keys)
+
+
+def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None) -> None:
+    """Log the ``mode`` run describing this device mode, once per experiment."""
+    from tracker.profile.modes import mode_record, read_mode
+
+    record = mode_record(read_mode(device, threads=threads))
+    if record.config_key not in logger.measured(kind="mode"):
+        logger.log([record])
+
+
+def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | None, memory_limit_mb: float | None) -> dict[str, Any]:
+    return {
+        "model": p.ref,
+        "batch_size": p.spec.batch_size,
+        "input_size": p.spec.input_size,
+        "device": p.spec.device,
+        "precision": p.spec.precision,
+        "phase": p.spec.phase,
+        "threads": p.threads,
+        "layers": layers,
+        "rule": asdict(rule),
+        "layer_rule": asdict(layer_rule or rule),
+        "memory_limit_mb": memory_limit_mb,
+    }
+
+
+def measure_planned(
     logger: RunLogger,
-    spec: NetworkSpec,
+    p: Planned,
     rule: Stopping,
     layers: bool = False,
     layer_rule: Stopping | None = None,
+    timeout_s: float = 600.0,
+    memory_limit_mb: float | None = None,
     reuse: bool = True,
+    campaign: str | None = None,
 ) -> ProfileResult:
-    """Measure one network configuration (and its layers) and log it, unless already measured."""
-    import json
-
-    import torch
-
-    from tracker.describe.graph import describe_module
     from tracker.environment import software_versions
-    from tracker.profile.records import cpu_mode_id, key_fields, layer_records, network_record
-    from tracker.zoo import resolve
+    from tracker.profile.child import run_child
+    from tracker.profile.records import failed_record, layer_records, measured_record
 
-    ref = resolve(spec.model)
-    model = ref.build()
-    spec = replace(spec, model=ref.name)  # a spec file is recorded by its network's name
-    description = describe_module(model, spec.model, spec.input_size)
-    model_hash = description.description_hash
-    mode = cpu_mode_id() if spec.device == "cpu" else f"{spec.device}-default"
-    versions = software_versions()
     if reuse:
-        probe = RunRecord(kind="network", name="", key_fields=key_fields(spec, model_hash, mode, versions))
-        existing = logger.find(probe.config_key)
+        existing = logger.find(p.config_key)
         if existing is not None:
             return ProfileResult(existing, [], reused=True)
-    torch.manual_seed(0)
     start = now_ms()
-    timing = profile_inference(model, spec, rule)
-    net = network_record(spec, model_hash, mode, rule, timing, versions, start)
-    net.artifacts["description/graph.json"] = description.graph_artifact()
-    net.artifacts["description/description.json"] = json.dumps(description.to_json())
-    lrecs = []
-    if layers:
-        calls = profile_layers(model, spec, layer_rule or rule)
-        lrecs = layer_records(net, spec, model_hash, mode, calls, versions)
-    logger.log([net, *lrecs])
-    return ProfileResult(net, lrecs, reused=False)
+    result = run_child(job_for(p, rule, layers, layer_rule, memory_limit_mb), timeout_s=timeout_s)
+    if not result.ok:
+        record = failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash", result.message,
+                               result.stderr_tail, start)
+        if campaign:
+            record.tags["tracker.campaign"] = campaign
+        logger.log([record])
+        return ProfileResult(record, [], reused=False)
+    payload = result.payload
+    record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
+    record.artifacts["description/description.json"] = json.dumps(payload["description"])
+    from tracker.describe.graph import Description
+
+    record.artifacts["description/graph.json"] = Description.from_json(payload["description"]).graph_artifact()
+    children = layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []), software_versions())
+    if campaign:
+        for r in (record, *children):
+            r.tags["tracker.campaign"] = campaign
+    logger.log([record, *children])
+    return ProfileResult(record, children, reused=False)
+
+
+def profile_network(
+    logger: RunLogger,
+    ref: str,
+    batch_size: int,
+    rule: Stopping,
+    phase: str = "inference",
+    device: str = "cpu",
+    threads: int | None = None,
+    layers: bool = False,
+    layer_rule: Stopping | None = None,
+    timeout_s: float = 600.0,
+    memory_limit_mb: float | None = None,
+    reuse: bool = True,
+) -> ProfileResult:
+    """Measure one configuration (and its layers) in a child process and log it, unless measured."""
+    p = plan(ref, batch_size, phase=phase, device=device, threads=threads)
+    ensure_mode_logged(logger, device, threads)
+    return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, memory_limit_mb, reuse)
+
+
+@dataclass
+class Boundary:
+    """The largest batch size that fits, after perf4sight's till_first_fail (plus an optional bisection)."""
+
+    largest_ok: int | None
+    first_failed: int | None
+    failure_reason: str | None
+    results: list[ProfileResult]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "largest_ok_batch_size": self.largest_ok,
+            "first_failed_batch_size": self.first_failed,
+            "failure_reason": self.failure_reason,
+            "runs": [r.as_dict() for r in self.results],
+        }
+
+
+def find_boundary(
+    logger: RunLogger,
+    ref: str,
+    rule: Stopping,
+    phase: str = "training",
+    device: str = "cpu",
+    threads: int | None = None,
+    start: int = 1,
+    max_batch: int = 1024,
+    search: bool = False,
+    timeout_s: float = 600.0,
+    memory_limit_mb: float | None = None,
+) -> Boundary:
+    """Double the batch size until the first failure (recorded as a FAILED run); with
+    ``search``, bisect between the last size that fitted and the first that failed."""
+    ensure_mode_logged(logger, device, threads)
+    results: list[ProfileResult] = []
+
+    def attempt(bs: int) -> ProfileResult:
+        p = plan(ref, bs, phase=phase, device=device, threads=threads)
+        existing = logger.find(p.config_key)
+        failed = None if existing else _failed_run(logger, p.config_key)
+        res = failed or measure_planned(logger, p, rule, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+        results.append(res)
+        return res
+
+    ok: int | None = None
+    bad: int | None = None
+    reason: str | None = None
+    bs = start
+    while bs <= max_batch:
+        res = attempt(bs)
+        if res.network.status == "FINISHED":
+            ok, bs = bs, bs * 2
+            continue
+        bad, reason = bs, res.network.tags.get("tracker.failure_reason")
+        break
+    if search and ok is not None and bad is not None and reason == "oom":
+        lo, hi = ok, bad
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            res = attempt(mid)
+            if res.network.status == "FINISHED":
+                lo = mid
+            else:
+                hi = mid
+        ok, bad = lo, hi
+    return Boundary(ok, bad, reason, results)
+
+
+def _failed_run(logger: RunLogger, key: str) -> ProfileResult | None:
+    """A failure already recorded for this configuration (so a resumed search does not redo it)."""
+    if key not in logger.measured(statuses=("FAILED",)):
+        return None
+    found = logger.store.find_run(logger.experiment, key, status="FAILED")
+    if found is None:
+        return None
+    record = RunRecord(kind=found.tags.get("tracker.kind", "network"), name=found.name, params=dict(found.params))
+    record.tags, record.status, record.run_id = dict(found.tags), "FAILED", found.run_id
+    return ProfileResult(record, [], reused=True)

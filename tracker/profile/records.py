@@ -1,19 +1,28 @@
-"""Measurements into run records: one network run, its layer runs nested under it."""
+"""Measurements into run records: network or training runs, layer runs nested under them,
+failed runs with their reason, and the ``mode`` run that describes a device mode once."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tracker.log.record import RunRecord, now_ms
-from tracker.profile.network import LayerCall, NetworkSpec
-from tracker.profile.stats import Stopping
-from tracker.profile.timing import Timing
+from tracker.profile.network import NetworkSpec
+from tracker.profile.stats import Stopping, summarize
 
-
-def cpu_mode_id() -> str:
-    import torch
-
-    return f"cpu-t{torch.get_num_threads()}"
+#: Telemetry summary keys -> metric names of the schemas.
+TELEMETRY_METRICS = {
+    "cpu_util_pct": "cpu_util_pct",
+    "gpu_util_pct": "gpu_util_pct",
+    "gpu_mem_used_peak_mb": "gpu_mem_used_mb",
+    "power_w": "power_w",
+    "cpu_power_w": "cpu_power_w",
+    "gpu_power_w": "gpu_power_w",
+    "board_power_w": "board_power_w",
+    "proc_rss_peak_mb": "proc_rss_peak_mb",
+    "sys_mem_used_peak_mb": "sys_mem_used_peak_mb",
+    "telemetry_samples_count": "telemetry_samples_count",
+}
+LAYER_TELEMETRY = ("cpu_util_pct", "gpu_util_pct", "power_w", "cpu_power_w", "gpu_power_w", "board_power_w", "telemetry_samples_count")
 
 
 def key_fields(spec: NetworkSpec, model_hash: str, mode: str, versions: dict[str, str], **extra: Any) -> dict[str, Any]:
@@ -32,8 +41,12 @@ def key_fields(spec: NetworkSpec, model_hash: str, mode: str, versions: dict[str
     }
 
 
-def timing_metrics(t: Timing) -> dict[str, float]:
-    s = t.summary
+def kind_of(spec: NetworkSpec) -> str:
+    return "training" if spec.phase == "training" else "network"
+
+
+def timing_metrics(timing: dict[str, Any]) -> dict[str, float]:
+    s = summarize(timing["samples_ms"])
     return {
         "latency_ms": s.median,
         "latency_mean_ms": s.mean,
@@ -45,83 +58,127 @@ def timing_metrics(t: Timing) -> dict[str, float]:
         "latency_ci_high_ms": s.ci_high,
         "latency_ci_rel": s.ci_rel,
         "samples_count": float(s.n),
-        "warmup_count": float(len(t.warmup_ms)),
-        "measure_time_s": t.elapsed_s,
+        "warmup_count": float(len(timing["warmup_ms"])),
+        "measure_time_s": float(timing["elapsed_s"]),
     }
 
 
-def network_record(
-    spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, timing: Timing, versions: dict[str, str], start_ms: int
+def telemetry_metrics(telemetry: dict[str, float], iterations: int, keys: tuple[str, ...] | None = None) -> dict[str, float]:
+    out = {TELEMETRY_METRICS[k]: float(v) for k, v in telemetry.items() if k in TELEMETRY_METRICS and (keys is None or k in keys)}
+    if "energy_j" in telemetry and iterations:
+        out["energy_per_iter_j"] = float(telemetry["energy_j"]) / iterations
+    if not telemetry.get("telemetry_samples_count"):
+        out.pop("telemetry_samples_count", None)
+    return out
+
+
+def base_params(spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping) -> dict[str, Any]:
+    return {
+        "model": spec.model,
+        "model_hash": model_hash,
+        "batch_size": spec.batch_size,
+        "input_size": spec.input_size,
+        "phase": spec.phase,
+        "device": spec.device,
+        "precision": spec.precision,
+        "mode": mode,
+        "target_ci_rel": rule.target_ci_rel,
+        "time_cap_s": rule.time_cap_s,
+    }
+
+
+def run_name(spec: NetworkSpec) -> str:
+    return f"{spec.model} · bs{spec.batch_size} · {spec.phase} · {spec.device}"
+
+
+def measured_record(
+    spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, keys: dict[str, Any], payload: dict[str, Any], start_ms: int
 ) -> RunRecord:
+    """The network (inference) or training run of a successful child."""
+    timing = payload["timing"]
     metrics = timing_metrics(timing)
+    n = int(metrics["samples_count"])
     metrics["throughput_per_s"] = spec.batch_size * 1000.0 / metrics["latency_ms"]
+    memory = payload.get("memory", {})
+    if "cuda_max_allocated_mb" in memory:
+        metrics["peak_mem_mb"] = memory["cuda_max_allocated_mb"]
+        metrics["cuda_max_allocated_mb"] = memory["cuda_max_allocated_mb"]
+        metrics["cuda_max_reserved_mb"] = memory["cuda_max_reserved_mb"]
+    elif "peak_rss_mb" in memory:
+        metrics["peak_mem_mb"] = memory["peak_rss_mb"]
+    metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
+    s = summarize(timing["samples_ms"])
     return RunRecord(
-        kind="network",
-        name=f"{spec.model} · bs{spec.batch_size} · {spec.phase} · {spec.device}",
-        params={
-            "model": spec.model,
-            "model_hash": model_hash,
-            "batch_size": spec.batch_size,
-            "input_size": spec.input_size,
-            "phase": spec.phase,
-            "device": spec.device,
-            "precision": spec.precision,
-            "mode": mode,
-            "target_ci_rel": rule.target_ci_rel,
-            "time_cap_s": rule.time_cap_s,
-        },
+        kind=kind_of(spec),
+        name=run_name(spec),
+        params=base_params(spec, model_hash, mode, rule),
         metrics=metrics,
-        tags={"tracker.stop_reason": timing.stop_reason, "tracker.source": "measured"},
-        key_fields=key_fields(spec, model_hash, mode, versions),
+        tags={"tracker.stop_reason": timing["stop_reason"], "tracker.source": "measured"},
+        key_fields=keys,
         description=(
-            f"{spec.model} {spec.phase} at batch {spec.batch_size} on {spec.device} ({mode}): "
-            f"median {metrics['latency_ms']:.3f} ms ±{100 * metrics['latency_ci_rel']:.1f}% "
-            f"from {timing.summary.n} samples, stopped on {timing.stop_reason}."
+            f"{spec.model} {spec.phase} at batch {spec.batch_size} on {spec.device} ({mode}): median "
+            f"{s.median:.3f} ms ±{100 * s.ci_rel:.1f}% (95% CI of the median) from {s.n} samples after "
+            f"{len(timing['warmup_ms'])} warm-up iterations; stopped on {timing['stop_reason']}."
         ),
         start_time_ms=start_ms,
         end_time_ms=now_ms(),
     )
 
 
+def failed_record(
+    spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, keys: dict[str, Any], reason: str, message: str,
+    stderr_tail: str, start_ms: int,
+) -> RunRecord:
+    record = RunRecord(
+        kind=kind_of(spec),
+        name=run_name(spec) + f" · {reason}",
+        params=base_params(spec, model_hash, mode, rule),
+        tags={"tracker.source": "measured"},
+        key_fields=keys,
+        description=f"{spec.model} {spec.phase} at batch {spec.batch_size} on {spec.device} failed: {reason}. {message}",
+        start_time_ms=start_ms,
+        end_time_ms=now_ms(),
+    )
+    return record.fail(reason, stderr_tail or message)
+
+
 def layer_records(
-    parent: RunRecord, spec: NetworkSpec, model_hash: str, mode: str, calls: list[LayerCall], versions: dict[str, str]
+    parent: RunRecord, spec: NetworkSpec, model_hash: str, mode: str, layers: list[dict[str, Any]], versions: dict[str, str]
 ) -> list[RunRecord]:
-    total = sum(c.timing.summary.median for c in calls if c.timing)
+    medians = [summarize(l["timing"]["samples_ms"]).median for l in layers]
+    total = sum(medians)
     records = []
-    for c in calls:
-        assert c.timing is not None
-        m = timing_metrics(c.timing)
+    for layer, median in zip(layers, medians):
+        m = timing_metrics(layer["timing"])
+        metrics = {k: m[k] for k in ("latency_ms", "latency_iqr_ms", "latency_ci_rel", "samples_count")}
+        if total:
+            metrics["share_of_network_pct"] = 100.0 * median / total
+        metrics.update(telemetry_metrics(layer.get("telemetry", {}), int(m["samples_count"]), LAYER_TELEMETRY))
         records.append(
             RunRecord(
                 kind="layer",
-                name=f"{c.index:03d} {c.name} ({c.op_type})",
+                name=f"{layer['index']:03d} {layer['name']} ({layer['op_type']})",
                 parent=parent,
                 params={
                     "model": spec.model,
                     "model_hash": model_hash,
-                    "layer_index": c.index,
-                    "layer_name": c.name,
-                    "op_type": c.op_type,
+                    "layer_index": layer["index"],
+                    "layer_name": layer["name"],
+                    "op_type": layer["op_type"],
                     "batch_size": spec.batch_size,
-                    "input_shape": c.input_shape,
-                    "output_shape": c.output_shape,
+                    "input_shape": layer["input_shape"],
+                    "output_shape": layer["output_shape"],
                     "phase": spec.phase,
                     "device": spec.device,
                     "precision": spec.precision,
                     "mode": mode,
                 },
-                metrics={
-                    "latency_ms": m["latency_ms"],
-                    "latency_iqr_ms": m["latency_iqr_ms"],
-                    "latency_ci_rel": m["latency_ci_rel"],
-                    "samples_count": m["samples_count"],
-                    **({"share_of_network_pct": 100.0 * m["latency_ms"] / total} if total else {}),
-                },
-                tags={"tracker.stop_reason": c.timing.stop_reason, "tracker.source": "measured"},
-                key_fields=key_fields(spec, model_hash, mode, versions, layer_index=c.index),
+                metrics=metrics,
+                tags={"tracker.stop_reason": layer["timing"]["stop_reason"], "tracker.source": "measured"},
+                key_fields=key_fields(spec, model_hash, mode, versions, layer_index=layer["index"]),
             )
         )
-    if calls and total:
+    if layers and total:
         parent.metrics["sum_of_layers_ms"] = total
         parent.metrics["sum_of_layers_ratio"] = total / parent.metrics["latency_ms"]
     return records

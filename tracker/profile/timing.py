@@ -23,6 +23,8 @@ class Timing:
     warmup_ms: list[float]
     stop_reason: str
     elapsed_s: float
+    #: perf_counter_ns bounds of the sampling window (warm-up excluded), for telemetry
+    window_ns: tuple[int, int] = (0, 0)
 
     @property
     def summary(self) -> Summary:
@@ -62,4 +64,5 @@ def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] =
         if n < MIN_SAMPLES_FOR_CI or (n > CHECK_EVERY_AFTER and n % CHECK_EVERY):
             continue
         reason = stop_reason(samples, (clock() - sample_start) / 1e9, rule)
-    return Timing(samples, warmup, reason, (clock() - start) / 1e9)
+    end = clock()
+    return Timing(samples, warmup, reason, (end - start) / 1e9, (sample_start, end))

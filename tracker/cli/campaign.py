@@ -1,0 +1,51 @@
+"""``tracker campaign``: run the configurations of a campaign file, resumably."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+
+app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
+                  no_args_is_help=True)
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
+    shard: Annotated[Optional[str], typer.Option(help="Run shard I of N (by network), e.g. 1/2.")] = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Measure every configuration not yet measured; Ctrl-C stops, a re-run resumes."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from tracker.profile.campaign import load_campaign, parse_shard, run_campaign
+
+    campaign = load_campaign(path)
+    shard_ij = parse_shard(shard)
+    st = state(ctx)
+    if st.experiment == "Default":
+        st.experiment = campaign.name
+    logger = st.logger()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=fmt is OutputFormat.json, disable=fmt is OutputFormat.json) as bar:
+        task = bar.add_task(campaign.name, total=None, failed=0)
+
+        def progress(label: str, tally) -> None:  # type: ignore[no-untyped-def]
+            bar.update(task, total=tally.total, completed=tally.measured + tally.failed + tally.skipped,
+                       failed=tally.failed, description=label)
+
+        tally = run_campaign(logger, campaign, shard_ij, progress)
+    data = {"campaign": campaign.name, "experiment": logger.experiment.name, "shard": f"{shard_ij[0]}/{shard_ij[1]}", **tally.as_dict()}
+    if fmt is OutputFormat.json:
+        emit_json(data)
+    else:
+        typer.echo(f"{campaign.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped of {tally.total}")
+    if tally.interrupted:
+        typer.echo("interrupted: what was measured is kept; run the same command again to resume", err=True)
+        raise typer.Exit(130)

@@ -1,0 +1,217 @@
+"""Campaigns: the product of networks x devices x modes x phases x batch sizes, from a TOML file.
+
+    [campaign]  name, description
+    [networks]  zoo = [...], specs = [...], generate = {count, seed, input_size}, prune = {model, ratios, method, seed}
+    [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), precision, time_cap_s,
+                layers, till_first_fail, timeout_s, memory_limit_mb
+
+Every configuration runs in a child process; one that is already measured (its config key
+is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
+campaign resumes where it stopped. With ``till_first_fail`` the batch sizes of one
+network/device/mode/phase stop at the first failure, after perf4sight. ``--shard I/N``
+takes every N-th network, so several devices can share one campaign.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tracker.errors import ConfigError
+
+SECTIONS = {
+    "campaign": {"name": str, "description": str},
+    "networks": {"zoo": list, "specs": list, "generate": dict, "prune": dict},
+    "measure": {
+        "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
+        "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float,
+    },
+}
+GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
+PRUNE_KEYS = {"model": str, "ratios": list, "method": str, "seed": int}
+
+
+@dataclass
+class Campaign:
+    name: str
+    path: Path
+    description: str = ""
+    networks: list[str] = field(default_factory=list)  # zoo names or spec paths
+    batch_sizes: list[int] = field(default_factory=lambda: [1])
+    phases: list[str] = field(default_factory=lambda: ["inference"])
+    devices: list[str] = field(default_factory=lambda: ["cpu"])
+    threads: list[int | None] = field(default_factory=lambda: [None])
+    precision: float = 0.02
+    time_cap_s: float = 10.0
+    layers: bool = False
+    till_first_fail: bool = False
+    timeout_s: float = 600.0
+    memory_limit_mb: float | None = None
+
+
+def _typed(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
+    for key, value in table.items():
+        if key not in schema:
+            raise ConfigError(f"{where}: unknown key [{section}].{key} (known: {', '.join(schema)})")
+        want = schema[key]
+        ok = isinstance(value, want) and not (want in (int, float) and isinstance(value, bool))
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise ConfigError(f"{where}: [{section}].{key} should be {want.__name__}, got {value!r}")
+    return table
+
+
+def load_campaign(path: Path) -> Campaign:
+    where = str(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read campaign {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: not valid TOML ({exc})") from None
+    for section in raw:
+        if section not in SECTIONS:
+            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(SECTIONS)})")
+    tables = {s: _typed(s, raw.get(s, {}), SECTIONS[s], where) for s in SECTIONS}
+    meta, nets, m = tables["campaign"], tables["networks"], tables["measure"]
+    c = Campaign(name=meta.get("name", path.stem), path=path, description=meta.get("description", ""))
+    for key in ("batch_sizes", "phases", "devices"):
+        if key in m:
+            setattr(c, key, list(m[key]))
+    if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in c.batch_sizes) or not c.batch_sizes:
+        raise ConfigError(f"{where}: [measure].batch_sizes must be whole numbers >= 1, got {c.batch_sizes}")
+    c.batch_sizes = sorted(set(c.batch_sizes))
+    if bad := [p for p in c.phases if p not in ("inference", "training")]:
+        raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")
+    if bad := [d for d in c.devices if not (d == "cpu" or str(d).startswith("cuda"))]:
+        raise ConfigError(f"{where}: [measure].devices: unknown device {bad[0]!r} (cpu, cuda, cuda:N)")
+    if "threads" in m:
+        if any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in m["threads"]) or not m["threads"]:
+            raise ConfigError(f"{where}: [measure].threads must be whole numbers >= 1, got {m['threads']}")
+        c.threads = list(m["threads"])
+    for key in ("precision", "time_cap_s", "timeout_s", "memory_limit_mb"):
+        if key in m:
+            setattr(c, key, float(m[key]))
+    c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
+    c.networks = _networks(nets, c.name, path, where)
+    if not c.networks:
+        raise ConfigError(f"{where}: [networks] names no network")
+    return c
+
+
+def _networks(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
+    from tracker.zoo import check_model_name
+    from tracker.zoo.spec import write_specs
+
+    refs: list[str] = []
+    for model in nets.get("zoo", []):
+        check_model_name(str(model))
+        refs.append(str(model))
+    for spec in nets.get("specs", []):
+        p = (path.parent / spec) if not Path(spec).is_absolute() else Path(spec)
+        if not p.is_file():
+            raise ConfigError(f"{where}: [networks].specs: {spec} does not exist")
+        refs.append(str(p))
+    folder = path.parent / name / "networks"
+    if "generate" in nets:
+        from tracker.zoo.generator import generate
+
+        g = _typed("networks.generate", nets["generate"], GENERATE_KEYS, where)
+        specs = generate(int(g.get("count", 10)), int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
+        refs += [str(p) for p in write_specs(specs, folder)]
+    if "prune" in nets:
+        from tracker.zoo.pruning import pruned_spec
+
+        pr = _typed("networks.prune", nets["prune"], PRUNE_KEYS, where)
+        if "model" not in pr:
+            raise ConfigError(f"{where}: [networks.prune] needs model")
+        check_model_name(pr["model"])
+        specs = [pruned_spec(pr["model"], float(r) / 100, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0)))
+                 for r in pr.get("ratios", [0])]
+        refs += [str(p) for p in write_specs(specs, folder)]
+    return refs
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    if not text:
+        return (1, 1)
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard takes I/N, e.g. 2/4; got {text!r}") from None
+    if not 1 <= i <= n:
+        raise ConfigError(f"--shard {text}: I must be between 1 and N")
+    return (i, n)
+
+
+@dataclass
+class Tally:
+    total: int = 0
+    measured: int = 0
+    failed: int = 0
+    skipped: int = 0  # already measured, or past a failure in a till_first_fail chain
+    interrupted: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
+                "interrupted": self.interrupted}
+
+
+def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | None, str]]:
+    """(network, device, threads, phase) chains of this shard; each runs its batch sizes in order."""
+    i, n = shard
+    mine = [ref for k, ref in enumerate(c.networks) if k % n == i - 1]
+    return [(ref, d, t, ph) for ref in mine for d in c.devices for t in c.threads for ph in c.phases]
+
+
+def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
+                 progress: Callable[[str, Tally], None] | None = None) -> Tally:
+    from tracker.profile.api import ensure_mode_logged, measure_planned, plan
+    from tracker.profile.device import check_device
+    from tracker.profile.stats import Stopping
+
+    for d in c.devices:
+        check_device(d)
+    rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s)
+    layer_rule = Stopping(target_ci_rel=max(c.precision, 0.05), time_cap_s=min(c.time_cap_s, 1.0), warmup_cap_s=0.5)
+    todo = chains(c, shard)
+    tally = Tally(total=len(todo) * len(c.batch_sizes))
+    done_keys = logger.measured(statuses=("FINISHED",))
+    failed_keys = logger.measured(statuses=("FAILED",))
+    modes_logged: set[tuple[str, int | None]] = set()
+    try:
+        for ref, device, threads, phase in todo:
+            if (device, threads) not in modes_logged:
+                ensure_mode_logged(logger, device, threads)
+                modes_logged.add((device, threads))
+            for k, bs in enumerate(c.batch_sizes):
+                p = plan(ref, bs, phase=phase, device=device, threads=threads)
+                label = f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
+                if p.config_key in done_keys:
+                    tally.skipped += 1
+                elif p.config_key in failed_keys:
+                    tally.skipped += 1
+                    if c.till_first_fail:
+                        tally.skipped += len(c.batch_sizes) - k - 1
+                        break
+                else:
+                    if progress:
+                        progress(f"measuring {label}", tally)
+                    res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference", layer_rule=layer_rule,
+                                          timeout_s=c.timeout_s, memory_limit_mb=c.memory_limit_mb, reuse=False,
+                                          campaign=c.name)
+                    if res.network.status == "FINISHED":
+                        tally.measured += 1
+                    else:
+                        tally.failed += 1
+                        if c.till_first_fail:
+                            tally.skipped += len(c.batch_sizes) - k - 1
+                            break
+                if progress:
+                    progress(label, tally)
+    except KeyboardInterrupt:
+        tally.interrupted = True
+    return tally

@@ -1,0 +1,119 @@
+"""What the child process measures: one job, from model build to raw samples.
+
+A job is plain JSON (see ``tracker.profile.child.Job``); the result is plain JSON holding
+the raw timing samples, memory peaks, the telemetry summary over the sampling window, the
+device mode and the network's description. Statistics are derived later from the raw
+samples, in the parent, by ``tracker.profile.stats``.
+"""
+
+from __future__ import annotations
+
+import resource
+from dataclasses import asdict
+from typing import Any
+
+from tracker.profile.stats import Stopping
+from tracker.profile.timing import Timing, device_sync, measure
+
+
+def _timing_json(t: Timing) -> dict[str, Any]:
+    return {"samples_ms": t.samples_ms, "warmup_ms": t.warmup_ms, "stop_reason": t.stop_reason, "elapsed_s": t.elapsed_s}
+
+
+def _step(model: Any, spec: Any, phase: str) -> Any:
+    """One iteration: inference, or forward + loss + backward + optimizer step."""
+    import torch
+
+    from tracker.profile.network import example_input
+
+    x = example_input(spec)
+    if phase == "inference":
+        model.eval()
+
+        def infer() -> None:
+            with torch.inference_mode():
+                model(x)
+
+        return infer
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    criterion = torch.nn.CrossEntropyLoss()
+    with torch.no_grad():
+        classes = model.eval()(x[:1]).shape[-1]
+    model.train()
+    y = torch.randint(0, classes, (spec.batch_size,), generator=torch.Generator().manual_seed(0)).to(spec.device)
+
+    def train_step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return train_step
+
+
+def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    from tracker.describe.graph import describe_module
+    from tracker.profile.modes import apply_threads, read_mode
+    from tracker.profile.network import NetworkSpec, profile_layers
+    from tracker.profile.telemetry import TelemetrySampler
+    from tracker.zoo import resolve
+
+    if job.get("threads"):
+        apply_threads(int(job["threads"]))
+    device = job.get("device", "cpu")
+    mode = read_mode(device)
+    torch.manual_seed(0)
+    ref = resolve(job["model"])
+    model = ref.build()
+    spec = NetworkSpec(
+        model=ref.name,
+        batch_size=int(job["batch_size"]),
+        input_size=int(job.get("input_size") or ref.input_size),
+        device=device,
+        precision=job.get("precision", "float32"),
+        phase=job.get("phase", "inference"),
+    )
+    description = describe_module(model, ref.name, spec.input_size)
+    model = model.to(device=device, dtype=getattr(torch, spec.precision))
+    rule = Stopping(**job.get("rule", {}))
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    step = _step(model, spec, spec.phase)
+    with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), settle_s=job.get("settle_s", 0.0),
+                          gpu_index=torch.device(device).index or 0 if cuda else None) as sampler:
+        timing = measure(step, rule, device_sync(device))
+    memory: dict[str, float] = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if cuda:
+        memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20
+    result: dict[str, Any] = {
+        "model_name": ref.name,
+        "spec": asdict(spec),
+        "mode": {"device": mode.device, "mode_id": mode.mode_id, "params": mode.params},
+        "description": description.to_json(),
+        "timing": _timing_json(timing),
+        "memory": memory,
+        "telemetry": sampler.summary(*timing.window_ns),
+    }
+    if job.get("layers") and spec.phase == "inference":
+        layer_rule = Stopping(**job.get("layer_rule", job.get("rule", {})))
+        with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02)) as layer_sampler:
+            calls = profile_layers(model, spec, layer_rule)
+        result["layers"] = [
+            {
+                "index": c.index,
+                "name": c.name,
+                "op_type": c.op_type,
+                "input_shape": c.input_shape,
+                "output_shape": c.output_shape,
+                "timing": _timing_json(c.timing),
+                "telemetry": layer_sampler.summary(*c.timing.window_ns),
+            }
+            for c in calls
+            if c.timing is not None
+        ]
+    return result

@@ -1,0 +1,94 @@
+"""The child process that makes one measurement: ``python -m tracker.profile.worker``.
+
+It reads one job (JSON) on stdin, measures, and writes one result line on stdout:
+``TRACKER-RESULT {...}``. Out-of-memory (CUDA, or the CPU allocator under the job's
+memory limit) exits with status 3 after a result line ``{"error": "oom", ...}``; any other
+exception exits 4 with ``{"error": "error", ...}``. A crash or a kill leaves no result
+line; the parent classifies it by the exit status. Nothing here touches the store.
+
+Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang`` or ``crash``
+(optionally ``oom@8`` to fire only when the batch size is at least 8).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+RESULT_PREFIX = "TRACKER-RESULT "
+EXIT_OOM = 3
+EXIT_ERROR = 4
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    sys.stdout.write(RESULT_PREFIX + json.dumps(payload, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _inject_fault(job: dict[str, Any]) -> None:
+    fault = os.environ.get("TRACKER_FAULT", "")
+    if not fault:
+        return
+    what, _, at = fault.partition("@")
+    if at and int(job.get("batch_size", 0)) < int(at):
+        return
+    if what == "oom":
+        raise MemoryError("injected out of memory (TRACKER_FAULT)")
+    if what == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if what == "crash":
+        os.abort()
+    if what == "hang":
+        time.sleep(3600)
+
+
+def _limit_memory(limit_mb: float | None) -> None:
+    """Cap this process's address space growth: allocations past it fail like a real OOM."""
+    if not limit_mb:
+        return
+    with open("/proc/self/statm") as fh:
+        vm_pages = int(fh.read().split()[0])
+    current = vm_pages * os.sysconf("SC_PAGE_SIZE")
+    limit = current + int(limit_mb * 1024 * 1024)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__
+    text = str(exc).lower()
+    return name == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    try:
+        from tracker.profile.measure import run_job
+
+        import torch  # noqa: F401  (imported before the memory cap: its libraries are mapped)
+
+        _limit_memory(job.get("memory_limit_mb"))
+        _inject_fault(job)
+        result = run_job(job)
+    except BaseException as exc:  # noqa: BLE001  every failure becomes a result line
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        oom = is_oom(exc)
+        _emit({"error": "oom" if oom else "error", "message": f"{type(exc).__name__}: {str(exc)[:500]}"})
+        if not oom:
+            traceback.print_exc(file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(EXIT_OOM if oom else EXIT_ERROR)
+    _emit(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
