@@ -1,0 +1,154 @@
+"""Profilers end to end on CPU: child processes, faults, OOM boundary, campaigns and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tracker.log.logger import RunLogger
+from tracker.profile.api import find_boundary, profile_network
+from tracker.profile.child import run_child
+from tracker.profile.stats import Stopping
+
+FAST = Stopping(target_ci_rel=0.2, time_cap_s=0.3, warmup_cap_s=0.2)
+TINY = "squeezenet1_1"
+
+
+def job(**extra):
+    return {"model": TINY, "batch_size": 1, "input_size": 64, "rule": {"target_ci_rel": 0.2, "time_cap_s": 0.3, "warmup_cap_s": 0.2}, **extra}
+
+
+@pytest.mark.parametrize(
+    "fault, reason",
+    [("oom", "oom"), ("kill", "killed"), ("crash", "crash")],
+)
+def test_a_faulty_child_comes_back_as_a_reason(fault: str, reason: str) -> None:
+    result = run_child(job(), timeout_s=120, env={"TRACKER_FAULT": fault})
+    assert not result.ok and result.reason == reason
+
+
+def test_a_hung_child_is_killed_at_its_time_limit() -> None:
+    t0 = time.time()
+    result = run_child(job(), timeout_s=8, env={"TRACKER_FAULT": "hang"})
+    assert not result.ok and result.reason == "timeout" and time.time() - t0 < 30
+
+
+def test_a_child_measures_and_returns_raw_samples() -> None:
+    result = run_child(job(phase="training", batch_size=2), timeout_s=300)
+    assert result.ok, result.stderr_tail
+    p = result.payload
+    assert len(p["timing"]["samples_ms"]) >= 6 and p["timing"]["stop_reason"] in ("precision", "time_cap")
+    assert p["memory"]["peak_rss_mb"] > 50 and p["mode"]["mode_id"].startswith("cpu-t")
+    assert p["telemetry"]["telemetry_samples_count"] >= 1 and "gpu_util_pct" not in p["telemetry"]
+    assert p["description"]["name"] == TINY
+
+
+def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path) -> None:
+    logger = RunLogger(str(tmp_path / "s"), experiment="oom")
+    res = profile_network(logger, TINY, 64, FAST, phase="training", memory_limit_mb=200, timeout_s=300)
+    assert res.network.status == "FAILED" and res.network.tags["tracker.failure_reason"] == "oom"
+    run = MlflowClient(logger.location.uri).get_run(res.network.run_id)
+    assert run.info.status == "FAILED" and run.data.tags["tracker.failure_reason"] == "oom"
+    assert "latency_ms" not in run.data.metrics  # nothing invented for a failed measurement
+    assert "allocate" in run.data.tags["tracker.stderr_tail"] or "memory" in run.data.tags["tracker.stderr_tail"].lower()
+
+
+def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRACKER_FAULT", "oom@6")  # every batch size >= 6 runs out of memory
+    logger = RunLogger(str(tmp_path / "s"), experiment="boundary")
+    b = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=120)
+    assert (b.largest_ok, b.first_failed, b.failure_reason) == (5, 6, "oom")
+    tried = [int(r.network.params["batch_size"]) for r in b.results]
+    assert tried == [1, 2, 4, 8, 6, 5]
+    client = MlflowClient(logger.location.uri)
+    failed = client.search_runs([logger.experiment.experiment_id], "attributes.status = 'FAILED'")
+    assert sorted(int(r.data.params["batch_size"]) for r in failed) == [6, 8]
+    again = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=120)
+    assert (again.largest_ok, again.first_failed) == (5, 6) and all(r.reused for r in again.results)
+
+
+CAMPAIGN = """
+[campaign]
+name = "{name}"
+[networks]
+zoo = ["squeezenet1_1", "mobilenet_v3_small"]
+[measure]
+batch_sizes = [1, 2, 4]
+phases = ["inference"]
+precision = 0.2
+time_cap_s = 0.3
+till_first_fail = {tff}
+timeout_s = 120
+"""
+
+
+def campaign_file(tmp_path: Path, name: str, tff: bool = True) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(CAMPAIGN.format(name=name, tff="true" if tff else "false"))
+    return path
+
+
+def tracker(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tracker", *args], cwd=cwd, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **(env or {})})
+
+
+def network_runs(store: Path, experiment: str) -> list:
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:  # the store exists before the campaign's experiment does
+        return []
+    return client.search_runs([exp.experiment_id], "tags.`tracker.kind` = 'network'", max_results=1000)
+
+
+def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path) -> None:
+    path = campaign_file(tmp_path, "faulty")
+    proc = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--format", "json",
+                   cwd=tmp_path, env={"TRACKER_FAULT": "kill@2"})
+    assert proc.returncode == 0, proc.stderr
+    tally = json.loads(proc.stdout)
+    assert tally == {**tally, "total": 6, "measured": 2, "failed": 2, "skipped": 2}
+    runs = network_runs(tmp_path / "s", "faulty")
+    failed = [r for r in runs if r.info.status == "FAILED"]
+    assert {r.data.tags["tracker.failure_reason"] for r in failed} == {"killed"}
+    assert sorted(r.data.params["batch_size"] for r in failed) == ["2", "2"]
+    assert all(r.data.tags["tracker.campaign"] == "faulty" for r in runs)
+
+
+def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> None:
+    path = campaign_file(tmp_path, "resume", tff=False)
+    store = tmp_path / "s"
+    args = [sys.executable, "-m", "tracker", "--tracking-uri", str(store), "campaign", "run", str(path)]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if (store / "mlflow.db").exists() and len(network_runs(store, "resume")) >= 2:
+            break
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "resume" in err
+    first = len(network_runs(store, "resume"))
+    assert 2 <= first < 6
+    done = tracker("--tracking-uri", str(store), "campaign", "run", str(path), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    tally = json.loads(done.stdout)
+    assert tally["skipped"] == first and tally["measured"] == 6 - first
+    runs = network_runs(store, "resume")
+    keys = [r.data.tags["tracker.config_key"] for r in runs]
+    assert len(runs) == 6 and len(set(keys)) == 6
+
+
+def test_shards_split_networks_between_devices(tmp_path: Path) -> None:
+    from tracker.profile.campaign import chains, load_campaign
+
+    c = load_campaign(campaign_file(tmp_path, "sharded"))
+    one, two = chains(c, (1, 2)), chains(c, (2, 2))
+    assert {x[0] for x in one} == {"squeezenet1_1"} and {x[0] for x in two} == {"mobilenet_v3_small"}
+    assert sorted(one + two) == sorted(chains(c, (1, 1)))
