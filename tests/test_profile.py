@@ -121,6 +121,19 @@ def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path)
     assert all(r.data.tags["tracker.campaign"] == "faulty" for r in runs)
 
 
+def count_network_runs(store: Path) -> int:
+    """Read-only poll with sqlite3: an MLflow client here would race the store's creation."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{store / 'mlflow.db'}?mode=ro", uri=True) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM tags WHERE key = 'tracker.kind' AND value = 'network'"
+            ).fetchone()[0]
+    except sqlite3.Error:  # not there yet, or still being created
+        return 0
+
+
 def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> None:
     path = campaign_file(tmp_path, "resume", tff=False)
     store = tmp_path / "s"
@@ -128,7 +141,7 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while time.time() < deadline:
-        if (store / "mlflow.db").exists() and len(network_runs(store, "resume")) >= 2:
+        if count_network_runs(store) >= 2:
             break
         time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
