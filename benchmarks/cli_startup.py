@@ -4,11 +4,17 @@ Runs the installed command as a fresh process several times; target: median unde
 Last line: {"help_median_s": ..., "help_max_s": ..., "runs": N, "target_s": 1.5}
 """
 
-import json
-import shutil
-import statistics
-import subprocess
+import os
 import sys
+
+# benchmarks/logging.py is named like the stdlib module: keep this folder off the import path.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import time
 from pathlib import Path
 

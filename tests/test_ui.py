@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+
+import psutil
 from pathlib import Path
 
 import requests
@@ -21,6 +23,7 @@ def test_ui_serves_the_embedded_store(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracker", "--tracking-uri", str(tmp_path / "runs"), "ui", "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -34,5 +37,9 @@ def test_ui_serves_the_embedded_store(tmp_path: Path) -> None:
         ).json()["runs"]
         assert len(runs) == 1 and runs[0]["info"]["run_name"] == "000 conv0 (Conv2d)"
     finally:
-        proc.terminate()
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+        proc.terminate()  # `tracker ui` takes its server's whole process group down with it
         proc.wait(20)
+    assert descendants, "the UI server runs as a child of `tracker ui`"
+    gone, alive = psutil.wait_procs(descendants, timeout=15)
+    assert alive == [], f"the MLflow server or its workers outlived `tracker ui`: {alive}"

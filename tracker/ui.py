@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -43,9 +45,31 @@ def serve_ui(tracking_uri: str | None, port: int) -> None:
     if not port_free(port):
         raise TrackerError(f"port {port} on {HOST} is in use; pick another with --port")
     print(f"MLflow UI on http://{HOST}:{port} (Ctrl-C to stop)", flush=True)
+    # The server runs in its own process group with its workers; whatever stops us
+    # (Ctrl-C, SIGTERM) stops the whole group, so no worker is left behind.
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        code = subprocess.call(cmd)
+        code = proc.wait()
     except KeyboardInterrupt:
+        _stop_group(proc)
         return
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if code not in (0, -2, 130):
         raise TrackerError(f"the MLflow UI exited with status {code}")
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass

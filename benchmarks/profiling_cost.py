@@ -1,0 +1,97 @@
+"""Device time of adaptive stopping vs PerfSeer's fixed windows, and whether they agree.
+
+PerfSeer warms up for a fixed 30 s and samples for 30 s per configuration. Here the fixed
+windows are scaled down to 5 s + 5 s (said in the output as fixed_warmup_s/fixed_sample_s).
+Adaptive: warm up until two windows agree, then sample until the 95 % CI of the median is
+within 2 % (time cap 10 s). Both run in this process on the same networks at batch 1.
+Targets: at least 10x less device time; medians within 3 %.
+Last line: {"fixed_device_s": ..., "adaptive_device_s": ..., "ratio": ..., "max_median_diff_rel": ..., ...}
+"""
+
+import os
+import sys
+
+# benchmarks/logging.py is named like the stdlib module: keep this folder off the import path.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import json  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+NETWORKS = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "resnet18")
+FIXED_WARMUP_S = 5.0
+FIXED_SAMPLE_S = 5.0
+TARGET_RATIO = 10.0
+TARGET_DIFF = 0.03
+
+
+def fixed_window(fn: object) -> tuple[float, float, int]:
+    """PerfSeer's way: warm up for a fixed time, then sample for a fixed time."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < FIXED_WARMUP_S:
+        fn()
+    samples = []
+    t_end = time.perf_counter() + FIXED_SAMPLE_S
+    while time.perf_counter() < t_end:
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t0) / 1e6)
+    return statistics.median(samples), time.perf_counter() - start, len(samples)
+
+
+def main() -> None:
+    import torch
+
+    from tracker.profile.stats import Stopping
+    from tracker.profile.timing import measure
+    from tracker.zoo import build_model
+
+    rule = Stopping(target_ci_rel=0.02, time_cap_s=10.0)
+    rows = []
+    for name in NETWORKS:
+        model = build_model(name)
+        x = torch.randn(1, 3, 224, 224)
+
+        def fn(model=model, x=x) -> None:
+            with torch.inference_mode():
+                model(x)
+
+        if len(rows) % 2 == 0:  # alternate the order so drift of the machine does not favour one side
+            adaptive = measure(fn, rule)
+            fixed_median, fixed_s, fixed_n = fixed_window(fn)
+        else:
+            fixed_median, fixed_s, fixed_n = fixed_window(fn)
+            adaptive = measure(fn, rule)
+        a_median = adaptive.summary.median
+        rows.append({
+            "network": name,
+            "adaptive_median_ms": round(a_median, 4),
+            "fixed_median_ms": round(fixed_median, 4),
+            "median_diff_rel": round(abs(a_median - fixed_median) / fixed_median, 4),
+            "adaptive_device_s": round(adaptive.elapsed_s, 3),
+            "adaptive_samples": adaptive.summary.n,
+            "adaptive_stop": adaptive.stop_reason,
+            "fixed_device_s": round(fixed_s, 3),
+            "fixed_samples": fixed_n,
+        })
+        print(json.dumps(rows[-1]))
+    fixed_total = sum(r["fixed_device_s"] for r in rows)
+    adaptive_total = sum(r["adaptive_device_s"] for r in rows)
+    worst = max(r["median_diff_rel"] for r in rows)
+    print(json.dumps({
+        "networks": len(rows),
+        "fixed_warmup_s": FIXED_WARMUP_S,
+        "fixed_sample_s": FIXED_SAMPLE_S,
+        "fixed_note": "PerfSeer uses 30 s + 30 s; scaled down to 5 s + 5 s here",
+        "fixed_device_s": round(fixed_total, 2),
+        "adaptive_device_s": round(adaptive_total, 2),
+        "ratio": round(fixed_total / adaptive_total, 1),
+        "ratio_vs_perfseer_30s": round(6 * fixed_total / adaptive_total, 1),
+        "max_median_diff_rel": worst,
+        "meets_target": fixed_total / adaptive_total >= TARGET_RATIO and worst <= TARGET_DIFF,
+    }))
+
+
+if __name__ == "__main__":
+    main()
