@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from tracker.log.record import RunRecord
+from tracker.ui import stop_process_group
 
 #: A fixed environment so store tests need not import torch.
 ENV = {"env.host": "test-host", "env.cpu_count": "2", "env.threads": "2", "env.torch_version": "2.14.1"}
@@ -87,19 +88,5 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         wait_http(f"{uri}/health", proc)
         yield uri
     finally:
-        stop_group(proc)
+        stop_process_group(proc)
         log.close()
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    """Stop a server and every worker it spawned (they share its process group)."""
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        pass

@@ -52,7 +52,7 @@ def serve_ui(tracking_uri: str | None, port: int) -> None:
     try:
         code = proc.wait()
     except KeyboardInterrupt:
-        _stop_group(proc)
+        stop_process_group(proc)
         return
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -64,10 +64,11 @@ def _raise_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def _stop_group(proc: subprocess.Popen) -> None:
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """Stop a process started with ``start_new_session=True`` and everything it spawned."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(10)
+        proc.wait(15)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
