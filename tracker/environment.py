@@ -41,9 +41,9 @@ def nvml_info() -> dict[str, str]:
         return {}
     try:
         count = pynvml.nvmlDeviceGetCount()
-        info = {"env.gpu_count": str(count), "env.gpu_driver": _text(pynvml.nvmlSystemGetDriverVersion())}
+        info = {"env.gpu_count": str(count), "env.gpu_driver": nvml_text(pynvml.nvmlSystemGetDriverVersion())}
         if count:
-            info["env.gpu_name"] = _text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
+            info["env.gpu_name"] = nvml_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
         return info
     except Exception:
         return {}
@@ -54,7 +54,8 @@ def nvml_info() -> dict[str, str]:
             pass
 
 
-def _text(value: bytes | str) -> str:
+def nvml_text(value: bytes | str) -> str:
+    """NVML answers bytes in older bindings and str in newer ones."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

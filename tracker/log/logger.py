@@ -61,15 +61,14 @@ class RunLogger:
             raise ValueError(f"unknown kind {kind!r}")
         return self.store.measured_keys(self.experiment, kind, statuses)
 
-    def find(self, config_key: str) -> RunRecord | None:
-        """The run already measured with this config key, read back as a record, or None."""
-        found = self.store.find_run(self.experiment, config_key)
+    def find(self, config_key: str, status: str = "FINISHED") -> RunRecord | None:
+        """The run with this config key and status, read back as a record, or None."""
+        found = self.store.find_run(self.experiment, config_key, status)
         if found is None:
             return None
         kind = found.tags.get(KIND_TAG, "network")
         record = RunRecord(kind=kind, name=found.name, params=dict(found.params), metrics=dict(found.metrics))
-        record.tags = dict(found.tags)
-        record.run_id = found.run_id
+        record.tags, record.status, record.run_id = dict(found.tags), found.status, found.run_id  # type: ignore[assignment]
         return record
 
     def close(self) -> None:

@@ -117,17 +117,20 @@ class SqlStore:
                 conn.execute("PRAGMA journal_mode = WAL")
 
     def schema_version(self) -> str:
+        self.engine()
+        return self._read_schema_version()
+
+    def _read_schema_version(self) -> str:
         import sqlalchemy
 
-        with self.engine().connect() as conn:
+        with self._engine.connect() as conn:
             return str(conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar())
 
     def _check_schema(self) -> None:
         import sqlalchemy
 
         try:
-            with self._engine.connect() as conn:
-                version = conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar()
+            version = self._read_schema_version()
         except sqlalchemy.exc.OperationalError as exc:
             raise StoreError(f"{self.location.uri} is not an MLflow tracking store ({exc.orig})") from None
         except sqlalchemy.exc.SQLAlchemyError as exc:

@@ -131,15 +131,17 @@ def measure_planned(
     memory_limit_mb: float | None = None,
     reuse: bool = True,
     campaign: str | None = None,
+    reuse_failed: bool = False,
 ) -> ProfileResult:
     from tracker.environment import software_versions
     from tracker.profile.child import run_child
     from tracker.profile.records import failed_record, layer_records, measured_record
 
     if reuse:
-        existing = logger.find(p.config_key)
-        if existing is not None:
-            return ProfileResult(existing, [], reused=True)
+        for status in ("FINISHED", "FAILED") if reuse_failed else ("FINISHED",):
+            existing = logger.find(p.config_key, status)
+            if existing is not None:
+                return ProfileResult(existing, [], reused=True)
     start = now_ms()
     result = run_child(job_for(p, rule, layers, layer_rule, memory_limit_mb), timeout_s=timeout_s)
     if not result.ok:
@@ -221,9 +223,8 @@ def find_boundary(
 
     def attempt(bs: int) -> ProfileResult:
         p = plan(ref, bs, phase=phase, device=device, threads=threads)
-        existing = logger.find(p.config_key)
-        failed = None if existing else _failed_run(logger, p.config_key)
-        res = failed or measure_planned(logger, p, rule, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb)
+        # a recorded failure is an answer too: a resumed search does not redo it
+        res = measure_planned(logger, p, rule, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, reuse_failed=True)
         results.append(res)
         return res
 
@@ -249,15 +250,3 @@ def find_boundary(
                 hi = mid
         ok, bad = lo, hi
     return Boundary(ok, bad, reason, results)
-
-
-def _failed_run(logger: RunLogger, key: str) -> ProfileResult | None:
-    """A failure already recorded for this configuration (so a resumed search does not redo it)."""
-    if key not in logger.measured(statuses=("FAILED",)):
-        return None
-    found = logger.store.find_run(logger.experiment, key, status="FAILED")
-    if found is None:
-        return None
-    record = RunRecord(kind=found.tags.get("tracker.kind", "network"), name=found.name, params=dict(found.params))
-    record.tags, record.status, record.run_id = dict(found.tags), "FAILED", found.run_id
-    return ProfileResult(record, [], reused=True)

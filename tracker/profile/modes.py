@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracker.environment import nvml_text
 from tracker.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -188,7 +189,7 @@ def read_gpu(index: int = 0) -> dict[str, ParamValue]:
         else:
             handle = pynvml.nvmlDeviceGetHandleByIndex(key)
         readings: list[tuple[str, Any]] = [
-            ("gpu_name", lambda: _text(pynvml.nvmlDeviceGetName(handle))),
+            ("gpu_name", lambda: nvml_text(pynvml.nvmlDeviceGetName(handle))),
             ("gpu_sm_clock_mhz", lambda: int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))),
             ("gpu_mem_clock_mhz", lambda: int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM))),
             ("gpu_app_sm_clock_mhz", lambda: int(pynvml.nvmlDeviceGetApplicationsClock(handle, pynvml.NVML_CLOCK_SM))),
@@ -213,10 +214,6 @@ def read_gpu(index: int = 0) -> dict[str, ParamValue]:
         except Exception:
             pass
     return out
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def read_nvpmodel() -> dict[str, ParamValue]:

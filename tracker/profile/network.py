@@ -1,8 +1,8 @@
-"""Whole-network and layer-wise inference latency, measured in this process.
+"""What a measurement is (``NetworkSpec``), its example input, and layer-wise timing.
 
-``profile_inference`` times the whole network at one batch size. ``profile_layers``
-runs the network once with forward hooks on its leaf modules, keeps a copy of each
-module's real input, then times each module alone on that input, after DNN stats.
+``profile_layers`` runs the network once with forward hooks on its leaf modules, keeps a
+copy of each module's real input, then times each module alone on that input, after DNN
+stats. Whole-network timing lives in ``tracker.profile.measure`` (run in the child).
 """
 
 from __future__ import annotations
@@ -50,15 +50,6 @@ def example_input(spec: NetworkSpec) -> Any:
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(spec.batch_size, 3, spec.input_size, spec.input_size, generator=gen, dtype=dtype)
     return x.to(spec.device)
-
-
-def profile_inference(model: Any, spec: NetworkSpec, rule: Stopping) -> Timing:
-    import torch
-
-    model = model.to(device=spec.device, dtype=getattr(torch, spec.precision)).eval()
-    x = example_input(spec)
-    with torch.inference_mode():
-        return measure(lambda: model(x), rule, device_sync(spec.device))
 
 
 def capture_layers(model: Any, spec: NetworkSpec) -> list[LayerCall]:
