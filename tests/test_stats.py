@@ -59,3 +59,43 @@ def test_measure_runs_warm_up_then_samples_and_says_why_it_stopped() -> None:
 def test_nonsense_rules_are_refused(kwargs) -> None:
     with pytest.raises(ValueError):
         Stopping(**kwargs)
+
+
+def _drifting(rng: random.Random, n: int, phi: float = 0.95, sd: float = 0.02) -> list[float]:
+    """Latency around 10 ms whose level wanders slowly (AR(1)), like a shared machine's."""
+    level = rng.gauss(0, sd / math.sqrt(1 - phi * phi))
+    out = []
+    for _ in range(n):
+        level = phi * level + rng.gauss(0, sd)
+        out.append(10 * (1 + level) * (1 + rng.gauss(0, 0.01)))
+    return out
+
+
+def test_blocks_widen_the_ci_when_the_machine_drifts() -> None:
+    rng = random.Random(5)
+    trials, naive, aware = 300, 0, 0
+    for _ in range(trials):
+        samples = _drifting(rng, 400)
+        s1, s20 = summarize(samples), summarize(samples, block_n=20)
+        naive += s1.ci_low <= 10 <= s1.ci_high
+        aware += s20.ci_low <= 10 <= s20.ci_high
+    # Independent-sample CIs cover the true median about a third of the time here; blocks
+    # longer than the drift's memory bring it most of the way back.
+    assert naive / trials < 0.5 and aware / trials > naive / trials + 0.25
+    rule = Stopping(target_ci_rel=0.02, time_cap_s=10.0)
+    regimes = [level * (1 + rng.gauss(0, 0.002)) for level in (9.0, 10.0, 11.0, 10.5) for _ in range(50)]
+    assert stop_reason(regimes, 1.0, rule, block_n=5) is None  # sees the regimes and keeps sampling
+    iid = [10 + rng.gauss(0, 0.1) for _ in range(200)]
+    assert summarize(iid, block_n=5).ci_rel == pytest.approx(summarize(iid).ci_rel, rel=0.5)
+    assert stop_reason(iid, 1.0, rule, block_n=5) == "precision"
+
+
+def test_too_few_blocks_never_stop_on_precision() -> None:
+    flat = [10.0] * 30
+    assert stop_reason(flat, 0.1, Stopping(min_blocks=8), block_n=5) is None  # 6 blocks
+    assert stop_reason(flat + [10.0] * 10, 0.1, Stopping(min_blocks=8), block_n=5) == "precision"
+
+
+def test_block_size_is_about_block_s_of_work() -> None:
+    rule = Stopping(block_s=0.1)
+    assert rule.block_size(5.0) == 20 and rule.block_size(250.0) == 1 and rule.block_size(0.0) == 1

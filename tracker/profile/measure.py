@@ -17,7 +17,7 @@ from tracker.profile.timing import Timing, device_sync, measure
 
 
 def _timing_json(t: Timing) -> dict[str, Any]:
-    return {"samples_ms": t.samples_ms, "warmup_ms": t.warmup_ms, "stop_reason": t.stop_reason, "elapsed_s": t.elapsed_s}
+    return {"samples_ms": t.samples_ms, "warmup_ms": t.warmup_ms, "stop_reason": t.stop_reason, "elapsed_s": t.elapsed_s, "block_n": t.block_n}
 
 
 def _step(model: Any, spec: Any, phase: str) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tracker.log.record import RunRecord, now_ms
 from tracker.profile.network import NetworkSpec
-from tracker.profile.stats import Stopping, summarize
+from tracker.profile.stats import Stopping, Summary, summarize
 
 #: Telemetry summary keys -> metric names of the schemas.
 TELEMETRY_METRICS = {
@@ -45,8 +45,12 @@ def kind_of(spec: NetworkSpec) -> str:
     return "training" if spec.phase == "training" else "network"
 
 
+def timing_summary(timing: dict[str, Any]) -> Summary:
+    return summarize(timing["samples_ms"], int(timing.get("block_n", 1)))
+
+
 def timing_metrics(timing: dict[str, Any]) -> dict[str, float]:
-    s = summarize(timing["samples_ms"])
+    s = timing_summary(timing)
     return {
         "latency_ms": s.median,
         "latency_mean_ms": s.mean,
@@ -58,6 +62,7 @@ def timing_metrics(timing: dict[str, Any]) -> dict[str, float]:
         "latency_ci_high_ms": s.ci_high,
         "latency_ci_rel": s.ci_rel,
         "samples_count": float(s.n),
+        "latency_blocks_count": float(s.blocks),
         "warmup_count": float(len(timing["warmup_ms"])),
         "measure_time_s": float(timing["elapsed_s"]),
     }
@@ -107,7 +112,7 @@ def measured_record(
     elif "peak_rss_mb" in memory:
         metrics["peak_mem_mb"] = memory["peak_rss_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
-    s = summarize(timing["samples_ms"])
+    s = timing_summary(timing)
     return RunRecord(
         kind=kind_of(spec),
         name=run_name(spec),
@@ -145,7 +150,7 @@ def failed_record(
 def layer_records(
     parent: RunRecord, spec: NetworkSpec, model_hash: str, mode: str, layers: list[dict[str, Any]], versions: dict[str, str]
 ) -> list[RunRecord]:
-    medians = [summarize(l["timing"]["samples_ms"]).median for l in layers]
+    medians = [timing_summary(l["timing"]).median for l in layers]
     total = sum(medians)
     records = []
     for layer, median in zip(layers, medians):

@@ -6,6 +6,14 @@ derived from the raw samples, never accumulated on the fly. The thresholds are n
 The 95 % confidence interval of the median is distribution-free: with n sorted samples,
 the ranks j, k = n/2 -/+ Z * sqrt(n) / 2 (normal approximation of the binomial) bound
 the median with ~95 % coverage, whatever the shape of the latency distribution.
+
+That interval assumes independent samples. On a shared machine they are not: latency
+drifts between regimes lasting a second or more, so a few hundred milliseconds of samples
+look precise and are not. The samples are therefore also cut into consecutive blocks of
+``block_n`` samples (about BLOCK_S of work each; the "batch means" method, with medians),
+and the CI is the wider of the order-statistic interval and a Student-t interval on the
+spread of the block medians (robust: 1.4826 x MAD). Drift between blocks widens the CI,
+so sampling goes on until it has seen enough of it, or the time cap says how far it got.
 """
 
 from __future__ import annotations
@@ -20,6 +28,19 @@ MIN_SAMPLES_FOR_CI = 6
 #: Warm-up ends when the medians of two consecutive windows agree within this ratio.
 WARMUP_WINDOW = 5
 WARMUP_STABLE_REL = 0.05
+#: Work per block of consecutive samples (seconds), and the fewest blocks a CI may rest on.
+BLOCK_S = 0.1
+MIN_BLOCKS = 8
+#: Two-sided 95 % Student-t quantiles by degrees of freedom; past the table, 2.0 (df 60).
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+        18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021}
+
+
+def t95(df: int) -> float:
+    if df in _T95:
+        return _T95[df]
+    return next((v for k, v in sorted(_T95.items()) if k >= df), 2.0)
 
 
 @dataclass(frozen=True)
@@ -32,6 +53,8 @@ class Stopping:
     max_samples: int = 100_000
     warmup_cap_s: float = 3.0
     warmup_min: int = 2
+    block_s: float = BLOCK_S
+    min_blocks: int = MIN_BLOCKS
 
     def __post_init__(self) -> None:
         if not 0 < self.target_ci_rel < 1:
@@ -40,6 +63,15 @@ class Stopping:
             raise ValueError(f"time cap must be positive, got {self.time_cap_s}")
         if self.min_samples < MIN_SAMPLES_FOR_CI:
             raise ValueError(f"min_samples must be at least {MIN_SAMPLES_FOR_CI}")
+        if self.block_s < 0 or self.min_blocks < 2:
+            raise ValueError("block_s must be >= 0 and min_blocks at least 2")
+
+    def block_size(self, sample_ms: float) -> int:
+        """Samples per block for iterations of about ``sample_ms``: about ``block_s`` of work."""
+        if sample_ms <= 0 or not math.isfinite(sample_ms):
+            return 1
+        cap = max(1, self.max_samples // (4 * self.min_blocks))  # room for several times min_blocks
+        return max(1, min(cap, round(1000.0 * self.block_s / sample_ms)))
 
 
 @dataclass(frozen=True)
@@ -53,6 +85,9 @@ class Summary:
     iqr: float
     ci_low: float
     ci_high: float
+    #: samples per block and full blocks the drift-aware part of the CI rests on
+    block_n: int = 1
+    blocks: int = 0
 
     @property
     def ci_rel(self) -> float:
@@ -73,16 +108,41 @@ def median_ci(sorted_samples: list[float], z: float = CI_Z) -> tuple[float, floa
     return sorted_samples[lo], sorted_samples[hi]
 
 
-def summarize(samples: list[float]) -> Summary:
+def block_medians(samples: list[float], block_n: int) -> list[float]:
+    """Medians of consecutive full blocks of ``block_n`` samples, in time order."""
+    k = len(samples) // block_n
+    return [statistics.median(samples[i * block_n : (i + 1) * block_n]) for i in range(k)]
+
+
+def drift_half_width(samples: list[float], block_n: int) -> tuple[float, int]:
+    """Half-width of a 95 % t-interval from the spread of block medians, and the block count."""
+    medians = block_medians(samples, block_n)
+    k = len(medians)
+    if k < 2:
+        return math.inf, k
+    centre = statistics.median(medians)
+    mad = statistics.median(abs(m - centre) for m in medians)
+    spread = max(1.4826 * mad, 0.0)
+    return t95(k - 1) * spread / math.sqrt(k), k
+
+
+def summarize(samples: list[float], block_n: int = 1) -> Summary:
+    """Figures of raw samples in time order; ``block_n`` > 1 makes the CI drift-aware."""
     if not samples:
         raise ValueError("no samples")
     ordered = sorted(samples)
     n = len(ordered)
     q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive") if n > 1 else (ordered[0],) * 3
     lo, hi = median_ci(ordered)
+    median = statistics.median(ordered)
+    blocks = 0
+    if block_n > 1 or n >= MIN_BLOCKS:
+        half, blocks = drift_half_width(samples, block_n)
+        if math.isfinite(half) and half > max(median - lo, hi - median):
+            lo, hi = median - half, median + half
     return Summary(
         n=n,
-        median=statistics.median(ordered),
+        median=median,
         mean=statistics.fmean(ordered),
         min=ordered[0],
         max=ordered[-1],
@@ -90,6 +150,8 @@ def summarize(samples: list[float]) -> Summary:
         iqr=q3 - q1,
         ci_low=lo,
         ci_high=hi,
+        block_n=block_n,
+        blocks=blocks,
     )
 
 
@@ -102,10 +164,11 @@ def warmed_up(samples: list[float], window: int = WARMUP_WINDOW, rel: float = WA
     return abs(last - prev) <= rel * max(last, 1e-12)
 
 
-def stop_reason(samples: list[float], elapsed_s: float, rule: Stopping) -> str | None:
+def stop_reason(samples: list[float], elapsed_s: float, rule: Stopping, block_n: int = 1) -> str | None:
     """Why sampling should stop now, or None to go on."""
     n = len(samples)
-    if n >= rule.min_samples and summarize(samples).ci_rel <= rule.target_ci_rel:
+    enough = n >= rule.min_samples and n // block_n >= rule.min_blocks
+    if enough and summarize(samples, block_n).ci_rel <= rule.target_ci_rel:
         return "precision"
     if n >= rule.max_samples:
         return "max_samples"

@@ -6,11 +6,20 @@ on CUDA; nothing to wait for on CPU), so the clock sees the work and not its lau
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tracker.profile.stats import MIN_SAMPLES_FOR_CI, Stopping, Summary, stop_reason, summarize, warmed_up
+from tracker.profile.stats import (
+    MIN_SAMPLES_FOR_CI,
+    WARMUP_WINDOW,
+    Stopping,
+    Summary,
+    stop_reason,
+    summarize,
+    warmed_up,
+)
 
 #: Stop-rule checks cost a sort; past this many samples check only every CHECK_EVERY.
 CHECK_EVERY_AFTER = 200
@@ -25,10 +34,12 @@ class Timing:
     elapsed_s: float
     #: perf_counter_ns bounds of the sampling window (warm-up excluded), for telemetry
     window_ns: tuple[int, int] = (0, 0)
+    #: samples per block of the drift-aware CI (see stats)
+    block_n: int = 1
 
     @property
     def summary(self) -> Summary:
-        return summarize(self.samples_ms)
+        return summarize(self.samples_ms, self.block_n)
 
 
 def device_sync(device: str) -> Callable[[], None]:
@@ -51,18 +62,27 @@ def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] =
         sync()
         return (clock() - t0) / 1e6
 
+    # Warm-up ends when two consecutive windows agree; a window is at least one block of work,
+    # so that fast networks are judged on a stretch of time and not on a few milliseconds.
     warmup: list[float] = []
     warmup_deadline = start + rule.warmup_cap_s * 1e9
-    while len(warmup) < rule.warmup_min or not (warmed_up(warmup) or clock() > warmup_deadline):
+    window = WARMUP_WINDOW
+    while len(warmup) < rule.warmup_min or not (warmed_up(warmup, window) or clock() > warmup_deadline):
         warmup.append(timed())
+        if len(warmup) % WARMUP_WINDOW == 0:
+            window = max(WARMUP_WINDOW, rule.block_size(statistics.median(warmup[-WARMUP_WINDOW:])))
+    block_n = rule.block_size(statistics.median(warmup[-WARMUP_WINDOW:]))
     sample_start = clock()
     samples: list[float] = []
     reason = None
+    checked = 0
     while reason is None:
         samples.append(timed())
         n = len(samples)
-        if n < MIN_SAMPLES_FOR_CI or (n > CHECK_EVERY_AFTER and n % CHECK_EVERY):
+        step = block_n if n <= CHECK_EVERY_AFTER else max(block_n, CHECK_EVERY)
+        if n < MIN_SAMPLES_FOR_CI or n - checked < step:
             continue
-        reason = stop_reason(samples, (clock() - sample_start) / 1e9, rule)
+        checked = n
+        reason = stop_reason(samples, (clock() - sample_start) / 1e9, rule, block_n)
     end = clock()
-    return Timing(samples, warmup, reason, (end - start) / 1e9, (sample_start, end))
+    return Timing(samples, warmup, reason, (end - start) / 1e9, (sample_start, end), block_n)
