@@ -25,3 +25,7 @@ class UnknownModelError(TrackerError):
 
 class MeasurementError(TrackerError):
     """A measurement could not be made (the run is recorded as failed with this reason)."""
+
+
+class QueryError(TrackerError):
+    """A SQL query on the warehouse failed (the message is DuckDB's)."""

@@ -34,6 +34,12 @@ def runs_dir() -> Path:
     return Path(os.environ.get("TRACKER_RUNS_DIR", "runs")).resolve()
 
 
+def warehouse_path(explicit: str | Path | None = None) -> Path:
+    """The DuckDB warehouse: ``--warehouse``, else ``TRACKER_WAREHOUSE``, else runs/warehouse.duckdb."""
+    chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
+    return Path(chosen).resolve() if chosen else runs_dir() / "warehouse.duckdb"
+
+
 @dataclass(frozen=True)
 class StoreLocation:
     """A resolved tracking store: its URI and, for an embedded store, its artifact root."""

@@ -16,6 +16,7 @@ from tracker.cli import describe as describe_cli
 from tracker.cli import imports as imports_cli
 from tracker.cli import profile as profile_cli
 from tracker.cli import store as store_cli
+from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
 from tracker.cli.options import State, state
 
@@ -33,6 +34,9 @@ app.add_typer(profile_cli.app, name="profile")
 app.add_typer(imports_cli.app, name="import")
 app.add_typer(campaign_cli.app, name="campaign")
 app.command("describe")(describe_cli.describe)
+app.add_typer(warehouse_cli.app, name="warehouse")
+app.command("sql")(warehouse_cli.sql)
+app.command("views")(warehouse_cli.views)
 
 
 @app.callback()

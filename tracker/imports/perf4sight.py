@@ -31,7 +31,7 @@ from pathlib import Path
 from tracker.describe.graph import Description, Node
 from tracker.errors import ConfigError
 from tracker.log.logger import RunLogger
-from tracker.log.record import RunRecord
+from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord
 
 DEVICE = "jetson-tx2"
 SOURCE = "import:perf4sight"
@@ -168,7 +168,7 @@ def records(folder: Path) -> tuple[list[RunRecord], dict[str, int]]:
         elif network not in described:
             described.add(network)
             record.artifacts["description/graph.json"] = desc.graph_artifact()
-            record.artifacts["description/description.json"] = json.dumps(desc.to_json())
+            record.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
         out.append(record)
     return out, stats
 

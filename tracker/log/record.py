@@ -26,6 +26,9 @@ NOTE_TAG = "mlflow.note.content"
 KEY_TAG = "tracker.config_key"
 KIND_TAG = "tracker.kind"
 
+#: Where a run keeps the description of its network, and the tag that says it has one.
+DESCRIPTION_ARTIFACT = "description/description.json"
+DESCRIPTION_TAG = "tracker.description"
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -104,6 +107,8 @@ class RunRecord:
             tags[PARENT_TAG] = self.parent_id
         if self.description:
             tags[NOTE_TAG] = self.description
+        if DESCRIPTION_ARTIFACT in self.artifacts:
+            tags[DESCRIPTION_TAG] = DESCRIPTION_ARTIFACT
         params = {k: render(v) for k, v in self.params.items()}
         metrics = dict(self.metrics)
         for name, points in self.history.items():

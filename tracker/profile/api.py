@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.log.logger import RunLogger
-from tracker.log.record import RunRecord, config_key, now_ms
+from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord, config_key, now_ms
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping
 
@@ -153,7 +153,7 @@ def measure_planned(
         return ProfileResult(record, [], reused=False)
     payload = result.payload
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
-    record.artifacts["description/description.json"] = json.dumps(payload["description"])
+    record.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(payload["description"])
     from tracker.describe.graph import Description
 
     record.artifacts["description/graph.json"] = Description.from_json(payload["description"]).graph_artifact()

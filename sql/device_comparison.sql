@@ -1,0 +1,12 @@
+-- The same network (same description hash), batch size and phase across devices: latency,
+-- throughput, memory and energy on each device, and latency relative to the fastest one.
+-- Only configurations measured on at least two devices appear.
+SELECT
+    model, model_hash, phase, batch_size, device_name, device, mode,
+    latency_ms, throughput_per_s, peak_mem_mb, energy_per_iter_j,
+    latency_ms / min(latency_ms) OVER g AS latency_vs_fastest,
+    count(DISTINCT device_name) OVER g AS devices
+FROM latest_measurements
+WINDOW g AS (PARTITION BY model_hash, phase, batch_size)
+QUALIFY count(DISTINCT device_name) OVER g >= 2
+ORDER BY model, phase, batch_size, latency_ms

@@ -1,0 +1,46 @@
+-- Network features at batch size 1: aggregates of the per-node rows of network_nodes
+-- (totals, per-category counts, FLOPs and bytes), one row per described network. The
+-- fingerprints train and predict on exactly these columns.
+SELECT
+    d.model_hash,
+    any_value(d.model) AS model,
+    any_value(d.input_size) AS input_size,
+    CAST(sum(n.params) AS BIGINT) AS params,
+    CAST(sum(n.flops) AS BIGINT) AS flops,
+    CAST(sum(n.macs) AS BIGINT) AS macs,
+    CAST(sum(n.elementwise_ops) AS BIGINT) AS elementwise_ops,
+    CAST(sum(n.weight_bytes) AS BIGINT) AS weight_bytes,
+    CAST(sum(n.activation_out_bytes) AS BIGINT) AS activation_bytes,
+    CAST(sum(n.saved_activation_bytes) AS BIGINT) AS saved_activation_bytes,
+    CAST(sum(n.bytes_read) AS BIGINT) AS bytes_read,
+    CAST(sum(n.bytes_written) AS BIGINT) AS bytes_written,
+    CAST(max(n.activation_out_bytes) AS BIGINT) AS largest_activation_bytes,
+    CAST(count(*) AS BIGINT) AS nodes,
+    CAST(any_value(d.edges) AS BIGINT) AS edges,
+    CAST(count(*) FILTER (WHERE n.category IN ('conv', 'dwconv', 'gconv', 'linear', 'norm', 'act', 'pool', 'elementwise', 'concat')) AS BIGINT) AS functional_layers,
+    CAST(count(*) FILTER (WHERE n.category IN ('conv', 'dwconv', 'gconv', 'linear')) AS BIGINT) AS weighted_layers,
+    CAST(count(*) FILTER (WHERE n.category = 'conv') AS BIGINT) AS conv_count,
+    CAST(COALESCE(sum(n.flops) FILTER (WHERE n.category = 'conv'), 0) AS BIGINT) AS conv_flops,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'conv'), 0) AS BIGINT) AS conv_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'dwconv') AS BIGINT) AS dwconv_count,
+    CAST(COALESCE(sum(n.flops) FILTER (WHERE n.category = 'dwconv'), 0) AS BIGINT) AS dwconv_flops,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'dwconv'), 0) AS BIGINT) AS dwconv_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'gconv') AS BIGINT) AS gconv_count,
+    CAST(COALESCE(sum(n.flops) FILTER (WHERE n.category = 'gconv'), 0) AS BIGINT) AS gconv_flops,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'gconv'), 0) AS BIGINT) AS gconv_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'linear') AS BIGINT) AS linear_count,
+    CAST(COALESCE(sum(n.flops) FILTER (WHERE n.category = 'linear'), 0) AS BIGINT) AS linear_flops,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'linear'), 0) AS BIGINT) AS linear_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'norm') AS BIGINT) AS norm_count,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'norm'), 0) AS BIGINT) AS norm_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'act') AS BIGINT) AS act_count,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'act'), 0) AS BIGINT) AS act_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'pool') AS BIGINT) AS pool_count,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'pool'), 0) AS BIGINT) AS pool_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'elementwise') AS BIGINT) AS elementwise_count,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'elementwise'), 0) AS BIGINT) AS elementwise_bytes,
+    CAST(count(*) FILTER (WHERE n.category = 'concat') AS BIGINT) AS concat_count,
+    CAST(COALESCE(sum(n.bytes_read + n.bytes_written) FILTER (WHERE n.category = 'concat'), 0) AS BIGINT) AS concat_bytes
+FROM network_descriptions d
+JOIN network_nodes n USING (model_hash)
+GROUP BY d.model_hash

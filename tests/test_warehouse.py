@@ -1,0 +1,78 @@
+"""The warehouse: full and incremental loads from a real embedded store, typed tables,
+views on empty and loaded warehouses, deletions, descriptions into node rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import ENV, layer_record, network_record
+from tracker.describe import describe
+from tracker.log.logger import RunLogger
+from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord
+from tracker.settings import resolve_location
+from tracker.warehouse.load import connect, ensure_tables, load
+from tracker.warehouse.source import open_source
+from tracker.warehouse.views import create_views, read_views
+
+
+def _load(runs: Path, wh: Path, full: bool = False):
+    return load(wh, open_source(resolve_location(str(runs))), full=full)
+
+
+def _logger(runs: Path) -> RunLogger:
+    return RunLogger(str(runs), experiment="wh", environment=ENV)
+
+
+def test_every_view_builds_on_an_empty_warehouse(tmp_path: Path) -> None:
+    con = connect(tmp_path / "w.duckdb")
+    ensure_tables(con)
+    names = create_views(con)
+    assert {v.name for v in read_views()} == set(names) and len(names) >= 9
+    for name in names:
+        assert con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0] == 0
+    comments = dict(con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
+    assert all(comments[n] for n in names)
+
+
+def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: Path) -> None:
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    log = _logger(runs)
+    net = network_record("resnet18", 1, peak_mem_mb=100.0)
+    desc = describe("resnet18", 64)
+    net.params["model_hash"] = desc.description_hash
+    net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+    layers = [layer_record(net, i) for i in range(3)]
+    failed = network_record("resnet18", 512).fail("oom", "CUDA out of memory")
+    log.log([net, *layers, failed])
+
+    first = _load(runs, wh)
+    assert first.mode == "full" and first.runs_changed == 5 and first.descriptions_added == 1
+    con = duckdb.connect(str(wh), read_only=True)
+    types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'network_runs'").fetchall())
+    assert types["batch_size"] == "BIGINT" and types["latency_ms"] == "DOUBLE" and types["end_time"] == "TIMESTAMP"
+    assert con.execute("SELECT batch_size, latency_ms, peak_mem_mb FROM latest_measurements").fetchall() == [(1, 12.5, 100.0)]
+    assert con.execute("SELECT failure_reason FROM failed_runs").fetchall() == [("oom",)]
+    assert con.execute("SELECT count(*) FROM layer_latency").fetchall()[0][0] == 3
+    nodes = con.execute("SELECT count(*) FROM network_nodes WHERE model_hash = ?", [desc.description_hash]).fetchall()[0][0]
+    assert nodes == len(desc.nodes)
+    assert con.execute("SELECT host, threads FROM environments WHERE run_id = ?", [net.run_id]).fetchall()[0] == ("test-host", 2)
+    con.close()
+
+    again = _load(runs, wh)
+    assert again.mode == "incremental" and again.runs_changed == 0 and again.runs_deleted == 0
+
+    newer = network_record("resnet18", 4)
+    log.log([newer])
+    MlflowClient(resolve_location(str(runs)).uri).delete_run(layers[0].run_id)
+    inc = _load(runs, wh)
+    assert (inc.runs_changed, inc.runs_deleted) == (1, 1)
+    con = duckdb.connect(str(wh), read_only=True)
+    assert sorted(con.execute("SELECT batch_size FROM measurements").fetchall()) == [(1,), (4,)]
+    assert con.execute("SELECT count(*) FROM layer_runs").fetchall()[0][0] == 2
+    assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 5
+    con.close()

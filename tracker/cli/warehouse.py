@@ -1,0 +1,123 @@
+"""``tracker warehouse``, ``tracker sql`` and ``tracker views``: the DuckDB warehouse."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+
+app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking store, export it.", no_args_is_help=True)
+
+WarehouseOption = Annotated[
+    Optional[Path],
+    typer.Option("--warehouse", "-w", help="DuckDB file. Default: TRACKER_WAREHOUSE, else runs/warehouse.duckdb."),
+]
+
+
+class QueryFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    parquet = "parquet"
+
+
+@app.command("load")
+def load_cmd(
+    ctx: typer.Context,
+    warehouse: WarehouseOption = None,
+    full: Annotated[bool, typer.Option("--full", help="Reload every run instead of only what changed.")] = False,
+    backend_store_uri: Annotated[
+        Optional[str],
+        typer.Option("--backend-store-uri", envvar="TRACKER_BACKEND_STORE_URI",
+                     help="Database behind a tracking server (postgresql://...), read directly instead of through its API."),
+    ] = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Load new, finished and deleted runs from the tracking store into the warehouse."""
+    from tracker.settings import resolve_location, warehouse_path
+    from tracker.warehouse.load import load
+    from tracker.warehouse.source import open_source
+
+    path = warehouse_path(warehouse)
+    report = load(path, open_source(resolve_location(state(ctx).tracking_uri), backend_store_uri), full=full)
+    if fmt is OutputFormat.json:
+        emit_json({"warehouse": str(path), **report.to_dict()})
+        return
+    typer.echo(
+        f"{report.mode} load from {report.source} into {path}: {report.runs_total} runs in the store, "
+        f"{report.runs_changed} loaded, {report.runs_deleted} removed, {report.descriptions_added} new network "
+        f"descriptions, {report.seconds:.2f} s"
+    )
+
+
+@app.command("export")
+def export_cmd(
+    folder: Annotated[Path, typer.Argument(help="Folder to write NAME.parquet files into.")],
+    warehouse: WarehouseOption = None,
+) -> None:
+    """Write every table and view of the warehouse as Parquet."""
+    from tracker.settings import warehouse_path
+    from tracker.warehouse.query import export
+
+    written = export(warehouse_path(warehouse), folder)
+    typer.echo(f"wrote {len(written)} Parquet files to {folder}")
+
+
+def sql(
+    query: Annotated[str, typer.Argument(help="One SQL statement, e.g. \"SELECT * FROM latest_measurements\".")],
+    warehouse: WarehouseOption = None,
+    fmt: Annotated[QueryFormat, typer.Option("--format", help="table, json, csv, or parquet (needs --output).")] = QueryFormat.table,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to this file.")] = None,
+) -> None:
+    """Run a SQL query on the warehouse, opened read-only."""
+    from tracker.errors import QueryError
+    from tracker.settings import warehouse_path
+    from tracker.warehouse.query import query as run_query, render, write_parquet
+
+    if fmt is QueryFormat.parquet and output is None:
+        raise QueryError("--format parquet writes a file: give --output FILE.parquet")
+    table = run_query(warehouse_path(warehouse), query)
+    if fmt is QueryFormat.parquet:
+        write_parquet(table, output)
+        typer.echo(f"wrote {table.num_rows} rows to {output}")
+        return
+    if fmt is QueryFormat.table:
+        text = _table_text(table)
+    else:
+        text = render(table, fmt.value)
+    if output is not None:
+        output.write_text(text)
+        typer.echo(f"wrote {table.num_rows} rows to {output}")
+    else:
+        sys.stdout.write(text)
+
+
+def views(warehouse: WarehouseOption = None, fmt: FormatOption = OutputFormat.table) -> None:
+    """List the warehouse's SQL views with what each one is."""
+    from tracker.settings import warehouse_path
+    from tracker.warehouse.query import list_views
+
+    rows = list_views(warehouse_path(warehouse))
+    if fmt is OutputFormat.json:
+        emit_json(rows)
+        return
+    for row in rows:
+        typer.echo(f"{row['view']}\n    {row['comment']}")
+
+
+def _table_text(table) -> str:  # noqa: ANN001
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Table(*table.column_names)
+    for row in table.to_pylist():
+        out.add_row(*("" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in row.values()))
+    console = Console(file=None, width=max(80, 16 * len(table.column_names)), record=True)
+    with console.capture() as cap:
+        console.print(out)
+    return cap.get() + f"({table.num_rows} rows)\n"

@@ -1,0 +1,199 @@
+"""Loading runs from a tracking store into the DuckDB warehouse, incrementally.
+
+A load compares a snapshot of the store (run id, status, end time, lifecycle stage of
+every run: one cheap query) with what the warehouse holds:
+
+- runs that are new, or whose status or end time changed (a RUNNING run that finished),
+  are read in full (params, tags, latest metrics) and replace their old rows;
+- runs deleted in MLflow (lifecycle stage ``deleted``, or gone) are removed;
+- everything else is not read at all.
+
+Each load is one DuckDB transaction: a load that fails leaves the warehouse as it was.
+The network descriptions of new model hashes are read from their runs' artifacts into
+``network_nodes`` (one row per node, the features of ``tracker.describe.features``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import StoreError
+from tracker.log.schema import KINDS
+from tracker.warehouse import tables
+from tracker.warehouse.source import Source
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    source: str
+    mode: str  # full or incremental
+    runs_total: int
+    runs_changed: int
+    runs_deleted: int
+    descriptions_added: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def connect(path: Path, read_only: bool = False) -> Any:
+    import duckdb
+
+    if read_only and not path.exists():
+        raise StoreError(f"no warehouse at {path}: run `tracker warehouse load` first")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open warehouse {path}: {str(exc).splitlines()[0]}") from None
+
+
+def ensure_tables(con: Any) -> None:
+    for ddl in tables.all_ddl():
+        con.execute(ddl)
+
+
+def load(path: Path, source: Source, full: bool = False) -> LoadReport:
+    """Bring the warehouse at ``path`` up to date with ``source``; ``full`` reloads everything."""
+    from tracker.warehouse.views import create_views
+
+    t0 = time.perf_counter()
+    snapshot = source.snapshot()
+    con = connect(path)
+    try:
+        con.execute("BEGIN TRANSACTION")
+        ensure_tables(con)
+        con.register("snapshot", snapshot)
+        empty = con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 0
+        mode = "full" if (full or empty) else "incremental"
+        if mode == "full":
+            for name in tables.TABLES:
+                if name != "loads":
+                    con.execute(f"DELETE FROM {name}")
+            con.execute("CREATE OR REPLACE TEMP TABLE changed AS SELECT run_id FROM snapshot WHERE lifecycle_stage = 'active'")
+            con.execute("CREATE OR REPLACE TEMP TABLE gone (run_id VARCHAR)")
+        else:
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE changed AS SELECT s.run_id FROM snapshot s "
+                "LEFT JOIN runs w ON w.run_id = s.run_id WHERE s.lifecycle_stage = 'active' AND "
+                "(w.run_id IS NULL OR w.status IS DISTINCT FROM s.status OR w.end_time_ms IS DISTINCT FROM s.end_time_ms)"
+            )
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE gone AS SELECT w.run_id FROM runs w LEFT JOIN snapshot s "
+                "ON s.run_id = w.run_id WHERE s.run_id IS NULL OR s.lifecycle_stage <> 'active'"
+            )
+        changed = con.execute("SELECT count(*) FROM changed").fetchall()[0][0]
+        deleted = con.execute("SELECT count(*) FROM gone").fetchall()[0][0]
+        if mode == "incremental" and (changed or deleted):
+            for name in tables.TABLES:
+                if name not in ("loads", "network_nodes", "network_descriptions"):
+                    con.execute(f"DELETE FROM {name} WHERE run_id IN (SELECT run_id FROM changed UNION ALL SELECT run_id FROM gone)")
+        added = 0
+        if changed:
+            ids = None if mode == "full" else [r[0] for r in con.execute("SELECT run_id FROM changed").fetchall()]
+            detail = source.details(ids)
+            _insert_details(con, detail)
+            added = _load_descriptions(con, source)
+        con.unregister("snapshot")
+        seconds = time.perf_counter() - t0
+        report = LoadReport(source.name, mode, snapshot.num_rows, changed, deleted, added, round(seconds, 3))
+        con.execute("INSERT INTO loads VALUES (now(), ?, ?, ?, ?, ?, ?, ?)",
+                    [report.source, mode, report.runs_total, changed, deleted, added, report.seconds])
+        create_views(con)
+        con.execute("COMMIT")
+    except BaseException:
+        try:
+            con.execute("ROLLBACK")
+        except Exception:
+            pass
+        raise
+    finally:
+        con.close()
+        source.close()
+    return report
+
+
+def _insert_details(con: Any, detail: dict[str, Any]) -> None:
+    con.register("src_runs", detail["runs"])
+    con.register("src_params", detail["params"])
+    con.register("src_tags", detail["tags"])
+    con.register("src_metrics", detail["metrics"])
+    # Only active runs of the changed set (a detail read may see a run deleted meanwhile).
+    con.execute("INSERT INTO params SELECT run_id, key, value FROM src_params WHERE run_id IN (SELECT run_id FROM changed)")
+    con.execute("INSERT INTO tags SELECT run_id, key, value FROM src_tags WHERE run_id IN (SELECT run_id FROM changed)")
+    con.execute(
+        "INSERT INTO metrics SELECT run_id, key, CAST(value AS DOUBLE), CAST(step AS BIGINT), CAST(timestamp_ms AS BIGINT) "
+        "FROM src_metrics WHERE run_id IN (SELECT run_id FROM changed)"
+    )
+    con.execute(
+        """
+        INSERT INTO runs
+        SELECT r.run_id, r.experiment_id, r.experiment, r.run_name, t.kind,
+               TRY_CAST(split_part(t.schema_tag, '/', 2) AS INTEGER), r.status, t.failure_reason, t.parent_run_id,
+               t.config_key, t.campaign, t.source,
+               make_timestamp(CAST(r.start_time_ms AS BIGINT) * 1000),
+               CASE WHEN r.end_time_ms IS NULL THEN NULL ELSE make_timestamp(CAST(r.end_time_ms AS BIGINT) * 1000) END,
+               CAST(r.start_time_ms AS BIGINT), CAST(r.end_time_ms AS BIGINT), r.artifact_uri, t.description_artifact
+        FROM src_runs r
+        LEFT JOIN (
+            SELECT run_id,
+                   any_value(value) FILTER (WHERE key = 'tracker.kind') AS kind,
+                   any_value(value) FILTER (WHERE key = 'tracker.schema') AS schema_tag,
+                   any_value(value) FILTER (WHERE key = 'tracker.failure_reason') AS failure_reason,
+                   any_value(value) FILTER (WHERE key = 'mlflow.parentRunId') AS parent_run_id,
+                   any_value(value) FILTER (WHERE key = 'tracker.config_key') AS config_key,
+                   any_value(value) FILTER (WHERE key = 'tracker.campaign') AS campaign,
+                   any_value(value) FILTER (WHERE key = 'tracker.source') AS source,
+                   any_value(value) FILTER (WHERE key = 'tracker.description') AS description_artifact
+            FROM tags WHERE run_id IN (SELECT run_id FROM changed) GROUP BY run_id
+        ) t USING (run_id)
+        WHERE r.run_id IN (SELECT run_id FROM changed)
+        """
+    )
+    for name in ("src_runs", "src_params", "src_tags", "src_metrics"):
+        con.unregister(name)
+    con.execute(tables.environment_insert())
+    for kind in KINDS:
+        con.execute(tables.typed_insert(kind))
+
+
+def _load_descriptions(con: Any, source: Source) -> int:
+    """Node rows of every model hash that has a description artifact and no rows yet."""
+    from tracker.describe.features import node_rows
+    from tracker.describe.graph import Description
+
+    wanted = con.execute(
+        """
+        SELECT DISTINCT ON (p.value) p.value AS model_hash, r.run_id, r.artifact_uri, r.description_artifact
+        FROM runs r JOIN params p ON p.run_id = r.run_id AND p.key = 'model_hash'
+        WHERE r.run_id IN (SELECT run_id FROM changed) AND r.description_artifact IS NOT NULL
+          AND p.value NOT IN (SELECT model_hash FROM network_descriptions)
+        ORDER BY p.value, r.end_time_ms
+        """
+    ).fetchall()
+    columns = [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
+    added = 0
+    for model_hash, run_id, artifact_uri, artifact in wanted:
+        text = source.read_artifact(run_id, artifact_uri or "", artifact)
+        if text is None:
+            continue
+        try:
+            desc = Description.from_json(json.loads(text))
+        except (ValueError, KeyError, TypeError):
+            continue  # a broken artifact leaves this network without nodes, not the load
+        rows = node_rows(desc, batch_size=1)
+        values = [[model_hash, desc.name, *(row[c] for c in columns[2:])] for row in rows]
+        if values:
+            con.executemany(f"INSERT INTO network_nodes VALUES ({', '.join('?' * len(columns))})", values)
+        con.execute(
+            "INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [model_hash, desc.name, int(desc.input_shape[-1]), int(desc.input_shape[1]) if len(desc.input_shape) > 1 else None,
+             len(desc.nodes), len(desc.edges), run_id],
+        )
+        added += 1
+    return added

@@ -1,0 +1,301 @@
+"""Where the warehouse reads runs from: the tracking database itself, or the MLflow API.
+
+Direct reads (the fast path) go through ADBC drivers, which hand back Arrow tables that
+DuckDB takes without a copy: ``adbc-driver-sqlite`` for the embedded store's SQLite file
+(opened read-only, so a campaign can go on writing) and ``adbc-driver-postgresql`` for the
+PostgreSQL database behind a team's tracking server. DuckDB's own sqlite/postgres scanner
+extensions were the other choice; they are not bundled, cannot be downloaded here, and the
+PyPI packages that ship them are built for DuckDB 1.5, not the 2.0 pinned here.
+
+When only a tracking server's URL is known, :class:`ApiSource` pages through
+``MlflowClient.search_runs``: the slow fallback, with the same tables out.
+
+Every source gives the same four Arrow tables (column names are the warehouse's):
+``runs`` (run_id, experiment_id, experiment, run_name, status, lifecycle_stage,
+start_time_ms, end_time_ms, artifact_uri), ``params`` and ``tags`` (run_id, key, value) and
+``metrics`` (run_id, key, value, step, timestamp_ms: the latest value of each metric).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
+
+from tracker.errors import StoreError
+from tracker.settings import StoreLocation
+
+#: Run ids per ``IN (...)`` list when reading the details of changed runs.
+IDS_PER_QUERY = 500
+
+SNAPSHOT_SQL = "SELECT run_uuid AS run_id, status, end_time AS end_time_ms, lifecycle_stage FROM runs"
+RUNS_SQL = (
+    "SELECT r.run_uuid AS run_id, CAST(r.experiment_id AS VARCHAR(32)) AS experiment_id, e.name AS experiment, "
+    "r.name AS run_name, r.status, r.lifecycle_stage, r.start_time AS start_time_ms, r.end_time AS end_time_ms, "
+    "r.artifact_uri FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id"
+)
+PARAMS_SQL = "SELECT run_uuid AS run_id, key, value FROM params"
+TAGS_SQL = "SELECT run_uuid AS run_id, key, value FROM tags"
+METRICS_SQL = (
+    "SELECT run_uuid AS run_id, key, value, step, timestamp AS timestamp_ms FROM latest_metrics WHERE is_nan = false"
+)
+DETAIL_SQL = {"runs": RUNS_SQL, "params": PARAMS_SQL, "tags": TAGS_SQL, "metrics": METRICS_SQL}
+#: Column that carries the run id in each detail query, for the changed-runs filter.
+RUN_COLUMN = {"runs": "r.run_uuid", "params": "run_uuid", "tags": "run_uuid", "metrics": "run_uuid"}
+
+
+class Source(Protocol):
+    """Reads runs from a tracking store."""
+
+    name: str
+
+    def snapshot(self) -> Any:
+        """Arrow table (run_id, status, end_time_ms, lifecycle_stage) of every run."""
+
+    def details(self, run_ids: Sequence[str] | None) -> dict[str, Any]:
+        """Arrow tables runs/params/tags/metrics of these runs (all runs when None)."""
+
+    def read_artifact(self, run_id: str, artifact_uri: str, path: str) -> str | None:
+        """Text of an artifact of a run, or None where it cannot be read."""
+
+    def close(self) -> None: ...
+
+
+def _local_path(artifact_uri: str) -> Path | None:
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme in ("", "file"):
+        return Path(unquote(parsed.path))
+    return None
+
+
+class DatabaseSource:
+    """The MLflow tables read directly through an ADBC driver (SQLite or PostgreSQL)."""
+
+    def __init__(self, uri: str, artifact_server: str | None = None) -> None:
+        self.uri = uri
+        self.artifact_server = artifact_server
+        self.is_sqlite = uri.startswith("sqlite:")
+        self.name = uri if self.is_sqlite else _redact(uri)
+        self._conn: Any = None
+
+    def connect(self) -> Any:
+        if self._conn is not None:
+            return self._conn
+        try:
+            if self.is_sqlite:
+                import adbc_driver_sqlite.dbapi as driver
+
+                path = Path(self.uri.removeprefix("sqlite:///"))
+                if not path.is_file():
+                    raise StoreError(f"no tracking store at {path}: nothing has been logged there yet")
+                self._conn = driver.connect(f"file:{path}?mode=ro")
+            else:
+                import adbc_driver_postgresql.dbapi as driver
+
+                self._conn = driver.connect(_libpq_uri(self.uri))
+        except StoreError:
+            raise
+        except Exception as exc:  # driver errors: unreachable server, bad credentials
+            raise StoreError(f"cannot read tracking database {self.name}: {_first_line(exc)}") from None
+        return self._conn
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        cur = self.connect().cursor()
+        try:
+            cur.execute(sql, list(params) if params else None)
+            return cur.fetch_arrow_table()
+        except Exception as exc:
+            raise StoreError(f"reading {self.name} failed: {_first_line(exc)}") from None
+        finally:
+            cur.close()
+
+    def _placeholders(self, n: int) -> str:
+        if self.is_sqlite:
+            return ", ".join("?" * n)
+        return ", ".join(f"${i}" for i in range(1, n + 1))
+
+    def snapshot(self) -> Any:
+        return self._query(SNAPSHOT_SQL)
+
+    def details(self, run_ids: Sequence[str] | None) -> dict[str, Any]:
+        import pyarrow as pa
+
+        if run_ids is None:
+            return {name: self._query(sql) for name, sql in DETAIL_SQL.items()}
+        out: dict[str, list[Any]] = {name: [] for name in DETAIL_SQL}
+        ids = list(run_ids)
+        for i in range(0, len(ids), IDS_PER_QUERY):
+            chunk = ids[i : i + IDS_PER_QUERY]
+            for name, sql in DETAIL_SQL.items():
+                joiner = " AND " if " WHERE " in sql else " WHERE "
+                where = f"{joiner}{RUN_COLUMN[name]} IN ({self._placeholders(len(chunk))})"
+                out[name].append(self._query(sql + where, chunk))
+        return {name: pa.concat_tables(parts) if parts else self._query(DETAIL_SQL[name] + " WHERE 1 = 0")
+                for name, parts in out.items()}
+
+    def read_artifact(self, run_id: str, artifact_uri: str, path: str) -> str | None:
+        local = _local_path(artifact_uri)
+        if local is not None:
+            file = local / path
+            return file.read_text() if file.is_file() else None
+        if self.artifact_server:
+            return _download(self.artifact_server, run_id, path)
+        return None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class ApiSource:
+    """The fallback: a tracking server read through ``MlflowClient.search_runs``."""
+
+    PAGE = 10_000
+
+    def __init__(self, uri: str) -> None:
+        self.uri = uri
+        self.name = uri
+        self._runs: list[Any] | None = None
+
+    def _all_runs(self) -> list[Any]:
+        if self._runs is None:
+            from mlflow.entities import ViewType
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient(self.uri)
+            try:
+                experiments = client.search_experiments(view_type=ViewType.ALL)
+                names = {e.experiment_id: e.name for e in experiments}
+                runs: list[Any] = []
+                token = None
+                while True:
+                    page = client.search_runs(list(names), run_view_type=ViewType.ALL, max_results=self.PAGE, page_token=token)
+                    runs.extend(page)
+                    token = page.token
+                    if not token:
+                        break
+            except Exception as exc:
+                raise StoreError(f"cannot read runs from {self.uri}: {_first_line(exc)}") from None
+            self._names = names
+            self._runs = runs
+        return self._runs
+
+    def snapshot(self) -> Any:
+        import pyarrow as pa
+
+        runs = self._all_runs()
+        return pa.table({
+            "run_id": [r.info.run_id for r in runs],
+            "status": [r.info.status for r in runs],
+            "end_time_ms": pa.array([r.info.end_time for r in runs], pa.int64()),
+            "lifecycle_stage": [r.info.lifecycle_stage for r in runs],
+        })
+
+    def details(self, run_ids: Sequence[str] | None) -> dict[str, Any]:
+        import pyarrow as pa
+
+        wanted = None if run_ids is None else set(run_ids)
+        runs = [r for r in self._all_runs() if wanted is None or r.info.run_id in wanted]
+        params, tags, metrics = _long(runs, "params"), _long(runs, "tags"), _metric_rows(runs)
+        kv, metric = _schemas()
+        return {
+            "runs": pa.table({
+                "run_id": [r.info.run_id for r in runs],
+                "experiment_id": [str(r.info.experiment_id) for r in runs],
+                "experiment": [self._names.get(r.info.experiment_id, "") for r in runs],
+                "run_name": [r.info.run_name for r in runs],
+                "status": [r.info.status for r in runs],
+                "lifecycle_stage": [r.info.lifecycle_stage for r in runs],
+                "start_time_ms": pa.array([r.info.start_time for r in runs], pa.int64()),
+                "end_time_ms": pa.array([r.info.end_time for r in runs], pa.int64()),
+                "artifact_uri": [r.info.artifact_uri for r in runs],
+            }),
+            "params": pa.table(params, schema=kv),
+            "tags": pa.table(tags, schema=kv),
+            "metrics": pa.table(metrics, schema=metric),
+        }
+
+    def read_artifact(self, run_id: str, artifact_uri: str, path: str) -> str | None:
+        local = _local_path(artifact_uri)
+        if local is not None and (local / path).is_file():
+            return (local / path).read_text()
+        return _download(self.uri, run_id, path)
+
+    def close(self) -> None:
+        self._runs = None
+
+
+def _schemas() -> tuple[Any, Any]:
+    import pyarrow as pa
+
+    kv = pa.schema([("run_id", pa.string()), ("key", pa.string()), ("value", pa.string())])
+    metric = pa.schema([("run_id", pa.string()), ("key", pa.string()), ("value", pa.float64()),
+                        ("step", pa.int64()), ("timestamp_ms", pa.int64())])
+    return kv, metric
+
+
+def _long(runs: list[Any], what: str) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {"run_id": [], "key": [], "value": []}
+    for r in runs:
+        for k, v in getattr(r.data, what).items():
+            out["run_id"].append(r.info.run_id)
+            out["key"].append(k)
+            out["value"].append(v)
+    return out
+
+
+def _metric_rows(runs: list[Any]) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {"run_id": [], "key": [], "value": [], "step": [], "timestamp_ms": []}
+    for r in runs:
+        for k, v in r.data.metrics.items():
+            out["run_id"].append(r.info.run_id)
+            out["key"].append(k)
+            out["value"].append(float(v))
+            out["step"].append(0)
+            out["timestamp_ms"].append(r.info.end_time or r.info.start_time or 0)
+    return out
+
+
+def _download(server: str, run_id: str, path: str) -> str | None:
+    import tempfile
+
+    from mlflow.tracking import MlflowClient
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = MlflowClient(server).download_artifacts(run_id, path, tmp)
+            return Path(local).read_text()
+    except Exception:
+        return None
+
+
+def _libpq_uri(uri: str) -> str:
+    """SQLAlchemy's ``postgresql+driver://`` is libpq's ``postgresql://``."""
+    scheme, _, rest = uri.partition("://")
+    return f"postgresql://{rest}" if scheme.startswith("postgresql") else uri
+
+
+def _redact(uri: str) -> str:
+    parsed = urlparse(uri)
+    if parsed.password:
+        return uri.replace(f":{parsed.password}@", ":***@")
+    return uri
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def open_source(location: StoreLocation, backend_store_uri: str | None = None) -> Source:
+    """The fastest source for a store: its database when reachable, else the MLflow API."""
+    if backend_store_uri:
+        return DatabaseSource(backend_store_uri, artifact_server=location.uri if location.is_http else None)
+    if location.uri.startswith(("sqlite:", "postgresql")):
+        return DatabaseSource(location.uri)
+    if location.is_http:
+        return ApiSource(location.uri)
+    raise StoreError(f"cannot load runs from {location.uri}")
+
