@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -69,20 +72,21 @@ def wait_http(url: str, proc: subprocess.Popen, timeout_s: float = 90.0) -> None
     raise TimeoutError(url)
 
 
-@pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real MLflow tracking server on loopback, serving artifacts, on a SQLite backend."""
-    root = tmp_path_factory.mktemp("server")
-    port = free_port()
+@contextmanager
+def running_mlflow_server(root: Path, backend: str, port: int | None = None, extra: tuple[str, ...] = (),
+                          env: dict[str, str] | None = None) -> Iterator[str]:
+    """``mlflow server`` on loopback over ``backend``, serving artifacts from ``root``; stopped after."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
     cmd = [
         sys.executable, "-m", "mlflow", "server",
-        "--backend-store-uri", f"sqlite:///{root / 'server.db'}",
+        "--backend-store-uri", backend,
         "--artifacts-destination", str(root / "artifacts"),
-        "--host", "127.0.0.1", "--port", str(port), "--workers", "2",
+        "--host", "127.0.0.1", "--port", str(port), "--workers", "2", *extra,
     ]
     log = open(root / "server.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
         wait_http(f"{uri}/health", proc)
@@ -90,3 +94,61 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         stop_process_group(proc)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real MLflow tracking server on loopback, serving artifacts, on a SQLite backend."""
+    root = tmp_path_factory.mktemp("server")
+    with running_mlflow_server(root, f"sqlite:///{root / 'server.db'}") as uri:
+        yield uri
+
+
+def _pg_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return candidates[-1].parent if candidates else None
+
+
+@pytest.fixture(scope="session")
+def postgres_uri() -> Iterator[str]:
+    """A real PostgreSQL server on loopback in a temporary folder, with an empty ``mlflow`` database.
+
+    Installed from Debian's packages by .ci/run when missing. PostgreSQL refuses to run as
+    root, so under root it runs as the ``postgres`` user the package creates.
+    """
+    bindir = _pg_bin()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not installed: .ci/run installs it from Debian's packages")
+        pytest.skip("PostgreSQL is not installed here (apt-get install postgresql)")
+    root = Path(tempfile.mkdtemp(prefix="tracker-pg-"))
+    os.chmod(root, 0o755)
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        import pwd
+
+        pw = pwd.getpwnam("postgres")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    password, port = "tracker-test-pw", free_port()
+    (root / "pw").write_text(password)
+    if as_user:
+        os.chown(root / "pw", pwd.getpwnam("postgres").pw_uid, -1)
+    data = root / "data"
+    run = lambda *cmd: subprocess.run([*as_user, *map(str, cmd)], check=True, capture_output=True)  # noqa: E731
+    run(bindir / "initdb", "-D", data, "-U", "tracker", "--auth=md5", f"--pwfile={root / 'pw'}", "-E", "UTF8")
+    run(bindir / "pg_ctl", "-D", data, "-l", root / "log", "-w", "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    try:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=port, user="tracker", password=password, dbname="postgres",
+                             autocommit=True) as con:
+            con.execute("CREATE DATABASE mlflow")
+        yield f"postgresql://tracker:{password}@127.0.0.1:{port}/mlflow"
+    finally:
+        run(bindir / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)

@@ -37,6 +37,7 @@ app.command("describe")(describe_cli.describe)
 app.add_typer(warehouse_cli.app, name="warehouse")
 app.command("sql")(warehouse_cli.sql)
 app.command("views")(warehouse_cli.views)
+app.command("sync")(store_cli.sync)
 
 
 @app.callback()

@@ -47,3 +47,17 @@ def list_runs(
         lat = r["metrics"].get("latency_ms")
         table.add_row(r["run_id"][:12], r["kind"], r["name"], r["status"], f"{lat:.3f}" if lat is not None else "")
     Console().print(table)
+
+
+def sync(ctx: typer.Context) -> None:
+    """Send runs spooled in the outbox while the tracking server was unreachable."""
+    from tracker.log.outbox import pending, sync as send
+
+    uri = state(ctx).tracking_uri
+    waiting = pending()
+    if not waiting:
+        typer.echo("outbox is empty: nothing to send")
+        return
+    report = send(uri)
+    typer.echo(f"sent {report.sent} runs from {report.files - report.left} outbox files "
+               f"({report.skipped} already on the server); {report.left} files left")

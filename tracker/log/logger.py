@@ -11,9 +11,13 @@ nothing), then written by the store's fast writer.
 from __future__ import annotations
 
 import getpass
+import sys
 from collections.abc import Iterable
 
+from tracker.errors import StoreError
+
 from tracker.log.record import KIND_TAG, FinalRecord, RunRecord
+from tracker.log.outbox import outbox_dir, spool, spooled_keys
 from tracker.log.schema import KINDS
 from tracker.log.store import Experiment, Store, open_store
 from tracker.settings import DEFAULT_EXPERIMENT, StoreLocation, resolve_location
@@ -27,9 +31,40 @@ class RunLogger:
         environment: dict[str, str] | None = None,
     ) -> None:
         self.location: StoreLocation = resolve_location(tracking_uri)
-        self.store: Store = open_store(self.location)
-        self.experiment: Experiment = self.store.experiment(experiment, create=True)
+        self.experiment_name = experiment
         self._environment = environment
+        #: why the tracking server cannot be used now (runs then go to the outbox)
+        self.offline: str | None = None
+        self._store: Store | None = None
+        self._experiment: Experiment | None = None
+        try:
+            self._connect()
+        except StoreError as exc:
+            if not self.location.is_http:
+                raise
+            self._go_offline(str(exc))
+
+    def _connect(self) -> None:
+        self._store = open_store(self.location)
+        self._experiment = self._store.experiment(self.experiment_name, create=True)
+        self.offline = None
+
+    def _go_offline(self, reason: str) -> None:
+        if self.offline is None:
+            sys.stderr.write(f"warning: {reason}; runs go to the outbox {outbox_dir()} until `tracker sync`\n")
+        self.offline = reason
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise StoreError(self.offline or "no tracking store")
+        return self._store
+
+    @property
+    def experiment(self) -> Experiment:
+        if self._experiment is None:
+            raise StoreError(self.offline or "no tracking store")
+        return self._experiment
 
     @property
     def environment(self) -> dict[str, str]:
@@ -50,7 +85,17 @@ class RunLogger:
         """
         records = list(records)
         final = self.finalize(records, environment)
-        ids = self.store.write(self.experiment, final)
+        if self.location.is_http:
+            try:
+                if self._store is None:
+                    self._connect()
+                ids = self.store.write(self.experiment, final)
+            except StoreError as exc:
+                self._go_offline(str(exc))
+                spool(self.location.uri, self.experiment_name, final, str(exc))
+                return [r.run_id for r in final]
+        else:
+            ids = self.store.write(self.experiment, final)
         for record, run_id in zip(records, ids):
             record.run_id = run_id
         return ids
@@ -59,10 +104,21 @@ class RunLogger:
         """Config keys already measured in this experiment (FINISHED ones unless told otherwise)."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
-        return self.store.measured_keys(self.experiment, kind, statuses)
+        if not self.location.is_http:
+            return self.store.measured_keys(self.experiment, kind, statuses)
+        waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses)
+        try:
+            if self._store is None:
+                self._connect()
+            return self.store.measured_keys(self.experiment, kind, statuses) | waiting
+        except StoreError as exc:
+            self._go_offline(str(exc))
+            return waiting
 
     def find(self, config_key: str, status: str = "FINISHED") -> RunRecord | None:
         """The run with this config key and status, read back as a record, or None."""
+        if self.offline is not None:
+            return None
         found = self.store.find_run(self.experiment, config_key, status)
         if found is None:
             return None
@@ -72,7 +128,8 @@ class RunLogger:
         return record
 
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     def __enter__(self) -> RunLogger:
         return self

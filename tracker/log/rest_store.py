@@ -207,6 +207,13 @@ class RestError(StoreError):
         except ValueError:
             body = {}
         self.code = body.get("error_code", f"HTTP_{response.status_code}")
+        if response.status_code in (401, 403):
+            who = "no credentials were given" if "Authorization" not in response.request.headers else "the credentials were refused"
+            super().__init__(
+                f"tracking server answered {response.status_code} to {endpoint}: {who}; set MLFLOW_TRACKING_USERNAME "
+                "and MLFLOW_TRACKING_PASSWORD to an account of the server"
+            )
+            return
         super().__init__(f"tracking server refused {endpoint}: {self.code}: {body.get('message', response.text[:200])}")
 
 

@@ -1,0 +1,140 @@
+"""The team path for real: PostgreSQL behind ``mlflow server``, two shards logging to it at
+once, the warehouse loading from it, an outbox while the server is down, basic auth."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tests.conftest import ENV, free_port, layer_record, network_record, running_mlflow_server
+from tracker.cli.app import app
+from tracker.log.logger import RunLogger
+from tracker.log.outbox import pending
+from tracker.settings import resolve_location
+from tracker.warehouse.load import load
+from tracker.warehouse.source import ApiSource, DatabaseSource, open_source
+
+pytestmark = pytest.mark.slow
+
+SHARDED = """
+[campaign]
+name = "team"
+[networks]
+zoo = ["squeezenet1_1", "mobilenet_v3_small"]
+[measure]
+batch_sizes = [1, 2]
+phases = ["inference"]
+precision = 0.2
+time_cap_s = 0.3
+timeout_s = 120
+"""
+
+
+def test_two_shards_log_at_once_to_a_postgres_server_and_the_warehouse_loads_them(
+    postgres_uri: str, tmp_path: Path
+) -> None:
+    campaign = tmp_path / "team.toml"
+    campaign.write_text(SHARDED)
+    with running_mlflow_server(tmp_path / "server", postgres_uri) as uri:
+        shards = [
+            subprocess.Popen([sys.executable, "-m", "tracker", "--tracking-uri", uri, "campaign", "run", str(campaign),
+                              "--shard", f"{i}/2", "--format", "json"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for i in (1, 2)
+        ]
+        tallies = []
+        for proc in shards:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, err
+            tallies.append(json.loads(out))
+        assert sum(t["measured"] for t in tallies) == 4 and all(t["failed"] == 0 for t in tallies)
+
+        wh = tmp_path / "w.duckdb"
+        report = load(wh, open_source(resolve_location(uri), backend_store_uri=postgres_uri))
+        assert report.mode == "full" and report.descriptions_added == 2
+        con = duckdb.connect(str(wh), read_only=True)
+        rows = con.execute("SELECT model, batch_size, config_key FROM measurements ORDER BY model, batch_size").fetchall()
+        con.close()
+        assert [(m, b) for m, b, _ in rows] == [("mobilenet_v3_small", 1), ("mobilenet_v3_small", 2),
+                                                 ("squeezenet1_1", 1), ("squeezenet1_1", 2)]
+        assert len({k for _, _, k in rows}) == 4  # nothing twice
+
+        # The API fallback reads the same runs.
+        api = load(tmp_path / "api.duckdb", ApiSource(uri))
+        assert api.runs_total == report.runs_total and api.descriptions_added == 2
+        assert isinstance(open_source(resolve_location(uri)), ApiSource)
+        assert isinstance(open_source(resolve_location(uri), postgres_uri), DatabaseSource)
+
+        # A second run of both shards measures nothing again.
+        again = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", uri, "campaign", "run", str(campaign),
+                                "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0 and json.loads(again.stdout)["skipped"] == 4
+        assert load(wh, open_source(resolve_location(uri), backend_store_uri=postgres_uri)).runs_changed == 0
+
+
+def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_once(tmp_path: Path) -> None:
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    logger = RunLogger(uri, experiment="offline", environment=ENV)
+    assert logger.offline and "connection refused" in logger.offline
+    net = network_record("resnet18", 1)
+    logger.log([net, layer_record(net, 0), layer_record(net, 1)])
+    logger.log([network_record("resnet18", 2)])
+    assert len(pending()) == 2
+    assert logger.measured("network") == {net.config_key, network_record("resnet18", 2).config_key}  # resume sees them
+
+    runner = CliRunner()
+    down = runner.invoke(app, ["--tracking-uri", uri, "sync"])
+    assert down.exit_code == 1 and "cannot reach" in str(down.exception or down.output)
+    assert len(pending()) == 2  # nothing lost
+
+    with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}", port=port):
+        # One batch already reached the server before (say, an ack was lost): it is not sent twice.
+        RunLogger(uri, experiment="offline", environment=ENV).log([network_record("resnet18", 2)])
+        done = runner.invoke(app, ["--tracking-uri", uri, "sync"])
+        assert done.exit_code == 0, done.output
+        assert "sent 3 runs" in done.output and "1 already on the server" in done.output
+        assert pending() == []
+        client = MlflowClient(uri)
+        exp = client.get_experiment_by_name("offline")
+        runs = client.search_runs([exp.experiment_id], max_results=100)
+        keys = [r.data.tags["tracker.config_key"] for r in runs]
+        assert len(runs) == 4 and len(set(keys)) == 4
+        parents = {r.info.run_id for r in runs if r.data.tags["tracker.kind"] == "network"}
+        assert all(r.data.tags["mlflow.parentRunId"] in parents for r in runs if r.data.tags["tracker.kind"] == "layer")
+        assert "outbox is empty" in runner.invoke(app, ["--tracking-uri", uri, "sync"]).output
+
+
+def test_basic_auth_takes_credentials_from_the_environment_and_never_logs_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cret-Pa55word-xyz"
+    env = {"MLFLOW_AUTH_ADMIN_PASSWORD": secret, "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-key"}
+    with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}",
+                               extra=("--app-name", "basic-auth"), env=env) as uri:
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong-password")
+        bad = RunLogger(uri, experiment="auth", environment=ENV)
+        assert bad.offline and "credentials were refused" in bad.offline
+        bad.log([network_record("resnet18", 1)])
+        assert len(pending()) == 1
+
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", secret)
+        result = CliRunner().invoke(app, ["--tracking-uri", uri, "sync"])
+        assert result.exit_code == 0, result.output
+        good = RunLogger(uri, experiment="auth", environment=ENV)
+        good.log([network_record("resnet18", 4)])
+        client = MlflowClient(uri)
+        runs = client.search_runs([client.get_experiment_by_name("auth").experiment_id])
+        assert len(runs) == 2
+        for run in runs:
+            assert secret not in json.dumps([run.data.params, run.data.tags, run.data.metrics])
+        assert not any(secret in p.read_text() for p in Path(os.environ["TRACKER_RUNS_DIR"]).rglob("*") if p.is_file())
