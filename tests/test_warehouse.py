@@ -76,3 +76,61 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     assert con.execute("SELECT count(*) FROM layer_runs").fetchall()[0][0] == 2
     assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 5
     con.close()
+
+
+def _loaded(tmp_path: Path) -> tuple[Path, Path, RunRecord]:
+    runs, wh = tmp_path / "runs", tmp_path / "runs" / "warehouse.duckdb"
+    net = network_record("mobilenet_v3_small", 2)
+    desc = describe("mobilenet_v3_small", 64)
+    net.params["model_hash"] = desc.description_hash
+    net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+    _logger(runs).log([net])
+    return runs, wh, net
+
+
+def test_sql_features_are_the_feature_modules_aggregates(tmp_path: Path) -> None:
+    from tracker.describe.features import aggregates
+
+    runs, wh, net = _loaded(tmp_path)
+    _load(runs, wh)
+    con = duckdb.connect(str(wh), read_only=True)
+    row = con.sql("SELECT * FROM network_features").to_arrow_table().to_pylist()[0]
+    con.close()
+    expected = aggregates(describe("mobilenet_v3_small", 64))
+    shared = set(row) & set(expected) - {"model_hash", "model"}
+    assert len(shared) >= 30
+    assert {k: row[k] for k in shared} == {k: expected[k] for k in shared}
+
+
+def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    runs, wh, net = _loaded(tmp_path)
+    runner = CliRunner()
+    loaded = runner.invoke(app, ["--tracking-uri", str(runs), "warehouse", "load", "--format", "json"])
+    assert loaded.exit_code == 0, loaded.output
+    assert json.loads(loaded.output)["runs_changed"] == 1
+    out = runner.invoke(app, ["sql", "SELECT model, batch_size FROM latest_measurements", "--format", "json"])
+    assert out.exit_code == 0 and json.loads(out.output) == [{"model": "mobilenet_v3_small", "batch_size": 2}]
+    csv_out = runner.invoke(app, ["sql", "SELECT batch_size, latency_ms FROM measurements", "--format", "csv"])
+    assert csv_out.output.splitlines() == ["batch_size,latency_ms", "2,12.5"]
+    pq = tmp_path / "m.parquet"
+    assert runner.invoke(app, ["sql", "SELECT * FROM measurements", "--format", "parquet", "-o", str(pq)]).exit_code == 0
+    assert duckdb.sql(f"SELECT count(*) FROM '{pq}'").fetchall() == [(1,)]
+
+    for bad in ("DROP VIEW measurements", "DELETE FROM runs", "CREATE TABLE x (a INT)"):
+        refused = runner.invoke(app, ["sql", bad])
+        assert refused.exit_code == 1 and "read-only" in str(refused.exception)
+    typo = runner.invoke(app, ["sql", "SELEC 1"])
+    assert typo.exit_code == 1 and "syntax error" in str(typo.exception)
+    assert runner.invoke(app, ["sql", "SELECT count(*) AS n FROM measurements", "--format", "json"]).output.count('"n": 1')
+
+    views = runner.invoke(app, ["views", "--format", "json"])
+    listed = {v["view"]: v["comment"] for v in json.loads(views.output)}
+    assert {v.name for v in read_views()} == set(listed) and all(listed.values())
+    exported = runner.invoke(app, ["warehouse", "export", str(tmp_path / "pq")])
+    assert exported.exit_code == 0
+    names = {p.stem for p in (tmp_path / "pq").glob("*.parquet")}
+    assert {"runs", "network_runs", "network_nodes", "latest_measurements", "measurement_features"} <= names
