@@ -13,6 +13,7 @@ import typer
 
 from tracker.cli import campaign as campaign_cli
 from tracker.cli import describe as describe_cli
+from tracker.cli import fingerprint as fingerprint_cli
 from tracker.cli import imports as imports_cli
 from tracker.cli import profile as profile_cli
 from tracker.cli import store as store_cli
@@ -38,6 +39,8 @@ app.add_typer(warehouse_cli.app, name="warehouse")
 app.command("sql")(warehouse_cli.sql)
 app.command("views")(warehouse_cli.views)
 app.command("sync")(store_cli.sync)
+app.add_typer(fingerprint_cli.app, name="fingerprint")
+app.command("predict")(fingerprint_cli.predict)
 
 
 @app.callback()

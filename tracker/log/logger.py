@@ -35,6 +35,7 @@ class RunLogger:
         self._environment = environment
         #: why the tracking server cannot be used now (runs then go to the outbox)
         self.offline: str | None = None
+        self._warned = False
         self._store: Store | None = None
         self._experiment: Experiment | None = None
         try:
@@ -50,8 +51,6 @@ class RunLogger:
         self.offline = None
 
     def _go_offline(self, reason: str) -> None:
-        if self.offline is None:
-            sys.stderr.write(f"warning: {reason}; runs go to the outbox {outbox_dir()} until `tracker sync`\n")
         self.offline = reason
 
     @property
@@ -93,6 +92,9 @@ class RunLogger:
             except StoreError as exc:
                 self._go_offline(str(exc))
                 spool(self.location.uri, self.experiment_name, final, str(exc))
+                if not self._warned:
+                    sys.stderr.write(f"warning: {exc}; runs go to the outbox {outbox_dir()} until `tracker sync`\n")
+                    self._warned = True
                 return [r.run_id for r in final]
         else:
             ids = self.store.write(self.experiment, final)

@@ -1,0 +1,96 @@
+"""Fingerprints end to end on a real store and warehouse: train with held-out networks,
+register with the champion alias, predict a network never measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tests.conftest import ENV, network_record
+from tracker.cli.app import app
+from tracker.describe import describe
+from tracker.fingerprint.dataset import FingerprintError, family
+from tracker.fingerprint.train import CHAMPION, train
+from tracker.log.logger import RunLogger
+from tracker.log.record import DESCRIPTION_ARTIFACT
+from tracker.settings import resolve_location
+from tracker.warehouse.load import load
+from tracker.warehouse.source import open_source
+
+NETWORKS = ("resnet18", "resnet34", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0", "squeezenet1_1",
+            "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "mnasnet0_5", "regnet_x_400mf")
+
+
+def _latency(flops: float, bs: int) -> float:
+    """A device whose latency is a fixed cost plus a rate per FLOP (what the model must find)."""
+    return 0.4 + 2.0e-9 * flops * bs
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("fp")
+    runs, wh = root / "runs", root / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp", environment=ENV)
+    for name in NETWORKS:
+        desc = describe(name, 64)
+        flops = _flops(desc)
+        records = []
+        for bs in (1, 2, 4, 8):
+            r = network_record(name, bs, peak_mem_mb=100.0 + flops * bs / 1e7)
+            r.params["model_hash"] = desc.description_hash
+            r.metrics["latency_ms"] = _latency(flops, bs)
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            records.append(r)
+        logger.log(records)
+    load(wh, open_source(resolve_location(str(runs))))
+    return runs, wh
+
+
+def _flops(desc) -> float:  # noqa: ANN001
+    from tracker.describe.features import aggregates
+
+    return float(aggregates(desc)["flops"])
+
+
+def test_family_strips_pruning_and_index_suffixes() -> None:
+    assert family("resnet50_30") == "resnet50" and family("gen-s1-0003") == "gen-s1" and family("resnet18") == "resnet18"
+
+
+def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:
+    runs, wh = measured
+    uri = resolve_location(str(runs)).uri
+    first = train(wh, "latency_ms", "inference", "cpu", uri)
+    assert first.champion and first.name == "latency_ms-inference-cpu"
+    assert first.evaluation["rows"] == 4 * len(NETWORKS) and 0 <= first.evaluation["mape_pct"] < 60
+    assert set(first.baseline) >= {"mape_pct", "rmspe_pct", "within_10pct"}
+    client = MlflowClient(uri)
+    version = client.get_model_version_by_alias(first.name, CHAMPION)
+    assert str(version.version) == first.version and version.tags["view_sha256"] and version.tags["runs_digest"]
+    artifacts = {a.path for a in client.list_artifacts(first.run_id, "evaluation")}
+    assert {"evaluation/predicted_vs_measured.png", "evaluation/feature_importance.png",
+            "evaluation/measurement_features.sql", "evaluation/heldout_predictions.csv"} <= artifacts
+
+    # Same data again: no network the champion has not seen, so the alias stays.
+    second = train(wh, "latency_ms", "inference", "cpu", uri)
+    assert not second.champion and str(client.get_model_version_by_alias(first.name, CHAMPION).version) == first.version
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet50", "--batch-size", "2",
+                              "--input-size", "64", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["model_versions"]["latency_ms"] == f"latency_ms-inference-cpu/{first.version}"
+    assert data["predictions"]["latency_ms"] > 0 and "power_w" in data["missing_targets"]
+    listed = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
+    assert {(r["version"], r["alias"]) for r in json.loads(listed.output)} >= {(first.version, CHAMPION)}
+
+    with pytest.raises(FingerprintError, match="no fingerprint for phase 'inference' on device 'tpu'"):
+        runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet50", "--device", "tpu"],
+                      catch_exceptions=False)
+    with pytest.raises(FingerprintError, match="no training measurements of latency_ms"):
+        train(wh, "latency_ms", "training", "cpu", uri)

@@ -1,0 +1,95 @@
+"""``tracker fingerprint train|list`` and ``tracker predict``: models of the measurements."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json, state
+from tracker.cli.warehouse import WarehouseOption
+
+app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and power, in the MLflow registry.",
+                  no_args_is_help=True)
+
+PhaseOption = Annotated[str, typer.Option("--phase", help="inference or training.")]
+DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, or a device name such as jetson-tx2.")]
+
+
+def _uri(ctx: typer.Context) -> str:
+    from tracker.settings import resolve_location
+
+    return resolve_location(state(ctx).tracking_uri).uri
+
+
+@app.command("train")
+def train_cmd(
+    ctx: typer.Context,
+    target: Annotated[str, typer.Option("--target", help="latency_ms, peak_mem_mb, power_w or energy_per_iter_j.")],
+    device: DeviceOption = "cpu",
+    phase: PhaseOption = "inference",
+    warehouse: WarehouseOption = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Train, evaluate on held-out networks, register, and promote if it beats the champion."""
+    from tracker.fingerprint.train import train
+    from tracker.settings import warehouse_path
+
+    result = train(warehouse_path(warehouse), target, phase, device, _uri(ctx))
+    if fmt is OutputFormat.json:
+        emit_json(result.to_dict())
+        return
+    e, b = result.evaluation, result.baseline
+    typer.echo(f"{result.name} version {result.version}: held-out networks MAPE {e['mape_pct']:.2f} %, "
+               f"RMSPE {e['rmspe_pct']:.2f} %, {e['within_10pct']:.0f} % within ±10 % ({int(e['rows'])} rows); "
+               f"ExtraTrees baseline MAPE {b['mape_pct']:.2f} %")
+    typer.echo(("champion: " if result.champion else "not champion: ") + result.champion_reason)
+
+
+@app.command("list")
+def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
+    """Registered fingerprints with their versions, aliases and held-out metrics."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(_uri(ctx))
+    rows = []
+    for model in client.search_registered_models():
+        aliases = {str(v): a for a, v in (model.aliases or {}).items()}
+        for version in client.search_model_versions(f"name = '{model.name}'"):
+            number = str(version.version)
+            rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
+                         "heldout_mape_pct": version.tags.get("heldout_mape_pct"),
+                         "heldout_within_10pct": version.tags.get("heldout_within_10pct"),
+                         "baseline_extratrees_mape_pct": version.tags.get("baseline_extratrees_mape_pct"),
+                         "networks": version.tags.get("networks")})
+    if fmt is OutputFormat.json:
+        emit_json(rows)
+        return
+    if not rows:
+        typer.echo("no fingerprints registered: run tracker fingerprint train --target latency_ms")
+    for r in rows:
+        typer.echo(f"{r['name']:<40} v{r['version']:<3} {r['alias']:<9} MAPE {r['heldout_mape_pct']} % "
+                   f"within ±10 %: {r['heldout_within_10pct']} %  (ExtraTrees {r['baseline_extratrees_mape_pct']} %, "
+                   f"{r['networks']} networks)")
+
+
+def predict(
+    ctx: typer.Context,
+    model: Annotated[str, typer.Argument(help="Zoo name or spec file of the network.")],
+    batch_size: BatchSizeOption = 1,
+    phase: PhaseOption = "inference",
+    device: DeviceOption = "cpu",
+    input_size: Annotated[Optional[int], typer.Option("--input-size", min=8, help="Input resolution.")] = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Predict latency, memory and power of a network without running it."""
+    from tracker.fingerprint.predict import predict as run_predict
+
+    result = run_predict(_uri(ctx), model, batch_size, phase, device, input_size)
+    if fmt is OutputFormat.json:
+        emit_json(result)
+        return
+    for target, value in result["predictions"].items():
+        typer.echo(f"{target:>18}: {value:.4g} {result['units'][target]}  ({result['model_versions'][target]})")
+    if result["missing_targets"]:
+        typer.echo(f"no fingerprint for: {', '.join(result['missing_targets'])}")

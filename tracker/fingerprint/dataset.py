@@ -1,0 +1,118 @@
+"""What fingerprints learn from: rows of the ``measurement_features`` view.
+
+Training reads the view from the warehouse. Prediction builds the very same view over an
+in-memory warehouse holding only the new network's node rows and one unmeasured
+configuration, so the features come from the same SQL both times (no train/serve skew).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import TrackerError
+from tracker.settings import project_dir
+
+VIEW = "measurement_features"
+#: Targets a fingerprint can learn, with their units (all modelled on a log scale).
+TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J"}
+#: Columns of the view that are not features: identities, targets and measurement quality.
+NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
+                "latency_ci_rel", "samples_count", "input_size", "threads", *TARGETS}
+
+
+class FingerprintError(TrackerError):
+    """A fingerprint cannot be trained or used (no data, no model for a target)."""
+
+
+def view_sql() -> str:
+    return (project_dir("sql") / f"{VIEW}.sql").read_text()
+
+
+def view_hash() -> str:
+    return hashlib.sha256(view_sql().encode()).hexdigest()[:16]
+
+
+def feature_columns(columns: list[str]) -> list[str]:
+    return [c for c in columns if c not in NOT_FEATURES]
+
+
+def family(model: str) -> str:
+    """The family of a network: its name without a pruning or index suffix (resnet50_30 -> resnet50)."""
+    return re.sub(r"([_-](p|pruned)?\d+(\.\d+)?)+$", "", model) or model
+
+
+def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
+    """Measured rows of one target, phase and device (``device`` matches device or device_name)."""
+    from tracker.warehouse.load import connect
+
+    if target not in TARGETS:
+        raise FingerprintError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+    con = connect(warehouse, read_only=True)
+    try:
+        frame = con.sql(
+            f"SELECT * FROM {VIEW} WHERE phase = $phase AND (device = $device OR device_name = $device) "
+            f"AND {target} IS NOT NULL AND {target} > 0 ORDER BY model, batch_size",
+            params={"phase": phase, "device": device},
+        ).df()
+        devices = con.sql(f"SELECT DISTINCT device, device_name, phase FROM {VIEW}").fetchall()
+    finally:
+        con.close()
+    if frame.empty:
+        known = ", ".join(sorted({f"{d}/{n} ({p})" for d, n, p in devices})) or "none"
+        raise FingerprintError(f"no {phase} measurements of {target} on device {device!r} in the warehouse; "
+                               f"measured: {known}")
+    return frame
+
+
+_SCRATCH: Any = None
+
+
+def _scratch() -> Any:
+    """An in-memory warehouse with every table and view, made once per process."""
+    global _SCRATCH
+    if _SCRATCH is None:
+        import duckdb
+
+        from tracker.warehouse.load import ensure_tables
+        from tracker.warehouse.views import create_views
+
+        con = duckdb.connect(":memory:")
+        ensure_tables(con)
+        create_views(con)
+        _SCRATCH = con
+    return _SCRATCH
+
+
+def configuration_rows(description: Any, batch_sizes: list[int], phase: str, device: str) -> Any:
+    """The view's rows for a network that was never run: same SQL, targets left empty."""
+    import pyarrow as pa
+
+    from tracker.describe.features import node_rows
+
+    con = _scratch()
+    model_hash = description.description_hash
+    columns = [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
+    rows = node_rows(description, 1)
+    nodes = pa.table({"model_hash": [model_hash] * len(rows), "model": [description.name] * len(rows),
+                      **{c: [r[c] for r in rows] for c in columns[2:]}})
+    runs = pa.table({"run_id": [f"predict-{bs}" for bs in batch_sizes], "batch_size": batch_sizes})
+    con.register("new_nodes", nodes)
+    con.register("new_configurations", runs)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("INSERT INTO network_nodes SELECT * FROM new_nodes")
+        con.execute("INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [model_hash, description.name, int(description.input_shape[-1]), int(description.input_shape[1]),
+                     len(description.nodes), len(description.edges), None])
+        con.execute("INSERT INTO network_runs (run_id, status, config_key, model, model_hash, batch_size, input_size, "
+                    "phase, device, end_time) SELECT run_id, 'FINISHED', run_id, ?, ?, batch_size, ?, ?, ?, now() "
+                    "FROM new_configurations",
+                    [description.name, model_hash, int(description.input_shape[-1]), phase, device])
+        return con.sql(f"SELECT * FROM {VIEW} ORDER BY batch_size").df()
+    finally:
+        con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network
+        con.unregister("new_nodes")
+        con.unregister("new_configurations")

@@ -1,0 +1,70 @@
+"""Predicting a network that was never run, from the champions of the registry."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows
+from tracker.fingerprint.train import CHAMPION, registered_name
+
+
+@dataclass
+class Champion:
+    name: str
+    version: str
+    features: list[str]
+    booster: Any
+
+
+def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]:
+    """The champion of every target that has one for this phase and device."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    found = {}
+    for target in TARGETS:
+        name = registered_name(target, phase, device)
+        try:
+            version = client.get_model_version_by_alias(name, CHAMPION)
+        except Exception:
+            continue
+        mlflow.set_tracking_uri(tracking_uri)
+        booster = mlflow.lightgbm.load_model(f"models:/{name}@{CHAMPION}")
+        found[target] = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster)
+    if not found:
+        known = sorted({m.name for m in client.search_registered_models()})
+        raise FingerprintError(f"no fingerprint for phase {phase!r} on device {device!r}; registered: "
+                               f"{', '.join(known) or 'none (run tracker fingerprint train)'}")
+    return found
+
+
+def predict_rows(models: dict[str, Champion], rows: Any) -> list[dict[str, float]]:
+    import numpy as np
+
+    out: list[dict[str, float]] = [{} for _ in range(len(rows))]
+    for target, champ in models.items():
+        values = np.exp(champ.booster.predict(rows[champ.features].astype(float)))
+        for i, v in enumerate(values):
+            out[i][target] = float(v)
+    return out
+
+
+def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None) -> dict[str, Any]:
+    from tracker.describe import describe
+
+    models = champions(tracking_uri, phase, device)
+    desc = describe(ref, input_size or 224)
+    t0 = time.perf_counter()
+    rows = configuration_rows(desc, [batch_size], phase, device)
+    predictions = predict_rows(models, rows)[0]
+    elapsed_ms = 1000 * (time.perf_counter() - t0)
+    return {
+        "model": desc.name, "model_hash": desc.description_hash, "batch_size": batch_size, "phase": phase, "device": device,
+        "predictions": predictions, "units": {t: TARGETS[t] for t in predictions},
+        "model_versions": {t: f"{m.name}/{m.version}" for t, m in models.items()},
+        "missing_targets": [t for t in TARGETS if t not in models],
+        "predict_ms": round(elapsed_ms, 2),
+    }

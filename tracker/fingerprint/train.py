@@ -1,0 +1,232 @@
+"""Training, grouped evaluation, registration and the champion alias of fingerprints.
+
+A fingerprint is a LightGBM regressor of one target (``latency_ms``, ``peak_mem_mb``, ...)
+for one phase and device, fitted on ``log(target)`` over the columns of the
+``measurement_features`` view. Evaluation never splits rows at random: whole networks are
+held out (grouped K-fold by network, and again by family), and the same split scores
+perf4sight's approach (ExtraTrees, 300 trees) as the baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tracker.fingerprint.dataset import (
+    TARGETS,
+    FingerprintError,
+    family,
+    feature_columns,
+    load_rows,
+    view_hash,
+    view_sql,
+)
+
+EXPERIMENT = "fingerprints"
+CHAMPION = "champion"
+FOLDS = 5
+LGBM_PARAMS = {"n_estimators": 400, "learning_rate": 0.05, "num_leaves": 15, "min_child_samples": 3,
+               "subsample": 0.9, "subsample_freq": 1, "colsample_bytree": 0.9, "reg_lambda": 1.0, "verbose": -1,
+               "random_state": 0, "n_jobs": 2}
+
+
+def registered_name(target: str, phase: str, device: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in device)
+    return f"{target}-{phase}-{safe}"
+
+
+def scores(y: Any, yhat: Any) -> dict[str, float]:
+    """MAPE and RMSPE in percent, and the share of predictions within +-10 % (nn-Meter's)."""
+    import numpy as np
+
+    rel = (np.asarray(yhat, float) - np.asarray(y, float)) / np.asarray(y, float)
+    return {"mape_pct": float(100 * np.mean(np.abs(rel))), "rmspe_pct": float(100 * math.sqrt(np.mean(rel**2))),
+            "within_10pct": float(100 * np.mean(np.abs(rel) <= 0.10)), "rows": float(len(rel))}
+
+
+def lgbm() -> Any:
+    from lightgbm import LGBMRegressor
+
+    return LGBMRegressor(**LGBM_PARAMS)
+
+
+def extra_trees() -> Any:
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    return ExtraTreesRegressor(n_estimators=300, random_state=0, n_jobs=2)
+
+
+def out_of_fold(x: Any, y: Any, groups: Any, make: Callable[[], Any]) -> Any:
+    """Predictions of each row by a model that never saw its group (log-scale fit)."""
+    import numpy as np
+    from sklearn.model_selection import GroupKFold
+
+    k = min(FOLDS, len(set(groups)))
+    if k < 2:
+        raise FingerprintError("held-out evaluation needs measurements of at least two networks")
+    pred = np.zeros(len(y))
+    for train_idx, test_idx in GroupKFold(n_splits=k).split(x, y, groups):
+        model = make().fit(x.iloc[train_idx], np.log(y[train_idx]))
+        pred[test_idx] = np.exp(model.predict(x.iloc[test_idx]))
+    return pred
+
+
+@dataclass
+class TrainResult:
+    name: str
+    version: str
+    run_id: str
+    evaluation: dict[str, float]
+    baseline: dict[str, float]
+    by_family: dict[str, dict[str, float]]
+    champion: bool
+    champion_reason: str
+    features: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str) -> TrainResult:
+    import mlflow
+    import numpy as np
+    from mlflow.tracking import MlflowClient
+
+    frame = load_rows(warehouse, target, phase, device)
+    features = feature_columns(list(frame.columns))
+    x = frame[features].astype(float)
+    y = frame[target].to_numpy(float)
+    networks = frame["model_hash"].to_numpy()
+    families = frame["model"].map(family).to_numpy()
+
+    pred = out_of_fold(x, y, networks, lgbm)
+    evaluation = scores(y, pred)
+    baseline = scores(y, out_of_fold(x, y, networks, extra_trees))
+    by_family = {f: scores(y[families == f], pred[families == f]) for f in sorted(set(families))}
+    if len(set(families)) >= 2:
+        evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, lgbm))["mape_pct"]
+    final = lgbm().fit(x, np.log(y))
+
+    name = registered_name(target, phase, device)
+    run_digest = hashlib.sha256("\n".join(sorted(frame["run_id"])).encode()).hexdigest()[:16]
+    from tracker.log.store import open_store
+    from tracker.settings import resolve_location
+
+    # Through tracker's store, so an embedded store keeps the artifacts in its own folder.
+    store = open_store(resolve_location(tracking_uri))
+    try:
+        experiment = store.experiment(EXPERIMENT, create=True)
+    finally:
+        store.close()
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_experiment(experiment_id=experiment.experiment_id)
+    client = MlflowClient(tracking_uri)
+    with mlflow.start_run(run_name=f"{name} · {len(set(networks))} networks") as run:
+        mlflow.set_tags({"tracker.kind": "fingerprint", "fingerprint.target": target, "fingerprint.phase": phase,
+                         "fingerprint.device": device, "fingerprint.view": "measurement_features",
+                         "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
+        mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
+                           "rows": len(frame), "networks": len(set(networks)), "features_count": len(features),
+                           "target_scale": "log", "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
+                           **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
+        mlflow.log_metrics({**{f"heldout_{k}": v for k, v in evaluation.items()},
+                            **{f"baseline_extratrees_{k}": v for k, v in baseline.items()}})
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            (folder / "measurement_features.sql").write_text(view_sql())
+            (folder / "features.json").write_text(json.dumps({"features": features, "target": target,
+                                                              "unit": TARGETS[target]}, indent=2))
+            (folder / "networks.json").write_text(json.dumps(sorted(set(networks))))
+            (folder / "runs.json").write_text(json.dumps(sorted(frame["run_id"])))
+            (folder / "by_family.json").write_text(json.dumps(by_family, indent=2))
+            held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
+            held.to_csv(folder / "heldout_predictions.csv", index=False)
+            _plots(folder, y, pred, families, features, final)
+            mlflow.log_artifacts(str(folder), "evaluation")
+        info = mlflow.lightgbm.log_model(final.booster_, name="model", registered_model_name=name,
+                                         input_example=x.iloc[:1])
+    version = str(info.registered_model_version)
+    for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
+                       "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
+                       "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
+                       "networks": str(len(set(networks)))}.items():
+        client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    champion, reason = _maybe_promote(client, tracking_uri, name, version, x, y, pred, networks)
+    return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features)
+
+
+def _maybe_promote(client: Any, uri: str, name: str, version: str, x: Any, y: Any, pred: Any, networks: Any) -> tuple[bool, str]:
+    """Move ``champion`` to this version only if it beats the champion on the same held-out networks."""
+    import mlflow
+    import numpy as np
+
+    try:
+        current = client.get_model_version_by_alias(name, CHAMPION)
+    except Exception:
+        client.set_registered_model_alias(name, CHAMPION, version)
+        return True, "first version"
+    seen = set(json.loads(Path(mlflow.artifacts.download_artifacts(
+        run_id=current.run_id, artifact_path="evaluation/networks.json", tracking_uri=uri
+    )).read_text()))
+    unseen = np.array([n not in seen for n in networks])
+    if not unseen.any():
+        return False, f"version {current.version} stays champion: no network it has not seen to compare on"
+    old_features = json.loads(Path(mlflow.artifacts.download_artifacts(
+        run_id=current.run_id, artifact_path="evaluation/features.json", tracking_uri=uri
+    )).read_text())["features"]
+    if any(f not in x.columns for f in old_features):
+        client.set_registered_model_alias(name, CHAMPION, version)
+        return True, f"version {current.version} used features the view no longer has"
+    booster = mlflow.lightgbm.load_model(f"models:/{name}/{current.version}")
+    old = np.exp(booster.predict(x.loc[unseen, old_features]))
+    new_mape, old_mape = scores(y[unseen], pred[unseen])["mape_pct"], scores(y[unseen], old)["mape_pct"]
+    held = len(set(networks[unseen]))
+    if new_mape < old_mape:
+        client.set_registered_model_alias(name, CHAMPION, version)
+        return True, f"beats version {current.version} on {held} networks it never saw: MAPE {new_mape:.2f} % vs {old_mape:.2f} %"
+    return False, f"version {current.version} stays champion on {held} unseen networks: {old_mape:.2f} % vs {new_mape:.2f} %"
+
+
+def _plots(folder: Path, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for f in sorted(set(families)):
+        sel = families == f
+        ax.scatter(y[sel], pred[sel], s=12, label=f)
+    lo, hi = float(min(y.min(), pred.min())), float(max(y.max(), pred.max()))
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="measured", ylabel="predicted (network held out)")
+    if len(set(families)) <= 12:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(folder / "predicted_vs_measured.png", dpi=110)
+    plt.close(fig)
+
+    fams = sorted(set(families))
+    errs = [100 * np.abs(pred[families == f] / y[families == f] - 1) for f in fams]
+    fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(fams)), 4))
+    ax.boxplot(errs, tick_labels=fams)
+    ax.set(ylabel="absolute error %", title="held-out error by family")
+    ax.tick_params(axis="x", rotation=60, labelsize=7)
+    fig.tight_layout()
+    fig.savefig(folder / "error_by_family.png", dpi=110)
+    plt.close(fig)
+
+    importance = model.booster_.feature_importance(importance_type="gain")
+    order = np.argsort(importance)[-20:]
+    fig, ax = plt.subplots(figsize=(6, 5))
+    ax.barh([features[i] for i in order], importance[order])
+    ax.set(xlabel="gain", title="feature importance")
+    fig.tight_layout()
+    fig.savefig(folder / "feature_importance.png", dpi=110)
+    plt.close(fig)
