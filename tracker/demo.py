@@ -21,7 +21,7 @@ def run_demo(logger: RunLogger, model: str = "resnet18", time_cap_s: float = 5.0
     console = Console()
     console.print(f"[bold]tracker demo[/]: store {logger.location.uri}, experiment {logger.experiment.name!r}")
     rule = Stopping(target_ci_rel=0.02, time_cap_s=time_cap_s)
-    layer_rule = Stopping(target_ci_rel=0.05, time_cap_s=min(1.0, time_cap_s), warmup_cap_s=0.5)
+    layer_rule = rule.for_layers()
     results = []
     for i, bs in enumerate(DEMO_BATCH_SIZES):
         with console.status(f"profiling {model} at batch {bs}{' with its layers' if i == 0 else ''}..."):

@@ -68,7 +68,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
 
     _check(model, device)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap)
-    layer_rule = Stopping(target_ci_rel=max(precision, 0.05), time_cap_s=min(time_cap, 1.0), warmup_cap_s=0.5)
+    layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
                              memory_limit_mb=memory_limit_mb)

@@ -90,23 +90,15 @@ def configuration_rows(description: Any, batch_sizes: list[int], phase: str, dev
     """The view's rows for a network that was never run: same SQL, targets left empty."""
     import pyarrow as pa
 
-    from tracker.describe.features import node_rows
+    from tracker.warehouse.load import insert_description
 
     con = _scratch()
     model_hash = description.description_hash
-    columns = [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
-    rows = node_rows(description, 1)
-    nodes = pa.table({"model_hash": [model_hash] * len(rows), "model": [description.name] * len(rows),
-                      **{c: [r[c] for r in rows] for c in columns[2:]}})
     runs = pa.table({"run_id": [f"predict-{bs}" for bs in batch_sizes], "batch_size": batch_sizes})
-    con.register("new_nodes", nodes)
     con.register("new_configurations", runs)
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute("INSERT INTO network_nodes SELECT * FROM new_nodes")
-        con.execute("INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [model_hash, description.name, int(description.input_shape[-1]), int(description.input_shape[1]),
-                     len(description.nodes), len(description.edges), None])
+        insert_description(con, description, model_hash, None)
         con.execute("INSERT INTO network_runs (run_id, status, config_key, model, model_hash, batch_size, input_size, "
                     "phase, device, end_time) SELECT run_id, 'FINISHED', run_id, ?, ?, batch_size, ?, ?, ?, now() "
                     "FROM new_configurations",
@@ -114,5 +106,4 @@ def configuration_rows(description: Any, batch_sizes: list[int], phase: str, dev
         return con.sql(f"SELECT * FROM {VIEW} ORDER BY batch_size").df()
     finally:
         con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network
-        con.unregister("new_nodes")
         con.unregister("new_configurations")

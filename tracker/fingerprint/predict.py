@@ -24,6 +24,7 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)
     found = {}
     for target in TARGETS:
         name = registered_name(target, phase, device)
@@ -31,7 +32,6 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
             version = client.get_model_version_by_alias(name, CHAMPION)
         except Exception:
             continue
-        mlflow.set_tracking_uri(tracking_uri)
         booster = mlflow.lightgbm.load_model(f"models:/{name}@{CHAMPION}")
         found[target] = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster)
     if not found:

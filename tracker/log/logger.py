@@ -39,19 +39,19 @@ class RunLogger:
         self._store: Store | None = None
         self._experiment: Experiment | None = None
         try:
-            self._connect()
+            self._online()
         except StoreError as exc:
             if not self.location.is_http:
                 raise
-            self._go_offline(str(exc))
+            self.offline = str(exc)
 
-    def _connect(self) -> None:
-        self._store = open_store(self.location)
-        self._experiment = self._store.experiment(self.experiment_name, create=True)
-        self.offline = None
-
-    def _go_offline(self, reason: str) -> None:
-        self.offline = reason
+    def _online(self) -> Store:
+        """The store, (re)connecting first if the server could not be reached before."""
+        if self._store is None:
+            self._store = open_store(self.location)
+            self._experiment = self._store.experiment(self.experiment_name, create=True)
+            self.offline = None
+        return self._store
 
     @property
     def store(self) -> Store:
@@ -86,11 +86,9 @@ class RunLogger:
         final = self.finalize(records, environment)
         if self.location.is_http:
             try:
-                if self._store is None:
-                    self._connect()
-                ids = self.store.write(self.experiment, final)
+                ids = self._online().write(self.experiment, final)
             except StoreError as exc:
-                self._go_offline(str(exc))
+                self.offline = str(exc)
                 spool(self.location.uri, self.experiment_name, final, str(exc))
                 if not self._warned:
                     sys.stderr.write(f"warning: {exc}; runs go to the outbox {outbox_dir()} until `tracker sync`\n")
@@ -110,11 +108,9 @@ class RunLogger:
             return self.store.measured_keys(self.experiment, kind, statuses)
         waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses)
         try:
-            if self._store is None:
-                self._connect()
-            return self.store.measured_keys(self.experiment, kind, statuses) | waiting
+            return self._online().measured_keys(self.experiment, kind, statuses) | waiting
         except StoreError as exc:
-            self._go_offline(str(exc))
+            self.offline = str(exc)
             return waiting
 
     def find(self, config_key: str, status: str = "FINISHED") -> RunRecord | None:

@@ -176,7 +176,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     for d in c.devices:
         check_device(d)
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s)
-    layer_rule = Stopping(target_ci_rel=max(c.precision, 0.05), time_cap_s=min(c.time_cap_s, 1.0), warmup_cap_s=0.5)
+    layer_rule = rule.for_layers()
     todo = chains(c, shard)
     tally = Tally(total=len(todo) * len(c.batch_sizes))
     done_keys = logger.measured(statuses=("FINISHED",))

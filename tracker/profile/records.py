@@ -49,8 +49,8 @@ def timing_summary(timing: dict[str, Any]) -> Summary:
     return summarize(timing["samples_ms"], int(timing.get("block_n", 1)))
 
 
-def timing_metrics(timing: dict[str, Any]) -> dict[str, float]:
-    s = timing_summary(timing)
+def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
+    """Metrics of a timing and its summary (``timing_summary(timing)``, derived once by the caller)."""
     return {
         "latency_ms": s.median,
         "latency_mean_ms": s.mean,
@@ -101,7 +101,8 @@ def measured_record(
 ) -> RunRecord:
     """The network (inference) or training run of a successful child."""
     timing = payload["timing"]
-    metrics = timing_metrics(timing)
+    s = timing_summary(timing)
+    metrics = timing_metrics(timing, s)
     n = int(metrics["samples_count"])
     metrics["throughput_per_s"] = spec.batch_size * 1000.0 / metrics["latency_ms"]
     memory = payload.get("memory", {})
@@ -112,7 +113,6 @@ def measured_record(
     elif "peak_rss_mb" in memory:
         metrics["peak_mem_mb"] = memory["peak_rss_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
-    s = timing_summary(timing)
     return RunRecord(
         kind=kind_of(spec),
         name=run_name(spec),
@@ -150,11 +150,12 @@ def failed_record(
 def layer_records(
     parent: RunRecord, spec: NetworkSpec, model_hash: str, mode: str, layers: list[dict[str, Any]], versions: dict[str, str]
 ) -> list[RunRecord]:
-    medians = [timing_summary(l["timing"]).median for l in layers]
-    total = sum(medians)
+    summaries = [timing_summary(l["timing"]) for l in layers]
+    total = sum(s.median for s in summaries)
     records = []
-    for layer, median in zip(layers, medians):
-        m = timing_metrics(layer["timing"])
+    for layer, summary in zip(layers, summaries):
+        median = summary.median
+        m = timing_metrics(layer["timing"], summary)
         metrics = {k: m[k] for k in ("latency_ms", "latency_iqr_ms", "latency_ci_rel", "samples_count")}
         if total:
             metrics["share_of_network_pct"] = 100.0 * median / total

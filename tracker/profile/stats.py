@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 CI_Z = 1.96  # two-sided 95 %
 #: Fewest samples from which a CI of the median is reported (ranks 1..n must bracket it).
@@ -31,6 +31,10 @@ WARMUP_STABLE_REL = 0.05
 #: Work per block of consecutive samples (seconds), and the fewest blocks a CI may rest on.
 BLOCK_S = 0.1
 MIN_BLOCKS = 8
+#: Layer runs: the loosest precision, time cap and warm-up cap a layer's rule may have.
+LAYER_MIN_CI_REL = 0.05
+LAYER_TIME_CAP_S = 1.0
+LAYER_WARMUP_CAP_S = 0.5
 #: Two-sided 95 % Student-t quantiles by degrees of freedom; past the table, 2.0 (df 60).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
@@ -65,6 +69,11 @@ class Stopping:
             raise ValueError(f"min_samples must be at least {MIN_SAMPLES_FOR_CI}")
         if self.block_s < 0 or self.min_blocks < 2:
             raise ValueError("block_s must be >= 0 and min_blocks at least 2")
+
+    def for_layers(self) -> Stopping:
+        """The rule for layers run alone: many short runs, so looser (5 % at least) and capped at 1 s."""
+        return replace(self, target_ci_rel=max(self.target_ci_rel, LAYER_MIN_CI_REL),
+                       time_cap_s=min(self.time_cap_s, LAYER_TIME_CAP_S), warmup_cap_s=LAYER_WARMUP_CAP_S)
 
     def block_size(self, sample_ms: float) -> int:
         """Samples per block for iterations of about ``sample_ms``: about ``block_s`` of work."""

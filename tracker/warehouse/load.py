@@ -164,7 +164,6 @@ def _insert_details(con: Any, detail: dict[str, Any]) -> None:
 
 def _load_descriptions(con: Any, source: Source) -> int:
     """Node rows of every model hash that has a description artifact and no rows yet."""
-    from tracker.describe.features import node_rows
     from tracker.describe.graph import Description
 
     wanted = con.execute(
@@ -176,7 +175,6 @@ def _load_descriptions(con: Any, source: Source) -> int:
         ORDER BY p.value, r.end_time_ms
         """
     ).fetchall()
-    columns = [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
     added = 0
     for model_hash, run_id, artifact_uri, artifact in wanted:
         text = source.read_artifact(run_id, artifact_uri or "", artifact)
@@ -186,14 +184,28 @@ def _load_descriptions(con: Any, source: Source) -> int:
             desc = Description.from_json(json.loads(text))
         except (ValueError, KeyError, TypeError):
             continue  # a broken artifact leaves this network without nodes, not the load
-        rows = node_rows(desc, batch_size=1)
-        values = [[model_hash, desc.name, *(row[c] for c in columns[2:])] for row in rows]
-        if values:
-            con.executemany(f"INSERT INTO network_nodes VALUES ({', '.join('?' * len(columns))})", values)
-        con.execute(
-            "INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [model_hash, desc.name, int(desc.input_shape[-1]), int(desc.input_shape[1]) if len(desc.input_shape) > 1 else None,
-             len(desc.nodes), len(desc.edges), run_id],
-        )
+        insert_description(con, desc, model_hash, run_id)
         added += 1
     return added
+
+
+def insert_description(con: Any, desc: Any, model_hash: str, run_id: str | None) -> None:
+    """One network's node rows (features at batch size 1) and its description row."""
+    import pyarrow as pa
+
+    from tracker.describe.features import node_rows
+
+    columns = [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
+    rows = node_rows(desc, batch_size=1)
+    nodes = pa.table({"model_hash": [model_hash] * len(rows), "model": [desc.name] * len(rows),
+                      **{c: [r[c] for r in rows] for c in columns[2:]}})
+    con.register("new_nodes", nodes)
+    try:
+        con.execute("INSERT INTO network_nodes SELECT * FROM new_nodes")
+    finally:
+        con.unregister("new_nodes")
+    con.execute(
+        "INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [model_hash, desc.name, int(desc.input_shape[-1]), int(desc.input_shape[1]) if len(desc.input_shape) > 1 else None,
+         len(desc.nodes), len(desc.edges), run_id],
+    )

@@ -62,11 +62,13 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
-def _local_path(artifact_uri: str) -> Path | None:
+def _read_local(artifact_uri: str, path: str) -> str | None:
+    """An artifact's text when the run's artifacts are a local folder and the file is there."""
     parsed = urlparse(artifact_uri)
-    if parsed.scheme in ("", "file"):
-        return Path(unquote(parsed.path))
-    return None
+    if parsed.scheme not in ("", "file"):
+        return None
+    file = Path(unquote(parsed.path)) / path
+    return file.read_text() if file.is_file() else None
 
 
 class DatabaseSource:
@@ -135,13 +137,10 @@ class DatabaseSource:
                 for name, parts in out.items()}
 
     def read_artifact(self, run_id: str, artifact_uri: str, path: str) -> str | None:
-        local = _local_path(artifact_uri)
-        if local is not None:
-            file = local / path
-            return file.read_text() if file.is_file() else None
-        if self.artifact_server:
+        text = _read_local(artifact_uri, path)
+        if text is None and self.artifact_server:
             return _download(self.artifact_server, run_id, path)
-        return None
+        return text
 
     def close(self) -> None:
         if self._conn is not None:
@@ -218,10 +217,8 @@ class ApiSource:
         }
 
     def read_artifact(self, run_id: str, artifact_uri: str, path: str) -> str | None:
-        local = _local_path(artifact_uri)
-        if local is not None and (local / path).is_file():
-            return (local / path).read_text()
-        return _download(self.uri, run_id, path)
+        text = _read_local(artifact_uri, path)
+        return text if text is not None else _download(self.uri, run_id, path)
 
     def close(self) -> None:
         self._runs = None

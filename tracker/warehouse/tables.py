@@ -111,8 +111,9 @@ def typed_ddl(kind: str) -> str:
 def typed_insert(kind: str) -> str:
     """INSERT of the typed rows of this kind's runs listed in the temp table ``changed``."""
     schema = load_schema(kind)
+    columns = typed_columns(kind)
     selects = []
-    for column, _, origin in typed_columns(kind):
+    for column, _, origin in columns:
         if origin == "runs":
             selects.append(f"r.{_quote(column)}")
         elif origin == "params":
@@ -133,9 +134,9 @@ def typed_insert(kind: str) -> str:
         return (f"(SELECT run_id, {cols} FROM {table} WHERE run_id IN (SELECT run_id FROM changed) "
                 f"GROUP BY run_id)")
 
-    params = [c for c, _, o in typed_columns(kind) if o == "params"]
-    metrics = [c for c, _, o in typed_columns(kind) if o == "metrics"]
-    tags = [c for c, _, o in typed_columns(kind) if o == "tags"]
+    params = [c for c, _, o in columns if o == "params"]
+    metrics = [c for c, _, o in columns if o == "metrics"]
+    tags = [c for c, _, o in columns if o == "tags"]
     return (
         f"INSERT INTO {table_name(kind)}\nSELECT {', '.join(selects)}\nFROM runs r\n"
         f"LEFT JOIN {pivot('params', params)} p USING (run_id)\n"
