@@ -99,3 +99,9 @@ def test_too_few_blocks_never_stop_on_precision() -> None:
 def test_block_size_is_about_block_s_of_work() -> None:
     rule = Stopping(block_s=0.1)
     assert rule.block_size(5.0) == 20 and rule.block_size(250.0) == 1 and rule.block_size(0.0) == 1
+
+
+def test_a_wide_drift_interval_never_reaches_below_zero() -> None:
+    two_regimes = [1.0] * 5 + [30.0] * 5  # two blocks far apart: a very wide t-interval
+    s = summarize(two_regimes, block_n=5)
+    assert s.ci_low == 0.0 and s.ci_high > s.max

@@ -54,7 +54,9 @@ def predict_rows(models: dict[str, Champion], rows: Any) -> list[dict[str, float
 
 def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None) -> dict[str, Any]:
     from tracker.describe import describe
+    from tracker.zoo import resolve
 
+    resolve(ref)  # an unknown network is said before anything is loaded
     models = champions(tracking_uri, phase, device)
     desc = describe(ref, input_size or 224)
     t0 = time.perf_counter()

@@ -148,7 +148,7 @@ def summarize(samples: list[float], block_n: int = 1) -> Summary:
     if block_n > 1 or n >= MIN_BLOCKS:
         half, blocks = drift_half_width(samples, block_n)
         if math.isfinite(half) and half > max(median - lo, hi - median):
-            lo, hi = median - half, median + half
+            lo, hi = max(median - half, 0.0), median + half  # a latency is never negative
     return Summary(
         n=n,
         median=median,
