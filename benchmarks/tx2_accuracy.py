@@ -1,0 +1,104 @@
+"""Fingerprint accuracy on perf4sight's own Jetson TX2 data, against its published result.
+
+Imports ``../shared/datasets/perf4sight-tx2/`` into a temporary embedded store (the real
+``tracker import perf4sight`` path), loads it into a DuckDB warehouse and reads the
+``measurement_features`` view, exactly the rows ``tracker fingerprint train`` fits. Then, for
+training memory (``peak_mem_mb``: perf4sight's ``mem_used``) and training latency, with the
+fingerprints' LightGBM (log target) and perf4sight's ExtraTrees (300 trees) on the same rows:
+
+- perf4sight's protocol: fit on resnet50 pruned 0, 30, 50, 70, 90 %, score the other 14
+  resnet50 levels; accuracy = 100 - MAPE (perf4sight publishes memory 95, latency 91);
+- leave one network out: fit on five families (every pruning level), predict the sixth.
+
+Targets (LightGBM): protocol accuracy >= 99 (memory) and >= 98 (latency); leave-one-out MAPE
+<= 6 % (memory) and <= 10 % (latency) on each of the six networks.
+Last line: {"protocol_accuracy": {...}, "leave_one_out_mape_pct": {...}, "published": {...}, ...}
+"""
+
+import os
+import sys
+
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import json  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "perf4sight-tx2"
+TRAIN_LEVELS = (0, 30, 50, 70, 90)
+PUBLISHED = {"peak_mem_mb": 95.0, "latency_ms": 91.0}
+PROTOCOL_TARGET = {"peak_mem_mb": 99.0, "latency_ms": 98.0}
+LOO_TARGET_PCT = {"peak_mem_mb": 6.0, "latency_ms": 10.0}
+
+
+def fit_predict(make, x, y, train, test):
+    import numpy as np
+
+    model = make().fit(x[train], np.log(y[train]))
+    return np.exp(model.predict(x[test]))
+
+
+def evaluate(frame, target: str, make) -> tuple[float, dict[str, float]]:
+    import numpy as np
+
+    from tracker.fingerprint.dataset import family, feature_columns
+    from tracker.fingerprint.train import scores
+
+    features = feature_columns(list(frame.columns))
+    x = frame[features].astype(float).reset_index(drop=True)
+    y = frame[target].to_numpy(float)
+    families = frame["model"].map(family).to_numpy()
+    levels = frame["model"].str.rsplit("_", n=1).str[1].astype(int).to_numpy()
+    resnet = families == "resnet50"
+    train = resnet & np.isin(levels, TRAIN_LEVELS)
+    test = resnet & ~np.isin(levels, TRAIN_LEVELS)
+    accuracy = 100.0 - scores(y[test], fit_predict(make, x, y, train, test))["mape_pct"]
+    loo = {f: scores(y[families == f], fit_predict(make, x, y, families != f, families == f))["mape_pct"]
+           for f in sorted(set(families))}
+    return accuracy, loo
+
+
+def main() -> None:
+    from tracker.fingerprint.dataset import load_rows
+    from tracker.fingerprint.train import extra_trees, lgbm
+    from tracker.imports.perf4sight import DEVICE, import_perf4sight
+    from tracker.log.logger import RunLogger
+    from tracker.settings import resolve_location
+    from tracker.warehouse.load import load
+    from tracker.warehouse.source import open_source
+
+    if not DATA.is_dir():
+        sys.exit(f"perf4sight data not found at {DATA}")
+    result: dict = {"protocol_accuracy": {}, "baseline_protocol_accuracy": {}, "leave_one_out_mape_pct": {},
+                    "baseline_leave_one_out_mape_pct": {}, "published": PUBLISHED}
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        logger = RunLogger(str(Path(tmp, "runs")), experiment="perf4sight-tx2")
+        stats = import_perf4sight(logger, DATA)
+        logger.close()
+        load(Path(tmp, "w.duckdb"), open_source(resolve_location(str(Path(tmp, "runs")))))
+        result["import_and_load_s"] = round(time.perf_counter() - t0, 1)
+        result["imported"] = stats
+        for target in PUBLISHED:
+            frame = load_rows(Path(tmp, "w.duckdb"), target, "training", DEVICE)
+            acc, loo = evaluate(frame, target, lgbm)
+            base_acc, base_loo = evaluate(frame, target, extra_trees)
+            result["protocol_accuracy"][target] = round(acc, 2)
+            result["baseline_protocol_accuracy"][target] = round(base_acc, 2)
+            result["leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in loo.items()}
+            result["baseline_leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in base_loo.items()}
+            result[f"{target}_rows"] = len(frame)
+            print(f"{target}: protocol accuracy {acc:.2f} (ExtraTrees {base_acc:.2f}, perf4sight published "
+                  f"{PUBLISHED[target]:.0f}); leave-one-network-out MAPE "
+                  + ", ".join(f"{k} {v:.1f} %" for k, v in loo.items()), file=sys.stderr)
+    result["beats_published"] = all(result["protocol_accuracy"][t] > PUBLISHED[t] for t in PUBLISHED)
+    result["meets_target"] = all(
+        result["protocol_accuracy"][t] >= PROTOCOL_TARGET[t]
+        and max(result["leave_one_out_mape_pct"][t].values()) <= LOO_TARGET_PCT[t] for t in PUBLISHED)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
