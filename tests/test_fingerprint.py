@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.conftest import ENV, network_record
+from tests.conftest import ENV, layer_record, network_record
 from tracker.cli.app import app
 from tracker.describe import describe
 from tracker.fingerprint.dataset import FingerprintError, family
@@ -94,3 +94,60 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
                       catch_exceptions=False)
     with pytest.raises(FingerprintError, match="no training measurements of latency_ms"):
         train(wh, "latency_ms", "training", "cpu", uri)
+
+
+LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",
+           "regnet_x_400mf", "googlenet")
+
+
+def _layer_ms(row: dict, bs: int) -> float:
+    """A device where a module call costs a launch plus a rate per FLOP and per output byte."""
+    return 0.003 + 3.0e-9 * float(row["flops"] or 0) * bs + 2.0e-8 * float(row["activation_out_bytes"] or 0) * bs
+
+
+def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) -> None:
+    from tracker.describe.features import node_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-layers", environment=ENV)
+    for name in LAYERED:
+        desc = describe(name, 64)
+        model_hash = desc.description_hash
+        modules = [r for r in node_rows(desc) if r["op"] == "call_module"]
+        for bs in (1, 4):
+            net = network_record(name, bs)
+            net.params["model_hash"] = model_hash
+            if bs == 1:
+                net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            layers = []
+            for i, row in enumerate(modules):
+                layer = layer_record(net, i, model=name)
+                layer.params.update(model_hash=model_hash, layer_name=row["name"], op_type=row["kind"],
+                                    batch_size=bs)
+                layer.metrics["latency_ms"] = _layer_ms(row, bs)
+                layer.key_fields = {"model": name, "bs": bs, "layer": i}
+                layers.append(layer)
+            net.metrics["latency_ms"] = 1.25 * sum(l.metrics["latency_ms"] for l in layers)
+            logger.log([net, *layers])
+    load(wh, open_source(resolve_location(str(runs))))
+    uri = resolve_location(str(runs)).uri
+
+    result = train(wh, "latency_ms", "inference", "cpu", uri)
+    ev = result.evaluation
+    assert ev["layer_networks"] == len(LAYERED)
+    compared = {"network": ev["network_level_mape_on_layer_networks_pct"], "layer": ev["layer_level_mape_pct"],
+                "blend": ev["blend_mape_pct"]}
+    assert result.method == min(compared, key=compared.get)
+    # Latency here is exactly a sum over layers: summing predicted layers must not lose to the network model.
+    assert result.method != "network" and ev["mape_pct"] == pytest.approx(compared[result.method], rel=1e-6)
+    version = MlflowClient(uri).get_model_version(result.name, result.version)
+    assert version.tags["method"] == result.method
+
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--batch-size", "2",
+                                   "--input-size", "64", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["methods"]["latency_ms"] == result.method
+    desc = describe("resnet34", 64)
+    truth = 1.25 * sum(_layer_ms(r, 2) for r in node_rows(desc) if r["op"] == "call_module")
+    assert data["predictions"]["latency_ms"] == pytest.approx(truth, rel=0.35)

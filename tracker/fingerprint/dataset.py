@@ -86,8 +86,13 @@ def _scratch() -> Any:
     return _SCRATCH
 
 
-def configuration_rows(description: Any, batch_sizes: list[int], phase: str, device: str) -> Any:
-    """The view's rows for a network that was never run: same SQL, targets left empty."""
+def configuration_rows(description: Any, batch_sizes: list[int], phase: str, device: str,
+                       with_layers: bool = False) -> Any:
+    """The view's rows for a network that was never run: same SQL, targets left empty.
+
+    With ``with_layers``, also the ``layer_features`` rows of its module calls (each call one
+    unmeasured layer run of the configuration): returns ``(rows, layer_rows)``.
+    """
     import pyarrow as pa
 
     from tracker.warehouse.load import insert_description
@@ -103,7 +108,15 @@ def configuration_rows(description: Any, batch_sizes: list[int], phase: str, dev
                     "phase, device, end_time) SELECT run_id, 'FINISHED', run_id, ?, ?, batch_size, ?, ?, ?, now() "
                     "FROM new_configurations",
                     [description.name, model_hash, int(description.input_shape[-1]), phase, device])
-        return con.sql(f"SELECT * FROM {VIEW} ORDER BY batch_size").df()
+        rows = con.sql(f"SELECT * FROM {VIEW} ORDER BY batch_size").df()
+        if not with_layers:
+            return rows
+        con.execute("INSERT INTO layer_runs (run_id, status, parent_run_id, model, model_hash, layer_index, layer_name, "
+                    "op_type, batch_size, phase, device) SELECT c.run_id || '-' || CAST(n.node_index AS VARCHAR), "
+                    "'FINISHED', c.run_id, n.model, n.model_hash, n.node_index, n.module_name, n.kind, c.batch_size, ?, ? "
+                    "FROM node_features n CROSS JOIN new_configurations c WHERE n.model_hash = ?",
+                    [phase, device, model_hash])
+        return rows, con.sql("SELECT * FROM layer_features ORDER BY parent_run_id, layer_index").df()
     finally:
         con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network
         con.unregister("new_configurations")

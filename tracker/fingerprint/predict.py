@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows
@@ -16,6 +17,8 @@ class Champion:
     version: str
     features: list[str]
     booster: Any
+    method: str = "network"  # or "layer" / "blend" (see fingerprint.train)
+    layer: Any = None  # fingerprint.layers.LayerModel when the method uses layers
 
 
 def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]:
@@ -33,7 +36,11 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
         except Exception:
             continue
         booster = mlflow.lightgbm.load_model(f"models:/{name}@{CHAMPION}")
-        found[target] = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster)
+        champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
+                         version.tags.get("method", "network"))
+        if champ.method != "network":
+            champ.layer = _layer_model(tracking_uri, version.run_id)
+        found[target] = champ
     if not found:
         known = sorted({m.name for m in client.search_registered_models()})
         raise FingerprintError(f"no fingerprint for phase {phase!r} on device {device!r}; registered: "
@@ -41,12 +48,29 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
     return found
 
 
-def predict_rows(models: dict[str, Champion], rows: Any) -> list[dict[str, float]]:
+def _layer_model(tracking_uri: str, run_id: str) -> Any:
+    import json
+
+    import lightgbm
+    import mlflow
+
+    from tracker.fingerprint.layers import LayerModel
+
+    folder = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="evaluation/layer_model",
+                                                      tracking_uri=tracking_uri))
+    calibration = json.loads((folder / "calibration.json").read_text())
+    return LayerModel(lightgbm.Booster(model_file=str(folder / "booster.txt")), float(calibration["factor"]))
+
+
+def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None) -> list[dict[str, float]]:
     import numpy as np
 
     out: list[dict[str, float]] = [{} for _ in range(len(rows))]
     for target, champ in models.items():
         values = np.exp(champ.booster.predict(rows[champ.features].astype(float)))
+        if champ.layer is not None and layer_rows is not None and not layer_rows.empty:
+            summed = champ.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
+            values = summed if champ.method == "layer" else np.sqrt(values * summed)
         for i, v in enumerate(values):
             out[i][target] = float(v)
     return out
@@ -60,13 +84,17 @@ def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: st
     models = champions(tracking_uri, phase, device)
     desc = describe(ref, input_size or 224)
     t0 = time.perf_counter()
-    rows = configuration_rows(desc, [batch_size], phase, device)
-    predictions = predict_rows(models, rows)[0]
+    if any(m.layer is not None for m in models.values()):
+        rows, layer_rows = configuration_rows(desc, [batch_size], phase, device, with_layers=True)
+    else:
+        rows, layer_rows = configuration_rows(desc, [batch_size], phase, device), None
+    predictions = predict_rows(models, rows, layer_rows)[0]
     elapsed_ms = 1000 * (time.perf_counter() - t0)
     return {
         "model": desc.name, "model_hash": desc.description_hash, "batch_size": batch_size, "phase": phase, "device": device,
         "predictions": predictions, "units": {t: TARGETS[t] for t in predictions},
         "model_versions": {t: f"{m.name}/{m.version}" for t, m in models.items()},
+        "methods": {t: m.method for t, m in models.items()},
         "missing_targets": [t for t in TARGETS if t not in models],
         "predict_ms": round(elapsed_ms, 2),
     }

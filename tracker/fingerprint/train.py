@@ -30,12 +30,12 @@ from tracker.fingerprint.dataset import (
 EXPERIMENT = "fingerprints"
 CHAMPION = "champion"
 FOLDS = 5
-#: Tuned for small data (tens of networks): tiny leaves and bins, many slow trees, half the
-#: features per tree. On perf4sight's TX2 protocol this lifts LightGBM from 96.9/92.7 to
-#: 98.1/95.1 (memory/latency accuracy) and the leave-one-network-out error with it.
-LGBM_PARAMS = {"n_estimators": 1500, "learning_rate": 0.02, "num_leaves": 31, "min_child_samples": 2,
+#: Tuned for small data (tens of networks): tiny leaves and bins, half the features per
+#: tree. On perf4sight's TX2 protocol this lifts LightGBM from 96.9/92.7 to about 98/95
+#: (memory/latency accuracy; benchmarks/tx2_accuracy.py).
+LGBM_PARAMS = {"n_estimators": 500, "learning_rate": 0.05, "num_leaves": 31, "min_child_samples": 2,
                "min_data_in_bin": 1, "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.5,
-               "reg_lambda": 1.0, "verbose": -1, "random_state": 0, "n_jobs": 2}
+               "reg_lambda": 1.0, "verbose": -1, "random_state": 0, "n_jobs": 1}
 
 
 def registered_name(target: str, phase: str, device: str) -> str:
@@ -79,6 +79,44 @@ def out_of_fold(x: Any, y: Any, groups: Any, make: Callable[[], Any]) -> Any:
     return pred
 
 
+METHODS = ("network", "layer", "blend")
+
+
+def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: str, y: Any, pred: Any,
+                 networks: Any) -> tuple[str, Any, dict[str, float], Any]:
+    """nn-Meter's layer-sum against the network-level model on the same held-out networks.
+
+    Returns the method kept (``network``, ``layer`` or ``blend``: the geometric mean of the
+    two), the held-out predictions of that method (network-level where a network has no
+    layer runs), the comparison and the layer model fitted on every network (or None).
+    """
+    import numpy as np
+
+    from tracker.fingerprint import layers
+
+    if target != "latency_ms":
+        return "network", pred, {}, None
+    layer_rows = layers.load_layer_rows(warehouse, phase, device)
+    layer_rows = layer_rows[layer_rows["parent_run_id"].isin(set(frame["run_id"]))]
+    if layer_rows.empty:
+        return "network", pred, {}, None
+    layer_pred = layers.out_of_fold(layer_rows, frame, networks, FOLDS)
+    has = ~np.isnan(layer_pred)
+    if not has.any():
+        return "network", pred, {}, None
+    candidates = {"network": pred[has], "layer": layer_pred[has], "blend": np.sqrt(pred[has] * layer_pred[has])}
+    mape = {m: scores(y[has], p)["mape_pct"] for m, p in candidates.items()}
+    method = min(METHODS, key=lambda m: mape[m])
+    comparison = {"layer_networks": float(len(set(networks[has]))), "network_level_mape_on_layer_networks_pct":
+                  mape["network"], "layer_level_mape_pct": mape["layer"], "blend_mape_pct": mape["blend"]}
+    if method == "network":
+        return method, pred, comparison, None
+    kept = pred.copy()
+    kept[has] = candidates[method]
+    model = layers.fit(layer_rows, dict(zip(frame["run_id"], frame["latency_ms"])))
+    return method, kept, comparison, model
+
+
 @dataclass
 class TrainResult:
     name: str
@@ -90,6 +128,7 @@ class TrainResult:
     champion: bool
     champion_reason: str
     features: list[str] = field(default_factory=list)
+    method: str = "network"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -108,7 +147,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     families = frame["model"].map(family).to_numpy()
 
     pred = out_of_fold(x, y, networks, lgbm)
-    evaluation = scores(y, pred)
+    method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks)
+    evaluation = {**scores(y, pred), **layer_eval}
     baseline = scores(y, out_of_fold(x, y, networks, extra_trees))
     by_family = {f: scores(y[families == f], pred[families == f]) for f in sorted(set(families))}
     if len(set(families)) >= 2:
@@ -135,7 +175,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                          "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
         mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
                            "rows": len(frame), "networks": len(set(networks)), "features_count": len(features),
-                           "target_scale": "log", "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
+                           "target_scale": "log", "method": method, "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
                            **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
         mlflow.log_metrics({**{f"heldout_{k}": v for k, v in evaluation.items()},
                             **{f"baseline_extratrees_{k}": v for k, v in baseline.items()}})
@@ -150,6 +190,14 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
             held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
             held.to_csv(folder / "heldout_predictions.csv", index=False)
             _plots(folder, y, pred, families, features, final)
+            if layer_model is not None:
+                (folder / "layer_model").mkdir()
+                layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
+                from tracker.fingerprint.layers import LAYER_FEATURES
+
+                (folder / "layer_model" / "calibration.json").write_text(json.dumps(
+                    {"method": method, "factor": layer_model.factor, "features": LAYER_FEATURES,
+                     "view": "layer_features"}, indent=2))
             mlflow.log_artifacts(str(folder), "evaluation")
         info = mlflow.lightgbm.log_model(final.booster_, name="model", registered_model_name=name,
                                          input_example=x.iloc[:1])
@@ -157,10 +205,11 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
                        "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
                        "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
-                       "networks": str(len(set(networks)))}.items():
+                       "networks": str(len(set(networks))), "method": method}.items():
         client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
     champion, reason = _maybe_promote(client, tracking_uri, name, version, x, y, pred, networks)
-    return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features)
+    return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
+                       method)
 
 
 def _maybe_promote(client: Any, uri: str, name: str, version: str, x: Any, y: Any, pred: Any, networks: Any) -> tuple[bool, str]:

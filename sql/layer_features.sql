@@ -1,0 +1,25 @@
+-- What the layer-level fingerprint trains on, after nn-Meter: each FINISHED layer run of
+-- the latest measurement of its network, joined with its module's node features (matched
+-- by qualified name; a module called twice matches its first call) and the batch-scaled
+-- work of the layer, with the layer's latency_ms as the target.
+SELECT
+    l.run_id, l.parent_run_id, m.model, m.model_hash, m.phase, m.device, m.device_name, m.mode, m.batch_size,
+    l.layer_index, n.kind, n.category,
+    CAST(m.batch_size AS DOUBLE) AS layer_batch_size,
+    CAST(n.in_channels AS DOUBLE) AS in_channels,
+    CAST(n.out_channels AS DOUBLE) AS out_channels,
+    CAST(n.out_h AS DOUBLE) AS out_h,
+    CAST(n.kernel_h AS DOUBLE) AS kernel_h,
+    CAST(n.stride_h AS DOUBLE) AS stride_h,
+    CAST(n.groups AS DOUBLE) AS groups,
+    CAST(n.weight_bytes AS DOUBLE) AS layer_weight_bytes,
+    CAST(n.flops * m.batch_size AS DOUBLE) AS layer_batch_flops,
+    CAST(n.elementwise_ops * m.batch_size AS DOUBLE) AS layer_batch_elementwise_ops,
+    CAST((n.activation_in_bytes + n.activation_out_bytes) * m.batch_size + n.weight_bytes AS DOUBLE) AS layer_batch_bytes,
+    CAST(n.activation_out_bytes * m.batch_size AS DOUBLE) AS layer_batch_out_bytes,
+    l.latency_ms
+FROM layer_runs l
+JOIN latest_measurements m ON m.run_id = l.parent_run_id
+JOIN node_features n ON n.model_hash = l.model_hash AND n.module_name = replace(l.layer_name, '.', '_')
+WHERE l.status = 'FINISHED'
+QUALIFY row_number() OVER (PARTITION BY l.run_id ORDER BY n.node_index) = 1

@@ -1,0 +1,99 @@
+"""The layer-level fingerprint, after nn-Meter: predict each layer, sum over the network.
+
+A LightGBM regressor of ``log(latency_ms)`` of one module call, fitted on the rows of the
+``layer_features`` view (layer runs joined with their module's node features). A network
+is predicted as the sum of its module calls times a calibration factor: the median, over
+the training networks, of whole-network latency over the sum of its isolated layers (the
+functional ops and the overhead between layers that isolated layers do not see). The
+same view serves prediction: the new network's module calls are inserted as layer runs of
+an unmeasured configuration in a scratch warehouse (see ``dataset.configuration_rows``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LAYER_VIEW = "layer_features"
+#: Categories of ``tracker.describe`` in a fixed order: the code is a feature.
+CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "other")
+LAYER_FEATURES = ["category_code", "layer_batch_size", "in_channels", "out_channels", "out_h", "kernel_h", "stride_h",
+                  "groups", "layer_weight_bytes", "layer_batch_flops", "layer_batch_elementwise_ops",
+                  "layer_batch_bytes", "layer_batch_out_bytes"]
+LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "min_child_samples": 3,
+                "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8, "verbose": -1, "random_state": 0,
+                "n_jobs": 1}
+
+
+def layer_matrix(frame: Any) -> Any:
+    codes = {c: i for i, c in enumerate(CATEGORIES)}
+    x = frame.assign(category_code=frame["category"].map(lambda c: codes.get(c, len(CATEGORIES) - 1)))
+    return x[LAYER_FEATURES].astype(float)
+
+
+def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
+    """Measured layer rows of one phase and device (possibly none)."""
+    from tracker.warehouse.load import connect
+
+    con = connect(warehouse, read_only=True)
+    try:
+        return con.sql(
+            f"SELECT * FROM {LAYER_VIEW} WHERE phase = $phase AND (device = $device OR device_name = $device) "
+            "AND latency_ms > 0 ORDER BY parent_run_id, layer_index",
+            params={"phase": phase, "device": device},
+        ).df()
+    finally:
+        con.close()
+
+
+@dataclass
+class LayerModel:
+    booster: Any  # lightgbm.Booster
+    factor: float  # whole network over the sum of its isolated layers
+
+    def network_latency(self, layer_rows: Any) -> Any:
+        """Predicted latency of each parent configuration (a Series indexed by parent_run_id)."""
+        import numpy as np
+
+        each = np.exp(self.booster.predict(layer_matrix(layer_rows)))
+        return layer_rows.assign(_pred=each).groupby("parent_run_id", sort=False)["_pred"].sum() * self.factor
+
+
+def fit(layer_rows: Any, network_latency: dict[str, float]) -> LayerModel:
+    """Fit on measured layers; ``network_latency`` maps parent run id to its whole-network latency."""
+    import numpy as np
+    from lightgbm import LGBMRegressor
+
+    model = LGBMRegressor(**LAYER_PARAMS).fit(layer_matrix(layer_rows), np.log(layer_rows["latency_ms"].to_numpy(float)))
+    sums = layer_rows.groupby("parent_run_id")["latency_ms"].sum()
+    ratios = [network_latency[p] / s for p, s in sums.items() if p in network_latency and s > 0]
+    return LayerModel(model.booster_, float(np.median(ratios)) if ratios else 1.0)
+
+
+def out_of_fold(layer_rows: Any, frame: Any, groups: Any, folds: int) -> Any:
+    """Held-out layer-sum predictions for the rows of ``frame`` whose run has layer runs, else NaN.
+
+    ``groups`` are the network-level split's groups, so both levels hold out the same networks.
+    """
+    import numpy as np
+    from sklearn.model_selection import GroupKFold
+
+    pred = np.full(len(frame), np.nan)
+    has_layers = frame["run_id"].isin(set(layer_rows["parent_run_id"])).to_numpy()
+    if len(set(groups[has_layers])) < 2:
+        return pred
+    latency = dict(zip(frame["run_id"], frame["latency_ms"]))
+    row_group = dict(zip(frame["run_id"], groups))
+    layer_group = layer_rows["parent_run_id"].map(row_group).to_numpy()
+    k = min(folds, len(set(groups)))
+    for train_idx, test_idx in GroupKFold(n_splits=k).split(frame, groups=groups):
+        test_groups = set(groups[test_idx])
+        train_layers = layer_rows[~np.isin(layer_group, list(test_groups))]
+        test_layers = layer_rows[np.isin(layer_group, list(test_groups))]
+        if train_layers.empty or test_layers.empty:
+            continue
+        sums = fit(train_layers, latency).network_latency(test_layers)
+        idx = np.array([i for i in test_idx if frame["run_id"].iloc[i] in sums.index], dtype=int)
+        pred[idx] = sums.loc[frame["run_id"].iloc[idx]].to_numpy()
+    return pred
