@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from tracker.cli import campaign as campaign_cli
+from tracker.cli import data as data_cli
 from tracker.cli import describe as describe_cli
 from tracker.cli import fingerprint as fingerprint_cli
 from tracker.cli import imports as imports_cli
@@ -34,6 +35,7 @@ app.add_typer(zoo_cli.app, name="zoo")
 app.add_typer(profile_cli.app, name="profile")
 app.add_typer(imports_cli.app, name="import")
 app.add_typer(campaign_cli.app, name="campaign")
+app.add_typer(data_cli.app, name="data")
 app.command("describe")(describe_cli.describe)
 app.add_typer(warehouse_cli.app, name="warehouse")
 app.command("sql")(warehouse_cli.sql)

@@ -49,3 +49,36 @@ def run(
     if tally.interrupted:
         typer.echo("interrupted: what was measured is kept; run the same command again to resume", err=True)
         raise typer.Exit(130)
+
+
+@app.command("loader")
+def loader(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="Training job file with a [sweep] table, e.g. experiments/train-classification.toml.")],
+    num_workers: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].num_workers.")] = None,
+    prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].prefetch_factor.")] = None,
+    batch_size: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].batch_size.")] = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Find the data-loading bottleneck: the job at every num_workers x prefetch_factor x batch_size (resumable)."""
+    from tracker.cli.profile import run_training_job
+    from tracker.errors import ConfigError
+    from tracker.profile.job import run_loader_campaign, sweep_of
+
+    sweep = sweep_of(path) if path.is_file() else {}
+    for key, text in (("num_workers", num_workers), ("prefetch_factor", prefetch_factor), ("batch_size", batch_size)):
+        if text:
+            try:
+                sweep[key] = [int(v) for v in text.split(",")]
+            except ValueError:
+                raise ConfigError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
+    results = run_loader_campaign(state(ctx).logger(), path, sweep,
+                                  lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json))
+    if fmt is OutputFormat.json:
+        emit_json(results)
+        return
+    for r in results:
+        figures = (f"{r['median_step_ms']:.1f} ms/step, data wait {100 * r['data_wait_fraction']:.1f} %, "
+                   f"{r['images_per_s']:.1f} images/s" if r.get("steps") else r["status"])
+        typer.echo(f"workers {r['num_workers']} prefetch {r['prefetch_factor']} batch {r['batch_size']}: {figures}")
+    typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")

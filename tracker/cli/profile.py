@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -141,3 +142,50 @@ def boundary(
         _report(run, OutputFormat.table)
     typer.echo(f"largest batch size that fits: {data['largest_ok_batch_size']}; first failure: "
                f"{data['first_failed_batch_size']} ({data['failure_reason']})")
+
+
+def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False) -> dict[str, Any]:
+    """One training job with a rich progress bar (throughput, ETA); Ctrl-C keeps the steps measured."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from tracker.profile.job import run_job
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[rate]:.1f} img/s"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=True, disable=quiet) as bar:
+        task = bar.add_task(f"{config.model} bs{config.batch_size} w{config.num_workers}", total=None, rate=0.0)
+
+        def progress(done: int, total: int | None, rate: float) -> None:
+            bar.update(task, completed=done, total=total, rate=rate)
+
+        return run_job(state(ctx).logger(), config, progress).as_dict()
+
+
+@app.command("training")
+def training(
+    ctx: typer.Context,
+    config: Annotated[Path, typer.Argument(help="Training job file, e.g. experiments/train-detection.toml.")],
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
+    from tracker.profile.job import load_job
+
+    cfg = load_job(config)
+    result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json)
+    if fmt is OutputFormat.json:
+        emit_json(result)
+    else:
+        _job_line(result)
+    if result["status"] == "KILLED":
+        raise typer.Exit(130)
+
+
+def _job_line(r: dict[str, Any]) -> None:
+    if r["steps"]:
+        typer.echo(f"{r['status']}: {r['steps']} steps, median step {r['median_step_ms']:.1f} ms, data wait "
+                   f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s, peak {r['peak_mem_mb']:.0f} MB"
+                   f" (run {r['run_id'][:12]})")
+    else:
+        typer.echo(f"{r['status']}: no step measured ({r['reason']}) (run {r['run_id'][:12]})")
+    for s in r["skipped_files"]:
+        typer.echo(f"skipped {s['file']}: {s['reason']}", err=True)

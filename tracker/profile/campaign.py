@@ -64,14 +64,19 @@ def _typed(section: str, table: dict[str, Any], schema: dict[str, type], where: 
     return table
 
 
+def read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A TOML file as a dict, or a ConfigError naming the file (``what``: campaign, job config)."""
+    try:
+        return tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
 def load_campaign(path: Path) -> Campaign:
     where = str(path)
-    try:
-        raw = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read campaign {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: not valid TOML ({exc})") from None
+    raw = read_toml(path, "campaign")
     for section in raw:
         if section not in SECTIONS:
             raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(SECTIONS)})")

@@ -1,0 +1,119 @@
+"""Training jobs on real image files: synth data, the step breakdown, bad files, config errors,
+the loader campaign and its view."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tests.test_cli import run_cli
+from tracker.cli.app import app
+from tracker.settings import resolve_location
+
+runner = CliRunner()
+JOB = """model = "{model}"
+[training]
+batch_size = {bs}
+max_steps = {steps}
+num_epochs = 2
+[data]
+path = "{data}"
+format = "{fmt}"
+image_size = {size}
+on_error = "{on_error}"
+"""
+
+
+def _job(tmp: Path, name: str, **kw: object) -> Path:
+    values = {"model": "mobilenet_v3_small", "bs": 4, "steps": 3, "data": "cls", "fmt": "imagefolder", "size": 64,
+              "on_error": "skip", **kw}
+    path = tmp / f"{name}.toml"
+    path.write_text(JOB.format(**values))
+    return path
+
+
+def _cli(runs: Path, *args: str) -> object:
+    return runner.invoke(app, ["--tracking-uri", str(runs), *args])
+
+
+def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    out = _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "12", "--size", "64")
+    assert out.exit_code == 0, out.output
+    assert len(list((tmp_path / "cls").glob("*/*.jpg"))) == 12
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "job")), "--format", "json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
+    assert r["status"] == "FINISHED" and r["steps"] == 3
+    assert 0 <= r["data_wait_fraction"] < 1 and r["median_step_ms"] > 0 and r["images_per_s"] > 0 and r["peak_mem_mb"] > 0
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = client.get_run(r["run_id"])
+    assert run.data.params["num_workers"] == "0" and run.data.tags["tracker.kind"] == "training"
+    parts = ("step_data_wait_ms", "step_h2d_ms", "step_forward_ms", "step_backward_ms", "step_optimizer_ms", "step_total_ms")
+    for key in parts:
+        assert [m.step for m in client.get_metric_history(r["run_id"], key)] == [0, 1, 2]
+    total = [m.value for m in client.get_metric_history(r["run_id"], "step_total_ms")]
+    split = [sum(v) for v in zip(*([m.value for m in client.get_metric_history(r["run_id"], k)] for k in parts[:-1]))]
+    assert split == pytest.approx(total, rel=1e-3)  # the parts add up to the step
+
+    sweep = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1", "--format", "json")
+    assert sweep.exit_code == 0, sweep.output
+    first = json.loads(sweep.stdout)
+    assert [x["status"] for x in first] == ["skipped (measured)", "FINISHED"]  # workers 0 is the job above
+    again = json.loads(_cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1",
+                            "--format", "json").stdout)
+    assert {x["status"] for x in again} == {"skipped (measured)"}
+    wh = tmp_path / "w.duckdb"
+    assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT num_workers, is_best FROM data_loading ORDER BY num_workers",
+                                          "--warehouse", str(wh), "--format", "json"]).stdout)
+    assert [x["num_workers"] for x in rows] == [0, 1] and sum(x["is_best"] for x in rows) == 1
+
+
+def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
+    bad = sorted((tmp_path / "cls").glob("*/*.jpg"))[0]
+    bad.write_bytes(b"this is not a jpeg")
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "skip", bs=8, steps=2)), "--format", "json")
+    r = json.loads(out.stdout)
+    assert r["status"] == "FINISHED" and [s["file"] for s in r["skipped_files"]] == [str(bad)]
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "fail", bs=8, steps=2, on_error="fail")), "--format", "json")
+    r = json.loads(out.stdout)
+    assert r["status"] == "FAILED" and r["reason"] == "bad_input"
+    run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
+    assert str(bad) in run.data.tags["tracker.stderr_tail"]
+
+
+def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    out = _cli(runs, "data", "synth", str(tmp_path / "det"), "--kind", "detection", "--images", "4", "--size", "96")
+    assert out.exit_code == 0, out.output
+    ann = json.loads((tmp_path / "det" / "annotations.json").read_text())
+    assert len(list((tmp_path / "det" / "Annotations").glob("*.xml"))) == 4 and ann["annotations"]
+    ann["annotations"][0]["bbox"] = [10, 10, -5, 20]  # a negative width
+    (tmp_path / "det" / "annotations.json").write_text(json.dumps(ann))
+    job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=2, steps=1, data="det", fmt="coco", size=96)
+    out = _cli(runs, "profile", "training", str(job), "--format", "json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
+    assert r["status"] == "FINISHED" and r["steps"] == 1
+    assert len(r["skipped_files"]) == 1 and "annotations.json: broken annotation" in r["skipped_files"][0]["reason"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('model = "resnet18"\nbatch = 3\n[data]\npath = "x"\n', "unknown key batch"),
+    ('model = "resnet18"\n[training]\nbatch_size = "four"\n[data]\npath = "x"\n', "[training].batch_size should be int"),
+    ('model = "resnet18"\n[training]\nnum_workrs = 2\n[data]\npath = "x"\n', "unknown key [training].num_workrs"),
+    ('model = "resnet18"\n[data]\npath = "nowhere"\n', "is not a folder"),
+])
+def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "profile", "training", str(path), cwd=tmp_path)
+    assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -1,0 +1,31 @@
+"""``tracker data``: datasets on disk for training jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tracker.cli.options import FormatOption, OutputFormat, emit_json
+
+app = typer.Typer(help="Image datasets on disk for training jobs.", no_args_is_help=True)
+
+
+@app.command("synth")
+def synth(
+    folder: Annotated[Path, typer.Argument(help="Folder to write the dataset into.")],
+    kind: Annotated[str, typer.Option(help="detection (COCO JSON + VOC XML) or classification (class folders).")] = "detection",
+    images: Annotated[int, typer.Option(help="Number of JPEG images.")] = 32,
+    size: Annotated[int, typer.Option(help="Image side in pixels.")] = 160,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Write a small realistic dataset (JPEG images with objects and their annotations); nothing is downloaded."""
+    from tracker.data.synth import synth as write
+
+    info = write(folder, kind, images, size, seed)
+    if fmt is OutputFormat.json:
+        emit_json(info)
+    else:
+        typer.echo(f"wrote {info['images']} {kind} images ({info['format']} layout) to {info['path']}")

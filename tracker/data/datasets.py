@@ -1,0 +1,188 @@
+"""Torch datasets over images on disk, decoded and transformed the usual way.
+
+A file that cannot be decoded, or an annotation that is broken, never becomes a silent
+wrong number: the item comes back as a ``Bad`` (file and reason) that the collate function
+sets aside, and the training loop either reports and skips it or fails the run with it.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracker.data import FORMATS
+from tracker.errors import ConfigError
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class Bad:
+    """An item that could not be read: its file and why."""
+
+    path: str
+    reason: str
+
+
+def _image(path: Path, size: int) -> Any:
+    """Decode, resize, tensor, normalise: the usual torchvision transform."""
+    import torch
+    from PIL import Image
+    from torchvision.transforms import functional as F
+
+    with Image.open(path) as img:
+        img = img.convert("RGB")
+        width, height = img.size
+        img = img.resize((size, size))
+    t = F.normalize(F.to_tensor(img), MEAN, STD)
+    return t, torch.tensor([size / width, size / height, size / width, size / height])
+
+
+class ClassificationFolder:
+    def __init__(self, root: Path, size: int) -> None:
+        classes = sorted(p.name for p in root.iterdir() if p.is_dir())
+        if not classes:
+            raise ConfigError(f"{root}: no class folders (imagefolder layout: DIR/<class>/<image>.jpg)")
+        self.classes, self.size = classes, size
+        self.items = [(p, i) for i, c in enumerate(classes) for p in sorted((root / c).iterdir())
+                      if p.suffix.lower() in IMAGE_SUFFIXES]
+        if not self.items:
+            raise ConfigError(f"{root}: no images in the class folders")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, i: int) -> Any:
+        path, label = self.items[i]
+        try:
+            image, _ = _image(path, self.size)
+        except Exception as exc:  # noqa: BLE001 - any decoder failure is this file's fault
+            return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+        return image, label
+
+
+class Detection:
+    """Boxes (x0, y0, x1, y1, scaled to the resized image) and 1-based labels per image."""
+
+    def __init__(self, root: Path, size: int, fmt: str) -> None:
+        self.size = size
+        self.entries: list[tuple[Path, list[Any], str]] = []  # image, raw objects, annotation source
+        if fmt == "coco":
+            self._read_coco(root)
+        else:
+            self._read_voc(root)
+        if not self.entries:
+            raise ConfigError(f"{root}: no annotated images")
+
+    def _read_coco(self, root: Path) -> None:
+        ann = root / "annotations.json"
+        try:
+            data = json.loads(ann.read_text())
+            images = {im["id"]: im for im in data["images"]}
+            self.classes = [c["name"] for c in sorted(data["categories"], key=lambda c: c["id"])]
+            ids = [c["id"] for c in sorted(data["categories"], key=lambda c: c["id"])]
+        except FileNotFoundError:
+            raise ConfigError(f"{root}: no annotations.json (coco layout: DIR/images/, DIR/annotations.json)") from None
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
+        label = {cid: i + 1 for i, cid in enumerate(ids)}
+        objects: dict[Any, list[Any]] = {i: [] for i in images}
+        for a in data.get("annotations", []):
+            objects.setdefault(a.get("image_id"), []).append(
+                (a.get("bbox"), label.get(a.get("category_id"), a.get("category_id"))))
+        for image_id, im in images.items():
+            self.entries.append((root / "images" / str(im.get("file_name")), objects.get(image_id, []), f"{ann.name}"))
+
+    def _read_voc(self, root: Path) -> None:
+        folder = root / "Annotations"
+        images = root / "JPEGImages" if (root / "JPEGImages").is_dir() else root / "images"
+        files = sorted(folder.glob("*.xml")) if folder.is_dir() else []
+        if not files:
+            raise ConfigError(f"{root}: no Annotations/*.xml (voc layout: DIR/JPEGImages/, DIR/Annotations/)")
+        names: list[str] = []
+        for xml in files:
+            try:
+                tree = ET.parse(xml).getroot()
+                name = tree.findtext("filename") or (xml.stem + ".jpg")
+                objs = []
+                for o in tree.iter("object"):
+                    b = o.find("bndbox")
+                    cls = o.findtext("name")
+                    coords = [float(b.findtext(k)) for k in ("xmin", "ymin", "xmax", "ymax")]  # type: ignore[union-attr, arg-type]
+                    if cls not in names:
+                        names.append(cls or "?")
+                    objs.append(("xyxy", coords, cls))
+            except (ET.ParseError, AttributeError, TypeError, ValueError) as exc:
+                self.entries.append((images / (xml.stem + ".jpg"), [("broken", str(exc))], xml.name))
+                continue
+            self.entries.append((images / name, objs, xml.name))
+        self.classes = sorted(names)
+        self.entries = [(p, [(o[0], o[1], self.classes.index(o[2]) + 1) if o[0] == "xyxy" else o for o in objs], src)
+                        for p, objs, src in self.entries]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def _boxes(self, objects: list[Any], source: str) -> tuple[list[list[float]], list[int]] | str:
+        boxes, labels = [], []
+        for obj in objects:
+            if obj and obj[0] == "broken":
+                return f"{source}: broken annotation ({obj[1]})"
+            if obj and obj[0] == "xyxy":
+                _, (x0, y0, x1, y1), lab = obj
+            else:
+                bbox, lab = obj
+                if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, (int, float)) for v in bbox):
+                    return f"{source}: broken annotation (bbox {bbox!r} is not [x, y, width, height])"
+                x0, y0, x1, y1 = bbox[0], bbox[1], bbox[0] + bbox[2], bbox[1] + bbox[3]
+            if not (x1 > x0 and y1 > y0):
+                return f"{source}: broken annotation (empty box {[x0, y0, x1, y1]})"
+            if not isinstance(lab, int) or lab < 1:
+                return f"{source}: broken annotation (unknown category {lab!r})"
+            boxes.append([float(x0), float(y0), float(x1), float(y1)])
+            labels.append(lab)
+        return boxes, labels
+
+    def __getitem__(self, i: int) -> Any:
+        import torch
+
+        path, objects, source = self.entries[i]
+        parsed = self._boxes(objects, source)
+        if isinstance(parsed, str):
+            return Bad(str(path), parsed)
+        try:
+            image, scale = _image(path, self.size)
+        except Exception as exc:  # noqa: BLE001
+            return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+        boxes = torch.tensor(parsed[0], dtype=torch.float32).reshape(-1, 4) * scale
+        return image, {"boxes": boxes, "labels": torch.tensor(parsed[1], dtype=torch.int64)}
+
+
+def open_dataset(root: Path, fmt: str, size: int) -> Any:
+    if fmt not in FORMATS:
+        raise ConfigError(f"[data].format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if not root.is_dir():
+        raise ConfigError(f"[data].path: {root} is not a folder")
+    return ClassificationFolder(root, size) if fmt == "imagefolder" else Detection(root, size, fmt)
+
+
+def collate_classification(items: list[Any]) -> tuple[Any, Any, list[Bad]]:
+    import torch
+
+    good = [it for it in items if not isinstance(it, Bad)]
+    bad = [it for it in items if isinstance(it, Bad)]
+    if not good:
+        return None, None, bad
+    return torch.stack([g[0] for g in good]), torch.tensor([g[1] for g in good]), bad
+
+
+def collate_detection(items: list[Any]) -> tuple[Any, Any, list[Bad]]:
+    good = [it for it in items if not isinstance(it, Bad)]
+    bad = [it for it in items if isinstance(it, Bad)]
+    if not good:
+        return None, None, bad
+    return [g[0] for g in good], [g[1] for g in good], bad

@@ -1,0 +1,335 @@
+"""Training jobs: a model, a dataset on disk and a TOML config, profiled step by step.
+
+    model = "resnet18"                # a zoo name: classification or detection
+    [training]  num_epochs, batch_size, prefetch_factor, num_workers, device, max_steps, learning_rate
+    [data]      path (relative to the config file), format (imagefolder|coco|voc), image_size,
+                on_error ("skip": report the file and go on; "fail": the run fails with it)
+
+Each step's time is split into data wait (the loader's ``next``), host-to-device copy,
+forward (with the loss), backward and optimizer, the device synchronised around each part.
+One MLflow run of kind ``training`` per job: the config as params, per-step figures as
+metric histories (written in batches), epoch summaries, and the summary metrics. An
+out-of-memory step ends the run FAILED with reason ``oom``; Ctrl-C ends it KILLED with
+the steps measured so far.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tracker.errors import ConfigError, MeasurementError
+
+TOP = {"model": str}
+TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_workers": int, "device": str,
+            "max_steps": int, "learning_rate": float}
+DATA = {"path": str, "format": str, "image_size": int, "on_error": str}
+STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
+
+
+@dataclass
+class JobConfig:
+    model: str
+    data_path: Path
+    data_format: str = "imagefolder"
+    image_size: int = 128
+    on_error: str = "skip"
+    num_epochs: int = 1
+    batch_size: int = 4
+    prefetch_factor: int = 2
+    num_workers: int = 0
+    device: str = "cpu"
+    max_steps: int = 0  # 0: no limit
+    learning_rate: float = 0.01
+    source: str = ""
+
+    def params(self) -> dict[str, Any]:
+        return {"model": self.model, "batch_size": self.batch_size, "input_size": self.image_size,
+                "phase": "training", "device": self.device, "precision": "float32", "optimizer": "sgd",
+                "num_epochs": self.num_epochs, "num_workers": self.num_workers,
+                "prefetch_factor": self.prefetch_factor, "max_steps": self.max_steps,
+                "dataset": f"{self.data_format}:{self.data_path.name}"}
+
+    def digest(self) -> str:
+        body = {k: str(v) for k, v in asdict(self).items() if k != "source"}
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _check(table: dict[str, Any], schema: dict[str, type], section: str, where: str) -> None:
+    for key, value in table.items():
+        if key not in schema:
+            raise ConfigError(f"{where}: unknown key {section}{key} (known: {', '.join(schema)})")
+        want = schema[key]
+        ok = isinstance(value, want) and not isinstance(value, bool)
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise ConfigError(f"{where}: {section}{key} should be {want.__name__}, got {value!r}")
+
+
+def load_job(path: Path, **overrides: Any) -> JobConfig:
+    """Read and check a job file; ``overrides`` replace [training] values (loader campaigns)."""
+    from tracker.profile.campaign import read_toml
+    from tracker.zoo import check_model_name
+
+    where = str(path)
+    raw = read_toml(path, "job config")
+    training, data = raw.pop("training", {}), raw.pop("data", {})
+    sweep = raw.pop("sweep", None)
+    _check(raw, TOP, "", where)
+    _check(training, TRAINING, "[training].", where)
+    _check(data, DATA, "[data].", where)
+    if sweep is not None and not isinstance(sweep, dict):
+        raise ConfigError(f"{where}: [sweep] should be a table")
+    if "model" not in raw:
+        raise ConfigError(f"{where}: missing key model (a zoo name, e.g. resnet18 or fasterrcnn_resnet50_fpn)")
+    if "path" not in data:
+        raise ConfigError(f"{where}: missing key [data].path")
+    check_model_name(raw["model"])
+    cfg = JobConfig(model=raw["model"], data_path=(path.parent / data["path"]).resolve(), source=str(path))
+    for key in ("format", "image_size", "on_error"):
+        if key in data:
+            setattr(cfg, "data_format" if key == "format" else key, data[key])
+    for key, value in {**training, **{k: v for k, v in overrides.items() if v is not None}}.items():
+        setattr(cfg, key, value)
+    for key in ("num_epochs", "batch_size", "image_size"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(f"{where}: {key} must be at least 1, got {getattr(cfg, key)}")
+    if cfg.num_workers < 0 or cfg.max_steps < 0 or cfg.prefetch_factor < 1:
+        raise ConfigError(f"{where}: num_workers and max_steps must be >= 0 and prefetch_factor >= 1")
+    if cfg.on_error not in ("skip", "fail"):
+        raise ConfigError(f"{where}: [data].on_error must be skip or fail, got {cfg.on_error!r}")
+    if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
+        raise ConfigError(f"{where}: [training].device must be cpu or cuda[:N], got {cfg.device!r}")
+    return cfg
+
+
+def sweep_of(path: Path) -> dict[str, list[int]]:
+    """The [sweep] table of a job file: lists of num_workers, prefetch_factor, batch_size."""
+    from tracker.profile.campaign import read_toml
+
+    raw = read_toml(path, "job config").get("sweep", {})
+    out = {}
+    for key in ("num_workers", "prefetch_factor", "batch_size"):
+        values = raw.get(key)
+        if values is not None and (not isinstance(values, list) or not all(isinstance(v, int) for v in values)):
+            raise ConfigError(f"{path}: [sweep].{key} should be a list of whole numbers")
+        if values:
+            out[key] = values
+    if unknown := set(raw) - {"num_workers", "prefetch_factor", "batch_size"}:
+        raise ConfigError(f"{path}: unknown key [sweep].{sorted(unknown)[0]} (known: num_workers, prefetch_factor, batch_size)")
+    return out
+
+
+def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
+    """A job's configuration key fields: the same settings make the same key (campaigns resume on it)."""
+    return {"job": cfg.digest()}
+
+
+def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
+                        run: Callable[[JobConfig], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every num_workers x prefetch_factor x batch_size setting of a job not yet measured."""
+    import itertools
+
+    from tracker.log.record import config_key
+
+    base = load_job(path)
+    grid = {k: sweep.get(k, [getattr(base, k)]) for k in ("num_workers", "prefetch_factor", "batch_size")}
+    done = logger.measured(statuses=("FINISHED",))
+    results = []
+    for nw, pf, bs in itertools.product(*grid.values()):
+        cfg = load_job(path, num_workers=nw, prefetch_factor=pf, batch_size=bs)
+        if config_key({"kind": "training", **job_key_fields(cfg)}) in done:
+            results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, "status": "skipped (measured)"})
+            continue
+        r = run(cfg)
+        results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, **{k: r[k] for k in (
+            "run_id", "status", "steps", "median_step_ms", "data_wait_fraction", "images_per_s")}})
+        if r["status"] == "KILLED":
+            break
+    return results
+
+
+@dataclass
+class JobResult:
+    run_id: str
+    status: str
+    steps: int
+    median_step_ms: float | None
+    data_wait_fraction: float | None
+    images_per_s: float | None
+    peak_mem_mb: float | None
+    skipped_files: list[dict[str, str]] = field(default_factory=list)
+    reason: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None) -> JobResult:
+    """Train ``cfg.model`` on the dataset and log one ``training`` run; never raises for a measurement fault."""
+    import torch
+
+    from tracker.data.datasets import collate_classification, collate_detection, open_dataset
+    from tracker.log.record import RunRecord
+    from tracker.profile.timing import device_sync
+    from tracker.profile.telemetry import TelemetrySampler
+    from tracker.zoo import build_model, detection_models
+
+    dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)  # ConfigError before any run
+    detection = cfg.model in detection_models()
+    if detection != (cfg.data_format != "imagefolder"):
+        raise ConfigError(f"model {cfg.model} is a {'detection' if detection else 'classification'} model but "
+                          f"[data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} layout")
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
+    num_classes = len(dataset.classes) + (1 if detection else 0)
+    kwargs: dict[str, Any] = {"num_classes": num_classes}
+    if detection:
+        kwargs.update(min_size=cfg.image_size, max_size=cfg.image_size)
+    model = build_model(cfg.model, **kwargs).to(cfg.device).train()
+    model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.learning_rate, momentum=0.9)
+    criterion = torch.nn.CrossEntropyLoss()
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=cfg.batch_size, shuffle=True, num_workers=cfg.num_workers,
+        prefetch_factor=cfg.prefetch_factor if cfg.num_workers else None,
+        collate_fn=collate_detection if detection else collate_classification,
+        pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0))
+    sync = device_sync(cfg.device)
+    record = RunRecord(kind="training", name=f"{cfg.model} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
+                                             f"p{cfg.prefetch_factor} · {cfg.device}",
+                       params={**cfg.params(), "model_hash": model_hash},
+                       tags={"tracker.job": "training", "tracker.job_config": cfg.source,
+                             "tracker.job_digest": cfg.digest(), "tracker.source": "measured",
+                             "tracker.stop_reason": "max_steps" if cfg.max_steps else "epochs"},
+                       description=f"Training job of {cfg.model} on {cfg.data_path} ({cfg.data_format}), "
+                                   "each step split into data wait, copy, forward, backward and optimizer.",
+                       key_fields=job_key_fields(cfg))
+    steps: list[dict[str, float]] = []
+    skipped: list[dict[str, str]] = []
+    epochs: list[dict[str, float]] = []
+    total = cfg.max_steps or cfg.num_epochs * len(loader)
+    if cuda := cfg.device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(cfg.device)
+    sampler = TelemetrySampler(interval_s=0.02)
+    sampler.start()
+    t_start = time.perf_counter()
+    try:
+        for epoch in range(cfg.num_epochs):
+            epoch_steps = len(steps)
+            it = iter(loader)
+            while not (cfg.max_steps and len(steps) >= cfg.max_steps):
+                t0 = time.perf_counter()
+                try:
+                    images, targets, bad = next(it)
+                except StopIteration:
+                    break
+                t1 = time.perf_counter()
+                for b in bad:
+                    if not any(s["file"] == b.path for s in skipped):  # each bad file once, not once per epoch
+                        skipped.append({"file": b.path, "reason": b.reason})
+                    if cfg.on_error == "fail":
+                        raise MeasurementError(f"bad_input: {b.path}: {b.reason}")
+                if images is None:
+                    continue
+                if detection:
+                    images = [im.to(cfg.device, non_blocking=True) for im in images]
+                    targets = [{k: v.to(cfg.device) for k, v in t.items()} for t in targets]
+                else:
+                    images, targets = images.to(cfg.device, non_blocking=True), targets.to(cfg.device)
+                sync()
+                t2 = time.perf_counter()
+                if detection:
+                    loss = sum(model(images, targets).values())
+                else:
+                    loss = criterion(model(images), targets)
+                sync()
+                t3 = time.perf_counter()
+                loss.backward()
+                sync()
+                t4 = time.perf_counter()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                sync()
+                t5 = time.perf_counter()
+                n = len(images)
+                steps.append({"data_wait_ms": 1e3 * (t1 - t0), "h2d_ms": 1e3 * (t2 - t1), "forward_ms": 1e3 * (t3 - t2),
+                              "backward_ms": 1e3 * (t4 - t3), "optimizer_ms": 1e3 * (t5 - t4),
+                              "step_time_ms": 1e3 * (t5 - t0), "images": float(n), "loss": float(loss.detach()),
+                              "epoch": float(epoch)})
+                if progress:
+                    progress(len(steps), total, n / (t5 - t0))
+            done = steps[epoch_steps:]
+            if done:
+                epochs.append({"epoch_images_per_s": sum(s["images"] for s in done) / (1e-3 * sum(s["step_time_ms"] for s in done)),
+                               "epoch_loss": statistics.fmean(s["loss"] for s in done),
+                               "epoch_step_time_ms": statistics.median(s["step_time_ms"] for s in done)})
+            if cfg.max_steps and len(steps) >= cfg.max_steps:
+                break
+    except KeyboardInterrupt:
+        record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
+    except MeasurementError as exc:
+        record.fail("bad_input", str(exc))
+    except (torch.OutOfMemoryError, RuntimeError) as exc:
+        if "out of memory" not in str(exc).lower() and not isinstance(exc, torch.OutOfMemoryError):
+            sampler.stop()
+            record.fail("error", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+            return _finish(logger, record, cfg, steps, skipped, epochs, None, cuda)
+        record.fail("oom", str(exc).splitlines()[0])
+    finally:
+        sampler.stop()
+    telemetry = sampler.summary()
+    return _finish(logger, record, cfg, steps, skipped, epochs, telemetry, cuda, time.perf_counter() - t_start)
+
+
+def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],
+            epochs: list[dict[str, float]], telemetry: dict[str, float] | None, cuda: bool, wall_s: float = 0.0) -> JobResult:
+    import torch
+
+    from tracker.profile.records import telemetry_metrics
+
+    if steps:
+        total_ms = sum(s["step_time_ms"] for s in steps)
+        images = sum(s["images"] for s in steps)
+        summary = {"step_time_ms": statistics.median(s["step_time_ms"] for s in steps),
+                   **{p: statistics.median(s[p] for s in steps) for p in STEP_PARTS},
+                   # the iteration itself (copy, forward, loss, backward, optimizer), as training runs measure it
+                   "latency_ms": statistics.median(s["step_time_ms"] - s["data_wait_ms"] for s in steps),
+                   "data_wait_frac": sum(s["data_wait_ms"] for s in steps) / total_ms,
+                   "throughput_per_s": images / (1e-3 * total_ms), "loss": steps[-1]["loss"],
+                   "samples_count": float(len(steps)), "measure_time_s": wall_s,
+                   "proc_rss_peak_mb": _peak_rss_mb()}
+        summary["peak_mem_mb"] = (torch.cuda.max_memory_allocated(cfg.device) / 2**20) if cuda else summary["proc_rss_peak_mb"]
+        if cuda:
+            summary["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(cfg.device) / 2**20
+            summary["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(cfg.device) / 2**20
+        if telemetry:
+            summary.update({k: v for k, v in telemetry_metrics(telemetry, len(steps)).items() if k not in summary})
+        record.metrics.update(summary)
+        per_step = {f"step_{p.removesuffix('_ms')}_ms" if p.endswith("_ms") else f"step_{p}": p for p in STEP_PARTS}
+        per_step.update(step_total_ms="step_time_ms", step_loss="loss")
+        record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
+        for key in ("epoch_images_per_s", "epoch_loss", "epoch_step_time_ms"):
+            record.history[key] = [(i, e[key]) for i, e in enumerate(epochs)]
+    if skipped:
+        record.artifacts["skipped_files.json"] = json.dumps(skipped, indent=2)
+        record.tags["tracker.skipped_files"] = str(len(skipped))
+    record.artifacts["job_config.json"] = json.dumps({k: str(v) for k, v in asdict(cfg).items()}, indent=2)
+    logger.log([record])
+    m = record.metrics
+    return JobResult(record.run_id, record.status, len(steps), m.get("step_time_ms"), m.get("data_wait_frac"),
+                     m.get("throughput_per_s"), m.get("peak_mem_mb"), skipped,
+                     record.tags.get("tracker.failure_reason"), cfg.params())
