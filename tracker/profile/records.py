@@ -25,8 +25,8 @@ TELEMETRY_METRICS = {
 LAYER_TELEMETRY = ("cpu_util_pct", "gpu_util_pct", "power_w", "cpu_power_w", "gpu_power_w", "board_power_w", "telemetry_samples_count")
 
 
-def key_fields(spec: NetworkSpec, model_hash: str, mode: str, versions: dict[str, str], **extra: Any) -> dict[str, Any]:
-    """What makes two measurements the same configuration."""
+def _configuration(spec: NetworkSpec, model_hash: str, mode: str) -> dict[str, Any]:
+    """The fields of a configuration: both its identity and the first params of its run."""
     return {
         "model": spec.model,
         "model_hash": model_hash,
@@ -36,6 +36,13 @@ def key_fields(spec: NetworkSpec, model_hash: str, mode: str, versions: dict[str
         "device": spec.device,
         "precision": spec.precision,
         "mode": mode,
+    }
+
+
+def key_fields(spec: NetworkSpec, model_hash: str, mode: str, versions: dict[str, str], **extra: Any) -> dict[str, Any]:
+    """What makes two measurements the same configuration."""
+    return {
+        **_configuration(spec, model_hash, mode),
         "software": versions,
         **extra,
     }
@@ -79,14 +86,7 @@ def telemetry_metrics(telemetry: dict[str, float], iterations: int, keys: tuple[
 
 def base_params(spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping) -> dict[str, Any]:
     return {
-        "model": spec.model,
-        "model_hash": model_hash,
-        "batch_size": spec.batch_size,
-        "input_size": spec.input_size,
-        "phase": spec.phase,
-        "device": spec.device,
-        "precision": spec.precision,
-        "mode": mode,
+        **_configuration(spec, model_hash, mode),
         "target_ci_rel": rule.target_ci_rel,
         "time_cap_s": rule.time_cap_s,
     }
