@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any, Iterator
 
 
 def cpu_model() -> str | None:
@@ -30,28 +32,39 @@ def cpu_governor() -> str | None:
         return None
 
 
-@cache
-def nvml_info() -> dict[str, str]:
-    """GPU name, driver and count from NVML; empty where there is no NVIDIA driver."""
+@contextmanager
+def nvml() -> Iterator[Any]:
+    """``pynvml``, initialised for the block and shut down after; None where NVML cannot start."""
     try:
         import pynvml
 
         pynvml.nvmlInit()
     except Exception:  # no library, no driver, no device: nothing to read
-        return {}
+        yield None
+        return
     try:
-        count = pynvml.nvmlDeviceGetCount()
-        info = {"env.gpu_count": str(count), "env.gpu_driver": nvml_text(pynvml.nvmlSystemGetDriverVersion())}
-        if count:
-            info["env.gpu_name"] = nvml_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
-        return info
-    except Exception:
-        return {}
+        yield pynvml
     finally:
         try:
             pynvml.nvmlShutdown()
         except Exception:
             pass
+
+
+@cache
+def nvml_info() -> dict[str, str]:
+    """GPU name, driver and count from NVML; empty where there is no NVIDIA driver."""
+    with nvml() as pynvml:
+        if pynvml is None:
+            return {}
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            info = {"env.gpu_count": str(count), "env.gpu_driver": nvml_text(pynvml.nvmlSystemGetDriverVersion())}
+            if count:
+                info["env.gpu_name"] = nvml_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
+            return info
+        except Exception:
+            return {}
 
 
 def nvml_text(value: bytes | str) -> str:

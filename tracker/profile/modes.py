@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracker.environment import nvml_text
+from tracker.environment import nvml, nvml_text
 from tracker.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -175,19 +175,17 @@ def _nvml_index(index: int) -> tuple[str, int | str]:
 
 def read_gpu(index: int = 0) -> dict[str, ParamValue]:
     """Clocks, power limit, persistence and name of one NVIDIA GPU from NVML; {} without it."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no library, no driver, no device: nothing to read
-        return {}
-    out: dict[str, ParamValue] = {}
-    try:
-        how, key = _nvml_index(index)
-        if how == "uuid":
-            handle = pynvml.nvmlDeviceGetHandleByUUID(key)
-        else:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(key)
+    with nvml() as pynvml:
+        if pynvml is None:
+            return {}
+        try:
+            how, key = _nvml_index(index)
+            if how == "uuid":
+                handle = pynvml.nvmlDeviceGetHandleByUUID(key)
+            else:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(key)
+        except Exception:  # no such GPU
+            return {}
         readings: list[tuple[str, Any]] = [
             ("gpu_name", lambda: nvml_text(pynvml.nvmlDeviceGetName(handle))),
             ("gpu_sm_clock_mhz", lambda: int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))),
@@ -197,6 +195,7 @@ def read_gpu(index: int = 0) -> dict[str, ParamValue]:
             ("gpu_power_limit_w", lambda: round(pynvml.nvmlDeviceGetPowerManagementLimit(handle) / 1000.0, 3)),
             ("gpu_persistence", lambda: "enabled" if pynvml.nvmlDeviceGetPersistenceMode(handle) else "disabled"),
         ]
+        out: dict[str, ParamValue] = {}
         for name, read in readings:
             try:
                 value = read()
@@ -206,14 +205,7 @@ def read_gpu(index: int = 0) -> dict[str, ParamValue]:
                 out[name] = value
             elif isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                 out[name] = value
-    except Exception:  # no such GPU
-        return {}
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
-    return out
+        return out
 
 
 def read_nvpmodel() -> dict[str, ParamValue]:
