@@ -51,16 +51,18 @@ class Campaign:
     memory_limit_mb: float | None = None
 
 
-def _typed(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
+def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
+    """``table`` after checking its keys and value types (``section`` "" for a file's top level)."""
+    prefix = f"[{section}]." if section else ""
     for key, value in table.items():
         if key not in schema:
-            raise ConfigError(f"{where}: unknown key [{section}].{key} (known: {', '.join(schema)})")
+            raise ConfigError(f"{where}: unknown key {prefix}{key} (known: {', '.join(schema)})")
         want = schema[key]
         ok = isinstance(value, want) and not (want in (int, float) and isinstance(value, bool))
         if want is float and isinstance(value, int) and not isinstance(value, bool):
             ok = True
         if not ok:
-            raise ConfigError(f"{where}: [{section}].{key} should be {want.__name__}, got {value!r}")
+            raise ConfigError(f"{where}: {prefix}{key} should be {want.__name__}, got {value!r}")
     return table
 
 
@@ -80,7 +82,7 @@ def load_campaign(path: Path) -> Campaign:
     for section in raw:
         if section not in SECTIONS:
             raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(SECTIONS)})")
-    tables = {s: _typed(s, raw.get(s, {}), SECTIONS[s], where) for s in SECTIONS}
+    tables = {s: typed_table(s, raw.get(s, {}), SECTIONS[s], where) for s in SECTIONS}
     meta, nets, m = tables["campaign"], tables["networks"], tables["measure"]
     c = Campaign(name=meta.get("name", path.stem), path=path, description=meta.get("description", ""))
     for key in ("batch_sizes", "phases", "devices"):
@@ -124,13 +126,13 @@ def _networks(nets: dict[str, Any], name: str, path: Path, where: str) -> list[s
     if "generate" in nets:
         from tracker.zoo.generator import generate
 
-        g = _typed("networks.generate", nets["generate"], GENERATE_KEYS, where)
+        g = typed_table("networks.generate", nets["generate"], GENERATE_KEYS, where)
         specs = generate(int(g.get("count", 10)), int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
         refs += [str(p) for p in write_specs(specs, folder)]
     if "prune" in nets:
         from tracker.zoo.pruning import pruned_spec
 
-        pr = _typed("networks.prune", nets["prune"], PRUNE_KEYS, where)
+        pr = typed_table("networks.prune", nets["prune"], PRUNE_KEYS, where)
         if "model" not in pr:
             raise ConfigError(f"{where}: [networks.prune] needs model")
         check_model_name(pr["model"])

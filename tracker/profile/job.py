@@ -60,30 +60,18 @@ class JobConfig:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _check(table: dict[str, Any], schema: dict[str, type], section: str, where: str) -> None:
-    for key, value in table.items():
-        if key not in schema:
-            raise ConfigError(f"{where}: unknown key {section}{key} (known: {', '.join(schema)})")
-        want = schema[key]
-        ok = isinstance(value, want) and not isinstance(value, bool)
-        if want is float and isinstance(value, int) and not isinstance(value, bool):
-            ok = True
-        if not ok:
-            raise ConfigError(f"{where}: {section}{key} should be {want.__name__}, got {value!r}")
-
-
 def load_job(path: Path, **overrides: Any) -> JobConfig:
     """Read and check a job file; ``overrides`` replace [training] values (loader campaigns)."""
-    from tracker.profile.campaign import read_toml
+    from tracker.profile.campaign import read_toml, typed_table
     from tracker.zoo import check_model_name
 
     where = str(path)
     raw = read_toml(path, "job config")
     training, data = raw.pop("training", {}), raw.pop("data", {})
     sweep = raw.pop("sweep", None)
-    _check(raw, TOP, "", where)
-    _check(training, TRAINING, "[training].", where)
-    _check(data, DATA, "[data].", where)
+    typed_table("", raw, TOP, where)
+    typed_table("training", training, TRAINING, where)
+    typed_table("data", data, DATA, where)
     if sweep is not None and not isinstance(sweep, dict):
         raise ConfigError(f"{where}: [sweep] should be a table")
     if "model" not in raw:
@@ -284,11 +272,10 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     except MeasurementError as exc:
         record.fail("bad_input", str(exc))
     except (torch.OutOfMemoryError, RuntimeError) as exc:
-        if "out of memory" not in str(exc).lower() and not isinstance(exc, torch.OutOfMemoryError):
-            sampler.stop()
+        if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
+            record.fail("oom", str(exc).splitlines()[0])
+        else:
             record.fail("error", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
-            return _finish(logger, record, cfg, steps, skipped, epochs, None, cuda)
-        record.fail("oom", str(exc).splitlines()[0])
     finally:
         sampler.stop()
     telemetry = sampler.summary()
@@ -296,7 +283,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
 
 
 def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],
-            epochs: list[dict[str, float]], telemetry: dict[str, float] | None, cuda: bool, wall_s: float = 0.0) -> JobResult:
+            epochs: list[dict[str, float]], telemetry: dict[str, float], cuda: bool, wall_s: float) -> JobResult:
     import torch
 
     from tracker.profile.records import telemetry_metrics
@@ -319,8 +306,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         if telemetry:
             summary.update({k: v for k, v in telemetry_metrics(telemetry, len(steps)).items() if k not in summary})
         record.metrics.update(summary)
-        per_step = {f"step_{p.removesuffix('_ms')}_ms" if p.endswith("_ms") else f"step_{p}": p for p in STEP_PARTS}
-        per_step.update(step_total_ms="step_time_ms", step_loss="loss")
+        per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
         for key in ("epoch_images_per_s", "epoch_loss", "epoch_step_time_ms"):
             record.history[key] = [(i, e[key]) for i, e in enumerate(epochs)]
