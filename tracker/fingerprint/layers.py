@@ -71,29 +71,27 @@ def fit(layer_rows: Any, network_latency: dict[str, float]) -> LayerModel:
     return LayerModel(model.booster_, float(np.median(ratios)) if ratios else 1.0)
 
 
-def out_of_fold(layer_rows: Any, frame: Any, groups: Any, folds: int) -> Any:
+def out_of_fold(layer_rows: Any, frame: Any, groups: Any) -> Any:
     """Held-out layer-sum predictions for the rows of ``frame`` whose run has layer runs, else NaN.
 
-    ``groups`` are the network-level split's groups, so both levels hold out the same networks.
+    The folds are the network-level model's (``train.group_folds`` on the same ``groups``),
+    so both levels hold out the same networks.
     """
     import numpy as np
-    from sklearn.model_selection import GroupKFold
+
+    from tracker.fingerprint.train import group_folds
 
     pred = np.full(len(frame), np.nan)
-    has_layers = frame["run_id"].isin(set(layer_rows["parent_run_id"])).to_numpy()
-    if len(set(groups[has_layers])) < 2:
+    run_ids = frame["run_id"].to_numpy()
+    if len(set(groups[np.isin(run_ids, layer_rows["parent_run_id"])])) < 2:
         return pred
-    latency = dict(zip(frame["run_id"], frame["latency_ms"]))
-    row_group = dict(zip(frame["run_id"], groups))
-    layer_group = layer_rows["parent_run_id"].map(row_group).to_numpy()
-    k = min(folds, len(set(groups)))
-    for train_idx, test_idx in GroupKFold(n_splits=k).split(frame, groups=groups):
-        test_groups = set(groups[test_idx])
-        train_layers = layer_rows[~np.isin(layer_group, list(test_groups))]
-        test_layers = layer_rows[np.isin(layer_group, list(test_groups))]
-        if train_layers.empty or test_layers.empty:
+    latency = dict(zip(run_ids, frame["latency_ms"]))
+    layer_group = layer_rows["parent_run_id"].map(dict(zip(run_ids, groups))).to_numpy()
+    for _, test_idx in group_folds(groups):
+        held = np.isin(layer_group, groups[test_idx])
+        if held.all() or not held.any():
             continue
-        sums = fit(train_layers, latency).network_latency(test_layers)
-        idx = np.array([i for i in test_idx if frame["run_id"].iloc[i] in sums.index], dtype=int)
-        pred[idx] = sums.loc[frame["run_id"].iloc[idx]].to_numpy()
+        sums = fit(layer_rows[~held], latency).network_latency(layer_rows[held])
+        idx = test_idx[np.isin(run_ids[test_idx], sums.index)]
+        pred[idx] = sums.loc[run_ids[idx]].to_numpy()
     return pred

@@ -15,7 +15,7 @@ import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tracker.fingerprint.dataset import (
     TARGETS,
@@ -64,16 +64,23 @@ def extra_trees() -> Any:
     return ExtraTreesRegressor(n_estimators=300, random_state=0, n_jobs=2)
 
 
-def out_of_fold(x: Any, y: Any, groups: Any, make: Callable[[], Any]) -> Any:
-    """Predictions of each row by a model that never saw its group (log-scale fit)."""
+def group_folds(groups: Any) -> Iterator[tuple[Any, Any]]:
+    """(train, test) row indices of the grouped K-fold every held-out score uses."""
     import numpy as np
     from sklearn.model_selection import GroupKFold
 
     k = min(FOLDS, len(set(groups)))
     if k < 2:
         raise FingerprintError("held-out evaluation needs measurements of at least two networks")
+    return GroupKFold(n_splits=k).split(np.zeros(len(groups)), groups=groups)
+
+
+def out_of_fold(x: Any, y: Any, groups: Any, make: Callable[[], Any]) -> Any:
+    """Predictions of each row by a model that never saw its group (log-scale fit)."""
+    import numpy as np
+
     pred = np.zeros(len(y))
-    for train_idx, test_idx in GroupKFold(n_splits=k).split(x, y, groups):
+    for train_idx, test_idx in group_folds(groups):
         model = make().fit(x.iloc[train_idx], np.log(y[train_idx]))
         pred[test_idx] = np.exp(model.predict(x.iloc[test_idx]))
     return pred
@@ -100,7 +107,7 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
     layer_rows = layer_rows[layer_rows["parent_run_id"].isin(set(frame["run_id"]))]
     if layer_rows.empty:
         return "network", pred, {}, None
-    layer_pred = layers.out_of_fold(layer_rows, frame, networks, FOLDS)
+    layer_pred = layers.out_of_fold(layer_rows, frame, networks)
     has = ~np.isnan(layer_pred)
     if not has.any():
         return "network", pred, {}, None
