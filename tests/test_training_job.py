@@ -117,3 +117,16 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "profile", "training", str(path), cwd=tmp_path)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:
+    from tracker.data.datasets import open_dataset
+    from tracker.data.synth import synth
+
+    synth(tmp_path / "det", "detection", 3, size=96)
+    coco, voc = open_dataset(tmp_path / "det", "coco", 64), open_dataset(tmp_path / "det", "voc", 64)
+    assert coco.classes == voc.classes and len(coco) == len(voc) == 3
+    for i in range(3):
+        (_, a), (_, b) = coco[i], voc[i]
+        assert a["labels"].tolist() == b["labels"].tolist() and a["boxes"].tolist() == b["boxes"].tolist()
+        assert (a["boxes"][:, 2] <= 64).all() and (a["boxes"][:, 2] > a["boxes"][:, 0]).all()

@@ -65,12 +65,31 @@ class ClassificationFolder:
         return image, label
 
 
+Box = tuple[list[float], int]  # (x0, y0, x1, y1) in the file's pixels, 1-based label
+
+
+def _box(xyxy: list[float], label: Any, source: str) -> Box | str:
+    """A checked box, or why the annotation is broken."""
+    x0, y0, x1, y1 = xyxy
+    if not (x1 > x0 and y1 > y0):
+        return f"{source}: broken annotation (empty box {[x0, y0, x1, y1]})"
+    if not isinstance(label, int) or label < 1:
+        return f"{source}: broken annotation (unknown category {label!r})"
+    return [float(x0), float(y0), float(x1), float(y1)], label
+
+
+def _first_error(objects: list[Box | str]) -> list[Box] | str:
+    errors = [o for o in objects if isinstance(o, str)]
+    return errors[0] if errors else objects  # type: ignore[return-value]
+
+
 class Detection:
     """Boxes (x0, y0, x1, y1, scaled to the resized image) and 1-based labels per image."""
 
     def __init__(self, root: Path, size: int, fmt: str) -> None:
         self.size = size
-        self.entries: list[tuple[Path, list[Any], str]] = []  # image, raw objects, annotation source
+        # each image with its boxes, or why its annotation is broken (reported when it is read)
+        self.entries: list[tuple[Path, list[Box] | str]] = []
         if fmt == "coco":
             self._read_coco(root)
         else:
@@ -83,19 +102,23 @@ class Detection:
         try:
             data = json.loads(ann.read_text())
             images = {im["id"]: im for im in data["images"]}
-            self.classes = [c["name"] for c in sorted(data["categories"], key=lambda c: c["id"])]
-            ids = [c["id"] for c in sorted(data["categories"], key=lambda c: c["id"])]
+            categories = sorted(data["categories"], key=lambda c: c["id"])
         except FileNotFoundError:
             raise ConfigError(f"{root}: no annotations.json (coco layout: DIR/images/, DIR/annotations.json)") from None
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
-        label = {cid: i + 1 for i, cid in enumerate(ids)}
-        objects: dict[Any, list[Any]] = {i: [] for i in images}
+        self.classes = [c["name"] for c in categories]
+        label = {c["id"]: i + 1 for i, c in enumerate(categories)}
+        objects: dict[Any, list[Box | str]] = {i: [] for i in images}
         for a in data.get("annotations", []):
-            objects.setdefault(a.get("image_id"), []).append(
-                (a.get("bbox"), label.get(a.get("category_id"), a.get("category_id"))))
+            bbox, lab = a.get("bbox"), label.get(a.get("category_id"), a.get("category_id"))
+            if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, (int, float)) for v in bbox):
+                box: Box | str = f"{ann.name}: broken annotation (bbox {bbox!r} is not [x, y, width, height])"
+            else:
+                box = _box([bbox[0], bbox[1], bbox[0] + bbox[2], bbox[1] + bbox[3]], lab, ann.name)
+            objects.setdefault(a.get("image_id"), []).append(box)
         for image_id, im in images.items():
-            self.entries.append((root / "images" / str(im.get("file_name")), objects.get(image_id, []), f"{ann.name}"))
+            self.entries.append((root / "images" / str(im.get("file_name")), _first_error(objects.get(image_id, []))))
 
     def _read_voc(self, root: Path) -> None:
         folder = root / "Annotations"
@@ -103,63 +126,36 @@ class Detection:
         files = sorted(folder.glob("*.xml")) if folder.is_dir() else []
         if not files:
             raise ConfigError(f"{root}: no Annotations/*.xml (voc layout: DIR/JPEGImages/, DIR/Annotations/)")
-        names: list[str] = []
+        parsed: list[tuple[Path, str, list[tuple[str, list[float]]] | str]] = []
         for xml in files:
             try:
                 tree = ET.parse(xml).getroot()
-                name = tree.findtext("filename") or (xml.stem + ".jpg")
-                objs = []
-                for o in tree.iter("object"):
-                    b = o.find("bndbox")
-                    cls = o.findtext("name")
-                    coords = [float(b.findtext(k)) for k in ("xmin", "ymin", "xmax", "ymax")]  # type: ignore[union-attr, arg-type]
-                    if cls not in names:
-                        names.append(cls or "?")
-                    objs.append(("xyxy", coords, cls))
+                objs = [(o.findtext("name") or "?", [float(o.find("bndbox").findtext(k))  # type: ignore[union-attr, arg-type]
+                                                     for k in ("xmin", "ymin", "xmax", "ymax")])
+                        for o in tree.iter("object")]
+                parsed.append((images / (tree.findtext("filename") or xml.stem + ".jpg"), xml.name, objs))
             except (ET.ParseError, AttributeError, TypeError, ValueError) as exc:
-                self.entries.append((images / (xml.stem + ".jpg"), [("broken", str(exc))], xml.name))
-                continue
-            self.entries.append((images / name, objs, xml.name))
-        self.classes = sorted(names)
-        self.entries = [(p, [(o[0], o[1], self.classes.index(o[2]) + 1) if o[0] == "xyxy" else o for o in objs], src)
-                        for p, objs, src in self.entries]
+                parsed.append((images / (xml.stem + ".jpg"), xml.name, f"{xml.name}: broken annotation ({exc})"))
+        self.classes = sorted({name for _, _, objs in parsed if not isinstance(objs, str) for name, _ in objs})
+        for path, source, objs in parsed:
+            self.entries.append((path, objs if isinstance(objs, str) else _first_error(
+                [_box(xyxy, self.classes.index(name) + 1, source) for name, xyxy in objs])))
 
     def __len__(self) -> int:
         return len(self.entries)
 
-    def _boxes(self, objects: list[Any], source: str) -> tuple[list[list[float]], list[int]] | str:
-        boxes, labels = [], []
-        for obj in objects:
-            if obj and obj[0] == "broken":
-                return f"{source}: broken annotation ({obj[1]})"
-            if obj and obj[0] == "xyxy":
-                _, (x0, y0, x1, y1), lab = obj
-            else:
-                bbox, lab = obj
-                if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, (int, float)) for v in bbox):
-                    return f"{source}: broken annotation (bbox {bbox!r} is not [x, y, width, height])"
-                x0, y0, x1, y1 = bbox[0], bbox[1], bbox[0] + bbox[2], bbox[1] + bbox[3]
-            if not (x1 > x0 and y1 > y0):
-                return f"{source}: broken annotation (empty box {[x0, y0, x1, y1]})"
-            if not isinstance(lab, int) or lab < 1:
-                return f"{source}: broken annotation (unknown category {lab!r})"
-            boxes.append([float(x0), float(y0), float(x1), float(y1)])
-            labels.append(lab)
-        return boxes, labels
-
     def __getitem__(self, i: int) -> Any:
         import torch
 
-        path, objects, source = self.entries[i]
-        parsed = self._boxes(objects, source)
-        if isinstance(parsed, str):
-            return Bad(str(path), parsed)
+        path, objects = self.entries[i]
+        if isinstance(objects, str):
+            return Bad(str(path), objects)
         try:
             image, scale = _image(path, self.size)
         except Exception as exc:  # noqa: BLE001
             return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
-        boxes = torch.tensor(parsed[0], dtype=torch.float32).reshape(-1, 4) * scale
-        return image, {"boxes": boxes, "labels": torch.tensor(parsed[1], dtype=torch.int64)}
+        boxes = torch.tensor([b for b, _ in objects], dtype=torch.float32).reshape(-1, 4) * scale
+        return image, {"boxes": boxes, "labels": torch.tensor([lab for _, lab in objects], dtype=torch.int64)}
 
 
 def open_dataset(root: Path, fmt: str, size: int) -> Any:
@@ -170,19 +166,21 @@ def open_dataset(root: Path, fmt: str, size: int) -> Any:
     return ClassificationFolder(root, size) if fmt == "imagefolder" else Detection(root, size, fmt)
 
 
+def _split(items: list[Any]) -> tuple[list[Any], list[Bad]]:
+    return [it for it in items if not isinstance(it, Bad)], [it for it in items if isinstance(it, Bad)]
+
+
 def collate_classification(items: list[Any]) -> tuple[Any, Any, list[Bad]]:
     import torch
 
-    good = [it for it in items if not isinstance(it, Bad)]
-    bad = [it for it in items if isinstance(it, Bad)]
+    good, bad = _split(items)
     if not good:
         return None, None, bad
     return torch.stack([g[0] for g in good]), torch.tensor([g[1] for g in good]), bad
 
 
 def collate_detection(items: list[Any]) -> tuple[Any, Any, list[Bad]]:
-    good = [it for it in items if not isinstance(it, Bad)]
-    bad = [it for it in items if isinstance(it, Bad)]
+    good, bad = _split(items)
     if not good:
         return None, None, bad
     return [g[0] for g in good], [g[1] for g in good], bad
