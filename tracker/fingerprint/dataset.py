@@ -88,10 +88,9 @@ def _scratch() -> Any:
 
 def configuration_rows(description: Any, batch_sizes: list[int], phase: str, device: str,
                        with_layers: bool = False) -> Any:
-    """The view's rows for a network that was never run: same SQL, targets left empty.
-
-    With ``with_layers``, also the ``layer_features`` rows of its module calls (each call one
-    unmeasured layer run of the configuration): returns ``(rows, layer_rows)``.
+    """``(rows, layer_rows)`` for a network that was never run: the view's rows (same SQL,
+    targets left empty) and, with ``with_layers``, the ``layer_features`` rows of its module
+    calls (each call one unmeasured layer run of the configuration), else None.
     """
     import pyarrow as pa
 
@@ -110,7 +109,7 @@ def configuration_rows(description: Any, batch_sizes: list[int], phase: str, dev
                     [description.name, model_hash, int(description.input_shape[-1]), phase, device])
         rows = con.sql(f"SELECT * FROM {VIEW} ORDER BY batch_size").df()
         if not with_layers:
-            return rows
+            return rows, None
         con.execute("INSERT INTO layer_runs (run_id, status, parent_run_id, model, model_hash, layer_index, layer_name, "
                     "op_type, batch_size, phase, device) SELECT c.run_id || '-' || CAST(n.node_index AS VARCHAR), "
                     "'FINISHED', c.run_id, n.model, n.model_hash, n.node_index, n.module_name, n.kind, c.batch_size, ?, ? "

@@ -84,10 +84,8 @@ def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: st
     models = champions(tracking_uri, phase, device)
     desc = describe(ref, input_size or 224)
     t0 = time.perf_counter()
-    if any(m.layer is not None for m in models.values()):
-        rows, layer_rows = configuration_rows(desc, [batch_size], phase, device, with_layers=True)
-    else:
-        rows, layer_rows = configuration_rows(desc, [batch_size], phase, device), None
+    rows, layer_rows = configuration_rows(desc, [batch_size], phase, device,
+                                          with_layers=any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)[0]
     elapsed_ms = 1000 * (time.perf_counter() - t0)
     return {
