@@ -130,3 +130,47 @@ def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) 
         (_, a), (_, b) = coco[i], voc[i]
         assert a["labels"].tolist() == b["labels"].tolist() and a["boxes"].tolist() == b["boxes"].tolist()
         assert (a["boxes"][:, 2] <= 64).all() and (a["boxes"][:, 2] > a["boxes"][:, 0]).all()
+
+
+def test_an_out_of_memory_step_fails_the_run_with_reason_oom(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "big"), "--kind", "classification", "--images", "16", "--size", "224")
+    job = _job(tmp_path, "oom", bs=16, steps=2, data="big", size=224)
+    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 2\nmemory_limit_mb = 150"))
+    # its own process: the cap is on the measuring process's memory growth, a device with 150 MB to spare
+    proc = run_cli("--tracking-uri", str(runs), "profile", "training", str(job), "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(proc.stdout)
+    assert (r["status"], r["reason"], r["steps"], r["median_step_ms"]) == ("FAILED", "oom", 0, None)
+    run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
+    assert run.info.status == "FAILED" and run.data.tags["tracker.failure_reason"] == "oom"
+    tail = run.data.tags["tracker.stderr_tail"]
+    assert ("allocate" in tail or "primitive" in tail) and "step_time_ms" not in run.data.metrics
+    assert run.data.params["batch_size"] == "16"  # the configuration that did not fit is on record
+
+
+def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    from tests.test_cli import TRACKER
+
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
+    job = _job(tmp_path, "long", bs=2, steps=100000)
+    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 100000"))
+    proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), "profile", "training", str(job), "--format", "json"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(25)  # start-up (imports, model) then steps
+    assert proc.poll() is None, proc.communicate()[1][-2000:]
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    r = json.loads(out)
+    assert r["status"] == "KILLED" and r["steps"] > 0 and r["median_step_ms"] > 0
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = client.get_run(r["run_id"])
+    assert run.info.status == "KILLED" and run.data.tags["tracker.failure_reason"] == "interrupted"
+    assert len(client.get_metric_history(r["run_id"], "step_total_ms")) == r["steps"]
+    assert run.data.metrics["samples_count"] == r["steps"]

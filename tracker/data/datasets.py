@@ -60,6 +60,8 @@ class ClassificationFolder:
         path, label = self.items[i]
         try:
             image, _ = _image(path, self.size)
+        except MemoryError:
+            raise  # the machine's fault, not the file's: the run fails oom
         except Exception as exc:  # noqa: BLE001 - any decoder failure is this file's fault
             return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
         return image, label
@@ -152,6 +154,8 @@ class Detection:
             return Bad(str(path), objects)
         try:
             image, scale = _image(path, self.size)
+        except MemoryError:
+            raise
         except Exception as exc:  # noqa: BLE001
             return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
         boxes = torch.tensor([b for b, _ in objects], dtype=torch.float32).reshape(-1, 4) * scale

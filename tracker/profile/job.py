@@ -1,7 +1,8 @@
 """Training jobs: a model, a dataset on disk and a TOML config, profiled step by step.
 
     model = "resnet18"                # a zoo name: classification or detection
-    [training]  num_epochs, batch_size, prefetch_factor, num_workers, device, max_steps, learning_rate
+    [training]  num_epochs, batch_size, prefetch_factor, num_workers, device, max_steps, learning_rate,
+                memory_limit_mb (CPU: cap the loop's memory growth, a smaller device; 0 = none)
     [data]      path (relative to the config file), format (imagefolder|coco|voc), image_size,
                 on_error ("skip": report the file and go on; "fail": the run fails with it)
 
@@ -27,7 +28,7 @@ from tracker.errors import ConfigError, MeasurementError
 
 TOP = {"model": str}
 TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_workers": int, "device": str,
-            "max_steps": int, "learning_rate": float}
+            "max_steps": int, "learning_rate": float, "memory_limit_mb": float}
 DATA = {"path": str, "format": str, "image_size": int, "on_error": str}
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 
@@ -46,6 +47,7 @@ class JobConfig:
     device: str = "cpu"
     max_steps: int = 0  # 0: no limit
     learning_rate: float = 0.01
+    memory_limit_mb: float = 0.0  # 0: none; else the loop's memory growth is capped (a smaller device, CPU)
     source: str = ""
 
     def params(self) -> dict[str, Any]:
@@ -88,8 +90,8 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     for key in ("num_epochs", "batch_size", "image_size"):
         if getattr(cfg, key) < 1:
             raise ConfigError(f"{where}: {key} must be at least 1, got {getattr(cfg, key)}")
-    if cfg.num_workers < 0 or cfg.max_steps < 0 or cfg.prefetch_factor < 1:
-        raise ConfigError(f"{where}: num_workers and max_steps must be >= 0 and prefetch_factor >= 1")
+    if cfg.num_workers < 0 or cfg.max_steps < 0 or cfg.prefetch_factor < 1 or cfg.memory_limit_mb < 0:
+        raise ConfigError(f"{where}: num_workers, max_steps and memory_limit_mb must be >= 0 and prefetch_factor >= 1")
     if cfg.on_error not in ("skip", "fail"):
         raise ConfigError(f"{where}: [data].on_error must be skip or fail, got {cfg.on_error!r}")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
@@ -160,6 +162,28 @@ class JobResult:
         return asdict(self)
 
 
+def _cap_memory(limit_mb: float) -> Callable[[], None]:
+    """Cap this process's address-space growth at ``limit_mb`` over what it holds now (soft limit only,
+    so it can be lifted again); an allocation past it fails like an out-of-memory on a smaller device.
+    Returns the function that lifts the cap."""
+    import resource
+
+    if not limit_mb:
+        return lambda: None
+    import torch
+
+    # the intra-op threads exist before the cap (their stacks and malloc arenas are address space too)
+    torch.nn.functional.conv2d(torch.ones(1, 8, 64, 64), torch.ones(8, 8, 3, 3)).sum().item()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as fh:
+        current = int(fh.read().split()[0]) * resource.getpagesize()
+    cap = current + int(limit_mb * 2**20)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def _peak_rss_mb() -> float:
     import resource
 
@@ -174,6 +198,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     from tracker.log.record import RunRecord
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
+    from tracker.profile.worker import is_oom
     from tracker.zoo import build_model, detection_models
 
     dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)  # ConfigError before any run
@@ -215,6 +240,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     sampler = TelemetrySampler(interval_s=0.02)
     sampler.start()
     t_start = time.perf_counter()
+    restore = _cap_memory(cfg.memory_limit_mb)
     try:
         for epoch in range(cfg.num_epochs):
             epoch_steps = len(steps)
@@ -271,12 +297,14 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
     except MeasurementError as exc:
         record.fail("bad_input", str(exc))
-    except (torch.OutOfMemoryError, RuntimeError) as exc:
-        if isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower():
-            record.fail("oom", str(exc).splitlines()[0])
+    except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+        first = (str(exc).splitlines() or [""])[0]
+        if is_oom(exc, capped=bool(cfg.memory_limit_mb)):
+            record.fail("oom", f"{type(exc).__name__}: {first}")
         else:
-            record.fail("error", f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+            record.fail("error", f"{type(exc).__name__}: {first}")
     finally:
+        restore()
         sampler.stop()
     telemetry = sampler.summary()
     return _finish(logger, record, cfg, steps, skipped, epochs, telemetry, cuda, time.perf_counter() - t_start)

@@ -59,11 +59,16 @@ def _limit_memory(limit_mb: float | None) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def is_oom(exc: BaseException) -> bool:
+def is_oom(exc: BaseException, capped: bool = False) -> bool:
+    """Whether ``exc`` is an allocation failure. Under a memory cap (``capped``), oneDNN's
+    "could not create a primitive" counts too: it is how oneDNN reports a failed allocation
+    (the same primitive is created without the cap)."""
     if isinstance(exc, MemoryError):
         return True
     name = type(exc).__name__
     text = str(exc).lower()
+    if capped and "could not create a primitive" in text:
+        return True
     return name == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
 
 
@@ -80,7 +85,7 @@ def main() -> int:
     except BaseException as exc:  # noqa: BLE001  every failure becomes a result line
         if isinstance(exc, KeyboardInterrupt):
             raise
-        oom = is_oom(exc)
+        oom = is_oom(exc, capped=bool(job.get("memory_limit_mb")))
         _emit({"error": "oom" if oom else "error", "message": f"{type(exc).__name__}: {str(exc)[:500]}"})
         if not oom:
             traceback.print_exc(file=sys.stderr)
