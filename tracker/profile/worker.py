@@ -81,7 +81,12 @@ def main() -> int:
 
         _limit_memory(job.get("memory_limit_mb"))
         _inject_fault(job)
-        result = run_job(job)
+        if job.get("kind") == "mapping":
+            from tracker.profile.mapping import run_workload
+
+            result = run_workload(job)
+        else:
+            result = run_job(job)
     except BaseException as exc:  # noqa: BLE001  every failure becomes a result line
         if isinstance(exc, KeyboardInterrupt):
             raise

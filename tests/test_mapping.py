@@ -1,0 +1,119 @@
+"""Multi-DNN workloads: concurrent split networks logged as mapping runs, seeded generation and
+its options, clear errors for bad mappings, and the slowdown view."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tests.test_cli import run_cli
+from tracker.cli.app import app
+from tracker.errors import ConfigError
+from tracker.profile.mapping import GenerateOptions, generate, layer_count, parse_mapping, validate
+from tracker.settings import resolve_location
+
+runner = CliRunner()
+MODELS = ["mobilenet_v3_small", "squeezenet1_1", "mnasnet0_5", "shufflenet_v2_x0_5", "resnet18"]
+
+
+def test_two_split_networks_run_at_once_log_a_mapping_run_and_resume(tmp_path: Path) -> None:
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    mapping = "mobilenet_v3_small@40:cpu>cpu,squeezenet1_1@30:cpu>cpu"
+    args = ["--tracking-uri", str(runs), "mapping", "run", "--mapping", mapping, "--duration", "2", "--warmup", "0.5",
+            "--format", "json"]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    [w] = json.loads(out.stdout)
+    assert w["status"] == "FINISHED" and w["mapping"] == mapping and not w["reused"]
+    for net, split in zip(w["networks"], (40, 30)):
+        assert net["split"] == split and net["devices"] == ["cpu", "cpu"] and net["inf_count"] > 0
+        assert net["avg_inf_ms"] > 0 and 0 <= net["avg_transfer_ms"] < net["avg_inf_ms"]
+        assert net["stage0_ms"] + net["stage1_ms"] <= net["avg_inf_ms"] * 1.001
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = client.get_run(w["run_id"])
+    assert run.data.tags["tracker.kind"] == "mapping" and run.data.params["mapping"] == mapping
+    assert run.data.params["net1.model"] == "squeezenet1_1" and int(run.data.params["net0.params"]) > 1e6
+    assert int(run.data.params["net0.layers"]) == layer_count("mobilenet_v3_small")
+    assert run.data.metrics["cpu_util_pct"] > 0 and run.data.metrics["window_s"] == pytest.approx(2, rel=0.1)
+    assert run.data.metrics["total_throughput_per_s"] == pytest.approx(
+        sum(n["throughput_per_s"] for n in w["networks"]))
+    artifact = json.loads(Path(client.download_artifacts(w["run_id"], "mapping.json", str(tmp_path))).read_text())
+    assert [n["split"] for n in artifact["networks"]] == [40, 30]
+
+    again = runner.invoke(app, args)
+    [w2] = json.loads(again.stdout)
+    assert w2["reused"] and w2["run_id"] == w["run_id"]  # measured already: skipped
+
+    alone = runner.invoke(app, ["--tracking-uri", str(runs), "profile", "network", "squeezenet1_1", "--time-cap", "2",
+                                "--format", "json"])
+    assert alone.exit_code == 0, alone.output
+    assert runner.invoke(app, ["--tracking-uri", str(runs), "warehouse", "load", "--warehouse", str(wh)]).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT model, net_index, throughput_per_s, alone_throughput_per_s, slowdown "
+                                          "FROM mapping_slowdown", "--warehouse", str(wh), "--format", "json"]).stdout)
+    assert [r["model"] for r in rows] == ["mobilenet_v3_small", "squeezenet1_1"]
+    assert rows[0]["alone_throughput_per_s"] is None  # never measured alone
+    assert rows[1]["slowdown"] == pytest.approx(rows[1]["alone_throughput_per_s"] / rows[1]["throughput_per_s"])
+
+
+def test_generation_is_seeded_and_honours_every_option() -> None:
+    def draw(gpu: bool = False, **kw: object) -> list:
+        return generate(GenerateOptions(models=MODELS, **kw), gpu)  # type: ignore[arg-type]
+
+    first = [m.compact() for m in draw(seed=7, sets=3, samples=2)]
+    assert first == [m.compact() for m in draw(seed=7, sets=3, samples=2)]
+    assert first != [m.compact() for m in draw(seed=8, sets=3, samples=2)]
+    many = draw(seed=1, sets=12, num_nets=(2, 3))
+    assert {len(m.networks) for m in many} == {2, 3}
+    assert all(n.model in MODELS for m in many for n in m.networks)
+    assert all(len(m.networks) == 1 for m in draw(seed=1, sets=5, single=True))
+    whole = draw(seed=2, sets=4, max_split=0)
+    assert all(n.split == layer_count(n.model) and n.devices[0] == n.devices[1] for m in whole for n in m.networks)
+    one = draw(seed=2, sets=6, max_split=1)
+    assert all(sum(0 < n.split < layer_count(n.model) for n in m.networks) <= 1 for m in one)
+    assert any(0 < n.split < layer_count(n.model) for m in one for n in m.networks)
+    grouped = draw(seed=3, sets=2, samples=3)  # three mappings of each set of networks
+    assert len({tuple(n.model for n in m.networks) for m in grouped}) == 2
+    assert all(d == "cpu" for m in draw(seed=4, sets=4) for n in m.networks for d in n.devices)
+    assert all(d == "cuda" for m in draw(True, seed=4, sets=4, gpu_only=True) for n in m.networks for d in n.devices)
+    assert all(d == "cpu" for m in draw(True, seed=4, sets=4, device_priorities=(1, 0)) for n in m.networks for d in n.devices)
+    mixed = {d for m in draw(True, seed=4, sets=8, device_priorities=(0.4, 0.6)) for n in m.networks for d in n.devices}
+    assert mixed == {"cpu", "cuda"}
+    with pytest.raises(ConfigError, match="no CUDA GPU"):
+        draw(seed=1, gpu_only=True)
+    with pytest.raises(ConfigError, match="num-nets-range"):
+        draw(seed=1, num_nets=(3, 2))
+
+
+def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"split index 999 is out of range for resnet18 \(0\.\.69"):
+        validate(parse_mapping("resnet18@999:cpu>cpu"), gpu=False)
+    with pytest.raises(ConfigError, match="unknown device 'tpu'"):
+        validate(parse_mapping("resnet18@3:cpu>tpu"), gpu=False)
+    with pytest.raises(ConfigError, match="not available on this machine"):
+        validate(parse_mapping("resnet18@3:cpu>cuda"), gpu=False)
+    validate(parse_mapping("resnet18:cpu,squeezenet1_1@0:cpu>cpu"), gpu=False)  # whole on one device; all on the second
+    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "resnet18@-2:cpu>cpu", cwd=tmp_path)
+    assert proc.returncode == 1 and "split index -2 is out of range" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    proc = run_cli("mapping", "generate", "--device-priorities", "0.4", cwd=tmp_path)
+    assert proc.returncode == 1 and "--device-priorities" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "runs").exists()  # nothing was created for a bad mapping
+
+
+def test_a_workload_that_runs_out_of_memory_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.log.logger import RunLogger
+    from tracker.profile.mapping import Workload, run_workloads
+
+    monkeypatch.setenv("TRACKER_FAULT", "oom@4")  # the child of every workload at batch size >= 4 runs out of memory
+    logger = RunLogger(str(tmp_path / "runs"), experiment="multi-dnn")
+    m = parse_mapping("squeezenet1_1@10:cpu>cpu,shufflenet_v2_x0_5:cpu")
+    results = run_workloads(logger, [Workload(m, 4, 0.5, 0.0), Workload(m, 1, 0.5, 0.0)])
+    assert [(r["status"], r["reason"]) for r in results] == [("FAILED", "oom"), ("FINISHED", None)]
+    assert results[0]["networks"][0]["inf_count"] is None  # nothing invented for the failed workload
+    assert all(n["inf_count"] > 0 for n in results[1]["networks"])
+    run = MlflowClient(logger.location.uri).get_run(results[0]["run_id"])
+    assert run.info.status == "FAILED" and run.data.params["batch_size"] == "4"

@@ -1,0 +1,165 @@
+"""``tracker mapping``: multi-DNN workloads, several networks at once, each split between two devices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json, state
+
+if TYPE_CHECKING:
+    from tracker.profile.mapping import GenerateOptions, Mapping
+
+app = typer.Typer(help="Multi-DNN workloads: draw mappings (networks, split layers, devices) and measure them running at once.",
+                  no_args_is_help=True)
+EXPERIMENT = "multi-dnn"
+
+SeedOption = Annotated[int, typer.Option(help="Seed of the draw: the same options and seed give the same mappings.")]
+NumNetsOption = Annotated[tuple[int, int], typer.Option("--num-nets-range", help="Fewest and most networks per workload.")]
+ModelsOption = Annotated[Optional[str], typer.Option(help="Comma list of zoo models to draw from (default: the classification models that fit the device).")]
+PrioritiesOption = Annotated[str, typer.Option("--device-priorities", help="Weights of cpu and cuda for each stage, e.g. 0.4,0.6.")]
+SetsOption = Annotated[int, typer.Option(min=1, help="Sets of networks to draw.")]
+SamplesOption = Annotated[int, typer.Option(min=1, help="Mappings (splits and devices) per set of networks.")]
+SingleOption = Annotated[bool, typer.Option("--single", help="One network per mapping (each network alone).")]
+GpuOnlyOption = Annotated[bool, typer.Option("--gpu-only", help="Every stage on cuda.")]
+MaxSplitOption = Annotated[Optional[int], typer.Option("--max-split", min=0, help="At most this many networks of a workload cut in two (the rest whole on one device).")]
+
+
+def _options(seed: int, num_nets: tuple[int, int], models: str | None, priorities: str, sets: int, samples: int,
+             single: bool, gpu_only: bool, max_split: int | None) -> GenerateOptions:
+    from tracker.profile.mapping import GenerateOptions, parse_priorities
+
+    return GenerateOptions(seed=seed, num_nets=num_nets, models=[m.strip() for m in models.split(",") if m.strip()] if models else None,
+                           device_priorities=parse_priorities(priorities), sets=sets, samples=samples, single=single,
+                           gpu_only=gpu_only, max_split=max_split)
+
+
+def _gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _say_notes(opts: GenerateOptions) -> None:
+    for note in opts.notes:
+        typer.echo(note, err=True)
+
+
+@app.command("generate")
+def generate(
+    seed: SeedOption = 0,
+    num_nets: NumNetsOption = (2, 6),
+    models: ModelsOption = None,
+    device_priorities: PrioritiesOption = "0.5,0.5",
+    sets: SetsOption = 1,
+    samples: SamplesOption = 1,
+    single: SingleOption = False,
+    gpu_only: GpuOnlyOption = False,
+    max_split: MaxSplitOption = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the mappings to this JSON file (for `mapping run --file`).")] = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Draw mappings at random from a seed (nothing is measured)."""
+    from tracker.profile.mapping import generate as draw
+
+    opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
+    mappings = draw(opts, _gpu())
+    _say_notes(opts)
+    data = [m.to_json() | {"mapping": m.compact()} for m in mappings]
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(data, indent=2) + "\n")
+    if fmt is OutputFormat.json:
+        emit_json(data)
+    else:
+        for m in mappings:
+            typer.echo(m.compact())
+
+
+def _read_file(path: Path) -> list[Mapping]:
+    from tracker.errors import ConfigError
+    from tracker.profile.mapping import from_json
+
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read mapping file {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: expected a list of mappings (as `tracker mapping generate --out` writes)")
+    return [from_json(item, f"{path}[{i}]") for i, item in enumerate(data)]
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    seed: SeedOption = 0,
+    num_nets: NumNetsOption = (2, 6),
+    models: ModelsOption = None,
+    device_priorities: PrioritiesOption = "0.5,0.5",
+    sets: SetsOption = 1,
+    samples: SamplesOption = 1,
+    single: SingleOption = False,
+    gpu_only: GpuOnlyOption = False,
+    max_split: MaxSplitOption = None,
+    file: Annotated[Optional[Path], typer.Option("--file", help="Run the mappings of this file instead of drawing them.")] = None,
+    mapping: Annotated[Optional[list[str]], typer.Option("--mapping", help="Run this mapping, e.g. resnet18@30:cpu>cpu,mobilenet_v2:cpu (repeatable).")] = None,
+    batch_size: BatchSizeOption = 1,
+    duration: Annotated[float, typer.Option("--duration", min=0.1, help="Seconds of sampling per workload.")] = 10.0,
+    warmup: Annotated[float, typer.Option("--warmup", min=0.0, help="Seconds of warm-up before sampling.")] = 2.0,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds before a workload's child is killed (default: 120 + 3 x (warm-up + duration)).")] = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Run each mapping's networks at once for --duration after --warmup; one mapping run per workload.
+    Workloads already measured are skipped, so an interrupted run resumes."""
+    from tracker.profile.mapping import Workload, generate as draw, parse_mapping, validate
+
+    gpu = _gpu()
+    notes = ["no CUDA GPU on this machine: every stage runs on cpu"] if not gpu else []
+    if mapping or file:
+        mappings = [parse_mapping(m) for m in mapping or []] + (_read_file(file) if file else [])
+    else:
+        opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
+        mappings = draw(opts, gpu)
+        notes = opts.notes
+    for m in mappings:
+        validate(m, gpu)  # every mapping checked before the first is measured
+    for note in notes:
+        typer.echo(note, err=True)
+    st = state(ctx)
+    if st.experiment == "Default":
+        st.experiment = EXPERIMENT
+    from tracker.profile.mapping import run_workloads
+
+    workloads = [Workload(m, batch_size, duration, warmup, threads) for m in mappings]
+    done: list[dict[str, Any]] = []
+
+    def show(r: dict[str, Any]) -> None:
+        done.append(r)
+        if fmt is OutputFormat.json:
+            return
+        if r["status"] != "FINISHED":
+            typer.echo(f"{r['mapping']}: {r['status']} ({r['reason']}); run {r['run_id'][:12]}")
+            return
+        note = " (already measured: reused)" if r["reused"] else ""
+        typer.echo(f"{r['mapping']}: {r['total_throughput_per_s']:.1f} images/s in all{note}; run {r['run_id'][:12]}")
+        for n in r["networks"]:
+            xfer = f", transfer {n['avg_transfer_ms']:.3f} ms" if n["avg_transfer_ms"] is not None else ""
+            inf = f"{n['avg_inf_ms']:.1f} ms" if n["avg_inf_ms"] is not None else "-"
+            typer.echo(f"  {n['model']}@{n['split']} {'>'.join(n['devices'])}: {n['inf_count']} inferences, {inf} each{xfer}")
+
+    try:
+        run_workloads(st.logger(), workloads, timeout_s=timeout, campaign=EXPERIMENT, on_done=show)
+    except KeyboardInterrupt:
+        if fmt is OutputFormat.json:
+            emit_json(done)
+        typer.echo(f"interrupted after {len(done)} of {len(workloads)} workloads: what was measured is kept; "
+                   "run the same command again to resume", err=True)
+        raise typer.Exit(130) from None
+    if fmt is OutputFormat.json:
+        emit_json(done)

@@ -1,0 +1,528 @@
+"""Multi-DNN workloads, after DNN stats' mapping database generator.
+
+A *mapping* assigns each of N networks a split index and the device of each stage: the
+network's layers (the call nodes of its ``torch.fx`` graph, in execution order) ``[0, split)``
+run on the first device and ``[split, layers)`` on the second. ``split = 0`` runs the whole
+network on the second device and ``split = layers`` on the first. Compact form, one network
+per comma: ``resnet18@30:cpu>cuda,mobilenet_v2@153:cpu>cpu``.
+
+``generate`` draws mappings at random from a seed; ``run_workload`` (in the measuring child)
+runs all networks of one mapping at once, one thread each, for a sampling window after a
+warm-up, and returns per network and stage: inferences completed, mean inference time, mean
+transfer time between the stages, throughput, and the telemetry over the window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable
+
+from tracker.errors import ConfigError
+
+DEVICES = ("cpu", "cuda")
+DEFAULT_NUM_NETS = (2, 6)
+#: a model "fits" when its float32 weights, times the most networks of a workload, take at
+#: most this share of the device's memory (activations and the other stages need the rest)
+FIT_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class NetMapping:
+    model: str
+    split: int
+    devices: tuple[str, str]
+
+    def compact(self) -> str:
+        return f"{self.model}@{self.split}:{self.devices[0]}>{self.devices[1]}"
+
+    @property
+    def stages(self) -> list[tuple[int, str]]:
+        """(stage index, device) of the stages that hold layers."""
+        n = layer_count(self.model)
+        return [(i, d) for i, d in enumerate(self.devices) if (self.split > 0 if i == 0 else self.split < n)]
+
+
+@dataclass(frozen=True)
+class Mapping:
+    networks: tuple[NetMapping, ...]
+
+    def compact(self) -> str:
+        return ",".join(n.compact() for n in self.networks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"networks": [{"model": n.model, "split": n.split, "devices": list(n.devices),
+                              "layers": layer_count(n.model)} for n in self.networks]}
+
+    @property
+    def uses_cuda(self) -> bool:
+        return any(d.startswith("cuda") for n in self.networks for d in n.devices)
+
+
+def parse_net(text: str) -> NetMapping:
+    """``model@split:dev>dev`` (a whole network on one device: ``model:cpu``)."""
+    head, sep, devs = text.strip().rpartition(":")
+    if not sep or not head:
+        raise ConfigError(f"mapping entry {text!r}: expected model@split:device>device")
+    model, at, split_text = head.partition("@")
+    first, _, second = devs.partition(">")
+    devices = (first, second or first)
+    if not at:  # the whole network on one device
+        _check_model(model)
+        return NetMapping(model, layer_count(model), devices)
+    try:
+        split = int(split_text)
+    except ValueError:
+        raise ConfigError(f"mapping entry {text!r}: split index {split_text!r} is not a whole number") from None
+    return NetMapping(model, split, devices)
+
+
+def parse_mapping(text: str) -> Mapping:
+    return Mapping(tuple(parse_net(part) for part in text.split(",") if part.strip()))
+
+
+def from_json(data: Any, where: str) -> Mapping:
+    try:
+        return Mapping(tuple(NetMapping(str(n["model"]), int(n["split"]), (str(n["devices"][0]), str(n["devices"][1])))
+                             for n in data["networks"]))
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise ConfigError(f"{where}: a mapping should be {{\"networks\": [{{\"model\", \"split\", \"devices\": [a, b]}}]}}") from None
+
+
+def _check_model(model: str) -> bool:
+    from tracker.zoo import check_model_name
+
+    check_model_name(model)
+    return True
+
+
+@lru_cache(maxsize=None)
+def _traced(model: str) -> tuple[Any, Any, list[Any]]:
+    """(module, GraphModule, its layers): the split points of ``model`` are between its layers."""
+    import torch
+    from torch.fx import symbolic_trace
+
+    from tracker.zoo import resolve
+
+    ref = resolve(model)
+    if ref.name in _detection():
+        raise ConfigError(f"model {model}: detection models cannot be split (their graph depends on the data)")
+    torch.manual_seed(0)
+    module = ref.build().eval()
+    try:
+        graph = symbolic_trace(module)
+    except Exception as exc:  # noqa: BLE001 - any tracing failure means: cannot be split here
+        raise ConfigError(f"model {model}: cannot be traced into layers ({type(exc).__name__})") from None
+    layers = [n for n in graph.graph.nodes if n.op in ("call_module", "call_function", "call_method")]
+    return module, graph, layers
+
+
+def _detection() -> tuple[str, ...]:
+    from tracker.zoo import detection_models
+
+    return detection_models()
+
+
+def layer_count(model: str) -> int:
+    return len(_traced(model)[2])
+
+
+def validate(mapping: Mapping, gpu: bool) -> None:
+    """One clear error for an unknown model or device, a split out of range, or CUDA without a GPU."""
+    if not mapping.networks:
+        raise ConfigError("a mapping needs at least one network")
+    for net in mapping.networks:
+        _check_model(net.model)
+        for d in net.devices:
+            if d not in DEVICES and not (d.startswith("cuda:") and d[5:].isdigit()):
+                raise ConfigError(f"{net.compact()}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
+            if d.startswith("cuda") and not gpu:
+                raise ConfigError(f"{net.compact()}: device {d} is not available on this machine (no CUDA GPU)")
+        n = layer_count(net.model)
+        if not 0 <= net.split <= n:
+            raise ConfigError(f"{net.compact()}: split index {net.split} is out of range for {net.model} "
+                              f"(0..{n}, its {n} layers)")
+
+
+# --------------------------------------------------------------------------- generation
+
+@dataclass
+class GenerateOptions:
+    seed: int = 0
+    num_nets: tuple[int, int] = DEFAULT_NUM_NETS
+    models: list[str] | None = None  # None: the zoo's classification models that fit the device
+    device_priorities: tuple[float, float] = (0.5, 0.5)  # weights of cpu and cuda for each stage
+    sets: int = 1  # sets of networks drawn
+    samples: int = 1  # mappings per set of networks
+    single: bool = False  # one network per mapping (each alone)
+    gpu_only: bool = False  # every stage on cuda
+    max_split: int | None = None  # at most this many networks of a mapping cut in two
+    notes: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        lo, hi = self.num_nets
+        if lo < 1 or hi < lo:
+            raise ConfigError(f"--num-nets-range {lo} {hi}: need 1 <= A <= B")
+        if self.sets < 1 or self.samples < 1:
+            raise ConfigError("--sets and --samples must be at least 1")
+        if self.max_split is not None and self.max_split < 0:
+            raise ConfigError("--max-split must be >= 0")
+        w = self.device_priorities
+        if len(w) != 2 or min(w) < 0 or sum(w) <= 0:
+            raise ConfigError(f"--device-priorities {','.join(map(str, w))}: need two weights >= 0 (cpu, cuda), not both 0")
+
+
+def parse_priorities(text: str) -> tuple[float, float]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ConfigError(f"--device-priorities {text!r}: expected two numbers, e.g. 0.4,0.6") from None
+    if len(values) != 2:
+        raise ConfigError(f"--device-priorities {text!r}: expected two numbers (cpu, cuda), e.g. 0.4,0.6")
+    return values[0], values[1]
+
+
+def device_memory_bytes(gpu: bool) -> int:
+    if gpu:
+        import torch
+
+        return int(torch.cuda.get_device_properties(0).total_memory)
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def fitting_models(memory_bytes: int, max_nets: int) -> list[str]:
+    """The zoo's classification models whose weights fit ``max_nets`` times in ``FIT_SHARE`` of the memory
+    (parameter counts from torchvision's model metadata: nothing is built or downloaded)."""
+    import torchvision
+
+    from tracker.zoo import classification_models
+
+    budget = FIT_SHARE * memory_bytes / max(1, max_nets)
+    out = []
+    for name in classification_models():
+        weights = list(torchvision.models.get_model_weights(name))
+        if weights and 4 * weights[0].meta["num_params"] <= budget:
+            out.append(name)
+    return out
+
+
+def generate(opts: GenerateOptions, gpu: bool) -> list[Mapping]:
+    """Mappings drawn from ``opts.seed``: the same options give the same mappings."""
+    opts.check()
+    if opts.gpu_only and not gpu:
+        raise ConfigError("--gpu-only: this machine has no CUDA GPU")
+    lo, hi = (1, 1) if opts.single else opts.num_nets
+    pool = list(dict.fromkeys(opts.models)) if opts.models else fitting_models(device_memory_bytes(gpu), hi)
+    for m in pool:
+        _check_model(m)
+    if not gpu:
+        opts.notes.append("no CUDA GPU on this machine: every stage runs on cpu")
+    rng = random.Random(opts.seed)
+    out: list[Mapping] = []
+    seen: set[str] = set()
+    for _ in range(opts.sets):
+        n = rng.randint(lo, hi)
+        models = rng.sample(pool, n) if n <= len(pool) else [rng.choice(pool) for _ in range(n)]
+        for _ in range(opts.samples):
+            cut = set(rng.sample(range(n), min(n, n if opts.max_split is None else opts.max_split)))
+            nets = []
+            for i, model in enumerate(models):
+                layers = layer_count(model)
+                if opts.gpu_only:
+                    devices = ("cuda", "cuda")
+                elif gpu:
+                    devices = tuple(rng.choices(DEVICES, weights=opts.device_priorities, k=2))  # type: ignore[assignment]
+                else:
+                    devices = ("cpu", "cpu")
+                if i in cut and layers > 1:
+                    nets.append(NetMapping(model, rng.randint(1, layers - 1), devices))  # type: ignore[arg-type]
+                else:
+                    nets.append(NetMapping(model, layers, (devices[0], devices[0])))
+            mapping = Mapping(tuple(nets))
+            if mapping.compact() not in seen:
+                seen.add(mapping.compact())
+                out.append(mapping)
+    return out
+
+
+# --------------------------------------------------------------------------- measurement (child side)
+
+def _sync(device: str) -> Callable[[], None]:
+    if device.startswith("cuda"):
+        import torch
+
+        return lambda: torch.cuda.current_stream(device).synchronize()
+    return lambda: None
+
+
+class _Net:
+    """One network of a workload, split into stages, with hooks that time each stage and the transfer."""
+
+    def __init__(self, net: NetMapping, batch_size: int) -> None:
+        import torch
+        from torch.fx.passes.split_module import split_module
+
+        from tracker.zoo import resolve
+
+        module, graph, layers = _traced(net.model)
+        position = {node: i for i, node in enumerate(layers)}
+        self.net = net
+        split = split_module(graph, module, lambda node: 0 if position.get(node, 0) < net.split else 1)
+        self.module = split.to(net.devices[0] if net.split > 0 else net.devices[1]).eval()
+        first = net.devices[0] if net.split > 0 else net.devices[1]
+        self.final = net.devices[1] if net.split < len(layers) else net.devices[0]
+        size = resolve(net.model).input_size
+        self.x = torch.randn(batch_size, 3, size, size, generator=torch.Generator().manual_seed(0)).to(first)
+        self.times: dict[str, float] = {}
+        stages = dict(split.named_children())
+        if "submod_1" in stages:
+            stages["submod_1"].to(net.devices[1])
+        self._hook(stages.get("submod_0"), net.devices[0], "0", transfer=False)
+        self._hook(stages.get("submod_1"), net.devices[1], "1", transfer="submod_0" in stages)
+
+    def _hook(self, stage: Any, device: str, tag: str, transfer: bool) -> None:
+        if stage is None:
+            return
+        import torch
+
+        sync = _sync(device)
+
+        def move(a: Any) -> Any:
+            return a.to(device) if isinstance(a, torch.Tensor) else a
+
+        def pre(_: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+            t = time.perf_counter()
+            if transfer:
+                args = tuple(torch.utils._pytree.tree_map(move, list(args)))
+                sync()
+                self.times["transfer"] = time.perf_counter() - t
+            self.times[f"start{tag}"] = time.perf_counter()
+            return args
+
+        def post(_: Any, __: Any, out: Any) -> Any:
+            sync()
+            self.times[f"stage{tag}"] = time.perf_counter() - self.times[f"start{tag}"]
+            return out
+
+        stage.register_forward_pre_hook(pre)
+        stage.register_forward_hook(post)
+
+    def infer(self) -> dict[str, float]:
+        import torch
+
+        self.times = {}
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            self.module(self.x)
+        _sync(self.final)()
+        return {"t0": t0, "t1": time.perf_counter(), **{k: v for k, v in self.times.items() if not k.startswith("start")}}
+
+
+def run_workload(job: dict[str, Any]) -> dict[str, Any]:
+    """All networks of ``job["mapping"]`` at once, one thread each; the sampling window opens after the warm-up."""
+    import resource
+
+    import torch
+
+    from tracker.describe.features import aggregates
+    from tracker.describe.graph import describe_module
+    from tracker.profile.modes import apply_threads, read_mode
+    from tracker.profile.telemetry import TelemetrySampler
+    from tracker.zoo import resolve
+
+    if job.get("threads"):
+        apply_threads(int(job["threads"]))
+    mapping = parse_mapping(job["mapping"])
+    batch_size = int(job.get("batch_size", 1))
+    warmup_s, duration_s = float(job.get("warmup_s", 0.0)), float(job["duration_s"])
+    mode = read_mode("cuda" if mapping.uses_cuda else "cpu", threads=job.get("threads"))
+    nets = [_Net(n, batch_size) for n in mapping.networks]
+    info = []
+    for n in mapping.networks:
+        module = _traced(n.model)[0]
+        agg = aggregates(describe_module(module, resolve(n.model).name, resolve(n.model).input_size), batch_size)
+        info.append({"params": int(agg["params"]), "macs": int(agg["macs"]), "flops": int(agg["flops"]),
+                     "functional_layers": int(agg["functional_layers"]), "layers": layer_count(n.model)})
+    window = {"open": float("inf"), "close": float("inf")}
+    stop = threading.Event()
+    samples: list[list[dict[str, float]]] = [[] for _ in nets]
+    errors: list[BaseException | None] = [None] * len(nets)
+
+    def loop(i: int) -> None:
+        cuda = next((d for d in nets[i].net.devices if d.startswith("cuda")), None)
+        stream = torch.cuda.Stream(cuda) if cuda else None
+        try:
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                while not stop.is_set():
+                    s = nets[i].infer()
+                    if window["open"] <= s["t0"] < window["close"]:
+                        samples[i].append(s)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors[i] = exc
+            stop.set()
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(len(nets))]
+    with TelemetrySampler(interval_s=float(job.get("telemetry_interval_s", 0.02)),
+                          gpu_index=0 if mapping.uses_cuda else None) as sampler:
+        for t in threads:
+            t.start()
+        stop.wait(warmup_s)
+        window["open"] = time.perf_counter()
+        start_ns = time.perf_counter_ns()
+        stop.wait(duration_s)
+        window["close"] = time.perf_counter()
+        end_ns = time.perf_counter_ns()
+        stop.set()
+        for t in threads:
+            t.join()
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    networks = []
+    for i, (net, got) in enumerate(zip(mapping.networks, samples)):
+        row: dict[str, Any] = {"model": net.model, "split": net.split, "devices": list(net.devices),
+                               "inf_count": len(got), **info[i]}
+        if got:
+            span = max(s["t1"] for s in got) - window["open"]
+            row["avg_inf_ms"] = 1e3 * sum(s["t1"] - s["t0"] for s in got) / len(got)
+            row["throughput_per_s"] = batch_size * len(got) / span
+            for key, name in (("stage0", "stage0_ms"), ("stage1", "stage1_ms"), ("transfer", "avg_transfer_ms")):
+                values = [s[key] for s in got if key in s]
+                if values:
+                    row[name] = 1e3 * sum(values) / len(values)
+        networks.append(row)
+    memory = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if mapping.uses_cuda:
+        memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return {"mapping": mapping.compact(), "networks": networks, "window_s": window["close"] - window["open"],
+            "mode": {"device": mode.device, "mode_id": mode.mode_id}, "memory": memory,
+            "telemetry": sampler.summary(start_ns, end_ns)}
+
+
+# --------------------------------------------------------------------------- parent side: one run per workload
+
+NET_FIGURES = ("inf_count", "avg_inf_ms", "avg_transfer_ms", "throughput_per_s", "stage0_ms", "stage1_ms")
+NET_INFO = ("params", "macs", "flops", "functional_layers", "layers")
+MAPPING_TELEMETRY = ("cpu_util_pct", "gpu_util_pct", "power_w", "cpu_power_w", "gpu_power_w", "board_power_w",
+                     "proc_rss_peak_mb", "sys_mem_used_peak_mb", "gpu_mem_used_peak_mb", "telemetry_samples_count")
+
+
+@dataclass
+class Workload:
+    """What one mapping run measures (its identity) apart from the figures."""
+
+    mapping: Mapping
+    batch_size: int = 1
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    threads: int | None = None
+
+    def device(self) -> str:
+        return "cuda" if self.mapping.uses_cuda else "cpu"
+
+    def key_fields(self, mode_id: str) -> dict[str, Any]:
+        from tracker.environment import software_versions
+
+        return {"mapping": self.mapping.compact(), "batch_size": self.batch_size, "duration_s": self.duration_s,
+                "warmup_s": self.warmup_s, "mode": mode_id, "software": software_versions()}
+
+    def job(self) -> dict[str, Any]:
+        return {"kind": "mapping", "mapping": self.mapping.compact(), "batch_size": self.batch_size,
+                "duration_s": self.duration_s, "warmup_s": self.warmup_s, "threads": self.threads}
+
+    def name(self) -> str:
+        nets = " + ".join(f"{n.model}@{n.split}" for n in self.mapping.networks)
+        return f"workload · {nets} · bs{self.batch_size} · {self.device()}"
+
+
+def _params(w: Workload, mode_id: str) -> dict[str, Any]:
+    params: dict[str, Any] = {"mapping": w.mapping.compact(), "num_networks": len(w.mapping.networks),
+                              "duration_s": w.duration_s, "warmup_s": w.warmup_s, "mode": mode_id,
+                              "batch_size": w.batch_size, "device": w.device()}
+    for i, n in enumerate(w.mapping.networks):
+        params.update({f"net{i}.model": n.model, f"net{i}.split": n.split, f"net{i}.devices": ">".join(n.devices)})
+    return params
+
+
+def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, start_ms: int,
+                    failure: tuple[str, str, str] | None = None) -> Any:
+    """The ``mapping`` run of a workload: measured figures, or the failure (reason, message, stderr tail)."""
+    from tracker.log.record import RunRecord, now_ms
+    from tracker.profile.records import telemetry_metrics
+
+    record = RunRecord(kind="mapping", name=w.name(), params=_params(w, mode_id), key_fields=w.key_fields(mode_id),
+                       tags={"tracker.source": "measured"}, start_time_ms=start_ms, end_time_ms=now_ms(),
+                       description=f"{len(w.mapping.networks)} networks at once for {w.duration_s:g} s after "
+                                   f"{w.warmup_s:g} s of warm-up, each split between two stages: {w.mapping.compact()}.")
+    record.artifacts["mapping.json"] = json.dumps(w.mapping.to_json(), indent=2)
+    if failure is not None:
+        reason, message, tail = failure
+        record.name += f" · {reason}"
+        return record.fail(reason, tail or message)
+    assert payload is not None
+    total = 0.0
+    for i, net in enumerate(payload["networks"]):
+        record.params.update({f"net{i}.{k}": net[k] for k in NET_INFO if k in net})
+        record.metrics.update({f"net{i}.{k}": float(net[k]) for k in NET_FIGURES if k in net})
+        total += net.get("throughput_per_s", 0.0)
+    record.metrics["total_throughput_per_s"] = total
+    record.metrics["window_s"] = float(payload["window_s"])
+    memory = payload["memory"]
+    record.metrics["peak_mem_mb"] = float(memory.get("cuda_max_allocated_mb", memory["peak_rss_mb"]))
+    inferences = sum(int(n["inf_count"]) for n in payload["networks"])
+    record.metrics.update(telemetry_metrics(payload["telemetry"], inferences, MAPPING_TELEMETRY))
+    return record
+
+
+def result_of(record: Any, reused: bool) -> dict[str, Any]:
+    """The JSON of one workload: run id, mapping, status and per network the figures."""
+    n = int(record.params.get("num_networks", 0))
+    nets = []
+    for i in range(n):
+        row: dict[str, Any] = {"model": record.params.get(f"net{i}.model"), "split": int(record.params.get(f"net{i}.split", 0)),
+                               "devices": str(record.params.get(f"net{i}.devices", "")).split(">")}
+        for k in NET_FIGURES:
+            value = record.metrics.get(f"net{i}.{k}")
+            row[k] = (int(value) if k == "inf_count" else value) if value is not None else None
+        nets.append(row)
+    return {"run_id": record.run_id, "mapping": record.params.get("mapping"), "status": record.status,
+            "reason": record.tags.get("tracker.failure_reason"), "reused": reused,
+            "total_throughput_per_s": record.metrics.get("total_throughput_per_s"), "networks": nets}
+
+
+def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | None = None,
+                  campaign: str | None = None, on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Each workload in its own child, one ``mapping`` run each; those already measured are skipped."""
+    from tracker.log.record import config_key, now_ms
+    from tracker.profile.api import ensure_mode_logged
+    from tracker.profile.child import run_child
+    from tracker.profile.modes import read_mode
+
+    out = []
+    for w in workloads:
+        mode_id = read_mode(w.device(), threads=w.threads).mode_id
+        existing = logger.find(config_key({"kind": "mapping", **w.key_fields(mode_id)}))
+        if existing is not None:
+            result = result_of(existing, reused=True)
+        else:
+            ensure_mode_logged(logger, w.device(), w.threads)
+            start = now_ms()
+            limit = timeout_s or 120.0 + 3 * (w.duration_s + w.warmup_s)
+            child = run_child(w.job(), timeout_s=limit)
+            failure = None if child.ok else (child.reason or "crash", child.message, child.stderr_tail)
+            record = workload_record(w, mode_id, child.payload if child.ok else None, start, failure)
+            if campaign:
+                record.tags["tracker.campaign"] = campaign
+            logger.log([record])
+            result = result_of(record, reused=False)
+        out.append(result)
+        if on_done:
+            on_done(result)
+    return out
