@@ -22,7 +22,8 @@ def test_every_kind_has_a_schema_file_and_loads() -> None:
 
 
 def test_metric_names_carry_their_units() -> None:
-    dimensionless = {"loss", "val_accuracy", "train_loss", "step_loss", "epoch_loss", "sum_of_layers_ratio", "latency_ci_rel", "data_wait_frac"}
+    dimensionless = {"loss", "val_accuracy", "train_loss", "step_loss", "epoch_loss", "sum_of_layers_ratio", "latency_ci_rel", "data_wait_frac",
+                     "best_val_accuracy", "frontier_agreement_frac", "frontier_jaccard_frac"}
     for kind in KINDS:
         schema = load_schema(kind)
         for name, spec in [*schema.metrics.items(), *schema.patterns.get("metrics", {}).items()]:

@@ -18,6 +18,7 @@ from tracker.cli import fingerprint as fingerprint_cli
 from tracker.cli import imports as imports_cli
 from tracker.cli import mapping as mapping_cli
 from tracker.cli import profile as profile_cli
+from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
@@ -38,6 +39,7 @@ app.add_typer(imports_cli.app, name="import")
 app.add_typer(campaign_cli.app, name="campaign")
 app.add_typer(data_cli.app, name="data")
 app.add_typer(mapping_cli.app, name="mapping")
+app.add_typer(searchspace_cli.app, name="searchspace")
 app.command("describe")(describe_cli.describe)
 app.add_typer(warehouse_cli.app, name="warehouse")
 app.command("sql")(warehouse_cli.sql)

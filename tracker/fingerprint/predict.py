@@ -80,9 +80,9 @@ def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: st
     from tracker.describe import describe
     from tracker.zoo import resolve
 
-    resolve(ref)  # an unknown network is said before anything is loaded
+    model_ref = resolve(ref)  # an unknown network is said before anything is loaded
     models = champions(tracking_uri, phase, device)
-    desc = describe(ref, input_size or 224)
+    desc = describe(ref, input_size or model_ref.input_size)
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(desc, [batch_size], phase, device,
                                           with_layers=any(m.layer is not None for m in models.values()))

@@ -20,7 +20,7 @@ from typing import Any
 from tracker.errors import SchemaError
 from tracker.settings import project_dir
 
-KINDS: tuple[str, ...] = ("network", "layer", "training", "mapping", "mode", "accuracy")
+KINDS: tuple[str, ...] = ("network", "layer", "training", "mapping", "mode", "accuracy", "candidate", "searchspace")
 PARAM_TYPES = ("str", "int", "float", "bool", "json")
 #: MLflow's own limits (mlflow.utils.validation), checked here so a bad record fails early.
 MAX_KEY_LENGTH = 250

@@ -1,0 +1,93 @@
+"""Search-space profiling on the bundled digits: accuracy and measured latency tables filled
+separately and only where missing, the frontier view and report with its shared primitives,
+and clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tests.test_cli import run_cli
+from tracker.cli.app import app
+from tracker.settings import resolve_location
+
+runner = CliRunner()
+SPACE = """name = "tiny"
+input_size = 16
+num_classes = 10
+stem_channels = 8
+enumerate = "all"
+[[positions]]
+name = "a"
+width = 16
+candidates = ["vgg", "mobilenet"]
+[[positions]]
+name = "b"
+width = 32
+candidates = ["vgg", {name = "mb6", style = "mobilenet", expansion = 6}]
+[accuracy]
+epochs = 1
+batch_size = 128
+[latency]
+batch_size = 1
+"""
+
+
+def _cli(runs: Path, *args: str) -> object:
+    return runner.invoke(app, ["--tracking-uri", str(runs), *args])
+
+
+def test_tables_fill_only_what_is_missing_and_the_report_keeps_the_frontier(tmp_path: Path) -> None:
+    runs, wh, space = tmp_path / "runs", tmp_path / "w.duckdb", tmp_path / "tiny.toml"
+    space.write_text(SPACE)
+    out = _cli(runs, "searchspace", "run", str(space), "--skip-latency", "--format", "json")
+    assert out.exit_code == 0, out.output
+    first = json.loads(out.stdout)
+    assert (first["candidates"], first["accuracy_done"], first["latency_done"]) == (4, 4, 0)
+    out = _cli(runs, "searchspace", "run", str(space), "--skip-accuracy", "--time-cap", "0.5", "--format", "json")
+    second = json.loads(out.stdout)
+    assert (second["accuracy_done"], second["latency_done"], second["failed"]) == (0, 4, [])
+    assert second["device_time_s"] > 0
+    again = json.loads(_cli(runs, "searchspace", "run", str(space), "--format", "json").stdout)
+    assert (again["accuracy_done"], again["accuracy_skipped"], again["latency_done"], again["latency_skipped"]) == (0, 4, 0, 4)
+    assert len(list((tmp_path / "tiny" / "networks").glob("*.json"))) == 4  # the candidates' spec files
+
+    out = _cli(runs, "searchspace", "report", str(space), "--warehouse", str(wh), "--format", "json")
+    assert out.exit_code == 0, out.output
+    rep = json.loads(out.stdout)
+    cands = rep["candidates"]
+    assert rep["latency_source"] == "measured" and len(cands) == 4
+    assert all(0 <= c["accuracy"] <= 1 and c["latency_ms"] > 0 for c in cands)
+    for c in cands:  # on the frontier exactly when no other candidate dominates it
+        dominated = any(o["accuracy"] >= c["accuracy"] and o["latency_ms"] <= c["latency_ms"]
+                        and (o["accuracy"] > c["accuracy"] or o["latency_ms"] < c["latency_ms"]) for o in cands)
+        assert c["on_frontier"] is not dominated
+    on = [c for c in cands if c["on_frontier"]]
+    assert on and rep["shared_primitives"] == {
+        pos: [p for p in names if any(c["choices"][pos] == p for c in on)]
+        for pos, names in (("a", ["vgg", "mobilenet"]), ("b", ["vgg", "mb6"]))}
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = client.get_run(rep["run_id"])
+    assert run.data.tags["tracker.kind"] == "searchspace" and run.data.metrics["frontier_count"] == len(on)
+    assert {a.path for a in client.list_artifacts(rep["run_id"])} >= {"pareto.png", "report.json"}
+    png = Path(client.download_artifacts(rep["run_id"], "pareto.png", str(tmp_path)))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    acc = client.search_runs([run.info.experiment_id], "tags.`tracker.kind` = 'accuracy'")
+    assert len(acc) == 4 and all(r.data.params["dataset"] == "digits" for r in acc)
+    assert all(int(r.data.params["val_count"]) > 300 for r in acc)  # a fifth of the 1797 digits
+
+
+def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SPACE.replace('candidates = ["vgg", "mobilenet"]', 'candidates = ["vgg", "transformer"]'))
+    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
+    assert proc.returncode == 1 and "positions[0].candidates[1]: unknown primitive 'transformer'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    space = tmp_path / "tiny.toml"
+    space.write_text(SPACE)
+    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(space), "--skip-accuracy",
+                   "--latency", "predicted", cwd=tmp_path)
+    assert proc.returncode == 1 and "no fingerprint" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,92 @@
+"""``tracker searchspace``: accuracy and latency tables of a search space, and its Pareto frontier."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+
+app = typer.Typer(help="Search-space profiling: what each candidate costs and is worth, and the frontier worth keeping.",
+                  no_args_is_help=True)
+SpaceArg = Annotated[Path, typer.Argument(help="Search space file, e.g. experiments/searchspace-digits.toml.")]
+
+
+class LatencySource(str, Enum):
+    measured = "measured"
+    predicted = "predicted"
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    space_file: SpaceArg,
+    latency: Annotated[LatencySource, typer.Option(help="measured by the profilers, or predicted by the registered fingerprints.")] = LatencySource.measured,
+    skip_accuracy: Annotated[bool, typer.Option("--skip-accuracy", help="Only the latency table.")] = False,
+    skip_latency: Annotated[bool, typer.Option("--skip-latency", help="Only the accuracy table.")] = False,
+    specs: Annotated[Optional[Path], typer.Option(help="Folder for the candidates' spec files (default: <space folder>/<name>/networks).")] = None,
+    time_cap: Annotated[float, typer.Option("--time-cap", min=0.1, help="Seconds of sampling at most per measured candidate.")] = 5.0,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""
+    from tracker.searchspace.run import run_space
+    from tracker.searchspace.space import load_space
+
+    space = load_space(space_file)
+    st = state(ctx)
+    if st.experiment == "Default":
+        st.experiment = f"searchspace-{space.name}"
+    folder = specs or space_file.parent / space.name / "networks"
+    quiet = fmt is OutputFormat.json
+    tally = run_space(st.logger(), space, folder, latency.value, skip_accuracy, skip_latency, time_cap,
+                      progress=None if quiet else (lambda text: typer.echo(text, err=True)))
+    data = {"search_space": space.name, "candidates": len(space.candidates()), "latency_source": latency.value, **tally.as_dict()}
+    if quiet:
+        emit_json(data)
+        return
+    typer.echo(f"{space.name}: {data['candidates']} candidates; accuracy {tally.accuracy_done} trained, "
+               f"{tally.accuracy_skipped} already there; latency ({latency.value}) {tally.latency_done} new, "
+               f"{tally.latency_skipped} already there, {len(tally.failed)} failed; {tally.device_time_s:.1f} s of device time")
+
+
+@app.command("report")
+def report_cmd(
+    ctx: typer.Context,
+    space_file: SpaceArg,
+    latency: Annotated[Optional[LatencySource], typer.Option(help="Which latency the frontier uses (default: measured where there is any).")] = None,
+    warehouse: Annotated[Optional[Path], typer.Option(help="DuckDB warehouse (default: runs/warehouse.duckdb); loaded first.")] = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Load the warehouse, print the Pareto frontier and the primitives on it per position, log the plot."""
+    from tracker.searchspace.run import report
+    from tracker.searchspace.space import load_space
+    from tracker.settings import resolve_location, warehouse_path
+    from tracker.warehouse.load import load
+    from tracker.warehouse.source import open_source
+
+    space = load_space(space_file)
+    st = state(ctx)
+    if st.experiment == "Default":
+        st.experiment = f"searchspace-{space.name}"
+    path = warehouse_path(warehouse)
+    load(path, open_source(resolve_location(st.tracking_uri), None))
+    out = report(st.logger(), path, space, latency.value if latency else None)
+    if fmt is OutputFormat.json:
+        emit_json(out)
+        return
+    typer.echo(f"{space.name} ({out['latency_source']} latency, bs{out['batch_size']} on {out['device']}): "
+               f"{sum(c['on_frontier'] for c in out['candidates'])} of {len(out['candidates'])} candidates on the frontier")
+    for c in out["candidates"]:
+        if c["on_frontier"]:
+            typer.echo(f"  {c['name']}: accuracy {100 * c['accuracy']:.1f} %, {c['latency_ms']:.3f} ms")
+    for pos, prims in out["shared_primitives"].items():
+        typer.echo(f"  {pos}: {', '.join(prims) or '-'} on the frontier")
+    if "comparison" in out:
+        cmp = out["comparison"]
+        typer.echo(f"predicted vs measured frontier: {100 * cmp['agreement']:.0f} % of candidates kept or dropped alike, "
+                   f"Jaccard {cmp['jaccard']:.2f}; device time {cmp['measured_device_time_s']:.1f} s measured vs "
+                   f"{cmp['predicted_device_time_s']:.2f} s predicted")
+    typer.echo(f"plot: pareto.png on run {out['run_id']}")

@@ -1,0 +1,38 @@
+"""The Pareto plot of a search space: accuracy against latency, the frontier joined up."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+
+def pareto_png(space: str, rows: list[dict[str, Any]], source: str, measured: list[dict[str, Any]] | None = None) -> bytes:
+    """PNG bytes: every candidate (frontier ones labelled) and the frontier as a step line; with
+    ``measured`` given (for a predicted frontier), the measured frontier beside it, dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    off = [r for r in rows if not r["on_frontier"]]
+    on = sorted((r for r in rows if r["on_frontier"]), key=lambda r: r["latency_ms"])
+    ax.scatter([r["latency_ms"] for r in off], [100 * r["accuracy"] for r in off], s=18, c="0.6", label="candidate")
+    ax.step([r["latency_ms"] for r in on], [100 * r["accuracy"] for r in on], where="post", c="C0", lw=1.5)
+    ax.scatter([r["latency_ms"] for r in on], [100 * r["accuracy"] for r in on], s=30, c="C0",
+               label=f"frontier ({source} latency)")
+    for r in on:
+        ax.annotate(r["model"].removeprefix(f"{space}-"), (r["latency_ms"], 100 * r["accuracy"]), fontsize=7,
+                    xytext=(4, -10), textcoords="offset points")
+    if measured:
+        m_on = sorted((r for r in measured if r["on_frontier"]), key=lambda r: r["latency_ms"])
+        ax.step([r["latency_ms"] for r in m_on], [100 * r["accuracy"] for r in m_on], where="post", c="C1", ls="--",
+                lw=1, label="frontier (measured latency)")
+    ax.set(xlabel=f"latency (ms, {source})", ylabel="validation accuracy (%)", title=f"{space}: accuracy vs latency")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()

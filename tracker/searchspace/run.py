@@ -1,0 +1,246 @@
+"""Fill a search space's accuracy and latency tables (only what is missing), and report its
+accuracy-latency Pareto frontier from the warehouse view ``searchspace_candidates``."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tracker.errors import TrackerError
+from tracker.searchspace.space import Candidate, SearchSpace
+
+SOURCES = ("measured", "predicted")
+
+
+@dataclass
+class Tally:
+    accuracy_done: int = 0
+    accuracy_skipped: int = 0
+    latency_done: int = 0
+    latency_skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+    device_time_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def write_specs(space: SearchSpace, folder: Path) -> dict[str, Path]:
+    """Each candidate's spec file (the same file for the same candidate): name -> path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for c in space.candidates():
+        path = folder / f"{c.name}.json"
+        text = json.dumps(c.spec, indent=2, sort_keys=True) + "\n"
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+        out[c.name] = path
+    return out
+
+
+def _hash(path: Path, input_size: int) -> str:
+    from tracker.profile.api import _description
+
+    return _description(str(path), input_size)[1]
+
+
+def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str, result: Any, start_ms: int) -> Any:
+    from tracker.log.record import RunRecord, now_ms
+
+    b = space.accuracy
+    params = {"model": c.name, "model_hash": model_hash, "dataset": b.dataset, "epochs": b.epochs,
+              "batch_size": b.batch_size, "learning_rate": b.learning_rate, "seed": b.seed,
+              "search_space": space.name, "candidate": c.choices}
+    record = RunRecord(kind="accuracy", name=f"{c.name} · accuracy · {b.dataset} · {b.epochs} epochs", params=params,
+                       key_fields={k: v for k, v in params.items() if k != "candidate"},
+                       tags={"tracker.campaign": space.name, "tracker.source": "measured"},
+                       description=f"Validation accuracy of candidate {c.name} of search space {space.name} after "
+                                   f"{b.epochs} epochs on {b.dataset}.", start_time_ms=start_ms)
+    if result is not None:
+        record.params.update(train_count=result.train_count, val_count=result.val_count)
+        record.metrics.update(val_accuracy=result.val_accuracy, train_loss=result.train_loss, train_time_s=result.train_time_s)
+    record.end_time_ms = now_ms()
+    return record
+
+
+def _candidate_record(space: SearchSpace, c: Candidate, model_hash: str, source: str, mode: str | None) -> Any:
+    from tracker.log.record import RunRecord
+
+    lat = space.latency
+    params: dict[str, Any] = {"search_space": space.name, "model": c.name, "model_hash": model_hash, "candidate": c.choices,
+                              "latency_source": source, "device": lat.device, "batch_size": lat.batch_size}
+    if mode:
+        params["mode"] = mode
+    keys = {k: v for k, v in params.items() if k != "candidate"}
+    return RunRecord(kind="candidate", name=f"{c.name} · latency {source} · bs{lat.batch_size} · {lat.device}", params=params,
+                     key_fields=keys, tags={"tracker.campaign": space.name, "tracker.source": source},
+                     description=f"Latency of candidate {c.name} of {space.name}, {source}.")
+
+
+def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "measured", skip_accuracy: bool = False,
+              skip_latency: bool = False, time_cap_s: float = 5.0, progress: Callable[[str], None] | None = None) -> Tally:
+    """Fill what is missing: an ``accuracy`` run per candidate, and a ``candidate`` run with its latency
+    (``measured``: a network run by the profilers; ``predicted``: the registered fingerprints)."""
+    from tracker.log.record import now_ms
+    from tracker.searchspace.accuracy import load_split, train_and_evaluate
+
+    if latency not in SOURCES:
+        raise TrackerError(f"--latency must be measured or predicted, got {latency!r}")
+    say = progress or (lambda _: None)
+    paths = write_specs(space, specs_dir)
+    tally = Tally()
+    candidates = space.candidates()
+    hashes = {c.name: _hash(paths[c.name], space.input_size) for c in candidates}
+    if not skip_accuracy:
+        done = logger.measured(kind="accuracy")
+        b = space.accuracy
+        for c in candidates:
+            record = accuracy_record(space, c, hashes[c.name], None, now_ms())
+            if record.config_key in done:
+                tally.accuracy_skipped += 1
+                continue
+            split = load_split(b.dataset, space.input_size, b.seed, str(space.path.parent))
+            say(f"accuracy {c.name}")
+            result = train_and_evaluate(c.spec, split, b.epochs, b.batch_size, b.learning_rate, b.seed)
+            logger.log([accuracy_record(space, c, hashes[c.name], result, record.start_time_ms)])
+            tally.accuracy_done += 1
+    if not skip_latency:
+        predictor = _predictor(logger, space) if latency == "predicted" else None
+        mode = None
+        if latency == "measured":
+            from tracker.profile.modes import read_mode
+
+            mode = read_mode(space.latency.device).mode_id
+        done = logger.measured(kind="candidate")
+        for c in candidates:
+            record = _candidate_record(space, c, hashes[c.name], latency, mode)
+            if record.config_key in done:
+                tally.latency_skipped += 1
+                continue
+            say(f"latency ({latency}) {c.name}")
+            if predictor is not None:
+                predictor(record, paths[c.name])
+            else:
+                _measure(logger, space, record, paths[c.name], time_cap_s)
+            if record.status != "FINISHED":
+                tally.failed.append(c.name)
+            tally.device_time_s += record.metrics.get("device_time_s", 0.0)
+            logger.log([record])
+            tally.latency_done += 1
+    return tally
+
+
+def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_s: float) -> None:
+    from tracker.profile.api import profile_network
+    from tracker.profile.stats import Stopping
+
+    result = profile_network(logger, str(path), space.latency.batch_size, Stopping(time_cap_s=time_cap_s),
+                             device=space.latency.device)
+    net = result.network
+    record.tags["tracker.latency_run"] = net.run_id
+    if net.status != "FINISHED":
+        record.fail(net.tags.get("tracker.failure_reason", "error"), net.tags.get("tracker.stderr_tail"))
+        return
+    record.metrics.update(latency_ms=net.metrics["latency_ms"], latency_ci_rel=net.metrics["latency_ci_rel"],
+                          device_time_s=net.metrics.get("measure_time_s", 0.0))
+
+
+def _predictor(logger: Any, space: SearchSpace) -> Callable[[Any, Path], None]:
+    from tracker.fingerprint.predict import predict
+
+    uri = logger.location.uri
+
+    def run(record: Any, path: Path) -> None:
+        t0 = time.perf_counter()
+        out = predict(uri, str(path), space.latency.batch_size, "inference", space.latency.device)
+        if "latency_ms" not in out["predictions"]:
+            raise TrackerError(f"no latency_ms fingerprint for inference on {space.latency.device}: "
+                               "train one with `tracker fingerprint train --target latency_ms` (or use --latency measured)")
+        record.params["fingerprint_version"] = out["model_versions"]["latency_ms"]
+        record.metrics.update(latency_ms=out["predictions"]["latency_ms"], device_time_s=time.perf_counter() - t0)
+
+    return run
+
+
+# --------------------------------------------------------------------------- report
+
+def frontier_rows(warehouse: Path, space: SearchSpace, source: str) -> list[dict[str, Any]]:
+    from tracker.warehouse.load import connect
+
+    con = connect(warehouse, read_only=True)
+    try:
+        cur = con.execute(
+            "SELECT model, candidate, accuracy, latency_ms, device_time_s, on_frontier FROM searchspace_candidates "
+            "WHERE search_space = ? AND latency_source = ? AND device = ? AND batch_size = ? ORDER BY latency_ms",
+            [space.name, source, space.latency.device, space.latency.batch_size])
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+    finally:
+        con.close()
+    for r in rows:
+        r["candidate"] = json.loads(r["candidate"]) if isinstance(r["candidate"], str) else r["candidate"]
+    return rows
+
+
+def shared_primitives(space: SearchSpace, rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Per position, the primitives that appear on the frontier (ssprofile's shared primitives), in the space's order."""
+    on = [r for r in rows if r["on_frontier"]]
+    return {p.name: [c.name for c in p.candidates if any(r["candidate"].get(p.name) == c.name for r in on)]
+            for p in space.positions}
+
+
+def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None = None) -> dict[str, Any]:
+    """The frontier of ``source`` (default: measured where there is any, else predicted), its shared
+    primitives, the agreement of the predicted frontier with the measured one, and a ``searchspace``
+    run carrying the Pareto plot."""
+    from tracker.log.record import RunRecord
+    from tracker.searchspace.plot import pareto_png
+
+    by_source = {s: frontier_rows(warehouse, space, s) for s in SOURCES}
+    chosen = source or ("measured" if by_source["measured"] else "predicted")
+    rows = by_source[chosen]
+    if not rows:
+        raise TrackerError(f"search space {space.name}: no candidate has both accuracy and {chosen} latency in the "
+                           f"warehouse; run `tracker searchspace run {space.path}` (then the report loads the warehouse)")
+    shared = shared_primitives(space, rows)
+    out: dict[str, Any] = {
+        "search_space": space.name, "latency_source": chosen, "device": space.latency.device,
+        "batch_size": space.latency.batch_size,
+        "candidates": [{"name": r["model"], "choices": r["candidate"], "accuracy": r["accuracy"],
+                        "latency_ms": r["latency_ms"], "on_frontier": bool(r["on_frontier"])} for r in rows],
+        "shared_primitives": shared,
+    }
+    metrics = {"candidates_count": float(len(rows)), "frontier_count": float(sum(r["on_frontier"] for r in rows)),
+               "best_val_accuracy": max(r["accuracy"] for r in rows), "fastest_latency_ms": min(r["latency_ms"] for r in rows)}
+    measured = {r["model"]: bool(r["on_frontier"]) for r in by_source["measured"]}
+    predicted = {r["model"]: bool(r["on_frontier"]) for r in by_source["predicted"]}
+    common = sorted(set(measured) & set(predicted))
+    if common:
+        mf, pf = {m for m in common if measured[m]}, {m for m in common if predicted[m]}
+        comparison = {
+            "candidates": len(common),
+            "agreement": sum(measured[m] == predicted[m] for m in common) / len(common),
+            "jaccard": len(mf & pf) / len(mf | pf) if mf | pf else 1.0,
+            "measured_frontier": sorted(mf), "predicted_frontier": sorted(pf),
+            "measured_device_time_s": sum(r["device_time_s"] or 0.0 for r in by_source["measured"] if r["model"] in common),
+            "predicted_device_time_s": sum(r["device_time_s"] or 0.0 for r in by_source["predicted"] if r["model"] in common),
+        }
+        out["comparison"] = comparison
+        metrics.update(frontier_agreement_frac=comparison["agreement"], frontier_jaccard_frac=comparison["jaccard"],
+                       measured_device_time_s=comparison["measured_device_time_s"],
+                       predicted_device_time_s=comparison["predicted_device_time_s"])
+    record = RunRecord(kind="searchspace", name=f"{space.name} · frontier · {chosen} · bs{space.latency.batch_size} · "
+                                                 f"{space.latency.device}",
+                       params={"search_space": space.name, "latency_source": chosen, "device": space.latency.device,
+                               "batch_size": space.latency.batch_size, "shared_primitives": shared},
+                       metrics=metrics, tags={"tracker.campaign": space.name},
+                       key_fields={"search_space": space.name, "source": chosen, "rows": out["candidates"]},
+                       description=f"Accuracy-latency Pareto frontier of search space {space.name} ({chosen} latency).")
+    record.artifacts["pareto.png"] = pareto_png(space.name, rows, chosen, by_source["measured"] if chosen == "predicted" else None)
+    record.artifacts["report.json"] = json.dumps(out, indent=2)
+    logger.log([record])
+    out["run_id"] = record.run_id
+    return out
