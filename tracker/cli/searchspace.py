@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -13,6 +13,17 @@ from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
 app = typer.Typer(help="Search-space profiling: what each candidate costs and is worth, and the frontier worth keeping.",
                   no_args_is_help=True)
 SpaceArg = Annotated[Path, typer.Argument(help="Search space file, e.g. experiments/searchspace-digits.toml.")]
+
+
+def _open(ctx: typer.Context, space_file: Path) -> tuple[Any, Any]:
+    """The search space and the command state, runs going to experiment searchspace-<name> unless told."""
+    from tracker.searchspace.space import load_space
+
+    space = load_space(space_file)
+    st = state(ctx)
+    if st.experiment == "Default":
+        st.experiment = f"searchspace-{space.name}"
+    return space, st
 
 
 class LatencySource(str, Enum):
@@ -33,12 +44,8 @@ def run(
 ) -> None:
     """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""
     from tracker.searchspace.run import run_space
-    from tracker.searchspace.space import load_space
 
-    space = load_space(space_file)
-    st = state(ctx)
-    if st.experiment == "Default":
-        st.experiment = f"searchspace-{space.name}"
+    space, st = _open(ctx, space_file)
     folder = specs or space_file.parent / space.name / "networks"
     quiet = fmt is OutputFormat.json
     tally = run_space(st.logger(), space, folder, latency.value, skip_accuracy, skip_latency, time_cap,
@@ -62,15 +69,11 @@ def report_cmd(
 ) -> None:
     """Load the warehouse, print the Pareto frontier and the primitives on it per position, log the plot."""
     from tracker.searchspace.run import report
-    from tracker.searchspace.space import load_space
     from tracker.settings import resolve_location, warehouse_path
     from tracker.warehouse.load import load
     from tracker.warehouse.source import open_source
 
-    space = load_space(space_file)
-    st = state(ctx)
-    if st.experiment == "Default":
-        st.experiment = f"searchspace-{space.name}"
+    space, st = _open(ctx, space_file)
     path = warehouse_path(warehouse)
     load(path, open_source(resolve_location(st.tracking_uri), None))
     out = report(st.logger(), path, space, latency.value if latency else None)
