@@ -41,12 +41,6 @@ class NetMapping:
     def compact(self) -> str:
         return f"{self.model}@{self.split}:{self.devices[0]}>{self.devices[1]}"
 
-    @property
-    def stages(self) -> list[tuple[int, str]]:
-        """(stage index, device) of the stages that hold layers."""
-        n = layer_count(self.model)
-        return [(i, d) for i, d in enumerate(self.devices) if (self.split > 0 if i == 0 else self.split < n)]
-
 
 @dataclass(frozen=True)
 class Mapping:
@@ -101,9 +95,9 @@ def _check_model(model: str) -> bool:
     return True
 
 
-@lru_cache(maxsize=None)
-def _traced(model: str) -> tuple[Any, Any, list[Any]]:
-    """(module, GraphModule, its layers): the split points of ``model`` are between its layers."""
+def _trace(model: str) -> tuple[Any, Any, list[Any]]:
+    """A freshly built ``model``, its GraphModule and its layers: the split points are between the layers.
+    Each call builds its own copy, so two networks of a workload never share parameters."""
     import torch
     from torch.fx import symbolic_trace
 
@@ -128,8 +122,9 @@ def _detection() -> tuple[str, ...]:
     return detection_models()
 
 
+@lru_cache(maxsize=None)
 def layer_count(model: str) -> int:
-    return len(_traced(model)[2])
+    return len(_trace(model)[2])
 
 
 def validate(mapping: Mapping, gpu: bool) -> None:
@@ -255,6 +250,8 @@ def generate(opts: GenerateOptions, gpu: bool) -> list[Mapping]:
 # --------------------------------------------------------------------------- measurement (child side)
 
 def _sync(device: str) -> Callable[[], None]:
+    """Wait for this thread's stream only (``timing.device_sync`` waits for the whole device, which
+    here would also wait for the other networks' work)."""
     if device.startswith("cuda"):
         import torch
 
@@ -269,16 +266,22 @@ class _Net:
         import torch
         from torch.fx.passes.split_module import split_module
 
+        from tracker.describe.features import aggregates
+        from tracker.describe.graph import describe_module
         from tracker.zoo import resolve
 
-        module, graph, layers = _traced(net.model)
+        module, graph, layers = _trace(net.model)
+        ref = resolve(net.model)
+        size = ref.input_size
+        agg = aggregates(describe_module(module, ref.name, size), batch_size)  # on the CPU, before any move
+        self.info = {"params": int(agg["params"]), "macs": int(agg["macs"]), "flops": int(agg["flops"]),
+                     "functional_layers": int(agg["functional_layers"]), "layers": len(layers)}
         position = {node: i for i, node in enumerate(layers)}
         self.net = net
         split = split_module(graph, module, lambda node: 0 if position.get(node, 0) < net.split else 1)
-        self.module = split.to(net.devices[0] if net.split > 0 else net.devices[1]).eval()
         first = net.devices[0] if net.split > 0 else net.devices[1]
+        self.module = split.to(first).eval()
         self.final = net.devices[1] if net.split < len(layers) else net.devices[0]
-        size = resolve(net.model).input_size
         self.x = torch.randn(batch_size, 3, size, size, generator=torch.Generator().manual_seed(0)).to(first)
         self.times: dict[str, float] = {}
         stages = dict(split.named_children())
@@ -331,11 +334,8 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    from tracker.describe.features import aggregates
-    from tracker.describe.graph import describe_module
     from tracker.profile.modes import apply_threads, read_mode
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.zoo import resolve
 
     if job.get("threads"):
         apply_threads(int(job["threads"]))
@@ -344,12 +344,6 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     warmup_s, duration_s = float(job.get("warmup_s", 0.0)), float(job["duration_s"])
     mode = read_mode("cuda" if mapping.uses_cuda else "cpu", threads=job.get("threads"))
     nets = [_Net(n, batch_size) for n in mapping.networks]
-    info = []
-    for n in mapping.networks:
-        module = _traced(n.model)[0]
-        agg = aggregates(describe_module(module, resolve(n.model).name, resolve(n.model).input_size), batch_size)
-        info.append({"params": int(agg["params"]), "macs": int(agg["macs"]), "flops": int(agg["flops"]),
-                     "functional_layers": int(agg["functional_layers"]), "layers": layer_count(n.model)})
     window = {"open": float("inf"), "close": float("inf")}
     stop = threading.Event()
     samples: list[list[dict[str, float]]] = [[] for _ in nets]
@@ -388,7 +382,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     networks = []
     for i, (net, got) in enumerate(zip(mapping.networks, samples)):
         row: dict[str, Any] = {"model": net.model, "split": net.split, "devices": list(net.devices),
-                               "inf_count": len(got), **info[i]}
+                               "inf_count": len(got), **nets[i].info}
         if got:
             span = max(s["t1"] for s in got) - window["open"]
             row["avg_inf_ms"] = 1e3 * sum(s["t1"] - s["t0"] for s in got) / len(got)
