@@ -163,25 +163,15 @@ class JobResult:
 
 
 def _cap_memory(limit_mb: float) -> Callable[[], None]:
-    """Cap this process's address-space growth at ``limit_mb`` over what it holds now (soft limit only,
-    so it can be lifted again); an allocation past it fails like an out-of-memory on a smaller device.
-    Returns the function that lifts the cap."""
-    import resource
+    """The worker's memory cap, with the intra-op threads started first (their stacks and malloc
+    arenas are address space too), so the cap bounds what the training loop itself adds."""
+    from tracker.profile.worker import cap_memory
 
-    if not limit_mb:
-        return lambda: None
-    import torch
+    if limit_mb:
+        import torch
 
-    # the intra-op threads exist before the cap (their stacks and malloc arenas are address space too)
-    torch.nn.functional.conv2d(torch.ones(1, 8, 64, 64), torch.ones(8, 8, 3, 3)).sum().item()
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    with open("/proc/self/statm") as fh:
-        current = int(fh.read().split()[0]) * resource.getpagesize()
-    cap = current + int(limit_mb * 2**20)
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    return lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        torch.nn.functional.conv2d(torch.ones(1, 8, 64, 64), torch.ones(8, 8, 3, 3)).sum().item()
+    return cap_memory(limit_mb)
 
 
 def _peak_rss_mb() -> float:

@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 RESULT_PREFIX = "TRACKER-RESULT "
 EXIT_OOM = 3
@@ -48,15 +48,20 @@ def _inject_fault(job: dict[str, Any]) -> None:
         time.sleep(3600)
 
 
-def _limit_memory(limit_mb: float | None) -> None:
-    """Cap this process's address space growth: allocations past it fail like a real OOM."""
+def cap_memory(limit_mb: float | None) -> Callable[[], None]:
+    """Cap this process's address-space growth at ``limit_mb`` over what it holds now: an allocation
+    past it fails like an out-of-memory on a smaller device. Only the soft limit is set (never above
+    the hard one), so the returned function can lift the cap again."""
     if not limit_mb:
-        return
+        return lambda: None
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     with open("/proc/self/statm") as fh:
-        vm_pages = int(fh.read().split()[0])
-    current = vm_pages * os.sysconf("SC_PAGE_SIZE")
-    limit = current + int(limit_mb * 1024 * 1024)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        current = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    cap = current + int(limit_mb * 2**20)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def is_oom(exc: BaseException, capped: bool = False) -> bool:
@@ -79,7 +84,7 @@ def main() -> int:
 
         import torch  # noqa: F401  (imported before the memory cap: its libraries are mapped)
 
-        _limit_memory(job.get("memory_limit_mb"))
+        cap_memory(job.get("memory_limit_mb"))
         _inject_fault(job)
         if job.get("kind") == "mapping":
             from tracker.profile.mapping import run_workload
