@@ -43,8 +43,8 @@ def _gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def _say_notes(opts: GenerateOptions) -> None:
-    for note in opts.notes:
+def _say(notes: list[str]) -> None:
+    for note in notes:
         typer.echo(note, err=True)
 
 
@@ -67,7 +67,7 @@ def generate(
 
     opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
     mappings = draw(opts, _gpu())
-    _say_notes(opts)
+    _say(opts.notes)
     data = [m.to_json() | {"mapping": m.compact()} for m in mappings]
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -129,8 +129,7 @@ def run(
         notes = opts.notes
     for m in mappings:
         validate(m, gpu)  # every mapping checked before the first is measured
-    for note in notes:
-        typer.echo(note, err=True)
+    _say(notes)
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = EXPERIMENT

@@ -47,8 +47,9 @@ def _hash(path: Path, input_size: int) -> str:
     return _description(str(path), input_size)[1]
 
 
-def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str, result: Any, start_ms: int) -> Any:
-    from tracker.log.record import RunRecord, now_ms
+def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
+    """The ``accuracy`` run of a candidate under the space's budget, before training (its key is final)."""
+    from tracker.log.record import RunRecord
 
     b = space.accuracy
     params = {"model": c.name, "model_hash": model_hash, "dataset": b.dataset, "epochs": b.epochs,
@@ -58,11 +59,7 @@ def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str, result: A
                        key_fields={k: v for k, v in params.items() if k != "candidate"},
                        tags={"tracker.campaign": space.name, "tracker.source": "measured"},
                        description=f"Validation accuracy of candidate {c.name} of search space {space.name} after "
-                                   f"{b.epochs} epochs on {b.dataset}.", start_time_ms=start_ms)
-    if result is not None:
-        record.params.update(train_count=result.train_count, val_count=result.val_count)
-        record.metrics.update(val_accuracy=result.val_accuracy, train_loss=result.train_loss, train_time_s=result.train_time_s)
-    record.end_time_ms = now_ms()
+                                   f"{b.epochs} epochs on {b.dataset}.")
     return record
 
 
@@ -98,14 +95,18 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
         done = logger.measured(kind="accuracy")
         b = space.accuracy
         for c in candidates:
-            record = accuracy_record(space, c, hashes[c.name], None, now_ms())
+            record = accuracy_record(space, c, hashes[c.name])
             if record.config_key in done:
                 tally.accuracy_skipped += 1
                 continue
             split = load_split(b.dataset, space.input_size, b.seed, str(space.path.parent))
             say(f"accuracy {c.name}")
+            record.start_time_ms = now_ms()
             result = train_and_evaluate(c.spec, split, b.epochs, b.batch_size, b.learning_rate, b.seed)
-            logger.log([accuracy_record(space, c, hashes[c.name], result, record.start_time_ms)])
+            record.params.update(train_count=result.train_count, val_count=result.val_count)
+            record.metrics.update(val_accuracy=result.val_accuracy, train_loss=result.train_loss, train_time_s=result.train_time_s)
+            record.end_time_ms = now_ms()
+            logger.log([record])
             tally.accuracy_done += 1
     if not skip_latency:
         predictor = _predictor(logger, space) if latency == "predicted" else None
