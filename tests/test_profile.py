@@ -40,11 +40,19 @@ def test_a_hung_child_is_killed_at_its_time_limit() -> None:
 
 
 def test_a_child_measures_and_returns_raw_samples() -> None:
+    from tracker.profile.worker import peak_rss_mb
+
+    ballast_mb = 2048  # the parent grows; the child's peak is its own, not inherited through fork and exec
+    ballast = bytearray(ballast_mb * 2**20)
+    ballast[::4096] = b"\x01" * len(range(0, len(ballast), 4096))
     result = run_child(job(phase="training", batch_size=2), timeout_s=300)
+    parent_peak_mb = peak_rss_mb()
+    del ballast
     assert result.ok, result.stderr_tail
     p = result.payload
     assert len(p["timing"]["samples_ms"]) >= 6 and p["timing"]["stop_reason"] in ("precision", "time_cap")
-    assert p["memory"]["peak_rss_mb"] > 50 and p["mode"]["mode_id"].startswith("cpu-t")
+    assert 50 < p["memory"]["peak_rss_mb"] < ballast_mb < parent_peak_mb, (p["memory"], parent_peak_mb)
+    assert p["mode"]["mode_id"].startswith("cpu-t")
     assert p["telemetry"]["telemetry_samples_count"] >= 1 and "gpu_util_pct" not in p["telemetry"]
     assert p["description"]["name"] == TINY
 

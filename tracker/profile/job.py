@@ -174,12 +174,6 @@ def _cap_memory(limit_mb: float) -> Callable[[], None]:
     return cap_memory(limit_mb)
 
 
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None) -> JobResult:
     """Train ``cfg.model`` on the dataset and log one ``training`` run; never raises for a measurement fault."""
     import torch
@@ -305,6 +299,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     import torch
 
     from tracker.profile.records import telemetry_metrics
+    from tracker.profile.worker import peak_rss_mb
 
     if steps:
         total_ms = sum(s["step_time_ms"] for s in steps)
@@ -316,7 +311,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
                    "data_wait_frac": sum(s["data_wait_ms"] for s in steps) / total_ms,
                    "throughput_per_s": images / (1e-3 * total_ms), "loss": steps[-1]["loss"],
                    "samples_count": float(len(steps)), "measure_time_s": wall_s,
-                   "proc_rss_peak_mb": _peak_rss_mb()}
+                   "proc_rss_peak_mb": peak_rss_mb()}
         summary["peak_mem_mb"] = (torch.cuda.max_memory_allocated(cfg.device) / 2**20) if cuda else summary["proc_rss_peak_mb"]
         if cuda:
             summary["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(cfg.device) / 2**20

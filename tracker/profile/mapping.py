@@ -330,12 +330,11 @@ class _Net:
 
 def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     """All networks of ``job["mapping"]`` at once, one thread each; the sampling window opens after the warm-up."""
-    import resource
-
     import torch
 
     from tracker.profile.modes import apply_threads, read_mode
     from tracker.profile.telemetry import TelemetrySampler
+    from tracker.profile.worker import peak_rss_mb
 
     if job.get("threads"):
         apply_threads(int(job["threads"]))
@@ -392,7 +391,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
                 if values:
                     row[name] = 1e3 * sum(values) / len(values)
         networks.append(row)
-    memory = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    memory = {"peak_rss_mb": peak_rss_mb()}
     if mapping.uses_cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return {"mapping": mapping.compact(), "networks": networks, "window_s": window["close"] - window["open"],

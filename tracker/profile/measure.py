@@ -8,12 +8,12 @@ samples, in the parent, by ``tracker.profile.stats``.
 
 from __future__ import annotations
 
-import resource
 from dataclasses import asdict
 from typing import Any
 
 from tracker.profile.stats import Stopping
 from tracker.profile.timing import Timing, device_sync, measure
+from tracker.profile.worker import peak_rss_mb
 
 
 def _timing_json(t: Timing) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), settle_s=job.get("settle_s", 0.0),
                           gpu_index=torch.device(device).index or 0 if cuda else None) as sampler:
         timing = measure(step, rule, device_sync(device))
-    memory: dict[str, float] = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    memory: dict[str, float] = {"peak_rss_mb": peak_rss_mb()}
     if cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20

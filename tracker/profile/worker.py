@@ -64,6 +64,24 @@ def cap_memory(limit_mb: float | None) -> Callable[[], None]:
     return lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process since it started its program (MB).
+
+    ``VmHWM`` of ``/proc/self/status``: the high-water mark of this program's own address space.
+    ``getrusage``'s ``ru_maxrss`` is not used where ``/proc`` exists because Linux carries it
+    across ``fork`` and ``execve``: a child started by a parent holding 1.3 GB reported 1.3 GB
+    whatever it ran.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def is_oom(exc: BaseException, capped: bool = False) -> bool:
     """Whether ``exc`` is an allocation failure. Under a memory cap (``capped``), oneDNN's
     "could not create a primitive" counts too: it is how oneDNN reports a failed allocation
