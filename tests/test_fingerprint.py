@@ -59,6 +59,7 @@ def _flops(desc) -> float:  # noqa: ANN001
 
 def test_family_strips_pruning_and_index_suffixes() -> None:
     assert family("resnet50_30") == "resnet50" and family("gen-s1-0003") == "gen-s1" and family("resnet18") == "resnet18"
+    assert family("resnet18-p50-l1-s0") == "resnet18" and family("resnet18-p7.5-random-s3") == "resnet18"
 
 
 def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:

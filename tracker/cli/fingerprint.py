@@ -29,13 +29,15 @@ def train_cmd(
     device: DeviceOption = "cpu",
     phase: PhaseOption = "inference",
     warehouse: WarehouseOption = None,
+    exclude: Annotated[Optional[list[str]], typer.Option(
+        "--exclude", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Train, evaluate on held-out networks, register, and promote if it beats the champion."""
     from tracker.fingerprint.train import train
     from tracker.settings import warehouse_path
 
-    result = train(warehouse_path(warehouse), target, phase, device, _uri(ctx))
+    result = train(warehouse_path(warehouse), target, phase, device, _uri(ctx), exclude=exclude or ())
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return

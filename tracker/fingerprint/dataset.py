@@ -40,8 +40,10 @@ def feature_columns(columns: list[str]) -> list[str]:
 
 
 def family(model: str) -> str:
-    """The family of a network: its name without a pruning or index suffix (resnet50_30 -> resnet50)."""
-    return re.sub(r"([_-](p|pruned)?\d+(\.\d+)?)+$", "", model) or model
+    """The family of a network: its name without a pruning or index suffix (resnet50_30 -> resnet50,
+    resnet18-p50-l1-s0 -> resnet18, gen-s0-0003 -> gen-s0)."""
+    model_ = re.sub(r"-p\d+(\.\d+)?(-[a-z]+\d*)*$", "", model)  # tracker's pruned specs: -p<pct>-<method>-s<seed>
+    return re.sub(r"([_-](p|pruned)?\d+(\.\d+)?)+$", "", model_) or model
 
 
 def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:

@@ -76,12 +76,16 @@ def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None)
     return out
 
 
-def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None) -> dict[str, Any]:
+def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None,
+            models: dict[str, Champion] | None = None) -> dict[str, Any]:
+    """Predictions of every target with a champion; ``models`` (from :func:`champions`) saves
+    loading them again when many networks are predicted."""
     from tracker.describe import describe
     from tracker.zoo import resolve
 
     model_ref = resolve(ref)  # an unknown network is said before anything is loaded
-    models = champions(tracking_uri, phase, device)
+    if models is None:
+        models = champions(tracking_uri, phase, device)
     desc = describe(ref, input_size or model_ref.input_size)
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(desc, [batch_size], phase, device,

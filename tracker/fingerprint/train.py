@@ -15,7 +15,7 @@ import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 from tracker.fingerprint.dataset import (
     TARGETS,
@@ -141,12 +141,42 @@ class TrainResult:
         return dict(self.__dict__)
 
 
-def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str) -> TrainResult:
+def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = ()) -> Any:
+    """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names)."""
+    frame = load_rows(warehouse, target, phase, device)
+    if exclude:
+        frame = frame[~frame["model"].isin(set(exclude))].reset_index(drop=True)
+        if frame.empty:
+            raise FingerprintError(f"no {phase} measurements of {target} on {device!r} left once "
+                                   f"{', '.join(sorted(exclude))} are left out")
+    return frame
+
+
+def runs_digest(frame: Any) -> str:
+    """A digest of the runs a fingerprint learns from: equal digests, equal training data."""
+    return hashlib.sha256("\n".join(sorted(frame["run_id"])).encode()).hexdigest()[:16]
+
+
+def champion_version(tracking_uri: str, name: str) -> Any:
+    """The registered version with the ``champion`` alias, or None."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    try:
+        return MlflowClient(tracking_uri).get_model_version_by_alias(name, CHAMPION)
+    except MlflowException:
+        return None
+
+
+def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
+          exclude: Collection[str] = ()) -> TrainResult:
+    """Train, evaluate on held-out networks, register and maybe promote; networks named in
+    ``exclude`` are left out entirely (to be predicted later as never seen)."""
     import mlflow
     import numpy as np
     from mlflow.tracking import MlflowClient
 
-    frame = load_rows(warehouse, target, phase, device)
+    frame = training_rows(warehouse, target, phase, device, exclude)
     features = feature_columns(list(frame.columns))
     x = frame[features].astype(float)
     y = frame[target].to_numpy(float)
@@ -163,7 +193,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     final = lgbm().fit(x, np.log(y))
 
     name = registered_name(target, phase, device)
-    run_digest = hashlib.sha256("\n".join(sorted(frame["run_id"])).encode()).hexdigest()[:16]
+    run_digest = runs_digest(frame)
     from tracker.log.store import open_store
     from tracker.settings import resolve_location
 
@@ -182,7 +212,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                          "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
         mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
                            "rows": len(frame), "networks": len(set(networks)), "features_count": len(features),
-                           "target_scale": "log", "method": method, "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
+                           "target_scale": "log", "method": method,
+                           "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
+                           **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
                            **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
         mlflow.log_metrics({**{f"heldout_{k}": v for k, v in evaluation.items()},
                             **{f"baseline_extratrees_{k}": v for k, v in baseline.items()}})
@@ -196,7 +228,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
             (folder / "by_family.json").write_text(json.dumps(by_family, indent=2))
             held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
             held.to_csv(folder / "heldout_predictions.csv", index=False)
-            _plots(folder, y, pred, families, features, final)
+            _plots(folder, name, TARGETS[target], y, pred, families, features, final)
             if layer_model is not None:
                 (folder / "layer_model").mkdir()
                 layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
@@ -224,9 +256,8 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, x: Any, y: An
     import mlflow
     import numpy as np
 
-    try:
-        current = client.get_model_version_by_alias(name, CHAMPION)
-    except Exception:
+    current = champion_version(uri, name)
+    if current is None:
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, "first version"
     seen = set(json.loads(Path(mlflow.artifacts.download_artifacts(
@@ -251,25 +282,16 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, x: Any, y: An
     return False, f"version {current.version} stays champion on {held} unseen networks: {old_mape:.2f} % vs {new_mape:.2f} %"
 
 
-def _plots(folder: Path, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:
+def _plots(folder: Path, title: str, unit: str, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(5, 5))
-    for f in sorted(set(families)):
-        sel = families == f
-        ax.scatter(y[sel], pred[sel], s=12, label=f)
-    lo, hi = float(min(y.min(), pred.min())), float(max(y.max(), pred.max()))
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="measured", ylabel="predicted (network held out)")
-    if len(set(families)) <= 12:
-        ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(folder / "predicted_vs_measured.png", dpi=110)
-    plt.close(fig)
+    from tracker.report.plots import predicted_vs_measured_png
+
+    (folder / "predicted_vs_measured.png").write_bytes(predicted_vs_measured_png(title, y, pred, families, unit))
 
     fams = sorted(set(families))
     errs = [100 * np.abs(pred[families == f] / y[families == f] - 1) for f in fams]

@@ -1,0 +1,169 @@
+"""The pictures of ``tracker report``: each function takes plain rows and returns PNG bytes.
+
+Matplotlib is imported inside each function (Agg backend), so importing this module costs
+nothing; every figure names its units and says what a marker means.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Sequence
+
+DPI = 110
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig: Any) -> bytes:
+    plt = _pyplot()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _plain_log_labels(ax: Any) -> None:
+    """Plain numbers on a log y axis: every minor tick labelled within a decade, 2x and 5x beyond."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter
+
+    lo, hi = ax.get_ylim()
+    narrow = lo > 0 and hi / lo < 10
+
+    def minor(v: float, _: object) -> str:
+        lead = round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
+        return f"{v:g}" if narrow or lead in (2, 5) else ""
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+
+
+def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
+    """Latency and peak memory against batch size, one line per network of ``lines``.
+
+    Each line: ``label``, ``batch_sizes``, ``latency_ms``, ``peak_mem_mb`` (lists, memory
+    items may be None) and ``oom_batch`` (the smallest batch that failed out of memory, or
+    None), drawn as a red cross on the batch axis with a dotted line from the last batch
+    that fitted.
+    """
+    plt = _pyplot()
+    from matplotlib.ticker import ScalarFormatter
+
+    fig, (ax_lat, ax_mem) = plt.subplots(1, 2, figsize=(10, 4.2))
+    many = len(lines) > 10
+    oom_drawn = False
+    for i, line in enumerate(lines):
+        colour = plt.cm.viridis(i / max(1, len(lines) - 1)) if many else f"C{i % 10}"
+        bs = line["batch_sizes"]
+        ax_lat.plot(bs, line["latency_ms"], "o-", ms=3.5, lw=1.2, color=colour, label=line["label"])
+        mem = [(b, m) for b, m in zip(bs, line["peak_mem_mb"]) if m is not None]
+        if mem:
+            ax_mem.plot([b for b, _ in mem], [m for _, m in mem], "o-", ms=3.5, lw=1.2, color=colour)
+        oom = line.get("oom_batch")
+        if oom is not None:
+            for ax, values in ((ax_lat, line["latency_ms"]), (ax_mem, [m for _, m in mem] or [None])):
+                last = values[-1] if bs else None
+                if last is not None:
+                    ax.plot([bs[-1], oom], [last, last], ":", color=colour, lw=1)
+                    ax.scatter([oom], [last], marker="x", s=50, color="red", zorder=5,
+                               label=None if oom_drawn else "out of memory")
+                    oom_drawn = True
+    for ax, what in ((ax_lat, "latency per iteration (ms)"), (ax_mem, "peak memory (MB)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        _plain_log_labels(ax)
+        ax.set(xlabel="batch size", ylabel=what)
+        ax.grid(alpha=0.3, which="both")
+    ax_lat.set_title(title, fontsize=10)
+    ax_mem.set_title("memory; x = first batch that ran out of memory", fontsize=9)
+    handles, labels = ax_lat.get_legend_handles_labels()
+    if len(labels) <= 14:
+        ax_lat.legend(handles, labels, fontsize=7)
+    else:  # many pruning levels: the colour bar order is the label order
+        ax_lat.legend(handles[:1] + handles[-1:], [labels[0] + " …", "… " + labels[-1]], fontsize=7)
+    return _png(fig)
+
+
+def layer_breakdown_png(title: str, layers: Sequence[dict[str, Any]], network_ms: float, top: int = 15) -> bytes:
+    """Where a network's time goes: its slowest layers alone, and the sum per operator type.
+
+    ``layers``: ``layer_name``, ``op_type`` and ``latency_ms`` of every layer timed alone.
+    """
+    plt = _pyplot()
+    fig, (ax_top, ax_op) = plt.subplots(1, 2, figsize=(11, max(3.5, 0.28 * min(top, len(layers)) + 1.2)),
+                                        gridspec_kw={"width_ratios": [3, 2]})
+    total = sum(l["latency_ms"] for l in layers)
+    slowest = sorted(layers, key=lambda l: l["latency_ms"], reverse=True)[:top][::-1]
+    ax_top.barh([f"{l['layer_name']} ({l['op_type']})" for l in slowest], [l["latency_ms"] for l in slowest], color="C0")
+    ax_top.set(xlabel="latency alone (ms)", title=f"{title}: {len(slowest)} slowest of {len(layers)} layers")
+    ax_top.tick_params(axis="y", labelsize=7)
+    by_op: dict[str, float] = {}
+    for l in layers:
+        by_op[l["op_type"]] = by_op.get(l["op_type"], 0.0) + l["latency_ms"]
+    ops = sorted(by_op, key=by_op.get)  # type: ignore[arg-type]
+    ax_op.barh(ops, [100 * by_op[o] / total for o in ops], color="C1")
+    ax_op.set(xlabel="share of the sum of layers (%)",
+              title=f"sum of layers {total:.2f} ms = {total / network_ms:.2f}x the network ({network_ms:.2f} ms)")
+    ax_op.title.set_fontsize(9)
+    ax_op.tick_params(axis="y", labelsize=8)
+    for ax in (ax_top, ax_op):
+        ax.grid(alpha=0.3, axis="x")
+    return _png(fig)
+
+
+def predicted_vs_measured_png(title: str, measured: Sequence[float], predicted: Sequence[float],
+                              groups: Sequence[str], unit: str) -> bytes:
+    """Held-out predictions against measurements on log axes, coloured by ``groups`` (families),
+    with the ±10 % band and the MAPE in the title."""
+    plt = _pyplot()
+    import numpy as np
+
+    y, p, g = np.asarray(measured, float), np.asarray(predicted, float), np.asarray(groups)
+    fig, ax = plt.subplots(figsize=(5.5, 5.2))
+    families = sorted(set(g))
+    for i, f in enumerate(families):
+        sel = g == f
+        ax.scatter(y[sel], p[sel], s=14, label=f, color=plt.cm.tab20(i % 20))
+    lo, hi = float(min(y.min(), p.min())) * 0.8, float(max(y.max(), p.max())) * 1.25
+    ref = np.geomspace(lo, hi, 50)
+    ax.plot(ref, ref, "k--", lw=1)
+    ax.fill_between(ref, ref * 0.9, ref * 1.1, color="0.85", zorder=0, label="±10 %")
+    err = np.abs(p / y - 1)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=f"measured ({unit})",
+           ylabel=f"predicted, network held out ({unit})")
+    ax.set_title(f"{title}\nMAPE {100 * err.mean():.1f} %, {100 * (err <= 0.1).mean():.0f} % within ±10 %", fontsize=9)
+    if len(families) <= 14:
+        ax.legend(fontsize=6, loc="upper left")
+    ax.grid(alpha=0.3, which="both")
+    return _png(fig)
+
+
+def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
+    """Share of step time spent waiting for data per loader setting, throughput beside it.
+
+    ``settings``: ``label``, ``data_wait_fraction``, ``images_per_s`` and ``is_best``.
+    """
+    plt = _pyplot()
+    fig, (ax_wait, ax_tp) = plt.subplots(1, 2, figsize=(10, max(3.2, 0.35 * len(settings) + 1.2)), sharey=True)
+    labels = [s["label"] for s in settings]
+    colours = ["C2" if s["is_best"] else "C0" for s in settings]
+    ax_wait.barh(labels, [100 * s["data_wait_fraction"] for s in settings], color=colours)
+    ax_wait.set(xlabel="time waiting for data (% of step)", xlim=(0, 100), title=title)
+    ax_wait.title.set_fontsize(10)
+    ax_tp.barh(labels, [s["images_per_s"] for s in settings], color=colours)
+    ax_tp.set(xlabel="images/s", title="throughput (green: fastest setting)")
+    ax_tp.title.set_fontsize(9)
+    for ax in (ax_wait, ax_tp):
+        ax.grid(alpha=0.3, axis="x")
+        ax.tick_params(axis="y", labelsize=8)
+    return _png(fig)
