@@ -83,7 +83,14 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
         (["frobnicate"], 2, "No such command"),
+        (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
+        (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
+        (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
     ]
+    (tmp_path / "README.md").write_text("not a folder")
+    import duckdb
+
+    duckdb.connect(str(tmp_path / "wh.duckdb")).close()
     for args, code, message in cases:
         proc = run_cli(*args, cwd=tmp_path)
         assert proc.returncode == code, (args, proc.stderr)

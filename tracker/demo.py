@@ -1,52 +1,322 @@
-"""``tracker demo``: the main job on the embedded default store.
+"""``tracker demo``: the whole flow on the embedded default store, in minutes on a laptop CPU.
 
-Profiles a small torchvision network on this machine: whole-network inference at two
-batch sizes, and every layer alone on its real input (nested layer runs), with adaptive
-stopping. Run twice, it reuses what was measured.
+1. Campaigns (experiment ``demo``, adaptive stopping, one child process per configuration):
+   a dozen torchvision networks, PerfSeer-style generated CNNs and a channel-pruned resnet18
+   at two batch sizes; two networks layer by layer (nested ``layer`` runs); one network's
+   training step up to the first batch that runs out of a memory cap (``training`` runs).
+2. perf4sight's real Jetson TX2 training data imported (experiment ``perf4sight-tx2``).
+3. The DuckDB warehouse loaded.
+4. Fingerprints trained and registered (latency and memory on this CPU, latency on the TX2),
+   leaving a few measured networks out of training entirely.
+5. Those unseen networks predicted by the ``champion`` fingerprints, beside their measurements.
+6. ``tracker report`` pictures written to ``<runs>/report`` and logged on their runs.
+
+Run twice, nothing is measured or trained again: campaigns skip configurations already
+measured and a fingerprint whose training runs are unchanged is kept.
 """
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from tracker.log.logger import RunLogger
-from tracker.profile.api import profile_network
-from tracker.profile.stats import Stopping
-
-DEMO_BATCH_SIZES = (1, 4)
+from tracker.errors import TrackerError
 
 
-def run_demo(logger: RunLogger, model: str = "resnet18", time_cap_s: float = 5.0) -> list[dict]:
-    console = Console()
-    console.print(f"[bold]tracker demo[/]: store {logger.location.uri}, experiment {logger.experiment.name!r}")
-    rule = Stopping(target_ci_rel=0.02, time_cap_s=time_cap_s)
-    layer_rule = rule.for_layers()
-    results = []
-    for i, bs in enumerate(DEMO_BATCH_SIZES):
-        with console.status(f"profiling {model} at batch {bs}{' with its layers' if i == 0 else ''}..."):
-            res = profile_network(logger, model, bs, rule, layers=(i == 0), layer_rule=layer_rule)
-        results.append(res.as_dict())
-    table = Table(title=f"{model} inference on cpu")
-    for col in ("batch", "latency_ms", "±95% CI", "samples", "stop", "images/s", "run"):
-        table.add_column(col)
-    for r in results:
-        table.add_row(
-            str(r["batch_size"]),
-            f"{r['latency_ms']:.2f}",
-            f"{100 * r['ci_rel']:.1f}%",
-            str(r["samples"]),
-            str(r["stop_reason"]),
-            f"{r['throughput_per_s']:.1f}",
-            r["run_id"][:12] + (" (reused)" if r["reused"] else ""),
-        )
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the demo measures and learns (a frozen spec: the same plan, the same configurations)."""
+
+    zoo: tuple[str, ...]
+    generated: int  # PerfSeer-style CNNs, seed 0, 224 px
+    pruned: tuple[int, ...]  # resnet18 channel-pruned (L1) at these percentages
+    batch_sizes: tuple[int, ...]
+    layer_networks: tuple[str, ...]  # measured layer by layer at batch 1
+    training_network: str
+    training_batch_sizes: tuple[int, ...]  # up to the first failure
+    training_memory_limit_mb: float | None  # the cap that gives the out-of-memory boundary
+    unseen_zoo: tuple[str, ...]  # left out of the fingerprints, then predicted
+    unseen_generated: int  # the last N generated networks likewise
+    unseen_pruned: tuple[int, ...]
+    time_cap_s: float
+    precision: float
+    tx2: bool  # import perf4sight's TX2 data and fit its latency fingerprint
+    targets: tuple[str, ...]  # fingerprint targets on this CPU (inference)
+
+
+FULL = DemoPlan(
+    zoo=("resnet18", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "squeezenet1_1", "shufflenet_v2_x1_0",
+         "mnasnet0_5", "mnasnet1_0", "efficientnet_b0", "regnet_x_400mf", "regnet_y_400mf", "googlenet"),
+    generated=10, pruned=(25, 50, 75), batch_sizes=(1, 4),
+    layer_networks=("resnet18", "squeezenet1_1"),
+    training_network="mobilenet_v3_small", training_batch_sizes=(2, 4, 8, 16, 32, 64), training_memory_limit_mb=1500,
+    unseen_zoo=("mnasnet1_0", "regnet_y_400mf"), unseen_generated=2, unseen_pruned=(50,),
+    time_cap_s=1.0, precision=0.03, tx2=True, targets=("latency_ms", "peak_mem_mb"),
+)
+#: The same flow at a fraction of the cost (the browser test's store; ``tracker demo --quick``).
+QUICK = DemoPlan(
+    zoo=("mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5"),
+    generated=3, pruned=(), batch_sizes=(1,),
+    layer_networks=("squeezenet1_1",),
+    training_network="squeezenet1_1", training_batch_sizes=(1, 2), training_memory_limit_mb=None,
+    unseen_zoo=("mnasnet0_5",), unseen_generated=1, unseen_pruned=(),
+    time_cap_s=0.4, precision=0.05, tx2=False, targets=("latency_ms",),
+)
+
+EXPERIMENT = "demo"
+TX2_EXPERIMENT = "perf4sight-tx2"
+TX2_DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "perf4sight-tx2"
+
+
+@dataclass
+class Unseen:
+    ref: str  # zoo name or spec file
+    name: str
+    origin: str  # zoo, generated or pruned
+
+
+def networks(plan: DemoPlan, folder: Path) -> tuple[list[str], list[Unseen]]:
+    """Every network reference of the plan (specs written under ``folder``) and the unseen ones."""
+    from tracker.profile.campaign import network_refs
+    from tracker.zoo import resolve
+
+    nets: dict[str, Any] = {"zoo": list(plan.zoo)}
+    if plan.generated:
+        nets["generate"] = {"count": plan.generated, "seed": 0, "input_size": 224}
+    if plan.pruned:
+        nets["prune"] = {"model": "resnet18", "ratios": list(plan.pruned), "method": "l1", "seed": 0}
+    refs = network_refs(nets, "demo", folder / "demo.toml", "demo")
+    generated = refs[len(plan.zoo):len(plan.zoo) + plan.generated]
+    pruned = dict(zip(plan.pruned, refs[len(plan.zoo) + plan.generated:]))
+    unseen = [Unseen(z, z, "zoo") for z in plan.unseen_zoo]
+    unseen += [Unseen(r, resolve(r).name, "generated") for r in generated[len(generated) - plan.unseen_generated:]]
+    unseen += [Unseen(pruned[p], resolve(pruned[p]).name, "pruned") for p in plan.unseen_pruned]
+    return refs, unseen
+
+
+def campaigns(plan: DemoPlan, refs: list[str]) -> list[Any]:
+    """The demo's campaigns, in the order they run: layers first (their batch-1 network runs are
+    then already measured for the inference campaign), whole networks, the training chain."""
+    from tracker.profile.campaign import Campaign
+
+    common = {"path": Path("demo.toml"), "precision": plan.precision, "time_cap_s": plan.time_cap_s, "timeout_s": 300.0}
+    return [
+        Campaign(name="demo-layers", description="layer by layer at batch 1", networks=list(plan.layer_networks),
+                 batch_sizes=[1], layers=True, **common),
+        Campaign(name="demo-inference", description="whole networks", networks=refs,
+                 batch_sizes=list(plan.batch_sizes), **common),
+        Campaign(name="demo-training", description="training step up to the first failure",
+                 networks=[plan.training_network], phases=["training"], batch_sizes=list(plan.training_batch_sizes),
+                 till_first_fail=True, memory_limit_mb=plan.training_memory_limit_mb, **common),
+    ]
+
+
+def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path | None = None,
+             warehouse: Path | None = None, tx2_folder: Path | None = None, report_folder: Path | None = None,
+             to_stderr: bool = False) -> dict[str, Any]:
+    """Run the whole flow; returns what it printed as data (for tests and ``--format json``,
+    which prints the running commentary on stderr)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tracker.log.logger import RunLogger
+    from tracker.profile.campaign import run_campaign
+    from tracker.settings import runs_dir, warehouse_path
+
+    console = Console(stderr=to_stderr, highlight=False)
+    if not console.is_terminal:  # a log file or CI: wide enough for the table, no wrapped lines
+        console = Console(stderr=to_stderr, highlight=False, width=max(console.width, 132))
+    folder = runs_folder or runs_dir()
+    warehouse = warehouse or warehouse_path()
+    report_folder = report_folder or folder / "report"
+    logger = RunLogger(tracking_uri, EXPERIMENT)
+    uri = logger.location.uri
+    started = time.monotonic()
+    steps: dict[str, float] = {}
+    summary: dict[str, Any] = {"store": uri, "experiment": EXPERIMENT, "warehouse": str(warehouse)}
+    console.print(f"[bold]tracker demo[/]: store {uri}, experiment {EXPERIMENT!r}")
+
+    t = time.monotonic()
+    refs, unseen = networks(plan, folder)
+    tallies = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("failed {task.fields[failed]}"),
+               TimeElapsedColumn())
+    try:
+        for c in campaigns(plan, refs):
+            with Progress(*columns, console=console, transient=True) as bar:
+                task = bar.add_task(c.name, total=None, failed=0)
+
+                def progress(label: str, tally: Any) -> None:
+                    bar.update(task, total=tally.total, completed=tally.measured + tally.failed + tally.skipped,
+                               failed=tally.failed, description=f"{c.name}: {label}")
+
+                tally = run_campaign(logger, c, progress=progress)
+            tallies[c.name] = tally.as_dict()
+            console.print(f"  {c.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} already "
+                          f"measured or past a failure, of {tally.total}")
+            if tally.interrupted:
+                raise KeyboardInterrupt
+    finally:
+        logger.close()
+    summary["campaigns"] = tallies
+    steps["measure"] = time.monotonic() - t
+
+    if plan.tx2:
+        t = time.monotonic()
+        summary["tx2"] = _import_tx2(console, tracking_uri, tx2_folder or TX2_DATA)
+        steps["import_tx2"] = time.monotonic() - t
+
+    t = time.monotonic()
+    from tracker.warehouse.load import load
+    from tracker.warehouse.source import open_source
+
+    loaded = load(warehouse, open_source(logger.location))
+    console.print(f"  warehouse {warehouse}: {loaded.runs_total} runs ({loaded.runs_changed} new or changed)")
+    steps["warehouse"] = time.monotonic() - t
+
+    t = time.monotonic()
+    jobs = [(target, "inference", "cpu", [u.name for u in unseen]) for target in plan.targets]
+    if plan.tx2 and summary.get("tx2"):
+        jobs.append(("latency_ms", "training", "jetson-tx2", []))
+    summary["fingerprints"] = [_fingerprint(console, warehouse, uri, *job) for job in jobs]
+    steps["fingerprints"] = time.monotonic() - t
+
+    t = time.monotonic()
+    summary["unseen"] = _unseen_table(console, warehouse, uri, unseen, plan)
+    steps["predict_unseen"] = time.monotonic() - t
+
+    t = time.monotonic()
+    from tracker.report.build import build_report
+
+    report = build_report(warehouse, report_folder, uri)
+    summary["report"] = report.to_dict()
+    console.print(f"  report: {len(report.pictures)} pictures in {report_folder} ({report.logged} logged on their runs)")
+    steps["report"] = time.monotonic() - t
+
+    summary["steps_s"] = {k: round(v, 1) for k, v in steps.items()}
+    summary["total_s"] = round(time.monotonic() - started, 1)
+    console.print(f"done in {summary['total_s']:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in steps.items()) + ")")
+    _next_steps(console, unseen)
+    return summary
+
+
+def _import_tx2(console: Any, tracking_uri: str | None, folder: Path) -> dict[str, int] | None:
+    from tracker.imports.perf4sight import import_perf4sight
+    from tracker.log.logger import RunLogger
+
+    if not (folder / "architectures.json.gz").exists():
+        console.print(f"  TX2 data not found at {folder}: its import and fingerprint are skipped")
+        return None
+    tx2 = RunLogger(tracking_uri, TX2_EXPERIMENT)
+    try:
+        stats = import_perf4sight(tx2, folder)
+    finally:
+        tx2.close()
+    console.print(f"  perf4sight TX2 data: {stats['imported']} runs imported, {stats['already_present']} already there "
+                  f"(experiment {TX2_EXPERIMENT!r})")
+    return stats
+
+
+def _fingerprint(console: Any, warehouse: Path, uri: str, target: str, phase: str, device: str,
+                 exclude: list[str]) -> dict[str, Any]:
+    """Train a fingerprint unless the champion learnt from exactly these runs already."""
+    from tracker.fingerprint.train import champion_version, registered_name, runs_digest, train, training_rows
+
+    name = registered_name(target, phase, device)
+    try:
+        digest = runs_digest(training_rows(warehouse, target, phase, device, exclude))
+        current = champion_version(uri, name)
+        if current is not None and current.tags.get("runs_digest") == digest:
+            out = {"name": name, "version": str(current.version), "reused": True, "champion": True,
+                   "heldout_mape_pct": float(current.tags.get("heldout_mape_pct", "nan")),
+                   "heldout_within_10pct": float(current.tags.get("heldout_within_10pct", "nan"))}
+            console.print(f"  fingerprint {name}: version {current.version} (champion) already learnt from these runs; "
+                          f"held-out MAPE {out['heldout_mape_pct']:.1f} %")
+            return out
+        result = train(warehouse, target, phase, device, uri, exclude=exclude)
+    except TrackerError as exc:  # too little data for one target does not stop the others
+        console.print(f"  fingerprint {name}: not trained: {exc}")
+        return {"name": name, "error": str(exc)}
+    e = result.evaluation
+    console.print(f"  fingerprint {name}: version {result.version}, held-out networks MAPE {e['mape_pct']:.1f} % "
+                  f"({e['within_10pct']:.0f} % within ±10 %, ExtraTrees {result.baseline['mape_pct']:.1f} %); "
+                  + ("champion: " if result.champion else "not champion: ") + result.champion_reason)
+    return {"name": name, "version": result.version, "reused": False, "champion": result.champion,
+            "heldout_mape_pct": e["mape_pct"], "heldout_within_10pct": e["within_10pct"]}
+
+
+def measured_rows(warehouse: Path, names: list[str], phase: str, device: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """Latest measurements of these networks, by (model, batch size)."""
+    from tracker.warehouse.load import connect
+
+    con = connect(warehouse, read_only=True)
+    try:
+        cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb "
+                          "FROM latest_measurements WHERE phase = $phase AND device = $device AND list_contains($names, model)",
+                          {"phase": phase, "device": device, "names": names})
+        rows = cur.fetchall()
+    finally:
+        con.close()
+    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem} for m, b, lat, ci, mem in rows}
+
+
+def _unseen_table(console: Any, warehouse: Path, uri: str, unseen: list[Unseen], plan: DemoPlan) -> list[dict[str, Any]]:
+    """Predict the networks no fingerprint learnt from and print them beside their measurements."""
+    from rich.table import Table
+
+    from tracker.fingerprint.predict import champions, predict
+
+    if not unseen:
+        return []
+    try:
+        models = champions(uri, "inference", "cpu")
+    except TrackerError as exc:
+        console.print(f"  no prediction of unseen networks: {exc}")
+        return []
+    measured = measured_rows(warehouse, [u.name for u in unseen], "inference", "cpu")
+    table = Table(title="Networks the fingerprints never saw: predicted vs measured (inference, this CPU)")
+    for col in ("network", "origin", "batch", "measured ms", "predicted ms", "error", "measured MB", "predicted MB", "error "):
+        table.add_column(col, justify="left" if col in ("network", "origin") else "right")
+    rows = []
+    for u in unseen:
+        for bs in plan.batch_sizes:
+            m = measured.get((u.name, bs))
+            if m is None:
+                continue  # its measurement failed: nothing to compare with
+            p = predict(uri, u.ref, bs, "inference", "cpu", models=models)["predictions"]
+            row = {"model": u.name, "origin": u.origin, "batch_size": bs, "measured_latency_ms": m["latency_ms"],
+                   "predicted_latency_ms": p.get("latency_ms"), "measured_peak_mem_mb": m["peak_mem_mb"],
+                   "predicted_peak_mem_mb": p.get("peak_mem_mb")}
+            rows.append(row)
+            table.add_row(u.name, u.origin, str(bs), f"{m['latency_ms']:.2f} ±{100 * (m['ci_rel'] or 0):.0f}%",
+                          *_pair(row["predicted_latency_ms"], m["latency_ms"], ".2f"),
+                          "" if m["peak_mem_mb"] is None else f"{m['peak_mem_mb']:.0f}",
+                          *_pair(row["predicted_peak_mem_mb"], m["peak_mem_mb"], ".0f"))
     console.print(table)
-    first = results[0]
-    if "layers" in first:
-        top = sorted(first["layers"], key=lambda l: -l["latency_ms"])[:5]
-        console.print(
-            f"{len(first['layers'])} layers timed alone; their sum is {first['sum_of_layers_ratio']:.2f}x the whole network. "
-            "Slowest: " + ", ".join(f"{l['name']} {l['latency_ms']:.2f} ms" for l in top)
-        )
-    console.print("Next: [bold]tracker ui[/] to browse the runs, [bold]tracker runs list[/] to list them.")
-    return results
+    errs = [abs(r["predicted_latency_ms"] / r["measured_latency_ms"] - 1) for r in rows if r["predicted_latency_ms"]]
+    if errs:
+        console.print(f"  latency of unseen networks: MAPE {100 * sum(errs) / len(errs):.1f} %, "
+                      f"{sum(e <= 0.1 for e in errs)} of {len(errs)} within ±10 %")
+    return rows
+
+
+def _pair(predicted: float | None, measured: float | None, spec: str) -> tuple[str, str]:
+    if predicted is None or measured is None:
+        return ("", "")
+    return (format(predicted, spec), f"{100 * (predicted / measured - 1):+.0f}%")
+
+
+def _next_steps(console: Any, unseen: list[Unseen]) -> None:
+    example = unseen[0].name if unseen and unseen[0].origin == "zoo" else "resnet50"
+    console.print(
+        "\n[bold]Next[/]\n"
+        "  tracker ui                          browse the runs: experiment 'demo', layer runs nested under their network,\n"
+        "                                      Models tab: fingerprints with their 'champion' alias\n"
+        "  tracker sql \"SELECT model, batch_size, latency_ms, peak_mem_mb FROM latest_measurements "
+        "ORDER BY latency_ms LIMIT 10\"\n"
+        f"  tracker predict {example} --batch-size 8     a network's latency and memory without running it\n"
+        "  tracker report runs/report          the pictures again (open runs/report/index.html)\n"
+        "  tracker views                       every SQL view of the warehouse"
+    )

@@ -30,6 +30,16 @@ def ui_command(tracking_uri: str | None, port: int) -> list[str]:
     return cmd
 
 
+#: MLflow 3 opens experiments in its GenAI view by default; tracker's runs read best in the
+#: "Model training" view (runs table, nested runs, metrics), chosen by this query parameter.
+WORKFLOW = "workflowType=machine_learning"
+
+
+def ui_url(port: int, route: str = "/experiments") -> str:
+    """The address of a page of the UI, in the view tracker's runs are meant for."""
+    return f"http://{HOST}:{port}/#{route}?{WORKFLOW}"
+
+
 def port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -44,7 +54,7 @@ def serve_ui(tracking_uri: str | None, port: int) -> None:
     cmd = ui_command(tracking_uri, port)
     if not port_free(port):
         raise TrackerError(f"port {port} on {HOST} is in use; pick another with --port")
-    print(f"MLflow UI on http://{HOST}:{port} (Ctrl-C to stop)", flush=True)
+    print(f"MLflow UI on {ui_url(port)} (Ctrl-C to stop)", flush=True)
     # The server runs in its own process group with its workers; whatever stops us
     # (Ctrl-C, SIGTERM) stops the whole group, so no worker is left behind.
     proc = subprocess.Popen(cmd, start_new_session=True)

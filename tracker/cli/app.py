@@ -7,6 +7,7 @@ stderr and exits 1 (2 for usage errors). ``-v`` shows the traceback as well.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -18,11 +19,12 @@ from tracker.cli import fingerprint as fingerprint_cli
 from tracker.cli import imports as imports_cli
 from tracker.cli import mapping as mapping_cli
 from tracker.cli import profile as profile_cli
+from tracker.cli import report as report_cli
 from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
-from tracker.cli.options import State, state
+from tracker.cli.options import FormatOption, OutputFormat, State, emit_json, state
 
 app = typer.Typer(
     name="tracker",
@@ -47,6 +49,7 @@ app.command("views")(warehouse_cli.views)
 app.command("sync")(store_cli.sync)
 app.add_typer(fingerprint_cli.app, name="fingerprint")
 app.command("predict")(fingerprint_cli.predict)
+app.command("report")(report_cli.report)
 
 
 @app.callback()
@@ -81,18 +84,19 @@ def ui(
 @app.command()
 def demo(
     ctx: typer.Context,
-    model: Annotated[str, typer.Option(help="Zoo network to profile.")] = "resnet18",
-    time_cap: Annotated[float, typer.Option("--time-cap", min=0.1, help="Seconds of sampling at most per configuration.")] = 5.0,
+    quick: Annotated[bool, typer.Option("--quick", help="Seven small networks at batch 1, no TX2 data (about a minute).")] = False,
+    tx2: Annotated[Optional[Path], typer.Option("--tx2", help="perf4sight's TX2 data folder. Default: ../shared/datasets/perf4sight-tx2.")] = None,
+    fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """The main job: profile a small network and its layers on this machine and log them."""
-    from tracker.demo import run_demo
-    from tracker.zoo import check_model_name
+    """The main job: measure a dozen networks and more, load the warehouse, train fingerprints, predict unseen networks."""
+    from tracker.demo import FULL, QUICK, run_demo
 
-    check_model_name(model)
+    if tx2 is not None and not (tx2 / "architectures.json.gz").is_file():
+        raise typer.BadParameter(f"{tx2} holds no architectures.json.gz (perf4sight's TX2 data)", param_hint="--tx2")
     st = state(ctx)
-    if st.experiment == "Default":
-        st.experiment = "demo"
-    run_demo(st.logger(), model=model, time_cap_s=time_cap)
+    summary = run_demo(st.tracking_uri, QUICK if quick else FULL, tx2_folder=tx2, to_stderr=fmt is OutputFormat.json)
+    if fmt is OutputFormat.json:
+        emit_json(summary)
 
 
 def main() -> None:

@@ -103,13 +103,13 @@ def load_campaign(path: Path) -> Campaign:
         if key in m:
             setattr(c, key, float(m[key]))
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
-    c.networks = _networks(nets, c.name, path, where)
+    c.networks = network_refs(nets, c.name, path, where)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
     return c
 
 
-def _networks(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
+def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
     from tracker.zoo import check_model_name
     from tracker.zoo.spec import write_specs
 

@@ -182,6 +182,13 @@ def layer_records(
                 metrics=metrics,
                 tags={"tracker.stop_reason": layer["timing"]["stop_reason"], "tracker.source": "measured"},
                 key_fields=key_fields(spec, model_hash, mode, versions, layer_index=layer["index"]),
+                description=(
+                    f"Layer {layer['index']} of {spec.model}, {layer['name']} ({layer['op_type']}, "
+                    f"{layer['input_shape']} -> {layer['output_shape']}), run alone on a cached copy of its real input "
+                    f"at batch {spec.batch_size} on {spec.device} ({mode}): median {median:.4f} ms "
+                    f"±{100 * summary.ci_rel:.1f}% from {summary.n} samples; stopped on {layer['timing']['stop_reason']}"
+                    + (f"; {100.0 * median / total:.1f}% of the sum of layers." if total else ".")
+                ),
             )
         )
     if layers and total:

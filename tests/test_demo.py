@@ -1,0 +1,168 @@
+"""`tracker demo --quick` end to end on a fresh embedded store, then the MLflow UI in a real
+headless Chromium (Debian's chromium and chromium-driver, driven by Selenium) over that store.
+
+The quick demo runs the same flow as `tracker demo` with fewer networks and shorter caps;
+its store is made once per module and shared by the tests below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import free_port, wait_http
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "test-results"
+
+
+def _demo(folder: Path) -> tuple[dict, str]:
+    env = {**os.environ, "TRACKER_RUNS_DIR": str(folder / "runs")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, "-m", "tracker", "demo", "--quick", "--format", "json"], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), proc.stderr
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict, str]]:
+    folder = tmp_path_factory.mktemp("demo")
+    summary, commentary = _demo(folder)
+    yield folder, summary, commentary
+
+
+def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, dict, str]) -> None:
+    folder, first, commentary = demo_store
+    inference = first["campaigns"]["demo-inference"]
+    assert inference["total"] == 7 and inference["measured"] == 6 and inference["skipped"] == 1, first["campaigns"]  # squeezenet1_1 bs1 came with its layers
+    assert first["campaigns"]["demo-layers"]["measured"] == 1
+    assert first["campaigns"]["demo-training"]["measured"] >= 1
+    (fp,) = first["fingerprints"]
+    assert fp["name"] == "latency_ms-inference-cpu" and fp["champion"] and not fp["reused"], fp
+    unseen = {r["model"] for r in first["unseen"]}
+    assert "mnasnet0_5" in unseen and any(m.startswith("gen-") for m in unseen), first["unseen"]
+    assert all(r["predicted_latency_ms"] > 0 and r["measured_latency_ms"] > 0 for r in first["unseen"])
+    assert "never saw" in commentary and "tracker ui" in commentary
+    report = first["report"]
+    assert report["by_kind"].get("layers", 0) >= 1 and report["by_kind"].get("batch", 0) >= 1
+    assert report["by_kind"].get("fingerprints", 0) >= 1 and report["logged"] >= 1
+    index = (Path(report["folder"]) / "index.html").read_text()
+    assert "layer-wise latency breakdown" in index
+
+    # The unseen networks were measured but never learnt from.
+    runs_json = next((folder / "runs" / "artifacts").rglob("evaluation/networks.json"))
+    import duckdb
+
+    con = duckdb.connect(first["warehouse"], read_only=True)
+    learnt = set(json.loads(runs_json.read_text()))
+    unseen_hashes = {h for (h,) in con.execute(
+        "SELECT DISTINCT model_hash FROM latest_measurements WHERE list_contains($m, model)", {"m": sorted(unseen)}).fetchall()}
+    con.close()
+    assert unseen_hashes and not unseen_hashes & learnt
+
+    second, _ = _demo(folder)  # run twice: nothing measured or trained again
+    assert all(t["measured"] == 0 and t["failed"] == 0 for t in second["campaigns"].values()), second["campaigns"]
+    assert second["fingerprints"][0]["reused"] and second["fingerprints"][0]["version"] == fp["version"]
+    assert {r["model"] for r in second["unseen"]} == unseen
+
+
+def _chromium() -> tuple[str, str] | None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+@pytest.fixture()
+def browser() -> Iterator[object]:
+    found = _chromium()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Debian's chromium and chromium-driver (.ci/run installs them)")
+        pytest.skip("no chromium/chromedriver here: apt-get install chromium chromium-driver")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1800,1100"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(found[1]), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _page(driver, url: str, *texts: str, shot: str) -> str:  # type: ignore[no-untyped-def]
+    """Open ``url``, wait until every one of ``texts`` is on the page, screenshot it, return the text."""
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    RESULTS.mkdir(exist_ok=True)
+    try:
+        WebDriverWait(driver, 60, poll_frequency=0.5).until(
+            lambda d: all(t in d.find_element("tag name", "body").text for t in texts))
+    except TimeoutException:
+        driver.save_screenshot(str(RESULTS / f"ui-{shot}-failed.png"))
+        body = driver.find_element("tag name", "body").text
+        raise AssertionError(f"{url}: not all of {texts} on the page; it shows:\n{body[:2000]}") from None
+    driver.save_screenshot(str(RESULTS / f"ui-{shot}.png"))
+    return driver.find_element("tag name", "body").text
+
+
+def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dict, str], browser: object) -> None:
+    from tracker.ui import ui_url
+
+    folder, summary, _ = demo_store
+    port = free_port()
+    env = {**os.environ, "TRACKER_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "ui", "--port", str(port)], cwd=folder, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base}/health", proc)
+        api = f"{base}/api/2.0/mlflow"
+        exp_id = requests.get(f"{api}/experiments/get-by-name", params={"experiment_name": "demo"},
+                              timeout=10).json()["experiment"]["experiment_id"]
+        layer = requests.post(f"{api}/runs/search", json={"experiment_ids": [exp_id], "max_results": 1,
+                                                         "filter": "tags.`tracker.kind` = 'layer'"}, timeout=10).json()["runs"][0]
+        tags = {t["key"]: t["value"] for t in layer["data"]["tags"]}
+        parent = requests.get(f"{api}/runs/get", params={"run_id": tags["mlflow.parentRunId"]}, timeout=10).json()["run"]
+        parent_name = parent["info"]["run_name"]
+        children = requests.post(f"{api}/runs/search", json={
+            "experiment_ids": [exp_id], "filter": f"tags.`mlflow.parentRunId` = '{parent['info']['run_id']}'"},
+            timeout=10).json()["runs"]
+        assert len(children) > 10, "squeezenet1_1 is measured layer by layer"
+        latency = next(m["value"] for m in parent["data"]["metrics"] if m["key"] == "latency_ms")
+
+        _page(browser, ui_url(port), "demo", "fingerprints", shot="experiments")
+        runs = _page(browser, ui_url(port, f"/experiments/{exp_id}"), "Runs", parent_name, shot="demo-runs")
+        assert "matching runs" in runs
+        run_page = _page(browser, ui_url(port, f"/experiments/{exp_id}/runs/{parent['info']['run_id']}"),
+                         parent_name, "latency_ms", "sum_of_layers_ratio", "Child runs", shot="network-run")
+        shown = [c["info"]["run_name"] for c in children if c["info"]["run_name"] in run_page]
+        assert shown, "the network run's page lists its nested layer runs"
+        assert f"{latency}"[:6] in run_page  # the metric's value as logged
+        layer_page = _page(browser, ui_url(port, f"/experiments/{exp_id}/runs/{layer['info']['run_id']}"),
+                           "Parent run", parent_name, "op_type", shot="layer-run")
+        assert "layer_index" in layer_page
+        name = summary["fingerprints"][0]["name"]
+        _page(browser, ui_url(port, "/models"), name, shot="models")
+        model = _page(browser, ui_url(port, f"/models/{name}"), "Version 1", "champion", "heldout_mape_pct", shot="model")
+        assert "@ champion" in model or "@champion" in model.replace(" ", "")
+    finally:
+        from tracker.ui import stop_process_group
+
+        stop_process_group(proc)
