@@ -78,8 +78,11 @@ def group_of(model: str) -> str:
 def batch_pictures(con: Any) -> list[Picture]:
     from tracker.report.plots import batch_scaling_png
 
+    # Training jobs (with a data loader) are drawn per loader setting, not along batch sizes.
     rows = _rows(con, "SELECT run_id, model, model_hash, phase, device_name, mode, batch_size, latency_ms, peak_mem_mb "
-                      "FROM latest_measurements ORDER BY model, phase, device_name, mode, batch_size")
+                      "FROM latest_measurements WHERE run_id NOT IN "
+                      "(SELECT run_id FROM training_runs WHERE data_wait_frac IS NOT NULL) "
+                      "ORDER BY model, phase, device_name, mode, batch_size")
     ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"]): r["smallest_oom_batch"]
             for r in _rows(con, "SELECT model_hash, phase, device_name, mode, "
                                 "CAST(smallest_oom_batch AS BIGINT) AS smallest_oom_batch FROM oom_boundary")}
