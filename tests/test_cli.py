@@ -62,7 +62,7 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     store = tmp_path / "store"
     result = runner.invoke(
         app,
-        ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.5", "--precision", "0.1", "--format", "json"],
+        ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.2", "--precision", "0.1", "--format", "json"],
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

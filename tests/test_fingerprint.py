@@ -72,6 +72,8 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     client = MlflowClient(uri)
     version = client.get_model_version_by_alias(first.name, CHAMPION)
     assert str(version.version) == first.version and version.tags["view_sha256"] and version.tags["runs_digest"]
+    assert "held out by network: MAPE" in version.description  # what the UI shows beside the version
+    assert client.get_registered_model(first.name).description.startswith("Predicts latency_ms (ms)")
     artifacts = {a.path for a in client.list_artifacts(first.run_id, "evaluation")}
     assert {"evaluation/predicted_vs_measured.png", "evaluation/feature_importance.png",
             "evaluation/measurement_features.sql", "evaluation/heldout_predictions.csv"} <= artifacts

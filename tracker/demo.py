@@ -62,7 +62,7 @@ QUICK = DemoPlan(
     layer_networks=("squeezenet1_1",),
     training_network="squeezenet1_1", training_batch_sizes=(1, 2), training_memory_limit_mb=None,
     unseen_zoo=("mnasnet0_5",), unseen_generated=1, unseen_pruned=(),
-    time_cap_s=0.4, precision=0.05, tx2=False, targets=("latency_ms",),
+    time_cap_s=0.25, precision=0.05, tx2=False, targets=("latency_ms",),
 )
 
 EXPERIMENT = "demo"

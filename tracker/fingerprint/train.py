@@ -246,6 +246,15 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                        "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                        "networks": str(len(set(networks))), "method": method}.items():
         client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    client.update_registered_model(name, description=(
+        f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
+        "description, without running it: LightGBM on log(target) over the measurement_features view. "
+        "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads."))
+    client.update_model_version(name, version, description=(
+        f"{method} model from {len(frame)} measurements of {len(set(networks))} networks; held out by network: "
+        f"MAPE {evaluation['mape_pct']:.1f} %, {evaluation['within_10pct']:.0f} % within ±10 % "
+        f"(ExtraTrees baseline {baseline['mape_pct']:.1f} %)."
+        + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")))
     champion, reason = _maybe_promote(client, tracking_uri, name, version, x, y, pred, networks)
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method)
