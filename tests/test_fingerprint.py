@@ -43,12 +43,20 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             r = network_record(name, bs, peak_mem_mb=100.0 + flops * bs / 1e7)
             r.params["model_hash"] = desc.description_hash
             r.metrics["latency_ms"] = _latency(flops, bs)
+            if name == "resnet34" and bs == 8:  # a disturbed measurement: its CI says so; not learnt from
+                r.metrics["latency_ms"], r.metrics["latency_ci_rel"] = 10 * _latency(flops, bs), 2.0
             if bs == 1:
                 r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
             records.append(r)
         logger.log(records)
     load(wh, open_source(resolve_location(str(runs))))
     return runs, wh
+
+
+def mlflow_artifact(uri: str, run_id: str, path: str) -> str:
+    import mlflow
+
+    return mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, tracking_uri=uri)
 
 
 def _flops(desc) -> float:  # noqa: ANN001
@@ -67,11 +75,13 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     uri = resolve_location(str(runs)).uri
     first = train(wh, "latency_ms", "inference", "cpu", uri)
     assert first.champion and first.name == "latency_ms-inference-cpu"
-    assert first.evaluation["rows"] == 4 * len(NETWORKS) and 0 <= first.evaluation["mape_pct"] < 60
+    assert first.evaluation["rows"] == 4 * len(NETWORKS) - 1 and 0 <= first.evaluation["mape_pct"] < 60
     assert set(first.baseline) >= {"mape_pct", "rmspe_pct", "within_10pct"}
     client = MlflowClient(uri)
     version = client.get_model_version_by_alias(first.name, CHAMPION)
     assert str(version.version) == first.version and version.tags["view_sha256"] and version.tags["runs_digest"]
+    used = json.loads(Path(mlflow_artifact(uri, first.run_id, "evaluation/runs.json")).read_text())
+    assert len(used) == len(NETWORKS) * 4 - 1  # all but the imprecise resnet34 bs8 measurement
     assert "held out by network: MAPE" in version.description  # what the UI shows beside the version
     assert client.get_registered_model(first.name).description.startswith("Predicts latency_ms (ms)")
     artifacts = {a.path for a in client.list_artifacts(first.run_id, "evaluation")}

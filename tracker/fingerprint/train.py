@@ -141,9 +141,18 @@ class TrainResult:
         return dict(self.__dict__)
 
 
+#: A latency whose 95 % CI is wider than this share of its median (a disturbed measurement:
+#: the time cap came before the precision) is kept in the warehouse but not learnt from.
+MAX_TRAIN_CI_REL = 0.25
+
+
 def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = ()) -> Any:
-    """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names)."""
+    """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names)
+    and, for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``)."""
     frame = load_rows(warehouse, target, phase, device)
+    if target == "latency_ms":
+        precise = frame["latency_ci_rel"].isna() | (frame["latency_ci_rel"] <= MAX_TRAIN_CI_REL)
+        frame = frame[precise].reset_index(drop=True)
     if exclude:
         frame = frame[~frame["model"].isin(set(exclude))].reset_index(drop=True)
         if frame.empty:
@@ -211,7 +220,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                          "fingerprint.device": device, "fingerprint.view": "measurement_features",
                          "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
         mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
-                           "rows": len(frame), "networks": len(set(networks)), "features_count": len(features),
+                           "rows": len(frame), "max_ci_rel": MAX_TRAIN_CI_REL, "networks": len(set(networks)), "features_count": len(features),
                            "target_scale": "log", "method": method,
                            "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
                            **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
