@@ -119,10 +119,9 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     """Run the whole flow; returns what it printed as data (for tests and ``--format json``,
     which prints the running commentary on stderr)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tracker.log.logger import RunLogger
-    from tracker.profile.campaign import run_campaign
+    from tracker.profile.campaign import campaign_progress, run_campaign
     from tracker.settings import runs_dir, warehouse_path
 
     console = Console(stderr=to_stderr, highlight=False)
@@ -141,17 +140,9 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     t = time.monotonic()
     refs, unseen = networks(plan, folder)
     tallies = {}
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("failed {task.fields[failed]}"),
-               TimeElapsedColumn())
     try:
         for c in campaigns(plan, refs):
-            with Progress(*columns, console=console, transient=True) as bar:
-                task = bar.add_task(c.name, total=None, failed=0)
-
-                def progress(label: str, tally: Any) -> None:
-                    bar.update(task, total=tally.total, completed=tally.measured + tally.failed + tally.skipped,
-                               failed=tally.failed, description=f"{c.name}: {label}")
-
+            with campaign_progress(c.name, prefix=f"{c.name}: ", console=console, transient=True) as progress:
                 tally = run_campaign(logger, c, progress=progress)
             tallies[c.name] = tally.as_dict()
             console.print(f"  {c.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} already "
@@ -222,12 +213,14 @@ def _import_tx2(console: Any, tracking_uri: str | None, folder: Path) -> dict[st
 def _fingerprint(console: Any, warehouse: Path, uri: str, target: str, phase: str, device: str,
                  exclude: list[str]) -> dict[str, Any]:
     """Train a fingerprint unless the champion learnt from exactly these runs already."""
+    from mlflow.tracking import MlflowClient
+
     from tracker.fingerprint.train import champion_version, registered_name, runs_digest, train, training_rows
 
     name = registered_name(target, phase, device)
     try:
         digest = runs_digest(training_rows(warehouse, target, phase, device, exclude))
-        current = champion_version(uri, name)
+        current = champion_version(MlflowClient(uri), name)
         if current is not None and current.tags.get("runs_digest") == digest:
             out = {"name": name, "version": str(current.version), "reused": True, "champion": True,
                    "heldout_mape_pct": float(current.tags.get("heldout_mape_pct", "nan")),

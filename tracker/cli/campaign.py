@@ -21,9 +21,7 @@ def run(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Measure every configuration not yet measured; Ctrl-C stops, a re-run resumes."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from tracker.profile.campaign import load_campaign, parse_shard, run_campaign
+    from tracker.profile.campaign import campaign_progress, load_campaign, parse_shard, run_campaign
 
     campaign = load_campaign(path)
     shard_ij = parse_shard(shard)
@@ -31,15 +29,8 @@ def run(
     if st.experiment == "Default":
         st.experiment = campaign.name
     logger = st.logger()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=fmt is OutputFormat.json, disable=fmt is OutputFormat.json) as bar:
-        task = bar.add_task(campaign.name, total=None, failed=0)
-
-        def progress(label: str, tally) -> None:  # type: ignore[no-untyped-def]
-            bar.update(task, total=tally.total, completed=tally.measured + tally.failed + tally.skipped,
-                       failed=tally.failed, description=label)
-
+    quiet = fmt is OutputFormat.json
+    with campaign_progress(campaign.name, transient=quiet, disable=quiet) as progress:
         tally = run_campaign(logger, campaign, shard_ij, progress)
     data = {"campaign": campaign.name, "experiment": logger.experiment.name, "shard": f"{shard_ij[0]}/{shard_ij[1]}", **tally.as_dict()}
     if fmt is OutputFormat.json:

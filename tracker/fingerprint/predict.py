@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows
-from tracker.fingerprint.train import CHAMPION, registered_name
+from tracker.fingerprint.train import CHAMPION, champion_version, registered_name
 
 
 @dataclass
@@ -31,9 +31,8 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
     found = {}
     for target in TARGETS:
         name = registered_name(target, phase, device)
-        try:
-            version = client.get_model_version_by_alias(name, CHAMPION)
-        except Exception:
+        version = champion_version(client, name)
+        if version is None:
             continue
         booster = mlflow.lightgbm.load_model(f"models:/{name}@{CHAMPION}")
         champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,

@@ -166,13 +166,12 @@ def runs_digest(frame: Any) -> str:
     return hashlib.sha256("\n".join(sorted(frame["run_id"])).encode()).hexdigest()[:16]
 
 
-def champion_version(tracking_uri: str, name: str) -> Any:
-    """The registered version with the ``champion`` alias, or None."""
+def champion_version(client: Any, name: str) -> Any:
+    """The registered version with the ``champion`` alias (``client``: an MlflowClient), or None."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     try:
-        return MlflowClient(tracking_uri).get_model_version_by_alias(name, CHAMPION)
+        return client.get_model_version_by_alias(name, CHAMPION)
     except MlflowException:
         return None
 
@@ -274,7 +273,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, x: Any, y: An
     import mlflow
     import numpy as np
 
-    current = champion_version(uri, name)
+    current = champion_version(client, name)
     if current is None:
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, "first version"

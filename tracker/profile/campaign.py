@@ -15,9 +15,10 @@ takes every N-th network, so several devices can share one campaign.
 from __future__ import annotations
 
 import tomllib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tracker.errors import ConfigError
 
@@ -165,6 +166,24 @@ class Tally:
     def as_dict(self) -> dict[str, Any]:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
                 "interrupted": self.interrupted}
+
+
+@contextmanager
+def campaign_progress(name: str, prefix: str = "", console: Any = None, transient: bool = False,
+                      disable: bool = False) -> Iterator[Callable[[str, Tally], None]]:
+    """A rich progress bar (done of total, failed, elapsed, ETA) fed by :func:`run_campaign`'s callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=transient, disable=disable) as bar:
+        task = bar.add_task(name, total=None, failed=0)
+
+        def progress(label: str, tally: Tally) -> None:
+            bar.update(task, total=tally.total, completed=tally.measured + tally.failed + tally.skipped,
+                       failed=tally.failed, description=prefix + label)
+
+        yield progress
 
 
 def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | None, str]]:

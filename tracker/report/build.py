@@ -38,7 +38,7 @@ MAX_LAYER_PLOTS = 40
 class Picture:
     path: str  # relative to the report folder
     caption: str
-    run_id: str | None = None  # where it is logged, if anywhere
+    run_ids: list[str]  # the runs it is logged on (none: written to the folder only)
     data: bytes = field(default=b"", repr=False)
 
 
@@ -107,9 +107,8 @@ def batch_pictures(con: Any) -> list[Picture]:
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
         caption = (f"{title}: latency and peak memory against batch size for {len(members)} network(s)"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))
-        # One file on disk; on MLflow, on the largest-batch run of each network of the family.
-        pictures.append(Picture(path, caption, None, data))
-        pictures += [Picture(path, caption, chain[-1]["run_id"], data) for _, chain in members]
+        # One file; on MLflow, on the largest-batch run of each network of the family.
+        pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members], data))
     return pictures
 
 
@@ -129,7 +128,7 @@ def layer_pictures(con: Any) -> list[Picture]:
         data = layer_breakdown_png(title, layers, float(run["network_ms"]))
         path = f"layers/{slug(run['model'])}-bs{run['batch_size']}-{run['network_run_id'][:8]}.png"
         pictures.append(Picture(path, f"{title}: layer-wise latency breakdown ({len(layers)} layers timed alone)",
-                                run["network_run_id"], data))
+                                [run["network_run_id"]], data))
     return pictures
 
 
@@ -148,7 +147,7 @@ def loader_pictures(con: Any) -> list[Picture]:
         best = next(s for s in settings if s["is_best"])
         pictures.append(Picture(f"loaders/{slug(model)}-{slug(Path(dataset).name)}-{device}.png",
                                 f"{title}: share of step time waiting for data per loader setting",
-                                best["run_id"], data_wait_png(title, settings)))
+                                [best["run_id"]], data_wait_png(title, settings)))
     return pictures
 
 
@@ -164,7 +163,7 @@ def pareto_pictures(con: Any) -> list[Picture]:
         measured = groups.get((space, "measured")) if source == "predicted" else None
         pictures.append(Picture(f"pareto/{slug(space)}-{source}.png",
                                 f"{space}: accuracy against {source} latency, Pareto frontier joined up",
-                                None, pareto_png(space, members, source, measured)))
+                                [], pareto_png(space, members, source, measured)))
     return pictures
 
 
@@ -194,7 +193,7 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
             data = predicted_vs_measured_png(title, held["measured"], held["predicted"],
                                              [family(m) for m in held["model"]], unit)
             pictures.append(Picture(f"fingerprints/{slug(model.name)}-v{version.version}.png",
-                                    f"{title}: held-out predicted against measured", None, data))
+                                    f"{title}: held-out predicted against measured", [], data))
     return pictures
 
 
@@ -236,11 +235,10 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
     finally:
         con.close()
     pictures += fingerprint_pictures(tracking_uri)
-    files = {p.path: p for p in pictures}
-    for p in files.values():
+    for p in pictures:
         (folder / p.path).parent.mkdir(parents=True, exist_ok=True)
         (folder / p.path).write_bytes(p.data)
-    write_index(folder, list(files.values()))
+    write_index(folder, pictures)
     logged, errors = 0, []
     if log:
         from mlflow.tracking import MlflowClient
@@ -248,13 +246,12 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
         client = MlflowClient(tracking_uri)
         with tempfile.TemporaryDirectory() as tmp:
             for p in pictures:
-                if p.run_id is None:
-                    continue
                 local = Path(tmp) / Path(p.path).name
                 local.write_bytes(p.data)
-                try:
-                    client.log_artifact(p.run_id, str(local), "report")
-                    logged += 1
-                except Exception as exc:  # noqa: BLE001 - one run that cannot take it does not stop the rest
-                    errors.append(f"{p.path} on run {p.run_id}: {str(exc).splitlines()[0][:200]}")
-    return Report(folder, list(files.values()), logged, errors)
+                for run_id in p.run_ids:
+                    try:
+                        client.log_artifact(run_id, str(local), "report")
+                        logged += 1
+                    except Exception as exc:  # noqa: BLE001 - one run that cannot take it does not stop the rest
+                        errors.append(f"{p.path} on run {run_id}: {str(exc).splitlines()[0][:200]}")
+    return Report(folder, pictures, logged, errors)
