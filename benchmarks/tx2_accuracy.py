@@ -12,6 +12,13 @@ fingerprints' LightGBM (log target) and perf4sight's ExtraTrees (300 trees) on t
 
 Targets (LightGBM): protocol accuracy >= 99 (memory) and >= 98 (latency); leave-one-out MAPE
 <= 6 % (memory) and <= 10 % (latency) on each of the six networks.
+
+How far the data itself allows: ``smooth_oracle_protocol_accuracy`` is what an oracle reaches
+on the protocol's test rows when it is *fitted on those very rows*: each test network's own
+curve in batch size (``max(floor, a + b * batch)``: a floor, then linear), times a factor per
+batch size shared by all test networks (the batch effects a model could learn from other
+networks). What that in-sample fit misses is row-to-row scatter no predictor of an unseen
+network can know; an accuracy target above the oracle's asks a model to predict that scatter.
 Last line: {"protocol_accuracy": {...}, "leave_one_out_mape_pct": {...}, "published": {...}, ...}
 """
 
@@ -60,6 +67,38 @@ def evaluate(frame, target: str, make) -> tuple[float, dict[str, float]]:
     return accuracy, loo
 
 
+def _hinge(p, bs):
+    import numpy as np
+
+    return np.maximum(p[0], p[1] + p[2] * bs)
+
+
+def smooth_oracle(frame, target: str) -> float:
+    """100 - MAPE of the in-sample smooth fit of the protocol's test rows (see the docstring)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    from tracker.fingerprint.dataset import family
+
+    levels = frame["model"].str.rsplit("_", n=1).str[1].astype(int)
+    rows = frame[(frame["model"].map(family) == "resnet50") & ~levels.isin(TRAIN_LEVELS)]
+    bs = rows["batch_size"].to_numpy(float)
+    y = rows[target].to_numpy(float)
+    nets = rows["model"].to_numpy()
+    factor = np.ones(len(y))
+    fit = np.zeros(len(y))
+    for _ in range(5):  # alternate: per-network curves, then the shared per-batch factors
+        for net in set(nets):
+            m = nets == net
+            yb, xb = y[m] / factor[m], bs[m]
+            p0 = (yb.min(), yb.min() / 2, (yb.max() - yb.min()) / max(xb.max(), 1.0))
+            p = least_squares(lambda p: (_hinge(p, xb) - yb) / yb, p0, loss="soft_l1", f_scale=0.02).x
+            fit[m] = _hinge(p, xb)
+        ratio = y / fit
+        factor = np.array([np.median(ratio[bs == b]) for b in bs])
+    return float(100 - 100 * np.mean(np.abs(fit * factor - y) / y))
+
+
 def main() -> None:
     from tracker.fingerprint.dataset import load_rows
     from tracker.fingerprint.train import extra_trees, lgbm
@@ -71,7 +110,8 @@ def main() -> None:
 
     if not DATA.is_dir():
         sys.exit(f"perf4sight data not found at {DATA}")
-    result: dict = {"protocol_accuracy": {}, "baseline_protocol_accuracy": {}, "leave_one_out_mape_pct": {},
+    result: dict = {"protocol_accuracy": {}, "baseline_protocol_accuracy": {}, "smooth_oracle_protocol_accuracy": {},
+                    "leave_one_out_mape_pct": {},
                     "baseline_leave_one_out_mape_pct": {}, "published": PUBLISHED}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -87,6 +127,7 @@ def main() -> None:
             base_acc, base_loo = evaluate(frame, target, extra_trees)
             result["protocol_accuracy"][target] = round(acc, 2)
             result["baseline_protocol_accuracy"][target] = round(base_acc, 2)
+            result["smooth_oracle_protocol_accuracy"][target] = round(smooth_oracle(frame, target), 2)
             result["leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in loo.items()}
             result["baseline_leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in base_loo.items()}
             result[f"{target}_rows"] = len(frame)

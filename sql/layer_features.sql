@@ -1,6 +1,7 @@
 -- What the layer-level fingerprint trains on, after nn-Meter: each FINISHED layer run of
 -- the latest measurement of its network, joined with its module's node features (matched
--- by qualified name; a module called twice matches its first call) and the batch-scaled
+-- by the module's qualified name, or by its node name in warehouses loaded before node rows
+-- kept it; a module called twice matches its first call) and the batch-scaled
 -- work of the layer, with the layer's latency_ms as the target.
 SELECT
     l.run_id, l.parent_run_id, m.model, m.model_hash, m.phase, m.device, m.device_name, m.mode, m.batch_size,
@@ -20,6 +21,7 @@ SELECT
     l.latency_ms
 FROM layer_runs l
 JOIN latest_measurements m ON m.run_id = l.parent_run_id
-JOIN node_features n ON n.model_hash = l.model_hash AND n.module_name = replace(l.layer_name, '.', '_')
+JOIN node_features n ON n.model_hash = l.model_hash
+    AND (n.module_target = l.layer_name OR (n.module_target IS NULL AND n.module_name = replace(l.layer_name, '.', '_')))
 WHERE l.status = 'FINISHED'
 QUALIFY row_number() OVER (PARTITION BY l.run_id ORDER BY n.node_index) = 1

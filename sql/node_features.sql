@@ -1,11 +1,12 @@
 -- Per-layer features at batch size 1: every module call of every described network (one
--- row per node of network_nodes whose op is call_module), with its input channels read
--- from its input shape. The layer-level fingerprint predicts each row and sums a network.
+-- row per node of network_nodes whose op is call_module), with the module's qualified name
+-- (module_target, e.g. layer1.0.conv1) and its input channels read from its input shape. The layer-level fingerprint predicts each row and sums a network.
 SELECT
     n.model_hash,
     n.model,
     n.node_index,
     n.name AS module_name,
+    n.target AS module_target,
     n.kind,
     n.category,
     CAST(COALESCE(TRY_CAST(split_part(n.in_shape, 'x', 2) AS BIGINT), 0) AS BIGINT) AS in_channels,

@@ -135,7 +135,7 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) 
             layers = []
             for i, row in enumerate(modules):
                 layer = layer_record(net, i, model=name)
-                layer.params.update(model_hash=model_hash, layer_name=row["name"], op_type=row["kind"],
+                layer.params.update(model_hash=model_hash, layer_name=row["target"], op_type=row["kind"],
                                     batch_size=bs)
                 layer.metrics["latency_ms"] = _layer_ms(row, bs)
                 layer.key_fields = {"model": name, "bs": bs, "layer": i}
@@ -145,7 +145,14 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) 
     load(wh, open_source(resolve_location(str(runs))))
     uri = resolve_location(str(runs)).uri
 
+    # Version 1 never sees two networks; version 2 is compared with it on exactly those, and
+    # version 1 predicts them as `tracker predict` would: through its own layer-level model.
+    unseen = ("googlenet", "regnet_x_400mf")
+    first = train(wh, "latency_ms", "inference", "cpu", uri, exclude=unseen)
+    assert first.champion and first.method != "network"
     result = train(wh, "latency_ms", "inference", "cpu", uri)
+    assert f"version {first.version} ({first.method}-level)" in result.champion_reason
+    assert "on 2 " in result.champion_reason
     ev = result.evaluation
     assert ev["layer_networks"] == len(LAYERED)
     compared = {"network": ev["network_level_mape_on_layer_networks_pct"], "layer": ev["layer_level_mape_pct"],
@@ -160,7 +167,32 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) 
                                    "--input-size", "64", "--format", "json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
-    assert data["methods"]["latency_ms"] == result.method
+    champion = result if result.champion else first
+    assert data["methods"]["latency_ms"] == champion.method
+    assert data["model_versions"]["latency_ms"] == f"{result.name}/{champion.version}"
     desc = describe("resnet34", 64)
     truth = 1.25 * sum(_layer_ms(r, 2) for r in node_rows(desc) if r["op"] == "call_module")
     assert data["predictions"]["latency_ms"] == pytest.approx(truth, rel=0.35)
+
+
+def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) -> None:
+    """The layer rows the champion comparison builds from the warehouse are the rows `tracker
+    predict` builds from a fresh description: same module calls, same features."""
+    from tracker.fingerprint.dataset import configuration_rows, load_rows, unmeasured_layer_rows
+    from tracker.fingerprint.layers import layer_matrix
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-rows", environment=ENV)
+    desc = describe("mobilenet_v3_small", 64)
+    net = network_record("mobilenet_v3_small", 4)
+    net.params.update(model_hash=desc.description_hash, input_size=64)
+    net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+    logger.log([net])
+    load(wh, open_source(resolve_location(str(runs))))
+
+    frame = load_rows(wh, "latency_ms", "inference", "cpu")
+    from_warehouse = unmeasured_layer_rows(wh, frame, "inference", "cpu")
+    _, fresh = configuration_rows(desc, [4], "inference", "cpu", with_layers=True)
+    assert len(from_warehouse) == len(fresh) > 50
+    assert set(from_warehouse["parent_run_id"]) == set(frame["run_id"])
+    assert layer_matrix(from_warehouse).reset_index(drop=True).equals(layer_matrix(fresh).reset_index(drop=True))

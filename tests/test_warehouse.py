@@ -77,6 +77,21 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 5
     con.close()
 
+    # Edits of a finished run (a note from the UI, a tag set by hand, a metric logged late)
+    # are picked up by the next incremental load; untouched runs are not read again.
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    client.set_tag(net.run_id, "mlflow.note.content", "fan was broken")
+    client.log_metric(failed.run_id, "retries", 2.0)
+    edited = _load(runs, wh)
+    assert (edited.mode, edited.runs_changed, edited.runs_deleted) == ("incremental", 2, 0)
+    con = duckdb.connect(str(wh), read_only=True)
+    assert con.execute("SELECT value FROM tags WHERE run_id = ? AND key = 'mlflow.note.content'",
+                       [net.run_id]).fetchall() == [("fan was broken",)]
+    assert con.execute("SELECT value FROM metrics WHERE run_id = ? AND key = 'retries'", [failed.run_id]).fetchall() == [(2.0,)]
+    assert con.execute("SELECT count(*) FROM network_runs").fetchall()[0][0] == 3  # no duplicates
+    con.close()
+    assert _load(runs, wh).runs_changed == 0
+
 
 def _loaded(tmp_path: Path) -> tuple[Path, Path, RunRecord]:
     runs, wh = tmp_path / "runs", tmp_path / "runs" / "warehouse.duckdb"

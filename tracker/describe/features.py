@@ -140,6 +140,7 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
                 "bytes_read": int(weight_bytes + act_in),
                 "bytes_written": int(act_out),
                 "saved_activation_bytes": int(saved),
+                "target": n.target if n.op == "call_module" else None,  # the module's qualified name
             }
         )
     return rows

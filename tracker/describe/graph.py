@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 FORMAT = "tracker.description/1"
@@ -43,9 +44,11 @@ class Description:
     method: str  # fx, hooks, or import:<source>
     notes: list[str] = field(default_factory=list)
 
-    @property
+    @cached_property
     def description_hash(self) -> str:
-        """Hash of the architecture as described (nodes, shapes, attributes), not of its weights."""
+        """Hash of the architecture as described (nodes, shapes, attributes), not of its weights.
+
+        Computed once (a few ms for a few hundred nodes): a description is not modified once built."""
         body = json.dumps(
             {"input_shape": self.input_shape, "nodes": [asdict(n) for n in self.nodes]},
             sort_keys=True,

@@ -88,6 +88,18 @@ def _scratch() -> Any:
     return _SCRATCH
 
 
+_UNMEASURED_RUNS = ("INSERT INTO network_runs (run_id, status, config_key, model, model_hash, batch_size, input_size, "
+                    "phase, device, end_time) SELECT run_id, 'FINISHED', run_id, model, model_hash, batch_size, input_size, "
+                    "$phase, $device, now() FROM new_configurations")
+#: Every module call of a configuration's network becomes one unmeasured layer run of it.
+_UNMEASURED_LAYERS = ("INSERT INTO layer_runs (run_id, status, parent_run_id, model, model_hash, layer_index, layer_name, "
+                      "op_type, batch_size, phase, device) SELECT c.run_id || '-' || CAST(n.node_index AS VARCHAR), "
+                      "'FINISHED', c.run_id, n.model, n.model_hash, n.node_index, COALESCE(n.module_target, n.module_name), "
+                      "n.kind, c.batch_size, "
+                      "$phase, $device FROM node_features n JOIN new_configurations c USING (model_hash)")
+_LAYER_ROWS = "SELECT * FROM layer_features ORDER BY parent_run_id, layer_index"
+
+
 def configuration_rows(description: Any, batch_sizes: list[int], phase: str, device: str,
                        with_layers: bool = False) -> Any:
     """``(rows, layer_rows)`` for a network that was never run: the view's rows (same SQL,
@@ -100,24 +112,48 @@ def configuration_rows(description: Any, batch_sizes: list[int], phase: str, dev
 
     con = _scratch()
     model_hash = description.description_hash
-    runs = pa.table({"run_id": [f"predict-{bs}" for bs in batch_sizes], "batch_size": batch_sizes})
+    n = len(batch_sizes)
+    runs = pa.table({"run_id": [f"predict-{bs}" for bs in batch_sizes], "batch_size": batch_sizes,
+                     "model": [description.name] * n, "model_hash": [model_hash] * n,
+                     "input_size": [int(description.input_shape[-1])] * n})
     con.register("new_configurations", runs)
     con.execute("BEGIN TRANSACTION")
     try:
         insert_description(con, description, model_hash, None)
-        con.execute("INSERT INTO network_runs (run_id, status, config_key, model, model_hash, batch_size, input_size, "
-                    "phase, device, end_time) SELECT run_id, 'FINISHED', run_id, ?, ?, batch_size, ?, ?, ?, now() "
-                    "FROM new_configurations",
-                    [description.name, model_hash, int(description.input_shape[-1]), phase, device])
+        con.execute(_UNMEASURED_RUNS, {"phase": phase, "device": device})
         rows = con.sql(f"SELECT * FROM {VIEW} ORDER BY batch_size").df()
         if not with_layers:
             return rows, None
-        con.execute("INSERT INTO layer_runs (run_id, status, parent_run_id, model, model_hash, layer_index, layer_name, "
-                    "op_type, batch_size, phase, device) SELECT c.run_id || '-' || CAST(n.node_index AS VARCHAR), "
-                    "'FINISHED', c.run_id, n.model, n.model_hash, n.node_index, n.module_name, n.kind, c.batch_size, ?, ? "
-                    "FROM node_features n CROSS JOIN new_configurations c WHERE n.model_hash = ?",
-                    [phase, device, model_hash])
-        return rows, con.sql("SELECT * FROM layer_features ORDER BY parent_run_id, layer_index").df()
+        con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})
+        return rows, con.sql(_LAYER_ROWS).df()
     finally:
         con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network
         con.unregister("new_configurations")
+
+
+def unmeasured_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) -> Any:
+    """``layer_features`` rows of the configurations in ``frame`` (rows of the view) as if their
+    layers had never been measured: every module call of each network, from the warehouse's
+    node rows, through the same SQL that prediction uses. Lets a layer-level model predict a
+    measured configuration exactly as it would predict a new one."""
+    import duckdb
+
+    from tracker.warehouse.load import ensure_tables
+    from tracker.warehouse.views import create_views
+
+    con = duckdb.connect(":memory:")
+    try:
+        ensure_tables(con)
+        create_views(con)
+        con.execute("ATTACH ? AS source (READ_ONLY)", [str(warehouse)])
+        hashes = sorted(set(frame["model_hash"]))
+        for table in ("network_descriptions", "network_nodes"):
+            con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM source.{table} WHERE list_contains($hashes, model_hash)",
+                        {"hashes": hashes})
+        con.execute("DETACH source")
+        con.register("new_configurations", frame[["run_id", "batch_size", "model", "model_hash", "input_size"]])
+        con.execute(_UNMEASURED_RUNS, {"phase": phase, "device": device})
+        con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})
+        return con.sql(_LAYER_ROWS).df()
+    finally:
+        con.close()

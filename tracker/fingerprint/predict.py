@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows
-from tracker.fingerprint.train import CHAMPION, champion_version, registered_name
+from tracker.fingerprint.train import champion_version, registered_name
 
 
 @dataclass
@@ -19,6 +19,30 @@ class Champion:
     booster: Any
     method: str = "network"  # or "layer" / "blend" (see fingerprint.train)
     layer: Any = None  # fingerprint.layers.LayerModel when the method uses layers
+
+    def predict(self, rows: Any, layer_rows: Any = None) -> Any:
+        """Predicted values for the view's ``rows``, through the layer-level model too when this
+        champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
+        import numpy as np
+
+        values = np.exp(self.booster.predict(rows[self.features].astype(float)))
+        if self.layer is not None and layer_rows is not None and not layer_rows.empty:
+            summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
+            summed = np.where(np.isnan(summed), values, summed)  # a configuration without module calls
+            values = summed if self.method == "layer" else np.sqrt(values * summed)
+        return values
+
+
+def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
+    """The model of a registered ``version`` (an MLflow ModelVersion), with its layer model if it has one."""
+    import mlflow
+
+    booster = mlflow.lightgbm.load_model(f"models:/{name}/{version.version}")
+    champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
+                     version.tags.get("method", "network"))
+    if champ.method != "network":
+        champ.layer = _layer_model(tracking_uri, version.run_id)
+    return champ
 
 
 def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]:
@@ -32,14 +56,8 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
     for target in TARGETS:
         name = registered_name(target, phase, device)
         version = champion_version(client, name)
-        if version is None:
-            continue
-        booster = mlflow.lightgbm.load_model(f"models:/{name}@{CHAMPION}")
-        champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
-                         version.tags.get("method", "network"))
-        if champ.method != "network":
-            champ.layer = _layer_model(tracking_uri, version.run_id)
-        found[target] = champ
+        if version is not None:
+            found[target] = load_champion(tracking_uri, name, version)
     if not found:
         known = sorted({m.name for m in client.search_registered_models()})
         raise FingerprintError(f"no fingerprint for phase {phase!r} on device {device!r}; registered: "
@@ -62,14 +80,9 @@ def _layer_model(tracking_uri: str, run_id: str) -> Any:
 
 
 def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None) -> list[dict[str, float]]:
-    import numpy as np
-
     out: list[dict[str, float]] = [{} for _ in range(len(rows))]
     for target, champ in models.items():
-        values = np.exp(champ.booster.predict(rows[champ.features].astype(float)))
-        if champ.layer is not None and layer_rows is not None and not layer_rows.empty:
-            summed = champ.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
-            values = summed if champ.method == "layer" else np.sqrt(values * summed)
+        values = champ.predict(rows, layer_rows)
         for i, v in enumerate(values):
             out[i][target] = float(v)
     return out

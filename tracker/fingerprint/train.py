@@ -263,15 +263,22 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         f"MAPE {evaluation['mape_pct']:.1f} %, {evaluation['within_10pct']:.0f} % within ±10 % "
         f"(ExtraTrees baseline {baseline['mape_pct']:.1f} %)."
         + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")))
-    champion, reason = _maybe_promote(client, tracking_uri, name, version, x, y, pred, networks)
+    champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method)
 
 
-def _maybe_promote(client: Any, uri: str, name: str, version: str, x: Any, y: Any, pred: Any, networks: Any) -> tuple[bool, str]:
-    """Move ``champion`` to this version only if it beats the champion on the same held-out networks."""
+def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y: Any, pred: Any,
+                   where: tuple[Path, str, str]) -> tuple[bool, str]:
+    """Move ``champion`` to this version only if it beats the champion on the same held-out
+    networks: those the champion never saw, which it predicts as it would in ``tracker
+    predict`` (its own method, layer-level included, from the warehouse ``where`` =
+    (path, phase, device)), against this version's held-out predictions of them."""
     import mlflow
     import numpy as np
+
+    from tracker.fingerprint.dataset import unmeasured_layer_rows
+    from tracker.fingerprint.predict import load_champion
 
     current = champion_version(client, name)
     if current is None:
@@ -280,23 +287,25 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, x: Any, y: An
     seen = set(json.loads(Path(mlflow.artifacts.download_artifacts(
         run_id=current.run_id, artifact_path="evaluation/networks.json", tracking_uri=uri
     )).read_text()))
+    networks = frame["model_hash"].to_numpy()
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():
         return False, f"version {current.version} stays champion: no network it has not seen to compare on"
-    old_features = json.loads(Path(mlflow.artifacts.download_artifacts(
-        run_id=current.run_id, artifact_path="evaluation/features.json", tracking_uri=uri
-    )).read_text())["features"]
-    if any(f not in x.columns for f in old_features):
+    champ = load_champion(uri, name, current)
+    if any(f not in frame.columns for f in champ.features):
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version} used features the view no longer has"
-    booster = mlflow.lightgbm.load_model(f"models:/{name}/{current.version}")
-    old = np.exp(booster.predict(x.loc[unseen, old_features]))
+    rows = frame[unseen].reset_index(drop=True)
+    layer_rows = unmeasured_layer_rows(where[0], rows, where[1], where[2]) if champ.layer is not None else None
+    old = champ.predict(rows, layer_rows)
     new_mape, old_mape = scores(y[unseen], pred[unseen])["mape_pct"], scores(y[unseen], old)["mape_pct"]
     held = len(set(networks[unseen]))
+    how = f" ({champ.method}-level)" if champ.method != "network" else ""
     if new_mape < old_mape:
         client.set_registered_model_alias(name, CHAMPION, version)
-        return True, f"beats version {current.version} on {held} networks it never saw: MAPE {new_mape:.2f} % vs {old_mape:.2f} %"
-    return False, f"version {current.version} stays champion on {held} unseen networks: {old_mape:.2f} % vs {new_mape:.2f} %"
+        return True, (f"beats version {current.version}{how} on {held} networks it never saw: "
+                      f"MAPE {new_mape:.2f} % vs {old_mape:.2f} %")
+    return False, f"version {current.version}{how} stays champion on {held} unseen networks: {old_mape:.2f} % vs {new_mape:.2f} %"
 
 
 def _plots(folder: Path, title: str, unit: str, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:

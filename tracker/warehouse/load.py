@@ -81,7 +81,8 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE changed AS SELECT s.run_id FROM snapshot s "
                 "LEFT JOIN runs w ON w.run_id = s.run_id WHERE s.lifecycle_stage = 'active' AND "
-                "(w.run_id IS NULL OR w.status IS DISTINCT FROM s.status OR w.end_time_ms IS DISTINCT FROM s.end_time_ms)"
+                "(w.run_id IS NULL OR w.status IS DISTINCT FROM s.status OR w.end_time_ms IS DISTINCT FROM s.end_time_ms "
+                "OR w.change_token IS DISTINCT FROM s.change_token)"
             )
             con.execute(
                 "CREATE OR REPLACE TEMP TABLE gone AS SELECT w.run_id FROM runs w LEFT JOIN snapshot s "
@@ -138,8 +139,10 @@ def _insert_details(con: Any, detail: dict[str, Any]) -> None:
                t.config_key, t.campaign, t.source,
                make_timestamp(CAST(r.start_time_ms AS BIGINT) * 1000),
                CASE WHEN r.end_time_ms IS NULL THEN NULL ELSE make_timestamp(CAST(r.end_time_ms AS BIGINT) * 1000) END,
-               CAST(r.start_time_ms AS BIGINT), CAST(r.end_time_ms AS BIGINT), r.artifact_uri, t.description_artifact
+               CAST(r.start_time_ms AS BIGINT), CAST(r.end_time_ms AS BIGINT), r.artifact_uri, t.description_artifact,
+               s.change_token
         FROM src_runs r
+        LEFT JOIN snapshot s USING (run_id)
         LEFT JOIN (
             SELECT run_id,
                    any_value(value) FILTER (WHERE key = 'tracker.kind') AS kind,

@@ -29,7 +29,20 @@ from tracker.settings import StoreLocation
 #: Run ids per ``IN (...)`` list when reading the details of changed runs.
 IDS_PER_QUERY = 500
 
-SNAPSHOT_SQL = "SELECT run_uuid AS run_id, status, end_time AS end_time_ms, lifecycle_stage FROM runs"
+#: What the incremental load compares, per run: status, end time, stage, and a change token
+#: that moves when the run is renamed or a tag or metric is added, removed or edited after it
+#: ended (a note written in the UI, a tag set by hand, a metric logged late): the run's name,
+#: the count and total length of its tags, the count and latest timestamp of its metrics.
+#: Params cannot change once logged. One pass over tags and latest_metrics, grouped.
+SNAPSHOT_SQL = (
+    "SELECT r.run_uuid AS run_id, r.status, r.end_time AS end_time_ms, r.lifecycle_stage, "
+    "COALESCE(r.name, '') || '|' || COALESCE(t.token, '') || '|' || COALESCE(m.token, '') AS change_token "
+    "FROM runs r "
+    "LEFT JOIN (SELECT run_uuid, CAST(count(*) AS VARCHAR(20)) || ':' || CAST(sum(length(key) + length(value)) "
+    "AS VARCHAR(20)) AS token FROM tags GROUP BY run_uuid) t ON t.run_uuid = r.run_uuid "
+    "LEFT JOIN (SELECT run_uuid, CAST(count(*) AS VARCHAR(20)) || ':' || CAST(max(timestamp) AS VARCHAR(20)) "
+    "AS token FROM latest_metrics GROUP BY run_uuid) m ON m.run_uuid = r.run_uuid"
+)
 RUNS_SQL = (
     "SELECT r.run_uuid AS run_id, CAST(r.experiment_id AS VARCHAR(32)) AS experiment_id, e.name AS experiment, "
     "r.name AS run_name, r.status, r.lifecycle_stage, r.start_time AS start_time_ms, r.end_time AS end_time_ms, "
@@ -51,7 +64,7 @@ class Source(Protocol):
     name: str
 
     def snapshot(self) -> Any:
-        """Arrow table (run_id, status, end_time_ms, lifecycle_stage) of every run."""
+        """Arrow table (run_id, status, end_time_ms, lifecycle_stage, change_token) of every run."""
 
     def details(self, run_ids: Sequence[str] | None) -> dict[str, Any]:
         """Arrow tables runs/params/tags/metrics of these runs (all runs when None)."""
@@ -190,6 +203,7 @@ class ApiSource:
             "status": [r.info.status for r in runs],
             "end_time_ms": pa.array([r.info.end_time for r in runs], pa.int64()),
             "lifecycle_stage": [r.info.lifecycle_stage for r in runs],
+            "change_token": [_change_token(r) for r in runs],
         })
 
     def details(self, run_ids: Sequence[str] | None) -> dict[str, Any]:
@@ -222,6 +236,14 @@ class ApiSource:
 
     def close(self) -> None:
         self._runs = None
+
+
+def _change_token(run: Any) -> str:
+    """The API's counterpart of SNAPSHOT_SQL's token: a digest of the run's name, tags and metrics."""
+    import hashlib
+
+    state = (run.info.run_name or "", sorted(run.data.tags.items()), sorted(run.data.metrics.items()))
+    return hashlib.sha256(repr(state).encode()).hexdigest()[:16]
 
 
 def _schemas() -> tuple[Any, Any]:

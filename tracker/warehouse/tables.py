@@ -33,8 +33,11 @@ BASE_DDL = (
         start_time_ms BIGINT,
         end_time_ms BIGINT,
         artifact_uri VARCHAR,
-        description_artifact VARCHAR
+        description_artifact VARCHAR,
+        change_token VARCHAR
     )""",
+    # Warehouses made before the change token: the column is added, every run reloads once.
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS change_token VARCHAR",
     "CREATE TABLE IF NOT EXISTS params (run_id VARCHAR, key VARCHAR, value VARCHAR)",
     "CREATE TABLE IF NOT EXISTS tags (run_id VARCHAR, key VARCHAR, value VARCHAR)",
     "CREATE TABLE IF NOT EXISTS metrics (run_id VARCHAR, key VARCHAR, value DOUBLE, step BIGINT, timestamp_ms BIGINT)",
@@ -44,8 +47,10 @@ BASE_DDL = (
         out_h BIGINT, out_w BIGINT, kernel_h INTEGER, kernel_w INTEGER, stride_h INTEGER, stride_w INTEGER,
         padding INTEGER, dilation INTEGER, groups BIGINT, params BIGINT, macs BIGINT, flops BIGINT,
         elementwise_ops BIGINT, weight_bytes BIGINT, activation_in_bytes BIGINT, activation_out_bytes BIGINT,
-        bytes_read BIGINT, bytes_written BIGINT, saved_activation_bytes BIGINT
+        bytes_read BIGINT, bytes_written BIGINT, saved_activation_bytes BIGINT, target VARCHAR
     )""",
+    # Warehouses made before module targets: old node rows keep NULL (layers match them by name).
+    "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS target VARCHAR",
     """CREATE TABLE IF NOT EXISTS network_descriptions (
         model_hash VARCHAR PRIMARY KEY, model VARCHAR, input_size INTEGER, in_channels INTEGER,
         nodes INTEGER, edges INTEGER, run_id VARCHAR
