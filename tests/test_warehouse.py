@@ -149,3 +149,23 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert exported.exit_code == 0
     names = {p.stem for p in (tmp_path / "pq").glob("*.parquet")}
     assert {"runs", "network_runs", "network_nodes", "latest_measurements", "measurement_features"} <= names
+
+
+def test_each_embedded_store_has_its_own_default_warehouse(tmp_path: Path) -> None:
+    """Loading another store's folder never overwrites the default store's warehouse."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    other = tmp_path / "other"
+    _logger(other).log([network_record("resnet18", 8)])
+    runner = CliRunner()
+    loaded = runner.invoke(app, ["--tracking-uri", str(other), "warehouse", "load", "--format", "json"])
+    assert loaded.exit_code == 0, loaded.output
+    assert json.loads(loaded.output)["warehouse"] == str((other / "warehouse.duckdb").resolve())
+    assert not (tmp_path / "runs" / "warehouse.duckdb").exists()  # the default store's (TRACKER_RUNS_DIR)
+    out = runner.invoke(app, ["--tracking-uri", str(other), "sql", "SELECT batch_size FROM measurements",
+                              "--format", "json"])
+    assert out.exit_code == 0 and json.loads(out.output) == [{"batch_size": 8}]
+    missing = runner.invoke(app, ["sql", "SELECT 1"])
+    assert missing.exit_code != 0 and "warehouse" in str(missing.exception)

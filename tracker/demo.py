@@ -128,7 +128,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     if not console.is_terminal:  # a log file or CI: wide enough for the table, no wrapped lines
         console = Console(stderr=to_stderr, highlight=False, width=max(console.width, 132))
     folder = runs_folder or runs_dir()
-    warehouse = warehouse or warehouse_path()
+    warehouse = warehouse or warehouse_path(tracking_uri=tracking_uri)
     report_folder = report_folder or folder / "report"
     logger = RunLogger(tracking_uri, EXPERIMENT)
     uri = logger.location.uri

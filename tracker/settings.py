@@ -34,10 +34,17 @@ def runs_dir() -> Path:
     return Path(os.environ.get("TRACKER_RUNS_DIR", "runs")).resolve()
 
 
-def warehouse_path(explicit: str | Path | None = None) -> Path:
-    """The DuckDB warehouse: ``--warehouse``, else ``TRACKER_WAREHOUSE``, else runs/warehouse.duckdb."""
+def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None = None) -> Path:
+    """The DuckDB warehouse: ``--warehouse``, else ``TRACKER_WAREHOUSE``, else ``warehouse.duckdb``
+    beside an embedded store's database (``runs/`` for the default store), else, for a server,
+    runs/warehouse.duckdb. So each embedded store has its own warehouse."""
     chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
-    return Path(chosen).resolve() if chosen else runs_dir() / "warehouse.duckdb"
+    if chosen:
+        return Path(chosen).resolve()
+    location = resolve_location(tracking_uri)  # an unsupported URI is said here, in one line
+    if location.scheme == "sqlite":
+        return Path(location.uri.removeprefix("sqlite:///")).parent / "warehouse.duckdb"
+    return runs_dir() / "warehouse.duckdb"
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def train_cmd(
     from tracker.fingerprint.train import train
     from tracker.settings import warehouse_path
 
-    result = train(warehouse_path(warehouse), target, phase, device, _uri(ctx), exclude=exclude or ())
+    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase, device, _uri(ctx), exclude=exclude or ())
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return

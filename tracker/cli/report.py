@@ -24,7 +24,7 @@ def report(
     from tracker.settings import resolve_location, warehouse_path
 
     location = resolve_location(state(ctx).tracking_uri)
-    path = warehouse_path(warehouse)
+    path = warehouse_path(warehouse, state(ctx).tracking_uri)
     if load:
         from tracker.warehouse.load import load as load_warehouse
         from tracker.warehouse.source import open_source

@@ -64,7 +64,7 @@ def report_cmd(
     ctx: typer.Context,
     space_file: SpaceArg,
     latency: Annotated[Optional[LatencySource], typer.Option(help="Which latency the frontier uses (default: measured where there is any).")] = None,
-    warehouse: Annotated[Optional[Path], typer.Option(help="DuckDB warehouse (default: runs/warehouse.duckdb); loaded first.")] = None,
+    warehouse: Annotated[Optional[Path], typer.Option(help="DuckDB warehouse (default: warehouse.duckdb in the embedded store's folder); loaded first.")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Load the warehouse, print the Pareto frontier and the primitives on it per position, log the plot."""
@@ -74,7 +74,7 @@ def report_cmd(
     from tracker.warehouse.source import open_source
 
     space, st = _open(ctx, space_file)
-    path = warehouse_path(warehouse)
+    path = warehouse_path(warehouse, state(ctx).tracking_uri)
     load(path, open_source(resolve_location(st.tracking_uri), None))
     out = report(st.logger(), path, space, latency.value if latency else None)
     if fmt is OutputFormat.json:

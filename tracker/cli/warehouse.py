@@ -15,7 +15,7 @@ app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking 
 
 WarehouseOption = Annotated[
     Optional[Path],
-    typer.Option("--warehouse", "-w", help="DuckDB file. Default: TRACKER_WAREHOUSE, else runs/warehouse.duckdb."),
+    typer.Option("--warehouse", "-w", help="DuckDB file. Default: TRACKER_WAREHOUSE, else warehouse.duckdb in the embedded store's folder (runs/)."),
 ]
 
 
@@ -43,7 +43,7 @@ def load_cmd(
     from tracker.warehouse.load import load
     from tracker.warehouse.source import open_source
 
-    path = warehouse_path(warehouse)
+    path = warehouse_path(warehouse, state(ctx).tracking_uri)
     report = load(path, open_source(resolve_location(state(ctx).tracking_uri), backend_store_uri), full=full)
     if fmt is OutputFormat.json:
         emit_json({"warehouse": str(path), **report.to_dict()})
@@ -57,6 +57,7 @@ def load_cmd(
 
 @app.command("export")
 def export_cmd(
+    ctx: typer.Context,
     folder: Annotated[Path, typer.Argument(help="Folder to write NAME.parquet files into.")],
     warehouse: WarehouseOption = None,
 ) -> None:
@@ -64,11 +65,12 @@ def export_cmd(
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import export
 
-    written = export(warehouse_path(warehouse), folder)
+    written = export(warehouse_path(warehouse, state(ctx).tracking_uri), folder)
     typer.echo(f"wrote {len(written)} Parquet files to {folder}")
 
 
 def sql(
+    ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="One SQL statement, e.g. \"SELECT * FROM latest_measurements\".")],
     warehouse: WarehouseOption = None,
     fmt: Annotated[QueryFormat, typer.Option("--format", help="table, json, csv, or parquet (needs --output).")] = QueryFormat.table,
@@ -81,7 +83,7 @@ def sql(
 
     if fmt is QueryFormat.parquet and output is None:
         raise QueryError("--format parquet writes a file: give --output FILE.parquet")
-    table = run_query(warehouse_path(warehouse), query)
+    table = run_query(warehouse_path(warehouse, state(ctx).tracking_uri), query)
     if fmt is QueryFormat.parquet:
         write_parquet(table, output)
         typer.echo(f"wrote {table.num_rows} rows to {output}")
@@ -97,12 +99,12 @@ def sql(
         sys.stdout.write(text)
 
 
-def views(warehouse: WarehouseOption = None, fmt: FormatOption = OutputFormat.table) -> None:
+def views(ctx: typer.Context, warehouse: WarehouseOption = None, fmt: FormatOption = OutputFormat.table) -> None:
     """List the warehouse's SQL views with what each one is."""
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import list_views
 
-    rows = list_views(warehouse_path(warehouse))
+    rows = list_views(warehouse_path(warehouse, state(ctx).tracking_uri))
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
