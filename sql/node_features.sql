@@ -1,6 +1,7 @@
 -- Per-layer features at batch size 1: every module call of every described network (one
 -- row per node of network_nodes whose op is call_module), with the module's qualified name
--- (module_target, e.g. layer1.0.conv1) and its input channels read from its input shape. The layer-level fingerprint predicts each row and sums a network.
+-- (module_target, e.g. layer1.0.conv1) and its input channels read from its input shape.
+-- The layer-level fingerprint predicts each row and sums a network.
 SELECT
     n.model_hash,
     n.model,
