@@ -4,6 +4,7 @@ register with the champion alias, predict a network never measured."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,10 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) 
     data = json.loads(out.output)
     champion = result if result.champion else first
     assert data["methods"]["latency_ms"] == champion.method
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout.splitlines()
+    line = next(row for row in listed if "champion" in row)
+    assert f" v{champion.version} " in line and f" {champion.method} " in line
+    assert re.search(r"MAPE \d+\.\d %, \d+\.\d % within ±10 %", line), line
     assert data["model_versions"]["latency_ms"] == f"{result.name}/{champion.version}"
     desc = describe("resnet34", 64)
     truth = 1.25 * sum(_layer_ms(r, 2) for r in node_rows(desc) if r["op"] == "call_module")

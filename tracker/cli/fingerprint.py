@@ -63,16 +63,24 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "heldout_mape_pct": version.tags.get("heldout_mape_pct"),
                          "heldout_within_10pct": version.tags.get("heldout_within_10pct"),
                          "baseline_extratrees_mape_pct": version.tags.get("baseline_extratrees_mape_pct"),
-                         "networks": version.tags.get("networks")})
+                         "networks": version.tags.get("networks"), "method": version.tags.get("method", "network")})
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
     if not rows:
         typer.echo("no fingerprints registered: run tracker fingerprint train --target latency_ms")
     for r in rows:
-        typer.echo(f"{r['name']:<40} v{r['version']:<3} {r['alias']:<9} MAPE {r['heldout_mape_pct']} % "
-                   f"within ±10 %: {r['heldout_within_10pct']} %  (ExtraTrees {r['baseline_extratrees_mape_pct']} %, "
-                   f"{r['networks']} networks)")
+        typer.echo(f"{r['name']:<40} v{r['version']:<3} {r['alias']:<9} {r['method']:<8} "
+                   f"MAPE {_pct(r['heldout_mape_pct'])}, {_pct(r['heldout_within_10pct'])} within ±10 %  "
+                   f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)")
+
+
+def _pct(tag: str | None) -> str:
+    """A version tag holding a percentage, as ``12.3 %`` (``?`` when absent or not a number)."""
+    try:
+        return f"{float(tag):.1f} %"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "?"
 
 
 def predict(
