@@ -41,10 +41,8 @@ def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None 
     chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
     if chosen:
         return Path(chosen).resolve()
-    location = resolve_location(tracking_uri)  # an unsupported URI is said here, in one line
-    if location.scheme == "sqlite":
-        return Path(location.uri.removeprefix("sqlite:///")).parent / "warehouse.duckdb"
-    return runs_dir() / "warehouse.duckdb"
+    db_path = resolve_location(tracking_uri).db_path  # an unsupported URI is said here, in one line
+    return (db_path.parent if db_path else runs_dir()) / "warehouse.duckdb"
 
 
 @dataclass(frozen=True)
@@ -57,6 +55,11 @@ class StoreLocation:
     @property
     def scheme(self) -> str:
         return self.uri.split(":", 1)[0].lower()
+
+    @property
+    def db_path(self) -> Path | None:
+        """The SQLite file of an embedded store (None for a server or a database)."""
+        return Path(self.uri.removeprefix("sqlite:///")) if self.scheme == "sqlite" else None
 
     @property
     def is_http(self) -> bool:
