@@ -28,8 +28,10 @@ MIN_SAMPLES_FOR_CI = 6
 #: Warm-up ends when the medians of two consecutive windows agree within this ratio.
 WARMUP_WINDOW = 5
 WARMUP_STABLE_REL = 0.05
-#: Work per block of consecutive samples (seconds), and the fewest blocks a CI may rest on.
-BLOCK_S = 0.1
+#: Work per block of consecutive samples (seconds), and the fewest blocks a CI may rest on:
+#: a floor of 0.24 s of sampling. Longer blocks (0.1 s) cost 3x the device time and, measured by
+#: benchmarks/profiling_cost.py on a drifting VM, did not agree better with 10 s windows.
+BLOCK_S = 0.03
 MIN_BLOCKS = 8
 #: Layer runs: the loosest precision, time cap and warm-up cap a layer's rule may have.
 LAYER_MIN_CI_REL = 0.05
