@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,6 +110,17 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
                       catch_exceptions=False)
     with pytest.raises(FingerprintError, match="no training measurements of latency_ms"):
         train(wh, "latency_ms", "training", "cpu", uri)
+
+    # A misspelt --exclude is one clear line, and nothing is trained or registered.
+    versions = len(client.search_model_versions(f"name = '{first.name}'"))
+    typo = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(runs), "fingerprint", "train",
+                           "--target", "latency_ms", "--warehouse", str(wh), "--exclude", "resnet18", "--exclude",
+                           "resnet5O"], capture_output=True, text=True, timeout=300)
+    errors = [line for line in typo.stderr.splitlines() if "cannot leave out" in line]
+    assert typo.returncode == 1 and typo.stdout == "" and "Traceback" not in typo.stderr, typo.stderr
+    assert len(errors) == 1 and "cannot leave out resnet5O: no inference measurement of latency_ms on 'cpu'" in errors[0]
+    assert "resnet18" not in errors[0]
+    assert len(client.search_model_versions(f"name = '{first.name}'")) == versions
 
 
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",

@@ -168,7 +168,10 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     steps["warehouse"] = time.monotonic() - t
 
     t = time.monotonic()
-    jobs = [(target, "inference", "cpu", [u.name for u in unseen]) for target in plan.targets]
+    # An unseen network none of whose measurements succeeded has nothing to leave out.
+    measured = measured_rows(warehouse, [u.name for u in unseen], "inference", "cpu")
+    jobs = [(target, "inference", "cpu", sorted({m for (m, _), row in measured.items() if row.get(target) is not None}))
+            for target in plan.targets]
     if plan.tx2 and summary.get("tx2"):
         jobs.append(("latency_ms", "training", "jetson-tx2", []))
     summary["fingerprints"] = [_fingerprint(console, warehouse, uri, *job) for job in jobs]

@@ -147,9 +147,14 @@ MAX_TRAIN_CI_REL = 0.25
 
 
 def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = ()) -> Any:
-    """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names)
-    and, for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``)."""
+    """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
+    one that has no row, a misspelling say, is an error rather than silently kept nowhere) and,
+    for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``)."""
     frame = load_rows(warehouse, target, phase, device)
+    unknown = sorted(set(exclude) - set(frame["model"]))
+    if unknown:
+        raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
+                               f"{device!r} names {'it' if len(unknown) == 1 else 'them'} (see tracker sql 'SELECT DISTINCT model FROM measurement_features')")
     if target == "latency_ms":
         precise = frame["latency_ci_rel"].isna() | (frame["latency_ci_rel"] <= MAX_TRAIN_CI_REL)
         frame = frame[precise].reset_index(drop=True)
