@@ -73,7 +73,9 @@ _SCRATCH: Any = None
 
 
 def _scratch() -> Any:
-    """An in-memory warehouse with every table and view, made once per process."""
+    """An in-memory warehouse with every table and view, made once per process, with the two
+    feature queries prepared (planned once: a prediction then costs their execution only).
+    One thread: its tables hold one network, and starting threads costs more than it saves."""
     global _SCRATCH
     if _SCRATCH is None:
         import duckdb
@@ -81,9 +83,11 @@ def _scratch() -> Any:
         from tracker.warehouse.load import ensure_tables
         from tracker.warehouse.views import create_views
 
-        con = duckdb.connect(":memory:")
+        con = duckdb.connect(":memory:", config={"threads": 1})
         ensure_tables(con)
         create_views(con)
+        con.execute(f"PREPARE feature_rows AS SELECT * FROM {VIEW} ORDER BY batch_size")
+        con.execute(f"PREPARE layer_rows AS {_LAYER_ROWS}")
         _SCRATCH = con
     return _SCRATCH
 
@@ -121,11 +125,11 @@ def configuration_rows(description: Any, batch_sizes: list[int], phase: str, dev
     try:
         insert_description(con, description, model_hash, None)
         con.execute(_UNMEASURED_RUNS, {"phase": phase, "device": device})
-        rows = con.sql(f"SELECT * FROM {VIEW} ORDER BY batch_size").df()
+        rows = con.execute("EXECUTE feature_rows").df()
         if not with_layers:
             return rows, None
         con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})
-        return rows, con.sql(_LAYER_ROWS).df()
+        return rows, con.execute("EXECUTE layer_rows").df()
     finally:
         con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network
         con.unregister("new_configurations")

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 LAYER_VIEW = "layer_features"
+#: Threads a booster predicts with: the rows of a few configurations, for which starting
+#: OpenMP threads costs more than it saves.
+PREDICT_THREADS = 1
 #: Categories of ``tracker.describe`` in a fixed order: the code is a feature.
 CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "other")
 LAYER_FEATURES = ["category_code", "layer_batch_size", "in_channels", "out_channels", "out_h", "kernel_h", "stride_h",
@@ -56,7 +59,7 @@ class LayerModel:
         """Predicted latency of each parent configuration (a Series indexed by parent_run_id)."""
         import numpy as np
 
-        each = np.exp(self.booster.predict(layer_matrix(layer_rows)))
+        each = np.exp(self.booster.predict(layer_matrix(layer_rows), num_threads=PREDICT_THREADS))
         return layer_rows.assign(_pred=each).groupby("parent_run_id", sort=False)["_pred"].sum() * self.factor
 
 

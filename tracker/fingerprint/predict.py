@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows
+from tracker.fingerprint.layers import PREDICT_THREADS
 from tracker.fingerprint.train import champion_version, registered_name
 
 
@@ -25,7 +26,7 @@ class Champion:
         champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
         import numpy as np
 
-        values = np.exp(self.booster.predict(rows[self.features].astype(float)))
+        values = np.exp(self.booster.predict(rows[self.features].astype(float), num_threads=PREDICT_THREADS))
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             summed = np.where(np.isnan(summed), values, summed)  # a configuration without module calls
