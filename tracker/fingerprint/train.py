@@ -9,9 +9,12 @@ perf4sight's approach (ExtraTrees, 300 trees) as the baseline.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import math
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +174,24 @@ def runs_digest(frame: Any) -> str:
     return hashlib.sha256("\n".join(sorted(frame["run_id"])).encode()).hexdigest()[:16]
 
 
+#: What MLflow's registration prints straight to stderr (not through logging) on every
+#: version; the command's own summary line says it once.
+_REGISTRY_CHATTER = ("Successfully registered model ", "Registered model ", "Created version ")
+
+
+@contextlib.contextmanager
+def _registry_chatter_dropped() -> Iterator[None]:
+    """Run a registration with MLflow's progress lines dropped; anything else it writes to
+    stderr (warnings, errors) is passed on."""
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buffer):
+            yield
+    finally:
+        kept = [line for line in buffer.getvalue().splitlines(keepends=True) if not line.startswith(_REGISTRY_CHATTER)]
+        sys.stderr.write("".join(kept))
+
+
 def champion_version(client: Any, name: str) -> Any:
     """The registered version with the ``champion`` alias (``client``: an MlflowClient), or None."""
     from mlflow.exceptions import MlflowException
@@ -251,8 +272,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     {"method": method, "factor": layer_model.factor, "features": LAYER_FEATURES,
                      "view": "layer_features"}, indent=2))
             mlflow.log_artifacts(str(folder), "evaluation")
-        info = mlflow.lightgbm.log_model(final.booster_, name="model", registered_model_name=name,
-                                         input_example=x.iloc[:1])
+        with _registry_chatter_dropped():
+            info = mlflow.lightgbm.log_model(final.booster_, name="model", registered_model_name=name,
+                                             input_example=x.iloc[:1])
     version = str(info.registered_model_version)
     for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
                        "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
