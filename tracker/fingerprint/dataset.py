@@ -72,7 +72,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
 _SCRATCH: Any = None
 
 
-def _scratch() -> Any:
+def scratch_warehouse() -> Any:
     """An in-memory warehouse with every table and view, made once per process, with the two
     feature queries prepared (planned once: a prediction then costs their execution only).
     One thread: its tables hold one network, and starting threads costs more than it saves."""
@@ -114,7 +114,7 @@ def configuration_rows(description: Any, batch_sizes: list[int], phase: str, dev
 
     from tracker.warehouse.load import insert_description
 
-    con = _scratch()
+    con = scratch_warehouse()
     model_hash = description.description_hash
     n = len(batch_sizes)
     runs = pa.table({"run_id": [f"predict-{bs}" for bs in batch_sizes], "batch_size": batch_sizes,

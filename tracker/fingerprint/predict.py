@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows
+from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows, scratch_warehouse
 from tracker.fingerprint.layers import PREDICT_THREADS
 from tracker.fingerprint.train import champion_version, registered_name
 
@@ -63,6 +63,7 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
         known = sorted({m.name for m in client.search_registered_models()})
         raise FingerprintError(f"no fingerprint for phase {phase!r} on device {device!r}; registered: "
                                f"{', '.join(known) or 'none (run tracker fingerprint train)'}")
+    scratch_warehouse()  # the feature SQL is part of the loaded model: ready before the first prediction
     return found
 
 
