@@ -83,6 +83,11 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     client = MlflowClient(uri)
     version = client.get_model_version_by_alias(first.name, CHAMPION)
     assert str(version.version) == first.version and version.tags["view_sha256"] and version.tags["runs_digest"]
+    # The network-level model is the candidate with the lower held-out MAPE; a trend is stored with it.
+    candidates = {"lgbm": first.evaluation["selection_lgbm_mape_pct"],
+                  "trend+lgbm": first.evaluation["selection_trend_lgbm_mape_pct"]}
+    assert version.tags["network_model"] == min(candidates, key=candidates.get)
+    assert ("trend" in version.tags) == (version.tags["network_model"] == "trend+lgbm")
     used = json.loads(Path(mlflow_artifact(uri, first.run_id, "evaluation/runs.json")).read_text())
     assert len(used) == len(NETWORKS) * 4 - 1  # all but the imprecise resnet34 bs8 measurement
     assert "held out by network: MAPE" in version.description  # what the UI shows beside the version

@@ -20,13 +20,17 @@ class Champion:
     booster: Any
     method: str = "network"  # or "layer" / "blend" (see fingerprint.train)
     layer: Any = None  # fingerprint.layers.LayerModel when the method uses layers
+    trend: Any = None  # fingerprint.trend.Trend under the booster, when the version has one
 
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
         champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
         import numpy as np
 
-        values = np.exp(self.booster.predict(rows[self.features].astype(float), num_threads=PREDICT_THREADS))
+        log_values = self.booster.predict(rows[self.features].astype(float), num_threads=PREDICT_THREADS)
+        if self.trend is not None:
+            log_values = log_values + self.trend(rows)
+        values = np.exp(log_values)
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             summed = np.where(np.isnan(summed), values, summed)  # a configuration without module calls
@@ -43,6 +47,14 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                      version.tags.get("method", "network"))
     if champ.method != "network":
         champ.layer = _layer_model(tracking_uri, version.run_id)
+    if "trend" in version.tags:
+        from tracker.fingerprint.trend import Trend
+
+        try:
+            champ.trend = Trend.from_json(version.tags["trend"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FingerprintError(f"{name} version {version.version}: unreadable trend tag ({exc}); "
+                                   "retrain with tracker fingerprint train") from None
     return champ
 
 

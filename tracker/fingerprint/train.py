@@ -89,6 +89,29 @@ def out_of_fold(x: Any, y: Any, groups: Any, make: Callable[[], Any]) -> Any:
     return pred
 
 
+def trend_lgbm() -> Any:
+    from tracker.fingerprint.trend import TrendBoosted
+
+    return TrendBoosted()
+
+
+#: The network-level candidates, by the name a version records (tag ``network_model``).
+NETWORK_MODELS: dict[str, Callable[[], Any]] = {"lgbm": lgbm, "trend+lgbm": trend_lgbm}
+
+
+#: Fewest families from which candidates are compared on whole families held out (a trend
+#: must carry over to a family it never saw); with fewer, on networks held out.
+SELECT_BY_FAMILY_MIN = 3
+
+
+def select_network_model(x: Any, y: Any, networks: Any, families: Any) -> tuple[str, dict[str, float], str]:
+    """The network-level candidate with the lower held-out MAPE (LightGBM alone on a tie),
+    every candidate's MAPE, and the split they were compared on (``family`` or ``network``)."""
+    split, groups = ("family", families) if len(set(families)) >= SELECT_BY_FAMILY_MIN else ("network", networks)
+    mape = {name: scores(y, out_of_fold(x, y, groups, make))["mape_pct"] for name, make in NETWORK_MODELS.items()}
+    return min(NETWORK_MODELS, key=lambda name: mape[name]), mape, split
+
+
 METHODS = ("network", "layer", "blend")
 
 
@@ -217,14 +240,20 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     networks = frame["model_hash"].to_numpy()
     families = frame["model"].map(family).to_numpy()
 
-    pred = out_of_fold(x, y, networks, lgbm)
+    network_model, candidates, selection_split = select_network_model(x, y, networks, families)
+    make = NETWORK_MODELS[network_model]
+    pred = out_of_fold(x, y, networks, make)
     method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks)
-    evaluation = {**scores(y, pred), **layer_eval}
+    evaluation = {**scores(y, pred), **layer_eval,
+                  **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
     baseline = scores(y, out_of_fold(x, y, networks, extra_trees))
     by_family = {f: scores(y[families == f], pred[families == f]) for f in sorted(set(families))}
-    if len(set(families)) >= 2:
-        evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, lgbm))["mape_pct"]
-    final = lgbm().fit(x, np.log(y))
+    if selection_split == "family":
+        evaluation["family_split_mape_pct"] = candidates[network_model]
+    elif len(set(families)) >= 2:
+        evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, make))["mape_pct"]
+    final = make().fit(x, np.log(y))
+    trend = getattr(final, "trend", None)
 
     name = registered_name(target, phase, device)
     run_digest = runs_digest(frame)
@@ -246,7 +275,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                          "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
         mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
                            "rows": len(frame), "max_ci_rel": MAX_TRAIN_CI_REL, "networks": len(set(networks)), "features_count": len(features),
-                           "target_scale": "log", "method": method,
+                           "target_scale": "log", "method": method, "network_model": network_model,
+                           "network_model_selection_split": selection_split,
                            "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
                            **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
                            **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
@@ -279,14 +309,18 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
                        "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
                        "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
-                       "networks": str(len(set(networks))), "method": method}.items():
+                       "networks": str(len(set(networks))), "method": method, "network_model": network_model,
+                       **({"trend": trend.to_json()} if trend is not None else {})}.items():
         client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
     client.update_registered_model(name, description=(
         f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
         "description, without running it: LightGBM on log(target) over the measurement_features view. "
-        "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads."))
+        "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads. "
+        "A version tagged `trend` (network_model trend+lgbm) predicts log(target) as that log-log trend plus the "
+        "booster's output."))
     client.update_model_version(name, version, description=(
-        f"{method} model from {len(frame)} measurements of {len(set(networks))} networks; held out by network: "
+        f"{method} model ({network_model} at network level) from {len(frame)} measurements of {len(set(networks))} "
+        "networks; held out by network: "
         f"MAPE {evaluation['mape_pct']:.1f} %, {evaluation['within_10pct']:.0f} % within ±10 % "
         f"(ExtraTrees baseline {baseline['mape_pct']:.1f} %)."
         + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")))
