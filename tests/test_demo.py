@@ -103,8 +103,9 @@ def browser() -> Iterator[object]:
         driver.quit()
 
 
-def _page(driver, url: str, *texts: str, shot: str) -> str:  # type: ignore[no-untyped-def]
-    """Open ``url``, wait until every one of ``texts`` is on the page, screenshot it, return the text."""
+def _page(driver, url: str, *texts: str, shot: str, any_of: tuple[str, ...] = ()) -> str:  # type: ignore[no-untyped-def]
+    """Open ``url``, wait until every one of ``texts`` (and one of ``any_of``, if given: parts
+    the page fills in after it first renders) is on the page, screenshot it, return the text."""
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -112,11 +113,13 @@ def _page(driver, url: str, *texts: str, shot: str) -> str:  # type: ignore[no-u
     RESULTS.mkdir(exist_ok=True)
     try:
         WebDriverWait(driver, 60, poll_frequency=0.5).until(
-            lambda d: all(t in d.find_element("tag name", "body").text for t in texts))
+            lambda d: (body := d.find_element("tag name", "body").text) is not None
+            and all(t in body for t in texts) and (not any_of or any(t in body for t in any_of)))
     except TimeoutException:
         driver.save_screenshot(str(RESULTS / f"ui-{shot}-failed.png"))
         body = driver.find_element("tag name", "body").text
-        raise AssertionError(f"{url}: not all of {texts} on the page; it shows:\n{body[:2000]}") from None
+        raise AssertionError(f"{url}: not all of {texts} (and one of {any_of[:3]}...) on the page; "
+                             f"it shows:\n{body[:2000]}") from None
     driver.save_screenshot(str(RESULTS / f"ui-{shot}.png"))
     return driver.find_element("tag name", "body").text
 
@@ -151,7 +154,8 @@ def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dic
         runs = _page(browser, ui_url(port, f"/experiments/{exp_id}"), "Runs", parent_name, shot="demo-runs")
         assert "matching runs" in runs
         run_page = _page(browser, ui_url(port, f"/experiments/{exp_id}/runs/{parent['info']['run_id']}"),
-                         parent_name, "latency_ms", "sum_of_layers_ratio", "Child runs", shot="network-run")
+                         parent_name, "latency_ms", "sum_of_layers_ratio", "Child runs", shot="network-run",
+                         any_of=tuple(c["info"]["run_name"] for c in children))
         shown = [c["info"]["run_name"] for c in children if c["info"]["run_name"] in run_page]
         assert shown, "the network run's page lists its nested layer runs"
         assert f"{latency}"[:6] in run_page  # the metric's value as logged
