@@ -26,6 +26,8 @@ def test_trend_recovers_a_power_law_and_round_trips_through_json() -> None:
     trend = Trend.fit(x, log_y)
     assert np.max(np.abs(trend(x) - log_y)) < 0.01
     assert Trend.from_json(trend.to_json()) == trend
+    holes = x.assign(params=np.nan)  # a description without a parameter count: finite, not NaN
+    assert np.isfinite(trend(holes)).all() and np.isfinite(Trend.fit(holes, log_y)(holes)).all()
     with pytest.raises(ValueError, match="unknown trend kind 'spline'"):
         Trend.from_json('{"kind": "spline", "intercept": 0, "coef": [], "features": []}')
     assert set(TREND_FEATURES) <= set(x.columns)

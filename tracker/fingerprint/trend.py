@@ -23,6 +23,13 @@ TREND_FEATURES = ("batch_size", "batch_flops", "batch_saved_activation_bytes", "
 TREND_ALPHA = 1e-3
 
 
+def _logs(x: Any, features: tuple[str, ...]) -> Any:
+    """log1p of the features; a missing value (a description without that figure) counts as 0."""
+    import numpy as np
+
+    return np.log1p(np.nan_to_num(x[list(features)].to_numpy(float), nan=0.0).clip(min=0))
+
+
 @dataclass(frozen=True)
 class Trend:
     intercept: float
@@ -33,15 +40,14 @@ class Trend:
         """log(target) the trend predicts for the rows of ``x`` (a DataFrame with ``features``)."""
         import numpy as np
 
-        return self.intercept + np.log1p(x[list(self.features)].to_numpy(float).clip(min=0)) @ np.asarray(self.coef)
+        return self.intercept + _logs(x, self.features) @ np.asarray(self.coef)
 
     @classmethod
     def fit(cls, x: Any, log_y: Any) -> Trend:
         import numpy as np
         from sklearn.linear_model import Ridge
 
-        z = np.log1p(x[list(TREND_FEATURES)].to_numpy(float).clip(min=0))
-        ridge = Ridge(alpha=TREND_ALPHA).fit(z, log_y)
+        ridge = Ridge(alpha=TREND_ALPHA).fit(_logs(x, TREND_FEATURES), log_y)
         return cls(float(ridge.intercept_), tuple(float(c) for c in ridge.coef_))
 
     def to_json(self) -> str:
