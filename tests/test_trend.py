@@ -43,3 +43,17 @@ def test_trend_boosted_extrapolates_beyond_the_networks_it_saw() -> None:
     err_boosted = np.median(np.abs(np.exp(boosted.predict(big) - big_log_y) - 1))
     assert err_trees > 0.5 and err_boosted < 0.1, (err_trees, err_boosted)
     assert boosted.booster_ is boosted.model.booster_
+
+
+def test_candidates_are_compared_on_held_out_families_when_there_are_three() -> None:
+    from tracker.fingerprint.train import NETWORK_MODELS, select_network_model
+
+    rng = np.random.default_rng(2)
+    x, log_y = _frame(rng, 120, (1e8, 1e10))
+    y = np.exp(log_y)
+    networks = np.repeat(np.arange(30), 4)
+    by_family, mape, split = select_network_model(x, y, networks, networks % 3)
+    assert split == "family" and set(mape) == set(NETWORK_MODELS) and by_family == min(mape, key=mape.get)
+    assert by_family == "trend+lgbm"  # a pure power law: the trend carries over, trees alone do not
+    _, _, split = select_network_model(x, y, networks, networks % 2)
+    assert split == "network"
