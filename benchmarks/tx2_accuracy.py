@@ -52,7 +52,7 @@ def fit_predict(make, x, y, train, test, groups, chosen: list):
     from tracker.fingerprint.train import NETWORK_MODELS, select_network_model
 
     if make is None:
-        name, _, _ = select_network_model(x[train].reset_index(drop=True), y[train], *(g[train] for g in groups))
+        name, _, _, _ = select_network_model(x[train].reset_index(drop=True), y[train], *(g[train] for g in groups))
         chosen.append(name)
         make = NETWORK_MODELS[name]
     model = make().fit(x[train], np.log(y[train]))

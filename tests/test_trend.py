@@ -52,8 +52,8 @@ def test_candidates_are_compared_on_held_out_families_when_there_are_three() -> 
     x, log_y = _frame(rng, 120, (1e8, 1e10))
     y = np.exp(log_y)
     networks = np.repeat(np.arange(30), 4)
-    by_family, mape, split = select_network_model(x, y, networks, networks % 3)
+    by_family, mape, split, _ = select_network_model(x, y, networks, networks % 3)
     assert split == "family" and set(mape) == set(NETWORK_MODELS) and by_family == min(mape, key=mape.get)
     assert by_family == "trend+lgbm"  # a pure power law: the trend carries over, trees alone do not
-    _, _, split = select_network_model(x, y, networks, networks % 2)
-    assert split == "network"
+    _, _, split, held = select_network_model(x, y, networks, networks % 2)
+    assert split == "network" and len(held) == len(y)

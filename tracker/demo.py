@@ -178,7 +178,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     steps["fingerprints"] = time.monotonic() - t
 
     t = time.monotonic()
-    summary["unseen"] = _unseen_table(console, warehouse, uri, unseen, plan)
+    summary["unseen"] = _unseen_table(console, measured, uri, unseen, plan)
     steps["predict_unseen"] = time.monotonic() - t
 
     t = time.monotonic()
@@ -258,8 +258,10 @@ def measured_rows(warehouse: Path, names: list[str], phase: str, device: str) ->
     return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem} for m, b, lat, ci, mem in rows}
 
 
-def _unseen_table(console: Any, warehouse: Path, uri: str, unseen: list[Unseen], plan: DemoPlan) -> list[dict[str, Any]]:
-    """Predict the networks no fingerprint learnt from and print them beside their measurements."""
+def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]], uri: str, unseen: list[Unseen],
+                  plan: DemoPlan) -> list[dict[str, Any]]:
+    """Predict the networks no fingerprint learnt from and print them beside their measurements
+    (``measured``: their rows from :func:`measured_rows`)."""
     from rich.table import Table
 
     from tracker.fingerprint.predict import champions, predict
@@ -271,7 +273,6 @@ def _unseen_table(console: Any, warehouse: Path, uri: str, unseen: list[Unseen],
     except TrackerError as exc:
         console.print(f"  no prediction of unseen networks: {exc}")
         return []
-    measured = measured_rows(warehouse, [u.name for u in unseen], "inference", "cpu")
     table = Table(title="Networks the fingerprints never saw: predicted vs measured (inference, this CPU)")
     for col in ("network", "origin", "batch", "measured ms", "predicted ms", "error", "measured MB", "predicted MB", "error "):
         table.add_column(col, justify="left" if col in ("network", "origin") else "right")

@@ -72,20 +72,26 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
 _SCRATCH: Any = None
 
 
+def _empty_warehouse(threads: int | None = None) -> Any:
+    """An in-memory DuckDB with every warehouse table and view, and no rows."""
+    import duckdb
+
+    from tracker.warehouse.load import ensure_tables
+    from tracker.warehouse.views import create_views
+
+    con = duckdb.connect(":memory:", config={"threads": threads} if threads else {})
+    ensure_tables(con)
+    create_views(con)
+    return con
+
+
 def scratch_warehouse() -> Any:
     """An in-memory warehouse with every table and view, made once per process, with the two
     feature queries prepared (planned once: a prediction then costs their execution only).
     One thread: its tables hold one network, and starting threads costs more than it saves."""
     global _SCRATCH
     if _SCRATCH is None:
-        import duckdb
-
-        from tracker.warehouse.load import ensure_tables
-        from tracker.warehouse.views import create_views
-
-        con = duckdb.connect(":memory:", config={"threads": 1})
-        ensure_tables(con)
-        create_views(con)
+        con = _empty_warehouse(threads=1)
         con.execute(f"PREPARE feature_rows AS SELECT * FROM {VIEW} ORDER BY batch_size")
         con.execute(f"PREPARE layer_rows AS {_LAYER_ROWS}")
         _SCRATCH = con
@@ -140,15 +146,8 @@ def unmeasured_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) 
     layers had never been measured: every module call of each network, from the warehouse's
     node rows, through the same SQL that prediction uses. Lets a layer-level model predict a
     measured configuration exactly as it would predict a new one."""
-    import duckdb
-
-    from tracker.warehouse.load import ensure_tables
-    from tracker.warehouse.views import create_views
-
-    con = duckdb.connect(":memory:")
+    con = _empty_warehouse()
     try:
-        ensure_tables(con)
-        create_views(con)
         con.execute("ATTACH ? AS source (READ_ONLY)", [str(warehouse)])
         hashes = sorted(set(frame["model_hash"]))
         for table in ("network_descriptions", "network_nodes"):

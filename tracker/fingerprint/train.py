@@ -104,12 +104,15 @@ NETWORK_MODELS: dict[str, Callable[[], Any]] = {"lgbm": lgbm, "trend+lgbm": tren
 SELECT_BY_FAMILY_MIN = 3
 
 
-def select_network_model(x: Any, y: Any, networks: Any, families: Any) -> tuple[str, dict[str, float], str]:
+def select_network_model(x: Any, y: Any, networks: Any, families: Any) -> tuple[str, dict[str, float], str, Any]:
     """The network-level candidate with the lower held-out MAPE (LightGBM alone on a tie),
-    every candidate's MAPE, and the split they were compared on (``family`` or ``network``)."""
+    every candidate's MAPE, the split they were compared on (``family`` or ``network``), and
+    the winner's predictions held out on that split."""
     split, groups = ("family", families) if len(set(families)) >= SELECT_BY_FAMILY_MIN else ("network", networks)
-    mape = {name: scores(y, out_of_fold(x, y, groups, make))["mape_pct"] for name, make in NETWORK_MODELS.items()}
-    return min(NETWORK_MODELS, key=lambda name: mape[name]), mape, split
+    preds = {name: out_of_fold(x, y, groups, make) for name, make in NETWORK_MODELS.items()}
+    mape = {name: scores(y, p)["mape_pct"] for name, p in preds.items()}
+    best = min(NETWORK_MODELS, key=lambda name: mape[name])
+    return best, mape, split, preds[best]
 
 
 METHODS = ("network", "layer", "blend")
@@ -240,9 +243,10 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     networks = frame["model_hash"].to_numpy()
     families = frame["model"].map(family).to_numpy()
 
-    network_model, candidates, selection_split = select_network_model(x, y, networks, families)
+    network_model, candidates, selection_split, selected_pred = select_network_model(x, y, networks, families)
     make = NETWORK_MODELS[network_model]
-    pred = out_of_fold(x, y, networks, make)
+    # Held out by network; when the candidates were compared on that split, those predictions.
+    pred = selected_pred if selection_split == "network" else out_of_fold(x, y, networks, make)
     method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks)
     evaluation = {**scores(y, pred), **layer_eval,
                   **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
