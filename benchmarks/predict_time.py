@@ -57,16 +57,22 @@ def tx2_store(folder: Path) -> str:
 def main() -> None:
     from tracker.fingerprint.predict import champions, predict
     from tracker.imports.perf4sight import DEVICE
+    from tracker.errors import TrackerError
     from tracker.settings import resolve_location
 
     with tempfile.TemporaryDirectory() as tmp:
         if len(sys.argv) > 1:
             store, phase, device = sys.argv[1], "inference", "cpu"
+            if "://" not in store and not (Path(store) / "mlflow.db").is_file():
+                sys.exit(f"error: no embedded tracking store at {store} (a folder holding mlflow.db)")
         else:
             store, phase, device = tx2_store(Path(tmp)), "training", DEVICE
         uri = resolve_location(store).uri
         t0 = time.perf_counter()
-        models = champions(uri, phase, device)
+        try:
+            models = champions(uri, phase, device)
+        except TrackerError as exc:
+            sys.exit(f"error: {exc}")
         load_s = time.perf_counter() - t0
         times: list[float] = []
         for name in NETWORKS:
