@@ -9,6 +9,8 @@ compared with the mean of the two fixed medians, and the two fixed medians with 
 (``fixed_repeat_diff_rel``: how far this machine itself moves between two 10 s windows, the
 floor under any agreement). Only one fixed pass per network counts towards the device time.
 Targets: at least 10x less device time; medians within 3 %.
+Usage: python benchmarks/profiling_cost.py [cpu|cuda]  (default cpu; every timed call on cuda is
+bracketed by a synchronisation, in both ways of measuring).
 Last line: {"fixed_device_s": ..., "adaptive_device_s": ..., "ratio": ..., "max_median_diff_rel": ..., ...}
 """
 
@@ -22,6 +24,7 @@ if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 
 NETWORKS = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "resnet18")
 FIXED_WARMUP_S = 5.0
@@ -30,40 +33,49 @@ TARGET_RATIO = 10.0
 TARGET_DIFF = 0.03
 
 
-def fixed_window(fn: object) -> tuple[float, float, int]:
+def fixed_window(fn: Callable[[], None], sync: Callable[[], None]) -> tuple[float, float, int]:
     """PerfSeer's way: warm up for a fixed time, then sample for a fixed time."""
     start = time.perf_counter()
     while time.perf_counter() - start < FIXED_WARMUP_S:
         fn()
+    sync()
     samples = []
     t_end = time.perf_counter() + FIXED_SAMPLE_S
     while time.perf_counter() < t_end:
         t0 = time.perf_counter_ns()
         fn()
+        sync()
         samples.append((time.perf_counter_ns() - t0) / 1e6)
     return statistics.median(samples), time.perf_counter() - start, len(samples)
 
 
 def main() -> None:
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    if device not in ("cpu", "cuda"):
+        sys.exit(f"profiling_cost: device {device!r}: expected cpu or cuda")
     import torch
 
+    if device == "cuda" and not torch.cuda.is_available():
+        sys.exit("profiling_cost: device cuda: torch sees no CUDA device here")
+
     from tracker.profile.stats import Stopping
-    from tracker.profile.timing import measure
+    from tracker.profile.timing import device_sync, measure
     from tracker.zoo import build_model
 
+    sync = device_sync(device)
     rule = Stopping(target_ci_rel=0.02, time_cap_s=10.0)
     rows = []
     for name in NETWORKS:
-        model = build_model(name)
-        x = torch.randn(1, 3, 224, 224)
+        model = build_model(name).to(device)
+        x = torch.randn(1, 3, 224, 224, device=device)
 
         def fn(model=model, x=x) -> None:
             with torch.inference_mode():
                 model(x)
 
-        first_median, fixed_s, fixed_n = fixed_window(fn)
-        adaptive = measure(fn, rule)
-        second_median, _, _ = fixed_window(fn)
+        first_median, fixed_s, fixed_n = fixed_window(fn, sync)
+        adaptive = measure(fn, rule, sync)
+        second_median, _, _ = fixed_window(fn, sync)
         fixed_median = (first_median + second_median) / 2
         a_median = adaptive.summary.median
         rows.append({
@@ -84,6 +96,7 @@ def main() -> None:
     adaptive_total = sum(r["adaptive_device_s"] for r in rows)
     worst = max(r["median_diff_rel"] for r in rows)
     print(json.dumps({
+        "device": device if device == "cpu" else torch.cuda.get_device_name(),
         "networks": len(rows),
         "fixed_warmup_s": FIXED_WARMUP_S,
         "fixed_sample_s": FIXED_SAMPLE_S,

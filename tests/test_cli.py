@@ -60,13 +60,18 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
 
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    result = runner.invoke(
-        app,
-        ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.2", "--precision", "0.1", "--format", "json"],
-    )
+    args = ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.2", "--precision", "0.1",
+            "--format", "json"]
+    # The same configuration measured whole first: it has no layers, so it does not answer `profile layers`.
+    whole = runner.invoke(app, [*args[:3], "network", *args[4:]])
+    assert whole.exit_code == 0, whole.output
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
+    assert not data["reused"] and data["run_id"] != json.loads(whole.stdout)["run_id"]
     assert len(data["layers"]) > 20 and data["sum_of_layers_ratio"] > 0
+    again = json.loads(runner.invoke(app, args).stdout)  # measured with its layers: reused now
+    assert again["reused"] and again["run_id"] == data["run_id"]
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("Default")
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{data['run_id']}'", max_results=1000)

@@ -53,6 +53,8 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     client = MlflowClient(resolve_location(str(runs)).uri)
     run = client.get_run(r["run_id"])
     assert run.data.params["num_workers"] == "0" and run.data.tags["tracker.kind"] == "training"
+    modes = json.loads(_cli(runs, "runs", "list", "--kind", "mode", "--format", "json").stdout)
+    assert [m["params"]["mode"] for m in modes] == [run.data.params["mode"]]  # the device mode the job ran in
     parts = ("step_data_wait_ms", "step_h2d_ms", "step_forward_ms", "step_backward_ms", "step_optimizer_ms", "step_total_ms")
     for key in parts:
         assert [m.step for m in client.get_metric_history(r["run_id"], key)] == [0, 1, 2]

@@ -96,13 +96,15 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     return Planned(spec, ref, model_hash, mode.mode_id, threads, keys)
 
 
-def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None) -> None:
-    """Log the ``mode`` run describing this device mode, once per experiment."""
+def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None) -> str:
+    """Log the ``mode`` run describing this device mode, once per experiment; its mode id."""
     from tracker.profile.modes import mode_record, read_mode
 
-    record = mode_record(read_mode(device, threads=threads))
+    mode = read_mode(device, threads=threads)
+    record = mode_record(mode)
     if record.config_key not in logger.measured(kind="mode"):
         logger.log([record])
+    return mode.mode_id
 
 
 def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | None, memory_limit_mb: float | None) -> dict[str, Any]:
@@ -140,7 +142,8 @@ def measure_planned(
     if reuse:
         for status in ("FINISHED", "FAILED") if reuse_failed else ("FINISHED",):
             existing = logger.find(p.config_key, status)
-            if existing is not None:
+            # A whole-network run measured without its layers does not answer a request for layers.
+            if existing is not None and not (layers and status == "FINISHED" and "sum_of_layers_ms" not in existing.metrics):
                 return ProfileResult(existing, [], reused=True)
     start = now_ms()
     result = run_child(job_for(p, rule, layers, layer_rule, memory_limit_mb), timeout_s=timeout_s)

@@ -206,9 +206,12 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         collate_fn=collate_detection if detection else collate_classification,
         pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0))
     sync = device_sync(cfg.device)
+    from tracker.profile.api import ensure_mode_logged
+
+    mode_id = ensure_mode_logged(logger, cfg.device, None)  # the device mode the job ran in, as for networks
     record = RunRecord(kind="training", name=f"{cfg.model} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
                                              f"p{cfg.prefetch_factor} · {cfg.device}",
-                       params={**cfg.params(), "model_hash": model_hash},
+                       params={**cfg.params(), "model_hash": model_hash, "mode": mode_id},
                        tags={"tracker.job": "training", "tracker.job_config": cfg.source,
                              "tracker.job_digest": cfg.digest(), "tracker.source": "measured",
                              "tracker.stop_reason": "max_steps" if cfg.max_steps else "epochs"},
@@ -221,7 +224,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     total = cfg.max_steps or cfg.num_epochs * len(loader)
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
-    sampler = TelemetrySampler(interval_s=0.02)
+    sampler = TelemetrySampler(interval_s=0.02, gpu_index=(torch.device(cfg.device).index or 0) if cuda else None)
     sampler.start()
     t_start = time.perf_counter()
     restore = _cap_memory(cfg.memory_limit_mb)

@@ -83,8 +83,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     step = _step(model, spec, spec.phase)
+    gpu_index = (torch.device(device).index or 0) if cuda else None
     with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), settle_s=job.get("settle_s", 0.0),
-                          gpu_index=torch.device(device).index or 0 if cuda else None) as sampler:
+                          gpu_index=gpu_index) as sampler:
         timing = measure(step, rule, device_sync(device))
     memory: dict[str, float] = {"peak_rss_mb": peak_rss_mb()}
     if cuda:
@@ -101,7 +102,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     }
     if job.get("layers") and spec.phase == "inference":
         layer_rule = Stopping(**job.get("layer_rule", job.get("rule", {})))
-        with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02)) as layer_sampler:
+        with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), gpu_index=gpu_index) as layer_sampler:
             calls = profile_layers(model, spec, layer_rule)
         result["layers"] = [
             {

@@ -362,13 +362,13 @@ def _open_rapl() -> Reader | None:
     return read
 
 
-def _nvml_handle(pynvml: Any, gpu_index: int | None) -> Any:
-    """The NVML handle of CUDA device ``gpu_index`` of this process (None: its first device).
+def _nvml_handle(pynvml: Any, gpu_index: int) -> Any:
+    """The NVML handle of CUDA device ``gpu_index`` of this process.
 
     CUDA_VISIBLE_DEVICES renumbers devices: entry k (an NVML index or a UUID, maybe
     abbreviated) is CUDA device k. Without it, the CUDA index is taken as the NVML index.
     """
-    index = gpu_index or 0
+    index = gpu_index
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
         return pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -390,7 +390,7 @@ def _nvml_handle(pynvml: Any, gpu_index: int | None) -> Any:
 class _Nvml:
     """One GPU through NVML: the readings it supports, probed once at open."""
 
-    def __init__(self, gpu_index: int | None) -> None:
+    def __init__(self, gpu_index: int) -> None:
         import pynvml  # noqa: PLC0415 (lazy: no NVML cost unless sampling)
 
         pynvml.nvmlInit()
@@ -486,8 +486,9 @@ class TelemetrySampler:
     >>> tel.summary()  # doctest: +SKIP
     {'cpu_util_pct': 63.1, 'proc_rss_peak_mb': 412.0, ..., 'telemetry_samples_count': 48.0}
 
-    ``gpu_index`` is the CUDA device index of this process (None: its first GPU) and is
-    sampled through NVML where there is an NVIDIA driver. ``samples`` holds every raw
+    ``gpu_index`` is the CUDA device index of this process that the measured work runs on,
+    sampled through NVML where there is an NVIDIA driver. None (work on the CPU alone) reads
+    no GPU, so that an idle GPU's power never counts in the ``power_w`` of a CPU measurement. ``samples`` holds every raw
     :class:`Sample` for logging histories.
     """
 
@@ -544,7 +545,7 @@ class TelemetrySampler:
         readers.append(_ProcessMemory(instruments).read)
         self.sources.append("psutil")
         try:
-            running.nvml = _Nvml(self.gpu_index)
+            running.nvml = _Nvml(self.gpu_index) if self.gpu_index is not None else None
         except Exception:  # no library, no driver, no such device
             running.nvml = None
         if running.nvml is not None and running.nvml.readers:

@@ -1,0 +1,150 @@
+"""The CUDA code paths, run for real through the CLI on a fresh store (issues 4, 7 and 8).
+
+Each step is one `tracker` command in its own process, as a user would type it, on a
+temporary folder store: whole-network inference and training at two batch sizes, the layer
+profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
+measurement and not the command), a training job and a detection training job on cuda, a
+multi-network mapping split between cpu and cuda, a small cuda campaign, then the warehouse
+load and SQL over what was logged. What is checked: every command exits 0, GPU runs carry
+cuda memory, NVML power and energy where NVML reads them, and the failed boundary run is
+FAILED with its error. On a GPU host a CPU measurement is taken too: its power_w must not hold
+the idle GPU's power (it is RAPL's, or absent).
+
+Usage: python benchmarks/gpu_paths.py [cpu|cuda] [OUT_DIR]  (cpu: a dry run of the same steps
+here, shorter). Writes each step's stdout/stderr under OUT_DIR (default: a temporary folder).
+Last line: {"device": ..., "steps": {...: {"rc": ..., "s": ...}}, "checks": {...}, "all_ok": ...}
+"""
+
+import os
+import sys
+
+# benchmarks/logging.py is named like the stdlib module: keep this folder off the import path.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def training_toml(path: Path, model: str, device: str, data: Path, fmt: str, batch: int, steps: int,
+                  workers: int, size: int) -> Path:
+    path.write_text(
+        f'model = "{model}"\n\n[training]\nnum_epochs = 1\nbatch_size = {batch}\nprefetch_factor = 2\n'
+        f'num_workers = {workers}\ndevice = "{device}"\nmax_steps = {steps}\nlearning_rate = 0.005\n\n'
+        f'[data]\npath = "{data}"\nformat = "{fmt}"\nimage_size = {size}\non_error = "skip"\n')
+    return path
+
+
+def campaign_toml(path: Path, device: str, nets: list[str], batches: list[int]) -> Path:
+    path.write_text(
+        '[campaign]\nname = "gpu-paths"\ndescription = "a small campaign on one device"\n\n'
+        f'[networks]\nzoo = {json.dumps(nets)}\n\n'
+        f'[measure]\nbatch_sizes = {json.dumps(batches)}\nphases = ["inference", "training"]\n'
+        f'devices = ["{device}"]\nprecision = 0.02\ntime_cap_s = 5.0\n')
+    return path
+
+
+def main() -> None:
+    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    if device not in ("cpu", "cuda"):
+        sys.exit(f"gpu_paths: device {device!r}: expected cpu or cuda")
+    out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="gpu-paths-"))
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu-paths-work-"))
+    store = work / "runs"
+    gpu = device == "cuda"
+    big = 32 if gpu else 4
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    base = [sys.executable, "-m", "tracker", "--tracking-uri", str(store)]
+    steps: dict[str, dict[str, object]] = {}
+    outputs: dict[str, object] = {}
+
+    def step(name: str, args: list[str], timeout_s: float = 300, expect_rc: int = 0) -> object:
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run(base + args, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
+            rc, stdout, stderr = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, stdout, stderr = 124, str(e.stdout or ""), str(e.stderr or "")
+        s = round(time.perf_counter() - t0, 1)
+        (out / f"{name}.out").write_text(stdout)
+        (out / f"{name}.err").write_text(stderr)
+        steps[name] = {"rc": rc, "s": s, "ok": rc == expect_rc}
+        if rc != expect_rc:
+            steps[name]["stderr_tail"] = stderr.strip().splitlines()[-3:]
+        print(json.dumps({"step": name, **steps[name]}), flush=True)
+        try:
+            parsed = json.loads(stdout)
+        except ValueError:
+            parsed = stdout
+        outputs[name] = parsed
+        return parsed
+
+    inf = ["--device", device, "--format", "json", "--time-cap", "5"]
+    step("network_b1", ["profile", "network", "resnet18", "-b", "1", *inf])
+    step(f"network_b{big}", ["profile", "network", "resnet50", "-b", str(big), *inf])
+    step(f"train_step_b{big}", ["profile", "network", "mobilenet_v2", "-b", str(big), "--phase", "training", *inf])
+    if gpu:  # a CPU measurement on a GPU host: the idle GPU's power must not count in its power_w
+        step("cpu_on_gpu_host", ["profile", "network", "squeezenet1_1", "-b", "1", "--device", "cpu", "--format", "json",
+                                 "--time-cap", "2"])
+    step("layers", ["profile", "layers", "resnet18", "-b", "1", "--device", device, "--format", "json",
+                    "--time-cap", "2"], timeout_s=400)
+    # Doubling training batches of resnet50 until the device runs out of memory (on an 80 GB H100
+    # that is past 512 at 224 px); on cpu a memory cap stands in for the device's size.
+    boundary = ["profile", "boundary", "resnet50", "--phase", "training", "--device", device,
+                "--format", "json", "--time-cap", "2"]
+    boundary += ["--start", "256", "--max-batch", "8192"] if gpu else ["--start", "2", "--max-batch", "64",
+                                                                        "--memory-limit-mb", "2500"]
+    step("boundary", boundary, timeout_s=500)
+    step("synth_images", ["data", "synth", str(work / "shapes"), "--kind", "classification", "--images", "96"])
+    step("synth_boxes", ["data", "synth", str(work / "boxes"), "--kind", "detection", "--images", "16"])
+    step("training_job", ["profile", "training", str(training_toml(
+        work / "train.toml", "resnet18", device, work / "shapes", "imagefolder", 16, 10, 2, 112)), "--format", "json"])
+    step("detection_job", ["profile", "training", str(training_toml(
+        work / "det.toml", "fasterrcnn_resnet50_fpn", device, work / "boxes", "coco", 2, 4, 1, 160)),
+        "--format", "json"], timeout_s=400)
+    mapping = "resnet18@30:cpu>cuda,mobilenet_v2:cuda" if gpu else "resnet18@30:cpu>cpu,mobilenet_v2:cpu"
+    step("mapping", ["mapping", "run", "--mapping", mapping, "--duration", "3", "--warmup", "1", "--format", "json"])
+    nets = ["resnet18", "mobilenet_v3_small", "squeezenet1_1"]
+    step("campaign", ["campaign", "run", str(campaign_toml(work / "campaign.toml", device, nets, [1, big])),
+                      "--format", "json"], timeout_s=500)
+    step("warehouse_load", ["warehouse", "load"])
+    wh = ["--warehouse", str(store / "warehouse.duckdb"), "--format", "json"]
+    rows = step("sql_measurements", ["sql", "SELECT kind, model, batch_size, phase, device, latency_ms, latency_ci_rel,"
+                                     " samples_count, peak_mem_mb, power_w, energy_per_iter_j, stop_reason, device_name,"
+                                     " mode FROM measurements ORDER BY end_time", *wh])
+    step("sql_failed", ["sql", "SELECT * FROM failed_runs", *wh])
+
+    rows = rows if isinstance(rows, list) else []
+    on_device = [r for r in rows if str(r.get("device", "")).startswith(device)]
+    on_cpu = [r for r in rows if r.get("device") == "cpu"]
+    checks = {
+        "all_steps_ok": all(s["ok"] for s in steps.values()),
+        "measurements_on_device": len(on_device),
+        "with_power_w": sum(r.get("power_w") is not None for r in on_device),
+        "with_energy_per_iter_j": sum(r.get("energy_per_iter_j") is not None for r in on_device),
+        "zero_power_w": sum(r.get("power_w") == 0 for r in on_device),
+        "cpu_measurements": len(on_cpu),
+        "cpu_power_w": sorted({r.get("power_w") for r in on_cpu}, key=str),
+        "device_names": sorted({str(r.get("device_name")) for r in on_device}),
+        "modes": sorted({str(r.get("mode")) for r in on_device}),
+        "failed_runs": len(outputs["sql_failed"]) if isinstance(outputs.get("sql_failed"), list) else None,
+    }
+    for key in ("network_b1", f"network_b{big}", f"train_step_b{big}"):
+        if isinstance(outputs.get(key), dict):
+            o = outputs[key]
+            checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason")}
+    if isinstance(outputs.get("boundary"), dict):
+        checks["boundary"] = {k: v for k, v in outputs["boundary"].items() if not isinstance(v, (list, dict))}
+    print(json.dumps({"device": device, "out": str(out), "steps": {k: {"rc": v["rc"], "s": v["s"]}
+                                                                    for k, v in steps.items()},
+                      "checks": checks, "all_ok": checks["all_steps_ok"] and (not gpu or checks["zero_power_w"] == 0)}))
+
+
+if __name__ == "__main__":
+    main()
