@@ -48,14 +48,23 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     again = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
                                 "--time-cap", "1", "--precision", "0.05", "--format", "json"])
     assert json.loads(again.stdout)["run_id"] == data["run_id"] and json.loads(again.stdout)["reused"]
+    repeat = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
+                                            "--time-cap", "0.3", "--precision", "0.1", "--again", "--format", "json"]).stdout)
+    assert not repeat["reused"] and repeat["run_id"] != data["run_id"]  # a repeat at another time: a second run
+    wh = str(tmp_path / "w.duckdb")
+    assert runner.invoke(app, ["--tracking-uri", str(store), "warehouse", "load", "--warehouse", wh]).exit_code == 0
+    sql = ("SELECT (SELECT count(*) FROM measurements) AS every, (SELECT count(*) FROM latest_measurements) AS latest,"
+           " (SELECT run_id FROM latest_measurements) AS newest")
+    (counts,) = json.loads(runner.invoke(app, ["sql", sql, "--warehouse", wh, "--format", "json"]).stdout)
+    assert counts == {"every": 2, "latest": 1, "newest": repeat["run_id"]}  # both kept; the repeat counts once
 
     listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--format", "json"])
-    assert [r["run_id"] for r in json.loads(listed.stdout)] == [data["run_id"]]
+    assert {r["run_id"] for r in json.loads(listed.stdout)} == {data["run_id"], repeat["run_id"]}
     modes = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "mode", "--format", "json"])
     (mode,) = json.loads(modes.stdout)  # the device mode is described once
     assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]
     info = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"])
-    assert json.loads(info.stdout)["runs_in_experiment"] == 2
+    assert json.loads(info.stdout)["runs_in_experiment"] == 3
 
 
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:

@@ -31,6 +31,9 @@ ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo 
 DeviceOption = Annotated[Device, typer.Option(help="Device to run on.")]
 ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds before a configuration's child is killed.")]
+AgainOption = Annotated[bool, typer.Option(
+    "--again", help="Measure even if this configuration was measured: a new run beside the old ones "
+                    "(a repeat at another time; latest_measurements keeps the newest, measurements all).")]
 MemLimitOption = Annotated[
     Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the child's memory growth (CPU): beyond it is out of memory.")
 ]
@@ -63,7 +66,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
 
 
 def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: Device, threads: int | None,
-             precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat) -> None:
+             precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
+             again: bool = False) -> None:
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
@@ -72,7 +76,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
-                             memory_limit_mb=memory_limit_mb)
+                             memory_limit_mb=memory_limit_mb, reuse=not again)
     _report(result.as_dict(), fmt)
 
 
@@ -88,10 +92,11 @@ def network(
     time_cap: TimeCapOption = 10.0,
     timeout: TimeoutOption = 600.0,
     memory_limit_mb: MemLimitOption = None,
+    again: AgainOption = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network latency, memory and telemetry at one batch size (one child process)."""
-    _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt)
+    _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt, again)
 
 
 @app.command("layers")
@@ -104,10 +109,11 @@ def layers(
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
     timeout: TimeoutOption = 600.0,
+    again: AgainOption = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network inference plus each layer alone on its real input (nested layer runs)."""
-    _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt)
+    _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt, again)
 
 
 @app.command("boundary")
