@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -57,6 +58,10 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
            " (SELECT run_id FROM latest_measurements) AS newest")
     (counts,) = json.loads(runner.invoke(app, ["sql", sql, "--warehouse", wh, "--format", "json"]).stdout)
     assert counts == {"every": 2, "latest": 1, "newest": repeat["run_id"]}  # both kept; the repeat counts once
+    (spread,) = json.loads(runner.invoke(app, ["sql", "SELECT * FROM measurement_repeats", "--warehouse", wh,
+                                               "--format", "json"]).stdout)
+    medians = sorted((data["latency_ms"], repeat["latency_ms"]))
+    assert spread["repeats"] == 2 and spread["repeat_spread_rel"] == pytest.approx(medians[1] / medians[0] - 1)
 
     listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--format", "json"])
     assert {r["run_id"] for r in json.loads(listed.stdout)} == {data["run_id"], repeat["run_id"]}
