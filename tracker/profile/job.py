@@ -180,6 +180,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
 
     from tracker.data.datasets import collate_classification, collate_detection, open_dataset
     from tracker.log.record import RunRecord
+    from tracker.profile.api import ensure_mode_logged
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.worker import is_oom
@@ -206,8 +207,6 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         collate_fn=collate_detection if detection else collate_classification,
         pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0))
     sync = device_sync(cfg.device)
-    from tracker.profile.api import ensure_mode_logged
-
     mode_id = ensure_mode_logged(logger, cfg.device, None)  # the device mode the job ran in, as for networks
     record = RunRecord(kind="training", name=f"{cfg.model} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
                                              f"p{cfg.prefetch_factor} · {cfg.device}",

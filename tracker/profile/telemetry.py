@@ -488,8 +488,8 @@ class TelemetrySampler:
 
     ``gpu_index`` is the CUDA device index of this process that the measured work runs on,
     sampled through NVML where there is an NVIDIA driver. None (work on the CPU alone) reads
-    no GPU, so that an idle GPU's power never counts in the ``power_w`` of a CPU measurement. ``samples`` holds every raw
-    :class:`Sample` for logging histories.
+    no GPU, so that an idle GPU's power never counts in the ``power_w`` of a CPU
+    measurement. ``samples`` holds every raw :class:`Sample` for logging histories.
     """
 
     def __init__(self, interval_s: float = 0.02, gpu_index: int | None = None, settle_s: float = 0.0) -> None:
