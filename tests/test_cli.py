@@ -52,6 +52,8 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     repeat = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
                                             "--time-cap", "0.3", "--precision", "0.1", "--again", "--format", "json"]).stdout)
     assert not repeat["reused"] and repeat["run_id"] != data["run_id"]  # a repeat at another time: a second run
+    repeat_tags = MlflowClient(f"sqlite:///{store / 'mlflow.db'}").get_run(repeat["run_id"]).data.tags
+    assert repeat_tags["tracker.repeat_key"].startswith(run.data.tags["tracker.config_key"] + "#")
     wh = str(tmp_path / "w.duckdb")
     assert runner.invoke(app, ["--tracking-uri", str(store), "warehouse", "load", "--warehouse", wh]).exit_code == 0
     sql = ("SELECT (SELECT count(*) FROM measurements) AS every, (SELECT count(*) FROM latest_measurements) AS latest,"

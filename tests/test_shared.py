@@ -88,26 +88,31 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     net = network_record("resnet18", 1)
     logger.log([net, layer_record(net, 0), layer_record(net, 1)])
     logger.log([network_record("resnet18", 2)])
-    assert len(pending()) == 2
+    repeat = network_record("resnet18", 2)  # a deliberate repeat (profile --again): same config key, own repeat key
+    repeat.tags["tracker.repeat_key"] = f"{repeat.config_key}#r2"
+    logger.log([repeat])
+    assert len(pending()) == 3
     assert logger.measured("network") == {net.config_key, network_record("resnet18", 2).config_key}  # resume sees them
 
     runner = CliRunner()
     down = runner.invoke(app, ["--tracking-uri", uri, "sync"])
     assert down.exit_code == 1 and "cannot reach" in str(down.exception or down.output)
-    assert len(pending()) == 2  # nothing lost
+    assert len(pending()) == 3  # nothing lost
 
     with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}", port=port):
         # One batch already reached the server before (say, an ack was lost): it is not sent twice.
         RunLogger(uri, experiment="offline", environment=ENV).log([network_record("resnet18", 2)])
         done = runner.invoke(app, ["--tracking-uri", uri, "sync"])
         assert done.exit_code == 0, done.output
-        assert "sent 3 runs" in done.output and "1 already on the server" in done.output
+        # The repeat is sent although its configuration is on the server: it is a new measurement.
+        assert "sent 4 runs" in done.output and "1 already on the server" in done.output
         assert pending() == []
         client = MlflowClient(uri)
         exp = client.get_experiment_by_name("offline")
         runs = client.search_runs([exp.experiment_id], max_results=100)
         keys = [r.data.tags["tracker.config_key"] for r in runs]
-        assert len(runs) == 4 and len(set(keys)) == 4
+        assert len(runs) == 5 and len(set(keys)) == 4
+        assert [r.data.tags.get("tracker.repeat_key") for r in runs].count(f"{repeat.config_key}#r2") == 1
         parents = {r.info.run_id for r in runs if r.data.tags["tracker.kind"] == "network"}
         assert all(r.data.tags["mlflow.parentRunId"] in parents for r in runs if r.data.tags["tracker.kind"] == "layer")
         assert "outbox is empty" in runner.invoke(app, ["--tracking-uri", uri, "sync"]).output

@@ -76,7 +76,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
-                             memory_limit_mb=memory_limit_mb, reuse=not again)
+                             memory_limit_mb=memory_limit_mb, again=again)
     _report(result.as_dict(), fmt)
 
 

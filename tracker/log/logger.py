@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from tracker.errors import StoreError
 
-from tracker.log.record import KIND_TAG, FinalRecord, RunRecord
+from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord, RunRecord
 from tracker.log.outbox import outbox_dir, spool, spooled_keys
 from tracker.log.schema import KINDS
 from tracker.log.store import Experiment, Store, open_store
@@ -100,15 +100,16 @@ class RunLogger:
             record.run_id = run_id
         return ids
 
-    def measured(self, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)) -> set[str]:
-        """Config keys already measured in this experiment (FINISHED ones unless told otherwise)."""
+    def measured(self, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",), tag: str = KEY_TAG) -> set[str]:
+        """Config keys (or another key ``tag``) already measured in this experiment (FINISHED
+        ones unless told otherwise)."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
         if not self.location.is_http:
-            return self.store.measured_keys(self.experiment, kind, statuses)
-        waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses)
+            return self.store.measured_keys(self.experiment, kind, statuses, tag)
+        waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses, tag=tag)
         try:
-            return self._online().measured_keys(self.experiment, kind, statuses) | waiting
+            return self._online().measured_keys(self.experiment, kind, statuses, tag) | waiting
         except StoreError as exc:
             self.offline = str(exc)
             return waiting

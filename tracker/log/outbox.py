@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from tracker.errors import StoreError
-from tracker.log.record import FinalRecord
+from tracker.log.record import KEY_TAG, REPEAT_KEY_TAG, FinalRecord
 from tracker.settings import runs_dir
 
 FORMAT = "tracker.outbox/1"
@@ -107,12 +107,13 @@ def pending(folder: Path | None = None) -> list[Spooled]:
 
 
 def spooled_keys(uri: str, experiment: str, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
-                 folder: Path | None = None) -> set[str]:
-    """Config keys of runs of this kind and status waiting in the outbox for this server and experiment."""
+                 folder: Path | None = None, tag: str = KEY_TAG) -> set[str]:
+    """Config keys (or another key ``tag``) of runs of this kind and status waiting in the outbox
+    for this server and experiment."""
     keys = set()
     for item in pending(folder):
         if item.uri == strip_credentials(uri) and item.experiment == experiment:
-            keys |= {r.tags.get("tracker.config_key", "") for r in item.records
+            keys |= {r.tags.get(tag, "") for r in item.records
                      if r.status in statuses and (kind is None or r.tags.get("tracker.kind") == kind)}
     return keys - {""}
 
@@ -137,8 +138,14 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
         for item in items:
             store = stores.get(item.uri) or stores.setdefault(item.uri, open_store(resolve_location(item.uri)))
             experiment = store.experiment(item.experiment, create=True)
-            present = store.measured_keys(experiment, None, ("FINISHED", "FAILED"))
-            skipped_ids = {r.run_id for r in item.records if r.tags.get("tracker.config_key") in present}
+            done_statuses = ("FINISHED", "FAILED")
+            present = store.measured_keys(experiment, None, done_statuses)
+            # A repeat of a configuration already there is new unless its own repeat key is there.
+            repeats = any(REPEAT_KEY_TAG in r.tags for r in item.records)
+            present_repeats = store.measured_keys(experiment, None, done_statuses, REPEAT_KEY_TAG) if repeats else set()
+            skipped_ids = {r.run_id for r in item.records if (r.tags[REPEAT_KEY_TAG] in present_repeats
+                                                               if REPEAT_KEY_TAG in r.tags
+                                                               else r.tags.get(KEY_TAG) in present)}
             # A child whose parent is already on the server was written with it.
             todo = [r for r in item.records if r.run_id not in skipped_ids and r.parent_id not in skipped_ids]
             if todo:

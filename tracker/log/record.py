@@ -25,6 +25,9 @@ RUN_NAME_TAG = "mlflow.runName"
 NOTE_TAG = "mlflow.note.content"
 KEY_TAG = "tracker.config_key"
 KIND_TAG = "tracker.kind"
+#: A repeat of a configuration already measured (``--again``, a campaign's ``repeats``): its own
+#: key beside the config key, which stays the same so that the views count the configuration once.
+REPEAT_KEY_TAG = "tracker.repeat_key"
 
 #: Where a run keeps the description of its network, and the tag that says it has one.
 DESCRIPTION_ARTIFACT = "description/description.json"

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tracker.errors import StoreError
-from tracker.log.record import PARENT_TAG, FinalRecord
+from tracker.log.record import KEY_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, parent_levels
 from tracker.settings import StoreLocation
 
@@ -153,7 +153,8 @@ class RestStore:
             MlflowClient(self.location.uri).log_artifacts(run_id, tmp)
 
     def measured_keys(
-        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)
+        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
+        tag: str = KEY_TAG,
     ) -> set[str]:
         keys: set[str] = set()
         for status in statuses:  # MLflow's search has no IN for attributes.status
@@ -167,9 +168,9 @@ class RestStore:
                     body["page_token"] = token
                 page = self.call("POST", "runs/search", body)
                 for run in page.get("runs", []):
-                    for tag in run.get("data", {}).get("tags", []):
-                        if tag["key"] == "tracker.config_key":
-                            keys.add(tag["value"])
+                    for kv in run.get("data", {}).get("tags", []):
+                        if kv["key"] == tag:
+                            keys.add(kv["value"])
                 token = page.get("next_page_token")
                 if not token:
                     break

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.errors import StoreError
-from tracker.log.record import FinalRecord
+from tracker.log.record import KEY_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, write_artifacts_locally
 from tracker.settings import StoreLocation
 
@@ -253,16 +253,17 @@ class SqlStore:
             get_artifact_repository(artifact_uri).log_artifacts(tmp)
 
     def measured_keys(
-        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)
+        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
+        tag: str = KEY_TAG,
     ) -> set[str]:
         import sqlalchemy
 
         sql = (
             "SELECT k.value FROM tags k JOIN runs r ON r.run_uuid = k.run_uuid "
             "WHERE r.experiment_id = :exp AND r.status IN :statuses AND r.lifecycle_stage = 'active' "
-            "AND k.key = 'tracker.config_key'"
+            "AND k.key = :tag"
         )
-        args: dict[str, Any] = {"exp": int(experiment.experiment_id), "statuses": list(statuses)}
+        args: dict[str, Any] = {"exp": int(experiment.experiment_id), "statuses": list(statuses), "tag": tag}
         if kind:
             sql += (
                 " AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid "

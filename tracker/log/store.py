@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tracker.log.record import FinalRecord
+from tracker.log.record import KEY_TAG, FinalRecord
 from tracker.settings import StoreLocation
 
 
@@ -49,9 +49,11 @@ class Store(Protocol):
         ...
 
     def measured_keys(
-        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",)
+        self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
+        tag: str = KEY_TAG,
     ) -> set[str]:
-        """Config keys of the active runs of an experiment with these statuses."""
+        """Config keys (or the values of another key ``tag``) of the active runs of an experiment
+        with these statuses."""
         ...
 
     def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.log.logger import RunLogger
-from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord, config_key, now_ms
+from tracker.log.record import DESCRIPTION_ARTIFACT, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping
 
@@ -134,7 +134,10 @@ def measure_planned(
     reuse: bool = True,
     campaign: str | None = None,
     reuse_failed: bool = False,
+    repeat_key: str | None = None,
 ) -> ProfileResult:
+    """Measure ``p`` in a child process and log it (with its layers), unless ``reuse`` finds it
+    measured. ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG)."""
     from tracker.environment import software_versions
     from tracker.profile.child import run_child
     from tracker.profile.records import failed_record, layer_records, measured_record
@@ -152,6 +155,8 @@ def measure_planned(
                                result.stderr_tail, start)
         if campaign:
             record.tags["tracker.campaign"] = campaign
+        if repeat_key:
+            record.tags[REPEAT_KEY_TAG] = repeat_key
         logger.log([record])
         return ProfileResult(record, [], reused=False)
     payload = result.payload
@@ -164,6 +169,8 @@ def measure_planned(
     if campaign:
         for r in (record, *children):
             r.tags["tracker.campaign"] = campaign
+    if repeat_key:
+        record.tags[REPEAT_KEY_TAG] = repeat_key
     logger.log([record, *children])
     return ProfileResult(record, children, reused=False)
 
@@ -181,11 +188,17 @@ def profile_network(
     timeout_s: float = 600.0,
     memory_limit_mb: float | None = None,
     reuse: bool = True,
+    again: bool = False,
 ) -> ProfileResult:
-    """Measure one configuration (and its layers) in a child process and log it, unless measured."""
+    """Measure one configuration (and its layers) in a child process and log it, unless measured;
+    ``again``: measure it anyway, as a repeat (a new run with its own repeat key)."""
+    import uuid
+
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads)
     ensure_mode_logged(logger, device, threads)
-    return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, memory_limit_mb, reuse)
+    repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
+    return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, memory_limit_mb, reuse and not again,
+                           repeat_key=repeat_key)
 
 
 @dataclass

@@ -3,13 +3,18 @@
     [campaign]  name, description
     [networks]  zoo = [...], specs = [...], generate = {count, seed, input_size}, prune = {model, ratios, method, seed}
     [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), precision, time_cap_s,
-                layers, till_first_fail, timeout_s, memory_limit_mb
+                layers, till_first_fail, timeout_s, memory_limit_mb, repeats
 
 Every configuration runs in a child process; one that is already measured (its config key
 is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
 campaign resumes where it stopped. With ``till_first_fail`` the batch sizes of one
 network/device/mode/phase stop at the first failure, after perf4sight. ``--shard I/N``
-takes every N-th network, so several devices can share one campaign.
+takes every N-th network, so several devices can share one campaign. With ``repeats = R`` every
+configuration is measured R times, in rounds: round r starts when round r - 1 has been through
+every configuration, so the repeats lie minutes apart and the ``measurement_repeats`` view shows
+how far the machine drifts between them (each run's CI covers its own window only). Repeat r of
+a configuration carries the repeat key ``CONFIG_KEY#rR``, so a re-run resumes every round;
+repeats measure the whole network (its layers are measured in round 1 only).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ SECTIONS = {
     "networks": {"zoo": list, "specs": list, "generate": dict, "prune": dict},
     "measure": {
         "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
-        "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float,
+        "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float, "repeats": int,
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
@@ -50,6 +55,7 @@ class Campaign:
     till_first_fail: bool = False
     timeout_s: float = 600.0
     memory_limit_mb: float | None = None
+    repeats: int = 1
 
 
 def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
@@ -104,6 +110,9 @@ def load_campaign(path: Path) -> Campaign:
         if key in m:
             setattr(c, key, float(m[key]))
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
+    c.repeats = int(m.get("repeats", 1))
+    if c.repeats < 1:
+        raise ConfigError(f"{where}: [measure].repeats must be >= 1, got {c.repeats}")
     c.networks = network_refs(nets, c.name, path, where)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
@@ -195,6 +204,7 @@ def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | No
 
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                  progress: Callable[[str, Tally], None] | None = None) -> Tally:
+    from tracker.log.record import REPEAT_KEY_TAG
     from tracker.profile.api import ensure_mode_logged, measure_planned, plan
     from tracker.profile.device import check_device
     from tracker.profile.stats import Stopping
@@ -204,40 +214,47 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s)
     layer_rule = rule.for_layers()
     todo = chains(c, shard)
-    tally = Tally(total=len(todo) * len(c.batch_sizes))
+    tally = Tally(total=len(todo) * len(c.batch_sizes) * c.repeats)
     done_keys = logger.measured(statuses=("FINISHED",))
     failed_keys = logger.measured(statuses=("FAILED",))
+    done_repeats = logger.measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
     modes_logged: set[tuple[str, int | None]] = set()
     try:
-        for ref, device, threads, phase in todo:
-            if (device, threads) not in modes_logged:
-                ensure_mode_logged(logger, device, threads)
-                modes_logged.add((device, threads))
-            for k, bs in enumerate(c.batch_sizes):
-                p = plan(ref, bs, phase=phase, device=device, threads=threads)
-                label = f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
-                if p.config_key in done_keys:
-                    tally.skipped += 1
-                elif p.config_key in failed_keys:
-                    tally.skipped += 1
-                    if c.till_first_fail:
-                        tally.skipped += len(c.batch_sizes) - k - 1
-                        break
-                else:
-                    if progress:
-                        progress(f"measuring {label}", tally)
-                    res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference", layer_rule=layer_rule,
-                                          timeout_s=c.timeout_s, memory_limit_mb=c.memory_limit_mb, reuse=False,
-                                          campaign=c.name)
-                    if res.network.status == "FINISHED":
-                        tally.measured += 1
-                    else:
-                        tally.failed += 1
+        for r in range(1, c.repeats + 1):
+            for ref, device, threads, phase in todo:
+                if (device, threads) not in modes_logged:
+                    ensure_mode_logged(logger, device, threads)
+                    modes_logged.add((device, threads))
+                for k, bs in enumerate(c.batch_sizes):
+                    p = plan(ref, bs, phase=phase, device=device, threads=threads)
+                    repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
+                    label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
+                             f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}")
+                    if (repeat_key in done_repeats) if repeat_key else (p.config_key in done_keys):
+                        tally.skipped += 1
+                    elif p.config_key in failed_keys or (repeat_key and p.config_key not in done_keys):
+                        tally.skipped += 1  # failed, or not measured once: nothing to repeat
                         if c.till_first_fail:
                             tally.skipped += len(c.batch_sizes) - k - 1
                             break
-                if progress:
-                    progress(label, tally)
+                    else:
+                        if progress:
+                            progress(f"measuring {label}", tally)
+                        res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference" and r == 1,
+                                              layer_rule=layer_rule, timeout_s=c.timeout_s,
+                                              memory_limit_mb=c.memory_limit_mb, reuse=False, campaign=c.name,
+                                              repeat_key=repeat_key)
+                        if res.network.status == "FINISHED":
+                            tally.measured += 1
+                            done_keys.add(p.config_key)
+                        else:
+                            tally.failed += 1
+                            failed_keys.add(p.config_key)
+                            if c.till_first_fail:
+                                tally.skipped += len(c.batch_sizes) - k - 1
+                                break
+                    if progress:
+                        progress(label, tally)
     except KeyboardInterrupt:
         tally.interrupted = True
     return tally
