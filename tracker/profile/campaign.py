@@ -13,8 +13,7 @@ takes every N-th network, so several devices can share one campaign. With ``repe
 configuration is measured R times, in rounds: round r starts when round r - 1 has been through
 every configuration, so the repeats lie minutes apart and the ``measurement_repeats`` view shows
 how far the machine drifts between them (each run's CI covers its own window only). Repeat r of
-a configuration carries the repeat key ``CONFIG_KEY#rR``, so a re-run resumes every round;
-repeats measure the whole network (its layers are measured in round 1 only).
+a configuration carries the repeat key ``CONFIG_KEY#rR``, so a re-run resumes every round.
 """
 
 from __future__ import annotations
@@ -240,7 +239,9 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     else:
                         if progress:
                             progress(f"measuring {label}", tally)
-                        res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference" and r == 1,
+                        # Layers in every round: the newest run of a configuration is the one the
+                        # layer-level fingerprint reads its layers from (layer_features).
+                        res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference",
                                               layer_rule=layer_rule, timeout_s=c.timeout_s,
                                               memory_limit_mb=c.memory_limit_mb, reuse=False, campaign=c.name,
                                               repeat_key=repeat_key)
