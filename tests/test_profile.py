@@ -176,21 +176,30 @@ def test_shards_split_networks_between_devices(tmp_path: Path) -> None:
 
 
 def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
     path = tmp_path / "twice.toml"
     path.write_text(CAMPAIGN.format(name="twice", tff="false").replace('"squeezenet1_1", "mobilenet_v3_small"', '"squeezenet1_1"')
                     .replace("[1, 2, 4]", "[1, 2]") + "repeats = 2\n")
-    store = tmp_path / "s"
-    first = tracker("--tracking-uri", str(store), "campaign", "run", str(path), "--format", "json", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert json.loads(first.stdout) == {**json.loads(first.stdout), "total": 4, "measured": 4, "skipped": 0}
+    store, runner = tmp_path / "s", CliRunner()
+
+    def cli(*args: str) -> object:
+        result = runner.invoke(app, ["--tracking-uri", str(store), *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout) if "json" in args else result
+
+    first = cli("campaign", "run", str(path), "--format", "json")
+    assert first == {**first, "total": 4, "measured": 4, "skipped": 0}
     runs = sorted(network_runs(store, "twice"), key=lambda r: r.info.start_time)
     keys = [r.data.tags["tracker.config_key"] for r in runs]
     assert len(set(keys)) == 2 and keys[:2] == keys[2:]  # round 1 went through both batch sizes before round 2
     assert [r.data.tags.get("tracker.repeat_key") for r in runs] == [None, None, f"{keys[0]}#r2", f"{keys[1]}#r2"]
-    again = tracker("--tracking-uri", str(store), "campaign", "run", str(path), "--format", "json", cwd=tmp_path)
-    assert json.loads(again.stdout) == {**json.loads(again.stdout), "total": 4, "measured": 0, "skipped": 4}
+    again = cli("campaign", "run", str(path), "--format", "json")
+    assert again == {**again, "total": 4, "measured": 0, "skipped": 4}
     wh = str(tmp_path / "w.duckdb")
-    assert tracker("--tracking-uri", str(store), "warehouse", "load", "--warehouse", wh, cwd=tmp_path).returncode == 0
-    rows = json.loads(tracker("sql", "SELECT batch_size, repeats FROM measurement_repeats ORDER BY batch_size",
-                              "--warehouse", wh, "--format", "json", cwd=tmp_path).stdout)
+    cli("warehouse", "load", "--warehouse", wh)
+    rows = cli("sql", "SELECT batch_size, repeats FROM measurement_repeats ORDER BY batch_size", "--warehouse", wh,
+               "--format", "json")
     assert rows == [{"batch_size": 1, "repeats": 2}, {"batch_size": 2, "repeats": 2}]
