@@ -1,5 +1,5 @@
--- Configurations measured more than once (`tracker profile ... --again`, or the same network
--- measured in two experiments): how far the repeats' medians lie apart. A measurement's CI
+-- Configurations measured more than once (a campaign's `repeats`, `tracker profile ... --again`,
+-- or the same configuration in two experiments): how far the repeats' medians lie apart. A measurement's CI
 -- covers its own sampling window; the spread between repeats taken at different times is the
 -- machine's drift, which no single window can see. latest_measurements keeps the newest.
 SELECT
