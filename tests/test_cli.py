@@ -88,6 +88,10 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     assert len(data["layers"]) > 20 and data["sum_of_layers_ratio"] > 0
     again = json.loads(runner.invoke(app, args).stdout)  # measured with its layers: reused now
     assert again["reused"] and again["run_id"] == data["run_id"]
+    # A repeat of a configuration measured with layers is measured with layers too (the newest run
+    # is where the layer-level fingerprint reads them), even through `profile network --again`.
+    repeat = json.loads(runner.invoke(app, [*args[:3], "network", *args[4:], "--again"]).stdout)
+    assert not repeat["reused"] and len(repeat["layers"]) == len(data["layers"])
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("Default")
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{data['run_id']}'", max_results=1000)

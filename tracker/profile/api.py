@@ -191,12 +191,16 @@ def profile_network(
     again: bool = False,
 ) -> ProfileResult:
     """Measure one configuration (and its layers) in a child process and log it, unless measured;
-    ``again``: measure it anyway, as a repeat (a new run with its own repeat key)."""
+    ``again``: measure it anyway, as a repeat (a new run with its own repeat key), with its layers
+    if the run it repeats had them (layer_features reads the newest run's layers)."""
     import uuid
 
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads)
     ensure_mode_logged(logger, device, threads)
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
+    if again and not layers and p.spec.phase == "inference":
+        latest = logger.find(p.config_key, "FINISHED")
+        layers = latest is not None and "sum_of_layers_ms" in latest.metrics
     return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, memory_limit_mb, reuse and not again,
                            repeat_key=repeat_key)
 
