@@ -123,6 +123,11 @@ def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | Non
     }
 
 
+def has_layers(record: RunRecord) -> bool:
+    """Whether a network run was measured with its layers (they add ``sum_of_layers_ms``)."""
+    return "sum_of_layers_ms" in record.metrics
+
+
 def measure_planned(
     logger: RunLogger,
     p: Planned,
@@ -146,33 +151,31 @@ def measure_planned(
         for status in ("FINISHED", "FAILED") if reuse_failed else ("FINISHED",):
             existing = logger.find(p.config_key, status)
             # A whole-network run measured without its layers does not answer a request for layers.
-            if existing is not None and not (layers and status == "FINISHED" and "sum_of_layers_ms" not in existing.metrics):
+            if existing is not None and not (layers and status == "FINISHED" and not has_layers(existing)):
                 return ProfileResult(existing, [], reused=True)
+
+    def log(record: RunRecord, children: list[RunRecord]) -> ProfileResult:
+        """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
+        for r in (record, *children) if campaign else ():
+            r.tags["tracker.campaign"] = campaign
+        if repeat_key:
+            record.tags[REPEAT_KEY_TAG] = repeat_key
+        logger.log([record, *children])
+        return ProfileResult(record, children, reused=False)
+
     start = now_ms()
     result = run_child(job_for(p, rule, layers, layer_rule, memory_limit_mb), timeout_s=timeout_s)
     if not result.ok:
-        record = failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash", result.message,
-                               result.stderr_tail, start)
-        if campaign:
-            record.tags["tracker.campaign"] = campaign
-        if repeat_key:
-            record.tags[REPEAT_KEY_TAG] = repeat_key
-        logger.log([record])
-        return ProfileResult(record, [], reused=False)
+        return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
+                                 result.message, result.stderr_tail, start), [])
     payload = result.payload
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
     record.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(payload["description"])
     from tracker.describe.graph import Description
 
     record.artifacts["description/graph.json"] = Description.from_json(payload["description"]).graph_artifact()
-    children = layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []), software_versions())
-    if campaign:
-        for r in (record, *children):
-            r.tags["tracker.campaign"] = campaign
-    if repeat_key:
-        record.tags[REPEAT_KEY_TAG] = repeat_key
-    logger.log([record, *children])
-    return ProfileResult(record, children, reused=False)
+    return log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
+                                     software_versions()))
 
 
 def profile_network(
@@ -200,7 +203,7 @@ def profile_network(
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
         latest = logger.find(p.config_key, "FINISHED")
-        layers = latest is not None and "sum_of_layers_ms" in latest.metrics
+        layers = latest is not None and has_layers(latest)
     return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, memory_limit_mb, reuse and not again,
                            repeat_key=repeat_key)
 

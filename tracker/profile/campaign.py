@@ -203,6 +203,8 @@ def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | No
 
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                  progress: Callable[[str, Tally], None] | None = None) -> Tally:
+    import itertools
+
     from tracker.log.record import REPEAT_KEY_TAG
     from tracker.profile.api import ensure_mode_logged, measure_planned, plan
     from tracker.profile.device import check_device
@@ -219,43 +221,43 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     done_repeats = logger.measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
     modes_logged: set[tuple[str, int | None]] = set()
     try:
-        for r in range(1, c.repeats + 1):
-            for ref, device, threads, phase in todo:
-                if (device, threads) not in modes_logged:
-                    ensure_mode_logged(logger, device, threads)
-                    modes_logged.add((device, threads))
-                for k, bs in enumerate(c.batch_sizes):
-                    p = plan(ref, bs, phase=phase, device=device, threads=threads)
-                    repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
-                    label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
-                             f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}")
-                    if (repeat_key in done_repeats) if repeat_key else (p.config_key in done_keys):
-                        tally.skipped += 1
-                    elif p.config_key in failed_keys or (repeat_key and p.config_key not in done_keys):
-                        tally.skipped += 1  # failed, or not measured once: nothing to repeat
+        # Round after round: round r goes through every chain before round r + 1 starts.
+        for r, (ref, device, threads, phase) in itertools.product(range(1, c.repeats + 1), todo):
+            if (device, threads) not in modes_logged:
+                ensure_mode_logged(logger, device, threads)
+                modes_logged.add((device, threads))
+            for k, bs in enumerate(c.batch_sizes):
+                p = plan(ref, bs, phase=phase, device=device, threads=threads)
+                repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
+                label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
+                         f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}")
+                if (repeat_key or p.config_key) in (done_repeats if repeat_key else done_keys):
+                    tally.skipped += 1
+                elif p.config_key in failed_keys or (repeat_key and p.config_key not in done_keys):
+                    tally.skipped += 1  # failed, or not measured once: nothing to repeat
+                    if c.till_first_fail:
+                        tally.skipped += len(c.batch_sizes) - k - 1
+                        break
+                else:
+                    if progress:
+                        progress(f"measuring {label}", tally)
+                    # Layers in every round: the newest run of a configuration is the one the
+                    # layer-level fingerprint reads its layers from (layer_features).
+                    res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference",
+                                          layer_rule=layer_rule, timeout_s=c.timeout_s,
+                                          memory_limit_mb=c.memory_limit_mb, reuse=False, campaign=c.name,
+                                          repeat_key=repeat_key)
+                    if res.network.status == "FINISHED":
+                        tally.measured += 1
+                        done_keys.add(p.config_key)
+                    else:
+                        tally.failed += 1
+                        failed_keys.add(p.config_key)
                         if c.till_first_fail:
                             tally.skipped += len(c.batch_sizes) - k - 1
                             break
-                    else:
-                        if progress:
-                            progress(f"measuring {label}", tally)
-                        # Layers in every round: the newest run of a configuration is the one the
-                        # layer-level fingerprint reads its layers from (layer_features).
-                        res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference",
-                                              layer_rule=layer_rule, timeout_s=c.timeout_s,
-                                              memory_limit_mb=c.memory_limit_mb, reuse=False, campaign=c.name,
-                                              repeat_key=repeat_key)
-                        if res.network.status == "FINISHED":
-                            tally.measured += 1
-                            done_keys.add(p.config_key)
-                        else:
-                            tally.failed += 1
-                            failed_keys.add(p.config_key)
-                            if c.till_first_fail:
-                                tally.skipped += len(c.batch_sizes) - k - 1
-                                break
-                    if progress:
-                        progress(label, tally)
+                if progress:
+                    progress(label, tally)
     except KeyboardInterrupt:
         tally.interrupted = True
     return tally

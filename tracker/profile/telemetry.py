@@ -368,14 +368,13 @@ def _nvml_handle(pynvml: Any, gpu_index: int) -> Any:
     CUDA_VISIBLE_DEVICES renumbers devices: entry k (an NVML index or a UUID, maybe
     abbreviated) is CUDA device k. Without it, the CUDA index is taken as the NVML index.
     """
-    index = gpu_index
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is None:
-        return pynvml.nvmlDeviceGetHandleByIndex(index)
+        return pynvml.nvmlDeviceGetHandleByIndex(gpu_index)
     entries = [e.strip() for e in visible.split(",") if e.strip()]
-    if index >= len(entries):
-        raise LookupError(f"CUDA device {index} not visible (CUDA_VISIBLE_DEVICES={visible!r})")
-    entry = entries[index]
+    if gpu_index >= len(entries):
+        raise LookupError(f"CUDA device {gpu_index} not visible (CUDA_VISIBLE_DEVICES={visible!r})")
+    entry = entries[gpu_index]
     if entry.isdigit():
         return pynvml.nvmlDeviceGetHandleByIndex(int(entry))
     for k in range(pynvml.nvmlDeviceGetCount()):
