@@ -4,7 +4,7 @@ Each step is one `tracker` command in its own process, as a user would type it, 
 temporary folder store: whole-network inference and training at two batch sizes, the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command), a training job and a detection training job on cuda, a
-multi-network mapping split between cpu and cuda, a small cuda campaign, then the warehouse
+multi-network mapping split between cpu and cuda, a small cuda campaign, a repeat (`--again`), then the warehouse
 load and SQL over what was logged. What is checked: every command exits 0, GPU runs carry
 cuda memory, NVML power and energy where NVML reads them, and the failed boundary run is
 FAILED with its error. On a GPU host a CPU measurement is taken too: its power_w must not hold
@@ -94,6 +94,9 @@ def main() -> None:
                                  "--time-cap", "2"])
     step("layers", ["profile", "layers", "resnet18", "-b", "1", "--device", device, "--format", "json",
                     "--time-cap", "2"], timeout_s=400)
+    # A repeat of resnet18 at batch 1 (its newest run has layers, so the repeat measures them too)
+    step("again", ["profile", "network", "resnet18", "-b", "1", "--again", "--device", device, "--format", "json",
+                   "--time-cap", "2"], timeout_s=400)
     # Doubling training batches of resnet50 until the device runs out of memory (on an 80 GB H100
     # that is past 512 at 224 px); on cpu a memory cap stands in for the device's size.
     boundary = ["profile", "boundary", "resnet50", "--phase", "training", "--device", device,
@@ -119,6 +122,7 @@ def main() -> None:
                                      " samples_count, peak_mem_mb, power_w, energy_per_iter_j, stop_reason, device_name,"
                                      " mode FROM measurements ORDER BY end_time", *wh])
     step("sql_failed", ["sql", "SELECT * FROM failed_runs", *wh])
+    step("sql_repeats", ["sql", "SELECT * FROM measurement_repeats", *wh])
 
     rows = rows if isinstance(rows, list) else []
     on_device = [r for r in rows if str(r.get("device", "")).startswith(device)]
@@ -134,6 +138,10 @@ def main() -> None:
         "device_names": sorted({str(r.get("device_name")) for r in on_device}),
         "modes": sorted({str(r.get("mode")) for r in on_device}),
         "failed_runs": len(outputs["sql_failed"]) if isinstance(outputs.get("sql_failed"), list) else None,
+        "again_layers": len(outputs["again"].get("layers") or []) if isinstance(outputs.get("again"), dict) else None,
+        "repeats": [{k: r.get(k) for k in ("model", "batch_size", "phase", "repeats", "min_latency_ms",
+                                           "max_latency_ms", "repeat_spread_rel", "max_ci_rel")}
+                    for r in outputs["sql_repeats"]] if isinstance(outputs.get("sql_repeats"), list) else None,
     }
     for key in ("network_b1", f"network_b{big}", f"train_step_b{big}"):
         if isinstance(outputs.get(key), dict):

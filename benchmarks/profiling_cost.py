@@ -4,13 +4,14 @@ PerfSeer warms up for a fixed 30 s and samples for 30 s per configuration. Here 
 windows are scaled down to 5 s + 5 s (said in the output as fixed_warmup_s/fixed_sample_s).
 Adaptive: warm up until two windows agree, then sample until the drift-aware 95 % CI of the
 median is within 2 % (time cap 10 s). Both run in this process on the same networks at
-batch 1. Each network is measured fixed, adaptive, fixed again: the adaptive median is
+one batch size (default 1). Each network is measured fixed, adaptive, fixed again: the adaptive median is
 compared with the mean of the two fixed medians, and the two fixed medians with each other
 (``fixed_repeat_diff_rel``: how far this machine itself moves between two 10 s windows, the
 floor under any agreement). Only one fixed pass per network counts towards the device time.
 Targets: at least 10x less device time; medians within 3 %.
-Usage: python benchmarks/profiling_cost.py [cpu|cuda]  (default cpu; every timed call on cuda is
-bracketed by a synchronisation, in both ways of measuring).
+Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH]  (default cpu, batch 1; every timed call
+on cuda is bracketed by a synchronisation, in both ways of measuring). On a GPU, batch 1 of these
+small networks is bound by the host launching kernels; a larger batch puts the work on the device.
 Last line: {"fixed_device_s": ..., "adaptive_device_s": ..., "ratio": ..., "max_median_diff_rel": ..., ...}
 """
 
@@ -53,6 +54,10 @@ def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     if device not in ("cpu", "cuda"):
         sys.exit(f"profiling_cost: device {device!r}: expected cpu or cuda")
+    batch = sys.argv[2] if len(sys.argv) > 2 else "1"
+    if not batch.isdigit() or int(batch) < 1:
+        sys.exit(f"profiling_cost: batch size {batch!r}: expected a whole number of at least 1")
+    batch_size = int(batch)
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -67,7 +72,7 @@ def main() -> None:
     rows = []
     for name in NETWORKS:
         model = build_model(name).to(device)
-        x = torch.randn(1, 3, 224, 224, device=device)
+        x = torch.randn(batch_size, 3, 224, 224, device=device)
 
         def fn(model=model, x=x) -> None:
             with torch.inference_mode():
@@ -98,6 +103,7 @@ def main() -> None:
     print(json.dumps({
         "device": device if device == "cpu" else torch.cuda.get_device_name(),
         "networks": len(rows),
+        "batch_size": batch_size,
         "fixed_warmup_s": FIXED_WARMUP_S,
         "fixed_sample_s": FIXED_SAMPLE_S,
         "fixed_note": "PerfSeer uses 30 s + 30 s; scaled down to 5 s + 5 s here",

@@ -193,6 +193,19 @@ def test_summary_energy_and_best_total() -> None:
     assert (s["cpu_energy_j"], s["cpu_power_w"]) == (pytest.approx(8), pytest.approx(4))
     assert s["power_w"] == pytest.approx(14) and s["energy_j"] == pytest.approx(23)
 
+    # A counter that ticks every 0.5 s, sampled every 0.1 s off its ticks, at 10 W: the rate is taken
+    # between the changes seen (not first and last reading: 15 J over 1.9 s would say 7.9 W).
+    coarse = [Sample(int(t), {"gpu_power_w": 10.0, "gpu_energy_counter_j": 5.0 * ((t / 1e9) // 0.5)})
+              for t in (0.05e9 + k * 0.1e9 for k in range(20))]
+    s = summarize(coarse)
+    assert (s["gpu_power_w"], s["gpu_energy_j"]) == (pytest.approx(10), pytest.approx(19))
+    # Too short a window to see the counter tick: power is integrated instead of reporting 0 J,
+    # over the whole window asked for (0.45 s), not only the 0.3 s between its first and last sample.
+    s = summarize(coarse[:4])
+    assert s["gpu_energy_j"] == pytest.approx(3.0) and s["energy_j"] == pytest.approx(3.0)
+    s = summarize(coarse[:4], start_ns=0, end_ns=int(0.45e9))
+    assert s["gpu_energy_j"] == pytest.approx(4.5) and s["gpu_power_w"] == pytest.approx(10)
+
     # A board input rail is the best total there is.
     board = [Sample(t, {"board_power_w": 6.0, "gpu_util_pct": 50.0}, TEGRASTATS) for t in ts]
     s = summarize(both + board)
@@ -219,13 +232,15 @@ def test_sampler_reads_fake_rapl_with_wraparound(tmp_path: Path, monkeypatch: py
     (sub / "energy_uj").write_text("0\n")
     monkeypatch.setattr(telemetry, "POWERCAP_ROOT", tmp_path)
     with TelemetrySampler(interval_s=0.01) as tel:
-        time.sleep(0.1)
-        (pkg / "energy_uj").write_text("100000\n")  # +0.2 J across the wrap
+        for uj in (950000, 50000, 150000, 250000):  # +0.1 J every 0.1 s (1 W), wrapping past 1 J once
+            time.sleep(0.1)
+            (pkg / "energy_uj").write_text(f"{uj}\n")
         time.sleep(0.1)
     s = tel.summary()
     assert "rapl" in tel.sources
-    assert s["cpu_energy_j"] == pytest.approx(0.2)
-    assert s["cpu_power_w"] > 0 and s["power_w"] == s["cpu_power_w"] and s["energy_j"] == s["cpu_energy_j"]
+    assert 0.5 < s["cpu_power_w"] < 2.0, s  # 0.3 J between the first and last tick seen; a lost wrap would be < 0
+    assert s["cpu_energy_j"] == pytest.approx(s["cpu_power_w"] * (tel.end_ns - tel.start_ns) / 1e9)
+    assert s["power_w"] == s["cpu_power_w"] and s["energy_j"] == s["cpu_energy_j"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -371,8 +386,7 @@ def test_fake_tegrastats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(board) >= 5
     s = tel.summary()
     assert s["board_power_w"] == pytest.approx(12.479)
-    span = (board[-1].t_ns - board[0].t_ns) / 1e9
-    assert s["board_energy_j"] == pytest.approx(12.479 * span)
+    assert s["board_energy_j"] == pytest.approx(12.479 * (tel.end_ns - tel.start_ns) / 1e9)  # the whole window
     assert s["power_w"] == pytest.approx(12.479)
     assert s["telemetry_samples_count"] == sum(1 for x in tel.samples if x.source == SYSTEM)
 
@@ -437,7 +451,7 @@ def test_sampler_nvml_readings(monkeypatch: pytest.MonkeyPatch, visible: str | N
     assert s["gpu_power_w"] == pytest.approx(power)
     gpu = [x for x in tel.samples if "gpu_power_w" in x.readings]
     assert not any("gpu_energy_counter_j" in x.readings for x in gpu)  # unsupported: absent
-    assert s["gpu_energy_j"] == pytest.approx(power * (gpu[-1].t_ns - gpu[0].t_ns) / 1e9)
+    assert s["gpu_energy_j"] == pytest.approx(power * (tel.end_ns - tel.start_ns) / 1e9)
     if not rapl_readable():
         assert (s["power_w"], s["energy_j"]) == (s["gpu_power_w"], s["gpu_energy_j"])
 

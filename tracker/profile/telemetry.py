@@ -34,6 +34,9 @@ POWERCAP_ROOT = Path("/sys/class/powercap")
 
 #: How often the list of child processes (for RSS) is refreshed: listing them scans /proc.
 CHILDREN_REFRESH_S = 1.0
+# Changes an energy counter must show within a window before its rate is used (two tick intervals);
+# with fewer, energy is integrated from power readings, or is absent.
+MIN_COUNTER_TICKS = 3
 
 #: Sample sources.
 SYSTEM = "system"
@@ -190,11 +193,15 @@ def rail_for_board(parsed: dict[str, float]) -> float | None:
 # --------------------------------------------------------------------------------------------
 
 
-def trapezoid_energy_j(t_ns: Sequence[int], power_w: Sequence[float]) -> float:
-    """Energy in J of a power series (W at times in ns), by the trapezoidal rule."""
+def trapezoid_energy_j(t_ns: Sequence[int], power_w: Sequence[float], lo_ns: int | None = None,
+                       hi_ns: int | None = None) -> float:
+    """Energy in J of a power series (W at times in ns), by the trapezoidal rule; over the window
+    [lo_ns, hi_ns] where given, the first and last readings held out to its ends."""
     if len(t_ns) != len(power_w):
         raise ValueError("times and powers differ in length")
     energy = 0.0
+    if t_ns and lo_ns is not None and hi_ns is not None:
+        energy = (power_w[0] * max(t_ns[0] - lo_ns, 0) + power_w[-1] * max(hi_ns - t_ns[-1], 0)) / 1e9
     for k in range(1, len(t_ns)):
         energy += (power_w[k] + power_w[k - 1]) / 2.0 * (t_ns[k] - t_ns[k - 1]) / 1e9
     return energy
@@ -218,12 +225,24 @@ def _series(samples: Sequence[Sample], key: str) -> tuple[list[int], list[float]
     return ts, vs
 
 
-def _counter(samples: Sequence[Sample], key: str) -> tuple[float, float] | None:
-    """(increase, seconds) of a cumulative counter over the samples, if it has two readings."""
+def _counter(samples: Sequence[Sample], key: str, span_s: float) -> tuple[float, float] | None:
+    """(energy over ``span_s`` seconds in J, mean power in W) from a cumulative energy counter, or
+    None where the counter cannot tell.
+
+    A counter is read at each sample but ticks on its own clock: NVML's total-energy counter on an
+    H100 ticks more slowly than every 60 ms (three samples at 20 ms saw no change), and a difference
+    of two readings is then off by up to a tick at each end (0 J over a busy 60 ms window; 28 J
+    "per step" in another). So the rate is taken between the first and the last change the samples
+    saw, both seen within one sample interval of the tick, and it needs ``MIN_COUNTER_TICKS``
+    changes; with fewer, the caller integrates power instead.
+    """
     ts, vs = _series(samples, key)
-    if len(ts) < 2 or ts[-1] <= ts[0]:
+    changes = [k for k in range(1, len(vs)) if vs[k] != vs[k - 1]]
+    if len(changes) < MIN_COUNTER_TICKS:
         return None
-    return vs[-1] - vs[0], (ts[-1] - ts[0]) / 1e9
+    first, last = changes[0], changes[-1]
+    rate_w = (vs[last] - vs[first]) / ((ts[last] - ts[first]) / 1e9)
+    return rate_w * span_s, rate_w
 
 
 def summarize(
@@ -236,6 +255,7 @@ def summarize(
     lo = (start_ns if start_ns is not None else min((s.t_ns for s in samples), default=0)) + int(settle_s * 1e9)
     hi = end_ns if end_ns is not None else max((s.t_ns for s in samples), default=0)
     window = sorted((s for s in samples if lo <= s.t_ns <= hi), key=lambda s: s.t_ns)
+    span_s = max(hi - lo, 0) / 1e9  # energies cover the whole window, not only from its first sample to its last
     system = [s for s in window if s.source == SYSTEM]
     tegra = [s for s in window if s.source == TEGRASTATS]
     out: dict[str, float] = {}
@@ -260,26 +280,25 @@ def summarize(
         mean(tegra, "gpu_util_pct", "gpu_util_pct")
     peak(system, "gpu_mem_used_mb", "gpu_mem_used_peak_mb")
     mean(system, "gpu_power_w", "gpu_power_w")
-    if (counted := _counter(system, "gpu_energy_counter_j")) is not None:
+    if (counted := _counter(system, "gpu_energy_counter_j", span_s)) is not None:
         out["gpu_energy_j"] = counted[0]
         if "gpu_power_w" not in out:
-            out["gpu_power_w"] = counted[0] / counted[1]
+            out["gpu_power_w"] = counted[1]
     else:
         ts, vs = _series(system, "gpu_power_w")
         if len(ts) >= 2:
-            out["gpu_energy_j"] = trapezoid_energy_j(ts, vs)
+            out["gpu_energy_j"] = trapezoid_energy_j(ts, vs, lo, hi)
 
     # CPU packages (RAPL counters, unwrapped).
-    if (counted := _counter(system, "cpu_energy_counter_j")) is not None:
-        out["cpu_energy_j"] = counted[0]
-        out["cpu_power_w"] = counted[0] / counted[1]
+    if (counted := _counter(system, "cpu_energy_counter_j", span_s)) is not None:
+        out["cpu_energy_j"], out["cpu_power_w"] = counted
 
     # Jetson board input rail (tegrastats).
     ts, vs = _series(tegra, "board_power_w")
     if vs:
         out["board_power_w"] = statistics.fmean(vs)
         if len(ts) >= 2:
-            out["board_energy_j"] = trapezoid_energy_j(ts, vs)
+            out["board_energy_j"] = trapezoid_energy_j(ts, vs, lo, hi)
 
     # The best total: the board, else GPU + CPU, else whichever there is.
     if "board_power_w" in out:
@@ -654,7 +673,8 @@ class TelemetrySampler:
         ``cpu_power_w`` / ``cpu_energy_j`` (RAPL), ``board_power_w`` / ``board_energy_j``
         (tegrastats input rail), ``power_w`` / ``energy_j`` (board, else GPU + CPU, else
         either), ``telemetry_samples_count`` and ``telemetry_interval_ms`` (median gap).
-        Energies cover the span from the first to the last sample in the window.
+        Energies cover the window, the readings at its edges held out to its ends; an energy
+        counter is used only where it ticked ``MIN_COUNTER_TICKS`` times in the window.
         """
         with self._lock:
             samples = list(self.samples)

@@ -48,12 +48,24 @@ def _inject_fault(job: dict[str, Any]) -> None:
         time.sleep(3600)
 
 
-def cap_memory(limit_mb: float | None) -> Callable[[], None]:
+def cap_memory(limit_mb: float | None, threads: int | None = None) -> Callable[[], None]:
     """Cap this process's address-space growth at ``limit_mb`` over what it holds now: an allocation
     past it fails like an out-of-memory on a smaller device. Only the soft limit is set (never above
-    the hard one), so the returned function can lift the cap again."""
+    the hard one), so the returned function can lift the cap again.
+
+    torch's intra-op threads (``threads`` of them, if given) are started first: their stacks are
+    address space too, and a thread that cannot start under the cap aborts the process in libgomp
+    ("Thread creation failed") instead of failing an allocation. Seen on a 16-core host, where the
+    pool's stacks alone took most of a 200 MB cap."""
     if not limit_mb:
         return lambda: None
+    import torch
+
+    if threads:
+        from tracker.profile.modes import apply_threads
+
+        apply_threads(int(threads))
+    torch.nn.functional.conv2d(torch.ones(1, 8, 64, 64), torch.ones(8, 8, 3, 3)).sum().item()
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     with open("/proc/self/statm") as fh:
         current = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -102,7 +114,7 @@ def main() -> int:
 
         import torch  # noqa: F401  (imported before the memory cap: its libraries are mapped)
 
-        cap_memory(job.get("memory_limit_mb"))
+        cap_memory(job.get("memory_limit_mb"), job.get("threads"))
         _inject_fault(job)
         if job.get("kind") == "mapping":
             from tracker.profile.mapping import run_workload
