@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from tracker.cli.app import app
+from tracker.log.logger import RunLogger
 
 from tests.conftest import free_port
 
@@ -107,6 +108,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", f"http://127.0.0.1:{free_port()}", "store", "info"], 1, "cannot reach tracking server"),
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
+        # a command that only reads leaves no new empty store behind
+        (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
         (["frobnicate"], 2, "No such command"),
         (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
@@ -116,12 +119,14 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     import duckdb
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
+    RunLogger(str(tmp_path / "runs")).close()  # the default store, for the commands that read it
     for args, code, message in cases:
         proc = run_cli(*args, cwd=tmp_path)
         assert proc.returncode == code, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, proc.stderr)
         assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:

@@ -203,6 +203,36 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) 
     assert data["predictions"]["latency_ms"] == pytest.approx(truth, rel=0.35)
 
 
+def test_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> None:
+    """Three measurements of one configuration (a campaign with repeats = 3): one training row, the
+    latest run's, labelled with the median of the three; a configuration measured once keeps its value."""
+    from tracker.fingerprint.dataset import load_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-labels", environment=ENV)
+    desc = describe("squeezenet1_1", 64)
+    repeats = []
+    for k, (latency, memory) in enumerate([(4.0, 110.0), (3.0, 130.0), (9.0, 100.0)]):  # the newest is not the median
+        r = network_record("squeezenet1_1", 2, peak_mem_mb=memory)
+        r.metrics["latency_ms"] = latency
+        r.params["model_hash"] = desc.description_hash
+        r.tags["tracker.repeat_key"] = f"r{k}"
+        if k == 0:
+            r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+        logger.log([r])
+        repeats.append(r)
+    once = network_record("squeezenet1_1", 4, peak_mem_mb=150.0)
+    once.params["model_hash"] = desc.description_hash
+    once.metrics["latency_ms"] = 7.0
+    logger.log([once])
+    load(wh, open_source(resolve_location(str(runs))))
+
+    rows = load_rows(wh, "latency_ms", "inference", "cpu").set_index("batch_size")
+    assert (rows.loc[2, "run_id"], rows.loc[2, "latency_ms"], rows.loc[2, "label_repeats"]) == (repeats[-1].run_id, 4.0, 3)
+    assert (rows.loc[4, "latency_ms"], rows.loc[4, "label_repeats"]) == (7.0, 1)
+    assert load_rows(wh, "peak_mem_mb", "inference", "cpu").set_index("batch_size").loc[2, "peak_mem_mb"] == 110.0
+
+
 def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) -> None:
     """The layer rows the champion comparison builds from the warehouse are the rows `tracker
     predict` builds from a fresh description: same module calls, same features."""

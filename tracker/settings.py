@@ -61,6 +61,14 @@ class StoreLocation:
         """The SQLite file of an embedded store (None for a server or a database)."""
         return Path(self.uri.removeprefix("sqlite:///")) if self.scheme == "sqlite" else None
 
+    def require(self) -> None:
+        """For commands that only read: an embedded store that was never written is an error,
+        not a new empty store left behind in the folder."""
+        from tracker.errors import StoreError
+
+        if self.db_path is not None and not self.db_path.is_file():
+            raise StoreError(f"no tracking store at {self.db_path}: nothing has been logged there yet")
+
     @property
     def is_http(self) -> bool:
         return self.scheme in ("http", "https")

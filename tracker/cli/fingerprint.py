@@ -53,7 +53,11 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     """Registered fingerprints with their versions, aliases and held-out metrics."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(_uri(ctx))
+    from tracker.settings import resolve_location
+
+    location = resolve_location(state(ctx).tracking_uri)
+    location.require()
+    client = MlflowClient(location.uri)
     rows = []
     for model in client.search_registered_models():
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}

@@ -44,7 +44,12 @@ class State:
     verbose: int = 0
     _logger: Any = field(default=None, repr=False)
 
-    def logger(self) -> RunLogger:
+    def logger(self, read_only: bool = False) -> RunLogger:
+        """The run logger of the store; ``read_only``: the store must exist already (one-line error)."""
+        if read_only:
+            from tracker.settings import resolve_location
+
+            resolve_location(self.tracking_uri).require()
         if self._logger is None:
             from tracker.log.logger import RunLogger
 

@@ -17,7 +17,7 @@ def info(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
     """Show the store's URI, schema version and experiment."""
     from tracker.log.inspect import store_info
 
-    data = store_info(state(ctx).logger())
+    data = store_info(state(ctx).logger(read_only=True))
     if fmt is OutputFormat.json:
         emit_json(data)
         return
@@ -35,7 +35,7 @@ def list_runs(
     """List runs of the experiment, newest first."""
     from tracker.log.inspect import list_runs as _list
 
-    rows = _list(state(ctx).logger(), kind=kind, limit=limit)
+    rows = _list(state(ctx).logger(read_only=True), kind=kind, limit=limit)
     if fmt is OutputFormat.json:
         emit_json(rows)
         return

@@ -16,23 +16,26 @@ from tracker.errors import TrackerError
 from tracker.settings import project_dir
 
 VIEW = "measurement_features"
+#: The labels: per configuration, the median of its repeated measurements (training only).
+LABEL_VIEW = "measurement_labels"
 #: Targets a fingerprint can learn, with their units (all modelled on a log scale).
 TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J"}
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
-                "latency_ci_rel", "samples_count", "input_size", "threads", *TARGETS}
+                "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}
 
 
 class FingerprintError(TrackerError):
     """A fingerprint cannot be trained or used (no data, no model for a target)."""
 
 
-def view_sql() -> str:
-    return (project_dir("sql") / f"{VIEW}.sql").read_text()
+def view_sql(view: str = VIEW) -> str:
+    return (project_dir("sql") / f"{view}.sql").read_text()
 
 
 def view_hash() -> str:
-    return hashlib.sha256(view_sql().encode()).hexdigest()[:16]
+    """Digest of what a fingerprint trains on: the features view and the labels view."""
+    return hashlib.sha256((view_sql() + view_sql(LABEL_VIEW)).encode()).hexdigest()[:16]
 
 
 def feature_columns(columns: list[str]) -> list[str]:
@@ -47,7 +50,8 @@ def family(model: str) -> str:
 
 
 def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
-    """Measured rows of one target, phase and device (``device`` matches device or device_name)."""
+    """Measured rows of one target, phase and device (``device`` matches device or device_name); the
+    target is the median of the configuration's repeats (``label_repeats`` of them)."""
     from tracker.warehouse.load import connect
 
     if target not in TARGETS:
@@ -55,8 +59,10 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
     con = connect(warehouse, read_only=True)
     try:
         frame = con.sql(
-            f"SELECT * FROM {VIEW} WHERE phase = $phase AND (device = $device OR device_name = $device) "
-            f"AND {target} IS NOT NULL AND {target} > 0 ORDER BY model, batch_size",
+            f"SELECT f.* REPLACE (l.{target} AS {target}), l.repeats AS label_repeats "
+            f"FROM {VIEW} f JOIN {LABEL_VIEW} l USING (run_id) "
+            f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device) "
+            f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
             params={"phase": phase, "device": device},
         ).df()
         devices = con.sql(f"SELECT DISTINCT device, device_name, phase FROM {VIEW}").fetchall()

@@ -63,6 +63,9 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
     import mlflow
     from mlflow.tracking import MlflowClient
 
+    from tracker.settings import StoreLocation
+
+    StoreLocation(tracking_uri).require()
     client = MlflowClient(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
     found = {}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
 from tracker.fingerprint.dataset import (
+    LABEL_VIEW,
     TARGETS,
     FingerprintError,
     family,
@@ -289,6 +290,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             (folder / "measurement_features.sql").write_text(view_sql())
+            (folder / "measurement_labels.sql").write_text(view_sql(LABEL_VIEW))
             (folder / "features.json").write_text(json.dumps({"features": features, "target": target,
                                                               "unit": TARGETS[target]}, indent=2))
             (folder / "networks.json").write_text(json.dumps(sorted(set(networks))))

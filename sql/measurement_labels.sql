@@ -1,0 +1,15 @@
+-- What a fingerprint learns to predict, per configuration: the median of every FINISHED
+-- measurement of it (campaign repeats = R, profile --again), keyed by its latest run, as
+-- measurement_features is. One measurement on a noisy machine is one draw: repeats minutes
+-- apart differ by more than each one's CI (see measurement_repeats), and their median is the
+-- steadier label. Read only when training; predictions never touch it.
+SELECT
+    l.run_id,
+    CAST(count(*) AS BIGINT) AS repeats,
+    median(m.latency_ms) AS latency_ms,
+    median(m.peak_mem_mb) AS peak_mem_mb,
+    median(m.power_w) AS power_w,
+    median(m.energy_per_iter_j) AS energy_per_iter_j
+FROM latest_measurements l
+JOIN measurements m USING (config_key)
+GROUP BY l.run_id
