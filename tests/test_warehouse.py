@@ -92,6 +92,18 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     con.close()
     assert _load(runs, wh).runs_changed == 0
 
+    # A warehouse made by an older tracker, before a schema field (here repeat_key) was added: the
+    # typed table is made again and every run loaded again, instead of an insert that fails.
+    con = duckdb.connect(str(wh))
+    con.execute("ALTER TABLE network_runs DROP COLUMN repeat_key")
+    con.close()
+    upgraded = _load(runs, wh)
+    assert (upgraded.mode, upgraded.runs_changed) == ("full", 5)
+    con = duckdb.connect(str(wh), read_only=True)
+    assert "repeat_key" in {r[0] for r in con.execute("DESCRIBE network_runs").fetchall()}
+    assert con.execute("SELECT count(*) FROM network_runs").fetchall()[0][0] == 3
+    con.close()
+
 
 def _loaded(tmp_path: Path) -> tuple[Path, Path, RunRecord]:
     runs, wh = tmp_path / "runs", tmp_path / "runs" / "warehouse.duckdb"

@@ -34,8 +34,8 @@ POWERCAP_ROOT = Path("/sys/class/powercap")
 
 #: How often the list of child processes (for RSS) is refreshed: listing them scans /proc.
 CHILDREN_REFRESH_S = 1.0
-# Changes an energy counter must show within a window before its rate is used (two tick intervals);
-# with fewer, energy is integrated from power readings, or is absent.
+#: Changes an energy counter must show within a window before its rate is used (two tick
+#: intervals); with fewer, energy is integrated from power readings, or is absent.
 MIN_COUNTER_TICKS = 3
 
 #: Sample sources.
@@ -241,6 +241,8 @@ def _counter(samples: Sequence[Sample], key: str, span_s: float) -> tuple[float,
     if len(changes) < MIN_COUNTER_TICKS:
         return None
     first, last = changes[0], changes[-1]
+    if ts[last] <= ts[first]:
+        return None
     rate_w = (vs[last] - vs[first]) / ((ts[last] - ts[first]) / 1e9)
     return rate_w * span_s, rate_w
 

@@ -53,9 +53,21 @@ def connect(path: Path, read_only: bool = False) -> Any:
         raise StoreError(f"cannot open warehouse {path}: {str(exc).splitlines()[0]}") from None
 
 
-def ensure_tables(con: Any) -> None:
+def ensure_tables(con: Any) -> bool:
+    """Create what is missing. A table generated from schemas/ whose columns differ from this
+    version's (a warehouse made before a field was added) is dropped and made again; returns
+    whether that happened, in which case every run must be loaded again (a full load)."""
+    remade = False
+    for name, want in tables.generated_columns().items():
+        have = [r[0] for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
+            "ORDER BY ordinal_position", [name]).fetchall()]
+        if have and have != want:
+            con.execute(f'DROP TABLE "{name}"')
+            remade = True
     for ddl in tables.all_ddl():
         con.execute(ddl)
+    return remade
 
 
 def load(path: Path, source: Source, full: bool = False) -> LoadReport:
@@ -67,10 +79,10 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
     con = connect(path)
     try:
         con.execute("BEGIN TRANSACTION")
-        ensure_tables(con)
+        remade = ensure_tables(con)
         con.register("snapshot", snapshot)
         empty = con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 0
-        mode = "full" if (full or empty) else "incremental"
+        mode = "full" if (full or empty or remade) else "incremental"
         if mode == "full":
             for name in tables.TABLES:
                 if name != "loads":

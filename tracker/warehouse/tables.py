@@ -143,7 +143,7 @@ def typed_insert(kind: str) -> str:
     metrics = [c for c, _, o in columns if o == "metrics"]
     tags = [c for c, _, o in columns if o == "tags"]
     return (
-        f"INSERT INTO {table_name(kind)}\nSELECT {', '.join(selects)}\nFROM runs r\n"
+        f"INSERT INTO {table_name(kind)} BY NAME\nSELECT {', '.join(selects)}\nFROM runs r\n"
         f"LEFT JOIN {pivot('params', params)} p USING (run_id)\n"
         f"LEFT JOIN {pivot('metrics', metrics)} m USING (run_id)\n"
         f"LEFT JOIN {pivot('tags', tags, {t: f'tracker.{t}' for t in tags})} t USING (run_id)\n"
@@ -166,9 +166,16 @@ def environment_insert() -> str:
     cols = []
     for column, sql_type in environment_columns():
         value = f"any_value(value) FILTER (WHERE key = {_literal('env.' + column)})"
-        cols.append(value if sql_type == "VARCHAR" else f"TRY_CAST({value} AS {sql_type})")
-    return (f"INSERT INTO environments SELECT run_id, {', '.join(cols)} FROM tags "
+        cols.append((value if sql_type == "VARCHAR" else f"TRY_CAST({value} AS {sql_type})") + f" AS {_quote(column)}")
+    return (f"INSERT INTO environments BY NAME SELECT run_id, {', '.join(cols)} FROM tags "
             f"WHERE run_id IN (SELECT run_id FROM changed) GROUP BY run_id")
+
+
+def generated_columns() -> dict[str, list[str]]:
+    """Column names of the tables generated from schemas/ (typed tables and ``environments``): what
+    a warehouse made by another version of tracker may lack."""
+    return {"environments": ["run_id", *(c for c, _ in environment_columns())],
+            **{table_name(k): [c for c, _, _ in typed_columns(k)] for k in KINDS}}
 
 
 def all_ddl() -> list[str]:
