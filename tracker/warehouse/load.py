@@ -72,6 +72,8 @@ def ensure_tables(con: Any) -> bool:
 
 def load(path: Path, source: Source, full: bool = False) -> LoadReport:
     """Bring the warehouse at ``path`` up to date with ``source``; ``full`` reloads everything."""
+    import duckdb
+
     from tracker.warehouse.views import create_views
 
     t0 = time.perf_counter()
@@ -119,11 +121,13 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
                     [report.source, mode, report.runs_total, changed, deleted, added, report.seconds])
         create_views(con)
         con.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
         try:
             con.execute("ROLLBACK")
         except Exception:
             pass
+        if isinstance(exc, duckdb.Error):  # nothing was changed: the warehouse is as it was
+            raise StoreError(f"warehouse load into {path} failed, nothing changed: {str(exc).splitlines()[0]}") from None
         raise
     finally:
         con.close()
