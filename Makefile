@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-compile -e '.[test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
