@@ -3,9 +3,9 @@
 Each step is one `tracker` command in its own process, as a user would type it, on a
 temporary folder store: whole-network inference and training at two batch sizes, the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
-measurement and not the command), a training job and a detection training job on cuda, a
-multi-network mapping split between cpu and cuda, a small cuda campaign, a repeat (`--again`), then the warehouse
-load and SQL over what was logged. What is checked: every command exits 0, GPU runs carry
+measurement and not the command), a repeat of a configuration (`--again`), a training job and a
+detection training job on cuda, a multi-network mapping split between cpu and cuda, a small cuda
+campaign, then the warehouse load and SQL over what was logged. What is checked: every command exits 0, GPU runs carry
 cuda memory, NVML power and energy where NVML reads them, and the failed boundary run is
 FAILED with its error. On a GPU host a CPU measurement is taken too: its power_w must not hold
 the idle GPU's power (it is RAPL's, or absent).

@@ -3,15 +3,16 @@
 PerfSeer warms up for a fixed 30 s and samples for 30 s per configuration. Here the fixed
 windows are scaled down to 5 s + 5 s (said in the output as fixed_warmup_s/fixed_sample_s).
 Adaptive: warm up until two windows agree, then sample until the drift-aware 95 % CI of the
-median is within 2 % (time cap 10 s). Both run in this process on the same networks at
-one batch size (default 1). Each network is measured fixed, adaptive, fixed again: the adaptive median is
-compared with the mean of the two fixed medians, and the two fixed medians with each other
-(``fixed_repeat_diff_rel``: how far this machine itself moves between two 10 s windows, the
-floor under any agreement). Only one fixed pass per network counts towards the device time.
+median is within 2 % (time cap 10 s). Both run in this process on the same networks at one
+batch size (default 1). Each network is measured fixed, adaptive, fixed again: the adaptive
+median is compared with the mean of the two fixed medians, and the two fixed medians with each
+other (``fixed_repeat_diff_rel``: how far this machine itself moves between two 10 s windows,
+the floor under any agreement). Only one fixed pass per network counts towards the device time.
 Targets: at least 10x less device time; medians within 3 %.
-Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH]  (default cpu, batch 1; every timed call
-on cuda is bracketed by a synchronisation, in both ways of measuring). On a GPU, batch 1 of these
-small networks is bound by the host launching kernels; a larger batch puts the work on the device.
+Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH]  (default cpu, batch 1; every
+timed call on cuda is bracketed by a synchronisation, in both ways of measuring). On a GPU,
+batch 1 of these small networks is bound by the host launching kernels; a larger batch puts
+the work on the device.
 Last line: {"fixed_device_s": ..., "adaptive_device_s": ..., "ratio": ..., "max_median_diff_rel": ..., ...}
 """
 

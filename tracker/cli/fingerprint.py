@@ -16,10 +16,8 @@ PhaseOption = Annotated[str, typer.Option("--phase", help="inference or training
 DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, or a device name such as jetson-tx2.")]
 
 
-def _uri(ctx: typer.Context) -> str:
-    from tracker.settings import resolve_location
-
-    return resolve_location(state(ctx).tracking_uri).uri
+def _uri(ctx: typer.Context, read_only: bool = False) -> str:
+    return state(ctx).location(read_only).uri
 
 
 @app.command("train")
@@ -53,11 +51,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     """Registered fingerprints with their versions, aliases and held-out metrics."""
     from mlflow.tracking import MlflowClient
 
-    from tracker.settings import resolve_location
-
-    location = resolve_location(state(ctx).tracking_uri)
-    location.require()
-    client = MlflowClient(location.uri)
+    client = MlflowClient(_uri(ctx, read_only=True))
     rows = []
     for model in client.search_registered_models():
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}

@@ -14,6 +14,7 @@ from tracker.settings import DEFAULT_EXPERIMENT
 
 if TYPE_CHECKING:
     from tracker.log.logger import RunLogger
+    from tracker.settings import StoreLocation
 
 
 class OutputFormat(str, Enum):
@@ -44,12 +45,20 @@ class State:
     verbose: int = 0
     _logger: Any = field(default=None, repr=False)
 
-    def logger(self, read_only: bool = False) -> RunLogger:
-        """The run logger of the store; ``read_only``: the store must exist already (one-line error)."""
-        if read_only:
-            from tracker.settings import resolve_location
+    def location(self, read_only: bool = False) -> StoreLocation:
+        """Where the tracking store is; ``read_only``: it must exist already (a one-line error), so
+        that a command that only reads leaves no new empty store behind."""
+        from tracker.settings import resolve_location
 
-            resolve_location(self.tracking_uri).require()
+        location = resolve_location(self.tracking_uri)
+        if read_only:
+            location.require()
+        return location
+
+    def logger(self, read_only: bool = False) -> RunLogger:
+        """The run logger of the store (``read_only``: see :meth:`location`)."""
+        if read_only:
+            self.location(read_only=True)
         if self._logger is None:
             from tracker.log.logger import RunLogger
 

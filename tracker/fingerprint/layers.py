@@ -61,7 +61,6 @@ class LayerModel:
     def network_latency(self, layer_rows: Any) -> Any:
         """Predicted latency of each parent configuration (a Series indexed by parent_run_id)."""
         import numpy as np
-
         import pandas as pd
 
         each = np.exp(self.booster.predict(layer_matrix(layer_rows).to_numpy(), num_threads=LAYER_PREDICT_THREADS))

@@ -27,7 +27,8 @@ class Champion:
         champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
         import numpy as np
 
-        log_values = self.booster.predict(rows[self.features].to_numpy(dtype=float, na_value=np.nan), num_threads=PREDICT_THREADS)
+        x = rows[self.features].to_numpy(dtype=float, na_value=np.nan)
+        log_values = self.booster.predict(x, num_threads=PREDICT_THREADS)
         if self.trend is not None:
             log_values = log_values + self.trend(rows)
         values = np.exp(log_values)
