@@ -22,6 +22,12 @@ curve in batch size (``max(floor, a + b * batch)``: a floor, then linear), times
 batch size shared by all test networks (the batch effects a model could learn from other
 networks). What that in-sample fit misses is row-to-row scatter no predictor of an unseen
 network can know; an accuracy target above the oracle's asks a model to predict that scatter.
+``neighbour_interpolation_protocol_accuracy`` is the plainest predictor that does not see the
+test rows: at each test row's batch size, log(target) interpolated linearly in log(FLOPs)
+between the two training levels that bracket the network (resnet50's latency and memory fall
+smoothly with pruning). It is a yardstick, not a bound (a model may read more than FLOPs):
+how far the neighbours alone get. ``neighbour_interpolation_rows`` counts the rows it could
+score (a batch size at which fewer than two training levels were measured has no neighbours).
 Last line: {"protocol_accuracy": {...}, "leave_one_out_mape_pct": {...}, "published": {...}, ...}
 """
 
@@ -112,6 +118,28 @@ def smooth_oracle(frame, target: str) -> float:
     return float(100 - 100 * np.mean(np.abs(fit * factor - y) / y))
 
 
+def neighbour_interpolation(frame, target: str) -> tuple[float, int]:
+    """100 - MAPE of interpolating each protocol test row between its bracketing training
+    levels at the same batch size (see the docstring), and how many rows it scored."""
+    import numpy as np
+
+    from tracker.fingerprint.dataset import family
+
+    levels = frame["model"].str.rsplit("_", n=1).str[1].astype(int)
+    resnet = (frame["model"].map(family) == "resnet50").to_numpy()
+    train = frame[resnet & levels.isin(TRAIN_LEVELS).to_numpy()]
+    test = frame[resnet & ~levels.isin(TRAIN_LEVELS).to_numpy()]
+    errors = []
+    for bs, flops, y in zip(test["batch_size"], test["flops"], test[target]):
+        known = train[train["batch_size"] == bs].sort_values("flops")
+        if len(known) < 2:
+            continue
+        guess = np.exp(np.interp(np.log(float(flops)), np.log(known["flops"].to_numpy(float)),
+                                 np.log(known[target].to_numpy(float))))
+        errors.append(abs(guess - float(y)) / float(y))
+    return float(100 - 100 * np.mean(errors)), len(errors)
+
+
 def main() -> None:
     from tracker.fingerprint.dataset import load_rows
     from tracker.fingerprint.train import extra_trees, lgbm
@@ -124,6 +152,7 @@ def main() -> None:
     if not DATA.is_dir():
         sys.exit(f"perf4sight data not found at {DATA}")
     result: dict = {"protocol_accuracy": {}, "baseline_protocol_accuracy": {}, "smooth_oracle_protocol_accuracy": {},
+                    "neighbour_interpolation_protocol_accuracy": {}, "neighbour_interpolation_rows": {},
                     "leave_one_out_mape_pct": {},
                     "baseline_leave_one_out_mape_pct": {}, "published": PUBLISHED, "network_model_chosen": {},
                     "lgbm_alone_protocol_accuracy": {}, "lgbm_alone_leave_one_out_mape_pct": {}}
@@ -147,6 +176,9 @@ def main() -> None:
             result["protocol_accuracy"][target] = round(acc, 2)
             result["baseline_protocol_accuracy"][target] = round(base_acc, 2)
             result["smooth_oracle_protocol_accuracy"][target] = round(smooth_oracle(frame, target), 2)
+            neighbour_acc, neighbour_rows = neighbour_interpolation(frame, target)
+            result["neighbour_interpolation_protocol_accuracy"][target] = round(neighbour_acc, 2)
+            result["neighbour_interpolation_rows"][target] = neighbour_rows
             result["leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in loo.items()}
             result["baseline_leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in base_loo.items()}
             result[f"{target}_rows"] = len(frame)
