@@ -214,7 +214,8 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     sampler = TelemetrySampler(interval_s=0.02, gpu_index=(torch.device(cfg.device).index or 0) if cuda else None)
     sampler.start()
     t_start = time.perf_counter()
-    step_ends_s: list[float] = []  # perf_counter at the end of the first step and of the last
+    first_end_s: float | None = None  # perf_counter at the end of the first step, and of the last
+    last_end_s = 0.0
     restore = cap_memory(cfg.memory_limit_mb)
     try:
         for epoch in range(cfg.num_epochs):
@@ -259,7 +260,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                               "backward_ms": 1e3 * (t4 - t3), "optimizer_ms": 1e3 * (t5 - t4),
                               "step_time_ms": 1e3 * (t5 - t0), "images": float(n), "loss": float(loss.detach()),
                               "epoch": float(epoch)})
-                step_ends_s[1:] = [t5]
+                if first_end_s is None:
+                    first_end_s = t5
+                last_end_s = t5
                 if progress:
                     progress(len(steps), total, n / (t5 - t0))
             done = steps[epoch_steps:]
@@ -285,9 +288,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     # Power and energy over the steps after the first: the first one is the warm-up (loader workers
     # starting, CUDA/cuDNN set-up), often longer than all the others together. On an H100, 6 steps of
     # 12 ms after a 1.3 s first step gave 28 J "per step" against 1.4 J (power x step time).
-    if len(steps) >= 2:
-        first_end_ns, last_end_ns = (int(t * 1e9) for t in step_ends_s)
-        telemetry, telemetry_steps = sampler.summary(first_end_ns, last_end_ns), len(steps) - 1
+    if len(steps) >= 2 and first_end_s is not None:
+        telemetry = sampler.summary(int(first_end_s * 1e9), int(last_end_s * 1e9))
+        telemetry_steps = len(steps) - 1
     else:
         telemetry, telemetry_steps = sampler.summary(), len(steps)
     return _finish(logger, record, cfg, steps, skipped, epochs, telemetry, telemetry_steps, cuda,
