@@ -1,23 +1,6 @@
 -- Every FINISHED whole-network measurement, inference (network runs) and training
--- (training runs) in one shape, with the device it ran on: the board for imported data
--- (env.device_model), the GPU for cuda, else the CPU model. FAILED runs never appear here.
-WITH whole AS (
-    SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
-           model, model_hash, batch_size, input_size, phase, device, precision, mode,
-           latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, stop_reason
-    FROM network_runs
-    UNION ALL BY NAME
-    SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
-           model, model_hash, batch_size, input_size, phase, device, precision, mode,
-           latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, stop_reason
-    FROM training_runs
-)
-SELECT
-    w.* EXCLUDE (status),
-    COALESCE(e.device_model, CASE WHEN w.device LIKE 'cuda%' THEN e.gpu_name END, e.cpu_model, w.device) AS device_name,
-    e.host, e.threads
-FROM whole w
-LEFT JOIN environments e USING (run_id)
-WHERE w.status = 'FINISHED'
+-- (training runs) in one shape, with the device it ran on (whole_network_runs says how it is
+-- named). FAILED runs never appear here.
+SELECT * EXCLUDE (status)
+FROM whole_network_runs
+WHERE status = CAST('FINISHED' AS VARCHAR)

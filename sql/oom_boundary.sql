@@ -1,13 +1,10 @@
 -- Out-of-memory boundary per network, phase and device: the largest batch size that ran,
 -- the smallest that failed with reason oom, and how many sizes failed that way.
 WITH attempts AS (
-    SELECT r.run_id, r.status, r.failure_reason, n.model, n.model_hash, n.phase, n.device, n.mode, n.batch_size,
-           COALESCE(e.device_model, CASE WHEN n.device LIKE 'cuda%' THEN e.gpu_name END, e.cpu_model, n.device) AS device_name
-    FROM runs r
-    JOIN (SELECT run_id, model, model_hash, phase, device, mode, batch_size FROM network_runs
-          UNION ALL
-          SELECT run_id, model, model_hash, phase, device, mode, batch_size FROM training_runs) n USING (run_id)
-    LEFT JOIN environments e USING (run_id)
+    SELECT w.run_id, w.status, r.failure_reason, w.model, w.model_hash, w.phase, w.device, w.mode, w.batch_size,
+           w.device_name
+    FROM whole_network_runs w
+    JOIN runs r USING (run_id)
 )
 SELECT
     model, model_hash, phase, device_name, device, mode,

@@ -78,6 +78,13 @@ def test_two_shards_log_at_once_to_a_postgres_server_and_the_warehouse_loads_the
                                 "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert again.returncode == 0 and json.loads(again.stdout)["skipped"] == 4
         assert load(wh, open_source(resolve_location(uri), backend_store_uri=postgres_uri)).runs_changed == 0
+        # A tag edited on the server to a value of the same length is read again, once.
+        client = MlflowClient(uri)
+        edited = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                    filter_string="tags.`tracker.campaign` = 'team'", max_results=1)[0]
+        client.set_tag(edited.info.run_id, "tracker.campaign", "meat")
+        reloads = [load(wh, open_source(resolve_location(uri), backend_store_uri=postgres_uri)).runs_changed for _ in "ab"]
+        assert reloads == [1, 0]
 
 
 def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_once(tmp_path: Path) -> None:

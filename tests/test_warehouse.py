@@ -91,6 +91,13 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     assert con.execute("SELECT count(*) FROM network_runs").fetchall()[0][0] == 3  # no duplicates
     con.close()
     assert _load(runs, wh).runs_changed == 0
+    # An edit that keeps the value's length moves the token too.
+    client.set_tag(net.run_id, "mlflow.note.content", "fan was mended")
+    assert (_load(runs, wh).runs_changed, _load(runs, wh).runs_changed) == (1, 0)
+    con = duckdb.connect(str(wh), read_only=True)
+    assert con.execute("SELECT value FROM tags WHERE run_id = ? AND key = 'mlflow.note.content'",
+                       [net.run_id]).fetchall() == [("fan was mended",)]
+    con.close()
 
     # A warehouse made by an older tracker, before a schema field (here repeat_key) was added: the
     # typed table is made again and every run loaded again, instead of an insert that fails.

@@ -32,16 +32,32 @@ IDS_PER_QUERY = 500
 #: What the incremental load compares, per run: status, end time, stage, and a change token
 #: that moves when the run is renamed or a tag or metric is added, removed or edited after it
 #: ended (a note written in the UI, a tag set by hand, a metric logged late): the run's name,
-#: the count and total length of its tags, the count and latest timestamp of its metrics.
-#: Params cannot change once logged. One pass over tags and latest_metrics, grouped.
-SNAPSHOT_SQL = (
+#: the count and latest timestamp of its metrics (metrics are appended, never edited in place),
+#: and a digest of the content of its tags (an edit that keeps a value's length, "good" to
+#: "poor", moves it too). Params cannot change once logged.
+SNAPSHOT_RUNS_SQL = (
     "SELECT r.run_uuid AS run_id, r.status, r.end_time AS end_time_ms, r.lifecycle_stage, "
-    "COALESCE(r.name, '') || '|' || COALESCE(t.token, '') || '|' || COALESCE(m.token, '') AS change_token "
+    "COALESCE(r.name, '') || '|' || COALESCE(m.token, '') AS run_token "
     "FROM runs r "
-    "LEFT JOIN (SELECT run_uuid, CAST(count(*) AS VARCHAR(20)) || ':' || CAST(sum(length(key) + length(value)) "
-    "AS VARCHAR(20)) AS token FROM tags GROUP BY run_uuid) t ON t.run_uuid = r.run_uuid "
     "LEFT JOIN (SELECT run_uuid, CAST(count(*) AS VARCHAR(20)) || ':' || CAST(max(timestamp) AS VARCHAR(20)) "
     "AS token FROM latest_metrics GROUP BY run_uuid) m ON m.run_uuid = r.run_uuid"
+)
+#: PostgreSQL digests each run's tags on the server (md5 of the tags in key order).
+SNAPSHOT_SQL_POSTGRES = (
+    "SELECT r.run_id, r.status, r.end_time_ms, r.lifecycle_stage, "
+    "r.run_token || '|' || COALESCE(t.token, '') AS change_token "
+    f"FROM ({SNAPSHOT_RUNS_SQL}) r "
+    "LEFT JOIN (SELECT run_uuid, md5(string_agg(key || chr(31) || COALESCE(value, ''), chr(30) ORDER BY key)) "
+    "AS token FROM tags GROUP BY run_uuid) t ON t.run_uuid = r.run_id"
+)
+#: SQLite has no digest function: its tags are read as they are (faster than SQLite's own
+#: GROUP BY) and digested in DuckDB, TAG_DIGEST_SQL, an order-free XOR of one hash per tag.
+SNAPSHOT_TAGS_SQL = "SELECT run_uuid AS run_id, key, value FROM tags"
+TAG_DIGEST_SQL = (
+    "SELECT r.run_id, r.status, r.end_time_ms, r.lifecycle_stage, "
+    "r.run_token || '|' || COALESCE(CAST(t.digest AS VARCHAR), '') AS change_token "
+    "FROM snapshot_runs r "
+    "LEFT JOIN (SELECT run_id, bit_xor(hash(key, value)) AS digest FROM snapshot_tags GROUP BY run_id) t USING (run_id)"
 )
 RUNS_SQL = (
     "SELECT r.run_uuid AS run_id, CAST(r.experiment_id AS VARCHAR(32)) AS experiment_id, e.name AS experiment, "
@@ -131,7 +147,18 @@ class DatabaseSource:
         return ", ".join(f"${i}" for i in range(1, n + 1))
 
     def snapshot(self) -> Any:
-        return self._query(SNAPSHOT_SQL)
+        if not self.is_sqlite:
+            return self._query(SNAPSHOT_SQL_POSTGRES)
+        import duckdb
+
+        runs, tags = self._query(SNAPSHOT_RUNS_SQL), self._query(SNAPSHOT_TAGS_SQL)
+        con = duckdb.connect()
+        try:
+            con.register("snapshot_runs", runs)
+            con.register("snapshot_tags", tags)
+            return con.sql(TAG_DIGEST_SQL).to_arrow_table()
+        finally:
+            con.close()
 
     def details(self, run_ids: Sequence[str] | None) -> dict[str, Any]:
         import pyarrow as pa
@@ -239,7 +266,7 @@ class ApiSource:
 
 
 def _change_token(run: Any) -> str:
-    """The API's counterpart of SNAPSHOT_SQL's token: a digest of the run's name, tags and metrics."""
+    """The API's counterpart of the database snapshot's change token: a digest of the run's name, tags and metrics."""
     import hashlib
 
     state = (run.info.run_name or "", sorted(run.data.tags.items()), sorted(run.data.metrics.items()))

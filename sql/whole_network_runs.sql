@@ -1,0 +1,22 @@
+-- Every whole-network run, inference (network runs) and training (training runs), FINISHED
+-- or FAILED, in one shape, with the device it ran on: the board for imported data
+-- (env.device_model), the GPU for cuda, else the CPU model. measurements and oom_boundary read it.
+WITH whole AS (
+    SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
+           model, model_hash, batch_size, input_size, phase, device, precision, mode,
+           latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
+           peak_mem_mb, power_w, energy_per_iter_j, stop_reason
+    FROM network_runs
+    UNION ALL BY NAME
+    SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
+           model, model_hash, batch_size, input_size, phase, device, precision, mode,
+           latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
+           peak_mem_mb, power_w, energy_per_iter_j, stop_reason
+    FROM training_runs
+)
+SELECT
+    w.*,
+    COALESCE(e.device_model, CASE WHEN w.device LIKE 'cuda%' THEN e.gpu_name END, e.cpu_model, w.device) AS device_name,
+    e.host, e.threads
+FROM whole w
+LEFT JOIN environments e USING (run_id)
