@@ -46,11 +46,14 @@ class SqlStore:
     # -- connection -------------------------------------------------------------------
     @property
     def is_sqlite(self) -> bool:
-        return self.location.uri.startswith("sqlite:")
+        return self.location.db_path is not None
 
     @property
     def db_path(self) -> Path:
-        return Path(self.location.uri.removeprefix("sqlite:///"))
+        """The SQLite file (only asked for when ``is_sqlite``)."""
+        path = self.location.db_path
+        assert path is not None, "db_path of a store that is not SQLite"
+        return path
 
     def engine(self) -> Any:
         if self._engine is None:
