@@ -106,7 +106,8 @@ class DatabaseSource:
     def __init__(self, uri: str, artifact_server: str | None = None) -> None:
         self.uri = uri
         self.artifact_server = artifact_server
-        self.is_sqlite = uri.startswith("sqlite:")
+        self.location = StoreLocation(uri)
+        self.is_sqlite = self.location.db_path is not None
         self.name = uri if self.is_sqlite else _redact(uri)
         self._conn: Any = None
 
@@ -117,10 +118,8 @@ class DatabaseSource:
             if self.is_sqlite:
                 import adbc_driver_sqlite.dbapi as driver
 
-                path = Path(self.uri.removeprefix("sqlite:///"))
-                if not path.is_file():
-                    raise StoreError(f"no tracking store at {path}: nothing has been logged there yet")
-                self._conn = driver.connect(f"file:{path}?mode=ro")
+                self.location.require()
+                self._conn = driver.connect(f"file:{self.location.db_path}?mode=ro")
             else:
                 import adbc_driver_postgresql.dbapi as driver
 
