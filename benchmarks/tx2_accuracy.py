@@ -65,9 +65,19 @@ def fit_predict(make, x, y, train, test, groups, chosen: list):
     return np.exp(model.predict(x[test]))
 
 
-def evaluate(frame, target: str, make, chosen: list) -> tuple[float, dict[str, float]]:
+def protocol_split(frame):
+    """perf4sight's protocol as two boolean masks over ``frame``'s rows: (train, test) = resnet50
+    at TRAIN_LEVELS, and resnet50 at every other level."""
     import numpy as np
 
+    from tracker.fingerprint.dataset import family
+
+    resnet = (frame["model"].map(family) == "resnet50").to_numpy()
+    trained = np.isin(frame["model"].str.rsplit("_", n=1).str[1].astype(int).to_numpy(), TRAIN_LEVELS)
+    return resnet & trained, resnet & ~trained
+
+
+def evaluate(frame, target: str, make, chosen: list) -> tuple[float, dict[str, float]]:
     from tracker.fingerprint.dataset import family, feature_columns
     from tracker.fingerprint.train import scores
 
@@ -75,10 +85,7 @@ def evaluate(frame, target: str, make, chosen: list) -> tuple[float, dict[str, f
     x = frame[features].astype(float).reset_index(drop=True)
     y = frame[target].to_numpy(float)
     families = frame["model"].map(family).to_numpy()
-    levels = frame["model"].str.rsplit("_", n=1).str[1].astype(int).to_numpy()
-    resnet = families == "resnet50"
-    train = resnet & np.isin(levels, TRAIN_LEVELS)
-    test = resnet & ~np.isin(levels, TRAIN_LEVELS)
+    train, test = protocol_split(frame)
     nets = (frame["model_hash"].to_numpy(), families)
     accuracy = 100.0 - scores(y[test], fit_predict(make, x, y, train, test, nets, chosen))["mape_pct"]
     loo = {f: scores(y[families == f], fit_predict(make, x, y, families != f, families == f, nets, chosen))["mape_pct"]
@@ -97,10 +104,7 @@ def smooth_oracle(frame, target: str) -> float:
     import numpy as np
     from scipy.optimize import least_squares
 
-    from tracker.fingerprint.dataset import family
-
-    levels = frame["model"].str.rsplit("_", n=1).str[1].astype(int)
-    rows = frame[(frame["model"].map(family) == "resnet50") & ~levels.isin(TRAIN_LEVELS)]
+    rows = frame[protocol_split(frame)[1]]
     bs = rows["batch_size"].to_numpy(float)
     y = rows[target].to_numpy(float)
     nets = rows["model"].to_numpy()
@@ -123,12 +127,8 @@ def neighbour_interpolation(frame, target: str) -> tuple[float, int]:
     levels at the same batch size (see the docstring), and how many rows it scored."""
     import numpy as np
 
-    from tracker.fingerprint.dataset import family
-
-    levels = frame["model"].str.rsplit("_", n=1).str[1].astype(int)
-    resnet = (frame["model"].map(family) == "resnet50").to_numpy()
-    train = frame[resnet & levels.isin(TRAIN_LEVELS).to_numpy()]
-    test = frame[resnet & ~levels.isin(TRAIN_LEVELS).to_numpy()]
+    train_rows, test_rows = protocol_split(frame)
+    train, test = frame[train_rows], frame[test_rows]
     errors = []
     for bs, flops, y in zip(test["batch_size"], test["flops"], test[target]):
         known = train[train["batch_size"] == bs].sort_values("flops")
