@@ -132,6 +132,12 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     assert "resnet18" not in errors[0]
     assert len(client.search_model_versions(f"name = '{first.name}'")) == versions
 
+    # Two networks left: no held-out fold could train (LightGBM fails on one row); a clear error instead.
+    with pytest.raises(FingerprintError, match=r"at least 3 networks.* has 2 usable \(mobilenet_v2, resnet18\)"):
+        train(wh, "latency_ms", "inference", "cpu", uri,
+              exclude=[n for n in NETWORKS if n not in ("resnet18", "mobilenet_v2")])
+    assert len(client.search_model_versions(f"name = '{first.name}'")) == versions
+
 
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",
            "regnet_x_400mf", "googlenet")

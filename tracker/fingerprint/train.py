@@ -175,6 +175,10 @@ class TrainResult:
 #: the time cap came before the precision) is kept in the warehouse but not learnt from.
 MAX_TRAIN_CI_REL = 0.25
 
+#: Fewest networks a fingerprint learns from: every held-out fold then trains on at least two
+#: networks (LightGBM cannot fit a single row, and one network teaches no trend across networks).
+MIN_NETWORKS = 3
+
 
 def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = ()) -> Any:
     """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
@@ -193,6 +197,12 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
         if frame.empty:
             raise FingerprintError(f"no {phase} measurements of {target} on {device!r} left once "
                                    f"{', '.join(sorted(exclude))} are left out")
+    names = sorted(set(frame["model"]))
+    if len(names) < MIN_NETWORKS:
+        raise FingerprintError(f"a fingerprint needs {phase} measurements of {target} on {device!r} from at least "
+                               f"{MIN_NETWORKS} networks, to hold whole networks out; the warehouse has "
+                               f"{len(names)} usable ({', '.join(names) or 'none'}): measure more (tracker campaign run) "
+                               "and load them (tracker warehouse load)")
     return frame
 
 
