@@ -58,10 +58,11 @@ def ensure_tables(con: Any) -> bool:
     version's (a warehouse made before a field was added) is dropped and made again; returns
     whether that happened, in which case every run must be loaded again (a full load)."""
     remade = False
+    existing = dict(con.execute(
+        "SELECT table_name, list(column_name ORDER BY ordinal_position) FROM information_schema.columns "
+        "WHERE table_schema = 'main' GROUP BY table_name").fetchall())
     for name, want in tables.generated_columns().items():
-        have = [r[0] for r in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
-            "ORDER BY ordinal_position", [name]).fetchall()]
+        have = existing.get(name)
         if have and have != want:
             con.execute(f'DROP TABLE "{name}"')
             remade = True
