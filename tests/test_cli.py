@@ -137,3 +137,17 @@ def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
         s.listen()
         proc = run_cli("ui", "--port", str(s.getsockname()[1]), cwd=tmp_path)
     assert proc.returncode == 1 and "is in use" in proc.stderr
+
+
+def test_boundary_summary_says_what_happened_in_words() -> None:
+    """The table's last line of `profile boundary`: no "None" when nothing failed or nothing fitted."""
+    from tracker.cli.profile import _boundary_line
+
+    def line(ok: int | None, failed: int | None, reason: str | None) -> str:
+        return _boundary_line({"largest_ok_batch_size": ok, "first_failed_batch_size": failed,
+                               "failure_reason": reason}, max_batch=8)
+
+    assert line(2, 4, "oom") == "largest batch size that fits: 2; first failure: 4 (oom)"
+    assert line(8, None, None) == "every batch size tried fits, up to 8: nothing failed (the next would pass --max-batch 8)"
+    assert line(None, 1, "oom") == "no batch size fits: the first, 1, failed (oom)"
+    assert all("None" not in line(*case) for case in [(2, 4, "oom"), (8, None, None), (None, 1, "oom")])

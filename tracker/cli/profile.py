@@ -147,8 +147,17 @@ def boundary(
         return
     for run in data["runs"]:
         _report(run, OutputFormat.table)
-    typer.echo(f"largest batch size that fits: {data['largest_ok_batch_size']}; first failure: "
-               f"{data['first_failed_batch_size']} ({data['failure_reason']})")
+    typer.echo(_boundary_line(data, max_batch))
+
+
+def _boundary_line(data: dict[str, Any], max_batch: int) -> str:
+    """The boundary's summary in words: no "None" where nothing fitted or nothing failed."""
+    ok, failed, reason = data["largest_ok_batch_size"], data["first_failed_batch_size"], data["failure_reason"]
+    if failed is None:
+        return f"every batch size tried fits, up to {ok}: nothing failed (the next would pass --max-batch {max_batch})"
+    if ok is None:
+        return f"no batch size fits: the first, {failed}, failed ({reason})"
+    return f"largest batch size that fits: {ok}; first failure: {failed} ({reason})"
 
 
 def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False) -> dict[str, Any]:
