@@ -188,3 +188,18 @@ def test_each_embedded_store_has_its_own_default_warehouse(tmp_path: Path) -> No
     assert out.exit_code == 0 and json.loads(out.output) == [{"batch_size": 8}]
     missing = runner.invoke(app, ["sql", "SELECT 1"])
     assert missing.exit_code != 0 and "warehouse" in str(missing.exception)
+
+
+def test_each_tracking_server_has_its_own_default_warehouse(tmp_path: Path) -> None:
+    """A server's runs never share the default store's warehouse, nor another server's (a load
+    from one would count the other's runs as deleted); the file name shows no credentials."""
+    from tracker.settings import warehouse_path
+
+    default = warehouse_path()
+    assert default == (tmp_path / "runs" / "warehouse.duckdb").resolve()  # TRACKER_RUNS_DIR
+    servers = [warehouse_path(tracking_uri=uri) for uri in
+               ("http://127.0.0.1:5000", "http://127.0.0.1:5001", "https://ann:s3cret@mlflow.lab.org/team/")]
+    assert [p.name for p in servers] == ["warehouse-127.0.0.1-5000.duckdb", "warehouse-127.0.0.1-5001.duckdb",
+                                         "warehouse-mlflow.lab.org-team.duckdb"]
+    assert all(p.parent == default.parent for p in servers)
+    assert warehouse_path(tracking_uri="http://127.0.0.1:5000/") == servers[0]  # one server, one file

@@ -37,12 +37,15 @@ def runs_dir() -> Path:
 def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None = None) -> Path:
     """The DuckDB warehouse: ``--warehouse``, else ``TRACKER_WAREHOUSE``, else ``warehouse.duckdb``
     beside an embedded store's database (``runs/`` for the default store), else, for a server,
-    runs/warehouse.duckdb. So each embedded store has its own warehouse."""
+    ``runs/warehouse-HOST-PORT.duckdb``. So each store and each server has its own warehouse: a
+    load from one never counts another's runs as deleted."""
     chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
     if chosen:
         return Path(chosen).resolve()
-    db_path = resolve_location(tracking_uri).db_path  # an unsupported URI is said here, in one line
-    return (db_path.parent if db_path else runs_dir()) / "warehouse.duckdb"
+    location = resolve_location(tracking_uri)  # an unsupported URI is said here, in one line
+    if location.db_path is not None:
+        return location.db_path.parent / "warehouse.duckdb"
+    return runs_dir() / f"warehouse-{location.server_name}.duckdb"
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,21 @@ class StoreLocation:
 
         if self.db_path is not None and not self.db_path.is_file():
             raise StoreError(f"no tracking store at {self.db_path}: nothing has been logged there yet")
+
+    @property
+    def server_name(self) -> str:
+        """A server's host, port and path as a file-name part (``127.0.0.1-5000``), never its
+        credentials: what tells one server's default warehouse from another's."""
+        import re
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.uri)
+        try:
+            port = parts.port
+        except ValueError:  # not a number: kept as written
+            port = parts.netloc.rsplit(":", 1)[-1]
+        name = f"{parts.hostname or 'server'}-{port or ''}-{parts.path}"
+        return re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-.") or "server"
 
     @property
     def is_http(self) -> bool:

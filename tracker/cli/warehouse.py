@@ -15,7 +15,7 @@ app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking 
 
 WarehouseOption = Annotated[
     Optional[Path],
-    typer.Option("--warehouse", "-w", help="DuckDB file. Default: TRACKER_WAREHOUSE, else warehouse.duckdb in the embedded store's folder (runs/)."),
+    typer.Option("--warehouse", "-w", help="DuckDB file. Default: TRACKER_WAREHOUSE, else warehouse.duckdb in the embedded store's folder (runs/); for a server, runs/warehouse-HOST-PORT.duckdb."),
 ]
 
 
