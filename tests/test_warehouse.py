@@ -159,6 +159,9 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
         assert refused.exit_code == 1 and "read-only" in str(refused.exception)
     typo = runner.invoke(app, ["sql", "SELEC 1"])
     assert typo.exit_code == 1 and "syntax error" in str(typo.exception)
+    near = runner.invoke(app, ["sql", "SELECT * FROM measurement"])  # DuckDB's hint is kept, on the same line
+    assert near.exit_code == 1 and str(near.exception).endswith('Did you mean "measurements"?')
+    assert "\n" not in str(near.exception) and "LINE 1" not in str(near.exception)
     assert runner.invoke(app, ["sql", "SELECT count(*) AS n FROM measurements", "--format", "json"]).output.count('"n": 1')
 
     views = runner.invoke(app, ["views", "--format", "json"])

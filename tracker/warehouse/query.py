@@ -13,6 +13,13 @@ from tracker.warehouse.load import connect
 from tracker.warehouse.tables import TABLES
 
 
+def first_paragraph(message: str) -> str:
+    """DuckDB's error up to its first blank line, on one line: the error and its hint ("Did you
+    mean ...?", "Candidate bindings: ..."), without the echoed query and its caret."""
+    head = message.strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in head.splitlines() if line.strip())
+
+
 def query(path: Path, sql: str) -> Any:
     """Run one query on the warehouse opened read-only; an Arrow table of the result."""
     import duckdb
@@ -26,7 +33,7 @@ def query(path: Path, sql: str) -> Any:
             return pa.table({})
         return relation.to_arrow_table()
     except duckdb.Error as exc:
-        raise QueryError(str(exc).strip().splitlines()[0]) from None
+        raise QueryError(first_paragraph(str(exc))) from None
     finally:
         con.close()
 
@@ -80,7 +87,7 @@ def export(path: Path, folder: Path) -> list[Path]:
             con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{_sql_path(out)}' (FORMAT parquet)")
             written.append(out)
     except duckdb.Error as exc:
-        raise StoreError(f"export failed: {str(exc).splitlines()[0]}") from None
+        raise StoreError(f"export failed: {first_paragraph(str(exc))}") from None
     finally:
         con.close()
     missing = set(TABLES) - {p.stem for p in written}
