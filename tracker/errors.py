@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 
+def first_paragraph(message: str) -> str:
+    """A library's error up to its first blank line, on one line: for DuckDB, the error and its
+    hint ("Did you mean ...?", "Candidate bindings: ..."), without the echoed query and its caret."""
+    head = message.strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in head.splitlines() if line.strip())
+
+
 class TrackerError(Exception):
     """Base class: a problem the user can act on, reported as one line without a traceback."""
 

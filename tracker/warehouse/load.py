@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import StoreError
+from tracker.errors import StoreError, first_paragraph
 from tracker.log.schema import KINDS
 from tracker.warehouse import tables
 from tracker.warehouse.source import Source
@@ -50,7 +50,7 @@ def connect(path: Path, read_only: bool = False) -> Any:
     try:
         return duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
-        raise StoreError(f"cannot open warehouse {path}: {str(exc).splitlines()[0]}") from None
+        raise StoreError(f"cannot open warehouse {path}: {first_paragraph(str(exc))}") from None
 
 
 def ensure_tables(con: Any) -> bool:
@@ -128,7 +128,7 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
         except Exception:
             pass
         if isinstance(exc, duckdb.Error):  # nothing was changed: the warehouse is as it was
-            raise StoreError(f"warehouse load into {path} failed, nothing changed: {str(exc).splitlines()[0]}") from None
+            raise StoreError(f"warehouse load into {path} failed, nothing changed: {first_paragraph(str(exc))}") from None
         raise
     finally:
         con.close()

@@ -8,16 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import QueryError, StoreError
+from tracker.errors import QueryError, StoreError, first_paragraph
 from tracker.warehouse.load import connect
 from tracker.warehouse.tables import TABLES
-
-
-def first_paragraph(message: str) -> str:
-    """DuckDB's error up to its first blank line, on one line: the error and its hint ("Did you
-    mean ...?", "Candidate bindings: ..."), without the echoed query and its caret."""
-    head = message.strip().split("\n\n", 1)[0]
-    return " ".join(line.strip() for line in head.splitlines() if line.strip())
 
 
 def query(path: Path, sql: str) -> Any:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import StoreError
+from tracker.errors import StoreError, first_paragraph
 from tracker.settings import project_dir
 
 
@@ -76,6 +76,6 @@ def create_views(con: Any, folder: Path | None = None) -> list[str]:
             con.execute(f'CREATE OR REPLACE VIEW "{view.name}" AS\n{view.body}')
             con.execute(f"COMMENT ON VIEW \"{view.name}\" IS '{view.comment.replace(chr(39), chr(39) * 2)}'")
         except duckdb.Error as exc:
-            raise StoreError(f"sql/{view.path.name}: {str(exc).splitlines()[0]}") from None
+            raise StoreError(f"sql/{view.path.name}: {first_paragraph(str(exc))}") from None
         names.append(view.name)
     return names
