@@ -62,7 +62,7 @@ class StoreLocation:
     @property
     def db_path(self) -> Path | None:
         """The SQLite file of an embedded store (None for a server or a database)."""
-        return Path(self.uri.removeprefix("sqlite:///")) if self.scheme == "sqlite" else None
+        return Path(self.uri.removeprefix("sqlite:///")) if self.is_sqlite else None
 
     def require(self) -> None:
         """For commands that only read: an embedded store that was never written is an error,
@@ -86,6 +86,11 @@ class StoreLocation:
             port = parts.netloc.rsplit(":", 1)[-1]
         name = f"{parts.hostname or 'server'}-{port or ''}-{parts.path}"
         return re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-.") or "server"
+
+    @property
+    def is_sqlite(self) -> bool:
+        """An embedded store (a SQLite file), not a server or a database server."""
+        return self.scheme == "sqlite"
 
     @property
     def is_http(self) -> bool:

@@ -46,7 +46,7 @@ class SqlStore:
     # -- connection -------------------------------------------------------------------
     @property
     def is_sqlite(self) -> bool:
-        return self.location.db_path is not None
+        return self.location.is_sqlite
 
     @property
     def db_path(self) -> Path:

@@ -107,7 +107,7 @@ class DatabaseSource:
         self.uri = uri
         self.artifact_server = artifact_server
         self.location = StoreLocation(uri)
-        self.is_sqlite = self.location.db_path is not None
+        self.is_sqlite = self.location.is_sqlite
         self.name = uri if self.is_sqlite else _redact(uri)
         self._conn: Any = None
 
