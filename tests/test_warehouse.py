@@ -201,8 +201,10 @@ def test_each_tracking_server_has_its_own_default_warehouse(tmp_path: Path) -> N
     default = warehouse_path()
     assert default == (tmp_path / "runs" / "warehouse.duckdb").resolve()  # TRACKER_RUNS_DIR
     servers = [warehouse_path(tracking_uri=uri) for uri in
-               ("http://127.0.0.1:5000", "http://127.0.0.1:5001", "https://ann:s3cret@mlflow.lab.org/team/")]
+               ("http://127.0.0.1:5000", "http://127.0.0.1:5001", "https://ann:s3cret@mlflow.lab.org/team/",
+                "http://[::1]:5000", "http://[fe80::1]:5000")]
     assert [p.name for p in servers] == ["warehouse-127.0.0.1-5000.duckdb", "warehouse-127.0.0.1-5001.duckdb",
-                                         "warehouse-mlflow.lab.org-team.duckdb"]
+                                         "warehouse-mlflow.lab.org-team.duckdb", "warehouse-__1-5000.duckdb",
+                                         "warehouse-fe80__1-5000.duckdb"]
     assert all(p.parent == default.parent for p in servers)
     assert warehouse_path(tracking_uri="http://127.0.0.1:5000/") == servers[0]  # one server, one file

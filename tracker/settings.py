@@ -84,7 +84,8 @@ class StoreLocation:
             port = parts.port
         except ValueError:  # not a number: kept as written
             port = parts.netloc.rsplit(":", 1)[-1]
-        name = f"{parts.hostname or 'server'}-{port or ''}-{parts.path}"
+        host = (parts.hostname or "server").replace(":", "_")  # an IPv6 address keeps its colons apart
+        name = f"{host}-{port or ''}-{parts.path}"
         return re.sub(r"[^A-Za-z0-9._]+", "-", name).strip("-.") or "server"
 
     @property
