@@ -9,10 +9,16 @@ median is compared with the mean of the two fixed medians, and the two fixed med
 other (``fixed_repeat_diff_rel``: how far this machine itself moves between two 10 s windows,
 the floor under any agreement). Only one fixed pass per network counts towards the device time.
 Targets: at least 10x less device time; medians within 3 %.
-Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH]  (default cpu, batch 1; every
-timed call on cuda is bracketed by a synchronisation, in both ways of measuring). On a GPU,
-batch 1 of these small networks is bound by the host launching kernels; a larger batch puts
-the work on the device.
+Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH] [THREADS]  (default cpu, batch 1;
+every timed call on cuda is bracketed by a synchronisation, in both ways of measuring). On a
+GPU, batch 1 of these small networks is bound by the host launching kernels; a larger batch
+puts the work on the device.
+THREADS is the torch intra-op thread count, the CPU mode both ways measure in (printed as
+``threads``). On cpu it defaults to ``CPU_THREADS`` = 1: on a 2-vCPU VM a measurement on
+both vCPUs shares them with the OS and the host (our reading of why, not verified), and across
+runs two 10 s fixed windows of one network differed by up to 5 to 39 % at both vCPUs, and by up to
+2 to 6 % at one thread. ``all`` uses torch's default (every core), to see that. On cuda the
+default is torch's.
 Last line: {"fixed_device_s": ..., "adaptive_device_s": ..., "ratio": ..., "max_median_diff_rel": ..., ...}
 """
 
@@ -33,6 +39,7 @@ FIXED_WARMUP_S = 5.0
 FIXED_SAMPLE_S = 5.0
 TARGET_RATIO = 10.0
 TARGET_DIFF = 0.03
+CPU_THREADS = 1
 
 
 def fixed_window(fn: Callable[[], None], sync: Callable[[], None]) -> tuple[float, float, int]:
@@ -59,6 +66,9 @@ def main() -> None:
     if not batch.isdigit() or int(batch) < 1:
         sys.exit(f"profiling_cost: batch size {batch!r}: expected a whole number of at least 1")
     batch_size = int(batch)
+    threads = sys.argv[3] if len(sys.argv) > 3 else (str(CPU_THREADS) if device == "cpu" else "all")
+    if threads != "all" and (not threads.isdigit() or int(threads) < 1):
+        sys.exit(f"profiling_cost: threads {threads!r}: expected a whole number of at least 1, or all")
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -68,6 +78,14 @@ def main() -> None:
     from tracker.profile.timing import device_sync, measure
     from tracker.zoo import build_model
 
+    if threads != "all":
+        from tracker.errors import TrackerError
+        from tracker.profile.modes import apply_threads
+
+        try:
+            apply_threads(int(threads))
+        except TrackerError as e:
+            sys.exit(f"profiling_cost: {e}")
     sync = device_sync(device)
     rule = Stopping(target_ci_rel=0.02, time_cap_s=10.0)
     rows = []
@@ -105,6 +123,7 @@ def main() -> None:
         "device": device if device == "cpu" else torch.cuda.get_device_name(),
         "networks": len(rows),
         "batch_size": batch_size,
+        "threads": torch.get_num_threads(),
         "fixed_warmup_s": FIXED_WARMUP_S,
         "fixed_sample_s": FIXED_SAMPLE_S,
         "fixed_note": "PerfSeer uses 30 s + 30 s; scaled down to 5 s + 5 s here",
