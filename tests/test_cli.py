@@ -35,7 +35,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     result = runner.invoke(
         app,
         ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1", "--batch-size", "1",
-         "--time-cap", "1", "--precision", "0.05", "--format", "json"],
+         "--time-cap", "1", "--precision", "0.05", "--threads", "1", "--format", "json"],
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -46,12 +46,15 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert run.data.metrics["samples_count"] == data["samples"]
     assert run.data.tags["env.cpu_count"] and run.data.tags["env.torch_version"]
     assert run.data.tags["tracker.stop_reason"] == data["stop_reason"]
+    assert data["device"] == "cpu" and data["mode"] == run.data.params["mode"]
+    assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
 
     again = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
-                                "--time-cap", "1", "--precision", "0.05", "--format", "json"])
-    assert json.loads(again.stdout)["run_id"] == data["run_id"] and json.loads(again.stdout)["reused"]
+                                "--time-cap", "1", "--precision", "0.05", "--threads", "1"])
+    assert f"squeezenet1_1 bs1 inference in mode {data['mode']}: " in again.stdout and "(already measured: reused)" in again.stdout
+    assert data["run_id"] in again.stdout
     repeat = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
-                                            "--time-cap", "0.3", "--precision", "0.1", "--again", "--format", "json"]).stdout)
+                                            "--time-cap", "0.3", "--precision", "0.1", "--threads", "1", "--again", "--format", "json"]).stdout)
     assert not repeat["reused"] and repeat["run_id"] != data["run_id"]  # a repeat at another time: a second run
     repeat_tags = MlflowClient(f"sqlite:///{store / 'mlflow.db'}").get_run(repeat["run_id"]).data.tags
     assert repeat_tags["tracker.repeat_key"].startswith(run.data.tags["tracker.config_key"] + "#")

@@ -58,7 +58,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
     note = " (already measured: reused)" if data["reused"] else ""
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
     typer.echo(
-        f"{data['model']} bs{data['batch_size']} {data['phase']}: {data['latency_ms']:.3f} ms median, "
+        f"{data['model']} bs{data['batch_size']} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
         f"±{100 * data['ci_rel']:.1f}% (95% CI), {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
         f"run {data['run_id']}"
     )

@@ -43,6 +43,8 @@ class ProfileResult:
             "model": self.network.params.get("model"),
             "batch_size": int(self.network.params.get("batch_size", 0)),
             "phase": self.network.params.get("phase"),
+            "device": self.network.params.get("device"),
+            "mode": self.network.params.get("mode"),  # the device mode it ran in, e.g. cpu-t1
             "status": self.network.status,
             "reused": self.reused,
             "latency_ms": m.get("latency_ms"),
