@@ -45,12 +45,8 @@ class SqlStore:
 
     # -- connection -------------------------------------------------------------------
     @property
-    def is_sqlite(self) -> bool:
-        return self.location.is_sqlite
-
-    @property
     def db_path(self) -> Path:
-        """The SQLite file (only asked for when ``is_sqlite``)."""
+        """The SQLite file (only asked for when ``location.is_sqlite``)."""
         path = self.location.db_path
         assert path is not None, "db_path of a store that is not SQLite"
         return path
@@ -66,7 +62,7 @@ class SqlStore:
         from sqlalchemy import event
         from sqlalchemy.pool import NullPool
 
-        if not self.is_sqlite:
+        if not self.location.is_sqlite:
             try:
                 return sqlalchemy.create_engine(self.location.uri, pool_pre_ping=True)
             except Exception as exc:  # bad URL, missing driver

@@ -107,15 +107,14 @@ class DatabaseSource:
         self.uri = uri
         self.artifact_server = artifact_server
         self.location = StoreLocation(uri)
-        self.is_sqlite = self.location.is_sqlite
-        self.name = uri if self.is_sqlite else _redact(uri)
+        self.name = uri if self.location.is_sqlite else _redact(uri)
         self._conn: Any = None
 
     def connect(self) -> Any:
         if self._conn is not None:
             return self._conn
         try:
-            if self.is_sqlite:
+            if self.location.is_sqlite:
                 import adbc_driver_sqlite.dbapi as driver
 
                 self.location.require()
@@ -141,12 +140,12 @@ class DatabaseSource:
             cur.close()
 
     def _placeholders(self, n: int) -> str:
-        if self.is_sqlite:
+        if self.location.is_sqlite:
             return ", ".join("?" * n)
         return ", ".join(f"${i}" for i in range(1, n + 1))
 
     def snapshot(self) -> Any:
-        if not self.is_sqlite:
+        if not self.location.is_sqlite:
             return self._query(SNAPSHOT_SQL_POSTGRES)
         import duckdb
 
