@@ -18,6 +18,7 @@ from tracker.cli.app import app
 from tracker.describe import describe
 from tracker.fingerprint.dataset import FingerprintError, family
 from tracker.fingerprint.train import CHAMPION, train
+from tracker.log.artifacts import downloaded
 from tracker.log.logger import RunLogger
 from tracker.log.record import DESCRIPTION_ARTIFACT
 from tracker.settings import resolve_location
@@ -56,12 +57,6 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return runs, wh
 
 
-def mlflow_artifact(uri: str, run_id: str, path: str) -> str:
-    import mlflow
-
-    return mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=path, tracking_uri=uri)
-
-
 def _flops(desc) -> float:  # noqa: ANN001
     from tracker.describe.features import aggregates
 
@@ -88,7 +83,8 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
                   "trend+lgbm": first.evaluation["selection_trend_lgbm_mape_pct"]}
     assert version.tags["network_model"] == min(candidates, key=candidates.get)
     assert ("trend" in version.tags) == (version.tags["network_model"] == "trend+lgbm")
-    used = json.loads(Path(mlflow_artifact(uri, first.run_id, "evaluation/runs.json")).read_text())
+    with downloaded(uri, first.run_id, "evaluation/runs.json") as path:
+        used = json.loads(path.read_text())
     assert len(used) == len(NETWORKS) * 4 - 1  # all but the imprecise resnet34 bs8 measurement
     assert "held out by network: MAPE" in version.description  # what the UI shows beside the version
     assert client.get_registered_model(first.name).description.startswith("Predicts latency_ms (ms)")
@@ -148,9 +144,14 @@ def _layer_ms(row: dict, bs: int) -> float:
     return 0.003 + 3.0e-9 * float(row["flops"] or 0) * bs + 2.0e-8 * float(row["activation_out_bytes"] or 0) * bs
 
 
-def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) -> None:
+def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
     from tracker.describe.features import node_rows
 
+    scratch = tmp_path / "tmp"  # the temporary folder: training and predicting leave nothing in it
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-layers", environment=ENV)
     for name in LAYERED:
@@ -207,6 +208,8 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path) 
     desc = describe("resnet34", 64)
     truth = 1.25 * sum(_layer_ms(r, 2) for r in node_rows(desc) if r["op"] == "call_module")
     assert data["predictions"]["latency_ms"] == pytest.approx(truth, rel=0.35)
+    # No copies of downloaded artifacts left behind (torch's compiler cache, torchinductor_<user>, is torch's own).
+    assert sorted(p.name for p in scratch.iterdir() if not p.name.startswith("torchinductor_")) == []
 
 
 def test_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> None:
@@ -237,6 +240,66 @@ def test_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> No
     assert (rows.loc[2, "run_id"], rows.loc[2, "latency_ms"], rows.loc[2, "label_repeats"]) == (repeats[-1].run_id, 4.0, 3)
     assert (rows.loc[4, "latency_ms"], rows.loc[4, "label_repeats"]) == (7.0, 1)
     assert load_rows(wh, "peak_mem_mb", "inference", "cpu").set_index("batch_size").loc[2, "peak_mem_mb"] == 110.0
+
+
+def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> None:
+    """Three measurements of one configuration with its layers, and a fourth without: the
+    layer-level fingerprint learns the latest run's layers, each labelled with its median over
+    the three that ran layers, as the network label is the median over all four."""
+    from tracker.describe.features import node_rows
+    from tracker.fingerprint.dataset import load_rows
+    from tracker.fingerprint.layers import load_layer_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-layer-labels", environment=ENV)
+    desc = describe("squeezenet1_1", 64)
+    modules = [r for r in node_rows(desc) if r["op"] == "call_module"][:3]
+    newest: list = []
+    for k, scale in enumerate([2.0, 1.0, 5.0, None]):  # rounds with layers (the newest is not the median), then none
+        net = network_record("squeezenet1_1", 2)
+        net.params["model_hash"] = desc.description_hash
+        net.metrics["latency_ms"] = 10.0 + k
+        net.tags["tracker.repeat_key"] = f"r{k}"
+        if k == 0:
+            net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+        layers = []
+        for i, row in enumerate(modules if scale is not None else []):
+            layer = layer_record(net, i, model="squeezenet1_1")
+            layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"],
+                                batch_size=2)
+            layer.metrics["latency_ms"] = scale * (i + 1)
+            layer.key_fields = {"model": "squeezenet1_1", "round": k, "layer": i}
+            layers.append(layer)
+        logger.log([net, *layers])
+        newest = layers or newest
+    load(wh, open_source(resolve_location(str(runs))))
+
+    (latest,) = load_rows(wh, "latency_ms", "inference", "cpu")["run_id"]
+    rows = load_layer_rows(wh, "inference", "cpu")
+    # Layers of the latest network run: the fourth round measured none, so the view has none of it.
+    assert rows.empty or set(rows["parent_run_id"]) <= {latest}
+    net_rows = load_rows(wh, "latency_ms", "inference", "cpu")
+    assert (net_rows.loc[0, "latency_ms"], net_rows.loc[0, "label_repeats"]) == (11.5, 4)
+
+    # Re-log the newest round with layers as the latest measurement: its layers are labelled
+    # with the median over the three rounds that ran them (2 x (i + 1)), not their own 5 x (i + 1).
+    net = network_record("squeezenet1_1", 2)
+    net.params["model_hash"] = desc.description_hash
+    net.metrics["latency_ms"] = 20.0
+    net.tags["tracker.repeat_key"] = "r4"
+    layers = []
+    for i, row in enumerate(modules):
+        layer = layer_record(net, i, model="squeezenet1_1")
+        layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"], batch_size=2)
+        layer.metrics["latency_ms"] = 7.0 * (i + 1)
+        layer.key_fields = {"model": "squeezenet1_1", "round": 4, "layer": i}
+        layers.append(layer)
+    logger.log([net, *layers])
+    load(wh, open_source(resolve_location(str(runs))))
+    rows = load_layer_rows(wh, "inference", "cpu").sort_values("layer_index")
+    assert list(rows["run_id"]) == [layer.run_id for layer in layers]
+    assert list(rows["label_repeats"]) == [4, 4, 4]
+    assert list(rows["latency_ms"]) == [3.5 * (i + 1) for i in range(3)]  # median of 1, 2, 5, 7 (x (i + 1))
 
 
 def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) -> None:

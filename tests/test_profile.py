@@ -54,7 +54,7 @@ def test_a_child_measures_and_returns_raw_samples() -> None:
     assert 50 < p["memory"]["peak_rss_mb"] < ballast_mb < parent_peak_mb, (p["memory"], parent_peak_mb)
     assert p["mode"]["mode_id"].startswith("cpu-t")
     assert p["telemetry"]["telemetry_samples_count"] >= 1 and "gpu_util_pct" not in p["telemetry"]
-    assert p["description"]["name"] == TINY
+    assert p["model_name"] == TINY and "description" not in p  # the parent describes; the child only measures
 
 
 def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path) -> None:
@@ -203,3 +203,7 @@ def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
     rows = cli("sql", "SELECT batch_size, repeats FROM measurement_repeats ORDER BY batch_size", "--warehouse", wh,
                "--format", "json")
     assert rows == [{"batch_size": 1, "repeats": 2}, {"batch_size": 2, "repeats": 2}]
+    # Each run carries the description its parent process made: the warehouse has its node rows.
+    described = cli("sql", "SELECT count(DISTINCT m.run_id) AS runs, count(n.node_index) > 50 AS nodes "
+                    "FROM latest_measurements m JOIN network_nodes n USING (model_hash)", "--warehouse", wh, "--format", "json")
+    assert described == [{"runs": 2, "nodes": True}]

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 LAYER_VIEW = "layer_features"
+#: The labels: per layer, the median of its configuration's repeated measurements (training only).
+LAYER_LABEL_VIEW = "layer_labels"
 #: Threads a booster predicts with: the rows of a few configurations, for which starting
 #: OpenMP threads costs more than it saves.
 PREDICT_THREADS = 1
@@ -39,14 +41,17 @@ def layer_matrix(frame: Any) -> Any:
 
 
 def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
-    """Measured layer rows of one phase and device (possibly none)."""
+    """Measured layer rows of one phase and device (possibly none); each layer's latency is the
+    median over its configuration's repeats (``label_repeats`` of them), as the network labels are."""
     from tracker.warehouse.load import connect
 
     con = connect(warehouse, read_only=True)
     try:
         return con.sql(
-            f"SELECT * FROM {LAYER_VIEW} WHERE phase = $phase AND (device = $device OR device_name = $device) "
-            "AND latency_ms > 0 ORDER BY parent_run_id, layer_index",
+            f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats "
+            f"FROM {LAYER_VIEW} f JOIN {LAYER_LABEL_VIEW} l USING (run_id) "
+            "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device) "
+            "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
             params={"phase": phase, "device": device},
         ).df()
     finally:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows, scratch_warehouse
@@ -87,14 +86,13 @@ def _layer_model(tracking_uri: str, run_id: str) -> Any:
     import json
 
     import lightgbm
-    import mlflow
 
     from tracker.fingerprint.layers import LayerModel
+    from tracker.log.artifacts import downloaded
 
-    folder = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="evaluation/layer_model",
-                                                      tracking_uri=tracking_uri))
-    calibration = json.loads((folder / "calibration.json").read_text())
-    return LayerModel(lightgbm.Booster(model_file=str(folder / "booster.txt")), float(calibration["factor"]))
+    with downloaded(tracking_uri, run_id, "evaluation/layer_model") as folder:  # the booster is read whole
+        calibration = json.loads((folder / "calibration.json").read_text())
+        return LayerModel(lightgbm.Booster(model_file=str(folder / "booster.txt")), float(calibration["factor"]))
 
 
 def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None) -> list[dict[str, float]]:

@@ -312,11 +312,13 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
             if layer_model is not None:
                 (folder / "layer_model").mkdir()
                 layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
-                from tracker.fingerprint.layers import LAYER_FEATURES
+                from tracker.fingerprint.layers import LAYER_FEATURES, LAYER_LABEL_VIEW, LAYER_VIEW
 
                 (folder / "layer_model" / "calibration.json").write_text(json.dumps(
                     {"method": method, "factor": layer_model.factor, "features": LAYER_FEATURES,
-                     "view": "layer_features"}, indent=2))
+                     "view": LAYER_VIEW, "labels": LAYER_LABEL_VIEW}, indent=2))
+                for view in (LAYER_VIEW, LAYER_LABEL_VIEW):
+                    (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
             mlflow.log_artifacts(str(folder), "evaluation")
         with _registry_chatter_dropped():
             info = mlflow.lightgbm.log_model(final.booster_, name="model", registered_model_name=name,
@@ -351,19 +353,18 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     networks: those the champion never saw, which it predicts as it would in ``tracker
     predict`` (its own method, layer-level included, from the warehouse ``where`` =
     (path, phase, device)), against this version's held-out predictions of them."""
-    import mlflow
     import numpy as np
 
     from tracker.fingerprint.dataset import unmeasured_layer_rows
     from tracker.fingerprint.predict import load_champion
+    from tracker.log.artifacts import downloaded
 
     current = champion_version(client, name)
     if current is None:
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, "first version"
-    seen = set(json.loads(Path(mlflow.artifacts.download_artifacts(
-        run_id=current.run_id, artifact_path="evaluation/networks.json", tracking_uri=uri
-    )).read_text()))
+    with downloaded(uri, current.run_id, "evaluation/networks.json") as path:
+        seen = set(json.loads(path.read_text()))
     networks = frame["model_hash"].to_numpy()
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():

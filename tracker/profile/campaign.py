@@ -241,8 +241,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                 else:
                     if progress:
                         progress(f"measuring {label}", tally)
-                    # Layers in every round: the newest run of a configuration is the one the
-                    # layer-level fingerprint reads its layers from (layer_features).
+                    # Layers in every round: the layer-level fingerprint learns each layer's
+                    # median over the rounds (layer_labels), keyed by the newest run's layers.
                     res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference",
                                           layer_rule=layer_rule, timeout_s=c.timeout_s,
                                           memory_limit_mb=c.memory_limit_mb, reuse=False, campaign=c.name,

@@ -55,7 +55,6 @@ def _step(model: Any, spec: Any, phase: str) -> Any:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from tracker.describe.graph import describe_module
     from tracker.profile.modes import apply_threads, read_mode
     from tracker.profile.network import NetworkSpec, profile_layers
     from tracker.profile.telemetry import TelemetrySampler
@@ -76,7 +75,6 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         precision=job.get("precision", "float32"),
         phase=job.get("phase", "inference"),
     )
-    description = describe_module(model, ref.name, spec.input_size)
     model = model.to(device=device, dtype=getattr(torch, spec.precision))
     rule = Stopping(**job.get("rule", {}))
     cuda = device.startswith("cuda")
@@ -95,7 +93,6 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "model_name": ref.name,
         "spec": asdict(spec),
         "mode": {"device": mode.device, "mode_id": mode.mode_id, "params": mode.params},
-        "description": description.to_json(),
         "timing": _timing_json(timing),
         "memory": memory,
         "telemetry": sampler.summary(*timing.window_ns),

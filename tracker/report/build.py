@@ -169,11 +169,11 @@ def pareto_pictures(con: Any) -> list[Picture]:
 
 def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
     """One picture per registered fingerprint version, from the held-out predictions it logged."""
-    import mlflow
     import pandas as pd
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.dataset import family
+    from tracker.log.artifacts import downloaded
     from tracker.report.plots import predicted_vs_measured_png
 
     client = MlflowClient(tracking_uri)
@@ -182,11 +182,10 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
         for version in sorted(client.search_model_versions(f"name = '{model.name}'"), key=lambda v: int(v.version)):
             try:
-                local = mlflow.artifacts.download_artifacts(run_id=version.run_id, tracking_uri=tracking_uri,
-                                                            artifact_path="evaluation/heldout_predictions.csv")
+                with downloaded(tracking_uri, version.run_id, "evaluation/heldout_predictions.csv") as local:
+                    held = pd.read_csv(local)
             except Exception:  # noqa: BLE001 - a version logged by something else has no such file
                 continue
-            held = pd.read_csv(local)
             alias = aliases.get(str(version.version))
             title = f"{model.name} v{version.version}" + (f" ({alias})" if alias else "")
             unit = version.tags.get("unit", "")
