@@ -153,4 +153,3 @@ def test_boundary_summary_says_what_happened_in_words() -> None:
     assert line(2, 4, "oom") == "largest batch size that fits: 2; first failure: 4 (oom)"
     assert line(8, None, None) == "every batch size tried fits, up to 8: nothing failed (the next would pass --max-batch 8)"
     assert line(None, 1, "oom") == "no batch size fits: the first, 1, failed (oom)"
-    assert all("None" not in line(*case) for case in [(2, 4, "oom"), (8, None, None), (None, 1, "oom")])

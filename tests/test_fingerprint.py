@@ -242,6 +242,24 @@ def test_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> No
     assert load_rows(wh, "peak_mem_mb", "inference", "cpu").set_index("batch_size").loc[2, "peak_mem_mb"] == 110.0
 
 
+def test_two_names_of_one_architecture_are_one_network(tmp_path: Path) -> None:
+    """Three names but two architectures: folds hold out architectures, so too few to train on."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-names", environment=ENV)
+    for name, arch in (("resnet18", "resnet18"), ("my-resnet18", "resnet18"), ("mobilenet_v2", "mobilenet_v2")):
+        desc = describe(arch, 64)
+        for bs in (1, 2):
+            r = network_record(name, bs)
+            r.params["model_hash"] = desc.description_hash
+            r.metrics["latency_ms"] = 1.0 + bs
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            logger.log([r])
+    load(wh, open_source(resolve_location(str(runs))))
+    with pytest.raises(FingerprintError, match=r"at least 3 networks.* has 2 usable \(mobilenet_v2, my-resnet18, resnet18\)"):
+        train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri)
+
+
 def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> None:
     """Three measurements of one configuration with its layers, and a fourth without: the
     layer-level fingerprint learns the latest run's layers, each labelled with its median over

@@ -198,10 +198,13 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
             raise FingerprintError(f"no {phase} measurements of {target} on {device!r} left once "
                                    f"{', '.join(sorted(exclude))} are left out")
     names = sorted(set(frame["model"]))
-    if len(names) < MIN_NETWORKS:
+    # Distinct by name and by description both: the folds hold out descriptions (model_hash), and
+    # two names of one architecture share one; one name at two input sizes has two.
+    distinct = min(len(names), frame["model_hash"].nunique())
+    if distinct < MIN_NETWORKS:
         raise FingerprintError(f"a fingerprint needs {phase} measurements of {target} on {device!r} from at least "
                                f"{MIN_NETWORKS} networks, to hold whole networks out; the warehouse has "
-                               f"{len(names)} usable ({', '.join(names) or 'none'}): measure more (tracker campaign run) "
+                               f"{distinct} usable ({', '.join(names) or 'none'}): measure more (tracker campaign run) "
                                "and load them (tracker warehouse load)")
     return frame
 
