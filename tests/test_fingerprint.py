@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tests.conftest import ENV, layer_record, network_record
 from tracker.cli.app import app
 from tracker.describe import describe
-from tracker.fingerprint.dataset import FingerprintError, family
+from tracker.fingerprint.dataset import FingerprintError, family, view_hash
 from tracker.fingerprint.train import CHAMPION, train
 from tracker.log.artifacts import downloaded
 from tracker.log.logger import RunLogger
@@ -78,6 +78,7 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     client = MlflowClient(uri)
     version = client.get_model_version_by_alias(first.name, CHAMPION)
     assert str(version.version) == first.version and version.tags["view_sha256"] and version.tags["runs_digest"]
+    assert version.tags["method"] == "network" and "layer_view_sha256" not in version.tags  # no layer runs here
     # The network-level model is the candidate with the lower held-out MAPE; a trend is stored with it.
     candidates = {"lgbm": first.evaluation["selection_lgbm_mape_pct"],
                   "trend+lgbm": first.evaluation["selection_trend_lgbm_mape_pct"]}
@@ -193,6 +194,9 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     assert result.method != "network" and ev["mape_pct"] == pytest.approx(compared[result.method], rel=1e-6)
     version = MlflowClient(uri).get_model_version(result.name, result.version)
     assert version.tags["method"] == result.method
+    # The layer views it learnt from are hashed beside the network views, which keep their hash.
+    assert version.tags["layer_view_sha256"] == view_hash("layer_features", "layer_labels") != version.tags["view_sha256"]
+    assert version.tags["view_sha256"] == view_hash()
 
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--batch-size", "2",
                                    "--input-size", "64", "--format", "json"])

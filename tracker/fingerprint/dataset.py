@@ -33,9 +33,10 @@ def view_sql(view: str = VIEW) -> str:
     return (project_dir("sql") / f"{view}.sql").read_text()
 
 
-def view_hash() -> str:
-    """Digest of what a fingerprint trains on: the features view and the labels view."""
-    return hashlib.sha256((view_sql() + view_sql(LABEL_VIEW)).encode()).hexdigest()[:16]
+def view_hash(*views: str) -> str:
+    """Digest of what a fingerprint trains on: by default the features view and the labels view
+    (a layer-level model's ``layer_features`` and ``layer_labels`` are hashed apart)."""
+    return hashlib.sha256("".join(view_sql(v) for v in views or (VIEW, LABEL_VIEW)).encode()).hexdigest()[:16]
 
 
 def feature_columns(columns: list[str]) -> list[str]:

@@ -331,7 +331,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                        "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
                        "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                        "networks": str(len(set(networks))), "method": method, "network_model": network_model,
-                       **({"trend": trend.to_json()} if trend is not None else {})}.items():
+                       **({"trend": trend.to_json()} if trend is not None else {}),
+                       **({"layer_view_sha256": view_hash("layer_features", "layer_labels")} if layer_model is not None
+                          else {})}.items():
         client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
     client.update_registered_model(name, description=(
         f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
