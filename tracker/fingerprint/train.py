@@ -30,6 +30,7 @@ from tracker.fingerprint.dataset import (
     view_hash,
     view_sql,
 )
+from tracker.fingerprint.layers import LAYER_FEATURES, LAYER_LABEL_VIEW, LAYER_VIEW
 
 EXPERIMENT = "fingerprints"
 CHAMPION = "champion"
@@ -315,8 +316,6 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
             if layer_model is not None:
                 (folder / "layer_model").mkdir()
                 layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
-                from tracker.fingerprint.layers import LAYER_FEATURES, LAYER_LABEL_VIEW, LAYER_VIEW
-
                 (folder / "layer_model" / "calibration.json").write_text(json.dumps(
                     {"method": method, "factor": layer_model.factor, "features": LAYER_FEATURES,
                      "view": LAYER_VIEW, "labels": LAYER_LABEL_VIEW}, indent=2))
@@ -332,7 +331,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                        "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                        "networks": str(len(set(networks))), "method": method, "network_model": network_model,
                        **({"trend": trend.to_json()} if trend is not None else {}),
-                       **({"layer_view_sha256": view_hash("layer_features", "layer_labels")} if layer_model is not None
+                       **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
                           else {})}.items():
         client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
     client.update_registered_model(name, description=(

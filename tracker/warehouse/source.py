@@ -303,14 +303,11 @@ def _metric_rows(runs: list[Any]) -> dict[str, list[Any]]:
 
 
 def _download(server: str, run_id: str, path: str) -> str | None:
-    import tempfile
-
-    from mlflow.tracking import MlflowClient
+    from tracker.log.artifacts import downloaded
 
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            local = MlflowClient(server).download_artifacts(run_id, path, tmp)
-            return Path(local).read_text()
+        with downloaded(server, run_id, path) as local:
+            return local.read_text()
     except Exception:
         return None
 
