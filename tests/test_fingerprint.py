@@ -109,6 +109,23 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     data = json.loads(out.output)
     assert data["model_versions"]["latency_ms"] == f"latency_ms-inference-cpu/{first.version}"
     assert data["predictions"]["latency_ms"] > 0 and "power_w" in data["missing_targets"]
+    # The version records the span it learnt from; resnet50 is larger than every network measured,
+    # so its prediction says it extrapolates in FLOPs and parameters, though batch 2 was learnt.
+    learnt = json.loads(version.tags["trained_ranges"])
+    flops = [_flops(describe(n, 64)) for n in NETWORKS]
+    assert learnt["batch_size"] == [1, 8] and learnt["flops"] == [min(flops), max(flops)]
+    beyond = data["outside_trained_range"]["latency_ms"]
+    assert "batch_size" not in beyond and {"flops", "params"} <= set(beyond)
+    assert beyond["flops"] == {"value": _flops(describe("resnet50", 64)), "trained": learnt["flops"]}
+    inside = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "4",
+                                 "--input-size", "64", "--format", "json"])
+    assert json.loads(inside.output)["outside_trained_range"] == {}
+    table = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "64",
+                                "--input-size", "64"])
+    notes = [line for line in table.stdout.splitlines() if line.startswith("note:")]
+    assert table.exit_code == 0 and len(notes) == 1, table.output
+    assert notes[0].startswith(f"note: latency_ms extrapolates beyond what latency_ms-inference-cpu/{first.version} "
+                               "learnt from: batch_size 64 (learnt 1 to 8)")
     listed = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
     assert {(r["version"], r["alias"]) for r in json.loads(listed.output)} >= {(first.version, CHAMPION)}
 
@@ -134,6 +151,12 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
         train(wh, "latency_ms", "inference", "cpu", uri,
               exclude=[n for n in NETWORKS if n not in ("resnet18", "mobilenet_v2")])
     assert len(client.search_model_versions(f"name = '{first.name}'")) == versions
+
+    # A span in a shape this version of tracker does not write is refused in one line, not guessed at.
+    client.set_model_version_tag(first.name, first.version, "trained_ranges", "[1, 8]")
+    with pytest.raises(FingerprintError, match=f"version {first.version}: unreadable trained_ranges tag"):
+        runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"],
+                      catch_exceptions=False)
 
 
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",

@@ -192,7 +192,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     summary["steps_s"] = {k: round(v, 1) for k, v in steps.items()}
     summary["total_s"] = round(time.monotonic() - started, 1)
     console.print(f"done in {summary['total_s']:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in steps.items()) + ")")
-    _next_steps(console, unseen)
+    _next_steps(console, unseen, max(plan.batch_sizes))
     return summary
 
 
@@ -282,16 +282,21 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
             m = measured.get((u.name, bs))
             if m is None:
                 continue  # its measurement failed: nothing to compare with
-            p = predict(uri, u.ref, bs, "inference", "cpu", models=models)["predictions"]
+            result = predict(uri, u.ref, bs, "inference", "cpu", models=models)
+            p, beyond = result["predictions"], result["outside_trained_range"]
             row = {"model": u.name, "origin": u.origin, "batch_size": bs, "measured_latency_ms": m["latency_ms"],
                    "predicted_latency_ms": p.get("latency_ms"), "measured_peak_mem_mb": m["peak_mem_mb"],
-                   "predicted_peak_mem_mb": p.get("peak_mem_mb")}
+                   "predicted_peak_mem_mb": p.get("peak_mem_mb"),
+                   "outside_trained_range": {t: sorted(found) for t, found in beyond.items()}}
             rows.append(row)
             table.add_row(u.name, u.origin, str(bs), f"{m['latency_ms']:.2f} ±{100 * (m['ci_rel'] or 0):.0f}%",
-                          *_pair(row["predicted_latency_ms"], m["latency_ms"], ".2f"),
+                          *_pair(row["predicted_latency_ms"], m["latency_ms"], ".2f", "latency_ms" in beyond),
                           "" if m["peak_mem_mb"] is None else f"{m['peak_mem_mb']:.0f}",
-                          *_pair(row["predicted_peak_mem_mb"], m["peak_mem_mb"], ".0f"))
+                          *_pair(row["predicted_peak_mem_mb"], m["peak_mem_mb"], ".0f", "peak_mem_mb" in beyond))
     console.print(table)
+    if any(r["outside_trained_range"] for r in rows):
+        console.print("  * beyond the span its fingerprint learnt from (batch size, parameters, FLOPs or "
+                      "activations): extrapolated")
     errs = [abs(r["predicted_latency_ms"] / r["measured_latency_ms"] - 1) for r in rows if r["predicted_latency_ms"]]
     if errs:
         console.print(f"  latency of unseen networks: MAPE {100 * sum(errs) / len(errs):.1f} %, "
@@ -299,13 +304,14 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
     return rows
 
 
-def _pair(predicted: float | None, measured: float | None, spec: str) -> tuple[str, str]:
+def _pair(predicted: float | None, measured: float | None, spec: str, beyond: bool = False) -> tuple[str, str]:
+    """A prediction and its error against the measurement; ``*`` marks one beyond the span learnt."""
     if predicted is None or measured is None:
         return ("", "")
-    return (format(predicted, spec), f"{100 * (predicted / measured - 1):+.0f}%")
+    return (format(predicted, spec) + ("*" if beyond else ""), f"{100 * (predicted / measured - 1):+.0f}%")
 
 
-def _next_steps(console: Any, unseen: list[Unseen]) -> None:
+def _next_steps(console: Any, unseen: list[Unseen], batch_size: int) -> None:
     example = unseen[0].name if unseen and unseen[0].origin == "zoo" else "resnet50"
     console.print(
         "\n[bold]Next[/]\n"
@@ -313,7 +319,7 @@ def _next_steps(console: Any, unseen: list[Unseen]) -> None:
         "                                      Models tab: fingerprints with their 'champion' alias\n"
         "  tracker sql \"SELECT model, batch_size, latency_ms, peak_mem_mb FROM latest_measurements "
         "ORDER BY latency_ms LIMIT 10\"\n"
-        f"  tracker predict {example} --batch-size 8     a network's latency and memory without running it\n"
+        f"  tracker predict {example} --batch-size {batch_size:<5} a network's latency and memory without running it\n"
         "  tracker report runs/report          the pictures again (open runs/report/index.html)\n"
         "  tracker views                       every SQL view of the warehouse"
     )

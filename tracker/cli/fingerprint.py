@@ -99,5 +99,9 @@ def predict(
         return
     for target, value in result["predictions"].items():
         typer.echo(f"{target:>18}: {value:.4g} {result['units'][target]}  ({result['model_versions'][target]})")
+    for target, outside in result["outside_trained_range"].items():
+        beyond = ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
+                           for f, o in outside.items())
+        typer.echo(f"note: {target} extrapolates beyond what {result['model_versions'][target]} learnt from: {beyond}")
     if result["missing_targets"]:
         typer.echo(f"no fingerprint for: {', '.join(result['missing_targets'])}")

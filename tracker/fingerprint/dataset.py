@@ -25,8 +25,34 @@ NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode"
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}
 
 
+#: Features whose span in the training rows a version records (tag ``trained_ranges``), so that a
+#: prediction beyond them says so: trees do not extrapolate (past the largest batch they learnt,
+#: they answer as for that batch), and a trend extrapolates only along its own features.
+RANGE_FEATURES = ("batch_size", "params", "flops", "activation_bytes", "batch_flops", "batch_activation_bytes")
+
+
 class FingerprintError(TrackerError):
     """A fingerprint cannot be trained or used (no data, no model for a target)."""
+
+
+def trained_ranges(frame: Any, features: list[str]) -> dict[str, list[float]]:
+    """``{feature: [min, max]}`` over the training rows, for the :data:`RANGE_FEATURES` learnt from."""
+    return {f: [float(frame[f].min()), float(frame[f].max())]
+            for f in RANGE_FEATURES if f in features and frame[f].notna().any()}
+
+
+def outside_ranges(ranges: dict[str, list[float]], row: Any) -> dict[str, dict[str, Any]]:
+    """The features of one configuration ``row`` (a mapping) that lie outside ``ranges``, each with
+    its value and the range learnt; an unknown value (NULL) is not outside anything."""
+    out = {}
+    for feature, (low, high) in ranges.items():
+        try:
+            value = float(row.get(feature))
+        except (TypeError, ValueError):  # None or pandas' NA
+            continue
+        if value == value and not low <= value <= high:
+            out[feature] = {"value": value, "trained": [low, high]}
+    return out
 
 
 def view_sql(view: str = VIEW) -> str:

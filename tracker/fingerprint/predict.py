@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from tracker.fingerprint.dataset import TARGETS, FingerprintError, configuration_rows, scratch_warehouse
+from tracker.fingerprint.dataset import (
+    TARGETS,
+    FingerprintError,
+    configuration_rows,
+    outside_ranges,
+    scratch_warehouse,
+)
 from tracker.fingerprint.layers import PREDICT_THREADS
 from tracker.fingerprint.train import champion_version, registered_name
 
@@ -20,6 +27,7 @@ class Champion:
     method: str = "network"  # or "layer" / "blend" (see fingerprint.train)
     layer: Any = None  # fingerprint.layers.LayerModel when the method uses layers
     trend: Any = None  # fingerprint.trend.Trend under the booster, when the version has one
+    ranges: dict[str, list[float]] = field(default_factory=dict)  # trained_ranges (none on older versions)
 
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -47,6 +55,12 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                      version.tags.get("method", "network"))
     if champ.method != "network":
         champ.layer = _layer_model(tracking_uri, version.run_id)
+    if "trained_ranges" in version.tags:
+        try:
+            champ.ranges = {str(k): [float(v[0]), float(v[1])] for k, v in json.loads(version.tags["trained_ranges"]).items()}
+        except (ValueError, TypeError, IndexError, AttributeError) as exc:
+            raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag ({exc}); "
+                                   "retrain with tracker fingerprint train") from None
     if "trend" in version.tags:
         from tracker.fingerprint.trend import Trend
 
@@ -83,8 +97,6 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
 
 
 def _layer_model(tracking_uri: str, run_id: str) -> Any:
-    import json
-
     import lightgbm
 
     from tracker.fingerprint.layers import LayerModel
@@ -120,11 +132,15 @@ def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: st
                                           with_layers=any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)[0]
     elapsed_ms = 1000 * (time.perf_counter() - t0)
+    row = rows.iloc[0]
+    outside = {t: found for t, m in models.items() if (found := outside_ranges(m.ranges, row))}
     return {
         "model": desc.name, "model_hash": desc.description_hash, "batch_size": batch_size, "phase": phase, "device": device,
         "predictions": predictions, "units": {t: TARGETS[t] for t in predictions},
         "model_versions": {t: f"{m.name}/{m.version}" for t, m in models.items()},
         "methods": {t: m.method for t, m in models.items()},
         "missing_targets": [t for t in TARGETS if t not in models],
+        # Per target, the features of this configuration beyond what its version learnt from.
+        "outside_trained_range": outside,
         "predict_ms": round(elapsed_ms, 2),
     }

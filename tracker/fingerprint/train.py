@@ -27,6 +27,7 @@ from tracker.fingerprint.dataset import (
     family,
     feature_columns,
     load_rows,
+    trained_ranges,
     view_hash,
     view_sql,
 )
@@ -330,6 +331,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                        "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
                        "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                        "networks": str(len(set(networks))), "method": method, "network_model": network_model,
+                       "trained_ranges": json.dumps(trained_ranges(x, features)),
                        **({"trend": trend.to_json()} if trend is not None else {}),
                        **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
                           else {})}.items():
