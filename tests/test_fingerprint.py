@@ -153,10 +153,11 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     assert len(client.search_model_versions(f"name = '{first.name}'")) == versions
 
     # A span in a shape this version of tracker does not write is refused in one line, not guessed at.
-    client.set_model_version_tag(first.name, first.version, "trained_ranges", "[1, 8]")
-    with pytest.raises(FingerprintError, match=f"version {first.version}: unreadable trained_ranges tag"):
-        runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"],
-                      catch_exceptions=False)
+    for shape in ("[1, 8]", '{"batch_size": {"min": 1, "max": 8}}', '{"batch_size": [1]}', "{"):
+        client.set_model_version_tag(first.name, first.version, "trained_ranges", shape)
+        with pytest.raises(FingerprintError, match=f"version {first.version}: unreadable trained_ranges tag"):
+            runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"],
+                          catch_exceptions=False)
 
 
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",

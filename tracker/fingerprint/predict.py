@@ -58,7 +58,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     if "trained_ranges" in version.tags:
         try:
             champ.ranges = {str(k): [float(v[0]), float(v[1])] for k, v in json.loads(version.tags["trained_ranges"]).items()}
-        except (ValueError, TypeError, IndexError, AttributeError) as exc:
+        except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
             raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag ({exc}); "
                                    "retrain with tracker fingerprint train") from None
     if "trend" in version.tags:
