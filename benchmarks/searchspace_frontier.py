@@ -6,7 +6,8 @@ train the ``latency_ms`` fingerprint on them; then fill the accuracy table of
 ``experiments/searchspace-digits.toml`` (27 candidates, the bundled digits) and its latency
 table twice, measured by the profilers and predicted by the fingerprint, and compare the two
 frontiers: the share of candidates kept or dropped alike, the Jaccard index of the two
-frontiers, and the device time of each latency table.
+frontiers, the device time of each latency table, and how many predictions lay beyond the
+span the fingerprint learnt from.
 
 Target: agreement >= 0.9 and at least 10x less device time for the predicted table.
 Last line: {"candidates": 27, "agreement": ..., "jaccard": ..., "measured_device_time_s": ..., ...}
@@ -62,7 +63,9 @@ def main() -> None:
         cmp = out["comparison"]
         for c in out["candidates"]:
             print(f"{c['name']:40s} acc {100 * c['accuracy']:.1f}  predicted {c['latency_ms']:.3f} ms  "
-                  f"{'frontier' if c['on_frontier'] else ''}", file=sys.stderr)
+                  f"{'frontier' if c['on_frontier'] else ''}"
+                  f"{'  beyond: ' + ','.join(c['outside_trained_range']) if c['outside_trained_range'] else ''}",
+                  file=sys.stderr)
         ratio = cmp["measured_device_time_s"] / max(cmp["predicted_device_time_s"], 1e-9)
         result = {
             "candidates": cmp["candidates"], "accuracy_trained": acc.accuracy_done,
@@ -71,6 +74,7 @@ def main() -> None:
             "measured_device_time_s": round(cmp["measured_device_time_s"], 2),
             "predicted_device_time_s": round(cmp["predicted_device_time_s"], 3),
             "device_time_ratio": round(ratio, 1), "latency_failed": measured.failed + predicted.failed,
+            "predicted_beyond_trained_range": len(predicted.extrapolated),
             "meets_target": cmp["agreement"] >= 0.9 and ratio >= 10,
         }
         print(json.dumps(result))

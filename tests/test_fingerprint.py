@@ -120,6 +120,17 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     inside = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "4",
                                  "--input-size", "64", "--format", "json"])
     assert json.loads(inside.output)["outside_trained_range"] == {}
+    # Many networks predicted in one pass of the feature SQL (search spaces do) are predicted as
+    # one at a time: same features, same figures, same spans; a name given twice is one network.
+    from tracker.fingerprint.predict import predict, predict_many
+
+    names = ["resnet50", "resnet18", "mobilenet_v2"] * 4  # more than ten: the order asked for is kept
+    together = predict_many(uri, names, 2, "inference", "cpu", input_size=64)
+    for name, out in zip(names, together):
+        alone = predict(uri, name, 2, "inference", "cpu", input_size=64)
+        assert out["model"] == name and out["predictions"] == pytest.approx(alone["predictions"], rel=1e-9)
+        assert out["outside_trained_range"] == alone["outside_trained_range"]
+    assert together[0]["outside_trained_range"] and not together[1]["outside_trained_range"]
     table = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "64",
                                 "--input-size", "64"])
     notes = [line for line in table.stdout.splitlines() if line.startswith("note:")]
@@ -152,12 +163,71 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
               exclude=[n for n in NETWORKS if n not in ("resnet18", "mobilenet_v2")])
     assert len(client.search_model_versions(f"name = '{first.name}'")) == versions
 
-    # A span in a shape this version of tracker does not write is refused in one line, not guessed at.
-    for shape in ("[1, 8]", '{"batch_size": {"min": 1, "max": 8}}', '{"batch_size": [1]}', "{"):
+    # A span in a shape this version of tracker does not write is refused in one line naming the shape
+    # it expects, not guessed at.
+    for shape in ("[1, 8]", '{"batch_size": {"min": 1, "max": 8}}', '{"batch_size": [1]}', "{",
+                  '{"batch_size": [8, 1]}'):
         client.set_model_version_tag(first.name, first.version, "trained_ranges", shape)
-        with pytest.raises(FingerprintError, match=f"version {first.version}: unreadable trained_ranges tag"):
+        with pytest.raises(FingerprintError, match=re.escape(
+                f"version {first.version}: unreadable trained_ranges tag: expected a JSON object of "
+                f"{{feature: [min, max]}}, got {shape!r}; retrain")):
             runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"],
                           catch_exceptions=False)
+    client.set_model_version_tag(first.name, first.version, "trained_ranges", version.tags["trained_ranges"])
+
+
+def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple[Path, Path], tmp_path: Path) -> None:
+    """searchspace run --latency predicted keeps each candidate's extrapolation on its candidate run;
+    the run's summary, the searchspace_candidates view and the report say which candidates it is."""
+    from tests.test_searchspace import SPACE
+
+    runs, _ = measured
+    uri = resolve_location(str(runs)).uri
+    name = train(runs.parent / "w.duckdb", "latency_ms", "inference", "cpu", uri).name
+    client = MlflowClient(uri)
+    champion = client.get_model_version_by_alias(name, CHAMPION)
+    learnt = json.loads(champion.tags["trained_ranges"])
+    space = tmp_path / "tiny.toml"
+    space.write_text(SPACE)  # 16-pixel digits networks: far smaller than any network the fingerprint learnt
+    runner = CliRunner()
+
+    def cli(*args: str) -> dict:
+        out = runner.invoke(app, ["--tracking-uri", str(runs), *args, "--format", "json"])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)
+
+    ran = cli("searchspace", "run", str(space), "--latency", "predicted")
+    assert ran["latency_done"] == 4 and sorted(ran["extrapolated"]) == sorted(p.stem for p in (tmp_path / "tiny" / "networks").glob("*.json"))
+    cands = client.search_runs(client.get_experiment_by_name("searchspace-tiny").experiment_id,
+                               "tags.`tracker.kind` = 'candidate'")
+    flops = {}
+    for run in cands:
+        beyond = json.loads(run.data.tags["tracker.outside_trained_range"])
+        assert beyond["flops"]["trained"] == learnt["flops"] and beyond["flops"]["value"] < learnt["flops"][0]
+        assert "batch_size" not in beyond  # batch 1 was learnt
+        flops[run.data.params["model"]] = beyond["flops"]["value"]
+    rep = cli("searchspace", "report", str(space), "--warehouse", str(tmp_path / "w.duckdb"))
+    assert rep["latency_source"] == "predicted" and len(rep["candidates"]) == 4
+    assert all(c["outside_trained_range"]["flops"]["value"] == flops[c["name"]] for c in rep["candidates"])
+
+    # A version whose span covers the two smallest candidates: only the two larger are marked.
+    small, large = sorted(flops, key=flops.get)[:2], sorted(flops, key=flops.get)[2:]
+    client.set_model_version_tag(name, champion.version, "trained_ranges",
+                                 json.dumps({"flops": [flops[small[0]], flops[small[1]]]}))
+    try:
+        (tmp_path / "bs2.toml").write_text(SPACE.replace("[latency]\nbatch_size = 1", "[latency]\nbatch_size = 2"))
+        ran = cli("searchspace", "run", str(tmp_path / "bs2.toml"), "--latency", "predicted", "--skip-accuracy")
+        assert ran["latency_done"] == 4 and sorted(ran["extrapolated"]) == sorted(large)
+        rep = cli("searchspace", "report", str(tmp_path / "bs2.toml"), "--warehouse", str(tmp_path / "w.duckdb"))
+        assert rep["batch_size"] == 2
+        assert {c["name"] for c in rep["candidates"] if c["outside_trained_range"]} == set(large)
+        table = runner.invoke(app, ["--tracking-uri", str(runs), "searchspace", "report", str(tmp_path / "bs2.toml"),
+                                    "--warehouse", str(tmp_path / "w.duckdb")])
+        marked = {line.split(":")[0].strip() for line in table.stdout.splitlines() if line.endswith(" *")}
+        assert marked == {c["name"] for c in rep["candidates"] if c["on_frontier"] and c["name"] in large}, table.output
+        assert "* predicted beyond what the fingerprint learnt from (2 of 4 candidates)" in table.stdout
+    finally:
+        client.set_model_version_tag(name, champion.version, "trained_ranges", champion.tags["trained_ranges"])
 
 
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",
@@ -365,7 +435,7 @@ def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) ->
 
     frame = load_rows(wh, "latency_ms", "inference", "cpu")
     from_warehouse = unmeasured_layer_rows(wh, frame, "inference", "cpu")
-    _, fresh = configuration_rows(desc, [4], "inference", "cpu", with_layers=True)
+    _, fresh = configuration_rows([desc], [4], "inference", "cpu", with_layers=True)
     assert len(from_warehouse) == len(fresh) > 50
     assert set(from_warehouse["parent_run_id"]) == set(frame["run_id"])
     assert layer_matrix(from_warehouse).reset_index(drop=True).equals(layer_matrix(fresh).reset_index(drop=True))

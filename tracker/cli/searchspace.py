@@ -57,6 +57,9 @@ def run(
     typer.echo(f"{space.name}: {data['candidates']} candidates; accuracy {tally.accuracy_done} trained, "
                f"{tally.accuracy_skipped} already there; latency ({latency.value}) {tally.latency_done} new, "
                f"{tally.latency_skipped} already there, {len(tally.failed)} failed; {tally.device_time_s:.1f} s of device time")
+    if tally.extrapolated:
+        typer.echo(f"note: {len(tally.extrapolated)} of {tally.latency_done} predicted latencies extrapolate beyond what the "
+                   f"fingerprint learnt from (tracker predict SPEC says how): {', '.join(tally.extrapolated)}")
 
 
 @app.command("report")
@@ -84,7 +87,8 @@ def report_cmd(
                f"{sum(c['on_frontier'] for c in out['candidates'])} of {len(out['candidates'])} candidates on the frontier")
     for c in out["candidates"]:
         if c["on_frontier"]:
-            typer.echo(f"  {c['name']}: accuracy {100 * c['accuracy']:.1f} %, {c['latency_ms']:.3f} ms")
+            mark = " *" if c["outside_trained_range"] else ""
+            typer.echo(f"  {c['name']}: accuracy {100 * c['accuracy']:.1f} %, {c['latency_ms']:.3f} ms{mark}")
     for pos, prims in out["shared_primitives"].items():
         typer.echo(f"  {pos}: {', '.join(prims) or '-'} on the frontier")
     if "comparison" in out:
@@ -92,4 +96,8 @@ def report_cmd(
         typer.echo(f"predicted vs measured frontier: {100 * cmp['agreement']:.0f} % of candidates kept or dropped alike, "
                    f"Jaccard {cmp['jaccard']:.2f}; device time {cmp['measured_device_time_s']:.1f} s measured vs "
                    f"{cmp['predicted_device_time_s']:.2f} s predicted")
+    beyond = sum(bool(c["outside_trained_range"]) for c in out["candidates"])
+    if beyond:
+        typer.echo(f"* predicted beyond what the fingerprint learnt from ({beyond} of {len(out['candidates'])} candidates): "
+                   "extrapolated, not learnt; treat it as a guess")
     typer.echo(f"plot: pareto.png on run {out['run_id']}")

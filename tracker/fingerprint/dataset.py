@@ -8,7 +8,9 @@ configuration, so the features come from the same SQL both times (no train/serve
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,27 @@ def trained_ranges(frame: Any, features: list[str]) -> dict[str, list[float]]:
     """``{feature: [min, max]}`` over the training rows, for the :data:`RANGE_FEATURES` learnt from."""
     return {f: [float(frame[f].min()), float(frame[f].max())]
             for f in RANGE_FEATURES if f in features and frame[f].notna().any()}
+
+
+def parse_ranges(text: str) -> dict[str, list[float]]:
+    """A ``trained_ranges`` tag read back; ValueError naming the expected shape when it is not
+    ``{feature: [min, max]}`` with two numbers, min no more than max."""
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    out: dict[str, list[float]] = {}
+    if isinstance(raw, dict):
+        for feature, span in raw.items():
+            if not (isinstance(span, list) and len(span) == 2
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in span)
+                    and span[0] <= span[1]):
+                break
+            out[str(feature)] = [float(span[0]), float(span[1])]
+        else:
+            return out
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    raise ValueError(f"expected a JSON object of {{feature: [min, max]}}, got {shown!r}")
 
 
 def outside_ranges(ranges: dict[str, list[float]], row: Any) -> dict[str, dict[str, Any]]:
@@ -125,7 +148,7 @@ def scratch_warehouse() -> Any:
     global _SCRATCH
     if _SCRATCH is None:
         con = _empty_warehouse(threads=1)
-        con.execute(f"PREPARE feature_rows AS SELECT * FROM {VIEW} ORDER BY batch_size")
+        con.execute(f"PREPARE feature_rows AS SELECT * FROM {VIEW} ORDER BY run_id")
         con.execute(f"PREPARE layer_rows AS {_LAYER_ROWS}")
         _SCRATCH = con
     return _SCRATCH
@@ -143,28 +166,36 @@ _UNMEASURED_LAYERS = ("INSERT INTO layer_runs (run_id, status, parent_run_id, mo
 _LAYER_ROWS = "SELECT * FROM layer_features ORDER BY parent_run_id, layer_index"
 
 
-def configuration_rows(description: Any, batch_sizes: list[int], phase: str, device: str,
+def configuration_rows(descriptions: Sequence[Any], batch_sizes: list[int], phase: str, device: str,
                        with_layers: bool = False) -> Any:
-    """``(rows, layer_rows)`` for a network that was never run: the view's rows (same SQL,
-    targets left empty) and, with ``with_layers``, the ``layer_features`` rows of its module
-    calls (each call one unmeasured layer run of the configuration), else None.
+    """``(rows, layer_rows)`` for networks that were never run, each at each batch size: the
+    view's rows (same SQL, targets left empty), network by network in the order given, batch
+    sizes in the order given, and, with ``with_layers``, the ``layer_features`` rows of their
+    module calls (each call one unmeasured layer run of its configuration), else None. Many
+    networks in one call share one pass of the feature SQL.
     """
     import pyarrow as pa
 
     from tracker.warehouse.load import insert_description
 
     con = scratch_warehouse()
-    model_hash = description.description_hash
-    n = len(batch_sizes)
-    runs = pa.table({"run_id": [f"predict-{bs}" for bs in batch_sizes], "batch_size": batch_sizes,
-                     "model": [description.name] * n, "model_hash": [model_hash] * n,
-                     "input_size": [int(description.input_shape[-1])] * n})
+    configs = [(i, d, bs) for i, d in enumerate(descriptions) for bs in batch_sizes]
+    run_ids = [f"predict-{i}-{bs}" for i, _, bs in configs]
+    runs = pa.table({"run_id": run_ids, "batch_size": [bs for _, _, bs in configs],
+                     "model": [d.name for _, d, _ in configs], "model_hash": [d.description_hash for _, d, _ in configs],
+                     "input_size": [int(d.input_shape[-1]) for _, d, _ in configs]})
     con.register("new_configurations", runs)
     con.execute("BEGIN TRANSACTION")
     try:
-        insert_description(con, description, model_hash, None)
+        seen: set[str] = set()
+        for d in descriptions:  # two names of one architecture are one network
+            if d.description_hash not in seen:
+                seen.add(d.description_hash)
+                insert_description(con, d, d.description_hash, None)
         con.execute(_UNMEASURED_RUNS, {"phase": phase, "device": device})
         rows = con.execute("EXECUTE feature_rows").df()
+        if len(run_ids) > 1:  # back to the order asked for ("predict-10-1" sorts before "predict-2-1")
+            rows = rows.set_index("run_id", drop=False).loc[run_ids].reset_index(drop=True)
         if not with_layers:
             return rows, None
         con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})

@@ -12,6 +12,7 @@ from tracker.fingerprint.dataset import (
     FingerprintError,
     configuration_rows,
     outside_ranges,
+    parse_ranges,
     scratch_warehouse,
 )
 from tracker.fingerprint.layers import PREDICT_THREADS
@@ -57,9 +58,9 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         champ.layer = _layer_model(tracking_uri, version.run_id)
     if "trained_ranges" in version.tags:
         try:
-            champ.ranges = {str(k): [float(v[0]), float(v[1])] for k, v in json.loads(version.tags["trained_ranges"]).items()}
-        except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
-            raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag ({exc}); "
+            champ.ranges = parse_ranges(version.tags["trained_ranges"])
+        except ValueError as exc:
+            raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
                                    "retrain with tracker fingerprint train") from None
     if "trend" in version.tags:
         from tracker.fingerprint.trend import Trend
@@ -120,27 +121,37 @@ def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: st
             models: dict[str, Champion] | None = None) -> dict[str, Any]:
     """Predictions of every target with a champion; ``models`` (from :func:`champions`) saves
     loading them again when many networks are predicted."""
+    return predict_many(tracking_uri, [ref], batch_size, phase, device, input_size, models)[0]
+
+
+def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str, device: str,
+                 input_size: int | None = None, models: dict[str, Champion] | None = None) -> list[dict[str, Any]]:
+    """:func:`predict` of each network in ``refs``, in order, their features made in one pass of
+    the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters)."""
     from tracker.describe import describe
     from tracker.zoo import resolve
 
-    model_ref = resolve(ref)  # an unknown network is said before anything is loaded
+    model_refs = [resolve(ref) for ref in refs]  # an unknown network is said before anything is loaded
     if models is None:
         models = champions(tracking_uri, phase, device)
-    desc = describe(ref, input_size or model_ref.input_size)
+    descs = [describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
     t0 = time.perf_counter()
-    rows, layer_rows = configuration_rows(desc, [batch_size], phase, device,
+    rows, layer_rows = configuration_rows(descs, [batch_size], phase, device,
                                           with_layers=any(m.layer is not None for m in models.values()))
-    predictions = predict_rows(models, rows, layer_rows)[0]
-    elapsed_ms = 1000 * (time.perf_counter() - t0)
-    row = rows.iloc[0]
-    outside = {t: found for t, m in models.items() if (found := outside_ranges(m.ranges, row))}
-    return {
-        "model": desc.name, "model_hash": desc.description_hash, "batch_size": batch_size, "phase": phase, "device": device,
-        "predictions": predictions, "units": {t: TARGETS[t] for t in predictions},
-        "model_versions": {t: f"{m.name}/{m.version}" for t, m in models.items()},
-        "methods": {t: m.method for t, m in models.items()},
-        "missing_targets": [t for t in TARGETS if t not in models],
-        # Per target, the features of this configuration beyond what its version learnt from.
-        "outside_trained_range": outside,
-        "predict_ms": round(elapsed_ms, 2),
-    }
+    predictions = predict_rows(models, rows, layer_rows)
+    elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(descs), 1)
+    out = []
+    for i, desc in enumerate(descs):
+        row = rows.iloc[i]
+        outside = {t: found for t, m in models.items() if (found := outside_ranges(m.ranges, row))}
+        out.append({
+            "model": desc.name, "model_hash": desc.description_hash, "batch_size": batch_size, "phase": phase,
+            "device": device, "predictions": predictions[i], "units": {t: TARGETS[t] for t in predictions[i]},
+            "model_versions": {t: f"{m.name}/{m.version}" for t, m in models.items()},
+            "methods": {t: m.method for t, m in models.items()},
+            "missing_targets": [t for t in TARGETS if t not in models],
+            # Per target, the features of this configuration beyond what its version learnt from.
+            "outside_trained_range": outside,
+            "predict_ms": round(elapsed_ms, 2),
+        })
+    return out

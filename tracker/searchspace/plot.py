@@ -8,7 +8,8 @@ from typing import Any
 
 def pareto_png(space: str, rows: list[dict[str, Any]], source: str, measured: list[dict[str, Any]] | None = None) -> bytes:
     """PNG bytes: every candidate (frontier ones labelled) and the frontier as a step line; with
-    ``measured`` given (for a predicted frontier), the measured frontier beside it, dashed."""
+    ``measured`` given (for a predicted frontier), the measured frontier beside it, dashed; a predicted
+    latency beyond what its fingerprint learnt from is ringed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,6 +22,10 @@ def pareto_png(space: str, rows: list[dict[str, Any]], source: str, measured: li
     ax.step([r["latency_ms"] for r in on], [100 * r["accuracy"] for r in on], where="post", c="C0", lw=1.5)
     ax.scatter([r["latency_ms"] for r in on], [100 * r["accuracy"] for r in on], s=30, c="C0",
                label=f"frontier ({source} latency)")
+    beyond = [r for r in rows if r.get("outside_trained_range")]
+    if beyond:
+        ax.scatter([r["latency_ms"] for r in beyond], [100 * r["accuracy"] for r in beyond], s=70, facecolors="none",
+                   edgecolors="C3", lw=1, label="beyond its fingerprint's span")
     for r in on:
         ax.annotate(r["model"].removeprefix(f"{space}-"), (r["latency_ms"], 100 * r["accuracy"]), fontsize=7,
                     xytext=(4, -10), textcoords="offset points")

@@ -22,6 +22,8 @@ class Tally:
     latency_done: int = 0
     latency_skipped: int = 0
     failed: list[str] = field(default_factory=list)
+    #: predicted candidates whose features lie beyond what their fingerprint learnt from
+    extrapolated: list[str] = field(default_factory=list)
     device_time_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -109,25 +111,30 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             logger.log([record])
             tally.accuracy_done += 1
     if not skip_latency:
-        predictor = _predictor(logger, space) if latency == "predicted" else None
         mode = None
         if latency == "measured":
             from tracker.profile.modes import read_mode
 
             mode = read_mode(space.latency.device).mode_id
         done = logger.measured(kind="candidate")
+        todo = []
         for c in candidates:
             record = _candidate_record(space, c, hashes[c.name], latency, mode)
             if record.config_key in done:
                 tally.latency_skipped += 1
-                continue
-            say(f"latency ({latency}) {c.name}")
-            if predictor is not None:
-                predictor(record, paths[c.name])
             else:
+                todo.append((c, record))
+        if latency == "predicted" and todo:
+            say(f"latency (predicted) of {len(todo)} candidates")
+            _predict(logger, space, [(record, paths[c.name]) for c, record in todo])
+        for c, record in todo:
+            if latency == "measured":
+                say(f"latency (measured) {c.name}")
                 _measure(logger, space, record, paths[c.name], time_cap_s)
             if record.status != "FINISHED":
                 tally.failed.append(c.name)
+            if "tracker.outside_trained_range" in record.tags:
+                tally.extrapolated.append(c.name)
             tally.device_time_s += record.metrics.get("device_time_s", 0.0)
             logger.log([record])
             tally.latency_done += 1
@@ -149,21 +156,28 @@ def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_
                           device_time_s=net.metrics.get("measure_time_s", 0.0))
 
 
-def _predictor(logger: Any, space: SearchSpace) -> Callable[[Any, Path], None]:
-    from tracker.fingerprint.predict import predict
+def _predict(logger: Any, space: SearchSpace, todo: list[tuple[Any, Path]]) -> None:
+    """Fill each ``(record, spec path)`` with its candidate's latency from the ``latency_ms``
+    champion: loaded once, every candidate described, their features made in one pass. Each
+    candidate's ``device_time_s`` is an equal share of the whole, the load included."""
+    from tracker.fingerprint.predict import champions, predict_many
 
     uri = logger.location.uri
-
-    def run(record: Any, path: Path) -> None:
-        t0 = time.perf_counter()
-        out = predict(uri, str(path), space.latency.batch_size, "inference", space.latency.device)
-        if "latency_ms" not in out["predictions"]:
-            raise TrackerError(f"no latency_ms fingerprint for inference on {space.latency.device}: "
-                               "train one with `tracker fingerprint train --target latency_ms` (or use --latency measured)")
+    device = space.latency.device
+    t0 = time.perf_counter()
+    found = champions(uri, "inference", device)
+    if "latency_ms" not in found:
+        raise TrackerError(f"no latency_ms fingerprint for inference on {device}: train one with "
+                           "`tracker fingerprint train --target latency_ms` (or use --latency measured)")
+    outs = predict_many(uri, [str(path) for _, path in todo], space.latency.batch_size, "inference", device,
+                        models={"latency_ms": found["latency_ms"]})
+    share_s = (time.perf_counter() - t0) / len(todo)
+    for (record, _), out in zip(todo, outs):
         record.params["fingerprint_version"] = out["model_versions"]["latency_ms"]
-        record.metrics.update(latency_ms=out["predictions"]["latency_ms"], device_time_s=time.perf_counter() - t0)
-
-    return run
+        record.metrics.update(latency_ms=out["predictions"]["latency_ms"], device_time_s=share_s)
+        beyond = out["outside_trained_range"].get("latency_ms")
+        if beyond:
+            record.tags["tracker.outside_trained_range"] = json.dumps(beyond, sort_keys=True)
 
 
 # --------------------------------------------------------------------------- report
@@ -174,7 +188,8 @@ def frontier_rows(warehouse: Path, space: SearchSpace, source: str) -> list[dict
     con = connect(warehouse, read_only=True)
     try:
         cur = con.execute(
-            "SELECT model, candidate, accuracy, latency_ms, device_time_s, on_frontier FROM searchspace_candidates "
+            "SELECT model, candidate, accuracy, latency_ms, device_time_s, outside_trained_range, on_frontier "
+            "FROM searchspace_candidates "
             "WHERE search_space = ? AND latency_source = ? AND device = ? AND batch_size = ? ORDER BY latency_ms",
             [space.name, source, space.latency.device, space.latency.batch_size])
         names = [d[0] for d in cur.description]
@@ -183,6 +198,7 @@ def frontier_rows(warehouse: Path, space: SearchSpace, source: str) -> list[dict
         con.close()
     for r in rows:
         r["candidate"] = json.loads(r["candidate"]) if isinstance(r["candidate"], str) else r["candidate"]
+        r["outside_trained_range"] = json.loads(r["outside_trained_range"]) if r["outside_trained_range"] else {}
     return rows
 
 
@@ -211,7 +227,8 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
         "search_space": space.name, "latency_source": chosen, "device": space.latency.device,
         "batch_size": space.latency.batch_size,
         "candidates": [{"name": r["model"], "choices": r["candidate"], "accuracy": r["accuracy"],
-                        "latency_ms": r["latency_ms"], "on_frontier": bool(r["on_frontier"])} for r in rows],
+                        "latency_ms": r["latency_ms"], "on_frontier": bool(r["on_frontier"]),
+                        "outside_trained_range": r["outside_trained_range"]} for r in rows],
         "shared_primitives": shared,
     }
     metrics = {"candidates_count": float(len(rows)), "frontier_count": float(sum(r["on_frontier"] for r in rows)),
