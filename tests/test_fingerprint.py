@@ -124,13 +124,13 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     # one at a time: same features, same figures, same spans; a name given twice is one network.
     from tracker.fingerprint.predict import predict, predict_many
 
-    names = ["resnet50", "resnet18", "mobilenet_v2"] * 4  # more than ten: the order asked for is kept
+    names = ["resnet50"] + ["squeezenet1_1", "resnet18"] * 5  # more than ten: the order asked for is kept
     together = predict_many(uri, names, 2, "inference", "cpu", input_size=64)
+    alone = {name: predict(uri, name, 2, "inference", "cpu", input_size=64) for name in set(names)}
     for name, out in zip(names, together):
-        alone = predict(uri, name, 2, "inference", "cpu", input_size=64)
-        assert out["model"] == name and out["predictions"] == pytest.approx(alone["predictions"], rel=1e-9)
-        assert out["outside_trained_range"] == alone["outside_trained_range"]
-    assert together[0]["outside_trained_range"] and not together[1]["outside_trained_range"]
+        assert out["model"] == name and out["predictions"] == pytest.approx(alone[name]["predictions"], rel=1e-9)
+        assert out["outside_trained_range"] == alone[name]["outside_trained_range"]
+    assert together[0]["outside_trained_range"] and not together[2]["outside_trained_range"]
     table = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "64",
                                 "--input-size", "64"])
     notes = [line for line in table.stdout.splitlines() if line.startswith("note:")]
@@ -181,10 +181,13 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
     the run's summary, the searchspace_candidates view and the report say which candidates it is."""
     from tests.test_searchspace import SPACE
 
-    runs, _ = measured
+    from tracker.fingerprint.train import champion_version, registered_name
+
+    runs, wh = measured
     uri = resolve_location(str(runs)).uri
-    name = train(runs.parent / "w.duckdb", "latency_ms", "inference", "cpu", uri).name
-    client = MlflowClient(uri)
+    client, name = MlflowClient(uri), registered_name("latency_ms", "inference", "cpu")
+    if champion_version(client, name) is None:  # this test alone: the test above trains it otherwise
+        train(wh, "latency_ms", "inference", "cpu", uri)
     champion = client.get_model_version_by_alias(name, CHAMPION)
     learnt = json.loads(champion.tags["trained_ranges"])
     space = tmp_path / "tiny.toml"
@@ -218,13 +221,11 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
         (tmp_path / "bs2.toml").write_text(SPACE.replace("[latency]\nbatch_size = 1", "[latency]\nbatch_size = 2"))
         ran = cli("searchspace", "run", str(tmp_path / "bs2.toml"), "--latency", "predicted", "--skip-accuracy")
         assert ran["latency_done"] == 4 and sorted(ran["extrapolated"]) == sorted(large)
-        rep = cli("searchspace", "report", str(tmp_path / "bs2.toml"), "--warehouse", str(tmp_path / "w.duckdb"))
-        assert rep["batch_size"] == 2
-        assert {c["name"] for c in rep["candidates"] if c["outside_trained_range"]} == set(large)
         table = runner.invoke(app, ["--tracking-uri", str(runs), "searchspace", "report", str(tmp_path / "bs2.toml"),
                                     "--warehouse", str(tmp_path / "w.duckdb")])
-        marked = {line.split(":")[0].strip() for line in table.stdout.splitlines() if line.endswith(" *")}
-        assert marked == {c["name"] for c in rep["candidates"] if c["on_frontier"] and c["name"] in large}, table.output
+        assert table.exit_code == 0 and "(predicted latency, bs2 on cpu)" in table.stdout, table.output
+        frontier = [line.strip() for line in table.stdout.splitlines() if line.startswith("  tiny-")]
+        assert frontier and all(line.endswith(" *") == (line.split(":")[0] in large) for line in frontier), table.output
         assert "* predicted beyond what the fingerprint learnt from (2 of 4 candidates)" in table.stdout
     finally:
         client.set_model_version_tag(name, champion.version, "trained_ranges", champion.tags["trained_ranges"])

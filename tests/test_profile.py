@@ -207,3 +207,22 @@ def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
     described = cli("sql", "SELECT count(DISTINCT m.run_id) AS runs, count(n.node_index) > 50 AS nodes "
                     "FROM latest_measurements m JOIN network_nodes n USING (model_hash)", "--warehouse", wh, "--format", "json")
     assert described == [{"runs": 2, "nodes": True}]
+
+
+def test_a_spec_file_edited_after_planning_is_measured_as_planned(tmp_path: Path) -> None:
+    """Planning reads a spec file once: the child's job carries that network, not the file's name
+    alone, so an edit made since is not measured under the planned description; planning the
+    edited file describes it afresh (not with the description of the old one)."""
+    from tracker.profile.api import job_for, plan
+    from tracker.profile.measure import run_job
+    from tracker.zoo.generator import generate_spec
+
+    spec = generate_spec(3, 0, input_size=32, num_classes=10)
+    path = tmp_path / "net.json"
+    path.write_text(json.dumps(spec))
+    planned = plan(str(path), 1)
+    path.write_text(json.dumps({**spec, "num_classes": 12}))  # another network under the same file name
+    assert plan(str(path), 1).model_hash != planned.model_hash
+    path.write_text("{ no longer a spec")  # edited again before the child starts: it must not read it
+    payload = run_job(job_for(planned, FAST, False, None, None))  # what the child runs, here in-process
+    assert payload["model_name"] == spec["name"] and len(payload["timing"]["samples_ms"]) >= 2

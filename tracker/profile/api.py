@@ -24,6 +24,9 @@ class Planned:
     mode_id: str
     threads: int | None
     keys: dict[str, Any] = field(hash=False, compare=False)
+    #: a spec file's network as planning read it (None for a zoo name): the child builds this,
+    #: not the file, so an edit made meanwhile cannot be measured under the planned description
+    network_spec: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @property
     def config_key(self) -> str:
@@ -72,13 +75,27 @@ class ProfileResult:
         return out
 
 
-@lru_cache(maxsize=256)
 def _description(ref: str, input_size: int) -> tuple[str, str, str]:
-    """(network name, description hash, description JSON) of a zoo name or spec file."""
-    from tracker.describe.graph import describe_module
+    """(network name, description hash, description JSON) of a zoo name or spec file, the file
+    as it is now (an edited spec file is described again)."""
     from tracker.zoo import resolve
 
     model_ref = resolve(ref)
+    return _described(model_ref.name, _spec_json(model_ref.spec), input_size)
+
+
+def _spec_json(network_spec: dict[str, Any] | None) -> str | None:
+    return None if network_spec is None else json.dumps(network_spec, sort_keys=True)
+
+
+@lru_cache(maxsize=256)
+def _described(name: str, spec_json: str | None, input_size: int) -> tuple[str, str, str]:
+    """Description of a zoo network (``spec_json`` None) or of a spec's content, made once per process."""
+    from tracker.describe.graph import describe_module
+    from tracker.zoo import resolve
+    from tracker.zoo.spec import ModelRef
+
+    model_ref = resolve(name) if spec_json is None else ModelRef(name, input_size, json.loads(spec_json))
     desc = describe_module(model_ref.build(), model_ref.name, input_size)
     return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
 
@@ -90,12 +107,13 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     from tracker.profile.records import key_fields
     from tracker.zoo import resolve
 
-    size = input_size or resolve(ref).input_size
-    name, model_hash, _ = _description(ref, size)
+    model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
+    size = input_size or model_ref.input_size
+    name, model_hash, _ = _described(model_ref.name, _spec_json(model_ref.spec), size)
     spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase)
     mode = read_mode(device, threads=threads)
     keys = key_fields(spec, model_hash, mode.mode_id, software_versions())
-    return Planned(spec, ref, model_hash, mode.mode_id, threads, keys)
+    return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec)
 
 
 def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None) -> str:
@@ -112,6 +130,7 @@ def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None) -> s
 def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | None, memory_limit_mb: float | None) -> dict[str, Any]:
     return {
         "model": p.ref,
+        "network_spec": p.network_spec,
         "batch_size": p.spec.batch_size,
         "input_size": p.spec.input_size,
         "device": p.spec.device,
@@ -174,7 +193,7 @@ def measure_planned(
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
     # The description planning made: the child does not describe the network again (0.05 to 0.3 s
     # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).
-    description_json = _description(p.ref, p.spec.input_size)[2]
+    description_json = _described(p.spec.model, _spec_json(p.network_spec), p.spec.input_size)[2]
     record.artifacts[DESCRIPTION_ARTIFACT] = description_json
     from tracker.describe.graph import Description
 

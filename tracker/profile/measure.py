@@ -65,7 +65,12 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     device = job.get("device", "cpu")
     mode = read_mode(device)
     torch.manual_seed(0)
-    ref = resolve(job["model"])
+    if job.get("network_spec") is not None:  # the spec as planned, not the file as it may be now
+        from tracker.zoo.spec import ModelRef
+
+        ref = ModelRef(job["network_spec"]["name"], int(job["input_size"]), job["network_spec"])
+    else:
+        ref = resolve(job["model"])
     model = ref.build()
     spec = NetworkSpec(
         model=ref.name,
