@@ -93,9 +93,9 @@ def _described(name: str, spec_json: str | None, input_size: int) -> tuple[str, 
     """Description of a zoo network (``spec_json`` None) or of a spec's content, made once per process."""
     from tracker.describe.graph import describe_module
     from tracker.zoo import resolve
-    from tracker.zoo.spec import ModelRef
+    from tracker.zoo.spec import spec_ref
 
-    model_ref = resolve(name) if spec_json is None else ModelRef(name, input_size, json.loads(spec_json))
+    model_ref = resolve(name) if spec_json is None else spec_ref(json.loads(spec_json))
     desc = describe_module(model_ref.build(), model_ref.name, input_size)
     return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
 

@@ -66,9 +66,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     mode = read_mode(device)
     torch.manual_seed(0)
     if job.get("network_spec") is not None:  # the spec as planned, not the file as it may be now
-        from tracker.zoo.spec import ModelRef
+        from tracker.zoo.spec import spec_ref
 
-        ref = ModelRef(job["network_spec"]["name"], int(job["input_size"]), job["network_spec"])
+        ref = spec_ref(job["network_spec"])
     else:
         ref = resolve(job["model"])
     model = ref.build()

@@ -66,12 +66,18 @@ def resolve(ref: str) -> ModelRef:
     if ref.endswith(".json") or path.is_file():
         if not path.is_file():
             raise ConfigError(f"network spec {ref} does not exist")
-        spec = read_spec(path)
-        base = spec.get("base")
-        size = int(spec.get("input_size") or (default_input_size(base) if base else 224))
-        return ModelRef(spec["name"], size, spec)
+        return spec_ref(read_spec(path))
     check_model_name(ref)
     return ModelRef(ref, default_input_size(ref))
+
+
+def spec_ref(spec: dict[str, Any]) -> ModelRef:
+    """The network of a spec already read (a file's content, or the copy a plan carries)."""
+    from tracker.zoo.torchvision_zoo import default_input_size
+
+    base = spec.get("base")
+    size = int(spec.get("input_size") or (default_input_size(base) if base else 224))
+    return ModelRef(spec["name"], size, spec)
 
 
 def write_specs(specs: list[dict[str, Any]], folder: Path) -> list[Path]:
