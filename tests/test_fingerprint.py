@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
@@ -212,6 +213,32 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
     rep = cli("searchspace", "report", str(space), "--warehouse", str(tmp_path / "w.duckdb"))
     assert rep["latency_source"] == "predicted" and len(rep["candidates"]) == 4
     assert all(c["outside_trained_range"]["flops"]["value"] == flops[c["name"]] for c in rep["candidates"])
+
+    # Run again: nothing is missing. The champion moved to another version (a copy of it) makes each
+    # prediction missing again; the new ones name that version and the view takes them.
+    again = cli("searchspace", "run", str(space), "--latency", "predicted", "--skip-accuracy")
+    assert again["latency_skipped"] == 4 and again["latency_done"] == 0
+    copy = client.create_model_version(name, champion.source, champion.run_id, tags=champion.tags)
+    client.set_registered_model_alias(name, CHAMPION, copy.version)
+    try:
+        moved = cli("searchspace", "run", str(space), "--latency", "predicted", "--skip-accuracy")
+        assert moved["latency_done"] == 4 and moved["latency_skipped"] == 0
+    finally:
+        client.set_registered_model_alias(name, CHAMPION, champion.version)
+    runs_by_version: dict[str, set[str]] = {}
+    for run in client.search_runs(client.get_experiment_by_name("searchspace-tiny").experiment_id,
+                                  "tags.`tracker.kind` = 'candidate'"):
+        runs_by_version.setdefault(run.data.params["fingerprint_version"], set()).add(run.info.run_id)
+    assert {v: len(ids) for v, ids in runs_by_version.items()} == {f"{name}/{champion.version}": 4,
+                                                                     f"{name}/{copy.version}": 4}
+    cli("searchspace", "report", str(space), "--warehouse", str(tmp_path / "w.duckdb"))
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    try:
+        viewed = {r[0] for r in con.execute("SELECT latency_run_id FROM searchspace_candidates "
+                                            "WHERE latency_source = 'predicted'").fetchall()}
+    finally:
+        con.close()
+    assert viewed == runs_by_version[f"{name}/{copy.version}"]
 
     # A version whose span covers the two smallest candidates: only the two larger are marked.
     small, large = sorted(flops, key=flops.get)[:2], sorted(flops, key=flops.get)[2:]

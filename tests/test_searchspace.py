@@ -90,4 +90,6 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     space.write_text(SPACE)
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(space), "--skip-accuracy",
                    "--latency", "predicted", cwd=tmp_path)
-    assert proc.returncode == 1 and "no fingerprint" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("error: no latency_ms fingerprint for phase 'inference' on device 'cpu'")
+    assert proc.stderr.strip().endswith("or use --latency measured")

@@ -73,8 +73,9 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     return champ
 
 
-def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]:
-    """The champion of every target that has one for this phase and device."""
+def champions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS)
+              ) -> dict[str, Champion]:
+    """The champion of every target in ``targets`` (default: all) that has one for this phase and device."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
@@ -84,14 +85,15 @@ def champions(tracking_uri: str, phase: str, device: str) -> dict[str, Champion]
     client = MlflowClient(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)
     found = {}
-    for target in TARGETS:
+    for target in targets:
         name = registered_name(target, phase, device)
         version = champion_version(client, name)
         if version is not None:
             found[target] = load_champion(tracking_uri, name, version)
     if not found:
         known = sorted({m.name for m in client.search_registered_models()})
-        raise FingerprintError(f"no fingerprint for phase {phase!r} on device {device!r}; registered: "
+        which = "fingerprint" if set(targets) >= set(TARGETS) else f"{' or '.join(targets)} fingerprint"
+        raise FingerprintError(f"no {which} for phase {phase!r} on device {device!r}; registered: "
                                f"{', '.join(known) or 'none (run tracker fingerprint train)'}")
     scratch_warehouse()  # the feature SQL is part of the loaded model: ready before the first prediction
     return found
@@ -125,16 +127,20 @@ def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: st
 
 
 def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str, device: str,
-                 input_size: int | None = None, models: dict[str, Champion] | None = None) -> list[dict[str, Any]]:
+                 input_size: int | None = None, models: dict[str, Champion] | None = None,
+                 descriptions: list[Any] | None = None) -> list[dict[str, Any]]:
     """:func:`predict` of each network in ``refs``, in order, their features made in one pass of
-    the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters)."""
+    the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters).
+    ``descriptions``: the networks' ``Description``s where the caller has them already (not made again)."""
     from tracker.describe import describe
     from tracker.zoo import resolve
 
+    if descriptions is not None and len(descriptions) != len(refs):
+        raise ValueError(f"{len(descriptions)} descriptions for {len(refs)} networks")
     model_refs = [resolve(ref) for ref in refs]  # an unknown network is said before anything is loaded
     if models is None:
         models = champions(tracking_uri, phase, device)
-    descs = [describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
+    descs = descriptions or [describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(descs, [batch_size], phase, device,
                                           with_layers=any(m.layer is not None for m in models.values()))

@@ -43,10 +43,12 @@ def write_specs(space: SearchSpace, folder: Path) -> dict[str, Path]:
     return out
 
 
-def _hash(path: Path, input_size: int) -> str:
+def _described(path: Path, input_size: int) -> tuple[str, str]:
+    """(description hash, description JSON) of a candidate's spec file, made once per process."""
     from tracker.profile.api import _description
 
-    return _description(str(path), input_size)[1]
+    _, model_hash, description_json = _description(str(path), input_size)
+    return model_hash, description_json
 
 
 def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
@@ -65,7 +67,10 @@ def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
     return record
 
 
-def _candidate_record(space: SearchSpace, c: Candidate, model_hash: str, source: str, mode: str | None) -> Any:
+def _candidate_record(space: SearchSpace, c: Candidate, model_hash: str, source: str, mode: str | None,
+                      fingerprint_version: str | None = None) -> Any:
+    """A candidate's latency run. Its key holds the device mode it is measured in, or the fingerprint
+    version that predicts it: a champion moved to a better version makes the prediction missing again."""
     from tracker.log.record import RunRecord
 
     lat = space.latency
@@ -73,6 +78,8 @@ def _candidate_record(space: SearchSpace, c: Candidate, model_hash: str, source:
                               "latency_source": source, "device": lat.device, "batch_size": lat.batch_size}
     if mode:
         params["mode"] = mode
+    if fingerprint_version:
+        params["fingerprint_version"] = fingerprint_version
     keys = {k: v for k, v in params.items() if k != "candidate"}
     return RunRecord(kind="candidate", name=f"{c.name} · latency {source} · bs{lat.batch_size} · {lat.device}", params=params,
                      key_fields=keys, tags={"tracker.campaign": space.name, "tracker.source": source},
@@ -92,7 +99,8 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
     paths = write_specs(space, specs_dir)
     tally = Tally()
     candidates = space.candidates()
-    hashes = {c.name: _hash(paths[c.name], space.input_size) for c in candidates}
+    described = {c.name: _described(paths[c.name], space.input_size) for c in candidates}
+    hashes = {name: model_hash for name, (model_hash, _) in described.items()}
     if not skip_accuracy:
         done = logger.measured(kind="accuracy")
         b = space.accuracy
@@ -111,22 +119,28 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             logger.log([record])
             tally.accuracy_done += 1
     if not skip_latency:
-        mode = None
+        mode, champion, load_s = None, None, 0.0
         if latency == "measured":
             from tracker.profile.modes import read_mode
 
             mode = read_mode(space.latency.device).mode_id
+        else:
+            t0 = time.perf_counter()
+            champion = _latency_champion(logger.location.uri, space.latency.device)
+            load_s = time.perf_counter() - t0
+        version = f"{champion.name}/{champion.version}" if champion else None
         done = logger.measured(kind="candidate")
         todo = []
         for c in candidates:
-            record = _candidate_record(space, c, hashes[c.name], latency, mode)
+            record = _candidate_record(space, c, hashes[c.name], latency, mode, version)
             if record.config_key in done:
                 tally.latency_skipped += 1
             else:
                 todo.append((c, record))
-        if latency == "predicted" and todo:
-            say(f"latency (predicted) of {len(todo)} candidates")
-            _predict(logger, space, [(record, paths[c.name]) for c, record in todo])
+        if champion is not None and todo:
+            say(f"latency (predicted by {version}) of {len(todo)} candidates")
+            _predict(logger.location.uri, space, champion, load_s,
+                     [(record, paths[c.name], described[c.name][1]) for c, record in todo])
         for c, record in todo:
             if latency == "measured":
                 say(f"latency (measured) {c.name}")
@@ -156,24 +170,31 @@ def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_
                           device_time_s=net.metrics.get("measure_time_s", 0.0))
 
 
-def _predict(logger: Any, space: SearchSpace, todo: list[tuple[Any, Path]]) -> None:
-    """Fill each ``(record, spec path)`` with its candidate's latency from the ``latency_ms``
-    champion: loaded once, every candidate described, their features made in one pass. Each
-    candidate's ``device_time_s`` is an equal share of the whole, the load included."""
-    from tracker.fingerprint.predict import champions, predict_many
+def _latency_champion(uri: str, device: str) -> Any:
+    """The ``latency_ms`` champion for inference on ``device``, loaded (the other targets are not)."""
+    from tracker.fingerprint.dataset import FingerprintError
+    from tracker.fingerprint.predict import champions
 
-    uri = logger.location.uri
-    device = space.latency.device
+    try:
+        return champions(uri, "inference", device, targets=("latency_ms",))["latency_ms"]
+    except FingerprintError as exc:
+        raise TrackerError(f"{exc}; or use --latency measured") from None
+
+
+def _predict(uri: str, space: SearchSpace, champion: Any, load_s: float, todo: list[tuple[Any, Path, str]]) -> None:
+    """Fill each ``(record, spec path, description JSON)`` with its candidate's latency from the
+    ``latency_ms`` champion (loaded once, in ``load_s``), their features made in one pass from the
+    descriptions already made. Each candidate's ``device_time_s`` is an equal share of the whole,
+    the load included."""
+    from tracker.describe.graph import Description
+    from tracker.fingerprint.predict import predict_many
+
     t0 = time.perf_counter()
-    found = champions(uri, "inference", device)
-    if "latency_ms" not in found:
-        raise TrackerError(f"no latency_ms fingerprint for inference on {device}: train one with "
-                           "`tracker fingerprint train --target latency_ms` (or use --latency measured)")
-    outs = predict_many(uri, [str(path) for _, path in todo], space.latency.batch_size, "inference", device,
-                        models={"latency_ms": found["latency_ms"]})
-    share_s = (time.perf_counter() - t0) / len(todo)
-    for (record, _), out in zip(todo, outs):
-        record.params["fingerprint_version"] = out["model_versions"]["latency_ms"]
+    descriptions = [Description.from_json(json.loads(text)) for _, _, text in todo]
+    outs = predict_many(uri, [str(path) for _, path, _ in todo], space.latency.batch_size, "inference",
+                        space.latency.device, models={"latency_ms": champion}, descriptions=descriptions)
+    share_s = (load_s + time.perf_counter() - t0) / len(todo)
+    for (record, _, _), out in zip(todo, outs):
         record.metrics.update(latency_ms=out["predictions"]["latency_ms"], device_time_s=share_s)
         beyond = out["outside_trained_range"].get("latency_ms")
         if beyond:
