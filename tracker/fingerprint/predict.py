@@ -146,6 +146,9 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
                                           with_layers=any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)
     elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(descs), 1)
+    versions = {t: f"{m.name}/{m.version}" for t, m in models.items()}
+    methods = {t: m.method for t, m in models.items()}
+    missing = [t for t in TARGETS if t not in models]
     out = []
     for i, desc in enumerate(descs):
         row = rows.iloc[i]
@@ -153,9 +156,7 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
         out.append({
             "model": desc.name, "model_hash": desc.description_hash, "batch_size": batch_size, "phase": phase,
             "device": device, "predictions": predictions[i], "units": {t: TARGETS[t] for t in predictions[i]},
-            "model_versions": {t: f"{m.name}/{m.version}" for t, m in models.items()},
-            "methods": {t: m.method for t, m in models.items()},
-            "missing_targets": [t for t in TARGETS if t not in models],
+            "model_versions": dict(versions), "methods": dict(methods), "missing_targets": list(missing),
             # Per target, the features of this configuration beyond what its version learnt from.
             "outside_trained_range": outside,
             "predict_ms": round(elapsed_ms, 2),
