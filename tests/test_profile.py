@@ -213,7 +213,7 @@ def test_a_spec_file_edited_after_planning_is_measured_as_planned(tmp_path: Path
     """Planning reads a spec file once: the child's job carries that network, not the file's name
     alone, so an edit made since is not measured under the planned description; planning the
     edited file describes it afresh (not with the description of the old one)."""
-    from tracker.profile.api import job_for, plan
+    from tracker.profile.api import _graph_artifact, _spec_json, job_for, plan
     from tracker.profile.measure import run_job
     from tracker.zoo.generator import generate_spec
 
@@ -222,7 +222,12 @@ def test_a_spec_file_edited_after_planning_is_measured_as_planned(tmp_path: Path
     path.write_text(json.dumps(spec))
     planned = plan(str(path), 1)
     path.write_text(json.dumps({**spec, "num_classes": 12}))  # another network under the same file name
-    assert plan(str(path), 1).model_hash != planned.model_hash
+    replanned = plan(str(path), 1)
+    assert replanned.model_hash != planned.model_hash
+    # The graph artifact logged with each configuration is made once per network, by content too.
+    for p in (planned, replanned, planned):
+        graph = json.loads(_graph_artifact(p.spec.model, _spec_json(p.network_spec), p.spec.input_size))
+        assert graph["graph"]["description_hash"] == p.model_hash
     path.write_text("{ no longer a spec")  # edited again before the child starts: it must not read it
     payload = run_job(job_for(planned, FAST, False, None, None))  # what the child runs, here in-process
     assert payload["model_name"] == spec["name"] and len(payload["timing"]["samples_ms"]) >= 2

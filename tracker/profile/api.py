@@ -100,6 +100,15 @@ def _described(name: str, spec_json: str | None, input_size: int) -> tuple[str, 
     return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
 
 
+@lru_cache(maxsize=256)
+def _graph_artifact(name: str, spec_json: str | None, input_size: int) -> str:
+    """The graph artifact of :func:`_described`'s description, made once per process (a campaign
+    logs it with each configuration of the network)."""
+    from tracker.describe.graph import Description
+
+    return Description.from_json(json.loads(_described(name, spec_json, input_size)[2])).graph_artifact()
+
+
 def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu", threads: int | None = None,
          precision: str = "float32", input_size: int | None = None) -> Planned:
     from tracker.environment import software_versions
@@ -193,11 +202,9 @@ def measure_planned(
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
     # The description planning made: the child does not describe the network again (0.05 to 0.3 s
     # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).
-    description_json = _described(p.spec.model, _spec_json(p.network_spec), p.spec.input_size)[2]
-    record.artifacts[DESCRIPTION_ARTIFACT] = description_json
-    from tracker.describe.graph import Description
-
-    record.artifacts["description/graph.json"] = Description.from_json(json.loads(description_json)).graph_artifact()
+    described = (p.spec.model, _spec_json(p.network_spec), p.spec.input_size)
+    record.artifacts[DESCRIPTION_ARTIFACT] = _described(*described)[2]
+    record.artifacts["description/graph.json"] = _graph_artifact(*described)
     return log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                      software_versions()))
 
