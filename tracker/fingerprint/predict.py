@@ -73,30 +73,44 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     return champ
 
 
-def champions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS)
-              ) -> dict[str, Champion]:
-    """The champion of every target in ``targets`` (default: all) that has one for this phase and device."""
-    import mlflow
+def champion_versions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS)
+                      ) -> dict[str, Any]:
+    """The registered champion version (an MLflow ModelVersion, not loaded) of every target in
+    ``targets`` (default: all) that has one for this phase and device; none at all is an error."""
     from mlflow.tracking import MlflowClient
 
     from tracker.settings import StoreLocation
 
     StoreLocation(tracking_uri).require()
     client = MlflowClient(tracking_uri)
-    mlflow.set_tracking_uri(tracking_uri)
     found = {}
     for target in targets:
-        name = registered_name(target, phase, device)
-        version = champion_version(client, name)
+        version = champion_version(client, registered_name(target, phase, device))
         if version is not None:
-            found[target] = load_champion(tracking_uri, name, version)
+            found[target] = version
     if not found:
         known = sorted({m.name for m in client.search_registered_models()})
         which = "fingerprint" if set(targets) >= set(TARGETS) else f"{' or '.join(targets)} fingerprint"
         raise FingerprintError(f"no {which} for phase {phase!r} on device {device!r}; registered: "
                                f"{', '.join(known) or 'none (run tracker fingerprint train)'}")
+    return found
+
+
+def load_champions(tracking_uri: str, versions: dict[str, Any]) -> dict[str, Champion]:
+    """The models of :func:`champion_versions`' ``versions`` (exactly those versions, wherever the
+    alias has moved since), with the feature SQL ready for the first prediction."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    found = {target: load_champion(tracking_uri, version.name, version) for target, version in versions.items()}
     scratch_warehouse()  # the feature SQL is part of the loaded model: ready before the first prediction
     return found
+
+
+def champions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS)
+              ) -> dict[str, Champion]:
+    """The champion of every target in ``targets`` (default: all) that has one for this phase and device, loaded."""
+    return load_champions(tracking_uri, champion_versions(tracking_uri, phase, device, targets))
 
 
 def _layer_model(tracking_uri: str, run_id: str) -> Any:

@@ -119,16 +119,14 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             logger.log([record])
             tally.accuracy_done += 1
     if not skip_latency:
-        mode, champion, load_s = None, None, 0.0
+        mode, registered, version = None, None, None
         if latency == "measured":
             from tracker.profile.modes import read_mode
 
             mode = read_mode(space.latency.device).mode_id
-        else:
-            t0 = time.perf_counter()
-            champion = _latency_champion(logger.location.uri, space.latency.device)
-            load_s = time.perf_counter() - t0
-        version = f"{champion.name}/{champion.version}" if champion else None
+        else:  # the version is read now, its model loaded only if a candidate lacks its prediction
+            registered = _latency_champion(logger.location.uri, space.latency.device)
+            version = f"{registered['latency_ms'].name}/{registered['latency_ms'].version}"
         done = logger.measured(kind="candidate")
         todo = []
         for c in candidates:
@@ -137,9 +135,9 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 tally.latency_skipped += 1
             else:
                 todo.append((c, record))
-        if champion is not None and todo:
+        if registered is not None and todo:
             say(f"latency (predicted by {version}) of {len(todo)} candidates")
-            _predict(logger.location.uri, space, champion, load_s,
+            _predict(logger.location.uri, space, registered,
                      [(record, paths[c.name], described[c.name][1]) for c, record in todo])
         for c, record in todo:
             if latency == "measured":
@@ -170,30 +168,31 @@ def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_
                           device_time_s=net.metrics.get("measure_time_s", 0.0))
 
 
-def _latency_champion(uri: str, device: str) -> Any:
-    """The ``latency_ms`` champion for inference on ``device``, loaded (the other targets are not)."""
+def _latency_champion(uri: str, device: str) -> dict[str, Any]:
+    """``{"latency_ms": version}``: the registered champion for inference on ``device``, not loaded."""
     from tracker.fingerprint.dataset import FingerprintError
-    from tracker.fingerprint.predict import champions
+    from tracker.fingerprint.predict import champion_versions
 
     try:
-        return champions(uri, "inference", device, targets=("latency_ms",))["latency_ms"]
+        return champion_versions(uri, "inference", device, targets=("latency_ms",))
     except FingerprintError as exc:
         raise TrackerError(f"{exc}; or use --latency measured") from None
 
 
-def _predict(uri: str, space: SearchSpace, champion: Any, load_s: float, todo: list[tuple[Any, Path, str]]) -> None:
+def _predict(uri: str, space: SearchSpace, registered: dict[str, Any], todo: list[tuple[Any, Path, str]]) -> None:
     """Fill each ``(record, spec path, description JSON)`` with its candidate's latency from the
-    ``latency_ms`` champion (loaded once, in ``load_s``), their features made in one pass from the
+    ``registered`` latency version (loaded once), their features made in one pass from the
     descriptions already made. Each candidate's ``device_time_s`` is an equal share of the whole,
     the load included."""
     from tracker.describe.graph import Description
-    from tracker.fingerprint.predict import predict_many
+    from tracker.fingerprint.predict import load_champions, predict_many
 
     t0 = time.perf_counter()
+    champion = load_champions(uri, registered)["latency_ms"]
     descriptions = [Description.from_json(json.loads(text)) for _, _, text in todo]
     outs = predict_many(uri, [str(path) for _, path, _ in todo], space.latency.batch_size, "inference",
                         space.latency.device, models={"latency_ms": champion}, descriptions=descriptions)
-    share_s = (load_s + time.perf_counter() - t0) / len(todo)
+    share_s = (time.perf_counter() - t0) / len(todo)
     for (record, _, _), out in zip(todo, outs):
         record.metrics.update(latency_ms=out["predictions"]["latency_ms"], device_time_s=share_s)
         beyond = out["outside_trained_range"].get("latency_ms")
