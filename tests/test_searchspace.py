@@ -80,6 +80,14 @@ def test_tables_fill_only_what_is_missing_and_the_report_keeps_the_frontier(tmp_
     assert all(int(r.data.params["val_count"]) > 300 for r in acc)  # a fifth of the 1797 digits
 
 
+def test_a_long_list_of_candidates_is_cut_to_its_first_five_and_a_count() -> None:
+    from tracker.cli.searchspace import some
+
+    names = [f"c{i}" for i in range(27)]
+    assert some(names) == "c0, c1, c2, c3, c4 and 22 more (--format json lists all)"
+    assert some(names[:5]) == "c0, c1, c2, c3, c4" and some(names[:1]) == "c0"
+
+
 def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(SPACE.replace('candidates = ["vgg", "mobilenet"]', 'candidates = ["vgg", "transformer"]'))

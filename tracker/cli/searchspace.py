@@ -59,7 +59,13 @@ def run(
                f"{tally.latency_skipped} already there, {len(tally.failed)} failed; {tally.device_time_s:.1f} s of device time")
     if tally.extrapolated:
         typer.echo(f"note: {len(tally.extrapolated)} of {tally.latency_done} predicted latencies extrapolate beyond what the "
-                   f"fingerprint learnt from (tracker predict SPEC says how): {', '.join(tally.extrapolated)}")
+                   f"fingerprint learnt from (tracker predict SPEC says how): {some(tally.extrapolated)}")
+
+
+def some(names: list[str], most: int = 5) -> str:
+    """The first ``most`` names, then how many more there are (all of them are in --format json)."""
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more (--format json lists all)"
 
 
 @app.command("report")
