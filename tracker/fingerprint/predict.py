@@ -145,16 +145,19 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
                  descriptions: list[Any] | None = None) -> list[dict[str, Any]]:
     """:func:`predict` of each network in ``refs``, in order, their features made in one pass of
     the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters).
-    ``descriptions``: the networks' ``Description``s where the caller has them already (not made again)."""
+    ``descriptions``: the networks' ``Description``s where the caller has them already (``refs``
+    are then neither read nor described again)."""
     from tracker.describe import describe
     from tracker.zoo import resolve
 
     if descriptions is not None and len(descriptions) != len(refs):
         raise ValueError(f"{len(descriptions)} descriptions for {len(refs)} networks")
-    model_refs = [resolve(ref) for ref in refs]  # an unknown network is said before anything is loaded
+    # an unknown network is said before anything is loaded
+    model_refs = [resolve(ref) for ref in refs] if descriptions is None else []
     if models is None:
         models = champions(tracking_uri, phase, device)
-    descs = descriptions or [describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
+    descs = descriptions if descriptions is not None else [
+        describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(descs, [batch_size], phase, device,
                                           with_layers=any(m.layer is not None for m in models.values()))

@@ -43,14 +43,6 @@ def write_specs(space: SearchSpace, folder: Path) -> dict[str, Path]:
     return out
 
 
-def _described(path: Path, input_size: int) -> tuple[str, str]:
-    """(description hash, description JSON) of a candidate's spec file, made once per process."""
-    from tracker.profile.api import _description
-
-    _, model_hash, description_json = _description(str(path), input_size)
-    return model_hash, description_json
-
-
 def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
     """The ``accuracy`` run of a candidate under the space's budget, before training (its key is final)."""
     from tracker.log.record import RunRecord
@@ -91,6 +83,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
     """Fill what is missing: an ``accuracy`` run per candidate, and a ``candidate`` run with its latency
     (``measured``: a network run by the profilers; ``predicted``: the registered fingerprints)."""
     from tracker.log.record import now_ms
+    from tracker.profile.api import _description
     from tracker.searchspace.accuracy import load_split, train_and_evaluate
 
     if latency not in SOURCES:
@@ -99,8 +92,9 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
     paths = write_specs(space, specs_dir)
     tally = Tally()
     candidates = space.candidates()
-    described = {c.name: _described(paths[c.name], space.input_size) for c in candidates}
-    hashes = {name: model_hash for name, (model_hash, _) in described.items()}
+    # (name, description hash, description JSON) of each candidate: keys its runs, feeds its prediction
+    described = {c.name: _description(str(paths[c.name]), space.input_size) for c in candidates}
+    hashes = {name: model_hash for name, (_, model_hash, _) in described.items()}
     if not skip_accuracy:
         done = logger.measured(kind="accuracy")
         b = space.accuracy
@@ -138,7 +132,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
         if registered is not None and todo:
             say(f"latency (predicted by {version}) of {len(todo)} candidates")
             _predict(logger.location.uri, space, registered,
-                     [(record, paths[c.name], described[c.name][1]) for c, record in todo])
+                     [(record, paths[c.name], described[c.name][2]) for c, record in todo])
         for c, record in todo:
             if latency == "measured":
                 say(f"latency (measured) {c.name}")
