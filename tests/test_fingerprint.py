@@ -214,20 +214,41 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
     assert rep["latency_source"] == "predicted" and len(rep["candidates"]) == 4
     assert all(c["outside_trained_range"]["flops"]["value"] == flops[c["name"]] for c in rep["candidates"])
 
-    # Run again: nothing is missing. The champion moved to another version (a copy of it) makes each
-    # prediction missing again; the new ones name that version and the view takes them.
+    # Run again: nothing is missing. The champion moved by hand (fingerprint promote) to another
+    # version (a copy of it) makes each prediction missing again; the new ones name that version
+    # and the view takes them.
     again = cli("searchspace", "run", str(space), "--latency", "predicted", "--skip-accuracy")
     assert again["latency_skipped"] == 4 and again["latency_done"] == 0
     import mlflow
 
     mlflow.set_tracking_uri(uri)  # the registry resolves the logged model through the global client
     copy = client.create_model_version(name, champion.source, champion.run_id, tags=champion.tags)
-    client.set_registered_model_alias(name, CHAMPION, copy.version)
+    assert cli("fingerprint", "promote", name, str(copy.version)) == {
+        "name": name, "version": str(copy.version), "previous": str(champion.version), "moved": True}
+    assert client.get_model_version_by_alias(name, CHAMPION).version == copy.version
+    assert client.get_model_version(name, copy.version).tags["promoted"].endswith(f", after version {champion.version}")
     try:
         moved = cli("searchspace", "run", str(space), "--latency", "predicted", "--skip-accuracy")
         assert moved["latency_done"] == 4 and moved["latency_skipped"] == 0
     finally:
-        client.set_registered_model_alias(name, CHAMPION, champion.version)
+        back = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", name, str(champion.version)])
+        assert back.exit_code == 0 and back.stdout == (
+            f"{name}: champion moved from version {copy.version} to version {champion.version}\n"), back.output
+    same = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", name, str(champion.version)])
+    assert same.stdout == f"{name}: version {champion.version} is already champion\n"
+    # What cannot be champion is one line naming what is wrong, and the alias stays.
+    other = client.create_registered_model("not-a-fingerprint").name
+    client.create_model_version(other, champion.source, champion.run_id)  # no features tag
+    for args, message in (((name, "9"), f"{name} has no version 9; versions: {champion.version}, {copy.version}"),
+                          ((name, "two"), "version 'two': expected a whole number of at least 1"),
+                          (("latency_ms-inference-cdu", "1"), "no fingerprint named 'latency_ms-inference-cdu'; "
+                                                               f"registered: {name}, not-a-fingerprint"),
+                          ((other, "1"), "not-a-fingerprint version 1 was not registered by tracker fingerprint "
+                                         "train (no features tag)")):
+        with pytest.raises(FingerprintError, match=re.escape(message)):
+            runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", *args], catch_exceptions=False)
+    client.delete_registered_model(other)
+    assert client.get_model_version_by_alias(name, CHAMPION).version == champion.version
     runs_by_version: dict[str, set[str]] = {}
     for run in client.search_runs(client.get_experiment_by_name("searchspace-tiny").experiment_id,
                                   "tags.`tracker.kind` = 'candidate'"):

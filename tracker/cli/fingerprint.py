@@ -1,4 +1,4 @@
-"""``tracker fingerprint train|list`` and ``tracker predict``: models of the measurements."""
+"""``tracker fingerprint train|list|promote`` and ``tracker predict``: models of the measurements."""
 
 from __future__ import annotations
 
@@ -61,7 +61,8 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "heldout_mape_pct": version.tags.get("heldout_mape_pct"),
                          "heldout_within_10pct": version.tags.get("heldout_within_10pct"),
                          "baseline_extratrees_mape_pct": version.tags.get("baseline_extratrees_mape_pct"),
-                         "networks": version.tags.get("networks"), "method": version.tags.get("method", "network")})
+                         "networks": version.tags.get("networks"), "method": version.tags.get("method", "network"),
+                         "promoted": version.tags.get("promoted")})
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
@@ -71,6 +72,26 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
         typer.echo(f"{r['name']:<40} v{r['version']:<3} {r['alias']:<9} {r['method']:<8} "
                    f"MAPE {_pct(r['heldout_mape_pct'])}, {_pct(r['heldout_within_10pct'])} within ±10 %  "
                    f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)")
+
+
+@app.command("promote")
+def promote_cmd(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Registered fingerprint, such as latency_ms-inference-cpu.")],
+    version: Annotated[str, typer.Argument(help="Its version to make champion (tracker fingerprint list).")],
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Make a version the champion by hand: tracker predict and searchspace run use it from now on."""
+    from tracker.fingerprint.train import promote
+
+    result = promote(_uri(ctx), name, version)
+    if fmt is OutputFormat.json:
+        emit_json(result.to_dict())
+    elif not result.moved:
+        typer.echo(f"{name}: version {result.version} is already champion")
+    else:
+        was = f"version {result.previous}" if result.previous else "no version"
+        typer.echo(f"{name}: champion moved from {was} to version {result.version}")
 
 
 def _pct(tag: str | None) -> str:

@@ -244,6 +244,60 @@ def champion_version(client: Any, name: str) -> Any:
         return None
 
 
+@dataclass
+class Promotion:
+    """The ``champion`` alias moved by hand: ``previous`` held it before (None: no version did)."""
+
+    name: str
+    version: str
+    previous: str | None
+
+    @property
+    def moved(self) -> bool:
+        return self.previous != self.version
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "previous": self.previous, "moved": self.moved}
+
+
+def promote(tracking_uri: str, name: str, version: str) -> Promotion:
+    """Move the ``champion`` alias of the fingerprint ``name`` to ``version`` by hand (what a
+    user would otherwise do in the MLflow UI), whatever the evaluation said. Only a version
+    that tracker registered (it has the ``features`` tag ``tracker predict`` needs) can be
+    champion. The version records it in its tag ``promoted``."""
+    from datetime import datetime, timezone
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    if not version.isdigit() or int(version) < 1:
+        raise FingerprintError(f"version {version!r}: expected a whole number of at least 1 (see tracker fingerprint list)")
+    version = str(int(version))
+    client = MlflowClient(tracking_uri)
+    names = sorted(m.name for m in client.search_registered_models())
+    if name not in names:
+        raise FingerprintError(f"no fingerprint named {name!r}; registered: {', '.join(names) or 'none'}")
+    versions = sorted(int(v.version) for v in client.search_model_versions(f"name = '{name}'"))
+    if int(version) not in versions:
+        raise FingerprintError(f"{name} has no version {version}; versions: {', '.join(map(str, versions)) or 'none'}")
+    chosen = client.get_model_version(name, version)
+    if "features" not in chosen.tags:
+        raise FingerprintError(f"{name} version {version} was not registered by tracker fingerprint train "
+                               "(no features tag): tracker predict could not load it")
+    current = champion_version(client, name)
+    previous = None if current is None else str(current.version)
+    if previous == version:
+        return Promotion(name, version, previous)
+    try:
+        client.set_registered_model_alias(name, CHAMPION, version)
+    except MlflowException as exc:
+        raise FingerprintError(f"cannot move {CHAMPION} of {name} to version {version}: {exc.message}") from exc
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    client.set_model_version_tag(name, version, "promoted",
+                                 f"by hand at {when}, after version {previous}" if previous else f"by hand at {when}")
+    return Promotion(name, version, previous)
+
+
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
           exclude: Collection[str] = ()) -> TrainResult:
     """Train, evaluate on held-out networks, register and maybe promote; networks named in
