@@ -9,7 +9,8 @@ SELECT
     median(m.latency_ms) AS latency_ms,
     median(m.peak_mem_mb) AS peak_mem_mb,
     median(m.power_w) AS power_w,
-    median(m.energy_per_iter_j) AS energy_per_iter_j
+    median(m.energy_per_iter_j) AS energy_per_iter_j,
+    median(m.gpu_util_pct) AS gpu_util_pct
 FROM latest_measurements l
 JOIN measurements m USING (config_key)
 GROUP BY l.run_id

@@ -5,13 +5,13 @@ WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, stop_reason
+           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason
     FROM network_runs
     UNION ALL BY NAME
     SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, stop_reason
+           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason
     FROM training_runs
 )
 SELECT

@@ -239,7 +239,8 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
     # What cannot be champion is one line naming what is wrong, and the alias stays.
     other = client.create_registered_model("not-a-fingerprint").name
     client.create_model_version(other, champion.source, champion.run_id)  # no features tag
-    for args, message in (((name, "9"), f"{name} has no version 9; versions: {champion.version}, {copy.version}"),
+    versions = ", ".join(str(n) for n in sorted(int(v.version) for v in client.search_model_versions(f"name = '{name}'")))
+    for args, message in (((name, "99"), f"{name} has no version 99; versions: {versions}"),
                           ((name, "two"), "version 'two': expected a whole number of at least 1"),
                           (("latency_ms-inference-cdu", "1"), "no fingerprint named 'latency_ms-inference-cdu'; "
                                                                f"registered: {name}, not-a-fingerprint"),
@@ -280,6 +281,54 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
         assert "* predicted beyond what the fingerprint learnt from (2 of 4 candidates)" in table.stdout
     finally:
         client.set_model_version_tag(name, champion.version, "trained_ranges", champion.tags["trained_ranges"])
+
+
+GPU_NETWORKS = ("mobilenet_v3_small", "squeezenet1_0", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5")
+
+
+def test_gpu_utilisation_is_a_target_and_never_predicted_past_100_pct(tmp_path: Path) -> None:
+    """Where a device reports GPU utilisation (NVML, tegrastats) it is learnt like the other
+    targets; a reading of 0 is not learnt from (log scale), and no prediction passes 100 %."""
+    import lightgbm
+    import numpy as np
+    import pandas as pd
+
+    from tracker.fingerprint.predict import Champion
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="gpu", environment={**ENV, "env.gpu_name": "Test GPU"})
+    records = []
+    for name in GPU_NETWORKS:
+        desc = describe(name, 64)
+        for bs in (1, 2, 4, 8):
+            work = _flops(desc) * bs  # a GPU that fills up as the batch's work grows
+            r = network_record(name, bs, gpu_util_pct=0.0 if (name, bs) == ("mnasnet0_5", 1) else 100 * work / (work + 4e8))
+            r.params.update(model_hash=desc.description_hash, device="cuda", mode="cuda-default")
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            records.append(r)
+    logger.log(records)
+    load(wh, open_source(resolve_location(str(runs))))
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "gpu_util_pct", "inference", "cuda", uri)
+    assert result.name == "gpu_util_pct-inference-cuda" and result.champion
+    assert result.evaluation["rows"] == 4 * len(GPU_NETWORKS) - 1  # the reading of 0 is left out
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--device", "cuda",
+                                   "--batch-size", "4", "--input-size", "64", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["units"] == {"gpu_util_pct": "%"} and 0 < data["predictions"]["gpu_util_pct"] <= 100
+    assert data["model_versions"]["gpu_util_pct"] == f"gpu_util_pct-inference-cuda/{result.version}"
+    assert {"latency_ms", "power_w"} <= set(data["missing_targets"])
+
+    # A model whose log-scale output lies above log(100) (a trend carried past the batches it
+    # learnt can do that): capped for utilisation, not for latency.
+    x = np.linspace(0, 1, 50)[:, None]
+    booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 1}, lightgbm.Dataset(x, np.log(120 + 10 * x[:, 0])),
+                             num_boost_round=5)
+    rows = pd.DataFrame({"a": [0.1, 0.9]})
+    assert Champion("gpu_util_pct-inference-cuda", "1", ["a"], booster).predict(rows).tolist() == [100.0, 100.0]
+    assert (Champion("latency_ms-inference-cuda", "1", ["a"], booster).predict(rows) > 100).all()
 
 
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",

@@ -23,7 +23,7 @@ def _uri(ctx: typer.Context, read_only: bool = False) -> str:
 @app.command("train")
 def train_cmd(
     ctx: typer.Context,
-    target: Annotated[str, typer.Option("--target", help="latency_ms, peak_mem_mb, power_w or energy_per_iter_j.")],
+    target: Annotated[str, typer.Option("--target", help="latency_ms, peak_mem_mb, power_w, energy_per_iter_j or gpu_util_pct.")],
     device: DeviceOption = "cpu",
     phase: PhaseOption = "inference",
     warehouse: WarehouseOption = None,

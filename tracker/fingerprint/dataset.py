@@ -21,7 +21,9 @@ VIEW = "measurement_features"
 #: The labels: per configuration, the median of its repeated measurements (training only).
 LABEL_VIEW = "measurement_labels"
 #: Targets a fingerprint can learn, with their units (all modelled on a log scale).
-TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J"}
+TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J", "gpu_util_pct": "%"}
+#: Targets that cannot exceed a value: a prediction (exp of the log-scale model) is capped there.
+CEILINGS = {"gpu_util_pct": 100.0}
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}

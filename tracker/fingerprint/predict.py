@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.fingerprint.dataset import (
+    CEILINGS,
     TARGETS,
     FingerprintError,
     configuration_rows,
@@ -44,7 +45,13 @@ class Champion:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             summed = np.where(np.isnan(summed), values, summed)  # a configuration without module calls
             values = summed if self.method == "layer" else np.sqrt(values * summed)
-        return values
+        ceiling = CEILINGS.get(self.target)
+        return values if ceiling is None else np.minimum(values, ceiling)
+
+    @property
+    def target(self) -> str:
+        """The target this champion predicts (its registered name is ``TARGET-PHASE-DEVICE``)."""
+        return self.name.split("-", 1)[0]
 
 
 def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
