@@ -95,13 +95,23 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
             "evaluation/measurement_features.sql", "evaluation/heldout_predictions.csv"} <= artifacts
 
     # Same data again, from the CLI: no network the champion has not seen, so the alias stays;
-    # MLflow's registration lines are not repeated on stderr.
+    # MLflow's registration lines are not repeated on stderr. The table names each family's
+    # held-out scores, the worst first.
     runner = CliRunner()
     again = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
-                                "--warehouse", str(wh), "--format", "json"])
+                                "--warehouse", str(wh)])
     assert again.exit_code == 0, again.output
-    second = json.loads(again.stdout)
-    assert second["version"] != first.version and not second["champion"]
+    lines = again.stdout.splitlines()
+    second = lines[0].split(" ")[2].rstrip(":")
+    assert lines[0].startswith(f"{first.name} version ") and second != first.version
+    assert lines[-1].startswith(f"not champion: version {first.version} stays champion")
+    with downloaded(uri, client.get_model_version(first.name, second).run_id, "evaluation/by_family.json") as path:
+        by_family = json.loads(path.read_text())
+    assert len(by_family) == len({family(n) for n in NETWORKS}) > 1
+    table = [line.split() for line in lines[2:-1]]
+    assert [row[0] for row in table] == sorted(by_family, key=lambda f: -by_family[f]["mape_pct"])
+    assert all(int(row[1]) == by_family[row[0]]["rows"] and float(row[2]) == round(by_family[row[0]]["mape_pct"], 2)
+               for row in table)
     assert str(client.get_model_version_by_alias(first.name, CHAMPION).version) == first.version
     assert "Created version" not in again.stderr and "Registered model" not in again.stderr
     out = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet50", "--batch-size", "2",

@@ -43,6 +43,11 @@ def train_cmd(
     typer.echo(f"{result.name} version {result.version}: held-out networks MAPE {e['mape_pct']:.2f} %, "
                f"RMSPE {e['rmspe_pct']:.2f} %, {e['within_10pct']:.0f} % within ±10 % ({int(e['rows'])} rows); "
                f"ExtraTrees baseline MAPE {b['mape_pct']:.2f} %")
+    if len(result.by_family) > 1:
+        typer.echo(f"  {'held out, by family':<28} {'rows':>5} {'MAPE':>8} {'RMSPE':>8} {'within ±10 %':>13}")
+        for fam, s in sorted(result.by_family.items(), key=lambda kv: -kv[1]["mape_pct"]):
+            typer.echo(f"  {fam:<28} {int(s['rows']):>5} {s['mape_pct']:>6.2f} % {s['rmspe_pct']:>6.2f} % "
+                       f"{s['within_10pct']:>11.0f} %")
     typer.echo(("champion: " if result.champion else "not champion: ") + result.champion_reason)
 
 
