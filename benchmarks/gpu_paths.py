@@ -5,7 +5,9 @@ temporary folder store: whole-network inference and training at two batch sizes,
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command), a repeat of a configuration (`--again`), a training job and a
 detection training job on cuda, a multi-network mapping split between cpu and cuda, a small cuda
-campaign, then the warehouse load and SQL over what was logged. What is checked: every command exits 0, GPU runs carry
+campaign, then the warehouse load and SQL over what was logged, and fingerprints of the device's
+inference latency and, where NVML measured them, its power and GPU utilisation, each then used by
+`tracker predict` on a network never measured. What is checked: every command exits 0, GPU runs carry
 cuda memory, NVML power and energy where NVML reads them, and the failed boundary run is
 FAILED with its error. On a GPU host a CPU measurement is taken too: its power_w must not hold
 the idle GPU's power (it is RAPL's, or absent).
@@ -119,19 +121,27 @@ def main() -> None:
     step("warehouse_load", ["warehouse", "load"])
     wh = ["--warehouse", str(store / "warehouse.duckdb"), "--format", "json"]
     rows = step("sql_measurements", ["sql", "SELECT kind, model, batch_size, phase, device, latency_ms, latency_ci_rel,"
-                                     " samples_count, peak_mem_mb, power_w, energy_per_iter_j, stop_reason, device_name,"
+                                     " samples_count, peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, device_name,"
                                      " mode FROM measurements ORDER BY end_time", *wh])
     step("sql_failed", ["sql", "SELECT * FROM failed_runs", *wh])
     step("sql_repeats", ["sql", "SELECT * FROM measurement_repeats", *wh])
 
     rows = rows if isinstance(rows, list) else []
     on_device = [r for r in rows if str(r.get("device", "")).startswith(device)]
+    inference = [r for r in on_device if r.get("phase") == "inference"]
+    targets = ["latency_ms"] + [t for t in ("power_w", "gpu_util_pct") if any(r.get(t) for r in inference)]
+    for target in targets:
+        step(f"fingerprint_{target}", ["fingerprint", "train", "--target", target, "--device", device, "--format", "json",
+                                       "--warehouse", str(store / "warehouse.duckdb")], timeout_s=300)
+    step("predict", ["predict", "mobilenet_v3_large", "-b", "1", "--device", device, "--format", "json"])
     on_cpu = [r for r in rows if r.get("device") == "cpu"]
     checks = {
         "all_steps_ok": all(s["ok"] for s in steps.values()),
         "measurements_on_device": len(on_device),
         "with_power_w": sum(r.get("power_w") is not None for r in on_device),
         "with_energy_per_iter_j": sum(r.get("energy_per_iter_j") is not None for r in on_device),
+        "with_gpu_util_pct": sum(r.get("gpu_util_pct") is not None for r in on_device),
+        "predicted": outputs["predict"].get("predictions") if isinstance(outputs.get("predict"), dict) else None,
         "zero_power_w": sum(r.get("power_w") == 0 for r in on_device),
         "cpu_measurements": len(on_cpu),
         "cpu_power_w": sorted({r.get("power_w") for r in on_cpu}, key=str),
