@@ -113,6 +113,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
         # a command that only reads leaves no new empty store behind
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
+        (["--tracking-uri", "fresh", "fingerprint", "promote", "latency_ms-inference-cpu", "2"], 1, "no tracking store at"),
         (["frobnicate"], 2, "No such command"),
         (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),

@@ -89,7 +89,7 @@ def promote_cmd(
     """Make a version the champion by hand: tracker predict and searchspace run use it from now on."""
     from tracker.fingerprint.train import promote
 
-    result = promote(_uri(ctx), name, version)
+    result = promote(_uri(ctx, read_only=True), name, version)  # the store must exist: no new empty one
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
     elif not result.moved:
