@@ -87,6 +87,27 @@ def test_detection_models_are_described_with_hooks() -> None:
     assert len(desc.edges) > len(desc.nodes) // 2
 
 
+def test_hooks_link_only_real_inputs_when_a_freed_output_id_is_reused() -> None:
+    """Hooks match tensors by id: an output dropped at once frees its id, and CPython hands it to the
+    next tensor made. That tensor must not be linked to the dropped output's module (it was, and
+    a detection model's description hash changed from one process to the next)."""
+    from tracker.describe.graph import trace_hooks
+
+    class Dropping(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.ReLU(), torch.nn.ReLU()
+
+        def forward(self, x):
+            for _ in range(3):
+                self.a(x)  # the output is dropped here
+                fresh = torch.zeros(2)  # made after it: before the fix, often at its address
+            return self.b(fresh)
+
+    desc = trace_hooks(Dropping(), "dropping", [1, 3, 4, 4])
+    assert {n.name: n.inputs for n in desc.nodes} == {"x": [], "a": ["x"], "a_1": ["x"], "a_2": ["x"], "b": []}
+
+
 def test_generated_network_counts_match_torch() -> None:
     from tracker.zoo.generator import build_generated, generate
 
