@@ -24,6 +24,15 @@ LABEL_VIEW = "measurement_labels"
 TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J", "gpu_util_pct": "%"}
 #: Targets that cannot exceed a value: a prediction (exp of the log-scale model) is capped there.
 CEILINGS = {"gpu_util_pct": 100.0}
+
+
+def capped(target: str, values: Any) -> Any:
+    """Predicted ``values`` of ``target`` held at its ceiling, if it has one: the one place both
+    ``tracker predict`` (Champion.predict) and the held-out evaluation in training cap them."""
+    import numpy as np
+
+    ceiling = CEILINGS.get(target)
+    return values if ceiling is None else np.minimum(values, ceiling)
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracker.fingerprint.dataset import (
-    CEILINGS,
     TARGETS,
     FingerprintError,
+    capped,
     configuration_rows,
     outside_ranges,
     parse_ranges,
@@ -45,8 +45,7 @@ class Champion:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             summed = np.where(np.isnan(summed), values, summed)  # a configuration without module calls
             values = summed if self.method == "layer" else np.sqrt(values * summed)
-        ceiling = CEILINGS.get(self.target)
-        return values if ceiling is None else np.minimum(values, ceiling)
+        return capped(self.target, values)
 
     @property
     def target(self) -> str:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
 from tracker.fingerprint.dataset import (
-    CEILINGS,
     LABEL_VIEW,
     TARGETS,
     FingerprintError,
+    capped,
     family,
     feature_columns,
     load_rows,
@@ -319,8 +319,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     # Held out by network; when the candidates were compared on that split, those predictions.
     pred = selected_pred if selection_split == "network" else out_of_fold(x, y, networks, make)
     method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks)
-    if target in CEILINGS:  # as tracker predict caps it (Champion.predict)
-        pred = np.minimum(pred, CEILINGS[target])
+    pred = capped(target, pred)  # as tracker predict caps it
     evaluation = {**scores(y, pred), **layer_eval,
                   **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
     baseline = scores(y, out_of_fold(x, y, networks, extra_trees))
