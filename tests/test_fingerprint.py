@@ -293,6 +293,88 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
         client.set_model_version_tag(name, champion.version, "trained_ranges", champion.tags["trained_ranges"])
 
 
+def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: tuple[Path, Path]) -> None:
+    """The registered version is an MLflow pyfunc: pyfunc.load_model and a real `mlflow models
+    serve` answer in MB (not log MB), as tracker's own Champion does; a version of the older bare
+    LightGBM format still loads in tracker; a format this tracker does not know is refused."""
+    import os
+
+    import mlflow
+    import numpy as np
+    import requests
+
+    from tests.conftest import free_port, wait_http
+    from tracker.fingerprint.predict import load_champion
+
+    runs, wh = measured
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "peak_mem_mb", "inference", "cpu", uri)
+    client = MlflowClient(uri)
+    version = client.get_model_version(result.name, result.version)
+    assert version.tags["format"] == "2"
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        rows = con.execute("SELECT * FROM measurement_features WHERE phase = 'inference' ORDER BY run_id").df()
+    finally:
+        con.close()
+    mlflow.set_tracking_uri(uri)
+    served = mlflow.pyfunc.load_model(f"models:/{result.name}@{CHAMPION}").predict(rows)  # all columns: extras ignored
+    ours = load_champion(uri, result.name, version).predict(rows)
+    assert np.allclose(served, ours, rtol=1e-12)
+    measured_mb = rows["peak_mem_mb"].to_numpy(float)
+    assert np.median(np.abs(served / measured_mb - 1)) < 0.2  # in MB: a logarithm would be 1-2 % of it
+    with pytest.raises(mlflow.exceptions.MlflowException, match="missing inputs.*'batch_flops'"):
+        mlflow.pyfunc.load_model(f"models:/{result.name}/{result.version}").predict(rows.drop(columns="batch_flops"))
+
+    # A real scoring server over the registry, as a user starts it from the project's venv.
+    port = free_port()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m",
+                             f"models:/{result.name}@{CHAMPION}", "--env-manager", "local", "-p", str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/ping", proc, timeout_s=120)
+        body = {"dataframe_split": json.loads(rows.head(6).to_json(orient="split", index=False))}
+        answer = requests.post(f"http://127.0.0.1:{port}/invocations", json=body, timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert np.allclose(answer.json()["predictions"], ours[:6], rtol=1e-9)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    # The format before this one (a bare LightGBM model of log(target); tags as now but no
+    # `format`), as older trackers registered it: tracker still reads it, and alike.
+    booster = mlflow.pyfunc.load_model(f"models:/{result.name}/{result.version}").unwrap_python_model().booster
+    with mlflow.start_run():
+        info = mlflow.lightgbm.log_model(booster, name="model", registered_model_name=result.name)
+    old = str(info.registered_model_version)
+    for key, value in version.tags.items():
+        if key != "format":
+            client.set_model_version_tag(result.name, old, key, value)
+    assert np.allclose(load_champion(uri, result.name, client.get_model_version(result.name, old)).predict(rows),
+                       ours, rtol=1e-12)
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
+    formats = {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}
+    assert formats[old] == 1 and formats[result.version] == 2
+
+    # A format from a newer tracker: refused in one line, by predict and by promote; nothing moves.
+    client.set_model_version_tag(result.name, old, "format", "3")
+    with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '3', which this "
+                                                         "tracker does not read (it reads 1, 2); upgrade tracker")):
+        CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", result.name, old],
+                           catch_exceptions=False)
+    client.set_registered_model_alias(result.name, CHAMPION, old)
+    try:
+        out = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(runs), "predict", "resnet18",
+                              "--input-size", "64"], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+        assert f"{result.name} version {old} has format '3'" in out.stderr.strip().splitlines()[-1]
+    finally:
+        client.set_registered_model_alias(result.name, CHAMPION, result.version)
+        client.delete_model_version(result.name, old)
+
+
 GPU_NETWORKS = ("mobilenet_v3_small", "squeezenet1_0", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5")
 
 

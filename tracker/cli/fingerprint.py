@@ -67,7 +67,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "heldout_within_10pct": version.tags.get("heldout_within_10pct"),
                          "baseline_extratrees_mape_pct": version.tags.get("baseline_extratrees_mape_pct"),
                          "networks": version.tags.get("networks"), "method": version.tags.get("method", "network"),
-                         "promoted": version.tags.get("promoted")})
+                         "promoted": version.tags.get("promoted"), "format": int(version.tags.get("format", "1"))})
     if fmt is OutputFormat.json:
         emit_json(rows)
         return

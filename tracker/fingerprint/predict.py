@@ -16,7 +16,6 @@ from tracker.fingerprint.dataset import (
     parse_ranges,
     scratch_warehouse,
 )
-from tracker.fingerprint.layers import PREDICT_THREADS
 from tracker.fingerprint.train import champion_version, registered_name
 
 
@@ -36,11 +35,9 @@ class Champion:
         champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
         import numpy as np
 
-        x = rows[self.features].to_numpy(dtype=float, na_value=np.nan)
-        log_values = self.booster.predict(x, num_threads=PREDICT_THREADS)
-        if self.trend is not None:
-            log_values = log_values + self.trend(rows)
-        values = np.exp(log_values)
+        from tracker.fingerprint.served import network_values
+
+        values = network_values(self.booster, self.features, self.trend, rows)
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             summed = np.where(np.isnan(summed), values, summed)  # a configuration without module calls
@@ -57,9 +54,19 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     """The model of a registered ``version`` (an MLflow ModelVersion), with its layer model if it has one."""
     import mlflow
 
-    booster = mlflow.lightgbm.load_model(f"models:/{name}/{version.version}")
-    champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
-                     version.tags.get("method", "network"))
+    from tracker.fingerprint.served import model_format
+
+    uri = f"models:/{name}/{version.version}"
+    if model_format(version.tags, f"{name} version {version.version}") == 1:
+        booster = mlflow.lightgbm.load_model(uri)  # log(target); the trend, if any, in a tag (read below)
+        champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
+                         version.tags.get("method", "network"))
+    else:
+        # tracker.fingerprint.served's model. No requirement check: this is the environment that
+        # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
+        served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
+        champ = Champion(name, str(version.version), served.features, served.booster,
+                         version.tags.get("method", "network"), trend=served.trend)
     if champ.method != "network":
         champ.layer = _layer_model(tracking_uri, version.run_id)
     if "trained_ranges" in version.tags:
@@ -68,7 +75,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         except ValueError as exc:
             raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
                                    "retrain with tracker fingerprint train") from None
-    if "trend" in version.tags:
+    if "trend" in version.tags and champ.trend is None:
         from tracker.fingerprint.trend import Trend
 
         try:

@@ -271,6 +271,8 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    from tracker.fingerprint.served import model_format
+
     if not version.isdigit() or int(version) < 1:
         raise FingerprintError(f"version {version!r}: expected a whole number of at least 1 (see tracker fingerprint list)")
     version = str(int(version))
@@ -285,6 +287,7 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     if "features" not in chosen.tags:
         raise FingerprintError(f"{name} version {version} was not registered by tracker fingerprint train "
                                "(no features tag): tracker predict could not load it")
+    model_format(chosen.tags, f"{name} version {version}")  # one this tracker cannot load: refused
     current = champion_version(client, name)
     previous = None if current is None else str(current.version)
     if previous == version:
@@ -306,6 +309,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     import mlflow
     import numpy as np
     from mlflow.tracking import MlflowClient
+
+    from tracker.fingerprint.served import FORMAT, spec_json
 
     frame = training_rows(warehouse, target, phase, device, exclude)
     features = feature_columns(list(frame.columns))
@@ -379,14 +384,14 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 for view in (LAYER_VIEW, LAYER_LABEL_VIEW):
                     (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
             mlflow.log_artifacts(str(folder), "evaluation")
-        with _registry_chatter_dropped():
-            info = mlflow.lightgbm.log_model(final.booster_, name="model", registered_model_name=name,
-                                             input_example=x.iloc[:1])
+        info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
+                                                                   network_model, trend), x.iloc[:1])
     version = str(info.registered_model_version)
     for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
                        "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
                        "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                        "networks": str(len(set(networks))), "method": method, "network_model": network_model,
+                       "format": str(FORMAT),
                        "trained_ranges": json.dumps(trained_ranges(x, features)),
                        **({"trend": trend.to_json()} if trend is not None else {}),
                        **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
@@ -396,8 +401,11 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
         "description, without running it: LightGBM on log(target) over the measurement_features view. "
         "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads. "
-        "A version tagged `trend` (network_model trend+lgbm) predicts log(target) as that log-log trend plus the "
-        "booster's output."))
+        f"A version tagged `format` 2 is an MLflow pyfunc: `mlflow.pyfunc.load_model(\"models:/{name}@champion\")` "
+        "or `mlflow models serve` take rows of measurement_features (the columns of its `features` tag) and "
+        f"answer {target} in {TARGETS[target]}, trend and ceiling included; for a `layer` or `blend` method that "
+        "is its network-level part. A version without the tag (format 1, older trackers) is a bare LightGBM "
+        "model of log(target), the trend of a `trend`-tagged version not included."))
     client.update_model_version(name, version, description=(
         f"{method} model ({network_model} at network level) from {len(frame)} measurements of {len(set(networks))} "
         "networks; held out by network: "
@@ -407,6 +415,29 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method)
+
+
+def _log_served_model(name: str, booster: Any, spec: str, example: Any) -> Any:
+    """Log and register the fingerprint as tracker.fingerprint.served's pyfunc (the booster and its
+    spec as artifacts), so MLflow loads and serves it in the target's unit."""
+    import importlib.metadata
+
+    import mlflow
+
+    from tracker.fingerprint.served import BOOSTER, MODEL_CODE, SPEC, signature
+
+    # Named, not inferred: inferring loads the model in a child process (seconds per version).
+    requirements = [f"{pkg}=={importlib.metadata.version(pkg)}" for pkg in ("mlflow", "lightgbm", "numpy", "pandas")]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "booster.txt").write_text(booster.model_to_string())
+        (Path(tmp) / "fingerprint.json").write_text(spec)
+        with _registry_chatter_dropped():
+            return mlflow.pyfunc.log_model(name="model", python_model=str(MODEL_CODE),
+                                           artifacts={BOOSTER: str(Path(tmp) / "booster.txt"),
+                                                      SPEC: str(Path(tmp) / "fingerprint.json")},
+                                           pip_requirements=requirements, input_example=example,
+                                           signature=signature(list(example.columns)),
+                                           registered_model_name=name)
 
 
 def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y: Any, pred: Any,

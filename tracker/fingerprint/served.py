@@ -1,0 +1,120 @@
+"""The registered form of a fingerprint: an MLflow pyfunc model that answers in the target's unit.
+
+A registered version is what MLflow users load and serve without tracker's CLI::
+
+    mlflow.pyfunc.load_model("models:/latency_ms-inference-cpu@champion").predict(rows)
+    mlflow models serve -m models:/latency_ms-inference-cpu@champion --env-manager local
+
+``rows`` are rows of the ``measurement_features`` view (the columns the version's ``features``
+tag lists; others are ignored). The answer is the target in its unit (ms, MB, W, J, %): the
+exponential of the booster's log-scale output, plus the log-log trend when the version has one,
+held at the target's ceiling. ``tracker predict`` loads this same object
+(``unwrap_python_model``), so the MLflow path and tracker's own share one function
+(:func:`network_values`). For a version whose ``method`` is ``layer`` or ``blend``, the served
+model is its network-level part: the per-layer sum needs the layer rows of a description, which
+``tracker predict`` derives.
+
+Format history (the version tag ``format``; pyperf-style, unknown formats are refused):
+
+- 1 (no tag): a bare LightGBM flavour fitted on log(target); the trend in a version tag.
+  MLflow served it as log(target). Still read by ``tracker predict``.
+- 2: this pyfunc; the booster and its spec (``fingerprint.json``) are its artifacts.
+
+This module imports MLflow and pandas at the top: it is imported only to train or to load a fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import pandas as pd
+
+from tracker.fingerprint.dataset import TARGETS, FingerprintError, capped
+from tracker.fingerprint.layers import PREDICT_THREADS
+
+#: The format written by this tracker, and those it reads.
+FORMAT = 2
+KNOWN_FORMATS = (1, 2)
+#: Artifact names inside the logged model.
+BOOSTER = "booster"
+SPEC = "spec"
+#: The file MLflow runs to build the model on load (models from code: nothing pickled).
+MODEL_CODE = Path(__file__).with_name("served_model.py")
+
+
+def network_values(booster: Any, features: list[str], trend: Any, rows: Any) -> Any:
+    """The network-level prediction (in the target's unit, not capped) for the rows of a
+    DataFrame holding ``features``: exp(booster + trend)."""
+    import numpy as np
+
+    missing = [f for f in features if f not in rows.columns]
+    if missing:
+        raise FingerprintError(f"rows lack the feature column(s) {', '.join(missing[:5])}"
+                               f"{' ...' if len(missing) > 5 else ''} (columns of the measurement_features view)")
+    x = rows[features].to_numpy(dtype=float, na_value=np.nan)
+    log_values = booster.predict(x, num_threads=PREDICT_THREADS)
+    if trend is not None:
+        log_values = log_values + trend(rows)
+    return np.exp(log_values)
+
+
+def spec_json(target: str, phase: str, device: str, features: list[str], method: str, network_model: str,
+              trend: Any) -> str:
+    """The spec logged beside the booster: what the model predicts and from which columns."""
+    return json.dumps({"format": FORMAT, "target": target, "unit": TARGETS[target], "phase": phase,
+                       "device": device, "features": features, "method": method, "network_model": network_model,
+                       "trend": None if trend is None else json.loads(trend.to_json())}, indent=2)
+
+
+def signature(features: list[str]) -> Any:
+    """The model's MLflow signature: the feature columns in, one double out. The columns are typed
+    ``any``: the view's integer columns arrive as int64, or as float64 where a query meets a NULL,
+    and MLflow refuses int64 where a schema says double; the model itself reads them as floats."""
+    from mlflow.models.signature import ModelSignature
+    from mlflow.types.schema import AnyType, ColSpec, Schema
+
+    return ModelSignature(inputs=Schema([ColSpec(AnyType(), f) for f in features]),
+                          outputs=Schema([ColSpec("double")]))
+
+
+def model_format(tags: dict[str, str], where: str) -> int:
+    """The format of a registered version from its tags; an unknown one is a clear error."""
+    text = tags.get("format", "1")
+    if not text.isdigit() or int(text) not in KNOWN_FORMATS:
+        raise FingerprintError(f"{where} has format {text!r}, which this tracker does not read "
+                               f"(it reads {', '.join(map(str, KNOWN_FORMATS))}); upgrade tracker")
+    return int(text)
+
+
+class FingerprintModel(mlflow.pyfunc.PythonModel):
+    """A fingerprint as MLflow serves it: rows of measurement_features in, the target in its unit out."""
+
+    booster: Any = None
+    trend: Any = None
+    spec: dict[str, Any] = {}
+
+    def load_context(self, context: Any) -> None:
+        import lightgbm
+
+        from tracker.fingerprint.trend import Trend
+
+        spec = json.loads(Path(context.artifacts[SPEC]).read_text())
+        if spec.get("format") not in KNOWN_FORMATS or spec.get("target") not in TARGETS:
+            raise FingerprintError(f"fingerprint spec of format {spec.get('format')!r} for target "
+                                   f"{spec.get('target')!r} is not one this tracker reads; upgrade tracker")
+        self.spec = spec
+        self.booster = lightgbm.Booster(model_file=context.artifacts[BOOSTER])
+        self.trend = None if spec["trend"] is None else Trend.from_json(json.dumps(spec["trend"]))
+
+    @property
+    def features(self) -> list[str]:
+        return list(self.spec["features"])
+
+    def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> Any:
+        """The target, in its unit, for each row of ``model_input``. (MLflow reads the hint: a
+        DataFrame is one it validates nothing against; the signature comes from the input example.)"""
+        rows = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
+        return capped(self.spec["target"], network_values(self.booster, self.features, self.trend, rows))
