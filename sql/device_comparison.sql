@@ -1,9 +1,10 @@
 -- The same network (same description hash), batch size and phase across devices: latency,
--- throughput, memory and energy on each device, and latency relative to the fastest one.
+-- throughput, memory, power, energy and GPU utilisation on each device (NULL where a device
+-- does not report one), and latency relative to the fastest one.
 -- Only configurations measured on at least two devices appear.
 SELECT
     model, model_hash, phase, batch_size, device_name, device, mode,
-    latency_ms, throughput_per_s, peak_mem_mb, energy_per_iter_j,
+    latency_ms, throughput_per_s, peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct,
     latency_ms / min(latency_ms) OVER g AS latency_vs_fastest,
     count(DISTINCT device_name) OVER g AS devices
 FROM latest_measurements

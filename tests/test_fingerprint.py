@@ -237,6 +237,8 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
         "name": name, "version": str(copy.version), "previous": str(champion.version), "moved": True}
     assert client.get_model_version_by_alias(name, CHAMPION).version == copy.version
     assert client.get_model_version(name, copy.version).tags["promoted"].endswith(f", after version {champion.version}")
+    listed = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout.splitlines()
+    assert [line.split()[1] for line in listed if "; promoted by hand" in line] == [f"v{copy.version}"]
     try:
         moved = cli("searchspace", "run", str(space), "--latency", "predicted", "--skip-accuracy")
         assert moved["latency_done"] == 4 and moved["latency_skipped"] == 0
@@ -357,6 +359,9 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
     formats = {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}
     assert formats[old] == 1 and formats[result.version] == 2
+    table = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout.splitlines()
+    noted = {line.split()[1] for line in table if line.endswith("; format 1: MLflow serves log(target)")}
+    assert f"v{old}" in noted and f"v{result.version}" not in noted
 
     # A format from a newer tracker: refused in one line, by predict and by promote; nothing moves.
     client.set_model_version_tag(result.name, old, "format", "3")

@@ -112,6 +112,29 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     con.close()
 
 
+def test_device_and_mode_views_carry_power_and_gpu_utilisation(tmp_path: Path) -> None:
+    """device_comparison and measurements_by_mode carry every target a device reports, power and
+    GPU utilisation included; a device that reports neither has them NULL, not 0."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    boards = (("jetson-agx-orin", 10.0, 21.0, 35.0), ("jetson-tx2", 40.0, 9.5, 71.0), ("cpu-box", 80.0, None, None))
+    for board, latency, power, util in boards:
+        record = network_record("resnet18", 1, latency_ms=latency,
+                                **({"power_w": power, "gpu_util_pct": util} if power is not None else {}))
+        record.key_fields = {"model": "resnet18", "batch_size": 1, "board": board}
+        RunLogger(str(runs), experiment="wh", environment={**ENV, "env.device_model": board}).log([record])
+    _load(runs, wh)
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        compared = con.execute("SELECT device_name, latency_vs_fastest, power_w, gpu_util_pct, devices "
+                               "FROM device_comparison ORDER BY latency_ms").fetchall()
+        by_mode = con.execute("SELECT device_name, power_w, gpu_util_pct FROM measurements_by_mode "
+                              "ORDER BY latency_ms").fetchall()
+    finally:
+        con.close()
+    assert compared == [(b, lat / 10.0, p, u, 3) for b, lat, p, u in boards]
+    assert by_mode == [(b, p, u) for b, _, p, u in boards]
+
+
 def _loaded(tmp_path: Path) -> tuple[Path, Path, RunRecord]:
     runs, wh = tmp_path / "runs", tmp_path / "runs" / "warehouse.duckdb"
     net = network_record("mobilenet_v3_small", 2)

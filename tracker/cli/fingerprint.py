@@ -76,7 +76,9 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     for r in rows:
         typer.echo(f"{r['name']:<40} v{r['version']:<3} {r['alias']:<9} {r['method']:<8} "
                    f"MAPE {_pct(r['heldout_mape_pct'])}, {_pct(r['heldout_within_10pct'])} within ±10 %  "
-                   f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)")
+                   f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)"
+                   + ("; promoted by hand" if r["promoted"] else "")
+                   + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
 
 
 @app.command("promote")
