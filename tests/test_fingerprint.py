@@ -341,6 +341,16 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
         answer = requests.post(f"http://127.0.0.1:{port}/invocations", json=body, timeout=60)
         assert answer.status_code == 200, answer.text
         assert np.allclose(answer.json()["predictions"], ours[:6], rtol=1e-9)
+        # A network never run: tracker predict --features gives the row the server takes, and the
+        # server answers what tracker predict does.
+        new = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet50", "--batch-size", "2",
+                                       "--input-size", "64", "--features", "--format", "json"])
+        assert new.exit_code == 0, new.output
+        data = json.loads(new.stdout)
+        assert set(data["features"]) == set(version.tags["features"].split(","))
+        row = {"dataframe_records": [data["features"]]}
+        answer = requests.post(f"http://127.0.0.1:{port}/invocations", json=row, timeout=60)
+        assert answer.json()["predictions"] == [pytest.approx(data["predictions"]["peak_mem_mb"], rel=1e-9)]
     finally:
         proc.terminate()
         proc.wait(timeout=30)

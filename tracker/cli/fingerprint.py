@@ -117,11 +117,13 @@ def predict(
     device: DeviceOption = "cpu",
     input_size: Annotated[Optional[int], typer.Option("--input-size", min=8, help="Input resolution.")] = None,
     fmt: FormatOption = OutputFormat.table,
+    features: Annotated[bool, typer.Option("--features", help="Also print the network's features: the row "
+                                           "of measurement_features a registered model takes through MLflow.")] = False,
 ) -> None:
     """Predict latency, memory and power of a network without running it."""
     from tracker.fingerprint.predict import predict as run_predict
 
-    result = run_predict(_uri(ctx), model, batch_size, phase, device, input_size)
+    result = run_predict(_uri(ctx), model, batch_size, phase, device, input_size, with_features=features)
     if fmt is OutputFormat.json:
         emit_json(result)
         return
@@ -133,3 +135,7 @@ def predict(
         typer.echo(f"note: {target} extrapolates beyond what {result['model_versions'][target]} learnt from: {beyond}")
     if result["missing_targets"]:
         typer.echo(f"no fingerprint for: {', '.join(result['missing_targets'])}")
+    if features:
+        typer.echo("features:")
+        for name, value in result["features"].items():
+            typer.echo(f"  {name:<30} {'' if value is None else f'{value:.6g}'}")

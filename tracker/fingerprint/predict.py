@@ -12,6 +12,7 @@ from tracker.fingerprint.dataset import (
     FingerprintError,
     capped,
     configuration_rows,
+    feature_columns,
     outside_ranges,
     parse_ranges,
     scratch_warehouse,
@@ -147,19 +148,24 @@ def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None)
 
 
 def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None,
-            models: dict[str, Champion] | None = None) -> dict[str, Any]:
+            models: dict[str, Champion] | None = None, with_features: bool = False) -> dict[str, Any]:
     """Predictions of every target with a champion; ``models`` (from :func:`champions`) saves
     loading them again when many networks are predicted."""
-    return predict_many(tracking_uri, [ref], batch_size, phase, device, input_size, models)[0]
+    return predict_many(tracking_uri, [ref], batch_size, phase, device, input_size, models,
+                        with_features=with_features)[0]
 
 
 def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
-                 descriptions: list[Any] | None = None) -> list[dict[str, Any]]:
+                 descriptions: list[Any] | None = None, with_features: bool = False) -> list[dict[str, Any]]:
     """:func:`predict` of each network in ``refs``, in order, their features made in one pass of
     the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters).
     ``descriptions``: the networks' ``Description``s where the caller has them already (``refs``
-    are then neither read nor described again)."""
+    are then neither read nor described again). ``with_features``: each result also holds its
+    row's features (``features``: the input a registered version takes through MLflow; a value
+    the description lacks is None)."""
+    import pandas as pd
+
     from tracker.describe import describe
     from tracker.zoo import resolve
 
@@ -179,6 +185,7 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     versions = {t: f"{m.name}/{m.version}" for t, m in models.items()}
     methods = {t: m.method for t, m in models.items()}
     missing = [t for t in TARGETS if t not in models]
+    features = feature_columns(list(rows.columns))
     out = []
     for i, desc in enumerate(descs):
         row = rows.iloc[i]
@@ -191,4 +198,6 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
             "outside_trained_range": outside,
             "predict_ms": round(elapsed_ms, 2),
         })
+        if with_features:
+            out[-1]["features"] = {c: None if pd.isna(v) else float(v) for c, v in row[features].items()}
     return out
