@@ -499,6 +499,9 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     # The layer views it learnt from are hashed beside the network views, which keep their hash.
     assert version.tags["layer_view_sha256"] == view_hash("layer_features", "layer_labels") != version.tags["view_sha256"]
     assert version.tags["view_sha256"] == view_hash()
+    # Through MLflow it serves its network-level model only, and its description says so.
+    assert f"this version answers with its network-level model only; the {result.method} prediction" in \
+        version.description
 
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--batch-size", "2",
                                    "--input-size", "64", "--format", "json"])

@@ -411,7 +411,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         "networks; held out by network: "
         f"MAPE {evaluation['mape_pct']:.1f} %, {evaluation['within_10pct']:.0f} % within ±10 % "
         f"(ExtraTrees baseline {baseline['mape_pct']:.1f} %)."
-        + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")))
+        + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")
+        + (f" Through MLflow (pyfunc, serving) this version answers with its network-level model only; the "
+           f"{method} prediction needs the network's layer rows: use tracker predict." if method != "network" else "")))
     champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method)
