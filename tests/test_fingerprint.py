@@ -347,7 +347,8 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
                                        "--input-size", "64", "--features", "--format", "json"])
         assert new.exit_code == 0, new.output
         data = json.loads(new.stdout)
-        assert set(data["features"]) == set(version.tags["features"].split(","))
+        assert set(data["features"]) == {*version.tags["features"].split(","), "layers"}
+        assert len(data["features"]["layers"]) > 50 and data["features"]["layers"][0]["category"] == "conv"
         row = {"dataframe_records": [data["features"]]}
         answer = requests.post(f"http://127.0.0.1:{port}/invocations", json=row, timeout=60)
         assert answer.json()["predictions"] == [pytest.approx(data["predictions"]["peak_mem_mb"], rel=1e-9)]
@@ -499,9 +500,26 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     # The layer views it learnt from are hashed beside the network views, which keep their hash.
     assert version.tags["layer_view_sha256"] == view_hash("layer_features", "layer_labels") != version.tags["view_sha256"]
     assert version.tags["view_sha256"] == view_hash()
-    # Through MLflow it serves its network-level model only, and its description says so.
-    assert f"this version answers with its network-level model only; the {result.method} prediction" in \
+    # Through MLflow it answers as tracker predict does when a row carries its module calls (tracker
+    # predict --features prints them), and with its network-level model when not; its description says so.
+    assert f"a row answers with the {result.method} prediction when it carries the network's module calls" in \
         version.description
+    import mlflow
+    import pandas as pd
+
+    from tracker.fingerprint.predict import load_champion, predict
+
+    mine = {"latency_ms": load_champion(uri, result.name, version)}
+    ours = predict(uri, "resnet34", 2, "inference", "cpu", input_size=64, models=mine, with_features=True)
+    mlflow.set_tracking_uri(uri)
+    served = mlflow.pyfunc.load_model(f"models:/{result.name}/{result.version}")
+    row = pd.DataFrame([ours["features"]])
+    assert served.predict(row)[0] == pytest.approx(ours["predictions"]["latency_ms"], rel=1e-12)
+    network_level = served.predict(row.drop(columns="layers"))[0]
+    assert network_level != pytest.approx(ours["predictions"]["latency_ms"], rel=1e-3)
+    with pytest.raises(FingerprintError, match="module calls in layers lack out_h"):
+        served.predict(row.assign(layers=[[{k: v for k, v in c.items() if k != "out_h"}
+                                           for c in ours["features"]["layers"]]]))
 
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--batch-size", "2",
                                    "--input-size", "64", "--format", "json"])

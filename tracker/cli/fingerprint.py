@@ -138,4 +138,7 @@ def predict(
     if features:
         typer.echo("features:")
         for name, value in result["features"].items():
-            typer.echo(f"  {name:<30} {'' if value is None else f'{value:.6g}'}")
+            if isinstance(value, list):  # the module calls: in --format json
+                typer.echo(f"  {name:<30} {len(value)} module calls (listed in --format json)")
+            else:
+                typer.echo(f"  {name:<30} {'' if value is None else f'{value:.6g}'}")

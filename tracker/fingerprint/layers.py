@@ -29,6 +29,9 @@ CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "eleme
 LAYER_FEATURES = ["category_code", "layer_batch_size", "in_channels", "out_channels", "out_h", "kernel_h", "stride_h",
                   "groups", "layer_weight_bytes", "layer_batch_flops", "layer_batch_elementwise_ops",
                   "layer_batch_bytes", "layer_batch_out_bytes"]
+#: What a module call brings to the layer model (layer_matrix makes category_code of category):
+#: the records of the ``layers`` input of a served layer-level version.
+LAYER_INPUTS = ["category", *(f for f in LAYER_FEATURES if f != "category_code")]
 LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "min_child_samples": 3,
                 "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8, "verbose": -1, "random_state": 0,
                 "n_jobs": 1}

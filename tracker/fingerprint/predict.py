@@ -34,15 +34,12 @@ class Champion:
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
         champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
-        import numpy as np
-
-        from tracker.fingerprint.served import network_values
+        from tracker.fingerprint.served import combined, network_values
 
         values = network_values(self.booster, self.features, self.trend, rows)
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
-            summed = np.where(np.isnan(summed), values, summed)  # a configuration without module calls
-            values = summed if self.method == "layer" else np.sqrt(values * summed)
+            values = combined(self.method, values, summed)
         return capped(self.target, values)
 
     @property
@@ -67,8 +64,8 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
         served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
         champ = Champion(name, str(version.version), served.features, served.booster,
-                         version.tags.get("method", "network"), trend=served.trend)
-    if champ.method != "network":
+                         version.tags.get("method", "network"), served.layer, served.trend)
+    if champ.method != "network" and champ.layer is None:  # format 1: the layer model is a run artifact
         champ.layer = _layer_model(tracking_uri, version.run_id)
     if "trained_ranges" in version.tags:
         try:
@@ -167,6 +164,8 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     import pandas as pd
 
     from tracker.describe import describe
+    from tracker.fingerprint.layers import LAYER_INPUTS
+    from tracker.fingerprint.served import LAYERS
     from tracker.zoo import resolve
 
     if descriptions is not None and len(descriptions) != len(refs):
@@ -179,7 +178,7 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
         describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(descs, [batch_size], phase, device,
-                                          with_layers=any(m.layer is not None for m in models.values()))
+                                          with_layers=with_features or any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)
     elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(descs), 1)
     versions = {t: f"{m.name}/{m.version}" for t, m in models.items()}
@@ -199,5 +198,8 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:
+            calls = layer_rows[layer_rows["parent_run_id"] == row["run_id"]]
             out[-1]["features"] = {c: None if pd.isna(v) else float(v) for c, v in row[features].items()}
+            out[-1]["features"][LAYERS] = [{c: None if pd.isna(v) else v if c == "category" else float(v)
+                                            for c, v in call.items()} for call in calls[LAYER_INPUTS].to_dict("records")]
     return out

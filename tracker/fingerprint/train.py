@@ -385,7 +385,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
             mlflow.log_artifacts(str(folder), "evaluation")
         info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
-                                                                   network_model, trend), x.iloc[:1])
+                                                                   network_model, trend, layer_model),
+                                 x.iloc[:1], layer_model)
     version = str(info.registered_model_version)
     for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
                        "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
@@ -403,8 +404,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads. "
         f"A version tagged `format` 2 is an MLflow pyfunc: `mlflow.pyfunc.load_model(\"models:/{name}@champion\")` "
         "or `mlflow models serve` take rows of measurement_features (the columns of its `features` tag) and "
-        f"answer {target} in {TARGETS[target]}, trend and ceiling included; for a `layer` or `blend` method that "
-        "is its network-level part. A version without the tag (format 1, older trackers) is a bare LightGBM "
+        f"answer {target} in {TARGETS[target]}, trend and ceiling included; a `layer` or `blend` version uses "
+        "its layer-level model for rows that carry their module calls (column `layers`, from `tracker predict "
+        "--features`). A version without the tag (format 1, older trackers) is a bare LightGBM "
         "model of log(target), the trend of a `trend`-tagged version not included."))
     client.update_model_version(name, version, description=(
         f"{method} model ({network_model} at network level) from {len(frame)} measurements of {len(set(networks))} "
@@ -412,33 +414,38 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         f"MAPE {evaluation['mape_pct']:.1f} %, {evaluation['within_10pct']:.0f} % within ±10 % "
         f"(ExtraTrees baseline {baseline['mape_pct']:.1f} %)."
         + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")
-        + (f" Through MLflow (pyfunc, serving) this version answers with its network-level model only; the "
-           f"{method} prediction needs the network's layer rows: use tracker predict." if method != "network" else "")))
+        + (f" Through MLflow (pyfunc, serving) a row answers with the {method} prediction when it carries the "
+           "network's module calls (column `layers`, as `tracker predict --features` prints them), else with the "
+           "network-level model alone." if method != "network" else "")))
     champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method)
 
 
-def _log_served_model(name: str, booster: Any, spec: str, example: Any) -> Any:
-    """Log and register the fingerprint as tracker.fingerprint.served's pyfunc (the booster and its
-    spec as artifacts), so MLflow loads and serves it in the target's unit."""
+def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_model: Any = None) -> Any:
+    """Log and register the fingerprint as tracker.fingerprint.served's pyfunc (the booster, the
+    layer-level booster of a layer or blend version, and their spec as artifacts), so MLflow loads
+    and serves it in the target's unit."""
     import importlib.metadata
 
     import mlflow
 
-    from tracker.fingerprint.served import BOOSTER, MODEL_CODE, SPEC, signature
+    from tracker.fingerprint.served import BOOSTER, LAYER_BOOSTER, MODEL_CODE, SPEC, signature
 
     # Named, not inferred: inferring loads the model in a child process (seconds per version).
     requirements = [f"{pkg}=={importlib.metadata.version(pkg)}" for pkg in ("mlflow", "lightgbm", "numpy", "pandas")]
     with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "booster.txt").write_text(booster.model_to_string())
-        (Path(tmp) / "fingerprint.json").write_text(spec)
+        files = {BOOSTER: Path(tmp) / "booster.txt", SPEC: Path(tmp) / "fingerprint.json"}
+        files[BOOSTER].write_text(booster.model_to_string())
+        files[SPEC].write_text(spec)
+        if layer_model is not None:
+            files[LAYER_BOOSTER] = Path(tmp) / "layer_booster.txt"
+            files[LAYER_BOOSTER].write_text(layer_model.booster.model_to_string())
         with _registry_chatter_dropped():
             return mlflow.pyfunc.log_model(name="model", python_model=str(MODEL_CODE),
-                                           artifacts={BOOSTER: str(Path(tmp) / "booster.txt"),
-                                                      SPEC: str(Path(tmp) / "fingerprint.json")},
+                                           artifacts={key: str(path) for key, path in files.items()},
                                            pip_requirements=requirements, input_example=example,
-                                           signature=signature(list(example.columns)),
+                                           signature=signature(list(example.columns), layer_model is not None),
                                            registered_model_name=name)
 
 
