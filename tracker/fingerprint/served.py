@@ -20,7 +20,8 @@ Format history (the version tag ``format``; pyperf-style, unknown formats are re
 
 - 1 (no tag): a bare LightGBM flavour fitted on log(target); the trend in a version tag.
   MLflow served it as log(target). Still read by ``tracker predict``.
-- 2: this pyfunc; the booster and its spec (``fingerprint.json``) are its artifacts.
+- 2: this pyfunc; the booster, its spec (``fingerprint.json``: target, features, trend, layer
+  calibration) and, for a layer or blend version, the layer booster are its artifacts.
 
 This module imports MLflow and pandas at the top: it is imported only to train or to load a fingerprint.
 """
@@ -70,7 +71,6 @@ def layer_sums(layer: LayerModel, column: Any) -> Any:
     """The layer-level latency of each row whose ``layers`` entry lists its module calls (records
     of ``LAYER_INPUTS``, or that list as a JSON string); NaN for a row without one."""
     import numpy as np
-    import pandas as pd
 
     records: list[dict[str, Any]] = []
     parents: list[int] = []
