@@ -375,7 +375,10 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
     assert f"v{old}" in noted and f"v{result.version}" not in noted
 
     # A format from a newer tracker: refused in one line, by predict and by promote; nothing moves.
-    client.set_model_version_tag(result.name, old, "format", "3")
+    for tag, shown in (("2b", "2b"), ("3", 3)):  # fingerprint list shows what it cannot read, as written
+        client.set_model_version_tag(result.name, old, "format", tag)
+        listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
+        assert {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}[old] == shown
     with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '3', which this "
                                                          "tracker does not read (it reads 1, 2); upgrade tracker")):
         CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", result.name, old],
