@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tracker.log.record import RunRecord
-from tracker.ui import stop_process_group
+from tracker.ui import stop_process_group, ui_environment
 
 #: A fixed environment so store tests need not import torch.
 ENV = {"env.host": "test-host", "env.cpu_count": "2", "env.threads": "2", "env.torch_version": "2.14.1"}
@@ -85,8 +85,10 @@ def running_mlflow_server(root: Path, backend: str, port: int | None = None, ext
         "--host", "127.0.0.1", "--port", str(port), "--workers", "2", *extra,
     ]
     log = open(root / "server.log", "w")
+    # Without MLflow's job runner, as `tracker ui` starts it: tracker submits no jobs, and its seven
+    # consumer processes would cost every server start about 15 CPU-seconds on two cores.
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=root,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
+                            env={**ui_environment(), "PYTHONUNBUFFERED": "1", **(env or {})}, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
         wait_http(f"{uri}/health", proc)

@@ -10,6 +10,7 @@ from pathlib import Path
 import requests
 
 from tracker.log.logger import RunLogger
+from tracker.ui import ui_environment
 
 from tests.conftest import ENV, free_port, layer_record, network_record, wait_http
 
@@ -38,8 +39,13 @@ def test_ui_serves_the_embedded_store(tmp_path: Path) -> None:
         assert len(runs) == 1 and runs[0]["info"]["run_name"] == "000 conv0 (Conv2d)"
     finally:
         descendants = psutil.Process(proc.pid).children(recursive=True)
+        commands = [" ".join(p.cmdline()) for p in descendants if p.is_running()]
         proc.terminate()  # `tracker ui` takes its server's whole process group down with it
         proc.wait(20)
     assert descendants, "the UI server runs as a child of `tracker ui`"
+    # MLflow's job runner is off (tracker submits no jobs); a user who sets the variable gets it.
+    assert not [c for c in commands if "huey_consumer" in c], commands
+    assert ui_environment({})["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    assert ui_environment({"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "true"})["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "true"
     gone, alive = psutil.wait_procs(descendants, timeout=15)
     assert alive == [], f"the MLflow server or its workers outlived `tracker ui`: {alive}"
