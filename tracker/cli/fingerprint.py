@@ -56,6 +56,8 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     """Registered fingerprints with their versions, aliases and held-out metrics."""
     from mlflow.tracking import MlflowClient
 
+    from tracker.fingerprint.served import version_format
+
     client = MlflowClient(_uri(ctx, read_only=True))
     rows = []
     for model in client.search_registered_models():
@@ -67,7 +69,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "heldout_within_10pct": version.tags.get("heldout_within_10pct"),
                          "baseline_extratrees_mape_pct": version.tags.get("baseline_extratrees_mape_pct"),
                          "networks": version.tags.get("networks"), "method": version.tags.get("method", "network"),
-                         "promoted": version.tags.get("promoted"), "format": _format(version.tags)})
+                         "promoted": version.tags.get("promoted"), "format": version_format(version.tags)})
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
@@ -79,12 +81,6 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)"
                    + ("; promoted by hand" if r["promoted"] else "")
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
-
-
-def _format(tags: dict[str, str]) -> int | str:
-    """A version's format (tag ``format``; none is 1), as written when it is not a number."""
-    text = tags.get("format", "1")
-    return int(text) if text.isdigit() else text
 
 
 @app.command("promote")

@@ -33,6 +33,8 @@ def capped(target: str, values: Any) -> Any:
 
     ceiling = CEILINGS.get(target)
     return values if ceiling is None else np.minimum(values, ceiling)
+
+
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}

@@ -161,8 +161,6 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     are then neither read nor described again). ``with_features``: each result also holds its
     row's features (``features``: the input a registered version takes through MLflow; a value
     the description lacks is None)."""
-    import pandas as pd
-
     from tracker.describe import describe
     from tracker.fingerprint.layers import LAYER_INPUTS
     from tracker.fingerprint.served import LAYERS
@@ -184,7 +182,7 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     versions = {t: f"{m.name}/{m.version}" for t, m in models.items()}
     methods = {t: m.method for t, m in models.items()}
     missing = [t for t in TARGETS if t not in models]
-    features = feature_columns(list(rows.columns))
+    features = feature_columns(list(rows.columns)) if with_features else []
     out = []
     for i, desc in enumerate(descs):
         row = rows.iloc[i]
@@ -198,8 +196,13 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:
-            calls = layer_rows[layer_rows["parent_run_id"] == row["run_id"]]
-            out[-1]["features"] = {c: None if pd.isna(v) else float(v) for c, v in row[features].items()}
-            out[-1]["features"][LAYERS] = [{c: None if pd.isna(v) else v if c == "category" else float(v)
-                                            for c, v in call.items()} for call in calls[LAYER_INPUTS].to_dict("records")]
+            calls = layer_rows[layer_rows["parent_run_id"] == row["run_id"]][LAYER_INPUTS].to_dict("records")
+            out[-1]["features"] = {**_plain(row[features].to_dict()), LAYERS: [_plain(call) for call in calls]}
     return out
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """A row as JSON takes it: numbers as floats, text as it is, a NULL as None."""
+    import pandas as pd
+
+    return {k: None if pd.isna(v) else v if isinstance(v, str) else float(v) for k, v in values.items()}

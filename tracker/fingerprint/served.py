@@ -130,13 +130,20 @@ def signature(features: list[str], with_layers: bool = False) -> Any:
     return ModelSignature(inputs=Schema(columns), outputs=Schema([ColSpec("double")]))
 
 
-def model_format(tags: dict[str, str], where: str) -> int:
-    """The format of a registered version from its tags; an unknown one is a clear error."""
+def version_format(tags: dict[str, str]) -> int | str:
+    """A registered version's format from its tags (no ``format`` tag: 1), as written when it is
+    not a number."""
     text = tags.get("format", "1")
-    if not text.isdigit() or int(text) not in KNOWN_FORMATS:
-        raise FingerprintError(f"{where} has format {text!r}, which this tracker does not read "
+    return int(text) if text.isdigit() else text
+
+
+def model_format(tags: dict[str, str], where: str) -> int:
+    """The format of a registered version from its tags; one this tracker does not read is a clear error."""
+    found = version_format(tags)
+    if found not in KNOWN_FORMATS:
+        raise FingerprintError(f"{where} has format {str(found)!r}, which this tracker does not read "
                                f"(it reads {', '.join(map(str, KNOWN_FORMATS))}); upgrade tracker")
-    return int(text)
+    return int(found)
 
 
 class FingerprintModel(mlflow.pyfunc.PythonModel):
