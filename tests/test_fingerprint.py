@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -389,6 +390,12 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
                               "--input-size", "64"], capture_output=True, text=True, timeout=300)
         assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
         assert f"{result.name} version {old} has format '3'" in out.stderr.strip().splitlines()[-1]
+        # Its model's files gone (a store moved or copied keeps their old paths): one line as well.
+        client.set_model_version_tag(result.name, old, "format", "1")
+        shutil.rmtree(mlflow.artifacts.download_artifacts(f"models:/{result.name}/{old}"))
+        with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old}: cannot load its model "
+                                                             "from the store's artifacts (")):
+            load_champion(uri, result.name, client.get_model_version(result.name, old))
     finally:
         client.set_registered_model_alias(result.name, CHAMPION, result.version)
         client.delete_model_version(result.name, old)

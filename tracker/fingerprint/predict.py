@@ -51,22 +51,28 @@ class Champion:
 def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     """The model of a registered ``version`` (an MLflow ModelVersion), with its layer model if it has one."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     from tracker.fingerprint.served import model_format
 
-    uri = f"models:/{name}/{version.version}"
-    if model_format(version.tags, f"{name} version {version.version}") == 1:
-        booster = mlflow.lightgbm.load_model(uri)  # log(target); the trend, if any, in a tag (read below)
-        champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
-                         version.tags.get("method", "network"))
-    else:
-        # tracker.fingerprint.served's model. No requirement check: this is the environment that
-        # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
-        served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
-        champ = Champion(name, str(version.version), served.features, served.booster,
-                         version.tags.get("method", "network"), served.layer, served.trend)
-    if champ.method != "network" and champ.layer is None:  # format 1: the layer model is a run artifact
-        champ.layer = _layer_model(tracking_uri, version.run_id)
+    uri, where = f"models:/{name}/{version.version}", f"{name} version {version.version}"
+    try:
+        if model_format(version.tags, where) == 1:
+            booster = mlflow.lightgbm.load_model(uri)  # log(target); the trend, if any, in a tag (read below)
+            champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
+                             version.tags.get("method", "network"))
+        else:
+            # tracker.fingerprint.served's model. No requirement check: this is the environment that
+            # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
+            served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
+            champ = Champion(name, str(version.version), served.features, served.booster,
+                             version.tags.get("method", "network"), served.layer, served.trend)
+        if champ.method != "network" and champ.layer is None:  # format 1: the layer model is a run artifact
+            champ.layer = _layer_model(tracking_uri, version.run_id)
+    except (MlflowException, OSError) as exc:  # its files are gone (a store moved or copied keeps their old paths)
+        reason = (getattr(exc, "message", None) or str(exc)).strip().splitlines()[0]
+        raise FingerprintError(f"{where}: cannot load its model from the store's artifacts ({reason}); were they "
+                               "moved or deleted? Retrain with tracker fingerprint train") from None
     if "trained_ranges" in version.tags:
         try:
             champ.ranges = parse_ranges(version.tags["trained_ranges"])
