@@ -231,3 +231,74 @@ def test_each_tracking_server_has_its_own_default_warehouse(tmp_path: Path) -> N
                                          "warehouse-fe80__1-5000.duckdb"]
     assert all(p.parent == default.parent for p in servers)
     assert warehouse_path(tracking_uri="http://127.0.0.1:5000/") == servers[0]  # one server, one file
+
+
+def test_a_load_keeps_this_processs_store_connections_whole(tmp_path: Path) -> None:
+    """A load in a process that holds the store open (MLflow's pooled connections: the demo,
+    a notebook) leaves their locks alone: another process that then opens and closes the store
+    does not take itself for its last user and delete the WAL, so what this process writes next
+    is seen by others. The ADBC driver's own SQLite, loaded into this process, dropped those locks."""
+    import subprocess
+    import sys
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    net = network_record("resnet18", 1)
+    _logger(runs).log([net])
+    uri = resolve_location(str(runs)).uri
+    client = MlflowClient(uri)
+    run_id = client.search_runs([client.get_experiment_by_name("wh").experiment_id])[0].info.run_id
+    client.set_tag(run_id, "note", "good")  # the pool now holds a connection open
+    assert _load(runs, wh).runs_changed == 1
+    read = ("import sys; from mlflow.tracking import MlflowClient; "
+            "print(MlflowClient(sys.argv[1]).get_run(sys.argv[2]).data.tags['note'])")
+
+    def elsewhere() -> str:
+        out = subprocess.run([sys.executable, "-c", read, uri, run_id], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    assert elsewhere() == "good"
+    client.set_tag(run_id, "note", "poor")  # the same length: the next load sees it too
+    assert elsewhere() == "poor"
+    again = _load(runs, wh)
+    assert again.runs_changed == 1
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("SELECT value FROM tags WHERE run_id = ? AND key = 'note'", [run_id]).fetchall() == [("poor",)]
+    finally:
+        con.close()
+
+
+def test_the_sqlite_reader_says_in_one_line_what_went_wrong(tmp_path: Path) -> None:
+    """Reading the store's file through the child reader: a file that is not SQLite, a bad query
+    and a reader that died each end in one StoreError naming the store; the reader goes on after
+    a bad query and leaves no files behind."""
+    import signal
+
+    from tracker.errors import StoreError
+    from tracker.warehouse.sqlite_reader import SqliteReader
+
+    runs = tmp_path / "runs"
+    _logger(runs).log([network_record("resnet18", 1)])
+    db = runs / "mlflow.db"
+    reader = SqliteReader(db, "the store")
+    try:
+        with pytest.raises(StoreError, match=r"^reading the store failed: .*no such table: missing_table"):
+            reader.query("SELECT * FROM missing_table")
+        table = reader.query("SELECT run_uuid, status FROM runs WHERE status = ?", ["FINISHED"])
+        assert table.num_rows == 1 and table.column_names == ["run_uuid", "status"]
+        assert reader.folder.is_dir() and not list(reader.folder.iterdir())  # each result is removed once read
+        reader._proc.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
+        with pytest.raises(StoreError, match=r"^reading the store failed: its reader process ended \(exit -9\)"):
+            reader.query("SELECT 1")
+    finally:
+        reader.close()
+    assert not reader.folder.exists()
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not sqlite at all" * 300)
+    bad = SqliteReader(garbage, "garbage")
+    try:
+        with pytest.raises(StoreError, match="^reading garbage failed: .*file is not a database"):
+            bad.query("SELECT * FROM runs")
+    finally:
+        bad.close()

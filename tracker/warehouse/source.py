@@ -2,8 +2,10 @@
 
 Direct reads (the fast path) go through ADBC drivers, which hand back Arrow tables that
 DuckDB takes without a copy: ``adbc-driver-sqlite`` for the embedded store's SQLite file
-(opened read-only, so a campaign can go on writing) and ``adbc-driver-postgresql`` for the
-PostgreSQL database behind a team's tracking server. DuckDB's own sqlite/postgres scanner
+(opened read-only, so a campaign can go on writing; in a child process, see
+:mod:`tracker.warehouse.sqlite_reader`: the driver links its own SQLite, and two SQLites in one
+process lose each other's locks) and ``adbc-driver-postgresql`` for the PostgreSQL database
+behind a team's tracking server. DuckDB's own sqlite/postgres scanner
 extensions were the other choice; they are not bundled, cannot be downloaded here, and the
 PyPI packages that ship them are built for DuckDB 1.5, not the 2.0 pinned here.
 
@@ -115,10 +117,10 @@ class DatabaseSource:
             return self._conn
         try:
             if self.location.is_sqlite:
-                import adbc_driver_sqlite.dbapi as driver
+                from tracker.warehouse.sqlite_reader import SqliteReader
 
                 self.location.require()
-                self._conn = driver.connect(f"file:{self.location.db_path}?mode=ro")
+                self._conn = SqliteReader(self.location.db_path, self.name)
             else:
                 import adbc_driver_postgresql.dbapi as driver
 
@@ -130,6 +132,8 @@ class DatabaseSource:
         return self._conn
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if self.location.is_sqlite:
+            return self.connect().query(sql, params)
         cur = self.connect().cursor()
         try:
             cur.execute(sql, list(params) if params else None)
