@@ -131,6 +131,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     warehouse = warehouse or warehouse_path(tracking_uri=tracking_uri)
     report_folder = report_folder or folder / "report"
     logger = RunLogger(tracking_uri, EXPERIMENT)
+    logger.require_artifacts_here()
     uri = logger.location.uri
     started = time.monotonic()
     steps: dict[str, float] = {}
@@ -205,6 +206,7 @@ def _import_tx2(console: Any, tracking_uri: str | None, folder: Path) -> dict[st
         return None
     tx2 = RunLogger(tracking_uri, TX2_EXPERIMENT)
     try:
+        tx2.require_artifacts_here()
         stats = import_perf4sight(tx2, folder)
     finally:
         tx2.close()

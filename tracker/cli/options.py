@@ -63,6 +63,8 @@ class State:
             from tracker.log.logger import RunLogger
 
             self._logger = RunLogger(self.tracking_uri, self.experiment)
+        if not read_only:
+            self._logger.require_artifacts_here()
         return self._logger
 
     def close(self) -> None:

@@ -25,6 +25,23 @@ def info(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
         typer.echo(f"{key:>18}: {value}")
 
 
+@app.command("relocate")
+def relocate(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
+    """Keep a moved or copied embedded store's artifacts in its own folder (MLflow keeps absolute paths)."""
+    from tracker.log.relocate import relocate as _relocate
+
+    location = state(ctx).location(read_only=True)
+    done = _relocate(location)
+    if fmt is OutputFormat.json:
+        emit_json([{"old_root": d.old_root, "new_root": d.new_root, "rows": d.rows} for d in done])
+        return
+    if not done:
+        typer.echo(f"nothing to relocate: every experiment keeps its artifacts in {location.artifact_root}")
+    for d in done:
+        counts = ", ".join(f"{n} {column}" for column, n in d.rows.items())
+        typer.echo(f"{d.old_root} -> {d.new_root}: {counts}")
+
+
 @runs_app.command("list")
 def list_runs(
     ctx: typer.Context,

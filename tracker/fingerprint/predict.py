@@ -72,7 +72,8 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     except (MlflowException, OSError) as exc:  # its files are gone (a store moved or copied keeps their old paths)
         reason = (getattr(exc, "message", None) or str(exc)).strip().splitlines()[0]
         raise FingerprintError(f"{where}: cannot load its model from the store's artifacts ({reason}); were they "
-                               "moved or deleted? Retrain with tracker fingerprint train") from None
+                               "moved or deleted? A moved store: tracker store relocate; else retrain with "
+                               "tracker fingerprint train") from None
     if "trained_ranges" in version.tags:
         try:
             champ.ranges = parse_ranges(version.tags["trained_ranges"])

@@ -311,7 +311,21 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.served import FORMAT, spec_json
+    from tracker.log.store import open_store
+    from tracker.settings import resolve_location
 
+    # Through tracker's store, so an embedded store keeps the artifacts in its own folder; a
+    # store moved from elsewhere is refused before anything is trained.
+    location = resolve_location(tracking_uri)
+    store = open_store(location)
+    try:
+        experiment = store.experiment(EXPERIMENT, create=True)
+    finally:
+        store.close()
+    if location.is_sqlite:
+        from tracker.log.relocate import require_here
+
+        require_here(location, experiment.artifact_location)
     frame = training_rows(warehouse, target, phase, device, exclude)
     features = feature_columns(list(frame.columns))
     x = frame[features].astype(float)
@@ -338,15 +352,6 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
 
     name = registered_name(target, phase, device)
     run_digest = runs_digest(frame)
-    from tracker.log.store import open_store
-    from tracker.settings import resolve_location
-
-    # Through tracker's store, so an embedded store keeps the artifacts in its own folder.
-    store = open_store(resolve_location(tracking_uri))
-    try:
-        experiment = store.experiment(EXPERIMENT, create=True)
-    finally:
-        store.close()
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_experiment(experiment_id=experiment.experiment_id)
     client = MlflowClient(tracking_uri)

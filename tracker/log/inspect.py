@@ -19,6 +19,11 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
     schema_version = getattr(logger.store, "schema_version", None)
     if schema_version is not None:  # a tracking server keeps its schema to itself
         info["schema_version"] = schema_version()
+    from tracker.log.relocate import old_roots
+
+    moved = old_roots(logger.location)
+    if moved:  # see tracker store relocate
+        info["moved_from"] = ", ".join(str(p.parent) for p in sorted(moved))
     info["experiment"] = logger.experiment.name
     info["experiment_id"] = logger.experiment.experiment_id
     info["experiments"] = len(client.search_experiments())

@@ -53,6 +53,14 @@ class RunLogger:
             self.offline = None
         return self._store
 
+    def require_artifacts_here(self) -> None:
+        """Refuse, before anything is measured, an embedded store moved or copied from elsewhere
+        (its artifacts would go to the old folder): see :mod:`tracker.log.relocate`."""
+        if self._experiment is not None and self.location.is_sqlite:
+            from tracker.log.relocate import require_here
+
+            require_here(self.location, self._experiment.artifact_location)
+
     @property
     def store(self) -> Store:
         if self._store is None:

@@ -1,0 +1,136 @@
+"""An embedded store moved or copied to another folder, and ``tracker store relocate``.
+
+MLflow keeps absolute artifact paths in the database: each experiment's artifact location,
+each run's artifact URI, each logged model's and registered model version's storage location.
+Moved or copied with its folder (``runs/``, or the project around it), a store still names the
+old folder: its new runs and fingerprints would write their artifacts there, recreating it if it
+is gone, and a copy would write into the original's. So a command that writes refuses such a
+store in one line, and ``tracker store relocate`` rewrites those paths to the store's own
+``artifacts`` folder, in one transaction, once it has checked that the artifacts came along.
+
+Only tracker's own layout counts as moved: the experiment's artifacts in
+``OLD/artifacts/<experiment id>`` where ``OLD`` is not this store's folder and either is gone or
+holds a database of the same name (the original of a copy). A store that MLflow itself made
+(``./mlruns``) or whose artifacts were put elsewhere on purpose is left alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from tracker.errors import StoreError
+from tracker.settings import StoreLocation
+
+#: The columns that hold absolute artifact paths, per table (MLflow's schema, pinned).
+PATH_COLUMNS = (
+    ("experiments", "artifact_location"),
+    ("runs", "artifact_uri"),
+    ("logged_models", "artifact_location"),
+    ("model_versions", "storage_location"),
+    ("model_versions", "source"),
+)
+
+
+@dataclass(frozen=True)
+class Relocation:
+    """What ``relocate`` changed: the old artifacts folder, the new one, and rows per column."""
+
+    old_root: str
+    new_root: str
+    rows: dict[str, int]
+
+
+def _local(uri: str) -> Path | None:
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "" and uri.startswith("/"):
+        return Path(uri)
+    return None
+
+
+def moved_from(location: StoreLocation, artifact_location: str) -> Path | None:
+    """The artifacts folder of the place this embedded store was moved or copied from, when
+    this experiment's artifacts still lie there; None when they are the store's own."""
+    if not location.is_sqlite or not location.artifact_root:
+        return None
+    path = _local(artifact_location)
+    here = Path(location.artifact_root)
+    if path is None or path.parent.name != "artifacts" or path.parent == here:
+        return None
+    old_folder = path.parent.parent
+    if not old_folder.exists() or (old_folder / location.db_path.name).is_file():
+        return path.parent
+    return None
+
+
+def moved_message(location: StoreLocation, old_root: Path) -> str:
+    return (f"this store ({location.db_path.parent}) was moved or copied from {old_root.parent}: its artifacts "
+            f"would go to {old_root}; run `tracker --tracking-uri {location.db_path.parent} store relocate` "
+            f"to keep them in {location.artifact_root}")
+
+
+def require_here(location: StoreLocation, artifact_location: str) -> None:
+    """Raise before anything is measured or written when the experiment's artifacts would go elsewhere."""
+    old = moved_from(location, artifact_location)
+    if old is not None:
+        raise StoreError(moved_message(location, old))
+
+
+def old_roots(location: StoreLocation) -> set[Path]:
+    """Every moved-from artifacts folder the store's experiments still name."""
+    import sqlite3
+
+    if not location.is_sqlite or not location.db_path.is_file():
+        return set()
+    with sqlite3.connect(f"file:{location.db_path}?mode=ro", uri=True) as conn:
+        found = {moved_from(location, row[0]) for row in conn.execute("SELECT artifact_location FROM experiments")}
+    return {p for p in found if p is not None}
+
+
+def relocate(location: StoreLocation) -> list[Relocation]:
+    """Point every path under a moved-from artifacts folder at this store's own, in one transaction."""
+    import sqlalchemy
+
+    from tracker.log.sql_store import SqlStore
+
+    if not location.is_sqlite:
+        raise StoreError(f"{location.uri} is not an embedded store: a tracking server keeps its own artifact paths")
+    location.require()
+    roots = old_roots(location)
+    if not roots:
+        return []
+    new_root = Path(str(location.artifact_root))
+    store = SqlStore(location)
+    try:
+        with store.engine().connect() as conn:
+            uris = [row[0] for row in conn.execute(sqlalchemy.text("SELECT artifact_uri FROM runs"))]
+        for old in sorted(roots):
+            under = [p for p in (_local(u) for u in uris) if p is not None and old in p.parents]
+            there = sum(1 for p in under if (new_root / p.relative_to(old)).exists())
+            if under and not there and any(p.exists() for p in under):
+                raise StoreError(f"{new_root} holds none of the artifacts of the {len(under)} runs kept in {old}: "
+                                 f"copy that folder to {new_root} first (nothing was changed)")
+
+        def rewrite(conn: Any) -> list[Relocation]:
+            done = []
+            for old in sorted(roots):
+                rows: dict[str, int] = {}
+                for table, column in PATH_COLUMNS:
+                    count = 0
+                    for prefix, target in ((f"{old}/", f"{new_root}/"), (f"file://{old}/", f"file://{new_root}/")):
+                        result = conn.execute(sqlalchemy.text(
+                            f"UPDATE {table} SET {column} = :new || substr({column}, :n + 1) "
+                            f"WHERE substr({column}, 1, :n) = :old"), {"old": prefix, "new": target, "n": len(prefix)})
+                        count += result.rowcount
+                    if count:
+                        rows[f"{table}.{column}"] = count
+                done.append(Relocation(str(old), str(new_root), rows))
+            return done
+
+        return store.transaction(rewrite)
+    finally:
+        store.close()
