@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def _log(runs: Path, model: str) -> str:
 
 
 def _paths(runs: Path) -> list[str]:
-    with sqlite3.connect(runs / "mlflow.db") as conn:
+    with closing(sqlite3.connect(runs / "mlflow.db")) as conn:
         return [r[0] for r in conn.execute("SELECT artifact_location FROM experiments UNION ALL "
                                            "SELECT artifact_uri FROM runs UNION ALL "
                                            "SELECT storage_location FROM model_versions")]

@@ -83,10 +83,11 @@ def require_here(location: StoreLocation, artifact_location: str) -> None:
 def old_roots(location: StoreLocation) -> set[Path]:
     """Every moved-from artifacts folder the store's experiments still name."""
     import sqlite3
+    from contextlib import closing
 
     if not location.is_sqlite or not location.db_path.is_file():
         return set()
-    with sqlite3.connect(f"file:{location.db_path}?mode=ro", uri=True) as conn:
+    with closing(sqlite3.connect(f"file:{location.db_path}?mode=ro", uri=True)) as conn:
         found = {moved_from(location, row[0]) for row in conn.execute("SELECT artifact_location FROM experiments")}
     return {p for p in found if p is not None}
 
