@@ -10,6 +10,12 @@ def first_paragraph(message: str) -> str:
     return " ".join(line.strip() for line in head.splitlines() if line.strip())
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's first line (its type's name when it has no message)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 class TrackerError(Exception):
     """Base class: a problem the user can act on, reported as one line without a traceback."""
 

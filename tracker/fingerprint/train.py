@@ -322,10 +322,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         experiment = store.experiment(EXPERIMENT, create=True)
     finally:
         store.close()
-    if location.is_sqlite:
-        from tracker.log.relocate import require_here
+    from tracker.log.relocate import require_here
 
-        require_here(location, experiment.artifact_location)
+    require_here(location, experiment.artifact_location)
     frame = training_rows(warehouse, target, phase, device, exclude)
     features = feature_columns(list(frame.columns))
     x = frame[features].astype(float)

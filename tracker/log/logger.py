@@ -56,7 +56,7 @@ class RunLogger:
     def require_artifacts_here(self) -> None:
         """Refuse, before anything is measured, an embedded store moved or copied from elsewhere
         (its artifacts would go to the old folder): see :mod:`tracker.log.relocate`."""
-        if self._experiment is not None and self.location.is_sqlite:
+        if self._experiment is not None:  # an unreachable server has none; a server keeps its own paths
             from tracker.log.relocate import require_here
 
             require_here(self.location, self._experiment.artifact_location)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-from tracker.errors import StoreError
+from tracker.errors import StoreError, first_line
 from tracker.settings import StoreLocation
 
 #: Run ids per ``IN (...)`` list when reading the details of changed runs.
@@ -128,7 +128,7 @@ class DatabaseSource:
         except StoreError:
             raise
         except Exception as exc:  # driver errors: unreachable server, bad credentials
-            raise StoreError(f"cannot read tracking database {self.name}: {_first_line(exc)}") from None
+            raise StoreError(f"cannot read tracking database {self.name}: {first_line(exc)}") from None
         return self._conn
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> Any:
@@ -139,7 +139,7 @@ class DatabaseSource:
             cur.execute(sql, list(params) if params else None)
             return cur.fetch_arrow_table()
         except Exception as exc:
-            raise StoreError(f"reading {self.name} failed: {_first_line(exc)}") from None
+            raise StoreError(f"reading {self.name} failed: {first_line(exc)}") from None
         finally:
             cur.close()
 
@@ -218,7 +218,7 @@ class ApiSource:
                     if not token:
                         break
             except Exception as exc:
-                raise StoreError(f"cannot read runs from {self.uri}: {_first_line(exc)}") from None
+                raise StoreError(f"cannot read runs from {self.uri}: {first_line(exc)}") from None
             self._names = names
             self._runs = runs
         return self._runs
@@ -329,11 +329,6 @@ def _redact(uri: str) -> str:
     return uri
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def open_source(location: StoreLocation, backend_store_uri: str | None = None) -> Source:
     """The fastest source for a store: its database when reachable, else the MLflow API."""
     if backend_store_uri:
@@ -343,4 +338,3 @@ def open_source(location: StoreLocation, backend_store_uri: str | None = None) -
     if location.is_http:
         return ApiSource(location.uri)
     raise StoreError(f"cannot load runs from {location.uri}")
-

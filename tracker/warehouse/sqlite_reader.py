@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import StoreError
+from tracker.errors import StoreError, first_line
 
 
 class SqliteReader:
@@ -109,7 +109,7 @@ def _serve(db_path: str, folder: Path) -> int:
             database = adbc_driver_sqlite.connect(f"file:{db_path}?mode=ro")
             conn = adbc.AdbcConnection(database)
         except Exception as exc:
-            print(f"error {_first_line(exc)}", flush=True)
+            print(f"error {first_line(exc)}", flush=True)
             return 1
         for n, line in enumerate(sys.stdin):
             if not line.strip():
@@ -135,7 +135,7 @@ def _serve(db_path: str, folder: Path) -> int:
                     stmt.close()
             except Exception as exc:
                 path.unlink(missing_ok=True)
-                print(f"error {_first_line(exc)}", flush=True)
+                print(f"error {first_line(exc)}", flush=True)
                 continue
             print(f"ok {path}", flush=True)
         conn.close()
@@ -143,11 +143,6 @@ def _serve(db_path: str, folder: Path) -> int:
         return 0
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 if __name__ == "__main__":
