@@ -31,6 +31,20 @@ NETWORKS = ("resnet18", "resnet34", "mobilenet_v2", "mobilenet_v3_small", "squee
             "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "mnasnet0_5", "regnet_x_400mf")
 
 
+def _without_tracker(folder: Path) -> dict[str, str]:
+    """The environment of a Python in which tracker cannot be imported (a ``sitecustomize`` on
+    PYTHONPATH blocks it), as in a serving environment of a version's own requirements; checked."""
+    import os
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text("import sys\nsys.modules['tracker'] = None  # not installed here\n")
+    env = {**os.environ, "PYTHONPATH": str(folder),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    blocked = subprocess.run([sys.executable, "-c", "import tracker"], env=env, capture_output=True, text=True)
+    assert blocked.returncode != 0 and "ModuleNotFoundError" in blocked.stderr, blocked.stderr
+    return env
+
+
 def _latency(flops: float, bs: int) -> float:
     """A device whose latency is a fixed cost plus a rate per FLOP (what the model must find)."""
     return 0.4 + 2.0e-9 * flops * bs
@@ -296,12 +310,12 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
         client.set_model_version_tag(name, champion.version, "trained_ranges", champion.tags["trained_ranges"])
 
 
-def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: tuple[Path, Path]) -> None:
+def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: tuple[Path, Path],
+                                                                     tmp_path: Path) -> None:
     """The registered version is an MLflow pyfunc: pyfunc.load_model and a real `mlflow models
-    serve` answer in MB (not log MB), as tracker's own Champion does; a version of the older bare
-    LightGBM format still loads in tracker; a format this tracker does not know is refused."""
-    import os
-
+    serve` in a Python without tracker answer in MB (not log MB), as tracker's own Champion does; a
+    version of the older bare LightGBM format still loads in tracker; a format this tracker does
+    not know is refused."""
     import mlflow
     import numpy as np
     import requests
@@ -329,10 +343,10 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
     with pytest.raises(mlflow.exceptions.MlflowException, match="missing inputs.*'batch_flops'"):
         mlflow.pyfunc.load_model(f"models:/{result.name}/{result.version}").predict(rows.drop(columns="batch_flops"))
 
-    # A real scoring server over the registry, as a user starts it from the project's venv.
+    # A real scoring server over the registry, in a Python where tracker cannot be imported: the
+    # version answers with the runtime it carries (its requirements name no tracker).
     port = free_port()
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri,
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**_without_tracker(tmp_path / "no-tracker"), "MLFLOW_TRACKING_URI": uri}
     proc = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "models", "serve", "-m",
                              f"models:/{result.name}@{CHAMPION}", "--env-manager", "local", "-p", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -530,6 +544,22 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     with pytest.raises(FingerprintError, match="module calls in layers lack out_h"):
         served.predict(row.assign(layers=[[{k: v for k, v in c.items() if k != "out_h"}
                                            for c in ours["features"]["layers"]]]))
+    # Where tracker is not installed, the runtime logged with the version answers, layers and all.
+    (tmp_path / "row.json").write_text(json.dumps(ours["features"]))
+    alone = subprocess.run(
+        [sys.executable, "-c", "import json, sys, mlflow, pandas as pd\n"
+         "m = mlflow.pyfunc.load_model(sys.argv[1])\n"
+         "row = pd.DataFrame([json.load(open(sys.argv[2]))])\n"
+         "print(json.dumps([type(m.unwrap_python_model()).__module__, *map(float, m.predict(row)),"
+         " *map(float, m.predict(row.drop(columns='layers')))]))",
+         f"models:/{result.name}/{result.version}", str(tmp_path / "row.json")],
+        env={**_without_tracker(tmp_path / "no-tracker"), "MLFLOW_TRACKING_URI": uri},
+        capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    module, with_layers, without = json.loads(alone.stdout.splitlines()[-1])
+    assert module == "tracker_fingerprint_runtime"
+    assert with_layers == pytest.approx(ours["predictions"]["latency_ms"], rel=1e-12)
+    assert without == pytest.approx(network_level, rel=1e-12)
 
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--batch-size", "2",
                                    "--input-size", "64", "--format", "json"])
@@ -661,7 +691,7 @@ def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) ->
     """The layer rows the champion comparison builds from the warehouse are the rows `tracker
     predict` builds from a fresh description: same module calls, same features."""
     from tracker.fingerprint.dataset import configuration_rows, load_rows, unmeasured_layer_rows
-    from tracker.fingerprint.layers import layer_matrix
+    from tracker.fingerprint.runtime import layer_matrix
 
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-rows", environment=ENV)

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from tracker.fingerprint.train import lgbm
-from tracker.fingerprint.trend import TREND_FEATURES, Trend, TrendBoosted
+from tracker.fingerprint.runtime import TREND_FEATURES, Trend
+from tracker.fingerprint.trend import TrendBoosted
 
 
 def _frame(rng: np.random.Generator, n: int, flops_range: tuple[float, float]) -> tuple[pd.DataFrame, np.ndarray]:

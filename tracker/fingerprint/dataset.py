@@ -14,27 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import TrackerError
+from tracker.fingerprint.runtime import TARGETS, FingerprintError
 from tracker.settings import project_dir
 
 VIEW = "measurement_features"
 #: The labels: per configuration, the median of its repeated measurements (training only).
 LABEL_VIEW = "measurement_labels"
-#: Targets a fingerprint can learn, with their units (all modelled on a log scale).
-TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J", "gpu_util_pct": "%"}
-#: Targets that cannot exceed a value: a prediction (exp of the log-scale model) is capped there.
-CEILINGS = {"gpu_util_pct": 100.0}
-
-
-def capped(target: str, values: Any) -> Any:
-    """Predicted ``values`` of ``target`` held at its ceiling, if it has one: the one place both
-    ``tracker predict`` (Champion.predict) and the held-out evaluation in training cap them."""
-    import numpy as np
-
-    ceiling = CEILINGS.get(target)
-    return values if ceiling is None else np.minimum(values, ceiling)
-
-
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}
@@ -44,10 +29,6 @@ NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode"
 #: prediction beyond them says so: trees do not extrapolate (past the largest batch they learnt,
 #: they answer as for that batch), and a trend extrapolates only along its own features.
 RANGE_FEATURES = ("batch_size", "params", "flops", "activation_bytes", "batch_flops", "batch_activation_bytes")
-
-
-class FingerprintError(TrackerError):
-    """A fingerprint cannot be trained or used (no data, no model for a target)."""
 
 
 def trained_ranges(frame: Any, features: list[str]) -> dict[str, list[float]]:

@@ -7,40 +7,23 @@ the training networks, of whole-network latency over the sum of its isolated lay
 functional ops and the overhead between layers that isolated layers do not see). The
 same view serves prediction: the new network's module calls are inserted as layer runs of
 an unmeasured configuration in a scratch warehouse (see ``dataset.configuration_rows``).
+The fitted model (``LayerModel``) and its inputs live in ``runtime``, which a registered
+version carries, so that it answers where tracker is not installed; fitting it lives here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tracker.fingerprint.runtime import LayerModel, layer_matrix  # with the layer model's inputs (served alone too)
 
 LAYER_VIEW = "layer_features"
 #: The labels: per layer, the median of its configuration's repeated measurements (training only).
 LAYER_LABEL_VIEW = "layer_labels"
-#: Threads a booster predicts with: the rows of a few configurations, for which starting
-#: OpenMP threads costs more than it saves.
-PREDICT_THREADS = 1
-#: Threads the layer booster predicts a network's module calls with (a hundred rows or more, 600
-#: trees): two halve its time here (4.1 to 2.0 ms for mobilenet_v3_large's 168 calls).
-LAYER_PREDICT_THREADS = 2
-#: Categories of ``tracker.describe`` in a fixed order: the code is a feature.
-CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "other")
-LAYER_FEATURES = ["category_code", "layer_batch_size", "in_channels", "out_channels", "out_h", "kernel_h", "stride_h",
-                  "groups", "layer_weight_bytes", "layer_batch_flops", "layer_batch_elementwise_ops",
-                  "layer_batch_bytes", "layer_batch_out_bytes"]
-#: What a module call brings to the layer model (layer_matrix makes category_code of category):
-#: the records of the ``layers`` input of a served layer-level version.
-LAYER_INPUTS = ["category", *(f for f in LAYER_FEATURES if f != "category_code")]
 LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "min_child_samples": 3,
                 "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8, "verbose": -1, "random_state": 0,
                 "n_jobs": 1}
-
-
-def layer_matrix(frame: Any) -> Any:
-    codes = {c: i for i, c in enumerate(CATEGORIES)}
-    x = frame.assign(category_code=frame["category"].map(lambda c: codes.get(c, len(CATEGORIES) - 1)))
-    return x[LAYER_FEATURES].astype(float)
 
 
 def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
@@ -59,21 +42,6 @@ def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
         ).df()
     finally:
         con.close()
-
-
-@dataclass
-class LayerModel:
-    booster: Any  # lightgbm.Booster
-    factor: float  # whole network over the sum of its isolated layers
-
-    def network_latency(self, layer_rows: Any) -> Any:
-        """Predicted latency of each parent configuration (a Series indexed by parent_run_id)."""
-        import numpy as np
-        import pandas as pd
-
-        each = np.exp(self.booster.predict(layer_matrix(layer_rows).to_numpy(), num_threads=LAYER_PREDICT_THREADS))
-        codes, parents = pd.factorize(layer_rows["parent_run_id"], sort=False)
-        return pd.Series(np.bincount(codes, weights=each, minlength=len(parents)) * self.factor, index=parents)
 
 
 def fit(layer_rows: Any, network_latency: dict[str, float]) -> LayerModel:

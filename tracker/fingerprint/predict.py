@@ -10,13 +10,13 @@ from typing import Any
 from tracker.fingerprint.dataset import (
     TARGETS,
     FingerprintError,
-    capped,
     configuration_rows,
     feature_columns,
     outside_ranges,
     parse_ranges,
     scratch_warehouse,
 )
+from tracker.fingerprint.runtime import capped
 from tracker.fingerprint.train import champion_version, registered_name
 
 
@@ -34,7 +34,7 @@ class Champion:
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
         champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
-        from tracker.fingerprint.served import combined, network_values
+        from tracker.fingerprint.runtime import combined, network_values
 
         values = network_values(self.booster, self.features, self.trend, rows)
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
@@ -81,7 +81,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
             raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
                                    "retrain with tracker fingerprint train") from None
     if "trend" in version.tags and champ.trend is None:
-        from tracker.fingerprint.trend import Trend
+        from tracker.fingerprint.runtime import Trend
 
         try:
             champ.trend = Trend.from_json(version.tags["trend"])
@@ -134,7 +134,7 @@ def champions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ..
 def _layer_model(tracking_uri: str, run_id: str) -> Any:
     import lightgbm
 
-    from tracker.fingerprint.layers import LayerModel
+    from tracker.fingerprint.runtime import LayerModel
     from tracker.log.artifacts import downloaded
 
     with downloaded(tracking_uri, run_id, "evaluation/layer_model") as folder:  # the booster is read whole
@@ -169,8 +169,7 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     row's features (``features``: the input a registered version takes through MLflow; a value
     the description lacks is None)."""
     from tracker.describe import describe
-    from tracker.fingerprint.layers import LAYER_INPUTS
-    from tracker.fingerprint.served import LAYERS
+    from tracker.fingerprint.runtime import LAYER_INPUTS, LAYERS
     from tracker.zoo import resolve
 
     if descriptions is not None and len(descriptions) != len(refs):

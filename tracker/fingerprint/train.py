@@ -24,7 +24,6 @@ from tracker.fingerprint.dataset import (
     LABEL_VIEW,
     TARGETS,
     FingerprintError,
-    capped,
     family,
     feature_columns,
     load_rows,
@@ -32,7 +31,8 @@ from tracker.fingerprint.dataset import (
     view_hash,
     view_sql,
 )
-from tracker.fingerprint.layers import LAYER_FEATURES, LAYER_LABEL_VIEW, LAYER_VIEW
+from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
+from tracker.fingerprint.runtime import LAYER_FEATURES, capped
 
 EXPERIMENT = "fingerprints"
 CHAMPION = "champion"
@@ -427,14 +427,15 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
 
 
 def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_model: Any = None) -> Any:
-    """Log and register the fingerprint as tracker.fingerprint.served's pyfunc (the booster, the
-    layer-level booster of a layer or blend version, and their spec as artifacts), so MLflow loads
-    and serves it in the target's unit."""
+    """Log and register the fingerprint as tracker.fingerprint.runtime's pyfunc (the booster, the
+    layer-level booster of a layer or blend version, and their spec as artifacts; a copy of the
+    runtime as its code), so MLflow loads and serves it in the target's unit, tracker installed or not."""
     import importlib.metadata
 
     import mlflow
 
-    from tracker.fingerprint.served import BOOSTER, LAYER_BOOSTER, MODEL_CODE, SPEC, signature
+    from tracker.fingerprint.runtime import BOOSTER, LAYER_BOOSTER, SPEC
+    from tracker.fingerprint.served import MODEL_CODE, RUNTIME_CODE, RUNTIME_MODULE, signature
 
     # Named, not inferred: inferring loads the model in a child process (seconds per version).
     requirements = [f"{pkg}=={importlib.metadata.version(pkg)}" for pkg in ("mlflow", "lightgbm", "numpy", "pandas")]
@@ -442,12 +443,15 @@ def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_mo
         files = {BOOSTER: Path(tmp) / "booster.txt", SPEC: Path(tmp) / "fingerprint.json"}
         files[BOOSTER].write_text(booster.model_to_string())
         files[SPEC].write_text(spec)
+        runtime = Path(tmp) / f"{RUNTIME_MODULE}.py"  # the model code's import where tracker is not installed
+        runtime.write_text(RUNTIME_CODE.read_text())
         if layer_model is not None:
             files[LAYER_BOOSTER] = Path(tmp) / "layer_booster.txt"
             files[LAYER_BOOSTER].write_text(layer_model.booster.model_to_string())
         with _registry_chatter_dropped():
             return mlflow.pyfunc.log_model(name="model", python_model=str(MODEL_CODE),
                                            artifacts={key: str(path) for key, path in files.items()},
+                                           code_paths=[str(runtime)],
                                            pip_requirements=requirements, input_example=example,
                                            signature=signature(list(example.columns), layer_model is not None),
                                            registered_model_name=name)

@@ -1,0 +1,246 @@
+"""What a registered fingerprint needs to answer, and nothing of tracker: the one module a
+version carries with it, so that MLflow loads and serves it where tracker is not installed.
+
+``fingerprint train`` logs a copy of this file with each version (MLflow's ``code_paths``, as
+``tracker_fingerprint_runtime.py``) beside the boosters and their spec. The version's model code
+(``served_model.py``) imports the installed tracker's copy when there is one, so that ``tracker
+predict`` and MLflow answer with the same functions, and the logged copy where there is none:
+``mlflow models serve`` in an environment of the version's own requirements (mlflow, lightgbm,
+numpy, pandas), a Docker image of ``mlflow models build-docker``, a notebook without tracker.
+
+Hence its rules: the standard library at import and numpy, pandas, lightgbm, scikit-learn (only to
+fit a trend) and mlflow inside the functions that need them; no import of tracker, except that its
+error derives from tracker's ``TrackerError`` where tracker is installed (the CLI then reports it in
+one line) and from ``ValueError`` where it is not. The PythonModel subclass, which needs mlflow, is
+made on first use (``runtime.FingerprintModel``), so that tracker's dataset, layer and trend
+modules import the targets, the layer model and the trend from here without importing mlflow.
+No ``from __future__ import annotations``: MLflow reads ``predict``'s type hint as an object.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+try:
+    from tracker.errors import TrackerError as _ErrorBase
+except ImportError:  # this module's logged copy, where tracker is not installed
+    _ErrorBase = ValueError  # type: ignore[assignment,misc]
+
+
+#: Targets a fingerprint can learn, with their units (all modelled on a log scale).
+TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J", "gpu_util_pct": "%"}
+#: Targets that cannot exceed a value: a prediction (exp of the log-scale model) is capped there.
+CEILINGS = {"gpu_util_pct": 100.0}
+
+
+def capped(target: str, values: Any) -> Any:
+    """Predicted ``values`` of ``target`` held at its ceiling, if it has one: the one place both
+    ``tracker predict`` (Champion.predict) and the held-out evaluation in training cap them."""
+    import numpy as np
+
+    ceiling = CEILINGS.get(target)
+    return values if ceiling is None else np.minimum(values, ceiling)
+
+
+class FingerprintError(_ErrorBase):
+    """A fingerprint cannot be trained or used (no data, no model for a target)."""
+
+
+#: The format written by this tracker, and those it reads.
+FORMAT = 2
+KNOWN_FORMATS = (1, 2)
+#: Artifact names inside the logged model.
+BOOSTER = "booster"
+SPEC = "spec"
+LAYER_BOOSTER = "layer_booster"
+#: The optional input column of a layer or blend version: each row's module calls.
+LAYERS = "layers"
+#: Threads a booster predicts with: the rows of a few configurations, for which starting
+#: OpenMP threads costs more than it saves.
+PREDICT_THREADS = 1
+#: Threads the layer booster predicts a network's module calls with (a hundred rows or more, 600
+#: trees): two halve its time here (4.1 to 2.0 ms for mobilenet_v3_large's 168 calls).
+LAYER_PREDICT_THREADS = 2
+#: Categories of ``tracker.describe`` in a fixed order: the code is a feature.
+CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "other")
+LAYER_FEATURES = ["category_code", "layer_batch_size", "in_channels", "out_channels", "out_h", "kernel_h", "stride_h",
+                  "groups", "layer_weight_bytes", "layer_batch_flops", "layer_batch_elementwise_ops",
+                  "layer_batch_bytes", "layer_batch_out_bytes"]
+#: What a module call brings to the layer model (layer_matrix makes category_code of category):
+#: the records of the ``layers`` input of a served layer-level version.
+LAYER_INPUTS = ["category", *(f for f in LAYER_FEATURES if f != "category_code")]
+
+
+def layer_matrix(frame: Any) -> Any:
+    codes = {c: i for i, c in enumerate(CATEGORIES)}
+    x = frame.assign(category_code=frame["category"].map(lambda c: codes.get(c, len(CATEGORIES) - 1)))
+    return x[LAYER_FEATURES].astype(float)
+
+
+@dataclass
+class LayerModel:
+    booster: Any  # lightgbm.Booster
+    factor: float  # whole network over the sum of its isolated layers
+
+    def network_latency(self, layer_rows: Any) -> Any:
+        """Predicted latency of each parent configuration (a Series indexed by parent_run_id)."""
+        import numpy as np
+        import pandas as pd
+
+        each = np.exp(self.booster.predict(layer_matrix(layer_rows).to_numpy(), num_threads=LAYER_PREDICT_THREADS))
+        codes, parents = pd.factorize(layer_rows["parent_run_id"], sort=False)
+        return pd.Series(np.bincount(codes, weights=each, minlength=len(parents)) * self.factor, index=parents)
+
+
+#: Size features of the measurement_features view the trend is a power law of.
+TREND_FEATURES = ("batch_size", "batch_flops", "batch_saved_activation_bytes", "batch_activation_bytes", "params")
+#: Ridge penalty on the standardised log features: barely more than least squares, enough
+#: to stay defined when two features are collinear (one family of networks, say).
+TREND_ALPHA = 1e-3
+
+
+def _logs(x: Any, features: tuple[str, ...]) -> Any:
+    """log1p of the features; a missing value (a description without that figure) counts as 0."""
+    import numpy as np
+
+    return np.log1p(np.nan_to_num(x[list(features)].to_numpy(float), nan=0.0).clip(min=0))
+
+
+@dataclass(frozen=True)
+class Trend:
+    intercept: float
+    coef: tuple[float, ...]
+    features: tuple[str, ...] = TREND_FEATURES
+
+    def __call__(self, x: Any) -> Any:
+        """log(target) the trend predicts for the rows of ``x`` (a DataFrame with ``features``)."""
+        import numpy as np
+
+        return self.intercept + _logs(x, self.features) @ np.asarray(self.coef)
+
+    @classmethod
+    def fit(cls, x: Any, log_y: Any) -> "Trend":
+        import numpy as np
+        from sklearn.linear_model import Ridge
+
+        ridge = Ridge(alpha=TREND_ALPHA).fit(_logs(x, TREND_FEATURES), log_y)
+        return cls(float(ridge.intercept_), tuple(float(c) for c in ridge.coef_))
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": "loglinear", "features": list(self.features), "intercept": self.intercept,
+                           "coef": list(self.coef)})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trend":
+        data = json.loads(text)
+        if data.get("kind") != "loglinear":
+            raise ValueError(f"unknown trend kind {data.get('kind')!r}")
+        return cls(float(data["intercept"]), tuple(float(c) for c in data["coef"]), tuple(data["features"]))
+
+
+def network_values(booster: Any, features: list[str], trend: Any, rows: Any) -> Any:
+    """The network-level prediction (in the target's unit, not capped) for the rows of a
+    DataFrame holding ``features``: exp(booster + trend)."""
+    import numpy as np
+
+    missing = [f for f in features if f not in rows.columns]
+    if missing:
+        raise FingerprintError(f"rows lack the feature column(s) {', '.join(missing[:5])}"
+                               f"{' ...' if len(missing) > 5 else ''} (columns of the measurement_features view)")
+    x = rows[features].to_numpy(dtype=float, na_value=np.nan)
+    log_values = booster.predict(x, num_threads=PREDICT_THREADS)
+    if trend is not None:
+        log_values = log_values + trend(rows)
+    return np.exp(log_values)
+
+
+def layer_sums(layer: LayerModel, column: Any) -> Any:
+    """The layer-level latency of each row whose ``layers`` entry lists its module calls (records
+    of ``LAYER_INPUTS``, or that list as a JSON string); NaN for a row without one."""
+    import numpy as np
+    import pandas as pd
+
+    records: list[dict[str, Any]] = []
+    parents: list[int] = []
+    for i, calls in enumerate(column):
+        if isinstance(calls, str):
+            try:
+                calls = json.loads(calls)
+            except ValueError:
+                raise FingerprintError(f"row {i}: {LAYERS} is not JSON (expected a list of module calls)") from None
+        if calls is None or (isinstance(calls, float) and calls != calls):
+            continue
+        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+            raise FingerprintError(f"row {i}: {LAYERS} must be a list of module calls, each an object of "
+                                   f"{', '.join(LAYER_INPUTS)}")
+        records.extend(calls)
+        parents.extend([i] * len(calls))
+    if not records:
+        return np.full(len(column), np.nan)
+    frame = pd.DataFrame.from_records(records)
+    missing = [c for c in LAYER_INPUTS if c not in frame.columns]
+    if missing:
+        raise FingerprintError(f"module calls in {LAYERS} lack {', '.join(missing)}")
+    frame["parent_run_id"] = parents
+    return layer.network_latency(frame).reindex(range(len(column))).to_numpy(float)
+
+
+def combined(method: str, values: Any, summed: Any) -> Any:
+    """A layer or blend version's prediction from its network-level ``values`` and the layer sums
+    (NaN where a configuration has no module calls: the network level stands)."""
+    import numpy as np
+
+    summed = np.where(np.isnan(summed), values, summed)
+    return summed if method == "layer" else np.sqrt(values * summed)
+
+
+def _model_class() -> type:
+    """FingerprintModel, made on first use: it subclasses mlflow's PythonModel."""
+    import mlflow.pyfunc
+    import pandas as pd
+
+    class FingerprintModel(mlflow.pyfunc.PythonModel):
+        """A fingerprint as MLflow serves it: rows of measurement_features in, the target in its unit out."""
+
+        booster: Any = None
+        trend: Any = None
+        layer: LayerModel | None = None
+        spec: dict[str, Any] = {}
+
+        def load_context(self, context: Any) -> None:
+            import lightgbm
+
+            spec = json.loads(Path(context.artifacts[SPEC]).read_text())
+            if spec.get("format") not in KNOWN_FORMATS or spec.get("target") not in TARGETS:
+                raise FingerprintError(f"fingerprint spec of format {spec.get('format')!r} for target "
+                                       f"{spec.get('target')!r} is not one this tracker reads; upgrade tracker")
+            self.spec = spec
+            self.booster = lightgbm.Booster(model_file=context.artifacts[BOOSTER])
+            self.trend = None if spec["trend"] is None else Trend.from_json(json.dumps(spec["trend"]))
+            if spec.get("layer"):
+                self.layer = LayerModel(lightgbm.Booster(model_file=context.artifacts[LAYER_BOOSTER]),
+                                        float(spec["layer"]["factor"]))
+
+        @property
+        def features(self) -> list[str]:
+            return list(self.spec["features"])
+
+        def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> Any:
+            """The target, in its unit, for each row of ``model_input``. (MLflow reads the hint: a
+            DataFrame is one it validates nothing against; the signature comes from the input example.)"""
+            rows = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
+            values = network_values(self.booster, self.features, self.trend, rows)
+            if self.layer is not None and LAYERS in rows.columns:
+                values = combined(self.spec["method"], values, layer_sums(self.layer, rows[LAYERS]))
+            return capped(self.spec["target"], values)
+
+    FingerprintModel.__qualname__ = "FingerprintModel"
+    return FingerprintModel
+
+
+def __getattr__(name: str) -> Any:
+    if name == "FingerprintModel":  # made once, then an ordinary attribute of this module
+        cls = globals()["FingerprintModel"] = _model_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
