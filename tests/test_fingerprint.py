@@ -310,6 +310,19 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
         client.set_model_version_tag(name, champion.version, "trained_ranges", champion.tags["trained_ranges"])
 
 
+def test_a_train_with_nothing_to_learn_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    RunLogger(str(runs), experiment="only-inference", environment=ENV).log([network_record("resnet18", 1)])
+    load(wh, open_source(resolve_location(str(runs))))
+    out = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(runs), "fingerprint", "train",
+                          "--target", "latency_ms", "--phase", "training", "--warehouse", str(wh)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "no training measurements of latency_ms" in out.stderr
+    names = {e.name for e in MlflowClient(resolve_location(str(runs)).uri).search_experiments()}
+    assert "only-inference" in names and "fingerprints" not in names
+
+
 def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: tuple[Path, Path],
                                                                      tmp_path: Path) -> None:
     """The registered version is an MLflow pyfunc: pyfunc.load_model and a real `mlflow models

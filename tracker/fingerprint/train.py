@@ -314,6 +314,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from tracker.log.store import open_store
     from tracker.settings import resolve_location
 
+    # The rows first: a train that has nothing to learn from creates nothing in the store.
+    frame = training_rows(warehouse, target, phase, device, exclude)
     # Through tracker's store, so an embedded store keeps the artifacts in its own folder; a
     # store moved from elsewhere is refused before anything is trained.
     location = resolve_location(tracking_uri)
@@ -325,7 +327,6 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from tracker.log.relocate import require_here
 
     require_here(location, experiment.artifact_location)
-    frame = training_rows(warehouse, target, phase, device, exclude)
     features = feature_columns(list(frame.columns))
     x = frame[features].astype(float)
     y = frame[target].to_numpy(float)
