@@ -40,8 +40,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tracker.fingerprint.runtime import FORMAT, KNOWN_FORMATS, LAYER_INPUTS, LAYERS, TARGETS, FingerprintError, LayerModel
-from tracker.fingerprint.runtime import FingerprintModel  # noqa: F401  (the model code of versions logged before runtime.py imports it from here)
+from tracker.fingerprint.runtime import (
+    FORMAT,
+    KNOWN_FORMATS,
+    LAYER_INPUTS,
+    LAYERS,
+    TARGETS,
+    FingerprintError,
+    LayerModel,
+)
+
+# The model code of versions logged before runtime.py imports FingerprintModel from here.
+from tracker.fingerprint.runtime import FingerprintModel  # noqa: F401
 
 #: The file MLflow runs to build the model on load (models from code: nothing pickled).
 MODEL_CODE = Path(__file__).with_name("served_model.py")
