@@ -53,6 +53,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     import mlflow
     from mlflow.exceptions import MlflowException
 
+    from tracker.errors import first_line
     from tracker.fingerprint.served import model_format
 
     uri, where = f"models:/{name}/{version.version}", f"{name} version {version.version}"
@@ -62,7 +63,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
             champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
                              version.tags.get("method", "network"))
         else:
-            # tracker.fingerprint.served's model. No requirement check: this is the environment that
+            # tracker.fingerprint.runtime's FingerprintModel. No requirement check: this is the environment that
             # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
             served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
             champ = Champion(name, str(version.version), served.features, served.booster,
@@ -70,9 +71,8 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         if champ.method != "network" and champ.layer is None:  # format 1: the layer model is a run artifact
             champ.layer = _layer_model(tracking_uri, version.run_id)
     except (MlflowException, OSError) as exc:  # its files are gone (a store moved or copied keeps their old paths)
-        reason = (getattr(exc, "message", None) or str(exc)).strip().splitlines()[0]
-        raise FingerprintError(f"{where}: cannot load its model from the store's artifacts ({reason}); were they "
-                               "moved or deleted? A moved store: tracker store relocate; else retrain with "
+        raise FingerprintError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
+                               "they moved or deleted? A moved store: tracker store relocate; else retrain with "
                                "tracker fingerprint train") from None
     if "trained_ranges" in version.tags:
         try:

@@ -98,5 +98,3 @@ def model_format(tags: dict[str, str], where: str) -> int:
         raise FingerprintError(f"{where} has format {str(found)!r}, which this tracker does not read "
                                f"(it reads {', '.join(map(str, KNOWN_FORMATS))}); upgrade tracker")
     return int(found)
-
-

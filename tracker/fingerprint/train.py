@@ -311,6 +311,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.served import FORMAT, spec_json
+    from tracker.log.relocate import require_here
     from tracker.log.store import open_store
     from tracker.settings import resolve_location
 
@@ -324,8 +325,6 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         experiment = store.experiment(EXPERIMENT, create=True)
     finally:
         store.close()
-    from tracker.log.relocate import require_here
-
     require_here(location, experiment.artifact_location)
     features = feature_columns(list(frame.columns))
     x = frame[features].astype(float)
