@@ -111,3 +111,43 @@ def test_a_copy_is_told_apart_from_its_original_and_needs_its_artifacts(tmp_path
     (tmp_path / "shared" / "artifacts").mkdir(parents=True)
     assert moved_from(location, str(tmp_path / "shared" / "artifacts" / "1")) is None
     assert moved_from(location, f"file://{original / 'artifacts' / '1'}") == original / "artifacts"
+
+
+def test_a_store_in_a_folder_named_with_url_characters_keeps_everything_in_that_folder(tmp_path: Path) -> None:
+    """SQLAlchemy and MLflow read a ``%XX`` in a store's path as an escape: the store still opens
+    the folder named, MLflow's own client reads and writes its artifacts there, the warehouse
+    reads them, and a copy relocates. DuckDB cannot keep a warehouse under a ``?``: one line."""
+    from tracker.describe import describe
+    from tracker.log.record import DESCRIPTION_ARTIFACT
+    from tracker.settings import local_path
+
+    odd = tmp_path / "50% a%20b#c"
+    runs = odd / "runs"
+    first = _log(runs, "resnet18")
+    record = network_record("squeezenet1_1", 1)
+    record.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(describe("squeezenet1_1", 64).to_json())
+    RunLogger(str(runs), experiment="moved", environment=ENV).log([record])
+    location = resolve_location(str(runs))
+    assert location.db_path == runs / "mlflow.db" and location.artifact_root == str(runs / "artifacts")
+    assert (runs / "artifacts" / "1" / first / "artifacts" / "notes" / "note.txt").read_text() == "measured resnet18"
+    client = MlflowClient(location.uri)
+    assert Path(client.download_artifacts(first, "notes/note.txt", str(tmp_path))).read_text() == "measured resnet18"
+    by_mlflow = client.create_run("1").info.run_id
+    client.log_text(by_mlflow, "logged by mlflow", "mlflow.txt")
+    client.set_terminated(by_mlflow)
+    assert (runs / "artifacts" / "1" / by_mlflow / "artifacts" / "mlflow.txt").read_text() == "logged by mlflow"
+
+    code, out = _cli(runs, "warehouse", "load", "--warehouse", str(odd / "w.duckdb"), "--format", "json")
+    assert code == 0 and json.loads(out)["descriptions_added"] == 1, out
+
+    copy = tmp_path / "copy 10%25" / "runs"
+    shutil.copytree(runs, copy)
+    code, out = _cli(copy, "store", "relocate")
+    assert code == 0 and out.startswith(f"{runs / 'artifacts'} -> {copy / 'artifacts'}: "), out
+    assert all(copy in local_path(p).parents for p in _paths(copy)), _paths(copy)
+    copied = MlflowClient(resolve_location(str(copy)).uri)
+    assert Path(copied.download_artifacts(by_mlflow, "mlflow.txt", str(tmp_path))).read_text() == "logged by mlflow"
+
+    asked = tmp_path / "why?" / "runs"
+    code, out = _cli(asked, "warehouse", "load")
+    assert code == 1 and out.startswith(f"cannot keep a warehouse at {asked / 'warehouse.duckdb'}: DuckDB reads"), out

@@ -41,11 +41,61 @@ def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None 
     load from one never counts another's runs as deleted."""
     chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
     if chosen:
-        return Path(chosen).resolve()
+        return usable_warehouse(Path(chosen).resolve())
     location = resolve_location(tracking_uri)  # an unsupported URI is said here, in one line
     if location.db_path is not None:
-        return location.db_path.parent / "warehouse.duckdb"
-    return runs_dir() / f"warehouse-{location.server_name}.duckdb"
+        return usable_warehouse(location.db_path.parent / "warehouse.duckdb")
+    return usable_warehouse(runs_dir() / f"warehouse-{location.server_name}.duckdb")
+
+
+def usable_warehouse(path: Path) -> Path:
+    """``path``, unless DuckDB cannot keep a database there: it takes a ``?`` in a file's path for
+    the start of its options and writes its journal elsewhere (seen with DuckDB 2.0.0)."""
+    if "?" in str(path):
+        raise StoreError(f"cannot keep a warehouse at {path}: DuckDB reads a '?' in its path as the start of "
+                         "options; choose a path without one (--warehouse or TRACKER_WAREHOUSE)")
+    return path
+
+
+def sqlite_uri(db_path: Path) -> str:
+    """The SQLAlchemy URL of a SQLite file. SQLAlchemy (so MLflow) reads the path of such a URL
+    percent-decoded and up to a ``?``: those two are written escaped, so that a folder named
+    ``a%20b`` or ``why?`` is the folder opened, not ``a b`` or ``why``."""
+    return "sqlite:///" + str(db_path).replace("%", "%25").replace("?", "%3F")
+
+
+def sqlite_path(uri: str) -> Path:
+    """The file a ``sqlite:///`` URL names, read as SQLAlchemy reads it (inverse of :func:`sqlite_uri`)."""
+    from urllib.parse import unquote
+
+    return Path(unquote(uri.removeprefix("sqlite:///").split("?", 1)[0]))
+
+
+def sqlite_read_only(db_path: Path) -> str:
+    """SQLite's own URI of a file opened read-only: its path percent-encoded (SQLite decodes it,
+    and would stop it at a ``?`` or ``#``)."""
+    from urllib.parse import quote
+
+    return f"file:{quote(str(db_path), safe='/')}?mode=ro"
+
+
+def mlflow_path(path: str | Path) -> str:
+    """A local folder as MLflow is to be given it for artifacts: MLflow percent-decodes even a
+    plain path when it opens it, so a ``%`` is written ``%25`` (nothing else changes)."""
+    return str(path).replace("%", "%25")
+
+
+def local_path(uri: str) -> Path | None:
+    """The local file or folder an artifact location names, read as MLflow reads it (a plain path
+    or a ``file:`` URI, percent-decoded), or None where it is not on this machine's disk."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "":
+        return Path(unquote(uri))
+    return None
 
 
 @dataclass(frozen=True)
@@ -62,7 +112,7 @@ class StoreLocation:
     @property
     def db_path(self) -> Path | None:
         """The SQLite file of an embedded store (None for a server or a database)."""
-        return Path(self.uri.removeprefix("sqlite:///")) if self.is_sqlite else None
+        return sqlite_path(self.uri) if self.is_sqlite else None
 
     def require(self) -> None:
         """For commands that only read: an embedded store that was never written is an error,
@@ -100,9 +150,7 @@ class StoreLocation:
 
 def embedded_location(folder: Path | None = None) -> StoreLocation:
     folder = (folder or runs_dir()).resolve()
-    return StoreLocation(
-        uri=f"sqlite:///{folder / 'mlflow.db'}", artifact_root=str(folder / "artifacts")
-    )
+    return StoreLocation(uri=sqlite_uri(folder / "mlflow.db"), artifact_root=str(folder / "artifacts"))
 
 
 def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
@@ -114,17 +162,16 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
     if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":
-        db_path = Path(uri.removeprefix("sqlite:///")).resolve()
-        artifacts = db_path.parent / "artifacts"
-        return StoreLocation(uri=f"sqlite:///{db_path}", artifact_root=str(artifacts))
+        db_path = sqlite_path(uri).resolve()
+        return StoreLocation(uri=sqlite_uri(db_path), artifact_root=str(db_path.parent / "artifacts"))
     if scheme in ("", "file"):
         # A folder is taken as an embedded store of tracker's own layout.
-        folder = Path(uri.removeprefix("file://"))
+        folder = local_path(uri) if scheme == "file" else Path(uri)  # a file: URI is percent-encoded
+        if folder is None:
+            raise StoreError(f"unsupported tracking URI {uri!r}: a file: URI must name a folder on this machine")
         if folder.suffix == ".db":
-            return StoreLocation(
-                uri=f"sqlite:///{folder.resolve()}",
-                artifact_root=str(folder.resolve().parent / "artifacts"),
-            )
+            db_path = folder.resolve()
+            return StoreLocation(uri=sqlite_uri(db_path), artifact_root=str(db_path.parent / "artifacts"))
         return embedded_location(folder)
     raise StoreError(
         f"unsupported tracking URI {uri!r}: use http(s)://HOST:PORT for a tracking server, "

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tracker.errors import TrackerError
-from tracker.settings import resolve_location
+from tracker.settings import mlflow_path, resolve_location
 
 HOST = "127.0.0.1"
 
@@ -26,7 +26,7 @@ def ui_command(tracking_uri: str | None, port: int) -> list[str]:
     store.close()
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", location.uri, "--host", HOST, "--port", str(port)]
     if location.artifact_root:
-        cmd += ["--default-artifact-root", location.artifact_root]
+        cmd += ["--default-artifact-root", mlflow_path(location.artifact_root)]
     return cmd
 
 

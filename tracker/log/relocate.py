@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from tracker.errors import StoreError
-from tracker.settings import StoreLocation
+from tracker.settings import StoreLocation, local_path, mlflow_path, sqlite_read_only
 
 #: The columns that hold absolute artifact paths, per table (MLflow's schema, pinned).
 PATH_COLUMNS = (
@@ -44,12 +43,17 @@ class Relocation:
 
 
 def _local(uri: str) -> Path | None:
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path))
-    if parsed.scheme == "" and uri.startswith("/"):
-        return Path(uri)
-    return None
+    """An absolute local path the location names (as MLflow reads it), else None."""
+    path = local_path(uri)
+    return path if path is not None and path.is_absolute() else None
+
+
+def _prefixes(old: Path, new: Path) -> dict[str, str]:
+    """Each way a path under ``old`` may be written in MLflow's tables, and how it is written under
+    ``new``: a plain path as tracker gives MLflow one (``%`` escaped) or as written before that
+    was done, and a ``file:`` URI, percent-encoded or not."""
+    return {f"{mlflow_path(old)}/": f"{mlflow_path(new)}/", f"{old}/": f"{mlflow_path(new)}/",
+            f"{old.as_uri()}/": f"{new.as_uri()}/", f"file://{old}/": f"{new.as_uri()}/"}
 
 
 def moved_from(location: StoreLocation, artifact_location: str) -> Path | None:
@@ -87,7 +91,7 @@ def old_roots(location: StoreLocation) -> set[Path]:
 
     if not location.is_sqlite or not location.db_path.is_file():
         return set()
-    with closing(sqlite3.connect(f"file:{location.db_path}?mode=ro", uri=True)) as conn:
+    with closing(sqlite3.connect(sqlite_read_only(location.db_path), uri=True)) as conn:
         found = {moved_from(location, row[0]) for row in conn.execute("SELECT artifact_location FROM experiments")}
     return {p for p in found if p is not None}
 
@@ -122,7 +126,7 @@ def relocate(location: StoreLocation) -> list[Relocation]:
                 rows: dict[str, int] = {}
                 for table, column in PATH_COLUMNS:
                     count = 0
-                    for prefix, target in ((f"{old}/", f"{new_root}/"), (f"file://{old}/", f"file://{new_root}/")):
+                    for prefix, target in _prefixes(old, new_root).items():
                         result = conn.execute(sqlalchemy.text(
                             f"UPDATE {table} SET {column} = :new || substr({column}, :n + 1) "
                             f"WHERE substr({column}, 1, :n) = :old"), {"old": prefix, "new": target, "n": len(prefix)})

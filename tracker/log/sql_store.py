@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from tracker.errors import StoreError
 from tracker.log.record import KEY_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, write_artifacts_locally
-from tracker.settings import StoreLocation
+from tracker.settings import StoreLocation, local_path, mlflow_path
 
 #: The alembic revision of the MLflow schema this writer was built against (MLflow 3.17.2).
 SUPPORTED_SCHEMA = "dc11669786a5"
@@ -111,7 +111,7 @@ class SqlStore:
 
             artifact_root = self.location.artifact_root or str(self.db_path.parent / "artifacts")
             Path(artifact_root).mkdir(parents=True, exist_ok=True)
-            SqlAlchemyStore(self.location.uri, artifact_root)
+            SqlAlchemyStore(self.location.uri, mlflow_path(artifact_root))
             with sqlite3.connect(self.db_path) as conn:
                 conn.execute("PRAGMA journal_mode = WAL")
 
@@ -203,7 +203,7 @@ class SqlStore:
         from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
         root = self.location.artifact_root
-        store = SqlAlchemyStore(self.location.uri, root or str(self.db_path.parent / "artifacts"))
+        store = SqlAlchemyStore(self.location.uri, mlflow_path(root or self.db_path.parent / "artifacts"))
         try:
             store.create_experiment(name)
         except MlflowException as exc:
@@ -237,11 +237,9 @@ class SqlStore:
         return [r.run_id for r in records]
 
     def _write_artifacts(self, artifact_uri: str, artifacts: dict[str, bytes | str | Path]) -> None:
-        from urllib.parse import urlparse
-
-        parsed = urlparse(artifact_uri)
-        if parsed.scheme in ("", "file"):
-            write_artifacts_locally(Path(parsed.path), artifacts)
+        folder = local_path(artifact_uri)
+        if folder is not None:
+            write_artifacts_locally(folder, artifacts)
             return
         import tempfile
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from tracker.errors import StoreError, first_paragraph
 from tracker.log.schema import KINDS
+from tracker.settings import usable_warehouse
 from tracker.warehouse import tables
 from tracker.warehouse.source import Source
 
@@ -44,6 +45,7 @@ class LoadReport:
 def connect(path: Path, read_only: bool = False) -> Any:
     import duckdb
 
+    usable_warehouse(path)
     if read_only and not path.exists():
         raise StoreError(f"no warehouse at {path}: run `tracker warehouse load` first")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,12 +21,11 @@ start_time_ms, end_time_ms, artifact_uri), ``params`` and ``tags`` (run_id, key,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from tracker.errors import StoreError, first_line
-from tracker.settings import StoreLocation
+from tracker.settings import StoreLocation, local_path
 
 #: Run ids per ``IN (...)`` list when reading the details of changed runs.
 IDS_PER_QUERY = 500
@@ -95,10 +94,10 @@ class Source(Protocol):
 
 def _read_local(artifact_uri: str, path: str) -> str | None:
     """An artifact's text when the run's artifacts are a local folder and the file is there."""
-    parsed = urlparse(artifact_uri)
-    if parsed.scheme not in ("", "file"):
+    folder = local_path(artifact_uri)
+    if folder is None:
         return None
-    file = Path(unquote(parsed.path)) / path
+    file = folder / path
     return file.read_text() if file.is_file() else None
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import StoreError, first_line
+from tracker.settings import sqlite_read_only
 
 
 class SqliteReader:
@@ -106,7 +107,7 @@ def _serve(db_path: str, folder: Path) -> int:
             print(f"error no SQLite file at {db_path}", flush=True)
             return 1
         try:
-            database = adbc_driver_sqlite.connect(f"file:{db_path}?mode=ro")
+            database = adbc_driver_sqlite.connect(sqlite_read_only(Path(db_path)))
             conn = adbc.AdbcConnection(database)
         except Exception as exc:
             print(f"error {first_line(exc)}", flush=True)
