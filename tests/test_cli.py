@@ -118,6 +118,13 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
         (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
+        # a file where a folder should be: said before anything is measured
+        (["--tracking-uri", "README.md/runs", "profile", "network", "squeezenet1_1"], 1,
+         f"cannot make a tracking store in {tmp_path / 'README.md' / 'runs'}: Not a directory: "),
+        (["warehouse", "load", "--warehouse", "README.md/w.duckdb"], 1,
+         f"cannot open warehouse {tmp_path / 'README.md' / 'w.duckdb'}: File exists: {tmp_path / 'README.md'}"),
+        (["warehouse", "export", "README.md/parquet", "--warehouse", "wh.duckdb"], 1,
+         "error: Not a directory: README.md/parquet"),
     ]
     (tmp_path / "README.md").write_text("not a folder")
     import duckdb

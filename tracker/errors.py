@@ -16,6 +16,12 @@ def first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def os_reason(exc: OSError) -> str:
+    """What the file system said, and of which path: ``Not a directory: /a/file/runs``."""
+    reason = exc.strerror or first_line(exc)
+    return f"{reason}: {exc.filename}" if exc.filename else reason
+
+
 class TrackerError(Exception):
     """Base class: a problem the user can act on, reported as one line without a traceback."""
 

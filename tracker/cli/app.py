@@ -100,7 +100,7 @@ def demo(
 
 
 def main() -> None:
-    from tracker.errors import TrackerError
+    from tracker.errors import TrackerError, os_reason
 
     import os
 
@@ -123,6 +123,11 @@ def main() -> None:
         if verbose:
             raise
         sys.stderr.write(f"error: {exc}\n")
+        sys.exit(1)
+    except OSError as exc:  # the file system said no where no command expected it: still one line
+        if verbose:
+            raise
+        sys.stderr.write(f"error: {os_reason(exc)}\n")
         sys.exit(1)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: what was logged before is kept\n")

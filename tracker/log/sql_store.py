@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from tracker.errors import StoreError
+from tracker.errors import StoreError, os_reason
 from tracker.log.record import KEY_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path
@@ -67,9 +67,12 @@ class SqlStore:
                 return sqlalchemy.create_engine(self.location.uri, pool_pre_ping=True)
             except Exception as exc:  # bad URL, missing driver
                 raise StoreError(f"cannot open tracking database {self.location.uri}: {exc}") from None
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.db_path.exists() or self.db_path.stat().st_size == 0:
-            self._initialize()
+        try:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.db_path.exists() or self.db_path.stat().st_size == 0:
+                self._initialize()
+        except OSError as exc:  # a file where a folder should be, no permission, a full disk
+            raise StoreError(f"cannot make a tracking store in {self.db_path.parent}: {os_reason(exc)}") from None
         engine = sqlalchemy.create_engine(
             self.location.uri,
             connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import StoreError, first_paragraph
+from tracker.errors import StoreError, first_paragraph, os_reason
 from tracker.log.schema import KINDS
 from tracker.settings import usable_warehouse
 from tracker.warehouse import tables
@@ -48,7 +48,10 @@ def connect(path: Path, read_only: bool = False) -> Any:
     usable_warehouse(path)
     if read_only and not path.exists():
         raise StoreError(f"no warehouse at {path}: run `tracker warehouse load` first")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot open warehouse {path}: {os_reason(exc)}") from None
     try:
         return duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
