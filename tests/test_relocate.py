@@ -114,14 +114,15 @@ def test_a_copy_is_told_apart_from_its_original_and_needs_its_artifacts(tmp_path
 
 
 def test_a_store_in_a_folder_named_with_url_characters_keeps_everything_in_that_folder(tmp_path: Path) -> None:
-    """SQLAlchemy and MLflow read a ``%XX`` in a store's path as an escape: the store still opens
-    the folder named, MLflow's own client reads and writes its artifacts there, the warehouse
-    reads them, and a copy relocates. DuckDB cannot keep a warehouse under a ``?``: one line."""
+    """SQLAlchemy and MLflow read a ``%XX`` in a store's path as an escape, and a colon inside a
+    path is not a URI's scheme: the store still opens the folder named, MLflow's own client reads
+    and writes its artifacts there, the warehouse reads them, and a copy relocates. DuckDB cannot
+    keep a warehouse under a ``?``: one line."""
     from tracker.describe import describe
     from tracker.log.record import DESCRIPTION_ARTIFACT
     from tracker.settings import local_path
 
-    odd = tmp_path / "50% a%20b#c"
+    odd = tmp_path / "50% a%20b#c 12:30"
     runs = odd / "runs"
     first = _log(runs, "resnet18")
     record = network_record("squeezenet1_1", 1)

@@ -9,6 +9,7 @@ The runs dir is ``./runs`` unless ``TRACKER_RUNS_DIR`` says otherwise.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,7 +159,8 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
     if not uri:
         return embedded_location()
-    scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    # A URI's scheme leads it; a path with a colon later in it (``/data/run 12:30``) is a folder.
+    scheme = uri.split(":", 1)[0].lower() if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", uri) else ""
     if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":
