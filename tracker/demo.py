@@ -122,13 +122,13 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
 
     from tracker.log.logger import RunLogger
     from tracker.profile.campaign import campaign_progress, run_campaign
-    from tracker.settings import runs_dir, usable_warehouse, warehouse_path
+    from tracker.settings import runs_dir, warehouse_path
 
     console = Console(stderr=to_stderr, highlight=False)
     if not console.is_terminal:  # a log file or CI: wide enough for the table, no wrapped lines
         console = Console(stderr=to_stderr, highlight=False, width=max(console.width, 132))
     folder = runs_folder or runs_dir()
-    warehouse = usable_warehouse(warehouse) if warehouse else warehouse_path(tracking_uri=tracking_uri)
+    warehouse = warehouse_path(warehouse, tracking_uri)  # refused here, not after the measuring
     report_folder = report_folder or folder / "report"
     logger = RunLogger(tracking_uri, EXPERIMENT)
     logger.require_artifacts_here()

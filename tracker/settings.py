@@ -42,11 +42,12 @@ def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None 
     load from one never counts another's runs as deleted."""
     chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
     if chosen:
-        return usable_warehouse(Path(chosen).resolve())
-    location = resolve_location(tracking_uri)  # an unsupported URI is said here, in one line
-    if location.db_path is not None:
-        return usable_warehouse(location.db_path.parent / "warehouse.duckdb")
-    return usable_warehouse(runs_dir() / f"warehouse-{location.server_name}.duckdb")
+        path = Path(chosen).resolve()
+    else:
+        location = resolve_location(tracking_uri)  # an unsupported URI is said here, in one line
+        path = (location.db_path.parent / "warehouse.duckdb" if location.db_path is not None
+                else runs_dir() / f"warehouse-{location.server_name}.duckdb")
+    return usable_warehouse(path)  # before a command reads the store for it
 
 
 def usable_warehouse(path: Path) -> Path:

@@ -51,6 +51,11 @@ class SqlStore:
         assert path is not None, "db_path of a store that is not SQLite"
         return path
 
+    @property
+    def artifact_root(self) -> str:
+        """The folder this embedded store's experiments keep their artifacts in (a real path)."""
+        return self.location.artifact_root or str(self.db_path.parent / "artifacts")
+
     def engine(self) -> Any:
         if self._engine is None:
             self._engine = self._make_engine()
@@ -112,9 +117,8 @@ class SqlStore:
                 return
             from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-            artifact_root = self.location.artifact_root or str(self.db_path.parent / "artifacts")
-            Path(artifact_root).mkdir(parents=True, exist_ok=True)
-            SqlAlchemyStore(self.location.uri, mlflow_path(artifact_root))
+            Path(self.artifact_root).mkdir(parents=True, exist_ok=True)
+            SqlAlchemyStore(self.location.uri, mlflow_path(self.artifact_root))
             with sqlite3.connect(self.db_path) as conn:
                 conn.execute("PRAGMA journal_mode = WAL")
 
@@ -205,8 +209,7 @@ class SqlStore:
         from mlflow.exceptions import MlflowException
         from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-        root = self.location.artifact_root
-        store = SqlAlchemyStore(self.location.uri, mlflow_path(root or self.db_path.parent / "artifacts"))
+        store = SqlAlchemyStore(self.location.uri, mlflow_path(self.artifact_root))
         try:
             store.create_experiment(name)
         except MlflowException as exc:
