@@ -80,7 +80,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
 
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    args = ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.2", "--precision", "0.1",
+    args = ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.1", "--precision", "0.1",
             "--format", "json"]
     # The same configuration measured whole first: it has no layers, so it does not answer `profile layers`.
     whole = runner.invoke(app, [*args[:3], "network", *args[4:]])
@@ -122,7 +122,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "README.md/runs", "profile", "network", "squeezenet1_1"], 1,
          f"cannot make a tracking store in {tmp_path / 'README.md' / 'runs'}: Not a directory: "),
         (["warehouse", "load", "--warehouse", "README.md/w.duckdb"], 1,
-         f"cannot open warehouse {tmp_path / 'README.md' / 'w.duckdb'}: File exists: {tmp_path / 'README.md'}"),
+         f"cannot open warehouse {tmp_path / 'README.md' / 'w.duckdb'}: Not a directory: {tmp_path / 'README.md'}"),
         (["warehouse", "export", "README.md/parquet", "--warehouse", "wh.duckdb"], 1,
          "error: Not a directory: README.md/parquet"),
     ]

@@ -204,6 +204,7 @@ def _bad(mutate: Any) -> dict[str, Any]:
         (lambda s: s.update(format="tracker.netspec/2"), "format"),
         (lambda s: s.update(kind="torchvision"), "kind"),
         (lambda s: s["stages"][0].update(depth=0), "stages[0].depth"),
+        (lambda s: s.update(input_size=16), "'input_size' must be at least 32"),
     ],
 )
 def test_bad_spec_raises_config_error_naming_the_key(mutate: Any, named: str) -> None:

@@ -166,6 +166,33 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     assert len(runs) == 6 and len(set(keys)) == 6
 
 
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("precision = 0.2", "precision = 2", "[measure].precision must be between 0 and 1 (0.02 is 2 %), got 2"),
+    ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be greater than 0, got 0"),
+    ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be greater than 0, got -5"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [10, "a"] }',
+     "[networks.prune].ratios are percentages from 0 to under 100, got 'a'"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [50, 100] }',
+     "[networks.prune].ratios are percentages from 0 to under 100, got 100"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 2, input_size = 16 }",
+     "[networks.generate]: input_size must be at least 32"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 0 }", "[networks.generate].count must be at least 1"),
+])
+def test_a_bad_campaign_is_refused_before_anything_is_written(tmp_path: Path, old: str, new: str, message: str) -> None:
+    from tracker.errors import ConfigError
+    from tracker.profile.campaign import load_campaign
+
+    path = campaign_file(tmp_path, "bad", tff=False)
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    with pytest.raises(ConfigError) as info:
+        load_campaign(path)
+    assert str(info.value) == f"{path}: {message}" or str(info.value).startswith(f"{path}: {message}"), str(info.value)
+    assert not (tmp_path / "bad").exists()  # no spec folder of generated or pruned networks either
+
+
 def test_shards_split_networks_between_devices(tmp_path: Path) -> None:
     from tracker.profile.campaign import chains, load_campaign
 

@@ -140,6 +140,11 @@ def test_a_store_in_a_folder_named_with_url_characters_keeps_everything_in_that_
 
     code, out = _cli(runs, "warehouse", "load", "--warehouse", str(odd / "w.duckdb"), "--format", "json")
     assert code == 0 and json.loads(out)["descriptions_added"] == 1, out
+    # A sqlite:/// URI of the same store keeps its SQLAlchemy options (after the '?') for the engine.
+    optioned = resolve_location(location.uri + "?timeout=20")
+    assert optioned.uri == location.uri + "?timeout=20" and optioned.db_path == location.db_path
+    listed = CliRunner().invoke(app, ["--tracking-uri", optioned.uri, "-e", "moved", "runs", "list", "--format", "json"])
+    assert listed.exit_code == 0 and {first, by_mlflow} <= {r["run_id"] for r in json.loads(listed.stdout)}, listed.output
 
     copy = tmp_path / "copy 10%25" / "runs"
     shutil.copytree(runs, copy)

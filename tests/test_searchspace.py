@@ -5,8 +5,10 @@ and clear errors."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -94,6 +96,16 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
     assert proc.returncode == 1 and "positions[0].candidates[1]: unknown primitive 'transformer'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    from tracker.errors import ConfigError
+    from tracker.searchspace.space import load_space
+
+    for old, new, message in [("epochs = 1", "epochs = 0", "[accuracy].epochs must be at least 1, got 0"),
+                              ("[accuracy]", "[accuracy]\nlearning_rate = -0.5", "[accuracy].learning_rate must be greater than 0"),
+                              ("input_size = 16", "input_size = 4", "spec key 'input_size' must be at least 8")]:
+        assert old in SPACE
+        bad.write_text(SPACE.replace(old, new))
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_space(bad)
     space = tmp_path / "tiny.toml"
     space.write_text(SPACE)
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(space), "--skip-accuracy",

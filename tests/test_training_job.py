@@ -112,6 +112,8 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     ('model = "resnet18"\n[training]\nbatch_size = "four"\n[data]\npath = "x"\n', "[training].batch_size should be int"),
     ('model = "resnet18"\n[training]\nnum_workrs = 2\n[data]\npath = "x"\n', "unknown key [training].num_workrs"),
     ('model = "resnet18"\n[data]\npath = "nowhere"\n', "is not a folder"),
+    ('model = "resnet18"\n[training]\nlearning_rate = -0.1\n[data]\npath = "."\n', "learning_rate must be greater than 0, got -0.1"),
+    ('model = "resnet18"\n[training]\nnum_workers = -1\n[data]\npath = "."\n', "num_workers must be at least 0, got -1"),
 ])
 def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "job.toml"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 def first_paragraph(message: str) -> str:
     """A library's error up to its first blank line, on one line: for DuckDB, the error and its
@@ -19,6 +21,8 @@ def first_line(exc: BaseException) -> str:
 def os_reason(exc: OSError) -> str:
     """What the file system said, and of which path: ``Not a directory: /a/file/runs``."""
     reason = exc.strerror or first_line(exc)
+    if isinstance(exc, FileExistsError) and exc.filename and os.path.isfile(exc.filename):
+        reason = "Not a directory"  # mkdir(parents=True) met a file where a folder should be
     return f"{reason}: {exc.filename}" if exc.filename else reason
 
 

@@ -166,7 +166,9 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":
         db_path = sqlite_path(uri).resolve()
-        return StoreLocation(uri=sqlite_uri(db_path), artifact_root=str(db_path.parent / "artifacts"))
+        query = uri.partition("?")[2]  # SQLAlchemy's options (timeout=30): kept for the engine, not part of the path
+        return StoreLocation(uri=sqlite_uri(db_path) + (f"?{query}" if query else ""),
+                             artifact_root=str(db_path.parent / "artifacts"))
     if scheme in ("", "file"):
         # A folder is taken as an embedded store of tracker's own layout.
         folder = local_path(uri) if scheme == "file" else Path(uri)  # a file: URI is percent-encoded

@@ -16,6 +16,8 @@ from typing import Any
 from tracker.errors import ConfigError
 
 CLASSES = ("circle", "square", "triangle")
+MIN_SIZE_PX = 32
+MAX_SIZE_PX = 4096  # a side this long is 48 MiB an image in memory; a larger one would exhaust it
 COLOURS = {"circle": (200, 40, 40), "square": (40, 160, 60), "triangle": (40, 70, 200)}
 
 
@@ -61,8 +63,8 @@ def synth(folder: Path, kind: str, images: int, size: int = 160, seed: int = 0) 
         raise ConfigError(f"--kind must be detection or classification, got {kind!r}")
     if images < 1:
         raise ConfigError(f"--images must be at least 1, got {images}")
-    if size < 32:
-        raise ConfigError(f"--size must be at least 32 pixels, got {size}")
+    if not MIN_SIZE_PX <= size <= MAX_SIZE_PX:
+        raise ConfigError(f"--size must be from {MIN_SIZE_PX} to {MAX_SIZE_PX} pixels, got {size}")
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     if kind == "classification":

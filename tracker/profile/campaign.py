@@ -18,6 +18,7 @@ a configuration carries the repeat key ``CONFIG_KEY#rR``, so a re-run resumes ev
 
 from __future__ import annotations
 
+import math
 import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tracker.errors import ConfigError
+from tracker.profile.modes import validate_threads
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -105,9 +107,17 @@ def load_campaign(path: Path) -> Campaign:
         if any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in m["threads"]) or not m["threads"]:
             raise ConfigError(f"{where}: [measure].threads must be whole numbers >= 1, got {m['threads']}")
         c.threads = list(m["threads"])
+        try:  # measured here: said before the store is opened, not after the first configuration
+            for t in c.threads:
+                validate_threads(t)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: [measure].{e}") from None
     for key in ("precision", "time_cap_s", "timeout_s", "memory_limit_mb"):
         if key in m:
             setattr(c, key, float(m[key]))
+            if not 0 < getattr(c, key) < (1 if key == "precision" else math.inf):
+                rule = "between 0 and 1 (0.02 is 2 %)" if key == "precision" else "greater than 0"
+                raise ConfigError(f"{where}: [measure].{key} must be {rule}, got {m[key]!r}")
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
     c.repeats = int(m.get("repeats", 1))
     if c.repeats < 1:
@@ -136,7 +146,12 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
         from tracker.zoo.generator import generate
 
         g = typed_table("networks.generate", nets["generate"], GENERATE_KEYS, where)
-        specs = generate(int(g.get("count", 10)), int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
+        if int(g.get("count", 10)) < 1:
+            raise ConfigError(f"{where}: [networks.generate].count must be at least 1, got {g['count']!r}")
+        try:
+            specs = generate(int(g.get("count", 10)), int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
+        except ConfigError as e:
+            raise ConfigError(f"{where}: [networks.generate]: {e}") from None
         refs += [str(p) for p in write_specs(specs, folder)]
     if "prune" in nets:
         from tracker.zoo.pruning import pruned_spec
@@ -145,8 +160,11 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
         if "model" not in pr:
             raise ConfigError(f"{where}: [networks.prune] needs model")
         check_model_name(pr["model"])
+        ratios = list(pr.get("ratios", [0]))
+        if bad := [r for r in ratios if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 100]:
+            raise ConfigError(f"{where}: [networks.prune].ratios are percentages from 0 to under 100, got {bad[0]!r}")
         specs = [pruned_spec(pr["model"], float(r) / 100, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0)))
-                 for r in pr.get("ratios", [0])]
+                 for r in ratios]
         refs += [str(p) for p in write_specs(specs, folder)]
     return refs
 

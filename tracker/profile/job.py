@@ -90,8 +90,11 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     for key in ("num_epochs", "batch_size", "image_size"):
         if getattr(cfg, key) < 1:
             raise ConfigError(f"{where}: {key} must be at least 1, got {getattr(cfg, key)}")
-    if cfg.num_workers < 0 or cfg.max_steps < 0 or cfg.prefetch_factor < 1 or cfg.memory_limit_mb < 0:
-        raise ConfigError(f"{where}: num_workers, max_steps and memory_limit_mb must be >= 0 and prefetch_factor >= 1")
+    for key, least in (("num_workers", 0), ("max_steps", 0), ("memory_limit_mb", 0), ("prefetch_factor", 1)):
+        if getattr(cfg, key) < least:
+            raise ConfigError(f"{where}: {key} must be at least {least}, got {getattr(cfg, key)}")
+    if not cfg.learning_rate > 0:
+        raise ConfigError(f"{where}: learning_rate must be greater than 0, got {cfg.learning_rate}")
     if cfg.on_error not in ("skip", "fail"):
         raise ConfigError(f"{where}: [data].on_error must be skip or fail, got {cfg.on_error!r}")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):

@@ -91,7 +91,7 @@ def parse_nvpmodel(text: str) -> dict[str, ParamValue]:
     return {}
 
 
-def _validate_threads(threads: Any) -> int:
+def validate_threads(threads: Any) -> int:
     limit = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= limit:
         raise ConfigError(f"threads = {threads!r}: expected a whole number from 1 to {limit} (the CPUs of this machine)")
@@ -102,7 +102,7 @@ def apply_threads(threads: int) -> None:
     """Set torch's intra-op thread count: the one mode setting the tracker makes, explicitly."""
     import torch
 
-    torch.set_num_threads(_validate_threads(threads))
+    torch.set_num_threads(validate_threads(threads))
 
 
 def _read_text(path: Path) -> str | None:
@@ -271,7 +271,7 @@ def read_mode(device: str = "cpu", threads: int | None = None) -> DeviceMode:
 
         params["cpu_threads"] = int(torch.get_num_threads())
     else:
-        params["cpu_threads"] = _validate_threads(threads)
+        params["cpu_threads"] = validate_threads(threads)
     params.update(read_cpu_freq())
     params.update(read_nvpmodel())
     return DeviceMode(device=spec, mode_id=make_mode_id(spec, params), params=params)

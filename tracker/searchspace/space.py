@@ -209,5 +209,10 @@ def load_space(path: Path) -> SearchSpace:
         raise ConfigError(f"{where}: enumerate must be all or per-position, got {space.enumerate!r}")
     if not (space.latency.device == "cpu" or space.latency.device.startswith("cuda")):
         raise ConfigError(f"{where}: [latency].device must be cpu or cuda, got {space.latency.device!r}")
+    for table, key in (("accuracy", "epochs"), ("accuracy", "batch_size"), ("latency", "batch_size")):
+        if (value := getattr(getattr(space, table), key)) < 1:
+            raise ConfigError(f"{where}: [{table}].{key} must be at least 1, got {value}")
+    if not space.accuracy.learning_rate > 0:
+        raise ConfigError(f"{where}: [accuracy].learning_rate must be greater than 0, got {space.accuracy.learning_rate}")
     space.candidates()  # every candidate builds into a valid spec
     return space

@@ -121,8 +121,9 @@ def generate_spec(
         raise ConfigError(f"unknown style {style!r} (expected one of {', '.join(STYLES)})")
     if index < 0:
         raise ConfigError(f"index must be >= 0, got {index}")
-    if input_size < 1 or num_classes < 1:
-        raise ConfigError(f"input_size and num_classes must be >= 1, got {input_size} and {num_classes}")
+    least = 2 * 2 ** len(WIDTH_RANGES)  # the stem's stride 2, then each stage halves the resolution
+    if input_size < least or num_classes < 1:
+        raise ConfigError(f"input_size must be at least {least} and num_classes at least 1, got {input_size} and {num_classes}")
     rng = random.Random(f"{seed}:{index}")
     activation = rng.choice(ACTIVATIONS)
     if style is None:
@@ -248,6 +249,11 @@ def validate_spec(spec: Any) -> None:
         raise ConfigError("spec key 'stages' must be a non-empty list")
     for i, stage in enumerate(stages):
         _validate_stage(stage, f"stages[{i}]")
+    if "input_size" in spec:  # the stem and each stage halve the resolution; none may take it below one pixel
+        least = stem["stride"] * 2 ** len(stages)
+        if _int(spec, "input_size", "input_size") < least:
+            raise ConfigError(f"spec key 'input_size' must be at least {least} (the stem's stride times 2 for each of "
+                              f"{len(stages)} stages), got {spec['input_size']}")
     head = _dict(spec, "head", "head")
     if _get(head, "pool", "head.pool") != "avg":
         raise ConfigError(f"spec key 'head.pool' must be 'avg', got {head['pool']!r}")
