@@ -118,6 +118,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
         (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
+        (["sql", " ; ", "--warehouse", "wh.duckdb"], 1, "the query is empty"),
+        (["predict", "resnet18", "--phase", "trainig"], 2, "'trainig' is not one of 'inference', 'training'"),
         # a file where a folder should be: said before anything is measured
         (["--tracking-uri", "README.md/runs", "profile", "network", "squeezenet1_1"], 1,
          f"cannot make a tracking store in {tmp_path / 'README.md' / 'runs'}: Not a directory: "),

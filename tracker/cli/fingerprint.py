@@ -6,13 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json, state
+from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, Phase, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
 
 app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and power, in the MLflow registry.",
                   no_args_is_help=True)
 
-PhaseOption = Annotated[str, typer.Option("--phase", help="inference or training.")]
+PhaseOption = Annotated[Phase, typer.Option("--phase", help="inference or training.")]
 DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, or a device name such as jetson-tx2.")]
 
 
@@ -25,7 +25,7 @@ def train_cmd(
     ctx: typer.Context,
     target: Annotated[str, typer.Option("--target", help="latency_ms, peak_mem_mb, power_w, energy_per_iter_j or gpu_util_pct.")],
     device: DeviceOption = "cpu",
-    phase: PhaseOption = "inference",
+    phase: PhaseOption = Phase.inference,
     warehouse: WarehouseOption = None,
     exclude: Annotated[Optional[list[str]], typer.Option(
         "--exclude", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
@@ -35,7 +35,7 @@ def train_cmd(
     from tracker.fingerprint.train import train
     from tracker.settings import warehouse_path
 
-    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase, device, _uri(ctx), exclude=exclude or ())
+    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, _uri(ctx), exclude=exclude or ())
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return
@@ -115,7 +115,7 @@ def predict(
     ctx: typer.Context,
     model: Annotated[str, typer.Argument(help="Zoo name or spec file of the network.")],
     batch_size: BatchSizeOption = 1,
-    phase: PhaseOption = "inference",
+    phase: PhaseOption = Phase.inference,
     device: DeviceOption = "cpu",
     input_size: Annotated[Optional[int], typer.Option("--input-size", min=8, help="Input resolution.")] = None,
     fmt: FormatOption = OutputFormat.table,
@@ -125,7 +125,7 @@ def predict(
     """Predict latency, memory and power of a network without running it."""
     from tracker.fingerprint.predict import predict as run_predict
 
-    result = run_predict(_uri(ctx), model, batch_size, phase, device, input_size, with_features=features)
+    result = run_predict(_uri(ctx), model, batch_size, phase.value, device, input_size, with_features=features)
     if fmt is OutputFormat.json:
         emit_json(result)
         return

@@ -27,6 +27,11 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
+class Phase(str, Enum):
+    inference = "inference"
+    training = "training"
+
+
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
 PrecisionOption = Annotated[

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -13,6 +12,7 @@ from tracker.cli.options import (
     Device,
     FormatOption,
     OutputFormat,
+    Phase,
     PrecisionOption,
     TimeCapOption,
     emit_json,
@@ -20,11 +20,6 @@ from tracker.cli.options import (
 )
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
-
-
-class Phase(str, Enum):
-    inference = "inference"
-    training = "training"
 
 
 ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`) or network spec file.")]

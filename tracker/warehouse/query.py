@@ -17,6 +17,8 @@ def query(path: Path, sql: str) -> Any:
     """Run one query on the warehouse opened read-only; an Arrow table of the result."""
     import duckdb
 
+    if not sql.replace(";", " ").strip():
+        raise QueryError('the query is empty: give one SQL statement, e.g. "SELECT * FROM latest_measurements"')
     con = connect(path, read_only=True)
     try:
         relation = con.sql(sql)
