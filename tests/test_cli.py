@@ -103,6 +103,23 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     assert {c.data.tags["tracker.kind"] for c in children} == {"layer"}
 
 
+def test_ctrl_c_in_a_query_is_one_line_and_status_130(tmp_path: Path) -> None:
+    """Typer turns a Ctrl-C into status 130 without a word, and DuckDB turns one during a query
+    into an error of its own, or, as often, does not stop: the query stops, in one line."""
+    import signal
+    import time
+
+    import duckdb
+
+    duckdb.connect(str(tmp_path / "wh.duckdb")).close()
+    proc = subprocess.Popen([*TRACKER, "sql", "SELECT sum(hash(range)) FROM range(50000000000)", "--warehouse", "wh.duckdb"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # well into the query (a minute's work)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and err == "interrupted: what was logged before is kept\n" and not out, (out, err)
+
+
 def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     cases = [
         (["profile", "network", "resnet19"], 1, "unknown model 'resnet19'; did you mean resnet18"),

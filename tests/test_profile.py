@@ -154,7 +154,7 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
         time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "resume" in err
+    assert proc.returncode == 130 and err.count("interrupted") == 1 and "run the same command again to resume" in err
     first = len(network_runs(store, "resume"))
     assert 2 <= first < 6
     done = tracker("--tracking-uri", str(store), "campaign", "run", str(path), "--format", "json", cwd=tmp_path)

@@ -302,3 +302,60 @@ def test_the_sqlite_reader_says_in_one_line_what_went_wrong(tmp_path: Path) -> N
             bad.query("SELECT * FROM runs")
     finally:
         bad.close()
+
+
+def test_a_ctrl_c_during_a_load_leaves_the_warehouse_as_it_was(tmp_path: Path) -> None:
+    """A real SIGINT at points spread over a load, first and full: each load either finishes or
+    ends in KeyboardInterrupt (DuckDB's 'Query interrupted' included), never a half warehouse, and
+    an interrupted first load leaves no empty file behind."""
+    import os
+    import signal
+    import threading
+    import time
+
+    store = tmp_path / "runs"
+    log = _logger(store)
+    for n in range(4):
+        nets = [network_record(f"net{n}-{i}", 1 + i % 8) for i in range(50)]
+        log.log([*nets, *(layer_record(net, j) for net in nets for j in range(4))])
+    log.close()
+    t0 = time.perf_counter()
+    expected = _load(store, tmp_path / "timed.duckdb").runs_total
+    seconds = time.perf_counter() - t0
+
+    armed = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if armed.is_set():  # only inside load: a signal that arrives late is dropped, not raised in the test
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    outcomes = []
+    try:
+        for k in range(1, 13):
+            wh = tmp_path / ("first.duckdb" if k % 2 else "full.duckdb")
+            if k % 2:
+                wh.unlink(missing_ok=True)
+            elif not wh.exists():
+                _load(store, wh)
+            timer = threading.Timer(seconds * k / 13, os.kill, (os.getpid(), signal.SIGINT))
+            armed.set()
+            timer.start()
+            try:
+                _load(store, wh, full=True)
+                outcome = "finished"
+            except KeyboardInterrupt:
+                outcome = "interrupted"
+            finally:
+                armed.clear()
+                timer.cancel()
+                timer.join()
+            outcomes.append(outcome)
+            if outcome == "interrupted" and k % 2 and not wh.exists():
+                continue  # a first load that did not finish: no warehouse, as before it
+            with duckdb.connect(str(wh), read_only=True) as con:  # whole: every run, and the views
+                assert con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == expected, (k, outcome)
+                assert con.execute("SELECT count(*) FROM latest_measurements").fetchall()[0][0] == 200
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "interrupted" in outcomes, outcomes

@@ -26,6 +26,22 @@ def os_reason(exc: OSError) -> str:
     return f"{reason}: {exc.filename}" if exc.filename else reason
 
 
+def interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a Ctrl-C or was raised while one was handled. DuckDB turns a Ctrl-C during
+    a query into an error ("Query interrupted", or "... failed: KeyboardInterrupt:" while it reads a
+    registered Arrow table), and the next statement of its transaction then fails with another
+    ("Current transaction is aborted") that hides the first."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException":
+            return True
+        if str(exc) == "Query interrupted" or "KeyboardInterrupt" in str(exc):
+            return True
+        exc = exc.__context__
+    return False
+
+
 class TrackerError(Exception):
     """Base class: a problem the user can act on, reported as one line without a traceback."""
 

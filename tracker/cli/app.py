@@ -100,7 +100,8 @@ def demo(
 
 
 def main() -> None:
-    from tracker.errors import TrackerError, os_reason
+    from tracker.cli.options import INTERRUPTED, interrupt_said
+    from tracker.errors import TrackerError, interrupted, os_reason
 
     import os
 
@@ -132,5 +133,12 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: what was logged before is kept\n")
         sys.exit(130)
+    except Exception as exc:  # a Ctrl-C during a DuckDB query (tracker sql, report, fingerprint train)
+        if verbose or not interrupted(exc):
+            raise
+        sys.stderr.write("interrupted: what was logged before is kept\n")
+        sys.exit(130)
+    if code == INTERRUPTED and not interrupt_said():  # typer turns a Ctrl-C into status 130, silently
+        sys.stderr.write("interrupted: what was logged before is kept\n")
     if isinstance(code, int) and code:
         sys.exit(code)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
                   no_args_is_help=True)
@@ -38,8 +38,7 @@ def run(
     else:
         typer.echo(f"{campaign.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped of {tally.total}")
     if tally.interrupted:
-        typer.echo("interrupted: what was measured is kept; run the same command again to resume", err=True)
-        raise typer.Exit(130)
+        exit_interrupted("interrupted: what was measured is kept; run the same command again to resume")
 
 
 @app.command("loader")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json, state
+from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json, exit_interrupted, state
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping
@@ -157,8 +157,7 @@ def run(
     except KeyboardInterrupt:
         if fmt is OutputFormat.json:
             emit_json(done)
-        typer.echo(f"interrupted after {len(done)} of {len(workloads)} workloads: what was measured is kept; "
-                   "run the same command again to resume", err=True)
-        raise typer.Exit(130) from None
+        exit_interrupted(f"interrupted after {len(done)} of {len(workloads)} workloads: what was measured is kept; "
+                         "run the same command again to resume")
     if fmt is OutputFormat.json:
         emit_json(done)

@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -30,6 +30,22 @@ class Device(str, Enum):
 class Phase(str, Enum):
     inference = "inference"
     training = "training"
+
+
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
+_interrupt_said: list[bool] = []
+
+
+def exit_interrupted(message: str) -> NoReturn:
+    """End a command that handled a Ctrl-C itself: its own line, status 130 (main adds no other)."""
+    _interrupt_said.append(True)
+    typer.echo(message, err=True)
+    raise typer.Exit(INTERRUPTED)
+
+
+def interrupt_said() -> bool:
+    """Whether the command said why it stopped (see :func:`exit_interrupted`)."""
+    return bool(_interrupt_said)
 
 
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]

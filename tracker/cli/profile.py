@@ -16,6 +16,7 @@ from tracker.cli.options import (
     PrecisionOption,
     TimeCapOption,
     emit_json,
+    exit_interrupted,
     state,
 )
 
@@ -188,7 +189,7 @@ def training(
     else:
         _job_line(result)
     if result["status"] == "KILLED":
-        raise typer.Exit(130)
+        exit_interrupted("interrupted: the steps measured before are kept in that run")
 
 
 def _job_line(r: dict[str, Any]) -> None:

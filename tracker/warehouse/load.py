@@ -16,12 +16,16 @@ The network descriptions of new model hashes are read from their runs' artifacts
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import StoreError, first_paragraph, os_reason
+from tracker.errors import StoreError, first_paragraph, interrupted, os_reason
 from tracker.log.schema import KINDS
 from tracker.settings import usable_warehouse
 from tracker.warehouse import tables
@@ -58,6 +62,25 @@ def connect(path: Path, read_only: bool = False) -> Any:
         raise StoreError(f"cannot open warehouse {path}: {first_paragraph(str(exc))}") from None
 
 
+@contextmanager
+def interruptible(con: Any) -> Iterator[None]:
+    """A Ctrl-C stops the connection's query. DuckDB sees the KeyboardInterrupt that Python's own
+    handler raises only sometimes, and then runs the query to its end; ``con.interrupt()`` stops it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        con.interrupt()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def ensure_tables(con: Any) -> bool:
     """Create what is missing. A table generated from schemas/ whose columns differ from this
     version's (a warehouse made before a field was added) is dropped and made again; returns
@@ -83,61 +106,73 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
     from tracker.warehouse.views import create_views
 
     t0 = time.perf_counter()
-    snapshot = source.snapshot()
-    con = connect(path)
+    con, failed, new_file = None, True, False
     try:
-        con.execute("BEGIN TRANSACTION")
-        remade = ensure_tables(con)
-        con.register("snapshot", snapshot)
-        empty = con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 0
-        mode = "full" if (full or empty or remade) else "incremental"
-        if mode == "full":
-            for name in tables.TABLES:
-                if name != "loads":
-                    con.execute(f"DELETE FROM {name}")
-            con.execute("CREATE OR REPLACE TEMP TABLE changed AS SELECT run_id FROM snapshot WHERE lifecycle_stage = 'active'")
-            con.execute("CREATE OR REPLACE TEMP TABLE gone (run_id VARCHAR)")
-        else:
-            con.execute(
-                "CREATE OR REPLACE TEMP TABLE changed AS SELECT s.run_id FROM snapshot s "
-                "LEFT JOIN runs w ON w.run_id = s.run_id WHERE s.lifecycle_stage = 'active' AND "
-                "(w.run_id IS NULL OR w.status IS DISTINCT FROM s.status OR w.end_time_ms IS DISTINCT FROM s.end_time_ms "
-                "OR w.change_token IS DISTINCT FROM s.change_token)"
-            )
-            con.execute(
-                "CREATE OR REPLACE TEMP TABLE gone AS SELECT w.run_id FROM runs w LEFT JOIN snapshot s "
-                "ON s.run_id = w.run_id WHERE s.run_id IS NULL OR s.lifecycle_stage <> 'active'"
-            )
-        changed = con.execute("SELECT count(*) FROM changed").fetchall()[0][0]
-        deleted = con.execute("SELECT count(*) FROM gone").fetchall()[0][0]
-        if mode == "incremental" and (changed or deleted):
-            for name in tables.TABLES:
-                if name not in ("loads", "network_nodes", "network_descriptions"):
-                    con.execute(f"DELETE FROM {name} WHERE run_id IN (SELECT run_id FROM changed UNION ALL SELECT run_id FROM gone)")
-        added = 0
-        if changed:
-            ids = None if mode == "full" else [r[0] for r in con.execute("SELECT run_id FROM changed").fetchall()]
-            detail = source.details(ids)
-            _insert_details(con, detail)
-            added = _load_descriptions(con, source)
-        con.unregister("snapshot")
-        seconds = time.perf_counter() - t0
-        report = LoadReport(source.name, mode, snapshot.num_rows, changed, deleted, added, round(seconds, 3))
-        con.execute("INSERT INTO loads VALUES (now(), ?, ?, ?, ?, ?, ?, ?)",
-                    [report.source, mode, report.runs_total, changed, deleted, added, report.seconds])
-        create_views(con)
-        con.execute("COMMIT")
+        snapshot = source.snapshot()
+        new_file = not path.exists()
+        con = connect(path)
+        with interruptible(con):  # a Ctrl-C stops the query DuckDB is in, and the load
+            con.execute("BEGIN TRANSACTION")
+            remade = ensure_tables(con)
+            con.register("snapshot", snapshot)
+            empty = con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 0
+            mode = "full" if (full or empty or remade) else "incremental"
+            if mode == "full":
+                for name in tables.TABLES:
+                    if name != "loads":
+                        con.execute(f"DELETE FROM {name}")
+                con.execute("CREATE OR REPLACE TEMP TABLE changed AS SELECT run_id FROM snapshot WHERE lifecycle_stage = 'active'")
+                con.execute("CREATE OR REPLACE TEMP TABLE gone (run_id VARCHAR)")
+            else:
+                con.execute(
+                    "CREATE OR REPLACE TEMP TABLE changed AS SELECT s.run_id FROM snapshot s "
+                    "LEFT JOIN runs w ON w.run_id = s.run_id WHERE s.lifecycle_stage = 'active' AND "
+                    "(w.run_id IS NULL OR w.status IS DISTINCT FROM s.status OR w.end_time_ms IS DISTINCT FROM s.end_time_ms "
+                    "OR w.change_token IS DISTINCT FROM s.change_token)"
+                )
+                con.execute(
+                    "CREATE OR REPLACE TEMP TABLE gone AS SELECT w.run_id FROM runs w LEFT JOIN snapshot s "
+                    "ON s.run_id = w.run_id WHERE s.run_id IS NULL OR s.lifecycle_stage <> 'active'"
+                )
+            changed = con.execute("SELECT count(*) FROM changed").fetchall()[0][0]
+            deleted = con.execute("SELECT count(*) FROM gone").fetchall()[0][0]
+            if mode == "incremental" and (changed or deleted):
+                for name in tables.TABLES:
+                    if name not in ("loads", "network_nodes", "network_descriptions"):
+                        con.execute(f"DELETE FROM {name} WHERE run_id IN (SELECT run_id FROM changed UNION ALL SELECT run_id FROM gone)")
+            added = 0
+            if changed:
+                ids = None if mode == "full" else [r[0] for r in con.execute("SELECT run_id FROM changed").fetchall()]
+                detail = source.details(ids)
+                _insert_details(con, detail)
+                added = _load_descriptions(con, source)
+            con.unregister("snapshot")
+            seconds = time.perf_counter() - t0
+            report = LoadReport(source.name, mode, snapshot.num_rows, changed, deleted, added, round(seconds, 3))
+            con.execute("INSERT INTO loads VALUES (now(), ?, ?, ?, ?, ?, ?, ?)",
+                        [report.source, mode, report.runs_total, changed, deleted, added, report.seconds])
+            create_views(con)
+            con.execute("COMMIT")
+        failed = False
     except BaseException as exc:
         try:
-            con.execute("ROLLBACK")
+            if con is not None:
+                con.execute("ROLLBACK")
         except Exception:
             pass
+        if interrupted(exc):  # a Ctrl-C, which DuckDB may have turned into an error: nothing was changed
+            raise KeyboardInterrupt from None
         if isinstance(exc, duckdb.Error):  # nothing was changed: the warehouse is as it was
             raise StoreError(f"warehouse load into {path} failed, nothing changed: {first_paragraph(str(exc))}") from None
         raise
     finally:
-        con.close()
+        if con is not None:
+            con.close()
         source.close()
+        if failed and new_file:  # a first load that did not finish leaves no empty warehouse behind
+            for leftover in (path, path.with_name(path.name + ".wal")):
+                with suppress(OSError):  # never made (a file where its folder should be): nothing to remove
+                    leftover.unlink(missing_ok=True)
     return report
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import QueryError, StoreError, first_paragraph
-from tracker.warehouse.load import connect
+from tracker.warehouse.load import connect, interruptible
 from tracker.warehouse.tables import TABLES
 
 
@@ -21,12 +21,13 @@ def query(path: Path, sql: str) -> Any:
         raise QueryError('the query is empty: give one SQL statement, e.g. "SELECT * FROM latest_measurements"')
     con = connect(path, read_only=True)
     try:
-        relation = con.sql(sql)
-        if relation is None:  # a statement without rows (SET, PRAGMA ...)
-            import pyarrow as pa
+        with interruptible(con):
+            relation = con.sql(sql)
+            if relation is None:  # a statement without rows (SET, PRAGMA ...)
+                import pyarrow as pa
 
-            return pa.table({})
-        return relation.to_arrow_table()
+                return pa.table({})
+            return relation.to_arrow_table()
     except duckdb.Error as exc:
         raise QueryError(first_paragraph(str(exc))) from None
     finally:
