@@ -24,7 +24,7 @@ from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
-from tracker.cli.options import FormatOption, OutputFormat, State, emit_json, state
+from tracker.cli.options import FormatOption, OutputFormat, State, emit_json, exit_interrupted, state
 
 app = typer.Typer(
     name="tracker",
@@ -94,7 +94,10 @@ def demo(
     if tx2 is not None and not (tx2 / "architectures.json.gz").is_file():
         raise typer.BadParameter(f"{tx2} holds no architectures.json.gz (perf4sight's TX2 data)", param_hint="--tx2")
     st = state(ctx)
-    summary = run_demo(st.tracking_uri, QUICK if quick else FULL, tx2_folder=tx2, to_stderr=fmt is OutputFormat.json)
+    try:
+        summary = run_demo(st.tracking_uri, QUICK if quick else FULL, tx2_folder=tx2, to_stderr=fmt is OutputFormat.json)
+    except KeyboardInterrupt:  # campaigns skip what they measured: the same command goes on from there
+        exit_interrupted("interrupted: what was measured is kept; run the same command again to go on from there")
     if fmt is OutputFormat.json:
         emit_json(summary)
 
