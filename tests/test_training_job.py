@@ -112,8 +112,6 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     ('model = "resnet18"\n[training]\nbatch_size = "four"\n[data]\npath = "x"\n', "[training].batch_size should be int"),
     ('model = "resnet18"\n[training]\nnum_workrs = 2\n[data]\npath = "x"\n', "unknown key [training].num_workrs"),
     ('model = "resnet18"\n[data]\npath = "nowhere"\n', "is not a folder"),
-    ('model = "resnet18"\n[training]\nlearning_rate = -0.1\n[data]\npath = "."\n', "learning_rate must be greater than 0, got -0.1"),
-    ('model = "resnet18"\n[training]\nnum_workers = -1\n[data]\npath = "."\n', "num_workers must be at least 0, got -1"),
 ])
 def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "job.toml"
@@ -121,6 +119,22 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "profile", "training", str(path), cwd=tmp_path)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("learning_rate = -0.1", "learning_rate must be greater than 0, got -0.1"),
+    ("num_workers = -1", "num_workers must be at least 0, got -1"),
+    ("prefetch_factor = 0", "prefetch_factor must be at least 1, got 0"),
+])
+def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
+    from tracker.errors import ConfigError
+    from tracker.profile.job import load_job
+
+    path = tmp_path / "job.toml"
+    path.write_text(f'model = "resnet18"\n[training]\n{setting}\n[data]\npath = "."\n')
+    with pytest.raises(ConfigError) as info:
+        load_job(path)
+    assert str(info.value) == f"{path}: {message}"
 
 
 def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:
