@@ -154,3 +154,12 @@ def postgres_uri() -> Iterator[str]:
     finally:
         run(bindir / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def sigint_default() -> None:
+    """For ``Popen(preexec_fn=...)`` of a child a test sends Ctrl-C to: a process started in the
+    background (``cmd &`` in a script, as a CI runner may start the suite) inherits SIGINT ignored,
+    and Python keeps it ignored. The child takes Ctrl-C as it would from a terminal."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

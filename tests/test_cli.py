@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tracker.cli.app import app
 from tracker.log.logger import RunLogger
 
-from tests.conftest import free_port
+from tests.conftest import free_port, sigint_default
 
 runner = CliRunner()
 TRACKER = [sys.executable, "-m", "tracker"]
@@ -113,10 +113,13 @@ def test_ctrl_c_in_a_query_is_one_line_and_status_130(tmp_path: Path) -> None:
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
     proc = subprocess.Popen([*TRACKER, "sql", "SELECT sum(hash(range)) FROM range(50000000000)", "--warehouse", "wh.duckdb"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)  # well into the query (a minute's work)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    try:
+        time.sleep(4)  # well into the query (minutes of work)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:  # a query Ctrl-C did not stop must not go on loading the machine under the rest of the suite
+        proc.kill()
     assert proc.returncode == 130 and err == "interrupted: what was logged before is kept\n" and not out, (out, err)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import sigint_default
 from tracker.log.logger import RunLogger
 from tracker.profile.api import find_boundary, profile_network
 from tracker.profile.child import run_child
@@ -146,14 +147,18 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     path = campaign_file(tmp_path, "resume", tff=False)
     store = tmp_path / "s"
     args = [sys.executable, "-m", "tracker", "--tracking-uri", str(store), "campaign", "run", str(path)]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
     deadline = time.time() + 300
     while time.time() < deadline:
         if count_network_runs(store) >= 2:
             break
         time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
     assert proc.returncode == 130 and err.count("interrupted") == 1 and "run the same command again to resume" in err
     first = len(network_runs(store, "resume"))
     assert 2 <= first < 6

@@ -172,6 +172,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     import subprocess
     import time
 
+    from tests.conftest import sigint_default
     from tests.test_cli import TRACKER
 
     runs = tmp_path / "runs"
@@ -179,11 +180,14 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     job = _job(tmp_path, "long", bs=2, steps=100000)
     job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 100000"))
     proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), "profile", "training", str(job), "--format", "json"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(25)  # start-up (imports, model) then steps
-    assert proc.poll() is None, proc.communicate()[1][-2000:]
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    try:
+        time.sleep(25)  # start-up (imports, model) then steps
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:  # a job that missed its Ctrl-C (100000 epochs) must not run on under the rest of the suite
+        proc.kill()
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted: the steps measured before are kept in that run", err[-2000:]
     r = json.loads(out)
     assert r["status"] == "KILLED" and r["steps"] > 0 and r["median_step_ms"] > 0

@@ -66,8 +66,8 @@ def connect(path: Path, read_only: bool = False) -> Any:
 def interruptible(con: Any) -> Iterator[None]:
     """A Ctrl-C stops the connection's query. DuckDB sees the KeyboardInterrupt that Python's own
     handler raises only sometimes, and then runs the query to its end; ``con.interrupt()`` stops it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield  # Ctrl-C is not this thread's to take, or whoever started the process chose to ignore it
         return
 
     def stop(signum: int, frame: Any) -> None:
