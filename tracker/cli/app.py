@@ -102,6 +102,9 @@ def demo(
         emit_json(summary)
 
 
+INTERRUPTED_LINE = "interrupted: what was logged before is kept\n"  # any command stopped by Ctrl-C that says nothing more
+
+
 def main() -> None:
     from tracker.cli.options import INTERRUPTED, interrupt_said
     from tracker.errors import TrackerError, interrupted, os_reason
@@ -134,14 +137,14 @@ def main() -> None:
         sys.stderr.write(f"error: {os_reason(exc)}\n")
         sys.exit(1)
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted: what was logged before is kept\n")
+        sys.stderr.write(INTERRUPTED_LINE)
         sys.exit(130)
     except Exception as exc:  # a Ctrl-C during a DuckDB query (tracker sql, report, fingerprint train)
         if verbose or not interrupted(exc):
             raise
-        sys.stderr.write("interrupted: what was logged before is kept\n")
+        sys.stderr.write(INTERRUPTED_LINE)
         sys.exit(130)
     if code == INTERRUPTED and not interrupt_said():  # typer turns a Ctrl-C into status 130, silently
-        sys.stderr.write("interrupted: what was logged before is kept\n")
+        sys.stderr.write(INTERRUPTED_LINE)
     if isinstance(code, int) and code:
         sys.exit(code)

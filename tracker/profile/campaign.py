@@ -146,10 +146,11 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
         from tracker.zoo.generator import generate
 
         g = typed_table("networks.generate", nets["generate"], GENERATE_KEYS, where)
-        if int(g.get("count", 10)) < 1:
-            raise ConfigError(f"{where}: [networks.generate].count must be at least 1, got {g['count']!r}")
+        count = int(g.get("count", 10))
+        if count < 1:
+            raise ConfigError(f"{where}: [networks.generate].count must be at least 1, got {count!r}")
         try:
-            specs = generate(int(g.get("count", 10)), int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
+            specs = generate(count, int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
         except ConfigError as e:
             raise ConfigError(f"{where}: [networks.generate]: {e}") from None
         refs += [str(p) for p in write_specs(specs, folder)]

@@ -51,6 +51,7 @@ KIND = "generated"
 STYLES = ("vgg", "inception", "resnext", "densenet", "mobilenet")
 ACTIVATIONS = ("relu", "relu6", "silu")
 STEM_CHANNELS = 32
+STEM_STRIDE = 2
 #: Per stage, the range (inclusive, multiples of 8) a stage's width is drawn from.
 WIDTH_RANGES = ((32, 64), (48, 128), (64, 192), (96, 320))
 MAX_DEPTH = 4
@@ -109,6 +110,12 @@ def _draw_knobs(rng: random.Random, style: str, width: int) -> dict[str, Any]:
     raise ConfigError(f"unknown style {style!r} (expected one of {', '.join(STYLES)})")
 
 
+def least_input_size(stem_stride: int, stages: int) -> int:
+    """The smallest input side a spec takes: the stem divides it by its stride and each stage halves
+    it; none may take it below one pixel."""
+    return stem_stride * 2**stages
+
+
 def generate_spec(
     seed: int, index: int = 0, input_size: int = 224, num_classes: int = 1000, *, style: str | None = None
 ) -> dict[str, Any]:
@@ -121,7 +128,7 @@ def generate_spec(
         raise ConfigError(f"unknown style {style!r} (expected one of {', '.join(STYLES)})")
     if index < 0:
         raise ConfigError(f"index must be >= 0, got {index}")
-    least = 2 * 2 ** len(WIDTH_RANGES)  # the stem's stride 2, then each stage halves the resolution
+    least = least_input_size(STEM_STRIDE, len(WIDTH_RANGES))
     if input_size < least or num_classes < 1:
         raise ConfigError(f"input_size must be at least {least} and num_classes at least 1, got {input_size} and {num_classes}")
     rng = random.Random(f"{seed}:{index}")
@@ -148,7 +155,7 @@ def generate_spec(
         "index": index,
         "input_size": input_size,
         "num_classes": num_classes,
-        "stem": {"channels": STEM_CHANNELS, "kernel": 3, "stride": 2, "activation": activation},
+        "stem": {"channels": STEM_CHANNELS, "kernel": 3, "stride": STEM_STRIDE, "activation": activation},
         "stages": stages,
         "head": {"pool": "avg", "dropout": rng.choice(DROPOUTS)},
     }
@@ -249,8 +256,8 @@ def validate_spec(spec: Any) -> None:
         raise ConfigError("spec key 'stages' must be a non-empty list")
     for i, stage in enumerate(stages):
         _validate_stage(stage, f"stages[{i}]")
-    if "input_size" in spec:  # the stem and each stage halve the resolution; none may take it below one pixel
-        least = stem["stride"] * 2 ** len(stages)
+    if "input_size" in spec:
+        least = least_input_size(stem["stride"], len(stages))
         if _int(spec, "input_size", "input_size") < least:
             raise ConfigError(f"spec key 'input_size' must be at least {least} (the stem's stride times 2 for each of "
                               f"{len(stages)} stages), got {spec['input_size']}")
