@@ -1,6 +1,7 @@
 """The CLI through Typer's CliRunner and as a real process, on temporary stores."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,24 @@ def test_ctrl_c_in_a_query_is_one_line_and_status_130(tmp_path: Path) -> None:
     finally:  # a query Ctrl-C did not stop must not go on loading the machine under the rest of the suite
         proc.kill()
     assert proc.returncode == 130 and err == "interrupted: what was logged before is kept\n" and not out, (out, err)
+
+
+def test_ctrl_c_while_the_commands_load_is_one_line_and_status_130(tmp_path: Path) -> None:
+    """A Ctrl-C in a command's first half-second, while typer and the commands import, was
+    Python's KeyboardInterrupt traceback. Here it lands there for sure: an import hook on
+    PYTHONPATH raises it as tracker.cli.app starts to load, under the console script and -m."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n\n\nclass CtrlC:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'tracker.cli.app':\n"
+        "            raise KeyboardInterrupt\n\n\n"
+        "sys.meta_path.insert(0, CtrlC())\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    script = Path(sys.executable).parent / "tracker"
+    for command in ([[str(script)]] if script.is_file() else []) + [TRACKER]:
+        proc = subprocess.run([*command, "store", "info"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 130 and proc.stderr == "interrupted: what was logged before is kept\n", (command, proc)
+        assert not proc.stdout and not (tmp_path / "runs").exists()
 
 
 def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:

@@ -476,6 +476,67 @@ def test_gpu_utilisation_is_a_target_and_never_predicted_past_100_pct(tmp_path: 
     assert (Champion("latency_ms-inference-cuda", "1", ["a"], booster).predict(rows) > 100).all()
 
 
+def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a real tracking server: a Ctrl-C between a fingerprint's run and its comparison with the
+    champion (raised here just after the version is registered, then while it is compared)
+    withdraws the version that run registered. The registry holds only versions that were
+    compared, the champion keeps the alias, and the run ends KILLED. Before, such a version
+    stayed, never compared, perhaps without the tags tracker predict reads. And `--format json`
+    prints JSON alone: MLflow writes a server's run links to stdout."""
+    import tracker.fingerprint.train as fingerprint_train
+
+    wh = tmp_path / "w.duckdb"
+    records = []
+    for name in GPU_NETWORKS:
+        desc = describe(name, 64)
+        for bs in (1, 2, 4):
+            r = network_record(name, bs, latency_ms=_latency(_flops(desc), bs))
+            r.params.update(model_hash=desc.description_hash, device="jetson-test")  # its own device: its own name
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            records.append(r)
+    RunLogger(mlflow_server, experiment="fp-stopped", environment=ENV).log(records)
+    load(wh, open_source(resolve_location(mlflow_server)))
+    client = MlflowClient(mlflow_server)
+    name = "latency_ms-inference-jetson-test"
+
+    def statuses() -> list[str]:
+        experiment = client.get_experiment_by_name("fingerprints")
+        return sorted(r.info.status for r in client.search_runs([experiment.experiment_id],
+                                                                  f"tags.`fingerprint.device` = 'jetson-test'"))
+
+    def fingerprint_train_json() -> dict:
+        out = CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "fingerprint", "train", "--target", "latency_ms",
+                                       "--device", "jetson-test", "--warehouse", str(wh), "--format", "json"])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)
+
+    logged = fingerprint_train._log_served_model
+
+    def registered_then_ctrl_c(*args: object, **kwargs: object) -> object:
+        logged(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fingerprint_train, "_log_served_model", registered_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        train(wh, "latency_ms", "inference", "jetson-test", mlflow_server)
+    assert client.search_registered_models(f"name = '{name}'") == [] and statuses() == ["KILLED"]  # its empty model too
+
+    monkeypatch.undo()
+    first = fingerprint_train_json()
+    assert first["name"] == name and first["champion"] and first["champion_reason"] == "first version"
+
+    def compared_then_ctrl_c(*args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fingerprint_train, "_maybe_promote", compared_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        train(wh, "latency_ms", "inference", "jetson-test", mlflow_server)
+    assert [str(v.version) for v in client.search_model_versions(f"name = '{name}'")] == [first["version"]]
+    assert str(client.get_model_version_by_alias(name, CHAMPION).version) == first["version"]
+    assert statuses() == ["FINISHED", "KILLED", "KILLED"]
+
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",
            "regnet_x_400mf", "googlenet")
 

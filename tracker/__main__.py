@@ -1,3 +1,3 @@
-from tracker.cli.app import main
+from tracker.cli import main
 
 main()

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from tracker.cli import INTERRUPTED_LINE
 from tracker.cli import campaign as campaign_cli
 from tracker.cli import data as data_cli
 from tracker.cli import describe as describe_cli
@@ -100,9 +101,6 @@ def demo(
         exit_interrupted("interrupted: what was measured is kept; run the same command again to go on from there")
     if fmt is OutputFormat.json:
         emit_json(summary)
-
-
-INTERRUPTED_LINE = "interrupted: what was logged before is kept\n"  # any command stopped by Ctrl-C that says nothing more
 
 
 def main() -> None:

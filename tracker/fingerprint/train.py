@@ -32,6 +32,7 @@ from tracker.fingerprint.dataset import (
     view_sql,
 )
 from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
+from tracker.errors import interrupted
 from tracker.fingerprint.runtime import LAYER_FEATURES, capped
 
 EXPERIMENT = "fingerprints"
@@ -354,76 +355,125 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_experiment(experiment_id=experiment.experiment_id)
     client = MlflowClient(tracking_uri)
-    with mlflow.start_run(run_name=f"{name} · {len(set(networks))} networks") as run:
-        mlflow.set_tags({"tracker.kind": "fingerprint", "fingerprint.target": target, "fingerprint.phase": phase,
-                         "fingerprint.device": device, "fingerprint.view": "measurement_features",
-                         "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
-        mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
-                           "rows": len(frame), "max_ci_rel": MAX_TRAIN_CI_REL, "networks": len(set(networks)), "features_count": len(features),
-                           "target_scale": "log", "method": method, "network_model": network_model,
-                           "network_model_selection_split": selection_split,
-                           "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
-                           **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
-                           **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
-        mlflow.log_metrics({**{f"heldout_{k}": v for k, v in evaluation.items()},
-                            **{f"baseline_extratrees_{k}": v for k, v in baseline.items()}})
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            (folder / "measurement_features.sql").write_text(view_sql())
-            (folder / "measurement_labels.sql").write_text(view_sql(LABEL_VIEW))
-            (folder / "features.json").write_text(json.dumps({"features": features, "target": target,
-                                                              "unit": TARGETS[target]}, indent=2))
-            (folder / "networks.json").write_text(json.dumps(sorted(set(networks))))
-            (folder / "runs.json").write_text(json.dumps(sorted(frame["run_id"])))
-            (folder / "by_family.json").write_text(json.dumps(by_family, indent=2))
-            held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
-            held.to_csv(folder / "heldout_predictions.csv", index=False)
-            _plots(folder, name, TARGETS[target], y, pred, families, features, final)
-            if layer_model is not None:
-                (folder / "layer_model").mkdir()
-                layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
-                (folder / "layer_model" / "calibration.json").write_text(json.dumps(
-                    {"method": method, "factor": layer_model.factor, "features": LAYER_FEATURES,
-                     "view": LAYER_VIEW, "labels": LAYER_LABEL_VIEW}, indent=2))
-                for view in (LAYER_VIEW, LAYER_LABEL_VIEW):
-                    (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
-            mlflow.log_artifacts(str(folder), "evaluation")
-        info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
-                                                                   network_model, trend, layer_model),
-                                 x.iloc[:1], layer_model)
-    version = str(info.registered_model_version)
-    for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
-                       "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
-                       "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
-                       "networks": str(len(set(networks))), "method": method, "network_model": network_model,
-                       "format": str(FORMAT),
-                       "trained_ranges": json.dumps(trained_ranges(x, features)),
-                       **({"trend": trend.to_json()} if trend is not None else {}),
-                       **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
-                          else {})}.items():
-        client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    client.update_registered_model(name, description=(
-        f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
-        "description, without running it: LightGBM on log(target) over the measurement_features view. "
-        "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads. "
-        f"A version tagged `format` 2 is an MLflow pyfunc: `mlflow.pyfunc.load_model(\"models:/{name}@champion\")` "
-        "or `mlflow models serve` take rows of measurement_features (the columns of its `features` tag) and "
-        f"answer {target} in {TARGETS[target]}, trend and ceiling included; a `layer` or `blend` version uses "
-        "its layer-level model for rows that carry their module calls (column `layers`, from `tracker predict "
-        "--features`). A version without the tag (format 1, older trackers) is a bare LightGBM "
-        "model of log(target), the trend of a `trend`-tagged version not included."))
-    client.update_model_version(name, version, description=(
-        f"{method} model ({network_model} at network level) from {len(frame)} measurements of {len(set(networks))} "
-        "networks; held out by network: "
-        f"MAPE {evaluation['mape_pct']:.1f} %, {evaluation['within_10pct']:.0f} % within ±10 % "
-        f"(ExtraTrees baseline {baseline['mape_pct']:.1f} %)."
-        + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")
-        + (f" Through MLflow (pyfunc, serving) a row answers with the {method} prediction when it carries the "
-           "network's module calls (column `layers`, as `tracker predict --features` prints them), else with the "
-           "network-level model alone." if method != "network" else "")))
-    champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
+    started: list[str] = []  # the fingerprint run's id, once it exists
+    # MLflow writes a tracking server's run links to stdout, where `--format json` prints the result.
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            with mlflow.start_run(run_name=f"{name} · {len(set(networks))} networks") as run:
+                started.append(run.info.run_id)
+                mlflow.set_tags({"tracker.kind": "fingerprint", "fingerprint.target": target, "fingerprint.phase": phase,
+                                 "fingerprint.device": device, "fingerprint.view": "measurement_features",
+                                 "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
+                mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
+                                   "rows": len(frame), "max_ci_rel": MAX_TRAIN_CI_REL, "networks": len(set(networks)), "features_count": len(features),
+                                   "target_scale": "log", "method": method, "network_model": network_model,
+                                   "network_model_selection_split": selection_split,
+                                   "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
+                                   **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
+                                   **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
+                mlflow.log_metrics({**{f"heldout_{k}": v for k, v in evaluation.items()},
+                                    **{f"baseline_extratrees_{k}": v for k, v in baseline.items()}})
+                with tempfile.TemporaryDirectory() as tmp:
+                    folder = Path(tmp)
+                    (folder / "measurement_features.sql").write_text(view_sql())
+                    (folder / "measurement_labels.sql").write_text(view_sql(LABEL_VIEW))
+                    (folder / "features.json").write_text(json.dumps({"features": features, "target": target,
+                                                                      "unit": TARGETS[target]}, indent=2))
+                    (folder / "networks.json").write_text(json.dumps(sorted(set(networks))))
+                    (folder / "runs.json").write_text(json.dumps(sorted(frame["run_id"])))
+                    (folder / "by_family.json").write_text(json.dumps(by_family, indent=2))
+                    held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
+                    held.to_csv(folder / "heldout_predictions.csv", index=False)
+                    _plots(folder, name, TARGETS[target], y, pred, families, features, final)
+                    if layer_model is not None:
+                        (folder / "layer_model").mkdir()
+                        layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
+                        (folder / "layer_model" / "calibration.json").write_text(json.dumps(
+                            {"method": method, "factor": layer_model.factor, "features": LAYER_FEATURES,
+                             "view": LAYER_VIEW, "labels": LAYER_LABEL_VIEW}, indent=2))
+                        for view in (LAYER_VIEW, LAYER_LABEL_VIEW):
+                            (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
+                    mlflow.log_artifacts(str(folder), "evaluation")
+                info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
+                                                                           network_model, trend, layer_model),
+                                         x.iloc[:1], layer_model)
+            version = str(info.registered_model_version)
+            for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
+                               "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
+                               "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
+                               "networks": str(len(set(networks))), "method": method, "network_model": network_model,
+                               "format": str(FORMAT),
+                               "trained_ranges": json.dumps(trained_ranges(x, features)),
+                               **({"trend": trend.to_json()} if trend is not None else {}),
+                               **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
+                                  else {})}.items():
+                client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
+            client.update_registered_model(name, description=(
+                f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
+                "description, without running it: LightGBM on log(target) over the measurement_features view. "
+                "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads. "
+                f"A version tagged `format` 2 is an MLflow pyfunc: `mlflow.pyfunc.load_model(\"models:/{name}@champion\")` "
+                "or `mlflow models serve` take rows of measurement_features (the columns of its `features` tag) and "
+                f"answer {target} in {TARGETS[target]}, trend and ceiling included; a `layer` or `blend` version uses "
+                "its layer-level model for rows that carry their module calls (column `layers`, from `tracker predict "
+                "--features`). A version without the tag (format 1, older trackers) is a bare LightGBM "
+                "model of log(target), the trend of a `trend`-tagged version not included."))
+            client.update_model_version(name, version, description=(
+                f"{method} model ({network_model} at network level) from {len(frame)} measurements of {len(set(networks))} "
+                "networks; held out by network: "
+                f"MAPE {evaluation['mape_pct']:.1f} %, {evaluation['within_10pct']:.0f} % within ±10 % "
+                f"(ExtraTrees baseline {baseline['mape_pct']:.1f} %)."
+                + (f" Left out of training entirely: {', '.join(sorted(exclude))}." if exclude else "")
+                + (f" Through MLflow (pyfunc, serving) a row answers with the {method} prediction when it carries the "
+                   "network's module calls (column `layers`, as `tracker predict --features` prints them), else with the "
+                   "network-level model alone." if method != "network" else "")))
+            champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
+        except BaseException as exc:  # a Ctrl-C or a store error part-way: no version is left half made
+            if started:
+                _withdraw(client, name, started[0], interrupted(exc))
+            raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method)
+
+
+def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:
+    """Undo a train stopped between its run and its comparison with the champion: delete the
+    versions the run registered (never compared, perhaps without the tags ``tracker predict``
+    reads), unless one already holds the alias; delete the registered model if that leaves it
+    empty; end the run KILLED (``killed``: a Ctrl-C, which waits meanwhile) or FAILED. Each
+    request to a tracking server is tried once, with a short timeout: a server that is what
+    failed leaves the first error to be reported, not minutes of retries."""
+    import os
+    import signal
+    import threading
+
+    from mlflow.entities import RunStatus
+
+    held = killed and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if held else None
+    saved = {key: os.environ.get(key) for key in _ONE_TRY}
+    os.environ.update(_ONE_TRY)
+    try:
+        for version in client.search_model_versions(f"name = '{name}' and run_id = '{run_id}'"):
+            if CHAMPION not in (version.aliases or []):
+                client.delete_model_version(name, version.version)
+        if not client.search_model_versions(f"name = '{name}'"):
+            client.delete_registered_model(name)
+        client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED if killed else RunStatus.FAILED))
+    except Exception:  # noqa: BLE001 - the store may be what failed; the caller re-raises the first error
+        pass
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if held:
+            signal.signal(signal.SIGINT, previous)
+
+
+#: MLflow's HTTP settings while a stopped train is undone (it reads them at each request).
+_ONE_TRY = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
 def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_model: Any = None) -> Any:
