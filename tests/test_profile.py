@@ -175,6 +175,8 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     ("precision = 0.2", "precision = 2", "[measure].precision must be between 0 and 1 (0.02 is 2 %), got 2"),
     ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be greater than 0, got 0"),
     ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be greater than 0, got -5"),
+    ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [10, "a"] }',
      "[networks.prune].ratios are percentages from 0 to under 100, got 'a'"),

@@ -74,6 +74,24 @@ def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], wh
     return table
 
 
+def check_bound(where: str, label: str, value: float, *, least: float | None = None, above: float | None = None,
+                below: float | None = None, hint: str = "") -> None:
+    """A ConfigError naming ``label`` (``[table].key``) and its rule unless ``value`` is finite, at
+    least ``least``, greater than ``above`` and less than ``below`` (each where given)."""
+    if math.isfinite(value) and ((least is None or value >= least) and (above is None or value > above)
+                                 and (below is None or value < below)):
+        return
+    if not math.isnan(value) and math.isinf(value):
+        rule = "a finite number"
+    elif below is not None:
+        rule = f"between {above if above is not None else least} and {below}"
+    elif least is not None:
+        rule = f"at least {least}"
+    else:
+        rule = f"greater than {above}"
+    raise ConfigError(f"{where}: {label} must be {rule}{hint}, got {value!r}")
+
+
 def read_toml(path: Path, what: str) -> dict[str, Any]:
     """A TOML file as a dict, or a ConfigError naming the file (``what``: campaign, job config)."""
     try:
@@ -114,14 +132,12 @@ def load_campaign(path: Path) -> Campaign:
             raise ConfigError(f"{where}: [measure].{e}") from None
     for key in ("precision", "time_cap_s", "timeout_s", "memory_limit_mb"):
         if key in m:
+            check_bound(where, f"[measure].{key}", m[key], above=0,
+                        **({"below": 1, "hint": " (0.02 is 2 %)"} if key == "precision" else {}))
             setattr(c, key, float(m[key]))
-            if not 0 < getattr(c, key) < (1 if key == "precision" else math.inf):
-                rule = "between 0 and 1 (0.02 is 2 %)" if key == "precision" else "greater than 0"
-                raise ConfigError(f"{where}: [measure].{key} must be {rule}, got {m[key]!r}")
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
     c.repeats = int(m.get("repeats", 1))
-    if c.repeats < 1:
-        raise ConfigError(f"{where}: [measure].repeats must be >= 1, got {c.repeats}")
+    check_bound(where, "[measure].repeats", c.repeats, least=1)
     c.networks = network_refs(nets, c.name, path, where)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
@@ -147,8 +163,7 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
 
         g = typed_table("networks.generate", nets["generate"], GENERATE_KEYS, where)
         count = int(g.get("count", 10))
-        if count < 1:
-            raise ConfigError(f"{where}: [networks.generate].count must be at least 1, got {count!r}")
+        check_bound(where, "[networks.generate].count", count, least=1)
         try:
             specs = generate(count, int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
         except ConfigError as e:

@@ -64,7 +64,7 @@ class JobConfig:
 
 def load_job(path: Path, **overrides: Any) -> JobConfig:
     """Read and check a job file; ``overrides`` replace [training] values (loader campaigns)."""
-    from tracker.profile.campaign import read_toml, typed_table
+    from tracker.profile.campaign import check_bound, read_toml, typed_table
     from tracker.zoo import check_model_name
 
     where = str(path)
@@ -87,14 +87,10 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
             setattr(cfg, "data_format" if key == "format" else key, data[key])
     for key, value in {**training, **{k: v for k, v in overrides.items() if v is not None}}.items():
         setattr(cfg, key, value)
-    for key in ("num_epochs", "batch_size", "image_size"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"{where}: {key} must be at least 1, got {getattr(cfg, key)}")
-    for key, least in (("num_workers", 0), ("max_steps", 0), ("memory_limit_mb", 0), ("prefetch_factor", 1)):
-        if getattr(cfg, key) < least:
-            raise ConfigError(f"{where}: {key} must be at least {least}, got {getattr(cfg, key)}")
-    if not cfg.learning_rate > 0:
-        raise ConfigError(f"{where}: learning_rate must be greater than 0, got {cfg.learning_rate}")
+    for key, least in (("num_epochs", 1), ("batch_size", 1), ("image_size", 1), ("num_workers", 0), ("max_steps", 0),
+                       ("memory_limit_mb", 0), ("prefetch_factor", 1)):
+        check_bound(where, key, getattr(cfg, key), least=least)
+    check_bound(where, "learning_rate", cfg.learning_rate, above=0)
     if cfg.on_error not in ("skip", "fail"):
         raise ConfigError(f"{where}: [data].on_error must be skip or fail, got {cfg.on_error!r}")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):

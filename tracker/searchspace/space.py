@@ -174,7 +174,7 @@ def _primitive(item: Any, where: str) -> Primitive:
 
 def load_space(path: Path) -> SearchSpace:
     """Read and check a search space file; every problem is one ConfigError naming the key."""
-    from tracker.profile.campaign import read_toml, typed_table
+    from tracker.profile.campaign import check_bound, read_toml, typed_table
 
     where = str(path)
     raw = read_toml(path, "search space")
@@ -210,9 +210,7 @@ def load_space(path: Path) -> SearchSpace:
     if not (space.latency.device == "cpu" or space.latency.device.startswith("cuda")):
         raise ConfigError(f"{where}: [latency].device must be cpu or cuda, got {space.latency.device!r}")
     for table, key in (("accuracy", "epochs"), ("accuracy", "batch_size"), ("latency", "batch_size")):
-        if (value := getattr(getattr(space, table), key)) < 1:
-            raise ConfigError(f"{where}: [{table}].{key} must be at least 1, got {value}")
-    if not space.accuracy.learning_rate > 0:
-        raise ConfigError(f"{where}: [accuracy].learning_rate must be greater than 0, got {space.accuracy.learning_rate}")
+        check_bound(where, f"[{table}].{key}", getattr(getattr(space, table), key), least=1)
+    check_bound(where, "[accuracy].learning_rate", space.accuracy.learning_rate, above=0)
     space.candidates()  # every candidate builds into a valid spec
     return space
