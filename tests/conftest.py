@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -154,6 +154,18 @@ def postgres_uri() -> Iterator[str]:
     finally:
         run(bindir / "pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def count_runs(store: Path, kind: str) -> int:
+    """Runs of ``kind`` in the embedded store at ``store``, polled read-only with sqlite3 while a
+    child writes it: an MLflow client here would race the store's creation. 0 until it exists."""
+    import sqlite3
+
+    try:
+        with closing(sqlite3.connect(f"file:{store / 'mlflow.db'}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT count(*) FROM tags WHERE key = 'tracker.kind' AND value = ?", (kind,)).fetchone()[0]
+    except sqlite3.Error:  # not there yet, or still being created
+        return 0
 
 
 def sigint_default() -> None:

@@ -172,7 +172,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     import subprocess
     import time
 
-    from tests.conftest import sigint_default
+    from tests.conftest import count_runs, sigint_default
     from tests.test_cli import TRACKER
 
     runs = tmp_path / "runs"
@@ -182,7 +182,10 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), "profile", "training", str(job), "--format", "json"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
-        time.sleep(25)  # start-up (imports, model) then steps
+        deadline = time.time() + 180
+        while not count_runs(runs, "mode") and time.time() < deadline and proc.poll() is None:  # model built: steps next
+            time.sleep(0.5)
+        time.sleep(4)  # steps of tens of ms
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
