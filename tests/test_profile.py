@@ -69,17 +69,17 @@ def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path) -> Non
 
 
 def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRACKER_FAULT", "oom@6")  # every batch size >= 6 runs out of memory
+    monkeypatch.setenv("TRACKER_FAULT", "oom@3")  # every batch size >= 3 runs out of memory
     logger = RunLogger(str(tmp_path / "s"), experiment="boundary")
     b = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=120)
-    assert (b.largest_ok, b.first_failed, b.failure_reason) == (5, 6, "oom")
+    assert (b.largest_ok, b.first_failed, b.failure_reason) == (2, 3, "oom")
     tried = [int(r.network.params["batch_size"]) for r in b.results]
-    assert tried == [1, 2, 4, 8, 6, 5]
+    assert tried == [1, 2, 4, 3]  # doubled to the first failure, then bisected between 2 and 4
     client = MlflowClient(logger.location.uri)
     failed = client.search_runs([logger.experiment.experiment_id], "attributes.status = 'FAILED'")
-    assert sorted(int(r.data.params["batch_size"]) for r in failed) == [6, 8]
+    assert sorted(int(r.data.params["batch_size"]) for r in failed) == [3, 4]
     again = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=120)
-    assert (again.largest_ok, again.first_failed) == (5, 6) and all(r.reused for r in again.results)
+    assert (again.largest_ok, again.first_failed) == (2, 3) and all(r.reused for r in again.results)
 
 
 CAMPAIGN = """
