@@ -185,7 +185,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
         deadline = time.time() + 180
         while not count_runs(runs, "mode") and time.time() < deadline and proc.poll() is None:  # model built: steps next
             time.sleep(0.5)
-        time.sleep(4)  # steps of tens of ms
+        time.sleep(6)  # steps of tens of ms, the first with the loader's start
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
+from tracker.errors import interrupted
 from tracker.fingerprint.dataset import (
     LABEL_VIEW,
     TARGETS,
@@ -32,7 +33,6 @@ from tracker.fingerprint.dataset import (
     view_sql,
 )
 from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
-from tracker.errors import interrupted
 from tracker.fingerprint.runtime import LAYER_FEATURES, capped
 
 EXPERIMENT = "fingerprints"
