@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 
 def first_paragraph(message: str) -> str:
@@ -24,6 +29,21 @@ def os_reason(exc: OSError) -> str:
     if isinstance(exc, FileExistsError) and exc.filename and os.path.isfile(exc.filename):
         reason = "Not a directory"  # mkdir(parents=True) met a file where a folder should be
     return f"{reason}: {exc.filename}" if exc.filename else reason
+
+
+@contextmanager
+def sigint_handled(handler: Callable[[int, Any], Any] | signal.Handlers) -> Iterator[None]:
+    """Ctrl-C goes to ``handler`` (a function, or ``signal.SIG_IGN`` to hold it) inside the block,
+    then back to what it was. Off the main thread, or where whoever started the process chose to
+    ignore SIGINT, nothing changes: Ctrl-C is not this code's to take."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def interrupted(exc: BaseException | None) -> bool:

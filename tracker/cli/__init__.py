@@ -9,11 +9,12 @@ INTERRUPTED_LINE = "interrupted: what was logged before is kept\n"
 
 
 def main() -> None:
-    """The console script. A Ctrl-C while typer and the commands load (the first half-second)
-    says the same one line, with status 130, as one during a command."""
+    """The console script: a Ctrl-C during a command, or while typer and the commands load (its
+    first half-second), is one line and status 130."""
     try:
         from tracker.cli.app import main as run
+
+        run()
     except KeyboardInterrupt:
         sys.stderr.write(INTERRUPTED_LINE)
         sys.exit(130)
-    run()

@@ -134,14 +134,10 @@ def main() -> None:
             raise
         sys.stderr.write(f"error: {os_reason(exc)}\n")
         sys.exit(1)
-    except KeyboardInterrupt:
-        sys.stderr.write(INTERRUPTED_LINE)
-        sys.exit(130)
     except Exception as exc:  # a Ctrl-C during a DuckDB query (tracker sql, report, fingerprint train)
         if verbose or not interrupted(exc):
             raise
-        sys.stderr.write(INTERRUPTED_LINE)
-        sys.exit(130)
+        raise KeyboardInterrupt from None  # said by tracker.cli.main, as a Ctrl-C anywhere else
     if code == INTERRUPTED and not interrupt_said():  # typer turns a Ctrl-C into status 130, silently
         sys.stderr.write(INTERRUPTED_LINE)
     if isinstance(code, int) and code:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
-from tracker.errors import interrupted
+from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
     LABEL_VIEW,
     TARGETS,
@@ -355,12 +355,12 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_experiment(experiment_id=experiment.experiment_id)
     client = MlflowClient(tracking_uri)
-    started: list[str] = []  # the fingerprint run's id, once it exists
+    run_id: str | None = None  # the fingerprint run's, once it exists
     # MLflow writes a tracking server's run links to stdout, where `--format json` prints the result.
     with contextlib.redirect_stdout(sys.stderr):
         try:
             with mlflow.start_run(run_name=f"{name} · {len(set(networks))} networks") as run:
-                started.append(run.info.run_id)
+                run_id = run.info.run_id
                 mlflow.set_tags({"tracker.kind": "fingerprint", "fingerprint.target": target, "fingerprint.phase": phase,
                                  "fingerprint.device": device, "fingerprint.view": "measurement_features",
                                  "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
@@ -429,8 +429,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                    "network-level model alone." if method != "network" else "")))
             champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
         except BaseException as exc:  # a Ctrl-C or a store error part-way: no version is left half made
-            if started:
-                _withdraw(client, name, started[0], interrupted(exc))
+            if run_id is not None:
+                _withdraw(client, name, run_id, interrupted(exc))
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method)
@@ -445,31 +445,27 @@ def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:
     failed leaves the first error to be reported, not minutes of retries."""
     import os
     import signal
-    import threading
 
     from mlflow.entities import RunStatus
 
-    held = killed and threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if held else None
-    saved = {key: os.environ.get(key) for key in _ONE_TRY}
-    os.environ.update(_ONE_TRY)
-    try:
-        for version in client.search_model_versions(f"name = '{name}' and run_id = '{run_id}'"):
-            if CHAMPION not in (version.aliases or []):
-                client.delete_model_version(name, version.version)
-        if not client.search_model_versions(f"name = '{name}'"):
-            client.delete_registered_model(name)
-        client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED if killed else RunStatus.FAILED))
-    except Exception:  # noqa: BLE001 - the store may be what failed; the caller re-raises the first error
-        pass
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        if held:
-            signal.signal(signal.SIGINT, previous)
+    with sigint_handled(signal.SIG_IGN) if killed else contextlib.nullcontext():  # a second Ctrl-C waits
+        saved = {key: os.environ.get(key) for key in _ONE_TRY}
+        os.environ.update(_ONE_TRY)
+        try:
+            for version in client.search_model_versions(f"name = '{name}' and run_id = '{run_id}'"):
+                if CHAMPION not in (version.aliases or []):
+                    client.delete_model_version(name, version.version)
+            if not client.search_model_versions(f"name = '{name}'"):
+                client.delete_registered_model(name)
+            client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED if killed else RunStatus.FAILED))
+        except Exception:  # noqa: BLE001 - the store may be what failed; the caller re-raises the first error
+            pass
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 #: MLflow's HTTP settings while a stopped train is undone (it reads them at each request).

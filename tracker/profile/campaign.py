@@ -81,7 +81,7 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
     if math.isfinite(value) and ((least is None or value >= least) and (above is None or value > above)
                                  and (below is None or value < below)):
         return
-    if not math.isnan(value) and math.isinf(value):
+    if math.isinf(value):
         rule = "a finite number"
     elif below is not None:
         rule = f"between {above if above is not None else least} and {below}"

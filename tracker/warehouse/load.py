@@ -16,8 +16,6 @@ The network descriptions of new model hashes are read from their runs' artifacts
 from __future__ import annotations
 
 import json
-import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -25,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import StoreError, first_paragraph, interrupted, os_reason
+from tracker.errors import StoreError, first_paragraph, interrupted, os_reason, sigint_handled
 from tracker.log.schema import KINDS
 from tracker.settings import usable_warehouse
 from tracker.warehouse import tables
@@ -66,19 +64,12 @@ def connect(path: Path, read_only: bool = False) -> Any:
 def interruptible(con: Any) -> Iterator[None]:
     """A Ctrl-C stops the connection's query. DuckDB sees the KeyboardInterrupt that Python's own
     handler raises only sometimes, and then runs the query to its end; ``con.interrupt()`` stops it."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        yield  # Ctrl-C is not this thread's to take, or whoever started the process chose to ignore it
-        return
-
     def stop(signum: int, frame: Any) -> None:
         con.interrupt()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, stop)
-    try:
+    with sigint_handled(stop):
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def ensure_tables(con: Any) -> bool:
