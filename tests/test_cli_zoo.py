@@ -29,6 +29,9 @@ def test_generate_writes_specs_that_describe_and_rebuild(tmp_path: Path) -> None
     desc = json.loads(runner.invoke(app, ["describe", paths[1], "--format", "json"]).stdout)
     assert {"params", "flops", "macs", "nodes", "activation_bytes"} <= set(desc)
     assert desc["model"] == "gen-s11-0001" and desc["input_size"] == 64 and desc["params"] > 0
+    small = runner.invoke(app, ["zoo", "generate", "--count", "3", "--input-size", "31", "--out", str(tmp_path / "c")])
+    assert small.exit_code != 0 and not (tmp_path / "c").exists()
+    assert str(small.exception) == "--input-size: input_size must be at least 32, got 31"
 
 
 def test_describe_json_and_errors(tmp_path: Path) -> None:
@@ -38,6 +41,13 @@ def test_describe_json_and_errors(tmp_path: Path) -> None:
     bad.write_text('{"format": "something-else"}')
     result = runner.invoke(app, ["describe", str(bad)])
     assert result.exit_code != 0 and "is not a network spec" in str(result.exception)
+    # A reference with a folder or a suffix is a file, never a zoo name: said as one.
+    (tmp_path / "campaign.toml").write_text("[measure]\nbatch_sizes = [1]\n")
+    for ref, message in [(str(tmp_path / "campaign.toml"), f"{tmp_path / 'campaign.toml'} is not a network spec: not JSON"),
+                         ("nothere.toml", "network spec nothere.toml does not exist"),
+                         (str(tmp_path), f"network spec {tmp_path} is a folder, not a file")]:
+        result = runner.invoke(app, ["describe", ref])
+        assert result.exit_code != 0 and str(result.exception).startswith(message), result.exception
 
 
 def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
@@ -49,4 +59,5 @@ def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     assert d0["params"] == 11_689_512 and 0.15 * d0["params"] < d50["params"] < 0.6 * d0["params"]
     assert d50["flops"] < d0["flops"]
     bad = runner.invoke(app, ["zoo", "prune", "resnet18", "--ratios", "0,120", "--out", str(tmp_path / "x")])
-    assert bad.exit_code != 0 and "[0, 100)" in str(bad.exception) and not (tmp_path / "x").exists()
+    assert bad.exit_code != 0 and not (tmp_path / "x").exists()
+    assert str(bad.exception) == "--ratios are percentages from 0 to under 100, got 120"

@@ -170,6 +170,8 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
      "[networks.prune].ratios are percentages from 0 to under 100, got 'a'"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [50, 100] }',
      "[networks.prune].ratios are percentages from 0 to under 100, got 100"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [] }',
+     "[networks.prune].ratios needs at least one percentage"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 2, input_size = 16 }",
      "[networks.generate]: input_size must be at least 32"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 0 }", "[networks.generate].count must be at least 1"),

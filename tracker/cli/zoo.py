@@ -46,15 +46,20 @@ def generate(
     ctx: typer.Context,
     count: Annotated[int, typer.Option("--count", "-n", min=1, max=100000, help="How many networks.")] = 10,
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same seed gives the same networks.")] = 0,
-    input_size: Annotated[int, typer.Option(min=32, help="Input resolution.")] = 224,
+    input_size: Annotated[int, typer.Option(help="Input resolution (at least 32: the generator's stem and stages halve it 5 times).")] = 224,
     out: OutOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Generate PerfSeer-style random CNNs and write one JSON spec each."""
+    from tracker.errors import ConfigError
     from tracker.zoo.generator import generate as gen
     from tracker.zoo.spec import write_specs
 
-    paths = write_specs(gen(count, seed, input_size=input_size), _out(ctx, out, "generated"))
+    try:  # the generator knows its least input size (checked there, and for campaigns)
+        specs = gen(count, seed, input_size=input_size)
+    except ConfigError as e:
+        raise ConfigError(f"--input-size: {e}") from None
+    paths = write_specs(specs, _out(ctx, out, "generated"))
     if fmt is OutputFormat.json:
         emit_json([str(p) for p in paths])
     else:
@@ -63,15 +68,13 @@ def generate(
 
 def _ratios(text: str) -> list[float]:
     from tracker.errors import ConfigError
+    from tracker.zoo.pruning import ratios_from_percentages
 
     try:
         values = [float(t) for t in text.split(",") if t.strip()]
     except ValueError:
         raise ConfigError(f"--ratios takes percentages separated by commas, e.g. 0,10,50; got {text!r}") from None
-    bad = [v for v in values if not 0 <= v < 100]
-    if not values or bad:
-        raise ConfigError(f"--ratios must be percentages in [0, 100); got {text!r}")
-    return [v / 100 for v in values]
+    return ratios_from_percentages(values, "--ratios")
 
 
 @app.command("prune")

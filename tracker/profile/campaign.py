@@ -92,6 +92,14 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
     raise ConfigError(f"{where}: {label} must be {rule}{hint}, got {value!r}")
 
 
+def check_counts(where: str, label: str, values: list[Any]) -> list[int]:
+    """``values`` (batch sizes, thread counts) unless it is empty or holds anything but whole
+    numbers of at least 1: then a ConfigError naming ``label``."""
+    if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+        raise ConfigError(f"{where}: {label} must be whole numbers of at least 1, got {values}")
+    return list(values)
+
+
 def read_toml(path: Path, what: str) -> dict[str, Any]:
     """A TOML file as a dict, or a ConfigError naming the file (``what``: campaign, job config)."""
     try:
@@ -114,17 +122,13 @@ def load_campaign(path: Path) -> Campaign:
     for key in ("batch_sizes", "phases", "devices"):
         if key in m:
             setattr(c, key, list(m[key]))
-    if any(not isinstance(b, int) or isinstance(b, bool) or b < 1 for b in c.batch_sizes) or not c.batch_sizes:
-        raise ConfigError(f"{where}: [measure].batch_sizes must be whole numbers >= 1, got {c.batch_sizes}")
-    c.batch_sizes = sorted(set(c.batch_sizes))
+    c.batch_sizes = sorted(set(check_counts(where, "[measure].batch_sizes", c.batch_sizes)))
     if bad := [p for p in c.phases if p not in ("inference", "training")]:
         raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")
     if bad := [d for d in c.devices if not (d == "cpu" or str(d).startswith("cuda"))]:
         raise ConfigError(f"{where}: [measure].devices: unknown device {bad[0]!r} (cpu, cuda, cuda:N)")
     if "threads" in m:
-        if any(not isinstance(t, int) or isinstance(t, bool) or t < 1 for t in m["threads"]) or not m["threads"]:
-            raise ConfigError(f"{where}: [measure].threads must be whole numbers >= 1, got {m['threads']}")
-        c.threads = list(m["threads"])
+        c.threads = list(check_counts(where, "[measure].threads", m["threads"]))
         try:  # measured here: said before the store is opened, not after the first configuration
             for t in c.threads:
                 validate_threads(t)
@@ -170,17 +174,14 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
             raise ConfigError(f"{where}: [networks.generate]: {e}") from None
         refs += [str(p) for p in write_specs(specs, folder)]
     if "prune" in nets:
-        from tracker.zoo.pruning import pruned_spec
+        from tracker.zoo.pruning import pruned_spec, ratios_from_percentages
 
         pr = typed_table("networks.prune", nets["prune"], PRUNE_KEYS, where)
         if "model" not in pr:
             raise ConfigError(f"{where}: [networks.prune] needs model")
         check_model_name(pr["model"])
-        ratios = list(pr.get("ratios", [0]))
-        if bad := [r for r in ratios if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 100]:
-            raise ConfigError(f"{where}: [networks.prune].ratios are percentages from 0 to under 100, got {bad[0]!r}")
-        specs = [pruned_spec(pr["model"], float(r) / 100, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0)))
-                 for r in ratios]
+        ratios = ratios_from_percentages(list(pr.get("ratios", [0])), f"{where}: [networks.prune].ratios")
+        specs = [pruned_spec(pr["model"], r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
         refs += [str(p) for p in write_specs(specs, folder)]
     return refs
 

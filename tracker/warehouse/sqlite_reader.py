@@ -96,6 +96,21 @@ class SqliteReader:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def _one_value(value: Any) -> Any:
+    """A one-row Arrow array of a bound parameter. A string (a run id, the parameters there are)
+    is built from its buffers: ``pa.array``'s first call imports pandas to look for its types,
+    a quarter of a second of an incremental load."""
+    import array
+
+    import pyarrow as pa
+
+    if not isinstance(value, str):
+        return pa.array([value])
+    data = value.encode()
+    return pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(array.array("i", [0, len(data)]).tobytes()),
+                                                  pa.py_buffer(data)])
+
+
 def _serve(db_path: str, folder: Path) -> int:
     import adbc_driver_manager as adbc
     import adbc_driver_sqlite
@@ -124,7 +139,7 @@ def _serve(db_path: str, folder: Path) -> int:
                     stmt.prepare()
                     params = request["params"]
                     if params:
-                        stmt.bind(pa.record_batch([pa.array([p]) for p in params],
+                        stmt.bind(pa.record_batch([_one_value(p) for p in params],
                                                   names=[str(i) for i in range(len(params))]))
                     handle, _ = stmt.execute_query()
                     with pa.RecordBatchReader.from_stream(handle) as reader, \

@@ -129,8 +129,10 @@ def generate_spec(
     if index < 0:
         raise ConfigError(f"index must be >= 0, got {index}")
     least = least_input_size(STEM_STRIDE, len(WIDTH_RANGES))
-    if input_size < least or num_classes < 1:
-        raise ConfigError(f"input_size must be at least {least} and num_classes at least 1, got {input_size} and {num_classes}")
+    if input_size < least:
+        raise ConfigError(f"input_size must be at least {least}, got {input_size}")
+    if num_classes < 1:
+        raise ConfigError(f"num_classes must be at least 1, got {num_classes}")
     rng = random.Random(f"{seed}:{index}")
     activation = rng.choice(ACTIVATIONS)
     if style is None:

@@ -48,6 +48,7 @@ __all__ = [
     "pruned_spec",
     "pruning_plan",
     "ratio_widths",
+    "ratios_from_percentages",
     "width_map",
 ]
 
@@ -447,6 +448,17 @@ def _check_method(method: str, seed: int) -> None:
         raise ConfigError(f"unknown pruning method {method!r}; use one of {', '.join(METHODS)}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"pruning seed must be an integer, got {seed!r}")
+
+
+def ratios_from_percentages(values: list[Any], label: str) -> list[float]:
+    """Pruning percentages (0 to under 100: a campaign's list, ``zoo prune --ratios``) as ratios."""
+    if not values:
+        raise ConfigError(f"{label} needs at least one percentage, e.g. 0, 10, 50")
+    for v in values:
+        number = isinstance(v, numbers.Real) and not isinstance(v, bool)
+        if not number or not 0 <= v < 100:
+            raise ConfigError(f"{label} are percentages from 0 to under 100, got {f'{v:g}' if number else repr(v)}")
+    return [float(v) / 100 for v in values]
 
 
 def _check_ratio(ratio: float) -> None:

@@ -48,8 +48,10 @@ class ModelRef:
 def read_spec(path: Path) -> dict[str, Any]:
     try:
         spec = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read network spec {path}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read network spec {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path} is not a network spec: not JSON ({exc})") from None
     if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
         raise ConfigError(f"{path} is not a network spec (format should be {SPEC_FORMAT!r})")
     for key in ("kind", "name"):
@@ -59,13 +61,13 @@ def read_spec(path: Path) -> dict[str, Any]:
 
 
 def resolve(ref: str) -> ModelRef:
-    """A zoo name or the path of a spec file (``.json``)."""
+    """A zoo name or the path of a spec file (``.json``). Zoo names have no folder and no suffix."""
     from tracker.zoo.torchvision_zoo import check_model_name, default_input_size
 
     path = Path(ref)
-    if ref.endswith(".json") or path.is_file():
+    if ref.endswith(".json") or path.is_file() or path.suffix or len(path.parts) > 1:
         if not path.is_file():
-            raise ConfigError(f"network spec {ref} does not exist")
+            raise ConfigError(f"network spec {ref} {'is a folder, not a file' if path.is_dir() else 'does not exist'}")
         return spec_ref(read_spec(path))
     check_model_name(ref)
     return ModelRef(ref, default_input_size(ref))
