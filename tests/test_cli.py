@@ -142,6 +142,24 @@ def test_ctrl_c_while_the_commands_load_is_one_line_and_status_130(tmp_path: Pat
         assert not proc.stdout and not (tmp_path / "runs").exists()
 
 
+def test_ctrl_c_after_the_command_ended_changes_nothing(tmp_path: Path) -> None:
+    """A Ctrl-C while the interpreter shuts down (about a second after `fingerprint train`) ended
+    the process with signal 2 or "Exception ignored" lines after its work was done. Here it lands
+    there for sure: an exit handler registered at start-up sends it and goes on."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import atexit, os, signal, time\n\n\n"
+        "def late():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(0.2)\n"
+        "    print('shut down whole', flush=True)\n\n\n"
+        "atexit.register(late)\n")
+    proc = subprocess.run([*TRACKER, "views", "--warehouse", "none.duckdb"], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=60,
+                          preexec_fn=sigint_default)
+    assert proc.returncode == 1 and proc.stdout == "shut down whole\n", proc
+    assert proc.stderr == f"error: no warehouse at {tmp_path / 'none.duckdb'}: run `tracker warehouse load` first\n", proc
+
+
 def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     cases = [
         (["profile", "network", "resnet19"], 1, "unknown model 'resnet19'; did you mean resnet18"),
