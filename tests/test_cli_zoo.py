@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tracker.cli.app import app
@@ -34,7 +35,7 @@ def test_generate_writes_specs_that_describe_and_rebuild(tmp_path: Path) -> None
     assert str(small.exception) == "--input-size: input_size must be at least 32, got 31"
 
 
-def test_describe_json_and_errors(tmp_path: Path) -> None:
+def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = json.loads(runner.invoke(app, ["describe", "resnet18", "--batch-size", "4", "--format", "json"]).stdout)
     assert data["params"] == 11_689_512 and data["batch_size"] == 4 and data["nodes"] == 71
     bad = tmp_path / "bad.json"
@@ -43,9 +44,12 @@ def test_describe_json_and_errors(tmp_path: Path) -> None:
     assert result.exit_code != 0 and "is not a network spec" in str(result.exception)
     # A reference with a folder or a suffix is a file, never a zoo name: said as one.
     (tmp_path / "campaign.toml").write_text("[measure]\nbatch_sizes = [1]\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nets").mkdir()
     for ref, message in [(str(tmp_path / "campaign.toml"), f"{tmp_path / 'campaign.toml'} is not a network spec: not JSON"),
                          ("nothere.toml", "network spec nothere.toml does not exist"),
-                         (str(tmp_path), f"network spec {tmp_path} is a folder, not a file")]:
+                         (str(tmp_path), f"network spec {tmp_path} is a folder, not a file"),
+                         ("nets", "network spec nets is a folder, not a file")]:
         result = runner.invoke(app, ["describe", ref])
         assert result.exit_code != 0 and str(result.exception).startswith(message), result.exception
 

@@ -62,10 +62,11 @@ def read_spec(path: Path) -> dict[str, Any]:
 
 def resolve(ref: str) -> ModelRef:
     """A zoo name or the path of a spec file (``.json``). Zoo names have no folder and no suffix."""
-    from tracker.zoo.torchvision_zoo import check_model_name, default_input_size
+    from tracker.zoo.torchvision_zoo import all_models, check_model_name, default_input_size
 
     path = Path(ref)
-    if ref.endswith(".json") or path.is_file() or path.suffix or len(path.parts) > 1:
+    file_like = ref.endswith(".json") or path.suffix or len(path.parts) > 1
+    if file_like or path.is_file() or (path.is_dir() and ref not in all_models()):
         if not path.is_file():
             raise ConfigError(f"network spec {ref} {'is a folder, not a file' if path.is_dir() else 'does not exist'}")
         return spec_ref(read_spec(path))
