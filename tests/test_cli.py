@@ -190,8 +190,11 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
     RunLogger(str(tmp_path / "runs")).close()  # the default store, for the commands that read it
-    for args, code, message in cases:
-        proc = run_cli(*args, cwd=tmp_path)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # none writes anything: two at a time, one a core
+        procs = list(pool.map(lambda case: run_cli(*case[0], cwd=tmp_path), cases))
+    for (args, code, message), proc in zip(cases, procs):
         assert proc.returncode == code, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, proc.stderr)
