@@ -32,7 +32,10 @@ def _image(path: Path, size: int) -> Any:
     """Decode, resize, tensor, normalise: the usual torchvision transform."""
     import torch
     from PIL import Image
-    from torchvision.transforms import functional as F
+
+    from tracker.zoo.torchvision_zoo import import_torchvision
+
+    F = import_torchvision().transforms.functional
 
     with Image.open(path) as img:
         img = img.convert("RGB")

@@ -195,9 +195,10 @@ def device_memory_bytes(gpu: bool) -> int:
 def fitting_models(memory_bytes: int, max_nets: int) -> list[str]:
     """The zoo's classification models whose weights fit ``max_nets`` times in ``FIT_SHARE`` of the memory
     (parameter counts from torchvision's model metadata: nothing is built or downloaded)."""
-    import torchvision
-
     from tracker.zoo import classification_models
+    from tracker.zoo.torchvision_zoo import import_torchvision
+
+    torchvision = import_torchvision()
 
     budget = FIT_SHARE * memory_bytes / max(1, max_nets)
     out = []

@@ -114,6 +114,11 @@ def main() -> int:
 
         import torch  # noqa: F401  (imported before the memory cap: its libraries are mapped)
 
+        from tracker.zoo.torchvision_zoo import import_torchvision
+
+        # In every child, whatever builds its network: the peak resident memory of a generated
+        # network and of a torchvision one then start from the same interpreter, torch and torchvision.
+        import_torchvision()
         cap_memory(job.get("memory_limit_mb"), job.get("threads"))
         _inject_fault(job)
         if job.get("kind") == "mapping":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import sys
+import types
 from functools import cache
 from typing import Any
 
@@ -11,17 +13,70 @@ from tracker.errors import UnknownModelError
 #: Models whose stem needs a larger input than 224 px.
 INPUT_SIZE = {"inception_v3": 299}
 
+#: ``torchvision/ops/roi_align.py`` imports ``torch._dynamo.utils.is_compile_supported`` at
+#: module level and calls it only inside ``roi_align`` itself. Importing ``torch._dynamo`` for it
+#: costs 1.6 s of the 2.2 s that ``import torchvision`` takes after torch on this machine, in
+#: every measuring child. Checked for these torchvision releases (pyproject pins 0.29.1).
+DYNAMO_FREE_TORCHVISION = ("0.29.",)
+
+
+def _deferred(module: str, name: str) -> Any:
+    """A function that imports ``module`` for real on its first call and calls its ``name``."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def import_torchvision() -> types.ModuleType:
+    """``import torchvision`` without importing ``torch._dynamo`` on the way (2.2 s → 0.3 s).
+
+    While torchvision imports, ``torch._dynamo`` and ``torch._dynamo.utils`` are stand-in
+    modules; the one name torchvision takes from them is a function that imports the real
+    module when called. They are taken out again before this returns, so a later
+    ``import torch._dynamo`` (a ``roi_align`` call, ``torch.compile``) gets the real one. A plain
+    import where torchvision or torch._dynamo is imported already, or for a torchvision release
+    not in ``DYNAMO_FREE_TORCHVISION``."""
+    import importlib.metadata
+
+    import torch
+
+    if "torchvision" in sys.modules or "torch._dynamo" in sys.modules or not importlib.metadata.version(
+            "torchvision").startswith(DYNAMO_FREE_TORCHVISION):
+        import torchvision
+
+        return torchvision
+    package = types.ModuleType("torch._dynamo", "stand-in while torchvision imports (tracker.zoo.torchvision_zoo)")
+    package.__path__ = []  # a package: its submodule resolves from sys.modules
+    utils = types.ModuleType("torch._dynamo.utils", package.__doc__)
+    utils.is_compile_supported = _deferred("torch._dynamo.utils", "is_compile_supported")  # type: ignore[attr-defined]
+    stand_ins = {"torch._dynamo": package, "torch._dynamo.utils": utils}
+    sys.modules.update(stand_ins)
+    try:
+        import torchvision
+    finally:
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
+        if torch.__dict__.get("_dynamo") is package:  # not getattr: torch would import the real one
+            del torch._dynamo
+    return torchvision
+
 
 @cache
 def classification_models() -> tuple[str, ...]:
-    import torchvision
+    torchvision = import_torchvision()
 
     return tuple(sorted(torchvision.models.list_models(module=torchvision.models)))
 
 
 @cache
 def detection_models() -> tuple[str, ...]:
-    import torchvision
+    torchvision = import_torchvision()
 
     return tuple(sorted(torchvision.models.list_models(module=torchvision.models.detection)))
 
@@ -45,7 +100,7 @@ def check_model_name(name: str) -> None:
 
 def build_model(name: str, **kwargs: Any) -> Any:
     """An untrained torchvision model (classification or detection), in eval mode."""
-    import torchvision
+    torchvision = import_torchvision()
 
     check_model_name(name)
     if name in detection_models():
