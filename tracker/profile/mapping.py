@@ -335,7 +335,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
 
     from tracker.profile.modes import apply_threads, read_mode
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.worker import peak_rss_mb
+    from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
     if job.get("threads"):
         apply_threads(int(job["threads"]))
@@ -344,6 +344,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     warmup_s, duration_s = float(job.get("warmup_s", 0.0)), float(job["duration_s"])
     mode = read_mode("cuda" if mapping.uses_cuda else "cpu", threads=job.get("threads"))
     nets = [_Net(n, batch_size) for n in mapping.networks]
+    reset_peak_rss()  # the networks built: their own peak from here
     window = {"open": float("inf"), "close": float("inf")}
     stop = threading.Event()
     samples: list[list[dict[str, float]]] = [[] for _ in nets]

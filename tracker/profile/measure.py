@@ -13,7 +13,7 @@ from typing import Any
 
 from tracker.profile.stats import Stopping
 from tracker.profile.timing import Timing, device_sync, measure
-from tracker.profile.worker import peak_rss_mb
+from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
 
 def _timing_json(t: Timing) -> dict[str, Any]:
@@ -86,6 +86,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     step = _step(model, spec, spec.phase)
+    reset_peak_rss()  # the network built and on its device: its own peak from here
     gpu_index = (torch.device(device).index or 0) if cuda else None
     with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), settle_s=job.get("settle_s", 0.0),
                           gpu_index=gpu_index) as sampler:

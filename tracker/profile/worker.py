@@ -76,8 +76,33 @@ def cap_memory(limit_mb: float | None, threads: int | None = None) -> Callable[[
     return lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident memory afresh from what it holds now (Linux 4.0 and
+    later: 5 written to ``/proc/self/clear_refs``), so that what building a network took and gave
+    back (a pruned network is traced and copied from its unpruned base) is not counted as the
+    network's. Garbage is collected and glibc's allocator hands its free memory back to the system
+    first: freed, it would still be resident. False where the reset cannot be made: ``peak_rss_mb``
+    is then the peak since the program started."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+    if trim is not None:  # glibc's; other C libraries give memory back on their own terms
+        trim(0)
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return True
+
+
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process since it started its program (MB).
+    """Peak resident memory of this process since it started its program, or since
+    ``reset_peak_rss`` (MB).
 
     ``VmHWM`` of ``/proc/self/status``: the high-water mark of this program's own address space.
     ``getrusage``'s ``ru_maxrss`` is not used where ``/proc`` exists because Linux carries it
