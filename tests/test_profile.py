@@ -82,6 +82,19 @@ def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monk
     assert (again.largest_ok, again.first_failed) == (2, 3) and all(r.reused for r in again.results)
 
 
+def test_a_configuration_measured_under_another_measurement_protocol_is_another_configuration(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose measurement meant something else (tracker 0.1.0's CPU peak memory) is not reused:
+    runs are reused by configuration key (the boundary test above), and the protocol is part of it."""
+    from tracker import environment
+    from tracker.profile.api import plan
+
+    now = plan(TINY, 1, input_size=64)
+    assert now.config_key == plan(TINY, 1, input_size=64).config_key
+    monkeypatch.setattr(environment, "MEASUREMENT_PROTOCOL", environment.MEASUREMENT_PROTOCOL - 1)
+    assert plan(TINY, 1, input_size=64).config_key != now.config_key
+
+
 CAMPAIGN = """
 [campaign]
 name = "{name}"

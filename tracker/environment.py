@@ -95,8 +95,18 @@ def capture_environment(with_torch: bool = True) -> dict[str, str]:
     return env
 
 
+#: What tracker's own measurements mean, in every configuration key: raised when a measured
+#: quantity changes meaning, so that a run measured the old way is measured again rather than
+#: reused as if measured the new way. 2 (tracker 0.2.0): a CPU run's peak memory counts from its
+#: built network (``worker.reset_peak_rss``), and every measuring child imports torchvision.
+MEASUREMENT_PROTOCOL = 2
+
+
 def software_versions() -> dict[str, str]:
-    """The software part of a configuration key: results from other versions are not reused."""
+    """The software part of a configuration key: results from other versions (of torch, CUDA,
+    Python, tracker's ``MEASUREMENT_PROTOCOL``) are not reused."""
     import torch
 
-    return {"torch": torch.__version__, "cuda": torch.version.cuda or "none", "python": platform.python_version()}
+    # Protocol 1 (tracker 0.1.0) made its keys without this field: a key with it differs from them all.
+    return {"torch": torch.__version__, "cuda": torch.version.cuda or "none", "python": platform.python_version(),
+            "measurement": str(MEASUREMENT_PROTOCOL)}
