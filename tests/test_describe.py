@@ -125,3 +125,39 @@ def test_node_rows_carry_input_and_output_shapes_at_the_batch_size() -> None:
     assert rows["conv1"]["in_shape"] == "8x3x224x224" and rows["conv1"]["out_shape"] == "8x64x112x112"
     assert rows["conv1"]["kernel_h"] == 7 and rows["conv1"]["stride_h"] == 2 and rows["conv1"]["padding"] == 3
     assert rows["fc"]["in_shape"] == "8x512" and rows["fc"]["macs"] == 8 * 512 * 1000
+
+
+# Fresh interpreter: this test process may have imported sympy already.
+SHAPES_PROBE = """
+import sys
+import torch
+from tracker.describe.graph import describe_module
+from tracker.zoo import build_model
+
+model = build_model("{name}").eval()
+desc = describe_module(model, "{name}", 64)
+print(json.dumps({{"method": desc.method, "sympy": "sympy" in sys.modules}}))
+from torch.fx.passes.shape_prop import ShapeProp  # torch.fx's own, for comparison
+
+gm = torch.fx.symbolic_trace(model)
+with torch.no_grad():
+    ShapeProp(gm).propagate(torch.randn(1, 3, 64, 64))
+theirs = {{n.name: list(getattr(n.meta.get("tensor_meta"), "shape", None) or []) or None for n in gm.graph.nodes}}
+print(json.dumps({{n.name: [n.out_shape, theirs.get(n.name, "absent")] for n in desc.nodes}}))
+"""
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v3_small", "googlenet"])
+def test_shapes_are_torch_fx_shape_props_without_importing_sympy(name: str) -> None:
+    """Describing a network (``tracker predict`` does) runs its graph once for shapes: the same
+    shapes as torch.fx's ShapeProp, whose imports (sympy, 0.7 s) it does without."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import json\n" + SHAPES_PROBE.format(name=name)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    head, shapes = (json.loads(line) for line in out.stdout.splitlines())
+    assert head == {"method": "fx", "sympy": False}
+    mismatched = {k: v for k, v in shapes.items() if v[0] != v[1] and not (k == "output" and v[1] is None)}
+    assert not mismatched and sum(v[0] is not None for v in shapes.values()) > 50, mismatched

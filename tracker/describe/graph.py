@@ -137,6 +137,26 @@ def _shape(meta: Any) -> list[int] | None:
     return [int(d) for d in shape] if shape is not None else None
 
 
+def propagate_shapes(gm: Any, *args: Any) -> None:
+    """Run a ``torch.fx`` graph module on ``args`` and keep the shape of each node's output, where
+    that output is one tensor, in ``node.meta["shape"]`` (a tuple of ints; other nodes get none).
+
+    What torch.fx's ``ShapeProp`` gives as ``tensor_meta.shape``, without what it imports:
+    ``torch.fx.experimental.symbolic_shapes`` and sympy, 0.7 s and about 50 MB for the rest of the
+    process (``tracker predict`` describes its network; a measuring child prunes its)."""
+    import torch
+    import torch.fx
+
+    class Shapes(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            result = super().run_node(n)
+            if isinstance(result, torch.Tensor):
+                n.meta["shape"] = tuple(result.shape)
+            return result
+
+    Shapes(gm).run(*args)
+
+
 def _params(module: Any) -> int:
     """Parameters of a leaf call: torch.fx keeps some containers whole (MultiheadAttention)."""
     return int(sum(p.numel() for p in module.parameters()))
@@ -145,19 +165,18 @@ def _params(module: Any) -> int:
 def trace_fx(model: Any, name: str, input_shape: list[int]) -> Description:
     import torch
     import torch.fx
-    from torch.fx.passes.shape_prop import ShapeProp
 
     gm = torch.fx.symbolic_trace(model)
     example = torch.randn(*input_shape)
     with torch.no_grad():
-        ShapeProp(gm).propagate(example)
+        propagate_shapes(gm, example)
     modules = dict(gm.named_modules())
     nodes: list[Node] = []
     counted: set[str] = set()  # a module called twice shares its weights: count them once
     for fx_node in gm.graph.nodes:
         inputs = [a.name for a in fx_node.all_input_nodes]
-        meta = fx_node.meta.get("tensor_meta")
-        out_shape = _shape(meta)
+        shape = fx_node.meta.get("shape")
+        out_shape = [int(d) for d in shape] if shape is not None else None
         if fx_node.op == "call_module":
             mod = modules[fx_node.target]
             params = 0 if fx_node.target in counted else _params(mod)

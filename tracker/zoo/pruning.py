@@ -175,14 +175,7 @@ def _trace(model: nn.Module, input_size: int) -> Any:
     import torch
     import torch.fx
 
-    class Shapes(torch.fx.Interpreter):
-        """Runs the graph and keeps each node's output shape (a tensor's) in ``node.meta["shape"]``."""
-
-        def run_node(self, n: torch.fx.Node) -> Any:
-            result = super().run_node(n)
-            if isinstance(result, torch.Tensor):
-                n.meta["shape"] = tuple(result.shape)
-            return result
+    from tracker.describe.graph import propagate_shapes
 
     try:
         gm = torch.fx.symbolic_trace(model)
@@ -199,11 +192,10 @@ def _trace(model: nn.Module, input_size: int) -> Any:
     try:
         model.eval()
         gm.eval()
-        # One real forward pass at batch 1. torch.fx's ShapeProp would import sympy (and torch._dynamo
-        # for fake tensors): 0.3 s (1.9 s) and 50 MB (200 MB) resident for the rest of a measuring
-        # child's life, counted in a pruned network's peak memory and no other's.
+        # One real forward pass at batch 1. Fake tensors would import torch._dynamo: 1.9 s and 200 MB
+        # resident for the rest of a measuring child's life, counted in a pruned network's peak memory.
         with torch.no_grad():
-            Shapes(gm).run(x)
+            propagate_shapes(gm, x)
     except Exception as exc:  # noqa: BLE001
         raise ConfigError(
             f"model {type(model).__name__} does not run on a 1x3x{input_size}x{input_size} input: "
