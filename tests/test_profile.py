@@ -87,12 +87,17 @@ def test_a_configuration_measured_under_another_measurement_protocol_is_another_
     """A run whose measurement meant something else (tracker 0.1.0's CPU peak memory) is not reused:
     runs are reused by configuration key (the boundary test above), and the protocol is part of it."""
     from tracker import environment
+    from tracker.log.record import config_key
     from tracker.profile.api import plan
+    from tracker.profile.job import JobConfig, job_key_fields
 
     now = plan(TINY, 1, input_size=64)
     assert now.config_key == plan(TINY, 1, input_size=64).config_key
+    job = JobConfig(TINY, Path("data"))
+    job_now = config_key({"kind": "training", **job_key_fields(job)})
     monkeypatch.setattr(environment, "MEASUREMENT_PROTOCOL", environment.MEASUREMENT_PROTOCOL - 1)
     assert plan(TINY, 1, input_size=64).config_key != now.config_key
+    assert config_key({"kind": "training", **job_key_fields(job)}) != job_now  # training jobs too
 
 
 CAMPAIGN = """

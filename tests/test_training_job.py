@@ -76,6 +76,20 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     assert [x["num_workers"] for x in rows] == [0, 1] and sum(x["is_best"] for x in rows) == 1
 
 
+def test_each_job_of_a_loader_campaign_has_its_own_cpu_peak_memory(tmp_path: Path) -> None:
+    """The jobs of a loader campaign run one after another in one process, whose high-water mark
+    only rises: a small batch after a large one measures the small batch's peak, not the large one's."""
+    runs = tmp_path / "runs"
+    out = _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "64", "--size", "96")
+    assert out.exit_code == 0, out.output
+    job = _job(tmp_path, "job", model="resnet18", steps=2, size=96)
+    sweep = _cli(runs, "campaign", "loader", str(job), "--batch-size", "64,1", "--format", "json")
+    assert sweep.exit_code == 0, sweep.output
+    large, small = (MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"]).data.metrics["peak_mem_mb"]
+                    for r in json.loads(sweep.stdout))
+    assert small < large - 50, (large, small)
+
+
 def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")

@@ -97,8 +97,9 @@ def capture_environment(with_torch: bool = True) -> dict[str, str]:
 
 #: What tracker's own measurements mean, in every configuration key: raised when a measured
 #: quantity changes meaning, so that a run measured the old way is measured again rather than
-#: reused as if measured the new way. 2 (tracker 0.2.0): a CPU run's peak memory counts from its
-#: built network (``worker.reset_peak_rss``), and every measuring child imports torchvision.
+#: reused as if measured the new way. 2 (tracker 0.3.0): a CPU run's peak memory counts from its
+#: built network (``worker.reset_peak_rss``; 0.2.0 already did, with keys that lacked this field),
+#: every measuring child imports torchvision, and a training job's peak counts from its loop's start.
 MEASUREMENT_PROTOCOL = 2
 
 

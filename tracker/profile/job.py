@@ -116,8 +116,11 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
 
 
 def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
-    """A job's configuration key fields: the same settings make the same key (campaigns resume on it)."""
-    return {"job": cfg.digest()}
+    """A job's configuration key fields: the same settings make the same key (campaigns resume on
+    it), and, as for networks, results from other software versions are not reused."""
+    from tracker.environment import software_versions
+
+    return {"job": cfg.digest(), "software": software_versions()}
 
 
 def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
@@ -170,7 +173,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.worker import cap_memory, is_oom
+    from tracker.profile.worker import cap_memory, is_oom, reset_peak_rss
     from tracker.zoo import build_model, detection_models
 
     dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)  # ConfigError before any run
@@ -210,6 +213,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     total = cfg.max_steps or cfg.num_epochs * len(loader)
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
+    # The job runs in this process (a loader campaign runs its jobs one after another in it): its CPU
+    # peak counts from here, the model, optimizer and loader built, not from the process's start.
+    reset_peak_rss()
     sampler = TelemetrySampler(interval_s=0.02, gpu_index=(torch.device(cfg.device).index or 0) if cuda else None)
     sampler.start()
     t_start = time.perf_counter()
