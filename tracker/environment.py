@@ -108,6 +108,6 @@ def software_versions() -> dict[str, str]:
     Python, tracker's ``MEASUREMENT_PROTOCOL``) are not reused."""
     import torch
 
-    # Protocol 1 (tracker 0.1.0) made its keys without this field: a key with it differs from them all.
+    # Keys made before tracker 0.3.0 lack this field: a key with it differs from them all.
     return {"torch": torch.__version__, "cuda": torch.version.cuda or "none", "python": platform.python_version(),
             "measurement": str(MEASUREMENT_PROTOCOL)}

@@ -143,7 +143,7 @@ def propagate_shapes(gm: Any, *args: Any) -> None:
 
     What torch.fx's ``ShapeProp`` gives as ``tensor_meta.shape``, without what it imports:
     ``torch.fx.experimental.symbolic_shapes`` and sympy, 0.7 s and about 50 MB for the rest of the
-    process (``tracker predict`` describes its network; a measuring child prunes its)."""
+    process (``tracker predict`` describes its network; a measuring child prunes its network)."""
     import torch
     import torch.fx
 
