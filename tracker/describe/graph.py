@@ -157,6 +157,13 @@ def propagate_shapes(gm: Any, *args: Any) -> None:
     Shapes(gm).run(*args)
 
 
+def propagated_shape(node: Any) -> tuple[int, ...] | None:
+    """The output shape ``propagate_shapes`` kept for ``node``: None where that output was not
+    one tensor, or ``node`` is not a graph node (a constant argument)."""
+    meta = getattr(node, "meta", None)
+    return meta.get("shape") if meta is not None else None
+
+
 def _params(module: Any) -> int:
     """Parameters of a leaf call: torch.fx keeps some containers whole (MultiheadAttention)."""
     return int(sum(p.numel() for p in module.parameters()))
@@ -175,8 +182,8 @@ def trace_fx(model: Any, name: str, input_shape: list[int]) -> Description:
     counted: set[str] = set()  # a module called twice shares its weights: count them once
     for fx_node in gm.graph.nodes:
         inputs = [a.name for a in fx_node.all_input_nodes]
-        shape = fx_node.meta.get("shape")
-        out_shape = [int(d) for d in shape] if shape is not None else None
+        shape = propagated_shape(fx_node)
+        out_shape = list(shape) if shape is not None else None
         if fx_node.op == "call_module":
             mod = modules[fx_node.target]
             params = 0 if fx_node.target in counted else _params(mod)

@@ -30,6 +30,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tracker.describe.graph import propagate_shapes, propagated_shape as _shape
 from tracker.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -175,8 +176,6 @@ def _trace(model: nn.Module, input_size: int) -> Any:
     import torch
     import torch.fx
 
-    from tracker.describe.graph import propagate_shapes
-
     try:
         gm = torch.fx.symbolic_trace(model)
     except Exception as exc:  # noqa: BLE001 - torch.fx raises many kinds
@@ -205,11 +204,6 @@ def _trace(model: nn.Module, input_size: int) -> Any:
         for module, mode in modes.items():
             module.training = mode
     return gm
-
-
-def _shape(node: Any) -> tuple[int, ...] | None:
-    """The output shape the trace's forward pass gave ``node``, if its output is one tensor."""
-    return node.meta.get("shape") if hasattr(node, "meta") else None
 
 
 def _name(target: Any) -> str:
