@@ -98,6 +98,11 @@ def test_a_configuration_measured_under_another_measurement_protocol_is_another_
     monkeypatch.setattr(environment, "MEASUREMENT_PROTOCOL", environment.MEASUREMENT_PROTOCOL - 1)
     assert plan(TINY, 1, input_size=64).config_key != now.config_key
     assert config_key({"kind": "training", **job_key_fields(job)}) != job_now  # training jobs too
+    monkeypatch.undo()
+    assert config_key({"kind": "training", **job_key_fields(job)}) == job_now
+    monkeypatch.setattr(environment, "JOB_MEASUREMENT_PROTOCOL", environment.JOB_MEASUREMENT_PROTOCOL - 1)
+    assert config_key({"kind": "training", **job_key_fields(job)}) != job_now  # and theirs alone
+    assert plan(TINY, 1, input_size=64).config_key == now.config_key
 
 
 CAMPAIGN = """

@@ -77,8 +77,8 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
 
 
 def test_each_job_of_a_loader_campaign_has_its_own_cpu_peak_memory(tmp_path: Path) -> None:
-    """The jobs of a loader campaign run one after another in one process, whose high-water mark
-    only rises: a small batch after a large one measures the small batch's peak, not the large one's."""
+    """A small batch after a large one measures the small batch's peak, not the large one's (a
+    process's high-water mark only rises)."""
     runs = tmp_path / "runs"
     out = _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "64", "--size", "96")
     assert out.exit_code == 0, out.output
@@ -88,6 +88,25 @@ def test_each_job_of_a_loader_campaign_has_its_own_cpu_peak_memory(tmp_path: Pat
     large, small = (MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"]).data.metrics["peak_mem_mb"]
                     for r in json.loads(sweep.stdout))
     assert small < large - 50, (large, small)
+
+
+def test_a_job_whose_child_is_killed_fails_alone_and_keeps_its_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs run in a measuring child: the job killed after 2 steps fails with reason ``killed``,
+    keeps those 2 steps, has no peak memory (nothing reported it), and the campaign goes on."""
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "16", "--size", "64")
+    monkeypatch.setenv("TRACKER_FAULT", "kill@8#2")  # the child of batch 8, once it has measured 2 steps
+    sweep = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job", steps=4)), "--batch-size", "8,2", "--format", "json")
+    assert sweep.exit_code == 0, sweep.output
+    killed, finished = json.loads(sweep.stdout)
+    assert (killed["batch_size"], killed["status"], killed["steps"]) == (8, "FAILED", 2)
+    assert (finished["batch_size"], finished["status"], finished["steps"]) == (2, "FINISHED", 4)
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = client.get_run(killed["run_id"])
+    assert run.data.tags["tracker.failure_reason"] == "killed" and "signal 9" in run.data.tags["tracker.stderr_tail"]
+    assert len(client.get_metric_history(killed["run_id"], "step_total_ms")) == 2
+    assert "peak_mem_mb" not in run.data.metrics and "measure_time_s" not in run.data.metrics
+    assert client.get_run(finished["run_id"]).data.metrics["peak_mem_mb"] > 0
 
 
 def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:
@@ -199,7 +218,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
         deadline = time.time() + 180
         while not count_runs(runs, "mode") and time.time() < deadline and proc.poll() is None:  # model built: steps next
             time.sleep(0.5)
-        time.sleep(6)  # steps of tens of ms, the first with the loader's start
+        time.sleep(8)  # the measuring child starts, then steps of tens of ms, the first with the loader's start
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)

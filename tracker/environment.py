@@ -101,6 +101,10 @@ def capture_environment(with_torch: bool = True) -> dict[str, str]:
 #: built network (``worker.reset_peak_rss``; 0.2.0 already did, with keys that lacked this field),
 #: every measuring child imports torchvision, and a training job's peak counts from its loop's start.
 MEASUREMENT_PROTOCOL = 2
+#: The same for training jobs alone (``profile training``, ``campaign loader``), in their keys
+#: besides the above. 2 (tracker 0.4.0): a job runs in a measuring child, so its CPU peak memory
+#: is that child's, no longer that of the tracker process (MLflow, the store, the CLI).
+JOB_MEASUREMENT_PROTOCOL = 2
 
 
 def software_versions() -> dict[str, str]:

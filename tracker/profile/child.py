@@ -4,22 +4,31 @@ The parent sends the job as JSON on the child's stdin and reads one result line 
 Out of memory, an exception, a crash, a kill or a hang past the time limit each come
 back as a ``ChildResult`` with ``ok=False``, a reason (``oom``, ``error``, ``crash``,
 ``killed``, ``timeout``) and the tail of the child's stderr; the campaign goes on.
+
+``stream_child`` is for long measurements (training jobs): the child writes event lines
+(``TRACKER-EVENT {...}``) as it goes, handed to the caller one by one, so what was measured
+before a crash or a kill is the caller's already; Ctrl-C is passed on to the child, which
+ends its measurement and reports, instead of killing it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from tracker.profile.worker import EXIT_ERROR, EXIT_OOM, RESULT_PREFIX
+from tracker.profile.worker import EVENT_PREFIX, EXIT_ERROR, EXIT_OOM, RESULT_PREFIX
 
 STDERR_TAIL_LINES = 30
 DEFAULT_TIMEOUT_S = 600.0
+INTERRUPT_GRACE_S = 30.0  # how long a streamed child has, after Ctrl-C, to end its measurement and report
 
 
 @dataclass
@@ -30,6 +39,7 @@ class ChildResult:
     message: str = ""
     stderr_tail: str = ""
     returncode: int | None = None
+    interrupted: bool = False  # stream_child: Ctrl-C was passed on to the child
 
 
 def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
@@ -60,7 +70,11 @@ def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: di
     for line in out.splitlines():
         if line.startswith(RESULT_PREFIX):
             payload = json.loads(line[len(RESULT_PREFIX):])
-    code = proc.returncode
+    return _result(proc.returncode, payload, err)
+
+
+def _result(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
+    """What a child's exit status and result line (if any) say."""
     if code == 0 and payload and "error" not in payload:
         return ChildResult(True, payload, returncode=code, stderr_tail=_tail(err))
     if code == EXIT_OOM or payload.get("error") == "oom":
@@ -73,3 +87,81 @@ def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: di
         reason = "crash"
     message = payload.get("message") or (f"child ended by signal {-code}" if code and code < 0 else f"child exited with status {code}")
     return ChildResult(False, payload, reason, message, _tail(err), code)
+
+
+def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None],
+                 env: dict[str, str] | None = None, grace_s: float = INTERRUPT_GRACE_S) -> ChildResult:
+    """Run ``job`` in a child with no time limit, handing each event line it writes to ``on_event``
+    as it comes. Ctrl-C (KeyboardInterrupt here) is passed on to the child as SIGINT: it has
+    ``grace_s`` to report before it is killed (a second Ctrl-C kills it at once). The result has
+    ``interrupted`` set; the caller decides what an interrupted measurement is."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracker.profile.worker"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **(env or {})}, start_new_session=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    err_parts: list[str] = []
+
+    def pump_stdout() -> None:  # threads own the pipes: a Ctrl-C here never cuts a line in half
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def pump_stderr() -> None:
+        assert proc.stderr is not None
+        err_parts.append(proc.stderr.read())
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (pump_stdout, pump_stderr)]
+    for t in readers:
+        t.start()
+    payload: dict[str, Any] = {}
+    interrupted = False
+    deadline = float("inf")
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+        while True:
+            try:
+                try:
+                    line = lines.get(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    if time.monotonic() >= deadline:  # the child did not end within its grace
+                        _kill_group(proc.pid)
+                        deadline = float("inf")
+                    continue
+                if line is None:
+                    break
+                if line.startswith(EVENT_PREFIX):
+                    on_event(json.loads(line[len(EVENT_PREFIX):]))
+                elif line.startswith(RESULT_PREFIX):
+                    payload = json.loads(line[len(RESULT_PREFIX):])
+            except KeyboardInterrupt:
+                if interrupted:  # a second Ctrl-C: no more waiting
+                    _kill_group(proc.pid)
+                    continue
+                interrupted = True
+                try:
+                    os.kill(proc.pid, signal.SIGINT)  # the child alone, not its loader workers
+                except ProcessLookupError:
+                    pass
+                deadline = time.monotonic() + grace_s
+    except BaseException:  # anything else: the child must not outlive us
+        _kill_group(proc.pid)
+        proc.wait()
+        raise
+    code = proc.wait()
+    for t in readers:
+        t.join()
+    result = _result(code, payload, "".join(err_parts))
+    result.interrupted = interrupted
+    return result
+
+
+def _kill_group(pid: int) -> None:
+    """Kill a child and its own children (loader workers); it may have ended already."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

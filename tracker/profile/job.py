@@ -9,9 +9,10 @@
 Each step's time is split into data wait (the loader's ``next``), host-to-device copy,
 forward (with the loss), backward and optimizer, the device synchronised around each part.
 One MLflow run of kind ``training`` per job: the config as params, per-step figures as
-metric histories (written in batches), epoch summaries, and the summary metrics. An
-out-of-memory step ends the run FAILED with reason ``oom``; Ctrl-C ends it KILLED with
-the steps measured so far.
+metric histories (written in batches), epoch summaries, and the summary metrics. The steps
+run in a measuring child process, as networks do (``run_job``). An out-of-memory step ends
+the run FAILED with reason ``oom``, a crashed or killed child with its reason; Ctrl-C ends
+it KILLED; each keeps the steps measured so far.
 """
 
 from __future__ import annotations
@@ -117,10 +118,12 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
 
 def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
     """A job's configuration key fields: the same settings make the same key (campaigns resume on
-    it), and, as for networks, results from other software versions are not reused."""
-    from tracker.environment import software_versions
+    it), and, as for networks, results from other software versions or measurement protocols are
+    not reused. Keys made before tracker 0.4.0 lack ``job_measurement``."""
+    from tracker import environment
 
-    return {"job": cfg.digest(), "software": software_versions()}
+    return {"job": cfg.digest(), "software": environment.software_versions(),
+            "job_measurement": str(environment.JOB_MEASUREMENT_PROTOCOL)}
 
 
 def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
@@ -165,16 +168,23 @@ class JobResult:
 
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None) -> JobResult:
-    """Train ``cfg.model`` on the dataset and log one ``training`` run; never raises for a measurement fault."""
+    """Train ``cfg.model`` on the dataset in a measuring child (``train``) and log one ``training``
+    run; never raises for a measurement fault.
+
+    The child streams each step as it is measured, so a step measured before the child crashed or
+    was killed is kept (the run then fails with the child's reason); Ctrl-C is passed on to the
+    child, which ends its loop and reports, and the run is KILLED with the steps measured so far.
+    In a child, the CPU peak memory is the job's own, not that of this process (MLflow, the store,
+    the jobs of a loader campaign before it), and a crash ends this job, not the campaign."""
+    import math
+
     import torch
 
-    from tracker.data.datasets import collate_classification, collate_detection, open_dataset
+    from tracker.data.datasets import open_dataset
     from tracker.log.record import RunRecord
     from tracker.profile.api import ensure_mode_logged
-    from tracker.profile.timing import device_sync
-    from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.worker import cap_memory, is_oom, reset_peak_rss
-    from tracker.zoo import build_model, detection_models
+    from tracker.profile.child import stream_child
+    from tracker.zoo import detection_models
 
     dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)  # ConfigError before any run
     detection = cfg.model in detection_models()
@@ -184,19 +194,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
     num_classes = len(dataset.classes) + (1 if detection else 0)
-    kwargs: dict[str, Any] = {"num_classes": num_classes}
-    if detection:
-        kwargs.update(min_size=cfg.image_size, max_size=cfg.image_size)
-    model = build_model(cfg.model, **kwargs).to(cfg.device).train()
     model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.learning_rate, momentum=0.9)
-    criterion = torch.nn.CrossEntropyLoss()
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=cfg.batch_size, shuffle=True, num_workers=cfg.num_workers,
-        prefetch_factor=cfg.prefetch_factor if cfg.num_workers else None,
-        collate_fn=collate_detection if detection else collate_classification,
-        pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0))
-    sync = device_sync(cfg.device)
     mode_id = ensure_mode_logged(logger, cfg.device, None)  # the device mode the job ran in, as for networks
     record = RunRecord(kind="training", name=f"{cfg.model} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
                                              f"p{cfg.prefetch_factor} · {cfg.device}",
@@ -207,26 +205,75 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                        description=f"Training job of {cfg.model} on {cfg.data_path} ({cfg.data_format}), "
                                    "each step split into data wait, copy, forward, backward and optimizer.",
                        key_fields=job_key_fields(cfg))
+    total = cfg.max_steps or cfg.num_epochs * math.ceil(len(dataset) / cfg.batch_size)
     steps: list[dict[str, float]] = []
     skipped: list[dict[str, str]] = []
-    epochs: list[dict[str, float]] = []
-    total = cfg.max_steps or cfg.num_epochs * len(loader)
+
+    def on_event(event: dict[str, Any]) -> None:
+        if "step" in event:
+            steps.append(event["step"])
+            if progress:
+                progress(len(steps), total, event["step"]["images"] / (1e-3 * event["step"]["step_time_ms"]))
+        elif "skipped" in event:
+            skipped.append(event["skipped"])
+
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
+    child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event)
+    end = child.payload if child.ok else {}
+    if child.interrupted:
+        record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
+    elif not child.ok:  # the child died, or failed outside its loop (building the model, say)
+        record.fail(child.reason or "crash", "\n".join(x for x in (child.message, child.stderr_tail) if x))
+    elif end.get("failure"):
+        record.fail(*end["failure"])
+    return _finish(logger, record, cfg, steps, skipped, end)
+
+
+def train(job: dict[str, Any]) -> dict[str, Any]:
+    """The measuring child's part of a training job (``worker``, kind ``training``): build the
+    model, optimizer and loader, then run the steps, each step and each bad file an event line as
+    it is measured. Returns how the loop ended (``failure``: reason and message, or None;
+    ``interrupted``), the telemetry over the steps after the first, and the peak memory."""
+    import torch
+
+    from tracker.data.datasets import collate_classification, collate_detection, open_dataset
+    from tracker.profile.timing import device_sync
+    from tracker.profile.telemetry import TelemetrySampler
+    from tracker.profile.worker import cap_memory, emit_event, inject_fault, is_oom, peak_rss_mb, reset_peak_rss
+    from tracker.zoo import build_model, detection_models
+
+    cfg = JobConfig(**{**job["config"], "data_path": Path(job["config"]["data_path"])})
+    dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
+    detection = cfg.model in detection_models()
+    kwargs: dict[str, Any] = {"num_classes": len(dataset.classes) + (1 if detection else 0)}
+    if detection:
+        kwargs.update(min_size=cfg.image_size, max_size=cfg.image_size)
+    model = build_model(cfg.model, **kwargs).to(cfg.device).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.learning_rate, momentum=0.9)
+    criterion = torch.nn.CrossEntropyLoss()
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=cfg.batch_size, shuffle=True, num_workers=cfg.num_workers,
+        prefetch_factor=cfg.prefetch_factor if cfg.num_workers else None,
+        collate_fn=collate_detection if detection else collate_classification,
+        pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0))
+    sync = device_sync(cfg.device)
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
-    # The job runs in this process (a loader campaign runs its jobs one after another in it): its CPU
-    # peak counts from here, the model, optimizer and loader built, not from the process's start.
-    reset_peak_rss()
+    reset_peak_rss()  # the CPU peak counts from here: the model, optimizer and loader built
     sampler = TelemetrySampler(interval_s=0.02, gpu_index=(torch.device(cfg.device).index or 0) if cuda else None)
     sampler.start()
     t_start = time.perf_counter()
     first_end_s: float | None = None  # perf_counter at the end of the first step, and of the last
     last_end_s = 0.0
+    steps = 0
+    skipped: set[str] = set()
+    failure: list[str] | None = None
+    interrupted = False
     restore = cap_memory(cfg.memory_limit_mb)
     try:
         for epoch in range(cfg.num_epochs):
-            epoch_steps = len(steps)
             it = iter(loader)
-            while not (cfg.max_steps and len(steps) >= cfg.max_steps):
+            while not (cfg.max_steps and steps >= cfg.max_steps):
                 t0 = time.perf_counter()
                 try:
                     images, targets, bad = next(it)
@@ -234,8 +281,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                     break
                 t1 = time.perf_counter()
                 for b in bad:
-                    if not any(s["file"] == b.path for s in skipped):  # each bad file once, not once per epoch
-                        skipped.append({"file": b.path, "reason": b.reason})
+                    if b.path not in skipped:  # each bad file once, not once per epoch
+                        skipped.add(b.path)
+                        emit_event({"skipped": {"file": b.path, "reason": b.reason}})
                     if cfg.on_error == "fail":
                         raise MeasurementError(f"bad_input: {b.path}: {b.reason}")
                 if images is None:
@@ -260,55 +308,61 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                 optimizer.zero_grad(set_to_none=True)
                 sync()
                 t5 = time.perf_counter()
-                n = len(images)
-                steps.append({"data_wait_ms": 1e3 * (t1 - t0), "h2d_ms": 1e3 * (t2 - t1), "forward_ms": 1e3 * (t3 - t2),
-                              "backward_ms": 1e3 * (t4 - t3), "optimizer_ms": 1e3 * (t5 - t4),
-                              "step_time_ms": 1e3 * (t5 - t0), "images": float(n), "loss": float(loss.detach()),
-                              "epoch": float(epoch)})
+                steps += 1
+                emit_event({"step": {"data_wait_ms": 1e3 * (t1 - t0), "h2d_ms": 1e3 * (t2 - t1),
+                                     "forward_ms": 1e3 * (t3 - t2), "backward_ms": 1e3 * (t4 - t3),
+                                     "optimizer_ms": 1e3 * (t5 - t4), "step_time_ms": 1e3 * (t5 - t0),
+                                     "images": float(len(images)), "loss": float(loss.detach()),
+                                     "epoch": float(epoch)}})
+                inject_fault(job, steps)
                 if first_end_s is None:
                     first_end_s = t5
                 last_end_s = t5
-                if progress:
-                    progress(len(steps), total, n / (t5 - t0))
-            done = steps[epoch_steps:]
-            if done:
-                epochs.append({"epoch_images_per_s": sum(s["images"] for s in done) / (1e-3 * sum(s["step_time_ms"] for s in done)),
-                               "epoch_loss": statistics.fmean(s["loss"] for s in done),
-                               "epoch_step_time_ms": statistics.median(s["step_time_ms"] for s in done)})
-            if cfg.max_steps and len(steps) >= cfg.max_steps:
+            if cfg.max_steps and steps >= cfg.max_steps:
                 break
-    except KeyboardInterrupt:
-        record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
+    except KeyboardInterrupt:  # the parent passed Ctrl-C on
+        interrupted = True
     except MeasurementError as exc:
-        record.fail("bad_input", str(exc))
+        failure = ["bad_input", str(exc)]
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         first = (str(exc).splitlines() or [""])[0]
-        if is_oom(exc, capped=bool(cfg.memory_limit_mb)):
-            record.fail("oom", f"{type(exc).__name__}: {first}")
-        else:
-            record.fail("error", f"{type(exc).__name__}: {first}")
+        failure = ["oom" if is_oom(exc, capped=bool(cfg.memory_limit_mb)) else "error", f"{type(exc).__name__}: {first}"]
     finally:
         restore()
         sampler.stop()
+    wall_s = time.perf_counter() - t_start
     # Power and energy over the steps after the first: the first one is the warm-up (loader workers
     # starting, CUDA/cuDNN set-up), often longer than all the others together. On an H100, 6 steps of
     # 12 ms after a 1.3 s first step gave 28 J "per step" against 1.4 J (power x step time).
-    if len(steps) >= 2 and first_end_s is not None:
+    if steps >= 2 and first_end_s is not None:
         telemetry = sampler.summary(int(first_end_s * 1e9), int(last_end_s * 1e9))
-        telemetry_steps = len(steps) - 1
+        telemetry_steps = steps - 1
     else:
-        telemetry, telemetry_steps = sampler.summary(), len(steps)
-    return _finish(logger, record, cfg, steps, skipped, epochs, telemetry, telemetry_steps, cuda,
-                   time.perf_counter() - t_start)
+        telemetry, telemetry_steps = sampler.summary(), steps
+    memory = {"proc_rss_peak_mb": peak_rss_mb()}
+    if cuda:
+        memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(cfg.device) / 2**20
+        memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(cfg.device) / 2**20
+    return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
+            "memory": memory, "wall_s": wall_s}
+
+
+def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:
+    """Each epoch's throughput, mean loss and median step time, from its steps."""
+    out = []
+    for epoch in sorted({s["epoch"] for s in steps}):
+        done = [s for s in steps if s["epoch"] == epoch]
+        out.append({"epoch_images_per_s": sum(s["images"] for s in done) / (1e-3 * sum(s["step_time_ms"] for s in done)),
+                    "epoch_loss": statistics.fmean(s["loss"] for s in done),
+                    "epoch_step_time_ms": statistics.median(s["step_time_ms"] for s in done)})
+    return out
 
 
 def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],
-            epochs: list[dict[str, float]], telemetry: dict[str, float], telemetry_steps: int, cuda: bool,
-            wall_s: float) -> JobResult:
-    import torch
-
+            end: dict[str, Any]) -> JobResult:
+    """Log the run: the steps the child streamed, and what its last line said (``end``: empty where
+    the child died, so its peak memory, telemetry and loop time are absent, not guessed)."""
     from tracker.profile.records import telemetry_metrics
-    from tracker.profile.worker import peak_rss_mb
 
     if steps:
         total_ms = sum(s["step_time_ms"] for s in steps)
@@ -319,17 +373,21 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
                    "latency_ms": statistics.median(s["step_time_ms"] - s["data_wait_ms"] for s in steps),
                    "data_wait_frac": sum(s["data_wait_ms"] for s in steps) / total_ms,
                    "throughput_per_s": images / (1e-3 * total_ms), "loss": steps[-1]["loss"],
-                   "samples_count": float(len(steps)), "measure_time_s": wall_s,
-                   "proc_rss_peak_mb": peak_rss_mb()}
-        summary["peak_mem_mb"] = (torch.cuda.max_memory_allocated(cfg.device) / 2**20) if cuda else summary["proc_rss_peak_mb"]
-        if cuda:
-            summary["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(cfg.device) / 2**20
-            summary["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(cfg.device) / 2**20
-        if telemetry:
-            summary.update({k: v for k, v in telemetry_metrics(telemetry, telemetry_steps).items() if k not in summary})
+                   "samples_count": float(len(steps))}
+        if "wall_s" in end:
+            summary["measure_time_s"] = end["wall_s"]
+        memory = end.get("memory", {})
+        summary.update(memory)
+        peak = memory.get("cuda_max_allocated_mb" if cfg.device.startswith("cuda") else "proc_rss_peak_mb")
+        if peak is not None:
+            summary["peak_mem_mb"] = peak
+        if end.get("telemetry"):
+            summary.update({k: v for k, v in telemetry_metrics(end["telemetry"], end["telemetry_steps"]).items()
+                            if k not in summary})
         record.metrics.update(summary)
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
+        epochs = _epochs(steps)
         for key in ("epoch_images_per_s", "epoch_loss", "epoch_step_time_ms"):
             record.history[key] = [(i, e[key]) for i, e in enumerate(epochs)]
     if skipped:

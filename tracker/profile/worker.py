@@ -5,9 +5,12 @@ It reads one job (JSON) on stdin, measures, and writes one result line on stdout
 memory limit) exits with status 3 after a result line ``{"error": "oom", ...}``; any other
 exception exits 4 with ``{"error": "error", ...}``. A crash or a kill leaves no result
 line; the parent classifies it by the exit status. Nothing here touches the store.
+A training job (kind ``training``) also writes an event line per step as it goes
+(``TRACKER-EVENT {...}``, read by ``child.stream_child``).
 
 Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang`` or ``crash``
-(optionally ``oom@8`` to fire only when the batch size is at least 8).
+(optionally ``oom@8`` to fire only when the batch size is at least 8, ``kill#2`` to fire
+in a training job once it has measured 2 steps).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import traceback
 from typing import Any, Callable
 
 RESULT_PREFIX = "TRACKER-RESULT "
+EVENT_PREFIX = "TRACKER-EVENT "  # a measurement's progress, as it goes (child.stream_child)
 EXIT_OOM = 3
 EXIT_ERROR = 4
 
@@ -31,9 +35,20 @@ def _emit(payload: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _inject_fault(job: dict[str, Any]) -> None:
+def emit_event(event: dict[str, Any]) -> None:
+    """One event line for ``child.stream_child``'s caller, written at once."""
+    sys.stdout.write(EVENT_PREFIX + json.dumps(event, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def inject_fault(job: dict[str, Any], steps: int | None = None) -> None:
+    """Fire ``TRACKER_FAULT`` if it applies: before the measurement (``steps`` None), or in a
+    training job once it has measured ``steps`` steps (``kill#2``)."""
     fault = os.environ.get("TRACKER_FAULT", "")
     if not fault:
+        return
+    fault, _, after = fault.partition("#")
+    if (steps is None) != (not after) or (after and steps != int(after)):
         return
     what, _, at = fault.partition("@")
     if at and int(job.get("batch_size", 0)) < int(at):
@@ -145,11 +160,15 @@ def main() -> int:
         # network and of a torchvision one then start from the same interpreter, torch and torchvision.
         import_torchvision()
         cap_memory(job.get("memory_limit_mb"), job.get("threads"))
-        _inject_fault(job)
+        inject_fault(job)
         if job.get("kind") == "mapping":
             from tracker.profile.mapping import run_workload
 
             result = run_workload(job)
+        elif job.get("kind") == "training":
+            from tracker.profile.job import train
+
+            result = train(job)
         else:
             result = run_job(job)
     except BaseException as exc:  # noqa: BLE001  every failure becomes a result line
