@@ -188,10 +188,10 @@ def test_an_out_of_memory_step_fails_the_run_with_reason_oom(tmp_path: Path) -> 
     _cli(runs, "data", "synth", str(tmp_path / "big"), "--kind", "classification", "--images", "16", "--size", "224")
     job = _job(tmp_path, "oom", bs=16, steps=2, data="big", size=224)
     job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 2\nmemory_limit_mb = 150"))
-    # its own process: the cap is on the measuring process's memory growth, a device with 150 MB to spare
-    proc = run_cli("--tracking-uri", str(runs), "profile", "training", str(job), "--format", "json", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    r = json.loads(proc.stdout)
+    # the cap is on the measuring child's memory growth, a device with 150 MB to spare
+    out = _cli(runs, "profile", "training", str(job), "--format", "json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
     assert (r["status"], r["reason"], r["steps"], r["median_step_ms"]) == ("FAILED", "oom", 0, None)
     run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
     assert run.info.status == "FAILED" and run.data.tags["tracker.failure_reason"] == "oom"
@@ -205,7 +205,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     import subprocess
     import time
 
-    from tests.conftest import count_runs, sigint_default
+    from tests.conftest import sigint_default
     from tests.test_cli import TRACKER
 
     runs = tmp_path / "runs"
@@ -216,9 +216,9 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
         deadline = time.time() + 180
-        while not count_runs(runs, "mode") and time.time() < deadline and proc.poll() is None:  # model built: steps next
-            time.sleep(0.5)
-        time.sleep(8)  # the measuring child starts, then steps of tens of ms, the first with the loader's start
+        while not _measuring_child(proc.pid) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.25)
+        time.sleep(5)  # the child imports torch and builds the model, then steps of tens of ms
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -232,3 +232,13 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     assert run.info.status == "KILLED" and run.data.tags["tracker.failure_reason"] == "interrupted"
     assert len(client.get_metric_history(r["run_id"], "step_total_ms")) == r["steps"]
     assert run.data.metrics["samples_count"] == r["steps"]
+
+
+def _measuring_child(pid: int) -> bool:
+    """Whether process ``pid`` has started its measuring child."""
+    import psutil
+
+    try:
+        return any("tracker.profile.worker" in c.cmdline() for c in psutil.Process(pid).children())
+    except psutil.Error:  # ended, or a child ending as we look
+        return False
