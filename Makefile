@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 	@# cores. One module of torch's tests is Python 3.12 syntax, and pip skips it as well.
 	$(VENV)/bin/python -m compileall -qq -j 0 -x py312_intrinsics $(VENV)/lib \
 		|| echo "compileall: some modules did not compile; they compile when imported"
+	@# tracker's own modules too: every measuring child and CLI process would compile them again
+	@# (this machine sets PYTHONDONTWRITEBYTECODE, so an import never writes them)
+	$(VENV)/bin/python -m compileall -qq -j 0 tracker
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
@@ -211,19 +212,22 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
     job = _job(tmp_path, "long", bs=2, steps=100000)
-    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 100000"))
+    # one loader worker: it starts at the first step, so its appearance says the steps have begun
+    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 100000\nnum_workers = 1"))
     proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), "profile", "training", str(job), "--format", "json"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
-        deadline = time.time() + 180
-        while not _measuring_child(proc.pid) and time.time() < deadline and proc.poll() is None:
+        deadline = time.time() + 300
+        while not _loader_started(proc.pid) and time.time() < deadline and proc.poll() is None:
             time.sleep(0.25)
-        time.sleep(5)  # the child imports torch and builds the model, then steps of tens of ms
+        time.sleep(3)  # steps of tens of ms: some are measured by now, however slow the start was
         assert proc.poll() is None, proc.communicate()[1][-2000:]
+        family = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:  # a job that missed its Ctrl-C (100000 epochs) must not run on under the rest of the suite
         proc.kill()
+    assert family and not [p for p in psutil.wait_procs(family, timeout=15)[1] if _running(p)]  # none left
     assert proc.returncode == 130 and err.strip().splitlines()[-1] == "interrupted: the steps measured before are kept in that run", err[-2000:]
     r = json.loads(out)
     assert r["status"] == "KILLED" and r["steps"] > 0 and r["median_step_ms"] > 0
@@ -234,11 +238,17 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     assert run.data.metrics["samples_count"] == r["steps"]
 
 
-def _measuring_child(pid: int) -> bool:
-    """Whether process ``pid`` has started its measuring child."""
-    import psutil
-
+def _running(p: psutil.Process) -> bool:
     try:
-        return any("tracker.profile.worker" in c.cmdline() for c in psutil.Process(pid).children())
+        return p.status() != psutil.STATUS_ZOMBIE  # a zombie has ended; reaping it is not ours to wait for
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _loader_started(pid: int) -> bool:
+    """Whether the measuring child of process ``pid`` has started its loader worker."""
+    try:
+        return any("tracker.profile.worker" in c.cmdline() and c.children(recursive=True)
+                   for c in psutil.Process(pid).children())
     except psutil.Error:  # ended, or a child ending as we look
         return False
