@@ -179,3 +179,44 @@ def test_concurrent_first_use_creates_one_store(tmp_path: Path) -> None:
         assert p.returncode == 0, err[-2000:]
     logger = RunLogger(store, experiment="shared", environment=ENV)
     assert len(MlflowClient(logger.location.uri).search_runs([logger.experiment.experiment_id])) == 60
+
+
+def _schema(db: Path) -> dict[tuple[str, str], list[str]]:
+    """Each table and index with the clauses of its SQL, in any order (MLflow's migrations
+    themselves write a table's constraints in an order that differs from run to run)."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+    return {(kind, name): sorted(line.strip().rstrip(",") for line in (sql or "").splitlines()) for kind, name, sql in rows}
+
+
+def test_a_new_store_copied_from_the_schema_template_is_the_store_mlflow_migrations_make(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from tracker.log import sql_store
+
+    monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "cache"))
+    migrated = tmp_path / "migrated"
+    migrated.mkdir()
+    SqlAlchemyStore(f"sqlite:///{migrated / 'mlflow.db'}", str(migrated / "artifacts"))  # MLflow alone
+    first = RunLogger(str(tmp_path / "a"), experiment="t", environment=ENV)  # makes the template, then copies it
+    (template,) = (tmp_path / "cache").iterdir()
+    assert template.name == f"mlflow-3.17.2-{SUPPORTED_SCHEMA}-empty.db"
+    second = RunLogger(str(tmp_path / "b"), experiment="t", environment=ENV)
+    second.log([network_record()])
+    for store in ("a", "b"):
+        assert _schema(tmp_path / store / "mlflow.db") == _schema(migrated / "mlflow.db")
+        client = MlflowClient(f"sqlite:///{tmp_path / store / 'mlflow.db'}")
+        default = client.get_experiment("0")
+        assert default.name == "Default" and default.artifact_location == str(tmp_path / store / "artifacts" / "0")
+    assert len(MlflowClient(second.location.uri).search_runs([second.experiment.experiment_id])) == 1
+    first.close()
+    second.close()
+    with sqlite3.connect(template) as conn:  # the template itself holds no experiment, only the schema
+        assert conn.execute("SELECT count(*) FROM experiments").fetchone() == (0,)
+
+    template.write_bytes(b"not a database")  # a broken cache is passed over: the migrations make the store
+    assert sql_store.schema_template() is None
+    third = RunLogger(str(tmp_path / "c"), experiment="t", environment=ENV)
+    assert _schema(tmp_path / "c" / "mlflow.db") == _schema(migrated / "mlflow.db")
+    third.close()

@@ -15,7 +15,9 @@ transaction is retried if the lock still could not be had. WAL journalling lets 
 from __future__ import annotations
 
 import fcntl
+import os
 import random
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,7 +111,10 @@ class SqlStore:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def _initialize(self) -> None:
-        """Create a new embedded store with MLflow's own migrations (once, under a lock)."""
+        """Create a new embedded store (once, under a lock): a copy of the empty schema MLflow's
+        migrations made (:func:`schema_template`), else the migrations themselves. MLflow then
+        opens it as it opens any store: it checks the schema and makes the Default experiment,
+        whose artifact location is this store's."""
         import sqlite3
 
         with self._init_lock():
@@ -118,7 +123,18 @@ class SqlStore:
             from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
             Path(self.artifact_root).mkdir(parents=True, exist_ok=True)
-            SqlAlchemyStore(self.location.uri, mlflow_path(self.artifact_root))
+            template = schema_template()
+            if template is not None:
+                partial = self.db_path.with_name(f".{self.db_path.name}.{os.getpid()}.new")
+                shutil.copyfile(template, partial)
+                os.replace(partial, self.db_path)
+            try:
+                SqlAlchemyStore(self.location.uri, mlflow_path(self.artifact_root))
+            except Exception:
+                if template is None:
+                    raise
+                self.db_path.unlink()  # a template MLflow refused: its own migrations instead
+                SqlAlchemyStore(self.location.uri, mlflow_path(self.artifact_root))
             with sqlite3.connect(self.db_path) as conn:
                 conn.execute("PRAGMA journal_mode = WAL")
 
@@ -296,6 +312,46 @@ class SqlStore:
             tags = dict(conn.execute(sqlalchemy.text(fetch.format("tags")), args).all())
             metrics = dict(conn.execute(sqlalchemy.text(fetch.format("latest_metrics")), args).all())
         return StoredRun(row.run_uuid, row.name, row.status, params, metrics, tags)
+
+
+def cache_dir() -> Path:
+    """tracker's cache: ``TRACKER_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracker``, else ``~/.cache/tracker``."""
+    if env := os.environ.get("TRACKER_CACHE_DIR"):
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracker"
+
+
+def schema_template() -> Path | None:
+    """An SQLite file holding MLflow's tables at ``SUPPORTED_SCHEMA`` and nothing else (no
+    experiment), made once per MLflow version by MLflow's own migrations. Creating a store by
+    migrations takes about 1.4 s; copying this takes milliseconds. None where it cannot be made
+    or read (no writable cache, another MLflow): stores are then migrated as before."""
+    import sqlite3
+
+    try:
+        import mlflow
+
+        path = cache_dir() / f"mlflow-{mlflow.__version__}-{SUPPORTED_SCHEMA}-empty.db"
+        if not path.is_file():
+            import sqlalchemy
+            from mlflow.store.db.utils import _initialize_tables
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(f".{path.name}.{os.getpid()}.new")
+            partial.unlink(missing_ok=True)
+            engine = sqlalchemy.create_engine(f"sqlite:///{partial}")
+            try:
+                _initialize_tables(engine)
+            finally:
+                engine.dispose()
+            os.replace(partial, path)  # whole or not at all, whoever else makes it at once
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+            (experiments,) = conn.execute("SELECT count(*) FROM experiments").fetchone()
+        conn.close()
+        return path if (version, experiments) == (SUPPORTED_SCHEMA, 0) else None
+    except Exception:  # a cache that cannot be written or read is only a slower new store
+        return None
 
 
 def _rows(records: list[FinalRecord], experiment_id: int, artifact_uris: dict[str, str]) -> dict[str, list[dict]]:
