@@ -46,8 +46,9 @@ def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
-    proc = subprocess.Popen(
+def _start_worker(env: dict[str, str] | None) -> subprocess.Popen:
+    """A measuring child (``python -m tracker.profile.worker``), waiting for its job on stdin."""
+    return subprocess.Popen(
         [sys.executable, "-m", "tracker.profile.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -56,14 +57,18 @@ def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: di
         env={**os.environ, **(env or {})},
         start_new_session=True,  # Ctrl-C in the terminal reaches the parent, which ends the child
     )
+
+
+def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
+    proc = _start_worker(env)
     try:
         out, err = proc.communicate(json.dumps(job), timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         out, err = proc.communicate()
         return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s", stderr_tail=_tail(err), returncode=proc.returncode)
     except BaseException:  # interrupted: take the child down with us
-        os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc.pid)
         proc.wait()
         raise
     payload: dict[str, Any] = {}
@@ -95,10 +100,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     as it comes. Ctrl-C (KeyboardInterrupt here) is passed on to the child as SIGINT: it has
     ``grace_s`` to report before it is killed (a second Ctrl-C kills it at once). The result has
     ``interrupted`` set; the caller decides what an interrupted measurement is."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tracker.profile.worker"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {})}, start_new_session=True)
+    proc = _start_worker(env)
     lines: queue.Queue[str | None] = queue.Queue()
     err_parts: list[str] = []
 

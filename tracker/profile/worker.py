@@ -30,15 +30,18 @@ EXIT_OOM = 3
 EXIT_ERROR = 4
 
 
-def _emit(payload: dict[str, Any]) -> None:
-    sys.stdout.write(RESULT_PREFIX + json.dumps(payload, default=str) + "\n")
+def _write_line(prefix: str, payload: dict[str, Any]) -> None:
+    sys.stdout.write(prefix + json.dumps(payload, default=str) + "\n")
     sys.stdout.flush()
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    _write_line(RESULT_PREFIX, payload)
 
 
 def emit_event(event: dict[str, Any]) -> None:
     """One event line for ``child.stream_child``'s caller, written at once."""
-    sys.stdout.write(EVENT_PREFIX + json.dumps(event, default=str) + "\n")
-    sys.stdout.flush()
+    _write_line(EVENT_PREFIX, event)
 
 
 def inject_fault(job: dict[str, Any], steps: int | None = None) -> None:
