@@ -102,12 +102,12 @@ def reset_peak_rss() -> bool:
     first: freed, it would still be resident. False where the reset cannot be made: ``peak_rss_mb``
     is then the peak since the program started."""
     import ctypes
-    import ctypes.util
     import gc
 
     gc.collect()
-    libc = ctypes.util.find_library("c")
-    trim = getattr(ctypes.CDLL(libc), "malloc_trim", None) if libc else None
+    # The symbols this program already has, the C library's among them: ctypes.util.find_library
+    # would start ``ldconfig -p`` at every measurement for the same answer.
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:  # glibc's; other C libraries give memory back on their own terms
         trim(0)
     try:
