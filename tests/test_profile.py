@@ -40,6 +40,37 @@ def test_a_hung_child_is_killed_at_its_time_limit() -> None:
     assert not result.ok and result.reason == "timeout" and time.time() - t0 < 30
 
 
+def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked from the zygote (torch imported once) is a process of its own, in its own
+    process group, and starts from the memory of a started child: its peak is within a few MB of a
+    started child's (without the zygote's resident library pages mapped again, 230 MB lower)."""
+    import psutil
+
+    from tracker.profile import zygote_client
+    from tracker.profile.child import _start_worker
+
+    monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
+    first = _start_worker(None)
+    second = _start_worker({"TRACKER_FAULT": "", "MLFLOW_TRACKING_URI": "elsewhere"})  # read at run time only
+    other = _start_worker({"OMP_NUM_THREADS": "1"})  # read as torch loads: a zygote of its own
+    try:
+        parents = [psutil.Process(c.pid).ppid() for c in (first, second, other)]
+        assert parents[0] == parents[1] != parents[2] and parents[0] != os.getpid()
+        assert all("tracker.profile.zygote" in " ".join(psutil.Process(p).cmdline()) for p in parents)
+        assert all(os.getpgid(c.pid) == c.pid for c in (first, second, other))  # killed as a group
+    finally:
+        for c in (first, second, other):
+            c.stdin.close()  # no job: each ends with an error
+            c.wait(timeout=60)
+    forked = run_child(job(), timeout_s=120)
+    assert zygote_client._ZYGOTES  # it came from a zygote
+    monkeypatch.setenv("TRACKER_ZYGOTE", "0")
+    started = run_child(job(), timeout_s=120)
+    assert forked.ok and started.ok, (forked.stderr_tail, started.stderr_tail)
+    peaks = [r.payload["memory"]["peak_rss_mb"] for r in (forked, started)]
+    assert abs(peaks[0] - peaks[1]) < 8, peaks  # 2.6 MB apart here
+
+
 def test_a_child_measures_and_returns_raw_samples() -> None:
     from tracker.profile.worker import peak_rss_mb
 

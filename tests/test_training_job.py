@@ -248,15 +248,21 @@ def _running(p: psutil.Process) -> bool:
 
 
 def _loader_workers(pid: int) -> set[int]:
-    """The loader workers the measuring child of process ``pid`` has now: its forks, which carry its
-    command line. Not any child: importing torch runs ``ldconfig -p``, which on a cold machine
-    lives long enough to be seen."""
+    """The loader workers the measuring child of process ``pid`` has now: forks of the measuring
+    child, which carry its command line. The measuring child is a child of process ``pid``, or a
+    fork of its zygote (``python -m tracker.profile.zygote``). Not any child: importing torch runs
+    ``ldconfig -p``, which on a cold machine lives long enough to be seen."""
     found: set[int] = set()
     try:
         for c in psutil.Process(pid).children():
             cmdline = c.cmdline()
             if "tracker.profile.worker" in cmdline:
-                found |= {g.pid for g in c.children() if g.cmdline() == cmdline}
+                measuring = [c]
+            elif "tracker.profile.zygote" in cmdline:
+                measuring = [g for g in c.children() if g.cmdline() == cmdline]
+            else:
+                continue
+            found |= {w.pid for m in measuring for w in m.children() if w.cmdline() == cmdline}
     except psutil.Error:  # ended, or a child ending as we look
         pass
     return found

@@ -46,36 +46,76 @@ def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _start_worker(env: dict[str, str] | None) -> subprocess.Popen:
-    """A measuring child (``python -m tracker.profile.worker``), waiting for its job on stdin."""
+def _start_worker(env: dict[str, str] | None) -> Any:
+    """A measuring child waiting for its job on stdin: forked from a zygote that has imported
+    torch and torchvision already (``zygote``), or else started as ``python -m
+    tracker.profile.worker``. Either way a process of its own, in a process group of its own and
+    out of the terminal's session (Ctrl-C in the terminal reaches the parent, which ends the
+    child), with the same three pipes."""
+    from tracker.profile import zygote_client
+
+    full_env = {**os.environ, **(env or {})}
+    try:
+        return zygote_client.spawn(full_env)
+    except zygote_client.ZygoteUnavailable:
+        pass
     return subprocess.Popen(
         [sys.executable, "-m", "tracker.profile.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,  # Ctrl-C in the terminal reaches the parent, which ends the child
+        env=full_env,
+        start_new_session=True,
     )
+
+
+def _send_job(proc: Any, job: dict[str, Any]) -> None:
+    """Write the job and close the child's stdin; a child that has died already is told by its status."""
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(job))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+
+
+def _drain_in_threads(proc: Any) -> tuple[list[threading.Thread], list[str], list[str]]:
+    """Read the child's stdout and stderr to their end in threads (as ``communicate`` does)."""
+    out: list[str] = []
+    err: list[str] = []
+    threads = [threading.Thread(target=lambda s=stream, into=into: into.append(s.read()), daemon=True)
+               for stream, into in ((proc.stdout, out), (proc.stderr, err))]
+    for t in threads:
+        t.start()
+    return threads, out, err
 
 
 def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
     proc = _start_worker(env)
+    readers, out, err = _drain_in_threads(proc)
     try:
-        out, err = proc.communicate(json.dumps(job), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        out, err = proc.communicate()
-        return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s", stderr_tail=_tail(err), returncode=proc.returncode)
+        _send_job(proc, job)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            for t in readers:
+                t.join()
+            return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
+                               stderr_tail=_tail("".join(err)), returncode=proc.returncode)
+        for t in readers:  # to the end of the streams: the result line is written before the child ends
+            t.join()
     except BaseException:  # interrupted: take the child down with us
-        _kill_group(proc.pid)
+        _kill_group(proc)
         proc.wait()
         raise
     payload: dict[str, Any] = {}
-    for line in out.splitlines():
+    for line in "".join(out).splitlines():
         if line.startswith(RESULT_PREFIX):
             payload = json.loads(line[len(RESULT_PREFIX):])
-    return _result(proc.returncode, payload, err)
+    return _result(proc.returncode, payload, "".join(err))
 
 
 def _result(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
@@ -90,7 +130,10 @@ def _result(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
         reason = "killed" if -code in (signal.SIGKILL, signal.SIGTERM) else "crash"
     else:
         reason = "crash"
-    message = payload.get("message") or (f"child ended by signal {-code}" if code and code < 0 else f"child exited with status {code}")
+    if code is None:  # its zygote ended before it told the child's status
+        message = payload.get("message") or "the child's exit status is not known: its zygote ended"
+    else:
+        message = payload.get("message") or (f"child ended by signal {-code}" if code < 0 else f"child exited with status {code}")
     return ChildResult(False, payload, reason, message, _tail(err), code)
 
 
@@ -121,16 +164,14 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     interrupted = False
     deadline = float("inf")
     try:
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps(job))
-        proc.stdin.close()
+        _send_job(proc, job)
         while True:
             try:
                 try:
                     line = lines.get(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
                 except queue.Empty:
                     if time.monotonic() >= deadline:  # the child did not end within its grace
-                        _kill_group(proc.pid)
+                        _kill_group(proc)
                         deadline = float("inf")
                     continue
                 if line is None:
@@ -141,7 +182,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     payload = json.loads(line[len(RESULT_PREFIX):])
             except KeyboardInterrupt:
                 if interrupted:  # a second Ctrl-C: no more waiting
-                    _kill_group(proc.pid)
+                    _kill_group(proc)
                     continue
                 interrupted = True
                 try:
@@ -150,7 +191,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     pass
                 deadline = time.monotonic() + grace_s
     except BaseException:  # anything else: the child must not outlive us
-        _kill_group(proc.pid)
+        _kill_group(proc)
         proc.wait()
         raise
     code = proc.wait()
@@ -161,9 +202,15 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     return result
 
 
-def _kill_group(pid: int) -> None:
-    """Kill a child and its own children (loader workers); it may have ended already."""
+def _kill_group(proc: Any) -> None:
+    """Kill a child and its own children (loader workers); it may have ended already. Its group
+    outlives it while a loader worker lives, so the group is killed even then; the child alone
+    only while it has not ended (a forked child's pid is free again once the zygote reaped it)."""
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
+        if proc.poll() is None:  # not a group: it has ended (its loader workers with it)
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

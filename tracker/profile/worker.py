@@ -150,18 +150,23 @@ def is_oom(exc: BaseException, capped: bool = False) -> bool:
     return name == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
 
 
+def preload() -> None:
+    """What every child imports before it measures, whatever builds its network: the peak resident
+    memory of a generated network and of a torchvision one then start from the same interpreter,
+    torch and torchvision. torch is imported before the memory cap: its libraries are mapped.
+    A zygote (``tracker.profile.zygote``) imports the same before it forks children."""
+    import tracker.profile.measure  # noqa: F401
+    from tracker.zoo.torchvision_zoo import import_torchvision
+
+    import_torchvision()  # imports torch first
+
+
 def main() -> int:
     job = json.loads(sys.stdin.read())
     try:
         from tracker.profile.measure import run_job
 
-        import torch  # noqa: F401  (imported before the memory cap: its libraries are mapped)
-
-        from tracker.zoo.torchvision_zoo import import_torchvision
-
-        # In every child, whatever builds its network: the peak resident memory of a generated
-        # network and of a torchvision one then start from the same interpreter, torch and torchvision.
-        import_torchvision()
+        preload()
         cap_memory(job.get("memory_limit_mb"), job.get("threads"))
         inject_fault(job)
         if job.get("kind") == "mapping":

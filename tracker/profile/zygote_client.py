@@ -1,0 +1,230 @@
+"""The parent's end of the zygotes (``tracker.profile.zygote``): started on first use, one per
+environment, asked for each measuring child; ``child`` falls back to starting the child the
+plain way where none can serve."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import IO
+
+from tracker.profile.zygote import MAX_MESSAGE_BYTES
+
+#: How long a new zygote may take to import torch and torchvision before children are started
+#: the plain way instead.
+READY_TIMEOUT_S = 300.0
+#: How long the zygote may take to answer a request with the child's pid.
+START_TIMEOUT_S = 60.0
+#: Variables no library reads while the zygote imports: tracker's own (read when a measurement
+#: runs), MLflow's (never imported in a child), pytest's. A request that differs from the
+#: zygote's environment in these alone is served by it (the child gets the request's values);
+#: any other difference starts another zygote.
+RUN_TIME_PREFIXES = ("TRACKER_", "MLFLOW_", "PYTEST_")
+
+
+class ZygoteUnavailable(Exception):
+    """No zygote can fork this child: start it the plain way."""
+
+
+@dataclass
+class _Exit:
+    ended: threading.Event = field(default_factory=threading.Event)
+    code: int | None = None
+
+
+class ZygoteChild:
+    """A forked measuring child, seen from the parent as ``subprocess.Popen`` shows a started
+    one: ``pid``, the three text streams, ``poll``, ``wait`` and ``returncode`` (negative for a
+    signal; None if the zygote ended before it could say)."""
+
+    def __init__(self, pid: int, stdin: IO[str], stdout: IO[str], stderr: IO[str], end: _Exit) -> None:
+        self.pid, self.stdin, self.stdout, self.stderr, self._end = pid, stdin, stdout, stderr, end
+
+    @property
+    def returncode(self) -> int | None:
+        return self._end.code
+
+    def poll(self) -> int | None:
+        return self._end.code if self._end.ended.is_set() else None
+
+    def ended(self) -> bool:
+        return self._end.ended.is_set()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if not self._end.ended.wait(timeout):
+            raise subprocess.TimeoutExpired("measuring child", timeout or 0.0)
+        return self._end.code
+
+
+class ZygoteClient:
+    """The parent's end of one zygote: started, then asked for children until closed."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.key = environment_key(env)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tracker.profile.zygote", str(theirs.fileno())],
+                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                         start_new_session=True)
+        except OSError as exc:
+            ours.close()
+            raise ZygoteUnavailable(str(exc)) from exc
+        finally:
+            theirs.close()
+        self.sock = ours
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._starts: dict[int, queue.Queue[tuple[int, _Exit] | None]] = {}
+        self._exits: dict[int, _Exit] = {}
+        self.dead = False
+        try:
+            self.sock.settimeout(READY_TIMEOUT_S)
+            ready = self.sock.recv(MAX_MESSAGE_BYTES)
+            self.sock.settimeout(None)
+            if not ready:
+                raise ZygoteUnavailable("the zygote ended before it was ready")
+        except BaseException as exc:  # not ready in time, broken, or Ctrl-C: it must not outlive us
+            self.close(kill=True)
+            if isinstance(exc, (OSError, ZygoteUnavailable)):
+                raise ZygoteUnavailable(str(exc)) from exc
+            raise
+        threading.Thread(target=self._dispatch, name="tracker-zygote", daemon=True).start()
+
+    def busy(self) -> bool:
+        """Whether any of its children has not ended yet."""
+        with self._lock:
+            return bool(self._exits or self._starts)
+
+    def spawn(self, env: dict[str, str]) -> ZygoteChild:
+        """A measuring child forked with ``env`` in this process's working folder."""
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        ours = [in_w, out_r, err_r]
+        started: queue.Queue[tuple[int, _Exit] | None] = queue.Queue(1)
+        request_id = next(self._ids)
+        try:
+            with self._lock:
+                if self.dead:
+                    raise ZygoteUnavailable("the zygote has ended")
+                self._starts[request_id] = started
+            message = json.dumps({"id": request_id, "cwd": os.getcwd(), "env": env}).encode()
+            try:
+                socket.send_fds(self.sock, [message], [in_r, out_w, err_w])
+            except OSError as exc:
+                raise ZygoteUnavailable(str(exc)) from exc
+            finally:
+                for fd in (in_r, out_w, err_w):
+                    os.close(fd)
+            try:
+                got = started.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                got = None
+            if got is None:
+                raise ZygoteUnavailable("the zygote did not start the child")
+        except BaseException:
+            with self._lock:
+                self._starts.pop(request_id, None)
+            for fd in ours:
+                os.close(fd)
+            raise
+        pid, end = got
+        return ZygoteChild(pid, open(in_w, "w", encoding="utf-8"), open(out_r, encoding="utf-8", errors="replace"),
+                           open(err_r, encoding="utf-8", errors="replace"), end)
+
+    def _dispatch(self) -> None:
+        """Hand each pid to its request, and each exit status to its child, in the zygote's order."""
+        try:
+            while message := self.sock.recv(MAX_MESSAGE_BYTES):
+                data = json.loads(message)
+                with self._lock:
+                    if "exit" in data:
+                        end = self._exits.pop(data["exit"], None)
+                        if end is not None:
+                            end.code = data["code"]
+                            end.ended.set()
+                    else:
+                        end = self._exits[data["pid"]] = _Exit()
+                        waiting = self._starts.pop(data["id"], None)
+                        if waiting is not None:
+                            waiting.put((data["pid"], end))
+        except (OSError, ValueError):
+            pass
+        with self._lock:  # the zygote has ended: what it did not report is not known
+            self.dead = True
+            for end in self._exits.values():
+                end.ended.set()
+            self._exits.clear()
+            for waiting in self._starts.values():
+                waiting.put(None)
+            self._starts.clear()
+
+    def close(self, kill: bool = False) -> None:
+        """Close the socket: the zygote ends (at once with ``kill``); children it forked go on."""
+        self.dead = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if kill:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10 if not kill else None)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def environment_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """What of ``env`` a zygote's imports may have read: a zygote serves only requests that agree on it."""
+    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUN_TIME_PREFIXES)))
+
+
+_ZYGOTES: dict[tuple[tuple[str, str], ...], ZygoteClient] = {}
+_ZYGOTES_LOCK = threading.Lock()
+_UNAVAILABLE: list[str] = []  # why zygotes are not used in this process, once one failed
+
+
+def enabled() -> bool:
+    return (sys.platform.startswith("linux") and hasattr(socket, "send_fds") and not _UNAVAILABLE
+            and os.environ.get("TRACKER_ZYGOTE", "1") != "0")
+
+
+def spawn(env: dict[str, str]) -> ZygoteChild:
+    """A measuring child with environment ``env``, forked from this process's zygote for it
+    (started on first use). Zygotes for other environments with no child running are closed.
+    Raises ``ZygoteUnavailable`` where the child must be started the plain way."""
+    if not enabled():
+        raise ZygoteUnavailable(_UNAVAILABLE[0] if _UNAVAILABLE else "zygotes are off")
+    key = environment_key(env)
+    with _ZYGOTES_LOCK:
+        for other in [k for k, z in _ZYGOTES.items() if (k != key and not z.busy()) or z.dead]:
+            _ZYGOTES.pop(other).close()
+        client = _ZYGOTES.get(key)
+        if client is None:
+            try:
+                client = _ZYGOTES[key] = ZygoteClient(env)
+            except ZygoteUnavailable as exc:
+                _UNAVAILABLE.append(str(exc))
+                raise
+    return client.spawn(env)
+
+
+def close_all() -> None:
+    """End this process's zygotes (their children go on)."""
+    with _ZYGOTES_LOCK:
+        while _ZYGOTES:
+            _ZYGOTES.popitem()[1].close()
+
+
