@@ -80,37 +80,35 @@ def _send_job(proc: Any, job: dict[str, Any]) -> None:
         pass
 
 
-def _drain_in_threads(proc: Any) -> tuple[list[threading.Thread], list[str], list[str]]:
-    """Read the child's stdout and stderr to their end in threads (as ``communicate`` does)."""
-    out: list[str] = []
-    err: list[str] = []
-    threads = [threading.Thread(target=lambda s=stream, into=into: into.append(s.read()), daemon=True)
-               for stream, into in ((proc.stdout, out), (proc.stderr, err))]
-    for t in threads:
-        t.start()
-    return threads, out, err
+def _read_to_end(stream: Any) -> tuple[threading.Thread, list[str]]:
+    """Read ``stream`` to its end in a thread (as ``communicate`` does), into the list returned."""
+    into: list[str] = []
+    thread = threading.Thread(target=lambda: into.append(stream.read()), daemon=True)
+    thread.start()
+    return thread, into
 
 
 def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
     proc = _start_worker(env)
-    readers, out, err = _drain_in_threads(proc)
+    (out_reader, out), (err_reader, err) = _read_to_end(proc.stdout), _read_to_end(proc.stderr)
+    timed_out = False
     try:
         _send_job(proc, job)
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            timed_out = True
+            _kill_group(proc.pid)
             proc.wait()
-            for t in readers:
-                t.join()
-            return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
-                               stderr_tail=_tail("".join(err)), returncode=proc.returncode)
-        for t in readers:  # to the end of the streams: the result line is written before the child ends
+        for t in (out_reader, err_reader):  # to the end of the streams: the result line is written before the child ends
             t.join()
     except BaseException:  # interrupted: take the child down with us
-        _kill_group(proc)
+        _kill_group(proc.pid)
         proc.wait()
         raise
+    if timed_out:
+        return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
+                           stderr_tail=_tail("".join(err)), returncode=proc.returncode)
     payload: dict[str, Any] = {}
     for line in "".join(out).splitlines():
         if line.startswith(RESULT_PREFIX):
@@ -145,7 +143,6 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     ``interrupted`` set; the caller decides what an interrupted measurement is."""
     proc = _start_worker(env)
     lines: queue.Queue[str | None] = queue.Queue()
-    err_parts: list[str] = []
 
     def pump_stdout() -> None:  # threads own the pipes: a Ctrl-C here never cuts a line in half
         assert proc.stdout is not None
@@ -153,13 +150,9 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
             lines.put(line)
         lines.put(None)
 
-    def pump_stderr() -> None:
-        assert proc.stderr is not None
-        err_parts.append(proc.stderr.read())
-
-    readers = [threading.Thread(target=f, daemon=True) for f in (pump_stdout, pump_stderr)]
-    for t in readers:
-        t.start()
+    out_reader = threading.Thread(target=pump_stdout, daemon=True)
+    out_reader.start()
+    err_reader, err_parts = _read_to_end(proc.stderr)
     payload: dict[str, Any] = {}
     interrupted = False
     deadline = float("inf")
@@ -171,7 +164,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     line = lines.get(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
                 except queue.Empty:
                     if time.monotonic() >= deadline:  # the child did not end within its grace
-                        _kill_group(proc)
+                        _kill_group(proc.pid)
                         deadline = float("inf")
                     continue
                 if line is None:
@@ -182,7 +175,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     payload = json.loads(line[len(RESULT_PREFIX):])
             except KeyboardInterrupt:
                 if interrupted:  # a second Ctrl-C: no more waiting
-                    _kill_group(proc)
+                    _kill_group(proc.pid)
                     continue
                 interrupted = True
                 try:
@@ -191,26 +184,20 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     pass
                 deadline = time.monotonic() + grace_s
     except BaseException:  # anything else: the child must not outlive us
-        _kill_group(proc)
+        _kill_group(proc.pid)
         proc.wait()
         raise
     code = proc.wait()
-    for t in readers:
+    for t in (out_reader, err_reader):
         t.join()
     result = _result(code, payload, "".join(err_parts))
     result.interrupted = interrupted
     return result
 
 
-def _kill_group(proc: Any) -> None:
-    """Kill a child and its own children (loader workers); it may have ended already. Its group
-    outlives it while a loader worker lives, so the group is killed even then; the child alone
-    only while it has not ended (a forked child's pid is free again once the zygote reaped it)."""
+def _kill_group(pid: int) -> None:
+    """Kill a child and its own children (loader workers); it may have ended already."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
-        if proc.poll() is None:  # not a group: it has ended (its loader workers with it)
-            try:
-                os.kill(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        pass

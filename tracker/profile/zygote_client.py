@@ -54,9 +54,6 @@ class ZygoteChild:
     def poll(self) -> int | None:
         return self._end.code if self._end.ended.is_set() else None
 
-    def ended(self) -> bool:
-        return self._end.ended.is_set()
-
     def wait(self, timeout: float | None = None) -> int | None:
         if not self._end.ended.wait(timeout):
             raise subprocess.TimeoutExpired("measuring child", timeout or 0.0)
@@ -67,7 +64,6 @@ class ZygoteClient:
     """The parent's end of one zygote: started, then asked for children until closed."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.key = environment_key(env)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "tracker.profile.zygote", str(theirs.fileno())],
@@ -219,12 +215,5 @@ def spawn(env: dict[str, str]) -> ZygoteChild:
                 _UNAVAILABLE.append(str(exc))
                 raise
     return client.spawn(env)
-
-
-def close_all() -> None:
-    """End this process's zygotes (their children go on)."""
-    with _ZYGOTES_LOCK:
-        while _ZYGOTES:
-            _ZYGOTES.popitem()[1].close()
 
 
