@@ -12,6 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import count_runs, sigint_default
+from tracker.errors import ConfigError
 from tracker.log.logger import RunLogger
 from tracker.profile.api import find_boundary, profile_network
 from tracker.profile.child import run_child
@@ -69,6 +70,9 @@ def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started
     assert forked.ok and started.ok, (forked.stderr_tail, started.stderr_tail)
     peaks = [r.payload["memory"]["peak_rss_mb"] for r in (forked, started)]
     assert abs(peaks[0] - peaks[1]) < 8, peaks  # 2.6 MB apart here
+    monkeypatch.setenv("TRACKER_ZYGOTE", "off")  # not silently on
+    with pytest.raises(ConfigError, match="TRACKER_ZYGOTE must be 0 .* or 1 .*, got 'off'"):
+        run_child(job(), timeout_s=120)
 
 
 def test_a_child_measures_and_returns_raw_samples() -> None:

@@ -193,8 +193,14 @@ _UNAVAILABLE: list[str] = []  # why zygotes are not used in this process, once o
 
 
 def enabled() -> bool:
-    return (sys.platform.startswith("linux") and hasattr(socket, "send_fds") and not _UNAVAILABLE
-            and os.environ.get("TRACKER_ZYGOTE", "1") != "0")
+    """Whether children are forked from zygotes here; ``TRACKER_ZYGOTE`` other than 0 or 1 is a ConfigError."""
+    setting = os.environ.get("TRACKER_ZYGOTE", "1")
+    if setting not in ("0", "1"):
+        from tracker.errors import ConfigError
+
+        raise ConfigError(f"TRACKER_ZYGOTE must be 0 (start each measuring child anew) or 1 (fork them "
+                          f"from a zygote, the default), got {setting!r}")
+    return sys.platform.startswith("linux") and hasattr(socket, "send_fds") and not _UNAVAILABLE and setting == "1"
 
 
 def spawn(env: dict[str, str]) -> ZygoteChild:
