@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,32 @@ def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started
         run_child(job(), timeout_s=120)
 
 
+def test_an_idle_zygote_is_closed_and_a_later_child_gets_a_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zygote with no child running for IDLE_CLOSE_S ends (its memory given back between
+    campaigns); the next child is forked from a new one, not started the plain way."""
+    import psutil
+
+    from tracker.profile import zygote_client
+
+    monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
+    monkeypatch.setattr(zygote_client, "IDLE_CLOSE_S", 1.0)
+    assert run_child(job(), timeout_s=120).ok
+    (first,) = [z.proc.pid for z in zygote_client._ZYGOTES.values()]
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(first) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not psutil.pid_exists(first) and not zygote_client._ZYGOTES
+    child = zygote_client.spawn(dict(os.environ))
+    try:
+        (second,) = [z.proc.pid for z in zygote_client._ZYGOTES.values()]
+        assert second != first and psutil.Process(child.pid).ppid() == second
+        time.sleep(2.5)  # longer than IDLE_CLOSE_S: a zygote with a child running is kept
+        assert psutil.pid_exists(second)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+
+
 def test_a_child_measures_and_returns_raw_samples() -> None:
     from tracker.profile.worker import peak_rss_mb
 
@@ -115,6 +142,54 @@ def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monk
     assert sorted(int(r.data.params["batch_size"]) for r in failed) == [3, 4]
     again = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=120)
     assert (again.largest_ok, again.first_failed) == (2, 3) and all(r.reused for r in again.results)
+
+
+@pytest.fixture
+def memory_cgroup(tmp_path: Path) -> Iterator[Path]:
+    """A memory cgroup of its own limited to 1.5 GB (cgroup v2, else v1), for a child to run out
+    of memory in without pressing on the whole machine; skips where none can be made (not root)."""
+    from tracker.profile.child import oom_kills
+
+    root = Path("/sys/fs/cgroup")
+    v2 = "memory" in (root / "cgroup.controllers").read_text() if (root / "cgroup.controllers").exists() else False
+    parent = root if v2 else root / "memory"
+    group = parent / f"tracker-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        group.mkdir()
+        (group / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(1536 * 2**20))
+    except OSError as exc:
+        pytest.skip(f"no memory cgroup can be made here: {exc}")
+    if oom_kills() is None:
+        pytest.skip("the kernel's oom_kill count is not readable here")
+    try:
+        yield group
+    finally:
+        deadline = time.monotonic() + 10
+        while True:  # empty once its killed child is reaped
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+def test_a_child_the_kernel_kills_for_memory_is_an_oom_and_the_boundary_bisects(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_cgroup: Path) -> None:
+    """No memory cap of tracker's: the child at batch 4 takes memory until the kernel's
+    out-of-memory killer ends it (for real, in a 1.5 GB memory cgroup). That is ``oom``, not
+    ``killed``, so the boundary search bisects as it does for an allocator's failure."""
+    monkeypatch.setenv("TRACKER_FAULT", "oomkill@4")
+    monkeypatch.setenv("TRACKER_FAULT_CGROUP", str(memory_cgroup))
+    logger = RunLogger(str(tmp_path / "s"), experiment="boundary")
+    b = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=300)
+    assert (b.largest_ok, b.first_failed, b.failure_reason) == (3, 4, "oom")
+    assert [int(r.network.params["batch_size"]) for r in b.results] == [1, 2, 4, 3]
+    failed = MlflowClient(logger.location.uri).get_run(b.results[2].network.run_id)
+    assert "out-of-memory killer" in failed.data.tags["tracker.stderr_tail"]
+    monkeypatch.setenv("TRACKER_FAULT", "kill")  # a SIGKILL while the kernel killed nothing: killed
+    assert run_child(job(), timeout_s=120).reason == "killed"
 
 
 def test_a_configuration_measured_under_another_measurement_protocol_is_another_configuration(

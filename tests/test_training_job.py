@@ -110,6 +110,32 @@ def test_a_job_whose_child_is_killed_fails_alone_and_keeps_its_steps(tmp_path: P
     assert client.get_run(finished["run_id"]).data.metrics["peak_mem_mb"] > 0
 
 
+def test_a_hung_job_is_killed_at_its_step_timeout_and_keeps_its_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job whose child stops making progress (here it sleeps after 2 steps) is killed once no
+    step has come for [training].step_timeout_s: FAILED with reason ``timeout``, the 2 steps kept,
+    the child and its loader worker gone. The limit is per step, not per job: the same job with
+    the same limit finishes when it does not hang."""
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "16", "--size", "64")
+    path = _job(tmp_path, "job", steps=6)
+    path.write_text(path.read_text().replace("[training]\n", "[training]\nstep_timeout_s = 6\nnum_workers = 1\n"))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    monkeypatch.setenv("TRACKER_FAULT", "hang#2")
+    out = _cli(runs, "profile", "training", str(path), "--format", "json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
+    assert (r["status"], r["reason"], r["steps"]) == ("FAILED", "timeout", 2)
+    run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
+    assert "step 3 took over 6 s ([training].step_timeout_s)" in run.data.tags["tracker.stderr_tail"]
+    assert len(MlflowClient(resolve_location(str(runs)).uri).get_metric_history(r["run_id"], "step_total_ms")) == 2
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and "zygote" not in " ".join(p.cmdline())]
+    assert not left, [p.cmdline() for p in left]
+    monkeypatch.delenv("TRACKER_FAULT")
+    out = _cli(runs, "profile", "training", str(path), "--format", "json")
+    r = json.loads(out.stdout)
+    assert (r["status"], r["steps"]) == ("FINISHED", 6)
+
+
 def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")

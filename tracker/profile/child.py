@@ -3,12 +3,16 @@
 The parent sends the job as JSON on the child's stdin and reads one result line back.
 Out of memory, an exception, a crash, a kill or a hang past the time limit each come
 back as a ``ChildResult`` with ``ok=False``, a reason (``oom``, ``error``, ``crash``,
-``killed``, ``timeout``) and the tail of the child's stderr; the campaign goes on.
+``killed``, ``timeout``) and the tail of the child's stderr; the campaign goes on. A child
+that the kernel's out-of-memory killer ended (SIGKILL while the kernel's count of such kills
+rose) is ``oom`` too: on a machine without a memory cap that is how running out of memory ends.
 
 ``stream_child`` is for long measurements (training jobs): the child writes event lines
 (``TRACKER-EVENT {...}``) as it goes, handed to the caller one by one, so what was measured
 before a crash or a kill is the caller's already; Ctrl-C is passed on to the child, which
-ends its measurement and reports, instead of killing it.
+ends its measurement and reports, instead of killing it. Its time limit is on the wait for
+each event, not on the whole measurement: a long job goes on while it makes progress, a hung
+one is killed (reason ``timeout``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,20 @@ class ChildResult:
     stderr_tail: str = ""
     returncode: int | None = None
     interrupted: bool = False  # stream_child: Ctrl-C was passed on to the child
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot, machine-wide
+    (``oom_kill`` in /proc/vmstat, Linux 4.13 and later; cgroup limits included); None where
+    it cannot be read."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
@@ -89,6 +107,7 @@ def _read_to_end(stream: Any) -> tuple[threading.Thread, list[str]]:
 
 
 def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
+    kills_before = oom_kills()
     proc = _start_worker(env)
     (out_reader, out), (err_reader, err) = _read_to_end(proc.stdout), _read_to_end(proc.stderr)
     timed_out = False
@@ -113,13 +132,17 @@ def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: di
     for line in "".join(out).splitlines():
         if line.startswith(RESULT_PREFIX):
             payload = json.loads(line[len(RESULT_PREFIX):])
-    return _result(proc.returncode, payload, "".join(err))
+    return _result(proc.returncode, payload, "".join(err), kills_before)
 
 
-def _result(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
-    """What a child's exit status and result line (if any) say."""
+def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: int | None) -> ChildResult:
+    """What a child's exit status and result line (if any) say; ``kills_before``: ``oom_kills()``
+    before the child started."""
     if code == 0 and payload and "error" not in payload:
         return ChildResult(True, payload, returncode=code, stderr_tail=_tail(err))
+    if code == -signal.SIGKILL and kills_before is not None and (oom_kills() or 0) > kills_before:
+        return ChildResult(False, payload, "oom", "killed by the kernel's out-of-memory killer (signal 9 while the "
+                           "kernel's oom_kill count rose)", _tail(err), code)
     if code == EXIT_OOM or payload.get("error") == "oom":
         reason = "oom"
     elif code == EXIT_ERROR or payload.get("error") == "error":
@@ -136,11 +159,15 @@ def _result(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
 
 
 def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None],
-                 env: dict[str, str] | None = None, grace_s: float = INTERRUPT_GRACE_S) -> ChildResult:
-    """Run ``job`` in a child with no time limit, handing each event line it writes to ``on_event``
-    as it comes. Ctrl-C (KeyboardInterrupt here) is passed on to the child as SIGINT: it has
-    ``grace_s`` to report before it is killed (a second Ctrl-C kills it at once). The result has
+                 env: dict[str, str] | None = None, grace_s: float = INTERRUPT_GRACE_S,
+                 event_timeout_s: float | None = None) -> ChildResult:
+    """Run ``job`` in a child, handing each event line it writes to ``on_event`` as it comes. A
+    child that writes no event for ``event_timeout_s`` (from the job's start, then from each
+    event; None: no limit) is killed with its group and comes back with reason ``timeout``.
+    Ctrl-C (KeyboardInterrupt here) is passed on to the child as SIGINT: it has ``grace_s`` to
+    report before it is killed (a second Ctrl-C kills it at once). The result has
     ``interrupted`` set; the caller decides what an interrupted measurement is."""
+    kills_before = oom_kills()
     proc = _start_worker(env)
     lines: queue.Queue[str | None] = queue.Queue()
 
@@ -154,22 +181,34 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     out_reader.start()
     err_reader, err_parts = _read_to_end(proc.stderr)
     payload: dict[str, Any] = {}
-    interrupted = False
-    deadline = float("inf")
+    interrupted = timed_out = False
+    deadline = float("inf")  # the end of the grace after Ctrl-C
+
+    def event_deadline() -> float:
+        return time.monotonic() + event_timeout_s if event_timeout_s else float("inf")
+
+    silent_until = event_deadline()
     try:
         _send_job(proc, job)
         while True:
             try:
                 try:
-                    line = lines.get(timeout=min(0.5, max(0.0, deadline - time.monotonic())))
+                    line = lines.get(timeout=min(0.5, max(0.0, min(deadline, silent_until) - time.monotonic())))
                 except queue.Empty:
-                    if time.monotonic() >= deadline:  # the child did not end within its grace
+                    now = time.monotonic()
+                    if now >= deadline:  # the child did not end within its grace
                         _kill_group(proc.pid)
                         deadline = float("inf")
+                    elif now >= silent_until:  # no event for event_timeout_s: hung
+                        timed_out = True
+                        _kill_group(proc.pid)
+                        silent_until = float("inf")
                     continue
                 if line is None:
                     break
                 if line.startswith(EVENT_PREFIX):
+                    if not (timed_out or interrupted):
+                        silent_until = event_deadline()
                     on_event(json.loads(line[len(EVENT_PREFIX):]))
                 elif line.startswith(RESULT_PREFIX):
                     payload = json.loads(line[len(RESULT_PREFIX):])
@@ -178,6 +217,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     _kill_group(proc.pid)
                     continue
                 interrupted = True
+                silent_until = float("inf")  # from here the grace is the limit
                 try:
                     os.kill(proc.pid, signal.SIGINT)  # the child alone, not its loader workers
                 except ProcessLookupError:
@@ -190,7 +230,10 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     code = proc.wait()
     for t in (out_reader, err_reader):
         t.join()
-    result = _result(code, payload, "".join(err_parts))
+    if timed_out and not interrupted:
+        return ChildResult(False, reason="timeout", message=f"no event within {event_timeout_s:g} s",
+                           stderr_tail=_tail("".join(err_parts)), returncode=code)
+    result = _result(code, payload, "".join(err_parts), kills_before)
     result.interrupted = interrupted
     return result
 

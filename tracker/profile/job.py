@@ -2,7 +2,8 @@
 
     model = "resnet18"                # a zoo name: classification or detection
     [training]  num_epochs, batch_size, prefetch_factor, num_workers, device, max_steps, learning_rate,
-                memory_limit_mb (CPU: cap the loop's memory growth, a smaller device; 0 = none)
+                memory_limit_mb (CPU: cap the loop's memory growth, a smaller device; 0 = none),
+                step_timeout_s (the longest the set-up or one step may take; 0 = no limit)
     [data]      path (relative to the config file), format (imagefolder|coco|voc), image_size,
                 on_error ("skip": report the file and go on; "fail": the run fails with it)
 
@@ -11,8 +12,9 @@ forward (with the loss), backward and optimizer, the device synchronised around 
 One MLflow run of kind ``training`` per job: the config as params, per-step figures as
 metric histories (written in batches), epoch summaries, and the summary metrics. The steps
 run in a measuring child process, as networks do (``run_job``). An out-of-memory step ends
-the run FAILED with reason ``oom``, a crashed or killed child with its reason; Ctrl-C ends
-it KILLED; each keeps the steps measured so far.
+the run FAILED with reason ``oom``, a crashed or killed child with its reason, a child with
+no step for ``step_timeout_s`` (hung: a deadlocked loader worker, say) with reason
+``timeout``; Ctrl-C ends it KILLED; each keeps the steps measured so far.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from tracker.errors import ConfigError, MeasurementError
 
 TOP = {"model": str}
 TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_workers": int, "device": str,
-            "max_steps": int, "learning_rate": float, "memory_limit_mb": float}
+            "max_steps": int, "learning_rate": float, "memory_limit_mb": float, "step_timeout_s": float}
 DATA = {"path": str, "format": str, "image_size": int, "on_error": str}
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 
@@ -49,6 +51,7 @@ class JobConfig:
     max_steps: int = 0  # 0: no limit
     learning_rate: float = 0.01
     memory_limit_mb: float = 0.0  # 0: none; else the loop's memory growth is capped (a smaller device, CPU)
+    step_timeout_s: float = 600.0  # 0: none; else a job with no step for this long (set-up included) is hung
     source: str = ""
 
     def params(self) -> dict[str, Any]:
@@ -59,7 +62,8 @@ class JobConfig:
                 "dataset": f"{self.data_format}:{self.data_path.name}"}
 
     def digest(self) -> str:
-        body = {k: str(v) for k, v in asdict(self).items() if k != "source"}
+        # what was measured: not where the file was, nor how long a hung job was waited for
+        body = {k: str(v) for k, v in asdict(self).items() if k not in ("source", "step_timeout_s")}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -89,7 +93,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     for key, value in {**training, **{k: v for k, v in overrides.items() if v is not None}}.items():
         setattr(cfg, key, value)
     for key, least in (("num_epochs", 1), ("batch_size", 1), ("image_size", 1), ("num_workers", 0), ("max_steps", 0),
-                       ("memory_limit_mb", 0), ("prefetch_factor", 1)):
+                       ("memory_limit_mb", 0), ("prefetch_factor", 1), ("step_timeout_s", 0)):
         check_bound(where, key, getattr(cfg, key), least=least)
     check_bound(where, "learning_rate", cfg.learning_rate, above=0)
     if cfg.on_error not in ("skip", "fail"):
@@ -218,10 +222,16 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
             skipped.append(event["skipped"])
 
     config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
-    child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event)
+    child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event,
+                         event_timeout_s=cfg.step_timeout_s or None)
     end = child.payload if child.ok else {}
     if child.interrupted:
         record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
+    elif child.reason == "timeout":
+        what = f"step {len(steps) + 1}" if steps else "the set-up before the first step"
+        record.fail("timeout", "\n".join(x for x in (f"{what} took over {cfg.step_timeout_s:g} s "
+                                                      "([training].step_timeout_s): the job was killed as hung",
+                                                      child.stderr_tail) if x))
     elif not child.ok:  # the child died, or failed outside its loop (building the model, say)
         record.fail(child.reason or "crash", "\n".join(x for x in (child.message, child.stderr_tail) if x))
     elif end.get("failure"):

@@ -8,7 +8,10 @@ line; the parent classifies it by the exit status. Nothing here touches the stor
 A training job (kind ``training``) also writes an event line per step as it goes
 (``TRACKER-EVENT {...}``, read by ``child.stream_child``).
 
-Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang`` or ``crash``
+Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang``, ``crash`` or
+``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
+kernel's out-of-memory killer ends it; inside the memory cgroup ``TRACKER_FAULT_CGROUP``, a
+folder, if set, else under the whole machine's memory pressure)
 (optionally ``oom@8`` to fire only when the batch size is at least 8, ``kill#2`` to fire
 in a training job once it has measured 2 steps).
 """
@@ -64,6 +67,22 @@ def inject_fault(job: dict[str, Any], steps: int | None = None) -> None:
         os.abort()
     if what == "hang":
         time.sleep(3600)
+    if what == "oomkill":
+        if cgroup := os.environ.get("TRACKER_FAULT_CGROUP"):
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:  # what it takes from here is charged there
+                f.write(str(os.getpid()))
+        with open("/proc/self/oom_score_adj", "w") as f:  # raising it needs no privilege
+            f.write("1000")
+        import mmap
+
+        held = []
+        while True:  # 256 MB at a time, made resident by the kernel (MADV_POPULATE_WRITE), else written
+            chunk = mmap.mmap(-1, 2**28, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            try:
+                chunk.madvise(23)
+            except OSError:
+                chunk.write(b"\x01" * 2**28)
+            held.append(chunk)
 
 
 def cap_memory(limit_mb: float | None, threads: int | None = None) -> Callable[[], None]:
