@@ -113,8 +113,7 @@ def test_a_job_whose_child_is_killed_fails_alone_and_keeps_its_steps(tmp_path: P
 def test_a_hung_job_is_killed_at_its_step_timeout_and_keeps_its_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A job whose child stops making progress (here it sleeps after 2 steps) is killed once no
     step has come for [training].step_timeout_s: FAILED with reason ``timeout``, the 2 steps kept,
-    the child and its loader worker gone. The limit is per step, not per job: the same job with
-    the same limit finishes when it does not hang."""
+    the child and its loader worker gone."""
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "16", "--size", "64")
     path = _job(tmp_path, "job", steps=6)
@@ -130,10 +129,6 @@ def test_a_hung_job_is_killed_at_its_step_timeout_and_keeps_its_steps(tmp_path: 
     assert len(MlflowClient(resolve_location(str(runs)).uri).get_metric_history(r["run_id"], "step_total_ms")) == 2
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and "zygote" not in " ".join(p.cmdline())]
     assert not left, [p.cmdline() for p in left]
-    monkeypatch.delenv("TRACKER_FAULT")
-    out = _cli(runs, "profile", "training", str(path), "--format", "json")
-    r = json.loads(out.stdout)
-    assert (r["status"], r["steps"]) == ("FINISHED", 6)
 
 
 def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:
