@@ -193,9 +193,12 @@ def training(
 
 
 def _job_line(r: dict[str, Any]) -> None:
+    """One line for a job; a child that died took its peak memory with it, so none is shown."""
     if r["steps"]:
-        typer.echo(f"{r['status']}: {r['steps']} steps, median step {r['median_step_ms']:.1f} ms, data wait "
-                   f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s, peak {r['peak_mem_mb']:.0f} MB"
+        status = f"{r['status']} ({r['reason']})" if r["reason"] else r["status"]
+        peak = f", peak {r['peak_mem_mb']:.0f} MB" if r["peak_mem_mb"] is not None else ""
+        typer.echo(f"{status}: {r['steps']} steps, median step {r['median_step_ms']:.1f} ms, data wait "
+                   f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"
                    f" (run {r['run_id'][:12]})")
     else:
         typer.echo(f"{r['status']}: no step measured ({r['reason']}) (run {r['run_id'][:12]})")
