@@ -212,6 +212,22 @@ def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "is in use" in proc.stderr
 
 
+def test_a_loader_campaign_line_says_a_setting_failed_after_its_steps() -> None:
+    """The loader campaign's table: a job that failed part-way shows its figures and how it ended."""
+    from tracker.cli.campaign import _loader_line
+
+    base = {"num_workers": 1, "prefetch_factor": 2, "batch_size": 8, "median_step_ms": 90.0, "data_wait_fraction": 0.125,
+            "images_per_s": 43.25}
+    assert _loader_line({**base, "status": "FINISHED", "reason": None, "steps": 6}) == \
+        "workers 1 prefetch 2 batch 8: 90.0 ms/step, data wait 12.5 %, 43.2 images/s"
+    assert _loader_line({**base, "status": "FAILED", "reason": "timeout", "steps": 2}) == \
+        "workers 1 prefetch 2 batch 8: 90.0 ms/step, data wait 12.5 %, 43.2 images/s, then FAILED (timeout) after 2 steps"
+    assert _loader_line({"num_workers": 0, "prefetch_factor": 2, "batch_size": 64, "status": "FAILED", "reason": "oom",
+                         "steps": 0}) == "workers 0 prefetch 2 batch 64: FAILED (oom)"
+    assert _loader_line({"num_workers": 0, "prefetch_factor": 2, "batch_size": 4, "status": "skipped (measured)"}) == \
+        "workers 0 prefetch 2 batch 4: skipped (measured)"
+
+
 def test_boundary_summary_says_what_happened_in_words() -> None:
     """The table's last line of `profile boundary`: no "None" when nothing failed or nothing fitted."""
     from tracker.cli.profile import _boundary_line

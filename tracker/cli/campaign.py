@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -41,6 +41,17 @@ def run(
         exit_interrupted("interrupted: what was measured is kept; run the same command again to resume")
 
 
+def _loader_line(r: dict[str, Any]) -> str:
+    """One setting of a loader campaign: its figures, and what ended it where it did not finish."""
+    where = f"workers {r['num_workers']} prefetch {r['prefetch_factor']} batch {r['batch_size']}"
+    ended = r["status"] + (f" ({r['reason']})" if r.get("reason") else "")
+    if not r.get("steps"):
+        return f"{where}: {ended}"
+    figures = (f"{r['median_step_ms']:.1f} ms/step, data wait {100 * r['data_wait_fraction']:.1f} %, "
+               f"{r['images_per_s']:.1f} images/s")
+    return f"{where}: {figures}" + ("" if r["status"] == "FINISHED" else f", then {ended} after {r['steps']} steps")
+
+
 @app.command("loader")
 def loader(
     ctx: typer.Context,
@@ -68,7 +79,5 @@ def loader(
         emit_json(results)
         return
     for r in results:
-        figures = (f"{r['median_step_ms']:.1f} ms/step, data wait {100 * r['data_wait_fraction']:.1f} %, "
-                   f"{r['images_per_s']:.1f} images/s" if r.get("steps") else r["status"])
-        typer.echo(f"workers {r['num_workers']} prefetch {r['prefetch_factor']} batch {r['batch_size']}: {figures}")
+        typer.echo(_loader_line(r))
     typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")

@@ -148,7 +148,7 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
             continue
         r = run(cfg)
         results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, **{k: r[k] for k in (
-            "run_id", "status", "steps", "median_step_ms", "data_wait_fraction", "images_per_s")}})
+            "run_id", "status", "reason", "steps", "median_step_ms", "data_wait_fraction", "images_per_s")}})
         if r["status"] == "KILLED":
             break
     return results
