@@ -23,6 +23,19 @@ ENV = {"env.host": "test-host", "env.cpu_count": "2", "env.threads": "2", "env.t
 COMMON = dict(phase="inference", device="cpu", precision="float32", mode="cpu-t2")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _zygotes_kept() -> Iterator[None]:
+    """The suite's zygote is kept across tests, as a campaign keeps it between configurations,
+    where tests far apart (fingerprint training between) would each start one again; closing an
+    idle zygote has a test of its own."""
+    from tracker.profile import zygote_client
+
+    before = zygote_client.IDLE_CLOSE_S
+    zygote_client.IDLE_CLOSE_S = 3600.0
+    yield
+    zygote_client.IDLE_CLOSE_S = before
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own runs/ folder and no tracking URI from the outside."""
