@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Callable
 
 from tracker.profile.zygote import MAX_MESSAGE_BYTES
 
@@ -200,14 +200,20 @@ _UNAVAILABLE: list[str] = []  # why zygotes are not used in this process, once o
 _REAPER: list[threading.Thread] = []  # the thread closing idle zygotes, while there are any
 
 
+def _close_idle(closable: Callable[[tuple[tuple[str, str], ...], ZygoteClient], bool]) -> None:
+    """Close the zygotes that have ended, and those with no child running that ``closable`` names
+    (its key and client). The caller holds ``_ZYGOTES_LOCK``."""
+    for key in [k for k, z in _ZYGOTES.items() if z.dead or (not z.busy() and closable(k, z))]:
+        _ZYGOTES.pop(key).close()
+
+
 def _reap() -> None:
     """Close each zygote that has had no child running for ``IDLE_CLOSE_S``; end with the last one."""
     while True:
         time.sleep(min(5.0, max(0.05, IDLE_CLOSE_S / 4)))
         with _ZYGOTES_LOCK:
             now = time.monotonic()
-            for key in [k for k, z in _ZYGOTES.items() if z.dead or (not z.busy() and now - z.idle_since >= IDLE_CLOSE_S)]:
-                _ZYGOTES.pop(key).close()
+            _close_idle(lambda _, z: now - z.idle_since >= IDLE_CLOSE_S)
             if not _ZYGOTES:
                 _REAPER.clear()
                 return
@@ -233,8 +239,7 @@ def spawn(env: dict[str, str]) -> ZygoteChild:
         raise ZygoteUnavailable(_UNAVAILABLE[0] if _UNAVAILABLE else "zygotes are off")
     key = environment_key(env)
     with _ZYGOTES_LOCK:
-        for other in [k for k, z in _ZYGOTES.items() if (k != key and not z.busy()) or z.dead]:
-            _ZYGOTES.pop(other).close()
+        _close_idle(lambda k, _: k != key)
         client = _ZYGOTES.get(key)
         if client is None:
             try:
