@@ -36,6 +36,37 @@ def _zygotes_kept() -> Iterator[None]:
     zygote_client.IDLE_CLOSE_S = before
 
 
+@pytest.fixture
+def memory_cgroup(tmp_path: Path) -> Iterator[Path]:
+    """A memory cgroup of its own limited to 1.5 GB (cgroup v2, else v1), for a child to run out
+    of memory in without pressing on the whole machine; skips where none can be made (not root)."""
+    from tracker.profile.child import oom_kills
+
+    root = Path("/sys/fs/cgroup")
+    v2 = "memory" in (root / "cgroup.controllers").read_text() if (root / "cgroup.controllers").exists() else False
+    parent = root if v2 else root / "memory"
+    group = parent / f"tracker-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        group.mkdir()
+        (group / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(1536 * 2**20))
+    except OSError as exc:
+        pytest.skip(f"no memory cgroup can be made here: {exc}")
+    if oom_kills() is None:
+        pytest.skip("the kernel's oom_kill count is not readable here")
+    try:
+        yield group
+    finally:
+        deadline = time.monotonic() + 10
+        while True:  # empty once its killed child is reaped
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test gets its own runs/ folder and no tracking URI from the outside."""

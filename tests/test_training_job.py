@@ -133,6 +133,40 @@ def test_a_hung_job_is_killed_at_its_step_timeout_and_keeps_its_steps(tmp_path: 
     assert not left, [p.cmdline() for p in left]
 
 
+def test_a_loader_worker_the_kernel_kills_for_memory_makes_the_job_an_oom(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_cgroup: Path) -> None:
+    """A loader worker (not the measuring child) takes memory until the kernel's out-of-memory
+    killer ends it, for real in a 1.5 GB memory cgroup: torch tells the child "DataLoader worker
+    ... is killed by signal: Killed", and the job is FAILED ``oom``, not ``error``."""
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
+    path = _job(tmp_path, "job", steps=2)
+    path.write_text(path.read_text().replace("[training]\n", "[training]\nnum_workers = 1\n"))
+    monkeypatch.setenv("TRACKER_FAULT", "loader:oomkill")
+    monkeypatch.setenv("TRACKER_FAULT_CGROUP", str(memory_cgroup))
+    out = _cli(runs, "profile", "training", str(path), "--format", "json")
+    r = json.loads(out.stdout)
+    assert (r["status"], r["reason"]) == ("FAILED", "oom"), out.output
+    tail = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"]).data.tags["tracker.stderr_tail"]
+    assert "a loader worker was killed by the kernel's out-of-memory killer" in tail and "DataLoader worker" in tail
+
+
+def test_a_job_whose_child_does_not_end_after_its_result_keeps_its_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child wrote its last line (peak memory, telemetry) and then does not end: it is killed
+    EXIT_GRACE_S later and the run is FINISHED with those figures, the note saying so."""
+    from tracker.profile import child
+
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
+    monkeypatch.setattr(child, "EXIT_GRACE_S", 1.0)
+    monkeypatch.setenv("TRACKER_FAULT", "linger")
+    r = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "job", steps=2)), "--format", "json").stdout)
+    assert r["status"] == "FINISHED" and r["steps"] == 2 and r["peak_mem_mb"] > 0, r
+    run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
+    assert "did not end within 1 s: killed" in run.data.tags["tracker.child_note"]
+
+
 def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")

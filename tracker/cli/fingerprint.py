@@ -54,11 +54,12 @@ def train_cmd(
 @app.command("list")
 def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
     """Registered fingerprints with their versions, aliases and held-out metrics."""
+    uri = _uri(ctx, read_only=True)  # a store that is not there is said before MLflow is imported
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.served import version_format
 
-    client = MlflowClient(_uri(ctx, read_only=True))
+    client = MlflowClient(uri)
     rows = []
     for model in client.search_registered_models():
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
@@ -91,9 +92,10 @@ def promote_cmd(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Make a version the champion by hand: tracker predict and searchspace run use it from now on."""
+    uri = _uri(ctx, read_only=True)  # the store must exist: no new empty one
     from tracker.fingerprint.train import promote
 
-    result = promote(_uri(ctx, read_only=True), name, version)  # the store must exist: no new empty one
+    result = promote(uri, name, version)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
     elif not result.moved:

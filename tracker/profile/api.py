@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.log.logger import RunLogger
-from tracker.log.record import DESCRIPTION_ARTIFACT, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
+from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping
 
@@ -200,6 +200,8 @@ def measure_planned(
                                  result.message, result.stderr_tail, start), [])
     payload = result.payload
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
+    if result.lingered:
+        record.tags[CHILD_NOTE_TAG] = result.message
     # The description planning made: the child does not describe the network again (0.05 to 0.3 s
     # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).
     described = (p.spec.model, _spec_json(p.network_spec), p.spec.input_size)

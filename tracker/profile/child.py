@@ -13,6 +13,10 @@ before a crash or a kill is the caller's already; Ctrl-C is passed on to the chi
 ends its measurement and reports, instead of killing it. Its time limit is on the wait for
 each event, not on the whole measurement: a long job goes on while it makes progress, a hung
 one is killed (reason ``timeout``).
+
+A child that wrote its result line and then does not end within ``EXIT_GRACE_S`` (a thread or
+a loader worker that never joins, a device teardown that hangs) is killed with its group, and
+its result stands: the measurement was made. ``ChildResult.message`` says it was killed.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from tracker.profile.worker import EVENT_PREFIX, EXIT_ERROR, EXIT_OOM, RESULT_PR
 STDERR_TAIL_LINES = 30
 DEFAULT_TIMEOUT_S = 600.0
 INTERRUPT_GRACE_S = 30.0  # how long a streamed child has, after Ctrl-C, to end its measurement and report
+EXIT_GRACE_S = 30.0  # how long a child has to end once its result line is written
 
 
 @dataclass
@@ -44,6 +49,16 @@ class ChildResult:
     stderr_tail: str = ""
     returncode: int | None = None
     interrupted: bool = False  # stream_child: Ctrl-C was passed on to the child
+    lingered: bool = False  # it wrote its result but did not end within EXIT_GRACE_S: killed
+
+
+def _lingered(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
+    """A child killed after its result line: the result stands, as if it had ended by itself."""
+    result = _result(0, payload, err, None)
+    result.returncode, result.lingered = code, True
+    note = f"the child wrote its result but did not end within {EXIT_GRACE_S:g} s: killed"
+    result.message = f"{result.message}; {note}" if result.message else note
+    return result
 
 
 def oom_kills() -> int | None:
@@ -106,32 +121,59 @@ def _read_to_end(stream: Any) -> tuple[threading.Thread, list[str]]:
     return thread, into
 
 
+def _read_lines(stream: Any, result_seen: threading.Event) -> tuple[threading.Thread, list[str]]:
+    """``_read_to_end`` line by line, setting ``result_seen`` once the result line is in."""
+    into: list[str] = []
+
+    def pump() -> None:
+        for line in stream:
+            into.append(line)
+            if line.startswith(RESULT_PREFIX):
+                result_seen.set()
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    return thread, into
+
+
 def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
     kills_before = oom_kills()
     proc = _start_worker(env)
-    (out_reader, out), (err_reader, err) = _read_to_end(proc.stdout), _read_to_end(proc.stderr)
-    timed_out = False
+    result_seen = threading.Event()
+    (out_reader, out), (err_reader, err) = _read_lines(proc.stdout, result_seen), _read_to_end(proc.stderr)
+    killed = False
     try:
         _send_job(proc, job)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            proc.wait()
+        end_by = time.monotonic() + timeout_s  # then, once its result is in, EXIT_GRACE_S from there
+        graced = False
+        while True:
+            try:
+                proc.wait(timeout=max(0.0, min(0.25, end_by - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if result_seen.is_set() and not graced:
+                graced, end_by = True, min(end_by, time.monotonic() + EXIT_GRACE_S)
+            if time.monotonic() >= end_by:
+                killed = True
+                _kill_group(proc.pid)
+                proc.wait()
+                break
         for t in (out_reader, err_reader):  # to the end of the streams: the result line is written before the child ends
             t.join()
     except BaseException:  # interrupted: take the child down with us
         _kill_group(proc.pid)
         proc.wait()
         raise
-    if timed_out:
-        return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
-                           stderr_tail=_tail("".join(err)), returncode=proc.returncode)
     payload: dict[str, Any] = {}
-    for line in "".join(out).splitlines():
+    for line in out:
         if line.startswith(RESULT_PREFIX):
             payload = json.loads(line[len(RESULT_PREFIX):])
+    if killed and payload:
+        return _lingered(proc.returncode, payload, "".join(err))
+    if killed:
+        return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
+                           stderr_tail=_tail("".join(err)), returncode=proc.returncode)
     return _result(proc.returncode, payload, "".join(err), kills_before)
 
 
@@ -181,7 +223,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     out_reader.start()
     err_reader, err_parts = _read_to_end(proc.stderr)
     payload: dict[str, Any] = {}
-    interrupted = timed_out = False
+    interrupted = timed_out = lingered = False
     deadline = float("inf")  # the end of the grace after Ctrl-C
 
     def event_deadline() -> float:
@@ -199,8 +241,11 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     if now >= deadline:  # the child did not end within its grace
                         _kill_group(proc.pid)
                         deadline = float("inf")
-                    elif now >= silent_until:  # no event for event_timeout_s: hung
-                        timed_out = True
+                    elif now >= silent_until:  # no event for event_timeout_s (hung), or no end after the result
+                        if payload:
+                            lingered = True
+                        else:
+                            timed_out = True
                         _kill_group(proc.pid)
                         silent_until = float("inf")
                     continue
@@ -212,6 +257,8 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                     on_event(json.loads(line[len(EVENT_PREFIX):]))
                 elif line.startswith(RESULT_PREFIX):
                     payload = json.loads(line[len(RESULT_PREFIX):])
+                    if not interrupted:
+                        silent_until = time.monotonic() + EXIT_GRACE_S  # it has that long to end
             except KeyboardInterrupt:
                 if interrupted:  # a second Ctrl-C: no more waiting
                     _kill_group(proc.pid)
@@ -233,6 +280,8 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     if timed_out and not interrupted:
         return ChildResult(False, reason="timeout", message=f"no event within {event_timeout_s:g} s",
                            stderr_tail=_tail("".join(err_parts)), returncode=code)
+    if lingered and not interrupted:
+        return _lingered(code, payload, "".join(err_parts))
     result = _result(code, payload, "".join(err_parts), kills_before)
     result.interrupted = interrupted
     return result

@@ -69,6 +69,7 @@ class JobConfig:
 
 def load_job(path: Path, **overrides: Any) -> JobConfig:
     """Read and check a job file; ``overrides`` replace [training] values (loader campaigns)."""
+    from tracker.data import FORMATS
     from tracker.profile.campaign import check_bound, read_toml, typed_table
     from tracker.zoo import check_model_name
 
@@ -85,7 +86,6 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
         raise ConfigError(f"{where}: missing key model (a zoo name, e.g. resnet18 or fasterrcnn_resnet50_fpn)")
     if "path" not in data:
         raise ConfigError(f"{where}: missing key [data].path")
-    check_model_name(raw["model"])
     cfg = JobConfig(model=raw["model"], data_path=(path.parent / data["path"]).resolve(), source=str(path))
     for key in ("format", "image_size", "on_error"):
         if key in data:
@@ -100,6 +100,11 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
         raise ConfigError(f"{where}: [data].on_error must be skip or fail, got {cfg.on_error!r}")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
         raise ConfigError(f"{where}: [training].device must be cpu or cuda[:N], got {cfg.device!r}")
+    if cfg.data_format not in FORMATS:
+        raise ConfigError(f"{where}: [data].format must be one of {', '.join(FORMATS)}, got {cfg.data_format!r}")
+    if not cfg.data_path.is_dir():
+        raise ConfigError(f"{where}: [data].path: {cfg.data_path} is not a folder")
+    check_model_name(cfg.model)  # last: the zoo's names cost an import of torchvision (seconds)
     return cfg
 
 
@@ -185,7 +190,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     import torch
 
     from tracker.data.datasets import open_dataset
-    from tracker.log.record import RunRecord
+    from tracker.log.record import CHILD_NOTE_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import stream_child
     from tracker.zoo import detection_models
@@ -225,6 +230,8 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event,
                          event_timeout_s=cfg.step_timeout_s or None)
     end = child.payload if child.ok else {}
+    if child.lingered:
+        record.tags[CHILD_NOTE_TAG] = child.message
     if child.interrupted:
         record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
     elif child.reason == "timeout":
@@ -249,7 +256,9 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.data.datasets import collate_classification, collate_detection, open_dataset
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.worker import cap_memory, emit_event, inject_fault, is_oom, peak_rss_mb, reset_peak_rss
+    from tracker.profile.child import oom_kills
+    from tracker.profile.worker import (cap_memory, emit_event, inject_fault, is_oom, loader_fault,
+                                        loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
 
     cfg = JobConfig(**{**job["config"], "data_path": Path(job["config"]["data_path"])})
@@ -265,7 +274,8 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         dataset, batch_size=cfg.batch_size, shuffle=True, num_workers=cfg.num_workers,
         prefetch_factor=cfg.prefetch_factor if cfg.num_workers else None,
         collate_fn=collate_detection if detection else collate_classification,
-        pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0))
+        pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0),
+        worker_init_fn=loader_fault if loader_fault_wanted() else None)
     sync = device_sync(cfg.device)
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
@@ -280,6 +290,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     failure: list[str] | None = None
     interrupted = False
     restore = cap_memory(cfg.memory_limit_mb)
+    kills_before = oom_kills()  # a loader worker the kernel kills for memory is an oom (below)
     try:
         for epoch in range(cfg.num_epochs):
             it = iter(loader)
@@ -335,8 +346,12 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     except MeasurementError as exc:
         failure = ["bad_input", str(exc)]
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
-        first = (str(exc).splitlines() or [""])[0]
-        failure = ["oom" if is_oom(exc, capped=bool(cfg.memory_limit_mb)) else "error", f"{type(exc).__name__}: {first}"]
+        first = (str(exc).splitlines() or [""])[0].strip()
+        if loader_worker_killed(exc) and kills_before is not None and (oom_kills() or 0) > kills_before:
+            failure = ["oom", f"a loader worker was killed by the kernel's out-of-memory killer (the kernel's oom_kill "
+                              f"count rose): {type(exc).__name__}: {first}"]
+        else:
+            failure = ["oom" if is_oom(exc, capped=bool(cfg.memory_limit_mb)) else "error", f"{type(exc).__name__}: {first}"]
     finally:
         restore()
         sampler.stop()

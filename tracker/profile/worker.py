@@ -8,12 +8,13 @@ line; the parent classifies it by the exit status. Nothing here touches the stor
 A training job (kind ``training``) also writes an event line per step as it goes
 (``TRACKER-EVENT {...}``, read by ``child.stream_child``).
 
-Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang``, ``crash`` or
-``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
+Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang``, ``crash``,
+``linger`` (the child writes its result, then does not end) or ``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
 kernel's out-of-memory killer ends it; inside the memory cgroup ``TRACKER_FAULT_CGROUP``, a
 folder, if set, else under the whole machine's memory pressure)
 (optionally ``oom@8`` to fire only when the batch size is at least 8, ``kill#2`` to fire
-in a training job once it has measured 2 steps).
+in a training job once it has measured 2 steps, ``loader:oomkill`` to fire in each of a training
+job's loader workers as it starts instead of in the measuring child).
 """
 
 from __future__ import annotations
@@ -53,12 +54,39 @@ def inject_fault(job: dict[str, Any], steps: int | None = None) -> None:
     fault = os.environ.get("TRACKER_FAULT", "")
     if not fault:
         return
+    if fault.startswith(LOADER_FAULT):  # for loader workers only (loader_fault)
+        return
     fault, _, after = fault.partition("#")
     if (steps is None) != (not after) or (after and steps != int(after)):
         return
     what, _, at = fault.partition("@")
     if at and int(job.get("batch_size", 0)) < int(at):
         return
+    _fire(what)
+
+
+LOADER_FAULT = "loader:"
+
+
+def loader_fault_wanted() -> bool:
+    """Whether ``TRACKER_FAULT`` is meant for a training job's loader workers (``loader:WHAT``)."""
+    return os.environ.get("TRACKER_FAULT", "").startswith(LOADER_FAULT)
+
+
+def loader_fault(worker_id: int) -> None:
+    """A DataLoader ``worker_init_fn``: fire ``TRACKER_FAULT``'s ``loader:WHAT`` in the worker."""
+    _fire(os.environ.get("TRACKER_FAULT", "")[len(LOADER_FAULT):])
+
+
+def loader_worker_killed(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch's DataLoader telling that one of its workers died by a signal
+    or without a word ("is killed by signal: Killed.", "exited unexpectedly")."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and "DataLoader worker (pid" in text and (
+        "killed by signal: Killed" in text or "exited unexpectedly" in text)
+
+
+def _fire(what: str) -> None:
     if what == "oom":
         raise MemoryError("injected out of memory (TRACKER_FAULT)")
     if what == "kill":
@@ -203,6 +231,8 @@ def main() -> int:
         sys.stderr.flush()
         os._exit(EXIT_OOM if oom else EXIT_ERROR)
     _emit(result)
+    if os.environ.get("TRACKER_FAULT") == "linger":  # for tests: the result written, the child does not end
+        time.sleep(3600)
     return 0
 
 
