@@ -99,14 +99,18 @@ def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started
 
 
 def test_an_idle_zygote_is_closed_and_a_later_child_gets_a_new_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A zygote with no child running for IDLE_CLOSE_S ends (its memory given back between
-    campaigns); the next child is forked from a new one, not started the plain way."""
+    """A zygote with no child running for TRACKER_ZYGOTE_IDLE_S ends (its memory given back
+    between campaigns); the next child is forked from a new one, not started the plain way."""
     import psutil
 
     from tracker.profile import zygote_client
 
     monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
-    monkeypatch.setattr(zygote_client, "IDLE_CLOSE_S", 1.0)
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("TRACKER_ZYGOTE_IDLE_S", bad)
+        with pytest.raises(ConfigError, match=f"TRACKER_ZYGOTE_IDLE_S must be a number of seconds of at least 0 .*got '{bad}'"):
+            zygote_client.spawn(dict(os.environ))
+    monkeypatch.setenv("TRACKER_ZYGOTE_IDLE_S", "1")
     first_child = zygote_client.spawn(dict(os.environ))
     first_child.stdin.close()  # no job: it ends with an error at once
     first_child.wait(timeout=60)
@@ -119,7 +123,7 @@ def test_an_idle_zygote_is_closed_and_a_later_child_gets_a_new_one(monkeypatch: 
     try:
         (second,) = [z.proc.pid for z in zygote_client._ZYGOTES.values()]
         assert second != first and psutil.Process(child.pid).ppid() == second
-        time.sleep(2.5)  # longer than IDLE_CLOSE_S: a zygote with a child running is kept
+        time.sleep(2.5)  # longer than its idle limit: a zygote with a child running is kept
         assert psutil.pid_exists(second)
     finally:
         child.stdin.close()

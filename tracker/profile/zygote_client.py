@@ -31,7 +31,26 @@ RUN_TIME_PREFIXES = ("TRACKER_", "MLFLOW_", "PYTEST_")
 #: How long a zygote with no child running is kept for the next one. Between the configurations
 #: of a campaign it is kept; once measuring is over (the fingerprint training of ``tracker demo``,
 #: a notebook between campaigns) its ~540 MB are given back, which matters on a 4 GB Jetson.
+#: ``TRACKER_ZYGOTE_IDLE_S`` sets it (``idle_close_s``).
 IDLE_CLOSE_S = 30.0
+
+
+def idle_close_s() -> float:
+    """``TRACKER_ZYGOTE_IDLE_S`` (seconds, at least 0), else ``IDLE_CLOSE_S``; any other value
+    is a ConfigError."""
+    setting = os.environ.get("TRACKER_ZYGOTE_IDLE_S")
+    if setting is None:
+        return IDLE_CLOSE_S
+    try:
+        value = float(setting)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        from tracker.errors import ConfigError
+
+        raise ConfigError(f"TRACKER_ZYGOTE_IDLE_S must be a number of seconds of at least 0 (how long an idle "
+                          f"zygote is kept; default {IDLE_CLOSE_S:g}), got {setting!r}")
+    return value
 
 
 class ZygoteUnavailable(Exception):
@@ -198,6 +217,7 @@ _ZYGOTES: dict[tuple[tuple[str, str], ...], ZygoteClient] = {}
 _ZYGOTES_LOCK = threading.Lock()
 _UNAVAILABLE: list[str] = []  # why zygotes are not used in this process, once one failed
 _REAPER: list[threading.Thread] = []  # the thread closing idle zygotes, while there are any
+_IDLE_S = [IDLE_CLOSE_S]  # the idle limit, as the latest request read it (idle_close_s)
 
 
 def _close_idle(closable: Callable[[tuple[tuple[str, str], ...], ZygoteClient], bool]) -> None:
@@ -208,12 +228,13 @@ def _close_idle(closable: Callable[[tuple[tuple[str, str], ...], ZygoteClient], 
 
 
 def _reap() -> None:
-    """Close each zygote that has had no child running for ``IDLE_CLOSE_S``; end with the last one."""
+    """Close each zygote that has had no child running for the idle limit the latest request
+    read (``_IDLE_S``); end with the last one."""
     while True:
-        time.sleep(min(5.0, max(0.05, IDLE_CLOSE_S / 4)))
+        time.sleep(min(5.0, max(0.05, _IDLE_S[0] / 4)))
         with _ZYGOTES_LOCK:
-            now = time.monotonic()
-            _close_idle(lambda _, z: now - z.idle_since >= IDLE_CLOSE_S)
+            now, idle_s = time.monotonic(), _IDLE_S[0]
+            _close_idle(lambda _, z: now - z.idle_since >= idle_s)
             if not _ZYGOTES:
                 _REAPER.clear()
                 return
@@ -233,10 +254,11 @@ def enabled() -> bool:
 def spawn(env: dict[str, str]) -> ZygoteChild:
     """A measuring child with environment ``env``, forked from this process's zygote for it
     (started on first use). Zygotes for other environments with no child running are closed, and
-    any with no child running for ``IDLE_CLOSE_S``.
+    any with no child running for ``idle_close_s()``.
     Raises ``ZygoteUnavailable`` where the child must be started the plain way."""
     if not enabled():
         raise ZygoteUnavailable(_UNAVAILABLE[0] if _UNAVAILABLE else "zygotes are off")
+    idle_s = idle_close_s()
     key = environment_key(env)
     with _ZYGOTES_LOCK:
         _close_idle(lambda k, _: k != key)
@@ -248,6 +270,7 @@ def spawn(env: dict[str, str]) -> ZygoteChild:
                 _UNAVAILABLE.append(str(exc))
                 raise
         client.idle_since = time.monotonic()  # not closed for idleness while this request is on its way
+        _IDLE_S[0] = idle_s
         if not _REAPER:
             _REAPER.append(threading.Thread(target=_reap, name="tracker-zygote-reaper", daemon=True))
             _REAPER[0].start()
