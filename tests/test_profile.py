@@ -64,6 +64,45 @@ def test_a_child_that_does_not_end_after_its_result_is_killed_and_its_result_sta
     assert (failed.ok, failed.reason) == (False, "oom")
 
 
+def test_a_child_whose_zygote_dies_mid_measurement_is_waited_for_and_its_result_stands(tmp_path: Path) -> None:
+    """The zygote is killed while its child measures: the child goes on, and the parent waits for
+    it (through a pidfd, not being its parent), keeps the result it writes, and notes that its
+    exit status is not known. The next child gets a new zygote."""
+    import threading
+
+    import psutil
+
+    from tracker.profile import zygote_client
+
+    rule = Stopping(target_ci_rel=1e-6, time_cap_s=3.0, warmup_cap_s=0.2)  # about 3 s of measuring
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(
+        profile_network(RunLogger(str(tmp_path / "s")), TINY, 1, rule, timeout_s=120)))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        zygotes = [psutil.Process(z.proc.pid) for z in list(zygote_client._ZYGOTES.values())]
+        if zygotes and zygotes[0].children():
+            break
+        time.sleep(0.05)
+    (zygote,) = zygotes
+    measuring = zygote.children()[0]
+    zygote.kill()
+    worker.join(timeout=120)
+    (r,) = got
+    assert not measuring.is_running() or measuring.status() == psutil.STATUS_ZOMBIE  # waited for to its end
+    assert r.network.status == "FINISHED" and r.network.metrics["samples_count"] > 10
+    assert "its zygote ended before it told the child's exit status" in r.network.tags["tracker.child_note"]
+    # Below the measurement: a new zygote's child waits for its job on stdin; the zygote is killed.
+    child = zygote_client.spawn(dict(os.environ))
+    psutil.Process(psutil.Process(child.pid).ppid()).kill()
+    time.sleep(0.5)
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=0.5)  # still running, though the zygote that would tell its end is gone
+    child.stdin.close()  # no job: it ends
+    assert child.wait(timeout=60) is None  # ended, its exit status unknown
+
+
 def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     """A child forked from the zygote (torch imported once) is a process of its own, in its own
     process group, and starts from the memory of a started child: its peak is within a few MB of a

@@ -200,7 +200,7 @@ def measure_planned(
                                  result.message, result.stderr_tail, start), [])
     payload = result.payload
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
-    if result.lingered:
+    if result.message:  # it measured, but had to be killed to end, or its exit status is not known
         record.tags[CHILD_NOTE_TAG] = result.message
     # The description planning made: the child does not describe the network again (0.05 to 0.3 s
     # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).

@@ -182,6 +182,9 @@ def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: i
     before the child started."""
     if code == 0 and payload and "error" not in payload:
         return ChildResult(True, payload, returncode=code, stderr_tail=_tail(err))
+    if code is None and payload and "error" not in payload:  # its result line is its last word
+        return ChildResult(True, payload, message="its zygote ended before it told the child's exit status; the "
+                           "child's result stands", returncode=code, stderr_tail=_tail(err))
     if code == -signal.SIGKILL and kills_before is not None and (oom_kills() or 0) > kills_before:
         return ChildResult(False, payload, "oom", "killed by the kernel's out-of-memory killer (signal 9 while the "
                            "kernel's oom_kill count rose)", _tail(err), code)

@@ -230,7 +230,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event,
                          event_timeout_s=cfg.step_timeout_s or None)
     end = child.payload if child.ok else {}
-    if child.lingered:
+    if child.ok and child.message:  # it measured, but had to be killed to end, or its exit status is not known
         record.tags[CHILD_NOTE_TAG] = child.message
     if child.interrupted:
         record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"

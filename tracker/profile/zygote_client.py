@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import queue
+import select
 import socket
 import subprocess
 import sys
@@ -61,6 +62,37 @@ class ZygoteUnavailable(Exception):
 class _Exit:
     ended: threading.Event = field(default_factory=threading.Event)
     code: int | None = None
+    pidfd: int | None = None  # the child's, while it runs (``_pidfd``): its end is seen if its zygote ends first
+
+    def release(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def orphaned(self) -> None:
+        """Its zygote ended first, with it its exit status: the child ends when its pidfd says so
+        (its status stays unknown), or at once where there is no pidfd."""
+        if self.pidfd is None:
+            self.ended.set()
+            return
+
+        def watch() -> None:
+            poller = select.poll()
+            poller.register(self.pidfd, select.POLLIN)
+            poller.poll()  # readable once the process has ended
+            self.release()
+            self.ended.set()
+
+        threading.Thread(target=watch, name="tracker-orphan", daemon=True).start()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A file descriptor that becomes readable when process ``pid`` ends, for a process that is
+    not our child (Linux 5.3 and later); None where there is none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 class ZygoteChild:
@@ -171,10 +203,11 @@ class ZygoteClient:
                         end = self._exits.pop(data["exit"], None)
                         if end is not None:
                             end.code = data["code"]
+                            end.release()
                             end.ended.set()
                         self.idle_since = time.monotonic()
                     else:
-                        end = self._exits[data["pid"]] = _Exit()
+                        end = self._exits[data["pid"]] = _Exit(pidfd=_pidfd(data["pid"]))
                         waiting = self._starts.pop(data["id"], None)
                         if waiting is not None:
                             waiting.put((data["pid"], end))
@@ -183,7 +216,7 @@ class ZygoteClient:
         with self._lock:  # the zygote has ended: what it did not report is not known
             self.dead = True
             for end in self._exits.values():
-                end.ended.set()
+                end.orphaned()
             self._exits.clear()
             for waiting in self._starts.values():
                 waiting.put(None)
