@@ -103,6 +103,26 @@ def test_a_child_whose_zygote_dies_mid_measurement_is_waited_for_and_its_result_
     assert child.wait(timeout=60) is None  # ended, its exit status unknown
 
 
+def test_a_peak_that_cannot_be_started_afresh_is_absent_not_the_programs(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the child cannot reset its peak resident memory once its network is built, the peak
+    since it started would count the building and, forked, the zygote's pages: another quantity.
+    The CPU peak is then absent from the run, and the table says none, not a figure."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    monkeypatch.setenv("TRACKER_FAULT", "noreset")
+    r = profile_network(RunLogger(str(tmp_path / "s")), TINY, 1, FAST, timeout_s=120)
+    assert r.network.status == "FINISHED" and r.network.metrics["latency_ms"] > 0
+    assert "peak_mem_mb" not in r.network.metrics
+    out = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), "profile", "network", TINY,
+                                   "--time-cap", "0.3", "--precision", "0.2"])
+    assert out.exit_code == 0 and "reused" in out.stdout and "peak" not in out.stdout, out.output
+    monkeypatch.delenv("TRACKER_FAULT")
+    assert "peak_rss_mb" in run_child(job(), timeout_s=120).payload["memory"]
+
+
 def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started_ones(monkeypatch: pytest.MonkeyPatch) -> None:
     """A child forked from the zygote (torch imported once) is a process of its own, in its own
     process group, and starts from the memory of a started child: its peak is within a few MB of a

@@ -258,7 +258,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.child import oom_kills
     from tracker.profile.worker import (cap_memory, emit_event, inject_fault, is_oom, loader_fault,
-                                        loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
+                                        loader_fault_wanted, loader_worker_killed, own_peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
 
     cfg = JobConfig(**{**job["config"], "data_path": Path(job["config"]["data_path"])})
@@ -364,7 +364,9 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         telemetry_steps = steps - 1
     else:
         telemetry, telemetry_steps = sampler.summary(), steps
-    memory = {"proc_rss_peak_mb": peak_rss_mb()}
+    memory = {}
+    if (own := own_peak_rss_mb()) is not None:  # absent where its peak could not be started afresh
+        memory["proc_rss_peak_mb"] = own
     if cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(cfg.device) / 2**20
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(cfg.device) / 2**20

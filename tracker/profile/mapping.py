@@ -335,7 +335,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
 
     from tracker.profile.modes import apply_threads, read_mode
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.worker import peak_rss_mb, reset_peak_rss
+    from tracker.profile.worker import own_peak_rss_mb, reset_peak_rss
 
     if job.get("threads"):
         apply_threads(int(job["threads"]))
@@ -393,7 +393,9 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
                 if values:
                     row[name] = 1e3 * sum(values) / len(values)
         networks.append(row)
-    memory = {"peak_rss_mb": peak_rss_mb()}
+    memory = {}
+    if (own := own_peak_rss_mb()) is not None:  # absent where its peak could not be started afresh
+        memory["peak_rss_mb"] = own
     if mapping.uses_cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return {"mapping": mapping.compact(), "networks": networks, "window_s": window["close"] - window["open"],
@@ -470,7 +472,8 @@ def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, s
     record.metrics["total_throughput_per_s"] = total
     record.metrics["window_s"] = float(payload["window_s"])
     memory = payload["memory"]
-    record.metrics["peak_mem_mb"] = float(memory.get("cuda_max_allocated_mb", memory["peak_rss_mb"]))
+    if (peak := memory.get("cuda_max_allocated_mb", memory.get("peak_rss_mb"))) is not None:
+        record.metrics["peak_mem_mb"] = float(peak)
     inferences = sum(int(n["inf_count"]) for n in payload["networks"])
     record.metrics.update(telemetry_metrics(payload["telemetry"], inferences, MAPPING_TELEMETRY))
     return record

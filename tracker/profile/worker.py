@@ -9,7 +9,8 @@ A training job (kind ``training``) also writes an event line per step as it goes
 (``TRACKER-EVENT {...}``, read by ``child.stream_child``).
 
 Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang``, ``crash``,
-``linger`` (the child writes its result, then does not end) or ``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
+``linger`` (the child writes its result, then does not end), ``noreset`` (its peak memory
+cannot be started afresh, as on a kernel without ``/proc/self/clear_refs``) or ``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
 kernel's out-of-memory killer ends it; inside the memory cgroup ``TRACKER_FAULT_CGROUP``, a
 folder, if set, else under the whole machine's memory pressure)
 (optionally ``oom@8`` to fire only when the batch size is at least 8, ``kill#2`` to fire
@@ -142,7 +143,7 @@ def reset_peak_rss() -> bool:
     back (a pruned network is traced and copied from its unpruned base) is not counted as the
     network's. Garbage is collected and glibc's allocator hands its free memory back to the system
     first: freed, it would still be resident. False where the reset cannot be made: ``peak_rss_mb``
-    is then the peak since the program started."""
+    is then the peak since the program started, and ``own_peak_rss_mb`` None."""
     import ctypes
     import gc
 
@@ -153,11 +154,26 @@ def reset_peak_rss() -> bool:
     if trim is not None:  # glibc's; other C libraries give memory back on their own terms
         trim(0)
     try:
+        if os.environ.get("TRACKER_FAULT") == "noreset":  # for tests: a kernel without the reset
+            raise OSError("injected: no /proc/self/clear_refs (TRACKER_FAULT)")
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
     except OSError:
+        _PEAK_RESET[0] = False
         return False
+    _PEAK_RESET[0] = True
     return True
+
+
+_PEAK_RESET: list[bool] = [False]  # whether this process's last reset_peak_rss took
+
+
+def own_peak_rss_mb() -> float | None:
+    """The peak resident memory since ``reset_peak_rss`` (MB): what the measurement itself took.
+    None where the reset could not be made: the peak since the program started would count what
+    building the network took and gave back (a forked child: the zygote's pages it mapped too),
+    another quantity, which is not reported under this one's name."""
+    return peak_rss_mb() if _PEAK_RESET[0] else None
 
 
 def peak_rss_mb() -> float:
@@ -176,7 +192,8 @@ def peak_rss_mb() -> float:
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    # kilobytes on Linux, bytes on macOS
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 1024.0)
 
 
 def is_oom(exc: BaseException, capped: bool = False) -> bool:
