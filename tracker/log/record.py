@@ -28,7 +28,8 @@ KIND_TAG = "tracker.kind"
 #: A repeat of a configuration already measured (``--again``, a campaign's ``repeats``): its own
 #: key beside the config key, which stays the same so that the views count the configuration once.
 REPEAT_KEY_TAG = "tracker.repeat_key"
-#: A measurement whose child wrote its result but had to be killed to end (``child.EXIT_GRACE_S``).
+#: A measurement whose child wrote its result but had to be killed to end (``child.EXIT_GRACE_S``),
+#: or whose exit status is not known (its zygote ended first): the result stands, and this says so.
 CHILD_NOTE_TAG = "tracker.child_note"
 
 #: Where a run keeps the description of its network, and the tag that says it has one.
