@@ -81,7 +81,8 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
 
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    args = ["--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--time-cap", "0.1", "--precision", "0.1",
+    # alexnet: 21 layers (squeezenet1_1 has 57); each layer is measured for at least 8 blocks of 0.03 s
+    args = ["--tracking-uri", str(store), "profile", "layers", "alexnet", "--time-cap", "0.1", "--precision", "0.1",
             "--format", "json"]
     # The same configuration measured whole first: it has no layers, so it does not answer `profile layers`.
     whole = runner.invoke(app, [*args[:3], "network", *args[4:]])
@@ -90,7 +91,7 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert not data["reused"] and data["run_id"] != json.loads(whole.stdout)["run_id"]
-    assert len(data["layers"]) > 20 and data["sum_of_layers_ratio"] > 0
+    assert len(data["layers"]) > 15 and data["sum_of_layers_ratio"] > 0
     again = json.loads(runner.invoke(app, args).stdout)  # measured with its layers: reused now
     assert again["reused"] and again["run_id"] == data["run_id"]
     # A repeat of a configuration measured with layers is measured with layers too (the newest run

@@ -93,7 +93,7 @@ def test_a_child_whose_zygote_dies_mid_measurement_is_waited_for_and_its_result_
     worker.join(timeout=120)
     (r,) = got
     assert not measuring.is_running() or measuring.status() == psutil.STATUS_ZOMBIE  # waited for to its end
-    assert r.network.status == "FINISHED" and r.network.metrics["samples_count"] > 10
+    assert r.network.status == "FINISHED" and r.network.metrics["samples_count"] >= 2
     assert "its zygote ended before it told the child's exit status" in r.network.tags["tracker.child_note"]
     # Below the measurement: a new zygote's child waits for its job on stdin; the zygote is killed.
     child = zygote_client.spawn(dict(os.environ))
