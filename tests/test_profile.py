@@ -82,13 +82,18 @@ def test_a_child_whose_zygote_dies_mid_measurement_is_waited_for_and_its_result_
         profile_network(RunLogger(str(tmp_path / "s")), TINY, 1, rule, timeout_s=120)))
     worker.start()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        zygotes = [psutil.Process(z.proc.pid) for z in list(zygote_client._ZYGOTES.values())]
-        if zygotes and zygotes[0].children():
-            break
+    zygote = measuring = None
+    while measuring is None and time.monotonic() < deadline:
+        for z in list(zygote_client._ZYGOTES.values()):  # a zygote of another test's environment closes meanwhile
+            try:
+                zygote = psutil.Process(z.proc.pid)
+                measuring = next(iter(zygote.children()), None)
+            except psutil.NoSuchProcess:
+                continue
+            if measuring is not None:
+                break
         time.sleep(0.05)
-    (zygote,) = zygotes
-    measuring = zygote.children()[0]
+    assert zygote is not None and measuring is not None, "no zygote started the measuring child"
     zygote.kill()
     worker.join(timeout=120)
     (r,) = got
