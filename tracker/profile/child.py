@@ -75,6 +75,12 @@ def oom_kills() -> int | None:
     return None
 
 
+def oom_killed_since(kills_before: int | None) -> bool:
+    """Whether the kernel's out-of-memory killer has killed anything since ``oom_kills()`` gave
+    ``kills_before`` (False where the count could not be read)."""
+    return kills_before is not None and (oom_kills() or 0) > kills_before
+
+
 def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -185,7 +191,7 @@ def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: i
     if code is None and payload and "error" not in payload:  # its result line is its last word
         return ChildResult(True, payload, message="its zygote ended before it told the child's exit status; the "
                            "child's result stands", returncode=code, stderr_tail=_tail(err))
-    if code == -signal.SIGKILL and kills_before is not None and (oom_kills() or 0) > kills_before:
+    if code == -signal.SIGKILL and oom_killed_since(kills_before):
         return ChildResult(False, payload, "oom", "killed by the kernel's out-of-memory killer (signal 9 while the "
                            "kernel's oom_kill count rose)", _tail(err), code)
     if code == EXIT_OOM or payload.get("error") == "oom":

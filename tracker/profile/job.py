@@ -256,9 +256,9 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.data.datasets import collate_classification, collate_detection, open_dataset
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.child import oom_kills
+    from tracker.profile.child import oom_killed_since, oom_kills
     from tracker.profile.worker import (cap_memory, emit_event, inject_fault, is_oom, loader_fault,
-                                        loader_fault_wanted, loader_worker_killed, own_peak_rss_mb, reset_peak_rss)
+                                        loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
 
     cfg = JobConfig(**{**job["config"], "data_path": Path(job["config"]["data_path"])})
@@ -279,7 +279,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     sync = device_sync(cfg.device)
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
-    reset_peak_rss()  # the CPU peak counts from here: the model, optimizer and loader built
+    peak_reset = reset_peak_rss()  # the CPU peak counts from here: the model, optimizer and loader built
     sampler = TelemetrySampler(interval_s=0.02, gpu_index=(torch.device(cfg.device).index or 0) if cuda else None)
     sampler.start()
     t_start = time.perf_counter()
@@ -347,7 +347,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         failure = ["bad_input", str(exc)]
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         first = (str(exc).splitlines() or [""])[0].strip()
-        if loader_worker_killed(exc) and kills_before is not None and (oom_kills() or 0) > kills_before:
+        if loader_worker_killed(exc) and oom_killed_since(kills_before):
             failure = ["oom", f"a loader worker was killed by the kernel's out-of-memory killer (the kernel's oom_kill "
                               f"count rose): {type(exc).__name__}: {first}"]
         else:
@@ -365,8 +365,8 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     else:
         telemetry, telemetry_steps = sampler.summary(), steps
     memory = {}
-    if (own := own_peak_rss_mb()) is not None:  # absent where its peak could not be started afresh
-        memory["proc_rss_peak_mb"] = own
+    if peak_reset:  # absent where its peak could not be started afresh
+        memory["proc_rss_peak_mb"] = peak_rss_mb()
     if cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(cfg.device) / 2**20
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(cfg.device) / 2**20

@@ -335,7 +335,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
 
     from tracker.profile.modes import apply_threads, read_mode
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.worker import own_peak_rss_mb, reset_peak_rss
+    from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
     if job.get("threads"):
         apply_threads(int(job["threads"]))
@@ -344,7 +344,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     warmup_s, duration_s = float(job.get("warmup_s", 0.0)), float(job["duration_s"])
     mode = read_mode("cuda" if mapping.uses_cuda else "cpu", threads=job.get("threads"))
     nets = [_Net(n, batch_size) for n in mapping.networks]
-    reset_peak_rss()  # the networks built: their own peak from here
+    peak_reset = reset_peak_rss()  # the networks built: their own peak from here
     window = {"open": float("inf"), "close": float("inf")}
     stop = threading.Event()
     samples: list[list[dict[str, float]]] = [[] for _ in nets]
@@ -394,8 +394,8 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
                     row[name] = 1e3 * sum(values) / len(values)
         networks.append(row)
     memory = {}
-    if (own := own_peak_rss_mb()) is not None:  # absent where its peak could not be started afresh
-        memory["peak_rss_mb"] = own
+    if peak_reset:  # absent where its peak could not be started afresh
+        memory["peak_rss_mb"] = peak_rss_mb()
     if mapping.uses_cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return {"mapping": mapping.compact(), "networks": networks, "window_s": window["close"] - window["open"],

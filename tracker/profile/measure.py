@@ -13,7 +13,7 @@ from typing import Any
 
 from tracker.profile.stats import Stopping
 from tracker.profile.timing import Timing, device_sync, measure
-from tracker.profile.worker import own_peak_rss_mb, reset_peak_rss
+from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
 
 def _timing_json(t: Timing) -> dict[str, Any]:
@@ -86,14 +86,14 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
     step = _step(model, spec, spec.phase)
-    reset_peak_rss()  # the network built and on its device: its own peak from here
+    peak_reset = reset_peak_rss()  # the network built and on its device: its own peak from here
     gpu_index = (torch.device(device).index or 0) if cuda else None
     with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), settle_s=job.get("settle_s", 0.0),
                           gpu_index=gpu_index) as sampler:
         timing = measure(step, rule, device_sync(device))
     memory: dict[str, float] = {}
-    if (own := own_peak_rss_mb()) is not None:  # absent where its peak could not be started afresh
-        memory["peak_rss_mb"] = own
+    if peak_reset:  # absent where its peak could not be started afresh
+        memory["peak_rss_mb"] = peak_rss_mb()
     if cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20

@@ -143,7 +143,9 @@ def reset_peak_rss() -> bool:
     back (a pruned network is traced and copied from its unpruned base) is not counted as the
     network's. Garbage is collected and glibc's allocator hands its free memory back to the system
     first: freed, it would still be resident. False where the reset cannot be made: ``peak_rss_mb``
-    is then the peak since the program started, and ``own_peak_rss_mb`` None."""
+    is then the peak since the program started, which would count what building the network took
+    and gave back (a forked child: the zygote's pages it mapped too), another quantity; callers
+    then report no CPU peak."""
     import ctypes
     import gc
 
@@ -159,21 +161,8 @@ def reset_peak_rss() -> bool:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
     except OSError:
-        _PEAK_RESET[0] = False
         return False
-    _PEAK_RESET[0] = True
     return True
-
-
-_PEAK_RESET: list[bool] = [False]  # whether this process's last reset_peak_rss took
-
-
-def own_peak_rss_mb() -> float | None:
-    """The peak resident memory since ``reset_peak_rss`` (MB): what the measurement itself took.
-    None where the reset could not be made: the peak since the program started would count what
-    building the network took and gave back (a forked child: the zygote's pages it mapped too),
-    another quantity, which is not reported under this one's name."""
-    return peak_rss_mb() if _PEAK_RESET[0] else None
 
 
 def peak_rss_mb() -> float:
