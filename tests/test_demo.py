@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,18 +126,27 @@ def _page(driver, url: str, *texts: str, shot: str, any_of: tuple[str, ...] = ()
     return driver.find_element("tag name", "body").text
 
 
-def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dict, str], browser: object) -> None:
+def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dict, str],
+                                                     request: pytest.FixtureRequest) -> None:
+    """`tracker --tracking-uri STORE ui` serves MLflow's UI and API over the demo's store, without
+    MLflow's job runner, and takes its server down with it when it is stopped; then a real
+    Chromium reads the demo's runs, nested layer runs and fingerprint in that UI."""
+    import psutil
+
     from tracker.ui import ui_url
 
     folder, summary, _ = demo_store
     port = free_port()
-    env = {**os.environ, "TRACKER_RUNS_DIR": str(folder / "runs"), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    proc = subprocess.Popen([sys.executable, "-m", "tracker", "ui", "--port", str(port)], cwd=folder, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "--tracking-uri", str(folder / "runs"), "ui",
+                             "--port", str(port)], cwd=folder, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
+    descendants: list[psutil.Process] = []
     try:
         wait_http(f"{base}/health", proc)
+        assert requests.get(base, timeout=10).status_code == 200  # the UI's page
         api = f"{base}/api/2.0/mlflow"
         exp_id = requests.get(f"{api}/experiments/get-by-name", params={"experiment_name": "demo"},
                               timeout=10).json()["experiment"]["experiment_id"]
@@ -149,8 +159,15 @@ def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dic
             "experiment_ids": [exp_id], "filter": f"tags.`mlflow.parentRunId` = '{parent['info']['run_id']}'"},
             timeout=10).json()["runs"]
         assert len(children) > 10, "squeezenet1_1 is measured layer by layer"
+        assert all(re.fullmatch(r"\d{3} \S+ \(\w+\)", c["info"]["run_name"]) for c in children), children[0]["info"]
         latency = next(m["value"] for m in parent["data"]["metrics"] if m["key"] == "latency_ms")
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+        commands = [" ".join(p.cmdline()) for p in descendants if p.is_running()]
+        assert descendants, "the UI server runs as a child of `tracker ui`"
+        # MLflow's job runner is off (tracker submits no jobs).
+        assert not [c for c in commands if "huey_consumer" in c], commands
 
+        browser = request.getfixturevalue("browser")  # skips here, the server checked, where there is no Chromium
         _page(browser, ui_url(port), "demo", "fingerprints", shot="experiments")
         runs = _page(browser, ui_url(port, f"/experiments/{exp_id}"), "Runs", parent_name, shot="demo-runs")
         assert "matching runs" in runs
@@ -170,4 +187,10 @@ def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dic
     finally:
         from tracker.ui import stop_process_group
 
-        stop_process_group(proc)
+        proc.terminate()  # `tracker ui` takes its server's whole process group down with it
+        try:
+            proc.wait(20)
+        finally:
+            gone, alive = psutil.wait_procs(descendants, timeout=15)
+            stop_process_group(proc)  # whatever it left, so that a failure here leaks nothing
+    assert alive == [], f"the MLflow server or its workers outlived `tracker ui`: {alive}"
