@@ -180,17 +180,62 @@ def test_an_idle_zygote_is_closed_and_a_later_child_gets_a_new_one(monkeypatch: 
     first_child = zygote_client.spawn(dict(os.environ))
     first_child.stdin.close()  # no job: it ends with an error at once
     first_child.wait(timeout=60)
-    (first,) = [z.proc.pid for z in zygote_client._ZYGOTES.values()]
+    (closing,) = zygote_client._ZYGOTES.values()
+    first = closing.proc.pid
     deadline = time.monotonic() + 30
     while psutil.pid_exists(first) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not psutil.pid_exists(first) and not zygote_client._ZYGOTES
+    assert closing.proc.returncode == 0  # it saw its socket end and ended itself, not killed 10 s later
     child = zygote_client.spawn(dict(os.environ))
     try:
         (second,) = [z.proc.pid for z in zygote_client._ZYGOTES.values()]
         assert second != first and psutil.Process(child.pid).ppid() == second
         time.sleep(2.5)  # longer than its idle limit: a zygote with a child running is kept
         assert psutil.pid_exists(second)
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+
+
+def test_a_zygote_started_early_serves_the_first_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prestart`` starts the zygote in the background (a measuring command calls it once its input
+    is checked); the first child is forked from that zygote, though importing MLflow meanwhile set
+    a variable of MLflow's. Where zygotes are off or their settings are wrong it does nothing."""
+    import psutil
+
+    from tracker.profile import zygote_client
+
+    def zygotes() -> set[int]:
+        found = set()
+        for p in psutil.Process().children():
+            try:
+                if "tracker.profile.zygote" in " ".join(p.cmdline()):
+                    found.add(p.pid)
+            except psutil.Error:  # ended meanwhile
+                pass
+        return found
+
+    monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
+    monkeypatch.setenv("TRACKER_TEST_PRESTART", "an environment no other test's zygote has")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # read as torch loads: a zygote of its own
+    before = zygotes()
+    for off in ({"TRACKER_ZYGOTE": "0"}, {"TRACKER_ZYGOTE": "maybe"}, {"TRACKER_ZYGOTE_IDLE_S": "soon"}):
+        with monkeypatch.context() as m:
+            for k, v in off.items():
+                m.setenv(k, v)
+            zygote_client.prestart()  # nothing started, nothing raised
+            time.sleep(0.3)
+            assert zygotes() == before, off
+    zygote_client.prestart()
+    deadline = time.monotonic() + 30  # other tests' idle zygotes are closed first
+    while not zygotes() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (early,) = zygotes() - before
+    monkeypatch.setenv("_MLFLOW_TELEMETRY_SESSION_ID", "set by importing MLflow after the zygote started")
+    child = zygote_client.spawn(dict(os.environ))
+    try:
+        assert psutil.Process(child.pid).ppid() == early and zygotes() - before == {early}
     finally:
         child.stdin.close()
         child.wait(timeout=60)

@@ -130,6 +130,9 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     folder = runs_folder or runs_dir()
     warehouse = warehouse_path(warehouse, tracking_uri)  # refused here, not after the measuring
     report_folder = report_folder or folder / "report"
+    from tracker.profile import zygote_client
+
+    zygote_client.prestart()  # its imports overlap the store's opening and the networks' describing
     logger = RunLogger(tracking_uri, EXPERIMENT)
     logger.require_artifacts_here()
     uri = logger.location.uri

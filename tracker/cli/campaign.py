@@ -21,10 +21,12 @@ def run(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Measure every configuration not yet measured; Ctrl-C stops, a re-run resumes."""
+    from tracker.profile import zygote_client
     from tracker.profile.campaign import campaign_progress, load_campaign, parse_shard, run_campaign
 
     campaign = load_campaign(path)
     shard_ij = parse_shard(shard)
+    zygote_client.prestart()  # its imports overlap planning; a campaign with nothing left ends it unused
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = campaign.name

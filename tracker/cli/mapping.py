@@ -129,6 +129,9 @@ def run(
         notes = opts.notes
     for m in mappings:
         validate(m, gpu)  # every mapping checked before the first is measured
+    from tracker.profile import zygote_client
+
+    zygote_client.prestart()
     _say(notes)
     st = state(ctx)
     if st.experiment == "Default":

@@ -37,11 +37,15 @@ MemLimitOption = Annotated[
 
 
 def _check(model: str, device: Device) -> None:
+    """Bad input is refused before the store is opened (a typo creates nothing); then the zygote
+    starts, its imports overlapping the store's opening."""
+    from tracker.profile import zygote_client
     from tracker.profile.device import check_device
     from tracker.zoo import resolve
 
-    resolve(model)  # before the store is opened: a typo creates nothing
+    resolve(model)
     check_device(device.value)
+    zygote_client.prestart()
 
 
 def _report(data: dict, fmt: OutputFormat) -> None:
@@ -180,9 +184,11 @@ def training(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
+    from tracker.profile import zygote_client
     from tracker.profile.job import load_job
 
     cfg = load_job(config)
+    zygote_client.prestart()
     result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json)
     if fmt is OutputFormat.json:
         emit_json(result)

@@ -25,10 +25,11 @@ READY_TIMEOUT_S = 300.0
 #: How long the zygote may take to answer a request with the child's pid.
 START_TIMEOUT_S = 60.0
 #: Variables no library reads while the zygote imports: tracker's own (read when a measurement
-#: runs), MLflow's (never imported in a child), pytest's. A request that differs from the
+#: runs), MLflow's (never imported in a child; importing MLflow sets _MLFLOW_TELEMETRY_SESSION_ID,
+#: after a zygote started early by ``prestart``), pytest's. A request that differs from the
 #: zygote's environment in these alone is served by it (the child gets the request's values);
 #: any other difference starts another zygote.
-RUN_TIME_PREFIXES = ("TRACKER_", "MLFLOW_", "PYTEST_")
+RUN_TIME_PREFIXES = ("TRACKER_", "MLFLOW_", "_MLFLOW_", "PYTEST_")
 #: How long a zygote with no child running is kept for the next one. Between the configurations
 #: of a campaign it is kept; once measuring is over (the fingerprint training of ``tracker demo``,
 #: a notebook between campaigns) its ~540 MB are given back, which matters on a 4 GB Jetson.
@@ -225,6 +226,10 @@ class ZygoteClient:
     def close(self, kill: bool = False) -> None:
         """Close the socket: the zygote ends (at once with ``kill``); children it forked go on."""
         self.dead = True
+        try:  # shut down, not only closed: the dispatch thread's recv holds the socket open, and
+            self.sock.shutdown(socket.SHUT_RDWR)  # the zygote would not see its end (it was killed 10 s later)
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:
@@ -292,21 +297,55 @@ def spawn(env: dict[str, str]) -> ZygoteChild:
     if not enabled():
         raise ZygoteUnavailable(_UNAVAILABLE[0] if _UNAVAILABLE else "zygotes are off")
     idle_s = idle_close_s()
-    key = environment_key(env)
     with _ZYGOTES_LOCK:
-        _close_idle(lambda k, _: k != key)
-        client = _ZYGOTES.get(key)
-        if client is None:
-            try:
-                client = _ZYGOTES[key] = ZygoteClient(env)
-            except ZygoteUnavailable as exc:
-                _UNAVAILABLE.append(str(exc))
-                raise
-        client.idle_since = time.monotonic()  # not closed for idleness while this request is on its way
-        _IDLE_S[0] = idle_s
-        if not _REAPER:
-            _REAPER.append(threading.Thread(target=_reap, name="tracker-zygote-reaper", daemon=True))
-            _REAPER[0].start()
+        client = _client(env, idle_s)
     return client.spawn(env)
+
+
+def _client(env: dict[str, str], idle_s: float) -> ZygoteClient:
+    """The zygote for ``env``, started (and waited for) if there is none; the caller holds
+    ``_ZYGOTES_LOCK``. Raises ``ZygoteUnavailable``, and children are then started the plain way."""
+    key = environment_key(env)
+    _close_idle(lambda k, _: k != key)
+    client = _ZYGOTES.get(key)
+    if client is None:
+        try:
+            client = _ZYGOTES[key] = ZygoteClient(env)
+        except ZygoteUnavailable as exc:
+            _UNAVAILABLE.append(str(exc))
+            raise
+    client.idle_since = time.monotonic()  # not closed for idleness while this request is on its way
+    _IDLE_S[0] = idle_s
+    if not _REAPER:
+        _REAPER.append(threading.Thread(target=_reap, name="tracker-zygote-reaper", daemon=True))
+        _REAPER[0].start()
+    return client
+
+
+def prestart() -> None:
+    """Start the zygote for this process's environment now, in the background, where none runs.
+    A command that will measure calls it once its input is checked: the zygote's imports (torch
+    and torchvision, about 3 s here) then overlap the command's own work before its first child
+    (opening the store, describing networks), and that child is forked at once instead of waiting
+    for them. Does nothing where zygotes are off or their settings are wrong (the first request
+    says so); a zygote that cannot start is the first request's to report, as without this."""
+    from tracker.errors import ConfigError
+
+    try:
+        if not enabled():
+            return
+        idle_s = idle_close_s()
+    except ConfigError:
+        return
+    env = dict(os.environ)
+
+    def start() -> None:
+        try:
+            with _ZYGOTES_LOCK:  # a request meanwhile waits for this zygote rather than starting another
+                _client(env, idle_s)
+        except ZygoteUnavailable:
+            pass
+
+    threading.Thread(target=start, name="tracker-zygote-prestart", daemon=True).start()
 
 
