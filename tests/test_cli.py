@@ -11,6 +11,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from tracker.cli.app import app
+from tracker.errors import StoreError
 from tracker.log.logger import RunLogger
 
 from tests.conftest import free_port, sigint_default
@@ -77,6 +78,13 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]
     info = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"])
     assert json.loads(info.stdout)["runs_in_experiment"] == 3
+    for command in (["runs", "list"], ["store", "info"]):  # a misspelt experiment is said, and not made
+        missing = runner.invoke(app, ["--tracking-uri", str(store), "-e", "clii", *command])
+        assert isinstance(missing.exception, StoreError), missing.output  # the entry point prints it as one line
+        assert str(missing.exception).startswith("no experiment named 'clii' in sqlite:")
+        assert str(missing.exception).endswith("(experiments: Default, cli)")
+    assert json.loads(info.stdout)["experiments"] == json.loads(runner.invoke(
+        app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"]).stdout)["experiments"]
 
 
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:

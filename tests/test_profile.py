@@ -183,10 +183,17 @@ def test_an_idle_zygote_is_closed_and_a_later_child_gets_a_new_one(monkeypatch: 
     (closing,) = zygote_client._ZYGOTES.values()
     first = closing.proc.pid
     deadline = time.monotonic() + 30
-    while psutil.pid_exists(first) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not psutil.pid_exists(first) and not zygote_client._ZYGOTES
-    assert closing.proc.returncode == 0  # it saw its socket end and ended itself, not killed 10 s later
+    while zygote_client._ZYGOTES and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not zygote_client._ZYGOTES
+    # the reaper does not hold the zygotes' lock while the zygote ends (torch's teardown, ~0.8 s)
+    assert zygote_client._ZYGOTES_LOCK.acquire(timeout=0.3)
+    zygote_client._ZYGOTES_LOCK.release()
+    assert closing.proc.wait(timeout=30) == 0  # it saw its socket end and ended itself, not killed 10 s later
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(first) and time.monotonic() < deadline:  # reaped by the client's exit thread
+        time.sleep(0.05)
+    assert not psutil.pid_exists(first)
     child = zygote_client.spawn(dict(os.environ))
     try:
         (second,) = [z.proc.pid for z in zygote_client._ZYGOTES.values()]

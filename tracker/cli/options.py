@@ -83,7 +83,7 @@ class State:
         if self._logger is None:
             from tracker.log.logger import RunLogger
 
-            self._logger = RunLogger(self.tracking_uri, self.experiment)
+            self._logger = RunLogger(self.tracking_uri, self.experiment, create=not read_only)
         if not read_only:
             self._logger.require_artifacts_here()
         return self._logger

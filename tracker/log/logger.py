@@ -29,9 +29,13 @@ class RunLogger:
         tracking_uri: str | None = None,
         experiment: str = DEFAULT_EXPERIMENT,
         environment: dict[str, str] | None = None,
+        create: bool = True,
     ) -> None:
+        """``create``: make the experiment where the store has none of that name (a command that
+        measures); otherwise a missing experiment is a StoreError (a command that only reads)."""
         self.location: StoreLocation = resolve_location(tracking_uri)
         self.experiment_name = experiment
+        self._create = create
         self._environment = environment
         #: why the tracking server cannot be used now (runs then go to the outbox)
         self.offline: str | None = None
@@ -48,8 +52,13 @@ class RunLogger:
     def _online(self) -> Store:
         """The store, (re)connecting first if the server could not be reached before."""
         if self._store is None:
-            self._store = open_store(self.location)
-            self._experiment = self._store.experiment(self.experiment_name, create=True)
+            store = open_store(self.location)
+            try:
+                self._experiment = store.experiment(self.experiment_name, create=self._create)
+            except BaseException:
+                store.close()
+                raise
+            self._store = store
             self.offline = None
         return self._store
 

@@ -223,8 +223,10 @@ class ZygoteClient:
                 waiting.put(None)
             self._starts.clear()
 
-    def close(self, kill: bool = False) -> None:
-        """Close the socket: the zygote ends (at once with ``kill``); children it forked go on."""
+    def close(self, kill: bool = False, wait: bool = True) -> None:
+        """Close the socket: the zygote ends (at once with ``kill``); children it forked go on.
+        With ``wait`` false its exit (torch's teardown, about 0.8 s here) is awaited by a thread
+        of its own, so a caller holding ``_ZYGOTES_LOCK`` does not hold it that long."""
         self.dead = True
         try:  # shut down, not only closed: the dispatch thread's recv holds the socket open, and
             self.sock.shutdown(socket.SHUT_RDWR)  # the zygote would not see its end (it was killed 10 s later)
@@ -239,8 +241,16 @@ class ZygoteClient:
                 self.proc.kill()
             except OSError:
                 pass
+        if wait:
+            self._await_exit(kill)
+        else:
+            threading.Thread(target=self._await_exit, args=(kill,), name="tracker-zygote-exit",
+                             daemon=True).start()
+
+    def _await_exit(self, killed: bool) -> None:
+        """Wait for the zygote to end (it was told to); kill it if it has not within 10 s."""
         try:
-            self.proc.wait(timeout=10 if not kill else None)
+            self.proc.wait(timeout=10 if not killed else None)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -262,7 +272,7 @@ def _close_idle(closable: Callable[[tuple[tuple[str, str], ...], ZygoteClient], 
     """Close the zygotes that have ended, and those with no child running that ``closable`` names
     (its key and client). The caller holds ``_ZYGOTES_LOCK``."""
     for key in [k for k, z in _ZYGOTES.items() if z.dead or (not z.busy() and closable(k, z))]:
-        _ZYGOTES.pop(key).close()
+        _ZYGOTES.pop(key).close(wait=False)
 
 
 def _reap() -> None:
