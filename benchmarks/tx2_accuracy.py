@@ -4,8 +4,9 @@ Imports ``../shared/datasets/perf4sight-tx2/`` into a temporary embedded store (
 ``tracker import perf4sight`` path), loads it into a DuckDB warehouse and reads the
 ``measurement_features`` view, exactly the rows ``tracker fingerprint train`` fits. Then, for
 training memory (``peak_mem_mb``: perf4sight's ``mem_used``) and training latency, with the
-fingerprints' network-level model (log target; LightGBM alone or a log-log trend plus LightGBM,
-chosen as ``tracker fingerprint train`` chooses, by families (or networks) held out within the training rows;
+fingerprints' network-level model (log target; LightGBM alone, or LightGBM on what a power-law
+or an additive trend leaves, chosen as ``tracker fingerprint train`` chooses, by families (or
+networks) held out within the training rows;
 ``network_model_chosen`` lists each choice, ``lgbm_alone_*`` what LightGBM alone scores) and
 perf4sight's ExtraTrees (300 trees) on the same rows:
 
@@ -18,16 +19,19 @@ Targets (LightGBM): protocol accuracy >= 99 (memory) and >= 98 (latency); leave-
 
 How far the data itself allows: ``smooth_oracle_protocol_accuracy`` is what an oracle reaches
 on the protocol's test rows when it is *fitted on those very rows*: each test network's own
-curve in batch size (``max(floor, a + b * batch)``: a floor, then linear), times a factor per
-batch size shared by all test networks (the batch effects a model could learn from other
-networks). What that in-sample fit misses is row-to-row scatter no predictor of an unseen
-network can know; an accuracy target above the oracle's asks a model to predict that scatter.
+curve in batch size (``min(ceiling, max(floor, a + b * batch))``: a floor, then linear, up to a
+ceiling, where the TX2's memory readings saturate near 6,200 MB), times a factor per batch size
+shared by all test networks (the batch effects a model could learn from other networks). What
+that in-sample fit misses is row-to-row scatter that no smooth curve of batch size follows.
 ``neighbour_interpolation_protocol_accuracy`` is the plainest predictor that does not see the
 test rows: at each test row's batch size, log(target) interpolated linearly in log(FLOPs)
 between the two training levels that bracket the network (resnet50's latency and memory fall
 smoothly with pruning). It is a yardstick, not a bound (a model may read more than FLOPs):
 how far the neighbours alone get. ``neighbour_interpolation_rows`` counts the rows it could
 score (a batch size at which fewer than two training levels were measured has no neighbours).
+``repeat_spread_pct`` is the data's own noise: where perf4sight measured one network at one
+batch size more than once (the duplicate rows its import collapses), the median and the 90th
+percentile of (max - min) / mean, and how many such pairs there are.
 Last line: {"protocol_accuracy": {...}, "leave_one_out_mape_pct": {...}, "published": {...}, ...}
 """
 
@@ -94,9 +98,10 @@ def evaluate(frame, target: str, make, chosen: list) -> tuple[float, dict[str, f
 
 
 def _hinge(p, bs):
+    """A floor ``p[0]``, then the line ``p[1] + p[2] * bs``, held under the ceiling ``p[3]``."""
     import numpy as np
 
-    return np.maximum(p[0], p[1] + p[2] * bs)
+    return np.minimum(p[3], np.maximum(p[0], p[1] + p[2] * bs))
 
 
 def smooth_oracle(frame, target: str) -> float:
@@ -114,7 +119,7 @@ def smooth_oracle(frame, target: str) -> float:
         for net in set(nets):
             m = nets == net
             yb, xb = y[m] / factor[m], bs[m]
-            p0 = (yb.min(), yb.min() / 2, (yb.max() - yb.min()) / max(xb.max(), 1.0))
+            p0 = (yb.min(), yb.min() / 2, (yb.max() - yb.min()) / max(xb.max(), 1.0), 1.01 * yb.max())
             p = least_squares(lambda p: (_hinge(p, xb) - yb) / yb, p0, loss="soft_l1", f_scale=0.02).x
             fit[m] = _hinge(p, xb)
         ratio = y / fit
@@ -138,6 +143,29 @@ def neighbour_interpolation(frame, target: str) -> tuple[float, int]:
                                  np.log(known[target].to_numpy(float))))
         errors.append(abs(guess - float(y)) / float(y))
     return float(100 - 100 * np.mean(errors)), len(errors)
+
+
+#: Each target's column in perf4sight's CSVs, and the folder it lies in.
+RAW_COLUMNS = {"peak_mem_mb": ("memory", "mem_used"), "latency_ms": ("latency", "latency")}
+
+
+def repeat_spread(target: str) -> dict[str, float]:
+    """How far perf4sight's repeated measurements of one network at one batch size lie apart."""
+    import numpy as np
+    import pandas as pd
+
+    folder, column = RAW_COLUMNS[target]
+    spreads = []
+    for path in sorted((DATA / folder).glob("*-gt.csv")):
+        rows = pd.read_csv(path, sep="|")
+        rows = rows[rows["passed"].astype(str) == "True"]
+        for _, values in rows.groupby("bs")[column]:
+            if len(values) > 1:
+                spreads.append(float((values.max() - values.min()) / values.mean()))
+    if not spreads:
+        return {"pairs": 0}
+    return {"pairs": len(spreads), "median_pct": round(100 * float(np.median(spreads)), 3),
+            "p90_pct": round(100 * float(np.quantile(spreads, 0.9)), 3)}
 
 
 def main() -> None:
@@ -182,6 +210,7 @@ def main() -> None:
             result["leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in loo.items()}
             result["baseline_leave_one_out_mape_pct"][target] = {k: round(v, 2) for k, v in base_loo.items()}
             result[f"{target}_rows"] = len(frame)
+            result.setdefault("repeat_spread_pct", {})[target] = repeat_spread(target)
             print(f"{target}: protocol accuracy {acc:.2f} (ExtraTrees {base_acc:.2f}, perf4sight published "
                   f"{PUBLISHED[target]:.0f}); leave-one-network-out MAPE "
                   + ", ".join(f"{k} {v:.1f} %" for k, v in loo.items()), file=sys.stderr)

@@ -19,7 +19,7 @@ from tests.conftest import ENV, layer_record, network_record
 from tracker.cli.app import app
 from tracker.describe import describe
 from tracker.fingerprint.dataset import FingerprintError, family, view_hash
-from tracker.fingerprint.train import CHAMPION, train
+from tracker.fingerprint.train import CHAMPION, SELECTION_MARGIN, train
 from tracker.log.artifacts import downloaded
 from tracker.log.logger import RunLogger
 from tracker.log.record import DESCRIPTION_ARTIFACT
@@ -97,9 +97,17 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     assert version.tags["method"] == "network" and "layer_view_sha256" not in version.tags  # no layer runs here
     # The network-level model is the candidate with the lower held-out MAPE; a trend is stored with it.
     candidates = {"lgbm": first.evaluation["selection_lgbm_mape_pct"],
-                  "trend+lgbm": first.evaluation["selection_trend_lgbm_mape_pct"]}
-    assert version.tags["network_model"] == min(candidates, key=candidates.get)
-    assert ("trend" in version.tags) == (version.tags["network_model"] == "trend+lgbm")
+                  "trend+lgbm": first.evaluation["selection_trend_lgbm_mape_pct"],
+                  "additive+lgbm": first.evaluation["selection_additive_lgbm_mape_pct"]}
+    chosen = version.tags["network_model"]
+    if chosen == "lgbm":  # no trend beat LightGBM alone by the margin
+        assert min(candidates.values()) > (1 - SELECTION_MARGIN) * candidates["lgbm"] - 1e-9
+    else:
+        assert candidates[chosen] == min(candidates.values()) <= (1 - SELECTION_MARGIN) * candidates["lgbm"]
+    assert ("trend" in version.tags) == (chosen != "lgbm")
+    if "trend" in version.tags:  # the kind of trend the candidate's name says
+        assert json.loads(version.tags["trend"])["kind"] == {"trend+lgbm": "loglinear", "additive+lgbm": "additive"}[
+            version.tags["network_model"]]
     with downloaded(uri, first.run_id, "evaluation/runs.json") as path:
         used = json.loads(path.read_text())
     assert len(used) == len(NETWORKS) * 4 - 1  # all but the imprecise resnet34 bs8 measurement

@@ -1,5 +1,5 @@
-"""The log-log trend under the network-level booster: what it fits, how it is stored, and
-that it extrapolates where trees alone cannot."""
+"""The trends under the network-level booster (a power law, an additive sum): what they fit,
+how they are stored, and that they extrapolate where trees alone cannot."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tracker.fingerprint.train import lgbm
-from tracker.fingerprint.runtime import TREND_FEATURES, Trend
+from tracker.fingerprint.runtime import ADDITIVE_FEATURES, TREND_FEATURES, Trend
 from tracker.fingerprint.trend import TrendBoosted
 
 
@@ -58,3 +58,97 @@ def test_candidates_are_compared_on_held_out_families_when_there_are_three() -> 
     assert by_family == "trend+lgbm"  # a pure power law: the trend carries over, trees alone do not
     _, _, split, held = select_network_model(x, y, networks, networks % 2)
     assert split == "network" and len(held) == len(y)
+
+
+def test_a_trend_is_kept_only_where_it_beats_lightgbm_alone_by_the_margin() -> None:
+    from tracker.fingerprint.train import SELECTION_MARGIN, chosen_candidate
+
+    assert SELECTION_MARGIN == 0.05
+    assert chosen_candidate({"lgbm": 10.0, "trend+lgbm": 9.6, "additive+lgbm": 9.7}) == "lgbm"  # 4 %: not shown
+    assert chosen_candidate({"lgbm": 10.0, "trend+lgbm": 9.6, "additive+lgbm": 9.4}) == "additive+lgbm"
+    assert chosen_candidate({"lgbm": 10.0, "trend+lgbm": 9.0, "additive+lgbm": 9.4}) == "trend+lgbm"
+    assert chosen_candidate({"lgbm": 8.0, "trend+lgbm": 8.0, "additive+lgbm": 12.0}) == "lgbm"  # a tie
+    assert chosen_candidate({"lgbm": 8.0, "trend+lgbm": 30.0, "additive+lgbm": 12.0}) == "lgbm"
+
+
+def _additive(x: pd.DataFrame) -> np.ndarray:
+    """A training step's memory in MB, as the TX2's goes: a fixed part (the CUDA context), the
+    weights with their gradients and momentum, and the saved activations of each sample."""
+    return 1400.0 + 16e-6 * x["params"].to_numpy() + 1.2e-6 * x["batch_saved_activation_bytes"].to_numpy()
+
+
+def test_additive_trend_recovers_a_fixed_cost_plus_work_and_round_trips_through_json() -> None:
+    x, _ = _frame(np.random.default_rng(3), 300, (1e8, 1e10))
+    y = _additive(x)
+    trend = Trend.fit(x, np.log(y), "additive")
+    assert trend.kind == "additive" and trend.features == ADDITIVE_FEATURES and set(ADDITIVE_FEATURES) <= set(x.columns)
+    assert np.max(np.abs(np.exp(trend(x)) / y - 1)) < 0.01
+    assert trend.intercept == pytest.approx(1400.0, rel=0.02) and min(trend.coef) >= 0
+    assert Trend.from_json(trend.to_json()) == trend
+    assert 0 < trend.floor <= y.min() / 2 + 1e-9
+    holes = x.assign(params=np.nan)  # a missing figure counts as 0: finite, not NaN
+    assert np.isfinite(trend(holes)).all()
+    nothing = x.assign(**{f: 0.0 for f in ADDITIVE_FEATURES})
+    no_fixed_part = Trend(0.0, (1.0, 1.0, 1.0, 1.0), ADDITIVE_FEATURES, "additive", 3.0)
+    assert np.allclose(no_fixed_part(nothing), np.log(3.0))  # a row with no work: held at the floor, not log(0)
+    # Targets no sum of the features can follow: the geometric mean, not a sum that is 0 somewhere.
+    flat = Trend.fit(nothing, np.log(np.full(len(x), 7.0)), "additive")
+    assert np.allclose(np.exp(flat(x)), 7.0)
+    for text, message in (('{"kind": "additive", "intercept": 1, "coef": [1], "features": [], "floor": 1}',
+                           "1 coefficients for 0 features"),
+                          ('{"kind": "additive", "intercept": 1, "coef": [], "features": [], "floor": 0}',
+                           "floor must be positive")):
+        with pytest.raises(ValueError, match=message):
+            Trend.from_json(text)
+    with pytest.raises(ValueError, match="unknown trend kind 'spline'"):
+        Trend.fit(x, np.log(y), "spline")
+
+
+def test_an_additive_trend_carries_a_fixed_cost_to_batches_never_seen() -> None:
+    """Learnt at batch 1 to 16, asked at 32 to 512: the power law bends the fixed part into its
+    exponents and trees stop at the largest batch seen; the sum keeps both apart."""
+    rng = np.random.default_rng(4)
+    x, _ = _frame(rng, 300, (1e8, 1e10))
+    big, _ = _frame(rng, 60, (1e8, 1e10))
+    big = big.assign(**{c: big[c] * 32 for c in ("batch_size", "batch_flops", "batch_saved_activation_bytes",
+                                                  "batch_activation_bytes")})
+    y, big_y = _additive(x), _additive(big)
+    errors = {}
+    for name, model in (("trees", lgbm()), ("power law", TrendBoosted()), ("additive", TrendBoosted("additive"))):
+        model.fit(x, np.log(y))
+        errors[name] = float(np.median(np.abs(np.exp(model.predict(big)) / big_y - 1)))
+    assert errors["additive"] < 0.01 and min(errors["trees"], errors["power law"]) > 0.05, errors
+
+
+def test_additive_candidate_is_kept_where_the_target_is_a_sum() -> None:
+    from tracker.fingerprint.train import select_network_model
+
+    rng = np.random.default_rng(5)
+    x, _ = _frame(rng, 120, (1e8, 1e10))
+    networks = np.repeat(np.arange(30), 4)
+    chosen, mape, split, _ = select_network_model(x, _additive(x), networks, networks % 3)
+    assert split == "family" and chosen == "additive+lgbm" and mape["additive+lgbm"] < 1.0, mape
+
+
+def test_a_version_whose_trend_kind_is_unknown_is_refused_in_one_error(tmp_path) -> None:
+    """A spec written by a newer tracker (a trend of another kind) is a FingerprintError, which the
+    CLI prints as one line, not a ValueError from the JSON; a known kind loads and predicts."""
+    import json
+    from types import SimpleNamespace
+
+    from tracker.fingerprint import runtime
+
+    x, log_y = _frame(np.random.default_rng(6), 60, (1e8, 1e10))
+    boosted = TrendBoosted("additive").fit(x, log_y)
+    boosted.booster_.save_model(str(tmp_path / "booster.txt"))
+    spec = {"format": runtime.FORMAT, "target": "peak_mem_mb", "features": list(x.columns), "method": "network",
+            "trend": json.loads(boosted.trend.to_json()), "layer": None}
+    context = SimpleNamespace(artifacts={runtime.SPEC: str(tmp_path / "spec.json"),
+                                         runtime.BOOSTER: str(tmp_path / "booster.txt")})
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    model = runtime.FingerprintModel()
+    model.load_context(context)
+    assert np.allclose(model.predict(None, x), np.exp(boosted.predict(x)))
+    (tmp_path / "spec.json").write_text(json.dumps({**spec, "trend": {**spec["trend"], "kind": "spline"}}))
+    with pytest.raises(runtime.FingerprintError, match="trend is not one this tracker reads .*'spline'"):
+        runtime.FingerprintModel().load_context(context)

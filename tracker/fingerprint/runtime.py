@@ -8,8 +8,8 @@ predict`` and MLflow answer with the same functions, and the logged copy where t
 ``mlflow models serve`` in an environment of the version's own requirements (mlflow, lightgbm,
 numpy, pandas), a Docker image of ``mlflow models build-docker``, a notebook without tracker.
 
-Hence its rules: the standard library at import and numpy, pandas, lightgbm, scikit-learn (only to
-fit a trend) and mlflow inside the functions that need them; no import of tracker, except that its
+Hence its rules: the standard library at import and numpy, pandas, lightgbm, scikit-learn and
+scipy (only to fit a trend) and mlflow inside the functions that need them; no import of tracker, except that its
 error derives from tracker's ``TrackerError`` where tracker is installed (the CLI then reports it in
 one line) and from ``ValueError`` where it is not. The PythonModel subclass, which needs mlflow, is
 made on first use (``runtime.FingerprintModel``), so that tracker's dataset, layer and trend
@@ -98,45 +98,107 @@ TREND_FEATURES = ("batch_size", "batch_flops", "batch_saved_activation_bytes", "
 #: Ridge penalty on the standardised log features: barely more than least squares, enough
 #: to stay defined when two features are collinear (one family of networks, say).
 TREND_ALPHA = 1e-3
+#: Size features of the view an additive trend is a sum of: a fixed part (the intercept and the
+#: weights) and a part per sample (work and activations times the batch size).
+ADDITIVE_FEATURES = ("params", "batch_flops", "batch_activation_bytes", "batch_saved_activation_bytes")
+#: The kinds of trend a version may carry (its JSON's ``kind``).
+TREND_KINDS = ("loglinear", "additive")
 
 
 def _logs(x: Any, features: tuple[str, ...]) -> Any:
     """log1p of the features; a missing value (a description without that figure) counts as 0."""
     import numpy as np
 
-    return np.log1p(np.nan_to_num(x[list(features)].to_numpy(float), nan=0.0).clip(min=0))
+    return np.log1p(_raw(x, features))
+
+
+def _raw(x: Any, features: tuple[str, ...]) -> Any:
+    """The features as numbers of at least 0; a missing value counts as 0."""
+    import numpy as np
+
+    return np.nan_to_num(x[list(features)].to_numpy(float), nan=0.0).clip(min=0)
 
 
 @dataclass(frozen=True)
 class Trend:
+    """A smooth trend of log(target) under the network-level booster, of one of two kinds:
+
+    - ``loglinear``: a power law, ``log(target) = intercept + coef . log1p(features)`` (ridge);
+    - ``additive``: a sum with non-negative terms, ``target = intercept + coef . features``
+      (fitted on the relative error), its log taken, and held at ``floor`` at least: a fixed
+      cost plus costs that grow with the work, as a training step's memory is the CUDA context
+      and the weights plus the saved activations of each sample, and a step's time a launch
+      overhead plus the work. Unlike a power law it keeps the fixed part apart, so a network
+      far smaller or larger than those seen is not scaled as if it had none.
+    """
+
     intercept: float
     coef: tuple[float, ...]
     features: tuple[str, ...] = TREND_FEATURES
+    kind: str = "loglinear"
+    floor: float = 0.0  # additive only: the least value the sum is held at (positive)
 
     def __call__(self, x: Any) -> Any:
         """log(target) the trend predicts for the rows of ``x`` (a DataFrame with ``features``)."""
         import numpy as np
 
+        if self.kind == "additive":
+            return np.log(np.maximum(self.intercept + _raw(x, self.features) @ np.asarray(self.coef), self.floor))
         return self.intercept + _logs(x, self.features) @ np.asarray(self.coef)
 
     @classmethod
-    def fit(cls, x: Any, log_y: Any) -> "Trend":
+    def fit(cls, x: Any, log_y: Any, kind: str = "loglinear") -> "Trend":
         import numpy as np
+
+        if kind == "additive":
+            return cls._fit_additive(x, np.exp(np.asarray(log_y, float)))
+        if kind != "loglinear":
+            raise ValueError(f"unknown trend kind {kind!r}: expected one of {', '.join(TREND_KINDS)}")
         from sklearn.linear_model import Ridge
 
         ridge = Ridge(alpha=TREND_ALPHA).fit(_logs(x, TREND_FEATURES), log_y)
         return cls(float(ridge.intercept_), tuple(float(c) for c in ridge.coef_))
 
+    @classmethod
+    def _fit_additive(cls, x: Any, y: Any) -> "Trend":
+        """Non-negative least squares of the relative error (each row weighted by 1/y), on
+        columns scaled to at most 1. Where the fitted sum is not positive on every training row
+        (no fixed part and a row with no work), the trend is the geometric mean alone."""
+        import numpy as np
+        from scipy.optimize import nnls
+
+        a = np.column_stack([np.ones(len(y)), _raw(x, ADDITIVE_FEATURES)])
+        scale = a.max(axis=0)
+        scale[scale <= 0] = 1.0
+        solution, _ = nnls(a / scale / y[:, None], np.ones(len(y)))
+        coef = solution / scale
+        fitted = a @ coef
+        if not (fitted > 0).all():
+            coef = np.zeros(a.shape[1])
+            coef[0] = float(np.exp(np.mean(np.log(y))))
+            fitted = np.full(len(y), coef[0])
+        return cls(float(coef[0]), tuple(float(c) for c in coef[1:]), ADDITIVE_FEATURES, "additive",
+                   float(fitted.min()) / 2)
+
     def to_json(self) -> str:
-        return json.dumps({"kind": "loglinear", "features": list(self.features), "intercept": self.intercept,
-                           "coef": list(self.coef)})
+        return json.dumps({"kind": self.kind, "features": list(self.features), "intercept": self.intercept,
+                           "coef": list(self.coef), **({"floor": self.floor} if self.kind == "additive" else {})})
 
     @classmethod
     def from_json(cls, text: str) -> "Trend":
         data = json.loads(text)
-        if data.get("kind") != "loglinear":
-            raise ValueError(f"unknown trend kind {data.get('kind')!r}")
-        return cls(float(data["intercept"]), tuple(float(c) for c in data["coef"]), tuple(data["features"]))
+        kind = data.get("kind")
+        if kind not in TREND_KINDS:
+            raise ValueError(f"unknown trend kind {kind!r}")
+        coef, features = tuple(float(c) for c in data["coef"]), tuple(data["features"])
+        if len(coef) != len(features):
+            raise ValueError(f"{len(coef)} coefficients for {len(features)} features")
+        if kind == "additive":
+            floor = float(data["floor"])
+            if not floor > 0:
+                raise ValueError(f"an additive trend's floor must be positive, got {floor}")
+            return cls(float(data["intercept"]), coef, features, kind, floor)
+        return cls(float(data["intercept"]), coef, features)
 
 
 def network_values(booster: Any, features: list[str], trend: Any, rows: Any) -> Any:
@@ -217,7 +279,11 @@ def _model_class() -> type:
                                        f"{spec.get('target')!r} is not one this tracker reads; upgrade tracker")
             self.spec = spec
             self.booster = lightgbm.Booster(model_file=context.artifacts[BOOSTER])
-            self.trend = None if spec["trend"] is None else Trend.from_json(json.dumps(spec["trend"]))
+            try:
+                self.trend = None if spec["trend"] is None else Trend.from_json(json.dumps(spec["trend"]))
+            except (ValueError, KeyError, TypeError) as exc:  # a kind of trend this tracker does not know, say
+                raise FingerprintError(f"fingerprint spec's trend is not one this tracker reads ({exc}); "
+                                       "upgrade tracker or retrain") from None
             if spec.get("layer"):
                 self.layer = LayerModel(lightgbm.Booster(model_file=context.artifacts[LAYER_BOOSTER]),
                                         float(spec["layer"]["factor"]))

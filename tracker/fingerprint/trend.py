@@ -1,11 +1,14 @@
-"""A log-log trend under the network-level booster: trees cannot extrapolate, a power law can.
+"""A trend under the network-level booster: trees cannot extrapolate, a trend can.
 
-Latency and memory grow with batch size, FLOPs, activations and parameters roughly as
-power laws. Trees only interpolate between the networks they saw, so a network larger or
-smaller than all of them is predicted at the edge of the training range. ``TrendBoosted``
-fits a ridge regression of log(target) on the logs of a few size features first, then
-LightGBM on what the trend leaves (the residual in log space). ``train`` keeps it only
-where it beats LightGBM alone on the same held-out networks (``select_network_model``).
+Latency and memory grow with batch size, FLOPs, activations and parameters. Trees only
+interpolate between the networks they saw, so a network larger or smaller than all of them
+is predicted at the edge of the training range, and one between two pruning levels as one of
+them. ``TrendBoosted`` fits a trend of a few size features first, then LightGBM on what the
+trend leaves (the residual in log space). Two kinds: a power law (a ridge regression of
+log(target) on the logs of the features) and an additive one (a fixed cost plus non-negative
+costs per unit of work, fitted on the relative error), which keeps a floor such as the CUDA
+context's memory or a launch overhead apart from what grows with the batch. ``train`` keeps
+one only where it beats LightGBM alone on the same held-out networks (``select_network_model``).
 
 The trend is a handful of numbers, stored as JSON beside the booster (a model version tag).
 ``Trend`` itself lives in ``runtime``, which a registered version carries.
@@ -19,16 +22,18 @@ from tracker.fingerprint.runtime import Trend  # the fitted trend, which a versi
 
 
 class TrendBoosted:
-    """A log-log trend plus LightGBM on its residual; fits and predicts on the log scale."""
+    """A trend (``loglinear`` or ``additive``, see ``Trend``) plus LightGBM on its residual;
+    fits and predicts on the log scale."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str = "loglinear") -> None:
+        self.kind = kind
         self.trend: Trend | None = None
         self.model: Any = None
 
     def fit(self, x: Any, log_y: Any) -> TrendBoosted:
         from tracker.fingerprint.train import lgbm
 
-        self.trend = Trend.fit(x, log_y)
+        self.trend = Trend.fit(x, log_y, self.kind)
         self.model = lgbm().fit(x, log_y - self.trend(x))
         return self
 
