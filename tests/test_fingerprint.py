@@ -788,3 +788,46 @@ def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) ->
     assert len(from_warehouse) == len(fresh) > 50
     assert set(from_warehouse["parent_run_id"]) == set(frame["run_id"])
     assert layer_matrix(from_warehouse).reset_index(drop=True).equals(layer_matrix(fresh).reset_index(drop=True))
+
+
+def test_a_better_fingerprint_of_the_same_measurements_becomes_champion(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A champion that has seen every network (the same measurements trained again, by a newer
+    tracker) is compared on both versions' held-out predictions of the same networks: a better
+    recipe takes the alias, the same recipe does not. (It stayed champion for good before.)"""
+    import tracker.fingerprint.train as fingerprint_train
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp", environment=ENV)
+    names = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5", "resnet18")
+    for name in names:
+        desc = describe(name, 64)
+        flops = _flops(desc)
+        records = []
+        for bs in (1, 2, 4, 8):
+            r = network_record(name, bs, peak_mem_mb=100.0 + flops * bs / 1e7)
+            r.params["model_hash"] = desc.description_hash
+            r.metrics["latency_ms"] = _latency(flops, bs)
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            records.append(r)
+        logger.log(records)
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    uri = resolve_location(str(runs)).uri
+    with monkeypatch.context() as weak:  # an older, weaker recipe: two trees, no trend
+        weak.setattr(fingerprint_train, "LGBM_PARAMS", {**fingerprint_train.LGBM_PARAMS, "n_estimators": 2})
+        weak.setattr(fingerprint_train, "NETWORK_MODELS", {"lgbm": fingerprint_train.lgbm})
+        first = train(wh, "latency_ms", "inference", "cpu", uri)
+    assert first.champion and first.champion_reason == "first version"
+    better = train(wh, "latency_ms", "inference", "cpu", uri)
+    assert better.evaluation["mape_pct"] < first.evaluation["mape_pct"]
+    assert better.champion, better.champion_reason
+    assert better.champion_reason == (f"beats version {first.version} on the {len(names)} networks both held out (it "
+                                      f"has seen every network): MAPE {better.evaluation['mape_pct']:.2f} % vs "
+                                      f"{first.evaluation['mape_pct']:.2f} %")
+    same = train(wh, "latency_ms", "inference", "cpu", uri)
+    assert not same.champion and same.champion_reason.startswith(
+        f"version {better.version} stays champion on the {len(names)} networks both held out")
+    client = MlflowClient(uri)
+    assert str(client.get_model_version_by_alias(better.name, CHAMPION).version) == better.version

@@ -531,7 +531,10 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     """Move ``champion`` to this version only if it beats the champion on the same held-out
     networks: those the champion never saw, which it predicts as it would in ``tracker
     predict`` (its own method, layer-level included, from the warehouse ``where`` =
-    (path, phase, device)), against this version's held-out predictions of them."""
+    (path, phase, device)), against this version's held-out predictions of them. Where the
+    champion has seen every network (the same measurements trained again, by a newer tracker
+    say), both versions' held-out predictions of the configurations both held out (each network
+    predicted by a model fitted without it) are compared on today's labels."""
     import numpy as np
 
     from tracker.fingerprint.dataset import unmeasured_layer_rows
@@ -547,7 +550,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     networks = frame["model_hash"].to_numpy()
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():
-        return False, f"version {current.version} stays champion: no network it has not seen to compare on"
+        return _compare_held_out(client, uri, name, version, current, frame, y, pred)
     champ = load_champion(uri, name, current)
     if any(f not in frame.columns for f in champ.features):
         client.set_registered_model_alias(name, CHAMPION, version)
@@ -563,6 +566,38 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
         return True, (f"beats version {current.version}{how} on {held} networks it never saw: "
                       f"MAPE {new_mape:.2f} % vs {old_mape:.2f} %")
     return False, f"version {current.version}{how} stays champion on {held} unseen networks: {old_mape:.2f} % vs {new_mape:.2f} %"
+
+
+def _compare_held_out(client: Any, uri: str, name: str, version: str, current: Any, frame: Any, y: Any,
+                      pred: Any) -> tuple[bool, str]:
+    """The champion, which has seen every network of ``frame``, against this version on their
+    held-out predictions (the champion's ``evaluation/heldout_predictions.csv``) of the
+    configurations both held out, scored on today's labels ``y``."""
+    import numpy as np
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+
+    from tracker.log.artifacts import downloaded
+
+    nothing = f"version {current.version} stays champion: no network it has not seen to compare on"
+    try:
+        with downloaded(uri, current.run_id, "evaluation/heldout_predictions.csv") as path:
+            held = pd.read_csv(path, dtype={"model_hash": str})
+    except (MlflowException, OSError, ValueError):  # its artifacts are gone or unreadable
+        return False, nothing + " (and its held-out predictions cannot be read)"
+    key = ["model_hash", "batch_size"]
+    old = frame[key].merge(held[key + ["predicted"]].drop_duplicates(key), on=key, how="left")["predicted"].to_numpy(float)
+    both = ~np.isnan(old)
+    if not both.any():
+        return False, nothing
+    new_mape, old_mape = scores(y[both], pred[both])["mape_pct"], scores(y[both], old[both])["mape_pct"]
+    count = len(set(frame["model_hash"].to_numpy()[both]))
+    if new_mape < old_mape:
+        client.set_registered_model_alias(name, CHAMPION, version)
+        return True, (f"beats version {current.version} on the {count} networks both held out (it has seen every "
+                      f"network): MAPE {new_mape:.2f} % vs {old_mape:.2f} %")
+    return False, (f"version {current.version} stays champion on the {count} networks both held out (it has seen "
+                   f"every network): {old_mape:.2f} % vs {new_mape:.2f} %")
 
 
 def _plots(folder: Path, title: str, unit: str, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:
