@@ -50,12 +50,12 @@ def _latency(flops: float, bs: int) -> float:
     return 0.4 + 2.0e-9 * flops * bs
 
 
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("fp")
+def _measure(root: Path, networks: tuple[str, ...]) -> tuple[Path, Path]:
+    """A store and warehouse of ``networks`` at 64 px, batch 1 to 8, on the device of ``_latency``
+    (memory a floor plus FLOPs), each with its description; resnet34's batch 8 disturbed."""
     runs, wh = root / "runs", root / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp", environment=ENV)
-    for name in NETWORKS:
+    for name in networks:
         desc = describe(name, 64)
         flops = _flops(desc)
         records = []
@@ -69,8 +69,14 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
                 r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
             records.append(r)
         logger.log(records)
+    logger.close()
     load(wh, open_source(resolve_location(str(runs))))
     return runs, wh
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return _measure(tmp_path_factory.mktemp("fp"), NETWORKS)
 
 
 def _flops(desc) -> float:  # noqa: ANN001
@@ -797,23 +803,8 @@ def test_a_better_fingerprint_of_the_same_measurements_becomes_champion(tmp_path
     recipe takes the alias, the same recipe does not. (It stayed champion for good before.)"""
     import tracker.fingerprint.train as fingerprint_train
 
-    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
-    logger = RunLogger(str(runs), experiment="fp", environment=ENV)
     names = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5", "resnet18")
-    for name in names:
-        desc = describe(name, 64)
-        flops = _flops(desc)
-        records = []
-        for bs in (1, 2, 4, 8):
-            r = network_record(name, bs, peak_mem_mb=100.0 + flops * bs / 1e7)
-            r.params["model_hash"] = desc.description_hash
-            r.metrics["latency_ms"] = _latency(flops, bs)
-            if bs == 1:
-                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
-            records.append(r)
-        logger.log(records)
-    logger.close()
-    load(wh, open_source(resolve_location(str(runs))))
+    runs, wh = _measure(tmp_path, names)
     uri = resolve_location(str(runs)).uri
     with monkeypatch.context() as weak:  # an older, weaker recipe: two trees, no trend
         weak.setattr(fingerprint_train, "LGBM_PARAMS", {**fingerprint_train.LGBM_PARAMS, "n_estimators": 2})
