@@ -11,9 +11,10 @@ numpy, pandas), a Docker image of ``mlflow models build-docker``, a notebook wit
 Hence its rules: the standard library at import and numpy, pandas, lightgbm, scikit-learn and
 scipy (only to fit a trend) and mlflow inside the functions that need them; no import of
 tracker, except that its error derives from tracker's ``TrackerError`` where tracker is
-installed (the CLI then reports it in one line) and from ``ValueError`` where it is not. The PythonModel subclass, which needs mlflow, is
-made on first use (``runtime.FingerprintModel``), so that tracker's dataset, layer and trend
-modules import the targets, the layer model and the trend from here without importing mlflow.
+installed (the CLI then reports it in one line) and from ``ValueError`` where it is not. The
+PythonModel subclass, which needs mlflow, is made on first use (``runtime.FingerprintModel``),
+so that tracker's dataset, layer and trend modules import the targets, the layer model and the
+trend from here without importing mlflow.
 No ``from __future__ import annotations``: MLflow reads ``predict``'s type hint as an object.
 """
 

@@ -558,14 +558,22 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     rows = frame[unseen].reset_index(drop=True)
     layer_rows = unmeasured_layer_rows(where[0], rows, where[1], where[2]) if champ.layer is not None else None
     old = champ.predict(rows, layer_rows)
-    new_mape, old_mape = scores(y[unseen], pred[unseen])["mape_pct"], scores(y[unseen], old)["mape_pct"]
     held = len(set(networks[unseen]))
     how = f" ({champ.method}-level)" if champ.method != "network" else ""
+    return _verdict(client, name, version, y[unseen], pred[unseen], old,
+                    f"beats version {current.version}{how} on {held} networks it never saw",
+                    f"version {current.version}{how} stays champion on {held} unseen networks")
+
+
+def _verdict(client: Any, name: str, version: str, y: Any, new: Any, old: Any, beats: str,
+             stays: str) -> tuple[bool, str]:
+    """Move ``champion`` to ``version`` if its predictions ``new`` have a lower MAPE on ``y`` than
+    the champion's ``old``; the reason opens with ``beats`` or ``stays`` and gives both MAPEs."""
+    new_mape, old_mape = scores(y, new)["mape_pct"], scores(y, old)["mape_pct"]
     if new_mape < old_mape:
         client.set_registered_model_alias(name, CHAMPION, version)
-        return True, (f"beats version {current.version}{how} on {held} networks it never saw: "
-                      f"MAPE {new_mape:.2f} % vs {old_mape:.2f} %")
-    return False, f"version {current.version}{how} stays champion on {held} unseen networks: {old_mape:.2f} % vs {new_mape:.2f} %"
+        return True, f"{beats}: MAPE {new_mape:.2f} % vs {old_mape:.2f} %"
+    return False, f"{stays}: {old_mape:.2f} % vs {new_mape:.2f} %"
 
 
 def _compare_held_out(client: Any, uri: str, name: str, version: str, current: Any, frame: Any, y: Any,
@@ -590,14 +598,10 @@ def _compare_held_out(client: Any, uri: str, name: str, version: str, current: A
     both = ~np.isnan(old)
     if not both.any():
         return False, nothing
-    new_mape, old_mape = scores(y[both], pred[both])["mape_pct"], scores(y[both], old[both])["mape_pct"]
     count = len(set(frame["model_hash"].to_numpy()[both]))
-    if new_mape < old_mape:
-        client.set_registered_model_alias(name, CHAMPION, version)
-        return True, (f"beats version {current.version} on the {count} networks both held out (it has seen every "
-                      f"network): MAPE {new_mape:.2f} % vs {old_mape:.2f} %")
-    return False, (f"version {current.version} stays champion on the {count} networks both held out (it has seen "
-                   f"every network): {old_mape:.2f} % vs {new_mape:.2f} %")
+    on = f"on the {count} networks both held out (it has seen every network)"
+    return _verdict(client, name, version, y[both], pred[both], old[both], f"beats version {current.version} {on}",
+                    f"version {current.version} stays champion {on}")
 
 
 def _plots(folder: Path, title: str, unit: str, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:
