@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from tests.conftest import ENV, layer_record, network_record
 from tracker.cli.app import app
 from tracker.describe import describe
+from tracker.errors import ConfigError
 from tracker.fingerprint.dataset import FingerprintError, family, view_hash
 from tracker.fingerprint.train import CHAMPION, SELECTION_MARGIN, train
 from tracker.log.artifacts import downloaded
@@ -171,6 +172,31 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
         assert out["model"] == name and out["predictions"] == pytest.approx(alone[name]["predictions"], rel=1e-9)
         assert out["outside_trained_range"] == alone[name]["outside_trained_range"]
     assert together[0]["outside_trained_range"] and not together[2]["outside_trained_range"]
+    # Several networks and batch sizes from the CLI: the champions loaded once, one object per network
+    # and batch size (networks in the order given, then batch sizes; one given twice is one), each
+    # as it is predicted alone; the table has a row each and a note naming the configuration that
+    # extrapolates.
+    grid = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "resnet50", "-b", "4", "-b", "2",
+                               "-b", "4", "--input-size", "64", "--format", "json"])
+    assert grid.exit_code == 0, grid.output
+    listed = json.loads(grid.output)
+    assert [(r["model"], r["batch_size"]) for r in listed] == [("resnet18", 4), ("resnet18", 2), ("resnet50", 4),
+                                                                 ("resnet50", 2)]
+    assert listed[0]["predictions"] == pytest.approx(json.loads(inside.output)["predictions"], rel=1e-9)
+    assert listed[3]["predictions"] == pytest.approx(data["predictions"], rel=1e-9)
+    rows = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "resnet50", "-b", "2",
+                               "--input-size", "64"])
+    assert rows.exit_code == 0, rows.output
+    lines = rows.stdout.splitlines()
+    assert lines[0].split()[:3] == ["model", "batch", "latency_ms"]
+    assert [line.split()[:2] for line in lines[1:3]] == [["resnet18", "2"], ["resnet50", "2"]]
+    assert float(lines[2].split()[2]) == pytest.approx(data["predictions"]["latency_ms"], rel=1e-3)
+    assert lines[3] == f"versions: latency_ms-inference-cpu/{first.version}"
+    assert any(line.startswith("note: latency_ms (resnet50 at batch 2) extrapolates") for line in lines)
+    assert not any("(resnet18 at batch 2) extrapolates" in line for line in lines)
+    with pytest.raises(ConfigError, match="--features prints one configuration's features as a table"):
+        runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "-b", "1", "-b", "2", "--features"],
+                      catch_exceptions=False)
     table = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "64",
                                 "--input-size", "64"])
     notes = [line for line in table.stdout.splitlines() if line.startswith("note:")]

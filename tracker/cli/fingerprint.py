@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, Phase, emit_json, state
+from tracker.cli.options import FormatOption, OutputFormat, Phase, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
 
 app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and power, in the MLflow registry.",
@@ -115,8 +115,10 @@ def _pct(tag: str | None) -> str:
 
 def predict(
     ctx: typer.Context,
-    model: Annotated[str, typer.Argument(help="Zoo name or spec file of the network.")],
-    batch_size: BatchSizeOption = 1,
+    models: Annotated[list[str], typer.Argument(
+        help="Zoo name or spec file of the network; several: each is predicted.")],
+    batch_sizes: Annotated[Optional[list[int]], typer.Option(
+        "--batch-size", "-b", min=1, help="Images per iteration (repeatable: each is predicted). Default: 1.")] = None,
     phase: PhaseOption = Phase.inference,
     device: DeviceOption = "cpu",
     input_size: Annotated[Optional[int], typer.Option("--input-size", min=8, help="Input resolution.")] = None,
@@ -124,21 +126,31 @@ def predict(
     features: Annotated[bool, typer.Option("--features", help="Also print the network's features: the row "
                                            "of measurement_features a registered model takes through MLflow.")] = False,
 ) -> None:
-    """Predict latency, memory and power of a network without running it."""
-    from tracker.fingerprint.predict import predict as run_predict
+    """Predict latency, memory and power of a network without running it.
 
-    result = run_predict(_uri(ctx), model, batch_size, phase.value, device, input_size, with_features=features)
+    Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each."""
+    from tracker.errors import ConfigError
+    from tracker.fingerprint.predict import predict_grid
+
+    sizes = list(dict.fromkeys(batch_sizes or [1]))
+    several = len(models) * len(sizes) > 1
+    if several and features and fmt is OutputFormat.table:
+        raise ConfigError("--features prints one configuration's features as a table: give one network and one "
+                          "--batch-size, or add --format json")
+    results = predict_grid(_uri(ctx), list(models), sizes, phase.value, device, input_size, with_features=features)
     if fmt is OutputFormat.json:
-        emit_json(result)
-        return
+        emit_json(results if several else results[0])
+    elif several:
+        _prediction_table(results)
+    else:
+        _prediction_lines(results[0], features)
+
+
+def _prediction_lines(result: dict, features: bool) -> None:
+    """One configuration: a line per target, then what it extrapolates and what has no model."""
     for target, value in result["predictions"].items():
         typer.echo(f"{target:>18}: {value:.4g} {result['units'][target]}  ({result['model_versions'][target]})")
-    for target, outside in result["outside_trained_range"].items():
-        beyond = ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
-                           for f, o in outside.items())
-        typer.echo(f"note: {target} extrapolates beyond what {result['model_versions'][target]} learnt from: {beyond}")
-    if result["missing_targets"]:
-        typer.echo(f"no fingerprint for: {', '.join(result['missing_targets'])}")
+    _prediction_notes([result])
     if features:
         typer.echo("features:")
         for name, value in result["features"].items():
@@ -146,3 +158,28 @@ def predict(
                 typer.echo(f"  {name:<30} {len(value)} module calls (listed in --format json)")
             else:
                 typer.echo(f"  {name:<30} {'' if value is None else f'{value:.6g}'}")
+
+
+def _prediction_table(results: list[dict]) -> None:
+    """Several configurations: a row each, a column per target (its unit in the header), the
+    versions that answered under the table."""
+    targets = list(results[0]["predictions"])
+    header = ["model", "batch"] + [f"{t} ({results[0]['units'][t]})" for t in targets]
+    body = [[r["model"], str(r["batch_size"])] + [f"{r['predictions'][t]:.4g}" for t in targets] for r in results]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    for row in [header, *body]:
+        typer.echo("  ".join(cell.ljust(w) if i < 1 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
+    typer.echo("versions: " + ", ".join(results[0]["model_versions"][t] for t in targets))
+    _prediction_notes(results, with_model=True)
+
+
+def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
+    for result in results:
+        which = f" ({result['model']} at batch {result['batch_size']})" if with_model else ""
+        for target, outside in result["outside_trained_range"].items():
+            beyond = ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
+                               for f, o in outside.items())
+            typer.echo(f"note: {target}{which} extrapolates beyond what {result['model_versions'][target]} "
+                       f"learnt from: {beyond}")
+    if results[0]["missing_targets"]:
+        typer.echo(f"no fingerprint for: {', '.join(results[0]['missing_targets'])}")

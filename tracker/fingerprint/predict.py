@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,12 +169,26 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     are then neither read nor described again). ``with_features``: each result also holds its
     row's features (``features``: the input a registered version takes through MLflow; a value
     the description lacks is None)."""
+    return predict_grid(tracking_uri, refs, [batch_size], phase, device, input_size, models, descriptions,
+                        with_features)
+
+
+def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int], phase: str, device: str,
+                 input_size: int | None = None, models: dict[str, Champion] | None = None,
+                 descriptions: list[Any] | None = None, with_features: bool = False) -> list[dict[str, Any]]:
+    """:func:`predict_many` at each of ``batch_sizes``: one result per network and batch size,
+    network by network in the order of ``refs``, each network's batch sizes in the order given (a
+    batch size given twice is predicted once). The champions are loaded and each network described
+    once, and all configurations share one pass of the feature SQL."""
     from tracker.describe import describe
     from tracker.fingerprint.runtime import LAYER_INPUTS, LAYERS
     from tracker.zoo import resolve
 
     if descriptions is not None and len(descriptions) != len(refs):
         raise ValueError(f"{len(descriptions)} descriptions for {len(refs)} networks")
+    sizes = list(dict.fromkeys(int(bs) for bs in batch_sizes))
+    if not sizes or min(sizes) < 1:
+        raise FingerprintError(f"batch sizes must be whole numbers of at least 1, got {list(batch_sizes)}")
     # an unknown network is said before anything is loaded
     model_refs = [resolve(ref) for ref in refs] if descriptions is None else []
     if models is None:
@@ -181,20 +196,21 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     descs = descriptions if descriptions is not None else [
         describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
     t0 = time.perf_counter()
-    rows, layer_rows = configuration_rows(descs, [batch_size], phase, device,
+    rows, layer_rows = configuration_rows(descs, sizes, phase, device,
                                           with_layers=with_features or any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)
-    elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(descs), 1)
+    elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(rows), 1)
     versions = {t: f"{m.name}/{m.version}" for t, m in models.items()}
     methods = {t: m.method for t, m in models.items()}
     missing = [t for t in TARGETS if t not in models]
     features = feature_columns(list(rows.columns)) if with_features else []
     out = []
-    for i, desc in enumerate(descs):
+    configs = [(desc, bs) for desc in descs for bs in sizes]  # configuration_rows' order
+    for i, (desc, bs) in enumerate(configs):
         row = rows.iloc[i]
         outside = {t: found for t, m in models.items() if (found := outside_ranges(m.ranges, row))}
         out.append({
-            "model": desc.name, "model_hash": desc.description_hash, "batch_size": batch_size, "phase": phase,
+            "model": desc.name, "model_hash": desc.description_hash, "batch_size": bs, "phase": phase,
             "device": device, "predictions": predictions[i], "units": {t: TARGETS[t] for t in predictions[i]},
             "model_versions": dict(versions), "methods": dict(methods), "missing_targets": list(missing),
             # Per target, the features of this configuration beyond what its version learnt from.
