@@ -191,6 +191,6 @@ def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dic
         try:
             proc.wait(20)
         finally:
-            gone, alive = psutil.wait_procs(descendants, timeout=15)
+            _, alive = psutil.wait_procs(descendants, timeout=15)
             stop_process_group(proc)  # whatever it left, so that a failure here leaks nothing
     assert alive == [], f"the MLflow server or its workers outlived `tracker ui`: {alive}"

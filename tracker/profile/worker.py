@@ -49,10 +49,15 @@ def emit_event(event: dict[str, Any]) -> None:
     _write_line(EVENT_PREFIX, event)
 
 
+def _fault() -> str:
+    """The fault a test asks for (``TRACKER_FAULT``; empty when none), read where it may fire."""
+    return os.environ.get("TRACKER_FAULT", "")
+
+
 def inject_fault(job: dict[str, Any], steps: int | None = None) -> None:
     """Fire ``TRACKER_FAULT`` if it applies: before the measurement (``steps`` None), or in a
     training job once it has measured ``steps`` steps (``kill#2``)."""
-    fault = os.environ.get("TRACKER_FAULT", "")
+    fault = _fault()
     if not fault:
         return
     if fault.startswith(LOADER_FAULT):  # for loader workers only (loader_fault)
@@ -71,12 +76,12 @@ LOADER_FAULT = "loader:"
 
 def loader_fault_wanted() -> bool:
     """Whether ``TRACKER_FAULT`` is meant for a training job's loader workers (``loader:WHAT``)."""
-    return os.environ.get("TRACKER_FAULT", "").startswith(LOADER_FAULT)
+    return _fault().startswith(LOADER_FAULT)
 
 
 def loader_fault(worker_id: int) -> None:
     """A DataLoader ``worker_init_fn``: fire ``TRACKER_FAULT``'s ``loader:WHAT`` in the worker."""
-    _fire(os.environ.get("TRACKER_FAULT", "")[len(LOADER_FAULT):])
+    _fire(_fault()[len(LOADER_FAULT):])
 
 
 def loader_worker_killed(exc: BaseException) -> bool:
@@ -156,7 +161,7 @@ def reset_peak_rss() -> bool:
     if trim is not None:  # glibc's; other C libraries give memory back on their own terms
         trim(0)
     try:
-        if os.environ.get("TRACKER_FAULT") == "noreset":  # for tests: a kernel without the reset
+        if _fault() == "noreset":  # for tests: a kernel without the reset
             raise OSError("injected: no /proc/self/clear_refs (TRACKER_FAULT)")
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
@@ -237,7 +242,7 @@ def main() -> int:
         sys.stderr.flush()
         os._exit(EXIT_OOM if oom else EXIT_ERROR)
     _emit(result)
-    if os.environ.get("TRACKER_FAULT") == "linger":  # for tests: the result written, the child does not end
+    if _fault() == "linger":  # for tests: the result written, the child does not end
         time.sleep(3600)
     return 0
 
