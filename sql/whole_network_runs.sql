@@ -1,17 +1,19 @@
 -- Every whole-network run, inference (network runs) and training (training runs), FINISHED
 -- or FAILED, in one shape, with the device it ran on: the board for imported data
 -- (env.device_model), the GPU for cuda, else the CPU model. measurements and oom_boundary read it.
+-- page_faults_per_iter_count: memory the C allocator took afresh from the kernel per iteration
+-- (see the allocator of the CPU mode); NULL where not counted (imported data, older runs).
 WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason
+           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, page_faults_per_iter_count
     FROM network_runs
     UNION ALL BY NAME
     SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason
+           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, page_faults_per_iter_count
     FROM training_runs
 )
 SELECT

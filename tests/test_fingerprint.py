@@ -241,6 +241,42 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     client.set_model_version_tag(first.name, first.version, "trained_ranges", version.tags["trained_ranges"])
 
 
+def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
+    """The same networks measured in two modes (the second, with the allocator retaining memory,
+    twice as fast) are refused together, naming both modes; --device MODE learns that mode's
+    measurements alone, registered and predicted under its mode id."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="modes", environment=ENV)
+    networks = ("resnet18", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x0_5")
+    for name in networks:
+        desc = describe(name, 64)
+        for mode, factor in (("cpu-t2", 1.0), ("cpu-t2-retain", 0.5)):
+            records = []
+            for bs in (1, 2, 4):
+                r = network_record(name, bs)
+                r.params.update(model_hash=desc.description_hash, mode=mode)
+                r.key_fields["mode"] = mode
+                r.metrics["latency_ms"] = factor * _latency(_flops(desc), bs)
+                if bs == 1 and mode == "cpu-t2":
+                    r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+                records.append(r)
+            logger.log(records)
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    uri = resolve_location(str(runs)).uri
+    with pytest.raises(FingerprintError, match=re.escape(
+            "the inference measurements of latency_ms on 'cpu' ran in 2 device modes: cpu-t2 (12 rows), "
+            "cpu-t2-retain (12 rows); a fingerprint learns one: give its mode as --device")):
+        train(wh, "latency_ms", "inference", "cpu", uri)
+    result = train(wh, "latency_ms", "inference", "cpu-t2-retain", uri)
+    assert result.name == "latency_ms-inference-cpu-t2-retain" and result.evaluation["rows"] == 12
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "-b", "2", "--input-size", "64",
+                                   "--device", "cpu-t2-retain", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    predicted = json.loads(out.output)["predictions"]["latency_ms"]
+    assert predicted == pytest.approx(0.5 * _latency(_flops(describe("resnet18", 64)), 2), rel=0.25)
+
+
 def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple[Path, Path], tmp_path: Path) -> None:
     """searchspace run --latency predicted keeps each candidate's extrapolation on its candidate run;
     the run's summary, the searchspace_candidates view and the report say which candidates it is."""

@@ -19,7 +19,7 @@ ID = re.compile(r"^[a-z0-9.-]+$")
 ALLOWED = {
     "cpu_threads", "cpu_governor", "cpu_freq_min_mhz", "cpu_freq_max_mhz", "gpu_name", "gpu_sm_clock_mhz",
     "gpu_mem_clock_mhz", "gpu_app_sm_clock_mhz", "gpu_app_mem_clock_mhz", "gpu_power_limit_w", "gpu_persistence",
-    "nvpmodel", "nvpmodel_id",
+    "nvpmodel", "nvpmodel_id", "cpu_allocator",
 }
 JETSON = "NVPM WARN: fan mode is not set!\nNV Power Mode: MAXN\n0\n"
 JETSON_15W = "NV Power Mode: MODE_15W_2CORE\n3\n"
@@ -185,6 +185,19 @@ def test_apply_threads_then_read(no_jetson, threads_kept):
     assert torch.get_num_threads() == 1
     mode = read_mode("cpu")
     assert mode.params["cpu_threads"] == 1 and mode.mode_id.startswith("cpu-t1")
+
+
+def test_the_allocator_is_named_in_the_mode_only_where_it_retains(no_jetson, threads_kept):
+    system, retain = read_mode("cpu", threads=1, allocator="system"), read_mode("cpu", threads=1, allocator="retain")
+    assert "cpu_allocator" not in system.params and retain.params["cpu_allocator"] == "retain"
+    assert retain.mode_id == system.mode_id + "-retain" and ID.match(retain.mode_id)
+    assert read_mode("cpu", threads=1).mode_id == system.mode_id  # this process's allocator: untouched
+    record = mode_record(retain)
+    final = record.finalize({"env.host": "h"})  # against schemas/mode.json
+    assert final.params["cpu_allocator"] == "retain" and "(threads and allocator excepted)" in record.description
+    assert "allocator" not in mode_record(system).description
+    with pytest.raises(ConfigError, match="allocator = 'jemalloc': expected one of system, retain"):
+        read_mode("cpu", threads=1, allocator="jemalloc")
 
 
 def test_unknown_device_is_refused(no_jetson):

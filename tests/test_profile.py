@@ -450,6 +450,8 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\nallocator = \"jemalloc\"",
+     "[measure].allocator = 'jemalloc': expected one of system, retain"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [10, "a"] }',
      "[networks.prune].ratios are percentages from 0 to under 100, got 'a'"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [50, 100] }',
@@ -472,6 +474,29 @@ def test_a_bad_campaign_is_refused_before_anything_is_written(tmp_path: Path, ol
         load_campaign(path)
     assert str(info.value) == f"{path}: {message}" or str(info.value).startswith(f"{path}: {message}"), str(info.value)
     assert not (tmp_path / "bad").exists()  # no spec folder of generated or pruned networks either
+
+
+def test_a_retaining_allocator_is_a_mode_of_its_own_and_ends_the_page_faults(tmp_path: Path) -> None:
+    """mobilenet_v2 at 224 px: with glibc's defaults its large activations are mapped afresh and
+    given back at every iteration (thousands of page faults each); with the allocator retaining
+    freed memory, none. Each is its own mode (and configuration), recorded by a mode run."""
+    logger = RunLogger(str(tmp_path / "s"), experiment="alloc")
+    rule = Stopping(target_ci_rel=0.2, time_cap_s=1.0, warmup_cap_s=0.5)
+    system = profile_network(logger, "mobilenet_v2", 1, rule, threads=1, timeout_s=300)
+    retain = profile_network(logger, "mobilenet_v2", 1, rule, threads=1, timeout_s=300, allocator="retain")
+    assert system.network.status == retain.network.status == "FINISHED"
+    assert retain.network.params["mode"] == system.network.params["mode"] + "-retain"
+    assert retain.network.config_key != system.network.config_key
+    faults = system.network.metrics["page_faults_per_iter_count"], retain.network.metrics["page_faults_per_iter_count"]
+    assert faults[0] > 500 and faults[1] < 0.01 * faults[0], faults
+    assert system.as_dict()["page_faults_per_iter_count"] == faults[0]
+    client = MlflowClient(logger.location.uri)
+    exp = client.get_experiment_by_name("alloc")
+    mode_runs = {r.data.params["mode"]: r.data.params for r in client.search_runs([exp.experiment_id],
+                                                                              "tags.`tracker.kind` = 'mode'")}
+    assert mode_runs[retain.network.params["mode"]]["cpu_allocator"] == "retain"
+    assert "cpu_allocator" not in mode_runs[system.network.params["mode"]]
+    logger.close()
 
 
 def test_shards_split_networks_between_devices(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and
                   no_args_is_help=True)
 
 PhaseOption = Annotated[Phase, typer.Option("--phase", help="inference or training.")]
-DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, or a device name such as jetson-tx2.")]
+DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, a device name such as jetson-tx2, or a device mode such as cpu-t1-retain.")]
 
 
 def _uri(ctx: typer.Context, read_only: bool = False) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -31,6 +32,16 @@ AgainOption = Annotated[bool, typer.Option(
     "--again", help="Measure even if this configuration was measured: a new run beside the old ones "
                     "(a repeat at another time; with layers if the run it repeats had them; "
                     "latest_measurements keeps the newest, measurements all).")]
+
+
+class Allocator(str, Enum):
+    system = "system"
+    retain = "retain"
+
+
+AllocatorOption = Annotated[Allocator, typer.Option(
+    "--allocator", help="How the child's C allocator keeps freed memory (part of the mode): system, the C library's "
+                        "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
 MemLimitOption = Annotated[
     Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the child's memory growth (CPU): beyond it is out of memory.")
 ]
@@ -57,6 +68,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         return
     note = " (already measured: reused)" if data["reused"] else ""
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
+    if data.get("page_faults_per_iter_count") is not None:
+        mem += f", {data['page_faults_per_iter_count']:,.0f} page faults per iteration"
     typer.echo(
         f"{data['model']} bs{data['batch_size']} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
         f"±{100 * data['ci_rel']:.1f}% (95% CI), {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
@@ -68,7 +81,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
 
 def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: Device, threads: int | None,
              precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
-             again: bool = False) -> None:
+             again: bool = False, allocator: Allocator = Allocator.system) -> None:
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
@@ -77,7 +90,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
-                             memory_limit_mb=memory_limit_mb, again=again)
+                             memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value)
     _report(result.as_dict(), fmt)
 
 
@@ -89,6 +102,7 @@ def network(
     phase: Annotated[Phase, typer.Option(help="inference, or training (forward, loss, backward, optimizer step).")] = Phase.inference,
     device: DeviceOption = Device.cpu,
     threads: ThreadsOption = None,
+    allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
     timeout: TimeoutOption = 600.0,
@@ -97,7 +111,8 @@ def network(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network latency, memory and telemetry at one batch size (one child process)."""
-    _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt, again)
+    _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt, again,
+             allocator)
 
 
 @app.command("layers")
@@ -107,6 +122,7 @@ def layers(
     batch_size: BatchSizeOption = 1,
     device: DeviceOption = Device.cpu,
     threads: ThreadsOption = None,
+    allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
     timeout: TimeoutOption = 600.0,
@@ -114,7 +130,8 @@ def layers(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network inference plus each layer alone on its real input (nested layer runs)."""
-    _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt, again)
+    _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt, again,
+             allocator)
 
 
 @app.command("boundary")
@@ -124,6 +141,7 @@ def boundary(
     phase: Annotated[Phase, typer.Option(help="Which phase's memory limit to find.")] = Phase.training,
     device: DeviceOption = Device.cpu,
     threads: ThreadsOption = None,
+    allocator: AllocatorOption = Allocator.system,
     start: Annotated[int, typer.Option(min=1, help="First batch size.")] = 1,
     max_batch: Annotated[int, typer.Option(min=1, help="Largest batch size to try.")] = 1024,
     search: Annotated[bool, typer.Option("--search", help="Bisect between the last fit and the first failure.")] = False,
@@ -140,7 +158,7 @@ def boundary(
     _check(model, device)
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
                            phase=phase.value, device=device.value, threads=threads, start=start, max_batch=max_batch,
-                           search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb)
+                           search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value)
     data = result.as_dict()
     if fmt is OutputFormat.json:
         emit_json(data)

@@ -94,8 +94,10 @@ def family(model: str) -> str:
 
 
 def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
-    """Measured rows of one target, phase and device (``device`` matches device or device_name); the
-    target is the median of the configuration's repeats (``label_repeats`` of them)."""
+    """Measured rows of one target, phase and device (``device`` matches device, device_name or a
+    device mode id such as ``cpu-t1-retain``); the target is the median of the configuration's
+    repeats (``label_repeats`` of them). Rows of several device modes are refused: the same network
+    has other latencies in each (threads, allocator, clocks), and no feature tells them apart."""
     from tracker.warehouse.load import connect
 
     if target not in TARGETS:
@@ -105,7 +107,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
         frame = con.sql(
             f"SELECT f.* REPLACE (l.{target} AS {target}), l.repeats AS label_repeats "
             f"FROM {VIEW} f JOIN {LABEL_VIEW} l USING (run_id) "
-            f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device) "
+            f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
             params={"phase": phase, "device": device},
         ).df()
@@ -116,6 +118,11 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
         known = ", ".join(sorted({f"{d}/{n} ({p})" for d, n, p in devices})) or "none"
         raise FingerprintError(f"no {phase} measurements of {target} on device {device!r} in the warehouse; "
                                f"measured: {known}")
+    modes = frame["mode"].fillna("(none)").value_counts()
+    if len(modes) > 1:
+        listed = ", ".join(f"{mode} ({count} rows)" for mode, count in sorted(modes.items()))
+        raise FingerprintError(f"the {phase} measurements of {target} on {device!r} ran in {len(modes)} device modes: "
+                               f"{listed}; a fingerprint learns one: give its mode as --device")
     return frame
 
 

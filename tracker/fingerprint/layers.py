@@ -27,8 +27,9 @@ LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "m
 
 
 def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
-    """Measured layer rows of one phase and device (possibly none); each layer's latency is the
-    median over its configuration's repeats (``label_repeats`` of them), as the network labels are."""
+    """Measured layer rows of one phase and device (possibly none; ``device`` matches as in
+    ``dataset.load_rows``); each layer's latency is the median over its configuration's repeats
+    (``label_repeats`` of them), as the network labels are."""
     from tracker.warehouse.load import connect
 
     con = connect(warehouse, read_only=True)
@@ -36,7 +37,7 @@ def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
         return con.sql(
             f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats "
             f"FROM {LAYER_VIEW} f JOIN {LAYER_LABEL_VIEW} l USING (run_id) "
-            "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device) "
+            "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
             params={"phase": phase, "device": device},
         ).df()

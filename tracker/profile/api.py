@@ -27,6 +27,8 @@ class Planned:
     #: a spec file's network as planning read it (None for a zoo name): the child builds this,
     #: not the file, so an edit made meanwhile cannot be measured under the planned description
     network_spec: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    #: the C allocator setting the child applies (modes.ALLOCATORS; None: the C library's default)
+    allocator: str | None = None
 
     @property
     def config_key(self) -> str:
@@ -57,6 +59,8 @@ class ProfileResult:
             "peak_mem_mb": m.get("peak_mem_mb"),
             "stop_reason": self.network.tags.get("tracker.stop_reason"),
         }
+        if "page_faults_per_iter_count" in m:  # memory the C allocator took afresh from the kernel, per iteration
+            out["page_faults_per_iter_count"] = m["page_faults_per_iter_count"]
         if self.network.status != "FINISHED":
             out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
         if self.layers:
@@ -110,7 +114,7 @@ def _graph_artifact(name: str, spec_json: str | None, input_size: int) -> str:
 
 
 def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu", threads: int | None = None,
-         precision: str = "float32", input_size: int | None = None) -> Planned:
+         precision: str = "float32", input_size: int | None = None, allocator: str | None = None) -> Planned:
     from tracker.environment import software_versions
     from tracker.profile.modes import read_mode
     from tracker.profile.records import key_fields
@@ -120,16 +124,16 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     size = input_size or model_ref.input_size
     name, model_hash, _ = _described(model_ref.name, _spec_json(model_ref.spec), size)
     spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase)
-    mode = read_mode(device, threads=threads)
+    mode = read_mode(device, threads=threads, allocator=allocator or "system")
     keys = key_fields(spec, model_hash, mode.mode_id, software_versions())
-    return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec)
+    return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec, allocator)
 
 
-def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None) -> str:
+def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allocator: str | None = None) -> str:
     """Log the ``mode`` run describing this device mode, once per experiment; its mode id."""
     from tracker.profile.modes import mode_record, read_mode
 
-    mode = read_mode(device, threads=threads)
+    mode = read_mode(device, threads=threads, allocator=allocator or "system")
     record = mode_record(mode)
     if record.config_key not in logger.measured(kind="mode"):
         logger.log([record])
@@ -146,6 +150,7 @@ def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | Non
         "precision": p.spec.precision,
         "phase": p.spec.phase,
         "threads": p.threads,
+        "allocator": p.allocator,
         "layers": layers,
         "rule": asdict(rule),
         "layer_rule": asdict(layer_rule or rule),
@@ -225,14 +230,15 @@ def profile_network(
     memory_limit_mb: float | None = None,
     reuse: bool = True,
     again: bool = False,
+    allocator: str | None = None,
 ) -> ProfileResult:
     """Measure one configuration (and its layers) in a child process and log it, unless measured;
     ``again``: measure it anyway, as a repeat (a new run with its own repeat key), with its layers
     if the run it repeats had them (layer_labels takes each layer's median over the repeats)."""
     import uuid
 
-    p = plan(ref, batch_size, phase=phase, device=device, threads=threads)
-    ensure_mode_logged(logger, device, threads)
+    p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator)
+    ensure_mode_logged(logger, device, threads, allocator)
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
         latest = logger.find(p.config_key, "FINISHED")
@@ -271,14 +277,15 @@ def find_boundary(
     search: bool = False,
     timeout_s: float = 600.0,
     memory_limit_mb: float | None = None,
+    allocator: str | None = None,
 ) -> Boundary:
     """Double the batch size until the first failure (recorded as a FAILED run); with
     ``search``, bisect between the last size that fitted and the first that failed."""
-    ensure_mode_logged(logger, device, threads)
+    ensure_mode_logged(logger, device, threads, allocator)
     results: list[ProfileResult] = []
 
     def attempt(bs: int) -> ProfileResult:
-        p = plan(ref, bs, phase=phase, device=device, threads=threads)
+        p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator)
         # a recorded failure is an answer too: a resumed search does not redo it
         res = measure_planned(logger, p, rule, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, reuse_failed=True)
         results.append(res)

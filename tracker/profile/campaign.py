@@ -2,8 +2,9 @@
 
     [campaign]  name, description
     [networks]  zoo = [...], specs = [...], generate = {count, seed, input_size}, prune = {model, ratios, method, seed}
-    [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), precision, time_cap_s,
-                layers, till_first_fail, timeout_s, memory_limit_mb, repeats
+    [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), allocator ("retain":
+                the C allocator keeps freed memory, part of the mode), precision, time_cap_s, layers,
+                till_first_fail, timeout_s, memory_limit_mb, repeats
 
 Every configuration runs in a child process; one that is already measured (its config key
 is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tracker.errors import ConfigError
-from tracker.profile.modes import validate_threads
+from tracker.profile.modes import validate_allocator, validate_threads
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -34,6 +35,7 @@ SECTIONS = {
     "measure": {
         "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
         "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float, "repeats": int,
+        "allocator": str,
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
@@ -50,6 +52,7 @@ class Campaign:
     phases: list[str] = field(default_factory=lambda: ["inference"])
     devices: list[str] = field(default_factory=lambda: ["cpu"])
     threads: list[int | None] = field(default_factory=lambda: [None])
+    allocator: str | None = None  # modes.ALLOCATORS; None: the C library's default, unchanged
     precision: float = 0.02
     time_cap_s: float = 10.0
     layers: bool = False
@@ -132,6 +135,11 @@ def load_campaign(path: Path) -> Campaign:
         try:  # measured here: said before the store is opened, not after the first configuration
             for t in c.threads:
                 validate_threads(t)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: [measure].{e}") from None
+    if "allocator" in m:
+        try:
+            c.allocator = validate_allocator(m["allocator"])
         except ConfigError as e:
             raise ConfigError(f"{where}: [measure].{e}") from None
     for key in ("precision", "time_cap_s", "timeout_s", "memory_limit_mb"):
@@ -259,12 +267,13 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
         # Round after round: round r goes through every chain before round r + 1 starts.
         for r, (ref, device, threads, phase) in itertools.product(range(1, c.repeats + 1), todo):
             if (device, threads) not in modes_logged:
-                ensure_mode_logged(logger, device, threads)
+                ensure_mode_logged(logger, device, threads, c.allocator)
                 modes_logged.add((device, threads))
             for k, bs in enumerate(c.batch_sizes):
-                p = plan(ref, bs, phase=phase, device=device, threads=threads)
+                p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator)
                 repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
                 label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
+                         f"{f' {c.allocator}' if c.allocator not in (None, 'system') else ''}"
                          f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}")
                 if (repeat_key or p.config_key) in (done_repeats if repeat_key else done_keys):
                     tally.skipped += 1

@@ -17,7 +17,11 @@ from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
 
 def _timing_json(t: Timing) -> dict[str, Any]:
-    return {"samples_ms": t.samples_ms, "warmup_ms": t.warmup_ms, "stop_reason": t.stop_reason, "elapsed_s": t.elapsed_s, "block_n": t.block_n}
+    out = {"samples_ms": t.samples_ms, "warmup_ms": t.warmup_ms, "stop_reason": t.stop_reason, "elapsed_s": t.elapsed_s,
+           "block_n": t.block_n}
+    if t.minor_faults is not None:
+        out["minor_faults"] = t.minor_faults
+    return out
 
 
 def _step(model: Any, spec: Any, phase: str) -> Any:
@@ -55,13 +59,14 @@ def _step(model: Any, spec: Any, phase: str) -> Any:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from tracker.profile.modes import apply_threads, read_mode
+    from tracker.profile.modes import apply_allocator, apply_threads, read_mode
     from tracker.profile.network import NetworkSpec, profile_layers
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.zoo import resolve
 
     if job.get("threads"):
         apply_threads(int(job["threads"]))
+    apply_allocator(job.get("allocator"))  # before the network is built: its memory is kept the same way
     device = job.get("device", "cpu")
     mode = read_mode(device)
     torch.manual_seed(0)

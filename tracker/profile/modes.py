@@ -5,8 +5,9 @@ limits from sysfs), the NVIDIA GPU part (SM and memory clocks, current and appli
 power limit, persistence mode and name, from NVML) and, on a Jetson, the ``nvpmodel -q``
 power mode. What cannot be read is absent, never zero or "unknown".
 
-The one thing the tracker sets is the torch thread count, explicitly, through
-:func:`apply_threads`; clocks, governors and power modes are only ever read.
+What the tracker sets, explicitly and only when asked, is the torch thread count
+(:func:`apply_threads`) and how the measuring process's C allocator keeps freed memory
+(:func:`apply_allocator`); clocks, governors and power modes are only ever read.
 
 The ``mode_id`` names a mode in short, stable text (``cpu-t2-schedutil``,
 ``cuda0-sm1980-mem2619-pl700w-t8-performance``, ``jetson-maxn-0-cpu-t4-schedutil``). It is
@@ -44,6 +45,7 @@ _NVP_NAME = re.compile(r"^\s*NV Power Mode\s*:\s*(\S.*?)\s*$", re.IGNORECASE)
 #: record are the application clocks: the setting, stable from read to read.
 _RECORD_PARAMS = {
     "cpu_threads": "cpu_threads",
+    "cpu_allocator": "cpu_allocator",
     "cpu_governor": "cpu_governor",
     "gpu_app_sm_clock_mhz": "gpu_sm_clock_mhz",
     "gpu_app_mem_clock_mhz": "gpu_mem_clock_mhz",
@@ -103,6 +105,39 @@ def apply_threads(threads: int) -> None:
     import torch
 
     torch.set_num_threads(validate_threads(threads))
+
+
+#: How the measuring process's C allocator keeps freed memory. ``system``: as the C library does
+#: by default (glibc maps large blocks afresh and gives freed memory back to the kernel, so a
+#: network whose activations outgrow its thresholds takes page faults at every iteration: on this
+#: project's VM up to 14,000 per iteration, a third to half of some networks' CPU latency).
+#: ``retain``: glibc tuned as a deployment would (``mallopt``: no mmap, trim threshold 1 GiB), so
+#: freed memory is kept and reused, as jemalloc or tcmalloc would; a mode of its own.
+ALLOCATORS = ("system", "retain")
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
+_RETAIN_TRIM_BYTES = 2**30
+_applied_allocator = "system"
+
+
+def validate_allocator(name: Any) -> str:
+    if name not in ALLOCATORS:
+        raise ConfigError(f"allocator = {name!r}: expected one of {', '.join(ALLOCATORS)}")
+    return str(name)
+
+
+def apply_allocator(name: str | None) -> None:
+    """Set how this process's C allocator keeps freed memory (see :data:`ALLOCATORS`): the measuring
+    child does, before it builds the network, when its job asks for ``retain``. ``system`` (or
+    None) changes nothing. Where the C library has no ``mallopt`` (not glibc), ``retain`` fails."""
+    global _applied_allocator
+    if name is None or validate_allocator(name) == "system":
+        return
+    import ctypes
+
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None or not (mallopt(_M_MMAP_MAX, 0) and mallopt(_M_TRIM_THRESHOLD, _RETAIN_TRIM_BYTES)):
+        raise ConfigError("allocator = 'retain' needs glibc's mallopt, which this C library does not have")
+    _applied_allocator = name
 
 
 def _read_text(path: Path) -> str | None:
@@ -249,15 +284,19 @@ def make_mode_id(device: str, params: dict[str, ParamValue]) -> str:
         low = params.get("cpu_freq_min_mhz", "")
         high = params.get("cpu_freq_max_mhz", "")
         parts.append(f"{low}-{high}mhz".strip("-"))
+    if "cpu_allocator" in params:  # absent for the system allocator: ids of earlier stores stay
+        parts.append(_slug(params["cpu_allocator"]))
     return "-".join(parts)
 
 
-def read_mode(device: str = "cpu", threads: int | None = None) -> DeviceMode:
+def read_mode(device: str = "cpu", threads: int | None = None, allocator: str | None = None) -> DeviceMode:
     """The current mode of ``device`` (cpu, cuda, cuda:N), read without changing anything.
 
     ``threads`` names the thread count a measurement will run with (it is validated, not
-    applied); without it the thread count is torch's current one. A GPU mode carries the
-    CPU part too, since the host's threads feed the GPU.
+    applied); without it the thread count is torch's current one. ``allocator`` likewise
+    names the C allocator setting (without it, what :func:`apply_allocator` set in this
+    process; ``system`` is not written in the id). A GPU mode carries the CPU part too, since
+    the host's threads feed the GPU.
     """
     spec = device.strip().lower() if isinstance(device, str) else ""
     match = _DEVICE.match(spec)
@@ -274,6 +313,8 @@ def read_mode(device: str = "cpu", threads: int | None = None) -> DeviceMode:
         params["cpu_threads"] = validate_threads(threads)
     params.update(read_cpu_freq())
     params.update(read_nvpmodel())
+    if (validate_allocator(allocator) if allocator is not None else _applied_allocator) != "system":
+        params["cpu_allocator"] = allocator or _applied_allocator
     return DeviceMode(device=spec, mode_id=make_mode_id(spec, params), params=params)
 
 
@@ -301,7 +342,11 @@ def describe_mode(mode: DeviceMode) -> str:
         bits.append(f"cpufreq governor {p['cpu_governor']}")
     if "cpu_freq_min_mhz" in p or "cpu_freq_max_mhz" in p:
         bits.append(f"CPU frequency {p.get('cpu_freq_min_mhz', '?')}-{p.get('cpu_freq_max_mhz', '?')} MHz")
-    return f"Device mode {mode.mode_id}: " + "; ".join(bits) + ". Read, not set, by the tracker (threads excepted)."
+    if "cpu_allocator" in p:
+        bits.append(f"C allocator {p['cpu_allocator']} (freed memory kept for reuse: glibc mallopt, no mmap, "
+                    "trim threshold 1 GiB)")
+    set_here = "threads and allocator" if "cpu_allocator" in p else "threads"
+    return f"Device mode {mode.mode_id}: " + "; ".join(bits) + f". Read, not set, by the tracker ({set_here} excepted)."
 
 
 def mode_record(mode: DeviceMode) -> RunRecord:

@@ -105,6 +105,8 @@ def measured_record(
     metrics = timing_metrics(timing, s)
     n = int(metrics["samples_count"])
     metrics["throughput_per_s"] = spec.batch_size * 1000.0 / metrics["latency_ms"]
+    if "minor_faults" in timing:
+        metrics["page_faults_per_iter_count"] = timing["minor_faults"] / n
     memory = payload.get("memory", {})
     if "cuda_max_allocated_mb" in memory:
         metrics["peak_mem_mb"] = memory["cuda_max_allocated_mb"]

@@ -6,6 +6,7 @@ on CUDA; nothing to wait for on CPU), so the clock sees the work and not its lau
 
 from __future__ import annotations
 
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -36,6 +37,9 @@ class Timing:
     window_ns: tuple[int, int] = (0, 0)
     #: samples per block of the drift-aware CI (see stats)
     block_n: int = 1
+    #: minor page faults of this process over the sampling window (every thread's: the
+    #: telemetry sampler's too, a handful), None where getrusage does not count them
+    minor_faults: int | None = None
 
     @property
     def summary(self) -> Summary:
@@ -72,6 +76,7 @@ def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] =
         if len(warmup) % WARMUP_WINDOW == 0:
             window = max(WARMUP_WINDOW, rule.block_size(statistics.median(warmup[-WARMUP_WINDOW:])))
     block_n = rule.block_size(statistics.median(warmup[-WARMUP_WINDOW:]))
+    faults_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     sample_start = clock()
     samples: list[float] = []
     reason = None
@@ -85,4 +90,6 @@ def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] =
         checked = n
         reason = stop_reason(samples, (clock() - sample_start) / 1e9, rule, block_n)
     end = clock()
-    return Timing(samples, warmup, reason, (end - start) / 1e9, (sample_start, end), block_n)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start
+    return Timing(samples, warmup, reason, (end - start) / 1e9, (sample_start, end), block_n,
+                  faults if faults_start or faults else None)
