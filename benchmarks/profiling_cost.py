@@ -13,7 +13,7 @@ furthest stretch median from the fixed median (how far any measurement of the ad
 can land on this machine, whatever its stopping rule). Only one fixed pass per network counts
 towards the device time.
 Targets: at least 10x less device time; medians within 3 %.
-Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH] [THREADS]  (default cpu, batch 1;
+Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH] [THREADS] [ALLOCATOR]  (default cpu, batch 1;
 every timed call on cuda is bracketed by a synchronisation, in both ways of measuring). On a
 GPU, batch 1 of these small networks is bound by the host launching kernels; a larger batch
 puts the work on the device.
@@ -23,6 +23,10 @@ both vCPUs shares them with the OS and the host (our reading of why, not verifie
 runs two 10 s fixed windows of one network differed by up to 5 to 39 % at both vCPUs, and by up to
 2 to 6 % at one thread. ``all`` uses torch's default (every core), to see that. On cuda the
 default is torch's.
+ALLOCATOR is the C allocator mode both ways measure in (``system``, the default, or ``retain``:
+freed memory kept for reuse, ``tracker.profile.modes.apply_allocator``; printed as ``allocator``).
+With glibc's defaults squeezenet1_1 and mobilenet_v3_small take over a thousand page faults per
+iteration at batch 1 here, and what a page fault costs on a VM moves with the host.
 Last line: {"fixed_device_s": ..., "adaptive_device_s": ..., "ratio": ..., "max_median_diff_rel": ..., ...}
 """
 
@@ -87,6 +91,7 @@ def main() -> None:
     threads = sys.argv[3] if len(sys.argv) > 3 else (str(CPU_THREADS) if device == "cpu" else "all")
     if threads != "all" and (not threads.isdigit() or int(threads) < 1):
         sys.exit(f"profiling_cost: threads {threads!r}: expected a whole number of at least 1, or all")
+    allocator = sys.argv[4] if len(sys.argv) > 4 else "system"
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():
@@ -96,14 +101,15 @@ def main() -> None:
     from tracker.profile.timing import device_sync, measure
     from tracker.zoo import build_model
 
-    if threads != "all":
-        from tracker.errors import TrackerError
-        from tracker.profile.modes import apply_threads
+    from tracker.errors import TrackerError
+    from tracker.profile.modes import apply_allocator, apply_threads
 
-        try:
+    try:
+        if threads != "all":
             apply_threads(int(threads))
-        except TrackerError as e:
-            sys.exit(f"profiling_cost: {e}")
+        apply_allocator(allocator)
+    except TrackerError as e:
+        sys.exit(f"profiling_cost: {e}")
     sync = device_sync(device)
     rule = Stopping(target_ci_rel=0.02, time_cap_s=10.0)
     rows = []
@@ -147,6 +153,7 @@ def main() -> None:
         "networks": len(rows),
         "batch_size": batch_size,
         "threads": torch.get_num_threads(),
+        "allocator": allocator,
         "fixed_warmup_s": FIXED_WARMUP_S,
         "fixed_sample_s": FIXED_SAMPLE_S,
         "fixed_note": "PerfSeer uses 30 s + 30 s; scaled down to 5 s + 5 s here",
