@@ -244,7 +244,8 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
 def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
     """The same networks measured in two modes (the second, with the allocator retaining memory,
     twice as fast) are refused together, naming both modes; --device MODE learns that mode's
-    measurements alone, registered and predicted under its mode id."""
+    measurements alone, registered and predicted under its mode id; ``mode`` (the demo's) learns
+    one mode under the device's name."""
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="modes", environment=ENV)
     networks = ("resnet18", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x0_5")
@@ -275,6 +276,12 @@ def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     predicted = json.loads(out.output)["predictions"]["latency_ms"]
     assert predicted == pytest.approx(0.5 * _latency(_flops(describe("resnet18", 64)), 2), rel=0.25)
+    # The demo's way: one mode's measurements, registered under the device (other modes measured
+    # in the same store are not learnt from).
+    own = train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t2")
+    assert own.name == "latency_ms-inference-cpu" and own.evaluation["rows"] == 12
+    with pytest.raises(FingerprintError, match="no inference measurements of latency_ms on device 'cpu' in mode 'cpu-t9'"):
+        train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t9")
 
 
 def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple[Path, Path], tmp_path: Path) -> None:

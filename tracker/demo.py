@@ -173,11 +173,15 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
 
     t = time.monotonic()
     # An unseen network none of whose measurements succeeded has nothing to leave out.
-    measured = measured_rows(warehouse, [u.name for u in unseen], "inference", "cpu")
-    jobs = [(target, "inference", "cpu", sorted({m for (m, _), row in measured.items() if row.get(target) is not None}))
-            for target in plan.targets]
+    # The mode the demo measured in: other modes measured in this store are not learnt from.
+    from tracker.profile.modes import read_mode
+
+    mode = read_mode("cpu", allocator="system").mode_id
+    measured = measured_rows(warehouse, [u.name for u in unseen], "inference", "cpu", mode)
+    jobs = [(target, "inference", "cpu", sorted({m for (m, _), row in measured.items() if row.get(target) is not None}),
+             mode) for target in plan.targets]
     if plan.tx2 and summary.get("tx2"):
-        jobs.append(("latency_ms", "training", "jetson-tx2", []))
+        jobs.append(("latency_ms", "training", "jetson-tx2", [], None))
     summary["fingerprints"] = [_fingerprint(console, warehouse, uri, *job) for job in jobs]
     steps["fingerprints"] = time.monotonic() - t
 
@@ -219,7 +223,7 @@ def _import_tx2(console: Any, tracking_uri: str | None, folder: Path) -> dict[st
 
 
 def _fingerprint(console: Any, warehouse: Path, uri: str, target: str, phase: str, device: str,
-                 exclude: list[str]) -> dict[str, Any]:
+                 exclude: list[str], mode: str | None) -> dict[str, Any]:
     """Train a fingerprint unless the champion learnt from exactly these runs already."""
     from mlflow.tracking import MlflowClient
 
@@ -227,7 +231,7 @@ def _fingerprint(console: Any, warehouse: Path, uri: str, target: str, phase: st
 
     name = registered_name(target, phase, device)
     try:
-        digest = runs_digest(training_rows(warehouse, target, phase, device, exclude))
+        digest = runs_digest(training_rows(warehouse, target, phase, device, exclude, mode))
         current = champion_version(MlflowClient(uri), name)
         if current is not None and current.tags.get("runs_digest") == digest:
             out = {"name": name, "version": str(current.version), "reused": True, "champion": True,
@@ -236,7 +240,7 @@ def _fingerprint(console: Any, warehouse: Path, uri: str, target: str, phase: st
             console.print(f"  fingerprint {name}: version {current.version} (champion) already learnt from these runs; "
                           f"held-out MAPE {out['heldout_mape_pct']:.1f} %")
             return out
-        result = train(warehouse, target, phase, device, uri, exclude=exclude)
+        result = train(warehouse, target, phase, device, uri, exclude=exclude, mode=mode)
     except TrackerError as exc:  # too little data for one target does not stop the others
         console.print(f"  fingerprint {name}: not trained: {exc}")
         return {"name": name, "error": str(exc)}
@@ -248,15 +252,17 @@ def _fingerprint(console: Any, warehouse: Path, uri: str, target: str, phase: st
             "heldout_mape_pct": e["mape_pct"], "heldout_within_10pct": e["within_10pct"]}
 
 
-def measured_rows(warehouse: Path, names: list[str], phase: str, device: str) -> dict[tuple[str, int], dict[str, Any]]:
-    """Latest measurements of these networks, by (model, batch size)."""
+def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
+                  mode: str | None = None) -> dict[tuple[str, int], dict[str, Any]]:
+    """Latest measurements of these networks, by (model, batch size); ``mode``: in that device mode only."""
     from tracker.warehouse.load import connect
 
     con = connect(warehouse, read_only=True)
     try:
         cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb "
-                          "FROM latest_measurements WHERE phase = $phase AND device = $device AND list_contains($names, model)",
-                          {"phase": phase, "device": device, "names": names})
+                          "FROM latest_measurements WHERE phase = $phase AND device = $device "
+                          "AND ($mode IS NULL OR mode = $mode) AND list_contains($names, model)",
+                          {"phase": phase, "device": device, "names": names, "mode": mode})
         rows = cur.fetchall()
     finally:
         con.close()

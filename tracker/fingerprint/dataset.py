@@ -93,11 +93,12 @@ def family(model: str) -> str:
     return re.sub(r"([_-](p|pruned)?\d+(\.\d+)?)+$", "", model_) or model
 
 
-def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
+def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str | None = None) -> Any:
     """Measured rows of one target, phase and device (``device`` matches device, device_name or a
     device mode id such as ``cpu-t1-retain``); the target is the median of the configuration's
-    repeats (``label_repeats`` of them). Rows of several device modes are refused: the same network
-    has other latencies in each (threads, allocator, clocks), and no feature tells them apart."""
+    repeats (``label_repeats`` of them). ``mode``: only the rows of that device mode. Rows of several
+    device modes are refused: the same network has other latencies in each (threads, allocator,
+    clocks), and no feature tells them apart."""
     from tracker.warehouse.load import connect
 
     if target not in TARGETS:
@@ -108,15 +109,17 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str) -> Any:
             f"SELECT f.* REPLACE (l.{target} AS {target}), l.repeats AS label_repeats "
             f"FROM {VIEW} f JOIN {LABEL_VIEW} l USING (run_id) "
             f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
+            f"AND ($mode IS NULL OR f.mode = $mode) "
             f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
-            params={"phase": phase, "device": device},
+            params={"phase": phase, "device": device, "mode": mode},
         ).df()
         devices = con.sql(f"SELECT DISTINCT device, device_name, phase FROM {VIEW}").fetchall()
     finally:
         con.close()
     if frame.empty:
         known = ", ".join(sorted({f"{d}/{n} ({p})" for d, n, p in devices})) or "none"
-        raise FingerprintError(f"no {phase} measurements of {target} on device {device!r} in the warehouse; "
+        where = f"device {device!r}" + (f" in mode {mode!r}" if mode else "")
+        raise FingerprintError(f"no {phase} measurements of {target} on {where} in the warehouse; "
                                f"measured: {known}")
     modes = frame["mode"].fillna("(none)").value_counts()
     if len(modes) > 1:

@@ -207,11 +207,12 @@ MAX_TRAIN_CI_REL = 0.25
 MIN_NETWORKS = 3
 
 
-def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = ()) -> Any:
+def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = (),
+                  mode: str | None = None) -> Any:
     """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
     one that has no row, a misspelling say, is an error rather than silently kept nowhere) and,
     for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``)."""
-    frame = load_rows(warehouse, target, phase, device)
+    frame = load_rows(warehouse, target, phase, device, mode)
     unknown = sorted(set(exclude) - set(frame["model"]))
     if unknown:
         raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
@@ -327,9 +328,11 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
 
 
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
-          exclude: Collection[str] = ()) -> TrainResult:
+          exclude: Collection[str] = (), mode: str | None = None) -> TrainResult:
     """Train, evaluate on held-out networks, register and maybe promote; networks named in
-    ``exclude`` are left out entirely (to be predicted later as never seen)."""
+    ``exclude`` are left out entirely (to be predicted later as never seen). ``mode``: learn
+    only that device mode's measurements, registered under ``device`` all the same (the demo's
+    own, in a store where other modes were measured too)."""
     import mlflow
     import numpy as np
     from mlflow.tracking import MlflowClient
@@ -340,7 +343,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from tracker.settings import resolve_location
 
     # The rows first: a train that has nothing to learn from creates nothing in the store.
-    frame = training_rows(warehouse, target, phase, device, exclude)
+    frame = training_rows(warehouse, target, phase, device, exclude, mode)
     # Through tracker's store, so an embedded store keeps the artifacts in its own folder; a
     # store moved from elsewhere is refused before anything is trained.
     location = resolve_location(tracking_uri)
