@@ -191,7 +191,7 @@ def test_the_allocator_is_named_in_the_mode_only_where_it_retains(no_jetson, thr
     system, retain = read_mode("cpu", threads=1, allocator="system"), read_mode("cpu", threads=1, allocator="retain")
     assert "cpu_allocator" not in system.params and retain.params["cpu_allocator"] == "retain"
     assert retain.mode_id == system.mode_id + "-retain" and ID.match(retain.mode_id)
-    assert read_mode("cpu", threads=1).mode_id == system.mode_id  # this process's allocator: untouched
+    assert read_mode("cpu", threads=1).mode_id == system.mode_id  # none named: the system's
     record = mode_record(retain)
     final = record.finalize({"env.host": "h"})  # against schemas/mode.json
     assert final.params["cpu_allocator"] == "retain" and "(threads and allocator excepted)" in record.description

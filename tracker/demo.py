@@ -176,7 +176,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     # The mode the demo measured in: other modes measured in this store are not learnt from.
     from tracker.profile.modes import read_mode
 
-    mode = read_mode("cpu", allocator="system").mode_id
+    mode = read_mode("cpu").mode_id
     measured = measured_rows(warehouse, [u.name for u in unseen], "inference", "cpu", mode)
     jobs = [(target, "inference", "cpu", sorted({m for (m, _), row in measured.items() if row.get(target) is not None}),
              mode) for target in plan.targets]

@@ -132,8 +132,8 @@ def predict(
     from tracker.errors import ConfigError
     from tracker.fingerprint.predict import predict_grid
 
-    sizes = list(dict.fromkeys(batch_sizes or [1]))
-    several = len(models) * len(sizes) > 1
+    sizes = batch_sizes or [1]
+    several = len(models) * len(set(sizes)) > 1  # predict_grid predicts a batch size given twice once
     if several and features and fmt is OutputFormat.table:
         raise ConfigError("--features prints one configuration's features as a table: give one network and one "
                           "--batch-size, or add --format json")

@@ -124,7 +124,7 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     size = input_size or model_ref.input_size
     name, model_hash, _ = _described(model_ref.name, _spec_json(model_ref.spec), size)
     spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase)
-    mode = read_mode(device, threads=threads, allocator=allocator or "system")
+    mode = read_mode(device, threads=threads, allocator=allocator)
     keys = key_fields(spec, model_hash, mode.mode_id, software_versions())
     return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec, allocator)
 
@@ -133,7 +133,7 @@ def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allo
     """Log the ``mode`` run describing this device mode, once per experiment; its mode id."""
     from tracker.profile.modes import mode_record, read_mode
 
-    mode = read_mode(device, threads=threads, allocator=allocator or "system")
+    mode = read_mode(device, threads=threads, allocator=allocator)
     record = mode_record(mode)
     if record.config_key not in logger.measured(kind="mode"):
         logger.log([record])

@@ -68,7 +68,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         apply_threads(int(job["threads"]))
     apply_allocator(job.get("allocator"))  # before the network is built: its memory is kept the same way
     device = job.get("device", "cpu")
-    mode = read_mode(device)
+    mode = read_mode(device, allocator=job.get("allocator"))
     torch.manual_seed(0)
     if job.get("network_spec") is not None:  # the spec as planned, not the file as it may be now
         from tracker.zoo.spec import spec_ref

@@ -116,7 +116,6 @@ def apply_threads(threads: int) -> None:
 ALLOCATORS = ("system", "retain")
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 _RETAIN_TRIM_BYTES = 2**30
-_applied_allocator = "system"
 
 
 def validate_allocator(name: Any) -> str:
@@ -129,7 +128,6 @@ def apply_allocator(name: str | None) -> None:
     """Set how this process's C allocator keeps freed memory (see :data:`ALLOCATORS`): the measuring
     child does, before it builds the network, when its job asks for ``retain``. ``system`` (or
     None) changes nothing. Where the C library has no ``mallopt`` (not glibc), ``retain`` fails."""
-    global _applied_allocator
     if name is None or validate_allocator(name) == "system":
         return
     import ctypes
@@ -137,7 +135,6 @@ def apply_allocator(name: str | None) -> None:
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is None or not (mallopt(_M_MMAP_MAX, 0) and mallopt(_M_TRIM_THRESHOLD, _RETAIN_TRIM_BYTES)):
         raise ConfigError("allocator = 'retain' needs glibc's mallopt, which this C library does not have")
-    _applied_allocator = name
 
 
 def _read_text(path: Path) -> str | None:
@@ -294,9 +291,9 @@ def read_mode(device: str = "cpu", threads: int | None = None, allocator: str | 
 
     ``threads`` names the thread count a measurement will run with (it is validated, not
     applied); without it the thread count is torch's current one. ``allocator`` likewise
-    names the C allocator setting (without it, what :func:`apply_allocator` set in this
-    process; ``system`` is not written in the id). A GPU mode carries the CPU part too, since
-    the host's threads feed the GPU.
+    names the C allocator setting the measurement runs with (None: ``system``, which is not
+    written in the id). A GPU mode carries the CPU part too, since the host's threads feed the
+    GPU.
     """
     spec = device.strip().lower() if isinstance(device, str) else ""
     match = _DEVICE.match(spec)
@@ -313,8 +310,8 @@ def read_mode(device: str = "cpu", threads: int | None = None, allocator: str | 
         params["cpu_threads"] = validate_threads(threads)
     params.update(read_cpu_freq())
     params.update(read_nvpmodel())
-    if (validate_allocator(allocator) if allocator is not None else _applied_allocator) != "system":
-        params["cpu_allocator"] = allocator or _applied_allocator
+    if validate_allocator(allocator or "system") != "system":
+        params["cpu_allocator"] = allocator
     return DeviceMode(device=spec, mode_id=make_mode_id(spec, params), params=params)
 
 
