@@ -1,6 +1,6 @@
 """The environment a measurement ran in, recorded as ``env.*`` tags on every run.
 
-Host, CPU model and count, threads, governor, torch and CUDA versions, GPU name and
+Host, CPU model and count, threads, governor, the kernel's NUMA balancing and huge pages, torch and CUDA versions, GPU name and
 driver from NVML. What cannot be read on this machine is absent, never empty or zero.
 """
 
@@ -72,6 +72,25 @@ def nvml_text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def kernel_memory_settings() -> dict[str, str]:
+    """The kernel's settings that change a process's page faults, where readable: automatic NUMA
+    balancing (its hinting faults count as minor faults, at any allocator) and transparent huge
+    pages (a fault maps 2 MB instead of 4 KB)."""
+    env: dict[str, str] = {}
+    try:
+        if (numa := Path("/proc/sys/kernel/numa_balancing").read_text().strip()).isdigit():
+            env["env.numa_balancing"] = numa
+    except OSError:
+        pass
+    try:  # "always [madvise] never": the bracketed one is in force
+        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+        if "[" in thp and "]" in thp:
+            env["env.transparent_hugepage"] = thp.split("[", 1)[1].split("]", 1)[0]
+    except OSError:
+        pass
+    return env
+
+
 def capture_environment(with_torch: bool = True) -> dict[str, str]:
     """The ``env.*`` tags of a run made on this machine, now."""
     env: dict[str, str] = {
@@ -84,6 +103,7 @@ def capture_environment(with_torch: bool = True) -> dict[str, str]:
         env["env.cpu_model"] = model
     if governor := cpu_governor():
         env["env.cpu_governor"] = governor
+    env.update(kernel_memory_settings())
     if with_torch:
         import torch
 
