@@ -58,6 +58,12 @@ def test_two_split_networks_run_at_once_log_a_mapping_run_and_resume(tmp_path: P
     assert rows[0]["alone_throughput_per_s"] is None  # never measured alone
     assert rows[1]["slowdown"] == pytest.approx(rows[1]["alone_throughput_per_s"] / rows[1]["throughput_per_s"])
 
+    retain = runner.invoke(app, [*args[:-2], "--allocator", "retain", "--duration", "0.5", "--format", "json"])
+    assert retain.exit_code == 0, retain.output
+    [w3] = json.loads(retain.stdout)
+    assert not w3["reused"]  # the allocator is part of the mode, and the mode of the key
+    assert client.get_run(w3["run_id"]).data.params["mode"] == run.data.params["mode"] + "-retain"
+
 
 def test_generation_is_seeded_and_honours_every_option() -> None:
     def draw(gpu: bool = False, **kw: object) -> list:

@@ -306,3 +306,12 @@ def test_module_import_is_cheap():
     code = "import sys, tracker.profile.modes; print('torch' in sys.modules, 'pynvml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parents[1])
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_the_cli_offers_every_allocator_mode_and_no_other() -> None:
+    """The CLI's --allocator choices repeat modes.ALLOCATORS (so that --help imports nothing of
+    the profiler): an allocator added to one and not the other fails here."""
+    from tracker.cli.options import Allocator
+    from tracker.profile.modes import ALLOCATORS
+
+    assert [a.value for a in Allocator] == list(ALLOCATORS)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json, exit_interrupted, state
+from tracker.cli.options import (Allocator, AllocatorOption, BatchSizeOption, FormatOption, OutputFormat, emit_json,
+                                 exit_interrupted, state)
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping
@@ -112,6 +113,7 @@ def run(
     duration: Annotated[float, typer.Option("--duration", min=0.1, help="Seconds of sampling per workload.")] = 10.0,
     warmup: Annotated[float, typer.Option("--warmup", min=0.0, help="Seconds of warm-up before sampling.")] = 2.0,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")] = None,
+    allocator: AllocatorOption = Allocator.system,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds before a workload's child is killed (default: 120 + 3 x (warm-up + duration)).")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
@@ -138,7 +140,7 @@ def run(
         st.experiment = EXPERIMENT
     from tracker.profile.mapping import run_workloads
 
-    workloads = [Workload(m, batch_size, duration, warmup, threads) for m in mappings]
+    workloads = [Workload(m, batch_size, duration, warmup, threads, allocator.value) for m in mappings]
     done: list[dict[str, Any]] = []
 
     def show(r: dict[str, Any]) -> None:

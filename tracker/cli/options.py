@@ -48,6 +48,16 @@ def interrupt_said() -> bool:
     return bool(_interrupt_said)
 
 
+class Allocator(str, Enum):
+    """modes.ALLOCATORS, repeated here so that --help imports nothing of the profiler."""
+
+    system = "system"
+    retain = "retain"
+
+
+AllocatorOption = Annotated[Allocator, typer.Option(
+    "--allocator", help="How the child's C allocator keeps freed memory (part of the mode): system, the C library's "
+                        "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
 PrecisionOption = Annotated[

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 
 from tracker.cli.options import (
+    Allocator,
+    AllocatorOption,
     BatchSizeOption,
     Device,
     FormatOption,
@@ -34,14 +35,6 @@ AgainOption = Annotated[bool, typer.Option(
                     "latest_measurements keeps the newest, measurements all).")]
 
 
-class Allocator(str, Enum):
-    system = "system"
-    retain = "retain"
-
-
-AllocatorOption = Annotated[Allocator, typer.Option(
-    "--allocator", help="How the child's C allocator keeps freed memory (part of the mode): system, the C library's "
-                        "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
 MemLimitOption = Annotated[
     Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the child's memory growth (CPU): beyond it is out of memory.")
 ]
@@ -221,6 +214,8 @@ def _job_line(r: dict[str, Any]) -> None:
     if r["steps"]:
         status = f"{r['status']} ({r['reason']})" if r["reason"] else r["status"]
         peak = f", peak {r['peak_mem_mb']:.0f} MB" if r["peak_mem_mb"] is not None else ""
+        if r.get("page_faults_per_iter_count") is not None:
+            peak += f", {r['page_faults_per_iter_count']:,.0f} page faults per step"
         typer.echo(f"{status}: {r['steps']} steps, median step {r['median_step_ms']:.1f} ms, data wait "
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"
                    f" (run {r['run_id'][:12]})")

@@ -3,7 +3,9 @@
     model = "resnet18"                # a zoo name: classification or detection
     [training]  num_epochs, batch_size, prefetch_factor, num_workers, device, max_steps, learning_rate,
                 memory_limit_mb (CPU: cap the loop's memory growth, a smaller device; 0 = none),
-                step_timeout_s (the longest the set-up or one step may take; 0 = no limit)
+                step_timeout_s (the longest the set-up or one step may take; 0 = no limit),
+                threads (torch's intra-op threads; 0 = torch's default) and allocator ("system" or
+                "retain", see modes.ALLOCATORS): the CPU mode the job runs in, as for networks
     [data]      path (relative to the config file), format (imagefolder|coco|voc), image_size,
                 on_error ("skip": report the file and go on; "fail": the run fails with it)
 
@@ -31,7 +33,8 @@ from tracker.errors import ConfigError, MeasurementError
 
 TOP = {"model": str}
 TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_workers": int, "device": str,
-            "max_steps": int, "learning_rate": float, "memory_limit_mb": float, "step_timeout_s": float}
+            "max_steps": int, "learning_rate": float, "memory_limit_mb": float, "step_timeout_s": float,
+            "threads": int, "allocator": str}
 DATA = {"path": str, "format": str, "image_size": int, "on_error": str}
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 
@@ -52,6 +55,8 @@ class JobConfig:
     learning_rate: float = 0.01
     memory_limit_mb: float = 0.0  # 0: none; else the loop's memory growth is capped (a smaller device, CPU)
     step_timeout_s: float = 600.0  # 0: none; else a job with no step for this long (set-up included) is hung
+    threads: int = 0  # torch's intra-op threads in the child; 0: torch's default (part of the mode)
+    allocator: str = "system"  # how the child's C allocator keeps freed memory (modes.ALLOCATORS; part of the mode)
     source: str = ""
 
     def params(self) -> dict[str, Any]:
@@ -62,8 +67,11 @@ class JobConfig:
                 "dataset": f"{self.data_format}:{self.data_path.name}"}
 
     def digest(self) -> str:
-        # what was measured: not where the file was, nor how long a hung job was waited for
-        body = {k: str(v) for k, v in asdict(self).items() if k not in ("source", "step_timeout_s")}
+        # what was measured: not where the file was, nor how long a hung job was waited for; the mode
+        # settings only where set, so that jobs measured before they existed keep their keys
+        defaults = {"threads": 0, "allocator": "system"}
+        body = {k: str(v) for k, v in asdict(self).items()
+                if k not in ("source", "step_timeout_s") and not (k in defaults and v == defaults[k])}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -71,6 +79,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     """Read and check a job file; ``overrides`` replace [training] values (loader campaigns)."""
     from tracker.data import FORMATS
     from tracker.profile.campaign import check_bound, read_toml, typed_table
+    from tracker.profile.modes import validate_allocator
     from tracker.zoo import check_model_name
 
     where = str(path)
@@ -93,9 +102,13 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     for key, value in {**training, **{k: v for k, v in overrides.items() if v is not None}}.items():
         setattr(cfg, key, value)
     for key, least in (("num_epochs", 1), ("batch_size", 1), ("image_size", 1), ("num_workers", 0), ("max_steps", 0),
-                       ("memory_limit_mb", 0), ("prefetch_factor", 1), ("step_timeout_s", 0)):
+                       ("memory_limit_mb", 0), ("prefetch_factor", 1), ("step_timeout_s", 0), ("threads", 0)):
         check_bound(where, key, getattr(cfg, key), least=least)
     check_bound(where, "learning_rate", cfg.learning_rate, above=0)
+    try:
+        validate_allocator(cfg.allocator)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: [training].{exc}") from None
     if cfg.on_error not in ("skip", "fail"):
         raise ConfigError(f"{where}: [data].on_error must be skip or fail, got {cfg.on_error!r}")
     if not (cfg.device == "cpu" or cfg.device.startswith("cuda")):
@@ -171,6 +184,10 @@ class JobResult:
     skipped_files: list[dict[str, str]] = field(default_factory=list)
     reason: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    #: the device mode the job ran in (threads, allocator: modes.read_mode)
+    mode: str | None = None
+    #: minor page faults per step after the first (getrusage), where counted
+    page_faults_per_iter_count: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -204,7 +221,8 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
     num_classes = len(dataset.classes) + (1 if detection else 0)
     model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
-    mode_id = ensure_mode_logged(logger, cfg.device, None)  # the device mode the job ran in, as for networks
+    # the device mode the job runs in, as for networks (threads: torch's default unless the job sets them)
+    mode_id = ensure_mode_logged(logger, cfg.device, cfg.threads or None, cfg.allocator)
     record = RunRecord(kind="training", name=f"{cfg.model} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
                                              f"p{cfg.prefetch_factor} · {cfg.device}",
                        params={**cfg.params(), "model_hash": model_hash, "mode": mode_id},
@@ -250,7 +268,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     """The measuring child's part of a training job (``worker``, kind ``training``): build the
     model, optimizer and loader, then run the steps, each step and each bad file an event line as
     it is measured. Returns how the loop ended (``failure``: reason and message, or None;
-    ``interrupted``), the telemetry over the steps after the first, and the peak memory."""
+    ``interrupted``), the telemetry and page faults over the steps after the first, and the peak
+    memory. The job's mode settings (allocator, threads) are applied first, before anything is built."""
+    import resource
+
     import torch
 
     from tracker.data.datasets import collate_classification, collate_detection, open_dataset
@@ -261,7 +282,12 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                                         loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
 
+    from tracker.profile.modes import apply_allocator, apply_threads
+
     cfg = JobConfig(**{**job["config"], "data_path": Path(job["config"]["data_path"])})
+    apply_allocator(cfg.allocator)
+    if cfg.threads:
+        apply_threads(cfg.threads)
     dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
     detection = cfg.model in detection_models()
     kwargs: dict[str, Any] = {"num_classes": len(dataset.classes) + (1 if detection else 0)}
@@ -289,7 +315,8 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     skipped: set[str] = set()
     failure: list[str] | None = None
     interrupted = False
-    restore = cap_memory(cfg.memory_limit_mb)
+    faults_first = faults_last = 0  # minor page faults at the end of the first step, and of the last
+    restore = cap_memory(cfg.memory_limit_mb, cfg.threads or None)
     kills_before = oom_kills()  # a loader worker the kernel kills for memory is an oom (below)
     try:
         for epoch in range(cfg.num_epochs):
@@ -336,8 +363,9 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                                      "images": float(len(images)), "loss": float(loss.detach()),
                                      "epoch": float(epoch)}})
                 inject_fault(job, steps)
+                faults_last = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 if first_end_s is None:
-                    first_end_s = t5
+                    first_end_s, faults_first = t5, faults_last
                 last_end_s = t5
             if cfg.max_steps and steps >= cfg.max_steps:
                 break
@@ -359,9 +387,12 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     # Power and energy over the steps after the first: the first one is the warm-up (loader workers
     # starting, CUDA/cuDNN set-up), often longer than all the others together. On an H100, 6 steps of
     # 12 ms after a 1.3 s first step gave 28 J "per step" against 1.4 J (power x step time).
+    faults_per_step = None
     if steps >= 2 and first_end_s is not None:
         telemetry = sampler.summary(int(first_end_s * 1e9), int(last_end_s * 1e9))
         telemetry_steps = steps - 1
+        if faults_first or faults_last:  # 0 and 0: getrusage counts none here
+            faults_per_step = (faults_last - faults_first) / telemetry_steps
     else:
         telemetry, telemetry_steps = sampler.summary(), steps
     memory = {}
@@ -370,6 +401,8 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     if cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(cfg.device) / 2**20
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(cfg.device) / 2**20
+    if faults_per_step is not None:
+        memory["page_faults_per_iter_count"] = faults_per_step
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
             "memory": memory, "wall_s": wall_s}
 
@@ -425,4 +458,5 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     m = record.metrics
     return JobResult(record.run_id, record.status, len(steps), m.get("step_time_ms"), m.get("data_wait_frac"),
                      m.get("throughput_per_s"), m.get("peak_mem_mb"), skipped,
-                     record.tags.get("tracker.failure_reason"), cfg.params())
+                     record.tags.get("tracker.failure_reason"), cfg.params(), record.params.get("mode"),
+                     m.get("page_faults_per_iter_count"))

@@ -333,16 +333,17 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     """All networks of ``job["mapping"]`` at once, one thread each; the sampling window opens after the warm-up."""
     import torch
 
-    from tracker.profile.modes import apply_threads, read_mode
+    from tracker.profile.modes import apply_allocator, apply_threads, read_mode
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
+    apply_allocator(job.get("allocator"))  # before the networks are built
     if job.get("threads"):
         apply_threads(int(job["threads"]))
     mapping = parse_mapping(job["mapping"])
     batch_size = int(job.get("batch_size", 1))
     warmup_s, duration_s = float(job.get("warmup_s", 0.0)), float(job["duration_s"])
-    mode = read_mode("cuda" if mapping.uses_cuda else "cpu", threads=job.get("threads"))
+    mode = read_mode("cuda" if mapping.uses_cuda else "cpu", threads=job.get("threads"), allocator=job.get("allocator"))
     nets = [_Net(n, batch_size) for n in mapping.networks]
     peak_reset = reset_peak_rss()  # the networks built: their own peak from here
     window = {"open": float("inf"), "close": float("inf")}
@@ -420,6 +421,7 @@ class Workload:
     duration_s: float = 10.0
     warmup_s: float = 2.0
     threads: int | None = None
+    allocator: str | None = None  # modes.ALLOCATORS; None: the C library's default (in the mode id)
 
     def device(self) -> str:
         return "cuda" if self.mapping.uses_cuda else "cpu"
@@ -432,7 +434,8 @@ class Workload:
 
     def job(self) -> dict[str, Any]:
         return {"kind": "mapping", "mapping": self.mapping.compact(), "batch_size": self.batch_size,
-                "duration_s": self.duration_s, "warmup_s": self.warmup_s, "threads": self.threads}
+                "duration_s": self.duration_s, "warmup_s": self.warmup_s, "threads": self.threads,
+                "allocator": self.allocator}
 
     def name(self) -> str:
         nets = " + ".join(f"{n.model}@{n.split}" for n in self.mapping.networks)
@@ -505,12 +508,12 @@ def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | Non
 
     out = []
     for w in workloads:
-        mode_id = read_mode(w.device(), threads=w.threads).mode_id
+        mode_id = read_mode(w.device(), threads=w.threads, allocator=w.allocator).mode_id
         existing = logger.find(config_key({"kind": "mapping", **w.key_fields(mode_id)}))
         if existing is not None:
             result = result_of(existing, reused=True)
         else:
-            ensure_mode_logged(logger, w.device(), w.threads)
+            ensure_mode_logged(logger, w.device(), w.threads, w.allocator)
             start = now_ms()
             limit = timeout_s or 120.0 + 3 * (w.duration_s + w.warmup_s)
             child = run_child(w.job(), timeout_s=limit)
