@@ -1,9 +1,10 @@
 -- Data-loading bottleneck of training jobs (tracker campaign loader): per model, dataset
 -- and loader setting (num_workers, prefetch_factor, batch_size), the latest job's share of
 -- step time spent waiting for data, its throughput and step time, and which setting of
--- each model and dataset is the fastest (is_best).
+-- each model, dataset and device mode is the fastest (is_best): a job's CPU mode (threads, the
+-- C allocator) changes its step time, so settings are compared within one mode.
 SELECT
-    t.model, t.dataset, t.device,
+    t.model, t.dataset, t.device, t.mode,
     CAST(t.num_workers AS BIGINT) AS num_workers,
     CAST(t.prefetch_factor AS BIGINT) AS prefetch_factor,
     CAST(t.batch_size AS BIGINT) AS batch_size,
@@ -14,7 +15,7 @@ SELECT
     CAST(t.peak_mem_mb AS DOUBLE) AS peak_mem_mb,
     CAST(t.samples_count AS BIGINT) AS steps,
     t.run_id,
-    rank() OVER (PARTITION BY t.model, t.dataset, t.device ORDER BY t.throughput_per_s DESC) = 1 AS is_best
+    rank() OVER (PARTITION BY t.model, t.dataset, t.device, t.mode ORDER BY t.throughput_per_s DESC) = 1 AS is_best
 FROM (
     SELECT *
     FROM training_runs

@@ -106,6 +106,11 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
     keys = {client.get_run(r["run_id"]).data.tags["tracker.config_key"] for r in results.values()}
     assert len(keys) == 2
     assert client.get_run(retain["run_id"]).data.metrics["page_faults_per_iter_count"] == retain["page_faults_per_iter_count"]
+    wh = tmp_path / "w.duckdb"
+    assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT mode, is_best FROM data_loading ORDER BY mode", "--warehouse",
+                                          str(wh), "--format", "json"]).stdout)
+    assert rows == [{"mode": system["mode"], "is_best": True}, {"mode": retain["mode"], "is_best": True}]  # per mode
     default = load_job(_job(tmp_path, "default"))
     # the digest of a job made before threads and allocator existed: every field but those
     before = {k: str(v) for k, v in asdict(default).items() if k not in ("source", "step_timeout_s", "threads", "allocator")}

@@ -135,17 +135,18 @@ def layer_pictures(con: Any) -> list[Picture]:
 def loader_pictures(con: Any) -> list[Picture]:
     from tracker.report.plots import data_wait_png
 
-    rows = _rows(con, "SELECT * FROM data_loading ORDER BY model, dataset, device, num_workers, prefetch_factor, batch_size")
+    rows = _rows(con, "SELECT * FROM data_loading ORDER BY model, dataset, device, mode, num_workers, prefetch_factor, "
+                      "batch_size")
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault((r["model"], str(r["dataset"]), r["device"]), []).append(r)
+    for r in rows:  # one picture per device mode: a job's threads and allocator change its step time
+        groups.setdefault((r["model"], str(r["dataset"]), r["mode"] or r["device"]), []).append(r)
     pictures = []
-    for (model, dataset, device), settings in sorted(groups.items()):
+    for (model, dataset, mode), settings in sorted(groups.items()):
         for s in settings:
             s["label"] = f"workers {s['num_workers']} · prefetch {s['prefetch_factor']} · bs{s['batch_size']}"
-        title = f"{model} on {Path(dataset).name} ({device})"
+        title = f"{model} on {Path(dataset).name} ({mode})"
         best = next(s for s in settings if s["is_best"])
-        pictures.append(Picture(f"loaders/{slug(model)}-{slug(Path(dataset).name)}-{device}.png",
+        pictures.append(Picture(f"loaders/{slug(model)}-{slug(Path(dataset).name)}-{slug(mode)}.png",
                                 f"{title}: share of step time waiting for data per loader setting",
                                 [best["run_id"]], data_wait_png(title, settings)))
     return pictures
