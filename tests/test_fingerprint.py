@@ -20,6 +20,7 @@ from tracker.cli.app import app
 from tracker.describe import describe
 from tracker.errors import ConfigError
 from tracker.fingerprint.dataset import FingerprintError, family, view_hash
+from tracker.fingerprint.runtime import FORMAT
 from tracker.fingerprint.train import CHAMPION, SELECTION_MARGIN, train
 from tracker.log.artifacts import downloaded
 from tracker.log.logger import RunLogger
@@ -423,7 +424,7 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
     result = train(wh, "peak_mem_mb", "inference", "cpu", uri)
     client = MlflowClient(uri)
     version = client.get_model_version(result.name, result.version)
-    assert version.tags["format"] == "2"
+    assert version.tags["format"] == str(FORMAT)
     con = duckdb.connect(str(wh), read_only=True)
     try:
         rows = con.execute("SELECT * FROM measurement_features WHERE phase = 'inference' ORDER BY run_id").df()
@@ -479,23 +480,23 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
                        ours, rtol=1e-12)
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
     formats = {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}
-    assert formats[old] == 1 and formats[result.version] == 2
+    assert formats[old] == 1 and formats[result.version] == FORMAT
     table = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout.splitlines()
     noted = {line.split()[1] for line in table if line.endswith("; format 1: MLflow serves log(target)")}
     assert f"v{old}" in noted and f"v{result.version}" not in noted
 
     # A format from a newer tracker: refused in one line, by predict and by promote; nothing moves.
-    for tag, shown in (("2b", "2b"), ("3", 3)):  # fingerprint list shows what it cannot read, as written
+    for tag, shown in (("2b", "2b"), ("4", 4)):  # fingerprint list shows what it cannot read, as written
         client.set_model_version_tag(result.name, old, "format", tag)
         listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
         assert {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}[old] == shown
-    with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '3', which this "
-                                                         "tracker does not read (it reads 1, 2); upgrade tracker")):
+    with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '4', which this "
+                                                         "tracker does not read (it reads 1, 2, 3); upgrade tracker")):
         CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", result.name, old],
                            catch_exceptions=False)
     client.set_registered_model_alias(result.name, CHAMPION, old)
     try:
-        with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '3'")):
+        with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '4'")):
             CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"],
                                catch_exceptions=False)
         # Its model's files gone (a store moved or copied keeps their old paths): one line as well.
@@ -891,3 +892,33 @@ def test_a_better_fingerprint_of_the_same_measurements_becomes_champion(tmp_path
         f"version {better.version} stays champion on the {len(names)} networks both held out")
     client = MlflowClient(uri)
     assert str(client.get_model_version_by_alias(better.name, CHAMPION).version) == better.version
+
+
+def test_the_layer_calibration_has_a_cost_per_call_and_per_mb_and_falls_back_to_a_ratio() -> None:
+    """Whole-network latency from isolated layers: a factor on their sum, a cost per module call
+    and per MB the calls write, non-negative, fitted on the relative error; a version written
+    before the two terms (format 2) reads as the factor alone; with too few configurations to fit
+    three terms, the median ratio, as before."""
+    import numpy as np
+    import pandas as pd
+
+    from tracker.fingerprint.layers import MIN_CALIBRATION_CONFIGS, calibration
+    from tracker.fingerprint.runtime import LayerModel
+
+    rng = np.random.default_rng(0)
+    rows, whole = [], {}
+    for i in range(2 * MIN_CALIBRATION_CONFIGS):
+        calls = int(rng.integers(20, 200))
+        latency = rng.uniform(0.01, 0.5, calls)
+        out_bytes = rng.uniform(1e4, 2e6, calls)
+        rows += [{"parent_run_id": f"r{i}", "latency_ms": a, "layer_batch_out_bytes": b} for a, b in zip(latency, out_bytes)]
+        whole[f"r{i}"] = 1.2 * latency.sum() + 0.02 * calls + 0.05 * out_bytes.sum() / 1e6
+    layer_rows = pd.DataFrame(rows)
+    assert calibration(layer_rows, whole) == pytest.approx((1.2, 0.02, 0.05), rel=1e-6)
+    few = layer_rows[layer_rows["parent_run_id"].isin([f"r{i}" for i in range(MIN_CALIBRATION_CONFIGS - 1)])]
+    sums = few.groupby("parent_run_id")["latency_ms"].sum()
+    assert calibration(few, whole) == (pytest.approx(float(np.median([whole[p] / s for p, s in sums.items()]))), 0.0, 0.0)
+    old = LayerModel.from_calibration(None, {"factor": 1.3, "inputs": []})
+    assert old.calibration() == {"factor": 1.3, "per_call_ms": 0.0, "per_out_mb_ms": 0.0}
+    new = LayerModel(None, 1.2, 0.02, 0.05)
+    assert new.calibrate(np.array([10.0]), np.array([100.0]), np.array([20.0])) == pytest.approx([15.0])

@@ -140,7 +140,7 @@ def _layer_model(tracking_uri: str, run_id: str) -> Any:
 
     with downloaded(tracking_uri, run_id, "evaluation/layer_model") as folder:  # the booster is read whole
         calibration = json.loads((folder / "calibration.json").read_text())
-        return LayerModel(lightgbm.Booster(model_file=str(folder / "booster.txt")), float(calibration["factor"]))
+        return LayerModel.from_calibration(lightgbm.Booster(model_file=str(folder / "booster.txt")), calibration)
 
 
 def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None) -> list[dict[str, float]]:

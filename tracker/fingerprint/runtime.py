@@ -49,8 +49,10 @@ class FingerprintError(_ErrorBase):
 
 
 #: The format written by this tracker, and those it reads.
-FORMAT = 2
-KNOWN_FORMATS = (1, 2)
+#: 3 (tracker 0.5.0, stop 44): a layer-level model's calibration has a cost per call and per MB written
+#: besides its factor; a tracker that reads 2 would drop them, so it refuses 3.
+FORMAT = 3
+KNOWN_FORMATS = (1, 2, 3)
 #: Artifact names inside the logged model.
 BOOSTER = "booster"
 SPEC = "spec"
@@ -81,8 +83,16 @@ def layer_matrix(frame: Any) -> Any:
 
 @dataclass
 class LayerModel:
+    """A network's latency from its module calls: ``factor`` times the sum of the calls' predicted
+    latencies, plus ``per_call_ms`` per call and ``per_out_mb_ms`` per MB the calls write (the
+    batch's outputs): what a layer timed alone does not see of its place in the network (the
+    dispatch between calls, functional ops, activations written to memory rather than to cache).
+    Versions of format 2 and before carry the factor alone (the other two are 0)."""
+
     booster: Any  # lightgbm.Booster
-    factor: float  # whole network over the sum of its isolated layers
+    factor: float  # whole network over the sum of its isolated layers (with the two terms below: their weight)
+    per_call_ms: float = 0.0
+    per_out_mb_ms: float = 0.0
 
     def network_latency(self, layer_rows: Any) -> Any:
         """Predicted latency of each parent configuration (a Series indexed by parent_run_id)."""
@@ -91,7 +101,31 @@ class LayerModel:
 
         each = np.exp(self.booster.predict(layer_matrix(layer_rows).to_numpy(), num_threads=LAYER_PREDICT_THREADS))
         codes, parents = pd.factorize(layer_rows["parent_run_id"], sort=False)
-        return pd.Series(np.bincount(codes, weights=each, minlength=len(parents)) * self.factor, index=parents)
+        return pd.Series(self.calibrate(*call_sums(codes, len(parents), each, layer_rows)), index=parents)
+
+    def calibrate(self, sum_ms: Any, calls: Any, out_mb: Any) -> Any:
+        """Whole-network latency from the sum of the calls' latencies, their count and the MB they write."""
+        return self.factor * sum_ms + self.per_call_ms * calls + self.per_out_mb_ms * out_mb
+
+    def calibration(self) -> dict[str, float]:
+        """The calibration as written in a version's spec (and ``calibration.json``)."""
+        return {"factor": self.factor, "per_call_ms": self.per_call_ms, "per_out_mb_ms": self.per_out_mb_ms}
+
+    @classmethod
+    def from_calibration(cls, booster: Any, calibration: dict[str, Any]) -> "LayerModel":
+        """From a spec's ``layer`` (or ``calibration.json``); one written before the terms: factor alone."""
+        return cls(booster, float(calibration["factor"]), float(calibration.get("per_call_ms", 0.0)),
+                   float(calibration.get("per_out_mb_ms", 0.0)))
+
+
+def call_sums(codes: Any, parents: int, latency_ms: Any, layer_rows: Any) -> tuple[Any, Any, Any]:
+    """Per parent configuration (``codes`` from factorising the rows' parent_run_id): the sum of
+    ``latency_ms`` over its calls, their count and the MB they write (``layer_batch_out_bytes``)."""
+    import numpy as np
+
+    out_mb = np.nan_to_num(layer_rows["layer_batch_out_bytes"].to_numpy(float), nan=0.0) / 1e6
+    return (np.bincount(codes, weights=latency_ms, minlength=parents), np.bincount(codes, minlength=parents).astype(float),
+            np.bincount(codes, weights=out_mb, minlength=parents))
 
 
 #: Size features of the measurement_features view the trend is a power law of.
@@ -286,8 +320,8 @@ def _model_class() -> type:
                 raise FingerprintError(f"fingerprint spec's trend is not one this tracker reads ({exc}); "
                                        "upgrade tracker or retrain") from None
             if spec.get("layer"):
-                self.layer = LayerModel(lightgbm.Booster(model_file=context.artifacts[LAYER_BOOSTER]),
-                                        float(spec["layer"]["factor"]))
+                self.layer = LayerModel.from_calibration(lightgbm.Booster(model_file=context.artifacts[LAYER_BOOSTER]),
+                                                         spec["layer"])
 
         @property
         def features(self) -> list[str]:

@@ -66,7 +66,7 @@ def spec_json(target: str, phase: str, device: str, features: list[str], method:
     return json.dumps({"format": FORMAT, "target": target, "unit": TARGETS[target], "phase": phase,
                        "device": device, "features": features, "method": method, "network_model": network_model,
                        "trend": None if trend is None else json.loads(trend.to_json()),
-                       "layer": None if layer is None else {"factor": layer.factor, "inputs": LAYER_INPUTS}},
+                       "layer": None if layer is None else {**layer.calibration(), "inputs": LAYER_INPUTS}},
                       indent=2)
 
 

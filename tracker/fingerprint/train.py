@@ -415,7 +415,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                         (folder / "layer_model").mkdir()
                         layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
                         (folder / "layer_model" / "calibration.json").write_text(json.dumps(
-                            {"method": method, "factor": layer_model.factor, "features": LAYER_FEATURES,
+                            {"method": method, **layer_model.calibration(), "features": LAYER_FEATURES,
                              "view": LAYER_VIEW, "labels": LAYER_LABEL_VIEW}, indent=2))
                         for view in (LAYER_VIEW, LAYER_LABEL_VIEW):
                             (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
@@ -438,7 +438,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
                 "description, without running it: LightGBM on log(target) over the measurement_features view. "
                 "Use `tracker predict MODEL --phase ... --device ...`; the alias `champion` marks the version it loads. "
-                f"A version tagged `format` 2 is an MLflow pyfunc: `mlflow.pyfunc.load_model(\"models:/{name}@champion\")` "
+                f"A version tagged `format` 2 or {FORMAT} is an MLflow pyfunc: `mlflow.pyfunc.load_model(\"models:/{name}@champion\")` "
                 "or `mlflow models serve` take rows of measurement_features (the columns of its `features` tag) and "
                 f"answer {target} in {TARGETS[target]}, trend and ceiling included; a `layer` or `blend` version uses "
                 "its layer-level model for rows that carry their module calls (column `layers`, from `tracker predict "
