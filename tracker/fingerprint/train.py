@@ -147,8 +147,10 @@ METHODS = ("network", "layer", "blend")
 
 
 def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: str, y: Any, pred: Any,
-                 networks: Any) -> tuple[str, Any, dict[str, float], Any]:
-    """nn-Meter's layer-sum against the network-level model on the same held-out networks.
+                 networks: Any, families: Any) -> tuple[str, Any, dict[str, float], Any]:
+    """nn-Meter's layer-sum against the network-level model on the same held-out networks (and,
+    reported beside, the layer level held out by family, as ``family_split_mape_pct`` is for the
+    network level).
 
     Returns the method kept (``network``, ``layer`` or ``blend``: the geometric mean of the
     two), the held-out predictions of that method (network-level where a network has no
@@ -172,7 +174,13 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
     mape = {m: scores(y[has], p)["mape_pct"] for m, p in candidates.items()}
     method = min(METHODS, key=lambda m: mape[m])
     comparison = {"layer_networks": float(len(set(networks[has]))), "network_level_mape_on_layer_networks_pct":
-                  mape["network"], "layer_level_mape_pct": mape["layer"], "blend_mape_pct": mape["blend"]}
+                  mape["network"], "layer_level_mape_pct": mape["layer"], "blend_mape_pct": mape["blend"],
+                  "layer_level_within_10pct": scores(y[has], layer_pred[has])["within_10pct"]}
+    if len(set(families[has])) >= 2:
+        by_family = layers.out_of_fold(layer_rows, frame, families)
+        scored = has & ~np.isnan(by_family)
+        if scored.any():
+            comparison["layer_level_family_split_mape_pct"] = scores(y[scored], by_family[scored])["mape_pct"]
     if method == "network":
         return method, pred, comparison, None
     kept = pred.copy()
@@ -363,7 +371,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     make = NETWORK_MODELS[network_model]
     # Held out by network; when the candidates were compared on that split, those predictions.
     pred = selected_pred if selection_split == "network" else out_of_fold(x, y, networks, make)
-    method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks)
+    method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks,
+                                                         families)
     pred = capped(target, pred)  # as tracker predict caps it
     evaluation = {**scores(y, pred), **layer_eval,
                   **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
