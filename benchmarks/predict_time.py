@@ -7,7 +7,8 @@ here (the ``predict_ms`` that ``tracker predict --format json`` reports): five z
 ten calls each, the very first call included.
 
 Store: the one named as the first argument (e.g. after the 40-network CPU campaign of the
-README, whose latency champion is a layer/network blend), predicting inference on ``cpu``;
+README, whose latency champion is a layer/network blend), predicting inference on ``cpu`` or
+on the device or mode named second (``cpu-t1-retain``: a layer-level champion of format 3);
 without one, a temporary store of perf4sight's TX2 data with a latency fingerprint trained
 on it, predicting training on ``jetson-tx2`` (network-level champion).
 Target: median under 50 ms.
@@ -62,7 +63,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         if len(sys.argv) > 1:
-            store, phase, device = sys.argv[1], "inference", "cpu"
+            store, phase, device = sys.argv[1], "inference", sys.argv[2] if len(sys.argv) > 2 else "cpu"
             if "://" not in store and not (Path(store) / "mlflow.db").is_file():
                 sys.exit(f"error: no embedded tracking store at {store} (a folder holding mlflow.db)")
         else:
