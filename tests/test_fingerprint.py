@@ -924,3 +924,29 @@ def test_the_layer_calibration_has_a_cost_per_call_and_per_mb_and_falls_back_to_
     assert old.calibration() == {"factor": 1.3, "per_call_ms": 0.0, "per_out_mb_ms": 0.0}
     new = LayerModel(None, 1.2, 0.02, 0.05)
     assert new.calibrate(np.array([10.0]), np.array([100.0]), np.array([20.0])) == pytest.approx([15.0])
+
+
+def test_layer_rows_carry_padded_channel_ratios_and_older_boosters_get_their_own_columns() -> None:
+    """A module call's channels padded to the CPU's vector block, over its channels (40 -> 48/40),
+    NaN where it has none; a booster fitted before those columns existed (13 of them) is given its
+    13, so an older layer-level version predicts as it was fitted."""
+    import lightgbm
+    import numpy as np
+    import pandas as pd
+
+    from tracker.fingerprint.runtime import CHANNEL_BLOCK, LAYER_FEATURES, LAYER_INPUTS, LayerModel, layer_matrix
+
+    rows = pd.DataFrame([{**{c: 1.0 for c in LAYER_INPUTS}, "category": "conv", "in_channels": 40.0, "out_channels": 64.0,
+                          "parent_run_id": "a"},
+                         {**{c: 1.0 for c in LAYER_INPUTS}, "category": "act", "in_channels": 0.0, "out_channels": 0.0,
+                          "parent_run_id": "a"}])
+    x = layer_matrix(rows)
+    assert list(x.columns) == LAYER_FEATURES and CHANNEL_BLOCK == 16
+    assert x["in_channels_pad_ratio"].iloc[0] == pytest.approx(48 / 40) and x["out_channels_pad_ratio"].iloc[0] == 1.0
+    assert np.isnan(x["in_channels_pad_ratio"].iloc[1])
+    old = 13
+    assert list(layer_matrix(rows, old).columns) == LAYER_FEATURES[:old] == ["category_code", *LAYER_INPUTS[1:]]
+    rng = np.random.default_rng(0)
+    booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 1}, lightgbm.Dataset(rng.random((50, old)), rng.random(50)),
+                             num_boost_round=2)
+    assert LayerModel(booster, 1.0).network_latency(rows).index.tolist() == ["a"]  # 13 columns given, not 15
