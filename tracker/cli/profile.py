@@ -33,8 +33,6 @@ AgainOption = Annotated[bool, typer.Option(
     "--again", help="Measure even if this configuration was measured: a new run beside the old ones "
                     "(a repeat at another time; with layers if the run it repeats had them; "
                     "latest_measurements keeps the newest, measurements all).")]
-
-
 MemLimitOption = Annotated[
     Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the child's memory growth (CPU): beyond it is out of memory.")
 ]

@@ -171,11 +171,12 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
     if not has.any():
         return "network", pred, {}, None
     candidates = {"network": pred[has], "layer": layer_pred[has], "blend": np.sqrt(pred[has] * layer_pred[has])}
-    mape = {m: scores(y[has], p)["mape_pct"] for m, p in candidates.items()}
+    scored_by = {m: scores(y[has], p) for m, p in candidates.items()}
+    mape = {m: s["mape_pct"] for m, s in scored_by.items()}
     method = min(METHODS, key=lambda m: mape[m])
     comparison = {"layer_networks": float(len(set(networks[has]))), "network_level_mape_on_layer_networks_pct":
                   mape["network"], "layer_level_mape_pct": mape["layer"], "blend_mape_pct": mape["blend"],
-                  "layer_level_within_10pct": scores(y[has], layer_pred[has])["within_10pct"]}
+                  "layer_level_within_10pct": scored_by["layer"]["within_10pct"]}
     if len(set(families[has])) >= 2:
         by_family = layers.out_of_fold(layer_rows, frame, families)
         scored = has & ~np.isnan(by_family)

@@ -25,7 +25,7 @@ import hashlib
 import json
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -36,6 +36,8 @@ TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_w
             "max_steps": int, "learning_rate": float, "memory_limit_mb": float, "step_timeout_s": float,
             "threads": int, "allocator": str}
 DATA = {"path": str, "format": str, "image_size": int, "on_error": str}
+#: The [training] settings that make the CPU mode; left out of a job's digest at their defaults.
+MODE_FIELDS = ("threads", "allocator")
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 
 
@@ -69,7 +71,7 @@ class JobConfig:
     def digest(self) -> str:
         # what was measured: not where the file was, nor how long a hung job was waited for; the mode
         # settings only where set, so that jobs measured before they existed keep their keys
-        defaults = {"threads": 0, "allocator": "system"}
+        defaults = {f.name: f.default for f in fields(self) if f.name in MODE_FIELDS}
         body = {k: str(v) for k, v in asdict(self).items()
                 if k not in ("source", "step_timeout_s") and not (k in defaults and v == defaults[k])}
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
@@ -278,11 +280,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.child import oom_killed_since, oom_kills
+    from tracker.profile.modes import apply_allocator, apply_threads
     from tracker.profile.worker import (cap_memory, emit_event, inject_fault, is_oom, loader_fault,
                                         loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
-
-    from tracker.profile.modes import apply_allocator, apply_threads
 
     cfg = JobConfig(**{**job["config"], "data_path": Path(job["config"]["data_path"])})
     apply_allocator(cfg.allocator)
