@@ -8,7 +8,7 @@ ten calls each, the very first call included.
 
 Store: the one named as the first argument (e.g. after the 40-network CPU campaign of the
 README, whose latency champion is a layer/network blend), predicting inference on ``cpu`` or
-on the device or mode named second (``cpu-t1-retain``: a layer-level champion of format 3);
+on the device or mode named second (``cpu-t1-retain``: a layer-level champion of format 4);
 without one, a temporary store of perf4sight's TX2 data with a latency fingerprint trained
 on it, predicting training on ``jetson-tx2`` (network-level champion).
 Target: median under 50 ms.

@@ -486,17 +486,17 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
     assert f"v{old}" in noted and f"v{result.version}" not in noted
 
     # A format from a newer tracker: refused in one line, by predict and by promote; nothing moves.
-    for tag, shown in (("2b", "2b"), ("4", 4)):  # fingerprint list shows what it cannot read, as written
+    for tag, shown in (("2b", "2b"), ("5", 5)):  # fingerprint list shows what it cannot read, as written
         client.set_model_version_tag(result.name, old, "format", tag)
         listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
         assert {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}[old] == shown
-    with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '4', which this "
-                                                         "tracker does not read (it reads 1, 2, 3); upgrade tracker")):
+    with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '5', which this "
+                                                         "tracker does not read (it reads 1, 2, 3, 4); upgrade tracker")):
         CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", result.name, old],
                            catch_exceptions=False)
     client.set_registered_model_alias(result.name, CHAMPION, old)
     try:
-        with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '4'")):
+        with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '5'")):
             CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"],
                                catch_exceptions=False)
         # Its model's files gone (a store moved or copied keeps their old paths): one line as well.
@@ -926,27 +926,44 @@ def test_the_layer_calibration_has_a_cost_per_call_and_per_mb_and_falls_back_to_
     assert new.calibrate(np.array([10.0]), np.array([100.0]), np.array([20.0])) == pytest.approx([15.0])
 
 
-def test_layer_rows_carry_padded_channel_ratios_and_older_boosters_get_their_own_columns() -> None:
+def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get_their_own_columns() -> None:
     """A module call's channels padded to the CPU's vector block, over its channels (40 -> 48/40),
-    NaN where it has none; a booster fitted before those columns existed (13 of them) is given its
-    13, so an older layer-level version predicts as it was fitted."""
+    NaN where it has none; its module class coded (SiLU apart from ReLU, an unknown class after
+    the known ones, no kind NaN). A booster fitted before those columns existed (13, then 15 of
+    them) is given its own, and its module calls need not carry what it never read."""
     import lightgbm
     import numpy as np
     import pandas as pd
 
-    from tracker.fingerprint.runtime import CHANNEL_BLOCK, LAYER_FEATURES, LAYER_INPUTS, LayerModel, layer_matrix
+    from tracker.fingerprint.runtime import (CHANNEL_BLOCK, KINDS, LAYER_FEATURES, LAYER_INPUTS, LAYER_NUMBERS,
+                                             FingerprintError, LayerModel, layer_inputs, layer_matrix, layer_sums)
 
-    rows = pd.DataFrame([{**{c: 1.0 for c in LAYER_INPUTS}, "category": "conv", "in_channels": 40.0, "out_channels": 64.0,
+    call = {c: 1.0 for c in LAYER_NUMBERS}
+    rows = pd.DataFrame([{**call, "category": "conv", "kind": "Conv2d", "in_channels": 40.0, "out_channels": 64.0,
                           "parent_run_id": "a"},
-                         {**{c: 1.0 for c in LAYER_INPUTS}, "category": "act", "in_channels": 0.0, "out_channels": 0.0,
-                          "parent_run_id": "a"}])
+                         {**call, "category": "act", "kind": "SiLU", "in_channels": 0.0, "out_channels": 0.0,
+                          "parent_run_id": "a"},
+                         {**call, "category": "act", "kind": "ReLU", "parent_run_id": "a"},
+                         {**call, "category": "act", "kind": None, "parent_run_id": "a"}])
     x = layer_matrix(rows)
     assert list(x.columns) == LAYER_FEATURES and CHANNEL_BLOCK == 16
     assert x["in_channels_pad_ratio"].iloc[0] == pytest.approx(48 / 40) and x["out_channels_pad_ratio"].iloc[0] == 1.0
     assert np.isnan(x["in_channels_pad_ratio"].iloc[1])
-    old = 13
-    assert list(layer_matrix(rows, old).columns) == LAYER_FEATURES[:old] == ["category_code", *LAYER_INPUTS[1:]]
+    assert x["kind_code"].iloc[0] == len(KINDS) and x["kind_code"].iloc[1] == KINDS.index("SiLU") != x["kind_code"].iloc[2]
+    assert np.isnan(x["kind_code"].iloc[3])
+    assert set(layer_inputs()) == set(LAYER_INPUTS) and "kind" not in layer_inputs(15)
     rng = np.random.default_rng(0)
-    booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 1}, lightgbm.Dataset(rng.random((50, old)), rng.random(50)),
-                             num_boost_round=2)
-    assert LayerModel(booster, 1.0).network_latency(rows).index.tolist() == ["a"]  # 13 columns given, not 15
+    records = rows.drop(columns=["kind", "parent_run_id"]).to_dict("records")
+    for old in (13, 15):
+        assert list(layer_matrix(rows, old).columns) == LAYER_FEATURES[:old]
+        booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 1},
+                                 lightgbm.Dataset(rng.random((50, old)), rng.random(50)), num_boost_round=2)
+        assert LayerModel(booster, 1.0).network_latency(rows).index.tolist() == ["a"]  # its columns given, not 16
+        assert np.isfinite(layer_sums(LayerModel(booster, 1.0), [records])).all()  # calls without a kind
+    assert LAYER_FEATURES[:13] == ["category_code", *LAYER_NUMBERS]
+    booster = lightgbm.train({"verbose": -1, "min_data_in_leaf": 1},
+                             lightgbm.Dataset(rng.random((50, len(LAYER_FEATURES))), rng.random(50)), num_boost_round=2)
+    with pytest.raises(FingerprintError, match="module calls in layers lack kind"):
+        layer_sums(LayerModel(booster, 1.0), [records])
+
+

@@ -23,9 +23,11 @@ from tracker.fingerprint.runtime import LayerModel, call_sums, layer_matrix  # w
 LAYER_VIEW = "layer_features"
 #: The labels: per layer, the median of its configuration's repeated measurements (training only).
 LAYER_LABEL_VIEW = "layer_labels"
+#: Every row and every column in each tree: the fit does not depend on a seed. With rows and columns
+#: sampled (0.8 each) the held-out share within +-10 % on cpu-forty (retaining mode) moved from
+#: 89.2 to 91.7 % between five seeds; without, it is 91.7 % (MAPE 4.3 %).
 LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "min_child_samples": 3,
-                "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8, "verbose": -1, "random_state": 0,
-                "n_jobs": 1}
+                "subsample": 1.0, "colsample_bytree": 1.0, "verbose": -1, "random_state": 0, "n_jobs": 1}
 
 
 def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:

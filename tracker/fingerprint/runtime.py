@@ -51,8 +51,10 @@ class FingerprintError(_ErrorBase):
 #: The format written by this tracker, and those it reads.
 #: 3 (tracker 0.5.0, stop 44): a layer-level model's calibration has a cost per call and per MB written
 #: besides its factor; a tracker that reads 2 would drop them, so it refuses 3.
-FORMAT = 3
-KNOWN_FORMATS = (1, 2, 3)
+#: 4 (stop 45): a layer booster may read a module call's ``kind`` (``kind_code``); a tracker that
+#: reads 3 would give it one column too few, so it refuses 4.
+FORMAT = 4
+KNOWN_FORMATS = (1, 2, 3, 4)
 #: Artifact names inside the logged model.
 BOOSTER = "booster"
 SPEC = "spec"
@@ -67,12 +69,23 @@ PREDICT_THREADS = 1
 LAYER_PREDICT_THREADS = 2
 #: Categories of ``tracker.describe`` in a fixed order: the code is a feature.
 CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "other")
-#: What a module call brings to the layer model (layer_matrix makes category_code of category and
-#: the padded-channel ratios of the channels): the records of the ``layers`` input of a served
-#: layer-level version.
-LAYER_INPUTS = ["category", "layer_batch_size", "in_channels", "out_channels", "out_h", "kernel_h", "stride_h",
-                "groups", "layer_weight_bytes", "layer_batch_flops", "layer_batch_elementwise_ops",
-                "layer_batch_bytes", "layer_batch_out_bytes"]
+#: The numbers of a module call the layer booster reads as they are.
+LAYER_NUMBERS = ["layer_batch_size", "in_channels", "out_channels", "out_h", "kernel_h", "stride_h",
+                 "groups", "layer_weight_bytes", "layer_batch_flops", "layer_batch_elementwise_ops",
+                 "layer_batch_bytes", "layer_batch_out_bytes"]
+#: What a module call brings to the layer model (layer_matrix makes category_code of category,
+#: kind_code of kind and the padded-channel ratios of the channels): the records of the ``layers``
+#: input of a served layer-level version.
+LAYER_INPUTS = ["category", "kind", *LAYER_NUMBERS]
+#: Module classes whose cost differs within their category, in a fixed order (the code is a
+#: feature; new ones go last): an activation's arithmetic (a comparison or clamp, against an
+#: exponential: SiLU took 2.4 times the time the layer model gave it while SiLU and ReLU were one
+#: category), and pooling's kind. Piecewise-linear activations come first and those computing an
+#: exponential, a tanh or an erf after them, so a split between the two holds for a kind the model
+#: never saw but knows the place of. Any other class is ``len(KINDS)``; a missing kind is NaN.
+KINDS = ("Identity", "ReLU", "ReLU6", "LeakyReLU", "PReLU", "Hardtanh", "Hardsigmoid", "Hardswish",
+         "Sigmoid", "Tanh", "SiLU", "ELU", "SELU", "CELU", "GELU", "Softplus", "Mish", "Softmax",
+         "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d")
 #: Channels a CPU kernel works on at once: an AVX-512 register holds 16 float32, and oneDNN lays
 #: channels out in blocks of it, so 40 channels cost about as much as 48 (a pruned network's odd
 #: widths). Held out by network on cpu-forty (retaining mode), the ratios took the pruned resnet18s
@@ -80,7 +93,17 @@ LAYER_INPUTS = ["category", "layer_batch_size", "in_channels", "out_channels", "
 CHANNEL_BLOCK = 16
 #: The layer booster's columns. Those added later come last: a booster fitted before them has the
 #: first ``num_feature()`` (``layer_matrix``), so older versions predict as they were fitted.
-LAYER_FEATURES = ["category_code", *LAYER_INPUTS[1:], "in_channels_pad_ratio", "out_channels_pad_ratio"]
+LAYER_FEATURES = ["category_code", *LAYER_NUMBERS, "in_channels_pad_ratio", "out_channels_pad_ratio", "kind_code"]
+#: The inputs each derived column is made of (the others are inputs themselves).
+DERIVED_FROM = {"category_code": "category", "kind_code": "kind", "in_channels_pad_ratio": "in_channels",
+                "out_channels_pad_ratio": "out_channels"}
+
+
+def layer_inputs(features: int | None = None) -> list[str]:
+    """The inputs (of ``LAYER_INPUTS``) that the first ``features`` columns of the layer booster
+    are made of: a version fitted before ``kind`` was an input does not need it."""
+    used = {DERIVED_FROM.get(f, f) for f in LAYER_FEATURES[:features]}
+    return [c for c in LAYER_INPUTS if c in used]
 
 
 def layer_matrix(frame: Any, features: int | None = None) -> Any:
@@ -90,6 +113,9 @@ def layer_matrix(frame: Any, features: int | None = None) -> Any:
 
     codes = {c: i for i, c in enumerate(CATEGORIES)}
     derived = {"category_code": frame["category"].map(lambda c: codes.get(c, len(CATEGORIES) - 1))}
+    if "kind_code" in LAYER_FEATURES[:features]:
+        kinds = {k: i for i, k in enumerate(KINDS)}
+        derived["kind_code"] = frame["kind"].map(lambda k: kinds.get(k, len(KINDS)) if isinstance(k, str) else np.nan)
     for side in ("in", "out"):
         channels = frame[f"{side}_channels"].to_numpy(float)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -288,13 +314,13 @@ def layer_sums(layer: LayerModel, column: Any) -> Any:
             continue
         if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
             raise FingerprintError(f"row {i}: {LAYERS} must be a list of module calls, each an object of "
-                                   f"{', '.join(LAYER_INPUTS)}")
+                                   f"{', '.join(layer_inputs(layer.booster.num_feature()))}")
         records.extend(calls)
         parents.extend([i] * len(calls))
     if not records:
         return np.full(len(column), np.nan)
     frame = pd.DataFrame.from_records(records)
-    missing = [c for c in LAYER_INPUTS if c not in frame.columns]
+    missing = [c for c in layer_inputs(layer.booster.num_feature()) if c not in frame.columns]
     if missing:
         raise FingerprintError(f"module calls in {LAYERS} lack {', '.join(missing)}")
     frame["parent_run_id"] = parents

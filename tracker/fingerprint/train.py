@@ -336,6 +336,57 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     return Promotion(name, version, previous)
 
 
+@dataclass
+class HeldOut:
+    """What a fingerprint scores on networks it has not seen, before anything is fitted on all of
+    them (``evaluate``): the method and network-level candidate kept, their held-out predictions
+    and scores, ExtraTrees on the same split, and the layer model (fitted on every network) where
+    the layer level or the blend is kept."""
+
+    features: list[str]
+    x: Any
+    y: Any
+    networks: Any
+    pred: Any
+    method: str
+    network_model: str
+    selection_split: str
+    evaluation: dict[str, float]
+    baseline: dict[str, float]
+    by_family: dict[str, dict[str, float]]
+    layer_model: Any = None
+
+
+def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) -> HeldOut:
+    """Hold whole networks out of the rows of ``frame`` (``training_rows``): choose the network-level
+    candidate, compare it with the layer level and the blend on the same networks, and score the
+    kept method, per family, and ExtraTrees beside it. Writes nothing (``train`` registers what this
+    chose; ``benchmarks/cpu_accuracy.py`` prints it)."""
+    features = feature_columns(list(frame.columns))
+    x = frame[features].astype(float)
+    y = frame[target].to_numpy(float)
+    networks = frame["model_hash"].to_numpy()
+    families = frame["model"].map(family).to_numpy()
+
+    network_model, candidates, selection_split, selected_pred = select_network_model(x, y, networks, families)
+    make = NETWORK_MODELS[network_model]
+    # Held out by network; when the candidates were compared on that split, those predictions.
+    pred = selected_pred if selection_split == "network" else out_of_fold(x, y, networks, make)
+    method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks,
+                                                         families)
+    pred = capped(target, pred)  # as tracker predict caps it
+    evaluation = {**scores(y, pred), **layer_eval,
+                  **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
+    baseline = scores(y, out_of_fold(x, y, networks, extra_trees))
+    by_family = {f: scores(y[families == f], pred[families == f]) for f in sorted(set(families))}
+    if selection_split == "family":
+        evaluation["family_split_mape_pct"] = candidates[network_model]
+    elif len(set(families)) >= 2:
+        evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, make))["mape_pct"]
+    return HeldOut(features, x, y, networks, pred, method, network_model, selection_split, evaluation, baseline,
+                   by_family, layer_model)
+
+
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
           exclude: Collection[str] = (), mode: str | None = None) -> TrainResult:
     """Train, evaluate on held-out networks, register and maybe promote; networks named in
@@ -362,27 +413,12 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     finally:
         store.close()
     require_here(location, experiment.artifact_location)
-    features = feature_columns(list(frame.columns))
-    x = frame[features].astype(float)
-    y = frame[target].to_numpy(float)
-    networks = frame["model_hash"].to_numpy()
+    held = evaluate(warehouse, frame, target, phase, device)
+    features, x, y, networks, pred = held.features, held.x, held.y, held.networks, held.pred
+    method, network_model, selection_split = held.method, held.network_model, held.selection_split
+    evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
     families = frame["model"].map(family).to_numpy()
-
-    network_model, candidates, selection_split, selected_pred = select_network_model(x, y, networks, families)
     make = NETWORK_MODELS[network_model]
-    # Held out by network; when the candidates were compared on that split, those predictions.
-    pred = selected_pred if selection_split == "network" else out_of_fold(x, y, networks, make)
-    method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks,
-                                                         families)
-    pred = capped(target, pred)  # as tracker predict caps it
-    evaluation = {**scores(y, pred), **layer_eval,
-                  **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
-    baseline = scores(y, out_of_fold(x, y, networks, extra_trees))
-    by_family = {f: scores(y[families == f], pred[families == f]) for f in sorted(set(families))}
-    if selection_split == "family":
-        evaluation["family_split_mape_pct"] = candidates[network_model]
-    elif len(set(families)) >= 2:
-        evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, make))["mape_pct"]
     final = make().fit(x, np.log(y))
     trend = getattr(final, "trend", None)
 
