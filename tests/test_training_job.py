@@ -79,6 +79,30 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     assert [x["num_workers"] for x in rows] == [0, 1] and sum(x["is_best"] for x in rows) == 1
 
 
+def test_a_measured_job_is_read_back_unless_measured_again(tmp_path: Path) -> None:
+    """profile training on a job measured before answers with that run (same figures, no new run),
+    as profile network does; --again measures it anyway, a repeat with its own repeat key."""
+    runs = tmp_path / "runs"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8",
+                "--size", "64").exit_code == 0
+    job = str(_job(tmp_path, "job", steps=2))
+    first = json.loads(_cli(runs, "profile", "training", job, "--format", "json").stdout)
+    second = json.loads(_cli(runs, "profile", "training", job, "--format", "json").stdout)
+    assert not first["reused"] and second["reused"]
+    same = ("run_id", "status", "steps", "median_step_ms", "data_wait_fraction", "images_per_s", "peak_mem_mb", "mode")
+    assert {k: second[k] for k in same} == {k: first[k] for k in same}
+    table = _cli(runs, "profile", "training", job)
+    assert table.exit_code == 0 and f"(run {first['run_id'][:12]}, already measured: reused)" in table.stdout
+    again = json.loads(_cli(runs, "profile", "training", job, "--again", "--format", "json").stdout)
+    assert not again["reused"] and again["run_id"] != first["run_id"] and again["steps"] == 2
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    tags = [client.get_run(r["run_id"]).data.tags for r in (first, again)]
+    assert tags[0]["tracker.config_key"] == tags[1]["tracker.config_key"]
+    assert "tracker.repeat_key" not in tags[0] and tags[1]["tracker.repeat_key"].startswith(tags[0]["tracker.config_key"] + "#")
+    runs_listed = json.loads(_cli(runs, "runs", "list", "--kind", "training", "--format", "json").stdout)
+    assert len(runs_listed) == 2
+
+
 def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path: Path) -> None:
     """[training] threads and allocator are the job's mode, as --threads and --allocator are a
     network's: applied in the child, written in the mode id, part of the job's key (a default job

@@ -169,7 +169,7 @@ def _boundary_line(data: dict[str, Any], max_batch: int) -> str:
     return f"largest batch size that fits: {ok}; first failure: {failed} ({reason})"
 
 
-def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False) -> dict[str, Any]:
+def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again: bool = False) -> dict[str, Any]:
     """One training job with a rich progress bar (throughput, ETA); Ctrl-C keeps the steps measured."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -183,7 +183,7 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False) -> di
         def progress(done: int, total: int | None, rate: float) -> None:
             bar.update(task, completed=done, total=total, rate=rate)
 
-        return run_job(state(ctx).logger(), config, progress).as_dict()
+        return run_job(state(ctx).logger(), config, progress, again=again).as_dict()
 
 
 @app.command("training")
@@ -191,6 +191,7 @@ def training(
     ctx: typer.Context,
     config: Annotated[Path, typer.Argument(help="Training job file, e.g. experiments/train-detection.toml.")],
     fmt: FormatOption = OutputFormat.table,
+    again: AgainOption = False,
 ) -> None:
     """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
     from tracker.profile import zygote_client
@@ -198,7 +199,7 @@ def training(
 
     cfg = load_job(config)
     zygote_client.prestart()
-    result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json)
+    result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)
     if fmt is OutputFormat.json:
         emit_json(result)
     else:
@@ -216,7 +217,7 @@ def _job_line(r: dict[str, Any]) -> None:
             peak += f", {r['page_faults_per_iter_count']:,.0f} page faults per step"
         typer.echo(f"{status}: {r['steps']} steps, median step {r['median_step_ms']:.1f} ms, data wait "
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"
-                   f" (run {r['run_id'][:12]})")
+                   f" (run {r['run_id'][:12]}{', already measured: reused' if r.get('reused') else ''})")
     else:
         typer.echo(f"{r['status']}: no step measured ({r['reason']}) (run {r['run_id'][:12]})")
     for s in r["skipped_files"]:

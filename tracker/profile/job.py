@@ -190,14 +190,20 @@ class JobResult:
     mode: str | None = None
     #: minor page faults per step after the first (getrusage), where counted
     page_faults_per_iter_count: float | None = None
+    #: the job was measured before (the same key): this is that run, read back, not a new one
+    reused: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None) -> JobResult:
+def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,
+            again: bool = False) -> JobResult:
     """Train ``cfg.model`` on the dataset in a measuring child (``train``) and log one ``training``
-    run; never raises for a measurement fault.
+    run; never raises for a measurement fault. A job measured before (a FINISHED run of the same
+    key: the same job file settings, software and protocol) is read back, not measured again
+    (``reused``), as ``profile network`` does; ``again`` measures it anyway, a repeat beside it
+    (its own repeat key).
 
     The child streams each step as it is measured, so a step measured before the child crashed or
     was killed is kept (the run then fails with the child's reason); Ctrl-C is passed on to the
@@ -209,7 +215,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     import torch
 
     from tracker.data.datasets import open_dataset
-    from tracker.log.record import CHILD_NOTE_TAG, RunRecord
+    from tracker.log.record import CHILD_NOTE_TAG, REPEAT_KEY_TAG, RunRecord, config_key
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import stream_child
     from tracker.zoo import detection_models
@@ -221,6 +227,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                           f"[data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} layout")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
+    key = config_key({"kind": "training", **job_key_fields(cfg)})
+    if not again and (measured := logger.find(key, "FINISHED")) is not None:
+        return _reused(measured, cfg)
     num_classes = len(dataset.classes) + (1 if detection else 0)
     model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
     # the device mode the job runs in, as for networks (threads: torch's default unless the job sets them)
@@ -234,6 +243,10 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                        description=f"Training job of {cfg.model} on {cfg.data_path} ({cfg.data_format}), "
                                    "each step split into data wait, copy, forward, backward and optimizer.",
                        key_fields=job_key_fields(cfg))
+    if again:
+        import uuid
+
+        record.tags[REPEAT_KEY_TAG] = f"{key}#{uuid.uuid4().hex[:12]}"
     total = cfg.max_steps or cfg.num_epochs * math.ceil(len(dataset) / cfg.batch_size)
     steps: list[dict[str, float]] = []
     skipped: list[dict[str, str]] = []
@@ -417,6 +430,16 @@ def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:
                     "epoch_loss": statistics.fmean(s["loss"] for s in done),
                     "epoch_step_time_ms": statistics.median(s["step_time_ms"] for s in done)})
     return out
+
+
+def _reused(run: Any, cfg: JobConfig) -> JobResult:
+    """A job's FINISHED run read back (``RunLogger.find``) as the result of measuring it. The bad
+    files it skipped are counted in its tags and listed in its artifact, not repeated here."""
+    m = run.metrics
+    steps = m.get("samples_count")
+    return JobResult(run.run_id, run.status, int(steps) if steps is not None else 0, m.get("step_time_ms"),
+                     m.get("data_wait_frac"), m.get("throughput_per_s"), m.get("peak_mem_mb"), [], None,
+                     cfg.params(), run.params.get("mode"), m.get("page_faults_per_iter_count"), reused=True)
 
 
 def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],

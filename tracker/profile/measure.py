@@ -64,9 +64,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.zoo import resolve
 
+    # The allocator before anything allocates (the thread pool, the network), as the job and
+    # workload children do: all their memory is kept the same way.
+    apply_allocator(job.get("allocator"))
     if job.get("threads"):
         apply_threads(int(job["threads"]))
-    apply_allocator(job.get("allocator"))  # before the network is built: its memory is kept the same way
     device = job.get("device", "cpu")
     mode = read_mode(device, allocator=job.get("allocator"))
     torch.manual_seed(0)
