@@ -30,6 +30,8 @@ Format history (the version tag ``format``; pyperf-style, unknown formats are re
   logged since the runtime moved to its own module also carry it as code (``code_paths``), so
   they load without tracker; the earlier ones load where tracker is installed. The format is the
   same: what the artifacts hold and how a row is answered did not change.
+- 3: a layer-level calibration with a cost per call and per MB written besides its factor.
+- 4: a layer booster that reads a module call's class (``kind``; see ``runtime.KINDS``).
 
 Importing this module imports MLflow (``FingerprintModel``): it is imported only to train or to load a fingerprint.
 """
