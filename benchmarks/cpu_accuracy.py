@@ -70,8 +70,8 @@ def main() -> None:
         "mape_pct": round(ev["mape_pct"], 2), "rmspe_pct": round(ev["rmspe_pct"], 2),
         "within_10pct": round(ev["within_10pct"], 1), "by_batch_size": by_batch,
         "network_level_mape_pct": round(ev.get("network_level_mape_on_layer_networks_pct", ev["mape_pct"]), 2),
-        "layer_level_family_split_mape_pct": (round(ev["layer_level_family_split_mape_pct"], 2)
-                                              if "layer_level_family_split_mape_pct" in ev else None),
+        **{key: round(ev[key], 2) if key in ev else None
+           for key in ("layer_level_family_split_mape_pct", "layer_level_family_split_within_10pct")},
         "extratrees_mape_pct": round(held.baseline["mape_pct"], 2),
         "worst": {"model": frame["model"].iloc[worst], "batch_size": int(sizes[worst]), "error_pct": round(err[worst], 1)},
         "seconds": round(time.perf_counter() - t0, 1),

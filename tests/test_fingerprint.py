@@ -675,6 +675,7 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     assert result.method == min(compared, key=compared.get)
     # the layer level held out by family too, as the network level's family_split_mape_pct
     assert ev["layer_level_family_split_mape_pct"] > 0 and 0 <= ev["layer_level_within_10pct"] <= 100
+    assert 0 <= ev["layer_level_family_split_within_10pct"] <= 100
     # Latency here is exactly a sum over layers: summing predicted layers must not lose to the network model.
     assert result.method != "network" and ev["mape_pct"] == pytest.approx(compared[result.method], rel=1e-6)
     version = MlflowClient(uri).get_model_version(result.name, result.version)

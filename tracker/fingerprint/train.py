@@ -181,7 +181,9 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
         by_family = layers.out_of_fold(layer_rows, frame, families)
         scored = has & ~np.isnan(by_family)
         if scored.any():
-            comparison["layer_level_family_split_mape_pct"] = scores(y[scored], by_family[scored])["mape_pct"]
+            family_scores = scores(y[scored], by_family[scored])
+            comparison["layer_level_family_split_mape_pct"] = family_scores["mape_pct"]
+            comparison["layer_level_family_split_within_10pct"] = family_scores["within_10pct"]
     if method == "network":
         return method, pred, comparison, None
     kept = pred.copy()
