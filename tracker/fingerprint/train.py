@@ -349,6 +349,7 @@ class HeldOut:
     x: Any
     y: Any
     networks: Any
+    families: Any
     pred: Any
     method: str
     network_model: str
@@ -385,8 +386,8 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
         evaluation["family_split_mape_pct"] = candidates[network_model]
     elif len(set(families)) >= 2:
         evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, make))["mape_pct"]
-    return HeldOut(features, x, y, networks, pred, method, network_model, selection_split, evaluation, baseline,
-                   by_family, layer_model)
+    return HeldOut(features, x, y, networks, families, pred, method, network_model, selection_split, evaluation,
+                   baseline, by_family, layer_model)
 
 
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
@@ -416,10 +417,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         store.close()
     require_here(location, experiment.artifact_location)
     held = evaluate(warehouse, frame, target, phase, device)
-    features, x, y, networks, pred = held.features, held.x, held.y, held.networks, held.pred
+    features, x, y, networks, families, pred = held.features, held.x, held.y, held.networks, held.families, held.pred
     method, network_model, selection_split = held.method, held.network_model, held.selection_split
     evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
-    families = frame["model"].map(family).to_numpy()
     make = NETWORK_MODELS[network_model]
     final = make().fit(x, np.log(y))
     trend = getattr(final, "trend", None)
