@@ -302,6 +302,7 @@ def layer_sums(layer: LayerModel, column: Any) -> Any:
     import numpy as np
     import pandas as pd
 
+    needed = layer_inputs(layer.booster.num_feature())  # what this version's booster reads
     records: list[dict[str, Any]] = []
     parents: list[int] = []
     for i, calls in enumerate(column):
@@ -314,13 +315,13 @@ def layer_sums(layer: LayerModel, column: Any) -> Any:
             continue
         if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
             raise FingerprintError(f"row {i}: {LAYERS} must be a list of module calls, each an object of "
-                                   f"{', '.join(layer_inputs(layer.booster.num_feature()))}")
+                                   f"{', '.join(needed)}")
         records.extend(calls)
         parents.extend([i] * len(calls))
     if not records:
         return np.full(len(column), np.nan)
     frame = pd.DataFrame.from_records(records)
-    missing = [c for c in layer_inputs(layer.booster.num_feature()) if c not in frame.columns]
+    missing = [c for c in needed if c not in frame.columns]
     if missing:
         raise FingerprintError(f"module calls in {LAYERS} lack {', '.join(missing)}")
     frame["parent_run_id"] = parents

@@ -150,12 +150,18 @@ def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
             "job_measurement": str(environment.JOB_MEASUREMENT_PROTOCOL)}
 
 
+def job_config_key(cfg: JobConfig) -> str:
+    """The configuration key of a job's ``training`` run (what ``run_job``'s record is tagged with):
+    how a job measured before is found."""
+    from tracker.log.record import config_key
+
+    return config_key({"kind": "training", **job_key_fields(cfg)})
+
+
 def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
                         run: Callable[[JobConfig], dict[str, Any]]) -> list[dict[str, Any]]:
     """Every num_workers x prefetch_factor x batch_size setting of a job not yet measured."""
     import itertools
-
-    from tracker.log.record import config_key
 
     base = load_job(path)
     grid = {k: sweep.get(k, [getattr(base, k)]) for k in ("num_workers", "prefetch_factor", "batch_size")}
@@ -163,7 +169,7 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
     results = []
     for nw, pf, bs in itertools.product(*grid.values()):
         cfg = load_job(path, num_workers=nw, prefetch_factor=pf, batch_size=bs)
-        if config_key({"kind": "training", **job_key_fields(cfg)}) in done:
+        if job_config_key(cfg) in done:
             results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, "status": "skipped (measured)"})
             continue
         r = run(cfg)
@@ -196,6 +202,14 @@ class JobResult:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def of_run(cls, run_id: str, status: str, steps: int, metrics: dict[str, float], skipped: list[dict[str, str]],
+               reason: str | None, cfg: JobConfig, mode: str | None, reused: bool = False) -> "JobResult":
+        """The result of a job's run from its summary metrics (``_finish``'s, or a run read back)."""
+        return cls(run_id, status, steps, metrics.get("step_time_ms"), metrics.get("data_wait_frac"),
+                   metrics.get("throughput_per_s"), metrics.get("peak_mem_mb"), skipped, reason, cfg.params(), mode,
+                   metrics.get("page_faults_per_iter_count"), reused)
+
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,
             again: bool = False) -> JobResult:
@@ -215,7 +229,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     import torch
 
     from tracker.data.datasets import open_dataset
-    from tracker.log.record import CHILD_NOTE_TAG, REPEAT_KEY_TAG, RunRecord, config_key
+    from tracker.log.record import CHILD_NOTE_TAG, REPEAT_KEY_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import stream_child
     from tracker.zoo import detection_models
@@ -227,7 +241,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                           f"[data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} layout")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
-    key = config_key({"kind": "training", **job_key_fields(cfg)})
+    key = job_config_key(cfg)
     if not again and (measured := logger.find(key, "FINISHED")) is not None:
         return _reused(measured, cfg)
     num_classes = len(dataset.classes) + (1 if detection else 0)
@@ -435,11 +449,9 @@ def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:
 def _reused(run: Any, cfg: JobConfig) -> JobResult:
     """A job's FINISHED run read back (``RunLogger.find``) as the result of measuring it. The bad
     files it skipped are counted in its tags and listed in its artifact, not repeated here."""
-    m = run.metrics
-    steps = m.get("samples_count")
-    return JobResult(run.run_id, run.status, int(steps) if steps is not None else 0, m.get("step_time_ms"),
-                     m.get("data_wait_frac"), m.get("throughput_per_s"), m.get("peak_mem_mb"), [], None,
-                     cfg.params(), run.params.get("mode"), m.get("page_faults_per_iter_count"), reused=True)
+    steps = run.metrics.get("samples_count")
+    return JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, [], None, cfg,
+                            run.params.get("mode"), reused=True)
 
 
 def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],
@@ -479,8 +491,5 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         record.tags["tracker.skipped_files"] = str(len(skipped))
     record.artifacts["job_config.json"] = json.dumps({k: str(v) for k, v in asdict(cfg).items()}, indent=2)
     logger.log([record])
-    m = record.metrics
-    return JobResult(record.run_id, record.status, len(steps), m.get("step_time_ms"), m.get("data_wait_frac"),
-                     m.get("throughput_per_s"), m.get("peak_mem_mb"), skipped,
-                     record.tags.get("tracker.failure_reason"), cfg.params(), record.params.get("mode"),
-                     m.get("page_faults_per_iter_count"))
+    return JobResult.of_run(record.run_id, record.status, len(steps), record.metrics, skipped,
+                            record.tags.get("tracker.failure_reason"), cfg, record.params.get("mode"))
