@@ -85,7 +85,7 @@ def evaluate(frame, target: str, make, chosen: list) -> tuple[float, dict[str, f
     from tracker.fingerprint.dataset import family, feature_columns
     from tracker.fingerprint.train import scores
 
-    features = feature_columns(list(frame.columns))
+    features = feature_columns(list(frame.columns), target)
     x = frame[features].astype(float).reset_index(drop=True)
     y = frame[target].to_numpy(float)
     families = frame["model"].map(family).to_numpy()

@@ -12,6 +12,7 @@ SELECT
     CAST(sum(n.weight_bytes) AS BIGINT) AS weight_bytes,
     CAST(sum(n.activation_out_bytes) AS BIGINT) AS activation_bytes,
     CAST(sum(n.saved_activation_bytes) AS BIGINT) AS saved_activation_bytes,
+    CAST(sum(n.kept_activation_bytes) AS BIGINT) AS kept_activation_bytes,
     CAST(sum(n.bytes_read) AS BIGINT) AS bytes_read,
     CAST(sum(n.bytes_written) AS BIGINT) AS bytes_written,
     CAST(max(n.activation_out_bytes) AS BIGINT) AS largest_activation_bytes,

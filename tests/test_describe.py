@@ -47,6 +47,61 @@ def test_features_scale_with_batch_and_are_sums_of_node_rows() -> None:
     assert one["saved_activation_bytes"] > 0 and one["largest_activation_bytes"] == 64 * 112 * 112 * 4
 
 
+def _autograd_saved_bytes(model: torch.nn.Module, x: torch.Tensor) -> int:
+    """Bytes of the distinct storages autograd saves in one training forward pass (weights and
+    buffers apart): what PyTorch itself keeps for the backward pass."""
+    weights = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in weights:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    model.train()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x)
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "squeezenet1_1", "mobilenet_v3_small"])
+def test_kept_activation_bytes_are_what_autograd_saves(name: str) -> None:
+    model = build_model(name)
+    desc = describe_module(model, name, 64)
+    kept = aggregates(desc, batch_size=2)["kept_activation_bytes"]
+    saved = _autograd_saved_bytes(model, torch.randn(2, 3, 64, 64))
+    assert abs(kept / saved - 1) < 0.02
+    assert kept == sum(r["kept_activation_bytes"] for r in node_rows(desc, 2))
+
+
+def test_kept_bytes_count_a_shared_input_once_and_follow_in_place_semantics() -> None:
+    from tracker.describe.features import kept_bytes
+    from tracker.describe.graph import Node
+
+    def conv(name: str, source: str) -> Node:
+        return Node(name, "call_module", "Conv2d", [source], [1, 4, 8, 8],
+                    {"in_channels": 4, "out_channels": 4, "kernel_size": [1, 1], "groups": 1})
+
+    def graph(act: str, method: str) -> Description:
+        nodes = [Node("x", "placeholder", "placeholder", [], [1, 4, 8, 8]),
+                 conv("a", "x"), Node("r", "call_function", act, ["a"], [1, 4, 8, 8], {"inplace": True}),
+                 conv("b1", "r"), conv("b2", "r"),
+                 Node("p", "call_module", "MaxPool2d", ["r"], [1, 4, 4, 4], {"kernel_size": 2, "stride": 2}),
+                 Node("f", "call_function", "flatten", ["p"], [1, 64]),
+                 Node("out", "output", "output", ["b1", "b2", "f"], None)]
+        return Description("g", [1, 4, 8, 8], nodes, method)
+
+    plane = 4 * 8 * 8 * 4  # one 4x8x8 float tensor
+    relu = kept_bytes(graph("relu", "fx"), batch_size=3)
+    # x (read by a), a's output (read by two convolutions and the pool, kept once; relu is in place), the
+    # pool's int64 indices; the flatten is a view, the convolutions' outputs are read by nothing.
+    assert relu == {"x": 3 * plane, "a": 3 * plane, "r": 0, "b1": 0, "b2": 0, "p": 3 * 4 * 4 * 4 * 8, "f": 0, "out": 0}
+    relu6 = kept_bytes(graph("relu6", "fx"), batch_size=3)
+    assert relu6["r"] == 3 * plane and sum(relu6.values()) == sum(relu.values()) + 3 * plane  # a copy of its input
+    assert kept_bytes(graph("relu6", "import:perf4sight"), batch_size=3) == relu  # PyTorch 1.6 kept the result
+
+
 def test_graph_matches_the_traced_model_and_round_trips() -> None:
     model = build_model("mobilenet_v2")
     gm = torch.fx.symbolic_trace(model)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tracker.fingerprint.train import lgbm
-from tracker.fingerprint.runtime import ADDITIVE_FEATURES, TREND_FEATURES, Trend
+from tracker.fingerprint.runtime import ADDITIVE_FEATURES, MEMORY_ADDITIVE_FEATURES, TREND_FEATURES, Trend
 from tracker.fingerprint.trend import TrendBoosted
 
 
@@ -75,6 +75,24 @@ def _additive(x: pd.DataFrame) -> np.ndarray:
     """A training step's memory in MB, as the TX2's goes: a fixed part (the CUDA context), the
     weights with their gradients and momentum, and the saved activations of each sample."""
     return 1400.0 + 16e-6 * x["params"].to_numpy() + 1.2e-6 * x["batch_saved_activation_bytes"].to_numpy()
+
+
+def test_a_memory_targets_additive_trend_sums_the_weights_and_the_kept_activations() -> None:
+    from tracker.fingerprint.dataset import MEMORY_FEATURES, feature_columns
+
+    x, _ = _frame(np.random.default_rng(5), 300, (1e8, 1e10))
+    x = x.assign(batch_kept_activation_bytes=x["batch_saved_activation_bytes"] * 0.7,
+                 batch_largest_activation_bytes=x["batch_activation_bytes"] / 20)
+    y = 1400.0 + 16e-6 * x["params"].to_numpy() + 1.1e-6 * x["batch_kept_activation_bytes"].to_numpy()
+    trend = Trend.fit(x, np.log(y), "additive")
+    assert trend.features == MEMORY_ADDITIVE_FEATURES and np.max(np.abs(np.exp(trend(x)) / y - 1)) < 0.01
+    assert Trend.from_json(trend.to_json()) == trend
+    # rows without the memory features (a latency target's) get the work terms
+    assert Trend.fit(x.drop(columns=["batch_kept_activation_bytes"]), np.log(y), "additive").features == ADDITIVE_FEATURES
+    columns = [*x.columns, "kept_activation_bytes", "latency_ms", "model"]
+    assert MEMORY_FEATURES <= set(feature_columns(columns, "peak_mem_mb"))
+    assert not MEMORY_FEATURES & set(feature_columns(columns, "latency_ms"))
+    assert "batch_flops" in feature_columns(columns, "latency_ms") and "model" not in feature_columns(columns)
 
 
 def test_additive_trend_recovers_a_fixed_cost_plus_work_and_round_trips_through_json() -> None:

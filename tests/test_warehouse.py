@@ -159,6 +159,23 @@ def test_sql_features_are_the_feature_modules_aggregates(tmp_path: Path) -> None
     assert {k: row[k] for k in shared} == {k: expected[k] for k in shared}
 
 
+def test_a_warehouse_from_before_kept_activation_bytes_is_loaded_again_in_full(tmp_path: Path) -> None:
+    from tracker.describe.features import aggregates
+
+    runs, wh, net = _loaded(tmp_path)
+    _load(runs, wh)
+    con = duckdb.connect(str(wh))
+    con.execute("ALTER TABLE network_nodes DROP COLUMN kept_activation_bytes")  # as an older tracker made it
+    con.close()
+    report = _load(runs, wh)
+    assert report.mode == "full" and report.descriptions_added == 1
+    con = duckdb.connect(str(wh), read_only=True)
+    kept = con.execute("SELECT kept_activation_bytes, batch_kept_activation_bytes FROM measurement_features").fetchall()
+    con.close()
+    one = aggregates(describe("mobilenet_v3_small", 64))["kept_activation_bytes"]
+    assert one > 0 and kept and all(k == one and bk == one * 2 for k, bk in kept)
+
+
 def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

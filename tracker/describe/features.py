@@ -76,9 +76,74 @@ def _pair(v: Any) -> tuple[int, int]:
     return (int(v), int(v)) if v is not None else (1, 1)
 
 
+#: Activations whose backward reads their output (autograd saves the result, not the input).
+_SAVES_RESULT = {"relu", "ReLU", "sigmoid", "Sigmoid", "tanh", "Tanh", "Softmax", "softmax"}
+#: Activations whose in-place form saves its result (the out-of-place form saves its input).
+_INPLACE_SAVES_RESULT = {"LeakyReLU", "leaky_relu", "ELU", "elu"}
+#: Description methods of networks measured under PyTorch 1.6 (perf4sight's TX2 data), whose
+#: in-place activations (ReLU6's hardtanh_) saved their result. PyTorch 2 saves a copy of the
+#: input of an in-place activation whose backward reads its input (ReLU6, Hardswish, SiLU).
+_NO_INPLACE_COPIES = {"import:perf4sight"}
+#: Pooling that also keeps the argmax of each output element (int64) for backward.
+_MAX_POOL = {"MaxPool2d", "max_pool2d", "AdaptiveMaxPool2d", "adaptive_max_pool2d"}
+#: Element-wise products: with two tensor inputs, backward reads both.
+_PRODUCTS = {"mul", "imul", "truediv", "div"}
+#: Bytes of an int64 index and of a dropout mask element.
+INDEX_BYTES, MASK_BYTES = 8, 1
+
+
+def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> dict[str, int]:
+    """Bytes autograd keeps alive from the forward pass to the backward pass, by the node whose
+    output owns the memory (a training step's activation memory).
+
+    Unlike a per-layer sum of saved inputs, a tensor is counted once however many layers save it
+    (a block input read by three branch convolutions), and nothing is counted for views and
+    in-place operations (``ReLU(inplace=True)`` after a norm keeps the norm's output, which the
+    next convolution also reads). Max pooling adds its int64 indices, dropout its mask. Follows
+    PyTorch's derivative formulas: convolutions, linear layers, norms and pooling keep their
+    input; ReLU, sigmoid, tanh and softmax their output; other activations their input (in
+    place: a copy of it); adds and concatenations nothing; a product of two tensors both inputs.
+    Within 1.1 % of the tensors PyTorch 2 saves in a training forward pass of torchvision's
+    resnet18, googlenet, squeezenet1_1, mnasnet0_5, densenet121, mobilenet_v2, mobilenet_v3_small
+    and efficientnet_b0 (tests/test_describe.py checks four)."""
+    copies = desc.method not in _NO_INPLACE_COPIES
+    shapes = {n.name: n.out_shape for n in desc.nodes}
+    owner: dict[str, str] = {}
+    kept: set[str] = set()
+    extra: dict[str, int] = {}
+    for n in desc.nodes:
+        cat, k = category(n), n.kind
+        ins = [owner.get(i, i) for i in n.inputs if shapes.get(i)]
+        inplace = bool(n.attrs.get("inplace")) or k in ("iadd", "imul")
+        dropout = k in ("Dropout", "dropout")
+        view = cat == "reshape" and not dropout and k != "mean"
+        owner[n.name] = ins[0] if ins and (view or inplace) else n.name
+        if cat in ("conv", "dwconv", "gconv", "norm", "pool") or k in ("Linear", "linear"):
+            kept.update(ins[:1])
+        elif cat == "linear":  # matrix products read both operands
+            kept.update(ins[:2])
+        elif cat == "act":
+            if k in _SAVES_RESULT or (inplace and (k in _INPLACE_SAVES_RESULT or not copies)):
+                kept.add(owner[n.name])
+            elif inplace:  # the input is overwritten: autograd keeps a copy of it
+                extra[n.name] = _numel(n.out_shape, batch_size) * dtype_bytes
+            else:
+                kept.add(ins[0] if ins else n.name)
+        elif k in _PRODUCTS and len(ins) >= 2:
+            kept.update(ins[:2])
+        out_elems = _numel(n.out_shape, batch_size)
+        if k in _MAX_POOL:
+            extra[n.name] = out_elems * INDEX_BYTES
+        elif dropout and float(n.attrs.get("p", 0.5) or 0) > 0:
+            extra[n.name] = out_elems * MASK_BYTES
+    return {n.name: (_numel(n.out_shape, batch_size) * dtype_bytes if n.name in kept and owner[n.name] == n.name else 0)
+            + extra.get(n.name, 0) for n in desc.nodes}
+
+
 def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> list[dict[str, Any]]:
     """One row per node with its features at this batch size (what the warehouse stores)."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
+    kept = kept_bytes(desc, batch_size, dtype_bytes)
     rows = []
     for i, n in enumerate(desc.nodes):
         cat = category(n)
@@ -141,6 +206,7 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
                 "bytes_written": int(act_out),
                 "saved_activation_bytes": int(saved),
                 "target": n.target if n.op == "call_module" else None,  # the module's qualified name
+                "kept_activation_bytes": int(kept[n.name]),
             }
         )
     return rows
@@ -169,6 +235,7 @@ def aggregates(desc: Description, batch_size: int = 1, rows: list[dict[str, Any]
         "weight_bytes": total("weight_bytes"),
         "activation_bytes": total("activation_out_bytes"),
         "saved_activation_bytes": total("saved_activation_bytes"),
+        "kept_activation_bytes": total("kept_activation_bytes"),
         "bytes_read": total("bytes_read"),
         "bytes_written": total("bytes_written"),
         "largest_activation_bytes": max((r["activation_out_bytes"] for r in rows), default=0),

@@ -180,6 +180,15 @@ TREND_ALPHA = 1e-3
 #: Size features of the view an additive trend is a sum of: a fixed part (the intercept and the
 #: weights) and a part per sample (work and activations times the batch size).
 ADDITIVE_FEATURES = ("params", "batch_flops", "batch_activation_bytes", "batch_saved_activation_bytes")
+#: Those of a memory target (rows that carry the memory features): the weights, what autograd
+#: keeps per sample, and the largest activation per sample (the backward pass's transient buffers).
+MEMORY_ADDITIVE_FEATURES = ("params", "batch_kept_activation_bytes", "batch_largest_activation_bytes", "batch_flops")
+
+
+def additive_features(columns: Any) -> tuple[str, ...]:
+    """The terms an additive trend sums for rows with these columns: the memory terms where the
+    rows carry them (a memory target's features), else the work terms."""
+    return MEMORY_ADDITIVE_FEATURES if set(MEMORY_ADDITIVE_FEATURES) <= set(columns) else ADDITIVE_FEATURES
 #: The kinds of trend a version may carry (its JSON's ``kind``).
 TREND_KINDS = ("loglinear", "additive")
 
@@ -246,7 +255,8 @@ class Trend:
         import numpy as np
         from scipy.optimize import nnls
 
-        a = np.column_stack([np.ones(len(y)), _raw(x, ADDITIVE_FEATURES)])
+        features = additive_features(x.columns)
+        a = np.column_stack([np.ones(len(y)), _raw(x, features)])
         scale = a.max(axis=0)
         scale[scale <= 0] = 1.0
         solution, _ = nnls(a / scale / y[:, None], np.ones(len(y)))
@@ -256,7 +266,7 @@ class Trend:
             coef = np.zeros(a.shape[1])
             coef[0] = float(np.exp(np.mean(np.log(y))))
             fitted = np.full(len(y), coef[0])
-        return cls(float(coef[0]), tuple(float(c) for c in coef[1:]), ADDITIVE_FEATURES, "additive",
+        return cls(float(coef[0]), tuple(float(c) for c in coef[1:]), features, "additive",
                    float(fitted.min()) / 2)
 
     def to_json(self) -> str:

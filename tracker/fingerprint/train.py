@@ -365,7 +365,7 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
     candidate, compare it with the layer level and the blend on the same networks, and score the
     kept method, per family, and ExtraTrees beside it. Writes nothing (``train`` registers what this
     chose; ``benchmarks/cpu_accuracy.py`` prints it)."""
-    features = feature_columns(list(frame.columns))
+    features = feature_columns(list(frame.columns), target)
     x = frame[features].astype(float)
     y = frame[target].to_numpy(float)
     networks = frame["model_hash"].to_numpy()

@@ -85,6 +85,9 @@ def ensure_tables(con: Any) -> bool:
         if have and have != want:
             con.execute(f'DROP TABLE "{name}"')
             remade = True
+    nodes = existing.get("network_nodes")
+    if nodes and "kept_activation_bytes" not in nodes:
+        remade = True  # node rows from before kept activation bytes: every network is described again
     for ddl in tables.all_ddl():
         con.execute(ddl)
     return remade

@@ -47,10 +47,13 @@ BASE_DDL = (
         out_h BIGINT, out_w BIGINT, kernel_h INTEGER, kernel_w INTEGER, stride_h INTEGER, stride_w INTEGER,
         padding INTEGER, dilation INTEGER, groups BIGINT, params BIGINT, macs BIGINT, flops BIGINT,
         elementwise_ops BIGINT, weight_bytes BIGINT, activation_in_bytes BIGINT, activation_out_bytes BIGINT,
-        bytes_read BIGINT, bytes_written BIGINT, saved_activation_bytes BIGINT, target VARCHAR
+        bytes_read BIGINT, bytes_written BIGINT, saved_activation_bytes BIGINT, target VARCHAR,
+        kept_activation_bytes BIGINT
     )""",
     # Warehouses made before module targets: old node rows keep NULL (layers match them by name).
     "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS target VARCHAR",
+    # Warehouses made before kept activation bytes: ensure_tables makes the load a full one.
+    "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS kept_activation_bytes BIGINT",
     """CREATE TABLE IF NOT EXISTS network_descriptions (
         model_hash VARCHAR PRIMARY KEY, model VARCHAR, input_size INTEGER, in_channels INTEGER,
         nodes INTEGER, edges INTEGER, run_id VARCHAR
