@@ -38,6 +38,10 @@ def test_generate_writes_specs_that_describe_and_rebuild(tmp_path: Path) -> None
 def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = json.loads(runner.invoke(app, ["describe", "resnet18", "--batch-size", "4", "--format", "json"]).stdout)
     assert data["params"] == 11_689_512 and data["batch_size"] == 4 and data["nodes"] == 71
+    # resnet18's block inputs are read by two layers and its ReLUs work in place: kept once, below the per-layer sum
+    assert 0 < data["kept_activation_bytes"] < data["saved_activation_bytes"]
+    table = runner.invoke(app, ["describe", "resnet18", "--batch-size", "4"]).stdout
+    assert f"kept_activation_bytes: {data['kept_activation_bytes']:,}" in table
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something-else"}')
     result = runner.invoke(app, ["describe", str(bad)])

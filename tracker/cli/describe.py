@@ -32,7 +32,7 @@ def describe(
     for note in desc.notes:
         typer.echo(f"note: {note}")
     for key in ("model", "description_hash", "method", "batch_size", "input_size", "params", "flops", "macs",
-                "activation_bytes", "saved_activation_bytes", "largest_activation_bytes", "nodes", "edges",
-                "functional_layers", "depth"):
+                "activation_bytes", "saved_activation_bytes", "kept_activation_bytes", "largest_activation_bytes",
+                "nodes", "edges", "functional_layers", "depth"):
         value = data[key]
         typer.echo(f"{key:>25}: {value:,}" if isinstance(value, int) else f"{key:>25}: {value}")
