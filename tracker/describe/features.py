@@ -106,7 +106,7 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     Within 1.1 % of the tensors PyTorch 2 saves in a training forward pass of torchvision's
     resnet18, googlenet, squeezenet1_1, mnasnet0_5, densenet121, mobilenet_v2, mobilenet_v3_small
     and efficientnet_b0 (tests/test_describe.py checks four)."""
-    copies = desc.method not in _NO_INPLACE_COPIES
+    inplace_copies = desc.method not in _NO_INPLACE_COPIES
     shapes = {n.name: n.out_shape for n in desc.nodes}
     owner: dict[str, str] = {}
     kept: set[str] = set()
@@ -123,7 +123,7 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
         elif cat == "linear":  # matrix products read both operands
             kept.update(ins[:2])
         elif cat == "act":
-            if k in _SAVES_RESULT or (inplace and (k in _INPLACE_SAVES_RESULT or not copies)):
+            if k in _SAVES_RESULT or (inplace and (k in _INPLACE_SAVES_RESULT or not inplace_copies)):
                 kept.add(owner[n.name])
             elif inplace:  # the input is overwritten: autograd keeps a copy of it
                 extra[n.name] = _numel(n.out_shape, batch_size) * dtype_bytes

@@ -189,6 +189,8 @@ def additive_features(columns: Any) -> tuple[str, ...]:
     """The terms an additive trend sums for rows with these columns: the memory terms where the
     rows carry them (a memory target's features), else the work terms."""
     return MEMORY_ADDITIVE_FEATURES if set(MEMORY_ADDITIVE_FEATURES) <= set(columns) else ADDITIVE_FEATURES
+
+
 #: The kinds of trend a version may carry (its JSON's ``kind``).
 TREND_KINDS = ("loglinear", "additive")
 
