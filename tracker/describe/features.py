@@ -111,6 +111,7 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     owner: dict[str, str] = {}
     kept: set[str] = set()
     extra: dict[str, int] = {}
+    out_elems = {n.name: _numel(n.out_shape, batch_size) for n in desc.nodes}
     for n in desc.nodes:
         cat, k = category(n), n.kind
         ins = [owner.get(i, i) for i in n.inputs if shapes.get(i)]
@@ -126,18 +127,17 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
             if k in _SAVES_RESULT or (inplace and (k in _INPLACE_SAVES_RESULT or not inplace_copies)):
                 kept.add(owner[n.name])
             elif inplace:  # the input is overwritten: autograd keeps a copy of it
-                extra[n.name] = _numel(n.out_shape, batch_size) * dtype_bytes
+                extra[n.name] = out_elems[n.name] * dtype_bytes
             else:
                 kept.add(ins[0] if ins else n.name)
         elif k in _PRODUCTS and len(ins) >= 2:
             kept.update(ins[:2])
-        out_elems = _numel(n.out_shape, batch_size)
         if k in _MAX_POOL:
-            extra[n.name] = out_elems * INDEX_BYTES
+            extra[n.name] = out_elems[n.name] * INDEX_BYTES
         elif dropout and float(n.attrs.get("p", 0.5) or 0) > 0:
-            extra[n.name] = out_elems * MASK_BYTES
-    return {n.name: (_numel(n.out_shape, batch_size) * dtype_bytes if n.name in kept and owner[n.name] == n.name else 0)
-            + extra.get(n.name, 0) for n in desc.nodes}
+            extra[n.name] = out_elems[n.name] * MASK_BYTES
+    return {name: (elems * dtype_bytes if name in kept and owner[name] == name else 0) + extra.get(name, 0)
+            for name, elems in out_elems.items()}
 
 
 def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> list[dict[str, Any]]:
