@@ -32,6 +32,10 @@ score (a batch size at which fewer than two training levels were measured has no
 ``repeat_spread_pct`` is the data's own noise: where perf4sight measured one network at one
 batch size more than once (the duplicate rows its import collapses), the median and the 90th
 percentile of (max - min) / mean, and how many such pairs there are.
+``fit_verdicts_leave_one_out``: whether a training step fits, as ``tracker predict`` says it, on
+every configuration perf4sight tried (passed or failed) of each family left out: the share of
+failures and of passes flagged "may not fit" (peak predicted above the largest learnt from) and
+"would not fit" (above the board's 7,859 MB).
 Last line: {"protocol_accuracy": {...}, "leave_one_out_mape_pct": {...}, "published": {...}, ...}
 """
 
@@ -53,10 +57,10 @@ PROTOCOL_TARGET = {"peak_mem_mb": 99.0, "latency_ms": 98.0}
 LOO_TARGET_PCT = {"peak_mem_mb": 6.0, "latency_ms": 10.0}
 
 
-def fit_predict(make, x, y, train, test, groups, chosen: list):
+def fit_predict(make, x, y, train, test, groups, chosen: list, fitted: list | None = None):
     """Fit on ``train`` rows, predict ``test`` rows. ``make`` None: the fingerprints' own choice,
     ``select_network_model`` by networks held out *within the training rows* (the test rows
-    play no part in it), appended to ``chosen``."""
+    play no part in it), appended to ``chosen``. ``fitted``: the fitted model is appended to it."""
     import numpy as np
 
     from tracker.fingerprint.train import NETWORK_MODELS, select_network_model
@@ -66,6 +70,8 @@ def fit_predict(make, x, y, train, test, groups, chosen: list):
         chosen.append(name)
         make = NETWORK_MODELS[name]
     model = make().fit(x[train], np.log(y[train]))
+    if fitted is not None:
+        fitted.append(model)
     return np.exp(model.predict(x[test]))
 
 
@@ -81,7 +87,9 @@ def protocol_split(frame):
     return resnet & trained, resnet & ~trained
 
 
-def evaluate(frame, target: str, make, chosen: list) -> tuple[float, dict[str, float]]:
+def evaluate(frame, target: str, make, chosen: list, fitted: dict | None = None) -> tuple[float, dict[str, float]]:
+    """Protocol accuracy and leave-one-family-out MAPE; ``fitted`` gets each left-out family's
+    model and the largest target value it learnt from."""
     from tracker.fingerprint.dataset import family, feature_columns
     from tracker.fingerprint.train import scores
 
@@ -92,8 +100,13 @@ def evaluate(frame, target: str, make, chosen: list) -> tuple[float, dict[str, f
     train, test = protocol_split(frame)
     nets = (frame["model_hash"].to_numpy(), families)
     accuracy = 100.0 - scores(y[test], fit_predict(make, x, y, train, test, nets, chosen))["mape_pct"]
-    loo = {f: scores(y[families == f], fit_predict(make, x, y, families != f, families == f, nets, chosen))["mape_pct"]
-           for f in sorted(set(families))}
+    loo = {}
+    for f in sorted(set(families)):
+        models: list = []
+        loo[f] = scores(y[families == f], fit_predict(make, x, y, families != f, families == f, nets, chosen,
+                                                      models))["mape_pct"]
+        if fitted is not None:
+            fitted[f] = (models[0], float(y[families != f].max()))
     return accuracy, loo
 
 
@@ -145,6 +158,49 @@ def neighbour_interpolation(frame, target: str) -> tuple[float, int]:
     return float(100 - 100 * np.mean(errors)), len(errors)
 
 
+def fit_verdicts(fitted: dict, features: list[str]) -> dict:
+    """How well the memory fingerprint tells whether a training step fits on the TX2, each family
+    left out in turn: every configuration of the left-out family that perf4sight tried (memory row
+    passed or failed, mostly out of memory), its peak predicted by the model of the other five
+    (features from the same SQL as ``tracker predict``), flagged as ``tracker predict`` flags it:
+    above the largest peak learnt from ("may not fit"), above the board's memory ("would not fit")."""
+    import numpy as np
+
+    from tracker.fingerprint.dataset import configuration_rows, family
+    from tracker.imports.perf4sight import DEVICE, environment, read_configs, read_descriptions
+
+    descriptions = read_descriptions(DATA)
+    capacities: set[float] = set()
+    configs = read_configs(DATA, capacities)
+    board_mb = float(environment(capacities)["env.memory_total_mb"])
+    tried = {(n, bs): bool(c.memory) for (n, bs), c in configs.items()
+             if n in descriptions and (c.memory or c.memory_failed)}
+    counts = {k: 0 for k in ("may_hit", "may_false", "would_hit", "would_false")}
+    for fam, (model, largest_mb) in fitted.items():
+        names = sorted({n for n, _ in tried if family(n) == fam})
+        sizes = sorted({bs for n, bs in tried if family(n) == fam})
+        rows, _ = configuration_rows([descriptions[n] for n in names], sizes, "training", DEVICE)
+        predicted = np.exp(model.predict(rows[features].astype(float)))
+        for (name, bs), peak_mb in zip([(n, b) for n in names for b in sizes], predicted):
+            if (name, bs) not in tried:
+                continue
+            failed = not tried[(name, bs)]
+            for flag, above in (("may", peak_mb > largest_mb), ("would", peak_mb > board_mb)):
+                if above:
+                    counts[f"{flag}_{'hit' if failed else 'false'}"] += 1
+    failed = sum(not ok for ok in tried.values())
+    passed = len(tried) - failed
+
+    def pct(a: int, b: int) -> float | None:
+        return round(100 * a / b, 1) if b else None
+
+    return {"configurations": len(tried), "failed": failed, "board_memory_mb": board_mb,
+            "may_not_fit": {"failures_flagged_pct": pct(counts["may_hit"], failed),
+                            "passes_flagged_pct": pct(counts["may_false"], passed)},
+            "would_not_fit": {"failures_flagged_pct": pct(counts["would_hit"], failed),
+                              "passes_flagged_pct": pct(counts["would_false"], passed)}}
+
+
 #: Each target's column in perf4sight's CSVs, and the folder it lies in.
 RAW_COLUMNS = {"peak_mem_mb": ("memory", "mem_used"), "latency_ms": ("latency", "latency")}
 
@@ -169,7 +225,7 @@ def repeat_spread(target: str) -> dict[str, float]:
 
 
 def main() -> None:
-    from tracker.fingerprint.dataset import load_rows
+    from tracker.fingerprint.dataset import feature_columns, load_rows
     from tracker.fingerprint.train import extra_trees, lgbm
     from tracker.imports.perf4sight import DEVICE, import_perf4sight
     from tracker.log.logger import RunLogger
@@ -195,7 +251,10 @@ def main() -> None:
         for target in PUBLISHED:
             frame = load_rows(Path(tmp, "w.duckdb"), target, "training", DEVICE)
             chosen: list = []
-            acc, loo = evaluate(frame, target, None, chosen)
+            fitted: dict = {}
+            acc, loo = evaluate(frame, target, None, chosen, fitted)
+            if target == "peak_mem_mb":
+                result["fit_verdicts_leave_one_out"] = fit_verdicts(fitted, feature_columns(list(frame.columns), target))
             base_acc, base_loo = evaluate(frame, target, extra_trees, [])
             lgbm_acc, lgbm_loo = evaluate(frame, target, lgbm, [])
             result["network_model_chosen"][target] = chosen

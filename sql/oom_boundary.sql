@@ -1,8 +1,9 @@
 -- Out-of-memory boundary per network, phase and device: the largest batch size that ran,
--- the smallest that failed with reason oom, and how many sizes failed that way.
+-- the smallest that failed with reason oom, how many sizes failed that way, and the device's
+-- memory (MB) where its runs recorded it.
 WITH attempts AS (
     SELECT w.run_id, w.status, r.failure_reason, w.model, w.model_hash, w.phase, w.device, w.mode, w.batch_size,
-           w.device_name
+           w.device_name, w.device_memory_mb
     FROM whole_network_runs w
     JOIN runs r USING (run_id)
 )
@@ -10,7 +11,8 @@ SELECT
     model, model_hash, phase, device_name, device, mode,
     max(batch_size) FILTER (WHERE status = 'FINISHED') AS largest_fitting_batch,
     min(batch_size) FILTER (WHERE status = 'FAILED' AND failure_reason = 'oom') AS smallest_oom_batch,
-    count(*) FILTER (WHERE status = 'FAILED' AND failure_reason = 'oom') AS oom_runs
+    count(*) FILTER (WHERE status = 'FAILED' AND failure_reason = 'oom') AS oom_runs,
+    max(device_memory_mb) AS device_memory_mb
 FROM attempts
 GROUP BY model, model_hash, phase, device_name, device, mode
 HAVING count(*) FILTER (WHERE status = 'FAILED' AND failure_reason = 'oom') > 0

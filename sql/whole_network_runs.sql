@@ -3,6 +3,8 @@
 -- (env.device_model), the GPU for cuda, else the CPU model. measurements and oom_boundary read it.
 -- page_faults_per_iter_count: memory the C allocator took afresh from the kernel per iteration
 -- (see the allocator of the CPU mode); NULL where not counted (imported data, older runs).
+-- device_memory_mb: the memory peak_mem_mb is bounded by (the GPU's for cuda, else the machine's,
+-- a Jetson's shared by CPU and GPU); NULL where the run did not record it (runs of tracker 0.5.0 and earlier).
 WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
@@ -19,6 +21,8 @@ WITH whole AS (
 SELECT
     w.*,
     COALESCE(e.device_model, CASE WHEN w.device LIKE 'cuda%' THEN e.gpu_name END, e.cpu_model, w.device) AS device_name,
-    e.host, e.threads
+    e.host, e.threads,
+    CAST(CASE WHEN w.device LIKE 'cuda%' THEN e.gpu_memory_total_mb ELSE e.memory_total_mb END AS DOUBLE)
+        AS device_memory_mb
 FROM whole w
 LEFT JOIN environments e USING (run_id)

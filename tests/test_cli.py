@@ -47,6 +47,9 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert run.data.params["model"] == "squeezenet1_1"
     assert run.data.metrics["samples_count"] == data["samples"]
     assert run.data.tags["env.cpu_count"] and run.data.tags["env.torch_version"]
+    mem_total_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                        if line.startswith("MemTotal:"))
+    assert int(run.data.tags["env.memory_total_mb"]) == mem_total_kb // 1024
     assert run.data.tags["tracker.stop_reason"] == data["stop_reason"]
     assert data["device"] == "cpu" and data["mode"] == run.data.params["mode"]
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])

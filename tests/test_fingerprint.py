@@ -558,6 +558,68 @@ def test_gpu_utilisation_is_a_target_and_never_predicted_past_100_pct(tmp_path: 
     assert (Champion("latency_ms-inference-cuda", "1", ["a"], booster).predict(rows) > 100).all()
 
 
+def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_path: Path) -> None:
+    """Runs record the machine's memory and the GPU's (``env.*``); a CUDA run's device memory in
+    the warehouse is the GPU's, a CPU run's the machine's. A peak-memory fingerprint records the
+    device memory of what it learnt from, and a prediction above it says it cannot fit."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    env = {**ENV, "env.gpu_name": "Test GPU", "env.memory_total_mb": "64000", "env.gpu_memory_total_mb": "16000"}
+    logger = RunLogger(str(runs), experiment="gpu", environment=env)
+    records = []
+    for name in GPU_NETWORKS:
+        desc = describe(name, 64)
+        for bs in (1, 2, 4, 8):
+            r = network_record(name, bs, peak_mem_mb=100.0 + _flops(desc) * bs / 1e7)
+            r.params.update(model_hash=desc.description_hash, device="cuda", mode="cuda-default")
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            records.append(r)
+    cpu = network_record("squeezenet1_1", 1, peak_mem_mb=300.0)
+    cpu.params["model_hash"] = describe("squeezenet1_1", 64).description_hash
+    cpu.key_fields["device"] = "cpu"  # another configuration than the cuda one of the same network
+    logger.log([*records, cpu])
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    with duckdb.connect(str(wh), read_only=True) as con:
+        assert dict(con.sql("SELECT device, max(device_memory_mb) FROM measurements GROUP BY device").fetchall()) == {
+            "cuda": 16000.0, "cpu": 64000.0}
+        assert con.sql("SELECT DISTINCT device_memory_mb FROM oom_boundary WHERE device = 'cuda'").fetchall() == [
+            (16000.0,)]
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
+    client = MlflowClient(uri)
+    tags = client.get_model_version(result.name, result.version).tags
+    assert tags["device_memory_mb"] == "16000"
+    peaks = [r.metrics["peak_mem_mb"] for r in records]
+    assert float(tags["largest_peak_mb"]) == pytest.approx(max(peaks), abs=0.05)
+    args = ["--tracking-uri", str(runs), "predict", "mnasnet0_5", "--device", "cuda", "-b", "1", "-b", "8",
+            "--input-size", "64"]
+    fits = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)
+    assert [r["exceeds_device_memory"] for r in fits] == [[], []]
+    assert fits[0]["device_memory_mb"] == {"peak_mem_mb": 16000.0}
+    assert fits[0]["largest_peak_measured_mb"] == {"peak_mem_mb": float(tags["largest_peak_mb"])}
+    assert [r["above_largest_peak_measured"] for r in fits] == [[], []]  # mnasnet0_5 is not the largest measured
+    # The same version on a device of less memory than its batch-8 prediction (its tag set so).
+    small, large = (r["predictions"]["peak_mem_mb"] for r in fits)
+    client.set_model_version_tag(result.name, result.version, "device_memory_mb", f"{(small + large) / 2:.0f}")
+    out = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert [r["exceeds_device_memory"] for r in json.loads(out.stdout)] == [[], ["peak_mem_mb"]]
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 0, table.output
+    notes = [line for line in table.stdout.splitlines() if "would not fit" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: peak_mem_mb (mnasnet0_5 at batch 8)"), table.stdout
+    # Below the device's memory, above the largest peak it learnt from: never seen to run there.
+    client.set_model_version_tag(result.name, result.version, "device_memory_mb", "16000")
+    client.set_model_version_tag(result.name, result.version, "largest_peak_mb", f"{(small + large) / 2:.1f}")
+    maybe = CliRunner().invoke(app, args)
+    notes = [line for line in maybe.stdout.splitlines() if "fit" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: peak_mem_mb (mnasnet0_5 at batch 8)"), maybe.stdout
+    assert "above the largest peak measured on the device" in notes[0] and notes[0].endswith("it may not fit")
+    client.set_model_version_tag(result.name, result.version, "device_memory_mb", "lots")
+    bad = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert isinstance(bad.exception, FingerprintError) and "unreadable device_memory_mb tag 'lots'" in str(bad.exception)
+
+
 def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """On a real tracking server: a Ctrl-C between a fingerprint's run and its comparison with the

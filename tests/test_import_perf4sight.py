@@ -63,6 +63,7 @@ def test_import_twice_adds_nothing(tmp_path: Path) -> None:
     assert all("latency_ms" not in r.data.metrics for r in failed)
     ok = [r for r in runs if r.info.status == "FINISHED"]
     assert all(r.data.params["device"] == "jetson-tx2" and r.data.tags["env.device_model"] == "jetson-tx2" for r in ok)
+    assert {r.data.tags["env.memory_total_mb"] for r in runs} == {"7859"}  # the CSVs' capacity: the board's memory
     r18 = [r for r in ok if r.data.params["model"] == "resnet18_0"]
     smallest = min(r18, key=lambda r: int(r.data.params["batch_size"]))
     desc = Description.from_json(json.loads(Path(client.download_artifacts(smallest.info.run_id, "description/description.json", str(tmp_path))).read_text()))

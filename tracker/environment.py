@@ -1,7 +1,7 @@
 """The environment a measurement ran in, recorded as ``env.*`` tags on every run.
 
-Host, CPU model and count, threads, governor, the kernel's NUMA balancing and huge pages, torch and CUDA versions, GPU name and
-driver from NVML. What cannot be read on this machine is absent, never empty or zero.
+Host, CPU model and count, physical memory, threads, governor, the kernel's NUMA balancing and huge pages, torch and CUDA
+versions, GPU name, driver and memory from NVML. What cannot be read on this machine is absent, never empty or zero.
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ def nvml_info() -> dict[str, str]:
             count = pynvml.nvmlDeviceGetCount()
             info = {"env.gpu_count": str(count), "env.gpu_driver": nvml_text(pynvml.nvmlSystemGetDriverVersion())}
             if count:
-                info["env.gpu_name"] = nvml_text(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)))
+                handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+                info["env.gpu_name"] = nvml_text(pynvml.nvmlDeviceGetName(handle))
+                info["env.gpu_memory_total_mb"] = str(int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) >> 20)
             return info
         except Exception:
             return {}
@@ -70,6 +72,14 @@ def nvml_info() -> dict[str, str]:
 def nvml_text(value: bytes | str) -> str:
     """NVML answers bytes in older bindings and str in newer ones."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def memory_total_mb() -> int | None:
+    """The machine's physical memory (MB = 2^20 bytes), where the system says it."""
+    try:
+        return (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) >> 20
+    except (ValueError, OSError, AttributeError):  # no such sysconf name here
+        return None
 
 
 def kernel_memory_settings() -> dict[str, str]:
@@ -103,6 +113,8 @@ def capture_environment(with_torch: bool = True) -> dict[str, str]:
         env["env.cpu_model"] = model
     if governor := cpu_governor():
         env["env.cpu_governor"] = governor
+    if total := memory_total_mb():
+        env["env.memory_total_mb"] = str(total)
     env.update(kernel_memory_settings())
     if with_torch:
         import torch

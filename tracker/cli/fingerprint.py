@@ -181,5 +181,13 @@ def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
                                for f, o in outside.items())
             typer.echo(f"note: {target}{which} extrapolates beyond what {result['model_versions'][target]} "
                        f"learnt from: {beyond}")
+        for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
+            value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
+            if target in result["exceeds_device_memory"]:
+                typer.echo(f"{value} is more than the device's memory ({result['device_memory_mb'][target]:,.0f} MB, "
+                           "as its runs recorded): it would not fit")
+            else:
+                typer.echo(f"{value} is above the largest peak measured on the device "
+                           f"({result['largest_peak_measured_mb'][target]:,.0f} MB): it may not fit")
     if results[0]["missing_targets"]:
         typer.echo(f"no fingerprint for: {', '.join(results[0]['missing_targets'])}")

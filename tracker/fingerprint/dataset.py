@@ -97,6 +97,21 @@ def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
     return [c for c in columns if c not in skip]
 
 
+def device_memory_mb(warehouse: Path, run_ids: Sequence[str]) -> float | None:
+    """The largest device memory (MB, ``whole_network_runs.device_memory_mb``) the runs ``run_ids``
+    recorded; None where none did (imported data without it, runs of tracker 0.5.0 and earlier).
+    A memory prediction above it cannot fit on that device."""
+    from tracker.warehouse.load import connect
+
+    con = connect(warehouse, read_only=True)
+    try:
+        found = con.execute("SELECT max(device_memory_mb) FROM whole_network_runs "
+                            "WHERE run_id IN (SELECT unnest(CAST($ids AS VARCHAR[])))", {"ids": list(run_ids)}).fetchone()
+    finally:
+        con.close()
+    return None if found is None or found[0] is None else float(found[0])
+
+
 def family(model: str) -> str:
     """The family of a network: its name without a pruning or index suffix (resnet50_30 -> resnet50,
     resnet18-p50-l1-s0 -> resnet18, gen-s0-0003 -> gen-s0)."""

@@ -31,6 +31,8 @@ class Champion:
     layer: Any = None  # fingerprint.layers.LayerModel when the method uses layers
     trend: Any = None  # fingerprint.trend.Trend under the booster, when the version has one
     ranges: dict[str, list[float]] = field(default_factory=dict)  # trained_ranges (none on older versions)
+    device_memory_mb: float | None = None  # a memory target's device memory, where its runs recorded it
+    largest_peak_mb: float | None = None  # a memory target's largest measurement learnt from
 
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -81,6 +83,13 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         except ValueError as exc:
             raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
                                    "retrain with tracker fingerprint train") from None
+    for tag in ("device_memory_mb", "largest_peak_mb"):
+        if tag in version.tags:
+            try:
+                setattr(champ, tag, float(version.tags[tag]))
+            except ValueError:
+                raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
+                                       f"{version.tags[tag]!r}; retrain with tracker fingerprint train") from None
     if "trend" in version.tags and champ.trend is None:
         from tracker.fingerprint.runtime import Trend
 
@@ -201,6 +210,8 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
     predictions = predict_rows(models, rows, layer_rows)
     elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(rows), 1)
     versions = {t: f"{m.name}/{m.version}" for t, m in models.items()}
+    memory = {t: m.device_memory_mb for t, m in models.items() if m.device_memory_mb is not None}
+    largest = {t: m.largest_peak_mb for t, m in models.items() if m.largest_peak_mb is not None}
     methods = {t: m.method for t, m in models.items()}
     missing = [t for t in TARGETS if t not in models]
     features = feature_columns(list(rows.columns)) if with_features else []
@@ -215,6 +226,14 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
             "model_versions": dict(versions), "methods": dict(methods), "missing_targets": list(missing),
             # Per target, the features of this configuration beyond what its version learnt from.
             "outside_trained_range": outside,
+            # Per memory target whose version knows it, the device's memory (MB), and the targets
+            # predicted above it: such a configuration cannot fit on that device. Below it, a peak
+            # above the largest the version learnt from is one never seen to run there (a board's
+            # usable memory is less than its total: perf4sight's TX2 never ran past about 6,300 of 7,859 MB).
+            "device_memory_mb": dict(memory),
+            "exceeds_device_memory": [t for t, mb in memory.items() if predictions[i].get(t, 0.0) > mb],
+            "largest_peak_measured_mb": dict(largest),
+            "above_largest_peak_measured": [t for t, mb in largest.items() if predictions[i].get(t, 0.0) > mb],
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:

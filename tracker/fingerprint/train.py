@@ -23,8 +23,10 @@ from typing import Any, Callable, Collection, Iterator
 from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
     LABEL_VIEW,
+    MEMORY_TARGETS,
     TARGETS,
     FingerprintError,
+    device_memory_mb,
     family,
     feature_columns,
     load_rows,
@@ -426,6 +428,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
 
     name = registered_name(target, phase, device)
     run_digest = runs_digest(frame)
+    memory_mb = device_memory_mb(warehouse, list(frame["run_id"])) if target in MEMORY_TARGETS else None
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_experiment(experiment_id=experiment.experiment_id)
     client = MlflowClient(tracking_uri)
@@ -479,6 +482,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                "format": str(FORMAT),
                                "trained_ranges": json.dumps(trained_ranges(x, features)),
                                **({"trend": trend.to_json()} if trend is not None else {}),
+                               **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
+                               **({"largest_peak_mb": f"{float(np.max(y)):.1f}"} if target in MEMORY_TARGETS else {}),
                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
                                   else {})}.items():
                 client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))

@@ -91,7 +91,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh, delimiter="|"))
 
 
-def read_configs(folder: Path) -> dict[tuple[str, int], Config]:
+def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[tuple[str, int], Config]:
+    """Every (network, batch size) of the CSVs; ``capacities_mb`` collects the memory rows' ``capacity``
+    column (the board's physical memory, MB)."""
     configs: dict[tuple[str, int], Config] = {}
     lat_dir, mem_dir = folder / "latency", folder / "memory"
     if not lat_dir.is_dir():
@@ -115,6 +117,11 @@ def read_configs(folder: Path) -> dict[tuple[str, int], Config]:
     for path in sorted(mem_dir.glob("*-gt.csv")) if mem_dir.is_dir() else []:
         for row in _rows(path):
             c = config(path, row)
+            if capacities_mb is not None:
+                try:
+                    capacities_mb.add(float(row["capacity"]))
+                except (KeyError, TypeError, ValueError):
+                    pass
             if row["passed"] == "True":
                 c.memory.append((float(row["mem_used"]), float(row["mem_alloc"]), float(row["mem_reserved"])))
             else:
@@ -122,9 +129,17 @@ def read_configs(folder: Path) -> dict[tuple[str, int], Config]:
     return configs
 
 
-def records(folder: Path) -> tuple[list[RunRecord], dict[str, int]]:
+def environment(capacities_mb: set[float]) -> dict[str, str]:
+    """The board's ``env.*`` tags: :data:`ENVIRONMENT`, and its physical memory where every memory
+    row gave the same ``capacity`` (7,859 MB on the TX2, shared by its CPU and GPU)."""
+    if len(capacities_mb) == 1 and (total := next(iter(capacities_mb))) > 0:
+        return {**ENVIRONMENT, "env.memory_total_mb": str(int(total))}
+    return dict(ENVIRONMENT)
+
+
+def records(folder: Path, capacities_mb: set[float] | None = None) -> tuple[list[RunRecord], dict[str, int]]:
     descriptions = read_descriptions(folder)
-    configs = read_configs(folder)
+    configs = read_configs(folder, capacities_mb)
     out: list[RunRecord] = []
     described: set[str] = set()
     stats = {"configurations": len(configs), "failed": 0, "duplicates_collapsed": 0, "without_architecture": 0}
@@ -178,11 +193,12 @@ def import_perf4sight(logger: RunLogger, folder: Path) -> dict[str, int]:
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a folder")
-    recs, stats = records(folder)
+    capacities_mb: set[float] = set()
+    recs, stats = records(folder, capacities_mb)
     present = logger.measured(kind="training", statuses=("FINISHED", "FAILED"))
     new = [r for r in recs if r.config_key not in present]
     if new:
-        logger.log(new, environment=ENVIRONMENT)
+        logger.log(new, environment=environment(capacities_mb))
     stats["imported"] = len(new)
     stats["already_present"] = len(recs) - len(new)
     return stats
