@@ -35,7 +35,8 @@ percentile of (max - min) / mean, and how many such pairs there are.
 ``fit_verdicts_leave_one_out``: whether a training step fits, as ``tracker predict`` says it, on
 every configuration perf4sight tried (passed or failed) of each family left out: the share of
 failures and of passes flagged "may not fit" (peak predicted above the largest learnt from) and
-"would not fit" (above the board's 7,859 MB).
+"would not fit" (above the board's 7,859 MB); ``largest_batch``: ``tracker predict --largest-batch``
+against perf4sight's own out-of-memory boundary (see ``largest_batches``).
 Last line: {"protocol_accuracy": {...}, "leave_one_out_mape_pct": {...}, "published": {...}, ...}
 """
 
@@ -190,6 +191,7 @@ def fit_verdicts(fitted: dict, features: list[str]) -> dict:
                     counts[f"{flag}_{'hit' if failed else 'false'}"] += 1
     failed = sum(not ok for ok in tried.values())
     passed = len(tried) - failed
+    boundary = largest_batches(fitted, features, descriptions, tried)
 
     def pct(a: int, b: int) -> float | None:
         return round(100 * a / b, 1) if b else None
@@ -198,7 +200,46 @@ def fit_verdicts(fitted: dict, features: list[str]) -> dict:
             "may_not_fit": {"failures_flagged_pct": pct(counts["may_hit"], failed),
                             "passes_flagged_pct": pct(counts["may_false"], passed)},
             "would_not_fit": {"failures_flagged_pct": pct(counts["would_hit"], failed),
-                              "passes_flagged_pct": pct(counts["would_false"], passed)}}
+                              "passes_flagged_pct": pct(counts["would_false"], passed)},
+            "largest_batch": boundary}
+
+
+def largest_batches(fitted: dict, features: list[str], descriptions: dict, tried: dict) -> dict:
+    """``tracker predict --largest-batch`` (under the largest peak learnt from) for every network of
+    each left-out family that failed somewhere, against perf4sight's own boundary: the largest batch
+    size that ran and the smallest above it that failed. ``within``: between the two (perf4sight's
+    sizes are 2, 4, 8, ... 64, 70, 80, ... 256, so the boundary is known to lie between them);
+    ``under``: below the largest that ran (safe, capacity left unused); ``over``: at or above the
+    first that failed (it would run out of memory). ``ratio_to_largest_ran``: median and range of
+    predicted over largest that ran."""
+    import numpy as np
+
+    from tracker.fingerprint.dataset import configuration_rows, family
+    from tracker.fingerprint.predict import largest_under
+    from tracker.imports.perf4sight import DEVICE
+
+    verdicts = {"within": 0, "under": 0, "over": 0}
+    ratios = []
+    for fam, (model, largest_mb) in fitted.items():
+        for name in sorted({n for n, _ in tried if family(n) == fam}):
+            ran = [bs for (n, bs), ok in tried.items() if n == name and ok]
+            if not ran:
+                continue
+            failed_above = [bs for (n, bs), ok in tried.items() if n == name and not ok and bs > max(ran)]
+            if not failed_above:
+                continue
+
+            def peak_mb(sizes: list[int], name: str = name) -> list[float]:
+                rows, _ = configuration_rows([descriptions[name]], sizes, "training", DEVICE)
+                return list(np.exp(model.predict(rows[features].astype(float))))
+
+            predicted = largest_under(peak_mb, largest_mb, 4096) or 0
+            low, high = max(ran), min(failed_above)
+            verdicts["within" if low <= predicted < high else "under" if predicted < low else "over"] += 1
+            ratios.append(predicted / low)
+    return {"networks": sum(verdicts.values()), **verdicts,
+            "ratio_to_largest_ran": {"median": round(float(np.median(ratios)), 2),
+                                     "min": round(float(np.min(ratios)), 2), "max": round(float(np.max(ratios)), 2)}}
 
 
 #: Each target's column in perf4sight's CSVs, and the folder it lies in.

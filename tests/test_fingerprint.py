@@ -615,9 +615,45 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     notes = [line for line in maybe.stdout.splitlines() if "fit" in line]
     assert len(notes) == 1 and notes[0].startswith("note: peak_mem_mb (mnasnet0_5 at batch 8)"), maybe.stdout
     assert "above the largest peak measured on the device" in notes[0] and notes[0].endswith("it may not fit")
+    # The largest batch under each limit, found without running anything: its prediction is under
+    # the limit and the next size's is over; a limit no size reaches up to the largest tried is None.
+    found = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "mnasnet0_5", "--device", "cuda",
+                                                "--input-size", "64", "--largest-batch", "--format", "json"]).stdout)
+    limit = float(f"{(small + large) / 2:.1f}")
+    assert found["limits_mb"] == {"largest_peak_measured": limit, "device_memory": 16000.0}
+    batch = found["largest_batch"]["largest_peak_measured"]
+    assert 1 <= batch < 8 < found["largest_batch"]["device_memory"] and found["beyond_max_batch"] == []
+    edge = json.loads(CliRunner().invoke(app, [*args[:6], "-b", str(batch), "-b", str(batch + 1), "--input-size", "64",
+                                               "--format", "json"]).stdout)
+    assert edge[0]["predictions"]["peak_mem_mb"] == pytest.approx(found["predicted_peak_mb"]["largest_peak_measured"])
+    assert edge[0]["predictions"]["peak_mem_mb"] <= limit < edge[1]["predictions"]["peak_mem_mb"]
+    client.set_model_version_tag(result.name, result.version, "device_memory_mb", "1000000000")
+    lines = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "mnasnet0_5", "--device", "cuda",
+                                     "--input-size", "64", "--largest-batch"]).stdout
+    assert lines.startswith(f"mnasnet0_5: largest batch under the largest peak learnt from ({limit:,.0f} MB): {batch} (")
+    assert "under the device's memory (1,000,000,000 MB): more than 65,536" in lines
+    with pytest.raises(ConfigError, match="--largest-batch finds the batch size itself: leave out --batch-size"):
+        CliRunner().invoke(app, [*args, "--largest-batch"], catch_exceptions=False)
     client.set_model_version_tag(result.name, result.version, "device_memory_mb", "lots")
     bad = CliRunner().invoke(app, [*args, "--format", "json"])
     assert isinstance(bad.exception, FingerprintError) and "unreadable device_memory_mb tag 'lots'" in str(bad.exception)
+
+
+def test_the_largest_batch_under_a_limit_doubles_then_bisects() -> None:
+    from tracker.fingerprint.predict import largest_under
+
+    asked: list[list[int]] = []
+
+    def peak_mb(sizes: list[int]) -> list[float]:  # 100 MB and 10 MB per image
+        asked.append(list(sizes))
+        return [100.0 + 10.0 * s for s in sizes]
+
+    assert largest_under(peak_mb, 1000.0, 1024) == 90 and asked[0] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert all(len(a) == 1 for a in asked[1:]) and len(asked) <= 1 + 7  # bisecting 64..128
+    assert largest_under(peak_mb, 105.0, 1024) == 0  # batch 1 is over already
+    assert largest_under(peak_mb, 1e9, 1024) is None  # nothing up to 1024 is over
+    assert largest_under(peak_mb, 110.0, 1) is None  # batch 1, the only size tried, is under
+    assert largest_under(peak_mb, 119.0, 3) == 1  # batch 2 is over
 
 
 def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str, tmp_path: Path,

@@ -125,6 +125,9 @@ def predict(
     fmt: FormatOption = OutputFormat.table,
     features: Annotated[bool, typer.Option("--features", help="Also print the network's features: the row "
                                            "of measurement_features a registered model takes through MLflow.")] = False,
+    largest: Annotated[bool, typer.Option("--largest-batch", help="Instead: the largest batch size whose predicted "
+                                          "peak memory stays under the largest peak learnt from and under the "
+                                          "device's memory (profile boundary, without running).")] = False,
 ) -> None:
     """Predict latency, memory and power of a network without running it.
 
@@ -132,6 +135,12 @@ def predict(
     from tracker.errors import ConfigError
     from tracker.fingerprint.predict import predict_grid
 
+    if largest:
+        if batch_sizes or features:
+            raise ConfigError("--largest-batch finds the batch size itself: leave out "
+                              + ("--batch-size" if batch_sizes else "--features"))
+        _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt)
+        return
     sizes = batch_sizes or [1]
     several = len(models) * len(set(sizes)) > 1  # predict_grid predicts a batch size given twice once
     if several and features and fmt is OutputFormat.table:
@@ -144,6 +153,36 @@ def predict(
         _prediction_table(results)
     else:
         _prediction_lines(results[0], features)
+
+
+#: How ``--largest-batch`` names each limit in its lines.
+_LIMIT_WORDS = {"largest_peak_measured": "the largest peak learnt from", "device_memory": "the device's memory"}
+
+
+def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_size: Optional[int],
+                   fmt: OutputFormat) -> None:
+    from tracker.fingerprint.predict import largest_batch
+
+    results = largest_batch(uri, list(models), phase, device, input_size)
+    if fmt is OutputFormat.json:
+        emit_json(results if len(results) > 1 else results[0])
+        return
+    for result in results:
+        parts = []
+        for name, batch in result["largest_batch"].items():
+            under = f"under {_LIMIT_WORDS[name]} ({result['limits_mb'][name]:,.0f} MB)"
+            if batch is None:
+                parts.append(f"{under}: more than {result['max_batch']:,}")
+            elif batch == 0:
+                parts.append(f"{under}: none, batch 1 is predicted above it")
+            else:
+                parts.append(f"{under}: {batch} ({result['predicted_peak_mb'][name]:,.0f} MB predicted)")
+        typer.echo(f"{result['model']}: largest batch {'; '.join(parts)}  ({result['model_version']})")
+        for name, outside in result["outside_trained_range"].items():
+            if outside:
+                beyond = ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
+                                   for f, o in outside.items())
+                typer.echo(f"note: at batch {result['largest_batch'][name]} the prediction extrapolates: {beyond}")
 
 
 def _prediction_lines(result: dict, features: bool) -> None:

@@ -247,3 +247,76 @@ def _plain(values: dict[str, Any]) -> dict[str, Any]:
     import pandas as pd
 
     return {k: None if pd.isna(v) else v if isinstance(v, str) else float(v) for k, v in values.items()}
+
+
+#: The largest batch size ``tracker predict --largest-batch`` tries (``profile boundary``'s default
+#: --max-batch is 1024; a prediction costs no device, so further).
+MAX_PREDICTED_BATCH = 65536
+#: The memory limits a peak-memory champion may record, by the name they go by in the answer.
+MEMORY_LIMITS = {"largest_peak_measured": "largest_peak_mb", "device_memory": "device_memory_mb"}
+
+
+def largest_under(peak_mb: Any, limit_mb: float, max_batch: int = MAX_PREDICTED_BATCH) -> int | None:
+    """The largest batch size whose ``peak_mb`` (a function of a list of batch sizes, answering a
+    predicted peak each) is at most ``limit_mb``: doubling from 1 (the doubling sizes asked for
+    at once), then bisecting between the last size under the limit and the first over. 0 when
+    batch 1 is over; None when no size up to ``max_batch`` is."""
+    doubling = [1 << i for i in range(max_batch.bit_length())]
+    over = next((s for s, p in zip(doubling, peak_mb(doubling)) if p > limit_mb), None)
+    if over is None:
+        return None
+    low, high = over // 2, over
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if peak_mb([mid])[0] > limit_mb else (mid, high)
+    return low
+
+
+def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, input_size: int | None = None,
+                  max_batch: int = MAX_PREDICTED_BATCH) -> list[dict[str, Any]]:
+    """For each network, the largest batch size whose predicted peak memory stays under each limit
+    the ``peak_mem_mb`` champion records: the largest peak it learnt from (above it, ``predict``
+    says "may not fit") and the device's memory (above it, "would not fit"). As ``profile boundary
+    --search`` finds it on the device, without running anything: the batch size doubles from 1
+    until the prediction passes the limit, then bisects between the last size under it and the
+    first over (so it takes the predicted peak to grow with the batch in between). A limit the
+    prediction does not pass by ``max_batch``: None, and ``beyond_max_batch`` names it; one
+    passed at batch 1: 0."""
+    from tracker.describe import describe
+    from tracker.zoo import resolve
+
+    if max_batch < 1:
+        raise FingerprintError(f"the largest batch size to try must be at least 1, got {max_batch}")
+    model_refs = [resolve(ref) for ref in refs]  # an unknown network is said before anything is loaded
+    models = champions(tracking_uri, phase, device, targets=("peak_mem_mb",))
+    champ = models["peak_mem_mb"]
+    limits = {name: value for name, tag in MEMORY_LIMITS.items()
+              if (value := getattr(champ, tag)) is not None}
+    if not limits:
+        raise FingerprintError(f"{champ.name} version {champ.version} records no memory limit (neither the largest "
+                               "peak it learnt from nor the device's memory: trained by tracker 0.5.0 or earlier); "
+                               "retrain with tracker fingerprint train")
+    out = []
+    for ref, model_ref in zip(refs, model_refs):
+        desc = describe(ref, input_size or model_ref.input_size)
+        predicted: dict[int, dict[str, Any]] = {}
+
+        def peak_mb(sizes: list[int]) -> list[float]:
+            todo = [s for s in sizes if s not in predicted]
+            if todo:  # the sizes asked for together share one pass of the feature SQL
+                for result in predict_grid(tracking_uri, [ref], todo, phase, device, models=models,
+                                           descriptions=[desc]):
+                    predicted[result["batch_size"]] = result
+            return [predicted[s]["predictions"]["peak_mem_mb"] for s in sizes]
+
+        found = {name: largest_under(peak_mb, limit, max_batch) for name, limit in limits.items()}
+        out.append({
+            "model": desc.name, "model_hash": desc.description_hash, "phase": phase, "device": device,
+            "target": "peak_mem_mb", "model_version": f"{champ.name}/{champ.version}", "limits_mb": limits,
+            "largest_batch": found,
+            "predicted_peak_mb": {n: predicted[b]["predictions"]["peak_mem_mb"] if b else None for n, b in found.items()},
+            "outside_trained_range": {n: predicted[b]["outside_trained_range"].get("peak_mem_mb", {}) if b else {}
+                                      for n, b in found.items()},
+            "beyond_max_batch": [n for n, b in found.items() if b is None], "max_batch": max_batch,
+        })
+    return out
