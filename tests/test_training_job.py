@@ -242,6 +242,9 @@ def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> 
     out = _cli(runs, "profile", "training", str(_job(tmp_path, "skip", bs=8, steps=2)), "--format", "json")
     r = json.loads(out.stdout)
     assert r["status"] == "FINISHED" and [s["file"] for s in r["skipped_files"]] == [str(bad)]
+    again = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "skip", bs=8, steps=2)), "--format",
+                            "json").stdout)
+    assert again["reused"] and again["run_id"] == r["run_id"] and again["skipped_files"] == r["skipped_files"]
     out = _cli(runs, "profile", "training", str(_job(tmp_path, "fail", bs=8, steps=2, on_error="fail")), "--format", "json")
     r = json.loads(out.stdout)
     assert r["status"] == "FAILED" and r["reason"] == "bad_input"

@@ -243,7 +243,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
     key = job_config_key(cfg)
     if not again and (measured := logger.find(key, "FINISHED")) is not None:
-        return _reused(measured, cfg)
+        return _reused(measured, cfg, logger.location.uri)
     num_classes = len(dataset.classes) + (1 if detection else 0)
     model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
     # the device mode the job runs in, as for networks (threads: torch's default unless the job sets them)
@@ -446,12 +446,18 @@ def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:
     return out
 
 
-def _reused(run: Any, cfg: JobConfig) -> JobResult:
-    """A job's FINISHED run read back (``RunLogger.find``) as the result of measuring it. The bad
-    files it skipped are counted in its tags and listed in its artifact, not repeated here."""
+def _reused(run: Any, cfg: JobConfig, tracking_uri: str) -> JobResult:
+    """A job's FINISHED run read back (``RunLogger.find``) as the result of measuring it, with the
+    bad files it skipped (its artifact ``skipped_files.json``, read where its tag counts any)."""
     steps = run.metrics.get("samples_count")
-    return JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, [], None, cfg,
-                            run.params.get("mode"), reused=True)
+    skipped: list[dict[str, str]] = []
+    if run.tags.get("tracker.skipped_files", "0") != "0":
+        from tracker.log.artifacts import downloaded
+
+        with downloaded(tracking_uri, run.run_id, "skipped_files.json") as path:
+            skipped = json.loads(path.read_text())
+    return JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, skipped, None,
+                            cfg, run.params.get("mode"), reused=True)
 
 
 def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],
