@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -227,3 +229,20 @@ def test_style_specific_keys_are_checked() -> None:
         build_generated(spec)
     with pytest.raises(ConfigError, match="transformer"):
         generate_spec(0, style="transformer")
+
+
+def test_writing_the_same_specs_again_leaves_their_files_alone(tmp_path: Path) -> None:
+    from tracker.zoo.spec import write_specs
+
+    specs = generate(2, 0, input_size=32)
+    paths = write_specs(specs, tmp_path / "networks")
+    assert [json.loads(p.read_text()) for p in paths] == specs
+    before = [p.stat().st_mtime_ns for p in paths]
+    for p in paths:  # an older time, so a rewrite could not land on the same one
+        os.utime(p, ns=(before[0] - 10**9, before[0] - 10**9))
+    stamped = [p.stat().st_mtime_ns for p in paths]
+    changed = copy.deepcopy(specs)
+    changed[1]["input_size"] = 64
+    assert write_specs(changed, tmp_path / "networks") == paths
+    assert paths[0].stat().st_mtime_ns == stamped[0] and paths[1].stat().st_mtime_ns != stamped[1]
+    assert json.loads(paths[1].read_text())["input_size"] == 64

@@ -84,10 +84,14 @@ def spec_ref(spec: dict[str, Any]) -> ModelRef:
 
 
 def write_specs(specs: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """Each spec's file in ``folder`` (``NAME.json``); a file that already says the same is left
+    as it is (a campaign loaded again rewrites nothing)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for spec in specs:
         path = folder / f"{spec['name']}.json"
-        path.write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(spec, indent=2, sort_keys=True) + "\n"
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
         paths.append(path)
     return paths
