@@ -17,7 +17,10 @@ perf4sight's ExtraTrees (300 trees) on the same rows:
 Targets (LightGBM): protocol accuracy >= 99 (memory) and >= 98 (latency); leave-one-out MAPE
 <= 6 % (memory) and <= 10 % (latency) on each of the six networks.
 
-How far the data itself allows: ``smooth_oracle_protocol_accuracy`` is what an oracle reaches
+How far the data itself allows: ``feature_fit_protocol_accuracy`` fits the test rows themselves
+from features alone (at each batch size, log(target) on log FLOPs and log activation bytes over
+all 19 resnet50 levels, test levels included): what each test network does beyond what those
+features say of it is left over, in-sample. ``smooth_oracle_protocol_accuracy`` is what an oracle reaches
 on the protocol's test rows when it is *fitted on those very rows*: each test network's own
 curve in batch size (``min(ceiling, max(floor, a + b * batch))``: a floor, then linear, up to a
 ceiling, where the TX2's memory readings saturate near 6,200 MB), times a factor per batch size
@@ -139,6 +142,32 @@ def smooth_oracle(frame, target: str) -> float:
         ratio = y / fit
         factor = np.array([np.median(ratio[bs == b]) for b in bs])
     return float(100 - 100 * np.mean(np.abs(fit * factor - y) / y))
+
+
+#: What ``feature_fit`` regresses on, per batch size: the work of a network as its features say it.
+FEATURE_FIT = ("flops", "activation_bytes")
+
+
+def feature_fit(frame, target: str) -> tuple[float, int]:
+    """100 - MAPE on the protocol's test rows of a fit that *sees them*: at each batch size,
+    least squares of log(target) on log FLOPs and log activation bytes over every resnet50 level
+    (training and test rows together). What it misses is what each network does beyond what
+    those features say of it, fitted in-sample; and how many rows it scored (a batch size with no
+    more levels than parameters plus one is skipped)."""
+    import numpy as np
+
+    train, test = protocol_split(frame)
+    rows = frame[train | test].assign(test=test[train | test])
+    errors = []
+    for _, g in rows.groupby("batch_size"):
+        a = np.c_[np.ones(len(g)), np.log(g[list(FEATURE_FIT)].to_numpy(float))]
+        if len(g) <= a.shape[1] + 1 or not g["test"].any():
+            continue
+        coef, *_ = np.linalg.lstsq(a, np.log(g[target].to_numpy(float)), rcond=None)
+        fitted = np.exp(a @ coef)
+        y = g[target].to_numpy(float)
+        errors += list((np.abs(fitted - y) / y)[g["test"].to_numpy()])
+    return float(100 - 100 * np.mean(errors)), len(errors)
 
 
 def neighbour_interpolation(frame, target: str) -> tuple[float, int]:
@@ -304,6 +333,9 @@ def main() -> None:
             result["protocol_accuracy"][target] = round(acc, 2)
             result["baseline_protocol_accuracy"][target] = round(base_acc, 2)
             result["smooth_oracle_protocol_accuracy"][target] = round(smooth_oracle(frame, target), 2)
+            fit_acc, fit_rows = feature_fit(frame, target)
+            result.setdefault("feature_fit_protocol_accuracy", {})[target] = round(fit_acc, 2)
+            result.setdefault("feature_fit_rows", {})[target] = fit_rows
             neighbour_acc, neighbour_rows = neighbour_interpolation(frame, target)
             result["neighbour_interpolation_protocol_accuracy"][target] = round(neighbour_acc, 2)
             result["neighbour_interpolation_rows"][target] = neighbour_rows
