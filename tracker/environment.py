@@ -63,7 +63,10 @@ def nvml_info() -> dict[str, str]:
             if count:
                 handle = pynvml.nvmlDeviceGetHandleByIndex(0)
                 info["env.gpu_name"] = nvml_text(pynvml.nvmlDeviceGetName(handle))
-                info["env.gpu_memory_total_mb"] = str(int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) >> 20)
+                try:  # a board whose memory NVML does not report still has its name
+                    info["env.gpu_memory_total_mb"] = str(int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) >> 20)
+                except Exception:
+                    pass
             return info
         except Exception:
             return {}
