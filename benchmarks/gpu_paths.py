@@ -122,18 +122,19 @@ def main() -> None:
     wh = ["--warehouse", str(store / "warehouse.duckdb"), "--format", "json"]
     rows = step("sql_measurements", ["sql", "SELECT kind, model, batch_size, phase, device, latency_ms, latency_ci_rel,"
                                      " samples_count, peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, device_name,"
-                                     " mode FROM measurements ORDER BY end_time", *wh])
+                                     " mode, device_memory_mb FROM measurements ORDER BY end_time", *wh])
     step("sql_failed", ["sql", "SELECT * FROM failed_runs", *wh])
     step("sql_repeats", ["sql", "SELECT * FROM measurement_repeats", *wh])
 
     rows = rows if isinstance(rows, list) else []
     on_device = [r for r in rows if str(r.get("device", "")).startswith(device)]
     inference = [r for r in on_device if r.get("phase") == "inference"]
-    targets = ["latency_ms"] + [t for t in ("power_w", "gpu_util_pct") if any(r.get(t) for r in inference)]
+    targets = ["latency_ms"] + [t for t in ("peak_mem_mb", "power_w", "gpu_util_pct") if any(r.get(t) for r in inference)]
     for target in targets:
         step(f"fingerprint_{target}", ["fingerprint", "train", "--target", target, "--device", device, "--format", "json",
                                        "--warehouse", str(store / "warehouse.duckdb")], timeout_s=300)
     step("predict", ["predict", "mobilenet_v3_large", "-b", "1", "--device", device, "--format", "json"])
+    step("largest_batch", ["predict", "resnet50", "--largest-batch", "--device", device, "--format", "json"])
     on_cpu = [r for r in rows if r.get("device") == "cpu"]
     checks = {
         "all_steps_ok": all(s["ok"] for s in steps.values()),
@@ -146,6 +147,10 @@ def main() -> None:
         "cpu_measurements": len(on_cpu),
         "cpu_power_w": sorted({r.get("power_w") for r in on_cpu}, key=str),
         "device_names": sorted({str(r.get("device_name")) for r in on_device}),
+        # the memory a peak is bounded by: the GPU's (NVML) on cuda, the machine's on cpu
+        "device_memory_mb": sorted({r.get("device_memory_mb") for r in on_device}, key=str),
+        "largest_batch": {k: outputs["largest_batch"].get(k) for k in ("limits_mb", "largest_batch", "predicted_peak_mb")}
+        if isinstance(outputs.get("largest_batch"), dict) else None,
         "modes": sorted({str(r.get("mode")) for r in on_device}),
         "failed_runs": len(outputs["sql_failed"]) if isinstance(outputs.get("sql_failed"), list) else None,
         "again_layers": len(outputs["again"].get("layers") or []) if isinstance(outputs.get("again"), dict) else None,
