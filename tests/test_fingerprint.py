@@ -561,7 +561,8 @@ def test_gpu_utilisation_is_a_target_and_never_predicted_past_100_pct(tmp_path: 
 def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_path: Path) -> None:
     """Runs record the machine's memory and the GPU's (``env.*``); a CUDA run's device memory in
     the warehouse is the GPU's, a CPU run's the machine's. A peak-memory fingerprint records the
-    device memory of what it learnt from, and a prediction above it says it cannot fit."""
+    device memory of what it learnt from, and a prediction above it says it cannot fit; where the
+    device has run out of memory, above the largest peak that ran says it may not fit."""
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     env = {**ENV, "env.gpu_name": "Test GPU", "env.memory_total_mb": "64000", "env.gpu_memory_total_mb": "16000"}
     logger = RunLogger(str(runs), experiment="gpu", environment=env)
@@ -586,12 +587,25 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
         assert con.sql("SELECT DISTINCT device_memory_mb FROM oom_boundary WHERE device = 'cuda'").fetchall() == [
             (16000.0,)]
     uri = resolve_location(str(runs)).uri
-    result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
     client = MlflowClient(uri)
+    # Nothing ran out of memory on this GPU yet: the largest peak learnt from marks no limit.
+    untried = client.get_model_version("peak_mem_mb-inference-cuda", train(wh, "peak_mem_mb", "inference", "cuda",
+                                                                            uri).version).tags
+    assert untried["device_memory_mb"] == "16000" and "largest_peak_mb" not in untried
+    # Once a configuration failed out of memory there, it does.
+    oom = network_record("mnasnet0_5", 64)
+    oom.params.update(model_hash=describe("mnasnet0_5", 64).description_hash, device="cuda", mode="cuda-default")
+    oom.metrics = {}
+    logger = RunLogger(str(runs), experiment="gpu", environment=env)
+    logger.log([oom.fail("oom")])
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
     tags = client.get_model_version(result.name, result.version).tags
-    assert tags["device_memory_mb"] == "16000"
+    assert tags["device_memory_mb"] == "16000" and tags["oom_runs"] == "1"
     peaks = [r.metrics["peak_mem_mb"] for r in records]
     assert float(tags["largest_peak_mb"]) == pytest.approx(max(peaks), abs=0.05)
+    client.set_registered_model_alias(result.name, "champion", result.version)
     args = ["--tracking-uri", str(runs), "predict", "mnasnet0_5", "--device", "cuda", "-b", "1", "-b", "8",
             "--input-size", "64"]
     fits = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)

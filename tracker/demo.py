@@ -331,6 +331,7 @@ def _next_steps(console: Any, unseen: list[Unseen], batch_size: int) -> None:
         "  tracker sql \"SELECT model, batch_size, latency_ms, peak_mem_mb FROM latest_measurements "
         "ORDER BY latency_ms LIMIT 10\"\n"
         f"  tracker predict {example} --batch-size {batch_size:<5} a network's latency and memory without running it\n"
+        f"{f'  tracker predict {example} --largest-batch':<37} the largest batch predicted to fit in memory\n"
         "  tracker report runs/report          the pictures again (open runs/report/index.html)\n"
         "  tracker views                       every SQL view of the warehouse"
     )

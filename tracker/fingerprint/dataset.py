@@ -112,6 +112,25 @@ def device_memory_mb(warehouse: Path, run_ids: Sequence[str]) -> float | None:
     return None if found is None or found[0] is None else float(found[0])
 
 
+def out_of_memory_runs(warehouse: Path, phase: str, device: str) -> int:
+    """How many ``phase`` configurations on ``device`` (device, device name or mode, as
+    :func:`load_rows` matches it) FAILED out of memory: reason ``oom``, or an import's failure that
+    is mostly that (perf4sight's, its README says). Where some did, the largest peak that ran
+    marks how far the device is known to go."""
+    from tracker.imports.perf4sight import FAILURE_REASON
+    from tracker.warehouse.load import connect
+
+    con = connect(warehouse, read_only=True)
+    try:
+        return int(con.execute(
+            "SELECT count(*) FROM whole_network_runs w JOIN runs r USING (run_id) WHERE w.status = 'FAILED' "
+            "AND r.failure_reason IN ('oom', $imported) AND w.phase = $phase "
+            "AND (w.device = $device OR w.device_name = $device OR w.mode = $device)",
+            {"imported": FAILURE_REASON, "phase": phase, "device": device}).fetchone()[0])
+    finally:
+        con.close()
+
+
 def family(model: str) -> str:
     """The family of a network: its name without a pruning or index suffix (resnet50_30 -> resnet50,
     resnet18-p50-l1-s0 -> resnet18, gen-s0-0003 -> gen-s0)."""

@@ -227,9 +227,10 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
             # Per target, the features of this configuration beyond what its version learnt from.
             "outside_trained_range": outside,
             # Per memory target whose version knows it, the device's memory (MB), and the targets
-            # predicted above it: such a configuration cannot fit on that device. Below it, a peak
-            # above the largest the version learnt from is one never seen to run there (a board's
-            # usable memory is less than its total: perf4sight's TX2 never ran past about 6,300 of 7,859 MB).
+            # predicted above it: such a configuration cannot fit on that device. Where the device
+            # has run out of memory, a peak above the largest that ran is one it is not known to
+            # reach (a board's usable memory is less than its total: perf4sight's TX2 never ran
+            # past about 6,300 of 7,859 MB).
             "device_memory_mb": dict(memory),
             "exceeds_device_memory": [t for t, mb in memory.items() if predictions[i].get(t, 0.0) > mb],
             "largest_peak_measured_mb": dict(largest),
@@ -275,8 +276,9 @@ def largest_under(peak_mb: Any, limit_mb: float, max_batch: int = MAX_PREDICTED_
 def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, input_size: int | None = None,
                   max_batch: int = MAX_PREDICTED_BATCH) -> list[dict[str, Any]]:
     """For each network, the largest batch size whose predicted peak memory stays under each limit
-    the ``peak_mem_mb`` champion records: the largest peak it learnt from (above it, ``predict``
-    says "may not fit") and the device's memory (above it, "would not fit"). As ``profile boundary
+    the ``peak_mem_mb`` champion records: the largest peak it learnt from, where the device has
+    run out of memory (above it, ``predict`` says "may not fit"), and the device's memory (above
+    it, "would not fit"). As ``profile boundary
     --search`` finds it on the device, without running anything: the batch size doubles from 1
     until the prediction passes the limit, then bisects between the last size under it and the
     first over (so it takes the predicted peak to grow with the batch in between). A limit the
@@ -293,9 +295,9 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
     limits = {name: value for name, tag in MEMORY_LIMITS.items()
               if (value := getattr(champ, tag)) is not None}
     if not limits:
-        raise FingerprintError(f"{champ.name} version {champ.version} records no memory limit (neither the largest "
-                               "peak it learnt from nor the device's memory: trained by tracker 0.5.0 or earlier); "
-                               "retrain with tracker fingerprint train")
+        raise FingerprintError(f"{champ.name} version {champ.version} records no memory limit: its runs did not "
+                               "record the device's memory (measured by tracker 0.5.0 or earlier) and none ran out "
+                               "of memory; measure again, or retrain with tracker fingerprint train")
     out = []
     for ref, model_ref in zip(refs, model_refs):
         desc = describe(ref, input_size or model_ref.input_size)

@@ -30,6 +30,7 @@ from tracker.fingerprint.dataset import (
     family,
     feature_columns,
     load_rows,
+    out_of_memory_runs,
     trained_ranges,
     view_hash,
     view_sql,
@@ -429,6 +430,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     name = registered_name(target, phase, device)
     run_digest = runs_digest(frame)
     memory_mb = device_memory_mb(warehouse, list(frame["run_id"])) if target in MEMORY_TARGETS else None
+    # Where the device has run out of memory, the largest peak that ran is as far as it is known to go.
+    oom_runs = out_of_memory_runs(warehouse, phase, device) if target in MEMORY_TARGETS else 0
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_experiment(experiment_id=experiment.experiment_id)
     client = MlflowClient(tracking_uri)
@@ -483,7 +486,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                "trained_ranges": json.dumps(trained_ranges(x, features)),
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
-                               **({"largest_peak_mb": f"{float(np.max(y)):.1f}"} if target in MEMORY_TARGETS else {}),
+                               **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
+                                  if oom_runs else {}),
                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
                                   else {})}.items():
                 client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
