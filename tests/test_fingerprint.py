@@ -648,9 +648,11 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     assert "under the device's memory (1,000,000,000 MB): more than 65,536" in lines
     with pytest.raises(ConfigError, match="--largest-batch finds the batch size itself: leave out --batch-size"):
         CliRunner().invoke(app, [*args, "--largest-batch"], catch_exceptions=False)
-    client.set_model_version_tag(result.name, result.version, "device_memory_mb", "lots")
-    bad = CliRunner().invoke(app, [*args, "--format", "json"])
-    assert isinstance(bad.exception, FingerprintError) and "unreadable device_memory_mb tag 'lots'" in str(bad.exception)
+    for unreadable in ("lots", "nan", "-5"):
+        client.set_model_version_tag(result.name, result.version, "device_memory_mb", unreadable)
+        bad = CliRunner().invoke(app, [*args, "--format", "json"])
+        assert isinstance(bad.exception, FingerprintError)
+        assert f"unreadable device_memory_mb tag '{unreadable}'" in str(bad.exception)
 
 
 def test_the_largest_batch_under_a_limit_doubles_then_bisects() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -86,10 +87,14 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     for tag in ("device_memory_mb", "largest_peak_mb"):
         if tag in version.tags:
             try:
-                setattr(champ, tag, float(version.tags[tag]))
+                value = float(version.tags[tag])
             except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and value > 0):  # a limit of NaN would let everything fit
                 raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
-                                       f"{version.tags[tag]!r}; retrain with tracker fingerprint train") from None
+                                       f"{version.tags[tag]!r} (expected MB, a positive number); retrain with "
+                                       "tracker fingerprint train")
+            setattr(champ, tag, value)
     if "trend" in version.tags and champ.trend is None:
         from tracker.fingerprint.runtime import Trend
 
