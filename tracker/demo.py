@@ -322,6 +322,12 @@ def _pair(predicted: float | None, measured: float | None, spec: str, beyond: bo
     return (format(predicted, spec) + ("*" if beyond else ""), f"{100 * (predicted / measured - 1):+.0f}%")
 
 
+def _step(command: str, column: int = 38) -> str:
+    """A command of the next steps, padded to the column their words start at (two spaces at least)."""
+    line = f"  {command}"
+    return line + " " * max(2, column - len(line))
+
+
 def _next_steps(console: Any, unseen: list[Unseen], batch_size: int) -> None:
     example = unseen[0].name if unseen and unseen[0].origin == "zoo" else "resnet50"
     console.print(
@@ -331,7 +337,7 @@ def _next_steps(console: Any, unseen: list[Unseen], batch_size: int) -> None:
         "  tracker sql \"SELECT model, batch_size, latency_ms, peak_mem_mb FROM latest_measurements "
         "ORDER BY latency_ms LIMIT 10\"\n"
         f"  tracker predict {example} --batch-size {batch_size:<5} a network's latency and memory without running it\n"
-        f"{f'  tracker predict {example} --largest-batch':<37} the largest batch predicted to fit in memory\n"
+        f"{_step(f'tracker predict {example} --largest-batch')}the largest batch predicted to fit in memory\n"
         "  tracker report runs/report          the pictures again (open runs/report/index.html)\n"
         "  tracker views                       every SQL view of the warehouse"
     )
