@@ -605,7 +605,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     assert tags["device_memory_mb"] == "16000" and tags["oom_runs"] == "1"
     peaks = [r.metrics["peak_mem_mb"] for r in records]
     assert float(tags["largest_peak_mb"]) == pytest.approx(max(peaks), abs=0.05)
-    client.set_registered_model_alias(result.name, "champion", result.version)
+    client.set_registered_model_alias(result.name, CHAMPION, result.version)  # promoted by hand, as the CLI can
     args = ["--tracking-uri", str(runs), "predict", "mnasnet0_5", "--device", "cuda", "-b", "1", "-b", "8",
             "--input-size", "64"]
     fits = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)
