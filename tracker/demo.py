@@ -44,6 +44,12 @@ class DemoPlan:
     precision: float
     tx2: bool  # import perf4sight's TX2 data and fit its latency fingerprint
     targets: tuple[str, ...]  # fingerprint targets on this CPU (inference)
+    #: The CPU mode the networks are measured (and the fingerprints learn) in: one torch thread and
+    #: the C allocator keeping freed memory, where repeats of a configuration agree best on a small
+    #: VM (README, *CPU modes*). The training chain keeps the defaults: it looks for the batch that
+    #: runs out of memory under its cap.
+    threads: int | None = 1
+    allocator: str | None = "retain"
 
 
 FULL = DemoPlan(
@@ -102,11 +108,12 @@ def campaigns(plan: DemoPlan, refs: list[str]) -> list[Any]:
     from tracker.profile.campaign import Campaign
 
     common = {"path": Path("demo.toml"), "precision": plan.precision, "time_cap_s": plan.time_cap_s, "timeout_s": 300.0}
+    mode = {"threads": [plan.threads], "allocator": plan.allocator}
     return [
         Campaign(name="demo-layers", description="layer by layer at batch 1", networks=list(plan.layer_networks),
-                 batch_sizes=[1], layers=True, **common),
+                 batch_sizes=[1], layers=True, **mode, **common),
         Campaign(name="demo-inference", description="whole networks", networks=refs,
-                 batch_sizes=list(plan.batch_sizes), **common),
+                 batch_sizes=list(plan.batch_sizes), **mode, **common),
         Campaign(name="demo-training", description="training step up to the first failure",
                  networks=[plan.training_network], phases=["training"], batch_sizes=list(plan.training_batch_sizes),
                  till_first_fail=True, memory_limit_mb=plan.training_memory_limit_mb, **common),
@@ -176,7 +183,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     # The mode the demo measured in: other modes measured in this store are not learnt from.
     from tracker.profile.modes import read_mode
 
-    mode = read_mode("cpu").mode_id
+    mode = read_mode("cpu", plan.threads, plan.allocator).mode_id
     measured = measured_rows(warehouse, [u.name for u in unseen], "inference", "cpu", mode)
     jobs = [(target, "inference", "cpu", sorted({m for (m, _), row in measured.items() if row.get(target) is not None}),
              mode) for target in plan.targets]
