@@ -194,3 +194,17 @@ def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dic
             _, alive = psutil.wait_procs(descendants, timeout=15)
             stop_process_group(proc)  # whatever it left, so that a failure here leaks nothing
     assert alive == [], f"the MLflow server or its workers outlived `tracker ui`: {alive}"
+
+
+def test_the_demo_measures_with_the_c_librarys_own_allocator_where_it_cannot_retain(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracker.profile.modes as modes
+    from tracker.demo import FULL, for_this_machine
+
+    assert modes.allocator_available("retain") and modes.allocator_available("system")  # glibc here
+    assert for_this_machine(FULL) == (FULL, None) and FULL.allocator == "retain" and FULL.threads == 1
+    monkeypatch.setattr(modes, "allocator_available", lambda name: name == "system")  # as on macOS or musl
+    plan, note = for_this_machine(FULL)
+    assert plan.allocator is None and plan.threads == 1 and note and "no glibc mallopt" in note
+    assert modes.read_mode("cpu", plan.threads, plan.allocator).mode_id.startswith("cpu-t1")
+    assert "retain" not in modes.read_mode("cpu", plan.threads, plan.allocator).mode_id

@@ -18,7 +18,7 @@ measured and a fingerprint whose training runs are unchanged is kept.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,17 @@ def campaigns(plan: DemoPlan, refs: list[str]) -> list[Any]:
     ]
 
 
+def for_this_machine(plan: DemoPlan) -> tuple[DemoPlan, str | None]:
+    """The plan as this machine can run it, and what was changed, if anything: where the C library
+    cannot keep freed memory (no glibc ``mallopt``: macOS, musl), its own allocator."""
+    from tracker.profile.modes import allocator_available
+
+    if plan.allocator and not allocator_available(plan.allocator):
+        return replace(plan, allocator=None), (f"this C library cannot keep freed memory as allocator "
+                                               f"{plan.allocator!r} asks (no glibc mallopt): measuring with its own")
+    return plan, None
+
+
 def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path | None = None,
              warehouse: Path | None = None, tx2_folder: Path | None = None, report_folder: Path | None = None,
              to_stderr: bool = False) -> dict[str, Any]:
@@ -147,6 +158,9 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     steps: dict[str, float] = {}
     summary: dict[str, Any] = {"store": uri, "experiment": EXPERIMENT, "warehouse": str(warehouse)}
     console.print(f"[bold]tracker demo[/]: store {uri}, experiment {EXPERIMENT!r}")
+    plan, note = for_this_machine(plan)
+    if note:
+        console.print(f"  {note}")
 
     t = time.monotonic()
     refs, unseen = networks(plan, folder)

@@ -124,6 +124,16 @@ def validate_allocator(name: Any) -> str:
     return str(name)
 
 
+def allocator_available(name: str) -> bool:
+    """Whether this C library can run the allocator mode ``name`` (``retain`` needs glibc's
+    ``mallopt``); asked without changing anything."""
+    if validate_allocator(name) == "system":
+        return True
+    import ctypes
+
+    return getattr(ctypes.CDLL(None), "mallopt", None) is not None
+
+
 def apply_allocator(name: str | None) -> None:
     """Set how this process's C allocator keeps freed memory (see :data:`ALLOCATORS`): the measuring
     child does, before it builds the network, when its job asks for ``retain``. ``system`` (or
