@@ -606,6 +606,9 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     peaks = [r.metrics["peak_mem_mb"] for r in records]
     assert float(tags["largest_peak_mb"]) == pytest.approx(max(peaks), abs=0.05)
     client.set_registered_model_alias(result.name, CHAMPION, result.version)  # promoted by hand, as the CLI can
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout.splitlines()
+    assert [line.endswith(f"; fits under: device 16,000 MB, largest peak run {max(peaks):,.0f} MB") for line in listed
+            ] == [True, False] and listed[1].endswith("; fits under: device 16,000 MB")  # newest version first
     args = ["--tracking-uri", str(runs), "predict", "mnasnet0_5", "--device", "cuda", "-b", "1", "-b", "8",
             "--input-size", "64"]
     fits = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -70,7 +70,9 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "heldout_within_10pct": version.tags.get("heldout_within_10pct"),
                          "baseline_extratrees_mape_pct": version.tags.get("baseline_extratrees_mape_pct"),
                          "networks": version.tags.get("networks"), "method": version.tags.get("method", "network"),
-                         "promoted": version.tags.get("promoted"), "format": version_format(version.tags)})
+                         "promoted": version.tags.get("promoted"), "format": version_format(version.tags),
+                         "device_memory_mb": version.tags.get("device_memory_mb"),
+                         "largest_peak_mb": version.tags.get("largest_peak_mb")})
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
@@ -81,6 +83,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    f"MAPE {_pct(r['heldout_mape_pct'])}, {_pct(r['heldout_within_10pct'])} within ±10 %  "
                    f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)"
                    + ("; promoted by hand" if r["promoted"] else "")
+                   + _limits(r)
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
 
 
@@ -103,6 +106,21 @@ def promote_cmd(
     else:
         was = f"version {result.previous}" if result.previous else "no version"
         typer.echo(f"{name}: champion moved from {was} to version {result.version}")
+
+
+def _limits(row: dict[str, Any]) -> str:
+    """The memory limits a peak-memory version knows (``predict`` flags predictions above them)."""
+    known = [f"{label} {_mb(row[key])}" for key, label in (("device_memory_mb", "device"),
+                                                           ("largest_peak_mb", "largest peak run"))
+             if row.get(key) is not None]
+    return f"; fits under: {', '.join(known)}" if known else ""
+
+
+def _mb(tag: str) -> str:
+    try:
+        return f"{float(tag):,.0f} MB"
+    except ValueError:
+        return "?"
 
 
 def _pct(tag: str | None) -> str:
