@@ -31,16 +31,12 @@ class Tally:
 
 
 def write_specs(space: SearchSpace, folder: Path) -> dict[str, Path]:
-    """Each candidate's spec file (the same file for the same candidate): name -> path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for c in space.candidates():
-        path = folder / f"{c.name}.json"
-        text = json.dumps(c.spec, indent=2, sort_keys=True) + "\n"
-        if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
-        out[c.name] = path
-    return out
+    """Each candidate's spec file (the same file for the same candidate, left alone when it says
+    the same already): name -> path."""
+    from tracker.zoo import spec
+
+    candidates = list(space.candidates())
+    return dict(zip((c.name for c in candidates), spec.write_specs([c.spec for c in candidates], folder)))
 
 
 def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
