@@ -198,9 +198,14 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
         typer.echo(f"{result['model']}: largest batch {'; '.join(parts)}  ({result['model_version']})")
         for name, outside in result["outside_trained_range"].items():
             if outside:
-                beyond = ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
-                                   for f, o in outside.items())
-                typer.echo(f"note: at batch {result['largest_batch'][name]} the prediction extrapolates: {beyond}")
+                typer.echo(f"note: at batch {result['largest_batch'][name]} the prediction extrapolates: "
+                           f"{_beyond(outside)}")
+
+
+def _beyond(outside: dict[str, dict[str, Any]]) -> str:
+    """The features of a configuration outside what a version learnt, each with the span learnt."""
+    return ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
+                     for f, o in outside.items())
 
 
 def _prediction_lines(result: dict, features: bool) -> None:
@@ -234,10 +239,8 @@ def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
     for result in results:
         which = f" ({result['model']} at batch {result['batch_size']})" if with_model else ""
         for target, outside in result["outside_trained_range"].items():
-            beyond = ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
-                               for f, o in outside.items())
             typer.echo(f"note: {target}{which} extrapolates beyond what {result['model_versions'][target]} "
-                       f"learnt from: {beyond}")
+                       f"learnt from: {_beyond(outside)}")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
             if target in result["exceeds_device_memory"]:
