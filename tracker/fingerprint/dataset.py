@@ -97,38 +97,32 @@ def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
     return [c for c in columns if c not in skip]
 
 
-def device_memory_mb(warehouse: Path, run_ids: Sequence[str]) -> float | None:
-    """The largest device memory (MB, ``whole_network_runs.device_memory_mb``) the runs ``run_ids``
-    recorded; None where none did (imported data without it, runs of tracker 0.5.0 and earlier).
-    A memory prediction above it cannot fit on that device."""
-    from tracker.warehouse.load import connect
+def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: str) -> tuple[float | None, int]:
+    """What bounds a memory fingerprint's predictions, in one connection to the warehouse:
 
-    con = connect(warehouse, read_only=True)
-    try:
-        found = con.execute("SELECT max(device_memory_mb) FROM whole_network_runs "
-                            "WHERE run_id IN (SELECT unnest(CAST($ids AS VARCHAR[])))", {"ids": list(run_ids)}).fetchone()
-    finally:
-        con.close()
-    return None if found is None or found[0] is None else float(found[0])
-
-
-def out_of_memory_runs(warehouse: Path, phase: str, device: str) -> int:
-    """How many ``phase`` configurations on ``device`` (device, device name or mode, as
-    :func:`load_rows` matches it) FAILED out of memory: reason ``oom``, or an import's failure that
-    is mostly that (perf4sight's, its README says). Where some did, the largest peak that ran
-    marks how far the device is known to go."""
+    - the largest device memory (MB, ``whole_network_runs.device_memory_mb``) the runs ``run_ids``
+      recorded, None where none did (imported data without it, runs of tracker 0.5.0 and earlier):
+      a prediction above it cannot fit on that device;
+    - how many ``phase`` configurations on ``device`` (device, device name or mode, as
+      :func:`load_rows` matches it) FAILED out of memory: reason ``oom``, or an import's failure
+      that is mostly that (perf4sight's, its README says). Where some did, the largest peak that
+      ran marks how far the device is known to go.
+    """
     from tracker.imports.perf4sight import FAILURE_REASON
     from tracker.warehouse.load import connect
 
     con = connect(warehouse, read_only=True)
     try:
-        return int(con.execute(
+        memory = con.execute("SELECT max(device_memory_mb) FROM whole_network_runs "
+                             "WHERE run_id IN (SELECT unnest(CAST($ids AS VARCHAR[])))", {"ids": list(run_ids)}).fetchone()
+        oom = con.execute(
             "SELECT count(*) FROM whole_network_runs w JOIN runs r USING (run_id) WHERE w.status = 'FAILED' "
             "AND r.failure_reason IN ('oom', $imported) AND w.phase = $phase "
             "AND (w.device = $device OR w.device_name = $device OR w.mode = $device)",
-            {"imported": FAILURE_REASON, "phase": phase, "device": device}).fetchone()[0])
+            {"imported": FAILURE_REASON, "phase": phase, "device": device}).fetchone()
     finally:
         con.close()
+    return (None if memory is None or memory[0] is None else float(memory[0])), int(oom[0])
 
 
 def family(model: str) -> str:

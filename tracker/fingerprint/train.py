@@ -26,11 +26,10 @@ from tracker.fingerprint.dataset import (
     MEMORY_TARGETS,
     TARGETS,
     FingerprintError,
-    device_memory_mb,
     family,
     feature_columns,
     load_rows,
-    out_of_memory_runs,
+    memory_limits,
     trained_ranges,
     view_hash,
     view_sql,
@@ -429,9 +428,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
 
     name = registered_name(target, phase, device)
     run_digest = runs_digest(frame)
-    memory_mb = device_memory_mb(warehouse, list(frame["run_id"])) if target in MEMORY_TARGETS else None
     # Where the device has run out of memory, the largest peak that ran is as far as it is known to go.
-    oom_runs = out_of_memory_runs(warehouse, phase, device) if target in MEMORY_TARGETS else 0
+    memory_mb, oom_runs = (memory_limits(warehouse, list(frame["run_id"]), phase, device) if target in MEMORY_TARGETS
+                           else (None, 0))
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_experiment(experiment_id=experiment.experiment_id)
     client = MlflowClient(tracking_uri)
