@@ -251,3 +251,6 @@ def test_boundary_summary_says_what_happened_in_words() -> None:
     assert line(2, 4, "oom") == "largest batch size that fits: 2; first failure: 4 (oom)"
     assert line(8, None, None) == "every batch size tried fits, up to 8: nothing failed (the next would pass --max-batch 8)"
     assert line(None, 1, "oom") == "no batch size fits: the first, 1, failed (oom)"
+    capped = _boundary_line({"largest_ok_batch_size": 4, "first_failed_batch_size": 8, "failure_reason": "oom",
+                             "memory_limit_mb": 300.0, "memory_cap": "resident"}, max_batch=64)
+    assert capped == "largest batch size that fits under a 300 MB resident memory cap: 4; first failure: 8 (oom)"

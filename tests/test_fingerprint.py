@@ -596,8 +596,12 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     oom = network_record("mnasnet0_5", 64)
     oom.params.update(model_hash=describe("mnasnet0_5", 64).description_hash, device="cuda", mode="cuda-default")
     oom.metrics = {}
+    # one that failed under a memory cap of tracker's (a smaller device) is not this device's evidence
+    capped = network_record("mnasnet0_5", 32)
+    capped.params.update(model_hash=oom.params["model_hash"], device="cuda", mode="cuda-default", memory_limit_mb=50.0)
+    capped.metrics, capped.tags["tracker.memory_cap"] = {}, "resident"
     logger = RunLogger(str(runs), experiment="gpu", environment=env)
-    logger.log([oom.fail("oom")])
+    logger.log([oom.fail("oom"), capped.fail("oom")])
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
     result = train(wh, "peak_mem_mb", "inference", "cuda", uri)

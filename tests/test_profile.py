@@ -302,14 +302,72 @@ def test_a_child_measures_and_returns_raw_samples() -> None:
     assert p["model_name"] == TINY and "description" not in p  # the parent describes; the child only measures
 
 
-def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("choice", ["auto", "address-space"])
+def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           choice: str) -> None:
+    """``auto``: a memory cgroup of resident memory where one can be made (root, here), whose
+    out-of-memory kill is counted by the cgroup itself; ``address-space``: RLIMIT_AS, where the
+    allocator fails. Either is on the run (tag and param), and no cgroup is left behind."""
+    from tracker.profile import memcap
+
+    monkeypatch.setenv("TRACKER_MEMORY_CAP", choice)
+    kind = memcap.planned_kind()
+    if choice == "auto" and kind != memcap.RESIDENT:
+        pytest.skip("no memory cgroup can be made here: the cap is the address-space one")
+    stale = [parent / "tracker-999999999-1" for parent, _ in memcap._parents()[:1] if kind == memcap.RESIDENT]
+    for group in stale:  # left by a tracker process killed before it could remove it (no such pid)
+        group.mkdir()
+    before = {p for parent, _ in memcap._parents() for p in parent.glob("tracker-*")} - set(stale)
     logger = RunLogger(str(tmp_path / "s"), experiment="oom")
     res = profile_network(logger, TINY, 64, FAST, phase="training", memory_limit_mb=200, timeout_s=300)
     assert res.network.status == "FAILED" and res.network.tags["tracker.failure_reason"] == "oom"
     run = MlflowClient(logger.location.uri).get_run(res.network.run_id)
     assert run.info.status == "FAILED" and run.data.tags["tracker.failure_reason"] == "oom"
     assert "latency_ms" not in run.data.metrics  # nothing invented for a failed measurement
-    assert "allocate" in run.data.tags["tracker.stderr_tail"] or "memory" in run.data.tags["tracker.stderr_tail"].lower()
+    assert run.data.tags["tracker.memory_cap"] == kind and float(run.data.params["memory_limit_mb"]) == 200
+    if kind == memcap.RESIDENT:  # killed, and the kill was the cap's cgroup's, not the machine's
+        assert "the cap's memory cgroup counted the kill" in run.data.tags["mlflow.note.content"]
+    else:
+        tail = run.data.tags["tracker.stderr_tail"]
+        assert "allocate" in tail or "memory" in tail.lower()
+    assert {p for parent, _ in memcap._parents() for p in parent.glob("tracker-*")} == before
+
+
+def test_a_configuration_under_a_memory_cap_is_another_configuration(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch size that failed under a cap fits without one: it is measured again, not taken from
+    the capped failure (which made a boundary search without a cap say nothing fits), and each
+    cap has its own boundary in the warehouse."""
+    from tracker.warehouse.load import connect, load
+    from tracker.warehouse.source import open_source
+
+    logger = RunLogger(str(tmp_path / "s"), experiment="caps")
+    capped = find_boundary(logger, TINY, FAST, phase="inference", start=2, max_batch=2, memory_limit_mb=1, timeout_s=120)
+    assert (capped.largest_ok, capped.first_failed, capped.failure_reason) == (None, 2, "oom")
+    free = find_boundary(logger, TINY, FAST, phase="inference", start=2, max_batch=2, timeout_s=120)
+    assert (free.largest_ok, free.first_failed) == (2, None) and not free.results[0].reused
+    assert "memory_limit_mb" not in free.results[0].network.params
+    again = find_boundary(logger, TINY, FAST, phase="inference", start=2, max_batch=2, memory_limit_mb=1, timeout_s=120)
+    assert again.results[0].reused and again.results[0].network.run_id == capped.results[0].network.run_id
+    # a campaign under a cap finds its capped runs when it runs again: nothing is measured twice
+    path = campaign_file(tmp_path, "capped")
+    path.write_text(path.read_text() + "memory_limit_mb = 1\n")
+    tallies = [json.loads(tracker("--tracking-uri", str(tmp_path / "c"), "campaign", "run", str(path), "--format",
+                                  "json", cwd=tmp_path).stdout) for _ in range(2)]
+    assert [(t["measured"], t["failed"]) for t in tallies] == [(0, 2), (0, 0)], tallies
+    load(tmp_path / "w.duckdb", open_source(logger.location))
+    con = connect(tmp_path / "w.duckdb", read_only=True)
+    try:
+        rows = con.sql("SELECT memory_limit_mb, memory_cap, largest_fitting_batch, smallest_oom_batch FROM oom_boundary "
+                       "ORDER BY memory_limit_mb NULLS FIRST").fetchall()
+    finally:
+        con.close()
+    kind = capped.results[0].network.tags["tracker.memory_cap"]
+    assert rows == [(None, None, 2, None), (1.0, kind, None, 2)]
+    monkeypatch.setenv("TRACKER_MEMORY_CAP", "cgroup")  # not silently one or the other
+    with pytest.raises(ConfigError, match="TRACKER_MEMORY_CAP must be auto .* or address-space, got 'cgroup'"):
+        profile_network(logger, TINY, 4, FAST, memory_limit_mb=1)
+    assert count_runs(tmp_path / "s", "network") == 2
 
 
 def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -580,5 +638,5 @@ def test_a_spec_file_edited_after_planning_is_measured_as_planned(tmp_path: Path
         graph = json.loads(_graph_artifact(p.spec.model, _spec_json(p.network_spec), p.spec.input_size))
         assert graph["graph"]["description_hash"] == p.model_hash
     path.write_text("{ no longer a spec")  # edited again before the child starts: it must not read it
-    payload = run_job(job_for(planned, FAST, False, None, None))  # what the child runs, here in-process
+    payload = run_job(job_for(planned, FAST, False, None))  # what the child runs, here in-process
     assert payload["model_name"] == spec["name"] and len(payload["timing"]["samples_ms"]) >= 2

@@ -326,8 +326,13 @@ def test_an_out_of_memory_step_fails_the_run_with_reason_oom(tmp_path: Path) -> 
     run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
     assert run.info.status == "FAILED" and run.data.tags["tracker.failure_reason"] == "oom"
     tail = run.data.tags["tracker.stderr_tail"]
-    assert ("allocate" in tail or "primitive" in tail) and "step_time_ms" not in run.data.metrics
-    assert run.data.params["batch_size"] == "16"  # the configuration that did not fit is on record
+    if run.data.tags["tracker.memory_cap"] == "resident":  # a memory cgroup (tracker.profile.memcap): killed
+        assert "the cap's memory cgroup counted the kill" in tail
+    else:  # the address-space cap: the allocator failed
+        assert run.data.tags["tracker.memory_cap"] == "address-space" and ("allocate" in tail or "primitive" in tail)
+    assert "step_time_ms" not in run.data.metrics
+    # the configuration that did not fit is on record, with the cap it did not fit under
+    assert run.data.params["batch_size"] == "16" and run.data.params["memory_limit_mb"] == "150.0"
 
 
 def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Path) -> None:

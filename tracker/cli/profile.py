@@ -162,11 +162,14 @@ def boundary(
 def _boundary_line(data: dict[str, Any], max_batch: int) -> str:
     """The boundary's summary in words: no "None" where nothing fitted or nothing failed."""
     ok, failed, reason = data["largest_ok_batch_size"], data["first_failed_batch_size"], data["failure_reason"]
+    cap = (f" under a {data['memory_limit_mb']:g} MB {data['memory_cap'] or ''} memory cap".replace("  ", " ")
+           if data.get("memory_limit_mb") else "")
     if failed is None:
-        return f"every batch size tried fits, up to {ok}: nothing failed (the next would pass --max-batch {max_batch})"
+        return (f"every batch size tried fits{cap}, up to {ok}: nothing failed (the next would pass "
+                f"--max-batch {max_batch})")
     if ok is None:
-        return f"no batch size fits: the first, {failed}, failed ({reason})"
-    return f"largest batch size that fits: {ok}; first failure: {failed} ({reason})"
+        return f"no batch size fits{cap}: the first, {failed}, failed ({reason})"
+    return f"largest batch size that fits{cap}: {ok}; first failure: {failed} ({reason})"
 
 
 def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again: bool = False) -> dict[str, Any]:

@@ -105,8 +105,9 @@ def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: s
       a prediction above it cannot fit on that device;
     - how many ``phase`` configurations on ``device`` (device, device name or mode, as
       :func:`load_rows` matches it) FAILED out of memory: reason ``oom``, or an import's failure
-      that is mostly that (perf4sight's, its README says). Where some did, the largest peak that
-      ran marks how far the device is known to go.
+      that is mostly that (perf4sight's, its README says), not under a memory cap of tracker's (a
+      smaller device's failure, not this one's). Where some did, the largest peak that ran marks
+      how far the device is known to go.
     """
     from tracker.imports.perf4sight import FAILURE_REASON
     from tracker.warehouse.load import connect
@@ -117,7 +118,7 @@ def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: s
                              "WHERE run_id IN (SELECT unnest(CAST($ids AS VARCHAR[])))", {"ids": list(run_ids)}).fetchone()
         oom = con.execute(
             "SELECT count(*) FROM whole_network_runs w JOIN runs r USING (run_id) WHERE w.status = 'FAILED' "
-            "AND r.failure_reason IN ('oom', $imported) AND w.phase = $phase "
+            "AND r.failure_reason IN ('oom', $imported) AND w.memory_limit_mb IS NULL AND w.phase = $phase "
             "AND (w.device = $device OR w.device_name = $device OR w.mode = $device)",
             {"imported": FAILURE_REASON, "phase": phase, "device": device}).fetchone()
     finally:

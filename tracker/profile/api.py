@@ -29,6 +29,10 @@ class Planned:
     network_spec: dict[str, Any] | None = field(default=None, hash=False, compare=False)
     #: the C allocator setting the child applies (modes.ALLOCATORS; None: the C library's default)
     allocator: str | None = None
+    #: the memory cap it is measured under (MB of growth, a smaller device; None: none) and its kind
+    #: (``memcap.planned_kind``): both part of ``keys``, so a capped configuration is another one
+    memory_limit_mb: float | None = None
+    memory_cap: str | None = None
 
     @property
     def config_key(self) -> str:
@@ -63,6 +67,9 @@ class ProfileResult:
             out["page_faults_per_iter_count"] = m["page_faults_per_iter_count"]
         if self.network.status != "FINISHED":
             out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
+        if "memory_limit_mb" in self.network.params:  # measured under a memory cap (tracker.profile.memcap)
+            out["memory_limit_mb"] = float(self.network.params["memory_limit_mb"])
+            out["memory_cap"] = self.network.tags.get("tracker.memory_cap")
         if self.layers:
             out["sum_of_layers_ratio"] = m.get("sum_of_layers_ratio")
             out["layers"] = [
@@ -114,7 +121,8 @@ def _graph_artifact(name: str, spec_json: str | None, input_size: int) -> str:
 
 
 def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu", threads: int | None = None,
-         precision: str = "float32", input_size: int | None = None, allocator: str | None = None) -> Planned:
+         precision: str = "float32", input_size: int | None = None, allocator: str | None = None,
+         memory_limit_mb: float | None = None) -> Planned:
     from tracker.environment import software_versions
     from tracker.profile.modes import read_mode
     from tracker.profile.records import key_fields
@@ -125,8 +133,13 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     name, model_hash, _ = _described(model_ref.name, _spec_json(model_ref.spec), size)
     spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase)
     mode = read_mode(device, threads=threads, allocator=allocator)
-    keys = key_fields(spec, model_hash, mode.mode_id, software_versions())
-    return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec, allocator)
+    cap: dict[str, Any] = {}
+    if memory_limit_mb:  # under a memory cap: another configuration than without, or under another cap
+        from tracker.profile.memcap import planned_kind
+
+        cap = {"memory_limit_mb": float(memory_limit_mb), "memory_cap": planned_kind()}
+    keys = key_fields(spec, model_hash, mode.mode_id, software_versions(), **cap)
+    return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec, allocator, **cap)
 
 
 def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allocator: str | None = None) -> str:
@@ -140,7 +153,7 @@ def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allo
     return mode.mode_id
 
 
-def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | None, memory_limit_mb: float | None) -> dict[str, Any]:
+def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | None) -> dict[str, Any]:
     return {
         "model": p.ref,
         "network_spec": p.network_spec,
@@ -154,7 +167,7 @@ def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | Non
         "layers": layers,
         "rule": asdict(rule),
         "layer_rule": asdict(layer_rule or rule),
-        "memory_limit_mb": memory_limit_mb,
+        "memory_limit_mb": p.memory_limit_mb,
     }
 
 
@@ -170,7 +183,6 @@ def measure_planned(
     layers: bool = False,
     layer_rule: Stopping | None = None,
     timeout_s: float = 600.0,
-    memory_limit_mb: float | None = None,
     reuse: bool = True,
     campaign: str | None = None,
     reuse_failed: bool = False,
@@ -180,6 +192,7 @@ def measure_planned(
     measured. ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG)."""
     from tracker.environment import software_versions
     from tracker.profile.child import run_child
+    from tracker.profile.memcap import CAP_TAG
     from tracker.profile.records import failed_record, layer_records, measured_record
 
     if reuse:
@@ -193,13 +206,16 @@ def measure_planned(
         """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
         for r in (record, *children) if campaign else ():
             r.tags["tracker.campaign"] = campaign
+        if p.memory_limit_mb:
+            record.params["memory_limit_mb"] = p.memory_limit_mb
+            record.tags[CAP_TAG] = result.payload.get("memory_cap", p.memory_cap)
         if repeat_key:
             record.tags[REPEAT_KEY_TAG] = repeat_key
         logger.log([record, *children])
         return ProfileResult(record, children, reused=False)
 
     start = now_ms()
-    result = run_child(job_for(p, rule, layers, layer_rule, memory_limit_mb), timeout_s=timeout_s)
+    result = run_child(job_for(p, rule, layers, layer_rule), timeout_s=timeout_s)
     if not result.ok:
         return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
                                  result.message, result.stderr_tail, start), [])
@@ -237,13 +253,14 @@ def profile_network(
     if the run it repeats had them (layer_labels takes each layer's median over the repeats)."""
     import uuid
 
-    p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator)
+    p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator,
+             memory_limit_mb=memory_limit_mb)
     ensure_mode_logged(logger, device, threads, allocator)
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
         latest = logger.find(p.config_key, "FINISHED")
         layers = latest is not None and has_layers(latest)
-    return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, memory_limit_mb, reuse and not again,
+    return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, reuse and not again,
                            repeat_key=repeat_key)
 
 
@@ -257,11 +274,13 @@ class Boundary:
     results: list[ProfileResult]
 
     def as_dict(self) -> dict[str, Any]:
+        runs = [r.as_dict() for r in self.results]
         return {
             "largest_ok_batch_size": self.largest_ok,
             "first_failed_batch_size": self.first_failed,
             "failure_reason": self.failure_reason,
-            "runs": [r.as_dict() for r in self.results],
+            **{k: runs[0][k] for k in ("memory_limit_mb", "memory_cap") if runs and k in runs[0]},
+            "runs": runs,
         }
 
 
@@ -285,9 +304,9 @@ def find_boundary(
     results: list[ProfileResult] = []
 
     def attempt(bs: int) -> ProfileResult:
-        p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator)
+        p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator, memory_limit_mb=memory_limit_mb)
         # a recorded failure is an answer too: a resumed search does not redo it
-        res = measure_planned(logger, p, rule, timeout_s=timeout_s, memory_limit_mb=memory_limit_mb, reuse_failed=True)
+        res = measure_planned(logger, p, rule, timeout_s=timeout_s, reuse_failed=True)
         results.append(res)
         return res
 

@@ -270,7 +270,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                 ensure_mode_logged(logger, device, threads, c.allocator)
                 modes_logged.add((device, threads))
             for k, bs in enumerate(c.batch_sizes):
-                p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator)
+                p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator,
+                         memory_limit_mb=c.memory_limit_mb)
                 repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
                 label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
                          f"{f' {c.allocator}' if c.allocator not in (None, 'system') else ''}"
@@ -289,7 +290,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     # median over the rounds (layer_labels), keyed by the newest run's layers.
                     res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference",
                                           layer_rule=layer_rule, timeout_s=c.timeout_s,
-                                          memory_limit_mb=c.memory_limit_mb, reuse=False, campaign=c.name,
+                                          reuse=False, campaign=c.name,
                                           repeat_key=repeat_key)
                     if res.network.status == "FINISHED":
                         tally.measured += 1

@@ -6,6 +6,8 @@ back as a ``ChildResult`` with ``ok=False``, a reason (``oom``, ``error``, ``cra
 ``killed``, ``timeout``) and the tail of the child's stderr; the campaign goes on. A child
 that the kernel's out-of-memory killer ended (SIGKILL while the kernel's count of such kills
 rose) is ``oom`` too: on a machine without a memory cap that is how running out of memory ends.
+A job with a memory cap (``memory_limit_mb``) gets a memory cgroup of its own where one can be
+made (``memcap``): a kill there is ``oom`` by the cgroup's own count, not the machine's.
 
 ``stream_child`` is for long measurements (training jobs): the child writes event lines
 (``TRACKER-EVENT {...}``) as it goes, handed to the caller one by one, so what was measured
@@ -32,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from tracker.profile import memcap
 from tracker.profile.worker import EVENT_PREFIX, EXIT_ERROR, EXIT_OOM, RESULT_PREFIX
 
 STDERR_TAIL_LINES = 30
@@ -143,6 +146,16 @@ def _read_lines(stream: Any, result_seen: threading.Event) -> tuple[threading.Th
 
 
 def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
+    job, group = memcap.for_job(job)
+    try:
+        return _run_child(job, timeout_s, env, group)
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None,
+               group: memcap.MemoryCgroup | None) -> ChildResult:
     kills_before = oom_kills()
     proc = _start_worker(env)
     result_seen = threading.Event()
@@ -180,17 +193,22 @@ def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: di
     if killed:
         return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
                            stderr_tail=_tail("".join(err)), returncode=proc.returncode)
-    return _result(proc.returncode, payload, "".join(err), kills_before)
+    return _result(proc.returncode, payload, "".join(err), kills_before, group)
 
 
-def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: int | None) -> ChildResult:
+def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: int | None,
+            group: memcap.MemoryCgroup | None = None) -> ChildResult:
     """What a child's exit status and result line (if any) say; ``kills_before``: ``oom_kills()``
-    before the child started."""
+    before the child started; ``group``: the memory cgroup of its cap, if it had one."""
     if code == 0 and payload and "error" not in payload:
         return ChildResult(True, payload, returncode=code, stderr_tail=_tail(err))
     if code is None and payload and "error" not in payload:  # its result line is its last word
         return ChildResult(True, payload, message="its zygote ended before it told the child's exit status; the "
                            "child's result stands", returncode=code, stderr_tail=_tail(err))
+    if code == -signal.SIGKILL and group is not None and (group.oom_kills() or 0) > 0:
+        return ChildResult(False, {**payload, "memory_cap": memcap.RESIDENT}, "oom",
+                           "killed by the kernel's out-of-memory killer at the memory cap (signal 9; the cap's memory "
+                           "cgroup counted the kill)", _tail(err), code)
     if code == -signal.SIGKILL and oom_killed_since(kills_before):
         return ChildResult(False, payload, "oom", "killed by the kernel's out-of-memory killer (signal 9 while the "
                            "kernel's oom_kill count rose)", _tail(err), code)
@@ -218,6 +236,16 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     Ctrl-C (KeyboardInterrupt here) is passed on to the child as SIGINT: it has ``grace_s`` to
     report before it is killed (a second Ctrl-C kills it at once). The result has
     ``interrupted`` set; the caller decides what an interrupted measurement is."""
+    job, group = memcap.for_job(job)
+    try:
+        return _stream_child(job, on_event, env, grace_s, event_timeout_s, group)
+    finally:
+        if group is not None:
+            group.remove()
+
+
+def _stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None], env: dict[str, str] | None,
+                  grace_s: float, event_timeout_s: float | None, group: memcap.MemoryCgroup | None) -> ChildResult:
     kills_before = oom_kills()
     proc = _start_worker(env)
     lines: queue.Queue[str | None] = queue.Queue()
@@ -291,7 +319,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
                            stderr_tail=_tail("".join(err_parts)), returncode=code)
     if lingered and not interrupted:
         return _lingered(code, payload, "".join(err_parts))
-    result = _result(code, payload, "".join(err_parts), kills_before)
+    result = _result(code, payload, "".join(err_parts), kills_before, group)
     result.interrupted = interrupted
     return result
 

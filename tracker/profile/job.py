@@ -66,7 +66,8 @@ class JobConfig:
                 "phase": "training", "device": self.device, "precision": "float32", "optimizer": "sgd",
                 "num_epochs": self.num_epochs, "num_workers": self.num_workers,
                 "prefetch_factor": self.prefetch_factor, "max_steps": self.max_steps,
-                "dataset": f"{self.data_format}:{self.data_path.name}"}
+                "dataset": f"{self.data_format}:{self.data_path.name}",
+                **({"memory_limit_mb": float(self.memory_limit_mb)} if self.memory_limit_mb else {})}
 
     def digest(self) -> str:
         # what was measured: not where the file was, nor how long a hung job was waited for; the mode
@@ -143,11 +144,15 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
 def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
     """A job's configuration key fields: the same settings make the same key (campaigns resume on
     it), and, as for networks, results from other software versions or measurement protocols are
-    not reused. Keys made before tracker 0.4.0 lack ``job_measurement``."""
+    not reused. Keys made before tracker 0.4.0 lack ``job_measurement``; a job with a memory cap
+    has the kind of cap too (``memcap.planned_kind``: the same limit means another thing in each),
+    which keys before tracker 0.7.0 lack."""
     from tracker import environment
+    from tracker.profile import memcap
 
     return {"job": cfg.digest(), "software": environment.software_versions(),
-            "job_measurement": str(environment.JOB_MEASUREMENT_PROTOCOL)}
+            "job_measurement": str(environment.JOB_MEASUREMENT_PROTOCOL),
+            **({"memory_cap": memcap.planned_kind()} if cfg.memory_limit_mb else {})}
 
 
 def job_config_key(cfg: JobConfig) -> str:
@@ -232,6 +237,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     from tracker.log.record import CHILD_NOTE_TAG, REPEAT_KEY_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import stream_child
+    from tracker.profile.memcap import CAP_TAG
     from tracker.zoo import detection_models
 
     dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)  # ConfigError before any run
@@ -277,6 +283,8 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event,
                          event_timeout_s=cfg.step_timeout_s or None)
     end = child.payload if child.ok else {}
+    if cap := child.payload.get("memory_cap"):  # how the memory cap held the job (tracker.profile.memcap)
+        record.tags[CAP_TAG] = cap
     if child.ok and child.message:  # it measured, but had to be killed to end, or its exit status is not known
         record.tags[CHILD_NOTE_TAG] = child.message
     if child.interrupted:
@@ -344,7 +352,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     failure: list[str] | None = None
     interrupted = False
     faults_first = faults_last = 0  # minor page faults at the end of the first step, and of the last
-    restore = cap_memory(cfg.memory_limit_mb, cfg.threads or None)
+    restore, capped = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"))
     kills_before = oom_kills()  # a loader worker the kernel kills for memory is an oom (below)
     try:
         for epoch in range(cfg.num_epochs):
@@ -432,7 +440,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     if faults_per_step is not None:
         memory["page_faults_per_iter_count"] = faults_per_step
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
-            "memory": memory, "wall_s": wall_s}
+            "memory": memory, "wall_s": wall_s, **({"memory_cap": capped} if capped else {})}
 
 
 def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:

@@ -2,7 +2,9 @@
 
 It reads one job (JSON) on stdin, measures, and writes one result line on stdout:
 ``TRACKER-RESULT {...}``. Out-of-memory (CUDA, or the CPU allocator under the job's
-memory limit) exits with status 3 after a result line ``{"error": "oom", ...}``; any other
+address-space cap) exits with status 3 after a result line ``{"error": "oom", ...}``; under a
+resident-memory cap (the memory cgroup ``memory_cgroup`` of the job, ``memcap``) the kernel's
+out-of-memory killer ends the child instead, and the parent reads the cgroup's count; any other
 exception exits 4 with ``{"error": "error", ...}``. A crash or a kill leaves no result
 line; the parent classifies it by the exit status. Nothing here touches the store.
 A training job (kind ``training``) also writes an event line per step as it goes
@@ -114,24 +116,32 @@ def _fire(what: str) -> None:
             held.append(mmap.mmap(-1, 2**28, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE))
 
 
-def cap_memory(limit_mb: float | None, threads: int | None = None) -> Callable[[], None]:
-    """Cap this process's address-space growth at ``limit_mb`` over what it holds now: an allocation
-    past it fails like an out-of-memory on a smaller device. Only the soft limit is set (never above
-    the hard one), so the returned function can lift the cap again.
+def cap_memory(limit_mb: float | None, threads: int | None = None,
+               cgroup: str | None = None) -> tuple[Callable[[], None], str | None]:
+    """Cap this process's memory growth at ``limit_mb`` over what it holds now, as on a smaller
+    device (see ``tracker.profile.memcap``): by joining the memory cgroup ``cgroup`` (made by the
+    parent with that limit), else by raising ``RLIMIT_AS`` that much over the address space it
+    holds. Returns a function that lifts the cap again (back to the cgroup it was in, or the soft
+    limit it had; never above the hard one) and the kind of cap set (``memcap.RESIDENT``,
+    ``memcap.ADDRESS_SPACE``, or None without a limit).
 
     torch's intra-op threads (``threads`` of them, if given) are started first: their stacks are
     address space too, and a thread that cannot start under the cap aborts the process in libgomp
     ("Thread creation failed") instead of failing an allocation. Seen on a 16-core host, where the
     pool's stacks alone took most of a 200 MB cap."""
     if not limit_mb:
-        return lambda: None
+        return (lambda: None), None
     import torch
+
+    from tracker.profile import memcap
 
     if threads:
         from tracker.profile.modes import apply_threads
 
         apply_threads(int(threads))
     torch.nn.functional.conv2d(torch.ones(1, 8, 64, 64), torch.ones(8, 8, 3, 3)).sum().item()
+    if cgroup and (back := memcap.join(cgroup)) is not None:
+        return back, memcap.RESIDENT
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     with open("/proc/self/statm") as fh:
         current = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -139,7 +149,7 @@ def cap_memory(limit_mb: float | None, threads: int | None = None) -> Callable[[
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    return lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    return (lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))), memcap.ADDRESS_SPACE
 
 
 def reset_peak_rss() -> bool:
@@ -216,11 +226,12 @@ def preload() -> None:
 
 def main() -> int:
     job = json.loads(sys.stdin.read())
+    capped: str | None = None  # the kind of memory cap set, if any (a training job sets its own)
     try:
         from tracker.profile.measure import run_job
 
         preload()
-        cap_memory(job.get("memory_limit_mb"), job.get("threads"))
+        _, capped = cap_memory(job.get("memory_limit_mb"), job.get("threads"), job.get("memory_cgroup"))
         inject_fault(job)
         if job.get("kind") == "mapping":
             from tracker.profile.mapping import run_workload
@@ -236,11 +247,14 @@ def main() -> int:
         if isinstance(exc, KeyboardInterrupt):
             raise
         oom = is_oom(exc, capped=bool(job.get("memory_limit_mb")))
-        _emit({"error": "oom" if oom else "error", "message": f"{type(exc).__name__}: {str(exc)[:500]}"})
+        _emit({"error": "oom" if oom else "error", "message": f"{type(exc).__name__}: {str(exc)[:500]}",
+               **({"memory_cap": capped} if capped else {})})
         if not oom:
             traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
         os._exit(EXIT_OOM if oom else EXIT_ERROR)
+    if capped:
+        result["memory_cap"] = capped
     _emit(result)
     if _fault() == "linger":  # for tests: the result written, the child does not end
         time.sleep(3600)

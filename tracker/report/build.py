@@ -84,8 +84,9 @@ def batch_pictures(con: Any) -> list[Picture]:
                       "(SELECT run_id FROM training_runs WHERE data_wait_frac IS NOT NULL) "
                       "ORDER BY model, phase, device_name, mode, batch_size")
     ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"]): r["smallest_oom_batch"]
-            for r in _rows(con, "SELECT model_hash, phase, device_name, mode, "
-                                "CAST(smallest_oom_batch AS BIGINT) AS smallest_oom_batch FROM oom_boundary")}
+            for r in _rows(con, "SELECT model_hash, phase, device_name, mode, "  # under any memory cap
+                                "CAST(min(smallest_oom_batch) AS BIGINT) AS smallest_oom_batch FROM oom_boundary "
+                                "GROUP BY model_hash, phase, device_name, mode")}
     chains: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         chains.setdefault((r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"]), []).append(r)
