@@ -57,7 +57,7 @@ FULL = DemoPlan(
          "mnasnet0_5", "mnasnet1_0", "efficientnet_b0", "regnet_x_400mf", "regnet_y_400mf", "googlenet"),
     generated=10, pruned=(25, 50, 75), batch_sizes=(1, 4),
     layer_networks=("resnet18", "squeezenet1_1"),
-    training_network="mobilenet_v3_small", training_batch_sizes=(2, 4, 8, 16, 32, 64), training_memory_limit_mb=1500,
+    training_network="mobilenet_v3_small", training_batch_sizes=(2, 4, 8, 16, 32, 64), training_memory_limit_mb=1000,
     unseen_zoo=("mnasnet1_0", "regnet_y_400mf"), unseen_generated=2, unseen_pruned=(50,),
     time_cap_s=1.0, precision=0.03, tx2=True, targets=("latency_ms", "peak_mem_mb"),
 )
