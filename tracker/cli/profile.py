@@ -34,7 +34,9 @@ AgainOption = Annotated[bool, typer.Option(
                     "(a repeat at another time; with layers if the run it repeats had them; "
                     "latest_measurements keeps the newest, measurements all).")]
 MemLimitOption = Annotated[
-    Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the child's memory growth (CPU): beyond it is out of memory.")
+    Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the memory the measuring child may add (a smaller device): resident memory in a "
+                                                      "cgroup of its own where one can be made, else address space "
+                                                      "(TRACKER_MEMORY_CAP=address-space); beyond it is out of memory.")
 ]
 
 
