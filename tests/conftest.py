@@ -37,34 +37,21 @@ def _zygotes_kept() -> Iterator[None]:
 
 
 @pytest.fixture
-def memory_cgroup(tmp_path: Path) -> Iterator[Path]:
-    """A memory cgroup of its own limited to 1.5 GB (cgroup v2, else v1), for a child to run out
-    of memory in without pressing on the whole machine; skips where none can be made (not root)."""
-    from tracker.profile.child import oom_kills
+def child_cgroups() -> None:
+    """Skips where a measuring child cannot get a memory cgroup of its own (``memcap``: not root,
+    or cgroup v2 without a delegated subtree) or the kernel's count of out-of-memory kills cannot
+    be read: there a child running out of memory (the ``oomkill`` fault) would press on the whole
+    machine."""
+    from tracker.profile import memcap
 
-    root = Path("/sys/fs/cgroup")
-    v2 = "memory" in (root / "cgroup.controllers").read_text() if (root / "cgroup.controllers").exists() else False
-    parent = root if v2 else root / "memory"
-    group = parent / f"tracker-test-{os.getpid()}-{tmp_path.name}"
+    group = memcap.MemoryCgroup.make(nested_only=True)
+    if group is None:
+        pytest.skip("no memory cgroup can be made here")
     try:
-        group.mkdir()
-        (group / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(1536 * 2**20))
-    except OSError as exc:
-        pytest.skip(f"no memory cgroup can be made here: {exc}")
-    if oom_kills() is None:
-        pytest.skip("the kernel's oom_kill count is not readable here")
-    try:
-        yield group
+        if group.oom_kills() is None:
+            pytest.skip("the cgroup's oom_kill count is not readable here")
     finally:
-        deadline = time.monotonic() + 10
-        while True:  # empty once its killed child is reaped
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        group.remove()
 
 
 @pytest.fixture(autouse=True)

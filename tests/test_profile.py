@@ -314,10 +314,10 @@ def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path, monkey
     kind = memcap.planned_kind()
     if choice == "auto" and kind != memcap.RESIDENT:
         pytest.skip("no memory cgroup can be made here: the cap is the address-space one")
-    stale = [parent / "tracker-999999999-1" for parent, _ in memcap._parents()[:1] if kind == memcap.RESIDENT]
+    stale = [parent / "tracker-999999999-1" for parent, _, _ in memcap._parents()[:1] if kind == memcap.RESIDENT]
     for group in stale:  # left by a tracker process killed before it could remove it (no such pid)
         group.mkdir()
-    before = {p for parent, _ in memcap._parents() for p in parent.glob("tracker-*")} - set(stale)
+    before = {p for parent, _, _ in memcap._parents() for p in parent.glob("tracker-*")} - set(stale)
     logger = RunLogger(str(tmp_path / "s"), experiment="oom")
     res = profile_network(logger, TINY, 64, FAST, phase="training", memory_limit_mb=200, timeout_s=300)
     assert res.network.status == "FAILED" and res.network.tags["tracker.failure_reason"] == "oom"
@@ -326,11 +326,11 @@ def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path, monkey
     assert "latency_ms" not in run.data.metrics  # nothing invented for a failed measurement
     assert run.data.tags["tracker.memory_cap"] == kind and float(run.data.params["memory_limit_mb"]) == 200
     if kind == memcap.RESIDENT:  # killed, and the kill was the cap's cgroup's, not the machine's
-        assert "the cap's memory cgroup counted the kill" in run.data.tags["mlflow.note.content"]
+        assert "at the memory cap (signal 9; the child's memory cgroup counted the kill)" in run.data.tags["mlflow.note.content"]
     else:
         tail = run.data.tags["tracker.stderr_tail"]
         assert "allocate" in tail or "memory" in tail.lower()
-    assert {p for parent, _ in memcap._parents() for p in parent.glob("tracker-*")} == before
+    assert {p for parent, _, _ in memcap._parents() for p in parent.glob("tracker-*")} == before
 
 
 def test_a_configuration_under_a_memory_cap_is_another_configuration(tmp_path: Path,
@@ -385,12 +385,11 @@ def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monk
 
 
 def test_a_child_the_kernel_kills_for_memory_is_an_oom_and_the_boundary_bisects(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_cgroup: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child_cgroups: None) -> None:
     """No memory cap of tracker's: the child at batch 4 takes memory until the kernel's
     out-of-memory killer ends it (for real, in a 1.5 GB memory cgroup). That is ``oom``, not
     ``killed``, so the boundary search bisects as it does for an allocator's failure."""
     monkeypatch.setenv("TRACKER_FAULT", "oomkill@4")
-    monkeypatch.setenv("TRACKER_FAULT_CGROUP", str(memory_cgroup))
     logger = RunLogger(str(tmp_path / "s"), experiment="boundary")
     b = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=300)
     assert (b.largest_ok, b.first_failed, b.failure_reason) == (3, 4, "oom")
@@ -399,6 +398,39 @@ def test_a_child_the_kernel_kills_for_memory_is_an_oom_and_the_boundary_bisects(
     assert "out-of-memory killer" in failed.data.tags["tracker.stderr_tail"]
     monkeypatch.setenv("TRACKER_FAULT", "kill")  # a SIGKILL while the kernel killed nothing: killed
     assert run_child(job(), timeout_s=120).reason == "killed"
+
+
+def test_another_process_killed_for_memory_meanwhile_does_not_make_a_killed_child_an_oom(
+        monkeypatch: pytest.MonkeyPatch, child_cgroups: None) -> None:
+    """While a child runs, the kernel's out-of-memory killer ends another process (for real, in a
+    64 MB cgroup of its own), and then the child is killed by a SIGKILL of no out-of-memory
+    killer: the machine-wide count rose, the child's own cgroup's did not, so it is ``killed``."""
+    import threading
+
+    from tracker.profile import memcap
+    from tracker.profile.child import oom_kills
+
+    monkeypatch.setenv("TRACKER_FAULT", "hang")
+    results: list = []
+    runner = threading.Thread(target=lambda: results.append(run_child(job(), timeout_s=300)))
+    runner.start()
+    own = memcap._parents()[0][0]
+    deadline = time.monotonic() + 120
+    pids: list[int] = []
+    while not pids and time.monotonic() < deadline:  # the child, once it is in a cgroup of its own
+        time.sleep(0.2)
+        pids = [int(p) for g in own.glob(f"tracker-{os.getpid()}-*") for p in (g / "cgroup.procs").read_text().split()]
+    assert pids, "no child in a cgroup of its own"
+    before = oom_kills()
+    other = memcap.MemoryCgroup.make(nested_only=True)
+    assert other is not None and other.limit_growth(64) is not None
+    hog = subprocess.run([sys.executable, "-c", f"import os; open({str(other.path / 'cgroup.procs')!r}, 'w')"
+                          ".write(str(os.getpid())); b = []\nwhile True: b.append(bytearray(2**24))"], timeout=120)
+    other.remove()
+    assert hog.returncode == -signal.SIGKILL and oom_kills() > before  # killed for memory, elsewhere
+    os.kill(pids[0], signal.SIGKILL)
+    runner.join(timeout=120)
+    assert results[0].reason == "killed", results[0]
 
 
 def test_a_configuration_measured_under_another_measurement_protocol_is_another_configuration(

@@ -6,8 +6,9 @@ back as a ``ChildResult`` with ``ok=False``, a reason (``oom``, ``error``, ``cra
 ``killed``, ``timeout``) and the tail of the child's stderr; the campaign goes on. A child
 that the kernel's out-of-memory killer ended (SIGKILL while the kernel's count of such kills
 rose) is ``oom`` too: on a machine without a memory cap that is how running out of memory ends.
-A job with a memory cap (``memory_limit_mb``) gets a memory cgroup of its own where one can be
-made (``memcap``): a kill there is ``oom`` by the cgroup's own count, not the machine's.
+Where a memory cgroup can be made, each child runs in one of its own (``memcap``): whether the
+out-of-memory killer ended it is then told by that cgroup's count, not the machine's, which
+would also take another process's kill in the same moment for the child's.
 
 ``stream_child`` is for long measurements (training jobs): the child writes event lines
 (``TRACKER-EVENT {...}``) as it goes, handed to the caller one by one, so what was measured
@@ -158,6 +159,7 @@ def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None
                group: memcap.MemoryCgroup | None) -> ChildResult:
     kills_before = oom_kills()
     proc = _start_worker(env)
+    job, group = memcap.admit(job, group, proc.pid)
     result_seen = threading.Event()
     (out_reader, out), (err_reader, err) = _read_lines(proc.stdout, result_seen), _read_to_end(proc.stderr)
     killed = False
@@ -199,17 +201,21 @@ def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None
 def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: int | None,
             group: memcap.MemoryCgroup | None = None) -> ChildResult:
     """What a child's exit status and result line (if any) say; ``kills_before``: ``oom_kills()``
-    before the child started; ``group``: the memory cgroup of its cap, if it had one."""
+    before the child started; ``group``: the child's memory cgroup, if it had one."""
     if code == 0 and payload and "error" not in payload:
         return ChildResult(True, payload, returncode=code, stderr_tail=_tail(err))
     if code is None and payload and "error" not in payload:  # its result line is its last word
         return ChildResult(True, payload, message="its zygote ended before it told the child's exit status; the "
                            "child's result stands", returncode=code, stderr_tail=_tail(err))
-    if code == -signal.SIGKILL and group is not None and (group.oom_kills() or 0) > 0:
-        return ChildResult(False, {**payload, "memory_cap": memcap.RESIDENT}, "oom",
-                           "killed by the kernel's out-of-memory killer at the memory cap (signal 9; the cap's memory "
-                           "cgroup counted the kill)", _tail(err), code)
-    if code == -signal.SIGKILL and oom_killed_since(kills_before):
+    kills = None if group is None else group.oom_kills()  # None: the machine-wide count tells
+    if code == -signal.SIGKILL and kills:
+        if group is not None and group.capped:
+            return ChildResult(False, {**payload, "memory_cap": memcap.RESIDENT}, "oom",
+                               "killed by the kernel's out-of-memory killer at the memory cap (signal 9; the child's "
+                               "memory cgroup counted the kill)", _tail(err), code)
+        return ChildResult(False, payload, "oom", "killed by the kernel's out-of-memory killer (signal 9; the child's "
+                           "memory cgroup counted the kill)", _tail(err), code)
+    if code == -signal.SIGKILL and kills is None and oom_killed_since(kills_before):
         return ChildResult(False, payload, "oom", "killed by the kernel's out-of-memory killer (signal 9 while the "
                            "kernel's oom_kill count rose)", _tail(err), code)
     if code == EXIT_OOM or payload.get("error") == "oom":
@@ -248,6 +254,7 @@ def _stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None
                   grace_s: float, event_timeout_s: float | None, group: memcap.MemoryCgroup | None) -> ChildResult:
     kills_before = oom_kills()
     proc = _start_worker(env)
+    job, group = memcap.admit(job, group, proc.pid)
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump_stdout() -> None:  # threads own the pipes: a Ctrl-C here never cuts a line in half

@@ -314,7 +314,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.data.datasets import collate_classification, collate_detection, open_dataset
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
-    from tracker.profile.child import oom_killed_since, oom_kills
+    from tracker.profile.memcap import oom_kill_watch
     from tracker.profile.modes import apply_allocator, apply_threads
     from tracker.profile.worker import (cap_memory, emit_event, inject_fault, is_oom, loader_fault,
                                         loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
@@ -353,7 +353,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     interrupted = False
     faults_first = faults_last = 0  # minor page faults at the end of the first step, and of the last
     restore, capped = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"))
-    kills_before = oom_kills()  # a loader worker the kernel kills for memory is an oom (below)
+    oom_killed = oom_kill_watch()  # a loader worker the kernel kills for memory is an oom (below)
     try:
         for epoch in range(cfg.num_epochs):
             it = iter(loader)
@@ -411,9 +411,9 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         failure = ["bad_input", str(exc)]
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         first = (str(exc).splitlines() or [""])[0].strip()
-        if loader_worker_killed(exc) and oom_killed_since(kills_before):
-            failure = ["oom", f"a loader worker was killed by the kernel's out-of-memory killer (the kernel's oom_kill "
-                              f"count rose): {type(exc).__name__}: {first}"]
+        if loader_worker_killed(exc) and oom_killed():
+            failure = ["oom", f"a loader worker was killed by the kernel's out-of-memory killer (the oom_kill count "
+                              f"of the job's memory cgroup, or the machine's, rose): {type(exc).__name__}: {first}"]
         else:
             failure = ["oom" if is_oom(exc, capped=bool(cfg.memory_limit_mb)) else "error", f"{type(exc).__name__}: {first}"]
     finally:

@@ -1,14 +1,21 @@
-"""The memory cap of a measuring child (``--memory-limit-mb``): a smaller device on a bigger machine.
+"""Each measuring child's memory cgroup: whose out-of-memory kill it was, and the memory cap.
 
-Two kinds, tagged on the run as ``tracker.memory_cap``:
+Where this process may make a memory cgroup under its own (root, or a delegated cgroup v2
+subtree), every measuring child runs in one of its own, made for it and removed once it has
+ended (``for_job``, ``admit``). The cgroup's count of out-of-memory kills (``oom_kill`` in
+``memory.events``, or in ``memory.oom_control`` for cgroup v1, its descendants included) then
+says whether the kernel's out-of-memory killer ended *this* child, where the machine-wide count
+(``/proc/vmstat``, the fallback) would also take another process's kill in the same moment for
+the child's.
 
-- ``resident``: the child joins a memory cgroup of its own whose limit is the cap, with no swap.
-  What counts is memory the child makes resident from then on (its loader workers' too), as on
-  a device whose memory is full; past it the kernel's out-of-memory killer ends the child, and
-  the cgroup's own count of such kills (``oom_kill`` in ``memory.events``, or in
-  ``memory.oom_control`` for cgroup v1) says the kill was the cap's, not another process's
-  elsewhere on the machine. Made where this process may create a cgroup (root, or a delegated
-  cgroup v2 subtree): under its own cgroup where it can, else under the hierarchy's root.
+The memory cap of ``--memory-limit-mb`` (a smaller device on a bigger machine), tagged on the
+run as ``tracker.memory_cap``, is one of two kinds:
+
+- ``resident``: the child's cgroup is limited, when the child sets its cap, to what the cgroup
+  holds then plus the cap, with no swap. What counts is memory the child makes resident from then
+  on (its loader workers' too), as on a device whose memory is full; past it the kernel's
+  out-of-memory killer ends the child. A capped child's cgroup may be made under the
+  hierarchy's root where none can be made under this process's own.
 - ``address-space``: ``RLIMIT_AS`` raised by the cap over what the child holds: an allocation
   past it fails at once (torch raises). Address space is not memory: the pages a library maps and
   never touches, a thread's stack, an allocator's reserved arenas all count, so a configuration
@@ -62,7 +69,7 @@ def planned_kind() -> str:
 @lru_cache(maxsize=1)
 def _cgroups_here() -> bool:
     """Whether a memory cgroup can be made here (one is made and removed, once per process)."""
-    group = MemoryCgroup.make(64.0)
+    group = MemoryCgroup.make()
     if group is None:
         return False
     group.remove()
@@ -70,14 +77,43 @@ def _cgroups_here() -> bool:
 
 
 def for_job(job: dict[str, Any]) -> tuple[dict[str, Any], MemoryCgroup | None]:
-    """``job`` as a child is sent it, and the cgroup made for it: a capped job (``memory_limit_mb``,
-    or a training job's ``config.memory_limit_mb``) whose cap is ``resident`` gets a cgroup with
-    that limit, named in the job as ``memory_cgroup`` for the child to join."""
+    """The cgroup for the child that will run ``job`` (None where none can be made), and ``job``
+    as the child is to be sent it: a job capped (``memory_limit_mb``, or a training job's
+    ``config.memory_limit_mb``) with a ``resident`` cap names the cgroup (``memory_cgroup``), for
+    the child to limit when it sets its cap. Where no cgroup can be made under this process's
+    own, a capped child's is made under the root (its limit bounds it), an uncapped child gets none."""
     limit = job.get("memory_limit_mb") or (job.get("config") or {}).get("memory_limit_mb")
-    if not limit or planned_kind() != RESIDENT:
+    resident = bool(limit) and planned_kind() == RESIDENT
+    group = MemoryCgroup.make(nested_only=not resident)
+    if group is None:
         return job, None
-    group = MemoryCgroup.make(float(limit))
-    return ({**job, "memory_cgroup": str(group.path)} if group else job), group
+    group.capped = resident
+    return ({**job, "memory_cgroup": str(group.path)} if resident else job), group
+
+
+def admit(job: dict[str, Any], group: MemoryCgroup | None, pid: int) -> tuple[dict[str, Any], MemoryCgroup | None]:
+    """Move the child ``pid`` (started, its job not yet sent) into ``group``. Where it cannot be
+    moved, the group is removed and the job no longer names it: the child then caps its address
+    space, and its out-of-memory kill is told by the machine-wide count."""
+    if group is None or group.add(pid):
+        return job, group
+    group.remove(wait_s=0)
+    return {k: v for k, v in job.items() if k != "memory_cgroup"}, None
+
+
+def oom_kill_watch() -> Callable[[], bool]:
+    """A function telling whether the kernel's out-of-memory killer has ended a process since this
+    was called: in this process's own cgroup (and those under it) where tracker made it one (a
+    measuring child's), else anywhere on the machine."""
+    own, v2 = _own()
+    group = MemoryCgroup(own, v2) if own is not None and own.name.startswith("tracker-") else None
+    before = group.oom_kills() if group is not None else None
+    if group is None or before is None:
+        from tracker.profile.child import oom_killed_since, oom_kills
+
+        machine_before = oom_kills()
+        return lambda: oom_killed_since(machine_before)
+    return lambda: (group.oom_kills() or 0) > before
 
 
 @dataclass
@@ -86,12 +122,21 @@ class MemoryCgroup:
 
     path: Path
     v2: bool
+    capped: bool = False  # made for a resident memory cap (the child limits it)
 
     @classmethod
-    def make(cls, limit_mb: float) -> MemoryCgroup | None:
-        """A new cgroup limited to ``limit_mb`` of memory and no swap; None where none can be made."""
-        limit = str(int(limit_mb * 2**20))
-        for parent, v2 in _parents():
+    def at(cls, path: str | Path) -> MemoryCgroup:
+        """The cgroup at ``path`` (a child is told its cgroup's path)."""
+        path = Path(path)
+        return cls(path, (path / "memory.max").exists())
+
+    @classmethod
+    def make(cls, nested_only: bool = False) -> MemoryCgroup | None:
+        """A new memory cgroup without a limit, under this process's own cgroup, else (unless
+        ``nested_only``) under the hierarchy's root; None where none can be made."""
+        for parent, v2, nested in _parents():
+            if nested_only and not nested:
+                continue
             _remove_stale(parent)
             _SERIAL[0] += 1
             group = parent / f"tracker-{os.getpid()}-{_SERIAL[0]}"
@@ -100,48 +145,96 @@ class MemoryCgroup:
             except OSError:
                 continue
             made = cls(group, v2)
-            try:
-                (group / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(limit)
-            except OSError:  # no memory controller here (cgroup v2: not enabled for this subtree)
-                made.remove(wait_s=0)
+            if not (group / ("memory.max" if v2 else "memory.limit_in_bytes")).exists():
+                made.remove(wait_s=0)  # no memory controller here (cgroup v2: not enabled for this subtree)
                 continue
-            # No swap either, where the kernel lets it be said: swapped out is not resident, so
-            # the cap would hold all the same, only slower to reach.
-            for name, value in ((("memory.swap.max", "0"),) if v2 else
-                                (("memory.memsw.limit_in_bytes", limit), ("memory.swappiness", "0"))):
-                try:
-                    (group / name).write_text(value)
-                except OSError:
-                    pass
             return made
         return None
 
-    def oom_kills(self) -> int | None:
-        """How many processes the kernel's out-of-memory killer ended in this cgroup (None: unreadable)."""
-        name = "memory.events" if self.v2 else "memory.oom_control"
+    def add(self, pid: int) -> bool:
+        """Move the process ``pid`` (all its threads) into this cgroup; False where it cannot."""
         try:
-            for line in (self.path / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
+            (self.path / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            return False
+        return True
+
+    def limit_growth(self, limit_mb: float) -> Callable[[], None] | None:
+        """Limit this cgroup to what it holds now plus ``limit_mb``, with no swap where the kernel
+        lets it be said (swapped out is not resident: the cap would hold all the same, only
+        slower to reach). A function that lifts the limit again, or None where it cannot be set."""
+        try:
+            usage = int((self.path / ("memory.current" if self.v2 else "memory.usage_in_bytes")).read_text())
+            limit = str(usage + int(limit_mb * 2**20))
+            (self.path / ("memory.max" if self.v2 else "memory.limit_in_bytes")).write_text(limit)
         except (OSError, ValueError):
+            return None
+        # v1: the memory+swap limit is never below the memory limit, so it is set after and lifted first
+        swap = (("memory.swap.max", "0", "max"),) if self.v2 else (("memory.memsw.limit_in_bytes", limit, "-1"),
+                                                                     ("memory.swappiness", "0", None))
+        for name, value, _ in swap:
+            self._write(name, value)
+
+        def lift() -> None:
+            for name, _, back in swap:
+                if back is not None:
+                    self._write(name, back)
+            self._write("memory.max" if self.v2 else "memory.limit_in_bytes", "max" if self.v2 else "-1")
+
+        return lift
+
+    def _write(self, name: str, value: str) -> None:
+        try:
+            (self.path / name).write_text(value)
+        except OSError:
             pass
-        return None
+
+    def oom_kills(self) -> int | None:
+        """How many processes the kernel's out-of-memory killer ended in this cgroup and the
+        cgroups under it (None: unreadable). cgroup v1 counts each cgroup's own kills only, so
+        they are added up; v2's ``memory.events`` counts those under it too (unless the hierarchy
+        was mounted with ``memory_localevents``: its ``memory.events.local`` are added up)."""
+        if self.v2 and not (self.path / "memory.events.local").exists():
+            return _oom_kill_count(self.path / "memory.events")
+        name = "memory.events.local" if self.v2 else "memory.oom_control"
+        counts = [_oom_kill_count(group / name) for group in (self.path, *_under(self.path))]
+        return None if counts[0] is None else sum(c for c in counts if c is not None)
 
     def remove(self, wait_s: float = 10.0) -> None:
-        """Remove the cgroup; it can be removed only once its processes have been reaped, so try
-        for up to ``wait_s``. One that cannot be removed is left (empty, it holds nothing)."""
+        """Remove the cgroup, and any made under it (by a test's fault); a cgroup can be removed only
+        once its processes have been reaped, so try for up to ``wait_s``. One that cannot be
+        removed is left (empty, it holds nothing; a later ``make`` removes it)."""
         deadline = time.monotonic() + wait_s
         while True:
             try:
+                for inner in _under(self.path):
+                    inner.rmdir()
                 self.path.rmdir()
                 return
             except FileNotFoundError:
-                return
+                if not self.path.exists():
+                    return
             except OSError:
                 if time.monotonic() >= deadline:
                     return
                 time.sleep(0.05)
+
+
+def _oom_kill_count(path: Path) -> int | None:
+    """``oom_kill`` of a cgroup's ``memory.events`` or ``memory.oom_control``; None: unreadable."""
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _under(path: Path) -> list[Path]:
+    """The cgroups under the one at ``path``, deepest first."""
+    return sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
 
 
 def _remove_stale(parent: Path) -> None:
@@ -150,10 +243,7 @@ def _remove_stale(parent: Path) -> None:
     for group in parent.glob("tracker-*-*"):
         pid = group.name.split("-")[1]
         if pid.isdigit() and not Path("/proc", pid).exists():
-            try:
-                group.rmdir()
-            except OSError:
-                pass
+            MemoryCgroup(group, False).remove(wait_s=0)
 
 
 def _own() -> tuple[Path | None, bool]:
@@ -175,35 +265,11 @@ def _own() -> tuple[Path | None, bool]:
     return None, False
 
 
-def _parents() -> list[tuple[Path, bool]]:
-    """Where a memory cgroup may be made, best first: under this process's own cgroup (its
-    limits then bound the child's too), then under the hierarchy's root."""
+def _parents() -> list[tuple[Path, bool, bool]]:
+    """Where a memory cgroup may be made, best first, each with whether it is cgroup v2 and whether
+    it is this process's own cgroup (its limits then bound the child's too), then the hierarchy's root."""
     own, v2 = _own()
     if own is None:
         return []
     root = _MOUNT if v2 else _MOUNT / "memory"
-    return [(p, v2) for p in dict.fromkeys((own, root)) if p.is_dir()]
-
-
-def join(path: str) -> Callable[[], None] | None:
-    """Move this process (all its threads) into the cgroup at ``path``; a function that moves it
-    back to the cgroup it was in (what it made resident stays charged to ``path``), or None where
-    it cannot join."""
-    own, _ = _own()
-    if not _move(Path(path)):
-        return None
-
-    def back() -> None:
-        if own is not None:
-            _move(own)
-
-    return back
-
-
-def _move(group: Path) -> bool:
-    try:
-        with open(group / "cgroup.procs", "w") as fh:
-            fh.write(str(os.getpid()))
-    except OSError:
-        return False
-    return True
+    return [(p, v2, p == own) for p in dict.fromkeys((own, root)) if p.is_dir()]

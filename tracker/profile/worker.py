@@ -13,8 +13,8 @@ A training job (kind ``training``) also writes an event line per step as it goes
 Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang``, ``crash``,
 ``linger`` (the child writes its result, then does not end), ``noreset`` (its peak memory
 cannot be started afresh, as on a kernel without ``/proc/self/clear_refs``) or ``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
-kernel's out-of-memory killer ends it; inside the memory cgroup ``TRACKER_FAULT_CGROUP``, a
-folder, if set, else under the whole machine's memory pressure)
+kernel's out-of-memory killer ends it; in a memory cgroup of ``FAULT_CGROUP_MB`` made under its
+own where one can be made, else under the whole machine's memory pressure)
 (optionally ``oom@8`` to fire only when the batch size is at least 8, ``kill#2`` to fire
 in a training job once it has measured 2 steps, ``loader:oomkill`` to fire in each of a training
 job's loader workers as it starts instead of in the measuring child).
@@ -35,6 +35,7 @@ RESULT_PREFIX = "TRACKER-RESULT "
 EVENT_PREFIX = "TRACKER-EVENT "  # a measurement's progress, as it goes (child.stream_child)
 EXIT_OOM = 3
 EXIT_ERROR = 4
+FAULT_CGROUP_MB = 1536  # the memory the ``oomkill`` fault takes before it is killed, where a cgroup can hold it
 
 
 def _write_line(prefix: str, payload: dict[str, Any]) -> None:
@@ -104,9 +105,13 @@ def _fire(what: str) -> None:
     if what == "hang":
         time.sleep(3600)
     if what == "oomkill":
-        if cgroup := os.environ.get("TRACKER_FAULT_CGROUP"):
-            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:  # what it takes from here is charged there
-                f.write(str(os.getpid()))
+        from tracker.profile import memcap
+
+        # A memory cgroup limited to FAULT_CGROUP_MB, made under this process's own (the child's,
+        # so the child's cgroup counts the kill), where one can be made: the machine is spared.
+        if (group := memcap.MemoryCgroup.make(nested_only=True)) is not None:
+            group.add(os.getpid())
+            group.limit_growth(FAULT_CGROUP_MB)
         with open("/proc/self/oom_score_adj", "w") as f:  # raising it needs no privilege
             f.write("1000")
         import mmap
@@ -119,11 +124,11 @@ def _fire(what: str) -> None:
 def cap_memory(limit_mb: float | None, threads: int | None = None,
                cgroup: str | None = None) -> tuple[Callable[[], None], str | None]:
     """Cap this process's memory growth at ``limit_mb`` over what it holds now, as on a smaller
-    device (see ``tracker.profile.memcap``): by joining the memory cgroup ``cgroup`` (made by the
-    parent with that limit), else by raising ``RLIMIT_AS`` that much over the address space it
-    holds. Returns a function that lifts the cap again (back to the cgroup it was in, or the soft
-    limit it had; never above the hard one) and the kind of cap set (``memcap.RESIDENT``,
-    ``memcap.ADDRESS_SPACE``, or None without a limit).
+    device (see ``tracker.profile.memcap``): by limiting its memory cgroup ``cgroup`` (the parent
+    made it and moved this process into it) to what it holds plus ``limit_mb``, else by raising
+    ``RLIMIT_AS`` that much over the address space it holds. Returns a function that lifts the cap
+    again (the cgroup's limit, or the soft limit it had; never above the hard one) and the kind of
+    cap set (``memcap.RESIDENT``, ``memcap.ADDRESS_SPACE``, or None without a limit).
 
     torch's intra-op threads (``threads`` of them, if given) are started first: their stacks are
     address space too, and a thread that cannot start under the cap aborts the process in libgomp
@@ -140,8 +145,8 @@ def cap_memory(limit_mb: float | None, threads: int | None = None,
 
         apply_threads(int(threads))
     torch.nn.functional.conv2d(torch.ones(1, 8, 64, 64), torch.ones(8, 8, 3, 3)).sum().item()
-    if cgroup and (back := memcap.join(cgroup)) is not None:
-        return back, memcap.RESIDENT
+    if cgroup and (lift := memcap.MemoryCgroup.at(cgroup).limit_growth(limit_mb)) is not None:
+        return lift, memcap.RESIDENT
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     with open("/proc/self/statm") as fh:
         current = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
