@@ -672,3 +672,45 @@ def test_a_spec_file_edited_after_planning_is_measured_as_planned(tmp_path: Path
     path.write_text("{ no longer a spec")  # edited again before the child starts: it must not read it
     payload = run_job(job_for(planned, FAST, False, None))  # what the child runs, here in-process
     assert payload["model_name"] == spec["name"] and len(payload["timing"]["samples_ms"]) >= 2
+
+
+def test_a_run_on_a_second_gpu_carries_that_gpus_name_and_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's env tags name its first CUDA device; a run on cuda:1 of a machine whose GPUs
+    differ is tagged with GPU 1's name and memory, and so is its row in the warehouse (its device
+    name, the memory a fingerprint says fits under). CUDA_VISIBLE_DEVICES renumbers the devices.
+    (NVML is a stand-in, no NVIDIA driver here; the child fails without CUDA: a FAILED run on
+    cuda:1 all the same.)"""
+    from tests.test_telemetry import FakeNvml
+    from tracker import environment
+    from tracker.warehouse.load import connect, load
+    from tracker.warehouse.source import open_source
+
+    def fresh() -> None:
+        environment._gpu_tags.cache_clear()
+        environment.nvml_info.cache_clear()
+
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml())
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    fresh()
+    try:
+        assert environment.gpu_tags("cpu") == {} and environment.gpu_tags("cuda:7") == {}  # no such GPU: absent
+        logger = RunLogger(str(tmp_path / "s"), experiment="gpus")
+        assert logger.environment["env.gpu_name"] == "Small GPU 16GB"  # the machine's first CUDA device
+        second = profile_network(logger, TINY, 1, FAST, device="cuda:1", timeout_s=120).network
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-abc1")  # cuda:0 is NVML's GPU 1
+        visible = profile_network(logger, TINY, 2, FAST, device="cuda:0", timeout_s=120).network
+        logger.close()
+    finally:
+        fresh()
+    client = MlflowClient(logger.location.uri)
+    for run in (second, visible):
+        tags = client.get_run(run.run_id).data.tags
+        assert run.status == "FAILED" and run.params["device"] in ("cuda:1", "cuda:0")
+        assert (tags["env.gpu_name"], tags["env.gpu_memory_total_mb"]) == ("Large GPU 80GB", "81920")
+    load(tmp_path / "w.duckdb", open_source(logger.location))
+    con = connect(tmp_path / "w.duckdb", read_only=True)
+    try:
+        rows = con.sql("SELECT DISTINCT device_name, device_memory_mb FROM whole_network_runs").fetchall()
+    finally:
+        con.close()
+    assert rows == [("Large GPU 80GB", 81920.0)]

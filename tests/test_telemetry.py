@@ -392,7 +392,9 @@ def test_fake_tegrastats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 class FakeNvml:
-    """A stand-in pynvml: two GPUs, no energy counter on this model."""
+    """A stand-in pynvml: two different GPUs (16 and 80 GB), no energy counter on this model."""
+
+    GPUS = (("Small GPU 16GB", 16384), ("Large GPU 80GB", 81920))
 
     class NVMLError(Exception):
         pass
@@ -421,7 +423,13 @@ class FakeNvml:
         return type("U", (), {"gpu": 30 + 40 * h, "memory": 5})()
 
     def nvmlDeviceGetMemoryInfo(self, h: int):
-        return type("M", (), {"used": (1000 + h) * 1024 * 1024})()
+        return type("M", (), {"used": (1000 + h) * 1024 * 1024, "total": self.GPUS[h][1] * 2**20})()
+
+    def nvmlDeviceGetName(self, h: int) -> str:
+        return self.GPUS[h][0]
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "999.1"
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
         return 50_000 + 100_000 * h  # mW

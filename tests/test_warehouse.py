@@ -39,6 +39,22 @@ def test_every_view_builds_on_an_empty_warehouse(tmp_path: Path) -> None:
     assert all(comments[n] for n in names)
 
 
+def test_a_store_of_failed_runs_alone_loads(tmp_path: Path) -> None:
+    """No run logged a metric (a first campaign that failed throughout): the store's metrics
+    read back with no rows, hence no column types, and the load still goes through."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    failed = network_record("resnet18", 64)
+    failed.metrics = {}
+    log = _logger(runs)
+    log.log([failed.fail("oom")])
+    log.close()
+    assert _load(runs, wh).runs_changed == 1
+    with duckdb.connect(str(wh), read_only=True) as con:
+        assert con.sql("SELECT w.status, r.failure_reason, w.batch_size FROM whole_network_runs w JOIN runs r USING (run_id)").fetchall() == [
+            ("FAILED", "oom", 64)]
+        assert con.sql("SELECT count(*) FROM metrics").fetchall() == [(0,)]
+
+
 def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: Path) -> None:
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     log = _logger(runs)

@@ -51,25 +51,76 @@ def nvml() -> Iterator[Any]:
             pass
 
 
+def nvml_handle(pynvml: Any, cuda_index: int) -> Any:
+    """The NVML handle of this process's CUDA device ``cuda_index`` (torch's ``cuda:N``).
+
+    NVML ignores CUDA_VISIBLE_DEVICES, which renumbers devices: its entry k (an NVML index or a
+    UUID, maybe abbreviated) is CUDA device k. Without it, the CUDA index is taken as the NVML
+    index. LookupError (or NVML's own error) where there is no such device."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return pynvml.nvmlDeviceGetHandleByIndex(cuda_index)
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if cuda_index >= len(entries):
+        raise LookupError(f"CUDA device {cuda_index} not visible (CUDA_VISIBLE_DEVICES={visible!r})")
+    entry = entries[cuda_index]
+    if entry.isdigit():
+        return pynvml.nvmlDeviceGetHandleByIndex(int(entry))
+    for k in range(pynvml.nvmlDeviceGetCount()):
+        handle = pynvml.nvmlDeviceGetHandleByIndex(k)
+        uuid = nvml_text(pynvml.nvmlDeviceGetUUID(handle))
+        if uuid.startswith(entry) or uuid.startswith(f"GPU-{entry}"):
+            return handle
+    raise LookupError(f"no NVML device matches {entry!r}")
+
+
+def cuda_index(device: str) -> int | None:
+    """N of ``cuda:N`` (0 for ``cuda``); None for another device."""
+    if device == "cuda":
+        return 0
+    head, _, index = device.partition(":")
+    return int(index) if head == "cuda" and index.isdigit() else None
+
+
+def gpu_tags(device: str) -> dict[str, str]:
+    """``env.gpu_name`` and ``env.gpu_memory_total_mb`` of the GPU a run on ``device`` used
+    (``cuda:N``, through CUDA_VISIBLE_DEVICES); empty for another device or where NVML cannot
+    tell. A run on ``cuda:1`` of a machine whose GPUs differ is tagged with GPU 1's, not GPU 0's."""
+    index = cuda_index(device)
+    return {} if index is None else dict(_gpu_tags(index, os.environ.get("CUDA_VISIBLE_DEVICES")))
+
+
+@cache
+def _gpu_tags(index: int, visible: str | None) -> tuple[tuple[str, str], ...]:
+    with nvml() as pynvml:
+        if pynvml is None:
+            return ()
+        try:
+            handle = nvml_handle(pynvml, index)
+            tags = [("env.gpu_name", nvml_text(pynvml.nvmlDeviceGetName(handle)))]
+        except Exception:  # no such GPU
+            return ()
+        try:  # a board whose memory NVML does not report still has its name
+            tags.append(("env.gpu_memory_total_mb", str(int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) >> 20)))
+        except Exception:
+            pass
+        return tuple(tags)
+
+
 @cache
 def nvml_info() -> dict[str, str]:
-    """GPU name, driver and count from NVML; empty where there is no NVIDIA driver."""
+    """GPU count and driver from NVML, and the name and memory of this process's first CUDA
+    device (``cuda``; a run on another tags its own, ``gpu_tags``); empty where there is no
+    NVIDIA driver."""
     with nvml() as pynvml:
         if pynvml is None:
             return {}
         try:
             count = pynvml.nvmlDeviceGetCount()
             info = {"env.gpu_count": str(count), "env.gpu_driver": nvml_text(pynvml.nvmlSystemGetDriverVersion())}
-            if count:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-                info["env.gpu_name"] = nvml_text(pynvml.nvmlDeviceGetName(handle))
-                try:  # a board whose memory NVML does not report still has its name
-                    info["env.gpu_memory_total_mb"] = str(int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) >> 20)
-                except Exception:
-                    pass
-            return info
         except Exception:
             return {}
+    return {**info, **gpu_tags("cuda")} if count else info
 
 
 def nvml_text(value: bytes | str) -> str:

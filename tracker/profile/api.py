@@ -190,7 +190,7 @@ def measure_planned(
 ) -> ProfileResult:
     """Measure ``p`` in a child process and log it (with its layers), unless ``reuse`` finds it
     measured. ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG)."""
-    from tracker.environment import software_versions
+    from tracker.environment import gpu_tags, software_versions
     from tracker.profile.child import run_child
     from tracker.profile.memcap import CAP_TAG
     from tracker.profile.records import failed_record, layer_records, measured_record
@@ -204,8 +204,10 @@ def measure_planned(
 
     def log(record: RunRecord, children: list[RunRecord]) -> ProfileResult:
         """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
-        for r in (record, *children) if campaign else ():
-            r.tags["tracker.campaign"] = campaign
+        for r in (record, *children):
+            r.tags.update(gpu_tags(p.spec.device))  # cuda:N: GPU N's name and memory, not GPU 0's
+            if campaign:
+                r.tags["tracker.campaign"] = campaign
         if p.memory_limit_mb:
             record.params["memory_limit_mb"] = p.memory_limit_mb
             record.tags[CAP_TAG] = result.payload.get("memory_cap", p.memory_cap)

@@ -234,6 +234,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     import torch
 
     from tracker.data.datasets import open_dataset
+    from tracker.environment import gpu_tags
     from tracker.log.record import CHILD_NOTE_TAG, REPEAT_KEY_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import stream_child
@@ -263,6 +264,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                        description=f"Training job of {cfg.model} on {cfg.data_path} ({cfg.data_format}), "
                                    "each step split into data wait, copy, forward, backward and optimizer.",
                        key_fields=job_key_fields(cfg))
+    record.tags.update(gpu_tags(cfg.device))  # cuda:N: GPU N's name and memory, not GPU 0's
     if again:
         import uuid
 

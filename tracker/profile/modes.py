@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracker.environment import nvml, nvml_text
+from tracker.environment import nvml, nvml_handle, nvml_text
 from tracker.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -201,31 +201,13 @@ def read_cpu_cur_freq_mhz() -> int | None:
     return round(sum(values) / len(values) / 1000) if values else None
 
 
-def _nvml_index(index: int) -> tuple[str, int | str]:
-    """The NVML handle lookup for torch's cuda:index (NVML ignores CUDA_VISIBLE_DEVICES)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None or not visible.strip():
-        return "index", index
-    entries = [e.strip() for e in visible.split(",") if e.strip()]
-    if index >= len(entries):
-        return "index", index
-    entry = entries[index]
-    if entry.isdigit():
-        return "index", int(entry)
-    return "uuid", entry
-
-
 def read_gpu(index: int = 0) -> dict[str, ParamValue]:
     """Clocks, power limit, persistence and name of one NVIDIA GPU from NVML; {} without it."""
     with nvml() as pynvml:
         if pynvml is None:
             return {}
         try:
-            how, key = _nvml_index(index)
-            if how == "uuid":
-                handle = pynvml.nvmlDeviceGetHandleByUUID(key)
-            else:
-                handle = pynvml.nvmlDeviceGetHandleByIndex(key)
+            handle = nvml_handle(pynvml, index)
         except Exception:  # no such GPU
             return {}
         readings: list[tuple[str, Any]] = [

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tracker.environment import nvml_handle
+
 #: Where the Linux powercap (RAPL) counters live; a module constant so tests can point it elsewhere.
 POWERCAP_ROOT = Path("/sys/class/powercap")
 
@@ -383,30 +385,6 @@ def _open_rapl() -> Reader | None:
     return read
 
 
-def _nvml_handle(pynvml: Any, gpu_index: int) -> Any:
-    """The NVML handle of CUDA device ``gpu_index`` of this process.
-
-    CUDA_VISIBLE_DEVICES renumbers devices: entry k (an NVML index or a UUID, maybe
-    abbreviated) is CUDA device k. Without it, the CUDA index is taken as the NVML index.
-    """
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return pynvml.nvmlDeviceGetHandleByIndex(gpu_index)
-    entries = [e.strip() for e in visible.split(",") if e.strip()]
-    if gpu_index >= len(entries):
-        raise LookupError(f"CUDA device {gpu_index} not visible (CUDA_VISIBLE_DEVICES={visible!r})")
-    entry = entries[gpu_index]
-    if entry.isdigit():
-        return pynvml.nvmlDeviceGetHandleByIndex(int(entry))
-    for k in range(pynvml.nvmlDeviceGetCount()):
-        handle = pynvml.nvmlDeviceGetHandleByIndex(k)
-        uuid = pynvml.nvmlDeviceGetUUID(handle)
-        uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
-        if uuid.startswith(entry) or uuid.startswith(f"GPU-{entry}"):
-            return handle
-    raise LookupError(f"no NVML device matches {entry!r}")
-
-
 class _Nvml:
     """One GPU through NVML: the readings it supports, probed once at open."""
 
@@ -416,7 +394,7 @@ class _Nvml:
         pynvml.nvmlInit()
         self._pynvml = pynvml
         try:
-            h = _nvml_handle(pynvml, gpu_index)
+            h = nvml_handle(pynvml, gpu_index)
             probes: dict[str, Callable[[], float]] = {
                 "gpu_util_pct": lambda: float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu),
                 "gpu_mem_used_mb": lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used / _MB,

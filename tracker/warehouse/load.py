@@ -175,12 +175,16 @@ def _insert_details(con: Any, detail: dict[str, Any]) -> None:
     con.register("src_params", detail["params"])
     con.register("src_tags", detail["tags"])
     con.register("src_metrics", detail["metrics"])
-    # Only active runs of the changed set (a detail read may see a run deleted meanwhile).
-    con.execute("INSERT INTO params SELECT run_id, key, value FROM src_params WHERE run_id IN (SELECT run_id FROM changed)")
-    con.execute("INSERT INTO tags SELECT run_id, key, value FROM src_tags WHERE run_id IN (SELECT run_id FROM changed)")
+    # Only active runs of the changed set (a detail read may see a run deleted meanwhile). Every
+    # column cast: a read with no rows has no types to infer from (SQLite through ADBC gives an
+    # empty column as BIGINT), as where no run logged a metric (a store of failed runs alone).
+    for table in ("params", "tags"):
+        con.execute(f"INSERT INTO {table} SELECT CAST(run_id AS VARCHAR), CAST(key AS VARCHAR), CAST(value AS VARCHAR) "
+                    f"FROM src_{table} WHERE CAST(run_id AS VARCHAR) IN (SELECT run_id FROM changed)")
     con.execute(
-        "INSERT INTO metrics SELECT run_id, key, CAST(value AS DOUBLE), CAST(step AS BIGINT), CAST(timestamp_ms AS BIGINT) "
-        "FROM src_metrics WHERE run_id IN (SELECT run_id FROM changed)"
+        "INSERT INTO metrics SELECT CAST(run_id AS VARCHAR), CAST(key AS VARCHAR), CAST(value AS DOUBLE), "
+        "CAST(step AS BIGINT), CAST(timestamp_ms AS BIGINT) "
+        "FROM src_metrics WHERE CAST(run_id AS VARCHAR) IN (SELECT run_id FROM changed)"
     )
     con.execute(
         """
