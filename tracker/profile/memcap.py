@@ -29,6 +29,7 @@ only kind before tracker 0.7.0).
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ CAP_TAG = "tracker.memory_cap"
 RESIDENT = "resident"
 ADDRESS_SPACE = "address-space"
 _MOUNT = Path("/sys/fs/cgroup")
-_SERIAL = [0]
+_SERIAL = itertools.count(1)  # next() of a count is atomic: threads measuring at once get their own names
 
 
 def cap_choice() -> str:
@@ -138,8 +139,7 @@ class MemoryCgroup:
             if nested_only and not nested:
                 continue
             _remove_stale(parent)
-            _SERIAL[0] += 1
-            group = parent / f"tracker-{os.getpid()}-{_SERIAL[0]}"
+            group = parent / f"tracker-{os.getpid()}-{next(_SERIAL)}"
             try:
                 group.mkdir()
             except OSError:
