@@ -364,10 +364,13 @@ def test_a_configuration_under_a_memory_cap_is_another_configuration(tmp_path: P
         con.close()
     kind = capped.results[0].network.tags["tracker.memory_cap"]
     assert rows == [(None, None, 2, None), (1.0, kind, None, 2)]
-    monkeypatch.setenv("TRACKER_MEMORY_CAP", "cgroup")  # not silently one or the other
+    monkeypatch.setenv("TRACKER_MEMORY_CAP", "cgroup")  # not silently one or the other, and refused before anything is logged
+    modes = count_runs(tmp_path / "s", "mode")
     with pytest.raises(ConfigError, match="TRACKER_MEMORY_CAP must be auto .* or address-space, got 'cgroup'"):
-        profile_network(logger, TINY, 4, FAST, memory_limit_mb=1)
-    assert count_runs(tmp_path / "s", "network") == 2
+        profile_network(logger, TINY, 4, FAST, memory_limit_mb=1, threads=1)
+    with pytest.raises(ConfigError, match="TRACKER_MEMORY_CAP must be auto"):
+        find_boundary(logger, TINY, FAST, phase="inference", start=4, max_batch=4, memory_limit_mb=1, threads=1)
+    assert (count_runs(tmp_path / "s", "network"), count_runs(tmp_path / "s", "mode")) == (2, modes)
 
 
 def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -302,6 +302,10 @@ def find_boundary(
 ) -> Boundary:
     """Double the batch size until the first failure (recorded as a FAILED run); with
     ``search``, bisect between the last size that fitted and the first that failed."""
+    if memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
+        from tracker.profile.memcap import planned_kind
+
+        planned_kind()
     ensure_mode_logged(logger, device, threads, allocator)
     results: list[ProfileResult] = []
 

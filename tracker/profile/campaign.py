@@ -251,10 +251,13 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     from tracker.log.record import REPEAT_KEY_TAG
     from tracker.profile.api import ensure_mode_logged, measure_planned, plan
     from tracker.profile.device import check_device
+    from tracker.profile.memcap import planned_kind
     from tracker.profile.stats import Stopping
 
     for d in c.devices:
         check_device(d)
+    if c.memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
+        planned_kind()
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s)
     layer_rule = rule.for_layers()
     todo = chains(c, shard)
