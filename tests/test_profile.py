@@ -327,6 +327,10 @@ def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path, monkey
     assert run.data.tags["tracker.memory_cap"] == kind and float(run.data.params["memory_limit_mb"]) == 200
     if kind == memcap.RESIDENT:  # killed, and the kill was the cap's cgroup's, not the machine's
         assert "at the memory cap (signal 9; the child's memory cgroup counted the kill)" in run.data.tags["mlflow.note.content"]
+        # one that fits says how much of its cap it took
+        fits = profile_network(logger, TINY, 1, FAST, phase="training", memory_limit_mb=1000, timeout_s=300).network
+        assert fits.status == "FINISHED" and 0 < fits.metrics["memory_cap_used_mb"] <= 1000
+        assert fits.metrics["memory_cap_used_mb"] <= fits.metrics["peak_mem_mb"]  # growth, within the peak resident
     else:
         tail = run.data.tags["tracker.stderr_tail"]
         assert "allocate" in tail or "memory" in tail.lower()

@@ -61,6 +61,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         return
     note = " (already measured: reused)" if data["reused"] else ""
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
+    if data.get("memory_cap_used_mb") is not None:  # how much of a resident cap it took
+        mem += f" ({data['memory_cap_used_mb']:,.0f} of its {data['memory_limit_mb']:g} MB cap)"
     if data.get("page_faults_per_iter_count") is not None:
         mem += f", {data['page_faults_per_iter_count']:,.0f} page faults per iteration"
     typer.echo(

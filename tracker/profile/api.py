@@ -70,6 +70,8 @@ class ProfileResult:
         if "memory_limit_mb" in self.network.params:  # measured under a memory cap (tracker.profile.memcap)
             out["memory_limit_mb"] = float(self.network.params["memory_limit_mb"])
             out["memory_cap"] = self.network.tags.get("tracker.memory_cap")
+            if "memory_cap_used_mb" in m:  # how far its memory rose under a resident cap
+                out["memory_cap_used_mb"] = m["memory_cap_used_mb"]
         if self.layers:
             out["sum_of_layers_ratio"] = m.get("sum_of_layers_ratio")
             out["layers"] = [

@@ -354,7 +354,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     failure: list[str] | None = None
     interrupted = False
     faults_first = faults_last = 0  # minor page faults at the end of the first step, and of the last
-    restore, capped = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"))
+    cap = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"))
     oom_killed = oom_kill_watch()  # a loader worker the kernel kills for memory is an oom (below)
     try:
         for epoch in range(cfg.num_epochs):
@@ -419,7 +419,8 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         else:
             failure = ["oom" if is_oom(exc, capped=bool(cfg.memory_limit_mb)) else "error", f"{type(exc).__name__}: {first}"]
     finally:
-        restore()
+        cap_used_mb = cap.used_mb()  # before the cap is lifted
+        cap.lift()
         sampler.stop()
     wall_s = time.perf_counter() - t_start
     # Power and energy over the steps after the first: the first one is the warm-up (loader workers
@@ -441,8 +442,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(cfg.device) / 2**20
     if faults_per_step is not None:
         memory["page_faults_per_iter_count"] = faults_per_step
+    if cap_used_mb is not None:
+        memory["memory_cap_used_mb"] = cap_used_mb
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
-            "memory": memory, "wall_s": wall_s, **({"memory_cap": capped} if capped else {})}
+            "memory": memory, "wall_s": wall_s, **({"memory_cap": cap.kind} if cap.kind else {})}
 
 
 def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:

@@ -124,6 +124,7 @@ class MemoryCgroup:
     path: Path
     v2: bool
     capped: bool = False  # made for a resident memory cap (the child limits it)
+    base_bytes: int | None = None  # what it held when ``limit_growth`` set the cap
 
     @classmethod
     def at(cls, path: str | Path) -> MemoryCgroup:
@@ -169,6 +170,9 @@ class MemoryCgroup:
             (self.path / ("memory.max" if self.v2 else "memory.limit_in_bytes")).write_text(limit)
         except (OSError, ValueError):
             return None
+        self.base_bytes = usage
+        if not self.v2:  # the peak counts from here (v1 resets it to the current usage; v2's counts from the start)
+            self._write("memory.max_usage_in_bytes", "0")
         # v1: the memory+swap limit is never below the memory limit, so it is set after and lifted first
         swap = (("memory.swap.max", "0", "max"),) if self.v2 else (("memory.memsw.limit_in_bytes", limit, "-1"),
                                                                      ("memory.swappiness", "0", None))
@@ -182,6 +186,18 @@ class MemoryCgroup:
             self._write("memory.max" if self.v2 else "memory.limit_in_bytes", "max" if self.v2 else "-1")
 
         return lift
+
+    def growth_peak_mb(self) -> float | None:
+        """How far the cgroup's memory rose over what it held when the cap was set, at its highest
+        (MB): the quantity the cap bounds. None before a cap, or where the kernel keeps no peak
+        (cgroup v2 before Linux 5.19)."""
+        if self.base_bytes is None:
+            return None
+        try:
+            peak = int((self.path / ("memory.peak" if self.v2 else "memory.max_usage_in_bytes")).read_text())
+        except (OSError, ValueError):
+            return None
+        return max(0, peak - self.base_bytes) / 2**20
 
     def _write(self, name: str, value: str) -> None:
         try:

@@ -29,6 +29,7 @@ import signal
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 RESULT_PREFIX = "TRACKER-RESULT "
@@ -121,21 +122,31 @@ def _fire(what: str) -> None:
             held.append(mmap.mmap(-1, 2**28, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE))
 
 
-def cap_memory(limit_mb: float | None, threads: int | None = None,
-               cgroup: str | None = None) -> tuple[Callable[[], None], str | None]:
+@dataclass
+class Cap:
+    """The memory cap a child set (``cap_memory``): ``kind`` (``memcap.RESIDENT``,
+    ``memcap.ADDRESS_SPACE``, or None without a limit), ``lift`` to lift it again, ``used_mb`` how
+    far its memory rose over what it held when the cap was set, at the highest (resident caps;
+    None where not known)."""
+
+    kind: str | None = None
+    lift: Callable[[], None] = field(default=lambda: None)
+    used_mb: Callable[[], float | None] = field(default=lambda: None)
+
+
+def cap_memory(limit_mb: float | None, threads: int | None = None, cgroup: str | None = None) -> Cap:
     """Cap this process's memory growth at ``limit_mb`` over what it holds now, as on a smaller
     device (see ``tracker.profile.memcap``): by limiting its memory cgroup ``cgroup`` (the parent
     made it and moved this process into it) to what it holds plus ``limit_mb``, else by raising
-    ``RLIMIT_AS`` that much over the address space it holds. Returns a function that lifts the cap
-    again (the cgroup's limit, or the soft limit it had; never above the hard one) and the kind of
-    cap set (``memcap.RESIDENT``, ``memcap.ADDRESS_SPACE``, or None without a limit).
+    ``RLIMIT_AS`` that much over the address space it holds. Lifting the cap puts back the cgroup's
+    limit, or the soft limit it had (never above the hard one).
 
     torch's intra-op threads (``threads`` of them, if given) are started first: their stacks are
     address space too, and a thread that cannot start under the cap aborts the process in libgomp
     ("Thread creation failed") instead of failing an allocation. Seen on a 16-core host, where the
     pool's stacks alone took most of a 200 MB cap."""
     if not limit_mb:
-        return (lambda: None), None
+        return Cap()
     import torch
 
     from tracker.profile import memcap
@@ -145,8 +156,10 @@ def cap_memory(limit_mb: float | None, threads: int | None = None,
 
         apply_threads(int(threads))
     torch.nn.functional.conv2d(torch.ones(1, 8, 64, 64), torch.ones(8, 8, 3, 3)).sum().item()
-    if cgroup and (lift := memcap.MemoryCgroup.at(cgroup).limit_growth(limit_mb)) is not None:
-        return lift, memcap.RESIDENT
+    if cgroup:
+        group = memcap.MemoryCgroup.at(cgroup)
+        if (lift := group.limit_growth(limit_mb)) is not None:
+            return Cap(memcap.RESIDENT, lift, group.growth_peak_mb)
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     with open("/proc/self/statm") as fh:
         current = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -154,7 +167,7 @@ def cap_memory(limit_mb: float | None, threads: int | None = None,
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    return (lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard))), memcap.ADDRESS_SPACE
+    return Cap(memcap.ADDRESS_SPACE, lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard)))
 
 
 def reset_peak_rss() -> bool:
@@ -231,12 +244,12 @@ def preload() -> None:
 
 def main() -> int:
     job = json.loads(sys.stdin.read())
-    capped: str | None = None  # the kind of memory cap set, if any (a training job sets its own)
+    cap = Cap()  # the memory cap set, if any (a training job sets its own)
     try:
         from tracker.profile.measure import run_job
 
         preload()
-        _, capped = cap_memory(job.get("memory_limit_mb"), job.get("threads"), job.get("memory_cgroup"))
+        cap = cap_memory(job.get("memory_limit_mb"), job.get("threads"), job.get("memory_cgroup"))
         inject_fault(job)
         if job.get("kind") == "mapping":
             from tracker.profile.mapping import run_workload
@@ -253,13 +266,15 @@ def main() -> int:
             raise
         oom = is_oom(exc, capped=bool(job.get("memory_limit_mb")))
         _emit({"error": "oom" if oom else "error", "message": f"{type(exc).__name__}: {str(exc)[:500]}",
-               **({"memory_cap": capped} if capped else {})})
+               **({"memory_cap": cap.kind} if cap.kind else {})})
         if not oom:
             traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
         os._exit(EXIT_OOM if oom else EXIT_ERROR)
-    if capped:
-        result["memory_cap"] = capped
+    if cap.kind:
+        result["memory_cap"] = cap.kind
+        if (used := cap.used_mb()) is not None:
+            result.setdefault("memory", {})["memory_cap_used_mb"] = used
     _emit(result)
     if _fault() == "linger":  # for tests: the result written, the child does not end
         time.sleep(3600)
