@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracker.environment import nvml, nvml_handle, nvml_text
+from tracker.environment import cuda_index, nvml, nvml_handle, nvml_text
 from tracker.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -254,9 +254,8 @@ def make_mode_id(device: str, params: dict[str, ParamValue]) -> str:
         parts += ["jetson", _slug(params["nvpmodel"])]
         if "nvpmodel_id" in params:
             parts.append(str(params["nvpmodel_id"]))
-    match = _DEVICE.match(device)
-    if match and match.group(2) == "cuda":
-        parts.append(f"cuda{int(match.group(3) or 0)}")
+    if (index := cuda_index(device)) is not None:
+        parts.append(f"cuda{index}")
         if "gpu_app_sm_clock_mhz" in params:
             parts.append(f"sm{params['gpu_app_sm_clock_mhz']}")
         if "gpu_app_mem_clock_mhz" in params:
@@ -292,8 +291,8 @@ def read_mode(device: str = "cpu", threads: int | None = None, allocator: str | 
     if not match:
         raise ConfigError(f"device = {device!r}: expected cpu, cuda or cuda:N")
     params: dict[str, ParamValue] = {}
-    if match.group(2) == "cuda":
-        params.update(read_gpu(int(match.group(3) or 0)))
+    if (index := cuda_index(spec)) is not None:
+        params.update(read_gpu(index))
     if threads is None:
         import torch
 
