@@ -166,8 +166,10 @@ def boundary(
 def _boundary_line(data: dict[str, Any], max_batch: int) -> str:
     """The boundary's summary in words: no "None" where nothing fitted or nothing failed."""
     ok, failed, reason = data["largest_ok_batch_size"], data["first_failed_batch_size"], data["failure_reason"]
-    cap = (f" under a {data['memory_limit_mb']:g} MB {data['memory_cap'] or ''} memory cap".replace("  ", " ")
-           if data.get("memory_limit_mb") else "")
+    cap = ""
+    if data.get("memory_limit_mb"):
+        kind = f"{data['memory_cap']} " if data.get("memory_cap") else ""
+        cap = f" under a {data['memory_limit_mb']:g} MB {kind}memory cap"
     if failed is None:
         return (f"every batch size tried fits{cap}, up to {ok}: nothing failed (the next would pass "
                 f"--max-batch {max_batch})")
