@@ -210,7 +210,7 @@ def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: i
     kills = None if group is None else group.oom_kills()  # None: the machine-wide count tells
     if code == -signal.SIGKILL and kills:
         if group is not None and group.capped:
-            return ChildResult(False, {**payload, "memory_cap": memcap.RESIDENT}, "oom",
+            return ChildResult(False, payload, "oom",
                                "killed by the kernel's out-of-memory killer at the memory cap (signal 9; the child's "
                                "memory cgroup counted the kill)", _tail(err), code)
         return ChildResult(False, payload, "oom", "killed by the kernel's out-of-memory killer (signal 9; the child's "

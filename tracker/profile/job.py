@@ -285,7 +285,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event,
                          event_timeout_s=cfg.step_timeout_s or None)
     end = child.payload if child.ok else {}
-    if cap := child.payload.get("memory_cap"):  # how the memory cap held the job (tracker.profile.memcap)
+    # How the memory cap held the job (tracker.profile.memcap): as the child says, else as planned
+    # (a child the cap's out-of-memory killer ended says nothing).
+    if cap := child.payload.get("memory_cap", record.key_fields.get("memory_cap")):
         record.tags[CAP_TAG] = cap
     if child.ok and child.message:  # it measured, but had to be killed to end, or its exit status is not known
         record.tags[CHILD_NOTE_TAG] = child.message
