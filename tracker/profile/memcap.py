@@ -44,6 +44,10 @@ CAP_TAG = "tracker.memory_cap"
 RESIDENT = "resident"
 ADDRESS_SPACE = "address-space"
 _MOUNT = Path("/sys/fs/cgroup")
+#: The files (and the word for "no limit") a memory cgroup has, by version: v2 (True), v1 (False).
+_FILES = {True: {"limit": "memory.max", "usage": "memory.current", "peak": "memory.peak", "unlimited": "max"},
+          False: {"limit": "memory.limit_in_bytes", "usage": "memory.usage_in_bytes",
+                  "peak": "memory.max_usage_in_bytes", "unlimited": "-1"}}
 _SERIAL = itertools.count(1)  # next() of a count is atomic: threads measuring at once get their own names
 
 
@@ -130,7 +134,7 @@ class MemoryCgroup:
     def at(cls, path: str | Path) -> MemoryCgroup:
         """The cgroup at ``path`` (a child is told its cgroup's path)."""
         path = Path(path)
-        return cls(path, (path / "memory.max").exists())
+        return cls(path, (path / _FILES[True]["limit"]).exists())
 
     @classmethod
     def make(cls, nested_only: bool = False) -> MemoryCgroup | None:
@@ -146,7 +150,7 @@ class MemoryCgroup:
             except OSError:
                 continue
             made = cls(group, v2)
-            if not (group / ("memory.max" if v2 else "memory.limit_in_bytes")).exists():
+            if not made._file("limit").exists():
                 made.remove(wait_s=0)  # no memory controller here (cgroup v2: not enabled for this subtree)
                 continue
             return made
@@ -165,14 +169,14 @@ class MemoryCgroup:
         lets it be said (swapped out is not resident: the cap would hold all the same, only
         slower to reach). A function that lifts the limit again, or None where it cannot be set."""
         try:
-            usage = int((self.path / ("memory.current" if self.v2 else "memory.usage_in_bytes")).read_text())
+            usage = int(self._file("usage").read_text())
             limit = str(usage + int(limit_mb * 2**20))
-            (self.path / ("memory.max" if self.v2 else "memory.limit_in_bytes")).write_text(limit)
+            self._file("limit").write_text(limit)
         except (OSError, ValueError):
             return None
         self.base_bytes = usage
         if not self.v2:  # the peak counts from here (v1 resets it to the current usage; v2's counts from the start)
-            self._write("memory.max_usage_in_bytes", "0")
+            self._write(_FILES[False]["peak"], "0")
         # v1: the memory+swap limit is never below the memory limit, so it is set after and lifted first
         swap = (("memory.swap.max", "0", "max"),) if self.v2 else (("memory.memsw.limit_in_bytes", limit, "-1"),
                                                                      ("memory.swappiness", "0", None))
@@ -183,7 +187,7 @@ class MemoryCgroup:
             for name, _, back in swap:
                 if back is not None:
                     self._write(name, back)
-            self._write("memory.max" if self.v2 else "memory.limit_in_bytes", "max" if self.v2 else "-1")
+            self._write(_FILES[self.v2]["limit"], _FILES[self.v2]["unlimited"])
 
         return lift
 
@@ -194,10 +198,14 @@ class MemoryCgroup:
         if self.base_bytes is None:
             return None
         try:
-            peak = int((self.path / ("memory.peak" if self.v2 else "memory.max_usage_in_bytes")).read_text())
+            peak = int(self._file("peak").read_text())
         except (OSError, ValueError):
             return None
         return max(0, peak - self.base_bytes) / 2**20
+
+    def _file(self, what: str) -> Path:
+        """This cgroup's file for ``what`` (a key of :data:`_FILES`) in its version."""
+        return self.path / _FILES[self.v2][what]
 
     def _write(self, name: str, value: str) -> None:
         try:
