@@ -105,3 +105,15 @@ def test_a_wide_drift_interval_never_reaches_below_zero() -> None:
     two_regimes = [1.0] * 5 + [30.0] * 5  # two blocks far apart: a very wide t-interval
     s = summarize(two_regimes, block_n=5)
     assert s.ci_low == 0.0 and s.ci_high > s.max
+
+
+def test_the_layer_rule_is_looser_capped_and_on_shorter_blocks() -> None:
+    from tracker.profile.stats import LAYER_BLOCK_S, LAYER_MIN_CI_REL, LAYER_TIME_CAP_S
+
+    layers = Stopping(target_ci_rel=0.02, time_cap_s=10.0).for_layers()
+    assert layers.target_ci_rel == LAYER_MIN_CI_REL and layers.time_cap_s == LAYER_TIME_CAP_S
+    assert layers.block_s == LAYER_BLOCK_S < Stopping().block_s
+    # a 1 ms layer: blocks of about 5 samples, so its floor is min_blocks x 5 samples, not 30 x 8
+    assert layers.block_size(1.0) == round(1000 * LAYER_BLOCK_S) and Stopping().block_size(1.0) == 30
+    assert Stopping(block_s=0.001).for_layers().block_s == 0.001  # a rule already finer keeps its blocks
+    assert Stopping(target_ci_rel=0.1).for_layers().target_ci_rel == 0.1
