@@ -3,7 +3,8 @@
 Each step is one `tracker` command in its own process, as a user would type it, on a
 temporary folder store: whole-network inference and training at two batch sizes, the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
-measurement and not the command), a repeat of a configuration (`--again`), a training job and a
+measurement and not the command; then again under an 8 GB cap on the GPU's memory, which must
+fit a smaller batch), a repeat of a configuration (`--again`), a training job and a
 detection training job on cuda, a multi-network mapping split between cpu and cuda, a small cuda
 campaign, then the warehouse load and SQL over what was logged, and fingerprints of the device's
 inference latency and, where NVML measured them, its power and GPU utilisation, each then used by
@@ -106,6 +107,10 @@ def main() -> None:
     boundary += ["--start", "256", "--max-batch", "8192"] if gpu else ["--start", "2", "--max-batch", "64",
                                                                         "--memory-limit-mb", "2500"]
     step("boundary", boundary, timeout_s=500)
+    if gpu:  # the same on an 8 GB GPU: the cap is on the GPU's memory (torch's allocator), a smaller boundary
+        step("capped_boundary", ["profile", "boundary", "resnet50", "--phase", "training", "--device", device,
+                                 "--format", "json", "--time-cap", "2", "--start", "8", "--max-batch", "1024",
+                                 "--memory-limit-mb", "8000"], timeout_s=300)
     step("synth_images", ["data", "synth", str(work / "shapes"), "--kind", "classification", "--images", "96"])
     step("synth_boxes", ["data", "synth", str(work / "boxes"), "--kind", "detection", "--images", "16"])
     step("training_job", ["profile", "training", str(training_toml(
@@ -162,11 +167,18 @@ def main() -> None:
         if isinstance(outputs.get(key), dict):
             o = outputs[key]
             checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason")}
-    if isinstance(outputs.get("boundary"), dict):
-        checks["boundary"] = {k: v for k, v in outputs["boundary"].items() if not isinstance(v, (list, dict))}
+    for key in ("boundary", "capped_boundary"):
+        if isinstance(outputs.get(key), dict):
+            checks[key] = {k: v for k, v in outputs[key].items() if not isinstance(v, (list, dict))}
+    if gpu:  # under an 8 GB cap on the GPU's memory a smaller batch fits than on the whole GPU
+        capped, whole = checks.get("capped_boundary") or {}, checks.get("boundary") or {}
+        checks["device_cap_smaller"] = (capped.get("memory_cap") == "device" and capped.get("failure_reason") == "oom"
+                                        and (capped.get("largest_ok_batch_size") or 0)
+                                        < (whole.get("largest_ok_batch_size") or 0))
     print(json.dumps({"device": device, "out": str(out), "steps": {k: {"rc": v["rc"], "s": v["s"]}
                                                                     for k, v in steps.items()},
-                      "checks": checks, "all_ok": checks["all_steps_ok"] and (not gpu or checks["zero_power_w"] == 0)}))
+                      "checks": checks, "all_ok": checks["all_steps_ok"] and (not gpu or (checks["zero_power_w"] == 0
+                                                                       and checks["device_cap_smaller"]))}))
 
 
 if __name__ == "__main__":

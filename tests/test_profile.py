@@ -377,6 +377,37 @@ def test_a_configuration_under_a_memory_cap_is_another_configuration(tmp_path: P
     assert (count_runs(tmp_path / "s", "network"), count_runs(tmp_path / "s", "mode")) == (2, modes)
 
 
+def test_a_cap_on_a_cuda_device_is_on_its_memory_and_is_another_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU the cap is the GPU's memory (``device``: torch's allocator, set in the child), whatever
+    TRACKER_MEMORY_CAP says of the host's; the child gets no capped cgroup; cuDNN's failed workspace
+    under it is out of memory. What runs on a GPU is in benchmarks/gpu_paths.py."""
+    from tracker.profile import memcap
+    from tracker.profile.api import plan
+    from tracker.profile.worker import is_oom
+
+    host = plan(TINY, 4, device="cpu", memory_limit_mb=500)
+    gpu = plan(TINY, 4, device="cuda:1", memory_limit_mb=500)
+    assert gpu.memory_cap == memcap.DEVICE != host.memory_cap and gpu.keys["memory_cap"] == "device"
+    monkeypatch.setenv("TRACKER_MEMORY_CAP", "address-space")
+    assert memcap.planned_kind("cuda") == memcap.DEVICE and memcap.planned_kind("cpu") == memcap.ADDRESS_SPACE
+    monkeypatch.delenv("TRACKER_MEMORY_CAP")
+    job, group = memcap.for_job({"device": "cuda:1", "memory_limit_mb": 500.0})
+    try:
+        assert "memory_cgroup" not in job and (group is None or not group.capped)
+    finally:
+        if group is not None:
+            group.remove(wait_s=0)
+    training, group = memcap.for_job({"kind": "training", "config": {"device": "cuda", "memory_limit_mb": 500.0}})
+    if group is not None:
+        group.remove(wait_s=0)
+    assert "memory_cgroup" not in training
+    monkeypatch.setenv("TRACKER_MEMORY_CAP", "cgroup")
+    with pytest.raises(ConfigError, match="TRACKER_MEMORY_CAP must be"):
+        memcap.planned_kind("cuda")
+    failed = RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED")
+    assert is_oom(failed, capped=True) and not is_oom(failed, capped=False)
+
+
 def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRACKER_FAULT", "oom@3")  # every batch size >= 3 runs out of memory
     logger = RunLogger(str(tmp_path / "s"), experiment="boundary")

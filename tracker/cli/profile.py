@@ -36,7 +36,8 @@ AgainOption = Annotated[bool, typer.Option(
 MemLimitOption = Annotated[
     Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the memory the measuring child may add (a smaller device): resident memory in a "
                                                       "cgroup of its own where one can be made, else address space "
-                                                      "(TRACKER_MEMORY_CAP=address-space); beyond it is out of memory.")
+                                                      "(TRACKER_MEMORY_CAP=address-space); on --device cuda, the GPU "
+                                                      "memory torch's allocator may hold. Beyond it is out of memory.")
 ]
 
 

@@ -70,7 +70,7 @@ class ProfileResult:
         if "memory_limit_mb" in self.network.params:  # measured under a memory cap (tracker.profile.memcap)
             out["memory_limit_mb"] = float(self.network.params["memory_limit_mb"])
             out["memory_cap"] = self.network.tags.get("tracker.memory_cap")
-            if "memory_cap_used_mb" in m:  # how far its memory rose under a resident cap
+            if "memory_cap_used_mb" in m:  # how far its memory rose under a resident or device cap
                 out["memory_cap_used_mb"] = m["memory_cap_used_mb"]
         if self.layers:
             out["sum_of_layers_ratio"] = m.get("sum_of_layers_ratio")
@@ -139,7 +139,7 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     if memory_limit_mb:  # under a memory cap: another configuration than without, or under another cap
         from tracker.profile.memcap import planned_kind
 
-        cap = {"memory_limit_mb": float(memory_limit_mb), "memory_cap": planned_kind()}
+        cap = {"memory_limit_mb": float(memory_limit_mb), "memory_cap": planned_kind(device)}
     keys = key_fields(spec, model_hash, mode.mode_id, software_versions(), **cap)
     return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec, allocator, **cap)
 

@@ -55,7 +55,7 @@ class JobConfig:
     device: str = "cpu"
     max_steps: int = 0  # 0: no limit
     learning_rate: float = 0.01
-    memory_limit_mb: float = 0.0  # 0: none; else the loop's memory growth is capped (a smaller device, CPU)
+    memory_limit_mb: float = 0.0  # 0: none; else the loop's memory growth is capped (a smaller device)
     step_timeout_s: float = 600.0  # 0: none; else a job with no step for this long (set-up included) is hung
     threads: int = 0  # torch's intra-op threads in the child; 0: torch's default (part of the mode)
     allocator: str = "system"  # how the child's C allocator keeps freed memory (modes.ALLOCATORS; part of the mode)
@@ -152,7 +152,7 @@ def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
 
     return {"job": cfg.digest(), "software": environment.software_versions(),
             "job_measurement": str(environment.JOB_MEASUREMENT_PROTOCOL),
-            **({"memory_cap": memcap.planned_kind()} if cfg.memory_limit_mb else {})}
+            **({"memory_cap": memcap.planned_kind(cfg.device)} if cfg.memory_limit_mb else {})}
 
 
 def job_config_key(cfg: JobConfig) -> str:
@@ -356,7 +356,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     failure: list[str] | None = None
     interrupted = False
     faults_first = faults_last = 0  # minor page faults at the end of the first step, and of the last
-    cap = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"))
+    cap = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"), cfg.device)
     oom_killed = oom_kill_watch()  # a loader worker the kernel kills for memory is an oom (below)
     try:
         for epoch in range(cfg.num_epochs):

@@ -9,7 +9,15 @@ says whether the kernel's out-of-memory killer ended *this* child, where the mac
 the child's.
 
 The memory cap of ``--memory-limit-mb`` (a smaller device on a bigger machine), tagged on the
-run as ``tracker.memory_cap``, is one of two kinds:
+run as ``tracker.memory_cap``, is one of three kinds. On a CUDA device:
+
+- ``device``: the GPU's memory. torch's caching allocator may hold at most what it held when the
+  cap was set plus the cap on the child's GPU (``torch.cuda.set_per_process_memory_fraction``);
+  an allocation past it raises torch's out-of-memory error, as on a GPU that much smaller. The
+  CUDA context and the libraries' own memory (outside the allocator) are not counted. The host
+  memory of a CUDA measurement is not capped.
+
+On the CPU:
 
 - ``resident``: the child's cgroup is limited, when the child sets its cap, to what the cgroup
   holds then plus the cap, with no swap. What counts is memory the child makes resident from then
@@ -43,6 +51,7 @@ CAP_CHOICES = ("auto", "address-space")
 CAP_TAG = "tracker.memory_cap"
 RESIDENT = "resident"
 ADDRESS_SPACE = "address-space"
+DEVICE = "device"
 _MOUNT = Path("/sys/fs/cgroup")
 #: The files (and the word for "no limit") a memory cgroup has, by version: v2 (True), v1 (False).
 _FILES = {True: {"limit": "memory.max", "usage": "memory.current", "peak": "memory.peak", "unlimited": "max"},
@@ -62,11 +71,15 @@ def cap_choice() -> str:
     return setting
 
 
-def planned_kind() -> str:
-    """The kind of cap a measurement capped now gets: ``address-space`` where
-    ``TRACKER_MEMORY_CAP`` asks for it or no memory cgroup can be made here, else ``resident``.
-    Part of a capped configuration's identity (the same limit means another thing in each)."""
-    if cap_choice() == ADDRESS_SPACE:
+def planned_kind(device: str = "cpu") -> str:
+    """The kind of cap a measurement on ``device`` capped now gets: ``device`` on a CUDA device (its
+    GPU memory), else ``address-space`` where ``TRACKER_MEMORY_CAP`` asks for it or no memory
+    cgroup can be made here, else ``resident``. Part of a capped configuration's identity (the
+    same limit means another thing in each)."""
+    choice = cap_choice()  # refused if unknown, whatever the device
+    if device.startswith("cuda"):
+        return DEVICE
+    if choice == ADDRESS_SPACE:
         return ADDRESS_SPACE
     return RESIDENT if _cgroups_here() else ADDRESS_SPACE
 
@@ -87,8 +100,9 @@ def for_job(job: dict[str, Any]) -> tuple[dict[str, Any], MemoryCgroup | None]:
     ``config.memory_limit_mb``) with a ``resident`` cap names the cgroup (``memory_cgroup``), for
     the child to limit when it sets its cap. Where no cgroup can be made under this process's
     own, a capped child's is made under the root (its limit bounds it), an uncapped child gets none."""
-    limit = job.get("memory_limit_mb") or (job.get("config") or {}).get("memory_limit_mb")
-    resident = bool(limit) and planned_kind() == RESIDENT
+    config = job.get("config") or {}
+    limit = job.get("memory_limit_mb") or config.get("memory_limit_mb")
+    resident = bool(limit) and planned_kind(job.get("device") or config.get("device") or "cpu") == RESIDENT
     group = MemoryCgroup.make(nested_only=not resident)
     if group is None:
         return job, None

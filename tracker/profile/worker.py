@@ -134,12 +134,14 @@ class Cap:
     used_mb: Callable[[], float | None] = field(default=lambda: None)
 
 
-def cap_memory(limit_mb: float | None, threads: int | None = None, cgroup: str | None = None) -> Cap:
+def cap_memory(limit_mb: float | None, threads: int | None = None, cgroup: str | None = None,
+               device: str = "cpu") -> Cap:
     """Cap this process's memory growth at ``limit_mb`` over what it holds now, as on a smaller
-    device (see ``tracker.profile.memcap``): by limiting its memory cgroup ``cgroup`` (the parent
-    made it and moved this process into it) to what it holds plus ``limit_mb``, else by raising
-    ``RLIMIT_AS`` that much over the address space it holds. Lifting the cap puts back the cgroup's
-    limit, or the soft limit it had (never above the hard one).
+    device (see ``tracker.profile.memcap``). On a CUDA ``device``: the GPU memory torch's caching
+    allocator may hold (``cap_device_memory``). Else by limiting its memory cgroup ``cgroup`` (the
+    parent made it and moved this process into it) to what it holds plus ``limit_mb``, else by
+    raising ``RLIMIT_AS`` that much over the address space it holds. Lifting the cap puts back the
+    cgroup's limit, or the soft limit it had (never above the hard one).
 
     torch's intra-op threads (``threads`` of them, if given) are started first: their stacks are
     address space too, and a thread that cannot start under the cap aborts the process in libgomp
@@ -147,6 +149,8 @@ def cap_memory(limit_mb: float | None, threads: int | None = None, cgroup: str |
     pool's stacks alone took most of a 200 MB cap."""
     if not limit_mb:
         return Cap()
+    if device.startswith("cuda"):
+        return cap_device_memory(limit_mb, device)
     import torch
 
     from tracker.profile import memcap
@@ -168,6 +172,26 @@ def cap_memory(limit_mb: float | None, threads: int | None = None, cgroup: str |
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
     return Cap(memcap.ADDRESS_SPACE, lambda: resource.setrlimit(resource.RLIMIT_AS, (soft, hard)))
+
+
+def cap_device_memory(limit_mb: float, device: str) -> Cap:
+    """Let torch's caching allocator hold at most what it holds now plus ``limit_mb`` on the CUDA
+    ``device`` (``set_per_process_memory_fraction`` of the GPU's total memory; the whole GPU where
+    that is more): past it an allocation raises torch's out-of-memory error, as on a GPU with that
+    much less memory. ``used_mb``: how far the allocator's peak rose over what it held, at the
+    highest since the last reset of its peak (the measurement resets it once its network is on the
+    device)."""
+    import torch
+
+    from tracker.profile import memcap
+
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    held = torch.cuda.memory_reserved(index)
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, (held + limit_mb * 2**20) / total), index)
+    return Cap(memcap.DEVICE, lambda: torch.cuda.set_per_process_memory_fraction(1.0, index),
+               lambda: max(0.0, (torch.cuda.max_memory_reserved(index) - held) / 2**20))
 
 
 def reset_peak_rss() -> bool:
@@ -221,12 +245,13 @@ def peak_rss_mb() -> float:
 def is_oom(exc: BaseException, capped: bool = False) -> bool:
     """Whether ``exc`` is an allocation failure. Under a memory cap (``capped``), oneDNN's
     "could not create a primitive" counts too: it is how oneDNN reports a failed allocation
-    (the same primitive is created without the cap)."""
+    (the same primitive is created without the cap); so do cuDNN's and cuBLAS's
+    ``..._STATUS_ALLOC_FAILED``, a workspace they could not get under a GPU memory cap."""
     if isinstance(exc, MemoryError):
         return True
     name = type(exc).__name__
     text = str(exc).lower()
-    if capped and "could not create a primitive" in text:
+    if capped and ("could not create a primitive" in text or "status_alloc_failed" in text):
         return True
     return name == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
 
@@ -249,7 +274,8 @@ def main() -> int:
         from tracker.profile.measure import run_job
 
         preload()
-        cap = cap_memory(job.get("memory_limit_mb"), job.get("threads"), job.get("memory_cgroup"))
+        cap = cap_memory(job.get("memory_limit_mb"), job.get("threads"), job.get("memory_cgroup"),
+                         job.get("device") or "cpu")
         inject_fault(job)
         if job.get("kind") == "mapping":
             from tracker.profile.mapping import run_workload
