@@ -32,6 +32,51 @@ def test_help_imports_neither_torch_nor_mlflow() -> None:
     assert result.exit_code == 0 and "profile" in result.output
 
 
+def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--trace``: torch.profiler's Chrome trace and operator table are artifacts of the network run
+    (the functional ops layer runs miss among them); a configuration measured before is measured
+    again, as a repeat; the text output names the slowest operators."""
+    store = tmp_path / "store"
+    args = ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "resnet18", "--batch-size", "1",
+            "--time-cap", "0.5", "--precision", "0.1", "--threads", "1"]
+    first = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
+    assert "trace" not in first
+    result = runner.invoke(app, [*args, "--trace", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert not data["reused"] and data["run_id"] != first["run_id"] and data["status"] == "FINISHED"
+    trace = data["trace"]
+    assert trace["iterations"] == 3 and trace["time_basis"] == "self_cpu_ms" and trace["traced_iteration_ms"] > 0
+    assert trace["artifacts"] == ["trace/ops.json", "trace/trace.json"] and 0 < len(trace["ops"]) <= trace["operators"]
+    names = [op["op"] for op in trace["ops"]]
+    assert names[0].startswith("aten::") and "aten::add_" in names  # resnet18's residual additions: no module of their own
+    assert all(a["self_cpu_ms"] >= b["self_cpu_ms"] for a, b in zip(trace["ops"], trace["ops"][1:]))
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    run = client.get_run(data["run_id"])
+    assert run.data.tags["tracker.repeat_key"].startswith(run.data.tags["tracker.config_key"] + "#")
+    assert "latency_ms" in run.data.metrics and "tracker.trace_error" not in run.data.tags
+    folder = Path(client.download_artifacts(data["run_id"], "trace", str(tmp_path)))
+    events = json.loads((folder / "trace.json").read_text())["traceEvents"]
+    assert sum(e.get("name") == "aten::conv2d" for e in events) == 3 * 20  # resnet18's 20 convolutions, 3 iterations
+    table = json.loads((folder / "ops.json").read_text())
+    assert len(table["ops"]) == trace["operators"] and sum(op["share_pct"] for op in table["ops"]) == pytest.approx(100)
+    conv = next(op for op in table["ops"] if op["op"] == "aten::conv2d")
+    assert conv["calls_per_iter"] == 20 and conv["cpu_total_ms"] >= conv["self_cpu_ms"]
+    text = runner.invoke(app, [*args, "--trace"]).stdout
+    assert "torch.profiler, 3 iterations after the measurement" in text and "aten::conv2d" in text
+    assert "artifacts of the run: trace/ops.json, trace/trace.json" in text
+    # a profiler that fails loses the trace, not the measurement
+    monkeypatch.setenv("TRACKER_FAULT", "notrace")
+    failed = runner.invoke(app, [*args, "--trace"])
+    assert failed.exit_code == 0 and "no trace: torch.profiler failed (RuntimeError: injected" in failed.stdout
+    run_id = failed.stdout.split("run ")[-1].split()[0]
+    kept = client.get_run(run_id)
+    assert kept.info.status == "FINISHED" and kept.data.metrics["latency_ms"] > 0
+    assert kept.data.tags["tracker.trace_error"].startswith("RuntimeError: injected")
+    assert [a.path for a in client.list_artifacts(run_id, "trace")] == []
+
+
 def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     store = tmp_path / "store"
     result = runner.invoke(

@@ -406,6 +406,10 @@ def test_a_cap_on_a_cuda_device_is_on_its_memory_and_is_another_configuration(mo
         memcap.planned_kind("cuda")
     failed = RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED")
     assert is_oom(failed, capped=True) and not is_oom(failed, capped=False)
+    from tracker.log.schema import load_schema
+
+    for kind in ("network", "training"):  # such a run's tag is one its schema knows
+        assert memcap.DEVICE in load_schema(kind).lookup("tags", "tracker.memory_cap").choices
 
 
 def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

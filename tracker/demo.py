@@ -2,8 +2,9 @@
 
 1. Campaigns (experiment ``demo``, adaptive stopping, one child process per configuration):
    a dozen torchvision networks, PerfSeer-style generated CNNs and a channel-pruned resnet18
-   at two batch sizes; two networks layer by layer (nested ``layer`` runs); one network's
-   training step up to the first batch that runs out of a memory cap (``training`` runs).
+   at two batch sizes, those the fingerprints learn from layer by layer (nested ``layer`` runs:
+   the layer-level fingerprint learns from them); one network's training step up to the first
+   batch that runs out of a memory cap (``training`` runs).
 2. perf4sight's real Jetson TX2 training data imported (experiment ``perf4sight-tx2``).
 3. The DuckDB warehouse loaded.
 4. Fingerprints trained and registered (latency and memory on this CPU, latency on the TX2),
@@ -33,7 +34,9 @@ class DemoPlan:
     generated: int  # PerfSeer-style CNNs, seed 0, 224 px
     pruned: tuple[int, ...]  # resnet18 channel-pruned (L1) at these percentages
     batch_sizes: tuple[int, ...]
-    layer_networks: tuple[str, ...]  # measured layer by layer at batch 1
+    #: measured layer by layer at every batch size; None: every network the fingerprints learn from
+    #: (the unseen ones are predicted from their description alone, so their layers are not needed)
+    layer_networks: tuple[str, ...] | None
     training_network: str
     training_batch_sizes: tuple[int, ...]  # up to the first failure
     training_memory_limit_mb: float | None  # the cap that gives the out-of-memory boundary
@@ -56,7 +59,7 @@ FULL = DemoPlan(
     zoo=("resnet18", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "squeezenet1_1", "shufflenet_v2_x1_0",
          "mnasnet0_5", "mnasnet1_0", "efficientnet_b0", "regnet_x_400mf", "regnet_y_400mf", "googlenet"),
     generated=10, pruned=(25, 50, 75), batch_sizes=(1, 4),
-    layer_networks=("resnet18", "squeezenet1_1"),
+    layer_networks=None,
     training_network="mobilenet_v3_small", training_batch_sizes=(2, 4, 8, 16, 32, 64), training_memory_limit_mb=1000,
     unseen_zoo=("mnasnet1_0", "regnet_y_400mf"), unseen_generated=2, unseen_pruned=(50,),
     time_cap_s=1.0, precision=0.03, tx2=True, targets=("latency_ms", "peak_mem_mb"),
@@ -102,16 +105,18 @@ def networks(plan: DemoPlan, folder: Path) -> tuple[list[str], list[Unseen]]:
     return refs, unseen
 
 
-def campaigns(plan: DemoPlan, refs: list[str]) -> list[Any]:
-    """The demo's campaigns, in the order they run: layers first (their batch-1 network runs are
-    then already measured for the inference campaign), whole networks, the training chain."""
+def campaigns(plan: DemoPlan, refs: list[str], unseen: list[Unseen]) -> list[Any]:
+    """The demo's campaigns, in the order they run: layers first (their network runs are then
+    already measured for the inference campaign), whole networks, the training chain."""
     from tracker.profile.campaign import Campaign
 
     common = {"path": Path("demo.toml"), "precision": plan.precision, "time_cap_s": plan.time_cap_s, "timeout_s": 300.0}
     mode = {"threads": [plan.threads], "allocator": plan.allocator}
+    left_out = {u.ref for u in unseen}
+    layered = [r for r in refs if r not in left_out] if plan.layer_networks is None else list(plan.layer_networks)
     return [
-        Campaign(name="demo-layers", description="layer by layer at batch 1", networks=list(plan.layer_networks),
-                 batch_sizes=[1], layers=True, **mode, **common),
+        Campaign(name="demo-layers", description="layer by layer", networks=layered,
+                 batch_sizes=list(plan.batch_sizes), layers=True, **mode, **common),
         Campaign(name="demo-inference", description="whole networks", networks=refs,
                  batch_sizes=list(plan.batch_sizes), **mode, **common),
         Campaign(name="demo-training", description="training step up to the first failure",
@@ -166,7 +171,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     refs, unseen = networks(plan, folder)
     tallies = {}
     try:
-        for c in campaigns(plan, refs):
+        for c in campaigns(plan, refs, unseen):
             with campaign_progress(c.name, prefix=f"{c.name}: ", console=console, transient=True) as progress:
                 tally = run_campaign(logger, c, progress=progress)
             tallies[c.name] = tally.as_dict()

@@ -33,6 +33,11 @@ AgainOption = Annotated[bool, typer.Option(
     "--again", help="Measure even if this configuration was measured: a new run beside the old ones "
                     "(a repeat at another time; with layers if the run it repeats had them; "
                     "latest_measurements keeps the newest, measurements all).")]
+TraceOption = Annotated[bool, typer.Option(
+    "--trace", help="Also trace 3 iterations with torch.profiler after the measurement (which it does not "
+                    "slow): artifacts trace/trace.json (open in ui.perfetto.dev) and trace/ops.json (time per "
+                    "operator); prints the slowest operators. A configuration measured before is measured "
+                    "again, as a repeat.")]
 MemLimitOption = Annotated[
     Optional[float], typer.Option("--memory-limit-mb", min=1, help="Cap the memory the measuring child may add (a smaller device): resident memory in a "
                                                       "cgroup of its own where one can be made, else address space "
@@ -73,11 +78,35 @@ def _report(data: dict, fmt: OutputFormat) -> None:
     )
     if "layers" in data:
         typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}")
+    if "trace" in data:
+        if "error" in data["trace"]:
+            typer.echo(f"no trace: torch.profiler failed ({data['trace']['error']}); the measurement stands")
+        else:
+            _trace_table(data["trace"], data["latency_ms"])
+
+
+def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
+    """The slowest operators of a trace, and what the profiler itself cost."""
+    from rich.console import Console
+    from rich.table import Table
+
+    basis = trace["time_basis"]
+    table = Table(title=f"torch.profiler, {trace['iterations']} iterations after the measurement: the "
+                        f"{len(trace['ops'])} slowest of {trace['operators']} operators by {basis.replace('_', ' ')} "
+                        f"per iteration (traced iteration {trace['traced_iteration_ms']:.3f} ms against "
+                        f"{latency_ms:.3f} ms measured)", title_justify="left")
+    for column in ("operator", "calls", basis.replace("_", " "), "share"):
+        table.add_column(column, justify="left" if column == "operator" else "right")
+    for op in trace["ops"]:
+        share = f"{op['share_pct']:.1f} %" if op.get("share_pct") is not None else "-"
+        table.add_row(op["op"], f"{op['calls_per_iter']:g}", f"{op[basis]:.3f}", share)
+    Console(highlight=False).print(table)
+    typer.echo(f"artifacts of the run: {', '.join(trace['artifacts'])}")
 
 
 def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: Device, threads: int | None,
              precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
-             again: bool = False, allocator: Allocator = Allocator.system) -> None:
+             again: bool = False, allocator: Allocator = Allocator.system, trace: bool = False) -> None:
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
@@ -86,7 +115,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
-                             memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value)
+                             memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace)
     _report(result.as_dict(), fmt)
 
 
@@ -104,11 +133,12 @@ def network(
     timeout: TimeoutOption = 600.0,
     memory_limit_mb: MemLimitOption = None,
     again: AgainOption = False,
+    trace: TraceOption = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network latency, memory and telemetry at one batch size (one child process)."""
     _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt, again,
-             allocator)
+             allocator, trace)
 
 
 @app.command("layers")
@@ -123,11 +153,12 @@ def layers(
     time_cap: TimeCapOption = 10.0,
     timeout: TimeoutOption = 600.0,
     again: AgainOption = False,
+    trace: TraceOption = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network inference plus each layer alone on its real input (nested layer runs)."""
     _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt, again,
-             allocator)
+             allocator, trace)
 
 
 @app.command("boundary")

@@ -3,9 +3,12 @@ measure it in a child process and log what came back (a measurement or a failure
 
 from __future__ import annotations
 
+import contextlib
 import json
+import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from tracker.log.logger import RunLogger
@@ -44,6 +47,8 @@ class ProfileResult:
     network: RunRecord
     layers: list[RunRecord]
     reused: bool
+    #: torch.profiler's operator table and what it was taken over (``tracker.profile.trace``), when traced
+    trace: dict[str, Any] | None = None
 
     def as_dict(self) -> dict:
         m = self.network.metrics
@@ -85,6 +90,8 @@ class ProfileResult:
                 }
                 for r in self.layers
             ]
+        if self.trace is not None:
+            out["trace"] = self.trace
         return out
 
 
@@ -189,9 +196,12 @@ def measure_planned(
     campaign: str | None = None,
     reuse_failed: bool = False,
     repeat_key: str | None = None,
+    trace: bool = False,
 ) -> ProfileResult:
     """Measure ``p`` in a child process and log it (with its layers), unless ``reuse`` finds it
-    measured. ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG)."""
+    measured. ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG).
+    ``trace``: the child also traces a few iterations with torch.profiler after measuring
+    (``tracker.profile.trace``), and the trace and its operator table are artifacts of the run."""
     from tracker.environment import gpu_tags, software_versions
     from tracker.profile.child import run_child
     from tracker.profile.memcap import CAP_TAG
@@ -219,12 +229,22 @@ def measure_planned(
         return ProfileResult(record, children, reused=False)
 
     start = now_ms()
-    result = run_child(job_for(p, rule, layers, layer_rule), timeout_s=timeout_s)
+    job = job_for(p, rule, layers, layer_rule)
+    with tempfile.TemporaryDirectory(prefix="tracker-trace-") if trace else contextlib.nullcontext() as folder:
+        if folder is not None:
+            job["trace_dir"] = folder
+        result = run_child(job, timeout_s=timeout_s)
+        traced = _trace_artifacts(result.payload) if folder is not None and result.ok else None
     if not result.ok:
         return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
                                  result.message, result.stderr_tail, start), [])
     payload = result.payload
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
+    if traced is not None:
+        record.artifacts.update(traced[0])
+    if error := payload.get("trace_error"):  # the trace failed: the measurement stands
+        record.tags[TRACE_ERROR_TAG] = error
+        traced = ({}, {"error": error})
     if result.message:  # it measured, but had to be killed to end, or its exit status is not known
         record.tags[CHILD_NOTE_TAG] = result.message
     # The description planning made: the child does not describe the network again (0.05 to 0.3 s
@@ -232,8 +252,37 @@ def measure_planned(
     described = (p.spec.model, _spec_json(p.network_spec), p.spec.input_size)
     record.artifacts[DESCRIPTION_ARTIFACT] = _described(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
-    return log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
-                                     software_versions()))
+    logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
+                                       software_versions()))
+    if traced is not None:
+        logged.trace = traced[1]
+    return logged
+
+
+#: Why a trace asked for is missing (the measurement stands): the profiler's error.
+TRACE_ERROR_TAG = "tracker.trace_error"
+
+
+def _trace_artifacts(payload: dict[str, Any]) -> tuple[dict[str, bytes | str], dict[str, Any]] | None:
+    """The trace a child wrote (read before its folder goes) and its operator table, as artifacts,
+    and what ``ProfileResult.trace`` says of them; None where the child traced nothing."""
+    from tracker.profile.trace import OPS_ARTIFACT, TRACE_ARTIFACT
+
+    traced = payload.get("trace")
+    if not traced:
+        return None
+    table = {k: v for k, v in traced.items() if k != "trace_file"}
+    artifacts: dict[str, bytes | str] = {OPS_ARTIFACT: json.dumps(table, indent=1)}
+    trace_file = Path(traced["trace_file"])
+    if trace_file.is_file():
+        artifacts[TRACE_ARTIFACT] = trace_file.read_bytes()
+    summary = {**{k: v for k, v in table.items() if k != "ops"}, "ops": table["ops"][:TOP_OPS],
+               "operators": len(table["ops"]), "artifacts": sorted(artifacts)}
+    return artifacts, summary
+
+
+#: Operators a profile prints and answers in JSON (all of them are in the ops artifact).
+TOP_OPS = 15
 
 
 def profile_network(
@@ -251,21 +300,27 @@ def profile_network(
     reuse: bool = True,
     again: bool = False,
     allocator: str | None = None,
+    trace: bool = False,
 ) -> ProfileResult:
     """Measure one configuration (and its layers) in a child process and log it, unless measured;
     ``again``: measure it anyway, as a repeat (a new run with its own repeat key), with its layers
-    if the run it repeats had them (layer_labels takes each layer's median over the repeats)."""
+    if the run it repeats had them (layer_labels takes each layer's median over the repeats).
+    ``trace``: with torch.profiler's trace of a few iterations after the measurement (see
+    ``measure_planned``); a trace comes with a measurement, so a configuration measured before is
+    measured again, as a repeat."""
     import uuid
 
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator,
              memory_limit_mb=memory_limit_mb)
     ensure_mode_logged(logger, device, threads, allocator)
+    if trace and not again:
+        again = logger.find(p.config_key, "FINISHED") is not None
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
         latest = logger.find(p.config_key, "FINISHED")
         layers = latest is not None and has_layers(latest)
     return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, reuse and not again,
-                           repeat_key=repeat_key)
+                           repeat_key=repeat_key, trace=trace)
 
 
 @dataclass

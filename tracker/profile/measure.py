@@ -112,6 +112,16 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "memory": memory,
         "telemetry": sampler.summary(*timing.window_ns),
     }
+    if job.get("trace_dir"):  # after the measurement, its peak and telemetry: the profiler costs them nothing
+        from tracker.profile.trace import trace_step
+        from tracker.profile.worker import injected_fault
+
+        try:
+            if injected_fault() == "notrace":
+                raise RuntimeError("injected: the profiler failed (TRACKER_FAULT)")
+            result["trace"] = trace_step(step, device_sync(device), cuda, job["trace_dir"])
+        except Exception as exc:  # noqa: BLE001  a trace that fails loses the trace, not the measurement
+            result["trace_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     if job.get("layers") and spec.phase == "inference":
         layer_rule = Stopping(**job.get("layer_rule", job.get("rule", {})))
         with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), gpu_index=gpu_index) as layer_sampler:

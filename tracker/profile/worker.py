@@ -11,7 +11,8 @@ A training job (kind ``training``) also writes an event line per step as it goes
 (``TRACKER-EVENT {...}``, read by ``child.stream_child``).
 
 Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang``, ``crash``,
-``linger`` (the child writes its result, then does not end), ``noreset`` (its peak memory
+``linger`` (the child writes its result, then does not end), ``notrace`` (torch.profiler fails
+when a trace is asked for), ``noreset`` (its peak memory
 cannot be started afresh, as on a kernel without ``/proc/self/clear_refs``) or ``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
 kernel's out-of-memory killer ends it; in a memory cgroup of ``FAULT_CGROUP_MB`` made under its
 own where one can be made, else under the whole machine's memory pressure)
@@ -53,7 +54,7 @@ def emit_event(event: dict[str, Any]) -> None:
     _write_line(EVENT_PREFIX, event)
 
 
-def _fault() -> str:
+def injected_fault() -> str:
     """The fault a test asks for (``TRACKER_FAULT``; empty when none), read where it may fire."""
     return os.environ.get("TRACKER_FAULT", "")
 
@@ -61,7 +62,7 @@ def _fault() -> str:
 def inject_fault(job: dict[str, Any], steps: int | None = None) -> None:
     """Fire ``TRACKER_FAULT`` if it applies: before the measurement (``steps`` None), or in a
     training job once it has measured ``steps`` steps (``kill#2``)."""
-    fault = _fault()
+    fault = injected_fault()
     if not fault:
         return
     if fault.startswith(LOADER_FAULT):  # for loader workers only (loader_fault)
@@ -80,12 +81,12 @@ LOADER_FAULT = "loader:"
 
 def loader_fault_wanted() -> bool:
     """Whether ``TRACKER_FAULT`` is meant for a training job's loader workers (``loader:WHAT``)."""
-    return _fault().startswith(LOADER_FAULT)
+    return injected_fault().startswith(LOADER_FAULT)
 
 
 def loader_fault(worker_id: int) -> None:
     """A DataLoader ``worker_init_fn``: fire ``TRACKER_FAULT``'s ``loader:WHAT`` in the worker."""
-    _fire(_fault()[len(LOADER_FAULT):])
+    _fire(injected_fault()[len(LOADER_FAULT):])
 
 
 def loader_worker_killed(exc: BaseException) -> bool:
@@ -213,7 +214,7 @@ def reset_peak_rss() -> bool:
     if trim is not None:  # glibc's; other C libraries give memory back on their own terms
         trim(0)
     try:
-        if _fault() == "noreset":  # for tests: a kernel without the reset
+        if injected_fault() == "noreset":  # for tests: a kernel without the reset
             raise OSError("injected: no /proc/self/clear_refs (TRACKER_FAULT)")
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
@@ -302,7 +303,7 @@ def main() -> int:
         if (used := cap.used_mb()) is not None:
             result.setdefault("memory", {})["memory_cap_used_mb"] = used
     _emit(result)
-    if _fault() == "linger":  # for tests: the result written, the child does not end
+    if injected_fault() == "linger":  # for tests: the result written, the child does not end
         time.sleep(3600)
     return 0
 

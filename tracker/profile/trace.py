@@ -1,0 +1,71 @@
+"""torch.profiler's view of a configuration: a trace of a few iterations and its operator table.
+
+Taken in the measuring child *after* the measurement, its memory peak and its telemetry: the
+profiler's overhead (it records every operator call) never reaches the measured latency. The
+trace (``trace/trace.json``, Chrome trace format: open it in https://ui.perfetto.dev or
+chrome://tracing) and the operator table (``trace/ops.json``: per aten operator, calls and self
+time per iteration, and its share) are artifacts of the network run. They say where an
+iteration's time goes operator by operator, functional ones included (``aten::add_`` of a
+residual connection, ``aten::cat``), which layer runs, one per module, do not see. The traced
+iterations' own wall time is kept beside them (``traced_iteration_ms``): against the run's
+``latency_ms`` it says how much the profiler itself cost.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: Iterations traced (after one untraced one): a trace is for reading, not for statistics.
+TRACE_ITERATIONS = 3
+TRACE_ARTIFACT = "trace/trace.json"
+OPS_ARTIFACT = "trace/ops.json"
+TRACE_FILE = "trace.json"
+
+
+def trace_step(step: Callable[[], object], sync: Callable[[], None], cuda: bool, folder: str,
+               iterations: int = TRACE_ITERATIONS) -> dict[str, Any]:
+    """Trace ``iterations`` calls of ``step`` with torch.profiler (CPU, and CUDA kernels where
+    ``cuda``), write the Chrome trace to ``folder``/trace.json and return the operator table."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    step()
+    sync()
+    walls = []
+    with profile(activities=activities) as prof:
+        for _ in range(iterations):
+            t0 = time.perf_counter_ns()
+            step()
+            sync()
+            walls.append((time.perf_counter_ns() - t0) / 1e6)
+    path = Path(folder) / TRACE_FILE
+    prof.export_chrome_trace(str(path))
+    return {"iterations": iterations, "traced_iteration_ms": statistics.median(walls),
+            "time_basis": "self_device_ms" if cuda else "self_cpu_ms",
+            "ops": op_table(prof.key_averages(), iterations, cuda), "trace_file": str(path)}
+
+
+def op_table(averages: Any, iterations: int, cuda: bool) -> list[dict[str, Any]]:
+    """Per operator (torch.profiler's ``key_averages``): calls and times per iteration (ms), and
+    its share of the operators' self time (device time on a GPU, CPU time else); slowest first."""
+    rows = []
+    for e in averages:
+        row = {"op": e.key, "calls_per_iter": e.count / iterations,
+               "self_cpu_ms": e.self_cpu_time_total / 1e3 / iterations,
+               "cpu_total_ms": e.cpu_time_total / 1e3 / iterations}
+        if cuda:
+            device_us = getattr(e, "self_device_time_total", None)
+            if device_us is None:  # torch before 2.4 named it after CUDA
+                device_us = getattr(e, "self_cuda_time_total", 0.0)
+            row["self_device_ms"] = device_us / 1e3 / iterations
+        rows.append(row)
+    basis = "self_device_ms" if cuda else "self_cpu_ms"
+    total = sum(r[basis] for r in rows)
+    for r in rows:
+        r["share_pct"] = 100.0 * r[basis] / total if total > 0 else None
+    rows.sort(key=lambda r: -r[basis])
+    return rows
