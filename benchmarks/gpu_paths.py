@@ -4,7 +4,7 @@ Each step is one `tracker` command in its own process, as a user would type it, 
 temporary folder store: whole-network inference and training at two batch sizes, the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command; then again under an 8 GB cap on the GPU's memory, which must
-fit a smaller batch), a repeat of a configuration (`--again`), a training job and a
+fit a smaller batch), a torch.profiler trace (operators ranked by their kernels' time), a repeat of a configuration (`--again`), a training job and a
 detection training job on cuda, a multi-network mapping split between cpu and cuda, a small cuda
 campaign, then the warehouse load and SQL over what was logged, and fingerprints of the device's
 inference latency and, where NVML measured them, its power and GPU utilisation, each then used by
@@ -100,6 +100,8 @@ def main() -> None:
     # A repeat of resnet18 at batch 1 (its newest run has layers, so the repeat measures them too)
     step("again", ["profile", "network", "resnet18", "-b", "1", "--again", "--device", device, "--format", "json",
                    "--time-cap", "2"], timeout_s=400)
+    step("trace", ["profile", "network", "resnet18", "-b", "1", "--trace", "--device", device, "--format", "json",
+                   "--time-cap", "2"], timeout_s=400)
     # Doubling training batches of resnet50 until the device runs out of memory (on an 80 GB H100
     # that is past 512 at 224 px); on cpu a memory cap stands in for the device's size.
     boundary = ["profile", "boundary", "resnet50", "--phase", "training", "--device", device,
@@ -167,6 +169,12 @@ def main() -> None:
         if isinstance(outputs.get(key), dict):
             o = outputs[key]
             checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason")}
+    if isinstance(outputs.get("trace"), dict):  # on a GPU the operators are ranked by their kernels' time
+        t = outputs["trace"].get("trace") or {}
+        checks["trace"] = {"time_basis": t.get("time_basis"), "operators": t.get("operators"),
+                           "traced_iteration_ms": t.get("traced_iteration_ms"), "artifacts": t.get("artifacts"),
+                           "top": [(o.get("op"), o.get("self_device_ms", o.get("self_cpu_ms"))) for o in t.get("ops", [])[:5]],
+                           "error": t.get("error")}
     for key in ("boundary", "capped_boundary"):
         if isinstance(outputs.get(key), dict):
             checks[key] = {k: v for k, v in outputs[key].items() if not isinstance(v, (list, dict))}
@@ -177,8 +185,9 @@ def main() -> None:
                                         < (whole.get("largest_ok_batch_size") or 0))
     print(json.dumps({"device": device, "out": str(out), "steps": {k: {"rc": v["rc"], "s": v["s"]}
                                                                     for k, v in steps.items()},
-                      "checks": checks, "all_ok": checks["all_steps_ok"] and (not gpu or (checks["zero_power_w"] == 0
-                                                                       and checks["device_cap_smaller"]))}))
+                      "checks": checks, "all_ok": checks["all_steps_ok"] and (checks.get("trace") or {}).get("artifacts") is not None
+                      and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"]
+                                       and checks["trace"]["time_basis"] == "self_device_ms"))}))
 
 
 if __name__ == "__main__":
