@@ -63,8 +63,11 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     assert len(table["ops"]) == trace["operators"] and sum(op["share_pct"] for op in table["ops"]) == pytest.approx(100)
     conv = next(op for op in table["ops"] if op["op"] == "aten::conv2d")
     assert conv["calls_per_iter"] == 20 and conv["cpu_total_ms"] >= conv["self_cpu_ms"]
-    text = runner.invoke(app, [*args, "--trace"]).stdout
-    assert "torch.profiler, 3 iterations after the measurement" in text and "aten::conv2d" in text
+    shown = runner.invoke(app, [*args, "--trace"], env={"COLUMNS": "80"})  # a narrow terminal, or a pipe
+    text, run_id = shown.stdout, shown.stdout.split("; run ")[1].split()[0]
+    ops_file = Path(client.download_artifacts(run_id, "trace/ops.json", str(tmp_path / "shown")))
+    top = json.loads(ops_file.read_text())["ops"][0]["op"]
+    assert "torch.profiler, 3 iterations after the measurement: the 15 slowest" in text and f"│ {top} " in text
     assert "artifacts of the run: trace/ops.json, trace/trace.json" in text
     # a profiler that fails loses the trace, not the measurement
     monkeypatch.setenv("TRACKER_FAULT", "notrace")

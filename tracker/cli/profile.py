@@ -91,16 +91,19 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
     from rich.table import Table
 
     basis = trace["time_basis"]
-    table = Table(title=f"torch.profiler, {trace['iterations']} iterations after the measurement: the "
-                        f"{len(trace['ops'])} slowest of {trace['operators']} operators by {basis.replace('_', ' ')} "
-                        f"per iteration (traced iteration {trace['traced_iteration_ms']:.3f} ms against "
-                        f"{latency_ms:.3f} ms measured)", title_justify="left")
+    typer.echo(f"torch.profiler, {trace['iterations']} iterations after the measurement: the {len(trace['ops'])} "
+               f"slowest of {trace['operators']} operators by {basis.replace('_', ' ')} per iteration (traced "
+               f"iteration {trace['traced_iteration_ms']:.3f} ms against {latency_ms:.3f} ms measured)")
+    table = Table()
     for column in ("operator", "calls", basis.replace("_", " "), "share"):
-        table.add_column(column, justify="left" if column == "operator" else "right")
+        table.add_column(column, justify="left" if column == "operator" else "right", no_wrap=True)
     for op in trace["ops"]:
         share = f"{op['share_pct']:.1f} %" if op.get("share_pct") is not None else "-"
         table.add_row(op["op"], f"{op['calls_per_iter']:g}", f"{op[basis]:.3f}", share)
-    Console(highlight=False).print(table)
+    console = Console(highlight=False)
+    if not console.is_terminal:  # a log file or a pipe: operator names whole, not cut to 80 columns
+        console = Console(highlight=False, width=max(console.width, 120))
+    console.print(table)
     typer.echo(f"artifacts of the run: {', '.join(trace['artifacts'])}")
 
 
