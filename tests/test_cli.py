@@ -69,6 +69,16 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     top = json.loads(ops_file.read_text())["ops"][0]["op"]
     assert "torch.profiler, 3 iterations after the measurement: the 15 slowest" in text and f"│ {top} " in text
     assert "artifacts of the run: trace/ops.json, trace/trace.json" in text
+    # in SQL: the warehouse loads each traced run's operator table, operator_time ranks them
+    wh = str(tmp_path / "w.duckdb")
+    assert runner.invoke(app, ["--tracking-uri", str(store), "warehouse", "load", "--warehouse", wh]).exit_code == 0
+    sql = ("SELECT op, calls_per_iter, op_rank, model, latency_ms FROM operator_time WHERE run_id = '" + data["run_id"]
+           + "' ORDER BY op_rank")
+    rows = json.loads(runner.invoke(app, ["sql", sql, "--warehouse", wh, "--format", "json"]).stdout)
+    assert sorted(r["op"] for r in rows) == sorted(op["op"] for op in table["ops"])
+    assert (rows[0]["op"], rows[0]["op_rank"]) == (table["ops"][0]["op"], 1)
+    assert {r["model"] for r in rows} == {"resnet18"} and rows[0]["latency_ms"] == pytest.approx(data["latency_ms"])
+    assert next(r for r in rows if r["op"] == "aten::conv2d")["calls_per_iter"] == 20
     # a profiler that fails loses the trace, not the measurement
     monkeypatch.setenv("TRACKER_FAULT", "notrace")
     failed = runner.invoke(app, [*args, "--trace"])

@@ -192,6 +192,30 @@ def test_a_warehouse_from_before_kept_activation_bytes_is_loaded_again_in_full(t
     assert one > 0 and kept and all(k == one and bk == one * 2 for k, bk in kept)
 
 
+def test_a_warehouse_from_before_traces_is_loaded_again_in_full(tmp_path: Path) -> None:
+    """A run traced meanwhile (profile --trace) gets its operator rows: a warehouse without
+    trace_ops is loaded again in full, once; a broken operator table costs its rows, not the load."""
+    runs, wh, net = _loaded(tmp_path)
+    _load(runs, wh)
+    traced, broken = network_record("resnet18", 1), network_record("resnet18", 2)
+    ops = [{"op": "aten::conv2d", "calls_per_iter": 20.0, "self_cpu_ms": 0.5, "cpu_total_ms": 9.0, "share_pct": 80.0},
+           {"op": "aten::add_", "calls_per_iter": 8.0, "self_cpu_ms": 0.125, "cpu_total_ms": 0.125, "share_pct": 20.0}]
+    traced.artifacts["trace/ops.json"] = json.dumps({"iterations": 3, "time_basis": "self_cpu_ms", "ops": ops})
+    broken.artifacts["trace/ops.json"] = "{not json"
+    for record in (traced, broken):
+        record.tags["tracker.trace"] = "trace/ops.json"
+    _logger(runs).log([traced, broken])  # as if traced by 0.7.1 while the warehouse was older
+    con = duckdb.connect(str(wh))
+    con.execute("DROP TABLE trace_ops")  # as a tracker before 0.7.1 made it
+    con.close()
+    assert _load(runs, wh).mode == "full"
+    con = duckdb.connect(str(wh), read_only=True)
+    rows = con.execute("SELECT run_id, op, calls_per_iter, self_ms, op_rank FROM operator_time ORDER BY op_rank").fetchall()
+    con.close()
+    assert rows == [(traced.run_id, "aten::conv2d", 20.0, 0.5, 1), (traced.run_id, "aten::add_", 8.0, 0.125, 2)]
+    assert _load(runs, wh).mode == "incremental"
+
+
 def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -241,7 +241,10 @@ def measure_planned(
     payload = result.payload
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
     if traced is not None:
+        from tracker.profile.trace import OPS_ARTIFACT, TRACE_TAG
+
         record.artifacts.update(traced[0])
+        record.tags[TRACE_TAG] = OPS_ARTIFACT
     if error := payload.get("trace_error"):  # the trace failed: the measurement stands
         record.tags[TRACE_ERROR_TAG] = error
         traced = ({}, {"error": error})

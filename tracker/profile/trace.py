@@ -4,7 +4,9 @@ Taken in the measuring child *after* the measurement, its memory peak and its te
 profiler's overhead (it records every operator call) never reaches the measured latency. The
 trace (``trace/trace.json``, Chrome trace format: open it in https://ui.perfetto.dev or
 chrome://tracing) and the operator table (``trace/ops.json``: per aten operator, calls and self
-time per iteration, and its share) are artifacts of the network run. They say where an
+time per iteration, and its share) are artifacts of the network run; the table's path is its tag
+``tracker.trace``, and ``tracker warehouse load`` puts the table in ``trace_ops`` (SQL view
+``operator_time``). They say where an
 iteration's time goes operator by operator, functional ones included (``aten::add_`` of a
 residual connection, ``aten::cat``), which layer runs, one per module, do not see. The traced
 iterations' own wall time is kept beside them (``traced_iteration_ms``): against the run's
@@ -23,6 +25,8 @@ from typing import Any
 TRACE_ITERATIONS = 3
 TRACE_ARTIFACT = "trace/trace.json"
 OPS_ARTIFACT = "trace/ops.json"
+#: On a traced run: the artifact of its operator table (the warehouse loads it into ``trace_ops``).
+TRACE_TAG = "tracker.trace"
 TRACE_FILE = "trace.json"
 
 

@@ -10,7 +10,8 @@ every run: one cheap query) with what the warehouse holds:
 
 Each load is one DuckDB transaction: a load that fails leaves the warehouse as it was.
 The network descriptions of new model hashes are read from their runs' artifacts into
-``network_nodes`` (one row per node, the features of ``tracker.describe.features``).
+``network_nodes`` (one row per node, the features of ``tracker.describe.features``), and the
+operator table of each new traced run (``profile --trace``) into ``trace_ops``.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ def ensure_tables(con: Any) -> bool:
     nodes = existing.get("network_nodes")
     if nodes and "kept_activation_bytes" not in nodes:
         remade = True  # node rows from before kept activation bytes: every network is described again
+    if existing and "trace_ops" not in existing:
+        remade = True  # a warehouse from before traces: runs traced meanwhile get their operator rows
     for ddl in tables.all_ddl():
         con.execute(ddl)
     return remade
@@ -140,6 +143,7 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
                 detail = source.details(ids)
                 _insert_details(con, detail)
                 added = _load_descriptions(con, source)
+                _load_traces(con, source)
             con.unregister("snapshot")
             seconds = time.perf_counter() - t0
             report = LoadReport(source.name, mode, snapshot.num_rows, changed, deleted, added, round(seconds, 3))
@@ -245,6 +249,37 @@ def _load_descriptions(con: Any, source: Source) -> int:
         insert_description(con, desc, model_hash, run_id)
         added += 1
     return added
+
+
+def _load_traces(con: Any, source: Source) -> int:
+    """Operator rows of every changed run that was traced (tag ``tracker.trace``: the artifact of
+    its operator table, ``tracker.profile.trace``); how many runs got them."""
+    from tracker.profile.trace import TRACE_TAG
+
+    wanted = con.execute(
+        "SELECT r.run_id, r.artifact_uri, t.value FROM runs r JOIN tags t ON t.run_id = r.run_id AND t.key = $tag "
+        "WHERE r.run_id IN (SELECT run_id FROM changed) ORDER BY r.run_id", {"tag": TRACE_TAG}).fetchall()
+    loaded = 0
+    for run_id, artifact_uri, artifact in wanted:
+        text = source.read_artifact(run_id, artifact_uri or "", artifact)
+        if text is None:
+            continue
+        try:
+            table = json.loads(text)
+            basis, iterations = str(table["time_basis"]), int(table["iterations"])
+            rows = [(run_id, str(op["op"]), float(op["calls_per_iter"]), float(op["self_cpu_ms"]),
+                     float(op["cpu_total_ms"]), _number(op.get("self_device_ms")), _number(op.get("share_pct")),
+                     basis, iterations) for op in table["ops"]]
+        except (ValueError, KeyError, TypeError):
+            continue  # a broken artifact leaves this run without operator rows, not the load
+        if rows:
+            con.executemany("INSERT INTO trace_ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        loaded += 1
+    return loaded
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def insert_description(con: Any, desc: Any, model_hash: str, run_id: str | None) -> None:

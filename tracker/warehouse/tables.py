@@ -58,6 +58,12 @@ BASE_DDL = (
         model_hash VARCHAR PRIMARY KEY, model VARCHAR, input_size INTEGER, in_channels INTEGER,
         nodes INTEGER, edges INTEGER, run_id VARCHAR
     )""",
+    # torch.profiler's operator table of each traced run (profile --trace; tracker.profile.trace),
+    # per operator and per iteration: read from the run's trace/ops.json artifact.
+    """CREATE TABLE IF NOT EXISTS trace_ops (
+        run_id VARCHAR, op VARCHAR, calls_per_iter DOUBLE, self_cpu_ms DOUBLE, cpu_total_ms DOUBLE,
+        self_device_ms DOUBLE, share_pct DOUBLE, time_basis VARCHAR, iterations INTEGER
+    )""",
     """CREATE TABLE IF NOT EXISTS loads (
         loaded_at TIMESTAMP, source VARCHAR, mode VARCHAR, runs_total BIGINT, runs_changed BIGINT,
         runs_deleted BIGINT, descriptions_added BIGINT, seconds DOUBLE
@@ -185,5 +191,5 @@ def all_ddl() -> list[str]:
     return [*BASE_DDL, environment_ddl(), *(typed_ddl(k) for k in KINDS)]
 
 
-TABLES = ("runs", "params", "tags", "metrics", "environments", "network_nodes", "network_descriptions", "loads",
+TABLES = ("runs", "params", "tags", "metrics", "environments", "network_nodes", "network_descriptions", "trace_ops", "loads",
           *(table_name(k) for k in KINDS))
