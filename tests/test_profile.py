@@ -532,6 +532,23 @@ def network_runs(store: Path, experiment: str) -> list:
     return client.search_runs([exp.experiment_id], "tags.`tracker.kind` = 'network'", max_results=1000)
 
 
+def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_path: Path) -> None:
+    """A configuration measured whole (a campaign without layers) does not answer a campaign that
+    wants its layers, as `profile layers` would not take it: it is measured again, with them, once."""
+    whole = campaign_file(tmp_path, "whole", tff=False)
+    whole.write_text(whole.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'zoo = ["squeezenet1_1"]')
+                     .replace("batch_sizes = [1, 2, 4]", "batch_sizes = [1, 2]"))
+    layered = tmp_path / "layered.toml"
+    layered.write_text(whole.read_text().replace('name = "whole"', 'name = "layered"') + "layers = true\n")
+    store = str(tmp_path / "s")
+    tallies = [json.loads(tracker("--tracking-uri", store, "-e", "both", "campaign", "run", str(path), "--format",
+                                  "json", cwd=tmp_path).stdout) for path in (whole, layered, layered, whole)]
+    assert [(t["measured"], t["skipped"]) for t in tallies] == [(2, 0), (2, 0), (0, 2), (0, 2)], tallies
+    runs = network_runs(tmp_path / "s", "both")
+    with_layers = [r for r in runs if "sum_of_layers_ms" in r.data.metrics]
+    assert len(runs) == 4 and len(with_layers) == 2 and {r.data.tags["tracker.campaign"] for r in with_layers} == {"layered"}
+
+
 def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path) -> None:
     path = campaign_file(tmp_path, "faulty")
     proc = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--format", "json",

@@ -244,6 +244,17 @@ def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | No
     return [(ref, d, t, ph) for ref in mine for d in c.devices for t in c.threads for ph in c.phases]
 
 
+def measured_with_layers(logger: Any, config_key: str) -> bool:
+    """Whether the configuration's FINISHED run was measured with its layers; where the run
+    cannot be read back (runs spooled while the server is unreachable), taken as measured."""
+    from tracker.profile.api import has_layers
+
+    if logger.offline is not None:
+        return True
+    existing = logger.find(config_key, "FINISHED")
+    return existing is None or has_layers(existing)
+
+
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                  progress: Callable[[str, Tally], None] | None = None) -> Tally:
     import itertools
@@ -266,6 +277,11 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     failed_keys = logger.measured(statuses=("FAILED",))
     done_repeats = logger.measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
     modes_logged: set[tuple[str, int | None]] = set()
+    layered_keys: set[str] = set()  # measured, with layers where this campaign wants them
+
+    def wants_layers(phase: str) -> bool:
+        return c.layers and phase == "inference"
+
     try:
         # Round after round: round r goes through every chain before round r + 1 starts.
         for r, (ref, device, threads, phase) in itertools.product(range(1, c.repeats + 1), todo):
@@ -279,7 +295,14 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                 label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
                          f"{f' {c.allocator}' if c.allocator not in (None, 'system') else ''}"
                          f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}")
-                if (repeat_key or p.config_key) in (done_repeats if repeat_key else done_keys):
+                done = (repeat_key or p.config_key) in (done_repeats if repeat_key else done_keys)
+                if done and wants_layers(phase) and repeat_key is None and p.config_key not in layered_keys:
+                    # Measured whole only (by a campaign without layers, or `profile network`): it does
+                    # not answer for its layers, as `profile layers` would not take it either.
+                    done = measured_with_layers(logger, p.config_key)
+                    if done:
+                        layered_keys.add(p.config_key)
+                if done:
                     tally.skipped += 1
                 elif p.config_key in failed_keys or (repeat_key and p.config_key not in done_keys):
                     tally.skipped += 1  # failed, or not measured once: nothing to repeat
@@ -298,6 +321,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
+                        layered_keys.add(p.config_key)
                     else:
                         tally.failed += 1
                         failed_keys.add(p.config_key)
