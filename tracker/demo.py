@@ -364,6 +364,8 @@ def _next_steps(console: Any, unseen: list[Unseen], batch_size: int) -> None:
         "ORDER BY latency_ms LIMIT 10\"\n"
         f"  tracker predict {example} --batch-size {batch_size:<5} a network's latency and memory without running it\n"
         f"{_step(f'tracker predict {example} --largest-batch')}the largest batch predicted to fit in memory\n"
+        f"{_step('tracker profile network squeezenet1_1 --trace')}where its time goes, operator by operator "
+        "(torch.profiler)\n"
         "  tracker report runs/report          the pictures again (open runs/report/index.html)\n"
         "  tracker views                       every SQL view of the warehouse"
     )
