@@ -22,15 +22,18 @@ Last line: {"layer_rule_device_s": ..., "network_blocks_device_s": ..., "ratio":
 import os
 import sys
 
-# benchmarks/logging.py is named like the stdlib module: keep this folder off the import path.
+# benchmarks/logging.py is named like the stdlib module: keep this folder behind the standard
+# library on the import path (measuring_mode is found there, logging is not).
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
+    sys.path.append(sys.path.pop(0))
 
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import replace  # noqa: E402
+
+from measuring_mode import measuring_mode  # noqa: E402
 
 NETWORKS = ("resnet18", "mobilenet_v3_small")
 REF_WARMUP_S = 0.1
@@ -68,40 +71,20 @@ def agreement(medians: list[float], ref: list[float]) -> dict[str, float]:
 
 
 def main() -> None:
-    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
-    if device not in ("cpu", "cuda"):
-        sys.exit(f"layer_cost: device {device!r}: expected cpu or cuda")
-    batch = sys.argv[2] if len(sys.argv) > 2 else "1"
-    if not batch.isdigit() or int(batch) < 1:
-        sys.exit(f"layer_cost: batch size {batch!r}: expected a whole number of at least 1")
-    threads = sys.argv[3] if len(sys.argv) > 3 else (str(CPU_THREADS) if device == "cpu" else "all")
-    if threads != "all" and (not threads.isdigit() or int(threads) < 1):
-        sys.exit(f"layer_cost: threads {threads!r}: expected a whole number of at least 1, or all")
-    allocator = sys.argv[4] if len(sys.argv) > 4 else "system"
+    device, batch_size, allocator = measuring_mode("layer_cost", CPU_THREADS)
     import torch
 
-    if device == "cuda" and not torch.cuda.is_available():
-        sys.exit("layer_cost: device cuda: torch sees no CUDA device here")
-
-    from tracker.errors import TrackerError
-    from tracker.profile.modes import apply_allocator, apply_threads
     from tracker.profile.network import NetworkSpec, capture_layers
     from tracker.profile.stats import BLOCK_S, Stopping
     from tracker.profile.timing import device_sync, measure
     from tracker.zoo import build_model, resolve
 
-    try:
-        if threads != "all":
-            apply_threads(int(threads))
-        apply_allocator(allocator)
-    except TrackerError as e:
-        sys.exit(f"layer_cost: {e}")
     sync = device_sync(device)
     layer_rule = Stopping(target_ci_rel=0.02, time_cap_s=10.0).for_layers()  # profile layers' defaults
     rules = {"layer_rule": layer_rule, "network_blocks": replace(layer_rule, block_s=BLOCK_S)}
     rows = []
     for name in NETWORKS:
-        spec = NetworkSpec(model=name, batch_size=int(batch), input_size=resolve(name).input_size, device=device)
+        spec = NetworkSpec(model=name, batch_size=batch_size, input_size=resolve(name).input_size, device=device)
         calls = capture_layers(build_model(name), spec)
         medians: dict[str, list[float]] = {"reference": [], **{k: [] for k in rules}}
         device_s = dict.fromkeys(medians, 0.0)
@@ -131,7 +114,7 @@ def main() -> None:
     ratio = new["network_blocks"] / new["layer_rule"]
     print(json.dumps({
         "device": device if device == "cpu" else torch.cuda.get_device_name(),
-        "networks": len(rows), "layers": sum(r["layers"] for r in rows), "batch_size": int(batch),
+        "networks": len(rows), "layers": sum(r["layers"] for r in rows), "batch_size": batch_size,
         "threads": torch.get_num_threads(), "allocator": allocator,
         "layer_block_s": layer_rule.block_s, "network_block_s": BLOCK_S,
         "reference_window_s": REF_WARMUP_S + REF_SAMPLE_S,

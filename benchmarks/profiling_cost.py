@@ -33,14 +33,17 @@ Last line: {"fixed_device_s": ..., "adaptive_device_s": ..., "ratio": ..., "max_
 import os
 import sys
 
-# benchmarks/logging.py is named like the stdlib module: keep this folder off the import path.
+# benchmarks/logging.py is named like the stdlib module: keep this folder behind the standard
+# library on the import path (measuring_mode is found there, logging is not).
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
+    sys.path.append(sys.path.pop(0))
 
 import json  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+
+from measuring_mode import measuring_mode  # noqa: E402
 
 NETWORKS = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "resnet18")
 FIXED_WARMUP_S = 5.0
@@ -81,35 +84,13 @@ def stretch_medians(samples: list[float], stretch_s: float) -> list[float]:
 
 
 def main() -> None:
-    device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
-    if device not in ("cpu", "cuda"):
-        sys.exit(f"profiling_cost: device {device!r}: expected cpu or cuda")
-    batch = sys.argv[2] if len(sys.argv) > 2 else "1"
-    if not batch.isdigit() or int(batch) < 1:
-        sys.exit(f"profiling_cost: batch size {batch!r}: expected a whole number of at least 1")
-    batch_size = int(batch)
-    threads = sys.argv[3] if len(sys.argv) > 3 else (str(CPU_THREADS) if device == "cpu" else "all")
-    if threads != "all" and (not threads.isdigit() or int(threads) < 1):
-        sys.exit(f"profiling_cost: threads {threads!r}: expected a whole number of at least 1, or all")
-    allocator = sys.argv[4] if len(sys.argv) > 4 else "system"
+    device, batch_size, allocator = measuring_mode("profiling_cost", CPU_THREADS)
     import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        sys.exit("profiling_cost: device cuda: torch sees no CUDA device here")
 
     from tracker.profile.stats import Stopping
     from tracker.profile.timing import device_sync, measure
     from tracker.zoo import build_model
 
-    from tracker.errors import TrackerError
-    from tracker.profile.modes import apply_allocator, apply_threads
-
-    try:
-        if threads != "all":
-            apply_threads(int(threads))
-        apply_allocator(allocator)
-    except TrackerError as e:
-        sys.exit(f"profiling_cost: {e}")
     sync = device_sync(device)
     rule = Stopping(target_ci_rel=0.02, time_cap_s=10.0)
     rows = []
