@@ -8,7 +8,6 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from tracker.log.logger import RunLogger
@@ -230,24 +229,23 @@ def measure_planned(
 
     start = now_ms()
     job = job_for(p, rule, layers, layer_rule)
+    traced = None
     with tempfile.TemporaryDirectory(prefix="tracker-trace-") if trace else contextlib.nullcontext() as folder:
         if folder is not None:
             job["trace_dir"] = folder
         result = run_child(job, timeout_s=timeout_s)
-        traced = _trace_artifacts(result.payload) if folder is not None and result.ok else None
+        if folder is not None and result.ok:  # the trace is read while its folder is there
+            from tracker.profile.trace import traced_run
+
+            traced = traced_run(result.payload)
     if not result.ok:
         return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
                                  result.message, result.stderr_tail, start), [])
     payload = result.payload
     record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
     if traced is not None:
-        from tracker.profile.trace import OPS_ARTIFACT, TRACE_TAG
-
-        record.artifacts.update(traced[0])
-        record.tags[TRACE_TAG] = OPS_ARTIFACT
-    if error := payload.get("trace_error"):  # the trace failed: the measurement stands
-        record.tags[TRACE_ERROR_TAG] = error
-        traced = ({}, {"error": error})
+        record.artifacts.update(traced.artifacts)
+        record.tags.update(traced.tags)
     if result.message:  # it measured, but had to be killed to end, or its exit status is not known
         record.tags[CHILD_NOTE_TAG] = result.message
     # The description planning made: the child does not describe the network again (0.05 to 0.3 s
@@ -257,35 +255,8 @@ def measure_planned(
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                        software_versions()))
-    if traced is not None:
-        logged.trace = traced[1]
+    logged.trace = traced.summary if traced is not None else None
     return logged
-
-
-#: Why a trace asked for is missing (the measurement stands): the profiler's error.
-TRACE_ERROR_TAG = "tracker.trace_error"
-
-
-def _trace_artifacts(payload: dict[str, Any]) -> tuple[dict[str, bytes | str], dict[str, Any]] | None:
-    """The trace a child wrote (read before its folder goes) and its operator table, as artifacts,
-    and what ``ProfileResult.trace`` says of them; None where the child traced nothing."""
-    from tracker.profile.trace import OPS_ARTIFACT, TRACE_ARTIFACT
-
-    traced = payload.get("trace")
-    if not traced:
-        return None
-    table = {k: v for k, v in traced.items() if k != "trace_file"}
-    artifacts: dict[str, bytes | str] = {OPS_ARTIFACT: json.dumps(table, indent=1)}
-    trace_file = Path(traced["trace_file"])
-    if trace_file.is_file():
-        artifacts[TRACE_ARTIFACT] = trace_file.read_bytes()
-    summary = {**{k: v for k, v in table.items() if k != "ops"}, "ops": table["ops"][:TOP_OPS],
-               "operators": len(table["ops"]), "artifacts": sorted(artifacts)}
-    return artifacts, summary
-
-
-#: Operators a profile prints and answers in JSON (all of them are in the ops artifact).
-TOP_OPS = 15
 
 
 def profile_network(
@@ -316,11 +287,10 @@ def profile_network(
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator,
              memory_limit_mb=memory_limit_mb)
     ensure_mode_logged(logger, device, threads, allocator)
-    if trace and not again:
-        again = logger.find(p.config_key, "FINISHED") is not None
+    latest = logger.find(p.config_key, "FINISHED") if again or trace else None
+    again = again or latest is not None  # a trace of a configuration measured before is a repeat
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
-        latest = logger.find(p.config_key, "FINISHED")
         layers = latest is not None and has_layers(latest)
     return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, reuse and not again,
                            repeat_key=repeat_key, trace=trace)

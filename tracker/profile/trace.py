@@ -15,9 +15,11 @@ iterations' own wall time is kept beside them (``traced_iteration_ms``): against
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,10 @@ TRACE_ARTIFACT = "trace/trace.json"
 OPS_ARTIFACT = "trace/ops.json"
 #: On a traced run: the artifact of its operator table (the warehouse loads it into ``trace_ops``).
 TRACE_TAG = "tracker.trace"
+#: Why a trace asked for is missing (the measurement stands): the profiler's error.
+TRACE_ERROR_TAG = "tracker.trace_error"
+#: Operators a profile prints and answers in JSON (all of them are in the ops artifact).
+TOP_OPS = 15
 TRACE_FILE = "trace.json"
 
 
@@ -73,3 +79,30 @@ def op_table(averages: Any, iterations: int, cuda: bool) -> list[dict[str, Any]]
         r["share_pct"] = 100.0 * r[basis] / total if total > 0 else None
     rows.sort(key=lambda r: -r[basis])
     return rows
+
+
+@dataclass(frozen=True)
+class Traced:
+    """What a traced measurement adds to its network run, and what ``profile`` says of it."""
+
+    artifacts: dict[str, bytes | str]
+    tags: dict[str, str]
+    summary: dict[str, Any]
+
+
+def traced_run(payload: dict[str, Any]) -> Traced | None:
+    """The trace a child's result points to, read (before its folder goes) with its operator table
+    as artifacts; the profiler's error where it failed; None where no trace was asked for."""
+    if error := payload.get("trace_error"):  # the trace failed: the measurement stands
+        return Traced({}, {TRACE_ERROR_TAG: error}, {"error": error})
+    traced = payload.get("trace")
+    if not traced:
+        return None
+    table = {k: v for k, v in traced.items() if k != "trace_file"}
+    artifacts: dict[str, bytes | str] = {OPS_ARTIFACT: json.dumps(table, indent=1)}
+    trace_file = Path(traced["trace_file"])
+    if trace_file.is_file():
+        artifacts[TRACE_ARTIFACT] = trace_file.read_bytes()
+    summary = {**{k: v for k, v in table.items() if k != "ops"}, "ops": table["ops"][:TOP_OPS],
+               "operators": len(table["ops"]), "artifacts": sorted(artifacts)}
+    return Traced(artifacts, {TRACE_TAG: OPS_ARTIFACT}, summary)
