@@ -277,11 +277,6 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     failed_keys = logger.measured(statuses=("FAILED",))
     done_repeats = logger.measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
     modes_logged: set[tuple[str, int | None]] = set()
-    layered_keys: set[str] = set()  # measured, with layers where this campaign wants them
-
-    def wants_layers(phase: str) -> bool:
-        return c.layers and phase == "inference"
-
     try:
         # Round after round: round r goes through every chain before round r + 1 starts.
         for r, (ref, device, threads, phase) in itertools.product(range(1, c.repeats + 1), todo):
@@ -295,13 +290,12 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                 label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
                          f"{f' {c.allocator}' if c.allocator not in (None, 'system') else ''}"
                          f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}")
+                layers = c.layers and phase == "inference"
                 done = (repeat_key or p.config_key) in (done_repeats if repeat_key else done_keys)
-                if done and wants_layers(phase) and repeat_key is None and p.config_key not in layered_keys:
+                if done and layers and repeat_key is None:
                     # Measured whole only (by a campaign without layers, or `profile network`): it does
                     # not answer for its layers, as `profile layers` would not take it either.
                     done = measured_with_layers(logger, p.config_key)
-                    if done:
-                        layered_keys.add(p.config_key)
                 if done:
                     tally.skipped += 1
                 elif p.config_key in failed_keys or (repeat_key and p.config_key not in done_keys):
@@ -314,14 +308,13 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         progress(f"measuring {label}", tally)
                     # Layers in every round: the layer-level fingerprint learns each layer's
                     # median over the rounds (layer_labels), keyed by the newest run's layers.
-                    res = measure_planned(logger, p, rule, layers=c.layers and phase == "inference",
+                    res = measure_planned(logger, p, rule, layers=layers,
                                           layer_rule=layer_rule, timeout_s=c.timeout_s,
                                           reuse=False, campaign=c.name,
                                           repeat_key=repeat_key)
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
-                        layered_keys.add(p.config_key)
                     else:
                         tally.failed += 1
                         failed_keys.add(p.config_key)

@@ -114,7 +114,7 @@ def measured_record(
         metrics["cuda_max_reserved_mb"] = memory["cuda_max_reserved_mb"]
     elif "peak_rss_mb" in memory:
         metrics["peak_mem_mb"] = memory["peak_rss_mb"]
-    if "memory_cap_used_mb" in memory:  # how much of a resident memory cap it used (tracker.profile.memcap)
+    if "memory_cap_used_mb" in memory:  # how much of a resident or device memory cap it used (tracker.profile.memcap)
         metrics["memory_cap_used_mb"] = memory["memory_cap_used_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
     return RunRecord(

@@ -184,10 +184,10 @@ def cap_device_memory(limit_mb: float, device: str) -> Cap:
     device)."""
     import torch
 
+    from tracker.environment import cuda_index
     from tracker.profile import memcap
 
-    index = torch.device(device).index
-    index = torch.cuda.current_device() if index is None else index
+    index = cuda_index(device)
     held = torch.cuda.memory_reserved(index)
     total = torch.cuda.get_device_properties(index).total_memory
     torch.cuda.set_per_process_memory_fraction(min(1.0, (held + limit_mb * 2**20) / total), index)

@@ -251,15 +251,14 @@ def _load_descriptions(con: Any, source: Source) -> int:
     return added
 
 
-def _load_traces(con: Any, source: Source) -> int:
+def _load_traces(con: Any, source: Source) -> None:
     """Operator rows of every changed run that was traced (tag ``tracker.trace``: the artifact of
-    its operator table, ``tracker.profile.trace``); how many runs got them."""
+    its operator table, ``tracker.profile.trace``)."""
     from tracker.profile.trace import TRACE_TAG
 
     wanted = con.execute(
         "SELECT r.run_id, r.artifact_uri, t.value FROM runs r JOIN tags t ON t.run_id = r.run_id AND t.key = $tag "
         "WHERE r.run_id IN (SELECT run_id FROM changed) ORDER BY r.run_id", {"tag": TRACE_TAG}).fetchall()
-    loaded = 0
     for run_id, artifact_uri, artifact in wanted:
         text = source.read_artifact(run_id, artifact_uri or "", artifact)
         if text is None:
@@ -274,8 +273,6 @@ def _load_traces(con: Any, source: Source) -> int:
             continue  # a broken artifact leaves this run without operator rows, not the load
         if rows:
             con.executemany("INSERT INTO trace_ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        loaded += 1
-    return loaded
 
 
 def _number(value: Any) -> float | None:
