@@ -549,6 +549,47 @@ def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_
     assert len(runs) == 4 and len(with_layers) == 2 and {r.data.tags["tracker.campaign"] for r in with_layers} == {"layered"}
 
 
+def test_a_traced_campaign_traces_each_configuration_once(tmp_path: Path) -> None:
+    """``trace = true``: each configuration is traced with torch.profiler once. One measured before
+    without its trace is measured again, as a repeat (``CONFIG_KEY#trace``); one whose trace failed
+    keeps its error and is not measured again; a re-run measures nothing."""
+    whole = campaign_file(tmp_path, "whole", tff=False)
+    whole.write_text(whole.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'zoo = ["squeezenet1_1"]')
+                     .replace("batch_sizes = [1, 2, 4]", "batch_sizes = [1]"))
+    traced = tmp_path / "traced.toml"
+    traced.write_text(whole.read_text().replace('name = "whole"', 'name = "traced"')
+                      .replace("batch_sizes = [1]", "batch_sizes = [1, 2]") + "trace = true\n")
+    wider = tmp_path / "wider.toml"
+    wider.write_text(traced.read_text().replace("batch_sizes = [1, 2]", "batch_sizes = [1, 2, 4]"))
+    store = str(tmp_path / "s")
+
+    def run(path: Path, fault: str = "") -> tuple[int, int, int]:
+        proc = tracker("--tracking-uri", store, "-e", "t", "campaign", "run", str(path), "--format", "json",
+                       cwd=tmp_path, env={"TRACKER_FAULT": fault})
+        assert proc.returncode == 0, proc.stderr
+        tally = json.loads(proc.stdout)
+        return tally["measured"], tally["skipped"], tally["failed"]
+
+    assert run(whole) == (1, 0, 0)
+    assert run(traced) == (2, 0, 0)  # batch 1 again, with its trace; batch 2 for the first time
+    assert run(traced) == (0, 2, 0)
+    assert run(wider, fault="notrace") == (1, 2, 0)  # batch 4: measured, its trace failed
+    assert run(wider) == (0, 3, 0)
+    runs = network_runs(tmp_path / "s", "t")
+    by_batch: dict[str, list] = {}
+    for r in sorted(runs, key=lambda r: r.info.start_time):
+        by_batch.setdefault(r.data.params["batch_size"], []).append(r)
+    assert {b: len(rs) for b, rs in by_batch.items()} == {"1": 2, "2": 1, "4": 1}
+    first, again = by_batch["1"]
+    assert "tracker.trace" not in first.data.tags and "tracker.repeat_key" not in first.data.tags
+    assert again.data.tags["tracker.trace"] == "trace/ops.json"
+    assert again.data.tags["tracker.repeat_key"] == again.data.tags["tracker.config_key"] + "#trace"
+    assert by_batch["2"][0].data.tags["tracker.trace"] == "trace/ops.json"
+    assert "tracker.repeat_key" not in by_batch["2"][0].data.tags
+    assert by_batch["4"][0].data.tags["tracker.trace_error"].startswith("RuntimeError: injected")
+    assert "tracker.trace" not in by_batch["4"][0].data.tags
+
+
 def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path) -> None:
     path = campaign_file(tmp_path, "faulty")
     proc = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--format", "json",

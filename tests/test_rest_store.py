@@ -63,9 +63,11 @@ def test_an_unreachable_server_is_one_clear_error_where_nothing_can_be_spooled()
 
 def test_measured_keys_over_http_cover_failed_runs_when_asked(mlflow_server: str) -> None:
     logger = RunLogger(mlflow_server, experiment="http-status", environment=ENV)
-    done, failed = network_record(model="a"), network_record(model="b")
+    done, failed, traced = network_record(model="a"), network_record(model="b"), network_record(model="c")
     failed.metrics.clear()
     failed.fail("oom")
-    logger.log([done, failed])
-    assert logger.measured() == {done.config_key}
-    assert logger.measured(statuses=("FINISHED", "FAILED")) == {done.config_key, failed.config_key}
+    traced.tags["tracker.trace"] = "trace/ops.json"
+    logger.log([done, failed, traced])
+    assert logger.measured() == {done.config_key, traced.config_key}
+    assert logger.measured(statuses=("FINISHED", "FAILED")) == {done.config_key, failed.config_key, traced.config_key}
+    assert logger.measured(having="tracker.trace") == {traced.config_key}  # runs carrying a tag too

@@ -99,6 +99,8 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     logger.log([repeat])
     assert len(pending()) == 3
     assert logger.measured("network") == {net.config_key, network_record("resnet18", 2).config_key}  # resume sees them
+    assert logger.measured("network", having="tracker.repeat_key") == {repeat.config_key}  # runs carrying a tag too
+    assert logger.measured("network", having="tracker.trace") == set()  # none waiting was traced
 
     runner = CliRunner()
     down = runner.invoke(app, ["--tracking-uri", uri, "sync"])

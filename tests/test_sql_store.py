@@ -104,12 +104,15 @@ def test_a_batch_with_one_bad_record_writes_nothing(logger: RunLogger) -> None:
 
 
 def test_measured_keys_and_find_skip_what_is_done(logger: RunLogger) -> None:
-    done, failed = network_record(batch_size=1), network_record(batch_size=64)
+    done, failed, traced = network_record(batch_size=1), network_record(batch_size=64), network_record(batch_size=2)
     failed.metrics.clear()
     failed.fail("oom")
-    logger.log([done, failed])
-    assert logger.measured() == {done.config_key}
+    traced.tags["tracker.trace"] = "trace/ops.json"
+    logger.log([done, failed, traced])
+    assert logger.measured() == {done.config_key, traced.config_key}
     assert logger.measured(kind="layer") == set()
+    assert logger.measured(having="tracker.trace") == {traced.config_key}  # runs carrying a tag too
+    assert logger.measured(statuses=("FAILED",), having="tracker.trace") == set()
     again = logger.find(done.config_key)
     assert again is not None and again.run_id == done.run_id and again.metrics["latency_ms"] == 12.5
     assert logger.find(failed.config_key) is None

@@ -117,16 +117,17 @@ class RunLogger:
             record.run_id = run_id
         return ids
 
-    def measured(self, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",), tag: str = KEY_TAG) -> set[str]:
+    def measured(self, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",), tag: str = KEY_TAG,
+                 having: str | None = None) -> set[str]:
         """Config keys (or another key ``tag``) already measured in this experiment (FINISHED
-        ones unless told otherwise)."""
+        ones unless told otherwise; with ``having``, of runs carrying that tag too)."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
         if not self.location.is_http:
-            return self.store.measured_keys(self.experiment, kind, statuses, tag)
-        waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses, tag=tag)
+            return self.store.measured_keys(self.experiment, kind, statuses, tag, having)
+        waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses, tag=tag, having=having)
         try:
-            return self._online().measured_keys(self.experiment, kind, statuses, tag) | waiting
+            return self._online().measured_keys(self.experiment, kind, statuses, tag, having) | waiting
         except StoreError as exc:
             self.offline = str(exc)
             return waiting

@@ -107,14 +107,15 @@ def pending(folder: Path | None = None) -> list[Spooled]:
 
 
 def spooled_keys(uri: str, experiment: str, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
-                 folder: Path | None = None, tag: str = KEY_TAG) -> set[str]:
-    """Config keys (or another key ``tag``) of runs of this kind and status waiting in the outbox
-    for this server and experiment."""
+                 folder: Path | None = None, tag: str = KEY_TAG, having: str | None = None) -> set[str]:
+    """Config keys (or another key ``tag``) of runs of this kind and status (carrying the tag
+    ``having``, if given) waiting in the outbox for this server and experiment."""
     keys = set()
     for item in pending(folder):
         if item.uri == strip_credentials(uri) and item.experiment == experiment:
             keys |= {r.tags.get(tag, "") for r in item.records
-                     if r.status in statuses and (kind is None or r.tags.get("tracker.kind") == kind)}
+                     if r.status in statuses and (kind is None or r.tags.get("tracker.kind") == kind)
+                     and (having is None or having in r.tags)}
     return keys - {""}
 
 

@@ -154,7 +154,7 @@ class RestStore:
 
     def measured_keys(
         self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
-        tag: str = KEY_TAG,
+        tag: str = KEY_TAG, having: str | None = None,
     ) -> set[str]:
         keys: set[str] = set()
         for status in statuses:  # MLflow's search has no IN for attributes.status
@@ -168,9 +168,9 @@ class RestStore:
                     body["page_token"] = token
                 page = self.call("POST", "runs/search", body)
                 for run in page.get("runs", []):
-                    for kv in run.get("data", {}).get("tags", []):
-                        if kv["key"] == tag:
-                            keys.add(kv["value"])
+                    tags = {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
+                    if tag in tags and (having is None or having in tags):
+                        keys.add(tags[tag])
                 token = page.get("next_page_token")
                 if not token:
                     break

@@ -277,7 +277,7 @@ class SqlStore:
 
     def measured_keys(
         self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
-        tag: str = KEY_TAG,
+        tag: str = KEY_TAG, having: str | None = None,
     ) -> set[str]:
         import sqlalchemy
 
@@ -293,6 +293,9 @@ class SqlStore:
                 "AND t.key = 'tracker.kind' AND t.value = :kind)"
             )
             args["kind"] = kind
+        if having:
+            sql += " AND EXISTS (SELECT 1 FROM tags h WHERE h.run_uuid = r.run_uuid AND h.key = :having)"
+            args["having"] = having
         query = sqlalchemy.text(sql).bindparams(sqlalchemy.bindparam("statuses", expanding=True))
         with self.engine().connect() as conn:
             return {row[0] for row in conn.execute(query, args)}

@@ -50,10 +50,10 @@ class Store(Protocol):
 
     def measured_keys(
         self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
-        tag: str = KEY_TAG,
+        tag: str = KEY_TAG, having: str | None = None,
     ) -> set[str]:
         """Config keys (or the values of another key ``tag``) of the active runs of an experiment
-        with these statuses."""
+        with these statuses (and, with ``having``, carrying that tag too)."""
         ...
 
     def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:

@@ -4,7 +4,7 @@
     [networks]  zoo = [...], specs = [...], generate = {count, seed, input_size}, prune = {model, ratios, method, seed}
     [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), allocator ("retain":
                 the C allocator keeps freed memory, part of the mode), precision, time_cap_s, layers,
-                till_first_fail, timeout_s, memory_limit_mb, repeats
+                till_first_fail, timeout_s, memory_limit_mb, repeats, trace
 
 Every configuration runs in a child process; one that is already measured (its config key
 is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
@@ -15,6 +15,10 @@ configuration is measured R times, in rounds: round r starts when round r - 1 ha
 every configuration, so the repeats lie minutes apart and the ``measurement_repeats`` view shows
 how far the machine drifts between them (each run's CI covers its own window only). Repeat r of
 a configuration carries the repeat key ``CONFIG_KEY#rR``, so a re-run resumes every round.
+With ``trace = true`` every configuration's first round is also traced with torch.profiler, as
+``profile network --trace`` does (``tracker.profile.trace``); one measured before without its
+trace (by a campaign without it, or ``profile network``) is measured again, as a repeat with the
+key ``CONFIG_KEY#trace``, and one whose trace failed (the profiler's error is on its run) is not.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ SECTIONS = {
     "measure": {
         "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
         "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float, "repeats": int,
-        "allocator": str,
+        "allocator": str, "trace": bool,
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
@@ -60,6 +64,7 @@ class Campaign:
     timeout_s: float = 600.0
     memory_limit_mb: float | None = None
     repeats: int = 1
+    trace: bool = False
 
 
 def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
@@ -148,6 +153,7 @@ def load_campaign(path: Path) -> Campaign:
                         **({"below": 1, "hint": " (0.02 is 2 %)"} if key == "precision" else {}))
             setattr(c, key, float(m[key]))
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
+    c.trace = bool(m.get("trace", False))
     c.repeats = int(m.get("repeats", 1))
     check_bound(where, "[measure].repeats", c.repeats, least=1)
     c.networks = network_refs(nets, c.name, path, where)
@@ -264,6 +270,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     from tracker.profile.device import check_device
     from tracker.profile.memcap import planned_kind
     from tracker.profile.stats import Stopping
+    from tracker.profile.trace import TRACE_ERROR_TAG, TRACE_TAG
 
     for d in c.devices:
         check_device(d)
@@ -276,6 +283,9 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     done_keys = logger.measured(statuses=("FINISHED",))
     failed_keys = logger.measured(statuses=("FAILED",))
     done_repeats = logger.measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
+    # Configurations whose trace was taken (or failed: asking again would fail again).
+    traced_keys = (logger.measured(statuses=("FINISHED",), having=TRACE_TAG)
+                   | logger.measured(statuses=("FINISHED",), having=TRACE_ERROR_TAG)) if c.trace else set()
     modes_logged: set[tuple[str, int | None]] = set()
     try:
         # Round after round: round r goes through every chain before round r + 1 starts.
@@ -287,18 +297,23 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                 p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator,
                          memory_limit_mb=c.memory_limit_mb)
                 repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
+                tracing = c.trace and r == 1  # a trace is for reading: the first round's
                 label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
                          f"{f' {c.allocator}' if c.allocator not in (None, 'system') else ''}"
-                         f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}")
+                         f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}{' traced' if tracing else ''}")
                 layers = c.layers and phase == "inference"
                 done = (repeat_key or p.config_key) in (done_repeats if repeat_key else done_keys)
                 if done and layers and repeat_key is None:
                     # Measured whole only (by a campaign without layers, or `profile network`): it does
                     # not answer for its layers, as `profile layers` would not take it either.
                     done = measured_with_layers(logger, p.config_key)
+                if done and tracing and p.config_key not in traced_keys:
+                    # Measured without its trace: a trace comes with a measurement, so measured
+                    # again, as a repeat (as `profile network --trace` does).
+                    done, repeat_key = False, f"{p.config_key}#trace"
                 if done:
                     tally.skipped += 1
-                elif p.config_key in failed_keys or (repeat_key and p.config_key not in done_keys):
+                elif p.config_key not in done_keys and (p.config_key in failed_keys or repeat_key):
                     tally.skipped += 1  # failed, or not measured once: nothing to repeat
                     if c.till_first_fail:
                         tally.skipped += len(c.batch_sizes) - k - 1
@@ -311,10 +326,12 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     res = measure_planned(logger, p, rule, layers=layers,
                                           layer_rule=layer_rule, timeout_s=c.timeout_s,
                                           reuse=False, campaign=c.name,
-                                          repeat_key=repeat_key)
+                                          repeat_key=repeat_key, trace=tracing)
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
+                        if tracing:
+                            traced_keys.add(p.config_key)
                     else:
                         tally.failed += 1
                         failed_keys.add(p.config_key)
