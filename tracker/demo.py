@@ -141,15 +141,13 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
              to_stderr: bool = False) -> dict[str, Any]:
     """Run the whole flow; returns what it printed as data (for tests and ``--format json``,
     which prints the running commentary on stderr)."""
-    from rich.console import Console
+    from tracker.console import wide_console
 
     from tracker.log.logger import RunLogger
     from tracker.profile.campaign import campaign_progress, run_campaign
     from tracker.settings import runs_dir, warehouse_path
 
-    console = Console(stderr=to_stderr, highlight=False)
-    if not console.is_terminal:  # a log file or CI: wide enough for the table, no wrapped lines
-        console = Console(stderr=to_stderr, highlight=False, width=max(console.width, 132))
+    console = wide_console(132, stderr=to_stderr)  # a log file or CI: wide enough for the table
     folder = runs_folder or runs_dir()
     warehouse = warehouse_path(warehouse, tracking_uri)  # refused here, not after the measuring
     report_folder = report_folder or folder / "report"

@@ -87,8 +87,9 @@ def _report(data: dict, fmt: OutputFormat) -> None:
 
 def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
     """The slowest operators of a trace, and what the profiler itself cost."""
-    from rich.console import Console
     from rich.table import Table
+
+    from tracker.console import wide_console
 
     basis = trace["time_basis"]
     typer.echo(f"torch.profiler, {trace['iterations']} iterations after the measurement: the {len(trace['ops'])} "
@@ -100,10 +101,7 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
     for op in trace["ops"]:
         share = f"{op['share_pct']:.1f} %" if op.get("share_pct") is not None else "-"
         table.add_row(op["op"], f"{op['calls_per_iter']:g}", f"{op[basis]:.3f}", share)
-    console = Console(highlight=False)
-    if not console.is_terminal:  # a log file or a pipe: operator names whole, not cut to 80 columns
-        console = Console(highlight=False, width=max(console.width, 120))
-    console.print(table)
+    wide_console(120).print(table)  # a log file or a pipe: operator names whole, not cut to 80 columns
     typer.echo(f"artifacts of the run: {', '.join(trace['artifacts'])}")
 
 

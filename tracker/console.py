@@ -1,0 +1,16 @@
+"""Rich consoles for tables that must not wrap where nobody resizes a terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def wide_console(min_width: int, stderr: bool = False) -> Any:
+    """A rich Console: a terminal's own width, or at least ``min_width`` columns where the output
+    is a log file, a pipe or CI (rich assumes 80 there and would cut or wrap a wide table)."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, highlight=False, width=max(console.width, min_width))
+    return console
