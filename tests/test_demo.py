@@ -75,6 +75,8 @@ def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, 
     assert all(t["measured"] == 0 and t["failed"] == 0 for t in second["campaigns"].values()), second["campaigns"]
     assert second["fingerprints"][0]["reused"] and second["fingerprints"][0]["version"] == fp["version"]
     assert {r["model"] for r in second["unseen"]} == unseen
+    redrawn = second["report"]
+    assert (redrawn["drawn"], redrawn["logged"], redrawn["unchanged"]) == (0, 0, report["pictures"]), redrawn
 
 
 def _chromium() -> tuple[str, str] | None:

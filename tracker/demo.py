@@ -214,11 +214,11 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     steps["predict_unseen"] = time.monotonic() - t
 
     t = time.monotonic()
-    from tracker.report.build import build_report
+    from tracker.report.build import build_report, report_counts
 
     report = build_report(warehouse, report_folder, uri)
     summary["report"] = report.to_dict()
-    console.print(f"  report: {len(report.pictures)} pictures in {report_folder} ({report.logged} logged on their runs)")
+    console.print(f"  report: {len(report.pictures)} pictures in {report_folder} ({report_counts(summary['report'])})")
     steps["report"] = time.monotonic() - t
 
     summary["steps_s"] = {k: round(v, 1) for k, v in steps.items()}

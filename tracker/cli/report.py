@@ -20,7 +20,7 @@ def report(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Draw latency/memory vs batch size, layer breakdowns, fingerprint accuracy, data waits and Pareto frontiers."""
-    from tracker.report.build import build_report
+    from tracker.report.build import build_report, report_counts
     from tracker.settings import resolve_location, warehouse_path
 
     location = resolve_location(state(ctx).tracking_uri)
@@ -36,7 +36,6 @@ def report(
         return
     d = result.to_dict()
     kinds = ", ".join(f"{n} {k}" for k, n in d["by_kind"].items()) or "nothing to draw yet"
-    typer.echo(f"{d['pictures']} pictures in {folder} ({kinds}); {d['logged']} logged on their runs. "
-               f"Open {d['index']}")
+    typer.echo(f"{d['pictures']} pictures in {folder} ({kinds}; {report_counts(d)}). Open {d['index']}")
     for line in result.log_errors:
         typer.echo(f"not logged: {line}", err=True)

@@ -17,13 +17,24 @@ What is drawn, and where each picture is logged (under ``report/`` in the run's 
 An ``index.html`` lists every picture with a caption. Rows come from the warehouse's views
 (``latest_measurements``, ``oom_boundary``, ``layer_latency``, ``data_loading``,
 ``searchspace_candidates``) with bound parameters only.
+
+Drawing is most of a report's time (about 10 s for the demo's 63 pictures here), so a picture
+is keyed by what it is drawn from (its rows, title and the drawing module's source): the folder's
+``MANIFEST`` records each picture's key and the runs it was logged on, and a picture whose key
+and file are unchanged is neither drawn nor logged again on those runs. A picture the previous
+report wrote and this one does not draw (a network's newer run, a deleted fingerprint version)
+is removed from the folder.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +43,9 @@ from tracker.errors import TrackerError
 
 #: Most layer breakdowns drawn: the latest network runs with layers come first.
 MAX_LAYER_PLOTS = 40
+#: In the report folder: each picture's key and the runs it was logged on (see the module's doc).
+MANIFEST = ".tracker-report.json"
+MANIFEST_FORMAT = 1
 
 
 @dataclass
@@ -39,7 +53,19 @@ class Picture:
     path: str  # relative to the report folder
     caption: str
     run_ids: list[str]  # the runs it is logged on (none: written to the folder only)
+    draw: Callable[..., bytes] = field(repr=False)
+    args: tuple[Any, ...] = field(default=(), repr=False)  # what ``draw`` is called with
     data: bytes = field(default=b"", repr=False)
+    drawn: bool = False  # drawn by this report (not kept from the previous one)
+
+    @property
+    def key(self) -> str:
+        """Digest of what the picture is drawn from: the drawing function, its module's source and its arguments."""
+        module = sys.modules[self.draw.__module__]
+        source = Path(module.__file__).read_bytes() if getattr(module, "__file__", None) else b""
+        h = hashlib.sha256(source)
+        h.update(json.dumps([self.draw.__qualname__, self.caption, self.args], default=str, sort_keys=True).encode())
+        return h.hexdigest()[:32]
 
 
 @dataclass
@@ -48,12 +74,15 @@ class Report:
     pictures: list[Picture]
     logged: int
     log_errors: list[str]
+    removed: int = 0  # pictures of the previous report not drawn any more
 
     def to_dict(self) -> dict[str, Any]:
         kinds: dict[str, int] = {}
         for p in self.pictures:
             kinds[p.path.split("/")[0]] = kinds.get(p.path.split("/")[0], 0) + 1
-        return {"folder": str(self.folder), "pictures": len(self.pictures), "by_kind": kinds, "logged": self.logged,
+        drawn = sum(p.drawn for p in self.pictures)
+        return {"folder": str(self.folder), "pictures": len(self.pictures), "by_kind": kinds, "drawn": drawn,
+                "unchanged": len(self.pictures) - drawn, "removed": self.removed, "logged": self.logged,
                 "index": str(self.folder / "index.html"), "log_errors": self.log_errors}
 
 
@@ -104,12 +133,12 @@ def batch_pictures(con: Any) -> list[Picture]:
                   "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": ooms.get(key[1:])}
                  for key, chain in members]
         title = f"{fam}: {phase} on {device}"
-        data = batch_scaling_png(title, lines)
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
         caption = (f"{title}: latency and peak memory against batch size for {len(members)} network(s)"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))
         # One file; on MLflow, on the largest-batch run of each network of the family.
-        pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members], data))
+        pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members], batch_scaling_png,
+                                (title, lines)))
     return pictures
 
 
@@ -126,10 +155,9 @@ def layer_pictures(con: Any) -> list[Picture]:
         layers = _rows(con, "SELECT layer_name, op_type, latency_ms FROM layer_latency WHERE network_run_id = $id "
                             "ORDER BY layer_index", {"id": run["network_run_id"]})
         title = f"{run['model']} bs{run['batch_size']} {run['device']}"
-        data = layer_breakdown_png(title, layers, float(run["network_ms"]))
         path = f"layers/{slug(run['model'])}-bs{run['batch_size']}-{run['network_run_id'][:8]}.png"
         pictures.append(Picture(path, f"{title}: layer-wise latency breakdown ({len(layers)} layers timed alone)",
-                                [run["network_run_id"]], data))
+                                [run["network_run_id"]], layer_breakdown_png, (title, layers, float(run["network_ms"]))))
     return pictures
 
 
@@ -149,7 +177,7 @@ def loader_pictures(con: Any) -> list[Picture]:
         best = next(s for s in settings if s["is_best"])
         pictures.append(Picture(f"loaders/{slug(model)}-{slug(Path(dataset).name)}-{slug(mode)}.png",
                                 f"{title}: share of step time waiting for data per loader setting",
-                                [best["run_id"]], data_wait_png(title, settings)))
+                                [best["run_id"]], data_wait_png, (title, settings)))
     return pictures
 
 
@@ -165,7 +193,7 @@ def pareto_pictures(con: Any) -> list[Picture]:
         measured = groups.get((space, "measured")) if source == "predicted" else None
         pictures.append(Picture(f"pareto/{slug(space)}-{source}.png",
                                 f"{space}: accuracy against {source} latency, Pareto frontier joined up",
-                                [], pareto_png(space, members, source, measured)))
+                                [], pareto_png, (space, members, source, measured)))
     return pictures
 
 
@@ -191,10 +219,9 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
             alias = aliases.get(str(version.version))
             title = f"{model.name} v{version.version}" + (f" ({alias})" if alias else "")
             unit = version.tags.get("unit", "")
-            data = predicted_vs_measured_png(title, held["measured"], held["predicted"],
-                                             [family(m) for m in held["model"]], unit)
+            args = (title, held["measured"].tolist(), held["predicted"].tolist(), [family(m) for m in held["model"]], unit)
             pictures.append(Picture(f"fingerprints/{slug(model.name)}-v{version.version}.png",
-                                    f"{title}: held-out predicted against measured", [], data))
+                                    f"{title}: held-out predicted against measured", [], predicted_vs_measured_png, args))
     return pictures
 
 
@@ -236,9 +263,25 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
     finally:
         con.close()
     pictures += fingerprint_pictures(tracking_uri)
+    before = read_manifest(folder)
+    now: dict[str, dict[str, Any]] = {}
     for p in pictures:
-        (folder / p.path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / p.path).write_bytes(p.data)
+        key, target, kept = p.key, folder / p.path, before.get(p.path, {})
+        if kept.get("key") == key and target.is_file():
+            p.data = target.read_bytes()
+        else:
+            p.data, p.drawn, kept = p.draw(*p.args), True, {}
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(p.data)
+        # runs that hold this very picture already (under this tracking URI)
+        held = set(kept.get("logged_on", {}).get(tracking_uri, []))
+        now[p.path] = {"key": key, "logged_on": {tracking_uri: sorted(held & set(p.run_ids))}}
+    removed = 0
+    for path in set(before) - set(now):  # written by the previous report, not drawn by this one
+        stale = folder / path
+        if stale.is_file() and stale.resolve().is_relative_to(folder.resolve()):
+            stale.unlink()
+            removed += 1
     write_index(folder, pictures)
     logged, errors = 0, []
     if log:
@@ -249,10 +292,37 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
             for p in pictures:
                 local = Path(tmp) / Path(p.path).name
                 local.write_bytes(p.data)
+                done = now[p.path]["logged_on"][tracking_uri]
                 for run_id in p.run_ids:
+                    if run_id in done:
+                        continue
                     try:
                         client.log_artifact(run_id, str(local), "report")
                         logged += 1
+                        done.append(run_id)
                     except Exception as exc:  # noqa: BLE001 - one run that cannot take it does not stop the rest
                         errors.append(f"{p.path} on run {run_id}: {str(exc).splitlines()[0][:200]}")
-    return Report(folder, pictures, logged, errors)
+    write_manifest(folder, now)
+    return Report(folder, pictures, logged, errors, removed)
+
+
+def report_counts(d: dict[str, Any]) -> str:
+    """What a report did, from its ``to_dict``: "12 drawn, 51 unchanged, 2 removed; 30 logged on their runs"."""
+    removed = f", {d['removed']} removed" if d["removed"] else ""
+    return f"{d['drawn']} drawn, {d['unchanged']} unchanged{removed}; {d['logged']} logged on their runs"
+
+
+def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
+    """The previous report's pictures (path: key and runs logged on); none where there is no
+    manifest or one this tracker cannot read (every picture is then drawn again)."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("pictures"), dict):
+        return {}
+    return data["pictures"]
+
+
+def write_manifest(folder: Path, pictures: dict[str, dict[str, Any]]) -> None:
+    (folder / MANIFEST).write_text(json.dumps({"format": MANIFEST_FORMAT, "pictures": pictures}, indent=1, sort_keys=True))

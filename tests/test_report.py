@@ -1,0 +1,62 @@
+"""`tracker report` on a small real store: a picture is drawn again only when what it is drawn
+from changed, logged once on each run, and one the previous report wrote but this one does not
+draw is removed (nothing else in the folder is)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tracker.cli.app import app
+
+runner = CliRunner()
+
+
+def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
+    store, folder = tmp_path / "store", tmp_path / "pictures"
+    base = ["--tracking-uri", str(store), "-e", "rep"]
+    quick = ["--time-cap", "0.3", "--precision", "0.2", "--threads", "1", "--format", "json"]
+
+    def measure(command: str, batch: int) -> str:
+        out = runner.invoke(app, [*base, "profile", command, "squeezenet1_1", "--batch-size", str(batch), *quick])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)["run_id"]
+
+    def report() -> dict:
+        out = runner.invoke(app, [*base, "report", str(folder), "--warehouse", str(tmp_path / "w.duckdb"),
+                                  "--format", "json"])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)
+
+    layered = measure("layers", 1)
+    measure("network", 2)
+    first = report()
+    assert first["by_kind"] == {"batch": 1, "layers": 1} and first["drawn"] == 2 and first["unchanged"] == 0
+    assert first["logged"] == 2  # the batch picture on the batch-2 run, the layer breakdown on the layered run
+    again = report()
+    assert (again["drawn"], again["unchanged"], again["logged"], again["removed"]) == (0, 2, 0, 0)
+
+    # A picture the previous report wrote and this one does not draw goes; what tracker did not write stays.
+    manifest = json.loads((folder / ".tracker-report.json").read_text())
+    manifest["pictures"]["layers/gone.png"] = {"key": "x", "logged_on": {}}
+    (folder / ".tracker-report.json").write_text(json.dumps(manifest))
+    (folder / "layers" / "gone.png").write_bytes(b"old")
+    (folder / "notes.txt").write_text("mine")
+    batch4 = measure("network", 4)
+    third = report()
+    assert (third["drawn"], third["unchanged"], third["removed"]) == (1, 1, 1), third  # the batch picture: a third batch
+    assert third["logged"] == 1 and not (folder / "layers" / "gone.png").exists() and (folder / "notes.txt").exists()
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    (batch_png,) = (folder / "batch").iterdir()  # named after the family, phase and device
+    assert [a.path for a in client.list_artifacts(batch4, "report")] == [f"report/{batch_png.name}"]
+    assert [a.path for a in client.list_artifacts(layered, "report")] == [f"report/squeezenet1_1-bs1-{layered[:8]}.png"]
+
+    # A picture whose file was deleted is drawn again; an unreadable manifest redraws everything.
+    batch_png.unlink()
+    assert report()["drawn"] == 1
+    (folder / ".tracker-report.json").write_text("{not json")
+    redrawn = report()
+    assert redrawn["drawn"] == 2 and redrawn["logged"] == 2
