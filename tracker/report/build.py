@@ -22,8 +22,8 @@ Drawing is most of a report's time (about 10 s for the demo's 63 pictures here),
 is keyed by what it is drawn from (its rows, title and the drawing module's source): the folder's
 ``MANIFEST`` records each picture's key and the runs it was logged on, and a picture whose key
 and file are unchanged is neither drawn nor logged again on those runs. A picture the previous
-report wrote and this one does not draw (a network's newer run, a deleted fingerprint version)
-is removed from the folder.
+report wrote and this one does not draw (a layer breakdown past the ``MAX_LAYER_PLOTS`` newest, a
+deleted run or fingerprint version) is removed from the folder.
 """
 
 from __future__ import annotations
