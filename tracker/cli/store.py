@@ -66,6 +66,47 @@ def list_runs(
     Console().print(table)
 
 
+@runs_app.command("compare")
+def compare(
+    ctx: typer.Context,
+    run_a: Annotated[str, typer.Argument(help="The reference run: its id, or its first 6 characters or more.")],
+    run_b: Annotated[str, typer.Argument(help="The run compared with it (changes are B against A).")],
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """Compare two measurement runs, pyperf-style: configuration and environment differences first,
+    then each metric's change and whether the latency change is significant."""
+    from tracker.log.compare import compare_runs
+
+    logger = state(ctx).logger(read_only=True)
+    data = compare_runs(logger.location.uri, logger.experiment.experiment_id, run_a, run_b)
+    if fmt is OutputFormat.json:
+        emit_json(data)
+        return
+    from rich.table import Table
+
+    from tracker.console import wide_console
+
+    for side in ("a", "b"):
+        s = data[side]
+        typer.echo(f"{side.upper()}: {s['run_id'][:12]}  {s['name']} · {s['mode']}"
+                   + ("" if s["samples"] else "  (no raw samples kept)"))
+    for title, rows in (("configurations differ", data["configuration_differences"]),
+                        ("WARNING: environments differ", data["environment_differences"])):
+        if rows:
+            typer.echo(f"{title}: " + "; ".join(f"{r['key']} {r['a']} -> {r['b']}" for r in rows))
+    table = Table("metric", "A", "B", "change", box=None, pad_edge=False)
+    for r in data["metrics"]:
+        def cell(value: float | None, ci: float | None = None) -> str:
+            if value is None:
+                return "absent"
+            return f"{value:.4g}" + (f" ±{100 * ci:.1f}%" if ci is not None else "")
+        change = f"{100 * r['change_rel']:+.1f} %" if "change_rel" in r else ""
+        table.add_row(r["metric"], cell(r["a"], r.get("a_ci_rel")), cell(r["b"], r.get("b_ci_rel")), change)
+    wide_console(100).print(table)
+    lat = data["latency"]
+    typer.echo(f"latency {100 * lat['change_rel']:+.1f} % ({lat['ratio']:.3f}x): {lat['verdict']} ({lat['why']})")
+
+
 def sync(ctx: typer.Context) -> None:
     """Send runs spooled in the outbox while the tracking server was unreachable."""
     from tracker.log.outbox import pending, sync as send

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracker.log.record import RunRecord, now_ms
+from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping, Summary, summarize
 
@@ -117,7 +118,7 @@ def measured_record(
     if "memory_cap_used_mb" in memory:  # how much of a resident or device memory cap it used (tracker.profile.memcap)
         metrics["memory_cap_used_mb"] = memory["memory_cap_used_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
-    return RunRecord(
+    record = RunRecord(
         kind=kind_of(spec),
         name=run_name(spec),
         params=base_params(spec, model_hash, mode, rule),
@@ -132,6 +133,8 @@ def measured_record(
         start_time_ms=start_ms,
         end_time_ms=now_ms(),
     )
+    record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing)  # every figure above derives from them
+    return record
 
 
 def failed_record(

@@ -1,0 +1,119 @@
+"""`tracker runs compare A B`: real measurement runs compared, their raw samples kept as an
+artifact the metrics derive from, the latency verdict's rules, and bad input as one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tests.conftest import ENV, network_record
+from tracker.cli.app import app
+from tracker.errors import TrackerError
+from tracker.log.compare import ALPHA, Side, latency_verdict
+from tracker.log.logger import RunLogger
+from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
+
+runner = CliRunner()
+
+
+def test_two_measured_runs_are_compared_on_their_samples(tmp_path: Path) -> None:
+    from tracker.profile.stats import summarize
+
+    base = ["--tracking-uri", str(tmp_path / "s"), "-e", "cmp"]
+    quick = ["--time-cap", "0.5", "--precision", "0.1", "--threads", "1", "--format", "json"]
+
+    def measure(batch: int, *extra: str) -> str:
+        out = runner.invoke(app, [*base, "profile", "network", "squeezenet1_1", "--batch-size", str(batch), *quick, *extra])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)["run_id"]
+
+    one, again, four = measure(1), measure(1, "--again"), measure(4)
+    client = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}")
+    # the raw samples are kept, and the run's figures derive from them
+    local = Path(client.download_artifacts(one, SAMPLES_ARTIFACT, str(tmp_path)))
+    samples = read_samples(local.read_text(), one)
+    metrics = client.get_run(one).data.metrics
+    derived = summarize(samples.samples_ms, samples.block_n)
+    assert len(samples.samples_ms) == metrics["samples_count"] and len(samples.warmup_ms) == metrics["warmup_count"]
+    assert derived.median == pytest.approx(metrics["latency_ms"], rel=1e-6)
+    assert derived.ci_rel == pytest.approx(metrics["latency_ci_rel"], rel=1e-3, abs=1e-6)
+
+    out = runner.invoke(app, [*base, "runs", "compare", one[:8], four, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["a"]["run_id"] == one and data["b"]["run_id"] == four and data["a"]["samples"] and data["b"]["samples"]
+    assert data["configuration_differences"] == [{"key": "batch_size", "a": "1", "b": "4"}]
+    assert data["environment_differences"] == []  # one machine, one tracker
+    lat = data["latency"]
+    assert lat["ratio"] > 1.5 and lat["verdict"] == "significant" and lat["p_value"] < ALPHA, lat  # 4 images, not 1
+    assert lat["repeats"] == [2, 1] and lat["repeat_drift_rel"] is not None and not lat["same_configuration"]
+    rows = {r["metric"]: r for r in data["metrics"]}
+    assert rows["latency_ms"]["a"] == metrics["latency_ms"] and "peak_mem_mb" in rows
+    assert "power_w" not in rows  # this machine reads no power: absent, not zero
+
+    repeat = json.loads(runner.invoke(app, [*base, "runs", "compare", one, again, "--format", "json"]).stdout)["latency"]
+    assert repeat["same_configuration"] and repeat["repeat_drift_rel"] is None  # its change is the drift itself
+    text = runner.invoke(app, [*base, "runs", "compare", one, four])
+    assert text.exit_code == 0 and "configurations differ: batch_size 1 -> 4" in text.stdout
+    assert "latency +" in text.stdout and ": significant (" in text.stdout
+
+
+def _side(run_id: str, median: float, ci_rel: float, samples: list[float] | None = None,
+          repeats: list[float] | None = None, key: str | None = None) -> Side:
+    metrics = {"latency_ms": median, "latency_ci_low_ms": median * (1 - ci_rel), "latency_ci_high_ms": median * (1 + ci_rel)}
+    return Side(run_id, run_id, "network", {}, metrics, {"tracker.config_key": key or run_id},
+                Samples(samples, [], 2, "precision") if samples else None, repeats or [median])
+
+
+def test_the_latency_verdict_follows_its_rules_in_order() -> None:
+    verdict = latency_verdict(_side("a", 10.0, 0.05), _side("b", 10.5, 0.05))
+    assert verdict["verdict"] == "not significant" and "overlap" in verdict["why"]
+    # CIs apart, but block medians that do not tell the two apart (the p-value rule)
+    mixed = [10.0, 10.0, 11.0, 11.0, 9.0, 9.0, 12.0, 12.0]
+    verdict = latency_verdict(_side("a", 10.0, 0.01, mixed), _side("b", 10.5, 0.01, mixed[::-1]))
+    assert verdict["verdict"] == "not significant" and verdict["p_value"] >= ALPHA and verdict["blocks"] == [4, 4]
+    # apart, but repeats of a configuration lay further apart than the change
+    verdict = latency_verdict(_side("a", 10.0, 0.01, repeats=[10.0, 11.5]), _side("b", 11.0, 0.01))
+    assert verdict["verdict"] == "within drift" and verdict["repeat_drift_rel"] == pytest.approx(0.15)
+    # apart on every count
+    low, high = [10.0] * 8 + [10.1] * 8, [12.0] * 8 + [12.1] * 8
+    verdict = latency_verdict(_side("a", 10.0, 0.01, low, [10.0, 10.2]), _side("b", 12.0, 0.01, high))
+    assert verdict["verdict"] == "significant" and verdict["p_value"] < ALPHA and verdict["change_rel"] == pytest.approx(0.2)
+    # repeats of one configuration: the drift is what is measured, not a yardstick
+    verdict = latency_verdict(_side("a", 10.0, 0.01, repeats=[10.0, 12.0], key="k"),
+                              _side("b", 12.0, 0.01, repeats=[10.0, 12.0], key="k"))
+    assert verdict["same_configuration"] and verdict["verdict"] == "significant" and "repeats of one" in verdict["why"]
+
+
+def test_bad_runs_to_compare_are_one_line_errors(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    logger = RunLogger(str(store), experiment="bad", environment=ENV)
+    done, failed, newer = network_record(batch_size=1), network_record(batch_size=2), network_record(batch_size=4)
+    failed.metrics.clear()
+    failed.fail("oom")
+    newer.artifacts[SAMPLES_ARTIFACT] = json.dumps({"format": 2, "samples_ms": [1.0]})
+    logger.log([done, failed, newer])
+    base = ["--tracking-uri", str(store), "-e", "bad", "runs", "compare"]
+    cases = [
+        ([done.run_id, done.run_id[:6]], "are the same run"),
+        (["abc", done.run_id], "'abc' is not a run id"),
+        (["ffffffff", done.run_id], "no measurement run whose id starts with ffffffff"),
+        ([done.run_id, failed.run_id], "is FAILED (oom): nothing measured to compare"),
+        ([done.run_id, newer.run_id], "is in format 2, which this tracker does not read"),
+    ]
+    for args, message in cases:  # the library's errors (the entry point prints each as one line)
+        out = runner.invoke(app, [*base, *args])
+        assert out.exit_code == 1 and isinstance(out.exception, TrackerError) and message in str(out.exception), (
+            args, out.output, out.exception)
+    proc = subprocess.run([sys.executable, "-m", "tracker", *base, failed.run_id[:8], done.run_id], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == "", proc
+    assert proc.stderr == f"error: run {failed.run_id[:12]} is FAILED (oom): nothing measured to compare\n", proc.stderr
+    with pytest.raises(TrackerError, match="holds no samples"):
+        read_samples(json.dumps({"format": 1, "samples_ms": []}), "x")

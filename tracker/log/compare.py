@@ -1,0 +1,215 @@
+"""``tracker runs compare A B``: two measurement runs side by side, after pyperf's ``compare_to``.
+
+Before any figure, what could make the comparison meaningless is said: the configurations'
+differences (network, batch size, device, mode: usually what is being compared) and the
+environments' (``env.*`` tags such as the CPU model, torch version and kernel settings, and the
+tracker version): two results from different environments are shown with that warning, as
+pyperf does.
+
+Latency is judged three ways, the first that applies giving the verdict:
+
+1. The drift-aware 95 % CIs of the two medians overlap: *not significant*.
+2. Both runs kept their raw samples (``tracker.log.samples``): a two-sided Mann-Whitney U test
+   on their *block* medians (consecutive samples of one block are not independent; blocks are)
+   at ``ALPHA``; a p-value above it: *not significant*.
+3. Repeats of either configuration in the experiment (``profile network --again``, campaign
+   ``repeats``) lie further apart than the change: *within drift* (a CI covers its own window
+   only; on a shared machine two windows minutes apart can differ by more than either's CI).
+
+Otherwise the change is *significant*. Other metrics (throughput, peak memory, power, energy,
+utilisation, page faults) are single values per run: shown with their change, no verdict. A
+metric one run lacks is absent there, never zero.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from tracker.errors import TrackerError
+from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
+
+#: Significance level of the block-median test.
+ALPHA = 0.05
+#: Metrics shown besides latency, where a run has them.
+METRICS = ("latency_ms", "throughput_per_s", "peak_mem_mb", "energy_per_iter_j", "power_w", "cpu_util_pct",
+           "gpu_util_pct", "page_faults_per_iter_count")
+#: Parameters that make a configuration (differences are shown, not warned about).
+CONFIGURATION = ("model", "model_hash", "batch_size", "input_size", "phase", "device", "precision", "mode")
+#: What a run's environment is: its env.* tags and these.
+ENVIRONMENT_TAGS = ("tracker.version",)
+#: Kinds with a latency to compare.
+MEASURED_KINDS = ("network", "training", "layer")
+#: Shortest run id prefix taken (``runs list`` shows 12 characters).
+MIN_PREFIX = 6
+
+
+@dataclass
+class Side:
+    run_id: str
+    name: str
+    kind: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    samples: Samples | None
+    repeat_medians: list[float]  # latency medians of every FINISHED run of its configuration
+
+    def environment(self) -> dict[str, str]:
+        return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
+
+
+def resolve_run(client: Any, experiment_id: str, ref: str) -> Any:
+    """The run a full id or a unique prefix (of at least ``MIN_PREFIX`` characters) names,
+    looked up among the experiment's measurement runs."""
+    ref = ref.strip().lower()
+    if len(ref) == 32:
+        try:
+            return client.get_run(ref)
+        except Exception:  # noqa: BLE001 - MLflow raises its own exception for an unknown id
+            raise TrackerError(f"no run {ref} in this store") from None
+    if len(ref) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ref):
+        raise TrackerError(f"{ref!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
+                           "(tracker runs list shows them)")
+    found: list[Any] = []
+    for kind in MEASURED_KINDS:  # layer runs (the many) last, and only when no other run matched
+        if kind == "layer" and found:
+            break
+        token = None
+        while True:
+            page = client.search_runs([experiment_id], f"tags.`tracker.kind` = '{kind}'", max_results=50000,
+                                      page_token=token)
+            found += [r for r in page if r.info.run_id.startswith(ref)]
+            token = page.token
+            if not token:
+                break
+    if not found:
+        raise TrackerError(f"no measurement run whose id starts with {ref} in this experiment (-e selects another)")
+    if len(found) > 1:
+        raise TrackerError(f"{ref} names {len(found)} runs ({', '.join(r.info.run_id[:12] for r in found[:4])}"
+                           f"{', ...' if len(found) > 4 else ''}): give more of its id")
+    return found[0]
+
+
+def _side(client: Any, uri: str, run: Any) -> Side:
+    from tracker.log.artifacts import downloaded
+
+    rid, tags = run.info.run_id, run.data.tags
+    kind = tags.get("tracker.kind", "")
+    if run.info.status != "FINISHED":
+        reason = tags.get("tracker.failure_reason")
+        raise TrackerError(f"run {rid[:12]} is {run.info.status}{f' ({reason})' if reason else ''}: nothing measured to compare")
+    if kind not in MEASURED_KINDS or "latency_ms" not in run.data.metrics:
+        what = f"a {kind} run" if kind else "not a tracker run"
+        raise TrackerError(f"run {rid[:12]} is {what}, without a latency: compare network, training or layer runs")
+    samples = None
+    if any(a.path == SAMPLES_ARTIFACT for a in client.list_artifacts(rid, SAMPLES_ARTIFACT.split("/")[0])):
+        with downloaded(uri, rid, SAMPLES_ARTIFACT) as local:
+            samples = read_samples(local.read_text(), f"run {rid[:12]}")
+    medians = [float(run.data.metrics["latency_ms"])]
+    key = tags.get("tracker.config_key")
+    if key:
+        others = client.search_runs([run.info.experiment_id], f"tags.`tracker.config_key` = '{key}' "
+                                    "AND attributes.status = 'FINISHED'", max_results=1000)
+        medians = [float(r.data.metrics["latency_ms"]) for r in others if "latency_ms" in r.data.metrics] or medians
+    return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,
+                medians)
+
+
+def block_medians(s: Samples) -> list[float]:
+    """Medians of the samples' full blocks (each ``block_n`` consecutive samples)."""
+    n = s.block_n
+    return [statistics.median(s.samples_ms[i:i + n]) for i in range(0, len(s.samples_ms) - n + 1, n)]
+
+
+def _differences(a: dict[str, str], b: dict[str, str], keys: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    names = keys if keys is not None else tuple(sorted(set(a) | set(b)))
+    return [{"key": k, "a": a.get(k), "b": b.get(k)} for k in names if a.get(k) != b.get(k)]
+
+
+def _drift(medians: list[float]) -> float | None:
+    """How far the repeats of one configuration lie apart, on the scale of a change: max / min - 1;
+    None for one run."""
+    if len(medians) < 2 or min(medians) <= 0:
+        return None
+    return max(medians) / min(medians) - 1.0
+
+
+def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
+    """The latency change from ``a`` to ``b`` and whether it is significant (see the module's doc)."""
+    ma, mb = a.metrics["latency_ms"], b.metrics["latency_ms"]
+    ci = {s.run_id: (s.metrics.get("latency_ci_low_ms", math.nan), s.metrics.get("latency_ci_high_ms", math.nan))
+          for s in (a, b)}
+    (la, ha), (lb, hb) = ci[a.run_id], ci[b.run_id]
+    out: dict[str, Any] = {"change_rel": mb / ma - 1.0, "ratio": mb / ma}
+    key = a.tags.get("tracker.config_key")
+    out["same_configuration"] = key is not None and key == b.tags.get("tracker.config_key")
+    # Repeats of one configuration: their change *is* the drift, which cannot then be its yardstick.
+    drifts = [] if out["same_configuration"] else [
+        d for d in (_drift(a.repeat_medians), _drift(b.repeat_medians)) if d is not None]
+    out["repeat_drift_rel"] = max(drifts) if drifts else None
+    out["repeats"] = [len(a.repeat_medians), len(b.repeat_medians)]
+    if a.samples is not None and b.samples is not None:
+        from scipy.stats import mannwhitneyu
+
+        xa, xb = block_medians(a.samples), block_medians(b.samples)
+        out["blocks"] = [len(xa), len(xb)]
+        if len(xa) >= 2 and len(xb) >= 2:
+            out["p_value"] = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    overlap = all(map(math.isfinite, (la, ha, lb, hb))) and la <= hb and lb <= ha
+    if overlap:
+        out["verdict"], out["why"] = "not significant", "the 95 % CIs of the two medians overlap"
+    elif out.get("p_value") is not None and out["p_value"] >= ALPHA:
+        out["verdict"] = "not significant"
+        out["why"] = (f"Mann-Whitney U on {out['blocks'][0]} and {out['blocks'][1]} block medians: "
+                      f"p = {out['p_value']:.3g} (>= {ALPHA})")
+    elif out["repeat_drift_rel"] is not None and abs(out["change_rel"]) <= out["repeat_drift_rel"]:
+        out["verdict"] = "within drift"
+        out["why"] = (f"repeats of one configuration here lie up to {100 * out['repeat_drift_rel']:.1f} % apart, "
+                      f"as far as this change or further")
+    else:
+        out["verdict"] = "significant"
+        parts = ["the 95 % CIs do not overlap"]
+        if out.get("p_value") is not None:
+            parts.append(f"Mann-Whitney U on block medians p = {out['p_value']:.3g}")
+        if out["same_configuration"]:
+            parts.append("A and B are repeats of one configuration: this is how far this machine moved between them")
+        elif out["repeat_drift_rel"] is not None:
+            parts.append(f"repeats lie up to {100 * out['repeat_drift_rel']:.1f} % apart")
+        else:
+            parts.append("no repeats of either configuration to show this machine's drift (profile --again)")
+        out["why"] = "; ".join(parts)
+    return out
+
+
+def compare_runs(tracking_uri: str, experiment_id: str, ref_a: str, ref_b: str) -> dict[str, Any]:
+    """Runs ``ref_a`` and ``ref_b`` compared (B against A): differences of configuration and
+    environment, every metric both or either has, and the latency verdict."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    run_a, run_b = resolve_run(client, experiment_id, ref_a), resolve_run(client, experiment_id, ref_b)
+    if run_a.info.run_id == run_b.info.run_id:
+        raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.info.run_id[:12]}): compare two runs")
+    a, b = _side(client, tracking_uri, run_a), _side(client, tracking_uri, run_b)
+    metrics = []
+    for name in METRICS:
+        va, vb = a.metrics.get(name), b.metrics.get(name)
+        if va is None and vb is None:
+            continue
+        row: dict[str, Any] = {"metric": name, "a": va, "b": vb}
+        if va is not None and vb is not None and va != 0:
+            row["change_rel"] = vb / va - 1.0
+        if name == "latency_ms":
+            row["a_ci_rel"], row["b_ci_rel"] = a.metrics.get("latency_ci_rel"), b.metrics.get("latency_ci_rel")
+        metrics.append(row)
+    return {
+        **{side: {"run_id": s.run_id, "name": s.name, "kind": s.kind, "mode": s.params.get("mode"),
+                  "samples": s.samples is not None} for side, s in (("a", a), ("b", b))},
+        "configuration_differences": _differences(a.params, b.params, CONFIGURATION),
+        "environment_differences": _differences(a.environment(), b.environment()),
+        "metrics": metrics,
+        "latency": latency_verdict(a, b),
+    }
