@@ -102,6 +102,10 @@ def main() -> None:
                    "--time-cap", "2"], timeout_s=400)
     step("trace", ["profile", "network", "resnet18", "-b", "1", "--trace", "--device", device, "--format", "json",
                    "--time-cap", "2"], timeout_s=400)
+    # resnet18 at batch 1 against resnet50 at the larger batch: both kept their raw samples
+    if isinstance(outputs.get("network_b1"), dict) and isinstance(outputs.get(f"network_b{big}"), dict):
+        step("compare", ["runs", "compare", str(outputs["network_b1"].get("run_id")),
+                         str(outputs[f"network_b{big}"].get("run_id")), "--format", "json"])
     # Doubling training batches of resnet50 until the device runs out of memory (on an 80 GB H100
     # that is past 512 at 224 px); on cpu a memory cap stands in for the device's size.
     boundary = ["profile", "boundary", "resnet50", "--phase", "training", "--device", device,
@@ -175,6 +179,11 @@ def main() -> None:
                            "traced_iteration_ms": t.get("traced_iteration_ms"), "artifacts": t.get("artifacts"),
                            "top": [(o.get("op"), o.get("self_device_ms", o.get("self_cpu_ms"))) for o in t.get("ops", [])[:5]],
                            "error": t.get("error")}
+    if isinstance(outputs.get("compare"), dict):
+        c = outputs["compare"]
+        checks["compare"] = {"samples": [c["a"]["samples"], c["b"]["samples"]], "verdict": c["latency"]["verdict"],
+                             "ratio": c["latency"]["ratio"], "p_value": c["latency"].get("p_value"),
+                             "environment_differences": c["environment_differences"]}
     for key in ("boundary", "capped_boundary"):
         if isinstance(outputs.get(key), dict):
             checks[key] = {k: v for k, v in outputs[key].items() if not isinstance(v, (list, dict))}
@@ -186,6 +195,7 @@ def main() -> None:
     print(json.dumps({"device": device, "out": str(out), "steps": {k: {"rc": v["rc"], "s": v["s"]}
                                                                     for k, v in steps.items()},
                       "checks": checks, "all_ok": checks["all_steps_ok"] and (checks.get("trace") or {}).get("artifacts") is not None
+                      and (checks.get("compare") or {}).get("samples") == [True, True]
                       and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"]
                                        and checks["trace"]["time_basis"] == "self_device_ms"))}))
 
