@@ -312,3 +312,19 @@ def test_boundary_summary_says_what_happened_in_words() -> None:
     capped = _boundary_line({"largest_ok_batch_size": 4, "first_failed_batch_size": 8, "failure_reason": "oom",
                              "memory_limit_mb": 300.0, "memory_cap": "resident"}, max_batch=64)
     assert capped == "largest batch size that fits under a 300 MB resident memory cap: 4; first failure: 8 (oom)"
+
+
+def test_many_page_faults_in_the_default_allocator_mode_point_to_retain(capsys: pytest.CaptureFixture[str]) -> None:
+    """A measurement with glibc's defaults that faults in its activations every iteration says that
+    `--allocator retain` exists; one that retains already, or faults little, says nothing of it."""
+    from tracker.cli.options import OutputFormat
+    from tracker.cli.profile import PAGE_FAULT_HINT, _report
+
+    data = {"status": "FINISHED", "reused": False, "model": "m", "batch_size": 1, "phase": "inference", "mode": "cpu-t1",
+            "latency_ms": 3.9, "ci_rel": 0.02, "samples": 60, "stop_reason": "precision", "run_id": "r",
+            "peak_mem_mb": 560.0}
+    for mode, faults, hint in (("cpu-t1", 1160.0, True), ("cpu-t1-retain", 1160.0, False),
+                               ("cpu-t1", PAGE_FAULT_HINT - 1, False), ("cpu-t1", None, False)):
+        _report({**data, "mode": mode, "page_faults_per_iter_count": faults}, OutputFormat.table)
+        out = capsys.readouterr().out
+        assert ("--allocator retain keeps them" in out) is hint, (mode, faults, out)

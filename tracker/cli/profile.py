@@ -58,6 +58,11 @@ def _check(model: str, device: Device) -> None:
     zygote_client.prestart()
 
 
+#: Page faults per iteration from which a measurement in the C library's allocator mode says
+#: that ``--allocator retain`` exists (retaining: about none; glibc's defaults: 1,000 and more).
+PAGE_FAULT_HINT = 100
+
+
 def _report(data: dict, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         emit_json(data)
@@ -76,6 +81,11 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         f"±{100 * data['ci_rel']:.1f}% (95% CI), {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
         f"run {data['run_id']}"
     )
+    faults = data.get("page_faults_per_iter_count")
+    if faults is not None and faults >= PAGE_FAULT_HINT and not str(data["mode"]).endswith("-retain"):
+        typer.echo(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
+                   "back and faults them in again every iteration, at a cost that moves with the host; "
+                   "--allocator retain keeps them (a mode of its own)")
     if "layers" in data:
         typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}")
     if "trace" in data:
