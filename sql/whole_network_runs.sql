@@ -7,19 +7,21 @@
 -- a Jetson's shared by CPU and GPU); NULL where the run did not record it (runs of tracker 0.5.0 and earlier).
 -- memory_limit_mb, memory_cap: the memory cap a run was measured under (--memory-limit-mb: growth over
 -- what the measuring child held, a smaller device) and how it held (resident or address-space); NULL: none.
+-- latency_p90_ms, latency_p99_ms: tail latency, where a run had samples enough to tell (20 and 200;
+-- tracker.profile.stats.TAIL_BEYOND); NULL otherwise (fewer samples, runs before tracker 0.7.2, imports).
 -- memory_cap_used_mb: under a resident cap, how far the child's memory rose over what it held then (at the
 -- highest), the quantity memory_limit_mb bounds; NULL otherwise.
 WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
-           latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
+           latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
            peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, page_faults_per_iter_count,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM network_runs
     UNION ALL BY NAME
     SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
-           latency_ms, latency_ci_rel, latency_iqr_ms, samples_count, throughput_per_s,
+           latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
            peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, page_faults_per_iter_count,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM training_runs

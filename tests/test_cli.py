@@ -111,6 +111,12 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert run.data.tags["tracker.stop_reason"] == data["stop_reason"]
     assert data["device"] == "cpu" and data["mode"] == run.data.params["mode"]
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
+    # tail latency where there were samples enough to tell it (20 for p90, 200 for p99), else absent
+    assert ("latency_p90_ms" in data) is (data["samples"] >= 20) and ("latency_p99_ms" in data) is (data["samples"] >= 200)
+    assert {k: run.data.metrics[k] for k in ("latency_p90_ms", "latency_p99_ms") if k in run.data.metrics} == \
+        {k: data[k] for k in ("latency_p90_ms", "latency_p99_ms") if k in data}
+    if "latency_p90_ms" in data:
+        assert run.data.metrics["latency_max_ms"] >= data["latency_p90_ms"] >= data["latency_ms"]
 
     again = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
                                 "--time-cap", "1", "--precision", "0.05", "--threads", "1"])

@@ -117,3 +117,18 @@ def test_the_layer_rule_is_looser_capped_and_on_shorter_blocks() -> None:
     assert layers.block_size(1.0) == round(1000 * LAYER_BLOCK_S) and Stopping().block_size(1.0) == 30
     assert Stopping(block_s=0.001).for_layers().block_s == 0.001  # a rule already finer keeps its blocks
     assert Stopping(target_ci_rel=0.1).for_layers().target_ci_rel == 0.1
+
+
+def test_tail_latency_needs_samples_beyond_it() -> None:
+    """p90 and p99 are reported from 20 and 200 samples on (TAIL_BEYOND = 2 beyond them), between
+    the median and the largest sample; with fewer they are absent, not the maximum."""
+    from tracker.profile.stats import TAIL_BEYOND, tail_quantile
+
+    assert TAIL_BEYOND == 2
+    ordered = [float(v) for v in range(1, 21)]  # 1..20 ms
+    assert tail_quantile(ordered[:19], 0.90) is None and tail_quantile(ordered, 0.90) == pytest.approx(18.1)
+    assert tail_quantile(ordered, 0.99) is None
+    s = summarize([float(v % 50) + 1 for v in range(200)])
+    assert s.p99 is not None and s.median <= s.p90 <= s.p99 <= s.max
+    few = summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])
+    assert few.p90 is None and few.p99 is None

@@ -76,9 +76,10 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         mem += f" ({data['memory_cap_used_mb']:,.0f} of its {data['memory_limit_mb']:g} MB cap)"
     if data.get("page_faults_per_iter_count") is not None:
         mem += f", {data['page_faults_per_iter_count']:,.0f} page faults per iteration"
+    tail = "".join(f", p{q} {data[f'latency_p{q}_ms']:.3f} ms" for q in (90, 99) if f"latency_p{q}_ms" in data)
     typer.echo(
         f"{data['model']} bs{data['batch_size']} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
-        f"±{100 * data['ci_rel']:.1f}% (95% CI), {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
+        f"±{100 * data['ci_rel']:.1f}% (95% CI){tail}, {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
         f"run {data['run_id']}"
     )
     faults = data.get("page_faults_per_iter_count")

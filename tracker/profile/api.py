@@ -67,6 +67,9 @@ class ProfileResult:
             "peak_mem_mb": m.get("peak_mem_mb"),
             "stop_reason": self.network.tags.get("tracker.stop_reason"),
         }
+        for tail in ("latency_p90_ms", "latency_p99_ms"):  # where it had samples enough to tell
+            if tail in m:
+                out[tail] = m[tail]
         if "page_faults_per_iter_count" in m:  # memory the C allocator took afresh from the kernel, per iteration
             out["page_faults_per_iter_count"] = m["page_faults_per_iter_count"]
         if self.network.status != "FINISHED":

@@ -73,6 +73,8 @@ def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
         "latency_blocks_count": float(s.blocks),
         "warmup_count": float(len(timing["warmup_ms"])),
         "measure_time_s": float(timing["elapsed_s"]),
+        **({"latency_p90_ms": s.p90} if s.p90 is not None else {}),  # absent with too few samples to tell
+        **({"latency_p99_ms": s.p99} if s.p99 is not None else {}),
     }
 
 

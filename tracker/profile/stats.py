@@ -44,6 +44,10 @@ LAYER_WARMUP_CAP_S = 0.5
 #: agree with it as closely as under 30 ms blocks (within the layer precision), at about a
 #: fifth of the device time.
 LAYER_BLOCK_S = 0.005
+#: A tail quantile q of the latency (p90, p99) is reported only where at least this many samples
+#: lie beyond it, that is from TAIL_BEYOND / (1 - q) samples on (p90: 20, p99: 200); with fewer
+#: it would be the largest sample or an interpolation towards it, and is left out.
+TAIL_BEYOND = 2
 #: Two-sided 95 % Student-t quantiles by degrees of freedom; past the table, 2.0 (df 60).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
@@ -108,6 +112,9 @@ class Summary:
     #: samples per block and full blocks the drift-aware part of the CI rests on
     block_n: int = 1
     blocks: int = 0
+    #: tail latency (90th and 99th percentiles); None with too few samples to tell (TAIL_BEYOND)
+    p90: float | None = None
+    p99: float | None = None
 
     @property
     def ci_rel(self) -> float:
@@ -146,6 +153,17 @@ def drift_half_width(samples: list[float], block_n: int) -> tuple[float, int]:
     return t95(k - 1) * spread / math.sqrt(k), k
 
 
+def tail_quantile(ordered: list[float], q: float) -> float | None:
+    """The ``q`` quantile of sorted samples (linear interpolation between order statistics), or
+    None where fewer than ``TAIL_BEYOND`` samples would lie beyond it."""
+    n = len(ordered)
+    if n < math.ceil(TAIL_BEYOND / (1.0 - q) - 1e-9):
+        return None
+    pos = q * (n - 1)
+    i = int(pos)
+    return ordered[i] + (ordered[min(i + 1, n - 1)] - ordered[i]) * (pos - i)
+
+
 def summarize(samples: list[float], block_n: int = 1) -> Summary:
     """Figures of raw samples in time order; ``block_n`` > 1 makes the CI drift-aware."""
     if not samples:
@@ -172,6 +190,8 @@ def summarize(samples: list[float], block_n: int = 1) -> Summary:
         ci_high=hi,
         block_n=block_n,
         blocks=blocks,
+        p90=tail_quantile(ordered, 0.90),
+        p99=tail_quantile(ordered, 0.99),
     )
 
 
