@@ -28,12 +28,14 @@ def test_two_measured_runs_are_compared_on_their_samples(tmp_path: Path) -> None
     base = ["--tracking-uri", str(tmp_path / "s"), "-e", "cmp"]
     quick = ["--time-cap", "0.5", "--precision", "0.1", "--threads", "1", "--format", "json"]
 
-    def measure(batch: int, *extra: str) -> str:
-        out = runner.invoke(app, [*base, "profile", "network", "squeezenet1_1", "--batch-size", str(batch), *quick, *extra])
+    def measure(batch: int, *extra: str, command: str = "network") -> str:
+        out = runner.invoke(app, [*base, "profile", command, "squeezenet1_1", "--batch-size", str(batch), *quick, *extra])
         assert out.exit_code == 0, out.output
         return json.loads(out.stdout)["run_id"]
 
-    one, again, four = measure(1), measure(1, "--again"), measure(4)
+    # each with its layers and torch.profiler's operator table
+    one, four = measure(1, "--trace", command="layers"), measure(4, "--trace", command="layers")
+    again = measure(1, "--again")
     client = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}")
     # the raw samples are kept, and the run's figures derive from them
     local = Path(client.download_artifacts(one, SAMPLES_ARTIFACT, str(tmp_path)))
@@ -56,12 +58,23 @@ def test_two_measured_runs_are_compared_on_their_samples(tmp_path: Path) -> None
     rows = {r["metric"]: r for r in data["metrics"]}
     assert rows["latency_ms"]["a"] == metrics["latency_ms"] and "peak_mem_mb" in rows
     assert "power_w" not in rows  # this machine reads no power: absent, not zero
+    # layer by layer, matched by name, those that moved most first
+    layers = data["layers"]
+    sums = [client.get_run(r).data.metrics["sum_of_layers_ms"] for r in (one, four)]
+    assert layers["matched"] > 20 and layers["only_a"] == layers["only_b"] == 0
+    assert [layers["sum_a_ms"], layers["sum_b_ms"]] == pytest.approx(sums)
+    moved = [abs(r["change_ms"]) for r in layers["top"]]
+    assert len(moved) == 10 and moved == sorted(moved, reverse=True) and layers["apart"] >= 1
+    ops = data["operators"]
+    assert ops["time_basis"] == "self_cpu_ms" and ops["total_b_ms"] > ops["total_a_ms"] > 0
+    assert abs(ops["top"][0]["change_ms"]) == max(abs(r["change_ms"]) for r in ops["top"])
 
     repeat = json.loads(runner.invoke(app, [*base, "runs", "compare", one, again, "--format", "json"]).stdout)["latency"]
     assert repeat["same_configuration"] and repeat["repeat_drift_rel"] is None  # its change is the drift itself
     text = runner.invoke(app, [*base, "runs", "compare", one, four])
     assert text.exit_code == 0 and "configurations differ: batch_size 1 -> 4" in text.stdout
     assert "latency +" in text.stdout and ": significant (" in text.stdout
+    assert f"layers: {layers['matched']} matched by name" in text.stdout and "operators (torch.profiler" in text.stdout
 
 
 def _side(run_id: str, median: float, ci_rel: float, samples: list[float] | None = None,
@@ -117,3 +130,19 @@ def test_bad_runs_to_compare_are_one_line_errors(tmp_path: Path) -> None:
     assert proc.stderr == f"error: run {failed.run_id[:12]} is FAILED (oom): nothing measured to compare\n", proc.stderr
     with pytest.raises(TrackerError, match="holds no samples"):
         read_samples(json.dumps({"format": 1, "samples_ms": []}), "x")
+
+
+def test_operator_tables_are_compared_on_one_time_basis_only() -> None:
+    from tracker.log.compare import compare_layers, compare_ops
+
+    cpu = {"time_basis": "self_cpu_ms", "ops": [{"op": "aten::conv", "self_cpu_ms": 2.0}, {"op": "aten::add", "self_cpu_ms": 0.5}]}
+    other = {"time_basis": "self_cpu_ms", "ops": [{"op": "aten::conv", "self_cpu_ms": 1.0}, {"op": "aten::cat", "self_cpu_ms": 0.75}]}
+    out = compare_ops(cpu, other)
+    assert out is not None and [(r["op"], r["change_ms"]) for r in out["top"]] == [
+        ("aten::conv", -1.0), ("aten::cat", 0.75), ("aten::add", -0.5)]  # one a run lacks did not run there
+    assert compare_ops(cpu, {"time_basis": "self_device_ms", "ops": []}) is None  # CPU time against kernel time: not compared
+    layers = compare_layers({"l1": {"op_type": "Conv2d", "latency_ms": 1.0, "latency_ci_rel": 0.05},
+                             "l2": {"op_type": "ReLU", "latency_ms": 0.1, "latency_ci_rel": 0.05}},
+                            {"l1": {"op_type": "Conv2d", "latency_ms": 1.04, "latency_ci_rel": 0.05},
+                             "l3": {"op_type": "ReLU", "latency_ms": 0.2, "latency_ci_rel": 0.05}})
+    assert (layers["matched"], layers["only_a"], layers["only_b"], layers["apart"]) == (1, 1, 1, 0)  # 4 %: within CIs

@@ -105,6 +105,26 @@ def compare(
     wide_console(100).print(table)
     lat = data["latency"]
     typer.echo(f"latency {100 * lat['change_rel']:+.1f} % ({lat['ratio']:.3f}x): {lat['verdict']} ({lat['why']})")
+    if "layers" in data:
+        ly = data["layers"]
+        unmatched = f"; {ly['only_a']} only in A, {ly['only_b']} only in B" if ly["only_a"] or ly["only_b"] else ""
+        typer.echo(f"\nlayers: {ly['matched']} matched by name{unmatched}; their sum {ly['sum_a_ms']:.3f} -> "
+                   f"{ly['sum_b_ms']:.3f} ms; {ly['apart']} with CIs apart. Those that moved most:")
+        table = Table("layer", "op", "A ms", "B ms", "change", "", box=None, pad_edge=False)
+        for r in ly["top"]:
+            rel = f"{100 * r['change_rel']:+.1f} %" if r["change_rel"] is not None else ""
+            table.add_row(r["layer"], r["op_type"] or "", f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", rel,
+                          "CIs apart" if r["apart"] else "")
+        wide_console(100).print(table)
+    if "operators" in data:
+        ops = data["operators"]
+        basis = ops["time_basis"].replace("_", " ")
+        typer.echo(f"\noperators (torch.profiler, {basis} per iteration): {ops['total_a_ms']:.3f} -> "
+                   f"{ops['total_b_ms']:.3f} ms in all. Those that moved most:")
+        table = Table("operator", "A ms", "B ms", "change ms", box=None, pad_edge=False)
+        for r in ops["top"]:
+            table.add_row(r["op"], f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", f"{r['change_ms']:+.4f}")
+        wide_console(100).print(table)
 
 
 def sync(ctx: typer.Context) -> None:

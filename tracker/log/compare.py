@@ -19,6 +19,11 @@ Latency is judged three ways, the first that applies giving the verdict:
 Otherwise the change is *significant*. Other metrics (throughput, peak memory, power, energy,
 utilisation, page faults) are single values per run: shown with their change, no verdict. A
 metric one run lacks is absent there, never zero.
+
+Where both runs hold more, it is compared too: their layer runs (nested under them, matched by
+layer name; the ``TOP`` that moved most, each marked where the two layers' CIs do not overlap),
+and their torch.profiler operator tables (``--trace``: matched by operator, self time per
+iteration on the table's time basis).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ ENVIRONMENT_TAGS = ("tracker.version",)
 MEASURED_KINDS = ("network", "training", "layer")
 #: Shortest run id prefix taken (``runs list`` shows 12 characters).
 MIN_PREFIX = 6
+#: Layers and operators listed: those whose time moved most.
+TOP = 10
 
 
 @dataclass
@@ -56,6 +63,8 @@ class Side:
     tags: dict[str, str]
     samples: Samples | None
     repeat_medians: list[float]  # latency medians of every FINISHED run of its configuration
+    layers: dict[str, dict[str, Any]] | None = None  # layer name -> op_type, latency_ms, latency_ci_rel
+    ops: dict[str, Any] | None = None  # the torch.profiler operator table (trace/ops.json), if traced
 
     def environment(self) -> dict[str, str]:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
@@ -114,8 +123,58 @@ def _side(client: Any, uri: str, run: Any) -> Side:
         others = client.search_runs([run.info.experiment_id], f"tags.`tracker.config_key` = '{key}' "
                                     "AND attributes.status = 'FINISHED'", max_results=1000)
         medians = [float(r.data.metrics["latency_ms"]) for r in others if "latency_ms" in r.data.metrics] or medians
+    layers = None
+    if kind != "layer":
+        children = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{rid}' "
+                                      "AND tags.`tracker.kind` = 'layer' AND attributes.status = 'FINISHED'",
+                                      max_results=50000)
+        layers = {r.data.params.get("layer_name", r.info.run_id): {
+            "op_type": r.data.params.get("op_type"), "latency_ms": r.data.metrics.get("latency_ms"),
+            "latency_ci_rel": r.data.metrics.get("latency_ci_rel")} for r in children
+            if "latency_ms" in r.data.metrics} or None
+    ops = None
+    ops_path = tags.get("tracker.trace")
+    if ops_path:
+        import json
+
+        with downloaded(uri, rid, ops_path) as local:
+            ops = json.loads(local.read_text())
     return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,
-                medians)
+                medians, layers, ops)
+
+
+def compare_layers(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], top: int = TOP) -> dict[str, Any]:
+    """Layers of two network runs matched by name: their sums, and the ``top`` whose latency moved
+    most (``apart``: the two layers' 95 % CIs do not overlap)."""
+    both = sorted(set(a) & set(b))
+    rows = []
+    for name in both:
+        la, lb = a[name], b[name]
+        ma, mb = float(la["latency_ms"]), float(lb["latency_ms"])
+        ca, cb = float(la.get("latency_ci_rel") or 0.0), float(lb.get("latency_ci_rel") or 0.0)
+        rows.append({"layer": name, "op_type": la.get("op_type") or lb.get("op_type"), "a_ms": ma, "b_ms": mb,
+                     "change_ms": mb - ma, "change_rel": mb / ma - 1.0 if ma > 0 else None,
+                     "apart": ma * (1 + ca) < mb * (1 - cb) or mb * (1 + cb) < ma * (1 - ca)})
+    rows.sort(key=lambda r: -abs(r["change_ms"]))
+    return {"matched": len(both), "only_a": len(set(a) - set(b)), "only_b": len(set(b) - set(a)),
+            "sum_a_ms": sum(r["a_ms"] for r in rows), "sum_b_ms": sum(r["b_ms"] for r in rows),
+            "apart": sum(r["apart"] for r in rows), "top": rows[:top]}
+
+
+def compare_ops(a: dict[str, Any], b: dict[str, Any], top: int = TOP) -> dict[str, Any] | None:
+    """Two torch.profiler operator tables matched by operator: self time per iteration on their
+    common time basis, the ``top`` that moved most (an operator one run lacks counts as 0 there:
+    it did not run); None where the two were taken on different bases (CPU against GPU)."""
+    if a.get("time_basis") != b.get("time_basis"):
+        return None
+    basis = a["time_basis"]
+    ta = {o["op"]: float(o.get(basis) or 0.0) for o in a.get("ops", [])}
+    tb = {o["op"]: float(o.get(basis) or 0.0) for o in b.get("ops", [])}
+    rows = [{"op": op, "a_ms": ta.get(op, 0.0), "b_ms": tb.get(op, 0.0), "change_ms": tb.get(op, 0.0) - ta.get(op, 0.0)}
+            for op in set(ta) | set(tb)]
+    rows.sort(key=lambda r: (-abs(r["change_ms"]), r["op"]))
+    return {"time_basis": basis, "operators": [len(ta), len(tb)], "total_a_ms": sum(ta.values()),
+            "total_b_ms": sum(tb.values()), "top": rows[:top]}
 
 
 def block_medians(s: Samples) -> list[float]:
@@ -194,6 +253,7 @@ def compare_runs(tracking_uri: str, experiment_id: str, ref_a: str, ref_b: str) 
     if run_a.info.run_id == run_b.info.run_id:
         raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.info.run_id[:12]}): compare two runs")
     a, b = _side(client, tracking_uri, run_a), _side(client, tracking_uri, run_b)
+    ops = compare_ops(a.ops, b.ops) if a.ops and b.ops else None
     metrics = []
     for name in METRICS:
         va, vb = a.metrics.get(name), b.metrics.get(name)
@@ -212,4 +272,6 @@ def compare_runs(tracking_uri: str, experiment_id: str, ref_a: str, ref_b: str) 
         "environment_differences": _differences(a.environment(), b.environment()),
         "metrics": metrics,
         "latency": latency_verdict(a, b),
+        **({"layers": compare_layers(a.layers, b.layers)} if a.layers and b.layers else {}),
+        **({"operators": ops} if ops else {}),
     }
