@@ -121,24 +121,36 @@ def _side(client: Any, uri: str, run: Any) -> Side:
     key = tags.get("tracker.config_key")
     if key:
         others = client.search_runs([run.info.experiment_id], f"tags.`tracker.config_key` = '{key}' "
-                                    "AND attributes.status = 'FINISHED'", max_results=1000)
+                                    f"AND tags.`tracker.kind` = '{kind}' AND attributes.status = 'FINISHED'",
+                                    max_results=1000)
         medians = [float(r.data.metrics["latency_ms"]) for r in others if "latency_ms" in r.data.metrics] or medians
-    layers = None
+    layers: dict[str, dict[str, Any]] | None = None
     if kind != "layer":
         children = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{rid}' "
                                       "AND tags.`tracker.kind` = 'layer' AND attributes.status = 'FINISHED'",
                                       max_results=50000)
-        layers = {r.data.params.get("layer_name", r.info.run_id): {
-            "op_type": r.data.params.get("op_type"), "latency_ms": r.data.metrics.get("latency_ms"),
-            "latency_ci_rel": r.data.metrics.get("latency_ci_rel")} for r in children
-            if "latency_ms" in r.data.metrics} or None
+        named: dict[str, dict[str, Any]] = {}
+        for r in sorted(children, key=lambda r: int(r.data.params.get("layer_index", 0))):
+            if "latency_ms" not in r.data.metrics:
+                continue
+            name = base = r.data.params.get("layer_name", r.info.run_id)
+            k = 1
+            while name in named:  # a module called twice: its second call is name#2
+                k += 1
+                name = f"{base}#{k}"
+            named[name] = {"op_type": r.data.params.get("op_type"), "latency_ms": r.data.metrics["latency_ms"],
+                            "latency_ci_rel": r.data.metrics.get("latency_ci_rel")}
+        layers = named or None
     ops = None
     ops_path = tags.get("tracker.trace")
     if ops_path:
         import json
 
-        with downloaded(uri, rid, ops_path) as local:
-            ops = json.loads(local.read_text())
+        try:
+            with downloaded(uri, rid, ops_path) as local:
+                ops = json.loads(local.read_text())
+        except Exception:  # noqa: BLE001 - an operator table gone or unreadable: compared without it
+            ops = None
     return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,
                 medians, layers, ops)
 
