@@ -224,7 +224,11 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     summary["steps_s"] = {k: round(v, 1) for k, v in steps.items()}
     summary["total_s"] = round(time.monotonic() - started, 1)
     console.print(f"done in {summary['total_s']:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in steps.items()) + ")")
-    _next_steps(console, unseen, max(plan.batch_sizes))
+    # two runs of one network, at the smallest and the largest batch, to compare
+    small, large = min(plan.batch_sizes), max(plan.batch_sizes)
+    pair = next(((u.name, measured[(u.name, small)]["run_id"], measured[(u.name, large)]["run_id"]) for u in unseen
+                 if small != large and (u.name, small) in measured and (u.name, large) in measured), None)
+    _next_steps(console, unseen, max(plan.batch_sizes), pair)
     return summary
 
 
@@ -283,14 +287,15 @@ def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
 
     con = connect(warehouse, read_only=True)
     try:
-        cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb "
+        cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb, run_id "
                           "FROM latest_measurements WHERE phase = $phase AND device = $device "
                           "AND ($mode IS NULL OR mode = $mode) AND list_contains($names, model)",
                           {"phase": phase, "device": device, "names": names, "mode": mode})
         rows = cur.fetchall()
     finally:
         con.close()
-    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem} for m, b, lat, ci, mem in rows}
+    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "run_id": rid}
+            for m, b, lat, ci, mem, rid in rows}
 
 
 def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]], uri: str, unseen: list[Unseen],
@@ -352,8 +357,11 @@ def _step(command: str, column: int = 38) -> str:
     return line + " " * max(2, column - len(line))
 
 
-def _next_steps(console: Any, unseen: list[Unseen], batch_size: int) -> None:
+def _next_steps(console: Any, unseen: list[Unseen], batch_size: int, pair: tuple[str, str, str] | None = None) -> None:
+    """What to try next; ``pair``: a network and two of its runs (ids) to compare."""
     example = unseen[0].name if unseen and unseen[0].origin == "zoo" else "resnet50"
+    compare = ("\n" + _step(f"tracker -e {EXPERIMENT} runs compare {pair[1][:8]} {pair[2][:8]}")
+               + f"{pair[0]} at two batch sizes side by side (pyperf-style)") if pair else ""
     console.print(
         "\n[bold]Next[/]\n"
         "  tracker ui                          browse the runs: experiment 'demo', layer runs nested under their network,\n"
@@ -366,4 +374,5 @@ def _next_steps(console: Any, unseen: list[Unseen], batch_size: int) -> None:
         "(torch.profiler)\n"
         "  tracker report runs/report          the pictures again (open runs/report/index.html)\n"
         "  tracker views                       every SQL view of the warehouse"
+        f"{compare}"
     )
