@@ -7,10 +7,11 @@ from typing import Any
 
 def wide_console(min_width: int, stderr: bool = False) -> Any:
     """A rich Console: a terminal's own width, or at least ``min_width`` columns where the output
-    is a log file, a pipe or CI (rich assumes 80 there and would cut or wrap a wide table)."""
+    is a log file, a pipe or CI (rich assumes 80 there and would cut or wrap a wide table); there
+    a line of text longer than that stays one line (soft wrap), as grep and a log reader want it."""
     from rich.console import Console
 
     console = Console(stderr=stderr, highlight=False)
     if not console.is_terminal:
-        console = Console(stderr=stderr, highlight=False, width=max(console.width, min_width))
+        console = Console(stderr=stderr, highlight=False, width=max(console.width, min_width), soft_wrap=True)
     return console
