@@ -241,6 +241,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["profile", "network", "resnet19"], 1, "unknown model 'resnet19'; did you mean resnet18"),
         (["profile", "network", "resnet18", "--batch-size", "0"], 2, "--batch-size"),
         (["profile", "network", "resnet18", "--precision", "abc"], 2, "--precision"),
+        (["profile", "network", "resnet18", "--min-samples", "3"], 2, "--min-samples"),
         (["--tracking-uri", f"http://127.0.0.1:{free_port()}", "store", "info"], 1, "cannot reach tracking server"),
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
@@ -334,3 +335,17 @@ def test_many_page_faults_in_the_default_allocator_mode_point_to_retain(capsys: 
         _report({**data, "mode": mode, "page_faults_per_iter_count": faults}, OutputFormat.table)
         out = capsys.readouterr().out
         assert ("--allocator retain keeps them" in out) is hint, (mode, faults, out)
+
+
+def test_min_samples_buys_a_tail_latency(tmp_path: Path) -> None:
+    """``--min-samples 200``: sampling goes on past the precision until 200 samples, so the run has
+    its p99; the rule is a param of the run."""
+    store = tmp_path / "store"
+    out = runner.invoke(app, ["--tracking-uri", str(store), "profile", "network", "squeezenet1_1", "--precision", "0.2",
+                              "--time-cap", "20", "--min-samples", "200", "--threads", "1", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["samples"] >= 200 and data["stop_reason"] == "precision", data
+    assert data["latency_ms"] <= data["latency_p90_ms"] <= data["latency_p99_ms"]
+    run = MlflowClient(f"sqlite:///{store / 'mlflow.db'}").get_run(data["run_id"])
+    assert run.data.params["min_samples"] == "200" and run.data.metrics["latency_p99_ms"] == data["latency_p99_ms"]

@@ -639,6 +639,7 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be greater than 0, got -5"),
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 2", "[measure].min_samples must be at least 6, got 2"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nallocator = \"jemalloc\"",
      "[measure].allocator = 'jemalloc': expected one of system, retain"),

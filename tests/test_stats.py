@@ -132,3 +132,11 @@ def test_tail_latency_needs_samples_beyond_it() -> None:
     assert s.p99 is not None and s.median <= s.p90 <= s.p99 <= s.max
     few = summarize([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])
     assert few.p90 is None and few.p99 is None
+
+
+def test_layers_do_not_inherit_a_networks_min_samples() -> None:
+    """--min-samples is for a network's tail latency; its layers (no tail metrics) keep the default."""
+    from tracker.profile.stats import MIN_SAMPLES
+
+    assert Stopping(min_samples=200).for_layers().min_samples == MIN_SAMPLES
+    assert Stopping(min_samples=8).for_layers().min_samples == 8

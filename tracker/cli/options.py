@@ -65,6 +65,9 @@ PrecisionOption = Annotated[
     typer.Option("--precision", min=0.001, max=0.5, help="Target relative half-width of the 95% CI of the median."),
 ]
 TimeCapOption = Annotated[float, typer.Option("--time-cap", min=0.1, help="Seconds of sampling at most per configuration.")]
+MinSamplesOption = Annotated[int, typer.Option(
+    "--min-samples", min=6, max=100_000,  # 6: stats.MIN_SAMPLES_FOR_CI
+    help="Samples at least before the precision may end sampling (the time cap still does): 200 give a p99.")]
 
 
 @dataclass

@@ -15,6 +15,7 @@ from tracker.cli.options import (
     FormatOption,
     OutputFormat,
     Phase,
+    MinSamplesOption,
     PrecisionOption,
     TimeCapOption,
     emit_json,
@@ -118,12 +119,13 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
 
 def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: Device, threads: int | None,
              precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
-             again: bool = False, allocator: Allocator = Allocator.system, trace: bool = False) -> None:
+             again: bool = False, allocator: Allocator = Allocator.system, trace: bool = False,
+             min_samples: int = 10) -> None:
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
     _check(model, device)
-    rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap)
+    rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap, min_samples=min_samples)
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
@@ -142,6 +144,7 @@ def network(
     allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
+    min_samples: MinSamplesOption = 10,
     timeout: TimeoutOption = 600.0,
     memory_limit_mb: MemLimitOption = None,
     again: AgainOption = False,
@@ -150,7 +153,7 @@ def network(
 ) -> None:
     """Whole-network latency, memory and telemetry at one batch size (one child process)."""
     _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt, again,
-             allocator, trace)
+             allocator, trace, min_samples)
 
 
 @app.command("layers")
@@ -163,6 +166,7 @@ def layers(
     allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
+    min_samples: MinSamplesOption = 10,
     timeout: TimeoutOption = 600.0,
     again: AgainOption = False,
     trace: TraceOption = False,
@@ -170,7 +174,7 @@ def layers(
 ) -> None:
     """Whole-network inference plus each layer alone on its real input (nested layer runs)."""
     _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt, again,
-             allocator, trace)
+             allocator, trace, min_samples)
 
 
 @app.command("boundary")

@@ -4,7 +4,7 @@
     [networks]  zoo = [...], specs = [...], generate = {count, seed, input_size}, prune = {model, ratios, method, seed}
     [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), allocator ("retain":
                 the C allocator keeps freed memory, part of the mode), precision, time_cap_s, layers,
-                till_first_fail, timeout_s, memory_limit_mb, repeats, trace
+                till_first_fail, timeout_s, memory_limit_mb, repeats, trace, min_samples
 
 Every configuration runs in a child process; one that is already measured (its config key
 is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
@@ -39,7 +39,7 @@ SECTIONS = {
     "measure": {
         "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
         "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float, "repeats": int,
-        "allocator": str, "trace": bool,
+        "allocator": str, "trace": bool, "min_samples": int,
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
@@ -65,6 +65,7 @@ class Campaign:
     memory_limit_mb: float | None = None
     repeats: int = 1
     trace: bool = False
+    min_samples: int = 10  # stats.MIN_SAMPLES; more for a tail latency (200: a p99)
 
 
 def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
@@ -154,6 +155,9 @@ def load_campaign(path: Path) -> Campaign:
             setattr(c, key, float(m[key]))
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
     c.trace = bool(m.get("trace", False))
+    if "min_samples" in m:
+        c.min_samples = int(m["min_samples"])
+        check_bound(where, "[measure].min_samples", c.min_samples, least=6)
     c.repeats = int(m.get("repeats", 1))
     check_bound(where, "[measure].repeats", c.repeats, least=1)
     c.networks = network_refs(nets, c.name, path, where)
@@ -276,7 +280,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
         check_device(d)
     if c.memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
         planned_kind()
-    rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s)
+    rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s, min_samples=c.min_samples)
     layer_rule = rule.for_layers()
     todo = chains(c, shard)
     tally = Tally(total=len(todo) * len(c.batch_sizes) * c.repeats)

@@ -92,6 +92,7 @@ def base_params(spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping) -
         **_configuration(spec, model_hash, mode),
         "target_ci_rel": rule.target_ci_rel,
         "time_cap_s": rule.time_cap_s,
+        "min_samples": rule.min_samples,
     }
 
 

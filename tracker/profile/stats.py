@@ -60,13 +60,17 @@ def t95(df: int) -> float:
     return next((v for k, v in sorted(_T95.items()) if k >= df), 2.0)
 
 
+#: Fewest samples before the precision may stop sampling, unless asked for more (``--min-samples``).
+MIN_SAMPLES = 10
+
+
 @dataclass(frozen=True)
 class Stopping:
     """When to stop sampling: precision reached, time cap hit, or sample budget spent."""
 
     target_ci_rel: float = 0.02
     time_cap_s: float = 10.0
-    min_samples: int = 10
+    min_samples: int = MIN_SAMPLES
     max_samples: int = 100_000
     warmup_cap_s: float = 3.0
     warmup_min: int = 2
@@ -85,10 +89,11 @@ class Stopping:
 
     def for_layers(self) -> Stopping:
         """The rule for layers run alone: many short runs, so looser (5 % at least), capped at 1 s,
-        on shorter blocks (``LAYER_BLOCK_S`` at most)."""
+        on shorter blocks (``LAYER_BLOCK_S`` at most), and no more samples asked for than
+        ``MIN_SAMPLES`` (a network's ``--min-samples`` is for its tail latency, which layers lack)."""
         return replace(self, target_ci_rel=max(self.target_ci_rel, LAYER_MIN_CI_REL),
                        time_cap_s=min(self.time_cap_s, LAYER_TIME_CAP_S), warmup_cap_s=LAYER_WARMUP_CAP_S,
-                       block_s=min(self.block_s, LAYER_BLOCK_S))
+                       block_s=min(self.block_s, LAYER_BLOCK_S), min_samples=min(self.min_samples, MIN_SAMPLES))
 
     def block_size(self, sample_ms: float) -> int:
         """Samples per block for iterations of about ``sample_ms``: about ``block_s`` of work."""
