@@ -140,6 +140,9 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
 
     listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--format", "json"])
     assert {r["run_id"] for r in json.loads(listed.stdout)} == {data["run_id"], repeat["run_id"]}
+    table = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network"]).stdout
+    line = next(row for row in table.splitlines() if data["run_id"][:12] in row)  # one line a run, however narrow the pipe
+    assert f" {data['mode']} " in line and "squeezenet1_1 · bs1 · inference · cpu" in line, table
     modes = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "mode", "--format", "json"])
     (mode,) = json.loads(modes.stdout)  # the device mode is described once
     assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]

@@ -56,14 +56,16 @@ def list_runs(
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table("run_id", "kind", "name", "status", "latency_ms")
+    from tracker.console import wide_console
+
+    table = Table("run_id", "kind", "name", "mode", "status", "latency_ms")
     for r in rows:
         lat = r["metrics"].get("latency_ms")
-        table.add_row(r["run_id"][:12], r["kind"], r["name"], r["status"], f"{lat:.3f}" if lat is not None else "")
-    Console().print(table)
+        table.add_row(r["run_id"][:12], r["kind"], r["name"], r["params"].get("mode", ""), r["status"],
+                      f"{lat:.3f}" if lat is not None else "")
+    wide_console(120).print(table)  # a pipe or a log: names and modes whole
 
 
 @runs_app.command("compare")
