@@ -317,7 +317,9 @@ def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path, monkey
     stale = [parent / "tracker-999999999-1" for parent, _, _ in memcap._parents()[:1] if kind == memcap.RESIDENT]
     for group in stale:  # left by a tracker process killed before it could remove it (no such pid)
         group.mkdir()
-    before = {p for parent, _, _ in memcap._parents() for p in parent.glob("tracker-*")} - set(stale)
+    # this process's groups only: another tracker measuring meanwhile makes and removes its own
+    mine = f"tracker-{os.getpid()}-*"
+    before = {p for parent, _, _ in memcap._parents() for p in parent.glob(mine)}
     logger = RunLogger(str(tmp_path / "s"), experiment="oom")
     res = profile_network(logger, TINY, 64, FAST, phase="training", memory_limit_mb=200, timeout_s=300)
     assert res.network.status == "FAILED" and res.network.tags["tracker.failure_reason"] == "oom"
@@ -334,7 +336,8 @@ def test_a_real_out_of_memory_under_a_cap_is_a_failed_run(tmp_path: Path, monkey
     else:
         tail = run.data.tags["tracker.stderr_tail"]
         assert "allocate" in tail or "memory" in tail.lower()
-    assert {p for parent, _, _ in memcap._parents() for p in parent.glob("tracker-*")} == before
+    assert {p for parent, _, _ in memcap._parents() for p in parent.glob(mine)} == before
+    assert not any(group.exists() for group in stale)  # a dead process's group is cleared
 
 
 def test_a_configuration_under_a_memory_cap_is_another_configuration(tmp_path: Path,
