@@ -98,6 +98,11 @@ def test_the_latency_verdict_follows_its_rules_in_order() -> None:
     low, high = [10.0] * 8 + [10.1] * 8, [12.0] * 8 + [12.1] * 8
     verdict = latency_verdict(_side("a", 10.0, 0.01, low, [10.0, 10.2]), _side("b", 12.0, 0.01, high))
     assert verdict["verdict"] == "significant" and verdict["p_value"] < ALPHA and verdict["change_rel"] == pytest.approx(0.2)
+    # no CI and no samples (a training job's steps, an imported run): nothing to test on
+    bare = _side("b", 12.0, 0.01)
+    bare.metrics = {"latency_ms": 12.0}
+    verdict = latency_verdict(_side("a", 10.0, 0.01), bare)
+    assert verdict["verdict"] == "not judged" and "nothing to test" in verdict["why"]
     # repeats of one configuration: the drift is what is measured, not a yardstick
     verdict = latency_verdict(_side("a", 10.0, 0.01, repeats=[10.0, 12.0], key="k"),
                               _side("b", 12.0, 0.01, repeats=[10.0, 12.0], key="k"))

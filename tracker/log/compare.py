@@ -9,6 +9,8 @@ pyperf does.
 Latency is judged three ways, the first that applies giving the verdict:
 
 1. The drift-aware 95 % CIs of the two medians overlap: *not significant*.
+   Where either run has no CI and neither has samples (a training job, an imported run), the
+   change is *not judged*.
 2. Both runs kept their raw samples (``tracker.log.samples``): a two-sided Mann-Whitney U test
    on their *block* medians (consecutive samples of one block are not independent; blocks are)
    at ``ALPHA``; a p-value above it: *not significant*.
@@ -229,20 +231,25 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
         out["blocks"] = [len(xa), len(xb)]
         if len(xa) >= 2 and len(xb) >= 2:
             out["p_value"] = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
-    overlap = all(map(math.isfinite, (la, ha, lb, hb))) and la <= hb and lb <= ha
+    with_cis = all(map(math.isfinite, (la, ha, lb, hb)))
+    overlap = with_cis and la <= hb and lb <= ha
     if overlap:
         out["verdict"], out["why"] = "not significant", "the 95 % CIs of the two medians overlap"
     elif out.get("p_value") is not None and out["p_value"] >= ALPHA:
         out["verdict"] = "not significant"
         out["why"] = (f"Mann-Whitney U on {out['blocks'][0]} and {out['blocks'][1]} block medians: "
                       f"p = {out['p_value']:.3g} (>= {ALPHA})")
+    elif not with_cis and out.get("p_value") is None:
+        out["verdict"] = "not judged"
+        out["why"] = ("A or B has neither a CI of its median nor raw samples (a training job's steps, an imported "
+                      "run): nothing to test the change on")
     elif out["repeat_drift_rel"] is not None and abs(out["change_rel"]) <= out["repeat_drift_rel"]:
         out["verdict"] = "within drift"
         out["why"] = (f"repeats of one configuration here lie up to {100 * out['repeat_drift_rel']:.1f} % apart, "
                       f"as far as this change or further")
     else:
         out["verdict"] = "significant"
-        parts = ["the 95 % CIs do not overlap"]
+        parts = ["the 95 % CIs do not overlap"] if with_cis else []
         if out.get("p_value") is not None:
             parts.append(f"Mann-Whitney U on block medians p = {out['p_value']:.3g}")
         if out["same_configuration"]:
