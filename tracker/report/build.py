@@ -33,9 +33,9 @@ import html
 import json
 import re
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -55,17 +55,22 @@ class Picture:
     run_ids: list[str]  # the runs it is logged on (none: written to the folder only)
     draw: Callable[..., bytes] = field(repr=False)
     args: tuple[Any, ...] = field(default=(), repr=False)  # what ``draw`` is called with
-    data: bytes = field(default=b"", repr=False)
     drawn: bool = False  # drawn by this report (not kept from the previous one)
 
     @property
     def key(self) -> str:
         """Digest of what the picture is drawn from: the drawing function, its module's source and its arguments."""
-        module = sys.modules[self.draw.__module__]
-        source = Path(module.__file__).read_bytes() if getattr(module, "__file__", None) else b""
-        h = hashlib.sha256(source)
+        h = hashlib.sha256(_source_digest(self.draw.__module__))
         h.update(json.dumps([self.draw.__qualname__, self.caption, self.args], default=str, sort_keys=True).encode())
         return h.hexdigest()[:32]
+
+
+@lru_cache(maxsize=None)
+def _source_digest(module_name: str) -> bytes:
+    """Digest of a drawing module's source, read once per process (every picture's key holds it)."""
+    module = sys.modules[module_name]
+    source = Path(module.__file__).read_bytes() if getattr(module, "__file__", None) else b""
+    return hashlib.sha256(source).digest()
 
 
 @dataclass
@@ -267,12 +272,10 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
     now: dict[str, dict[str, Any]] = {}
     for p in pictures:
         key, target, kept = p.key, folder / p.path, before.get(p.path, {})
-        if kept.get("key") == key and target.is_file():
-            p.data = target.read_bytes()
-        else:
-            p.data, p.drawn, kept = p.draw(*p.args), True, {}
+        if kept.get("key") != key or not target.is_file():
+            p.drawn, kept = True, {}
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(p.data)
+            target.write_bytes(p.draw(*p.args))
         # runs that hold this very picture already (under this tracking URI)
         held = set(kept.get("logged_on", {}).get(tracking_uri, []))
         now[p.path] = {"key": key, "logged_on": {tracking_uri: sorted(held & set(p.run_ids))}}
@@ -288,20 +291,17 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri)
-        with tempfile.TemporaryDirectory() as tmp:
-            for p in pictures:
-                local = Path(tmp) / Path(p.path).name
-                local.write_bytes(p.data)
-                done = now[p.path]["logged_on"][tracking_uri]
-                for run_id in p.run_ids:
-                    if run_id in done:
-                        continue
-                    try:
-                        client.log_artifact(run_id, str(local), "report")
-                        logged += 1
-                        done.append(run_id)
-                    except Exception as exc:  # noqa: BLE001 - one run that cannot take it does not stop the rest
-                        errors.append(f"{p.path} on run {run_id}: {str(exc).splitlines()[0][:200]}")
+        for p in pictures:  # the file in the folder is logged as it is (report/<its name> on the run)
+            done = now[p.path]["logged_on"][tracking_uri]
+            for run_id in p.run_ids:
+                if run_id in done:
+                    continue
+                try:
+                    client.log_artifact(run_id, str(folder / p.path), "report")
+                    logged += 1
+                    done.append(run_id)
+                except Exception as exc:  # noqa: BLE001 - one run that cannot take it does not stop the rest
+                    errors.append(f"{p.path} on run {run_id}: {str(exc).splitlines()[0][:200]}")
     write_manifest(folder, now)
     return Report(folder, pictures, logged, errors, removed)
 
