@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from tracker.profile.stats import MIN_SAMPLES_FOR_CI
 from tracker.settings import DEFAULT_EXPERIMENT
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ PrecisionOption = Annotated[
 ]
 TimeCapOption = Annotated[float, typer.Option("--time-cap", min=0.1, help="Seconds of sampling at most per configuration.")]
 MinSamplesOption = Annotated[int, typer.Option(
-    "--min-samples", min=6, max=100_000,  # 6: stats.MIN_SAMPLES_FOR_CI
+    "--min-samples", min=MIN_SAMPLES_FOR_CI, max=100_000,
     help="Samples at least before the precision may end sampling (the time cap still does): 200 give a p99.")]
 
 

@@ -13,15 +13,16 @@ from tracker.cli.options import (
     BatchSizeOption,
     Device,
     FormatOption,
+    MinSamplesOption,
     OutputFormat,
     Phase,
-    MinSamplesOption,
     PrecisionOption,
     TimeCapOption,
     emit_json,
     exit_interrupted,
     state,
 )
+from tracker.profile.stats import MIN_SAMPLES
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
@@ -120,7 +121,7 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
 def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: Device, threads: int | None,
              precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
              again: bool = False, allocator: Allocator = Allocator.system, trace: bool = False,
-             min_samples: int = 10) -> None:
+             min_samples: int = MIN_SAMPLES) -> None:
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
@@ -144,7 +145,7 @@ def network(
     allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
-    min_samples: MinSamplesOption = 10,
+    min_samples: MinSamplesOption = MIN_SAMPLES,
     timeout: TimeoutOption = 600.0,
     memory_limit_mb: MemLimitOption = None,
     again: AgainOption = False,
@@ -166,7 +167,7 @@ def layers(
     allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
     time_cap: TimeCapOption = 10.0,
-    min_samples: MinSamplesOption = 10,
+    min_samples: MinSamplesOption = MIN_SAMPLES,
     timeout: TimeoutOption = 600.0,
     again: AgainOption = False,
     trace: TraceOption = False,

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracker.errors import TrackerError
+from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
+from tracker.profile.trace import TRACE_TAG
 
 #: Significance level of the block-median test.
 ALPHA = 0.05
@@ -90,7 +92,7 @@ def resolve_run(client: Any, experiment_id: str, ref: str) -> Any:
             break
         token = None
         while True:
-            page = client.search_runs([experiment_id], f"tags.`tracker.kind` = '{kind}'", max_results=50000,
+            page = client.search_runs([experiment_id], f"tags.`{KIND_TAG}` = '{kind}'", max_results=50000,
                                       page_token=token)
             found += [r for r in page if r.info.run_id.startswith(ref)]
             token = page.token
@@ -108,7 +110,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
     from tracker.log.artifacts import downloaded
 
     rid, tags = run.info.run_id, run.data.tags
-    kind = tags.get("tracker.kind", "")
+    kind = tags.get(KIND_TAG, "")
     if run.info.status != "FINISHED":
         reason = tags.get("tracker.failure_reason")
         raise TrackerError(f"run {rid[:12]} is {run.info.status}{f' ({reason})' if reason else ''}: nothing measured to compare")
@@ -120,16 +122,16 @@ def _side(client: Any, uri: str, run: Any) -> Side:
         with downloaded(uri, rid, SAMPLES_ARTIFACT) as local:
             samples = read_samples(local.read_text(), f"run {rid[:12]}")
     medians = [float(run.data.metrics["latency_ms"])]
-    key = tags.get("tracker.config_key")
+    key = tags.get(KEY_TAG)
     if key:
-        others = client.search_runs([run.info.experiment_id], f"tags.`tracker.config_key` = '{key}' "
-                                    f"AND tags.`tracker.kind` = '{kind}' AND attributes.status = 'FINISHED'",
+        others = client.search_runs([run.info.experiment_id], f"tags.`{KEY_TAG}` = '{key}' "
+                                    f"AND tags.`{KIND_TAG}` = '{kind}' AND attributes.status = 'FINISHED'",
                                     max_results=1000)
         medians = [float(r.data.metrics["latency_ms"]) for r in others if "latency_ms" in r.data.metrics] or medians
     layers: dict[str, dict[str, Any]] | None = None
     if kind != "layer":
-        children = client.search_runs([run.info.experiment_id], f"tags.`mlflow.parentRunId` = '{rid}' "
-                                      "AND tags.`tracker.kind` = 'layer' AND attributes.status = 'FINISHED'",
+        children = client.search_runs([run.info.experiment_id], f"tags.`{PARENT_TAG}` = '{rid}' "
+                                      f"AND tags.`{KIND_TAG}` = 'layer' AND attributes.status = 'FINISHED'",
                                       max_results=50000)
         named: dict[str, dict[str, Any]] = {}
         for r in sorted(children, key=lambda r: int(r.data.params.get("layer_index", 0))):
@@ -144,7 +146,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
                             "latency_ci_rel": r.data.metrics.get("latency_ci_rel")}
         layers = named or None
     ops = None
-    ops_path = tags.get("tracker.trace")
+    ops_path = tags.get(TRACE_TAG)
     if ops_path:
         import json
 
@@ -217,8 +219,8 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
           for s in (a, b)}
     (la, ha), (lb, hb) = ci[a.run_id], ci[b.run_id]
     out: dict[str, Any] = {"change_rel": mb / ma - 1.0, "ratio": mb / ma}
-    key = a.tags.get("tracker.config_key")
-    out["same_configuration"] = key is not None and key == b.tags.get("tracker.config_key")
+    key = a.tags.get(KEY_TAG)
+    out["same_configuration"] = key is not None and key == b.tags.get(KEY_TAG)
     # Repeats of one configuration: their change *is* the drift, which cannot then be its yardstick.
     drifts = [] if out["same_configuration"] else [
         d for d in (_drift(a.repeat_medians), _drift(b.repeat_medians)) if d is not None]

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 
 from tracker.errors import ConfigError
 from tracker.profile.modes import validate_allocator, validate_threads
+from tracker.profile.stats import MIN_SAMPLES, MIN_SAMPLES_FOR_CI
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -65,7 +66,7 @@ class Campaign:
     memory_limit_mb: float | None = None
     repeats: int = 1
     trace: bool = False
-    min_samples: int = 10  # stats.MIN_SAMPLES; more for a tail latency (200: a p99)
+    min_samples: int = MIN_SAMPLES  # more for a tail latency (200: a p99)
 
 
 def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
@@ -157,7 +158,7 @@ def load_campaign(path: Path) -> Campaign:
     c.trace = bool(m.get("trace", False))
     if "min_samples" in m:
         c.min_samples = int(m["min_samples"])
-        check_bound(where, "[measure].min_samples", c.min_samples, least=6)
+        check_bound(where, "[measure].min_samples", c.min_samples, least=MIN_SAMPLES_FOR_CI)
     c.repeats = int(m.get("repeats", 1))
     check_bound(where, "[measure].repeats", c.repeats, least=1)
     c.networks = network_refs(nets, c.name, path, where)
