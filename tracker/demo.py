@@ -333,7 +333,7 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
                           *_pair(row["predicted_latency_ms"], m["latency_ms"], ".2f", "latency_ms" in beyond),
                           "" if m["peak_mem_mb"] is None else f"{m['peak_mem_mb']:.0f}",
                           *_pair(row["predicted_peak_mem_mb"], m["peak_mem_mb"], ".0f", "peak_mem_mb" in beyond))
-    console.print(table)
+    console.print(table, soft_wrap=False)  # its title centred over it, as in a terminal
     if any(r["outside_trained_range"] for r in rows):
         console.print("  * beyond the span its fingerprint learnt from (batch size, parameters, FLOPs or "
                       "activations): extrapolated")
