@@ -151,3 +151,20 @@ def test_operator_tables_are_compared_on_one_time_basis_only() -> None:
                             {"l1": {"op_type": "Conv2d", "latency_ms": 1.04, "latency_ci_rel": 0.05},
                              "l3": {"op_type": "ReLU", "latency_ms": 0.2, "latency_ci_rel": 0.05}})
     assert (layers["matched"], layers["only_a"], layers["only_b"], layers["apart"]) == (1, 1, 1, 0)  # 4 %: within CIs
+
+
+def test_tracker_reads_its_artifacts_back_without_mlflows_progress_bars(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a run's samples or tables back draws no MLflow progress bar on stderr (where tqdm is
+    installed it drew one per artifact), unless the user asked for them."""
+    from mlflow.environment_variables import MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR as BARS
+
+    from tracker.log.artifacts import quiet_downloads
+
+    monkeypatch.delenv(BARS.name, raising=False)
+    assert BARS.get()
+    with quiet_downloads():
+        assert not BARS.get()
+    assert BARS.get() and not BARS.is_set()
+    monkeypatch.setenv(BARS.name, "true")
+    with quiet_downloads():
+        assert BARS.get()

@@ -98,6 +98,12 @@ def _report(data: dict, fmt: OutputFormat) -> None:
             _trace_table(data["trace"], data["latency_ms"])
 
 
+#: Kernels a traced profile prints (all of them are in the ops artifact), and how much of each
+#: name: a C++ template kernel's name runs to hundreds of characters.
+TOP_KERNELS = 5
+KERNEL_NAME_CHARS = 100
+
+
 def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
     """The slowest operators of a trace, and what the profiler itself cost."""
     from rich.table import Table
@@ -115,6 +121,17 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
         share = f"{op['share_pct']:.1f} %" if op.get("share_pct") is not None else "-"
         table.add_row(op["op"], f"{op['calls_per_iter']:g}", f"{op[basis]:.3f}", share)
     wide_console(120).print(table)  # a log file or a pipe: operator names whole, not cut to 80 columns
+    if trace.get("kernels"):  # on a GPU: what the device itself ran
+        typer.echo(f"the device was busy {trace['device_busy_ms']:.3f} ms per traced iteration, in "
+                   f"{trace['kernel_count']} kernels and copies; the {min(TOP_KERNELS, len(trace['kernels']))} longest:")
+        kernels = Table()
+        for column in ("kernel", "launches", "self device ms", "share"):
+            kernels.add_column(column, justify="left" if column == "kernel" else "right", no_wrap=True)
+        for k in trace["kernels"][:TOP_KERNELS]:
+            name = k["kernel"] if len(k["kernel"]) <= KERNEL_NAME_CHARS else k["kernel"][:KERNEL_NAME_CHARS - 1] + "…"
+            share = f"{k['share_pct']:.1f} %" if k.get("share_pct") is not None else "-"
+            kernels.add_row(name, f"{k['calls_per_iter']:g}", f"{k['self_device_ms']:.3f}", share)
+        wide_console(KERNEL_NAME_CHARS + 50).print(kernels)  # the name column, and three of figures
     typer.echo(f"artifacts of the run: {', '.join(trace['artifacts'])}")
 
 

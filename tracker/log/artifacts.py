@@ -4,6 +4,11 @@
 folder that nothing removes: every ``tracker predict`` of a layer-level champion, every
 ``tracker fingerprint train`` that meets a champion and every ``tracker report`` left one in
 the system's temporary folder. Here the copy lives as long as the ``with`` block.
+
+MLflow draws a progress bar on stderr for each download where tqdm is installed (it was on the
+H200 machine, and ``runs compare`` printed two bars above its table there): reading back an
+artifact of tracker's own is no download a user asked for, so the bars are off for the block,
+unless ``MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR`` is set.
 """
 
 from __future__ import annotations
@@ -11,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+#: MLflow's switch of its download progress bars.
+PROGRESS_BAR_VARIABLE = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
 
 
 @contextmanager
@@ -21,5 +29,22 @@ def downloaded(tracking_uri: str, run_id: str, artifact_path: str) -> Iterator[P
     import mlflow
 
     with tempfile.TemporaryDirectory(prefix="tracker-artifact-") as tmp:
-        yield Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path, dst_path=tmp,
-                                                       tracking_uri=tracking_uri))
+        with quiet_downloads():
+            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=artifact_path, dst_path=tmp,
+                                                       tracking_uri=tracking_uri)
+        yield Path(path)
+
+
+@contextmanager
+def quiet_downloads() -> Iterator[None]:
+    """MLflow's download progress bars off inside the block, unless the variable says otherwise."""
+    import os
+
+    if PROGRESS_BAR_VARIABLE in os.environ:
+        yield
+        return
+    os.environ[PROGRESS_BAR_VARIABLE] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop(PROGRESS_BAR_VARIABLE, None)

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU checks of a session lent a device machine (the `device` tool of this workplace), as
+# one prepared script: tracker's CUDA paths and the CUDA benchmarks, run from the repository
+# root there. That machine has Python 3.12 with torch, numpy, pandas, scipy, scikit-learn and
+# pyarrow, but not mlflow, duckdb or lightgbm, and reaches no package index: tracker's other
+# packages travel in .whl/site.tar.xz (ignored by git; carry it), the wheels of the versions
+# pyproject.toml pins, for CPython 3.12, unpacked and packed, without the MLflow UI's
+# JavaScript (the UI is not served there):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 ... -d W NAME==VERSION...
+#   for w in W/*.whl; do unzip -q -o $w -d S; done; rm -rf S/mlflow/server/js
+#   tar -C S -c . | xz -T2 -6 > .whl/site.tar.xz
+# Usage: bash tools/device_check.sh STEP...  (STEP: gpu_paths, cost_b1, cost_b32, layers)
+# Each step's output goes to $OUT (the files that come back, at most 8); a failed set-up ends
+# the script at once, so little device time is lost on it. On an H200 (2026-11-26) the set-up
+# took 15 s, cost_b1 and cost_b32 93 s each, layers 193 s, and gpu_paths ran past 400 s (15
+# steps of 22 done): give gpu_paths a call of its own (`run` with timeout_s 600), the rest a
+# second call on the warm machine; a session's 15 minutes of device time hold about that.
+set -u
+OUT=${OUT:-/tmp/device-out}
+mkdir -p "$OUT" /tmp/site
+t0=$(date +%s)
+tar -C /tmp/site -xJf .whl/site.tar.xz || { echo "set-up: cannot unpack .whl/site.tar.xz"; exit 3; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+python3 -c "
+import torch, mlflow, duckdb, lightgbm, typer, tracker.cli
+print('python3', __import__('platform').python_version(), 'torch', torch.__version__, 'cuda', torch.version.cuda,
+      torch.cuda.get_device_name(), 'mlflow', mlflow.__version__, 'duckdb', duckdb.__version__,
+      'lightgbm', lightgbm.__version__, 'typer', typer.__version__)" || { echo "set-up: imports fail"; exit 4; }
+python3 -m tracker --help > /dev/null || { echo "set-up: tracker does not start"; exit 5; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.limit,memory.total --format=csv
+echo "set-up: $(( $(date +%s) - t0 )) s"
+for step in "$@"; do
+  t=$(date +%s)
+  case $step in
+    gpu_paths)
+      timeout 560 python3 benchmarks/gpu_paths.py cuda /tmp/gpu-paths-steps > "$OUT/gpu_paths.log" 2>&1
+      echo "gpu_paths rc=$?"; tar -C /tmp -czf "$OUT/gpu_paths_steps.tgz" gpu-paths-steps
+      tail -c 6000 "$OUT/gpu_paths.log";;
+    cost_b1)
+      timeout 170 python3 benchmarks/profiling_cost.py cuda 1 > "$OUT/profiling_cost_b1.log" 2>&1
+      echo "cost_b1 rc=$?"; tail -n 2 "$OUT/profiling_cost_b1.log";;
+    cost_b32)
+      timeout 170 python3 benchmarks/profiling_cost.py cuda 32 > "$OUT/profiling_cost_b32.log" 2>&1
+      echo "cost_b32 rc=$?"; tail -n 2 "$OUT/profiling_cost_b32.log";;
+    layers)
+      timeout 200 python3 benchmarks/layer_cost.py cuda > "$OUT/layer_cost.log" 2>&1
+      echo "layers rc=$?"; tail -n 2 "$OUT/layer_cost.log";;
+    *) echo "unknown step $step";;
+  esac
+  echo "$step: $(( $(date +%s) - t )) s"
+done
