@@ -65,6 +65,19 @@ def _check(model: str, device: Device) -> None:
 PAGE_FAULT_HINT = 100
 
 
+def _telemetry_text(data: dict) -> str:
+    """What the telemetry measured, for a profile's line: nothing of what it could not."""
+    parts = []
+    if data.get("power_w") is not None:
+        parts.append(f"{data['power_w']:.1f} W")
+    if data.get("energy_per_iter_j") is not None:
+        parts.append(f"{data['energy_per_iter_j']:.3g} J per iteration")
+    for key, what in (("gpu_util_pct", "GPU"), ("cpu_util_pct", "CPUs")):
+        if data.get(key) is not None:
+            parts.append(f"{what} {data[key]:.0f} % busy")
+    return "".join(f", {p}" for p in parts)
+
+
 def _report(data: dict, fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
         emit_json(data)
@@ -79,6 +92,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
     if data.get("page_faults_per_iter_count") is not None:
         mem += f", {data['page_faults_per_iter_count']:,.0f} page faults per iteration"
     tail = "".join(f", p{q} {data[f'latency_p{q}_ms']:.3f} ms" for q in (90, 99) if f"latency_p{q}_ms" in data)
+    mem += _telemetry_text(data)
     typer.echo(
         f"{data['model']} bs{data['batch_size']} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
         f"±{100 * data['ci_rel']:.1f}% (95% CI){tail}, {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "

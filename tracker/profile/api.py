@@ -41,6 +41,11 @@ class Planned:
         return config_key({"kind": "training" if self.spec.phase == "training" else "network", **self.keys})
 
 
+#: The telemetry of a network run that ``profile`` reports with its latency, where measured: the
+#: device's power (NVML, RAPL, tegrastats), energy per iteration, and how busy the GPU and CPU were.
+TELEMETRY_SHOWN = ("power_w", "energy_per_iter_j", "gpu_util_pct", "cpu_util_pct")
+
+
 @dataclass
 class ProfileResult:
     network: RunRecord
@@ -72,6 +77,9 @@ class ProfileResult:
                 out[tail] = m[tail]
         if "page_faults_per_iter_count" in m:  # memory the C allocator took afresh from the kernel, per iteration
             out["page_faults_per_iter_count"] = m["page_faults_per_iter_count"]
+        for name in TELEMETRY_SHOWN:  # where this machine measured them (absent, never zero, where not)
+            if name in m:
+                out[name] = m[name]
         if self.network.status != "FINISHED":
             out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
         if "memory_limit_mb" in self.network.params:  # measured under a memory cap (tracker.profile.memcap)
