@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import statistics
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 
 from tests.test_cli import run_cli
 from tracker.cli.app import app
+from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
 from tracker.settings import resolve_location
 
 runner = CliRunner()
@@ -138,6 +140,13 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
     keys = {client.get_run(r["run_id"]).data.tags["tracker.config_key"] for r in results.values()}
     assert len(keys) == 2
     assert client.get_run(retain["run_id"]).data.metrics["page_faults_per_iter_count"] == retain["page_faults_per_iter_count"]
+    for r in results.values():  # each job keeps its iterations as raw samples, one a block
+        kept = read_samples(Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path))).read_text(), "job")
+        assert len(kept.samples_ms) == 20 and kept.block_n == 1 and kept.stop_reason == "steps"
+        assert statistics.median(kept.samples_ms) == pytest.approx(client.get_run(r["run_id"]).data.metrics["latency_ms"])
+    compared = _cli(runs, "runs", "compare", system["run_id"], retain["run_id"], "--format", "json")
+    latency = json.loads(compared.stdout)["latency"]  # two jobs are judged on their steps, not left "not judged"
+    assert latency["blocks"] == [20, 20] and 0 <= latency["p_value"] <= 1 and latency["verdict"] != "not judged", latency
     wh = tmp_path / "w.duckdb"
     assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
     rows = json.loads(runner.invoke(app, ["sql", "SELECT mode, is_best FROM data_loading ORDER BY mode", "--warehouse",

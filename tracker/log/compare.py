@@ -9,8 +9,8 @@ pyperf does.
 Latency is judged three ways, the first that applies giving the verdict:
 
 1. The drift-aware 95 % CIs of the two medians overlap: *not significant*.
-   Where either run has no CI and neither has samples (a training job, an imported run), the
-   change is *not judged*.
+   Where either run has no CI and neither has samples (an imported run, a training job logged
+   before tracker 0.7.3), the change is *not judged*.
 2. Both runs kept their raw samples (``tracker.log.samples``): a two-sided Mann-Whitney U test
    on their *block* medians (consecutive samples of one block are not independent; blocks are)
    at ``ALPHA``; a p-value above it: *not significant*.
@@ -243,8 +243,8 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
                       f"p = {out['p_value']:.3g} (>= {ALPHA})")
     elif not with_cis and out.get("p_value") is None:
         out["verdict"] = "not judged"
-        out["why"] = ("A or B has neither a CI of its median nor raw samples (a training job's steps, an imported "
-                      "run): nothing to test the change on")
+        out["why"] = ("A or B has neither a CI of its median nor raw samples (an imported run, a training job "
+                      "from before tracker 0.7.3): nothing to test the change on")
     elif out["repeat_drift_rel"] is not None and abs(out["change_rel"]) <= out["repeat_drift_rel"]:
         out["verdict"] = "within drift"
         out["why"] = (f"repeats of one configuration here lie up to {100 * out['repeat_drift_rel']:.1f} % apart, "

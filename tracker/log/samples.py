@@ -9,6 +9,7 @@ record, pyperf's way: a format this tracker does not know is refused by name, ne
 
 Samples are in time order; ``block_n`` consecutive samples make one block of about
 ``tracker.profile.stats.BLOCK_S`` of work (the drift-aware CI rests on the block medians).
+A training job's samples (since tracker 0.7.3) are its steps' iteration times, one a block.
 Runs logged before tracker 0.7.2, layer runs and imported runs have no samples artifact.
 """
 

@@ -38,6 +38,8 @@ TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_w
 DATA = {"path": str, "format": str, "image_size": int, "on_error": str}
 #: The [training] settings that make the CPU mode; left out of a job's digest at their defaults.
 MODE_FIELDS = ("threads", "allocator")
+#: Why a job's samples end where it ended well: its epochs or ``max_steps`` ran out.
+JOB_STOP_REASON = "steps"
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 
 
@@ -479,6 +481,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
             end: dict[str, Any]) -> JobResult:
     """Log the run: the steps the child streamed, and what its last line said (``end``: empty where
     the child died, so its peak memory, telemetry and loop time are absent, not guessed)."""
+    from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
     from tracker.profile.records import telemetry_metrics
 
     if steps:
@@ -502,6 +505,11 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
             summary.update({k: v for k, v in telemetry_metrics(end["telemetry"], end["telemetry_steps"]).items()
                             if k not in summary})
         record.metrics.update(summary)
+        # its iterations as raw samples, one a block (a step is long, and steps follow one another as
+        # network runs' blocks do): what ``runs compare`` tests two jobs on
+        record.artifacts[SAMPLES_ARTIFACT] = samples_json({
+            "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason", JOB_STOP_REASON), "warmup_ms": [],
+            "samples_ms": [s["step_time_ms"] - s["data_wait_ms"] for s in steps]})
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
         epochs = _epochs(steps)
