@@ -75,6 +75,10 @@ def test_a_gpu_trace_prints_its_longest_kernels_with_their_names_cut(capsys: pyt
              "artifacts": ["trace/ops.json", "trace/trace.json"]}
     _trace_table(trace, 0.15)
     out = capsys.readouterr().out
-    assert "the device was busy 0.100 ms per traced iteration, in 7 kernels and copies; the 5 longest:" in out
+    assert "the device was busy 0.100 ms per traced iteration (50 % of it), in 7 kernels and copies; the 5 longest:" in out
+    assert "waiting for the host" not in out  # busy half the time: not said to be the host's
     assert "xmma_fprop_kernel" in out and "k3" not in out and TOP_KERNELS == 5
     assert long_name[:KERNEL_NAME_CHARS - 1] + "…" in out and long_name not in out
+    _trace_table({**trace, "traced_iteration_ms": 0.4}, 0.35)  # a quarter of the iteration busy
+    out = capsys.readouterr().out
+    assert "(25 % of it)" in out and "note: the device idles most of each iteration, waiting for the host" in out
