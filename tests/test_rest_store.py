@@ -71,3 +71,7 @@ def test_measured_keys_over_http_cover_failed_runs_when_asked(mlflow_server: str
     assert logger.measured() == {done.config_key, traced.config_key}
     assert logger.measured(statuses=("FINISHED", "FAILED")) == {done.config_key, failed.config_key, traced.config_key}
     assert logger.measured(having="tracker.trace") == {traced.config_key}  # runs carrying a tag too
+    # run ids by prefix, as runs compare finds them (the server's search scanned for them)
+    for r in (done, failed, traced):
+        assert logger.store.runs_with_prefix(logger.experiment, r.run_id[:6], ("network",)) == [(r.run_id, "network")]
+    assert logger.store.runs_with_prefix(logger.experiment, done.run_id[:6], ("layer",)) == []

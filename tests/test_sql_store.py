@@ -116,6 +116,15 @@ def test_measured_keys_and_find_skip_what_is_done(logger: RunLogger) -> None:
     again = logger.find(done.config_key)
     assert again is not None and again.run_id == done.run_id and again.metrics["latency_ms"] == 12.5
     assert logger.find(failed.config_key) is None
+    # run ids by prefix, as runs compare finds them: of the kinds asked for, any status, by id
+    store, exp = logger.store, logger.experiment
+    everyone = sorted((r.run_id, "network") for r in (done, failed, traced))
+    for r in (done, failed, traced):
+        assert (r.run_id, "network") in store.runs_with_prefix(exp, r.run_id[:6], ("network", "layer"))
+    assert [m for p in "0123456789abcdef" for m in store.runs_with_prefix(exp, p, ("network",))] == everyone
+    assert store.runs_with_prefix(exp, done.run_id[:6], ("layer",)) == []
+    with pytest.raises(ValueError, match="not a run id prefix"):
+        store.runs_with_prefix(exp, "ab%", ("network",))  # a LIKE wildcard never reaches the query
 
 
 def test_an_unsupported_schema_version_is_refused(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def compare(
     from tracker.log.compare import compare_runs
 
     logger = state(ctx).logger(read_only=True)
-    data = compare_runs(logger.location.uri, logger.experiment.experiment_id, run_a, run_b)
+    data = compare_runs(logger.store, logger.experiment, run_a, run_b)
     if fmt is OutputFormat.json:
         emit_json(data)
         return

@@ -74,9 +74,10 @@ class Side:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
 
 
-def resolve_run(client: Any, experiment_id: str, ref: str) -> Any:
+def resolve_run(client: Any, store: Any, experiment: Any, ref: str) -> Any:
     """The run a full id or a unique prefix (of at least ``MIN_PREFIX`` characters) names,
-    looked up among the experiment's measurement runs."""
+    looked up among the experiment's measurement runs: in the store's own index (one query on a
+    database; a scan of run ids through a tracking server), then read whole."""
     ref = ref.strip().lower()
     if len(ref) == 32:
         try:
@@ -86,24 +87,15 @@ def resolve_run(client: Any, experiment_id: str, ref: str) -> Any:
     if len(ref) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ref):
         raise TrackerError(f"{ref!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
                            "(tracker runs list shows them)")
-    found: list[Any] = []
-    for kind in MEASURED_KINDS:  # layer runs (the many) last, and only when no other run matched
-        if kind == "layer" and found:
-            break
-        token = None
-        while True:
-            page = client.search_runs([experiment_id], f"tags.`{KIND_TAG}` = '{kind}'", max_results=50000,
-                                      page_token=token)
-            found += [r for r in page if r.info.run_id.startswith(ref)]
-            token = page.token
-            if not token:
-                break
+    matches = store.runs_with_prefix(experiment, ref, MEASURED_KINDS)
+    found = [rid for rid, kind in matches if kind != "layer"]
+    found = found or [rid for rid, kind in matches if kind == "layer"]  # layer runs (the many) only when nothing else
     if not found:
         raise TrackerError(f"no measurement run whose id starts with {ref} in this experiment (-e selects another)")
     if len(found) > 1:
-        raise TrackerError(f"{ref} names {len(found)} runs ({', '.join(r.info.run_id[:12] for r in found[:4])}"
+        raise TrackerError(f"{ref} names {len(found)} runs ({', '.join(rid[:12] for rid in found[:4])}"
                            f"{', ...' if len(found) > 4 else ''}): give more of its id")
-    return found[0]
+    return client.get_run(found[0])
 
 
 def _side(client: Any, uri: str, run: Any) -> Side:
@@ -264,13 +256,15 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
     return out
 
 
-def compare_runs(tracking_uri: str, experiment_id: str, ref_a: str, ref_b: str) -> dict[str, Any]:
-    """Runs ``ref_a`` and ``ref_b`` compared (B against A): differences of configuration and
-    environment, every metric both or either has, and the latency verdict."""
+def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[str, Any]:
+    """Runs ``ref_a`` and ``ref_b`` of ``experiment`` in ``store`` (``tracker.log.store``) compared
+    (B against A): differences of configuration and environment, every metric both or either has,
+    and the latency verdict."""
     from mlflow.tracking import MlflowClient
 
+    tracking_uri = store.location.uri
     client = MlflowClient(tracking_uri)
-    run_a, run_b = resolve_run(client, experiment_id, ref_a), resolve_run(client, experiment_id, ref_b)
+    run_a, run_b = resolve_run(client, store, experiment, ref_a), resolve_run(client, store, experiment, ref_b)
     if run_a.info.run_id == run_b.info.run_id:
         raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.info.run_id[:12]}): compare two runs")
     a, b = _side(client, tracking_uri, run_a), _side(client, tracking_uri, run_b)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tracker.errors import StoreError
-from tracker.log.record import KEY_TAG, PARENT_TAG, FinalRecord
+from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, parent_levels
 from tracker.settings import StoreLocation
 
@@ -175,6 +175,23 @@ class RestStore:
                 if not token:
                     break
         return keys
+
+    def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+        found: list[tuple[str, str]] = []
+        for kind in kinds:  # the server's search matches no id prefix: every run of the kind, page by page
+            token = None
+            while True:
+                body: dict[str, Any] = {"experiment_ids": [experiment.experiment_id],
+                                        "filter": f"tags.`{KIND_TAG}` = '{_quote(kind)}'", "max_results": 1000}
+                if token:
+                    body["page_token"] = token
+                page = self.call("POST", "runs/search", body)
+                found += [(run["info"]["run_id"], kind) for run in page.get("runs", [])
+                          if run["info"]["run_id"].startswith(prefix)]
+                token = page.get("next_page_token")
+                if not token:
+                    break
+        return sorted(found)
 
     def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
         body = {

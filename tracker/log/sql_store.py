@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.errors import StoreError, os_reason
-from tracker.log.record import KEY_TAG, FinalRecord
+from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path
 
@@ -300,6 +300,20 @@ class SqlStore:
         with self.engine().connect() as conn:
             return {row[0] for row in conn.execute(query, args)}
 
+
+    def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+        import sqlalchemy
+
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):  # no LIKE wildcard reaches the query
+            raise ValueError(f"not a run id prefix: {prefix!r}")
+        query = sqlalchemy.text(
+            "SELECT r.run_uuid, k.value FROM runs r JOIN tags k ON k.run_uuid = r.run_uuid AND k.key = :kind_tag "
+            "WHERE r.experiment_id = :exp AND r.lifecycle_stage = 'active' AND r.run_uuid LIKE :pattern "
+            "AND k.value IN :kinds ORDER BY r.run_uuid"
+        ).bindparams(sqlalchemy.bindparam("kinds", expanding=True))
+        args = {"kind_tag": KIND_TAG, "exp": int(experiment.experiment_id), "pattern": prefix + "%", "kinds": list(kinds)}
+        with self.engine().connect() as conn:
+            return [(str(row[0]), str(row[1])) for row in conn.execute(query, args)]
 
     def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
         import sqlalchemy

@@ -60,6 +60,11 @@ class Store(Protocol):
         """The latest active run of an experiment with this config key and status."""
         ...
 
+    def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+        """(run id, kind) of the experiment's active runs of these kinds whose id starts with
+        ``prefix`` (lower-case hex), by id."""
+        ...
+
     def close(self) -> None: ...
 
 
