@@ -300,7 +300,6 @@ class SqlStore:
         with self.engine().connect() as conn:
             return {row[0] for row in conn.execute(query, args)}
 
-
     def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
         import sqlalchemy
 
