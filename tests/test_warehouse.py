@@ -216,6 +216,38 @@ def test_a_warehouse_from_before_traces_is_loaded_again_in_full(tmp_path: Path) 
     assert _load(runs, wh).mode == "incremental"
 
 
+def test_a_gpu_trace_loads_its_kernels_and_a_warehouse_without_them_is_loaded_again(tmp_path: Path) -> None:
+    """A run traced on a GPU (tracker 0.7.3 on) has its kernels beside its operators: they load
+    into trace_kernels (view kernel_time: ranked, with the device's busy time); a warehouse made
+    before that table is loaded again in full, once."""
+    runs, wh, net = _loaded(tmp_path)
+    _load(runs, wh)
+    traced = network_record("resnet18", 1)
+    ops = [{"op": "aten::cudnn_convolution", "calls_per_iter": 20.0, "self_cpu_ms": 0.8, "cpu_total_ms": 2.3,
+            "self_device_ms": 0.32, "share_pct": 80.0},
+           {"op": "aten::clamp_min_", "calls_per_iter": 17.0, "self_cpu_ms": 0.14, "cpu_total_ms": 0.29,
+            "self_device_ms": 0.08, "share_pct": 20.0}]
+    kernels = [{"kernel": "sm80_xmma_fprop_implicit_gemm", "calls_per_iter": 16.0, "self_device_ms": 0.17, "share_pct": 42.5},
+               {"kernel": "nchwToNhwcKernel", "calls_per_iter": 32.0, "self_device_ms": 0.15, "share_pct": 37.5},
+               {"kernel": "vectorized_elementwise_kernel", "calls_per_iter": 17.0, "self_device_ms": 0.08, "share_pct": 20.0}]
+    traced.artifacts["trace/ops.json"] = json.dumps({"iterations": 3, "time_basis": "self_device_ms", "ops": ops,
+                                                     "kernels": kernels, "device_busy_ms": 0.4})
+    traced.tags["tracker.trace"] = "trace/ops.json"
+    _logger(runs).log([traced])
+    con = duckdb.connect(str(wh))
+    con.execute("DROP TABLE trace_kernels")  # as a tracker before 0.7.3 made it
+    con.close()
+    assert _load(runs, wh).mode == "full"
+    con = duckdb.connect(str(wh), read_only=True)
+    rows = con.execute("SELECT run_id, kernel, calls_per_iter, kernel_rank, round(device_busy_ms, 6) FROM kernel_time "
+                       "ORDER BY kernel_rank").fetchall()
+    ops_rows = con.execute("SELECT op, self_ms, op_rank FROM operator_time ORDER BY op_rank").fetchall()
+    con.close()
+    assert rows == [(traced.run_id, k["kernel"], k["calls_per_iter"], i + 1, 0.4) for i, k in enumerate(kernels)]
+    assert ops_rows == [("aten::cudnn_convolution", 0.32, 1), ("aten::clamp_min_", 0.08, 2)]  # the device's time
+    assert _load(runs, wh).mode == "incremental"
+
+
 def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

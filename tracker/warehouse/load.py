@@ -11,7 +11,8 @@ every run: one cheap query) with what the warehouse holds:
 Each load is one DuckDB transaction: a load that fails leaves the warehouse as it was.
 The network descriptions of new model hashes are read from their runs' artifacts into
 ``network_nodes`` (one row per node, the features of ``tracker.describe.features``), and the
-operator table of each new traced run (``profile --trace``) into ``trace_ops``.
+operator table of each new traced run (``profile --trace``) into ``trace_ops``, and on a GPU its
+kernels into ``trace_kernels``.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ def ensure_tables(con: Any) -> bool:
     nodes = existing.get("network_nodes")
     if nodes and "kept_activation_bytes" not in nodes:
         remade = True  # node rows from before kept activation bytes: every network is described again
-    if existing and "trace_ops" not in existing:
-        remade = True  # a warehouse from before traces: runs traced meanwhile get their operator rows
+    if existing and not {"trace_ops", "trace_kernels"} <= existing.keys():
+        remade = True  # a warehouse from before traces (or their kernels): traced runs get their rows
     for ddl in tables.all_ddl():
         con.execute(ddl)
     return remade
@@ -252,8 +253,8 @@ def _load_descriptions(con: Any, source: Source) -> int:
 
 
 def _load_traces(con: Any, source: Source) -> None:
-    """Operator rows of every changed run that was traced (tag ``tracker.trace``: the artifact of
-    its operator table, ``tracker.profile.trace``)."""
+    """Operator rows (and on a GPU kernel rows) of every changed run that was traced (tag
+    ``tracker.trace``: the artifact of its operator table, ``tracker.profile.trace``)."""
     from tracker.profile.trace import TRACE_TAG
 
     wanted = con.execute(
@@ -269,10 +270,14 @@ def _load_traces(con: Any, source: Source) -> None:
             rows = [(run_id, str(op["op"]), float(op["calls_per_iter"]), float(op["self_cpu_ms"]),
                      float(op["cpu_total_ms"]), _number(op.get("self_device_ms")), _number(op.get("share_pct")),
                      basis, iterations) for op in table["ops"]]
+            kernels = [(run_id, str(k["kernel"]), float(k["calls_per_iter"]), float(k["self_device_ms"]),
+                        _number(k.get("share_pct")), iterations) for k in table.get("kernels", [])]
         except (ValueError, KeyError, TypeError):
             continue  # a broken artifact leaves this run without operator rows, not the load
         if rows:
             con.executemany("INSERT INTO trace_ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        if kernels:
+            con.executemany("INSERT INTO trace_kernels VALUES (?, ?, ?, ?, ?, ?)", kernels)
 
 
 def _number(value: Any) -> float | None:

@@ -64,6 +64,11 @@ BASE_DDL = (
         run_id VARCHAR, op VARCHAR, calls_per_iter DOUBLE, self_cpu_ms DOUBLE, cpu_total_ms DOUBLE,
         self_device_ms DOUBLE, share_pct DOUBLE, time_basis VARCHAR, iterations INTEGER
     )""",
+    # On a GPU, the kernels (and copies) of that trace (since tracker 0.7.3): the device's own view.
+    """CREATE TABLE IF NOT EXISTS trace_kernels (
+        run_id VARCHAR, kernel VARCHAR, calls_per_iter DOUBLE, self_device_ms DOUBLE, share_pct DOUBLE,
+        iterations INTEGER
+    )""",
     """CREATE TABLE IF NOT EXISTS loads (
         loaded_at TIMESTAMP, source VARCHAR, mode VARCHAR, runs_total BIGINT, runs_changed BIGINT,
         runs_deleted BIGINT, descriptions_added BIGINT, seconds DOUBLE
@@ -191,5 +196,6 @@ def all_ddl() -> list[str]:
     return [*BASE_DDL, environment_ddl(), *(typed_ddl(k) for k in KINDS)]
 
 
-TABLES = ("runs", "params", "tags", "metrics", "environments", "network_nodes", "network_descriptions", "trace_ops", "loads",
+TABLES = ("runs", "params", "tags", "metrics", "environments", "network_nodes", "network_descriptions", "trace_ops", "trace_kernels",
+          "loads",
           *(table_name(k) for k in KINDS))
