@@ -3,13 +3,8 @@
 # one prepared script: tracker's CUDA paths and the CUDA benchmarks, run from the repository
 # root there. That machine has Python 3.12 with torch, numpy, pandas, scipy, scikit-learn and
 # pyarrow, but not mlflow, duckdb or lightgbm, and reaches no package index: tracker's other
-# packages travel in .whl/site.tar.xz (ignored by git; carry it), the wheels of the versions
-# pyproject.toml pins, for CPython 3.12, unpacked and packed, without the MLflow UI's
-# JavaScript (the UI is not served there):
-#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 ... -d W NAME==VERSION...
-#   for w in W/*.whl; do unzip -q -o $w -d S; done; rm -rf S/mlflow/server/js
-#   tar -C S -c . | xz -T2 -6 > .whl/site.tar.xz
+# packages travel in .whl/site.tar.xz (ignored by git; carry it), which tools/device_site.sh
+# builds here from the versions .venv holds (CPython 3.12 wheels, without the MLflow UI).
 # Usage: bash tools/device_check.sh STEP...  (STEP: gpu_paths, cost_b1, cost_b32, layers)
 # Each step's output goes to $OUT (the files that come back, at most 8); a failed set-up ends
 # the script at once, so little device time is lost on it. On an H200 (2026-11-26) the set-up
