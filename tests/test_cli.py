@@ -118,7 +118,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     if "latency_p90_ms" in data:
         assert run.data.metrics["latency_max_ms"] >= data["latency_p90_ms"] >= data["latency_ms"]
     # the telemetry this machine measured, as the run has it; what it could not (no RAPL, no GPU here) absent
-    shown = ("power_w", "energy_per_iter_j", "gpu_util_pct", "cpu_util_pct")
+    from tracker.profile.api import TELEMETRY_SHOWN as shown
     assert {k: data[k] for k in shown if k in data} == {k: run.data.metrics[k] for k in shown if k in run.data.metrics}
     assert 0 < data["cpu_util_pct"] <= 100 and "gpu_util_pct" not in data
 
@@ -346,6 +346,8 @@ def test_many_page_faults_in_the_default_allocator_mode_point_to_retain(capsys: 
     _report({**data, "mode": "cuda0-sm1980-mem3201-pl700w-t16", "power_w": 120.2413, "energy_per_iter_j": 0.301114,
              "gpu_util_pct": 12.46, "cpu_util_pct": 7.45}, OutputFormat.table)  # resnet18 at batch 1 on an H200
     assert ", peak 560 MB, 120.2 W, 0.301 J per iteration, GPU 12 % busy, CPUs 7 % busy; run r" in capsys.readouterr().out
+    _report({**data, "gpu_sm_clock_mhz": 1712.5, "gpu_sm_clock_min_mhz": 345.0}, OutputFormat.table)
+    assert ", SM clock 1,712 MHz (lowest 345); run r" in capsys.readouterr().out
 
 
 def test_min_samples_buys_a_tail_latency(tmp_path: Path) -> None:

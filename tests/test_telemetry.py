@@ -212,6 +212,13 @@ def test_summary_energy_and_best_total() -> None:
     assert (s["board_power_w"], s["board_energy_j"]) == (pytest.approx(6), pytest.approx(12))
     assert (s["power_w"], s["energy_j"]) == (pytest.approx(6), pytest.approx(12))
     assert s["telemetry_samples_count"] == 21  # periodic samples only
+    assert "gpu_sm_clock_mhz" not in s  # no clock read: none said
+
+    # The SMs' clock over the window (NVML): its mean, and its lowest reading, which the mode's
+    # clock (read once, before) cannot show
+    clocked = [Sample(t, {"gpu_sm_clock_mhz": 1980.0 if k % 4 else 345.0}) for k, t in enumerate(ts)]
+    s = summarize(clocked, start_ns=ts[1], end_ns=ts[8])  # readings 1..8: 1980 six times, 345 at 4 and 8
+    assert s["gpu_sm_clock_mhz"] == pytest.approx((6 * 1980 + 2 * 345) / 8) and s["gpu_sm_clock_min_mhz"] == 345
     assert s["telemetry_interval_ms"] == pytest.approx(100)
 
 

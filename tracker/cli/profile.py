@@ -75,6 +75,10 @@ def _telemetry_text(data: dict) -> str:
     for key, what in (("gpu_util_pct", "GPU"), ("cpu_util_pct", "CPUs")):
         if data.get(key) is not None:
             parts.append(f"{what} {data[key]:.0f} % busy")
+    if data.get("gpu_sm_clock_mhz") is not None:
+        low = data.get("gpu_sm_clock_min_mhz")
+        parts.append(f"SM clock {data['gpu_sm_clock_mhz']:,.0f} MHz" + (f" (lowest {low:,.0f})" if low is not None
+                                                                         and low < data["gpu_sm_clock_mhz"] else ""))
     return "".join(f", {p}" for p in parts)
 
 

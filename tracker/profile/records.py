@@ -15,6 +15,8 @@ TELEMETRY_METRICS = {
     "cpu_util_pct": "cpu_util_pct",
     "gpu_util_pct": "gpu_util_pct",
     "gpu_mem_used_peak_mb": "gpu_mem_used_mb",
+    "gpu_sm_clock_mhz": "gpu_sm_clock_mhz",
+    "gpu_sm_clock_min_mhz": "gpu_sm_clock_min_mhz",
     "power_w": "power_w",
     "cpu_power_w": "cpu_power_w",
     "gpu_power_w": "gpu_power_w",

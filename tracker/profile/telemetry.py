@@ -283,6 +283,10 @@ def summarize(
     if "gpu_util_pct" not in out:
         mean(tegra, "gpu_util_pct", "gpu_util_pct")
     peak(system, "gpu_mem_used_mb", "gpu_mem_used_peak_mb")
+    mean(system, "gpu_sm_clock_mhz", "gpu_sm_clock_mhz")
+    _, clocks = _series(system, "gpu_sm_clock_mhz")
+    if clocks:
+        out["gpu_sm_clock_min_mhz"] = min(clocks)
     mean(system, "gpu_power_w", "gpu_power_w")
     if (counted := _counter(system, "gpu_energy_counter_j", span_s)) is not None:
         out["gpu_energy_j"] = counted[0]
@@ -400,6 +404,8 @@ class _Nvml:
                 "gpu_mem_used_mb": lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used / _MB,
                 "gpu_power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
                 "gpu_energy_counter_j": lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0,
+                # the clock the SMs ran at (a lightly loaded GPU may not hold the clock its mode names)
+                "gpu_sm_clock_mhz": lambda: float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)),
             }
             self.readers: dict[str, Callable[[], float]] = {}
             for key, fn in probes.items():
