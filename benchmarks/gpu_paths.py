@@ -172,10 +172,12 @@ def main() -> None:
     for key in ("network_b1", f"network_b{big}", f"train_step_b{big}"):
         if isinstance(outputs.get(key), dict):
             o = outputs[key]
-            checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason")}
+            checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason", "power_w",
+                                                 "gpu_util_pct", "gpu_sm_clock_mhz", "gpu_sm_clock_min_mhz")}
     if isinstance(outputs.get("trace"), dict):  # on a GPU the operators are ranked by their kernels' time
         t = outputs["trace"].get("trace") or {}
         checks["trace"] = {"time_basis": t.get("time_basis"), "operators": t.get("operators"),
+                           "device_busy_ms": t.get("device_busy_ms"), "kernel_count": t.get("kernel_count"),
                            "traced_iteration_ms": t.get("traced_iteration_ms"), "artifacts": t.get("artifacts"),
                            "top": [(o.get("op"), o.get("self_device_ms", o.get("self_cpu_ms"))) for o in t.get("ops", [])[:5]],
                            "error": t.get("error")}
