@@ -82,3 +82,30 @@ def test_a_gpu_trace_prints_its_longest_kernels_with_their_names_cut(capsys: pyt
     _trace_table({**trace, "traced_iteration_ms": 0.4}, 0.35)  # a quarter of the iteration busy
     out = capsys.readouterr().out
     assert "(25 % of it)" in out and "note: the device idles most of each iteration, waiting for the host" in out
+
+
+def test_a_gpu_table_from_before_0_7_3_is_read_with_its_kernels_apart() -> None:
+    """The H200's resnet18 trace as tracker 0.7.2 wrote it (its 15 top rows, kernels among the
+    operators): read back, the rows without CPU time are its kernels, each part with its shares."""
+    from tracker.profile.trace import normalized
+
+    rows = [("aten::cudnn_convolution", 20, 0.8029, 2.2923, 0.3265), ("sm80_xmma_fprop_implicit_gemm", 16, 0, 0, 0.1692),
+            ("nchwToNhwcKernel", 32, 0, 0, 0.113), ("aten::cudnn_batch_norm", 20, 0.444, 1.1313, 0.0536),
+            ("bn_fw_inf_1C11_kernel_NCHW", 20, 0, 0, 0.0536), ("aten::clamp_min_", 17, 0.142, 0.2854, 0.0208),
+            ("vectorized_elementwise_kernel", 17, 0, 0, 0.0208), ("implicit_convolve_sgemm", 1, 0, 0, 0.0183),
+            ("sm80_xmma_fprop_implicit_gemm_f32", 2, 0, 0, 0.0115), ("aten::add_", 8, 0.0871, 0.1523, 0.0094),
+            ("vectorized_elementwise_kernel#add", 8, 0, 0, 0.0094), ("Activity Buffer Request", 1 / 3, 0.9089, 0.9089, 0.006),
+            ("Memset (Device)", 7, 0, 0, 0.0056), ("sm90_xmma_fprop_implicit_gemm", 1, 0, 0, 0.0055),
+            ("aten::max_pool2d_with_indices", 1, 0.0218, 0.0307, 0.005)]
+    old = {"iterations": 3, "traced_iteration_ms": 4.579, "time_basis": "self_device_ms",
+           "ops": [{"op": n, "calls_per_iter": c, "self_cpu_ms": s, "cpu_total_ms": t, "self_device_ms": d, "share_pct": 0.0}
+                   for n, c, s, t, d in rows]}
+    table = normalized(old)
+    assert [o["op"] for o in table["ops"]] == ["aten::cudnn_convolution", "aten::cudnn_batch_norm", "aten::clamp_min_",
+                                               "aten::add_", "Activity Buffer Request", "aten::max_pool2d_with_indices"]
+    assert table["ops"][0]["share_pct"] == pytest.approx(100 * 0.3265 / 0.4213)  # 77.5 %, not the 38 % it was shown as
+    assert len(table["kernels"]) == 9 and table["kernels"][0]["kernel"] == "sm80_xmma_fprop_implicit_gemm"
+    assert table["device_busy_ms"] == pytest.approx(0.4069) and sum(k["share_pct"] for k in table["kernels"]) == pytest.approx(100)
+    assert normalized(table) is table  # a table with its kernels apart, or a CPU one, is read as it is
+    cpu = {"iterations": 3, "time_basis": "self_cpu_ms", "ops": [{"op": "aten::conv2d", "self_cpu_ms": 1.0}]}
+    assert normalized(cpu) is cpu

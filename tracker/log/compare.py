@@ -38,7 +38,7 @@ from typing import Any
 from tracker.errors import TrackerError
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
-from tracker.profile.trace import TRACE_TAG
+from tracker.profile.trace import TRACE_TAG, normalized
 
 #: Significance level of the block-median test.
 ALPHA = 0.05
@@ -144,7 +144,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
 
         try:
             with downloaded(uri, rid, ops_path) as local:
-                ops = json.loads(local.read_text())
+                ops = normalized(json.loads(local.read_text()))
         except Exception:  # noqa: BLE001 - an operator table gone or unreadable: compared without it
             ops = None
     return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,

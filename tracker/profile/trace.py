@@ -95,6 +95,20 @@ def kernel_table(averages: Any, iterations: int) -> list[dict[str, Any]]:
     return _shares(rows, "self_device_ms")
 
 
+def normalized(table: dict[str, Any]) -> dict[str, Any]:
+    """An operator table (``trace/ops.json``) as this tracker writes it, whichever wrote it. A GPU
+    table from before tracker 0.7.3 (time basis ``self_device_ms``, no ``kernels``) listed the
+    kernels among the operators, their time counted twice: there a row without any CPU time is a
+    kernel (an operator runs on the host, if only to launch), and each part gets its own shares."""
+    if table.get("time_basis") != "self_device_ms" or "kernels" in table:
+        return table
+    ops = [dict(o) for o in table["ops"] if o.get("self_cpu_ms") or o.get("cpu_total_ms")]
+    kernels = [{"kernel": o["op"], "calls_per_iter": o["calls_per_iter"], "self_device_ms": float(o.get("self_device_ms") or 0.0)}
+               for o in table["ops"] if not (o.get("self_cpu_ms") or o.get("cpu_total_ms"))]
+    return {**table, "ops": _shares(ops, "self_device_ms"), "kernels": _shares(kernels, "self_device_ms"),
+            "device_busy_ms": sum(k["self_device_ms"] for k in kernels)}
+
+
 def _on_device(event: Any) -> bool:
     """Whether a profiler event ran on the device (a kernel, a copy), not on the host."""
     device_type = getattr(event, "device_type", None)

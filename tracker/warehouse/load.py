@@ -255,7 +255,7 @@ def _load_descriptions(con: Any, source: Source) -> int:
 def _load_traces(con: Any, source: Source) -> None:
     """Operator rows (and on a GPU kernel rows) of every changed run that was traced (tag
     ``tracker.trace``: the artifact of its operator table, ``tracker.profile.trace``)."""
-    from tracker.profile.trace import TRACE_TAG
+    from tracker.profile.trace import TRACE_TAG, normalized
 
     wanted = con.execute(
         "SELECT r.run_id, r.artifact_uri, t.value FROM runs r JOIN tags t ON t.run_id = r.run_id AND t.key = $tag "
@@ -265,7 +265,7 @@ def _load_traces(con: Any, source: Source) -> None:
         if text is None:
             continue
         try:
-            table = json.loads(text)
+            table = normalized(json.loads(text))
             basis, iterations = str(table["time_basis"]), int(table["iterations"])
             rows = [(run_id, str(op["op"]), float(op["calls_per_iter"]), float(op["self_cpu_ms"]),
                      float(op["cpu_total_ms"]), _number(op.get("self_device_ms")), _number(op.get("share_pct")),
