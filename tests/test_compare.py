@@ -152,6 +152,53 @@ def test_operator_tables_are_compared_on_one_time_basis_only() -> None:
                              "l3": {"op_type": "ReLU", "latency_ms": 0.2, "latency_ci_rel": 0.05}})
     assert (layers["matched"], layers["only_a"], layers["only_b"], layers["apart"]) == (1, 1, 1, 0)  # 4 %: within CIs
 
+    # two GPU traces: their kernels too, by device time; a CPU trace has none to compare
+    from tracker.log.compare import compare_kernels
+
+    gpu_a = {"time_basis": "self_device_ms", "traced_iteration_ms": 2.3, "ops": [],
+             "kernels": [{"kernel": "xmma_fprop", "self_device_ms": 0.17}, {"kernel": "nchwToNhwc", "self_device_ms": 0.11}]}
+    gpu_b = {"time_basis": "self_device_ms", "traced_iteration_ms": 5.8, "ops": [],
+             "kernels": [{"kernel": "xmma_fprop", "self_device_ms": 2.1}, {"kernel": "bn_fw_inf", "self_device_ms": 0.4}]}
+    kernels = compare_kernels(gpu_a, gpu_b)
+    assert kernels is not None and [(r["kernel"], round(r["change_ms"], 6)) for r in kernels["top"]] == [
+        ("xmma_fprop", 1.93), ("bn_fw_inf", 0.4), ("nchwToNhwc", -0.11)]
+    assert (kernels["kernels"], kernels["busy_a_ms"], kernels["busy_b_ms"]) == ([2, 2], pytest.approx(0.28), pytest.approx(2.5))
+    assert compare_kernels(cpu, other) is None and compare_kernels(gpu_a, cpu) is None
+
+
+def test_two_gpu_traces_are_compared_kernel_by_kernel_too(tmp_path: Path) -> None:
+    """Two runs traced on a GPU: the CLI shows their kernels that moved most after the operators,
+    names cut as profile --trace cuts them; one table written before 0.7.3 is read with its
+    kernels apart."""
+    store = tmp_path / "s"
+    logger = RunLogger(str(store), experiment="gpu", environment=ENV)
+    a, b = network_record(batch_size=1, latency_ms=2.4), network_record(batch_size=32, latency_ms=5.8)
+    long_name = "void at::native::vectorized_elementwise_kernel<4, " + "x" * 200 + ">"
+    a.artifacts["trace/ops.json"] = json.dumps({  # as 0.7.2 wrote it: kernels among the operators
+        "iterations": 3, "traced_iteration_ms": 2.3, "time_basis": "self_device_ms",
+        "ops": [{"op": "aten::cudnn_convolution", "calls_per_iter": 20, "self_cpu_ms": 0.8, "cpu_total_ms": 2.3,
+                 "self_device_ms": 0.28, "share_pct": 50.0},
+                {"op": "xmma_fprop", "calls_per_iter": 16, "self_cpu_ms": 0.0, "cpu_total_ms": 0.0,
+                 "self_device_ms": 0.17, "share_pct": 30.0},
+                {"op": long_name, "calls_per_iter": 32, "self_cpu_ms": 0.0, "cpu_total_ms": 0.0,
+                 "self_device_ms": 0.11, "share_pct": 20.0}]})
+    b.artifacts["trace/ops.json"] = json.dumps({
+        "iterations": 3, "traced_iteration_ms": 5.8, "time_basis": "self_device_ms",
+        "ops": [{"op": "aten::cudnn_convolution", "calls_per_iter": 20, "self_cpu_ms": 0.8, "cpu_total_ms": 2.3,
+                 "self_device_ms": 2.1, "share_pct": 100.0}],
+        "kernels": [{"kernel": "xmma_fprop", "calls_per_iter": 16, "self_device_ms": 2.1, "share_pct": 100.0}],
+        "device_busy_ms": 2.1})
+    for record in (a, b):
+        record.tags["tracker.trace"] = "trace/ops.json"
+    logger.log([a, b])
+    base = ["--tracking-uri", str(store), "-e", "gpu", "runs", "compare", a.run_id[:8], b.run_id[:8]]
+    data = json.loads(runner.invoke(app, [*base, "--format", "json"]).stdout)
+    assert data["operators"]["operators"] == [1, 1] and data["operators"]["top"][0]["change_ms"] == pytest.approx(1.82)
+    assert data["kernels"]["kernels"] == [2, 1] and data["kernels"]["busy_a_ms"] == pytest.approx(0.28)
+    text = runner.invoke(app, base).stdout
+    assert "kernels (device time per iteration): busy 0.280 -> 2.100 ms (2 and 1 kernels)" in text
+    assert long_name[:99] + "…" in text and long_name not in text
+
 
 def test_tracker_reads_its_artifacts_back_without_mlflows_progress_bars(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading a run's samples or tables back draws no MLflow progress bar on stderr (where tqdm is

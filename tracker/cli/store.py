@@ -127,6 +127,17 @@ def compare(
         for r in ops["top"]:
             table.add_row(r["op"], f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", f"{r['change_ms']:+.4f}")
         wide_console(100).print(table)
+    if "kernels" in data:  # two GPU traces: what the device itself ran
+        from tracker.cli.profile import KERNEL_NAME_CHARS
+
+        k = data["kernels"]
+        typer.echo(f"\nkernels (device time per iteration): busy {k['busy_a_ms']:.3f} -> {k['busy_b_ms']:.3f} ms "
+                   f"({k['kernels'][0]} and {k['kernels'][1]} kernels). Those that moved most:")
+        table = Table("kernel", "A ms", "B ms", "change ms", box=None, pad_edge=False)
+        for r in k["top"]:
+            name = r["kernel"] if len(r["kernel"]) <= KERNEL_NAME_CHARS else r["kernel"][:KERNEL_NAME_CHARS - 1] + "…"
+            table.add_row(name, f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", f"{r['change_ms']:+.4f}")
+        wide_console(KERNEL_NAME_CHARS + 40).print(table)
 
 
 def sync(ctx: typer.Context) -> None:

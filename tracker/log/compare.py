@@ -25,7 +25,7 @@ metric one run lacks is absent there, never zero.
 Where both runs hold more, it is compared too: their layer runs (nested under them, matched by
 layer name; the ``TOP`` that moved most, each marked where the two layers' CIs do not overlap),
 and their torch.profiler operator tables (``--trace``: matched by operator, self time per
-iteration on the table's time basis).
+iteration on the table's time basis) and, traced on a GPU, their kernels (device time).
 """
 
 from __future__ import annotations
@@ -185,6 +185,20 @@ def compare_ops(a: dict[str, Any], b: dict[str, Any], top: int = TOP) -> dict[st
             "total_b_ms": sum(tb.values()), "top": rows[:top]}
 
 
+def compare_kernels(a: dict[str, Any], b: dict[str, Any], top: int = TOP) -> dict[str, Any] | None:
+    """Two GPU traces' kernel tables matched by kernel name: device time per iteration, the
+    ``top`` that moved most, and each trace's busy time; None unless both traces have kernels."""
+    if not (a.get("kernels") and b.get("kernels")):
+        return None
+    ta = {k["kernel"]: float(k["self_device_ms"]) for k in a["kernels"]}
+    tb = {k["kernel"]: float(k["self_device_ms"]) for k in b["kernels"]}
+    rows = [{"kernel": k, "a_ms": ta.get(k, 0.0), "b_ms": tb.get(k, 0.0), "change_ms": tb.get(k, 0.0) - ta.get(k, 0.0)}
+            for k in set(ta) | set(tb)]
+    rows.sort(key=lambda r: (-abs(r["change_ms"]), r["kernel"]))
+    return {"kernels": [len(ta), len(tb)], "busy_a_ms": sum(ta.values()), "busy_b_ms": sum(tb.values()),
+            "traced_iteration_ms": [a.get("traced_iteration_ms"), b.get("traced_iteration_ms")], "top": rows[:top]}
+
+
 def block_medians(s: Samples) -> list[float]:
     """Medians of the samples' full blocks (each ``block_n`` consecutive samples)."""
     n = s.block_n
@@ -269,6 +283,7 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.info.run_id[:12]}): compare two runs")
     a, b = _side(client, tracking_uri, run_a), _side(client, tracking_uri, run_b)
     ops = compare_ops(a.ops, b.ops) if a.ops and b.ops else None
+    kernels = compare_kernels(a.ops, b.ops) if a.ops and b.ops else None
     metrics = []
     for name in METRICS:
         va, vb = a.metrics.get(name), b.metrics.get(name)
@@ -289,4 +304,5 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         "latency": latency_verdict(a, b),
         **({"layers": compare_layers(a.layers, b.layers)} if a.layers and b.layers else {}),
         **({"operators": ops} if ops else {}),
+        **({"kernels": kernels} if kernels else {}),
     }
