@@ -1,6 +1,8 @@
 """The CUDA code paths, run for real through the CLI on a fresh store (issues 4, 7 and 8).
 
-Each step is one `tracker` command in its own process, as a user would type it, on a
+First a start-up probe, in a fresh process: how long the imports take and, on a GPU, the CUDA
+context and a first convolution (every command pays these; about 20 s a command on the H200).
+Then each step is one `tracker` command in its own process, as a user would type it, on a
 temporary folder store: whole-network inference and training at two batch sizes, the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command; then again under an 8 GB cap on the GPU's memory, which must
@@ -52,6 +54,25 @@ def campaign_toml(path: Path, device: str, nets: list[str], batches: list[int]) 
     return path
 
 
+#: Timed in a fresh process: the imports a tracker command pays, then (cuda) the CUDA context and
+#: a first convolution (cuDNN's libraries load then).
+STARTUP_PROBE = """
+import json, sys, time
+t = {}
+t0 = time.perf_counter(); import torch; t["import_torch_s"] = time.perf_counter() - t0
+t0 = time.perf_counter(); import torchvision; t["import_torchvision_s"] = time.perf_counter() - t0
+t0 = time.perf_counter(); import mlflow; t["import_mlflow_s"] = time.perf_counter() - t0
+t0 = time.perf_counter(); import tracker.cli.app, tracker.profile.api; t["import_tracker_s"] = time.perf_counter() - t0
+if sys.argv[1] == "cuda":
+    t0 = time.perf_counter(); torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+    t["cuda_context_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    conv = torch.nn.Conv2d(3, 8, 3).cuda(); conv(torch.zeros(1, 3, 32, 32, device="cuda")); torch.cuda.synchronize()
+    t["first_conv_s"] = time.perf_counter() - t0
+print(json.dumps({k: round(v, 3) for k, v in t.items()}))
+"""
+
+
 def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     if device not in ("cpu", "cuda"):
@@ -87,6 +108,19 @@ def main() -> None:
             parsed = stdout
         outputs[name] = parsed
         return parsed
+
+    # Where a command's start-up goes, in a fresh process (each step below pays it: about 20 s a
+    # command on the H200, 5 s here): the imports, and on a GPU the CUDA context and cuDNN's first
+    # convolution
+    t0 = time.perf_counter()
+    probe = subprocess.run([sys.executable, "-c", STARTUP_PROBE, device], capture_output=True, text=True, timeout=300,
+                           env=env, cwd=ROOT)
+    try:
+        outputs["startup"] = json.loads(probe.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        outputs["startup"] = {"error": probe.stderr.strip().splitlines()[-3:]}
+    outputs["startup"]["process_s"] = round(time.perf_counter() - t0, 2)
+    print(json.dumps({"startup": outputs["startup"]}), flush=True)
 
     inf = ["--device", device, "--format", "json", "--time-cap", "5"]
     step("network_b1", ["profile", "network", "resnet18", "-b", "1", *inf])
@@ -149,6 +183,7 @@ def main() -> None:
     on_cpu = [r for r in rows if r.get("device") == "cpu"]
     checks = {
         "all_steps_ok": all(s["ok"] for s in steps.values()),
+        "startup": outputs.get("startup"),
         "measurements_on_device": len(on_device),
         "with_power_w": sum(r.get("power_w") is not None for r in on_device),
         "with_energy_per_iter_j": sum(r.get("energy_per_iter_j") is not None for r in on_device),
