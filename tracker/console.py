@@ -15,3 +15,9 @@ def wide_console(min_width: int, stderr: bool = False) -> Any:
     if not console.is_terminal:
         console = Console(stderr=stderr, highlight=False, width=max(console.width, min_width), soft_wrap=True)
     return console
+
+
+def clipped(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters, its last one an ellipsis where it was cut (a C++
+    template kernel's name runs to hundreds of characters)."""
+    return text if len(text) <= chars else text[:chars - 1] + "…"

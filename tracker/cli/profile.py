@@ -129,7 +129,7 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
     """The slowest operators of a trace, and what the profiler itself cost."""
     from rich.table import Table
 
-    from tracker.console import wide_console
+    from tracker.console import clipped, wide_console
 
     basis = trace["time_basis"]
     typer.echo(f"torch.profiler, {trace['iterations']} iterations after the measurement: the {len(trace['ops'])} "
@@ -154,9 +154,9 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
         for column in ("kernel", "launches", "self device ms", "share"):
             kernels.add_column(column, justify="left" if column == "kernel" else "right", no_wrap=True)
         for k in trace["kernels"][:TOP_KERNELS]:
-            name = k["kernel"] if len(k["kernel"]) <= KERNEL_NAME_CHARS else k["kernel"][:KERNEL_NAME_CHARS - 1] + "…"
             share = f"{k['share_pct']:.1f} %" if k.get("share_pct") is not None else "-"
-            kernels.add_row(name, f"{k['calls_per_iter']:g}", f"{k['self_device_ms']:.3f}", share)
+            kernels.add_row(clipped(k["kernel"], KERNEL_NAME_CHARS), f"{k['calls_per_iter']:g}", f"{k['self_device_ms']:.3f}",
+                            share)
         wide_console(KERNEL_NAME_CHARS + 50).print(kernels)  # the name column, and three of figures
     typer.echo(f"artifacts of the run: {', '.join(trace['artifacts'])}")
 

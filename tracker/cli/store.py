@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -86,7 +86,7 @@ def compare(
         return
     from rich.table import Table
 
-    from tracker.console import wide_console
+    from tracker.console import clipped, wide_console
 
     for side in ("a", "b"):
         s = data[side]
@@ -123,21 +123,26 @@ def compare(
         basis = ops["time_basis"].replace("_", " ")
         typer.echo(f"\noperators (torch.profiler, {basis} per iteration): {ops['total_a_ms']:.3f} -> "
                    f"{ops['total_b_ms']:.3f} ms in all. Those that moved most:")
-        table = Table("operator", "A ms", "B ms", "change ms", box=None, pad_edge=False)
-        for r in ops["top"]:
-            table.add_row(r["op"], f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", f"{r['change_ms']:+.4f}")
-        wide_console(100).print(table)
+        _moved_table("operator", [(r["op"], r) for r in ops["top"]], 100)
     if "kernels" in data:  # two GPU traces: what the device itself ran
         from tracker.cli.profile import KERNEL_NAME_CHARS
 
         k = data["kernels"]
         typer.echo(f"\nkernels (device time per iteration): busy {k['busy_a_ms']:.3f} -> {k['busy_b_ms']:.3f} ms "
                    f"({k['kernels'][0]} and {k['kernels'][1]} kernels). Those that moved most:")
-        table = Table("kernel", "A ms", "B ms", "change ms", box=None, pad_edge=False)
-        for r in k["top"]:
-            name = r["kernel"] if len(r["kernel"]) <= KERNEL_NAME_CHARS else r["kernel"][:KERNEL_NAME_CHARS - 1] + "…"
-            table.add_row(name, f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", f"{r['change_ms']:+.4f}")
-        wide_console(KERNEL_NAME_CHARS + 40).print(table)
+        _moved_table("kernel", [(clipped(r["kernel"], KERNEL_NAME_CHARS), r) for r in k["top"]], KERNEL_NAME_CHARS + 40)
+
+
+def _moved_table(column: str, rows: list[tuple[str, dict[str, Any]]], width: int) -> None:
+    """A compare's operators or kernels that moved most: name, A and B ms, the change."""
+    from rich.table import Table
+
+    from tracker.console import wide_console
+
+    table = Table(column, "A ms", "B ms", "change ms", box=None, pad_edge=False)
+    for name, r in rows:
+        table.add_row(name, f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", f"{r['change_ms']:+.4f}")
+    wide_console(width).print(table)
 
 
 def sync(ctx: typer.Context) -> None:

@@ -178,11 +178,8 @@ def compare_ops(a: dict[str, Any], b: dict[str, Any], top: int = TOP) -> dict[st
     basis = a["time_basis"]
     ta = {o["op"]: float(o.get(basis) or 0.0) for o in a.get("ops", [])}
     tb = {o["op"]: float(o.get(basis) or 0.0) for o in b.get("ops", [])}
-    rows = [{"op": op, "a_ms": ta.get(op, 0.0), "b_ms": tb.get(op, 0.0), "change_ms": tb.get(op, 0.0) - ta.get(op, 0.0)}
-            for op in set(ta) | set(tb)]
-    rows.sort(key=lambda r: (-abs(r["change_ms"]), r["op"]))
     return {"time_basis": basis, "operators": [len(ta), len(tb)], "total_a_ms": sum(ta.values()),
-            "total_b_ms": sum(tb.values()), "top": rows[:top]}
+            "total_b_ms": sum(tb.values()), "top": _moved_most(ta, tb, "op", top)}
 
 
 def compare_kernels(a: dict[str, Any], b: dict[str, Any], top: int = TOP) -> dict[str, Any] | None:
@@ -192,11 +189,18 @@ def compare_kernels(a: dict[str, Any], b: dict[str, Any], top: int = TOP) -> dic
         return None
     ta = {k["kernel"]: float(k["self_device_ms"]) for k in a["kernels"]}
     tb = {k["kernel"]: float(k["self_device_ms"]) for k in b["kernels"]}
-    rows = [{"kernel": k, "a_ms": ta.get(k, 0.0), "b_ms": tb.get(k, 0.0), "change_ms": tb.get(k, 0.0) - ta.get(k, 0.0)}
-            for k in set(ta) | set(tb)]
-    rows.sort(key=lambda r: (-abs(r["change_ms"]), r["kernel"]))
     return {"kernels": [len(ta), len(tb)], "busy_a_ms": sum(ta.values()), "busy_b_ms": sum(tb.values()),
-            "traced_iteration_ms": [a.get("traced_iteration_ms"), b.get("traced_iteration_ms")], "top": rows[:top]}
+            "traced_iteration_ms": [a.get("traced_iteration_ms"), b.get("traced_iteration_ms")],
+            "top": _moved_most(ta, tb, "kernel", top)}
+
+
+def _moved_most(ta: dict[str, float], tb: dict[str, float], name: str, top: int) -> list[dict[str, Any]]:
+    """Times per iteration of two tables matched by ``name`` (one a table lacks counts as 0 there:
+    it did not run), the ``top`` whose time moved most first."""
+    rows = [{name: n, "a_ms": ta.get(n, 0.0), "b_ms": tb.get(n, 0.0), "change_ms": tb.get(n, 0.0) - ta.get(n, 0.0)}
+            for n in set(ta) | set(tb)]
+    rows.sort(key=lambda r: (-abs(r["change_ms"]), r[name]))
+    return rows[:top]
 
 
 def block_medians(s: Samples) -> list[float]:
@@ -282,8 +286,9 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
     if run_a.info.run_id == run_b.info.run_id:
         raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.info.run_id[:12]}): compare two runs")
     a, b = _side(client, tracking_uri, run_a), _side(client, tracking_uri, run_b)
-    ops = compare_ops(a.ops, b.ops) if a.ops and b.ops else None
-    kernels = compare_kernels(a.ops, b.ops) if a.ops and b.ops else None
+    traced = bool(a.ops and b.ops)
+    ops = compare_ops(a.ops, b.ops) if traced else None
+    kernels = compare_kernels(a.ops, b.ops) if traced else None
     metrics = []
     for name in METRICS:
         va, vb = a.metrics.get(name), b.metrics.get(name)
