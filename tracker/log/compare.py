@@ -38,6 +38,7 @@ from typing import Any
 from tracker.errors import TrackerError
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
+from tracker.log.store import is_run_id_prefix
 from tracker.profile.trace import TRACE_TAG, normalized
 
 #: Significance level of the block-median test.
@@ -84,7 +85,7 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str) -> Any:
             return client.get_run(ref)
         except Exception:  # noqa: BLE001 - MLflow raises its own exception for an unknown id
             raise TrackerError(f"no run {ref} in this store") from None
-    if len(ref) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ref):
+    if len(ref) < MIN_PREFIX or not is_run_id_prefix(ref):
         raise TrackerError(f"{ref!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
                            "(tracker runs list shows them)")
     matches = store.runs_with_prefix(experiment, ref, MEASURED_KINDS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -152,6 +153,19 @@ class RestStore:
             write_artifacts_locally(Path(tmp), artifacts)
             MlflowClient(self.location.uri).log_artifacts(run_id, tmp)
 
+    def _search(self, experiment: Experiment, flt: str) -> Iterator[dict[str, Any]]:
+        """Every run (as the REST API gives it) of the experiment that the filter matches, page by page."""
+        token = None
+        while True:
+            body: dict[str, Any] = {"experiment_ids": [experiment.experiment_id], "filter": flt, "max_results": 1000}
+            if token:
+                body["page_token"] = token
+            page = self.call("POST", "runs/search", body)
+            yield from page.get("runs", [])
+            token = page.get("next_page_token")
+            if not token:
+                return
+
     def measured_keys(
         self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
         tag: str = KEY_TAG, having: str | None = None,
@@ -161,37 +175,17 @@ class RestStore:
             flt = f"attributes.status = '{status}'"
             if kind:
                 flt += f" and tags.`tracker.kind` = '{kind}'"
-            token = None
-            while True:
-                body: dict[str, Any] = {"experiment_ids": [experiment.experiment_id], "filter": flt, "max_results": 1000}
-                if token:
-                    body["page_token"] = token
-                page = self.call("POST", "runs/search", body)
-                for run in page.get("runs", []):
-                    tags = {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
-                    if tag in tags and (having is None or having in tags):
-                        keys.add(tags[tag])
-                token = page.get("next_page_token")
-                if not token:
-                    break
+            for run in self._search(experiment, flt):
+                tags = {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
+                if tag in tags and (having is None or having in tags):
+                    keys.add(tags[tag])
         return keys
 
     def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
-        found: list[tuple[str, str]] = []
-        for kind in kinds:  # the server's search matches no id prefix: every run of the kind, page by page
-            token = None
-            while True:
-                body: dict[str, Any] = {"experiment_ids": [experiment.experiment_id],
-                                        "filter": f"tags.`{KIND_TAG}` = '{_quote(kind)}'", "max_results": 1000}
-                if token:
-                    body["page_token"] = token
-                page = self.call("POST", "runs/search", body)
-                found += [(run["info"]["run_id"], kind) for run in page.get("runs", [])
-                          if run["info"]["run_id"].startswith(prefix)]
-                token = page.get("next_page_token")
-                if not token:
-                    break
-        return sorted(found)
+        # the server's search matches no id prefix: every run of the kind, page by page
+        return sorted((run["info"]["run_id"], kind) for kind in kinds
+                      for run in self._search(experiment, f"tags.`{KIND_TAG}` = '{_quote(kind)}'")
+                      if run["info"]["run_id"].startswith(prefix))
 
     def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
         body = {

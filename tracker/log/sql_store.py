@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.errors import StoreError, os_reason
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
-from tracker.log.store import Experiment, StoredRun, write_artifacts_locally
+from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path
 
 #: The alembic revision of the MLflow schema this writer was built against (MLflow 3.17.2).
@@ -303,7 +303,7 @@ class SqlStore:
     def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
         import sqlalchemy
 
-        if not prefix or any(c not in "0123456789abcdef" for c in prefix):  # no LIKE wildcard reaches the query
+        if not is_run_id_prefix(prefix):  # no LIKE wildcard reaches the query
             raise ValueError(f"not a run id prefix: {prefix!r}")
         query = sqlalchemy.text(
             "SELECT r.run_uuid, k.value FROM runs r JOIN tags k ON k.run_uuid = r.run_uuid AND k.key = :kind_tag "

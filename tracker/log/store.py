@@ -68,6 +68,11 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def is_run_id_prefix(text: str) -> bool:
+    """Whether ``text`` can begin a run id: lower-case hex, not empty (nor a SQL ``LIKE`` wildcard)."""
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
+
+
 def open_store(location: StoreLocation) -> Store:
     if location.is_http:
         from tracker.log.rest_store import RestStore
