@@ -102,9 +102,14 @@ def normalized(table: dict[str, Any]) -> dict[str, Any]:
     kernel (an operator runs on the host, if only to launch), and each part gets its own shares."""
     if table.get("time_basis") != "self_device_ms" or "kernels" in table:
         return table
-    ops = [dict(o) for o in table["ops"] if o.get("self_cpu_ms") or o.get("cpu_total_ms")]
-    kernels = [{"kernel": o["op"], "calls_per_iter": o["calls_per_iter"], "self_device_ms": float(o.get("self_device_ms") or 0.0)}
-               for o in table["ops"] if not (o.get("self_cpu_ms") or o.get("cpu_total_ms"))]
+    ops: list[dict[str, Any]] = []
+    kernels: list[dict[str, Any]] = []
+    for o in table["ops"]:
+        if o.get("self_cpu_ms") or o.get("cpu_total_ms"):
+            ops.append(dict(o))
+        else:
+            kernels.append({"kernel": o["op"], "calls_per_iter": o["calls_per_iter"],
+                            "self_device_ms": float(o.get("self_device_ms") or 0.0)})
     return {**table, "ops": _shares(ops, "self_device_ms"), "kernels": _shares(kernels, "self_device_ms"),
             "device_busy_ms": sum(k["self_device_ms"] for k in kernels)}
 
