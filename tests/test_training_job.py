@@ -76,9 +76,10 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     assert {x["status"] for x in again} == {"skipped (measured)"}
     wh = tmp_path / "w.duckdb"
     assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
-    rows = json.loads(runner.invoke(app, ["sql", "SELECT num_workers, is_best FROM data_loading ORDER BY num_workers",
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT num_workers, is_best, steps FROM data_loading ORDER BY num_workers",
                                           "--warehouse", str(wh), "--format", "json"]).stdout)
     assert [x["num_workers"] for x in rows] == [0, 1] and sum(x["is_best"] for x in rows) == 1
+    assert [x["steps"] for x in rows] == [3, 3]  # every step measured, the set-up one too
 
 
 def test_a_measured_job_is_read_back_unless_measured_again(tmp_path: Path) -> None:
@@ -142,11 +143,16 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
     assert client.get_run(retain["run_id"]).data.metrics["page_faults_per_iter_count"] == retain["page_faults_per_iter_count"]
     for r in results.values():  # each job keeps its iterations as raw samples, one a block
         kept = read_samples(Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path))).read_text(), "job")
-        assert len(kept.samples_ms) == 20 and kept.block_n == 1 and kept.stop_reason == "steps"
-        assert statistics.median(kept.samples_ms) == pytest.approx(client.get_run(r["run_id"]).data.metrics["latency_ms"])
+        # the first step, the set-up, is the samples' warm-up, and no statistic's
+        assert len(kept.samples_ms) == 19 and len(kept.warmup_ms) == 1 and kept.block_n == 1 and kept.stop_reason == "steps"
+        metrics = client.get_run(r["run_id"]).data.metrics
+        assert statistics.median(kept.samples_ms) == pytest.approx(metrics["latency_ms"])
+        assert metrics["samples_count"] == 19 and metrics["warmup_count"] == 1
+        steps = client.get_metric_history(r["run_id"], "step_total_ms")
+        assert len(steps) == 20 and metrics["step_time_ms"] == pytest.approx(statistics.median(m.value for m in steps[1:]))
     compared = _cli(runs, "runs", "compare", system["run_id"], retain["run_id"], "--format", "json")
     latency = json.loads(compared.stdout)["latency"]  # two jobs are judged on their steps, not left "not judged"
-    assert latency["blocks"] == [20, 20] and 0 <= latency["p_value"] <= 1 and latency["verdict"] != "not judged", latency
+    assert latency["blocks"] == [19, 19] and 0 <= latency["p_value"] <= 1 and latency["verdict"] != "not judged", latency
     wh = tmp_path / "w.duckdb"
     assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
     rows = json.loads(runner.invoke(app, ["sql", "SELECT mode, is_best FROM data_loading ORDER BY mode", "--warehouse",
@@ -387,7 +393,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     run = client.get_run(r["run_id"])
     assert run.info.status == "KILLED" and run.data.tags["tracker.failure_reason"] == "interrupted"
     assert len(client.get_metric_history(r["run_id"], "step_total_ms")) == r["steps"]
-    assert run.data.metrics["samples_count"] == r["steps"]
+    assert run.data.metrics["samples_count"] == r["steps"] - 1 and run.data.metrics["warmup_count"] == 1
 
 
 def _running(p: psutil.Process) -> bool:

@@ -189,8 +189,10 @@ def capture_environment(with_torch: bool = True) -> dict[str, str]:
 MEASUREMENT_PROTOCOL = 2
 #: The same for training jobs alone (``profile training``, ``campaign loader``), in their keys
 #: besides the above. 2 (tracker 0.4.0): a job runs in a measuring child, so its CPU peak memory
-#: is that child's, no longer that of the tracker process (MLflow, the store, the CLI).
-JOB_MEASUREMENT_PROTOCOL = 2
+#: is that child's, no longer that of the tracker process (MLflow, the store, the CLI). 3 (tracker
+#: 0.7.4): a job's statistics (its latency, step parts, data wait share, throughput) leave its first
+#: step out, the set-up, as its telemetry did (``job.WARMUP_STEPS``).
+JOB_MEASUREMENT_PROTOCOL = 3
 
 
 def software_versions() -> dict[str, str]:

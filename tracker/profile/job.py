@@ -41,6 +41,8 @@ MODE_FIELDS = ("threads", "allocator")
 #: Why a job's samples end where it ended well: its epochs or ``max_steps`` ran out.
 JOB_STOP_REASON = "steps"
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
+#: Steps at a job's start left out of its statistics and samples (kept as their warm-up): the set-up.
+WARMUP_STEPS = 1
 
 
 @dataclass
@@ -452,6 +454,11 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
             "memory": memory, "wall_s": wall_s, **({"memory_cap": cap.kind} if cap.kind else {})}
 
 
+def _iteration_ms(step: dict[str, float]) -> float:
+    """A step's iteration: its time less its data wait (copy, forward, loss, backward, optimizer)."""
+    return step["step_time_ms"] - step["data_wait_ms"]
+
+
 def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:
     """Each epoch's throughput, mean loss and median step time, from its steps."""
     out = []
@@ -467,6 +474,8 @@ def _reused(run: Any, cfg: JobConfig, tracking_uri: str) -> JobResult:
     """A job's FINISHED run read back (``RunLogger.find``) as the result of measuring it, with the
     bad files it skipped (its artifact ``skipped_files.json``, read where its tag counts any)."""
     steps = run.metrics.get("samples_count")
+    if steps is not None:  # the steps it measured: those its statistics are of, and its warm-up
+        steps += run.metrics.get("warmup_count", 0.0)
     skipped: list[dict[str, str]] = []
     if run.tags.get("tracker.skipped_files", "0") != "0":
         from tracker.log.artifacts import downloaded
@@ -485,15 +494,19 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     from tracker.profile.records import telemetry_metrics
 
     if steps:
-        total_ms = sum(s["step_time_ms"] for s in steps)
-        images = sum(s["images"] for s in steps)
-        summary = {"step_time_ms": statistics.median(s["step_time_ms"] for s in steps),
-                   **{p: statistics.median(s[p] for s in steps) for p in STEP_PARTS},
+        # the first step is the set-up (loader workers start, the allocator and the kernels warm up):
+        # kept in the step history and as the samples' warm-up, left out of every statistic, as the
+        # telemetry leaves it out; a job of one step has nothing else to go on
+        warmup, steady = (steps[:WARMUP_STEPS], steps[WARMUP_STEPS:]) if len(steps) > WARMUP_STEPS else ([], steps)
+        total_ms = sum(s["step_time_ms"] for s in steady)
+        images = sum(s["images"] for s in steady)
+        summary = {"step_time_ms": statistics.median(s["step_time_ms"] for s in steady),
+                   **{p: statistics.median(s[p] for s in steady) for p in STEP_PARTS},
                    # the iteration itself (copy, forward, loss, backward, optimizer), as training runs measure it
-                   "latency_ms": statistics.median(s["step_time_ms"] - s["data_wait_ms"] for s in steps),
-                   "data_wait_frac": sum(s["data_wait_ms"] for s in steps) / total_ms,
+                   "latency_ms": statistics.median(_iteration_ms(s) for s in steady),
+                   "data_wait_frac": sum(s["data_wait_ms"] for s in steady) / total_ms,
                    "throughput_per_s": images / (1e-3 * total_ms), "loss": steps[-1]["loss"],
-                   "samples_count": float(len(steps))}
+                   "samples_count": float(len(steady)), "warmup_count": float(len(warmup))}
         if "wall_s" in end:
             summary["measure_time_s"] = end["wall_s"]
         memory = end.get("memory", {})
@@ -508,8 +521,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         # its iterations as raw samples, one a block (a step is long, and steps follow one another as
         # network runs' blocks do): what ``runs compare`` tests two jobs on
         record.artifacts[SAMPLES_ARTIFACT] = samples_json({
-            "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason", JOB_STOP_REASON), "warmup_ms": [],
-            "samples_ms": [s["step_time_ms"] - s["data_wait_ms"] for s in steps]})
+            "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason", JOB_STOP_REASON),
+            "warmup_ms": [_iteration_ms(s) for s in warmup], "samples_ms": [_iteration_ms(s) for s in steady]})
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
         epochs = _epochs(steps)
