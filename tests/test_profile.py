@@ -544,9 +544,12 @@ def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_
     layered = tmp_path / "layered.toml"
     layered.write_text(whole.read_text().replace('name = "whole"', 'name = "layered"') + "layers = true\n")
     store = str(tmp_path / "s")
+    assert tracker("--tracking-uri", store, "-e", "both", "campaign", "run", str(whole), cwd=tmp_path).returncode == 0
+    planned = dry_run(tmp_path / "s", layered, "-e", "both")
+    assert planned["states"] == {"to measure again: without its layers": 2}, planned
     tallies = [json.loads(tracker("--tracking-uri", store, "-e", "both", "campaign", "run", str(path), "--format",
                                   "json", cwd=tmp_path).stdout) for path in (whole, layered, layered, whole)]
-    assert [(t["measured"], t["skipped"]) for t in tallies] == [(2, 0), (2, 0), (0, 2), (0, 2)], tallies
+    assert [(t["measured"], t["skipped"]) for t in tallies] == [(0, 2), (2, 0), (0, 2), (0, 2)], tallies
     runs = network_runs(tmp_path / "s", "both")
     with_layers = [r for r in runs if "sum_of_layers_ms" in r.data.metrics]
     assert len(runs) == 4 and len(with_layers) == 2 and {r.data.tags["tracker.campaign"] for r in with_layers} == {"layered"}
@@ -574,6 +577,8 @@ def test_a_traced_campaign_traces_each_configuration_once(tmp_path: Path) -> Non
         return tally["measured"], tally["skipped"], tally["failed"]
 
     assert run(whole) == (1, 0, 0)
+    assert [(c["batch_size"], c["state"]) for c in dry_run(tmp_path / "s", traced, "-e", "t")["configurations"]] == [
+        (1, "to measure again: without its trace"), (2, "to measure")]
     assert run(traced) == (2, 0, 0)  # batch 1 again, with its trace; batch 2 for the first time
     assert run(traced) == (0, 2, 0)
     assert run(wider, fault="notrace") == (1, 2, 0)  # batch 4: measured, its trace failed
@@ -593,13 +598,34 @@ def test_a_traced_campaign_traces_each_configuration_once(tmp_path: Path) -> Non
     assert "tracker.trace" not in by_batch["4"][0].data.tags
 
 
+def dry_run(store: Path, path: Path, *args: str) -> dict:
+    """``campaign run --dry-run --format json``'s answer: it must exit 0."""
+    proc = tracker("--tracking-uri", str(store), *args, "campaign", "run", str(path), "--dry-run", "--format", "json",
+                   cwd=path.parent)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path) -> None:
+    """A failure ends its till_first_fail chain; a dry run (--dry-run) says what a run would do with
+    each configuration, before it (no store yet, and none made) and after it."""
     path = campaign_file(tmp_path, "faulty")
+    before = dry_run(tmp_path / "s", path)
+    assert before["states"] == {"to measure": 6} and not (tmp_path / "s").exists()
+    assert [(c["network"], c["batch_size"]) for c in before["configurations"]] == [
+        (n, b) for n in ("squeezenet1_1", "mobilenet_v3_small") for b in (1, 2, 4)]  # in the order a run takes them
     proc = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--format", "json",
                    cwd=tmp_path, env={"TRACKER_FAULT": "kill@2"})
     assert proc.returncode == 0, proc.stderr
     tally = json.loads(proc.stdout)
     assert tally == {**tally, "total": 6, "measured": 2, "failed": 2, "skipped": 2}
+    after = dry_run(tmp_path / "s", path)
+    assert [(c["batch_size"], c["state"]) for c in after["configurations"]] == [
+        (1, "measured"), (2, "failed"), (4, "after a failure")] * 2
+    keys = {r.data.params["batch_size"]: r.data.tags["tracker.config_key"] for r in network_runs(tmp_path / "s", "faulty")
+            if r.data.params["model"] == "squeezenet1_1"}
+    assert [c["config_key"] for c in after["configurations"][:2]] == [keys["1"], keys["2"]]
+    assert len(network_runs(tmp_path / "s", "faulty")) == 4  # the dry runs measured nothing
     runs = network_runs(tmp_path / "s", "faulty")
     failed = [r for r in runs if r.info.status == "FAILED"]
     assert {r.data.tags["tracker.failure_reason"] for r in failed} == {"killed"}

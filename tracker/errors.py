@@ -74,6 +74,11 @@ class StoreError(TrackerError):
     """The tracking store cannot be used: unreachable, unsupported URI or schema version."""
 
 
+class NothingLoggedError(StoreError):
+    """What a command that only reads asks for was never written: no embedded store in the folder,
+    or no experiment of that name in the store."""
+
+
 class ConfigError(TrackerError):
     """A configuration file or option is malformed (the message names the key)."""
 

@@ -119,10 +119,10 @@ class StoreLocation:
     def require(self) -> None:
         """For commands that only read: an embedded store that was never written is an error,
         not a new empty store left behind in the folder."""
-        from tracker.errors import StoreError
+        from tracker.errors import NothingLoggedError
 
         if self.db_path is not None and not self.db_path.is_file():
-            raise StoreError(f"no tracking store at {self.db_path}: nothing has been logged there yet")
+            raise NothingLoggedError(f"no tracking store at {self.db_path}: nothing has been logged there yet")
 
     @property
     def server_name(self) -> str:

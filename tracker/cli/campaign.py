@@ -18,6 +18,8 @@ def run(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
     shard: Annotated[Optional[str], typer.Option(help="Run shard I of N (by network), e.g. 1/2.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure nothing: list each configuration with what a "
+                                          "run would do (measured, failed, to measure).")] = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Measure every configuration not yet measured; Ctrl-C stops, a re-run resumes."""
@@ -26,10 +28,13 @@ def run(
 
     campaign = load_campaign(path)
     shard_ij = parse_shard(shard)
-    zygote_client.prestart()  # its imports overlap planning; a campaign with nothing left ends it unused
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = campaign.name
+    if dry_run:
+        _dry_run(st, campaign, shard_ij, fmt)
+        return
+    zygote_client.prestart()  # its imports overlap planning; a campaign with nothing left ends it unused
     logger = st.logger()
     quiet = fmt is OutputFormat.json
     with campaign_progress(campaign.name, transient=quiet, disable=quiet) as progress:
@@ -41,6 +46,37 @@ def run(
         typer.echo(f"{campaign.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped of {tally.total}")
     if tally.interrupted:
         exit_interrupted("interrupted: what was measured is kept; run the same command again to resume")
+
+
+def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) -> None:
+    """What ``campaign run`` would do with each configuration of the shard, measuring and logging
+    nothing: the store and experiment are read, not made (none yet: nothing measured)."""
+    from rich.table import Table
+
+    from tracker.console import wide_console
+    from tracker.errors import NothingLoggedError
+    from tracker.profile.campaign import run_campaign
+
+    try:
+        logger, nothing = st.logger(read_only=True), None
+    except NothingLoggedError as exc:
+        logger, nothing = None, str(exc)
+    tally = run_campaign(logger, campaign, shard, dry_run=True)
+    counts = tally.plan_counts()
+    data = {"campaign": campaign.name, "experiment": st.experiment, "shard": f"{shard[0]}/{shard[1]}",
+            "dry_run": True, "total": tally.total, "states": counts, "configurations": tally.planned}
+    if fmt is OutputFormat.json:
+        emit_json(data)
+        return
+    table = Table("network", "batch", "phase", "device", "threads", "repeat", "state")
+    for c in tally.planned:
+        table.add_row(c["network"], str(c["batch_size"]), c["phase"], c["device"],
+                      "" if c["threads"] is None else str(c["threads"]), str(c["repeat"]), c["state"])
+    wide_console(110).print(table)  # a pipe or a log: every column whole
+    if nothing:
+        typer.echo(f"nothing measured yet ({nothing})")
+    typer.echo(f"{campaign.name} (shard {shard[0]}/{shard[1]}), dry run, nothing measured: {tally.total} configurations: "
+               + ", ".join(f"{n} {state}" for state, n in counts.items()))
 
 
 def _loader_line(r: dict[str, Any]) -> str:

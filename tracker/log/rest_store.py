@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tracker.errors import StoreError
+from tracker.errors import NothingLoggedError, StoreError
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, parent_levels
 from tracker.settings import StoreLocation
@@ -89,7 +89,7 @@ class RestStore:
             if exc.code != "RESOURCE_DOES_NOT_EXIST":
                 raise
             if not create:
-                raise StoreError(f"no experiment named {name!r} on {self.location.uri}") from None
+                raise NothingLoggedError(f"no experiment named {name!r} on {self.location.uri}") from None
             try:
                 self.call("POST", "experiments/create", {"name": name})
             except RestError as exc2:

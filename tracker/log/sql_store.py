@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from tracker.errors import StoreError, os_reason
+from tracker.errors import NothingLoggedError, StoreError, os_reason
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path
@@ -219,7 +219,7 @@ class SqlStore:
             with self.engine().connect() as conn:
                 names = [r[0] for r in conn.execute(sqlalchemy.text(
                     "SELECT name FROM experiments WHERE lifecycle_stage = 'active' ORDER BY name"))]
-            raise StoreError(f"no experiment named {name!r} in {self.location.uri} "
+            raise NothingLoggedError(f"no experiment named {name!r} in {self.location.uri} "
                              f"(experiments: {', '.join(names) or 'none'})")
         if row.lifecycle_stage != "active":
             raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")

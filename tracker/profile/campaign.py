@@ -217,6 +217,15 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return (i, n)
 
 
+#: What a dry run (``campaign run --dry-run``) says of each configuration, as ``run_campaign``
+#: would treat it: measured before (skipped), failed before (skipped: it would fail again), left
+#: out after a failure in a till_first_fail chain, a repeat of one never measured (skipped), or to
+#: be measured: for the first time, or again where the run measured before lacks its layers or its
+#: trace.
+PLAN_STATES = ("measured", "failed", "after a failure", "repeat of one not measured", "to measure",
+               "to measure again: without its layers", "to measure again: without its trace")
+
+
 @dataclass
 class Tally:
     total: int = 0
@@ -224,10 +233,16 @@ class Tally:
     failed: int = 0
     skipped: int = 0  # already measured, or past a failure in a till_first_fail chain
     interrupted: bool = False
+    #: a dry run's configurations in the order a run would take them, each with its PLAN_STATES state
+    planned: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
                 "interrupted": self.interrupted}
+
+    def plan_counts(self) -> dict[str, int]:
+        """How many configurations a dry run found in each state (those with none left out)."""
+        return {state: n for state in PLAN_STATES if (n := sum(c["state"] == state for c in self.planned))}
 
 
 @contextmanager
@@ -267,7 +282,11 @@ def measured_with_layers(logger: Any, config_key: str) -> bool:
 
 
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
-                 progress: Callable[[str, Tally], None] | None = None) -> Tally:
+                 progress: Callable[[str, Tally], None] | None = None, dry_run: bool = False) -> Tally:
+    """Measure every configuration of shard ``shard`` not measured before, round after round;
+    ``dry_run``: measure and log nothing (no mode run either), and list each configuration with
+    what a run would do with it (``Tally.planned``), taking each one it would measure to succeed.
+    A dry run's ``logger`` may be None: a store or experiment with nothing in it yet."""
     import itertools
 
     from tracker.log.record import REPEAT_KEY_TAG
@@ -285,22 +304,36 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     layer_rule = rule.for_layers()
     todo = chains(c, shard)
     tally = Tally(total=len(todo) * len(c.batch_sizes) * c.repeats)
-    done_keys = logger.measured(statuses=("FINISHED",))
-    failed_keys = logger.measured(statuses=("FAILED",))
-    done_repeats = logger.measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
+
+    def measured(**kw: Any) -> set[str]:
+        return set() if logger is None else logger.measured(**kw)
+
+    done_keys = measured(statuses=("FINISHED",))
+    failed_keys = measured(statuses=("FAILED",))
+    done_repeats = measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
     # Configurations whose trace was taken (or failed: asking again would fail again).
-    traced_keys = (logger.measured(statuses=("FINISHED",), having=TRACE_TAG)
-                   | logger.measured(statuses=("FINISHED",), having=TRACE_ERROR_TAG)) if c.trace else set()
+    traced_keys = (measured(statuses=("FINISHED",), having=TRACE_TAG)
+                   | measured(statuses=("FINISHED",), having=TRACE_ERROR_TAG)) if c.trace else set()
     modes_logged: set[tuple[str, int | None]] = set()
     try:
         # Round after round: round r goes through every chain before round r + 1 starts.
         for r, (ref, device, threads, phase) in itertools.product(range(1, c.repeats + 1), todo):
-            if (device, threads) not in modes_logged:
+            if (device, threads) not in modes_logged and not dry_run:
                 ensure_mode_logged(logger, device, threads, c.allocator)
                 modes_logged.add((device, threads))
+
+            def plan_at(bs: int) -> Any:
+                return plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator,
+                            memory_limit_mb=c.memory_limit_mb)
+
+            def planned(state: str, q: Any) -> None:
+                if dry_run:
+                    tally.planned.append({"network": q.spec.model, "batch_size": q.spec.batch_size, "phase": phase,
+                                          "device": device, "threads": threads, "repeat": r, "state": state,
+                                          "config_key": q.config_key})
+
             for k, bs in enumerate(c.batch_sizes):
-                p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator,
-                         memory_limit_mb=c.memory_limit_mb)
+                p = plan_at(bs)
                 repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
                 tracing = c.trace and r == 1  # a trace is for reading: the first round's
                 label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
@@ -308,21 +341,33 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                          f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}{' traced' if tracing else ''}")
                 layers = c.layers and phase == "inference"
                 done = (repeat_key or p.config_key) in (done_repeats if repeat_key else done_keys)
-                if done and layers and repeat_key is None:
+                again = ""
+                if done and layers and repeat_key is None and logger is not None:
                     # Measured whole only (by a campaign without layers, or `profile network`): it does
                     # not answer for its layers, as `profile layers` would not take it either.
                     done = measured_with_layers(logger, p.config_key)
+                    again = "" if done else "to measure again: without its layers"
                 if done and tracing and p.config_key not in traced_keys:
                     # Measured without its trace: a trace comes with a measurement, so measured
                     # again, as a repeat (as `profile network --trace` does).
                     done, repeat_key = False, f"{p.config_key}#trace"
+                    again = "to measure again: without its trace"
                 if done:
                     tally.skipped += 1
+                    planned("measured", p)
                 elif p.config_key not in done_keys and (p.config_key in failed_keys or repeat_key):
                     tally.skipped += 1  # failed, or not measured once: nothing to repeat
+                    planned("failed" if p.config_key in failed_keys else "repeat of one not measured", p)
                     if c.till_first_fail:
                         tally.skipped += len(c.batch_sizes) - k - 1
+                        for later in c.batch_sizes[k + 1:] if dry_run else ():
+                            planned("after a failure", plan_at(later))
                         break
+                elif dry_run:  # what a run would measure, taken to succeed
+                    planned(again or "to measure", p)
+                    done_keys.add(p.config_key)
+                    if tracing:
+                        traced_keys.add(p.config_key)
                 else:
                     if progress:
                         progress(f"measuring {label}", tally)
