@@ -68,15 +68,17 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
     if fmt is OutputFormat.json:
         emit_json(data)
         return
-    table = Table("network", "batch", "phase", "device", "threads", "repeat", "state")
-    for c in tally.planned:
-        table.add_row(c["network"], str(c["batch_size"]), c["phase"], c["device"],
-                      "" if c["threads"] is None else str(c["threads"]), str(c["repeat"]), c["state"])
-    wide_console(110).print(table)  # a pipe or a log: every column whole
+    if tally.planned:
+        table = Table("network", "batch", "phase", "device", "threads", "repeat", "state")
+        for c in tally.planned:
+            table.add_row(c["network"], str(c["batch_size"]), c["phase"], c["device"],
+                          "" if c["threads"] is None else str(c["threads"]), str(c["repeat"]), c["state"])
+        wide_console(110).print(table)  # a pipe or a log: every column whole
     if nothing:
         typer.echo(f"nothing measured yet ({nothing})")
-    typer.echo(f"{campaign.name} (shard {shard[0]}/{shard[1]}), dry run, nothing measured: {tally.total} configurations: "
-               + ", ".join(f"{n} {state}" for state, n in counts.items()))
+    found = (f"{tally.total} configurations: " + ", ".join(f"{n} {state}" for state, n in counts.items())
+             if tally.planned else "no configuration (the shard has no network)")
+    typer.echo(f"{campaign.name} (shard {shard[0]}/{shard[1]}), dry run, nothing measured: {found}")
 
 
 def _loader_line(r: dict[str, Any]) -> str:
