@@ -1,5 +1,6 @@
 """The embedded store's fast writer against MLflow's own client, on real SQLite files."""
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -208,12 +209,19 @@ def test_a_new_store_copied_from_the_schema_template_is_the_store_mlflow_migrati
     from tracker.log import sql_store
 
     monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    # what an older MLflow left, and a partial one of a process that was killed: removed once the
+    # template of this version is made; a partial one of a process still running is its own
+    stale = [tmp_path / "cache" / name for name in ("mlflow-3.16.0-abc123-empty.db", ".mlflow-3.16.0-abc123-empty.db.999999999.new")]
+    running = tmp_path / "cache" / f".mlflow-3.16.0-abc123-empty.db.{os.getpid()}.new"
+    for path in (*stale, running):
+        path.write_bytes(b"")
     migrated = tmp_path / "migrated"
     migrated.mkdir()
     SqlAlchemyStore(f"sqlite:///{migrated / 'mlflow.db'}", str(migrated / "artifacts"))  # MLflow alone
     first = RunLogger(str(tmp_path / "a"), experiment="t", environment=ENV)  # makes the template, then copies it
-    (template,) = (tmp_path / "cache").iterdir()
-    assert template.name == f"mlflow-3.17.2-{SUPPORTED_SCHEMA}-empty.db"
+    template, left = sorted((tmp_path / "cache").iterdir(), key=lambda p: p.name.startswith("."))
+    assert template.name == f"mlflow-3.17.2-{SUPPORTED_SCHEMA}-empty.db" and left == running
     second = RunLogger(str(tmp_path / "b"), experiment="t", environment=ENV)
     second.log([network_record()])
     for store in ("a", "b"):

@@ -365,6 +365,7 @@ def schema_template() -> Path | None:
             finally:
                 engine.dispose()
             os.replace(partial, path)  # whole or not at all, whoever else makes it at once
+            _drop_other_templates(path)
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
             (version,) = conn.execute("SELECT version_num FROM alembic_version").fetchone()
             (experiments,) = conn.execute("SELECT count(*) FROM experiments").fetchone()
@@ -372,6 +373,19 @@ def schema_template() -> Path | None:
         return path if (version, experiments) == (SUPPORTED_SCHEMA, 0) else None
     except Exception:  # a cache that cannot be written or read is only a slower new store
         return None
+
+
+def _drop_other_templates(kept: Path) -> None:
+    """Remove the templates of other MLflow versions or schemas beside ``kept`` (one is made per
+    version: an upgraded MLflow leaves the old one unused) and partial ones a killed process left
+    (``.NAME.PID.new``, where that process is gone); a file that cannot be removed stays."""
+    for other in kept.parent.glob("mlflow-*-empty.db"):
+        if other != kept:
+            other.unlink(missing_ok=True)
+    for partial in kept.parent.glob(".mlflow-*-empty.db.*.new"):
+        pid = partial.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            partial.unlink(missing_ok=True)
 
 
 def _rows(records: list[FinalRecord], experiment_id: int, artifact_uris: dict[str, str]) -> dict[str, list[dict]]:
