@@ -252,6 +252,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", f"http://127.0.0.1:{free_port()}", "store", "info"], 1, "cannot reach tracking server"),
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
+        (["runs", "list", "--status", "done"], 1, "unknown run status 'done': expected one of RUNNING"),
         # a command that only reads leaves no new empty store behind
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
         (["--tracking-uri", "fresh", "fingerprint", "promote", "latency_ms-inference-cpu", "2"], 1, "no tracking store at"),

@@ -626,6 +626,13 @@ def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path)
             if r.data.params["model"] == "squeezenet1_1"}
     assert [c["config_key"] for c in after["configurations"][:2]] == [keys["1"], keys["2"]]
     assert len(network_runs(tmp_path / "s", "faulty")) == 4  # the dry runs measured nothing
+    # the failed ones listed with why they failed, and only they
+    listed = tracker("--tracking-uri", str(tmp_path / "s"), "-e", "faulty", "runs", "list", "--status", "failed",
+                     "--format", "json", cwd=tmp_path)
+    assert [(r["params"]["batch_size"], r["status"], r["failure_reason"]) for r in json.loads(listed.stdout)] == [
+        ("2", "FAILED", "killed")] * 2, listed.stderr
+    table = tracker("--tracking-uri", str(tmp_path / "s"), "-e", "faulty", "runs", "list", "--kind", "network", cwd=tmp_path)
+    assert table.stdout.count("│ killed") == 2 and table.stdout.count("FINISHED") == 2, table.stdout
     runs = network_runs(tmp_path / "s", "faulty")
     failed = [r for r in runs if r.info.status == "FAILED"]
     assert {r.data.tags["tracker.failure_reason"] for r in failed} == {"killed"}

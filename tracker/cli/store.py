@@ -47,25 +47,46 @@ def list_runs(
     ctx: typer.Context,
     kind: Annotated[Optional[str], typer.Option(help="Only runs of this kind (network, layer, ...).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs, newest first.")] = 50,
+    status: Annotated[Optional[str], typer.Option(help="Only runs of this status (FINISHED, FAILED, KILLED, ...).")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """List runs of the experiment, newest first."""
+    """List runs of the experiment, newest first; a run that failed says why."""
     from tracker.log.inspect import list_runs as _list
 
-    rows = _list(state(ctx).logger(read_only=True), kind=kind, limit=limit)
+    st = state(ctx)
+    rows = _list(st.logger(read_only=True), kind=kind, limit=limit, status=status)
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
+    if not rows:
+        which = " ".join(x for x in (status and status.upper(), kind) if x)
+        typer.echo(f"no {which + ' ' if which else ''}runs in experiment {st.experiment!r}")
+        return
     from rich.table import Table
 
-    from tracker.console import wide_console
+    from tracker.console import clipped, wide_console
 
-    table = Table("run_id", "kind", "name", "mode", "status", "latency_ms")
+    failures = any(r["failure_reason"] for r in rows)
+    table = Table("run_id", "kind", "name", "mode", "status", "latency_ms", *(["why"] if failures else []))
     for r in rows:
         lat = r["metrics"].get("latency_ms")
+        why = [_why(r, clipped)] if failures else []
         table.add_row(r["run_id"][:12], r["kind"], r["name"], r["params"].get("mode", ""), r["status"],
-                      f"{lat:.3f}" if lat is not None else "")
-    wide_console(120).print(table)  # a pipe or a log: names and modes whole
+                      f"{lat:.3f}" if lat is not None else "", *why)
+    wide_console(200 if failures else 120).print(table)  # a pipe or a log: names, modes and reasons whole
+
+
+#: How much of the last line of a failed child's stderr ``runs list`` shows beside its reason.
+WHY_CHARS = 70
+
+
+def _why(run: dict[str, Any], clipped: Any) -> str:
+    """Why a run failed: its reason and the last line of its child's stderr (an exception's
+    message, mostly), cut to ``WHY_CHARS``; empty for a run that did not fail."""
+    if not run["failure_reason"]:
+        return ""
+    last = next((line.strip() for line in reversed((run["stderr_tail"] or "").splitlines()) if line.strip()), "")
+    return run["failure_reason"] + (f": {clipped(last, WHY_CHARS)}" if last else "")
 
 
 @runs_app.command("compare")

@@ -41,12 +41,22 @@ def _count(client: Any, logger: RunLogger) -> int:
             return total
 
 
-def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+#: The run statuses MLflow keeps (``runs list --status``).
+RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
+
+
+def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
+              status: str | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` runs of the experiment (of one kind, one status), each with why it
+    failed where it did (``failure_reason``, and the tail of its measuring child's stderr)."""
     from mlflow.tracking import MlflowClient
 
     if kind is not None and kind not in KINDS:
         raise TrackerError(f"unknown run kind {kind!r}: expected one of {', '.join(KINDS)}")
-    flt = f"tags.`tracker.kind` = '{kind}'" if kind else ""
+    if status is not None and status.upper() not in RUN_STATUSES:
+        raise TrackerError(f"unknown run status {status!r}: expected one of {', '.join(RUN_STATUSES)}")
+    flt = " AND ".join(([f"tags.`tracker.kind` = '{kind}'"] if kind else [])
+                       + ([f"attributes.status = '{status.upper()}'"] if status else []))
     client = MlflowClient(logger.location.uri)
     runs = client.search_runs(
         [logger.experiment.experiment_id], filter_string=flt, max_results=limit, order_by=["attributes.start_time DESC"]
@@ -60,6 +70,8 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50) -> li
             "parent_run_id": r.data.tags.get("mlflow.parentRunId"),
             "params": r.data.params,
             "metrics": r.data.metrics,
+            "failure_reason": r.data.tags.get("tracker.failure_reason"),
+            "stderr_tail": r.data.tags.get("tracker.stderr_tail"),
         }
         for r in runs
     ]
