@@ -220,7 +220,7 @@ class SqlStore:
                 names = [r[0] for r in conn.execute(sqlalchemy.text(
                     "SELECT name FROM experiments WHERE lifecycle_stage = 'active' ORDER BY name"))]
             raise NothingLoggedError(f"no experiment named {name!r} in {self.location.uri} "
-                             f"(experiments: {', '.join(names) or 'none'})")
+                                     f"(experiments: {', '.join(names) or 'none'})")
         if row.lifecycle_stage != "active":
             raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")
         return Experiment(str(row.experiment_id), name, row.artifact_location)
