@@ -147,6 +147,15 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     table = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network"]).stdout
     line = next(row for row in table.splitlines() if data["run_id"][:12] in row)  # one line a run, however narrow the pipe
     assert f" {data['mode']} " in line and "squeezenet1_1 · bs1 · inference · cpu" in line, table
+    # one run whole, by a prefix of its id: its figures, its raw samples' summary, its artifacts
+    shown = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show",
+                                           data["run_id"][:8], "--format", "json"]).stdout)
+    assert shown["run_id"] == data["run_id"] and shown["metrics"] == run.data.metrics and shown["params"] == run.data.params
+    assert shown["samples"]["count"] == data["samples"] and shown["samples"]["stop_reason"] == data["stop_reason"]
+    assert shown["samples"]["min_ms"] == run.data.metrics["latency_min_ms"] and shown["failure_reason"] is None
+    assert shown["artifacts"]["samples/latency_ms.json"] > 0 and shown["environment"]["torch_version"]
+    text = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show", data["run_id"][:8]]).stdout
+    assert text.startswith(f"run {data['run_id']} · network · FINISHED") and "samples/latency_ms.json" in text
     modes = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "mode", "--format", "json"])
     (mode,) = json.loads(modes.stdout)  # the device mode is described once
     assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]
@@ -253,6 +262,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
         (["runs", "list", "--status", "done"], 1, "unknown run status 'done': expected one of RUNNING"),
+        (["runs", "show", "abc"], 1, "'abc' is not a run id: give a run id or its first 6 characters"),
         # a command that only reads leaves no new empty store behind
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
         (["--tracking-uri", "fresh", "fingerprint", "promote", "latency_ms-inference-cpu", "2"], 1, "no tracking store at"),

@@ -633,6 +633,10 @@ def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path)
         ("2", "FAILED", "killed")] * 2, listed.stderr
     table = tracker("--tracking-uri", str(tmp_path / "s"), "-e", "faulty", "runs", "list", "--kind", "network", cwd=tmp_path)
     assert table.stdout.count("│ killed") == 2 and table.stdout.count("FINISHED") == 2, table.stdout
+    failed = json.loads(listed.stdout)[0]
+    shown = tracker("--tracking-uri", str(tmp_path / "s"), "-e", "faulty", "runs", "show", failed["run_id"][:10], cwd=tmp_path)
+    assert shown.stdout.startswith(f"run {failed['run_id']} · network · FAILED (killed)"), shown.stderr
+    assert shown.stdout.rstrip().endswith(failed["stderr_tail"].strip().splitlines()[-1].strip())  # its stderr, whole
     runs = network_runs(tmp_path / "s", "faulty")
     failed = [r for r in runs if r.info.status == "FAILED"]
     assert {r.data.tags["tracker.failure_reason"] for r in failed} == {"killed"}

@@ -89,6 +89,52 @@ def _why(run: dict[str, Any], clipped: Any) -> str:
     return run["failure_reason"] + (f": {clipped(last, WHY_CHARS)}" if last else "")
 
 
+@runs_app.command("show")
+def show(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="The run: its id, or its first 6 characters or more.")],
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """One run whole: configuration, figures, samples, why it failed, layers, environment, artifacts."""
+    import datetime
+
+    from tracker.log.inspect import show_run
+
+    data = show_run(state(ctx).logger(read_only=True), run)
+    if fmt is OutputFormat.json:
+        emit_json(data)
+        return
+    started = datetime.datetime.fromtimestamp(data["start_time_ms"] / 1000).isoformat(sep=" ", timespec="seconds")
+    took = f", {(data['end_time_ms'] - data['start_time_ms']) / 1000:.1f} s" if data["end_time_ms"] else ""
+    reason = f" ({data['failure_reason']})" if data["failure_reason"] else ""
+    typer.echo(f"run {data['run_id']} · {data['kind'] or 'not a tracker run'} · {data['status']}{reason}")
+    typer.echo(f"  {data['name']} (experiment {data['experiment']!r}, started {started}{took})")
+    if data["parent_run_id"]:
+        typer.echo(f"  nested under {data['parent_run_id']}")
+    if data["layer_runs"]:
+        typer.echo(f"  {data['layer_runs']} layer runs nested under it")
+    if s := data["samples"]:
+        span = f", {s['min_ms']:.4g} to {s['max_ms']:.4g} ms" if s["count"] else ""
+        typer.echo(f"  raw samples: {s['count']} after {s['warmup_count']} warm-up, {s['block_n']} per block, "
+                   f"stopped on {s['stop_reason']}{span}")
+    for title, values in (("params", data["params"]), ("metrics", data["metrics"]), ("tags", data["tags"]),
+                          ("environment", data["environment"])):
+        if values:
+            typer.echo(f"{title}:")
+            width = max(len(k) for k in values)
+            for key, value in values.items():
+                shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+                typer.echo(f"  {key:<{width}}  {shown}")
+    if data["artifacts"]:
+        typer.echo("artifacts:")
+        for path, size in data["artifacts"].items():
+            typer.echo(f"  {path}" + (f"  ({size:,} bytes)" if size is not None else ""))
+    if data["stderr_tail"]:
+        typer.echo("stderr tail of its measuring child:")
+        for line in data["stderr_tail"].splitlines():
+            typer.echo(f"  {line}")
+
+
 @runs_app.command("compare")
 def compare(
     ctx: typer.Context,

@@ -75,10 +75,11 @@ class Side:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
 
 
-def resolve_run(client: Any, store: Any, experiment: Any, ref: str) -> Any:
+def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple[str, ...] = MEASURED_KINDS) -> Any:
     """The run a full id or a unique prefix (of at least ``MIN_PREFIX`` characters) names,
-    looked up among the experiment's measurement runs: in the store's own index (one query on a
-    database; a scan of run ids through a tracking server), then read whole."""
+    looked up among the experiment's runs of ``kinds`` (measurement runs unless told): in the
+    store's own index (one query on a database; a scan of run ids through a tracking server),
+    then read whole."""
     ref = ref.strip().lower()
     if len(ref) == 32:
         try:
@@ -88,11 +89,12 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str) -> Any:
     if len(ref) < MIN_PREFIX or not is_run_id_prefix(ref):
         raise TrackerError(f"{ref!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
                            "(tracker runs list shows them)")
-    matches = store.runs_with_prefix(experiment, ref, MEASURED_KINDS)
+    matches = store.runs_with_prefix(experiment, ref, kinds)
     found = [rid for rid, kind in matches if kind != "layer"]
     found = found or [rid for rid, kind in matches if kind == "layer"]  # layer runs (the many) only when nothing else
     if not found:
-        raise TrackerError(f"no measurement run whose id starts with {ref} in this experiment (-e selects another)")
+        what = "measurement run" if kinds == MEASURED_KINDS else "run"
+        raise TrackerError(f"no {what} whose id starts with {ref} in this experiment (-e selects another)")
     if len(found) > 1:
         raise TrackerError(f"{ref} names {len(found)} runs ({', '.join(rid[:12] for rid in found[:4])}"
                            f"{', ...' if len(found) > 4 else ''}): give more of its id")

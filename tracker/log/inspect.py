@@ -75,3 +75,60 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
         }
         for r in runs
     ]
+
+
+def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
+    """One run of the experiment, named by its id or a unique prefix of it, as ``runs show``
+    prints it: its configuration (params), its figures (metrics), tracker's own tags, its
+    environment (``env.*``), why it failed where it did (the whole stderr tail), how many layer
+    runs it has, what its raw samples say (count, warm-up, stopping reason, range) and its
+    artifacts (files, with sizes)."""
+    from mlflow.tracking import MlflowClient
+
+    from tracker.log.artifacts import downloaded
+    from tracker.log.compare import resolve_run
+    from tracker.log.record import KIND_TAG, PARENT_TAG
+    from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
+
+    client = MlflowClient(logger.location.uri)
+    run = resolve_run(client, logger.store, logger.experiment, ref, KINDS)
+    rid, tags = run.info.run_id, run.data.tags
+    artifacts = _artifact_files(client, rid)
+    samples = None
+    if SAMPLES_ARTIFACT in artifacts:
+        with downloaded(logger.location.uri, rid, SAMPLES_ARTIFACT) as local:
+            kept = read_samples(local.read_text(), f"run {rid[:12]}")
+        values = sorted(kept.samples_ms)
+        samples = {"count": len(values), "warmup_count": len(kept.warmup_ms), "block_n": kept.block_n,
+                   "stop_reason": kept.stop_reason, "min_ms": values[0] if values else None,
+                   "max_ms": values[-1] if values else None}
+    layers = 0
+    if tags.get(KIND_TAG) in ("network", "training"):
+        token = None
+        while True:  # a network's layer runs: as many as it has layers (a page holds 50,000)
+            page = client.search_runs([run.info.experiment_id], f"tags.`{PARENT_TAG}` = '{rid}' "
+                                      f"AND tags.`{KIND_TAG}` = 'layer'", max_results=50000, page_token=token)
+            layers += len(page)
+            token = page.token
+            if not token:
+                break
+    return {"run_id": rid, "name": run.info.run_name, "kind": tags.get(KIND_TAG, ""), "status": run.info.status,
+            "experiment": logger.experiment.name, "start_time_ms": run.info.start_time,
+            "end_time_ms": run.info.end_time, "parent_run_id": tags.get(PARENT_TAG),
+            "failure_reason": tags.get("tracker.failure_reason"), "stderr_tail": tags.get("tracker.stderr_tail"),
+            "params": dict(sorted(run.data.params.items())), "metrics": dict(sorted(run.data.metrics.items())),
+            "tags": {k: v for k, v in sorted(tags.items()) if k.startswith("tracker.")
+                     and k not in ("tracker.stderr_tail", "tracker.failure_reason")},
+            "environment": {k.removeprefix("env."): v for k, v in sorted(tags.items()) if k.startswith("env.")},
+            "layer_runs": layers, "samples": samples, "artifacts": artifacts}
+
+
+def _artifact_files(client: Any, run_id: str, path: str | None = None) -> dict[str, int | None]:
+    """Every artifact file of a run, by its path, with its size in bytes where the store says it."""
+    files: dict[str, int | None] = {}
+    for info in client.list_artifacts(run_id, path):
+        if info.is_dir:
+            files.update(_artifact_files(client, run_id, info.path))
+        else:
+            files[info.path] = info.file_size
+    return files
