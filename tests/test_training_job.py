@@ -148,6 +148,8 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
         metrics = client.get_run(r["run_id"]).data.metrics
         assert statistics.median(kept.samples_ms) == pytest.approx(metrics["latency_ms"])
         assert metrics["samples_count"] == 19 and metrics["warmup_count"] == 1
+        note = client.get_run(r["run_id"]).data.tags["mlflow.note.content"]  # the run's description, in the UI
+        assert f"Median iteration {metrics['latency_ms']:.3f} ms" in note and "over 19 steps after 1 set-up step." in note
         steps = client.get_metric_history(r["run_id"], "step_total_ms")
         assert len(steps) == 20 and metrics["step_time_ms"] == pytest.approx(statistics.median(m.value for m in steps[1:]))
     compared = _cli(runs, "runs", "compare", system["run_id"], retain["run_id"], "--format", "json")

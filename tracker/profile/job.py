@@ -518,6 +518,10 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
             summary.update({k: v for k, v in telemetry_metrics(end["telemetry"], end["telemetry_steps"]).items()
                             if k not in summary})
         record.metrics.update(summary)
+        record.description += (f" Median iteration {summary['latency_ms']:.3f} ms (step less its data wait; median "
+                               f"step {summary['step_time_ms']:.3f} ms, {100 * summary['data_wait_frac']:.1f} % of the "
+                               f"time waiting for data) over {len(steady)} steps after {len(warmup)} set-up step"
+                               f"{'' if len(warmup) == 1 else 's'}.")
         # its iterations as raw samples, one a block (a step is long, and steps follow one another as
         # network runs' blocks do): what ``runs compare`` tests two jobs on
         record.artifacts[SAMPLES_ARTIFACT] = samples_json({
