@@ -424,3 +424,29 @@ def _loader_workers(pid: int) -> set[int]:
     except psutil.Error:  # ended, or a child ending as we look
         pass
     return found
+
+
+def test_the_child_trains_on_the_dataset_its_parent_scanned(tmp_path: Path) -> None:
+    """A job's measuring child opens the dataset as the tracker process scanned it (the index
+    ``run_job`` hands it), rather than scanning the folder and parsing its annotations again:
+    a class folder added after the scan is not trained on."""
+    import contextlib
+    import io
+    import shutil
+
+    from tracker.data.datasets import load_index, open_dataset, save_index
+    from tracker.profile.job import load_job, train
+
+    assert _cli(tmp_path / "runs", "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8",
+                "--size", "64").exit_code == 0
+    cfg = load_job(_job(tmp_path, "job", steps=0))  # every step of 2 epochs of 8 images at batch 4
+    scanned = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
+    index = save_index(scanned, tmp_path)
+    assert [(p.name, label) for p, label in load_index(index).items] == [(p.name, label) for p, label in scanned.items]
+    shutil.copytree(tmp_path / "cls" / "circle", tmp_path / "cls" / "hexagon")  # after the scan: 8 + its images
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
+    events = io.StringIO()  # the child's event lines (worker.emit_event), one a step
+    with contextlib.redirect_stdout(events):
+        end = train({"kind": "training", "batch_size": cfg.batch_size, "config": config, "dataset_index": str(index)})
+    assert end.get("failure") is None, end
+    assert sum('"step"' in line for line in events.getvalue().splitlines()) == 4  # 2 epochs of the 8 scanned

@@ -173,6 +173,25 @@ def open_dataset(root: Path, fmt: str, size: int) -> Any:
     return ClassificationFolder(root, size) if fmt == "imagefolder" else Detection(root, size, fmt)
 
 
+def save_index(dataset: Any, folder: Path) -> Path:
+    """``dataset`` as the file a measuring child opens with :func:`load_index`, in ``folder``: the
+    file list, labels and parsed annotations, so that the child does not scan the folder and parse
+    the annotations a second time (a COCO annotation file of the full training set takes seconds
+    to parse and gigabytes to hold)."""
+    import pickle
+
+    path = folder / "dataset-index.pickle"
+    path.write_bytes(pickle.dumps(dataset, protocol=pickle.HIGHEST_PROTOCOL))
+    return path
+
+
+def load_index(path: Path) -> Any:
+    """The dataset :func:`save_index` wrote (this process's own parent wrote it)."""
+    import pickle
+
+    return pickle.loads(path.read_bytes())
+
+
 def _split(items: list[Any]) -> tuple[list[Any], list[Bad]]:
     return [it for it in items if not isinstance(it, Bad)], [it for it in items if isinstance(it, Bad)]
 

@@ -237,7 +237,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
 
     import torch
 
-    from tracker.data.datasets import open_dataset
+    import tempfile
+
+    from tracker.data.datasets import open_dataset, save_index
     from tracker.environment import gpu_tags
     from tracker.log.record import CHILD_NOTE_TAG, REPEAT_KEY_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
@@ -286,8 +288,11 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
             skipped.append(event["skipped"])
 
     config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
-    child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config}, on_event,
-                         event_timeout_s=cfg.step_timeout_s or None)
+    with tempfile.TemporaryDirectory(prefix="tracker-job-") as scratch:
+        # the dataset as scanned here, handed to the child rather than scanned and parsed again there
+        index = save_index(dataset, Path(scratch))
+        child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config,
+                              "dataset_index": str(index)}, on_event, event_timeout_s=cfg.step_timeout_s or None)
     end = child.payload if child.ok else {}
     # How the memory cap held the job (tracker.profile.memcap): as the child says, else as planned
     # (a child the cap's out-of-memory killer ended says nothing).
@@ -319,7 +324,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    from tracker.data.datasets import collate_classification, collate_detection, open_dataset
+    from tracker.data.datasets import collate_classification, collate_detection, load_index, open_dataset
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.memcap import oom_kill_watch
@@ -332,7 +337,9 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     apply_allocator(cfg.allocator)
     if cfg.threads:
         apply_threads(cfg.threads)
-    dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
+    # as the parent scanned it (``run_job``), else scanned here
+    index = job.get("dataset_index")
+    dataset = load_index(Path(index)) if index else open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
     detection = cfg.model in detection_models()
     kwargs: dict[str, Any] = {"num_classes": len(dataset.classes) + (1 if detection else 0)}
     if detection:
