@@ -67,6 +67,10 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     split = [sum(v) for v in zip(*([m.value for m in client.get_metric_history(r["run_id"], k)] for k in parts[:-1]))]
     assert split == pytest.approx(total, rel=1e-3)  # the parts add up to the step
 
+    planned = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1", "--dry-run")
+    assert planned.stdout.splitlines() == ["workers 0 prefetch 2 batch 4: skipped (measured)",
+                                           "workers 1 prefetch 2 batch 4: to measure",
+                                           "dry run, nothing measured: 1 of 2 settings to measure"], planned.output
     sweep = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1", "--format", "json")
     assert sweep.exit_code == 0, sweep.output
     first = json.loads(sweep.stdout)

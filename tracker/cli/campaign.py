@@ -99,11 +99,13 @@ def loader(
     num_workers: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].num_workers.")] = None,
     prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].prefetch_factor.")] = None,
     batch_size: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].batch_size.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure nothing: list each setting, measured before "
+                                          "or to measure.")] = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Find the data-loading bottleneck: the job at every num_workers x prefetch_factor x batch_size (resumable)."""
     from tracker.cli.profile import run_training_job
-    from tracker.errors import ConfigError
+    from tracker.errors import ConfigError, NothingLoggedError
     from tracker.profile.job import run_loader_campaign, sweep_of
 
     sweep = sweep_of(path) if path.is_file() else {}
@@ -113,11 +115,22 @@ def loader(
                 sweep[key] = [int(v) for v in text.split(",")]
             except ValueError:
                 raise ConfigError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
-    results = run_loader_campaign(state(ctx).logger(), path, sweep,
-                                  lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json))
+    if dry_run:
+        try:
+            logger = state(ctx).logger(read_only=True)
+        except NothingLoggedError:  # nothing measured yet, and nothing made
+            logger = None
+    else:
+        logger = state(ctx).logger()
+    results = run_loader_campaign(logger, path, sweep,
+                                  lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
     if fmt is OutputFormat.json:
         emit_json(results)
         return
     for r in results:
         typer.echo(_loader_line(r))
-    typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")
+    if dry_run:
+        typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of {len(results)} "
+                   "settings to measure")
+    else:
+        typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")

@@ -168,18 +168,21 @@ def job_config_key(cfg: JobConfig) -> str:
 
 
 def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
-                        run: Callable[[JobConfig], dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every num_workers x prefetch_factor x batch_size setting of a job not yet measured."""
+                        run: Callable[[JobConfig], dict[str, Any]], dry_run: bool = False) -> list[dict[str, Any]]:
+    """Every num_workers x prefetch_factor x batch_size setting of a job not yet measured;
+    ``dry_run``: none measured, each not measured before said ``to measure`` (``logger`` None: a
+    store or experiment with nothing in it yet)."""
     import itertools
 
     base = load_job(path)
     grid = {k: sweep.get(k, [getattr(base, k)]) for k in ("num_workers", "prefetch_factor", "batch_size")}
-    done = logger.measured(statuses=("FINISHED",))
+    done = logger.measured(statuses=("FINISHED",)) if logger is not None else set()
     results = []
     for nw, pf, bs in itertools.product(*grid.values()):
         cfg = load_job(path, num_workers=nw, prefetch_factor=pf, batch_size=bs)
-        if job_config_key(cfg) in done:
-            results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, "status": "skipped (measured)"})
+        if job_config_key(cfg) in done or dry_run:
+            status = "skipped (measured)" if job_config_key(cfg) in done else "to measure"
+            results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, "status": status})
             continue
         r = run(cfg)
         results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, **{k: r[k] for k in (
