@@ -681,6 +681,8 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 2", "[measure].min_samples must be at least 6, got 2"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\ndevices = [\"cuda:x\"]",
+     "[measure].devices: unknown device 'cuda:x' (cpu, cuda, cuda:N)"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nallocator = \"jemalloc\"",
      "[measure].allocator = 'jemalloc': expected one of system, retain"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [10, "a"] }',

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tracker.errors import ConfigError
+from tracker.profile.device import is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MIN_SAMPLES, MIN_SAMPLES_FOR_CI
 
@@ -135,7 +136,7 @@ def load_campaign(path: Path) -> Campaign:
     c.batch_sizes = sorted(set(check_counts(where, "[measure].batch_sizes", c.batch_sizes)))
     if bad := [p for p in c.phases if p not in ("inference", "training")]:
         raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")
-    if bad := [d for d in c.devices if not (d == "cpu" or str(d).startswith("cuda"))]:
+    if bad := [d for d in c.devices if not is_device_name(str(d))]:
         raise ConfigError(f"{where}: [measure].devices: unknown device {bad[0]!r} (cpu, cuda, cuda:N)")
     if "threads" in m:
         c.threads = list(check_counts(where, "[measure].threads", m["threads"]))

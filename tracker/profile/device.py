@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import re
+
 from tracker.errors import TrackerError
 
 
+#: The device names tracker measures on: the CPU, and CUDA device N (``cuda`` is ``cuda:0``).
+DEVICE_NAME = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def is_device_name(device: str) -> bool:
+    """Whether ``device`` names a device as tracker takes it (``DEVICE_NAME``): ``cuda1`` or
+    ``cuda:x`` do not, and would otherwise be refused by torch only in the measuring child."""
+    return DEVICE_NAME.fullmatch(device) is not None
+
+
 def check_device(device: str) -> None:
-    """Refuse a device this machine does not have, in one line."""
+    """Refuse a device this machine does not have, in one line: no CUDA at all, or no CUDA
+    device of that number (which the measuring child would fail on, a run per configuration)."""
     if device.startswith("cuda"):
         import torch
 
         if not torch.cuda.is_available():
             raise TrackerError(f"device {device!r} is not available on this machine (no CUDA GPU); use --device cpu")
+        index = int(device.partition(":")[2] or 0)
+        if index >= (count := torch.cuda.device_count()):
+            raise TrackerError(f"device {device!r} is not available on this machine: it has {count} CUDA "
+                               f"device{'' if count == 1 else 's'} (cuda:0 to cuda:{count - 1})")
