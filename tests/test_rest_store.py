@@ -75,3 +75,18 @@ def test_measured_keys_over_http_cover_failed_runs_when_asked(mlflow_server: str
     for r in (done, failed, traced):
         assert logger.store.runs_with_prefix(logger.experiment, r.run_id[:6], ("network",)) == [(r.run_id, "network")]
     assert logger.store.runs_with_prefix(logger.experiment, done.run_id[:6], ("layer",)) == []
+    # what runs list --status and runs show read, through the server as from a file
+    from tracker.log.inspect import list_runs, show_run
+
+    assert [(r["run_id"], r["failure_reason"]) for r in list_runs(logger, status="failed")] == [(failed.run_id, "oom")]
+    shown = show_run(logger, failed.run_id[:8])
+    assert (shown["run_id"], shown["status"], shown["failure_reason"], shown["kind"]) == (failed.run_id, "FAILED", "oom", "network")
+    assert shown["params"] == {k: str(v) for k, v in failed.params.items()}
+
+
+def test_a_missing_experiment_over_http_is_nothing_logged(mlflow_server: str) -> None:
+    """A command that only reads (a dry run, say) is told the experiment was never written."""
+    from tracker.errors import NothingLoggedError
+
+    with pytest.raises(NothingLoggedError, match="no experiment named 'never-made' on http"):
+        RunLogger(mlflow_server, experiment="never-made", environment=ENV, create=False)  # not taken for "offline"

@@ -14,7 +14,7 @@ import getpass
 import sys
 from collections.abc import Iterable
 
-from tracker.errors import StoreError
+from tracker.errors import NothingLoggedError, StoreError
 
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord, RunRecord
 from tracker.log.outbox import outbox_dir, spool, spooled_keys
@@ -44,6 +44,8 @@ class RunLogger:
         self._experiment: Experiment | None = None
         try:
             self._online()
+        except NothingLoggedError:  # the server answered: no such experiment (a command that only reads)
+            raise
         except StoreError as exc:
             if not self.location.is_http:
                 raise
