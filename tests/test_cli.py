@@ -185,6 +185,9 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     assert len(data["layers"]) > 15 and data["sum_of_layers_ratio"] > 0
     again = json.loads(runner.invoke(app, args).stdout)  # measured with its layers: reused now
     assert again["reused"] and again["run_id"] == data["run_id"]
+    shown = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "runs", "show", data["run_id"][:8],
+                                           "--format", "json"]).stdout)
+    assert shown["layer_runs"] == len(data["layers"])  # runs show counts the layer runs nested under it
     # A repeat of a configuration measured with layers is measured with layers too (the newest run
     # is where the layer-level fingerprint reads them), even through `profile network --again`.
     repeat = json.loads(runner.invoke(app, [*args[:3], "network", *args[4:], "--again"]).stdout)

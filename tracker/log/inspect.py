@@ -27,14 +27,15 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
     info["experiment"] = logger.experiment.name
     info["experiment_id"] = logger.experiment.experiment_id
     info["experiments"] = len(client.search_experiments())
-    info["runs_in_experiment"] = _count(client, logger)
+    info["runs_in_experiment"] = _count(client, logger.experiment.experiment_id)
     return info
 
 
-def _count(client: Any, logger: RunLogger) -> int:
+def _count(client: Any, experiment_id: str, flt: str = "") -> int:
+    """How many runs of the experiment the filter matches, counted page by page (50,000 a page)."""
     total, token = 0, None
     while True:
-        page = client.search_runs([logger.experiment.experiment_id], max_results=50000, page_token=token)
+        page = client.search_runs([experiment_id], filter_string=flt, max_results=50000, page_token=token)
         total += len(page)
         token = page.token
         if not token:
@@ -103,15 +104,8 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
                    "stop_reason": kept.stop_reason, "min_ms": values[0] if values else None,
                    "max_ms": values[-1] if values else None}
     layers = 0
-    if tags.get(KIND_TAG) in ("network", "training"):
-        token = None
-        while True:  # a network's layer runs: as many as it has layers (a page holds 50,000)
-            page = client.search_runs([run.info.experiment_id], f"tags.`{PARENT_TAG}` = '{rid}' "
-                                      f"AND tags.`{KIND_TAG}` = 'layer'", max_results=50000, page_token=token)
-            layers += len(page)
-            token = page.token
-            if not token:
-                break
+    if tags.get(KIND_TAG) in ("network", "training"):  # its layer runs: as many as the network has layers
+        layers = _count(client, run.info.experiment_id, f"tags.`{PARENT_TAG}` = '{rid}' AND tags.`{KIND_TAG}` = 'layer'")
     return {"run_id": rid, "name": run.info.run_name, "kind": tags.get(KIND_TAG, ""), "status": run.info.status,
             "experiment": logger.experiment.name, "start_time_ms": run.info.start_time,
             "end_time_ms": run.info.end_time, "parent_run_id": tags.get(PARENT_TAG),
