@@ -48,19 +48,27 @@ def run(
         exit_interrupted("interrupted: what was measured is kept; run the same command again to resume")
 
 
+def _dry_run_logger(st: Any) -> tuple[Any, str | None]:
+    """The store's logger for a dry run, opened to read; None, and why, where nothing was ever
+    logged there (no store, no such experiment), which a dry run takes as nothing measured, and
+    does not make."""
+    from tracker.errors import NothingLoggedError
+
+    try:
+        return st.logger(read_only=True), None
+    except NothingLoggedError as exc:
+        return None, str(exc)
+
+
 def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) -> None:
     """What ``campaign run`` would do with each configuration of the shard, measuring and logging
     nothing: the store and experiment are read, not made (none yet: nothing measured)."""
     from rich.table import Table
 
     from tracker.console import wide_console
-    from tracker.errors import NothingLoggedError
     from tracker.profile.campaign import run_campaign
 
-    try:
-        logger, nothing = st.logger(read_only=True), None
-    except NothingLoggedError as exc:
-        logger, nothing = None, str(exc)
+    logger, nothing = _dry_run_logger(st)
     tally = run_campaign(logger, campaign, shard, dry_run=True)
     counts = tally.plan_counts()
     data = {"campaign": campaign.name, "experiment": st.experiment, "shard": f"{shard[0]}/{shard[1]}",
@@ -105,7 +113,7 @@ def loader(
 ) -> None:
     """Find the data-loading bottleneck: the job at every num_workers x prefetch_factor x batch_size (resumable)."""
     from tracker.cli.profile import run_training_job
-    from tracker.errors import ConfigError, NothingLoggedError
+    from tracker.errors import ConfigError
     from tracker.profile.job import run_loader_campaign, sweep_of
 
     sweep = sweep_of(path) if path.is_file() else {}
@@ -115,13 +123,7 @@ def loader(
                 sweep[key] = [int(v) for v in text.split(",")]
             except ValueError:
                 raise ConfigError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
-    if dry_run:
-        try:
-            logger = state(ctx).logger(read_only=True)
-        except NothingLoggedError:  # nothing measured yet, and nothing made
-            logger = None
-    else:
-        logger = state(ctx).logger()
+    logger = _dry_run_logger(state(ctx))[0] if dry_run else state(ctx).logger()
     results = run_loader_campaign(logger, path, sweep,
                                   lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
     if fmt is OutputFormat.json:

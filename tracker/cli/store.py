@@ -64,13 +64,13 @@ def list_runs(
         return
     from rich.table import Table
 
-    from tracker.console import clipped, wide_console
+    from tracker.console import wide_console
 
     failures = any(r["failure_reason"] for r in rows)
     table = Table("run_id", "kind", "name", "mode", "status", "latency_ms", *(["why"] if failures else []))
     for r in rows:
         lat = r["metrics"].get("latency_ms")
-        why = [_why(r, clipped)] if failures else []
+        why = [_why(r)] if failures else []
         table.add_row(r["run_id"][:12], r["kind"], r["name"], r["params"].get("mode", ""), r["status"],
                       f"{lat:.3f}" if lat is not None else "", *why)
     wide_console(200 if failures else 120).print(table)  # a pipe or a log: names, modes and reasons whole
@@ -80,9 +80,11 @@ def list_runs(
 WHY_CHARS = 70
 
 
-def _why(run: dict[str, Any], clipped: Any) -> str:
+def _why(run: dict[str, Any]) -> str:
     """Why a run failed: its reason and the last line of its child's stderr (an exception's
     message, mostly), cut to ``WHY_CHARS``; empty for a run that did not fail."""
+    from tracker.console import clipped
+
     if not run["failure_reason"]:
         return ""
     last = next((line.strip() for line in reversed((run["stderr_tail"] or "").splitlines()) if line.strip()), "")
