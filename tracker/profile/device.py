@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
+from tracker.environment import cuda_index
 from tracker.errors import TrackerError
 
 
-#: The device names tracker measures on: the CPU, and CUDA device N (``cuda`` is ``cuda:0``).
-DEVICE_NAME = re.compile(r"cpu|cuda(:\d+)?")
-
-
 def is_device_name(device: str) -> bool:
-    """Whether ``device`` names a device as tracker takes it (``DEVICE_NAME``): ``cuda1`` or
-    ``cuda:x`` do not, and would otherwise be refused by torch only in the measuring child."""
-    return DEVICE_NAME.fullmatch(device) is not None
+    """Whether ``device`` names a device as tracker takes it: the CPU, or CUDA device N (``cuda``,
+    ``cuda:N``, as ``environment.cuda_index`` reads them). ``cuda1`` or ``cuda:x`` do not, and would
+    otherwise be refused by torch only in the measuring child."""
+    return device == "cpu" or cuda_index(device) is not None
 
 
 def check_device(device: str) -> None:
@@ -25,7 +21,7 @@ def check_device(device: str) -> None:
 
         if not torch.cuda.is_available():
             raise TrackerError(f"device {device!r} is not available on this machine (no CUDA GPU); use --device cpu")
-        index = int(device.partition(":")[2] or 0)
-        if index >= (count := torch.cuda.device_count()):
+        index = cuda_index(device)
+        if index is not None and index >= (count := torch.cuda.device_count()):
             raise TrackerError(f"device {device!r} is not available on this machine: it has {count} CUDA "
                                f"device{'' if count == 1 else 's'} (cuda:0 to cuda:{count - 1})")

@@ -181,8 +181,8 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
     results = []
     for nw, pf, bs in itertools.product(*grid.values()):
         cfg = load_job(path, num_workers=nw, prefetch_factor=pf, batch_size=bs)
-        if job_config_key(cfg) in done or dry_run:
-            status = "skipped (measured)" if job_config_key(cfg) in done else "to measure"
+        if (measured := job_config_key(cfg) in done) or dry_run:
+            status = "skipped (measured)" if measured else "to measure"
             results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, "status": status})
             continue
         r = run(cfg)
@@ -238,10 +238,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     In a child, the CPU peak memory is the job's own, not that of this process (MLflow, the store,
     the jobs of a loader campaign before it), and a crash ends this job, not the campaign."""
     import math
+    import tempfile
 
     import torch
-
-    import tempfile
 
     from tracker.data.datasets import open_dataset, save_index
     from tracker.environment import gpu_tags
