@@ -378,7 +378,8 @@ def schema_template() -> Path | None:
 def _drop_other_templates(kept: Path) -> None:
     """Remove the templates of other MLflow versions or schemas beside ``kept`` (one is made per
     version: an upgraded MLflow leaves the old one unused) and partial ones a killed process left
-    (``.NAME.PID.new``, where that process is gone); a file that cannot be removed stays."""
+    (``.NAME.PID.new``, where that process is gone). A file that cannot be removed raises, and
+    ``schema_template`` then answers None as for any cache fault: that store is migrated."""
     for other in kept.parent.glob("mlflow-*-empty.db"):
         if other != kept:
             other.unlink(missing_ok=True)
