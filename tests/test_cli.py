@@ -261,6 +261,11 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["profile", "network", "resnet18", "--batch-size", "0"], 2, "--batch-size"),
         (["profile", "network", "resnet18", "--precision", "abc"], 2, "--precision"),
         (["profile", "network", "resnet18", "--min-samples", "3"], 2, "--min-samples"),
+        (["profile", "layers", "resnet18", "--device", "cuda:x"], 2, "'cuda:x' is not a device: cpu, cuda or cuda:N"),
+        # cuda:N is taken as campaigns take it, and refused where this machine lacks it (on a
+        # machine without CUDA for that, on one with fewer GPUs for the count), before a store is made
+        (["--tracking-uri", "fresh", "profile", "boundary", "resnet18", "--device", "cuda:7"], 1,
+         "device 'cuda:7' is not available on this machine"),
         (["--tracking-uri", f"http://127.0.0.1:{free_port()}", "store", "info"], 1, "cannot reach tracking server"),
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),

@@ -23,11 +23,6 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
-class Device(str, Enum):
-    cpu = "cpu"
-    cuda = "cuda"
-
-
 class Phase(str, Enum):
     inference = "inference"
     training = "training"
@@ -59,6 +54,18 @@ class Allocator(str, Enum):
 AllocatorOption = Annotated[Allocator, typer.Option(
     "--allocator", help="How the child's C allocator keeps freed memory (part of the mode): system, the C library's "
                         "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
+def _device_name(value: str) -> str:
+    """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), or a usage error naming it:
+    whether this machine has it is checked after (``check_device``), in one line."""
+    from tracker.profile.device import is_device_name
+
+    if not is_device_name(value):
+        raise typer.BadParameter(f"{value!r} is not a device: cpu, cuda or cuda:N (CUDA device N)")
+    return value
+
+
+DeviceOption = Annotated[str, typer.Option(
+    "--device", callback=_device_name, help="Device to run on: cpu, cuda, or cuda:N (CUDA device N).")]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
 PrecisionOption = Annotated[

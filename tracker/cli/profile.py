@@ -11,7 +11,7 @@ from tracker.cli.options import (
     Allocator,
     AllocatorOption,
     BatchSizeOption,
-    Device,
+    DeviceOption,
     FormatOption,
     MinSamplesOption,
     OutputFormat,
@@ -28,7 +28,6 @@ app = typer.Typer(help="Measure networks on this machine and log each measuremen
 
 
 ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`) or network spec file.")]
-DeviceOption = Annotated[Device, typer.Option(help="Device to run on.")]
 ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds before a configuration's child is killed.")]
 AgainOption = Annotated[bool, typer.Option(
@@ -48,7 +47,7 @@ MemLimitOption = Annotated[
 ]
 
 
-def _check(model: str, device: Device) -> None:
+def _check(model: str, device: str) -> None:
     """Bad input is refused before the store is opened (a typo creates nothing); then the zygote
     starts, its imports overlapping the store's opening."""
     from tracker.profile import zygote_client
@@ -56,7 +55,7 @@ def _check(model: str, device: Device) -> None:
     from tracker.zoo import resolve
 
     resolve(model)
-    check_device(device.value)
+    check_device(device)
     zygote_client.prestart()
 
 
@@ -161,7 +160,7 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
     typer.echo(f"artifacts of the run: {', '.join(trace['artifacts'])}")
 
 
-def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: Device, threads: int | None,
+def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: str, threads: int | None,
              precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
              again: bool = False, allocator: Allocator = Allocator.system, trace: bool = False,
              min_samples: int = MIN_SAMPLES) -> None:
@@ -171,7 +170,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     _check(model, device)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap, min_samples=min_samples)
     layer_rule = rule.for_layers()
-    result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device.value,
+    result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
                              memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace)
     _report(result.as_dict(), fmt)
@@ -183,7 +182,7 @@ def network(
     model: ModelArg,
     batch_size: BatchSizeOption = 1,
     phase: Annotated[Phase, typer.Option(help="inference, or training (forward, loss, backward, optimizer step).")] = Phase.inference,
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = "cpu",
     threads: ThreadsOption = None,
     allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
@@ -205,7 +204,7 @@ def layers(
     ctx: typer.Context,
     model: ModelArg,
     batch_size: BatchSizeOption = 1,
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = "cpu",
     threads: ThreadsOption = None,
     allocator: AllocatorOption = Allocator.system,
     precision: PrecisionOption = 0.02,
@@ -226,7 +225,7 @@ def boundary(
     ctx: typer.Context,
     model: ModelArg,
     phase: Annotated[Phase, typer.Option(help="Which phase's memory limit to find.")] = Phase.training,
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = "cpu",
     threads: ThreadsOption = None,
     allocator: AllocatorOption = Allocator.system,
     start: Annotated[int, typer.Option(min=1, help="First batch size.")] = 1,
@@ -244,7 +243,7 @@ def boundary(
 
     _check(model, device)
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
-                           phase=phase.value, device=device.value, threads=threads, start=start, max_batch=max_batch,
+                           phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
                            search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value)
     data = result.as_dict()
     if fmt is OutputFormat.json:
