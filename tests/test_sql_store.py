@@ -202,6 +202,22 @@ def _schema(db: Path) -> dict[tuple[str, str], list[str]]:
     return {(kind, name): sorted(line.strip().rstrip(",") for line in (sql or "").splitlines()) for kind, name, sql in rows}
 
 
+def test_an_old_template_that_cannot_be_removed_does_not_cost_the_new_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cleaning the cache is beside the point of making a template: a file of an older MLflow
+    that cannot be removed (here a folder of that name) stays, and the new template is used."""
+    from tracker.log import sql_store
+
+    monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "cache"))
+    blocked = tmp_path / "cache" / "mlflow-3.16.0-abc123-empty.db"
+    (blocked / "inside").mkdir(parents=True)
+    gone = tmp_path / "cache" / "mlflow-3.15.0-abc123-empty.db"
+    gone.write_bytes(b"")
+    template = sql_store.schema_template()
+    assert template == tmp_path / "cache" / f"mlflow-3.17.2-{SUPPORTED_SCHEMA}-empty.db"
+    assert blocked.is_dir() and not gone.exists()
+
+
 def test_a_new_store_copied_from_the_schema_template_is_the_store_mlflow_migrations_make(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore

@@ -19,7 +19,7 @@ import os
 import random
 import shutil
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
@@ -378,15 +378,16 @@ def schema_template() -> Path | None:
 def _drop_other_templates(kept: Path) -> None:
     """Remove the templates of other MLflow versions or schemas beside ``kept`` (one is made per
     version: an upgraded MLflow leaves the old one unused) and partial ones a killed process left
-    (``.NAME.PID.new``, where that process is gone). A file that cannot be removed raises, and
-    ``schema_template`` then answers None as for any cache fault: that store is migrated."""
-    for other in kept.parent.glob("mlflow-*-empty.db"):
-        if other != kept:
-            other.unlink(missing_ok=True)
+    (``.NAME.PID.new``, where that process is gone). A file that cannot be removed stays: ``kept``
+    is whole already, and the next template made tries again."""
+    stale = [other for other in kept.parent.glob("mlflow-*-empty.db") if other != kept]
     for partial in kept.parent.glob(".mlflow-*-empty.db.*.new"):
         pid = partial.name.rsplit(".", 2)[-2]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            partial.unlink(missing_ok=True)
+            stale.append(partial)
+    for path in stale:
+        with suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 def _rows(records: list[FinalRecord], experiment_id: int, artifact_uris: dict[str, str]) -> dict[str, list[dict]]:
