@@ -54,6 +54,16 @@ def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, 
     assert "mnasnet0_5" in unseen and any(m.startswith("gen-") for m in unseen), first["unseen"]
     assert all(r["predicted_latency_ms"] > 0 and r["measured_latency_ms"] > 0 for r in first["unseen"])
     assert "never saw" in commentary and "tracker ui" in commentary
+    # each prediction the next steps suggest answers on this store (the quick demo learns no
+    # memory fingerprint, so they suggest no --largest-batch, which would need one)
+    suggested = [line.split()[1:5] for line in commentary.splitlines() if line.startswith("  tracker predict ")]
+    assert suggested and not any("--largest-batch" in args for args in suggested), commentary
+    env = {**os.environ, "TRACKER_RUNS_DIR": str(folder / "runs")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    for args in suggested:
+        proc = subprocess.run([sys.executable, "-m", "tracker", *args], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0 and "latency_ms" in proc.stdout, (args, proc.stdout, proc.stderr)
     report = first["report"]
     assert report["by_kind"].get("layers", 0) >= 1 and report["by_kind"].get("batch", 0) >= 1
     assert report["by_kind"].get("fingerprints", 0) >= 1 and report["logged"] >= 1

@@ -228,7 +228,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     small, large = min(plan.batch_sizes), max(plan.batch_sizes)
     pair = next(((u.name, measured[(u.name, small)]["run_id"], measured[(u.name, large)]["run_id"]) for u in unseen
                  if small != large and (u.name, small) in measured and (u.name, large) in measured), None)
-    _next_steps(console, unseen, max(plan.batch_sizes), pair)
+    _next_steps(console, unseen, max(plan.batch_sizes), pair, memory="peak_mem_mb" in plan.targets)
     return summary
 
 
@@ -351,28 +351,35 @@ def _pair(predicted: float | None, measured: float | None, spec: str, beyond: bo
     return (format(predicted, spec) + ("*" if beyond else ""), f"{100 * (predicted / measured - 1):+.0f}%")
 
 
-def _step(command: str, column: int = 38) -> str:
-    """A command of the next steps, padded to the column their words start at (two spaces at least)."""
-    line = f"  {command}"
-    return line + " " * max(2, column - len(line))
+#: Where the words of the next steps start, after two spaces of indent: a longer command has them
+#: on the line below it.
+NEXT_COLUMN = 44
 
 
-def _next_steps(console: Any, unseen: list[Unseen], batch_size: int, pair: tuple[str, str, str] | None = None) -> None:
-    """What to try next; ``pair``: a network and two of its runs (ids) to compare."""
+def _next_steps(console: Any, unseen: list[Unseen], batch_size: int, pair: tuple[str, str, str] | None = None,
+                memory: bool = True) -> None:
+    """What to try next, each command's words at ``NEXT_COLUMN``; ``pair``: a network and two of its
+    runs (ids) to compare; ``memory``: whether a memory fingerprint was learnt (``--largest-batch``
+    needs one)."""
     example = unseen[0].name if unseen and unseen[0].origin == "zoo" else "resnet50"
-    compare = ("\n" + _step(f"tracker -e {EXPERIMENT} runs compare {pair[1][:8]} {pair[2][:8]}")
-               + f"{pair[0]} at two batch sizes side by side (pyperf-style)") if pair else ""
-    console.print(
-        "\n[bold]Next[/]\n"
-        "  tracker ui                          browse the runs: experiment 'demo', layer runs nested under their network,\n"
-        "                                      Models tab: fingerprints with their 'champion' alias\n"
-        "  tracker sql \"SELECT model, batch_size, latency_ms, peak_mem_mb FROM latest_measurements "
-        "ORDER BY latency_ms LIMIT 10\"\n"
-        f"  tracker predict {example} --batch-size {batch_size:<5} a network's latency and memory without running it\n"
-        f"{_step(f'tracker predict {example} --largest-batch')}the largest batch predicted to fit in memory\n"
-        f"{_step('tracker profile network squeezenet1_1 --trace')}where its time goes, operator by operator "
-        "(torch.profiler)\n"
-        "  tracker report runs/report          the pictures again (open runs/report/index.html)\n"
-        "  tracker views                       every SQL view of the warehouse"
-        f"{compare}"
-    )
+    steps = [("tracker ui", "browse the runs: experiment 'demo', layer runs nested under their network,"),
+             ("", "Models tab: fingerprints with their 'champion' alias"),
+             ('tracker sql "SELECT model, batch_size, latency_ms, peak_mem_mb FROM latest_measurements '
+              'ORDER BY latency_ms LIMIT 10"', ""),
+             (f"tracker predict {example} --batch-size {batch_size}",
+              f"a network's {'latency and memory' if memory else 'latency'} without running it")]
+    if memory:
+        steps.append((f"tracker predict {example} --largest-batch", "the largest batch predicted to fit in memory"))
+    steps += [("tracker profile network squeezenet1_1 --trace", "where its time goes, operator by operator (torch.profiler)"),
+              ("tracker report runs/report", "the pictures again (open runs/report/index.html)"),
+              ("tracker views", "every SQL view of the warehouse")]
+    if pair:
+        steps.append((f"tracker -e {EXPERIMENT} runs compare {pair[1][:8]} {pair[2][:8]}",
+                      f"{pair[0]} at two batch sizes side by side (pyperf-style)"))
+    lines = []
+    for command, words in steps:
+        if words and len(command) + 2 > NEXT_COLUMN:  # the words on a line of their own, at the column
+            lines += [f"  {command}", " " * (NEXT_COLUMN + 2) + words]
+        else:
+            lines.append(f"  {command:<{NEXT_COLUMN}}{words}".rstrip())
+    console.print("\n[bold]Next[/]\n" + "\n".join(lines), highlight=False)
