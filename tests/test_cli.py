@@ -156,6 +156,13 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert shown["artifacts"]["samples/latency_ms.json"] > 0 and shown["environment"]["torch_version"]
     text = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show", data["run_id"][:8]]).stdout
     assert text.startswith(f"run {data['run_id']} · network · FINISHED") and "samples/latency_ms.json" in text
+    # a full id names a run of any experiment, and the run's own experiment is said
+    elsewhere = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "runs", "show", data["run_id"],
+                                               "--format", "json"]).stdout)
+    assert elsewhere["run_id"] == data["run_id"] and elsewhere["experiment"] == "cli"
+    # an experiment with no run says which hold some
+    empty = runner.invoke(app, ["--tracking-uri", str(store), "runs", "list"]).stdout
+    assert empty == "no runs in experiment 'Default'; runs are in 'cli' (-e NAME selects one)\n", empty
     modes = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "mode", "--format", "json"])
     (mode,) = json.loads(modes.stdout)  # the device mode is described once
     assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]

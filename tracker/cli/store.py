@@ -59,8 +59,13 @@ def list_runs(
         emit_json(rows)
         return
     if not rows:
+        from tracker.log.inspect import experiments_with_runs
+
         which = " ".join(x for x in (status and status.upper(), kind) if x)
-        typer.echo(f"no {which + ' ' if which else ''}runs in experiment {st.experiment!r}")
+        line = f"no {which + ' ' if which else ''}runs in experiment {st.experiment!r}"
+        if not which and (others := experiments_with_runs(st.logger(read_only=True))):
+            line += f"; runs are in {', '.join(repr(name) for name in others)} (-e NAME selects one)"
+        typer.echo(line)
         return
     from rich.table import Table
 

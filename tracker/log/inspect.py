@@ -107,7 +107,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     if tags.get(KIND_TAG) in ("network", "training"):  # its layer runs: as many as the network has layers
         layers = _count(client, run.info.experiment_id, f"tags.`{PARENT_TAG}` = '{rid}' AND tags.`{KIND_TAG}` = 'layer'")
     return {"run_id": rid, "name": run.info.run_name, "kind": tags.get(KIND_TAG, ""), "status": run.info.status,
-            "experiment": logger.experiment.name, "start_time_ms": run.info.start_time,
+            "experiment": _experiment_name(client, logger, run.info.experiment_id), "start_time_ms": run.info.start_time,
             "end_time_ms": run.info.end_time, "parent_run_id": tags.get(PARENT_TAG),
             "failure_reason": tags.get("tracker.failure_reason"), "stderr_tail": tags.get("tracker.stderr_tail"),
             "params": dict(sorted(run.data.params.items())), "metrics": dict(sorted(run.data.metrics.items())),
@@ -115,6 +115,23 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
                      and k not in ("tracker.stderr_tail", "tracker.failure_reason")},
             "environment": {k.removeprefix("env."): v for k, v in sorted(tags.items()) if k.startswith("env.")},
             "layer_runs": layers, "samples": samples, "artifacts": artifacts}
+
+
+def _experiment_name(client: Any, logger: RunLogger, experiment_id: str) -> str:
+    """The name of the experiment a run is in: a full run id names a run of any experiment."""
+    if experiment_id == logger.experiment.experiment_id:
+        return logger.experiment.name
+    return client.get_experiment(experiment_id).name
+
+
+def experiments_with_runs(logger: RunLogger) -> list[str]:
+    """The experiments of the store that hold a run, by name (what to give ``-e`` where the
+    current experiment holds none)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(logger.location.uri)
+    return [e.name for e in client.search_experiments()
+            if client.search_runs([e.experiment_id], max_results=1)]
 
 
 def _artifact_files(client: Any, run_id: str, path: str | None = None) -> dict[str, int | None]:
