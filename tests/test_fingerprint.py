@@ -124,11 +124,18 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     artifacts = {a.path for a in client.list_artifacts(first.run_id, "evaluation")}
     assert {"evaluation/predicted_vs_measured.png", "evaluation/feature_importance.png",
             "evaluation/measurement_features.sql", "evaluation/heldout_predictions.csv"} <= artifacts
+    # the version's run is listed and shown as any other (a kind fingerprint train logs through MLflow)
+    runner = CliRunner()
+    store = ["--tracking-uri", str(runs), "-e", "fingerprints"]
+    listed = json.loads(runner.invoke(app, [*store, "runs", "list", "--kind", "fingerprint", "--format", "json"]).stdout)
+    assert [r["run_id"] for r in listed] == [first.run_id]
+    shown = json.loads(runner.invoke(app, [*store, "runs", "show", first.run_id[:8], "--format", "json"]).stdout)
+    assert shown["kind"] == "fingerprint" and shown["metrics"] == client.get_run(first.run_id).data.metrics
+    assert "evaluation/predicted_vs_measured.png" in shown["artifacts"]
 
     # Same data again, from the CLI: no network the champion has not seen, so the alias stays;
     # MLflow's registration lines are not repeated on stderr. The table names each family's
     # held-out scores, the worst first.
-    runner = CliRunner()
     again = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
                                 "--warehouse", str(wh)])
     assert again.exit_code == 0, again.output

@@ -6,7 +6,11 @@ from typing import Any
 
 from tracker.errors import TrackerError
 from tracker.log.logger import RunLogger
-from tracker.log.schema import KINDS
+from tracker.log.schema import KINDS as RECORD_KINDS
+
+#: The kinds of run a store holds: those tracker logs through its record schema, and
+#: ``fingerprint``, the run ``fingerprint train`` logs with each model version (through MLflow).
+KINDS: tuple[str, ...] = (*RECORD_KINDS, "fingerprint")
 
 
 def store_info(logger: RunLogger) -> dict[str, Any]:
