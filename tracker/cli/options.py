@@ -54,6 +54,8 @@ class Allocator(str, Enum):
 AllocatorOption = Annotated[Allocator, typer.Option(
     "--allocator", help="How the child's C allocator keeps freed memory (part of the mode): system, the C library's "
                         "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
+
+
 def _device_name(value: str) -> str:
     """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), or a usage error naming it:
     whether this machine has it is checked after (``check_device``), in one line."""
