@@ -3,7 +3,8 @@
 First a start-up probe, in a fresh process: how long the imports take and, on a GPU, the CUDA
 context and a first convolution (every command pays these; about 20 s a command on the H200).
 Then each step is one `tracker` command in its own process, as a user would type it, on a
-temporary folder store: whole-network inference and training at two batch sizes, the layer
+temporary folder store: `device show` (what the runs will record, whose mode must be the first
+run's), whole-network inference and training at two batch sizes, the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command; then again under an 8 GB cap on the GPU's memory, which must
 fit a smaller batch), a torch.profiler trace (operators ranked by their kernels' time), a repeat of a configuration (`--again`), a training job and a
@@ -123,6 +124,7 @@ def main() -> None:
     print(json.dumps({"startup": outputs["startup"]}), flush=True)
 
     inf = ["--device", device, "--format", "json", "--time-cap", "5"]
+    step("device_show", ["device", "show", device, "--format", "json"])  # what the runs below will record
     step("network_b1", ["profile", "network", "resnet18", "-b", "1", *inf])
     step(f"network_b{big}", ["profile", "network", "resnet50", "-b", str(big), *inf])
     step(f"train_step_b{big}", ["profile", "network", "mobilenet_v2", "-b", str(big), "--phase", "training", *inf])
@@ -209,6 +211,12 @@ def main() -> None:
             o = outputs[key]
             checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason", "power_w",
                                                  "gpu_util_pct", "gpu_sm_clock_mhz", "gpu_sm_clock_min_mhz")}
+    if isinstance(outputs.get("device_show"), dict):  # what device show foretold, against network_b1's run
+        d, b1 = outputs["device_show"], outputs.get("network_b1") if isinstance(outputs.get("network_b1"), dict) else {}
+        checks["device_show"] = {"name": d.get("name"), "sources": d.get("telemetry_sources"),
+                                 "measured": sorted(d.get("measured") or {}), "absent": d.get("absent"),
+                                 "memory_cap": d.get("memory_cap"), "notes": d.get("notes"),
+                                 "mode_matches_network_b1": d.get("mode", {}).get("id") == b1.get("mode")}
     if isinstance(outputs.get("trace"), dict):  # on a GPU the operators are ranked by their kernels' time
         t = outputs["trace"].get("trace") or {}
         checks["trace"] = {"time_basis": t.get("time_basis"), "operators": t.get("operators"),
@@ -233,7 +241,9 @@ def main() -> None:
                                                                     for k, v in steps.items()},
                       "checks": checks, "all_ok": checks["all_steps_ok"] and (checks.get("trace") or {}).get("artifacts") is not None
                       and (checks.get("compare") or {}).get("samples") == [True, True]
+                      and (checks.get("device_show") or {}).get("mode_matches_network_b1") is True
                       and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"]
+                                       and "nvml" in (checks["device_show"].get("sources") or [])
                                        and checks["trace"]["time_basis"] == "self_device_ms"))}))
 
 

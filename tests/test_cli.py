@@ -111,6 +111,13 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert run.data.tags["tracker.stop_reason"] == data["stop_reason"]
     assert data["device"] == "cpu" and data["mode"] == run.data.params["mode"]
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
+    # device show foretells what the run records: its mode, the telemetry it measured and what it lacks
+    shown = runner.invoke(app, ["device", "show", "--threads", "1", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.stdout)
+    assert report["mode"]["id"] == run.data.params["mode"] and "psutil" in report["telemetry_sources"]
+    assert set(report["measured"]) <= set(run.data.metrics) and not set(report["absent"]) & set(run.data.metrics)
+    assert set(report["always"]) <= set(run.data.metrics) and all(report["absent"].values())
     # tail latency where there were samples enough to tell it (20 for p90, 200 for p99), else absent
     assert ("latency_p90_ms" in data) is (data["samples"] >= 20) and ("latency_p99_ms" in data) is (data["samples"] >= 200)
     assert {k: run.data.metrics[k] for k in ("latency_p90_ms", "latency_p99_ms") if k in run.data.metrics} == \
@@ -269,6 +276,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["profile", "network", "resnet18", "--precision", "abc"], 2, "--precision"),
         (["profile", "network", "resnet18", "--min-samples", "3"], 2, "--min-samples"),
         (["profile", "layers", "resnet18", "--device", "cuda:x"], 2, "'cuda:x' is not a device: cpu, cuda or cuda:N"),
+        (["device", "show", "gpu"], 2, "'gpu' is not a device: cpu, cuda or cuda:N"),
+        (["device", "show", "cuda:7"], 1, "device 'cuda:7' is not available on this machine"),
         # cuda:N is taken as campaigns take it, and refused where this machine lacks it (on a
         # machine without CUDA for that, on one with fewer GPUs for the count), before a store is made
         (["--tracking-uri", "fresh", "profile", "boundary", "resnet18", "--device", "cuda:7"], 1,

@@ -16,6 +16,7 @@ from tracker.cli import INTERRUPTED_LINE
 from tracker.cli import campaign as campaign_cli
 from tracker.cli import data as data_cli
 from tracker.cli import describe as describe_cli
+from tracker.cli import device as device_cli
 from tracker.cli import fingerprint as fingerprint_cli
 from tracker.cli import imports as imports_cli
 from tracker.cli import mapping as mapping_cli
@@ -38,6 +39,7 @@ app.add_typer(store_cli.app, name="store")
 app.add_typer(store_cli.runs_app, name="runs")
 app.add_typer(zoo_cli.app, name="zoo")
 app.add_typer(profile_cli.app, name="profile")
+app.add_typer(device_cli.app, name="device")
 app.add_typer(imports_cli.app, name="import")
 app.add_typer(campaign_cli.app, name="campaign")
 app.add_typer(data_cli.app, name="data")

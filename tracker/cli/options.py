@@ -56,7 +56,7 @@ AllocatorOption = Annotated[Allocator, typer.Option(
                         "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
 
 
-def _device_name(value: str) -> str:
+def device_name(value: str) -> str:
     """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), or a usage error naming it:
     whether this machine has it is checked after (``check_device``), in one line."""
     from tracker.profile.device import is_device_name
@@ -67,7 +67,7 @@ def _device_name(value: str) -> str:
 
 
 DeviceOption = Annotated[str, typer.Option(
-    "--device", callback=_device_name, help="Device to run on: cpu, cuda, or cuda:N (CUDA device N).")]
+    "--device", callback=device_name, help="Device to run on: cpu, cuda, or cuda:N (CUDA device N).")]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
 PrecisionOption = Annotated[

@@ -20,7 +20,7 @@ def check_device(device: str) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            raise TrackerError(f"device {device!r} is not available on this machine (no CUDA GPU); use --device cpu")
+            raise TrackerError(f"device {device!r} is not available on this machine (no CUDA GPU): measure on cpu")
         index = cuda_index(device)
         if index is not None and index >= (count := torch.cuda.device_count()):
             raise TrackerError(f"device {device!r} is not available on this machine: it has {count} CUDA "

@@ -325,7 +325,7 @@ def describe_mode(mode: DeviceMode) -> str:
     if "gpu_persistence" in p:
         bits.append(f"persistence mode {p['gpu_persistence']}")
     if "cpu_threads" in p:
-        bits.append(f"{p['cpu_threads']} torch threads")
+        bits.append(f"{p['cpu_threads']} torch thread{'' if p['cpu_threads'] == 1 else 's'}")
     if "cpu_governor" in p:
         bits.append(f"cpufreq governor {p['cpu_governor']}")
     if "cpu_freq_min_mhz" in p or "cpu_freq_max_mhz" in p:
