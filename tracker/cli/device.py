@@ -23,7 +23,7 @@ def show(
     """What a measurement on DEVICE records here: its device mode, each telemetry metric measured
     (with its reading now) or absent (and why), the memory cap it would get, and what moves
     measurements on this machine. Reads; changes nothing."""
-    from tracker.profile.inventory import device_report
+    from tracker.profile.inventory import PROBE_INTERVAL_S, device_report
 
     report = device_report(device, threads=threads, allocator=allocator.value if allocator else None)
     if fmt is OutputFormat.json:
@@ -40,9 +40,10 @@ def show(
     width = max(len(m) for m in [*report["always"], *report["measured"], *report["absent"]]) + 2
     for metric, how in report["always"].items():
         typer.echo(f"  {metric:<{width}}{how}")
-    typer.echo(f"telemetry measured (every 20 ms; the reading now, idle):")
+    typer.echo(f"telemetry measured (every {PROBE_INTERVAL_S * 1000:g} ms; the reading now, idle):")
     for metric, m in report["measured"].items():
-        typer.echo(f"  {metric:<{width}}{m['source']}: {m['now']:.4g}")
+        now = "per iteration of a measurement" if m["now"] is None else f"{m['now']:.4g}"
+        typer.echo(f"  {metric:<{width}}{m['source']}: {now}")
     if report["absent"]:
         typer.echo("telemetry absent (a run here lacks it, never holds a zero):")
         for metric, why in report["absent"].items():

@@ -203,7 +203,12 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
     measured, absent = {}, {}
     for metric, (key, source) in TELEMETRY.items():
         if key in summary:
-            measured[metric] = {"source": _power_source(summary) if source == "power" else source, "now": summary[key]}
+            if source == "power":
+                source = _power_source(summary)
+            elif source not in sources and "tegrastats" in sources:  # a Jetson's GPU load, where NVML is not
+                source = "tegrastats"
+            # an energy per iteration has no reading of its own: the probe runs no iteration
+            measured[metric] = {"source": source, "now": None if metric == "energy_per_iter_j" else summary[key]}
         else:
             absent[metric] = _absent_reason(metric, source, sources, reasons)
     kind = "cpu" if index is None else "cuda"
