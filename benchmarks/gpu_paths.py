@@ -65,6 +65,11 @@ t0 = time.perf_counter(); import torchvision; t["import_torchvision_s"] = time.p
 t0 = time.perf_counter(); import mlflow; t["import_mlflow_s"] = time.perf_counter() - t0
 t0 = time.perf_counter(); import tracker.cli.app, tracker.profile.api; t["import_tracker_s"] = time.perf_counter() - t0
 if sys.argv[1] == "cuda":
+    # what the tracker process pays to ask whether there is a GPU: NVML's count, or CUDA's (which
+    # starts the driver: without persistence mode, seconds), before the context the child makes
+    t0 = time.perf_counter(); import pynvml; pynvml.nvmlInit(); pynvml.nvmlDeviceGetCount(); pynvml.nvmlShutdown()
+    t["nvml_count_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter(); torch.cuda.is_available(); t["cuda_is_available_s"] = time.perf_counter() - t0
     t0 = time.perf_counter(); torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
     t["cuda_context_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
