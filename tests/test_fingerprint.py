@@ -714,7 +714,7 @@ def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str
     def statuses() -> list[str]:
         experiment = client.get_experiment_by_name("fingerprints")
         return sorted(r.info.status for r in client.search_runs([experiment.experiment_id],
-                                                                  f"tags.`fingerprint.device` = 'jetson-test'"))
+                                                                  "tags.`fingerprint.device` = 'jetson-test'"))
 
     def fingerprint_train_json() -> dict:
         out = CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "fingerprint", "train", "--target", "latency_ms",

@@ -13,7 +13,7 @@ from tracker.log.record import PARENT_TAG, FinalRecord
 
 
 def log_with_client(client: Any, experiment_id: str, record: FinalRecord, parent_id: str | None = None) -> str:
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
 
     tags = dict(record.tags)
     if parent_id or record.parent_id:

@@ -16,7 +16,6 @@ and pynvml are imported only when a sampler starts; torch is never imported here
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import statistics
