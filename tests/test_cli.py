@@ -175,6 +175,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]
     info = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"])
     assert json.loads(info.stdout)["runs_in_experiment"] == 3
+    assert json.loads(info.stdout)["experiment_names"] == "cli, Default"
     for command in (["runs", "list"], ["store", "info"]):  # a misspelt experiment is said, and not made
         missing = runner.invoke(app, ["--tracking-uri", str(store), "-e", "clii", *command])
         assert isinstance(missing.exception, StoreError), missing.output  # the entry point prints it as one line

@@ -30,7 +30,9 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
         info["moved_from"] = ", ".join(str(p.parent) for p in sorted(moved))
     info["experiment"] = logger.experiment.name
     info["experiment_id"] = logger.experiment.experiment_id
-    info["experiments"] = len(client.search_experiments())
+    names = [e.name for e in client.search_experiments()]
+    info["experiments"] = len(names)
+    info["experiment_names"] = ", ".join(sorted(names, key=str.lower))
     info["runs_in_experiment"] = _count(client, logger.experiment.experiment_id)
     return info
 
