@@ -32,7 +32,9 @@ def show(
     size = f", {report['memory_mb']:,} MB" if report["memory_mb"] else ""
     cores = f", {report['cores']} CPU cores" if device == "cpu" else ""
     typer.echo(f"device {device}: {report['name'] or 'unnamed'}{size}{cores}")
-    others = [f"{g['device']} {g['name']}" for g in report["cuda_devices"] if g["device"] != device]
+    from tracker.environment import cuda_index
+
+    others = [f"{g['device']} {g['name']}" for g in report["cuda_devices"] if cuda_index(g["device"]) != cuda_index(device)]
     if others:
         typer.echo(f"other devices: {', '.join(others)}")
     typer.echo(f"mode {report['mode']['id']} (what each run here records): {report['mode']['description']}")
