@@ -213,6 +213,11 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
             absent[metric] = _absent_reason(metric, source, sources, reasons)
     kind = "cpu" if index is None else "cuda"
     here = next((g for g in gpus if g["device"] == f"cuda:{index}"), None)
+    if index is not None and here is None:  # no NVML (a Jetson): CUDA says what the device is
+        import torch
+
+        props = torch.cuda.get_device_properties(index)
+        here = {"device": f"cuda:{index}", "name": props.name, "memory_mb": int(props.total_memory) >> 20}
     cores = os.cpu_count() or 1
     facts = {"device": kind, "governor": cpu_governor(), "cores": cores,
              "load_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None, "hypervisor": hypervisor(),
