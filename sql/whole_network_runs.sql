@@ -11,18 +11,22 @@
 -- tracker.profile.stats.TAIL_BEYOND); NULL otherwise (fewer samples, runs before tracker 0.7.2, imports).
 -- memory_cap_used_mb: under a resident cap, how far the child's memory rose over what it held then (at the
 -- highest), the quantity memory_limit_mb bounds; NULL otherwise.
+-- cpu_util_pct, cpu_util_others_pct: how busy the machine's CPUs were over the window, and the share other
+-- processes took (the machine's use less the measuring process's, since tracker 0.7.5); NULL where not measured.
 WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, page_faults_per_iter_count,
+           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct, stop_reason,
+           page_faults_per_iter_count,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM network_runs
     UNION ALL BY NAME
     SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, page_faults_per_iter_count,
+           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct, stop_reason,
+           page_faults_per_iter_count,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM training_runs
 )

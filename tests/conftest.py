@@ -206,3 +206,20 @@ def sigint_default() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextmanager
+def busy_elsewhere(seconds: float = 60.0) -> Iterator[int]:
+    """A process burning one core that is no descendant of this one (its parent shell exits, so it
+    is another process's, as a neighbour's work would be); its pid. Ended on leaving the block."""
+    shell = subprocess.run(["sh", "-c", f"timeout {seconds:g} sh -c 'while :; do :; done' >/dev/null 2>&1 & echo $!"],
+                           capture_output=True, text=True, check=True)
+    pid = int(shell.stdout.strip())
+    time.sleep(0.3)  # running, and counted in the machine's CPU from here
+    try:
+        yield pid
+    finally:
+        try:
+            os.kill(pid, 15)  # timeout passes the signal on to the loop
+        except ProcessLookupError:
+            pass

@@ -386,6 +386,27 @@ def test_many_page_faults_in_the_default_allocator_mode_point_to_retain(capsys: 
     assert ", SM clock 1,712 MHz (lowest 345); run r" in capsys.readouterr().out
 
 
+def test_a_measurement_beside_other_work_says_how_much_cpu_it_took(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Another process burning a core while a network is measured on one thread: the run keeps the
+    share of the machine's CPU other processes took (about that core's), and profile says so."""
+    from tests.conftest import busy_elsewhere
+    from tracker.cli.options import OutputFormat
+    from tracker.cli.profile import OTHERS_CPU_HINT_PCT, _report
+
+    with busy_elsewhere():
+        result = runner.invoke(app, ["--tracking-uri", str(tmp_path / "s"), "profile", "network", "squeezenet1_1",
+                                     "--threads", "1", "--time-cap", "0.5", "--precision", "0.1", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    run = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}").get_run(data["run_id"])
+    assert data["cpu_util_others_pct"] == run.data.metrics["cpu_util_others_pct"] > 0.6 * 100 / (os.cpu_count() or 1)
+    _report(data, OutputFormat.table)
+    assert f"note: other processes took {data['cpu_util_others_pct']:.0f} % of this machine's CPU" in capsys.readouterr().out
+    _report({**data, "cpu_util_others_pct": OTHERS_CPU_HINT_PCT - 1}, OutputFormat.table)  # a quiet machine: no note
+    assert "other processes took" not in capsys.readouterr().out
+
+
 def test_min_samples_buys_a_tail_latency(tmp_path: Path) -> None:
     """``--min-samples 200``: sampling goes on past the precision until 200 samples, so the run has
     its p99; the rule is a param of the run."""

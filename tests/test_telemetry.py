@@ -313,6 +313,31 @@ def test_sampler_cpu_only_machine() -> None:
         assert "power_w" not in s and "energy_j" not in s
 
 
+def test_summary_says_the_cpu_other_processes_took() -> None:
+    """The machine's CPU less the measuring process's, over the window; clamped at zero (the two
+    are read a moment apart); absent where a sample lacks the process's own (it had children)."""
+    samples = [Sample(i * 10**7, {"cpu_util_pct": total, "proc_cpu_util_pct": own})
+               for i, (total, own) in enumerate([(80, 45), (100, 50), (60, 55)])]
+    assert summarize(samples)["cpu_util_others_pct"] == pytest.approx(80 - 50)
+    assert summarize([Sample(0, {"cpu_util_pct": 40, "proc_cpu_util_pct": 50})])["cpu_util_others_pct"] == 0
+    with_children = [*samples, Sample(4 * 10**7, {"cpu_util_pct": 90})]
+    assert "cpu_util_others_pct" not in summarize(with_children) and "cpu_util_pct" in summarize(with_children)
+
+
+def test_sampler_counts_another_process_busy_as_others() -> None:
+    """A process that is no child of the sampling one burns a core: the others' share is about a
+    core's worth of the machine while this one idles, and not where this one burns alone."""
+    from tests.conftest import busy_elsewhere
+
+    core = 100 / (os.cpu_count() or 1)
+    with TelemetrySampler(interval_s=0.02) as alone:
+        busy(alone, 0.6, samples=20)
+    with busy_elsewhere(), TelemetrySampler(interval_s=0.02) as shared:
+        time.sleep(0.6)
+    assert shared.summary()["cpu_util_others_pct"] > 0.6 * core
+    assert alone.summary()["cpu_util_others_pct"] < shared.summary()["cpu_util_others_pct"]
+
+
 def test_sampler_nvml_absent_without_driver() -> None:
     try:
         import pynvml

@@ -62,6 +62,9 @@ def _check(model: str, device: str) -> None:
 #: Page faults per iteration from which a measurement in the C library's allocator mode says
 #: that ``--allocator retain`` exists (retaining: about none; glibc's defaults: 1,000 and more).
 PAGE_FAULT_HINT = 100
+#: Share of the machine's CPU (%) that other processes took during a measurement from which
+#: ``profile`` says so: they competed with it for cores, caches and memory bandwidth.
+OTHERS_CPU_HINT_PCT = 10.0
 
 
 def _telemetry_text(data: dict) -> str:
@@ -106,6 +109,11 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         typer.echo(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
                    "back and faults them in again every iteration, at a cost that moves with the host; "
                    "--allocator retain keeps them (a mode of its own)")
+    others = data.get("cpu_util_others_pct")
+    if others is not None and others >= OTHERS_CPU_HINT_PCT:
+        typer.echo(f"note: other processes took {others:.0f} % of this machine's CPU while it was measured: they "
+                   "compete for its cores, caches and memory, so this may be slower than the machine alone would "
+                   "run it (tracker device show; the run keeps cpu_util_others_pct)")
     if "layers" in data:
         typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}")
     if "trace" in data:

@@ -42,10 +42,11 @@ class Planned:
 
 
 #: The telemetry of a network run that ``profile`` reports with its latency, where measured: the
-#: device's power (NVML, RAPL, tegrastats), energy per iteration, how busy the GPU and CPU were, and
+#: device's power (NVML, RAPL, tegrastats), energy per iteration, how busy the GPU and CPU were (and
+#: how much of the CPU other processes took), and
 #: the clock the GPU's SMs ran at (NVML).
-TELEMETRY_SHOWN = ("power_w", "energy_per_iter_j", "gpu_util_pct", "cpu_util_pct", "gpu_sm_clock_mhz",
-                   "gpu_sm_clock_min_mhz")
+TELEMETRY_SHOWN = ("power_w", "energy_per_iter_j", "gpu_util_pct", "cpu_util_pct", "cpu_util_others_pct",
+                   "gpu_sm_clock_mhz", "gpu_sm_clock_min_mhz")
 
 
 @dataclass

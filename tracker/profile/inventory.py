@@ -33,6 +33,7 @@ CPUINFO = Path("/proc/cpuinfo")
 #: Telemetry metrics of a run: the sampler summary's key each comes from, and what reads it.
 TELEMETRY = {
     "cpu_util_pct": ("cpu_util_pct", "psutil"),
+    "cpu_util_others_pct": ("cpu_util_others_pct", "psutil"),
     "sys_mem_used_peak_mb": ("sys_mem_used_peak_mb", "psutil"),
     "proc_rss_peak_mb": ("proc_rss_peak_mb", "psutil"),
     "cpu_power_w": ("cpu_power_w", "rapl"),
@@ -207,8 +208,14 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
                 source = _power_source(summary)
             elif source not in sources and "tegrastats" in sources:  # a Jetson's GPU load, where NVML is not
                 source = "tegrastats"
-            # an energy per iteration has no reading of its own: the probe runs no iteration
-            measured[metric] = {"source": source, "now": None if metric == "energy_per_iter_j" else summary[key]}
+            if metric == "energy_per_iter_j":  # no reading of its own: the probe runs no iteration
+                measured[metric] = {"source": source, "now": None, "no_reading": "per iteration of a measurement"}
+            else:
+                measured[metric] = {"source": source, "now": summary[key]}
+        elif metric == "cpu_util_others_pct" and "psutil" in sources:
+            # this process has children (a zygote it started), a measuring child has none
+            here = "no reading here (this process has children); a measuring child, which has none, reads it"
+            measured[metric] = {"source": source, "now": None, "no_reading": here}
         else:
             absent[metric] = _absent_reason(metric, source, sources, reasons)
     kind = "cpu" if index is None else "cuda"

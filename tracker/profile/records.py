@@ -13,6 +13,7 @@ from tracker.profile.stats import Stopping, Summary, summarize
 #: Telemetry summary keys -> metric names of the schemas.
 TELEMETRY_METRICS = {
     "cpu_util_pct": "cpu_util_pct",
+    "cpu_util_others_pct": "cpu_util_others_pct",
     "gpu_util_pct": "gpu_util_pct",
     "gpu_mem_used_peak_mb": "gpu_mem_used_mb",
     "gpu_sm_clock_mhz": "gpu_sm_clock_mhz",

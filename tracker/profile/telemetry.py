@@ -274,6 +274,12 @@ def summarize(
             out[name] = max(vs)
 
     mean(system, "cpu_util_pct", "cpu_util_pct")
+    # the CPU other processes took over the window: the machine's use less the measuring process's,
+    # where every sample read both (a process with children does not say its own)
+    both = [s.readings for s in system if "cpu_util_pct" in s.readings]
+    if both and all("proc_cpu_util_pct" in r for r in both):
+        own = statistics.fmean(r["proc_cpu_util_pct"] for r in both)
+        out["cpu_util_others_pct"] = max(0.0, statistics.fmean(r["cpu_util_pct"] for r in both) - own)
     peak(system, "sys_mem_used_mb", "sys_mem_used_peak_mb")
     peak(system, "proc_rss_mb", "proc_rss_peak_mb")
 
@@ -434,13 +440,17 @@ class _Nvml:
 
 
 class _ProcessMemory:
-    """RSS of this process and its children (the child list refreshed now and then)."""
+    """RSS of this process and its children (the child list refreshed now and then; our own
+    instruments, tegrastats, left out), and this process's share of the machine's CPU where it
+    has no such children (whose CPU it would miss)."""
 
     def __init__(self, exclude: Callable[[], set[int]]) -> None:
         import psutil  # noqa: PLC0415
 
         self._psutil = psutil
         self._proc = psutil.Process()
+        self._proc.cpu_percent(interval=None)  # prime: the next call measures from here
+        self._cores = psutil.cpu_count() or 1
         self._exclude = exclude
         self._children: list[Any] = []
         self._children_at = -float("inf")
@@ -465,7 +475,11 @@ class _ProcessMemory:
                 rss += child.memory_info().rss
             except psutil.Error:  # it ended since the list was made
                 pass
-        return {"proc_rss_mb": rss / _MB}
+        out = {"proc_rss_mb": rss / _MB}
+        share = self._proc.cpu_percent(interval=None) / self._cores  # % of one CPU, as a share of all
+        if not self._children:  # a loader worker's CPU is the measurement's, and not counted here
+            out["proc_cpu_util_pct"] = share
+        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -652,7 +666,9 @@ class TelemetrySampler:
         """Aggregates over samples in [start_ns, end_ns], less the first ``settle_s`` seconds.
 
         Defaults: the sampler's own start and stop (or now while running). Keys appear only
-        where their source produced samples: ``cpu_util_pct`` (mean), ``sys_mem_used_peak_mb``,
+        where their source produced samples: ``cpu_util_pct`` (mean), ``cpu_util_others_pct`` (the
+        machine's CPU less the measuring process's share, means over the window; not where it has
+        children), ``sys_mem_used_peak_mb``,
         ``proc_rss_peak_mb``, ``gpu_util_pct`` (mean), ``gpu_mem_used_peak_mb``,
         ``gpu_power_w`` (mean), ``gpu_energy_j`` (energy counter, else trapezoid of power),
         ``cpu_power_w`` / ``cpu_energy_j`` (RAPL), ``board_power_w`` / ``board_energy_j``
