@@ -2,6 +2,7 @@
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -157,7 +158,17 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     # one run whole, by a prefix of its id: its figures, its raw samples' summary, its artifacts
     shown = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show",
                                            data["run_id"][:8], "--format", "json"]).stdout)
-    assert shown["run_id"] == data["run_id"] and shown["metrics"] == run.data.metrics and shown["params"] == run.data.params
+    system = {k: v for k, v in run.data.metrics.items() if k.startswith("system/")}
+    assert shown["run_id"] == data["run_id"] and shown["params"] == run.data.params
+    assert {**shown["metrics"], **{f"system/{k}": system[f"system/{k}"] for k in shown["system_metrics"]}} == run.data.metrics
+    # the telemetry over the window as system metrics (MLflow's System metrics tab): a point per
+    # sample here (0.02 s apart), stepped in ms from the window's start and stamped in the run's time
+    cpu = MlflowClient(f"sqlite:///{store / 'mlflow.db'}").get_metric_history(data["run_id"], "system/cpu_util_pct")
+    steps = [m.step for m in cpu]
+    assert len(cpu) >= 3 and steps == sorted(steps) and steps[0] >= 0
+    assert run.info.start_time <= cpu[0].timestamp and cpu[-1].timestamp <= run.info.end_time
+    assert [m.timestamp - cpu[0].timestamp for m in cpu] == [s - steps[0] for s in steps]
+    assert statistics.fmean(m.value for m in cpu) == pytest.approx(run.data.metrics["cpu_util_pct"], rel=0.05)
     assert shown["samples"]["count"] == data["samples"] and shown["samples"]["stop_reason"] == data["stop_reason"]
     assert shown["samples"]["min_ms"] == run.data.metrics["latency_min_ms"] and shown["failure_reason"] is None
     assert shown["artifacts"]["samples/latency_ms.json"] > 0 and shown["environment"]["torch_version"]

@@ -189,6 +189,9 @@ def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dic
         shown = [c["info"]["run_name"] for c in children if c["info"]["run_name"] in run_page]
         assert shown, "the network run's page lists its nested layer runs"
         assert f"{latency}"[:6] in run_page  # the metric's value as logged
+        # the telemetry over its measurement window, charted against time in the System metrics tab
+        _page(browser, ui_url(port, f"/experiments/{exp_id}/runs/{parent['info']['run_id']}/system-metrics"),
+              "System metrics", "(system/cpu_util_pct)", "(system/proc_rss_mb)", shot="system-metrics")  # drawn: legends
         layer_page = _page(browser, ui_url(port, f"/experiments/{exp_id}/runs/{layer['info']['run_id']}"),
                            "Parent run", parent_name, "op_type", shot="layer-run")
         assert "layer_index" in layer_page

@@ -92,6 +92,8 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     logger = RunLogger(uri, experiment="offline", environment=ENV)
     assert logger.offline and "connection refused" in logger.offline
     net = network_record("resnet18", 1)
+    net.history["system/cpu_util_pct"] = [(0, 50.0), (20, 62.5)]  # a window's series, stamped from its start
+    net.series_start_ms = 1_790_000_000_000
     logger.log([net, layer_record(net, 0), layer_record(net, 1)])
     logger.log([network_record("resnet18", 2)])
     repeat = network_record("resnet18", 2)  # a deliberate repeat (profile --again): same config key, own repeat key
@@ -123,6 +125,10 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
         assert [r.data.tags.get("tracker.repeat_key") for r in runs].count(f"{repeat.config_key}#r2") == 1
         parents = {r.info.run_id for r in runs if r.data.tags["tracker.kind"] == "network"}
         assert all(r.data.tags["mlflow.parentRunId"] in parents for r in runs if r.data.tags["tracker.kind"] == "layer")
+        sent = next(r for r in runs if r.data.tags["tracker.config_key"] == net.config_key)  # the server's own id
+        series = client.get_metric_history(sent.info.run_id, "system/cpu_util_pct")  # kept in the outbox, sent as it was
+        assert [(m.step, m.timestamp, m.value) for m in series] == [(0, 1_790_000_000_000, 50.0),
+                                                                     (20, 1_790_000_000_020, 62.5)]
         assert "outbox is empty" in runner.invoke(app, ["--tracking-uri", uri, "sync"]).output
 
 

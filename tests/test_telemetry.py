@@ -324,6 +324,25 @@ def test_summary_says_the_cpu_other_processes_took() -> None:
     assert "cpu_util_others_pct" not in summarize(with_children) and "cpu_util_pct" in summarize(with_children)
 
 
+def test_series_are_the_window_in_stretches_of_time() -> None:
+    """Each reading over the window as (ms since its start, value), consecutive samples averaged
+    into at most ``points`` equal stretches; RAPL's counter as power between readings; the board's
+    power and a Jetson's GPU load from tegrastats; the CPU others took; nothing not read."""
+    ms = 10**6
+    system = [Sample(t * 10 * ms, {"cpu_util_pct": 50.0 + t, "proc_cpu_util_pct": 40.0, "proc_rss_mb": 100.0,
+                                   "cpu_energy_counter_j": 0.5 * t}) for t in range(10)]  # 0.5 J every 10 ms: 50 W
+    board = [Sample(t * 10 * ms + 5 * ms, {"board_power_w": 7.0, "gpu_util_pct": 30.0}, TEGRASTATS) for t in range(10)]
+    out = telemetry.series(system + board, start_ns=0, end_ns=100 * ms, points=5)
+    assert set(out) == {"cpu_util_pct", "cpu_util_others_pct", "proc_rss_mb", "cpu_power_w", "board_power_w",
+                        "gpu_util_pct"}
+    assert out["cpu_util_pct"] == [(5, 50.5), (25, 52.5), (45, 54.5), (65, 56.5), (85, 58.5)]  # 2 samples a stretch
+    assert out["cpu_util_others_pct"][0] == (5, 10.5) and out["proc_rss_mb"][-1] == (85, 100.0)
+    assert [v for _, v in out["cpu_power_w"]] == pytest.approx([50.0] * 5)
+    assert out["board_power_w"][0] == (10, 7.0) and out["gpu_util_pct"][0] == (10, 30.0)
+    assert telemetry.series(system, start_ns=200 * ms, end_ns=300 * ms) == {}  # no sample in the window
+    assert len(telemetry.series(system, start_ns=0, end_ns=100 * ms)["cpu_util_pct"]) == 10  # fewer than points
+
+
 def test_sampler_counts_another_process_busy_as_others() -> None:
     """A process that is no child of the sampling one burns a core: the others' share is about a
     core's worth of the machine while this one idles, and not where this one burns alone."""

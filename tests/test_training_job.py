@@ -156,6 +156,10 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
         assert f"Median iteration {metrics['latency_ms']:.3f} ms" in note and "over 19 steps after 1 set-up step." in note
         steps = client.get_metric_history(r["run_id"], "step_total_ms")
         assert len(steps) == 20 and metrics["step_time_ms"] == pytest.approx(statistics.median(m.value for m in steps[1:]))
+        # its telemetry over every step, the set-up too, as system metrics (MLflow's System metrics tab)
+        rss = client.get_metric_history(r["run_id"], "system/proc_rss_mb")
+        run_info = client.get_run(r["run_id"]).info
+        assert len(rss) >= 3 and run_info.start_time <= rss[0].timestamp <= rss[-1].timestamp <= run_info.end_time
     compared = _cli(runs, "runs", "compare", system["run_id"], retain["run_id"], "--format", "json")
     latency = json.loads(compared.stdout)["latency"]  # two jobs are judged on their steps, not left "not judged"
     assert latency["blocks"] == [19, 19] and 0 <= latency["p_value"] <= 1 and latency["verdict"] != "not judged", latency

@@ -132,6 +132,9 @@ def show(
             for key, value in values.items():
                 shown = f"{value:.6g}" if isinstance(value, float) else str(value)
                 typer.echo(f"  {key:<{width}}  {shown}")
+    if data["system_metrics"]:
+        typer.echo(f"system metrics (series over the window, in the MLflow UI's System metrics tab): "
+                   f"{', '.join(data['system_metrics'])}")
     if data["artifacts"]:
         typer.echo("artifacts:")
         for path, size in data["artifacts"].items():

@@ -94,7 +94,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
 
     from tracker.log.artifacts import downloaded
     from tracker.log.compare import resolve_run
-    from tracker.log.record import KIND_TAG, PARENT_TAG
+    from tracker.log.record import KIND_TAG, PARENT_TAG, SYSTEM_PREFIX
     from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
 
     client = MlflowClient(logger.location.uri)
@@ -116,7 +116,9 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
             "experiment": _experiment_name(client, logger, run.info.experiment_id), "start_time_ms": run.info.start_time,
             "end_time_ms": run.info.end_time, "parent_run_id": tags.get(PARENT_TAG),
             "failure_reason": tags.get("tracker.failure_reason"), "stderr_tail": tags.get("tracker.stderr_tail"),
-            "params": dict(sorted(run.data.params.items())), "metrics": dict(sorted(run.data.metrics.items())),
+            "params": dict(sorted(run.data.params.items())),
+            "metrics": {k: v for k, v in sorted(run.data.metrics.items()) if not k.startswith(SYSTEM_PREFIX)},
+            "system_metrics": sorted(k.removeprefix(SYSTEM_PREFIX) for k in run.data.metrics if k.startswith(SYSTEM_PREFIX)),
             "tags": {k: v for k, v in sorted(tags.items()) if k.startswith("tracker.")
                      and k not in ("tracker.stderr_tail", "tracker.failure_reason")},
             "environment": {k.removeprefix("env."): v for k, v in sorted(tags.items()) if k.startswith("env.")},

@@ -57,7 +57,7 @@ def _to_json(r: FinalRecord) -> dict[str, Any]:
         "run_id": r.run_id, "name": r.name, "params": r.params, "metrics": r.metrics,
         "history": {k: [list(p) for p in v] for k, v in r.history.items()}, "tags": r.tags, "status": r.status,
         "parent_id": r.parent_id, "artifacts": {k: _artifact(v) for k, v in r.artifacts.items()},
-        "start_time_ms": r.start_time_ms, "end_time_ms": r.end_time_ms,
+        "start_time_ms": r.start_time_ms, "end_time_ms": r.end_time_ms, "series_start_ms": r.series_start_ms,
     }
 
 
@@ -66,7 +66,7 @@ def _from_json(d: dict[str, Any]) -> FinalRecord:
         run_id=d["run_id"], name=d["name"], params=d["params"], metrics=d["metrics"],
         history={k: [(int(s), float(v)) for s, v in pts] for k, pts in d["history"].items()}, tags=d["tags"],
         status=d["status"], parent_id=d["parent_id"], artifacts={k: _unartifact(v) for k, v in d["artifacts"].items()},
-        start_time_ms=d["start_time_ms"], end_time_ms=d["end_time_ms"],
+        start_time_ms=d["start_time_ms"], end_time_ms=d["end_time_ms"], series_start_ms=d.get("series_start_ms"),
     )
 
 

@@ -25,6 +25,9 @@ RUN_NAME_TAG = "mlflow.runName"
 NOTE_TAG = "mlflow.note.content"
 KEY_TAG = "tracker.config_key"
 KIND_TAG = "tracker.kind"
+#: The prefix of a run's system metrics (telemetry series): MLflow's UI shows them apart, in the
+#: run's System metrics tab, against time.
+SYSTEM_PREFIX = "system/"
 #: A repeat of a configuration already measured (``--again``, a campaign's ``repeats``): its own
 #: key beside the config key, which stays the same so that the views count the configuration once.
 REPEAT_KEY_TAG = "tracker.repeat_key"
@@ -75,6 +78,9 @@ class RunRecord:
     key_fields: dict[str, Any] | None = None
     #: metric histories: name -> [(step, value), ...]; the last step is the latest value
     history: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    #: where the steps of its ``system/`` histories count milliseconds from: the wall-clock time (ms
+    #: since the epoch) their points are stamped from, as MLflow's System metrics tab plots them
+    series_start_ms: int | None = None
     #: artifacts: path inside the run's artifact folder -> bytes, text or a file to copy
     artifacts: dict[str, bytes | str | Path] = field(default_factory=dict)
     start_time_ms: int = field(default_factory=now_ms)
@@ -136,6 +142,7 @@ class RunRecord:
             artifacts=self.artifacts,
             start_time_ms=self.start_time_ms,
             end_time_ms=self.end_time_ms or max(now_ms(), self.start_time_ms),
+            series_start_ms=self.series_start_ms,
         )
 
 
@@ -154,12 +161,16 @@ class FinalRecord:
     artifacts: dict[str, bytes | str | Path]
     start_time_ms: int
     end_time_ms: int
+    series_start_ms: int | None = None
 
     def metric_points(self) -> list[tuple[str, float, int, int]]:
-        """Every metric point as (key, value, timestamp_ms, step)."""
+        """Every metric point as (key, value, timestamp_ms, step): a ``system/`` history's points
+        stamped ``series_start_ms`` plus their step (milliseconds), where the record has one."""
         points = [(k, v, self.end_time_ms, 0) for k, v in self.metrics.items()]
         for key, series in self.history.items():
-            points.extend((key, v, self.end_time_ms, s) for s, v in series)
+            timed = self.series_start_ms is not None and key.startswith(SYSTEM_PREFIX)
+            points.extend((key, v, self.series_start_ms + s if timed else self.end_time_ms, s)  # type: ignore[operator]
+                          for s, v in series)
         return points
 
     def latest_metrics(self) -> dict[str, tuple[float, int, int]]:

@@ -460,8 +460,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         memory["page_faults_per_iter_count"] = faults_per_step
     if cap_used_mb is not None:
         memory["memory_cap_used_mb"] = cap_used_mb
+    # the series over every step, the first too (the charts show the set-up the figures leave out)
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
-            "memory": memory, "wall_s": wall_s, **({"memory_cap": cap.kind} if cap.kind else {})}
+            "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s,
+            **({"memory_cap": cap.kind} if cap.kind else {})}
 
 
 def _iteration_ms(step: dict[str, float]) -> float:
@@ -501,7 +503,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     """Log the run: the steps the child streamed, and what its last line said (``end``: empty where
     the child died, so its peak memory, telemetry and loop time are absent, not guessed)."""
     from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
-    from tracker.profile.records import telemetry_metrics
+    from tracker.profile.records import add_system_metrics, telemetry_metrics
 
     if steps:
         # the first step is the set-up (loader workers start, the allocator and the kernels warm up):
@@ -542,6 +544,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         epochs = _epochs(steps)
         for key in ("epoch_images_per_s", "epoch_loss", "epoch_step_time_ms"):
             record.history[key] = [(i, e[key]) for i, e in enumerate(epochs)]
+        add_system_metrics(record, end.get("telemetry_series"))
     if skipped:
         record.artifacts["skipped_files.json"] = json.dumps(skipped, indent=2)
         record.tags["tracker.skipped_files"] = str(len(skipped))

@@ -111,6 +111,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "timing": _timing_json(timing),
         "memory": memory,
         "telemetry": sampler.summary(*timing.window_ns),
+        "telemetry_series": sampler.series_json(*timing.window_ns),
     }
     if job.get("trace_dir"):  # after the measurement, its peak and telemetry: the profiler costs them nothing
         from tracker.profile.trace import trace_step

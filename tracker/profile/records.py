@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.log.record import RunRecord, now_ms
+from tracker.log.record import SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping, Summary, summarize
@@ -140,7 +140,20 @@ def measured_record(
         end_time_ms=now_ms(),
     )
     record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing)  # every figure above derives from them
+    add_system_metrics(record, payload.get("telemetry_series"))
     return record
+
+
+def add_system_metrics(record: RunRecord, series: dict[str, Any] | None) -> None:
+    """The telemetry series of a measurement window (``TelemetrySampler.series_json``) as the
+    run's system metrics: a history ``system/NAME`` each, its step the milliseconds since the
+    window's start, stamped from the window's wall-clock start (MLflow's System metrics tab)."""
+    if not series or not series.get("series"):
+        return
+    record.series_start_ms = int(series["start_ms"])
+    for name, points in series["series"].items():
+        if points:
+            record.history[SYSTEM_PREFIX + name] = [(int(t_ms), float(v)) for t_ms, v in points]
 
 
 def failed_record(

@@ -332,6 +332,66 @@ def summarize(
     return out
 
 
+#: Points at most of each series a run keeps as its system metrics (MLflow's System metrics tab):
+#: a window's samples are averaged in as many consecutive stretches of time.
+SERIES_POINTS = 200
+#: The readings of the sampler's periodic samples kept as series, by their names as series.
+SERIES_READINGS = ("cpu_util_pct", "sys_mem_used_mb", "proc_rss_mb", "gpu_util_pct", "gpu_mem_used_mb", "gpu_power_w",
+                   "gpu_sm_clock_mhz")
+
+
+def series(
+    samples: Sequence[Sample],
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    settle_s: float = 0.0,
+    points: int = SERIES_POINTS,
+) -> dict[str, list[tuple[int, float]]]:
+    """The readings over the window as time series, ``{name: [(ms since the window's start,
+    value), ...]}``, each at most ``points`` long (consecutive samples averaged over equal
+    stretches of the window): the machine's and the process's CPU and memory, the CPU others took
+    (where the process read its own), CPU package power between RAPL readings, the GPU's (NVML)
+    and the board's (tegrastats). A series only of what was read; none for a window without samples."""
+    lo = (start_ns if start_ns is not None else min((s.t_ns for s in samples), default=0)) + int(settle_s * 1e9)
+    hi = end_ns if end_ns is not None else max((s.t_ns for s in samples), default=0)
+    window = sorted((s for s in samples if lo <= s.t_ns <= hi), key=lambda s: s.t_ns)
+    raw: dict[str, list[tuple[int, float]]] = {}
+
+    def add(name: str, t_ns: int, value: float) -> None:
+        raw.setdefault(name, []).append((t_ns, value))
+
+    previous: Sample | None = None
+    for s in window:
+        r = s.readings
+        if s.source == TEGRASTATS:
+            for name in ("board_power_w", "gpu_util_pct"):
+                if name in r:
+                    add(f"board_{name}" if name == "gpu_util_pct" else name, s.t_ns, r[name])
+            continue
+        for name in SERIES_READINGS:
+            if name in r:
+                add(name, s.t_ns, r[name])
+        if "cpu_util_pct" in r and "proc_cpu_util_pct" in r:
+            add("cpu_util_others_pct", s.t_ns, max(0.0, r["cpu_util_pct"] - r["proc_cpu_util_pct"]))
+        if previous is not None and "cpu_energy_counter_j" in r and "cpu_energy_counter_j" in previous.readings:
+            span_s = (s.t_ns - previous.t_ns) / 1e9
+            if span_s > 0:
+                add("cpu_power_w", s.t_ns, (r["cpu_energy_counter_j"] - previous.readings["cpu_energy_counter_j"]) / span_s)
+        previous = s
+    if "gpu_util_pct" not in raw and "board_gpu_util_pct" in raw:  # a Jetson's GPU load, as summarize takes it
+        raw["gpu_util_pct"] = raw["board_gpu_util_pct"]
+    raw.pop("board_gpu_util_pct", None)
+    width_ns = max(hi - lo, 1) / max(points, 1)
+    out: dict[str, list[tuple[int, float]]] = {}
+    for name, values in raw.items():
+        bins: dict[int, list[tuple[int, float]]] = {}
+        for t_ns, value in values:
+            bins.setdefault(min(int((t_ns - lo) / width_ns), points - 1), []).append((t_ns, value))
+        out[name] = [(round((statistics.fmean(t for t, _ in b) - lo) / 1e6), statistics.fmean(v for _, v in b))
+                     for _, b in sorted(bins.items())]
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Sources: each is opened once and read with a cheap callable per sample
 # --------------------------------------------------------------------------------------------
@@ -662,6 +722,20 @@ class TelemetrySampler:
 
     # -- results ---------------------------------------------------------------------------
 
+    def series(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, list[tuple[int, float]]]:
+        """The readings over [start_ns, end_ns], less the first ``settle_s`` seconds, as time
+        series (see :func:`series`); the window defaults as :meth:`summary`'s."""
+        return series(*self._window(start_ns, end_ns), self.settle_s)
+
+    def series_json(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
+        """:meth:`series` with the wall-clock time its milliseconds count from (``start_ms``, ms
+        since the epoch: the window's start, less its settling), for a run's system metrics."""
+        if start_ns is None:
+            start_ns = self.start_ns if self.start_ns is not None else time.perf_counter_ns()
+        lo_ns = start_ns + int(self.settle_s * 1e9)
+        start_ms = (time.time_ns() - (time.perf_counter_ns() - lo_ns)) // 1_000_000
+        return {"start_ms": start_ms, "series": self.series(start_ns, end_ns)}
+
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, float]:
         """Aggregates over samples in [start_ns, end_ns], less the first ``settle_s`` seconds.
 
@@ -677,10 +751,15 @@ class TelemetrySampler:
         Energies cover the window, the readings at its edges held out to its ends; an energy
         counter is used only where it ticked ``MIN_COUNTER_TICKS`` times in the window.
         """
+        return summarize(*self._window(start_ns, end_ns), self.settle_s)
+
+    def _window(self, start_ns: int | None, end_ns: int | None) -> tuple[list[Sample], int | None, int]:
+        """The samples so far, and the window: the sampler's own start and stop (or now while it
+        runs) where not given."""
         with self._lock:
             samples = list(self.samples)
         if start_ns is None:
             start_ns = self.start_ns
         if end_ns is None:
             end_ns = self.end_ns if self.end_ns is not None else time.perf_counter_ns()
-        return summarize(samples, start_ns, end_ns, self.settle_s)
+        return samples, start_ns, end_ns
