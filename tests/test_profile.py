@@ -741,7 +741,7 @@ def test_a_retaining_allocator_is_a_mode_of_its_own_and_ends_the_page_faults(tmp
     numa = Path("/proc/sys/kernel/numa_balancing")
     if numa.exists():
         assert kernel["env.numa_balancing"] == numa.read_text().strip()
-    assert system.as_dict()["page_faults_per_iter_count"] == faults[0]
+    assert system.as_dict()["page_faults_per_iter_count"] == system_faults[0]  # its own, whatever a repeat read
     exp = client.get_experiment_by_name("alloc")
     mode_runs = {r.data.params["mode"]: r.data.params for r in client.search_runs([exp.experiment_id],
                                                                               "tags.`tracker.kind` = 'mode'")}
