@@ -401,7 +401,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return {"mapping": mapping.compact(), "networks": networks, "window_s": window["close"] - window["open"],
             "mode": {"device": mode.device, "mode_id": mode.mode_id}, "memory": memory,
-            "telemetry": sampler.summary(start_ns, end_ns)}
+            "telemetry": sampler.summary(start_ns, end_ns), "telemetry_series": sampler.series_json(start_ns, end_ns)}
 
 
 # --------------------------------------------------------------------------- parent side: one run per workload
@@ -455,7 +455,7 @@ def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, s
                     failure: tuple[str, str, str] | None = None) -> Any:
     """The ``mapping`` run of a workload: measured figures, or the failure (reason, message, stderr tail)."""
     from tracker.log.record import RunRecord, now_ms
-    from tracker.profile.records import telemetry_metrics
+    from tracker.profile.records import add_system_metrics, telemetry_metrics
 
     record = RunRecord(kind="mapping", name=w.name(), params=_params(w, mode_id), key_fields=w.key_fields(mode_id),
                        tags={"tracker.source": "measured"}, start_time_ms=start_ms, end_time_ms=now_ms(),
@@ -479,6 +479,7 @@ def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, s
         record.metrics["peak_mem_mb"] = float(peak)
     inferences = sum(int(n["inf_count"]) for n in payload["networks"])
     record.metrics.update(telemetry_metrics(payload["telemetry"], inferences, MAPPING_TELEMETRY))
+    add_system_metrics(record, payload.get("telemetry_series"))
     return record
 
 
