@@ -4,7 +4,8 @@ First a start-up probe, in a fresh process: how long the imports take and, on a 
 context and a first convolution (every command pays these; about 20 s a command on the H200).
 Then each step is one `tracker` command in its own process, as a user would type it, on a
 temporary folder store: `device show` (what the runs will record, whose mode must be the first
-run's), whole-network inference and training at two batch sizes, the layer
+run's), whole-network inference and training at two batch sizes (the first run's system metrics
+must hold NVML's power over its window on a GPU), the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command; then again under an 8 GB cap on the GPU's memory, which must
 fit a smaller batch), a torch.profiler trace (operators ranked by their kernels' time), a repeat of a configuration (`--again`), a training job and a
@@ -147,6 +148,8 @@ def main() -> None:
     if isinstance(outputs.get("network_b1"), dict) and isinstance(outputs.get(f"network_b{big}"), dict):
         step("compare", ["runs", "compare", str(outputs["network_b1"].get("run_id")),
                          str(outputs[f"network_b{big}"].get("run_id")), "--format", "json"])
+    if isinstance(outputs.get("network_b1"), dict):  # its telemetry over the window, as system metrics
+        step("show_b1", ["runs", "show", str(outputs["network_b1"].get("run_id")), "--format", "json"])
     # Doubling training batches of resnet50 until the device runs out of memory (on an 80 GB H100
     # that is past 512 at 224 px); on cpu a memory cap stands in for the device's size.
     boundary = ["profile", "boundary", "resnet50", "--phase", "training", "--device", device,
@@ -222,6 +225,8 @@ def main() -> None:
                                  "measured": sorted(d.get("measured") or {}), "absent": d.get("absent"),
                                  "memory_cap": d.get("memory_cap"), "notes": d.get("notes"),
                                  "mode_matches_network_b1": d.get("mode", {}).get("id") == b1.get("mode")}
+    if isinstance(outputs.get("show_b1"), dict):
+        checks["system_metrics_b1"] = outputs["show_b1"].get("system_metrics")
     if isinstance(outputs.get("trace"), dict):  # on a GPU the operators are ranked by their kernels' time
         t = outputs["trace"].get("trace") or {}
         checks["trace"] = {"time_basis": t.get("time_basis"), "operators": t.get("operators"),
@@ -249,6 +254,7 @@ def main() -> None:
                       and (checks.get("device_show") or {}).get("mode_matches_network_b1") is True
                       and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"]
                                        and "nvml" in (checks["device_show"].get("sources") or [])
+                                       and "gpu_power_w" in (checks.get("system_metrics_b1") or [])
                                        and checks["trace"]["time_basis"] == "self_device_ms"))}))
 
 
