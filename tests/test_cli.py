@@ -403,7 +403,8 @@ def test_a_measurement_beside_other_work_says_how_much_cpu_it_took(tmp_path: Pat
     share of the machine's CPU other processes took (about that core's), and profile says so."""
     from tests.conftest import busy_elsewhere
     from tracker.cli.options import OutputFormat
-    from tracker.cli.profile import OTHERS_CPU_HINT_PCT, _report
+    from tracker.cli.profile import _report
+    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 
     with busy_elsewhere():
         result = runner.invoke(app, ["--tracking-uri", str(tmp_path / "s"), "profile", "network", "squeezenet1_1",
@@ -412,9 +413,11 @@ def test_a_measurement_beside_other_work_says_how_much_cpu_it_took(tmp_path: Pat
     data = json.loads(result.stdout)
     run = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}").get_run(data["run_id"])
     assert data["cpu_util_others_pct"] == run.data.metrics["cpu_util_others_pct"] > 0.6 * 100 / (os.cpu_count() or 1)
+    assert f"Other processes took {data['cpu_util_others_pct']:.0f} % of the machine's CPU" in run.data.tags[
+        "mlflow.note.content"]  # the run's description, where the MLflow UI shows it
     _report(data, OutputFormat.table)
     assert f"note: other processes took {data['cpu_util_others_pct']:.0f} % of this machine's CPU" in capsys.readouterr().out
-    _report({**data, "cpu_util_others_pct": OTHERS_CPU_HINT_PCT - 1}, OutputFormat.table)  # a quiet machine: no note
+    _report({**data, "cpu_util_others_pct": OTHERS_CPU_NOTE_PCT - 1}, OutputFormat.table)  # a quiet machine: no note
     assert "other processes took" not in capsys.readouterr().out
 
 

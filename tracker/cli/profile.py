@@ -22,6 +22,7 @@ from tracker.cli.options import (
     exit_interrupted,
     state,
 )
+from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 from tracker.profile.stats import MIN_SAMPLES
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
@@ -62,9 +63,6 @@ def _check(model: str, device: str) -> None:
 #: Page faults per iteration from which a measurement in the C library's allocator mode says
 #: that ``--allocator retain`` exists (retaining: about none; glibc's defaults: 1,000 and more).
 PAGE_FAULT_HINT = 100
-#: Share of the machine's CPU (%) that other processes took during a measurement from which
-#: ``profile`` says so: they competed with it for cores, caches and memory bandwidth.
-OTHERS_CPU_HINT_PCT = 10.0
 
 
 def _telemetry_text(data: dict) -> str:
@@ -110,7 +108,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
                    "back and faults them in again every iteration, at a cost that moves with the host; "
                    "--allocator retain keeps them (a mode of its own)")
     others = data.get("cpu_util_others_pct")
-    if others is not None and others >= OTHERS_CPU_HINT_PCT:
+    if others is not None and others >= OTHERS_CPU_NOTE_PCT:
         typer.echo(f"note: other processes took {others:.0f} % of this machine's CPU while it was measured: they "
                    "compete for its cores, caches and memory, so this may be slower than the machine alone would "
                    "run it (tracker device show; the run keeps cpu_util_others_pct)")

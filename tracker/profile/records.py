@@ -11,6 +11,10 @@ from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping, Summary, summarize
 
 #: Telemetry summary keys -> metric names of the schemas.
+#: Share of the machine's CPU (%) that other processes took during a measurement from which its
+#: run's description and ``profile``'s output say so: they competed with it for cores, caches and
+#: memory bandwidth.
+OTHERS_CPU_NOTE_PCT = 10.0
 TELEMETRY_METRICS = {
     "cpu_util_pct": "cpu_util_pct",
     "cpu_util_others_pct": "cpu_util_others_pct",
@@ -140,6 +144,10 @@ def measured_record(
         end_time_ms=now_ms(),
     )
     record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing)  # every figure above derives from them
+    others = metrics.get("cpu_util_others_pct")
+    if others is not None and others >= OTHERS_CPU_NOTE_PCT:  # said where the UI shows the run
+        record.description += (f" Other processes took {others:.0f} % of the machine's CPU over the window: "
+                               "this may be slower than the machine alone would run it.")
     add_system_metrics(record, payload.get("telemetry_series"))
     return record
 
