@@ -10,11 +10,11 @@ from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping, Summary, summarize
 
-#: Telemetry summary keys -> metric names of the schemas.
 #: Share of the machine's CPU (%) that other processes took during a measurement from which its
 #: run's description and ``profile``'s output say so: they competed with it for cores, caches and
 #: memory bandwidth.
 OTHERS_CPU_NOTE_PCT = 10.0
+#: Telemetry summary keys -> metric names of the schemas.
 TELEMETRY_METRICS = {
     "cpu_util_pct": "cpu_util_pct",
     "cpu_util_others_pct": "cpu_util_others_pct",

@@ -248,6 +248,15 @@ def _counter(samples: Sequence[Sample], key: str, span_s: float) -> tuple[float,
     return rate_w * span_s, rate_w
 
 
+def _in_window(samples: Sequence[Sample], start_ns: int | None, end_ns: int | None,
+               settle_s: float) -> tuple[int, int, list[Sample]]:
+    """The window [start_ns + settle_s, end_ns] (its ends default to the first and last sample's
+    times) and its samples in time order."""
+    lo = (start_ns if start_ns is not None else min((s.t_ns for s in samples), default=0)) + int(settle_s * 1e9)
+    hi = end_ns if end_ns is not None else max((s.t_ns for s in samples), default=0)
+    return lo, hi, sorted((s for s in samples if lo <= s.t_ns <= hi), key=lambda s: s.t_ns)
+
+
 def summarize(
     samples: Sequence[Sample],
     start_ns: int | None = None,
@@ -255,9 +264,7 @@ def summarize(
     settle_s: float = 0.0,
 ) -> dict[str, float]:
     """Aggregate samples in [start_ns + settle_s, end_ns]; see :meth:`TelemetrySampler.summary`."""
-    lo = (start_ns if start_ns is not None else min((s.t_ns for s in samples), default=0)) + int(settle_s * 1e9)
-    hi = end_ns if end_ns is not None else max((s.t_ns for s in samples), default=0)
-    window = sorted((s for s in samples if lo <= s.t_ns <= hi), key=lambda s: s.t_ns)
+    lo, hi, window = _in_window(samples, start_ns, end_ns, settle_s)
     span_s = max(hi - lo, 0) / 1e9  # energies cover the whole window, not only from its first sample to its last
     system = [s for s in window if s.source == SYSTEM]
     tegra = [s for s in window if s.source == TEGRASTATS]
@@ -352,9 +359,7 @@ def series(
     stretches of the window): the machine's and the process's CPU and memory, the CPU others took
     (where the process read its own), CPU package power between RAPL readings, the GPU's (NVML)
     and the board's (tegrastats). A series only of what was read; none for a window without samples."""
-    lo = (start_ns if start_ns is not None else min((s.t_ns for s in samples), default=0)) + int(settle_s * 1e9)
-    hi = end_ns if end_ns is not None else max((s.t_ns for s in samples), default=0)
-    window = sorted((s for s in samples if lo <= s.t_ns <= hi), key=lambda s: s.t_ns)
+    lo, hi, window = _in_window(samples, start_ns, end_ns, settle_s)
     raw: dict[str, list[tuple[int, float]]] = {}
 
     def add(name: str, t_ns: int, value: float) -> None:
