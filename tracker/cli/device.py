@@ -23,6 +23,7 @@ def show(
     """What a measurement on DEVICE records here: its device mode, each telemetry metric measured
     (with its reading now) or absent (and why), the memory cap it would get, and what moves
     measurements on this machine. Reads; changes nothing."""
+    from tracker.environment import cuda_index
     from tracker.profile.inventory import PROBE_INTERVAL_S, device_report
 
     report = device_report(device, threads=threads, allocator=allocator.value if allocator else None)
@@ -32,8 +33,6 @@ def show(
     size = f", {report['memory_mb']:,} MB" if report["memory_mb"] else ""
     cores = f", {report['cores']} CPU cores" if device == "cpu" else ""
     typer.echo(f"device {device}: {report['name'] or 'unnamed'}{size}{cores}")
-    from tracker.environment import cuda_index
-
     others = [f"{g['device']} {g['name']}" for g in report["cuda_devices"] if cuda_index(g["device"]) != cuda_index(device)]
     if others:
         typer.echo(f"other devices: {', '.join(others)}")
