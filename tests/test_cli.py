@@ -419,6 +419,14 @@ def test_a_measurement_beside_other_work_says_how_much_cpu_it_took(tmp_path: Pat
     assert f"note: other processes took {data['cpu_util_others_pct']:.0f} % of this machine's CPU" in capsys.readouterr().out
     _report({**data, "cpu_util_others_pct": OTHERS_CPU_NOTE_PCT - 1}, OutputFormat.table)  # a quiet machine: no note
     assert "other processes took" not in capsys.readouterr().out
+    # compared with a repeat, the runs say how busy the machine was beside each
+    args = ["--tracking-uri", str(tmp_path / "s"), "profile", "network", "squeezenet1_1", "--threads", "1",
+            "--time-cap", "0.5", "--precision", "0.1", "--again", "--format", "json"]
+    repeat = json.loads(runner.invoke(app, args).stdout)
+    compared = runner.invoke(app, ["--tracking-uri", str(tmp_path / "s"), "runs", "compare", data["run_id"],
+                                   repeat["run_id"], "--format", "json"])
+    busy = json.loads(compared.stdout)["busy_beside"]
+    assert busy == {"a": data["cpu_util_others_pct"], "b": repeat.get("cpu_util_others_pct")}
 
 
 def test_min_samples_buys_a_tail_latency(tmp_path: Path) -> None:

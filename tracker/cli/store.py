@@ -173,6 +173,9 @@ def compare(
                         ("WARNING: environments differ", data["environment_differences"])):
         if rows:
             typer.echo(f"{title}: " + "; ".join(f"{r['key']} {r['a']} -> {r['b']}" for r in rows))
+    if busy := data["busy_beside"]:
+        shares = "; ".join(f"{side.upper()} {'not measured' if v is None else f'{v:.1f} %'}" for side, v in busy.items())
+        typer.echo(f"WARNING: other processes took the CPU while measuring ({shares}): a change may be theirs")
     table = Table("metric", "A", "B", "change", box=None, pad_edge=False)
     for r in data["metrics"]:
         def cell(value: float | None, ci: float | None = None) -> str:

@@ -277,6 +277,15 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
     return out
 
 
+def _busy_beside(a: Side, b: Side) -> dict[str, float | None]:
+    """Each side's share of the CPU that other processes took while it was measured, where one of
+    them reached ``OTHERS_CPU_NOTE_PCT``: a change between the two may be theirs (empty otherwise)."""
+    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+
+    shares = {"a": a.metrics.get("cpu_util_others_pct"), "b": b.metrics.get("cpu_util_others_pct")}
+    return shares if any(v is not None and v >= OTHERS_CPU_NOTE_PCT for v in shares.values()) else {}
+
+
 def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[str, Any]:
     """Runs ``ref_a`` and ``ref_b`` of ``experiment`` in ``store`` (``tracker.log.store``) compared
     (B against A): differences of configuration and environment, every metric both or either has,
@@ -308,6 +317,7 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
                   "samples": s.samples is not None} for side, s in (("a", a), ("b", b))},
         "configuration_differences": _differences(a.params, b.params, CONFIGURATION),
         "environment_differences": _differences(a.environment(), b.environment()),
+        "busy_beside": _busy_beside(a, b),
         "metrics": metrics,
         "latency": latency_verdict(a, b),
         **({"layers": compare_layers(a.layers, b.layers)} if a.layers and b.layers else {}),
