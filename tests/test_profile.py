@@ -555,6 +555,23 @@ def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_
     assert len(runs) == 4 and len(with_layers) == 2 and {r.data.tags["tracker.campaign"] for r in with_layers} == {"layered"}
 
 
+def test_a_campaign_counts_what_it_measured_beside_other_work(tmp_path: Path) -> None:
+    """A configuration measured while another process burns a core (on one thread, the other
+    core) is counted as measured beside other work, and the campaign's line says so."""
+    from tests.conftest import busy_elsewhere
+
+    path = campaign_file(tmp_path, "busy", tff=False)
+    path.write_text(path.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'zoo = ["squeezenet1_1"]')
+                    .replace("batch_sizes = [1, 2, 4]", "batch_sizes = [1]") + "threads = [1]\n")
+    with busy_elsewhere():
+        done = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "busy: 1 measured, 0 failed, 0 skipped of 1" in done.stdout
+    assert "note: 1 of them measured while other processes took 10 % or more of the CPU" in done.stdout, done.stdout
+    (run,) = network_runs(tmp_path / "s", "busy")
+    assert run.data.metrics["cpu_util_others_pct"] >= 10
+
+
 def test_a_traced_campaign_traces_each_configuration_once(tmp_path: Path) -> None:
     """``trace = true``: each configuration is traced with torch.profiler once. One measured before
     without its trace is measured again, as a repeat (``CONFIG_KEY#trace``); one whose trace failed

@@ -44,6 +44,12 @@ def run(
         emit_json(data)
     else:
         typer.echo(f"{campaign.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped of {tally.total}")
+        if tally.beside_other_work:
+            from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+
+            typer.echo(f"note: {tally.beside_other_work} of them measured while other processes took "
+                       f"{OTHERS_CPU_NOTE_PCT:g} % or more of the CPU (their runs say how much: cpu_util_others_pct); "
+                       "to measure them again: profile network ... --again, or a campaign's repeats")
     if tally.interrupted:
         exit_interrupted("interrupted: what was measured is kept; run the same command again to resume")
 

@@ -233,13 +233,15 @@ class Tally:
     measured: int = 0
     failed: int = 0
     skipped: int = 0  # already measured, or past a failure in a till_first_fail chain
+    #: of those measured, how many while other processes took ``OTHERS_CPU_NOTE_PCT`` or more of the CPU
+    beside_other_work: int = 0
     interrupted: bool = False
     #: a dry run's configurations in the order a run would take them, each with its PLAN_STATES state
     planned: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
-                "interrupted": self.interrupted}
+                "beside_other_work": self.beside_other_work, "interrupted": self.interrupted}
 
     def plan_counts(self) -> dict[str, int]:
         """How many configurations a dry run found in each state (those with none left out)."""
@@ -294,6 +296,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     from tracker.profile.api import ensure_mode_logged, measure_planned, plan
     from tracker.profile.device import check_device
     from tracker.profile.memcap import planned_kind
+    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
     from tracker.profile.stats import Stopping
     from tracker.profile.trace import TRACE_ERROR_TAG, TRACE_TAG
 
@@ -381,6 +384,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
+                        if res.network.metrics.get("cpu_util_others_pct", 0.0) >= OTHERS_CPU_NOTE_PCT:
+                            tally.beside_other_work += 1
                         if tracing:
                             traced_keys.add(p.config_key)
                     else:
