@@ -12,7 +12,9 @@ app = typer.Typer(help="This machine's devices: what a measurement on each recor
                   no_args_is_help=True)
 
 
-@app.command("show")
+@app.command("show", help="What a measurement on DEVICE records here, measuring nothing.\n\nIts device mode, each "
+                           "telemetry metric measured (with its reading now) or absent (and why), the memory cap it "
+                           "would get, and what moves measurements on this machine. Reads; changes nothing.")
 def show(
     device: Annotated[str, typer.Argument(callback=device_name, help="cpu, cuda or cuda:N (CUDA device N).")] = "cpu",
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads of the mode; default: torch's.")] = None,
@@ -20,9 +22,7 @@ def show(
         "--allocator", help="The C allocator of the mode (system or retain); default: the C library's own.")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """What a measurement on DEVICE records here: its device mode, each telemetry metric measured
-    (with its reading now) or absent (and why), the memory cap it would get, and what moves
-    measurements on this machine. Reads; changes nothing."""
+    """``tracker.profile.inventory.device_report``, as a table or JSON."""
     from tracker.environment import cuda_index
     from tracker.profile.inventory import PROBE_INTERVAL_S, device_report
 
