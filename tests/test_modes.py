@@ -201,7 +201,7 @@ def test_the_allocator_is_named_in_the_mode_only_where_it_retains(no_jetson, thr
 
 
 def test_unknown_device_is_refused(no_jetson):
-    for bad in ("tpu", "cuda:x", "cpu:1", ""):
+    for bad in ("tpu", "cuda:x", "cpu:1", "", "cuda:²"):  # a digit that is not a decimal one
         with pytest.raises(ConfigError):
             read_mode(bad, threads=1)
 

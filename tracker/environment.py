@@ -79,7 +79,7 @@ def cuda_index(device: str) -> int | None:
     if device == "cuda":
         return 0
     head, _, index = device.partition(":")
-    return int(index) if head == "cuda" and index.isdigit() else None
+    return int(index) if head == "cuda" and index.isascii() and index.isdigit() else None
 
 
 def gpu_tags(device: str) -> dict[str, str]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.environment import cuda_index, nvml, nvml_handle, nvml_text
 from tracker.errors import ConfigError
+from tracker.profile.device import is_device_name
 
 if TYPE_CHECKING:
     from tracker.log.record import RunRecord
@@ -38,7 +39,6 @@ SYSFS_CPU = Path("/sys/devices/system/cpu")
 NVPMODEL_QUERY = ("nvpmodel", "-q")
 
 ParamValue = str | int | float
-_DEVICE = re.compile(r"^(?:(cpu)|(cuda)(?::(\d+))?)$")
 _NVP_NAME = re.compile(r"^\s*NV Power Mode\s*:\s*(\S.*?)\s*$", re.IGNORECASE)
 
 #: DeviceMode params -> the mode schema's params (schemas/mode.json). The GPU clocks of the
@@ -287,8 +287,7 @@ def read_mode(device: str = "cpu", threads: int | None = None, allocator: str | 
     GPU.
     """
     spec = device.strip().lower() if isinstance(device, str) else ""
-    match = _DEVICE.match(spec)
-    if not match:
+    if not is_device_name(spec):
         raise ConfigError(f"device = {device!r}: expected cpu, cuda or cuda:N")
     params: dict[str, ParamValue] = {}
     if (index := cuda_index(spec)) is not None:
