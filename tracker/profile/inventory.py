@@ -30,20 +30,13 @@ BUSY_LOAD_PER_CORE = 0.5
 FEW_CORES = 4
 CPUINFO = Path("/proc/cpuinfo")
 
-#: Telemetry metrics of a run: the sampler summary's key each comes from, and what reads it.
+#: Telemetry metrics of a run, with what reads them; the sampler summary's key each comes from is
+#: the one ``records`` turns into it (``summary_key``).
 TELEMETRY = {
-    "cpu_util_pct": ("cpu_util_pct", "psutil"),
-    "cpu_util_others_pct": ("cpu_util_others_pct", "psutil"),
-    "sys_mem_used_peak_mb": ("sys_mem_used_peak_mb", "psutil"),
-    "proc_rss_peak_mb": ("proc_rss_peak_mb", "psutil"),
-    "cpu_power_w": ("cpu_power_w", "rapl"),
-    "gpu_util_pct": ("gpu_util_pct", "nvml"),
-    "gpu_mem_used_mb": ("gpu_mem_used_peak_mb", "nvml"),
-    "gpu_power_w": ("gpu_power_w", "nvml"),
-    "gpu_sm_clock_mhz": ("gpu_sm_clock_mhz", "nvml"),
-    "board_power_w": ("board_power_w", "tegrastats"),
-    "power_w": ("power_w", "power"),
-    "energy_per_iter_j": ("energy_j", "power"),
+    "cpu_util_pct": "psutil", "cpu_util_others_pct": "psutil", "sys_mem_used_peak_mb": "psutil",
+    "proc_rss_peak_mb": "psutil", "cpu_power_w": "rapl", "gpu_util_pct": "nvml", "gpu_mem_used_mb": "nvml",
+    "gpu_power_w": "nvml", "gpu_sm_clock_mhz": "nvml", "board_power_w": "tegrastats", "power_w": "power",
+    "energy_per_iter_j": "power",
 }
 #: The measurement's own figures, always there: how each is taken, by device kind.
 ALWAYS = {
@@ -57,6 +50,16 @@ ALWAYS = {
         "peak_mem_mb": "torch's peak allocated CUDA memory (cuda_max_allocated_mb; reserved beside it)",
     },
 }
+
+
+def summary_key(metric: str) -> str:
+    """The key of the sampler's summary a run's telemetry metric is made of (``records``'
+    ``TELEMETRY_METRICS``; an energy per iteration is the window's energy over its iterations)."""
+    from tracker.profile.records import ENERGY_KEY, TELEMETRY_METRICS
+
+    if metric == "energy_per_iter_j":
+        return ENERGY_KEY
+    return next(key for key, name in TELEMETRY_METRICS.items() if name == metric)
 
 
 def rapl_reason(root: Path | None = None) -> str | None:
@@ -202,7 +205,8 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
     if "tegrastats" not in sources:
         reasons["tegrastats"] = "no tegrastats on the PATH (a Jetson's)"
     measured, absent = {}, {}
-    for metric, (key, source) in TELEMETRY.items():
+    for metric, source in TELEMETRY.items():
+        key = summary_key(metric)
         if key in summary:
             if source == "power":
                 source = _power_source(summary)

@@ -14,6 +14,8 @@ from tracker.profile.stats import Stopping, Summary, summarize
 #: run's description and ``profile``'s output say so: they competed with it for cores, caches and
 #: memory bandwidth.
 OTHERS_CPU_NOTE_PCT = 10.0
+#: The telemetry summary's energy over the window, which a run keeps per iteration (``energy_per_iter_j``).
+ENERGY_KEY = "energy_j"
 #: Telemetry summary keys -> metric names of the schemas.
 TELEMETRY_METRICS = {
     "cpu_util_pct": "cpu_util_pct",
@@ -87,8 +89,8 @@ def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
 
 def telemetry_metrics(telemetry: dict[str, float], iterations: int, keys: tuple[str, ...] | None = None) -> dict[str, float]:
     out = {TELEMETRY_METRICS[k]: float(v) for k, v in telemetry.items() if k in TELEMETRY_METRICS and (keys is None or k in keys)}
-    if "energy_j" in telemetry and iterations:
-        out["energy_per_iter_j"] = float(telemetry["energy_j"]) / iterations
+    if ENERGY_KEY in telemetry and iterations:
+        out["energy_per_iter_j"] = float(telemetry[ENERGY_KEY]) / iterations
     if not telemetry.get("telemetry_samples_count"):
         out.pop("telemetry_samples_count", None)
     return out
