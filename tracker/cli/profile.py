@@ -22,7 +22,6 @@ from tracker.cli.options import (
     exit_interrupted,
     state,
 )
-from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 from tracker.profile.stats import MIN_SAMPLES
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
@@ -83,6 +82,8 @@ def _telemetry_text(data: dict) -> str:
 
 
 def _report(data: dict, fmt: OutputFormat) -> None:
+    from tracker.profile.records import beside_other_work
+
     if fmt is OutputFormat.json:
         emit_json(data)
         return
@@ -107,11 +108,10 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         typer.echo(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
                    "back and faults them in again every iteration, at a cost that moves with the host; "
                    "--allocator retain keeps them (a mode of its own)")
-    others = data.get("cpu_util_others_pct")
-    if others is not None and others >= OTHERS_CPU_NOTE_PCT:
-        typer.echo(f"note: other processes took {others:.0f} % of this machine's CPU while it was measured: they "
-                   "compete for its cores, caches and memory, so this may be slower than the machine alone would "
-                   "run it (tracker device show; the run keeps cpu_util_others_pct)")
+    if beside_other_work(data):
+        typer.echo(f"note: other processes took {data['cpu_util_others_pct']:.0f} % of this machine's CPU while it "
+                   "was measured: they compete for its cores, caches and memory, so this may be slower than the "
+                   "machine alone would run it (tracker device show; the run keeps cpu_util_others_pct)")
     if "layers" in data:
         typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}")
     if "trace" in data:

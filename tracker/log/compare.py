@@ -279,11 +279,13 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
 
 def _busy_beside(a: Side, b: Side) -> dict[str, float | None]:
     """Each side's share of the CPU that other processes took while it was measured, where one of
-    them reached ``OTHERS_CPU_NOTE_PCT``: a change between the two may be theirs (empty otherwise)."""
-    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+    them was measured beside such work (``records.beside_other_work``): a change between the two
+    may be theirs (empty otherwise)."""
+    from tracker.profile.records import beside_other_work
 
-    shares = {"a": a.metrics.get("cpu_util_others_pct"), "b": b.metrics.get("cpu_util_others_pct")}
-    return shares if any(v is not None and v >= OTHERS_CPU_NOTE_PCT for v in shares.values()) else {}
+    if not (beside_other_work(a.metrics) or beside_other_work(b.metrics)):
+        return {}
+    return {"a": a.metrics.get("cpu_util_others_pct"), "b": b.metrics.get("cpu_util_others_pct")}
 
 
 def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[str, Any]:

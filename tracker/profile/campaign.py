@@ -296,7 +296,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     from tracker.profile.api import ensure_mode_logged, measure_planned, plan
     from tracker.profile.device import check_device
     from tracker.profile.memcap import planned_kind
-    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+    from tracker.profile.records import beside_other_work
     from tracker.profile.stats import Stopping
     from tracker.profile.trace import TRACE_ERROR_TAG, TRACE_TAG
 
@@ -384,7 +384,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
-                        if res.network.metrics.get("cpu_util_others_pct", 0.0) >= OTHERS_CPU_NOTE_PCT:
+                        if beside_other_work(res.network.metrics):
                             tally.beside_other_work += 1
                         if tracing:
                             traced_keys.add(p.config_key)

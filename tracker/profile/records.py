@@ -14,6 +14,15 @@ from tracker.profile.stats import Stopping, Summary, summarize
 #: run's description and ``profile``'s output say so: they competed with it for cores, caches and
 #: memory bandwidth.
 OTHERS_CPU_NOTE_PCT = 10.0
+
+
+def beside_other_work(metrics: dict[str, float]) -> bool:
+    """Whether a run was measured while other processes took ``OTHERS_CPU_NOTE_PCT`` or more of the
+    CPU (its ``cpu_util_others_pct``; a run without one was not seen to be)."""
+    others = metrics.get("cpu_util_others_pct")
+    return others is not None and others >= OTHERS_CPU_NOTE_PCT
+
+
 #: The telemetry summary's energy over the window, which a run keeps per iteration (``energy_per_iter_j``).
 ENERGY_KEY = "energy_j"
 #: Telemetry summary keys -> metric names of the schemas.
@@ -146,10 +155,9 @@ def measured_record(
         end_time_ms=now_ms(),
     )
     record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing)  # every figure above derives from them
-    others = metrics.get("cpu_util_others_pct")
-    if others is not None and others >= OTHERS_CPU_NOTE_PCT:  # said where the UI shows the run
-        record.description += (f" Other processes took {others:.0f} % of the machine's CPU over the window: "
-                               "this may be slower than the machine alone would run it.")
+    if beside_other_work(metrics):  # said where the UI shows the run
+        record.description += (f" Other processes took {metrics['cpu_util_others_pct']:.0f} % of the machine's CPU "
+                               "over the window: this may be slower than the machine alone would run it.")
     add_system_metrics(record, payload.get("telemetry_series"))
     return record
 
