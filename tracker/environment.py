@@ -51,17 +51,24 @@ def nvml() -> Iterator[Any]:
             pass
 
 
+def visible_cuda_entries() -> list[str] | None:
+    """The entries of ``CUDA_VISIBLE_DEVICES`` (NVML indices or UUIDs), entry k being CUDA device
+    k of this process; None where it is not set (every GPU, numbered as NVML numbers them)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return None if visible is None else [e.strip() for e in visible.split(",") if e.strip()]
+
+
 def nvml_handle(pynvml: Any, cuda_index: int) -> Any:
     """The NVML handle of this process's CUDA device ``cuda_index`` (torch's ``cuda:N``).
 
     NVML ignores CUDA_VISIBLE_DEVICES, which renumbers devices: its entry k (an NVML index or a
     UUID, maybe abbreviated) is CUDA device k. Without it, the CUDA index is taken as the NVML
     index. LookupError (or NVML's own error) where there is no such device."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
+    entries = visible_cuda_entries()
+    if entries is None:
         return pynvml.nvmlDeviceGetHandleByIndex(cuda_index)
-    entries = [e.strip() for e in visible.split(",") if e.strip()]
     if cuda_index >= len(entries):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         raise LookupError(f"CUDA device {cuda_index} not visible (CUDA_VISIBLE_DEVICES={visible!r})")
     entry = entries[cuda_index]
     if entry.isdigit():

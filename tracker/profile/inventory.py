@@ -97,12 +97,11 @@ def nvml_reason() -> str | None:
 def cuda_devices() -> list[dict[str, Any]]:
     """The CUDA devices NVML sees, as this process numbers them (``CUDA_VISIBLE_DEVICES``
     renumbers), each with its name and memory; none without an NVIDIA driver."""
-    from tracker.environment import gpu_tags, nvml_info
+    from tracker.environment import gpu_tags, nvml_info, visible_cuda_entries
 
     count = int(nvml_info().get("env.gpu_count", 0))
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        count = min(count, len([e for e in visible.split(",") if e.strip()]))
+    if (entries := visible_cuda_entries()) is not None:
+        count = min(count, len(entries))
     out = []
     for k in range(count):
         tags = gpu_tags(f"cuda:{k}")
