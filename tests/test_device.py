@@ -36,3 +36,32 @@ def test_notes_name_what_moves_measurements_and_only_that() -> None:
     # no governor to read is said as such; a C library without mallopt gets no allocator advice
     assert notes({**quiet, "governor": None})[0].startswith("no CPU frequency governor to read")
     assert notes({**quiet, "allocator": "system", "retain_available": False}) == []
+
+
+def test_one_device_has_one_name_wherever_it_is_given(tmp_path: Path) -> None:
+    """cuda:0 is cuda (torch's current device in a fresh child): measured under one name, it has one
+    configuration key, so a campaign resumes it and runs compare it whichever way it was written."""
+    import typer
+
+    from tracker.cli.options import device_name
+    from tracker.profile.campaign import load_campaign
+    from tracker.profile.device import canonical_device
+    from tracker.profile.mapping import from_json
+    from tracker.profile.network import NetworkSpec
+
+    assert [canonical_device(d) for d in ("cpu", "cuda", "cuda:0", "cuda:00", "cuda:07", "cuda:1")] == [
+        "cpu", "cuda", "cuda", "cuda", "cuda:7", "cuda:1"]
+    assert canonical_device("jetson-tx2") == "jetson-tx2"  # no device name: as given, for its check to refuse
+    assert NetworkSpec("resnet18", 1, device="cuda:0") == NetworkSpec("resnet18", 1, device="cuda")
+    assert device_name("cuda:0") == "cuda" and device_name("cuda:02") == "cuda:2"
+    try:
+        device_name("gpu")
+    except typer.BadParameter as e:
+        assert "'gpu' is not a device" in str(e)
+    else:
+        raise AssertionError("gpu taken as a device")
+    path = tmp_path / "c.toml"
+    path.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\ndevices = ["cpu", "cuda:0", "cuda", "cuda:01"]\n')
+    assert load_campaign(path).devices == ["cpu", "cuda", "cuda:1"]  # cuda and cuda:0 measured once
+    mapping = from_json({"networks": [{"model": "squeezenet1_1", "split": 3, "devices": ["cuda:0", "cpu"]}]}, "m.json")
+    assert mapping.networks[0].compact() == "squeezenet1_1@3:cuda>cpu"  # its compact form parses back

@@ -13,7 +13,16 @@ app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and
                   no_args_is_help=True)
 
 PhaseOption = Annotated[Phase, typer.Option("--phase", help="inference or training.")]
-DeviceOption = Annotated[str, typer.Option("--device", help="cpu, cuda, a device name such as jetson-tx2, or a device mode such as cpu-t1-retain.")]
+
+
+def _device_key(value: str) -> str:
+    """``cuda:0`` as ``cuda``, the one name its runs and models carry; a device name or mode as given."""
+    from tracker.profile.device import canonical_device
+
+    return canonical_device(value)
+
+
+DeviceOption = Annotated[str, typer.Option("--device", callback=_device_key, help="cpu, cuda, a device name such as jetson-tx2, or a device mode such as cpu-t1-retain.")]
 
 
 def _uri(ctx: typer.Context, read_only: bool = False) -> str:

@@ -57,13 +57,14 @@ AllocatorOption = Annotated[Allocator, typer.Option(
 
 
 def device_name(value: str) -> str:
-    """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), or a usage error naming it:
-    whether this machine has it is checked after (``check_device``), in one line."""
-    from tracker.profile.device import is_device_name
+    """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), in its one name (``cuda:0`` is
+    ``cuda``), or a usage error naming it: whether this machine has it is checked after
+    (``check_device``), in one line."""
+    from tracker.profile.device import canonical_device, is_device_name
 
     if not is_device_name(value):
         raise typer.BadParameter(f"{value!r} is not a device: cpu, cuda or cuda:N (CUDA device N)")
-    return value
+    return canonical_device(value)
 
 
 DeviceOption = Annotated[str, typer.Option(

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from tracker.errors import ConfigError
-from tracker.profile.device import is_device_name
+from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MIN_SAMPLES, MIN_SAMPLES_FOR_CI
 
@@ -138,6 +138,7 @@ def load_campaign(path: Path) -> Campaign:
         raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")
     if bad := [d for d in c.devices if not is_device_name(str(d))]:
         raise ConfigError(f"{where}: [measure].devices: unknown device {bad[0]!r} (cpu, cuda, cuda:N)")
+    c.devices = list(dict.fromkeys(canonical_device(str(d)) for d in c.devices))  # cuda and cuda:0 once
     if "threads" in m:
         c.threads = list(check_counts(where, "[measure].threads", m["threads"]))
         try:  # measured here: said before the store is opened, not after the first configuration

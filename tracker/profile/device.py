@@ -13,6 +13,16 @@ def is_device_name(device: str) -> bool:
     return device == "cpu" or cuda_index(device) is not None
 
 
+def canonical_device(device: str) -> str:
+    """One name per device, so that one configuration has one key: ``cuda:0`` (or ``cuda:00``) is
+    ``cuda``, torch's current device in a fresh measuring child, and ``cuda:07`` is ``cuda:7``.
+    A name that is no device (``is_device_name``) comes back as given, for its check to refuse."""
+    index = cuda_index(device)
+    if index is None:
+        return device
+    return "cuda" if index == 0 else f"cuda:{index}"
+
+
 def check_device(device: str) -> None:
     """Refuse a device this machine does not have, in one line: no CUDA at all, or no CUDA
     device of that number (which the measuring child would fail on, a run per configuration)."""

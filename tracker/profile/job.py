@@ -86,7 +86,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     """Read and check a job file; ``overrides`` replace [training] values (loader campaigns)."""
     from tracker.data import FORMATS
     from tracker.profile.campaign import check_bound, read_toml, typed_table
-    from tracker.profile.device import is_device_name
+    from tracker.profile.device import canonical_device, is_device_name
     from tracker.profile.modes import validate_allocator
     from tracker.zoo import check_model_name
 
@@ -121,6 +121,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
         raise ConfigError(f"{where}: [data].on_error must be skip or fail, got {cfg.on_error!r}")
     if not is_device_name(cfg.device):
         raise ConfigError(f"{where}: [training].device must be cpu or cuda[:N], got {cfg.device!r}")
+    cfg.device = canonical_device(cfg.device)
     if cfg.data_format not in FORMATS:
         raise ConfigError(f"{where}: [data].format must be one of {', '.join(FORMATS)}, got {cfg.data_format!r}")
     if not cfg.data_path.is_dir():

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from tracker.errors import ConfigError
+from tracker.profile.device import canonical_device
 
 DEVICES = ("cpu", "cuda")
 DEFAULT_NUM_NETS = (2, 6)
@@ -37,6 +38,9 @@ class NetMapping:
     model: str
     split: int
     devices: tuple[str, str]
+
+    def __post_init__(self) -> None:  # one name per device: cuda:0 is cuda, in its key as in its compact form
+        object.__setattr__(self, "devices", tuple(canonical_device(d) for d in self.devices))
 
     def compact(self) -> str:
         return f"{self.model}@{self.split}:{self.devices[0]}>{self.devices[1]}"

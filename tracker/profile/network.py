@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.profile.device import canonical_device
 from tracker.profile.stats import Stopping
 from tracker.profile.timing import Timing, device_sync, measure
 
@@ -24,6 +25,10 @@ class NetworkSpec:
     device: str = "cpu"
     precision: str = "float32"
     phase: str = "inference"
+
+    def __post_init__(self) -> None:
+        # one name per device, whoever builds the spec (a library caller too): its key follows it
+        object.__setattr__(self, "device", canonical_device(self.device))
 
 
 @dataclass
