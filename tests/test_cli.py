@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -84,7 +85,7 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     monkeypatch.setenv("TRACKER_FAULT", "notrace")
     failed = runner.invoke(app, [*args, "--trace"])
     assert failed.exit_code == 0 and "no trace: torch.profiler failed (RuntimeError: injected" in failed.stdout
-    run_id = failed.stdout.split("run ")[-1].split()[0]
+    run_id = re.search(r"\brun ([0-9a-f]{32})\b", failed.stdout).group(1)  # a note may follow the run's line
     kept = client.get_run(run_id)
     assert kept.info.status == "FINISHED" and kept.data.metrics["latency_ms"] > 0
     assert kept.data.tags["tracker.trace_error"].startswith("RuntimeError: injected")

@@ -339,6 +339,11 @@ def test_series_are_the_window_in_stretches_of_time() -> None:
     assert out["cpu_util_others_pct"][0] == (5, 10.5) and out["proc_rss_mb"][-1] == (85, 100.0)
     assert [v for _, v in out["cpu_power_w"]] == pytest.approx([50.0] * 5)
     assert out["board_power_w"][0] == (10, 7.0) and out["gpu_util_pct"][0] == (10, 30.0)
+    # others' CPU is the stretch's mean difference, clamped as the run's figure is, not a mean of clamped samples
+    jitter = [Sample(t * 10 * ms, {"cpu_util_pct": 50.0, "proc_cpu_util_pct": 60.0 if t % 2 else 30.0})
+              for t in range(10)]  # -10 and +20 in turn: 5 on average
+    assert [v for _, v in telemetry.series(jitter, start_ns=0, end_ns=100 * ms, points=5)["cpu_util_others_pct"]] \
+        == pytest.approx([5.0] * 5) == [telemetry.summarize(jitter)["cpu_util_others_pct"]] * 5
     assert telemetry.series(system, start_ns=200 * ms, end_ns=300 * ms) == {}  # no sample in the window
     assert len(telemetry.series(system, start_ns=0, end_ns=100 * ms)["cpu_util_pct"]) == 10  # fewer than points
 
@@ -383,6 +388,35 @@ def test_sampler_counts_another_process_busy_as_others() -> None:
     assert shared["cpu_util_others_pct"] > 0.6 * core
     assert alone["cpu_util_others_pct"] < shared["cpu_util_others_pct"]
     assert alone["cpu_util_pct"] > 0.6 * core  # its own burning is its own, not others'
+
+
+#: The process reader of a sampler whose process started an instrument (as tegrastats is started),
+#: here a child burning a core: its CPU is the measurement's, not others'.
+_INSTRUMENTED = """
+import json, subprocess, sys, time
+from tracker.profile.telemetry import _ProcessMemory
+burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+try:
+    reader = _ProcessMemory(lambda: {burner.pid})
+    reader.read()
+    time.sleep(0.8)
+    print(json.dumps(reader.read()))
+finally:
+    burner.kill()
+"""
+
+
+def test_an_instruments_cpu_is_the_measurements_own() -> None:
+    """tegrastats, started by the sampler, was counted among the other processes, so a Jetson's runs
+    all read as measured beside other work. An instrument's CPU is now the measuring process's share."""
+    import json
+    import subprocess
+    import sys
+
+    read = json.loads(subprocess.run([sys.executable, "-c", _INSTRUMENTED], capture_output=True, text=True,
+                                     check=True).stdout)
+    core = 100 / (os.cpu_count() or 1)
+    assert read["proc_cpu_util_pct"] > 0.6 * core, read  # said (an instrument is no loader worker), and counted
 
 
 def test_sampler_nvml_absent_without_driver() -> None:

@@ -377,7 +377,7 @@ def series(
             if name in r:
                 add(name, s.t_ns, r[name])
         if "cpu_util_pct" in r and "proc_cpu_util_pct" in r:
-            add("cpu_util_others_pct", s.t_ns, max(0.0, r["cpu_util_pct"] - r["proc_cpu_util_pct"]))
+            add("cpu_util_others_pct", s.t_ns, r["cpu_util_pct"] - r["proc_cpu_util_pct"])  # clamped as a mean, below
         if previous is not None and "cpu_energy_counter_j" in r and "cpu_energy_counter_j" in previous.readings:
             span_s = (s.t_ns - previous.t_ns) / 1e9
             if span_s > 0:
@@ -394,6 +394,8 @@ def series(
             bins.setdefault(min(int((t_ns - lo) / width_ns), points - 1), []).append((t_ns, value))
         out[name] = [(round((statistics.fmean(t for t, _ in b) - lo) / 1e6), statistics.fmean(v for _, v in b))
                      for _, b in sorted(bins.items())]
+    if "cpu_util_others_pct" in out:  # a stretch's mean difference, clamped at 0 as the run's figure is
+        out["cpu_util_others_pct"] = [(t, max(0.0, v)) for t, v in out["cpu_util_others_pct"]]
     return out
 
 
@@ -507,7 +509,8 @@ class _Nvml:
 class _ProcessMemory:
     """RSS of this process and its children (the child list refreshed now and then; our own
     instruments, tegrastats, left out), and this process's share of the machine's CPU where it
-    has no such children (whose CPU it would miss)."""
+    has no such children (whose CPU it would miss). That share includes our instruments' own CPU:
+    measuring costs it, and ``cpu_util_others_pct`` is the CPU of work beside the measurement."""
 
     def __init__(self, exclude: Callable[[], set[int]]) -> None:
         import psutil  # noqa: PLC0415
@@ -518,6 +521,7 @@ class _ProcessMemory:
         self._cores = psutil.cpu_count() or 1
         self._exclude = exclude
         self._children: list[Any] = []
+        self._instruments: dict[int, Any] = {}  # pid -> psutil.Process, kept so cpu_percent has its last call
         self._children_at = -float("inf")
 
     def read(self) -> dict[str, float]:
@@ -532,6 +536,11 @@ class _ProcessMemory:
                     if child.pid in skip:
                         skip |= {c.pid for c in child.children(recursive=True)}
                 self._children = [c for c in children if c.pid not in skip]
+                instruments = {c.pid: self._instruments.get(c.pid, c) for c in children if c.pid in skip}
+                for pid, inst in instruments.items():
+                    if pid not in self._instruments:
+                        inst.cpu_percent(interval=None)  # prime: its share counts from here
+                self._instruments = instruments
             except psutil.Error:
                 self._children = []
         rss = self._proc.memory_info().rss
@@ -542,6 +551,11 @@ class _ProcessMemory:
                 pass
         out = {"proc_rss_mb": rss / _MB}
         share = self._proc.cpu_percent(interval=None) / self._cores  # % of one CPU, as a share of all
+        for inst in self._instruments.values():
+            try:
+                share += inst.cpu_percent(interval=None) / self._cores
+            except psutil.Error:  # it ended since the list was made
+                pass
         if not self._children:  # a loader worker's CPU is the measurement's, and not counted here
             out["proc_cpu_util_pct"] = share
         return out
