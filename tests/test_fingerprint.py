@@ -169,6 +169,16 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     inside = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "4",
                                  "--input-size", "64", "--format", "json"])
     assert json.loads(inside.output)["outside_trained_range"] == {}
+    # a network of your own (FILE.py:NAME) is described by the same code: torchvision's resnet18 built
+    # in a file of one's own is the zoo's resnet18, and predicted the same
+    own = Path(str(runs) + "-own") / "mine.py"
+    own.parent.mkdir(exist_ok=True)
+    own.write_text("import torchvision\n\ndef resnet():\n    return torchvision.models.resnet18(weights=None)\n")
+    mine = runner.invoke(app, ["--tracking-uri", str(runs), "predict", f"{own}:resnet", "--batch-size", "4",
+                               "--input-size", "64", "--format", "json"])
+    assert mine.exit_code == 0, mine.output
+    assert json.loads(mine.output)["model"] == "mine.resnet"
+    assert json.loads(mine.output)["predictions"] == pytest.approx(json.loads(inside.output)["predictions"], rel=1e-9)
     # Many networks predicted in one pass of the feature SQL (search spaces do) are predicted as
     # one at a time: same features, same figures, same spans; a name given twice is one network.
     from tracker.fingerprint.predict import predict, predict_many

@@ -10,7 +10,7 @@ from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emi
 
 
 def describe(
-    model: Annotated[str, typer.Argument(help="Zoo model name or network spec file.")],
+    model: Annotated[str, typer.Argument(help="Zoo model name, network spec file, or FILE.py:NAME (a network of your own).")],
     batch_size: BatchSizeOption = 1,
     input_size: Annotated[Optional[int], typer.Option(min=16, help="Input resolution (default: the model's).")] = None,
     nodes: Annotated[bool, typer.Option("--nodes", help="Include one row per node.")] = False,

@@ -143,7 +143,7 @@ def _pct(tag: str | None) -> str:
 def predict(
     ctx: typer.Context,
     models: Annotated[list[str], typer.Argument(
-        help="Zoo name or spec file of the network; several: each is predicted.")],
+        help="Zoo name, spec file or FILE.py:NAME (a network of your own); several: each is predicted.")],
     batch_sizes: Annotated[Optional[list[int]], typer.Option(
         "--batch-size", "-b", min=1, help="Images per iteration (repeatable: each is predicted). Default: 1.")] = None,
     phase: PhaseOption = Phase.inference,

@@ -27,7 +27,7 @@ from tracker.profile.stats import MIN_SAMPLES
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
 
-ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`) or network spec file.")]
+ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`), network spec file, or FILE.py:NAME: a callable of your file that returns the torch.nn.Module.")]
 ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=1, help="Seconds before a configuration's child is killed.")]
 AgainOption = Annotated[bool, typer.Option(
@@ -51,12 +51,14 @@ def _check(model: str, device: str) -> None:
     """Bad input is refused before the store is opened (a typo creates nothing); then the zygote
     starts, its imports overlapping the store's opening."""
     from tracker.profile import zygote_client
+    from tracker.profile.api import build_own_now
     from tracker.profile.device import check_device
     from tracker.zoo import resolve
 
     resolve(model)
     check_device(device)
     zygote_client.prestart()
+    build_own_now(model)  # a network of your own: built while the zygote imports, before the store
 
 
 #: Page faults per iteration from which a measurement in the C library's allocator mode says

@@ -41,6 +41,9 @@ class Planned:
         return config_key({"kind": "training" if self.spec.phase == "training" else "network", **self.keys})
 
 
+#: The file of a network of your own (``FILE.py:NAME``), as it was measured, in the run's artifacts
+MODULE_SOURCE_ARTIFACT = "description/network.py"
+
 #: The telemetry of a network run that ``profile`` reports with its latency, where measured: the
 #: device's power (NVML, RAPL, tegrastats), energy per iteration, how busy the GPU and CPU were (and
 #: how much of the CPU other processes took), and
@@ -115,6 +118,17 @@ def _description(ref: str, input_size: int) -> tuple[str, str, str]:
 
     model_ref = resolve(ref)
     return _described(model_ref.name, _spec_json(model_ref.spec), input_size)
+
+
+def build_own_now(ref: str) -> None:
+    """A network of your own (``FILE.py:NAME``) built and described now, as its plans will take
+    it (the description is kept for them): code that cannot build it is one line before a store is
+    made or anything is measured, not a campaign ended halfway. Other networks: nothing."""
+    from tracker.zoo import resolve
+
+    model_ref = resolve(ref)
+    if model_ref.spec is not None and model_ref.spec.get("kind") == "module":
+        _described(model_ref.name, _spec_json(model_ref.spec), model_ref.input_size)
 
 
 def _spec_json(network_spec: dict[str, Any] | None) -> str | None:
@@ -267,6 +281,8 @@ def measure_planned(
     described = (p.spec.model, _spec_json(p.network_spec), p.spec.input_size)
     record.artifacts[DESCRIPTION_ARTIFACT] = _described(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
+    if p.network_spec is not None and p.network_spec.get("kind") == "module":  # a network of your own:
+        record.artifacts[MODULE_SOURCE_ARTIFACT] = p.network_spec["source"]  # the code measured, as planned
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                        software_versions()))
     logged.trace = traced.summary if traced is not None else None

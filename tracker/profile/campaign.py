@@ -171,17 +171,25 @@ def load_campaign(path: Path) -> Campaign:
 
 def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
     from tracker.zoo import check_model_name
-    from tracker.zoo.spec import write_specs
+    from tracker.zoo.spec import module_spec, write_specs
 
     refs: list[str] = []
     for model in nets.get("zoo", []):
         check_model_name(str(model))
         refs.append(str(model))
-    for spec in nets.get("specs", []):
-        p = (path.parent / spec) if not Path(spec).is_absolute() else Path(spec)
+    for entry in nets.get("specs", []):  # spec files, or FILE.py:NAME (a network of your own)
+        file, own, attr = str(entry).partition(".py:")
+        file += ".py" if own else ""
+        p = Path(file) if Path(file).is_absolute() else path.parent / file
         if not p.is_file():
-            raise ConfigError(f"{where}: [networks].specs: {spec} does not exist")
-        refs.append(str(p))
+            raise ConfigError(f"{where}: [networks].specs: {file} does not exist")
+        ref = f"{p}:{attr}" if own else str(p)
+        if own:
+            try:
+                module_spec(ref)  # its NAME defined: said now, not at its first configuration
+            except ConfigError as e:
+                raise ConfigError(f"{where}: [networks].specs: {e}") from None
+        refs.append(ref)
     folder = path.parent / name / "networks"
     if "generate" in nets:
         from tracker.zoo.generator import generate
@@ -294,7 +302,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     import itertools
 
     from tracker.log.record import REPEAT_KEY_TAG
-    from tracker.profile.api import ensure_mode_logged, measure_planned, plan
+    from tracker.profile.api import build_own_now, ensure_mode_logged, measure_planned, plan
     from tracker.profile.device import check_device
     from tracker.profile.memcap import planned_kind
     from tracker.profile.records import beside_other_work
@@ -303,6 +311,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
 
     for d in c.devices:
         check_device(d)
+    for ref in dict.fromkeys(ref for ref, *_ in chains(c, shard)):
+        build_own_now(ref)  # a network of your own that cannot be built: said before anything is measured
     if c.memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
         planned_kind()
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s, min_samples=c.min_samples)

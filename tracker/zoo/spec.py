@@ -1,12 +1,25 @@
-"""Network references: a zoo name, or a spec file of a generated or pruned network.
+"""Network references: a zoo name, a spec file of a generated or pruned network, or a network
+of your own (``FILE.py:NAME``).
 
 Everything that takes a MODEL argument resolves it here, so a spec written by
-``tracker zoo generate`` or ``tracker zoo prune`` works wherever a zoo name does.
+``tracker zoo generate`` or ``tracker zoo prune``, or a Python file's network, works wherever a
+zoo name does.
+
+A network of your own is ``FILE.py:NAME``: NAME is a callable of the file (a function, or an
+``nn.Module`` class) that, called with no argument, returns the ``torch.nn.Module``; it takes a
+batch of images ``(N, 3, S, S)`` (S: the file's ``INPUT_SIZE = S``, else 224) and, to be trained,
+returns class scores ``(N, classes)``. It is read into a spec of kind ``module`` that carries the
+file's text: the network is described and measured as the file was when it was planned (the
+files it imports, as they are when it is built), and its description hash, as for every network,
+says what was measured.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +27,9 @@ from typing import Any
 from tracker.errors import ConfigError
 
 SPEC_FORMAT = "tracker.netspec/1"
+#: ``FILE.py:NAME``, a network of your own: NAME, a callable of the Python file, builds it
+MODULE_REF = re.compile(r"^(?P<file>.+\.py):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)$")
+DEFAULT_INPUT_SIZE = 224
 
 
 @dataclass(frozen=True)
@@ -42,7 +58,83 @@ class ModelRef:
             from tracker.zoo.pruning import build_pruned
 
             return build_pruned(self.spec).eval()
-        raise ConfigError(f"spec {self.name!r}: unknown kind {kind!r} (expected generated or pruned)")
+        if kind == "module":
+            return build_module(self.spec).eval()
+        raise ConfigError(f"spec {self.name!r}: unknown kind {kind!r} (expected generated, pruned or module)")
+
+
+def module_spec(ref: str) -> dict[str, Any]:
+    """The spec of ``FILE.py:NAME``: the file's text, where it was, NAME, and its input size (the
+    file's top-level ``INPUT_SIZE = S``, read without running the file). Runs nothing."""
+    match = MODULE_REF.match(ref)
+    if match is None:
+        raise ConfigError(f"{ref!r} is not FILE.py:NAME (a callable of the file that builds the network)")
+    path, attr = Path(match["file"]), match["attr"]
+    try:
+        source = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"network file {path} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"network file {path} is a folder, not a file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read network file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"network file {path} is not text (UTF-8)") from None
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ConfigError(f"network file {path}: line {exc.lineno}: {exc.msg}") from None
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
+    assigned: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            assigned[node.targets[0].id] = node.value
+            defined.add(node.targets[0].id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if attr not in defined:
+        raise ConfigError(f"network file {path} defines no {attr!r} at its top level")
+    size = DEFAULT_INPUT_SIZE
+    if "INPUT_SIZE" in assigned:
+        value = assigned["INPUT_SIZE"]
+        if not (isinstance(value, ast.Constant) and type(value.value) is int and value.value >= 8):
+            raise ConfigError(f"network file {path}: INPUT_SIZE should be a whole number of pixels, at least 8")
+        size = value.value
+    return {"format": SPEC_FORMAT, "kind": "module", "name": f"{path.stem}.{attr}", "callable": attr,
+            "file": str(path.resolve()), "source": source, "input_size": size}
+
+
+def build_module(spec: dict[str, Any]) -> Any:
+    """The network of a ``module`` spec: its file's text as planned, run as a module of its own (its
+    folder first on the import path, for the files beside it), and its callable called."""
+    import sys
+    import types
+
+    import torch
+
+    file = Path(spec["file"])
+    where = f"{file.name}:{spec['callable']}"
+    module = types.ModuleType(f"tracker_network_{file.stem}")
+    module.__file__ = str(file)
+    sys.path.insert(0, str(file.parent))
+    before = set(sys.modules)
+    try:
+        exec(compile(spec["source"], str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own network
+        network = getattr(module, spec["callable"])()
+    except ConfigError:
+        raise
+    except Exception as exc:  # the user's code: its error, in one line
+        raise ConfigError(f"{where} could not build the network: {type(exc).__name__}: {exc}") from None
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(file.parent))
+        for name in set(sys.modules) - before:  # the files beside it: read afresh for the next network,
+            origin = getattr(sys.modules[name], "__file__", None) or ""  # whose folder may have its own
+            if Path(origin).parent == file.parent:
+                del sys.modules[name]
+    if not isinstance(network, torch.nn.Module):
+        raise ConfigError(f"{where} returned {type(network).__name__}, not a torch.nn.Module")
+    return network
 
 
 def read_spec(path: Path) -> dict[str, Any]:
@@ -61,9 +153,12 @@ def read_spec(path: Path) -> dict[str, Any]:
 
 
 def resolve(ref: str) -> ModelRef:
-    """A zoo name or the path of a spec file (``.json``). Zoo names have no folder and no suffix."""
+    """A zoo name, the path of a spec file (``.json``) or ``FILE.py:NAME``. Zoo names have no
+    folder and no suffix."""
     from tracker.zoo.torchvision_zoo import all_models, check_model_name, default_input_size
 
+    if ".py:" in ref:  # FILE.py:NAME, or a clear line on what it lacks
+        return spec_ref(module_spec(ref))
     path = Path(ref)
     file_like = ref.endswith(".json") or path.suffix or len(path.parts) > 1
     if file_like or path.is_file() or (path.is_dir() and ref not in all_models()):

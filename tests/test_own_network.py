@@ -1,0 +1,178 @@
+"""A network of your own, ``FILE.py:NAME``: described, measured, campaigned and refused as a zoo
+name is, from the file as it was planned."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+from typer.testing import CliRunner
+
+from tracker.cli.app import app
+from tracker.errors import ConfigError
+from tracker.log.artifacts import downloaded
+from tracker.settings import resolve_location
+
+runner = CliRunner()
+
+#: a network of one's own, using a block from a file beside it (its folder is on the import path)
+NET = '''"""Two blocks and a head."""
+import torch
+from torch import nn
+
+from blocks import Block
+
+INPUT_SIZE = 32
+
+
+class Net(nn.Module):
+    def __init__(self, width: int = WIDTH) -> None:
+        super().__init__()
+        self.body = nn.Sequential(Block(3, width), Block(width, 2 * width), nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Linear(2 * width, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.body(x), 1))
+
+
+def narrow() -> nn.Module:
+    return Net(width=4)
+
+
+def broken() -> nn.Module:
+    raise RuntimeError("no such layer")
+
+
+def not_a_network() -> int:
+    return 3
+'''
+BLOCKS = '''from torch import nn
+
+
+class Block(nn.Sequential):
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(), nn.MaxPool2d(2))
+'''
+
+
+def _write(folder: Path, width: int = 8) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "blocks.py").write_text(BLOCKS)
+    path = folder / "mynet.py"
+    path.write_text(NET.replace("WIDTH", str(width)))
+    return path
+
+
+def _cli(store: Path, *args: str):  # noqa: ANN202
+    return runner.invoke(app, ["--tracking-uri", str(store), *args])
+
+
+def test_a_network_of_ones_own_is_described_measured_and_kept_with_its_code(tmp_path: Path) -> None:
+    net = _write(tmp_path / "models")
+    described = json.loads(_cli(tmp_path / "s", "describe", f"{net}:Net", "--format", "json").stdout)
+    assert described["model"] == "mynet.Net" and described["input_size"] == 32  # the file's INPUT_SIZE
+    import importlib.util
+
+    sys.path.insert(0, str(net.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("mynet_here", net)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        params = sum(p.numel() for p in module.Net().parameters())
+    finally:
+        sys.path.remove(str(net.parent))
+        sys.modules.pop("blocks", None)
+    assert described["params"] == params > 0
+    narrow = json.loads(_cli(tmp_path / "s", "describe", f"{net}:narrow", "--format", "json").stdout)
+    assert narrow["params"] < params and narrow["description_hash"] != described["description_hash"]
+
+    store = tmp_path / "s"
+    for phase in ("inference", "training"):  # training: its class scores feed the loss
+        out = _cli(store, "profile", "network", f"{net}:Net", "-b", "2", "--phase", phase, "--time-cap", "0.5",
+                   "--precision", "0.2", "--format", "json")
+        assert out.exit_code == 0, out.output
+        run = json.loads(out.stdout)
+        assert run["status"] == "FINISHED" and run["model"] == "mynet.Net" and run["latency_ms"] > 0
+    client = MlflowClient(resolve_location(str(store)).uri)
+    logged = client.get_run(run["run_id"])
+    assert logged.data.params["model_hash"] == described["description_hash"]
+    assert logged.data.params["input_size"] == "32"
+    with downloaded(client.tracking_uri, run["run_id"], "description/network.py") as path:
+        assert path.read_text() == net.read_text()  # the code that was measured, with the run
+
+    # measured as planned: the file edited since (another width) is another network, measured again
+    again = _cli(store, "profile", "network", f"{net}:Net", "-b", "2", "--phase", "training", "--time-cap", "0.5",
+                 "--precision", "0.2", "--format", "json")
+    assert json.loads(again.stdout)["reused"] is True
+    _write(tmp_path / "models", width=6)
+    edited = json.loads(_cli(store, "profile", "network", f"{net}:Net", "-b", "2", "--phase", "training",
+                             "--time-cap", "0.5", "--precision", "0.2", "--format", "json").stdout)
+    assert edited["reused"] is False and edited["run_id"] != run["run_id"]
+    assert client.get_run(edited["run_id"]).data.params["model_hash"] != described["description_hash"]
+
+
+def test_a_campaign_measures_networks_of_ones_own_beside_the_zoos(tmp_path: Path) -> None:
+    _write(tmp_path / "models")
+    campaign = tmp_path / "own.toml"
+    campaign.write_text('[campaign]\nname = "own"\n[networks]\nspecs = ["models/mynet.py:Net", "models/mynet.py:narrow"]\n'
+                        "[measure]\nbatch_sizes = [1, 2]\nprecision = 0.2\ntime_cap_s = 0.3\n")
+    store = tmp_path / "s"
+    first = _cli(store, "campaign", "run", str(campaign), "--format", "json")
+    assert first.exit_code == 0, first.output
+    assert (json.loads(first.stdout)["measured"], json.loads(first.stdout)["failed"]) == (4, 0)
+    second = json.loads(_cli(store, "campaign", "run", str(campaign), "--format", "json").stdout)
+    assert (second["measured"], second["skipped"]) == (0, 4)  # resumed: nothing measured twice
+    runs = json.loads(_cli(store, "-e", "own", "runs", "list", "--kind", "network", "--format", "json").stdout)
+    assert sorted({r["name"].split(" ")[0] for r in runs}) == ["mynet.Net", "mynet.narrow"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[networks]\nspecs = ["models/mynet.py:Wide"]\n')
+    out = _cli(store, "campaign", "run", str(bad))
+    assert isinstance(out.exception, ConfigError) and str(out.exception) == (
+        f"{bad}: [networks].specs: network file {tmp_path / 'models' / 'mynet.py'} defines no 'Wide' at its top level")
+    # one that cannot be built is said before anything is measured, not after the networks before it
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[campaign]\nname = "broken"\n[networks]\nzoo = ["squeezenet1_1"]\n'
+                      'specs = ["models/mynet.py:broken"]\n[measure]\nbatch_sizes = [1]\ntime_cap_s = 0.3\n')
+    out = _cli(store, "campaign", "run", str(broken))
+    assert isinstance(out.exception, ConfigError) and str(out.exception) == (
+        "mynet.py:broken could not build the network: RuntimeError: no such layer")
+    assert json.loads(_cli(store, "-e", "broken", "runs", "list", "--format", "json").stdout) == []
+
+
+def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) -> None:
+    net = _write(tmp_path)
+    (tmp_path / "syntax.py").write_text("def f(:\n")
+    (tmp_path / "size.py").write_text("INPUT_SIZE = 'large'\ndef f():\n    pass\n")
+    store = tmp_path / "s"
+    cases = {
+        f"{tmp_path}/none.py:Net": f"network file {tmp_path}/none.py does not exist",
+        f"{net}:Wide": f"network file {net} defines no 'Wide' at its top level",
+        f"{net}:broken": "mynet.py:broken could not build the network: RuntimeError: no such layer",
+        f"{net}:not_a_network": "mynet.py:not_a_network returned int, not a torch.nn.Module",
+        f"{tmp_path}/syntax.py:f": f"network file {tmp_path}/syntax.py: line 1: invalid syntax",
+        f"{tmp_path}/size.py:f": f"network file {tmp_path}/size.py: INPUT_SIZE should be a whole number of pixels, at least 8",
+        f"{net}:1x": f"'{net}:1x' is not FILE.py:NAME (a callable of the file that builds the network)",
+    }
+    for ref, message in cases.items():  # the library's error, which the CLI's entry prints as one line
+        out = _cli(store, "profile", "network", ref, "-b", "1")
+        assert isinstance(out.exception, ConfigError) and str(out.exception) == message, (ref, out.exception)
+    proc = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(store), "profile", "network",
+                           f"{net}:broken"], capture_output=True, text=True, timeout=300)
+    assert (proc.returncode, proc.stderr) == (1, f"error: {cases[f'{net}:broken']}\n")
+    assert not store.exists()  # nothing made for a network that is not one
+
+
+def test_networks_of_two_folders_each_import_the_files_beside_them(tmp_path: Path) -> None:
+    """Two folders each with a blocks.py of their own: each network is built with its own, though
+    both are built in one process (a campaign plans every network in its own)."""
+    from tracker.profile.api import build_own_now
+    from tracker.zoo import resolve
+
+    first, second = _write(tmp_path / "a"), _write(tmp_path / "b")
+    (tmp_path / "b" / "blocks.py").write_text(BLOCKS.replace("nn.MaxPool2d(2)", "nn.MaxPool2d(2), nn.Dropout()"))
+    build_own_now(f"{first}:Net")
+    a, b = resolve(f"{first}:Net").build(), resolve(f"{second}:Net").build()
+    assert not any(type(m).__name__ == "Dropout" for m in a.modules())
+    assert any(type(m).__name__ == "Dropout" for m in b.modules())
+    assert "blocks" not in sys.modules
