@@ -13,6 +13,10 @@ def test_rapl_is_said_absent_for_what_stops_it(tmp_path: Path) -> None:
     root.mkdir()
     (root / "intel-rapl:0:0").mkdir()  # a subdomain (core) alone is not a package
     assert rapl_reason(root) == f"no RAPL package domain under {root}"
+    psys = root / "intel-rapl:1"  # the platform's domain, which the package readings leave out
+    psys.mkdir()
+    (psys / "name").write_text("psys\n")
+    assert rapl_reason(root) == f"no RAPL package domain under {root}"
     package = root / "intel-rapl:0"
     package.mkdir()
     (package / "name").write_text("package-0\n")

@@ -65,14 +65,14 @@ def summary_key(metric: str) -> str:
 def rapl_reason(root: Path | None = None) -> str | None:
     """Why CPU package power cannot be read here (None where it can): no powercap, no RAPL
     package domain, or its energy counters not readable by this user."""
-    from tracker.profile.telemetry import POWERCAP_ROOT, rapl_package_domains
+    from tracker.profile.telemetry import POWERCAP_ROOT, rapl_package_domains, rapl_packages
 
     root = POWERCAP_ROOT if root is None else root
     if rapl_package_domains(root):
         return None
     if not root.is_dir():
         return f"no RAPL: {root} is absent (a virtual machine, or a CPU or kernel without it)"
-    domains = [d for d in root.glob("intel-rapl:*") if d.name.count(":") == 1]
+    domains = rapl_packages(root)
     if not domains:
         return f"no RAPL package domain under {root}"
     return (f"RAPL's energy counters ({domains[0] / 'energy_uj'}) are not readable by this user (root only since "

@@ -414,8 +414,8 @@ class _RaplDomain:
     total_uj: int = 0
 
 
-def rapl_package_domains(root: Path | None = None) -> list[Path]:
-    """The RAPL package domains whose ``energy_uj`` this process can read (maybe none)."""
+def rapl_packages(root: Path | None = None) -> list[Path]:
+    """The RAPL package domains under ``root``, readable or not (maybe none)."""
     root = POWERCAP_ROOT if root is None else root
     found = []
     for domain in sorted(root.glob("intel-rapl:*")):
@@ -427,6 +427,14 @@ def rapl_package_domains(root: Path | None = None) -> list[Path]:
             name = ""
         if name and not name.startswith("package"):  # "psys" would count the package twice
             continue
+        found.append(domain)
+    return found
+
+
+def rapl_package_domains(root: Path | None = None) -> list[Path]:
+    """The RAPL package domains whose ``energy_uj`` this process can read (maybe none)."""
+    found = []
+    for domain in rapl_packages(root):
         try:
             int((domain / "energy_uj").read_text())
         except (OSError, ValueError):
