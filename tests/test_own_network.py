@@ -46,6 +46,10 @@ def broken() -> nn.Module:
 
 def not_a_network() -> int:
     return 3
+
+
+def fixed() -> nn.Module:  # its head takes INPUT_SIZE pixels square, and no other size
+    return nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.Flatten(), nn.Linear(2 * INPUT_SIZE * INPUT_SIZE, 5))
 '''
 BLOCKS = '''from torch import nn
 
@@ -157,6 +161,10 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     for ref, message in cases.items():  # the library's error, which the CLI's entry prints as one line
         out = _cli(store, "profile", "network", ref, "-b", "1")
         assert isinstance(out.exception, ConfigError) and str(out.exception) == message, (ref, out.exception)
+    # a network that does not run at the input size asked for is bad input too, said as such
+    out = _cli(store, "profile", "network", f"{net}:fixed", "--input-size", "40")
+    assert str(out.exception) == ("mynet.fixed cannot run on a 1x3x40x40 input: RuntimeError: mat1 and mat2 shapes "
+                                  "cannot be multiplied (1x3200 and 2048x5)")
     proc = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(store), "profile", "network",
                            f"{net}:broken"], capture_output=True, text=True, timeout=300)
     assert (proc.returncode, proc.stderr) == (1, f"error: {cases[f'{net}:broken']}\n")
@@ -166,13 +174,32 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
 def test_networks_of_two_folders_each_import_the_files_beside_them(tmp_path: Path) -> None:
     """Two folders each with a blocks.py of their own: each network is built with its own, though
     both are built in one process (a campaign plans every network in its own)."""
-    from tracker.profile.api import build_own_now
+    from tracker.profile.api import describe_early
     from tracker.zoo import resolve
 
     first, second = _write(tmp_path / "a"), _write(tmp_path / "b")
     (tmp_path / "b" / "blocks.py").write_text(BLOCKS.replace("nn.MaxPool2d(2)", "nn.MaxPool2d(2), nn.Dropout()"))
-    build_own_now(f"{first}:Net")
+    describe_early(f"{first}:Net")
     a, b = resolve(f"{first}:Net").build(), resolve(f"{second}:Net").build()
     assert not any(type(m).__name__ == "Dropout" for m in a.modules())
     assert any(type(m).__name__ == "Dropout" for m in b.modules())
     assert "blocks" not in sys.modules
+
+
+def test_profile_takes_an_input_size_other_than_the_networks_own(tmp_path: Path) -> None:
+    """--input-size: another configuration (its own key and run), named with its size in lists."""
+    store = tmp_path / "s"
+    out = _cli(store, "profile", "network", "squeezenet1_1", "--input-size", "64", "-b", "2", "--time-cap", "0.5",
+               "--precision", "0.2", "--format", "json")
+    assert out.exit_code == 0, out.output
+    small = json.loads(out.stdout)
+    assert small["input_size"] == 64 and small["status"] == "FINISHED"
+    usual = json.loads(_cli(store, "profile", "network", "squeezenet1_1", "-b", "2", "--time-cap", "0.5",
+                            "--precision", "0.2", "--format", "json").stdout)
+    assert usual["input_size"] == 224 and usual["reused"] is False and usual["run_id"] != small["run_id"]
+    assert usual["latency_ms"] > small["latency_ms"]  # 12 times the pixels
+    runs = {r["run_id"]: r["name"] for r in json.loads(_cli(store, "runs", "list", "--format", "json").stdout)}
+    assert runs[small["run_id"]] == "squeezenet1_1 · bs2 · 64px · inference · cpu"
+    assert runs[usual["run_id"]] == "squeezenet1_1 · bs2 · inference · cpu"
+    line = _cli(store, "profile", "network", "squeezenet1_1", "--input-size", "64", "-b", "2").stdout
+    assert line.startswith("squeezenet1_1 bs2 at 64 px inference in mode ") and "(already measured: reused)" in line

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from tracker.cli.options import BatchSizeOption, FormatOption, OutputFormat, emit_json
+from tracker.cli.options import BatchSizeOption, FormatOption, InputSizeOption, OutputFormat, emit_json
 
 
 def describe(
     model: Annotated[str, typer.Argument(help="Zoo model name, network spec file, or FILE.py:NAME (a network of your own).")],
     batch_size: BatchSizeOption = 1,
-    input_size: Annotated[Optional[int], typer.Option(min=16, help="Input resolution (default: the model's).")] = None,
+    input_size: InputSizeOption = None,
     nodes: Annotated[bool, typer.Option("--nodes", help="Include one row per node.")] = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:

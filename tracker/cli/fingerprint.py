@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, Phase, emit_json, state
+from tracker.cli.options import FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
 
 app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and power, in the MLflow registry.",
@@ -148,7 +148,7 @@ def predict(
         "--batch-size", "-b", min=1, help="Images per iteration (repeatable: each is predicted). Default: 1.")] = None,
     phase: PhaseOption = Phase.inference,
     device: DeviceOption = "cpu",
-    input_size: Annotated[Optional[int], typer.Option("--input-size", min=8, help="Input resolution.")] = None,
+    input_size: InputSizeOption = None,
     fmt: FormatOption = OutputFormat.table,
     features: Annotated[bool, typer.Option("--features", help="Also print the network's features: the row "
                                            "of measurement_features a registered model takes through MLflow.")] = False,

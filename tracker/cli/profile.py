@@ -13,6 +13,7 @@ from tracker.cli.options import (
     BatchSizeOption,
     DeviceOption,
     FormatOption,
+    InputSizeOption,
     MinSamplesOption,
     OutputFormat,
     Phase,
@@ -47,18 +48,18 @@ MemLimitOption = Annotated[
 ]
 
 
-def _check(model: str, device: str) -> None:
+def _check(model: str, device: str, input_size: int | None = None) -> None:
     """Bad input is refused before the store is opened (a typo creates nothing); then the zygote
     starts, its imports overlapping the store's opening."""
     from tracker.profile import zygote_client
-    from tracker.profile.api import build_own_now
+    from tracker.profile.api import describe_early
     from tracker.profile.device import check_device
     from tracker.zoo import resolve
 
     resolve(model)
     check_device(device)
     zygote_client.prestart()
-    build_own_now(model)  # a network of your own: built while the zygote imports, before the store
+    describe_early(model, input_size)  # one of your own, or at another size: while the zygote imports, before the store
 
 
 #: Page faults per iteration from which a measurement in the C library's allocator mode says
@@ -100,8 +101,11 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         mem += f", {data['page_faults_per_iter_count']:,.0f} page faults per iteration"
     tail = "".join(f", p{q} {data[f'latency_p{q}_ms']:.3f} ms" for q in (90, 99) if f"latency_p{q}_ms" in data)
     mem += _telemetry_text(data)
+    from tracker.profile.records import USUAL_INPUT_SIZE
+
+    size = f" at {data['input_size']} px" if data.get("input_size") not in (None, USUAL_INPUT_SIZE) else ""
     typer.echo(
-        f"{data['model']} bs{data['batch_size']} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
+        f"{data['model']} bs{data['batch_size']}{size} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
         f"±{100 * data['ci_rel']:.1f}% (95% CI){tail}, {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
         f"run {data['run_id']}"
     )
@@ -171,16 +175,17 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
 def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: str, threads: int | None,
              precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
              again: bool = False, allocator: Allocator = Allocator.system, trace: bool = False,
-             min_samples: int = MIN_SAMPLES) -> None:
+             min_samples: int = MIN_SAMPLES, input_size: int | None = None) -> None:
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
-    _check(model, device)
+    _check(model, device, input_size)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap, min_samples=min_samples)
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
-                             memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace)
+                             memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace,
+                             input_size=input_size)
     _report(result.as_dict(), fmt)
 
 
@@ -200,11 +205,12 @@ def network(
     memory_limit_mb: MemLimitOption = None,
     again: AgainOption = False,
     trace: TraceOption = False,
+    input_size: InputSizeOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network latency, memory and telemetry at one batch size (one child process)."""
     _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt, again,
-             allocator, trace, min_samples)
+             allocator, trace, min_samples, input_size)
 
 
 @app.command("layers")
@@ -221,11 +227,12 @@ def layers(
     timeout: TimeoutOption = 600.0,
     again: AgainOption = False,
     trace: TraceOption = False,
+    input_size: InputSizeOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network inference plus each layer alone on its real input (nested layer runs)."""
     _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt, again,
-             allocator, trace, min_samples)
+             allocator, trace, min_samples, input_size)
 
 
 @app.command("boundary")
@@ -243,16 +250,18 @@ def boundary(
     time_cap: TimeCapOption = 5.0,
     timeout: TimeoutOption = 600.0,
     memory_limit_mb: MemLimitOption = None,
+    input_size: InputSizeOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Largest batch size that fits: double until the first failure (recorded as a FAILED run)."""
     from tracker.profile.api import find_boundary
     from tracker.profile.stats import Stopping
 
-    _check(model, device)
+    _check(model, device, input_size)
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
                            phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
-                           search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value)
+                           search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value,
+                           input_size=input_size)
     data = result.as_dict()
     if fmt is OutputFormat.json:
         emit_json(data)

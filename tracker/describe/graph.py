@@ -261,6 +261,13 @@ def describe_module(model: Any, name: str, input_size: int = 224, in_channels: i
             reason = f"torch.fx could not trace {name} ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); described with module hooks"
     else:
         reason = f"{name} takes structured input; described with module hooks"
-    desc = trace_hooks(model, name, input_shape, example)
+    try:
+        desc = trace_hooks(model, name, input_shape, example)
+    except Exception as exc:  # it does not run on this input at all: bad input, said in one line
+        from tracker.errors import ConfigError
+
+        shape = "its example input" if example is not None else f"a {'x'.join(map(str, input_shape))} input"
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise ConfigError(f"{name} cannot run on {shape}: {type(exc).__name__}{': ' + first if first else ''}") from None
     desc.notes.append(reason)
     return desc

@@ -66,6 +66,7 @@ class ProfileResult:
             "run_id": self.network.run_id,
             "model": self.network.params.get("model"),
             "batch_size": int(self.network.params.get("batch_size", 0)),
+            "input_size": int(self.network.params["input_size"]) if "input_size" in self.network.params else None,
             "phase": self.network.params.get("phase"),
             "device": self.network.params.get("device"),
             "mode": self.network.params.get("mode"),  # the device mode it ran in, e.g. cpu-t1
@@ -120,15 +121,16 @@ def _description(ref: str, input_size: int) -> tuple[str, str, str]:
     return _described(model_ref.name, _spec_json(model_ref.spec), input_size)
 
 
-def build_own_now(ref: str) -> None:
-    """A network of your own (``FILE.py:NAME``) built and described now, as its plans will take
-    it (the description is kept for them): code that cannot build it is one line before a store is
+def describe_early(ref: str, input_size: int | None = None) -> None:
+    """Describe now, as its plans will (the description is kept for them), a network that may not
+    build or run: one of your own (``FILE.py:NAME``), or any at an input size not its own. Code that
+    cannot build it, or a network that cannot run on that input, is then one line before a store is
     made or anything is measured, not a campaign ended halfway. Other networks: nothing."""
     from tracker.zoo import resolve
 
     model_ref = resolve(ref)
-    if model_ref.spec is not None and model_ref.spec.get("kind") == "module":
-        _described(model_ref.name, _spec_json(model_ref.spec), model_ref.input_size)
+    if input_size is not None or (model_ref.spec is not None and model_ref.spec.get("kind") == "module"):
+        _described(model_ref.name, _spec_json(model_ref.spec), input_size or model_ref.input_size)
 
 
 def _spec_json(network_spec: dict[str, Any] | None) -> str | None:
@@ -305,6 +307,7 @@ def profile_network(
     again: bool = False,
     allocator: str | None = None,
     trace: bool = False,
+    input_size: int | None = None,
 ) -> ProfileResult:
     """Measure one configuration (and its layers) in a child process and log it, unless measured;
     ``again``: measure it anyway, as a repeat (a new run with its own repeat key), with its layers
@@ -315,7 +318,7 @@ def profile_network(
     import uuid
 
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator,
-             memory_limit_mb=memory_limit_mb)
+             memory_limit_mb=memory_limit_mb, input_size=input_size)
     ensure_mode_logged(logger, device, threads, allocator)
     latest = logger.find(p.config_key, "FINISHED") if again or trace else None
     again = again or latest is not None  # a trace of a configuration measured before is a repeat
@@ -359,6 +362,7 @@ def find_boundary(
     timeout_s: float = 600.0,
     memory_limit_mb: float | None = None,
     allocator: str | None = None,
+    input_size: int | None = None,
 ) -> Boundary:
     """Double the batch size until the first failure (recorded as a FAILED run); with
     ``search``, bisect between the last size that fitted and the first that failed."""
@@ -370,7 +374,8 @@ def find_boundary(
     results: list[ProfileResult] = []
 
     def attempt(bs: int) -> ProfileResult:
-        p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator, memory_limit_mb=memory_limit_mb)
+        p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator, memory_limit_mb=memory_limit_mb,
+                 input_size=input_size)
         # a recorded failure is an answer too: a resumed search does not redo it
         res = measure_planned(logger, p, rule, timeout_s=timeout_s, reuse_failed=True)
         results.append(res)

@@ -302,7 +302,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     import itertools
 
     from tracker.log.record import REPEAT_KEY_TAG
-    from tracker.profile.api import build_own_now, ensure_mode_logged, measure_planned, plan
+    from tracker.profile.api import describe_early, ensure_mode_logged, measure_planned, plan
     from tracker.profile.device import check_device
     from tracker.profile.memcap import planned_kind
     from tracker.profile.records import beside_other_work
@@ -312,7 +312,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     for d in c.devices:
         check_device(d)
     for ref in dict.fromkeys(ref for ref, *_ in chains(c, shard)):
-        build_own_now(ref)  # a network of your own that cannot be built: said before anything is measured
+        describe_early(ref)  # a network of your own that cannot be built: said before anything is measured
     if c.memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
         planned_kind()
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s, min_samples=c.min_samples)

@@ -114,8 +114,15 @@ def base_params(spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping) -
     }
 
 
+#: The input resolution most networks take: a run at another says it in its name
+USUAL_INPUT_SIZE = 224
+
+
 def run_name(spec: NetworkSpec) -> str:
-    return f"{spec.model} · bs{spec.batch_size} · {spec.phase} · {spec.device}"
+    """``resnet18 · bs8 · inference · cpu``; ``· 64px`` after the batch where the input is not 224
+    pixels square, so runs of one network at two sizes are told apart in a list."""
+    size = f" · {spec.input_size}px" if spec.input_size != USUAL_INPUT_SIZE else ""
+    return f"{spec.model} · bs{spec.batch_size}{size} · {spec.phase} · {spec.device}"
 
 
 def measured_record(
