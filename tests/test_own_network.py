@@ -1,5 +1,5 @@
 """A network of your own, ``FILE.py:NAME``: described, measured, campaigned and refused as a zoo
-name is, from the file as it was planned."""
+name is, from the file as it was planned; and any network at an input size of your own."""
 
 import json
 import subprocess
@@ -203,3 +203,24 @@ def test_profile_takes_an_input_size_other_than_the_networks_own(tmp_path: Path)
     assert runs[usual["run_id"]] == "squeezenet1_1 · bs2 · inference · cpu"
     line = _cli(store, "profile", "network", "squeezenet1_1", "--input-size", "64", "-b", "2").stdout
     assert line.startswith("squeezenet1_1 bs2 at 64 px inference in mode ") and "(already measured: reused)" in line
+
+
+def test_a_campaign_measures_each_network_at_each_input_size(tmp_path: Path) -> None:
+    campaign = tmp_path / "sizes.toml"
+    campaign.write_text('[campaign]\nname = "sizes"\n[networks]\nzoo = ["squeezenet1_1"]\n'
+                        '[measure]\nbatch_sizes = [1]\ninput_sizes = [64, 80, 64]\nprecision = 0.2\ntime_cap_s = 0.3\n')
+    store = tmp_path / "s"
+    planned = json.loads(_cli(store, "campaign", "run", str(campaign), "--dry-run", "--format", "json").stdout)
+    assert [(c["network"], c["input_size"]) for c in planned["configurations"]] == [("squeezenet1_1", 64),
+                                                                                   ("squeezenet1_1", 80)]
+    first = json.loads(_cli(store, "campaign", "run", str(campaign), "--format", "json").stdout)
+    assert (first["measured"], first["failed"]) == (2, 0)
+    again = json.loads(_cli(store, "campaign", "run", str(campaign), "--format", "json").stdout)
+    assert (again["measured"], again["skipped"]) == (0, 2)
+    client = MlflowClient(resolve_location(str(store)).uri)
+    runs = client.search_runs([client.get_experiment_by_name("sizes").experiment_id], "tags.`tracker.kind` = 'network'")
+    assert sorted(r.data.params["input_size"] for r in runs) == ["64", "80"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\ninput_sizes = [4]\n')
+    assert str(_cli(store, "campaign", "run", str(bad)).exception) == (
+        f"{bad}: [measure].input_sizes must be at least 8 pixels, got 4")

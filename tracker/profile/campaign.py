@@ -4,7 +4,8 @@
     [networks]  zoo = [...], specs = [...], generate = {count, seed, input_size}, prune = {model, ratios, method, seed}
     [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), allocator ("retain":
                 the C allocator keeps freed memory, part of the mode), precision, time_cap_s, layers,
-                till_first_fail, timeout_s, memory_limit_mb, repeats, trace, min_samples
+                till_first_fail, timeout_s, memory_limit_mb, repeats, trace, min_samples, input_sizes
+                (resolutions to measure each network at; without it, each network's own)
 
 Every configuration runs in a child process; one that is already measured (its config key
 is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
@@ -41,7 +42,7 @@ SECTIONS = {
     "measure": {
         "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
         "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float, "repeats": int,
-        "allocator": str, "trace": bool, "min_samples": int,
+        "allocator": str, "trace": bool, "min_samples": int, "input_sizes": list,
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
@@ -58,6 +59,7 @@ class Campaign:
     phases: list[str] = field(default_factory=lambda: ["inference"])
     devices: list[str] = field(default_factory=lambda: ["cpu"])
     threads: list[int | None] = field(default_factory=lambda: [None])
+    input_sizes: list[int | None] = field(default_factory=lambda: [None])  # None: each network's own
     allocator: str | None = None  # modes.ALLOCATORS; None: the C library's default, unchanged
     precision: float = 0.02
     time_cap_s: float = 10.0
@@ -139,6 +141,10 @@ def load_campaign(path: Path) -> Campaign:
     if bad := [d for d in c.devices if not is_device_name(str(d))]:
         raise ConfigError(f"{where}: [measure].devices: unknown device {bad[0]!r} (cpu, cuda, cuda:N)")
     c.devices = list(dict.fromkeys(canonical_device(str(d)) for d in c.devices))  # cuda and cuda:0 once
+    if "input_sizes" in m:
+        c.input_sizes = list(dict.fromkeys(check_counts(where, "[measure].input_sizes", m["input_sizes"])))
+        if small := [s for s in c.input_sizes if s is not None and s < 8]:
+            raise ConfigError(f"{where}: [measure].input_sizes must be at least 8 pixels, got {small[0]}")
     if "threads" in m:
         c.threads = list(check_counts(where, "[measure].threads", m["threads"]))
         try:  # measured here: said before the store is opened, not after the first configuration
@@ -275,11 +281,13 @@ def campaign_progress(name: str, prefix: str = "", console: Any = None, transien
         yield progress
 
 
-def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | None, str]]:
-    """(network, device, threads, phase) chains of this shard; each runs its batch sizes in order."""
+def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | None, str, int | None]]:
+    """(network, device, threads, phase, input size) chains of this shard; each runs its batch sizes
+    in order. An input size None is the network's own."""
     i, n = shard
     mine = [ref for k, ref in enumerate(c.networks) if k % n == i - 1]
-    return [(ref, d, t, ph) for ref in mine for d in c.devices for t in c.threads for ph in c.phases]
+    return [(ref, d, t, ph, size) for ref in mine for size in c.input_sizes for d in c.devices for t in c.threads
+            for ph in c.phases]
 
 
 def measured_with_layers(logger: Any, config_key: str) -> bool:
@@ -311,8 +319,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
 
     for d in c.devices:
         check_device(d)
-    for ref in dict.fromkeys(ref for ref, *_ in chains(c, shard)):
-        describe_early(ref)  # a network of your own that cannot be built: said before anything is measured
+    for ref, size in dict.fromkeys((ref, size) for ref, _, _, _, size in chains(c, shard)):
+        describe_early(ref, size)  # one that cannot be built, or run at that size: said before anything is measured
     if c.memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
         planned_kind()
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s, min_samples=c.min_samples)
@@ -332,26 +340,28 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     modes_logged: set[tuple[str, int | None]] = set()
     try:
         # Round after round: round r goes through every chain before round r + 1 starts.
-        for r, (ref, device, threads, phase) in itertools.product(range(1, c.repeats + 1), todo):
+        for r, (ref, device, threads, phase, size) in itertools.product(range(1, c.repeats + 1), todo):
             if (device, threads) not in modes_logged and not dry_run:
                 ensure_mode_logged(logger, device, threads, c.allocator)
                 modes_logged.add((device, threads))
 
             def plan_at(bs: int) -> Any:
                 return plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator,
-                            memory_limit_mb=c.memory_limit_mb)
+                            memory_limit_mb=c.memory_limit_mb, input_size=size)
 
             def planned(state: str, q: Any) -> None:
                 if dry_run:
                     tally.planned.append({"network": q.spec.model, "batch_size": q.spec.batch_size, "phase": phase,
-                                          "device": device, "threads": threads, "repeat": r, "state": state,
+                                          "input_size": q.spec.input_size, "device": device, "threads": threads,
+                                          "repeat": r, "state": state,
                                           "config_key": q.config_key})
 
             for k, bs in enumerate(c.batch_sizes):
                 p = plan_at(bs)
                 repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
                 tracing = c.trace and r == 1  # a trace is for reading: the first round's
-                label = (f"{p.spec.model} bs{bs} {phase} {device}{f' t{threads}' if threads else ''}"
+                label = (f"{p.spec.model} bs{bs}{f' {size}px' if size else ''} {phase} {device}"
+                         f"{f' t{threads}' if threads else ''}"
                          f"{f' {c.allocator}' if c.allocator not in (None, 'system') else ''}"
                          f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}{' traced' if tracing else ''}")
                 layers = c.layers and phase == "inference"
