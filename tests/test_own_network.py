@@ -141,7 +141,7 @@ def test_a_campaign_measures_networks_of_ones_own_beside_the_zoos(tmp_path: Path
     out = _cli(store, "campaign", "run", str(broken))
     assert isinstance(out.exception, ConfigError) and str(out.exception) == (
         "mynet.py:broken could not build the network: RuntimeError: no such layer")
-    assert json.loads(_cli(store, "-e", "broken", "runs", "list", "--format", "json").stdout) == []
+    assert MlflowClient(resolve_location(str(store)).uri).get_experiment_by_name("broken") is None  # not even made
 
 
 def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) -> None:
@@ -224,3 +224,8 @@ def test_a_campaign_measures_each_network_at_each_input_size(tmp_path: Path) -> 
     bad.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\ninput_sizes = [4]\n')
     assert str(_cli(store, "campaign", "run", str(bad)).exception) == (
         f"{bad}: [measure].input_sizes must be at least 8 pixels, got 4")
+    # a size the network cannot run at: one line, before a store is made
+    bad.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\ninput_sizes = [64, 8]\n')
+    out = _cli(tmp_path / "none", "campaign", "run", str(bad))
+    assert str(out.exception).startswith("squeezenet1_1 cannot run on a 1x3x8x8 input: RuntimeError: ")
+    assert not (tmp_path / "none").exists()

@@ -24,7 +24,7 @@ def run(
 ) -> None:
     """Measure every configuration not yet measured; Ctrl-C stops, a re-run resumes."""
     from tracker.profile import zygote_client
-    from tracker.profile.campaign import campaign_progress, load_campaign, parse_shard, run_campaign
+    from tracker.profile.campaign import campaign_progress, check_campaign, load_campaign, parse_shard, run_campaign
 
     campaign = load_campaign(path)
     shard_ij = parse_shard(shard)
@@ -35,6 +35,7 @@ def run(
         _dry_run(st, campaign, shard_ij, fmt)
         return
     zygote_client.prestart()  # its imports overlap planning; a campaign with nothing left ends it unused
+    check_campaign(campaign, shard_ij)  # what would fail it all: before the store is made
     logger = st.logger()
     quiet = fmt is OutputFormat.json
     with campaign_progress(campaign.name, transient=quiet, disable=quiet) as progress:

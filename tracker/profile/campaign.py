@@ -301,6 +301,22 @@ def measured_with_layers(logger: Any, config_key: str) -> bool:
     return existing is None or has_layers(existing)
 
 
+def check_campaign(c: Campaign, shard: tuple[int, int] = (1, 1)) -> None:
+    """What would fail every configuration, said in one line before a store is opened: a device
+    this machine lacks, a network of the shard that cannot be built or run at its input size
+    (described now, as its plans will take it), a bad TRACKER_MEMORY_CAP."""
+    from tracker.profile.api import describe_early
+    from tracker.profile.device import check_device
+    from tracker.profile.memcap import planned_kind
+
+    for d in c.devices:
+        check_device(d)
+    for ref, size in dict.fromkeys((ref, size) for ref, _, _, _, size in chains(c, shard)):
+        describe_early(ref, size)
+    if c.memory_limit_mb:
+        planned_kind()
+
+
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                  progress: Callable[[str, Tally], None] | None = None, dry_run: bool = False) -> Tally:
     """Measure every configuration of shard ``shard`` not measured before, round after round;
@@ -310,19 +326,12 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     import itertools
 
     from tracker.log.record import REPEAT_KEY_TAG
-    from tracker.profile.api import describe_early, ensure_mode_logged, measure_planned, plan
-    from tracker.profile.device import check_device
-    from tracker.profile.memcap import planned_kind
+    from tracker.profile.api import ensure_mode_logged, measure_planned, plan
     from tracker.profile.records import beside_other_work
     from tracker.profile.stats import Stopping
     from tracker.profile.trace import TRACE_ERROR_TAG, TRACE_TAG
 
-    for d in c.devices:
-        check_device(d)
-    for ref, size in dict.fromkeys((ref, size) for ref, _, _, _, size in chains(c, shard)):
-        describe_early(ref, size)  # one that cannot be built, or run at that size: said before anything is measured
-    if c.memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
-        planned_kind()
+    check_campaign(c, shard)
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s, min_samples=c.min_samples)
     layer_rule = rule.for_layers()
     todo = chains(c, shard)
