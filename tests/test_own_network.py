@@ -148,6 +148,7 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     net = _write(tmp_path)
     (tmp_path / "syntax.py").write_text("def f(:\n")
     (tmp_path / "size.py").write_text("INPUT_SIZE = 'large'\ndef f():\n    pass\n")
+    (tmp_path / "channels.py").write_text("INPUT_CHANNELS = 0\ndef f():\n    pass\n")
     store = tmp_path / "s"
     cases = {
         f"{tmp_path}/none.py:Net": f"network file {tmp_path}/none.py does not exist",
@@ -156,6 +157,8 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
         f"{net}:not_a_network": "mynet.py:not_a_network returned int, not a torch.nn.Module",
         f"{tmp_path}/syntax.py:f": f"network file {tmp_path}/syntax.py: line 1: invalid syntax",
         f"{tmp_path}/size.py:f": f"network file {tmp_path}/size.py: INPUT_SIZE should be a whole number of pixels, at least 8",
+        f"{tmp_path}/channels.py:f": f"network file {tmp_path}/channels.py: INPUT_CHANNELS should be a whole number of "
+                                     "channels, at least 1",
         f"{net}:1x": f"'{net}:1x' is not FILE.py:NAME (a callable of the file that builds the network)",
     }
     for ref, message in cases.items():  # the library's error, which the CLI's entry prints as one line
@@ -229,3 +232,33 @@ def test_a_campaign_measures_each_network_at_each_input_size(tmp_path: Path) -> 
     out = _cli(tmp_path / "none", "campaign", "run", str(bad))
     assert str(out.exception).startswith("squeezenet1_1 cannot run on a 1x3x8x8 input: RuntimeError: ")
     assert not (tmp_path / "none").exists()
+
+
+LENET = """from torch import nn
+
+INPUT_SIZE = 28
+INPUT_CHANNELS = 1
+
+
+def lenet() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 10))
+"""
+
+
+def test_a_network_of_ones_own_may_take_grey_images(tmp_path: Path) -> None:
+    """INPUT_CHANNELS = 1 (MNIST's LeNet): described, measured whole, in training and layer by layer
+    on (N, 1, 28, 28) images."""
+    net = tmp_path / "lenet.py"
+    net.write_text(LENET)
+    store = tmp_path / "s"
+    described = json.loads(_cli(store, "describe", f"{net}:lenet", "--format", "json").stdout)
+    params = (1 * 6 * 25 + 6) + (6 * 16 * 25 + 16) + (400 * 120 + 120) + (120 * 10 + 10)  # convs 5x5, then the head
+    assert (described["in_channels"], described["input_size"], described["params"]) == (1, 28, params)
+    trained = _cli(store, "profile", "network", f"{net}:lenet", "-b", "8", "--phase", "training", "--time-cap", "0.5",
+                   "--precision", "0.2", "--format", "json")
+    assert trained.exit_code == 0 and json.loads(trained.stdout)["status"] == "FINISHED", trained.output
+    layers = _cli(store, "profile", "layers", f"{net}:lenet", "-b", "2", "--time-cap", "0.5", "--precision", "0.2",
+                  "--format", "json")
+    assert layers.exit_code == 0, layers.output
+    assert [layer["op_type"] for layer in json.loads(layers.stdout)["layers"]][:3] == ["Conv2d", "ReLU", "MaxPool2d"]

@@ -23,7 +23,7 @@ def describe(
     desc = describe_ref(model, input_size)
     rows = node_rows(desc, batch_size)
     data = {"model": desc.name, "description_hash": desc.description_hash, "method": desc.method,
-            "notes": desc.notes, **aggregates(desc, batch_size, rows)}
+            "notes": desc.notes, **aggregates(desc, batch_size, rows), "in_channels": int(desc.input_shape[1])}
     if nodes:
         data["node_rows"] = rows
     if fmt is OutputFormat.json:
@@ -31,7 +31,7 @@ def describe(
         return
     for note in desc.notes:
         typer.echo(f"note: {note}")
-    for key in ("model", "description_hash", "method", "batch_size", "input_size", "params", "flops", "macs",
+    for key in ("model", "description_hash", "method", "batch_size", "input_size", "in_channels", "params", "flops", "macs",
                 "activation_bytes", "saved_activation_bytes", "kept_activation_bytes", "largest_activation_bytes",
                 "nodes", "edges", "functional_layers", "depth"):
         value = data[key]

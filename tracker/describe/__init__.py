@@ -17,4 +17,4 @@ def describe(ref: str, input_size: int | None = None) -> Any:
         import torch
 
         return describe_module(model, model_ref.name, size, example=[torch.rand(3, size, size)])
-    return describe_module(model, model_ref.name, size)
+    return describe_module(model, model_ref.name, size, in_channels=model_ref.in_channels)

@@ -145,7 +145,7 @@ def _described(name: str, spec_json: str | None, input_size: int) -> tuple[str, 
     from tracker.zoo.spec import spec_ref
 
     model_ref = resolve(name) if spec_json is None else spec_ref(json.loads(spec_json))
-    desc = describe_module(model_ref.build(), model_ref.name, input_size)
+    desc = describe_module(model_ref.build(), model_ref.name, input_size, in_channels=model_ref.in_channels)
     return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
 
 
@@ -169,7 +169,8 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
     size = input_size or model_ref.input_size
     name, model_hash, _ = _described(model_ref.name, _spec_json(model_ref.spec), size)
-    spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase)
+    spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase,
+                       in_channels=model_ref.in_channels)
     mode = read_mode(device, threads=threads, allocator=allocator)
     cap: dict[str, Any] = {}
     if memory_limit_mb:  # under a memory cap: another configuration than without, or under another cap

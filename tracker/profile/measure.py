@@ -86,6 +86,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         device=device,
         precision=job.get("precision", "float32"),
         phase=job.get("phase", "inference"),
+        in_channels=ref.in_channels,
     )
     model = model.to(device=device, dtype=getattr(torch, spec.precision))
     rule = Stopping(**job.get("rule", {}))

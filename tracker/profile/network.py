@@ -25,6 +25,8 @@ class NetworkSpec:
     device: str = "cpu"
     precision: str = "float32"
     phase: str = "inference"
+    in_channels: int = 3  # of the input images (a network of your own may take 1); not in the key:
+    # a network taking other channels is another network, with its own description hash
 
     def __post_init__(self) -> None:
         # one name per device, whoever builds the spec (a library caller too): its key follows it
@@ -53,7 +55,7 @@ def example_input(spec: NetworkSpec) -> Any:
 
     dtype = getattr(torch, spec.precision)
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(spec.batch_size, 3, spec.input_size, spec.input_size, generator=gen, dtype=dtype)
+    x = torch.randn(spec.batch_size, spec.in_channels, spec.input_size, spec.input_size, generator=gen, dtype=dtype)
     return x.to(spec.device)
 
 

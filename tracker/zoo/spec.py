@@ -7,8 +7,8 @@ zoo name does.
 
 A network of your own is ``FILE.py:NAME``: NAME is a callable of the file (a function, or an
 ``nn.Module`` class) that, called with no argument, returns the ``torch.nn.Module``; it takes a
-batch of images ``(N, 3, S, S)`` (S: the file's ``INPUT_SIZE = S``, else 224) and, to be trained,
-returns class scores ``(N, classes)``. It is read into a spec of kind ``module`` that carries the
+batch of images ``(N, C, S, S)`` (S: the file's ``INPUT_SIZE = S``, else 224; C: its
+``INPUT_CHANNELS = C``, else 3) and, to be trained, returns class scores ``(N, classes)``. It is read into a spec of kind ``module`` that carries the
 file's text: the network is described and measured as the file was when it was planned (the
 files it imports, as they are when it is built), and its description hash, as for every network,
 says what was measured.
@@ -37,6 +37,7 @@ class ModelRef:
     name: str
     input_size: int
     spec: dict[str, Any] | None = None  # None for zoo names
+    in_channels: int = 3  # of its input images: 3 but for a network of your own that says otherwise
 
     @property
     def is_detection(self) -> bool:
@@ -64,8 +65,9 @@ class ModelRef:
 
 
 def module_spec(ref: str) -> dict[str, Any]:
-    """The spec of ``FILE.py:NAME``: the file's text, where it was, NAME, and its input size (the
-    file's top-level ``INPUT_SIZE = S``, read without running the file). Runs nothing."""
+    """The spec of ``FILE.py:NAME``: the file's text, where it was, NAME, and its input's size and
+    channels (the file's top-level ``INPUT_SIZE = S`` and ``INPUT_CHANNELS = C``, read without
+    running the file). Runs nothing."""
     match = MODULE_REF.match(ref)
     if match is None:
         raise ConfigError(f"{ref!r} is not FILE.py:NAME (a callable of the file that builds the network)")
@@ -94,14 +96,21 @@ def module_spec(ref: str) -> dict[str, Any]:
             defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
     if attr not in defined:
         raise ConfigError(f"network file {path} defines no {attr!r} at its top level")
-    size = DEFAULT_INPUT_SIZE
-    if "INPUT_SIZE" in assigned:
-        value = assigned["INPUT_SIZE"]
-        if not (isinstance(value, ast.Constant) and type(value.value) is int and value.value >= 8):
-            raise ConfigError(f"network file {path}: INPUT_SIZE should be a whole number of pixels, at least 8")
-        size = value.value
-    return {"format": SPEC_FORMAT, "kind": "module", "name": f"{path.stem}.{attr}", "callable": attr,
+    def whole(key: str, default: int, least: int, what: str) -> int:
+        if key not in assigned:
+            return default
+        value = assigned[key]
+        if not (isinstance(value, ast.Constant) and type(value.value) is int and value.value >= least):
+            raise ConfigError(f"network file {path}: {key} should be a whole number of {what}, at least {least}")
+        return value.value
+
+    size = whole("INPUT_SIZE", DEFAULT_INPUT_SIZE, 8, "pixels")
+    channels = whole("INPUT_CHANNELS", 3, 1, "channels")
+    spec = {"format": SPEC_FORMAT, "kind": "module", "name": f"{path.stem}.{attr}", "callable": attr,
             "file": str(path.resolve()), "source": source, "input_size": size}
+    if channels != 3:  # as every other network's spec where it is 3
+        spec["in_channels"] = channels
+    return spec
 
 
 def build_module(spec: dict[str, Any]) -> Any:
@@ -175,7 +184,7 @@ def spec_ref(spec: dict[str, Any]) -> ModelRef:
 
     base = spec.get("base")
     size = int(spec.get("input_size") or (default_input_size(base) if base else 224))
-    return ModelRef(spec["name"], size, spec)
+    return ModelRef(spec["name"], size, spec, int(spec.get("in_channels", 3)))
 
 
 def write_specs(specs: list[dict[str, Any]], folder: Path) -> list[Path]:
