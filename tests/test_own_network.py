@@ -17,7 +17,11 @@ from tracker.settings import resolve_location
 runner = CliRunner()
 
 #: a network of one's own, using a block from a file beside it (its folder is on the import path)
-NET = '''"""Two blocks and a head."""
+NET = '''"""Two blocks and a head; its width in a dataclass, which looks its module up as it is made."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -26,8 +30,13 @@ from blocks import Block
 INPUT_SIZE = 32
 
 
+@dataclass
+class Widths:
+    first: int = WIDTH
+
+
 class Net(nn.Module):
-    def __init__(self, width: int = WIDTH) -> None:
+    def __init__(self, width: int = Widths().first) -> None:
         super().__init__()
         self.body = nn.Sequential(Block(3, width), Block(width, 2 * width), nn.AdaptiveAvgPool2d(1))
         self.head = nn.Linear(2 * width, 5)
@@ -82,11 +91,13 @@ def test_a_network_of_ones_own_is_described_measured_and_kept_with_its_code(tmp_
     try:
         spec = importlib.util.spec_from_file_location("mynet_here", net)
         module = importlib.util.module_from_spec(spec)
+        sys.modules["mynet_here"] = module  # as an import does
         spec.loader.exec_module(module)
         params = sum(p.numel() for p in module.Net().parameters())
     finally:
         sys.path.remove(str(net.parent))
         sys.modules.pop("blocks", None)
+        sys.modules.pop("mynet_here", None)
     assert described["params"] == params > 0
     narrow = json.loads(_cli(tmp_path / "s", "describe", f"{net}:narrow", "--format", "json").stdout)
     assert narrow["params"] < params and narrow["description_hash"] != described["description_hash"]
@@ -186,7 +197,7 @@ def test_networks_of_two_folders_each_import_the_files_beside_them(tmp_path: Pat
     a, b = resolve(f"{first}:Net").build(), resolve(f"{second}:Net").build()
     assert not any(type(m).__name__ == "Dropout" for m in a.modules())
     assert any(type(m).__name__ == "Dropout" for m in b.modules())
-    assert "blocks" not in sys.modules
+    assert not [name for name in sys.modules if name == "blocks" or name.startswith("tracker_network_")]
 
 
 def test_profile_takes_an_input_size_other_than_the_networks_own(tmp_path: Path) -> None:

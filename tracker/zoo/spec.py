@@ -127,6 +127,7 @@ def build_module(spec: dict[str, Any]) -> Any:
     module.__file__ = str(file)
     sys.path.insert(0, str(file.parent))
     before = set(sys.modules)
+    sys.modules[module.__name__] = module  # as an import would: dataclasses, pickle and typing look it up
     try:
         exec(compile(spec["source"], str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own network
         network = getattr(module, spec["callable"])()
@@ -137,8 +138,8 @@ def build_module(spec: dict[str, Any]) -> Any:
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(str(file.parent))
-        for name in set(sys.modules) - before:  # the files beside it: read afresh for the next network,
-            origin = getattr(sys.modules[name], "__file__", None) or ""  # whose folder may have its own
+        for name in set(sys.modules) - before:  # it and the files beside it: read afresh for the next
+            origin = getattr(sys.modules[name], "__file__", None) or ""  # network, whose folder may have its own
             if Path(origin).parent == file.parent:
                 del sys.modules[name]
     if not isinstance(network, torch.nn.Module):
