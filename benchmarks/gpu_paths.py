@@ -80,6 +80,19 @@ print(json.dumps({k: round(v, 3) for k, v in t.items()}))
 """
 
 
+#: A network of one's own: MNIST's LeNet, on grey images
+OWN_NETWORK = """from torch import nn
+
+INPUT_SIZE = 28
+INPUT_CHANNELS = 1
+
+
+def lenet() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                         nn.AdaptiveMaxPool2d(5), nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 10))
+"""
+
+
 def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     if device not in ("cpu", "cuda"):
@@ -134,6 +147,15 @@ def main() -> None:
     step("network_b1", ["profile", "network", "resnet18", "-b", "1", *inf])
     step(f"network_b{big}", ["profile", "network", "resnet50", "-b", str(big), *inf])
     step(f"train_step_b{big}", ["profile", "network", "mobilenet_v2", "-b", str(big), "--phase", "training", *inf])
+    # a network of one's own (FILE.py:NAME), grey images at another size, trained a step at a time
+    own = work / "models" / "lenet.py"
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_text(OWN_NETWORK)
+    step("own_network", ["profile", "network", f"{own}:lenet", "-b", str(big), "--phase", "training", "--input-size", "32",
+                         *inf])
+    if gpu:  # cuda:0 is cuda: one configuration, so network_b1's run is reused, not measured again
+        step("cuda0_alias", ["profile", "network", "resnet18", "-b", "1", "--device", "cuda:0", "--format", "json",
+                             "--time-cap", "5"])
     if gpu:  # a CPU measurement on a GPU host: the idle GPU's power must not count in its power_w
         step("cpu_on_gpu_host", ["profile", "network", "squeezenet1_1", "-b", "1", "--device", "cpu", "--format", "json",
                                  "--time-cap", "2"])
@@ -227,6 +249,11 @@ def main() -> None:
                                  "mode_matches_network_b1": d.get("mode", {}).get("id") == b1.get("mode")}
     if isinstance(outputs.get("show_b1"), dict):
         checks["system_metrics_b1"] = outputs["show_b1"].get("system_metrics")
+    if isinstance(outputs.get("own_network"), dict):
+        checks["own_network"] = {k: outputs["own_network"].get(k) for k in ("model", "input_size", "status", "latency_ms",
+                                                                              "peak_mem_mb", "device")}
+    if gpu:
+        checks["cuda0_reused"] = isinstance(outputs.get("cuda0_alias"), dict) and outputs["cuda0_alias"].get("reused") is True
     if isinstance(outputs.get("trace"), dict):  # on a GPU the operators are ranked by their kernels' time
         t = outputs["trace"].get("trace") or {}
         checks["trace"] = {"time_basis": t.get("time_basis"), "operators": t.get("operators"),
@@ -252,7 +279,8 @@ def main() -> None:
                       "checks": checks, "all_ok": checks["all_steps_ok"] and (checks.get("trace") or {}).get("artifacts") is not None
                       and (checks.get("compare") or {}).get("samples") == [True, True]
                       and (checks.get("device_show") or {}).get("mode_matches_network_b1") is True
-                      and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"]
+                      and (checks.get("own_network") or {}).get("status") == "FINISHED"
+                      and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"] and checks["cuda0_reused"]
                                        and "nvml" in (checks["device_show"].get("sources") or [])
                                        and "gpu_power_w" in (checks.get("system_metrics_b1") or [])
                                        and checks["trace"]["time_basis"] == "self_device_ms"))}))
