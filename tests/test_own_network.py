@@ -57,6 +57,16 @@ def not_a_network() -> int:
     return 3
 
 
+def two_lines() -> nn.Module:
+    raise ValueError("the first line\\nand a second")
+
+
+try:  # a name bound in a block of the top level is defined there too
+    from blocks import Block as Guarded
+except ImportError:
+    Guarded = None
+
+
 def fixed() -> nn.Module:  # its head takes INPUT_SIZE pixels square, and no other size
     return nn.Sequential(nn.Conv2d(3, 2, 3, padding=1), nn.Flatten(), nn.Linear(2 * INPUT_SIZE * INPUT_SIZE, 5))
 '''
@@ -166,6 +176,9 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
         f"{net}:Wide": f"network file {net} defines no 'Wide' at its top level",
         f"{net}:broken": "mynet.py:broken could not build the network: RuntimeError: no such layer",
         f"{net}:not_a_network": "mynet.py:not_a_network returned int, not a torch.nn.Module",
+        f"{net}:two_lines": "mynet.py:two_lines could not build the network: ValueError: the first line",
+        f"{net}:Guarded": "mynet.py:Guarded could not build the network: TypeError: Block.__init__() missing 2 required "
+                          "positional arguments: 'cin' and 'cout'",
         f"{tmp_path}/syntax.py:f": f"network file {tmp_path}/syntax.py: line 1: invalid syntax",
         f"{tmp_path}/size.py:f": f"network file {tmp_path}/size.py: INPUT_SIZE should be a whole number of pixels, at least 8",
         f"{tmp_path}/channels.py:f": f"network file {tmp_path}/channels.py: INPUT_CHANNELS should be a whole number of "

@@ -8,10 +8,10 @@ zoo name does.
 A network of your own is ``FILE.py:NAME``: NAME is a callable of the file (a function, or an
 ``nn.Module`` class) that, called with no argument, returns the ``torch.nn.Module``; it takes a
 batch of images ``(N, C, S, S)`` (S: the file's ``INPUT_SIZE = S``, else 224; C: its
-``INPUT_CHANNELS = C``, else 3) and, to be trained, returns class scores ``(N, classes)``. It is read into a spec of kind ``module`` that carries the
-file's text: the network is described and measured as the file was when it was planned (the
-files it imports, as they are when it is built), and its description hash, as for every network,
-says what was measured.
+``INPUT_CHANNELS = C``, else 3) and, to be trained, returns class scores ``(N, classes)``. It is
+read into a spec of kind ``module`` that carries the file's text: the network is described and
+measured as the file was when it was planned (the files it imports, as they are when it is
+built), and its description hash, as for every network, says what was measured.
 """
 
 from __future__ import annotations
@@ -86,16 +86,11 @@ def module_spec(ref: str) -> dict[str, Any]:
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise ConfigError(f"network file {path}: line {exc.lineno}: {exc.msg}") from None
-    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
-    assigned: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            assigned[node.targets[0].id] = node.value
-            defined.add(node.targets[0].id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    if attr not in defined:
+    if attr not in top_level_names(tree.body):
         raise ConfigError(f"network file {path} defines no {attr!r} at its top level")
+    assigned = {node.targets[0].id: node.value for node in tree.body
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+
     def whole(key: str, default: int, least: int, what: str) -> int:
         if key not in assigned:
             return default
@@ -111,6 +106,25 @@ def module_spec(ref: str) -> dict[str, Any]:
     if channels != 3:  # as every other network's spec where it is 3
         spec["in_channels"] = channels
     return spec
+
+
+def top_level_names(body: list[Any]) -> set[str]:
+    """The names a module's statements bind at its top level: functions, classes, assignments and
+    imports, also inside its ``if``, ``try``, ``with`` and ``for`` blocks (not inside a function or
+    a class)."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names |= top_level_names([*getattr(node, block, [])])
+    return names
 
 
 def build_module(spec: dict[str, Any]) -> Any:
@@ -134,7 +148,8 @@ def build_module(spec: dict[str, Any]) -> Any:
     except ConfigError:
         raise
     except Exception as exc:  # the user's code: its error, in one line
-        raise ConfigError(f"{where} could not build the network: {type(exc).__name__}: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ConfigError(f"{where} could not build the network: {type(exc).__name__}{': ' + first if first else ''}") from None
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(str(file.parent))
