@@ -125,6 +125,8 @@ def test_a_network_of_ones_own_is_described_measured_and_kept_with_its_code(tmp_
     assert logged.data.params["input_size"] == "32"
     with downloaded(client.tracking_uri, run["run_id"], "description/network.py") as path:
         assert path.read_text() == net.read_text()  # the code that was measured, with the run
+    assert logged.data.tags["mlflow.note.content"].endswith(  # the run's description, in the UI
+        "A network of your own, mynet.py:Net: its code as measured is the artifact description/network.py.")
 
     # measured as planned: the file edited since (another width) is another network, measured again
     again = _cli(store, "profile", "network", f"{net}:Net", "-b", "2", "--phase", "training", "--time-cap", "0.5",

@@ -8,6 +8,7 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from tracker.log.logger import RunLogger
@@ -286,6 +287,9 @@ def measure_planned(
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
     if p.network_spec is not None and p.network_spec.get("kind") == "module":  # a network of your own:
         record.artifacts[MODULE_SOURCE_ARTIFACT] = p.network_spec["source"]  # the code measured, as planned
+        record.description = (f"{record.description or ''} A network of your own, "
+                              f"{Path(p.network_spec['file']).name}:{p.network_spec['callable']}: its code as measured "
+                              f"is the artifact {MODULE_SOURCE_ARTIFACT}.").strip()
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                        software_versions()))
     logged.trace = traced.summary if traced is not None else None
