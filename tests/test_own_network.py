@@ -288,3 +288,22 @@ def test_a_network_of_ones_own_may_take_grey_images(tmp_path: Path) -> None:
                   "--format", "json")
     assert layers.exit_code == 0, layers.output
     assert [layer["op_type"] for layer in json.loads(layers.stdout)["layers"]][:3] == ["Conv2d", "ReLU", "MaxPool2d"]
+
+
+def test_a_mapping_runs_networks_of_ones_own_at_once(tmp_path: Path) -> None:
+    """A multi-DNN mapping of a network of one's own split in two stages beside LeNet on grey images:
+    both run, and the mapping run names them as their own runs do."""
+    net = _write(tmp_path / "models")
+    lenet = tmp_path / "models" / "lenet.py"
+    lenet.write_text(LENET)
+    store = tmp_path / "s"
+    mapping = f"{net}:Net@3:cpu>cpu,{lenet}:lenet:cpu"
+    out = _cli(store, "mapping", "run", "--mapping", mapping, "--duration", "1", "--warmup", "0.3", "--format", "json")
+    assert out.exit_code == 0, out.output
+    [w] = json.loads(out.stdout)
+    assert w["status"] == "FINISHED" and [n["model"] for n in w["networks"]] == ["mynet.Net", "lenet.lenet"]
+    assert all(n["inf_count"] > 0 for n in w["networks"]) and w["networks"][0]["split"] == 3
+    params = MlflowClient(resolve_location(str(store)).uri).get_run(w["run_id"]).data.params
+    assert (params["net0.model"], params["net1.model"]) == ("mynet.Net", "lenet.lenet")
+    missing = _cli(store, "mapping", "run", "--mapping", f"{tmp_path}/none.py:Net:cpu")
+    assert str(missing.exception) == f"network file {tmp_path}/none.py does not exist"

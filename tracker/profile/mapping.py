@@ -4,7 +4,9 @@ A *mapping* assigns each of N networks a split index and the device of each stag
 network's layers (the call nodes of its ``torch.fx`` graph, in execution order) ``[0, split)``
 run on the first device and ``[split, layers)`` on the second. ``split = 0`` runs the whole
 network on the second device and ``split = layers`` on the first. Compact form, one network
-per comma: ``resnet18@30:cpu>cuda,mobilenet_v2@153:cpu>cpu``.
+per comma: ``resnet18@30:cpu>cuda,mobilenet_v2@153:cpu>cpu``. A network is a zoo name, a spec
+file or a network of your own (``models/mynet.py:TinyNet@3:cpu>cpu``), named in the mapping's
+run as its own runs name it.
 
 ``generate`` draws mappings at random from a seed; ``run_workload`` (in the measuring child)
 runs all networks of one mapping at once, one thread each, for a sampling window after a
@@ -93,10 +95,18 @@ def from_json(data: Any, where: str) -> Mapping:
 
 
 def _check_model(model: str) -> bool:
-    from tracker.zoo import check_model_name
-
-    check_model_name(model)
+    """A zoo name, a spec file or a network of your own (``FILE.py:NAME``), or one clear error."""
+    _name(model)
     return True
+
+
+@lru_cache(maxsize=None)
+def _name(model: str) -> str:
+    """The name a network's runs carry (``mynet.TinyNet`` for ``models/mynet.py:TinyNet``), so a
+    mapping's networks join their own network runs by name."""
+    from tracker.zoo import resolve
+
+    return resolve(model).name
 
 
 def _trace(model: str) -> tuple[Any, Any, list[Any]]:
@@ -278,7 +288,7 @@ class _Net:
         module, graph, layers = _trace(net.model)
         ref = resolve(net.model)
         size = ref.input_size
-        agg = aggregates(describe_module(module, ref.name, size), batch_size)  # on the CPU, before any move
+        agg = aggregates(describe_module(module, ref.name, size, in_channels=ref.in_channels), batch_size)  # on the CPU
         self.info = {"params": int(agg["params"]), "macs": int(agg["macs"]), "flops": int(agg["flops"]),
                      "functional_layers": int(agg["functional_layers"]), "layers": len(layers)}
         position = {node: i for i, node in enumerate(layers)}
@@ -287,7 +297,7 @@ class _Net:
         first = net.devices[0] if net.split > 0 else net.devices[1]
         self.module = split.to(first).eval()
         self.final = net.devices[1] if net.split < len(layers) else net.devices[0]
-        self.x = torch.randn(batch_size, 3, size, size, generator=torch.Generator().manual_seed(0)).to(first)
+        self.x = torch.randn(batch_size, ref.in_channels, size, size, generator=torch.Generator().manual_seed(0)).to(first)
         self.times: dict[str, float] = {}
         stages = dict(split.named_children())
         if "submod_1" in stages:
@@ -387,7 +397,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
             raise exc
     networks = []
     for i, (net, got) in enumerate(zip(mapping.networks, samples)):
-        row: dict[str, Any] = {"model": net.model, "split": net.split, "devices": list(net.devices),
+        row: dict[str, Any] = {"model": _name(net.model), "split": net.split, "devices": list(net.devices),
                                "inf_count": len(got), **nets[i].info}
         if got:
             span = max(s["t1"] for s in got) - window["open"]
@@ -442,7 +452,7 @@ class Workload:
                 "allocator": self.allocator}
 
     def name(self) -> str:
-        nets = " + ".join(f"{n.model}@{n.split}" for n in self.mapping.networks)
+        nets = " + ".join(f"{_name(n.model)}@{n.split}" for n in self.mapping.networks)
         return f"workload · {nets} · bs{self.batch_size} · {self.device()}"
 
 
@@ -451,7 +461,7 @@ def _params(w: Workload, mode_id: str) -> dict[str, Any]:
                               "duration_s": w.duration_s, "warmup_s": w.warmup_s, "mode": mode_id,
                               "batch_size": w.batch_size, "device": w.device()}
     for i, n in enumerate(w.mapping.networks):
-        params.update({f"net{i}.model": n.model, f"net{i}.split": n.split, f"net{i}.devices": ">".join(n.devices)})
+        params.update({f"net{i}.model": _name(n.model), f"net{i}.split": n.split, f"net{i}.devices": ">".join(n.devices)})
     return params
 
 
