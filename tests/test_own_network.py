@@ -307,3 +307,38 @@ def test_a_mapping_runs_networks_of_ones_own_at_once(tmp_path: Path) -> None:
     assert (params["net0.model"], params["net1.model"]) == ("mynet.Net", "lenet.lenet")
     missing = _cli(store, "mapping", "run", "--mapping", f"{tmp_path}/none.py:Net:cpu")
     assert str(missing.exception) == f"network file {tmp_path}/none.py does not exist"
+
+
+def test_a_network_of_ones_own_is_pruned_into_specs_that_carry_it(tmp_path: Path) -> None:
+    """zoo prune FILE.py:NAME: specs that carry the file's network (its text), its size and channels,
+    so they are built and measured wherever they are, the file gone; a campaign prunes one too."""
+    lenet = tmp_path / "models" / "lenet.py"
+    lenet.parent.mkdir()
+    lenet.write_text(LENET)
+    store = tmp_path / "s"
+    out = _cli(store, "zoo", "prune", f"{lenet}:lenet", "--ratios", "0,50", "--out", str(tmp_path / "pruned"),
+               "--format", "json")
+    assert out.exit_code == 0, out.output
+    whole, half = (Path(p) for p in json.loads(out.stdout))
+    spec = json.loads(half.read_text())
+    assert (spec["name"], spec["base"], spec["input_size"], spec["in_channels"]) == ("lenet.lenet-p50-l1-s0", "lenet.lenet",
+                                                                                     28, 1)
+    assert spec["widths"] == {"0": 3, "3": 8} and spec["base_spec"]["source"] == LENET
+    lenet.unlink()  # the specs carry the network: the file is no longer needed
+    described = {p: json.loads(_cli(store, "describe", str(p), "--format", "json").stdout) for p in (whole, half)}
+    assert described[whole]["params"] > described[half]["params"] and described[half]["in_channels"] == 1
+    trained = json.loads(_cli(store, "profile", "network", str(half), "-b", "4", "--phase", "training", "--time-cap",
+                              "0.5", "--precision", "0.2", "--format", "json").stdout)
+    assert trained["status"] == "FINISHED" and trained["model"] == "lenet.lenet-p50-l1-s0"
+
+    net = _write(tmp_path / "models")
+    campaign = tmp_path / "pruned.toml"
+    campaign.write_text('[campaign]\nname = "pruned"\n[networks.prune]\nmodel = "models/mynet.py:Net"\nratios = [25, 75]\n'
+                        "[measure]\nprecision = 0.2\ntime_cap_s = 0.3\n")
+    tally = json.loads(_cli(store, "campaign", "run", str(campaign), "--format", "json").stdout)
+    assert (tally["measured"], tally["failed"]) == (2, 0)
+    assert sorted(p.name for p in (tmp_path / "pruned" / "networks").glob("*.json")) == [
+        "mynet.Net-p25-l1-s0.json", "mynet.Net-p75-l1-s0.json"]
+    campaign.write_text(campaign.read_text().replace("mynet.py:Net", "mynet.py:Wide"))
+    assert str(_cli(store, "campaign", "run", str(campaign)).exception) == (
+        f"{campaign}: [networks.prune].model: network file {net} defines no 'Wide' at its top level")

@@ -80,19 +80,18 @@ def _ratios(text: str) -> list[float]:
 @app.command("prune")
 def prune(
     ctx: typer.Context,
-    model: Annotated[str, typer.Argument(help="Zoo model to prune.")],
+    model: Annotated[str, typer.Argument(help="Zoo model, spec file or FILE.py:NAME (a network of your own) to prune.")],
     ratios: Annotated[str, typer.Option(help="Pruning percentages, comma separated, e.g. 0,10,50.")] = "0,25,50,75",
     method: Annotated[str, typer.Option(help="Filter selection: l1 or random.")] = "l1",
     seed: Annotated[int, typer.Option(help="Seed of random selection.")] = 0,
     out: OutOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """Channel-prune a zoo model at several ratios and write one JSON spec each."""
-    from tracker.zoo import check_model_name
+    """Channel-prune a network at several ratios and write one JSON spec each."""
     from tracker.zoo.pruning import pruned_spec
-    from tracker.zoo.spec import write_specs
+    from tracker.zoo.spec import resolve, write_specs
 
-    check_model_name(model)
+    resolve(model)  # an unknown name or a bad file: one line before anything is built
     specs = [pruned_spec(model, r, method=method, seed=seed) for r in _ratios(ratios)]
     paths = write_specs(specs, _out(ctx, out, "pruned"))
     if fmt is OutputFormat.json:

@@ -183,18 +183,26 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
     for model in nets.get("zoo", []):
         check_model_name(str(model))
         refs.append(str(model))
+    def own(entry: str, label: str) -> str | None:
+        """FILE.py:NAME, a network of your own, with FILE relative to the campaign file and its NAME
+        checked now, not at its first configuration; None for anything else."""
+        file, sep, attr = entry.partition(".py:")
+        if not sep:
+            return None
+        ref = f"{Path(file + '.py') if Path(file).is_absolute() else path.parent / (file + '.py')}:{attr}"
+        try:
+            module_spec(ref)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {label}: {e}") from None
+        return ref
+
     for entry in nets.get("specs", []):  # spec files, or FILE.py:NAME (a network of your own)
-        file, own, attr = str(entry).partition(".py:")
-        file += ".py" if own else ""
-        p = Path(file) if Path(file).is_absolute() else path.parent / file
-        if not p.is_file():
-            raise ConfigError(f"{where}: [networks].specs: {file} does not exist")
-        ref = f"{p}:{attr}" if own else str(p)
-        if own:
-            try:
-                module_spec(ref)  # its NAME defined: said now, not at its first configuration
-            except ConfigError as e:
-                raise ConfigError(f"{where}: [networks].specs: {e}") from None
+        ref = own(str(entry), "[networks].specs")
+        if ref is None:
+            p = Path(entry) if Path(entry).is_absolute() else path.parent / entry
+            if not p.is_file():
+                raise ConfigError(f"{where}: [networks].specs: {entry} does not exist")
+            ref = str(p)
         refs.append(ref)
     folder = path.parent / name / "networks"
     if "generate" in nets:
@@ -214,9 +222,12 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
         pr = typed_table("networks.prune", nets["prune"], PRUNE_KEYS, where)
         if "model" not in pr:
             raise ConfigError(f"{where}: [networks.prune] needs model")
-        check_model_name(pr["model"])
+        base = own(pr["model"], "[networks.prune].model")
+        if base is None:
+            check_model_name(pr["model"])
+            base = pr["model"]
         ratios = ratios_from_percentages(list(pr.get("ratios", [0])), f"{where}: [networks.prune].ratios")
-        specs = [pruned_spec(pr["model"], r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
+        specs = [pruned_spec(base, r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
         refs += [str(p) for p in write_specs(specs, folder)]
     return refs
 

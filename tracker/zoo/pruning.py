@@ -171,7 +171,7 @@ class _Analysis:
         return ChannelGroup(convs=convs, channels=self.uf.size[root], prunable=reason is None, reason=reason)
 
 
-def _trace(model: nn.Module, input_size: int) -> Any:
+def _trace(model: nn.Module, input_size: int, in_channels: int = 3) -> Any:
     """The model traced by torch.fx, with shapes from one forward pass in eval mode."""
     import torch
     import torch.fx
@@ -187,7 +187,7 @@ def _trace(model: nn.Module, input_size: int) -> Any:
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
     modes = {m: m.training for m in model.modules()}
-    x = torch.zeros(1, 3, input_size, input_size, device=device, dtype=dtype)
+    x = torch.zeros(1, in_channels, input_size, input_size, device=device, dtype=dtype)
     try:
         model.eval()
         gm.eval()
@@ -197,7 +197,7 @@ def _trace(model: nn.Module, input_size: int) -> Any:
             propagate_shapes(gm, x)
     except Exception as exc:  # noqa: BLE001
         raise ConfigError(
-            f"model {type(model).__name__} does not run on a 1x3x{input_size}x{input_size} input: "
+            f"model {type(model).__name__} does not run on a 1x{in_channels}x{input_size}x{input_size} input: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
     finally:
@@ -210,12 +210,12 @@ def _name(target: Any) -> str:
     return target if isinstance(target, str) else getattr(target, "__name__", "")
 
 
-def _analyse(model: nn.Module, input_size: int = 224) -> _Analysis:
+def _analyse(model: nn.Module, input_size: int = 224, in_channels: int = 3) -> _Analysis:
     import torch
     from torch import nn
     from torch.fx.node import Node, map_aggregate
 
-    gm = _trace(model, input_size)
+    gm = _trace(model, input_size, in_channels)
     uf = _UnionFind()
     res = _Analysis(uf)
     spaces: dict[Any, _Space | None] = {}
@@ -652,7 +652,8 @@ def width_map(model: nn.Module) -> dict[str, int]:
 
 
 def apply_widths(
-    model: nn.Module, widths: dict[str, int], method: str = "l1", seed: int = 0, *, input_size: int = 224
+    model: nn.Module, widths: dict[str, int], method: str = "l1", seed: int = 0, *, input_size: int = 224,
+    in_channels: int = 3,
 ) -> nn.Module:
     """A pruned copy of ``model`` whose convs have the given output widths.
 
@@ -662,19 +663,21 @@ def apply_widths(
     a width for a layer that is not prunable raise ConfigError naming the layer. The channels kept
     are chosen as in ``prune``.
     """
-    res, kept = _plan_widths(model, widths, method, seed, input_size)
+    res, kept = _plan_widths(model, widths, method, seed, input_size, in_channels)
     return _rebuild(model, res, kept)
 
 
-def prune(model: nn.Module, ratio: float, method: str = "l1", seed: int = 0, *, input_size: int = 224) -> nn.Module:
+def prune(model: nn.Module, ratio: float, method: str = "l1", seed: int = 0, *, input_size: int = 224,
+          in_channels: int = 3) -> nn.Module:
     """A copy of ``model`` with ``ratio`` of each prunable channel group's filters removed.
 
     Each group of C channels keeps ``max(1, round(C * (1 - ratio)))``, chosen by the summed L1
     norm of the group's filters (``method="l1"``, the largest kept) or at random from ``seed``
     (``method="random"``); the result is ``apply_widths`` with those widths. ``input_size`` is the
-    side of the square input the analysis takes shapes from (one forward pass at batch 1).
+    side of the square input the analysis takes shapes from (one forward pass at batch 1), and
+    ``in_channels`` its channels.
     """
-    res, kept = _plan_ratio(model, ratio, method, seed, input_size)
+    res, kept = _plan_ratio(model, ratio, method, seed, input_size, in_channels)
     return _rebuild(model, res, kept)
 
 
@@ -713,41 +716,49 @@ def _ratio_widths(model: nn.Module, res: _Analysis, ratio: float) -> dict[str, i
 
 
 def _plan_ratio(
-    model: nn.Module, ratio: float, method: str, seed: int, input_size: int
+    model: nn.Module, ratio: float, method: str, seed: int, input_size: int, in_channels: int = 3
 ) -> tuple[_Analysis, dict[int, list[int]]]:
     _check_ratio(ratio)
     _check_method(method, seed)
-    res = _analyse(model, input_size)
+    res = _analyse(model, input_size, in_channels)
     widths = _ratio_widths(model, res, ratio)
     return res, _choose(model, res, _group_widths(model, res, widths), method, seed)
 
 
 def _plan_widths(
-    model: nn.Module, widths: dict[str, int], method: str, seed: int, input_size: int
+    model: nn.Module, widths: dict[str, int], method: str, seed: int, input_size: int, in_channels: int = 3
 ) -> tuple[_Analysis, dict[int, list[int]]]:
     _check_method(method, seed)
-    res = _analyse(model, input_size)
+    res = _analyse(model, input_size, in_channels)
     return res, _choose(model, res, _group_widths(model, res, widths), method, seed)
 
 
 def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> dict[str, Any]:
-    """A JSON-able spec of ``base`` (a torchvision model name) pruned by ``ratio``."""
-    from tracker.zoo import build_model
+    """A JSON-able spec of ``base`` pruned by ``ratio``: a torchvision model name, or a spec file or
+    a network of your own (``FILE.py:NAME``), whose spec the pruned one carries as ``base_spec``
+    (a network of your own, with its file's text), with its input size and channels."""
+    from tracker.zoo.spec import resolve
 
     _check_ratio(ratio)
     _check_method(method, seed)
-    model = build_model(base)
-    pruned = prune(model, ratio, method, seed)
-    return {
+    ref = resolve(base)
+    size = 224 if ref.spec is None else ref.input_size  # a zoo name: as its specs always were
+    pruned = prune(ref.build(), ratio, method, seed, input_size=size, in_channels=ref.in_channels)
+    spec: dict[str, Any] = {
         "format": FORMAT,
         "kind": "pruned",
-        "name": f"{base}-p{round(ratio * 100)}-{method}-s{seed}",
-        "base": base,
+        "name": f"{ref.name}-p{round(ratio * 100)}-{method}-s{seed}",
+        "base": ref.name,
         "ratio": float(ratio),
         "method": method,
         "seed": seed,
         "widths": width_map(pruned),
     }
+    if ref.spec is not None:
+        spec.update({"base_spec": ref.spec, "input_size": ref.input_size})
+        if ref.in_channels != 3:
+            spec["in_channels"] = ref.in_channels
+    return spec
 
 
 def build_pruned(spec: dict[str, Any]) -> nn.Module:
@@ -763,5 +774,11 @@ def build_pruned(spec: dict[str, Any]) -> nn.Module:
     for key in ("base", "widths"):
         if key not in spec:
             raise ConfigError(f"pruned-network spec lacks {key!r}")
+    if "base_spec" in spec:  # a spec file's network or one of your own, as the spec carries it
+        from tracker.zoo.spec import spec_ref
+
+        ref = spec_ref(spec["base_spec"])
+        return apply_widths(ref.build(), spec["widths"], spec.get("method", "l1"), spec.get("seed", 0),
+                            input_size=ref.input_size, in_channels=ref.in_channels)
     model = build_model(spec["base"])
     return apply_widths(model, spec["widths"], spec.get("method", "l1"), spec.get("seed", 0))
