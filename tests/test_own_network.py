@@ -122,7 +122,7 @@ def test_a_network_of_ones_own_is_described_measured_and_kept_with_its_code(tmp_
     client = MlflowClient(resolve_location(str(store)).uri)
     logged = client.get_run(run["run_id"])
     assert logged.data.params["model_hash"] == described["description_hash"]
-    assert logged.data.params["input_size"] == "32"
+    assert logged.data.params["input_size"] == "32" and "in_channels" not in logged.data.params  # 3: as always
     with downloaded(client.tracking_uri, run["run_id"], "description/network.py") as path:
         assert path.read_text() == net.read_text()  # the code that was measured, with the run
     assert logged.data.tags["mlflow.note.content"].endswith(  # the run's description, in the UI
@@ -284,6 +284,8 @@ def test_a_network_of_ones_own_may_take_grey_images(tmp_path: Path) -> None:
     trained = _cli(store, "profile", "network", f"{net}:lenet", "-b", "8", "--phase", "training", "--time-cap", "0.5",
                    "--precision", "0.2", "--format", "json")
     assert trained.exit_code == 0 and json.loads(trained.stdout)["status"] == "FINISHED", trained.output
+    client = MlflowClient(resolve_location(str(store)).uri)
+    assert client.get_run(json.loads(trained.stdout)["run_id"]).data.params["in_channels"] == "1"  # a param where not 3
     layers = _cli(store, "profile", "layers", f"{net}:lenet", "-b", "2", "--time-cap", "0.5", "--precision", "0.2",
                   "--format", "json")
     assert layers.exit_code == 0, layers.output

@@ -51,6 +51,8 @@ def _configuration(spec: NetworkSpec, model_hash: str, mode: str) -> dict[str, A
         "model_hash": model_hash,
         "batch_size": spec.batch_size,
         "input_size": spec.input_size,
+        # where not 3 only: every configuration of 3-channel images keeps the key it always had
+        **({"in_channels": spec.in_channels} if spec.in_channels != 3 else {}),
         "phase": spec.phase,
         "device": spec.device,
         "precision": spec.precision,
