@@ -71,7 +71,7 @@ DeviceOption = Annotated[str, typer.Option(
     "--device", callback=device_name, help="Device to run on: cpu, cuda, or cuda:N (CUDA device N).")]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
 InputSizeOption = Annotated[Optional[int], typer.Option(
-    "--input-size", min=8, help="Input resolution S of the (N, 3, S, S) images (default: the network's own: 224, "
+    "--input-size", min=8, help="Input resolution S of the (N, C, S, S) images (default: the network's own: 224, "
                                 "299 for inception_v3, a spec's, a file's INPUT_SIZE).")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
 PrecisionOption = Annotated[

@@ -130,7 +130,7 @@ def describe_early(ref: str, input_size: int | None = None) -> None:
     from tracker.zoo import resolve
 
     model_ref = resolve(ref)
-    if input_size is not None or (model_ref.spec is not None and model_ref.spec.get("kind") == "module"):
+    if input_size is not None or model_ref.is_own:
         _described(model_ref.name, _spec_json(model_ref.spec), input_size or model_ref.input_size)
 
 
@@ -237,6 +237,7 @@ def measure_planned(
     from tracker.profile.child import run_child
     from tracker.profile.memcap import CAP_TAG
     from tracker.profile.records import failed_record, layer_records, measured_record
+    from tracker.zoo.spec import is_own_spec
 
     if reuse:
         for status in ("FINISHED", "FAILED") if reuse_failed else ("FINISHED",):
@@ -285,7 +286,7 @@ def measure_planned(
     described = (p.spec.model, _spec_json(p.network_spec), p.spec.input_size)
     record.artifacts[DESCRIPTION_ARTIFACT] = _described(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
-    if p.network_spec is not None and p.network_spec.get("kind") == "module":  # a network of your own:
+    if is_own_spec(p.network_spec):  # a network of your own:
         record.artifacts[MODULE_SOURCE_ARTIFACT] = p.network_spec["source"]  # the code measured, as planned
         record.description = (f"{record.description or ''} A network of your own, "
                               f"{Path(p.network_spec['file']).name}:{p.network_spec['callable']}: its code as measured "

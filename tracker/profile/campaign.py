@@ -142,9 +142,10 @@ def load_campaign(path: Path) -> Campaign:
         raise ConfigError(f"{where}: [measure].devices: unknown device {bad[0]!r} (cpu, cuda, cuda:N)")
     c.devices = list(dict.fromkeys(canonical_device(str(d)) for d in c.devices))  # cuda and cuda:0 once
     if "input_sizes" in m:
-        c.input_sizes = list(dict.fromkeys(check_counts(where, "[measure].input_sizes", m["input_sizes"])))
-        if small := [s for s in c.input_sizes if s is not None and s < 8]:
+        sizes = check_counts(where, "[measure].input_sizes", m["input_sizes"])
+        if small := [s for s in sizes if s < 8]:
             raise ConfigError(f"{where}: [measure].input_sizes must be at least 8 pixels, got {small[0]}")
+        c.input_sizes = list(dict.fromkeys(sizes))
     if "threads" in m:
         c.threads = list(check_counts(where, "[measure].threads", m["threads"]))
         try:  # measured here: said before the store is opened, not after the first configuration

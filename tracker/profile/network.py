@@ -25,8 +25,8 @@ class NetworkSpec:
     device: str = "cpu"
     precision: str = "float32"
     phase: str = "inference"
-    in_channels: int = 3  # of the input images (a network of your own may take 1); not in the key:
-    # a network taking other channels is another network, with its own description hash
+    in_channels: int = 3  # of the input images (a network of your own may take 1); in the key and the
+    # params only where not 3 (records._configuration), so 3-channel configurations keep their keys
 
     def __post_init__(self) -> None:
         # one name per device, whoever builds the spec (a library caller too): its key follows it

@@ -40,6 +40,11 @@ class ModelRef:
     in_channels: int = 3  # of its input images: 3 but for a network of your own that says otherwise
 
     @property
+    def is_own(self) -> bool:
+        """Whether it is a network of your own (``FILE.py:NAME``): see :func:`is_own_spec`."""
+        return is_own_spec(self.spec)
+
+    @property
     def is_detection(self) -> bool:
         from tracker.zoo.torchvision_zoo import detection_models
 
@@ -62,6 +67,11 @@ class ModelRef:
         if kind == "module":
             return build_module(self.spec).eval()
         raise ConfigError(f"spec {self.name!r}: unknown kind {kind!r} (expected generated, pruned or module)")
+
+
+def is_own_spec(spec: dict[str, Any] | None) -> bool:
+    """Whether a network's spec (None for a zoo name) is of a network of your own: kind ``module``."""
+    return spec is not None and spec.get("kind") == "module"
 
 
 def module_spec(ref: str) -> dict[str, Any]:
