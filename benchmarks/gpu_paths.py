@@ -80,19 +80,6 @@ print(json.dumps({k: round(v, 3) for k, v in t.items()}))
 """
 
 
-#: A network of one's own: MNIST's LeNet, on grey images
-OWN_NETWORK = """from torch import nn
-
-INPUT_SIZE = 28
-INPUT_CHANNELS = 1
-
-
-def lenet() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                         nn.AdaptiveMaxPool2d(5), nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 10))
-"""
-
-
 def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     if device not in ("cpu", "cuda"):
@@ -148,9 +135,7 @@ def main() -> None:
     step(f"network_b{big}", ["profile", "network", "resnet50", "-b", str(big), *inf])
     step(f"train_step_b{big}", ["profile", "network", "mobilenet_v2", "-b", str(big), "--phase", "training", *inf])
     # a network of one's own (FILE.py:NAME), grey images at another size, trained a step at a time
-    own = work / "models" / "lenet.py"
-    own.parent.mkdir(parents=True, exist_ok=True)
-    own.write_text(OWN_NETWORK)
+    own = ROOT / "experiments" / "models" / "lenet.py"
     step("own_network", ["profile", "network", f"{own}:lenet", "-b", str(big), "--phase", "training", "--input-size", "32",
                          *inf])
     if gpu:  # cuda:0 is cuda: one configuration, so network_b1's run is reused, not measured again

@@ -260,16 +260,8 @@ def test_a_campaign_measures_each_network_at_each_input_size(tmp_path: Path) -> 
     assert not (tmp_path / "none").exists()
 
 
-LENET = """from torch import nn
-
-INPUT_SIZE = 28
-INPUT_CHANNELS = 1
-
-
-def lenet() -> nn.Module:
-    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 10))
-"""
+#: MNIST's LeNet on grey images, the example network of one's own the project ships
+LENET = (Path(__file__).resolve().parent.parent / "experiments" / "models" / "lenet.py").read_text()
 
 
 def test_a_network_of_ones_own_may_take_grey_images(tmp_path: Path) -> None:
