@@ -303,6 +303,36 @@ def test_a_mapping_runs_networks_of_ones_own_at_once(tmp_path: Path) -> None:
     assert str(missing.exception) == f"network file {tmp_path}/none.py does not exist"
 
 
+def test_a_mapping_knows_a_network_of_ones_own_by_its_content_not_its_path(tmp_path: Path, monkeypatch) -> None:
+    """A mapping's key names a network of one's own by its description, as a network run's does: the
+    file by a relative path is the workload measured by its absolute path (reused), an edited file is
+    another workload; and its child builds the network the workload read, the file gone since."""
+    from tracker.log.logger import RunLogger
+    from tracker.profile.mapping import Workload, parse_mapping, run_workloads
+
+    net = _write(tmp_path / "models")
+    store = tmp_path / "s"
+    args = ("--duration", "0.5", "--warmup", "0.1", "--format", "json")
+    first = _cli(store, "mapping", "run", "--mapping", f"{net}:Net@3:cpu>cpu", *args)
+    assert first.exit_code == 0, first.output
+    monkeypatch.chdir(tmp_path)
+    again = _cli(store, "mapping", "run", "--mapping", "models/mynet.py:Net@3:cpu>cpu", *args)
+    assert again.exit_code == 0, again.output
+    [w1], [w2] = json.loads(first.stdout), json.loads(again.stdout)
+    assert w2["reused"] and w2["run_id"] == w1["run_id"]
+    _write(tmp_path / "models", width=6)  # another network under the same path
+    edited = _cli(store, "mapping", "run", "--mapping", "models/mynet.py:Net@3:cpu>cpu", *args)
+    assert edited.exit_code == 0, edited.output
+    [w3] = json.loads(edited.stdout)
+    assert not w3["reused"] and w3["status"] == "FINISHED" and w3["run_id"] != w1["run_id"]
+
+    workload = Workload(parse_mapping("models/mynet.py:Net@2:cpu>cpu"), 1, 0.5, 0.1)  # read now
+    net.unlink()
+    [w4] = run_workloads(RunLogger(str(store), experiment="multi-dnn"), [workload])
+    assert w4["status"] == "FINISHED" and w4["networks"][0]["model"] == "mynet.Net", w4
+    assert w4["networks"][0]["inf_count"] > 0
+
+
 def test_a_network_of_ones_own_is_pruned_into_specs_that_carry_it(tmp_path: Path) -> None:
     """zoo prune FILE.py:NAME: specs that carry the file's network (its text), its size and channels,
     so they are built and measured wherever they are, the file gone; a campaign prunes one too."""

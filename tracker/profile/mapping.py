@@ -55,9 +55,9 @@ class Mapping:
     def compact(self) -> str:
         return ",".join(n.compact() for n in self.networks)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, specs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
         return {"networks": [{"model": n.model, "split": n.split, "devices": list(n.devices),
-                              "layers": layer_count(n.model)} for n in self.networks]}
+                              "layers": layer_count(n.model, specs)} for n in self.networks]}
 
     @property
     def uses_cuda(self) -> bool:
@@ -100,24 +100,54 @@ def _check_model(model: str) -> bool:
     return True
 
 
-@lru_cache(maxsize=None)
-def _name(model: str) -> str:
+#: In the measuring child, the spec each network that is not a zoo name had when its parent read
+#: it (a spec file's content, a network of your own's file text): measured as planned, as a
+#: network run's child builds its network from the spec its plan carries.
+_CARRIED: dict[str, dict[str, Any]] = {}
+
+
+def _ref(model: str, specs: dict[str, dict[str, Any]] | None = None) -> Any:
+    """The network ``model`` names (a ``ModelRef``): from ``specs`` (a workload's, read when it was
+    made) or the child's carried specs where they hold it, else the zoo name or the file as it is now."""
+    from tracker.zoo import resolve
+    from tracker.zoo.spec import spec_ref
+
+    spec = (specs or {}).get(model) or _CARRIED.get(model)
+    return spec_ref(spec) if spec is not None else resolve(model)
+
+
+def _name(model: str, specs: dict[str, dict[str, Any]] | None = None) -> str:
     """The name a network's runs carry (``mynet.TinyNet`` for ``models/mynet.py:TinyNet``), so a
     mapping's networks join their own network runs by name."""
-    from tracker.zoo import resolve
-
-    return resolve(model).name
+    return _ref(model, specs).name
 
 
-def _trace(model: str) -> tuple[Any, Any, list[Any]]:
-    """A freshly built ``model``, its GraphModule and its layers: the split points are between the layers.
-    Each call builds its own copy, so two networks of a workload never share parameters."""
+def read_specs(mapping: Mapping) -> dict[str, dict[str, Any]]:
+    """The spec of each network of ``mapping`` that is not a zoo name, read now (once)."""
+    return {n.model: spec for n in mapping.networks if (spec := _ref(n.model).spec) is not None}
+
+
+def _identity(model: str, specs: dict[str, dict[str, Any]]) -> str:
+    """What a mapping's key says of a network: a zoo name as it is; a spec file or a network of
+    your own by its name and description hash (``mynet.TinyNet#1f0c...``), as a network run's key
+    holds its ``model_hash``: the same file named by a relative or an absolute path is one
+    network, and an edited one is another."""
+    from tracker.profile.api import _described, _spec_json
+
+    ref = _ref(model, specs)
+    if ref.spec is None:
+        return model
+    return f"{ref.name}#{_described(ref.name, _spec_json(ref.spec), ref.input_size)[1]}"
+
+
+def _trace(model: str, ref: Any = None) -> tuple[Any, Any, list[Any]]:
+    """A freshly built ``model`` (``ref``: the network it names, read already), its GraphModule and
+    its layers: the split points are between the layers. Each call builds its own copy, so two
+    networks of a workload never share parameters."""
     import torch
     from torch.fx import symbolic_trace
 
-    from tracker.zoo import resolve
-
-    ref = resolve(model)
+    ref = ref or _ref(model)
     if ref.name in _detection():
         raise ConfigError(f"model {model}: detection models cannot be split (their graph depends on the data)")
     torch.manual_seed(0)
@@ -136,9 +166,18 @@ def _detection() -> tuple[str, ...]:
     return detection_models()
 
 
+def layer_count(model: str, specs: dict[str, dict[str, Any]] | None = None) -> int:
+    from tracker.profile.api import _spec_json
+
+    return _layer_count(model, _spec_json(_ref(model, specs).spec))
+
+
 @lru_cache(maxsize=None)
-def layer_count(model: str) -> int:
-    return len(_trace(model)[2])
+def _layer_count(model: str, spec_json: str | None) -> int:
+    """Layers of ``model`` as ``spec_json`` says it is (None: a zoo name): an edited file is counted again."""
+    from tracker.zoo.spec import spec_ref
+
+    return len(_trace(model, None if spec_json is None else spec_ref(json.loads(spec_json)))[2])
 
 
 def validate(mapping: Mapping, gpu: bool) -> None:
@@ -283,10 +322,9 @@ class _Net:
 
         from tracker.describe.features import aggregates
         from tracker.describe.graph import describe_module
-        from tracker.zoo import resolve
 
-        module, graph, layers = _trace(net.model)
-        ref = resolve(net.model)
+        ref = _ref(net.model)
+        module, graph, layers = _trace(net.model, ref)
         size = ref.input_size
         agg = aggregates(describe_module(module, ref.name, size, in_channels=ref.in_channels), batch_size)  # on the CPU
         self.info = {"params": int(agg["params"]), "macs": int(agg["macs"]), "flops": int(agg["flops"]),
@@ -352,6 +390,8 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
     apply_allocator(job.get("allocator"))  # before the networks are built
+    _CARRIED.clear()
+    _CARRIED.update(job.get("specs") or {})
     if job.get("threads"):
         apply_threads(int(job["threads"]))
     mapping = parse_mapping(job["mapping"])
@@ -436,6 +476,12 @@ class Workload:
     warmup_s: float = 2.0
     threads: int | None = None
     allocator: str | None = None  # modes.ALLOCATORS; None: the C library's default (in the mode id)
+    #: the spec of each network that is not a zoo name, read once when the workload is made: its
+    #: key, its run and its child's networks all come from it
+    specs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.specs = self.specs or read_specs(self.mapping)
 
     def device(self) -> str:
         return "cuda" if self.mapping.uses_cuda else "cpu"
@@ -443,16 +489,17 @@ class Workload:
     def key_fields(self, mode_id: str) -> dict[str, Any]:
         from tracker.environment import software_versions
 
-        return {"mapping": self.mapping.compact(), "batch_size": self.batch_size, "duration_s": self.duration_s,
+        mapping = ",".join(f"{_identity(n.model, self.specs)}@{n.split}:{n.devices[0]}>{n.devices[1]}" for n in self.mapping.networks)
+        return {"mapping": mapping, "batch_size": self.batch_size, "duration_s": self.duration_s,
                 "warmup_s": self.warmup_s, "mode": mode_id, "software": software_versions()}
 
     def job(self) -> dict[str, Any]:
-        return {"kind": "mapping", "mapping": self.mapping.compact(), "batch_size": self.batch_size,
+        return {"kind": "mapping", "mapping": self.mapping.compact(), "specs": self.specs, "batch_size": self.batch_size,
                 "duration_s": self.duration_s, "warmup_s": self.warmup_s, "threads": self.threads,
                 "allocator": self.allocator}
 
     def name(self) -> str:
-        nets = " + ".join(f"{_name(n.model)}@{n.split}" for n in self.mapping.networks)
+        nets = " + ".join(f"{_name(n.model, self.specs)}@{n.split}" for n in self.mapping.networks)
         return f"workload · {nets} · bs{self.batch_size} · {self.device()}"
 
 
@@ -461,7 +508,7 @@ def _params(w: Workload, mode_id: str) -> dict[str, Any]:
                               "duration_s": w.duration_s, "warmup_s": w.warmup_s, "mode": mode_id,
                               "batch_size": w.batch_size, "device": w.device()}
     for i, n in enumerate(w.mapping.networks):
-        params.update({f"net{i}.model": _name(n.model), f"net{i}.split": n.split, f"net{i}.devices": ">".join(n.devices)})
+        params.update({f"net{i}.model": _name(n.model, w.specs), f"net{i}.split": n.split, f"net{i}.devices": ">".join(n.devices)})
     return params
 
 
@@ -475,7 +522,7 @@ def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, s
                        tags={"tracker.source": "measured"}, start_time_ms=start_ms, end_time_ms=now_ms(),
                        description=f"{len(w.mapping.networks)} networks at once for {w.duration_s:g} s after "
                                    f"{w.warmup_s:g} s of warm-up, each split between two stages: {w.mapping.compact()}.")
-    record.artifacts["mapping.json"] = json.dumps(w.mapping.to_json(), indent=2)
+    record.artifacts["mapping.json"] = json.dumps(w.mapping.to_json(w.specs), indent=2)
     if failure is not None:
         reason, message, tail = failure
         record.name += f" · {reason}"
