@@ -125,8 +125,11 @@ def test_a_network_of_ones_own_is_described_measured_and_kept_with_its_code(tmp_
     assert logged.data.params["input_size"] == "32" and "in_channels" not in logged.data.params  # 3: as always
     with downloaded(client.tracking_uri, run["run_id"], "description/network.py") as path:
         assert path.read_text() == net.read_text()  # the code that was measured, with the run
+    with downloaded(client.tracking_uri, run["run_id"], "description/blocks.py") as path:
+        assert path.read_text() == BLOCKS  # and the module beside it that it imports
     assert logged.data.tags["mlflow.note.content"].endswith(  # the run's description, in the UI
-        "A network of your own, mynet.py:Net: its code as measured is the artifact description/network.py.")
+        "A network of your own, mynet.py:Net: its code as measured is the artifact description/network.py "
+        "(with blocks.py beside it, which it imports).")
 
     # measured as planned: the file edited since (another width) is another network, measured again
     again = _cli(store, "profile", "network", f"{net}:Net", "-b", "2", "--phase", "training", "--time-cap", "0.5",
@@ -213,6 +216,37 @@ def test_networks_of_two_folders_each_import_the_files_beside_them(tmp_path: Pat
     assert not any(type(m).__name__ == "Dropout" for m in a.modules())
     assert any(type(m).__name__ == "Dropout" for m in b.modules())
     assert not [name for name in sys.modules if name == "blocks" or name.startswith("tracker_network_")]
+
+
+def test_the_modules_a_network_of_ones_own_imports_are_read_with_it(tmp_path: Path) -> None:
+    """The modules beside the file that it imports, and those they import, are carried in its spec
+    (not torch, not a file it does not import): it builds from them with every file gone. A module
+    beside it that cannot be parsed is one line naming it."""
+    from tracker.zoo import resolve
+
+    folder = tmp_path / "m"
+    net = _write(folder)
+    (folder / "blocks.py").write_text("from layers import conv\n" + BLOCKS.replace("nn.Conv2d(cin, cout, 3, padding=1)",
+                                                                                   "conv(cin, cout)"))
+    (folder / "layers.py").write_text("from torch import nn\n\n\ndef conv(cin, cout):\n"
+                                      "    return nn.Conv2d(cin, cout, 3, padding=1, bias=False)\n")
+    (folder / "unused.py").write_text("raise RuntimeError('never imported')\n")
+    ref = resolve(f"{net}:Net")
+    assert sorted(ref.spec["modules"]) == ["blocks", "layers"]
+    params = sum(p.numel() for p in ref.build().parameters())
+    for file in folder.iterdir():
+        file.unlink()
+    rebuilt = ref.build()  # from the carried text alone
+    assert sum(p.numel() for p in rebuilt.parameters()) == params
+    assert not any(m.bias is not None for m in rebuilt.modules() if type(m).__name__ == "Conv2d")  # layers.py's conv
+    assert not [name for name in sys.modules if name in ("blocks", "layers")]
+    (tmp_path / "lenet.py").write_text(LENET)
+    assert "modules" not in resolve(f"{tmp_path}/lenet.py:lenet").spec  # one file: nothing beside it
+
+    net = _write(tmp_path / "bad")
+    (tmp_path / "bad" / "blocks.py").write_text("def broken(:\n")
+    out = _cli(tmp_path / "s", "describe", f"{net}:Net")
+    assert out.exit_code == 1 and str(out.exception) == f"network file {tmp_path}/bad/blocks.py: line 1: invalid syntax"
 
 
 def test_profile_takes_an_input_size_other_than_the_networks_own(tmp_path: Path) -> None:

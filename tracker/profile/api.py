@@ -287,10 +287,13 @@ def measure_planned(
     record.artifacts[DESCRIPTION_ARTIFACT] = _described(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
     if is_own_spec(p.network_spec):  # a network of your own:
+        modules = p.network_spec.get("modules") or {}  # and the modules beside it that it imports
+        record.artifacts.update({f"{Path(MODULE_SOURCE_ARTIFACT).parent}/{name}.py": text for name, text in modules.items()})
         record.artifacts[MODULE_SOURCE_ARTIFACT] = p.network_spec["source"]  # the code measured, as planned
+        beside = f" (with {', '.join(f'{name}.py' for name in modules)} beside it, which it imports)" if modules else ""
         record.description = (f"{record.description or ''} A network of your own, "
                               f"{Path(p.network_spec['file']).name}:{p.network_spec['callable']}: its code as measured "
-                              f"is the artifact {MODULE_SOURCE_ARTIFACT}.").strip()
+                              f"is the artifact {MODULE_SOURCE_ARTIFACT}{beside}.").strip()
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                        software_versions()))
     logged.trace = traced.summary if traced is not None else None

@@ -10,8 +10,10 @@ A network of your own is ``FILE.py:NAME``: NAME is a callable of the file (a fun
 batch of images ``(N, C, S, S)`` (S: the file's ``INPUT_SIZE = S``, else 224; C: its
 ``INPUT_CHANNELS = C``, else 3) and, to be trained, returns class scores ``(N, classes)``. It is
 read into a spec of kind ``module`` that carries the file's text: the network is described and
-measured as the file was when it was planned (the files it imports, as they are when it is
-built), and its description hash, as for every network, says what was measured.
+measured as the file was when it was planned, and its description hash, as for every network,
+says what was measured. The modules beside it that it imports (``blocks.py`` for ``from blocks
+import Block``, and those they import in turn) are read with it and carried too: it is built
+from the code that was read, the files edited or gone since.
 """
 
 from __future__ import annotations
@@ -92,10 +94,7 @@ def module_spec(ref: str) -> dict[str, Any]:
         raise ConfigError(f"cannot read network file {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"network file {path} is not text (UTF-8)") from None
-    try:
-        tree = ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        raise ConfigError(f"network file {path}: line {exc.lineno}: {exc.msg}") from None
+    tree = _parse(source, path)
     if attr not in top_level_names(tree.body):
         raise ConfigError(f"network file {path} defines no {attr!r} at its top level")
     assigned = {node.targets[0].id: node.value for node in tree.body
@@ -115,7 +114,67 @@ def module_spec(ref: str) -> dict[str, Any]:
             "file": str(path.resolve()), "source": source, "input_size": size}
     if channels != 3:  # as every other network's spec where it is 3
         spec["in_channels"] = channels
+    if modules := modules_beside(tree, path):  # a one-file network's spec says nothing of them
+        spec["modules"] = modules
     return spec
+
+
+def _parse(source: str, path: Path) -> ast.Module:
+    try:
+        return ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ConfigError(f"network file {path}: line {exc.lineno}: {exc.msg}") from None
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """The top-level packages or modules a module's code imports (anywhere in it), absolutely."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def modules_beside(tree: ast.Module, path: Path) -> dict[str, str]:
+    """The text of each module beside ``path`` (``NAME.py`` in its folder) that its code imports,
+    and of those they import in turn, by module name. Packages (folders) are not read: they are
+    imported from the folder when the network is built."""
+    found: dict[str, str] = {}
+    todo = sorted(_imported(tree) - {path.stem}, reverse=True)
+    while todo:
+        name = todo.pop()
+        file = path.parent / f"{name}.py"
+        if name in found or name == path.stem or not file.is_file():
+            continue
+        try:
+            found[name] = file.read_text()
+        except (OSError, UnicodeDecodeError):
+            raise ConfigError(f"network file {path} imports {name}, and {file} cannot be read as text") from None
+        todo.extend(sorted(_imported(_parse(found[name], file)) - set(found), reverse=True))
+    return dict(sorted(found.items()))
+
+
+class _CarriedModules:
+    """An import finder that gives the modules a ``module`` spec carries (``modules_beside``) from
+    their text as read, under their own names and files, ahead of the files as they are now."""
+
+    def __init__(self, sources: dict[str, str], folder: Path) -> None:
+        self.sources, self.folder = sources, folder
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.util
+
+        if fullname not in self.sources:
+            return None
+        return importlib.util.spec_from_file_location(fullname, self.folder / f"{fullname}.py", loader=self)  # type: ignore[arg-type]
+
+    def create_module(self, spec: Any) -> None:
+        return None  # the default module
+
+    def exec_module(self, module: Any) -> None:
+        exec(compile(self.sources[module.__name__], module.__file__, "exec"), module.__dict__)  # noqa: S102
 
 
 def top_level_names(body: list[Any]) -> set[str]:
@@ -150,6 +209,8 @@ def build_module(spec: dict[str, Any]) -> Any:
     module = types.ModuleType(f"tracker_network_{file.stem}")
     module.__file__ = str(file)
     sys.path.insert(0, str(file.parent))
+    carried = _CarriedModules(spec.get("modules") or {}, file.parent)
+    sys.meta_path.insert(0, carried)
     before = set(sys.modules)
     sys.modules[module.__name__] = module  # as an import would: dataclasses, pickle and typing look it up
     try:
@@ -163,6 +224,8 @@ def build_module(spec: dict[str, Any]) -> Any:
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(str(file.parent))
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(carried)
         for name in set(sys.modules) - before:  # it and the files beside it: read afresh for the next
             origin = getattr(sys.modules[name], "__file__", None) or ""  # network, whose folder may have its own
             if Path(origin).parent == file.parent:
