@@ -169,6 +169,12 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     inside = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "4",
                                  "--input-size", "64", "--format", "json"])
     assert json.loads(inside.output)["outside_trained_range"] == {}
+    assert learnt["input_size"] == [64, 64]  # and the input sizes it learnt from: another resolution says so
+    other = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "4",
+                                "--input-size", "48"])
+    assert other.exit_code == 0, other.output
+    assert "note: latency_ms extrapolates beyond what latency_ms-inference-cpu/" in other.output
+    assert "input_size 48 (learnt 64 to 64)" in other.output
     # a network of your own (FILE.py:NAME) is described by the same code: torchvision's resnet18 built
     # in a file of one's own is the zoo's resnet18, and predicted the same
     own = Path(str(runs) + "-own") / "mine.py"

@@ -482,7 +482,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                                "networks": str(len(set(networks))), "method": method, "network_model": network_model,
                                "format": str(FORMAT),
-                               "trained_ranges": json.dumps(trained_ranges(x, features)),
+                               "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
                                **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
