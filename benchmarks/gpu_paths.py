@@ -138,6 +138,16 @@ def main() -> None:
     own = ROOT / "experiments" / "models" / "lenet.py"
     step("own_network", ["profile", "network", f"{own}:lenet", "-b", str(big), "--phase", "training", "--input-size", "32",
                          *inf])
+    # a network of one's own on token ids (INPUT_SHAPE, INPUT_VOCAB), an embedding and a transformer layer, trained
+    seq = out / "seq.py"
+    seq.write_text("import torch\nfrom torch import nn\n\nINPUT_SHAPE = (64,)\nINPUT_VOCAB = 1000\n\n\n"
+                   "class Tagger(nn.Module):\n    def __init__(self) -> None:\n        super().__init__()\n"
+                   "        self.embed = nn.Embedding(INPUT_VOCAB, 128)\n"
+                   "        self.encoder = nn.TransformerEncoderLayer(128, 4, 256, batch_first=True)\n"
+                   "        self.head = nn.Linear(128, 5)\n\n"
+                   "    def forward(self, ids: torch.Tensor) -> torch.Tensor:\n"
+                   "        return self.head(self.encoder(self.embed(ids)).mean(dim=1))\n")
+    step("token_ids", ["profile", "network", f"{seq}:Tagger", "-b", str(big), "--phase", "training", *inf])
     if gpu:  # cuda:0 is cuda: one configuration, so network_b1's run is reused, not measured again
         step("cuda0_alias", ["profile", "network", "resnet18", "-b", "1", "--device", "cuda:0", "--format", "json",
                              "--time-cap", "5"])
@@ -237,6 +247,9 @@ def main() -> None:
     if isinstance(outputs.get("own_network"), dict):
         checks["own_network"] = {k: outputs["own_network"].get(k) for k in ("model", "input_size", "status", "latency_ms",
                                                                               "peak_mem_mb", "device")}
+    if isinstance(outputs.get("token_ids"), dict):
+        checks["token_ids"] = {k: outputs["token_ids"].get(k) for k in ("model", "input_shape", "input_vocab", "status",
+                                                                          "latency_ms", "peak_mem_mb", "device")}
     if gpu:
         checks["cuda0_reused"] = isinstance(outputs.get("cuda0_alias"), dict) and outputs["cuda0_alias"].get("reused") is True
     if isinstance(outputs.get("trace"), dict):  # on a GPU the operators are ranked by their kernels' time
@@ -265,6 +278,7 @@ def main() -> None:
                       and (checks.get("compare") or {}).get("samples") == [True, True]
                       and (checks.get("device_show") or {}).get("mode_matches_network_b1") is True
                       and (checks.get("own_network") or {}).get("status") == "FINISHED"
+                      and (checks.get("token_ids") or {}).get("status") == "FINISHED"
                       and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"] and checks["cuda0_reused"]
                                        and "nvml" in (checks["device_show"].get("sources") or [])
                                        and "gpu_power_w" in (checks.get("system_metrics_b1") or [])

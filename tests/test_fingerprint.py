@@ -175,6 +175,13 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     assert other.exit_code == 0, other.output
     assert "note: latency_ms extrapolates beyond what latency_ms-inference-cpu/" in other.output
     assert "input_size 48 (learnt 64 to 64)" in other.output
+    audio = Path(str(runs) + "-own") / "audio.py"  # a network whose input is no image is outside it too
+    audio.parent.mkdir(exist_ok=True)
+    audio.write_text("from torch import nn\nINPUT_SHAPE = (1, 500)\n\n\ndef kws():\n"
+                     "    return nn.Sequential(nn.Conv1d(1, 4, 9), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 492, 3))\n")
+    sound = runner.invoke(app, ["--tracking-uri", str(runs), "predict", f"{audio}:kws", "--batch-size", "2"])
+    assert sound.exit_code == 0, sound.output
+    assert "input_size none (not images; learnt 64 to 64)" in sound.output
     # a network of your own (FILE.py:NAME) is described by the same code: torchvision's resnet18 built
     # in a file of one's own is the zoo's resnet18, and predicted the same
     own = Path(str(runs) + "-own") / "mine.py"

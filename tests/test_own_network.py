@@ -400,3 +400,104 @@ def test_a_network_of_ones_own_is_pruned_into_specs_that_carry_it(tmp_path: Path
     campaign.write_text(campaign.read_text().replace("mynet.py:Net", "mynet.py:Wide"))
     assert str(_cli(store, "campaign", "run", str(campaign)).exception) == (
         f"{campaign}: [networks.prune].model: network file {net} defines no 'Wide' at its top level")
+
+
+#: networks of one's own whose input is not images: token ids, and one channel of audio samples
+SEQUENCE = '''import torch
+from torch import nn
+
+INPUT_SHAPE = (16,)
+INPUT_VOCAB = 50
+
+
+class Tagger(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(INPUT_VOCAB, 32)
+        self.encoder = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:  # an embedding takes int64 ids below its size only
+        return self.head(self.encoder(self.embed(ids)).mean(dim=1))
+'''
+AUDIO = '''from torch import nn
+
+INPUT_SHAPE = (1, 1000)
+
+
+def kws() -> nn.Module:
+    return nn.Sequential(nn.Conv1d(1, 8, 9, stride=4), nn.BatchNorm1d(8), nn.ReLU(), nn.MaxPool1d(2),
+                         nn.Conv1d(8, 16, 5), nn.ReLU(), nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(16, 4))
+'''
+
+
+def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Path) -> None:
+    """INPUT_SHAPE (and INPUT_VOCAB for token ids): described with its 1-D convolutions counted and
+    what it cannot count said, measured for inference, training and layer by layer, in a mapping
+    and the warehouse, named by its input's shape; no input size is invented for it, and asking
+    it for one, or pruning it, is one line."""
+    (tmp_path / "seq.py").write_text(SEQUENCE)
+    (tmp_path / "audio.py").write_text(AUDIO)
+    seq, audio = f"{tmp_path}/seq.py:Tagger", f"{tmp_path}/audio.py:kws"
+    store = tmp_path / "s"
+    kws = json.loads(_cli(store, "describe", audio, "--format", "json").stdout)
+    assert (kws["input_shape"], kws["input_size"], kws["in_channels"]) == ([1, 1000], None, None)
+    conv1, conv2 = 8 * ((1000 - 9) // 4 + 1), 16 * (((1000 - 9) // 4 + 1) // 2 - 4)  # output elements
+    assert kws["macs"] == conv1 * 1 * 9 + conv2 * 8 * 5 + 16 * 4  # each 1-D kernel counted once
+    tagger = _cli(store, "describe", seq)
+    assert tagger.exit_code == 0 and "input_shape: 16\n" in tagger.stdout and "input_size" not in tagger.stdout
+    assert tagger.stdout.startswith("note: flops and macs leave out the work of 1 TransformerEncoderLayer")
+
+    client = MlflowClient(resolve_location(str(store)).uri)
+    for ref, phase in ((seq, "inference"), (seq, "training"), (audio, "training")):
+        out = _cli(store, "profile", "network", ref, "-b", "3", "--phase", phase, "--time-cap", "0.5",
+                   "--precision", "0.2", "--format", "json")
+        assert out.exit_code == 0, out.output
+        run = json.loads(out.stdout)
+        assert run["status"] == "FINISHED" and run["latency_ms"] > 0 and run["input_size"] is None
+        params = client.get_run(run["run_id"]).data.params
+        assert "input_size" not in params and "in_channels" not in params
+    assert (params["input_shape"], "input_vocab" in params) == ("1x1000", False)
+    [tagged] = client.search_runs([client.get_experiment_by_name("Default").experiment_id],
+                                  "params.model = 'seq.Tagger' and params.phase = 'training'")
+    assert (tagged.data.params["input_shape"], tagged.data.params["input_vocab"]) == ("16", "50")
+    assert tagged.data.tags["mlflow.runName"] == "seq.Tagger · bs3 · 16 ids<50 · training · cpu"
+    layers = _cli(store, "profile", "layers", audio, "-b", "2", "--time-cap", "0.3", "--precision", "0.2",
+                  "--format", "json")
+    assert [layer["op_type"] for layer in json.loads(layers.stdout)["layers"]][:2] == ["Conv1d", "BatchNorm1d"]
+    mapped = _cli(store, "mapping", "run", "--mapping", f"{audio}@2:cpu>cpu,{seq}:cpu", "--duration", "0.5",
+                  "--warmup", "0.1", "--format", "json")
+    assert mapped.exit_code == 0, mapped.output
+    assert all(n["inf_count"] > 0 for n in json.loads(mapped.stdout)[0]["networks"])
+
+    assert _cli(store, "warehouse", "load").exit_code == 0
+    rows = json.loads(_cli(store, "sql", "SELECT model, input_size, in_channels FROM network_descriptions "
+                                         "ORDER BY model", "--format", "json").stdout)
+    assert rows == [{"model": "audio.kws", "input_size": None, "in_channels": None},
+                    {"model": "seq.Tagger", "input_size": None, "in_channels": None}]
+
+    refused = _cli(store, "profile", "network", audio, "--input-size", "64")
+    assert str(refused.exception) == ("audio.kws takes inputs of shape 1x1000, not images: an input size "
+                                      "(--input-size, a campaign's input_sizes) is for networks of images")
+    campaign = tmp_path / "c.toml"
+    campaign.write_text('[campaign]\nname = "c"\n[networks]\nspecs = ["seq.py:Tagger"]\n'
+                        '[measure]\nbatch_sizes = [1]\ninput_sizes = [64]\n')
+    out = _cli(store, "campaign", "run", str(campaign))
+    assert out.exit_code == 1 and "seq.Tagger takes inputs of shape 16 ids<50, not images" in str(out.exception)
+    pruned = _cli(store, "zoo", "prune", audio, "--ratios", "50", "--out", str(tmp_path / "p"))
+    assert str(pruned.exception) == ("audio.kws takes inputs of shape 1x1000, not images: pruning follows the "
+                                     "channels of networks of images")
+
+    bad = {"INPUT_SHAPE = (0,)": "INPUT_SHAPE should be the shape of one input, without the batch: 1 to 4 whole "
+                                "numbers of at least 1, such as (128,) or (1, 16000)",
+           "INPUT_SHAPE = 'long'": "INPUT_SHAPE should be the shape of one input",
+           "INPUT_SHAPE = (1, 2, 3, 4, 5)": "INPUT_SHAPE should be the shape of one input",
+           "INPUT_SHAPE = (3, 32, 32)": "INPUT_SHAPE (3, 32, 32) is an image: say INPUT_CHANNELS = 3 and INPUT_SIZE = 32",
+           "INPUT_VOCAB = 10": "INPUT_VOCAB needs INPUT_SHAPE, the shape of one input of token ids",
+           "INPUT_SHAPE = (8,)\nINPUT_VOCAB = 1": "INPUT_VOCAB should be a whole number of token ids, at least 2",
+           "INPUT_SHAPE = (8,)\nINPUT_SIZE = 32": "give INPUT_SHAPE (one input's shape) or INPUT_SIZE and INPUT_CHANNELS"}
+    for i, (header, message) in enumerate(bad.items()):
+        (tmp_path / f"bad{i}.py").write_text(f"{header}\n" + AUDIO.split("\n\n\n")[1])
+        out = _cli(store, "describe", f"{tmp_path}/bad{i}.py:kws")
+        assert out.exit_code == 1 and str(out.exception).startswith(f"network file {tmp_path}/bad{i}.py: {message}"), \
+            (header, out.exception)

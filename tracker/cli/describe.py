@@ -23,7 +23,8 @@ def describe(
     desc = describe_ref(model, input_size)
     rows = node_rows(desc, batch_size)
     data = {"model": desc.name, "description_hash": desc.description_hash, "method": desc.method,
-            "notes": desc.notes, **aggregates(desc, batch_size, rows), "in_channels": int(desc.input_shape[1])}
+            "notes": desc.notes, **aggregates(desc, batch_size, rows), "in_channels": desc.image[1] if desc.image else None,
+            "input_shape": desc.input_shape[1:]}
     if nodes:
         data["node_rows"] = rows
     if fmt is OutputFormat.json:
@@ -31,8 +32,9 @@ def describe(
         return
     for note in desc.notes:
         typer.echo(f"note: {note}")
-    for key in ("model", "description_hash", "method", "batch_size", "input_size", "in_channels", "params", "flops", "macs",
+    shape = ("input_size", "in_channels") if desc.image else ("input_shape",)  # images, or one input's shape
+    for key in ("model", "description_hash", "method", "batch_size", *shape, "params", "flops", "macs",
                 "activation_bytes", "saved_activation_bytes", "kept_activation_bytes", "largest_activation_bytes",
                 "nodes", "edges", "functional_layers", "depth"):
-        value = data[key]
+        value = data[key] if key != "input_shape" else "x".join(map(str, data[key]))
         typer.echo(f"{key:>25}: {value:,}" if isinstance(value, int) else f"{key:>25}: {value}")

@@ -213,7 +213,8 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
 
 def _beyond(outside: dict[str, dict[str, Any]]) -> str:
     """The features of a configuration outside what a version learnt, each with the span learnt."""
-    return ", ".join(f"{f} {o['value']:.4g} (learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
+    return ", ".join(f"{f} {'none (not images; ' if o['value'] is None else format(o['value'], '.4g') + ' ('}"
+                     f"learnt {o['trained'][0]:.4g} to {o['trained'][1]:.4g})"
                      for f, o in outside.items())
 
 

@@ -104,6 +104,9 @@ def _report(data: dict, fmt: OutputFormat) -> None:
     from tracker.profile.records import USUAL_INPUT_SIZE
 
     size = f" at {data['input_size']} px" if data.get("input_size") not in (None, USUAL_INPUT_SIZE) else ""
+    if data.get("input_shape"):  # not images
+        ids = f" token ids (of {data['input_vocab']:,})" if data.get("input_vocab") else ""
+        size = f" on {data['input_shape']}{ids} inputs"
     typer.echo(
         f"{data['model']} bs{data['batch_size']}{size} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
         f"±{100 * data['ci_rel']:.1f}% (95% CI){tail}, {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "

@@ -23,7 +23,11 @@ CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "eleme
 _ACT = {"relu", "relu6", "ReLU", "ReLU6", "SiLU", "silu", "Hardswish", "hardswish", "Sigmoid", "sigmoid",
         "Hardsigmoid", "hardsigmoid", "GELU", "gelu", "Tanh", "tanh", "LeakyReLU", "leaky_relu", "Softmax", "softmax"}
 _NORM = {"BatchNorm2d", "BatchNorm1d", "LayerNorm", "GroupNorm", "LayerNorm2d", "batch_norm", "layer_norm", "FrozenBatchNorm2d"}
-_POOL = {"MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"}
+_POOL = {"MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+         "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "max_pool1d", "avg_pool1d",
+         "adaptive_avg_pool1d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"}
+#: Convolutions over one, two or three spatial dimensions (audio, images, video)
+_CONV = {"Conv1d", "conv1d", "Conv2d", "conv2d", "Conv3d", "conv3d"}
 _ELEMENTWISE = {"add", "iadd", "mul", "imul", "sub", "truediv", "div", "Add", "matmul_scalar"}
 _RESHAPE = {"view", "reshape", "flatten", "Flatten", "size", "getitem", "squeeze", "unsqueeze", "permute", "transpose",
             "contiguous", "Dropout", "dropout", "Identity", "chunk", "split", "getattr", "get_attr", "expand", "mean"}
@@ -35,7 +39,7 @@ def category(node: Node) -> str:
     k = node.kind
     if k in ("placeholder", "output"):
         return "io"
-    if k == "Conv2d" or k == "conv2d":
+    if k in _CONV:
         g, cin, cout = node.attrs.get("groups", 1), node.attrs.get("in_channels"), node.attrs.get("out_channels")
         if g == 1:
             return "conv"
@@ -68,6 +72,18 @@ def _shape_text(shape: list[int] | None, batch: int) -> str:
     if not shape:
         return ""
     return "x".join(str(d) for d in [batch * shape[0], *shape[1:]])
+
+
+def _window(v: Any, dims: int) -> int:
+    """Elements of a kernel over ``dims`` spatial dimensions: ``(3, 3)`` is 9, ``3`` over two is 9, ``(9,)`` is 9."""
+    if isinstance(v, (list, tuple)):
+        return int(math.prod(int(d) for d in v))
+    return int(v) ** dims if v is not None else 1
+
+
+def _spatial_dims(n: Node) -> int:
+    """Spatial dimensions of a convolution's or pooling's output ``(N, C, *spatial)``: 2 where unknown."""
+    return max(len(n.out_shape) - 2, 1) if n.out_shape else 2
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -156,7 +172,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
             kh, kw = _pair(n.attrs.get("kernel_size"))
             sh, sw = _pair(n.attrs.get("stride"))
             cin, groups = int(n.attrs.get("in_channels", 0)), int(n.attrs.get("groups", 1))
-            macs = _numel(n.out_shape, batch_size) * (cin // max(groups, 1)) * kh * kw
+            window = _window(n.attrs.get("kernel_size"), _spatial_dims(n))
+            macs = _numel(n.out_shape, batch_size) * (cin // max(groups, 1)) * window
         elif cat == "linear":
             in_f = int(n.attrs.get("in_features", 0) or (in_shapes[0][-1] if in_shapes and in_shapes[0] else 0))
             macs = _numel(n.out_shape, batch_size) * in_f
@@ -164,11 +181,10 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         if cat in ("norm", "act", "elementwise", "concat"):
             elementwise = out_elems
         elif cat == "pool":
-            pk = _pair(n.attrs.get("kernel_size", 1))
             if "output_size" in n.attrs and in_shapes and in_shapes[0]:
                 elementwise = in_elems  # adaptive pooling reads every input once
             else:
-                elementwise = out_elems * pk[0] * pk[1]
+                elementwise = out_elems * _window(n.attrs.get("kernel_size", 1), _spatial_dims(n))
         weight_bytes = n.params * dtype_bytes
         act_in = in_elems * dtype_bytes if cat not in ("io", "reshape") else 0
         act_out = out_elems * dtype_bytes
@@ -227,7 +243,7 @@ def aggregates(desc: Description, batch_size: int = 1, rows: list[dict[str, Any]
     total = lambda key: int(sum(r[key] for r in rows))  # noqa: E731
     out: dict[str, Any] = {
         "batch_size": batch_size,
-        "input_size": int(desc.input_shape[-1]),
+        "input_size": desc.image[0] if desc.image else None,  # None: not images (input_shape)
         "params": total("params"),
         "flops": total("flops"),
         "macs": total("macs"),

@@ -63,6 +63,13 @@ class Description:
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     @property
+    def image(self) -> tuple[int, int] | None:
+        """``(input_size, in_channels)`` where its input is one square image ``(1, C, S, S)``; None
+        where it is not images (a network of your own of another ``INPUT_SHAPE``)."""
+        s = self.input_shape
+        return (int(s[-1]), int(s[1])) if len(s) == 4 and s[2] == s[3] else None
+
+    @property
     def edges(self) -> list[tuple[str, str]]:
         return [(src, n.name) for n in self.nodes for src in n.inputs]
 
@@ -169,12 +176,12 @@ def _params(module: Any) -> int:
     return int(sum(p.numel() for p in module.parameters()))
 
 
-def trace_fx(model: Any, name: str, input_shape: list[int]) -> Description:
+def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None) -> Description:
     import torch
     import torch.fx
 
     gm = torch.fx.symbolic_trace(model)
-    example = torch.randn(*input_shape)
+    example = torch.randn(*input_shape) if example is None else example
     with torch.no_grad():
         propagate_shapes(gm, example)
     modules = dict(gm.named_modules())
@@ -250,24 +257,51 @@ def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = No
     return Description(name, input_shape, nodes, "hooks")
 
 
-def describe_module(model: Any, name: str, input_size: int = 224, in_channels: int = 3, example: Any = None) -> Description:
-    """Describe a module: torch.fx first, leaf-module hooks where tracing fails."""
-    input_shape = [1, in_channels, input_size, input_size]
+def describe_module(model: Any, name: str, input_size: int = 224, in_channels: int = 3, example: Any = None,
+                    input_shape: tuple[int, ...] | None = None, input_vocab: int | None = None) -> Description:
+    """Describe a module: torch.fx first, leaf-module hooks where tracing fails. Its input: one image
+    ``(1, in_channels, input_size, input_size)``, or one input of ``input_shape`` (token ids where
+    ``input_vocab`` says how many), or ``example`` (structured input: hooks only)."""
+    from tracker.zoo.spec import input_batch
+
+    shape_of_one = [1, *(input_shape or (in_channels, input_size, input_size))]
+    ids = input_batch(1, in_channels, input_size, input_shape, input_vocab) if input_vocab else None
     model = model.eval()
     if example is None:
         try:
-            return trace_fx(model, name, input_shape)
+            return _uncounted(trace_fx(model, name, shape_of_one, ids))
         except Exception as exc:  # data-dependent control flow, unsupported ops
             reason = f"torch.fx could not trace {name} ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); described with module hooks"
     else:
         reason = f"{name} takes structured input; described with module hooks"
     try:
-        desc = trace_hooks(model, name, input_shape, example)
+        desc = trace_hooks(model, name, shape_of_one, example if example is not None else ids)
     except Exception as exc:  # it does not run on this input at all: bad input, said in one line
         from tracker.errors import ConfigError
 
-        shape = "its example input" if example is not None else f"a {'x'.join(map(str, input_shape))} input"
+        kind = " of token ids" if input_vocab else ""
+        shape = "its example input" if example is not None else f"a {'x'.join(map(str, shape_of_one))} input{kind}"
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise ConfigError(f"{name} cannot run on {shape}: {type(exc).__name__}{': ' + first if first else ''}") from None
     desc.notes.append(reason)
+    missing = int(sum(p.numel() for p in model.parameters())) - sum(n.params for n in desc.nodes)
+    if missing > 0:  # weights of modules that are not leaves (MultiheadAttention's projection), or not called
+        desc.notes.append(f"{missing:,} parameters belong to no leaf module called: their work is not counted")
+    return _uncounted(desc)
+
+
+def _uncounted(desc: Description) -> Description:
+    """Say, in a note, which modules with weights the FLOP count leaves out: those kept whole (torch.fx
+    keeps torch.nn's modules whole, as hooks see leaves) that are no convolution, linear layer,
+    norm or other kind whose work ``features`` counts, such as ``MultiheadAttention`` (an
+    embedding is a lookup: no arithmetic to leave out)."""
+    from tracker.describe.features import category
+
+    kinds: dict[str, int] = {}
+    for n in desc.nodes:
+        if n.op == "call_module" and n.params and category(n) == "other" and n.kind not in ("Embedding", "EmbeddingBag"):
+            kinds[n.kind] = kinds.get(n.kind, 0) + 1
+    if kinds:
+        listed = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+        desc.notes.append(f"flops and macs leave out the work of {listed} (modules kept whole, of a kind not counted)")
     return desc

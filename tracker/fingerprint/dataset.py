@@ -68,14 +68,19 @@ def parse_ranges(text: str) -> dict[str, list[float]]:
 
 def outside_ranges(ranges: dict[str, list[float]], row: Any) -> dict[str, dict[str, Any]]:
     """The features of one configuration ``row`` (a mapping) that lie outside ``ranges``, each with
-    its value and the range learnt; an unknown value (NULL) is not outside anything."""
-    out = {}
+    its value and the range learnt; an unknown value (NULL) is not outside anything, but for an
+    input size learnt from images, a network whose input is no image is (value None)."""
+    out: dict[str, dict[str, Any]] = {}
     for feature, (low, high) in ranges.items():
         try:
             value = float(row.get(feature))
         except (TypeError, ValueError):  # None or pandas' NA
+            value = float("nan")
+        if value != value:  # unknown: outside nothing, but an input size none is no image at all
+            if feature in RANGE_COLUMNS:
+                out[feature] = {"value": None, "trained": [low, high]}
             continue
-        if value == value and not low <= value <= high:
+        if not low <= value <= high:
             out[feature] = {"value": value, "trained": [low, high]}
     return out
 
@@ -235,7 +240,7 @@ def configuration_rows(descriptions: Sequence[Any], batch_sizes: list[int], phas
     run_ids = [f"predict-{i}-{bs}" for i, _, bs in configs]
     runs = pa.table({"run_id": run_ids, "batch_size": [bs for _, _, bs in configs],
                      "model": [d.name for _, d, _ in configs], "model_hash": [d.description_hash for _, d, _ in configs],
-                     "input_size": [int(d.input_shape[-1]) for _, d, _ in configs]})
+                     "input_size": pa.array([d.image[0] if d.image else None for _, d, _ in configs], pa.int64())})
     con.register("new_configurations", runs)
     con.execute("BEGIN TRANSACTION")
     try:

@@ -68,6 +68,9 @@ class ProfileResult:
             "model": self.network.params.get("model"),
             "batch_size": int(self.network.params.get("batch_size", 0)),
             "input_size": int(self.network.params["input_size"]) if "input_size" in self.network.params else None,
+            # a network of your own whose input is not images: one input's shape (and token ids)
+            **({"input_shape": self.network.params["input_shape"]} if "input_shape" in self.network.params else {}),
+            **({"input_vocab": int(self.network.params["input_vocab"])} if "input_vocab" in self.network.params else {}),
             "phase": self.network.params.get("phase"),
             "device": self.network.params.get("device"),
             "mode": self.network.params.get("mode"),  # the device mode it ran in, e.g. cpu-t1
@@ -128,8 +131,10 @@ def describe_early(ref: str, input_size: int | None = None) -> None:
     cannot build it, or a network that cannot run on that input, is then one line before a store is
     made or anything is measured, not a campaign ended halfway. Other networks: nothing."""
     from tracker.zoo import resolve
+    from tracker.zoo.spec import check_input_size
 
     model_ref = resolve(ref)
+    check_input_size(model_ref, input_size)
     if input_size is not None or model_ref.is_own:
         _described(model_ref.name, _spec_json(model_ref.spec), input_size or model_ref.input_size)
 
@@ -146,7 +151,8 @@ def _described(name: str, spec_json: str | None, input_size: int) -> tuple[str, 
     from tracker.zoo.spec import spec_ref
 
     model_ref = resolve(name) if spec_json is None else spec_ref(json.loads(spec_json))
-    desc = describe_module(model_ref.build(), model_ref.name, input_size, in_channels=model_ref.in_channels)
+    desc = describe_module(model_ref.build(), model_ref.name, input_size, in_channels=model_ref.in_channels,
+                           input_shape=model_ref.input_shape, input_vocab=model_ref.input_vocab)
     return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
 
 
@@ -167,11 +173,15 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     from tracker.profile.records import key_fields
     from tracker.zoo import resolve
 
+    from tracker.zoo.spec import check_input_size
+
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
+    check_input_size(model_ref, input_size)
     size = input_size or model_ref.input_size
     name, model_hash, _ = _described(model_ref.name, _spec_json(model_ref.spec), size)
     spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase,
-                       in_channels=model_ref.in_channels)
+                       in_channels=model_ref.in_channels, input_shape=model_ref.input_shape,
+                       input_vocab=model_ref.input_vocab)
     mode = read_mode(device, threads=threads, allocator=allocator)
     cap: dict[str, Any] = {}
     if memory_limit_mb:  # under a memory cap: another configuration than without, or under another cap

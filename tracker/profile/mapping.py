@@ -317,16 +317,17 @@ class _Net:
     """One network of a workload, split into stages, with hooks that time each stage and the transfer."""
 
     def __init__(self, net: NetMapping, batch_size: int) -> None:
-        import torch
         from torch.fx.passes.split_module import split_module
 
         from tracker.describe.features import aggregates
         from tracker.describe.graph import describe_module
+        from tracker.zoo.spec import input_batch
 
         ref = _ref(net.model)
         module, graph, layers = _trace(net.model, ref)
         size = ref.input_size
-        agg = aggregates(describe_module(module, ref.name, size, in_channels=ref.in_channels), batch_size)  # on the CPU
+        agg = aggregates(describe_module(module, ref.name, size, in_channels=ref.in_channels, input_shape=ref.input_shape,
+                                         input_vocab=ref.input_vocab), batch_size)  # on the CPU
         self.info = {"params": int(agg["params"]), "macs": int(agg["macs"]), "flops": int(agg["flops"]),
                      "functional_layers": int(agg["functional_layers"]), "layers": len(layers)}
         position = {node: i for i, node in enumerate(layers)}
@@ -335,7 +336,7 @@ class _Net:
         first = net.devices[0] if net.split > 0 else net.devices[1]
         self.module = split.to(first).eval()
         self.final = net.devices[1] if net.split < len(layers) else net.devices[0]
-        self.x = torch.randn(batch_size, ref.in_channels, size, size, generator=torch.Generator().manual_seed(0)).to(first)
+        self.x = input_batch(batch_size, ref.in_channels, size, ref.input_shape, ref.input_vocab).to(first)
         self.times: dict[str, float] = {}
         stages = dict(split.named_children())
         if "submod_1" in stages:

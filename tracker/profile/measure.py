@@ -87,6 +87,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         precision=job.get("precision", "float32"),
         phase=job.get("phase", "inference"),
         in_channels=ref.in_channels,
+        input_shape=ref.input_shape,
+        input_vocab=ref.input_vocab,
     )
     model = model.to(device=device, dtype=getattr(torch, spec.precision))
     rule = Stopping(**job.get("rule", {}))

@@ -27,6 +27,10 @@ class NetworkSpec:
     phase: str = "inference"
     in_channels: int = 3  # of the input images (a network of your own may take 1); in the key and the
     # params only where not 3 (records._configuration), so 3-channel configurations keep their keys
+    #: a network of your own whose input is not images: one input's shape (input_size is then 0,
+    #: and no param), and where its inputs are token ids, how many (zoo.spec.ModelRef)
+    input_shape: tuple[int, ...] | None = None
+    input_vocab: int | None = None
 
     def __post_init__(self) -> None:
         # one name per device, whoever builds the spec (a library caller too): its key follows it
@@ -53,9 +57,10 @@ def _shape(x: Any) -> str:
 def example_input(spec: NetworkSpec) -> Any:
     import torch
 
-    dtype = getattr(torch, spec.precision)
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(spec.batch_size, spec.in_channels, spec.input_size, spec.input_size, generator=gen, dtype=dtype)
+    from tracker.zoo.spec import input_batch
+
+    x = input_batch(spec.batch_size, spec.in_channels, spec.input_size, spec.input_shape, spec.input_vocab,
+                    dtype=getattr(torch, spec.precision))
     return x.to(spec.device)
 
 

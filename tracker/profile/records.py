@@ -50,9 +50,11 @@ def _configuration(spec: NetworkSpec, model_hash: str, mode: str) -> dict[str, A
         "model": spec.model,
         "model_hash": model_hash,
         "batch_size": spec.batch_size,
-        "input_size": spec.input_size,
-        # where not 3 only: every configuration of 3-channel images keeps the key it always had
-        **({"in_channels": spec.in_channels} if spec.in_channels != 3 else {}),
+        # images: their size, and their channels where not 3 only (every configuration of 3-channel
+        # images keeps the key it always had); else one input's shape, and how many token ids
+        **({"input_size": spec.input_size} if spec.input_shape is None else {"input_shape": "x".join(map(str, spec.input_shape))}),
+        **({"in_channels": spec.in_channels} if spec.in_channels != 3 and spec.input_shape is None else {}),
+        **({"input_vocab": spec.input_vocab} if spec.input_vocab else {}),
         "phase": spec.phase,
         "device": spec.device,
         "precision": spec.precision,
@@ -123,7 +125,12 @@ USUAL_INPUT_SIZE = 224
 def run_name(spec: NetworkSpec) -> str:
     """``resnet18 · bs8 · inference · cpu``; ``· 64px`` after the batch where the input is not 224
     pixels square, so runs of one network at two sizes are told apart in a list."""
-    size = f" · {spec.input_size}px" if spec.input_size != USUAL_INPUT_SIZE else ""
+    if spec.input_shape is not None:  # not images: one input's shape
+        from tracker.zoo.spec import shape_text
+
+        size = f" · {shape_text(spec.input_shape, spec.input_vocab)}"
+    else:
+        size = f" · {spec.input_size}px" if spec.input_size != USUAL_INPUT_SIZE else ""
     return f"{spec.model} · bs{spec.batch_size}{size} · {spec.phase} · {spec.device}"
 
 

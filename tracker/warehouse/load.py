@@ -301,6 +301,5 @@ def insert_description(con: Any, desc: Any, model_hash: str, run_id: str | None)
         con.unregister("new_nodes")
     con.execute(
         "INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [model_hash, desc.name, int(desc.input_shape[-1]), int(desc.input_shape[1]) if len(desc.input_shape) > 1 else None,
-         len(desc.nodes), len(desc.edges), run_id],
+        [model_hash, desc.name, *(desc.image or (None, None)), len(desc.nodes), len(desc.edges), run_id],
     )

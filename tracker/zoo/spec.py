@@ -8,7 +8,10 @@ zoo name does.
 A network of your own is ``FILE.py:NAME``: NAME is a callable of the file (a function, or an
 ``nn.Module`` class) that, called with no argument, returns the ``torch.nn.Module``; it takes a
 batch of images ``(N, C, S, S)`` (S: the file's ``INPUT_SIZE = S``, else 224; C: its
-``INPUT_CHANNELS = C``, else 3) and, to be trained, returns class scores ``(N, classes)``. It is
+``INPUT_CHANNELS = C``, else 3), or, where the file says ``INPUT_SHAPE = (...)`` (one input,
+without the batch: ``(1, 16000)`` of audio, ``(128,)``), a batch ``(N, *INPUT_SHAPE)`` of values,
+or of token ids in ``[0, INPUT_VOCAB)`` where it says ``INPUT_VOCAB``; to be trained, it returns
+class scores ``(N, classes)``. It is
 read into a spec of kind ``module`` that carries the file's text: the network is described and
 measured as the file was when it was planned, and its description hash, as for every network,
 says what was measured. The modules beside it that it imports (``blocks.py`` for ``from blocks
@@ -37,9 +40,13 @@ DEFAULT_INPUT_SIZE = 224
 @dataclass(frozen=True)
 class ModelRef:
     name: str
-    input_size: int
+    input_size: int  # of its square input images; 0 for a network whose input is no image (input_shape)
     spec: dict[str, Any] | None = None  # None for zoo names
     in_channels: int = 3  # of its input images: 3 but for a network of your own that says otherwise
+    #: A network of your own whose input is not images: the shape of one input (its file's
+    #: ``INPUT_SHAPE``, without the batch), and where they are token ids, how many (``INPUT_VOCAB``)
+    input_shape: tuple[int, ...] | None = None
+    input_vocab: int | None = None
 
     @property
     def is_own(self) -> bool:
@@ -110,13 +117,76 @@ def module_spec(ref: str) -> dict[str, Any]:
 
     size = whole("INPUT_SIZE", DEFAULT_INPUT_SIZE, 8, "pixels")
     channels = whole("INPUT_CHANNELS", 3, 1, "channels")
+    vocab = whole("INPUT_VOCAB", 0, 2, "token ids") or None
+    shape = _input_shape(assigned, path, vocab)
     spec = {"format": SPEC_FORMAT, "kind": "module", "name": f"{path.stem}.{attr}", "callable": attr,
-            "file": str(path.resolve()), "source": source, "input_size": size}
-    if channels != 3:  # as every other network's spec where it is 3
-        spec["in_channels"] = channels
+            "file": str(path.resolve()), "source": source}
+    if shape is not None:  # not images: the shape of one input, and token ids where it says how many
+        spec["input_shape"] = list(shape)
+        if vocab:
+            spec["input_vocab"] = vocab
+    else:
+        spec["input_size"] = size
+        if channels != 3:  # as every other network's spec where it is 3
+            spec["in_channels"] = channels
     if modules := modules_beside(tree, path):  # a one-file network's spec says nothing of them
         spec["modules"] = modules
     return spec
+
+
+#: The ranks an ``INPUT_SHAPE`` may have: one input without its batch dimension.
+INPUT_RANKS = range(1, 5)
+
+
+def _input_shape(assigned: dict[str, Any], path: Path, vocab: int | None) -> tuple[int, ...] | None:
+    """A file's ``INPUT_SHAPE`` (one input, without the batch): None where it gives none, or where
+    it is an image's ``(C, S, S)`` of float values (then INPUT_CHANNELS and INPUT_SIZE, as if the
+    file said those, so its configurations are images like any other)."""
+    if "INPUT_SHAPE" not in assigned:
+        if vocab:
+            raise ConfigError(f"network file {path}: INPUT_VOCAB needs INPUT_SHAPE, the shape of one input of token ids")
+        return None
+    if {"INPUT_SIZE", "INPUT_CHANNELS"} & set(assigned):
+        raise ConfigError(f"network file {path}: give INPUT_SHAPE (one input's shape) or INPUT_SIZE and "
+                          "INPUT_CHANNELS (images), not both")
+    try:
+        shape = ast.literal_eval(assigned["INPUT_SHAPE"])
+    except ValueError:
+        shape = None
+    if not (isinstance(shape, (tuple, list)) and len(shape) in INPUT_RANKS
+            and all(type(d) is int and d >= 1 for d in shape)):
+        raise ConfigError(f"network file {path}: INPUT_SHAPE should be the shape of one input, without the batch: "
+                          "1 to 4 whole numbers of at least 1, such as (128,) or (1, 16000)")
+    if len(shape) == 3 and shape[1] == shape[2] >= 8 and vocab is None:
+        raise ConfigError(f"network file {path}: INPUT_SHAPE {tuple(shape)} is an image: say INPUT_CHANNELS = "
+                          f"{shape[0]} and INPUT_SIZE = {shape[1]}")
+    return tuple(shape)
+
+
+def input_batch(batch_size: int, in_channels: int, input_size: int, input_shape: tuple[int, ...] | None = None,
+                input_vocab: int | None = None, dtype: Any = None, seed: int = 0) -> Any:
+    """A batch of ``batch_size`` inputs on the CPU, the same for a seed: images ``(N, C, S, S)``,
+    or inputs of ``input_shape``: token ids in ``[0, input_vocab)`` (int64) where it says how many,
+    else values of a normal distribution (``dtype``, default float32)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    shape = (batch_size, *(input_shape or (in_channels, input_size, input_size)))
+    if input_vocab:
+        return torch.randint(0, input_vocab, shape, generator=generator)
+    return torch.randn(*shape, generator=generator, dtype=dtype or torch.float32)
+
+
+def check_input_size(ref: ModelRef, input_size: int | None) -> None:
+    """Refuse, in one line, an input size (a resolution) for a network whose input is not images."""
+    if input_size and ref.input_shape is not None:  # 0: its own (none)
+        raise ConfigError(f"{ref.name} takes inputs of shape {shape_text(ref.input_shape, ref.input_vocab)}, not "
+                          "images: an input size (--input-size, a campaign's input_sizes) is for networks of images")
+
+
+def shape_text(input_shape: tuple[int, ...] | list[int], input_vocab: int | None = None) -> str:
+    """One input's shape as runs name it: ``1x16000``; ``128 ids<30522`` for token ids."""
+    return "x".join(map(str, input_shape)) + (f" ids<{input_vocab}" if input_vocab else "")
 
 
 def _parse(source: str, path: Path) -> ast.Module:
@@ -272,6 +342,9 @@ def spec_ref(spec: dict[str, Any]) -> ModelRef:
     from tracker.zoo.torchvision_zoo import default_input_size
 
     base = spec.get("base")
+    if spec.get("input_shape"):  # a network of your own whose input is not images
+        vocab = spec.get("input_vocab")
+        return ModelRef(spec["name"], 0, spec, 3, tuple(int(d) for d in spec["input_shape"]), int(vocab) if vocab else None)
     size = int(spec.get("input_size") or (default_input_size(base) if base else 224))
     return ModelRef(spec["name"], size, spec, int(spec.get("in_channels", 3)))
 
