@@ -444,6 +444,9 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     assert (kws["input_shape"], kws["input_size"], kws["in_channels"]) == ([1, 1000], None, None)
     conv1, conv2 = 8 * ((1000 - 9) // 4 + 1), 16 * (((1000 - 9) // 4 + 1) // 2 - 4)  # output elements
     assert kws["macs"] == conv1 * 1 * 9 + conv2 * 8 * 5 + 16 * 4  # each 1-D kernel counted once
+    rows = json.loads(_cli(store, "describe", audio, "--nodes", "--format", "json").stdout)["node_rows"]
+    first = next(r for r in rows if r["kind"] == "Conv1d")
+    assert (first["category"], first["kernel_h"], first["kernel_w"], first["stride_h"]) == ("conv", 9, 1, 4)
     tagger = _cli(store, "describe", seq)
     assert tagger.exit_code == 0 and "input_shape: 16\n" in tagger.stdout and "input_size" not in tagger.stdout
     assert tagger.stdout.startswith("note: flops and macs leave out the work of 1 TransformerEncoderLayer")

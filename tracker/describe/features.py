@@ -87,8 +87,9 @@ def _spatial_dims(n: Node) -> int:
 
 
 def _pair(v: Any) -> tuple[int, int]:
+    """(height, width) of a kernel, stride or padding: a 1-D one's ``(9,)`` is 9 by 1."""
     if isinstance(v, (list, tuple)):
-        return (int(v[0]), int(v[-1]))
+        return (int(v[0]), int(v[-1]) if len(v) > 1 else 1)
     return (int(v), int(v)) if v is not None else (1, 1)
 
 
