@@ -139,9 +139,9 @@ INPUT_RANKS = range(1, 5)
 
 
 def _input_shape(assigned: dict[str, Any], path: Path, vocab: int | None) -> tuple[int, ...] | None:
-    """A file's ``INPUT_SHAPE`` (one input, without the batch): None where it gives none, or where
-    it is an image's ``(C, S, S)`` of float values (then INPUT_CHANNELS and INPUT_SIZE, as if the
-    file said those, so its configurations are images like any other)."""
+    """A file's ``INPUT_SHAPE`` (one input, without the batch), None where it gives none; one line
+    where it is no shape, or an image's ``(C, S, S)`` of values (which INPUT_CHANNELS and
+    INPUT_SIZE say, so that every image network has one form and its configurations one key)."""
     if "INPUT_SHAPE" not in assigned:
         if vocab:
             raise ConfigError(f"network file {path}: INPUT_VOCAB needs INPUT_SHAPE, the shape of one input of token ids")
@@ -151,7 +151,7 @@ def _input_shape(assigned: dict[str, Any], path: Path, vocab: int | None) -> tup
                           "INPUT_CHANNELS (images), not both")
     try:
         shape = ast.literal_eval(assigned["INPUT_SHAPE"])
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError):  # not a literal: a name, a sum
         shape = None
     if not (isinstance(shape, (tuple, list)) and len(shape) in INPUT_RANKS
             and all(type(d) is int and d >= 1 for d in shape)):
