@@ -19,6 +19,7 @@ def describe(
     """Describe a network: parameters, FLOPs, MACs, activations, depth, per-category sums."""
     from tracker.describe import describe as describe_ref
     from tracker.describe.features import aggregates, node_rows
+    from tracker.zoo.spec import shape_text
 
     desc = describe_ref(model, input_size)
     rows = node_rows(desc, batch_size)
@@ -36,5 +37,5 @@ def describe(
     for key in ("model", "description_hash", "method", "batch_size", *shape, "params", "flops", "macs",
                 "activation_bytes", "saved_activation_bytes", "kept_activation_bytes", "largest_activation_bytes",
                 "nodes", "edges", "functional_layers", "depth"):
-        value = data[key] if key != "input_shape" else "x".join(map(str, data[key]))
+        value = data[key] if key != "input_shape" else shape_text(data[key])
         typer.echo(f"{key:>25}: {value:,}" if isinstance(value, int) else f"{key:>25}: {value}")

@@ -172,7 +172,6 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     from tracker.profile.modes import read_mode
     from tracker.profile.records import key_fields
     from tracker.zoo import resolve
-
     from tracker.zoo.spec import check_input_size
 
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read

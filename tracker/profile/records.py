@@ -9,6 +9,7 @@ from tracker.log.record import SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping, Summary, summarize
+from tracker.zoo.spec import shape_text
 
 #: Share of the machine's CPU (%) that other processes took during a measurement from which its
 #: run's description and ``profile``'s output say so: they competed with it for cores, caches and
@@ -52,7 +53,7 @@ def _configuration(spec: NetworkSpec, model_hash: str, mode: str) -> dict[str, A
         "batch_size": spec.batch_size,
         # images: their size, and their channels where not 3 only (every configuration of 3-channel
         # images keeps the key it always had); else one input's shape, and how many token ids
-        **({"input_size": spec.input_size} if spec.input_shape is None else {"input_shape": "x".join(map(str, spec.input_shape))}),
+        **({"input_size": spec.input_size} if spec.input_shape is None else {"input_shape": shape_text(spec.input_shape)}),
         **({"in_channels": spec.in_channels} if spec.in_channels != 3 and spec.input_shape is None else {}),
         **({"input_vocab": spec.input_vocab} if spec.input_vocab else {}),
         "phase": spec.phase,
@@ -126,8 +127,6 @@ def run_name(spec: NetworkSpec) -> str:
     """``resnet18 · bs8 · inference · cpu``; ``· 64px`` after the batch where the input is not 224
     pixels square, so runs of one network at two sizes are told apart in a list."""
     if spec.input_shape is not None:  # not images: one input's shape
-        from tracker.zoo.spec import shape_text
-
         size = f" · {shape_text(spec.input_shape, spec.input_vocab)}"
     else:
         size = f" · {spec.input_size}px" if spec.input_size != USUAL_INPUT_SIZE else ""

@@ -743,10 +743,9 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
     _check_method(method, seed)
     ref = resolve(base)
     if ref.input_shape is not None:
-        from tracker.zoo.spec import shape_text
+        from tracker.zoo.spec import not_images
 
-        raise ConfigError(f"{ref.name} takes inputs of shape {shape_text(ref.input_shape, ref.input_vocab)}, not images: "
-                          "pruning follows the channels of networks of images")
+        raise not_images(ref, "pruning follows the channels of networks of images")
     size = 224 if ref.spec is None else ref.input_size  # a zoo name: as its specs always were
     pruned = prune(ref.build(), ratio, method, seed, input_size=size, in_channels=ref.in_channels)
     spec: dict[str, Any] = {

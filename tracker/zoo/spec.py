@@ -177,11 +177,16 @@ def input_batch(batch_size: int, in_channels: int, input_size: int, input_shape:
     return torch.randn(*shape, generator=generator, dtype=dtype or torch.float32)
 
 
+def not_images(ref: ModelRef, why: str) -> ConfigError:
+    """The one line refusing, for ``why``, a network whose input is not images (``ref.input_shape``)."""
+    assert ref.input_shape is not None
+    return ConfigError(f"{ref.name} takes inputs of shape {shape_text(ref.input_shape, ref.input_vocab)}, not images: {why}")
+
+
 def check_input_size(ref: ModelRef, input_size: int | None) -> None:
     """Refuse, in one line, an input size (a resolution) for a network whose input is not images."""
     if input_size and ref.input_shape is not None:  # 0: its own (none)
-        raise ConfigError(f"{ref.name} takes inputs of shape {shape_text(ref.input_shape, ref.input_vocab)}, not "
-                          "images: an input size (--input-size, a campaign's input_sizes) is for networks of images")
+        raise not_images(ref, "an input size (--input-size, a campaign's input_sizes) is for networks of images")
 
 
 def shape_text(input_shape: tuple[int, ...] | list[int], input_vocab: int | None = None) -> str:
