@@ -17,8 +17,10 @@ cuda memory, NVML power and energy where NVML reads them, and the failed boundar
 FAILED with its error. On a GPU host a CPU measurement is taken too: its power_w must not hold
 the idle GPU's power (it is RAPL's, or absent).
 
-Usage: python benchmarks/gpu_paths.py [cpu|cuda] [OUT_DIR]  (cpu: a dry run of the same steps
-here, shorter). Writes each step's stdout/stderr under OUT_DIR (default: a temporary folder).
+Usage: python benchmarks/gpu_paths.py [cpu|cuda] [OUT_DIR] [STEP,STEP...]  (cpu: a dry run of the
+same steps here, shorter). Writes each step's stdout/stderr under OUT_DIR (default: a temporary
+folder). With a list of steps, only those run (a lease too short for all of them runs the new
+ones), and only their checks count in all_ok; a name that is no step is one line and a non-zero exit.
 Last line: {"device": ..., "steps": {...: {"rc": ..., "s": ...}}, "checks": {...}, "all_ok": ...}
 """
 
@@ -80,22 +82,39 @@ print(json.dumps({k: round(v, 3) for k, v in t.items()}))
 """
 
 
+def step_names(gpu: bool, big: int) -> list[str]:
+    """Every step main() may run, in order (those of a GPU only on cuda)."""
+    names = ["device_show", "network_b1", f"network_b{big}", f"train_step_b{big}", "own_network", "token_ids",
+             *(["cuda0_alias", "cpu_on_gpu_host"] if gpu else []), "layers", "again", "trace", "compare", "show_b1",
+             "boundary", *(["capped_boundary"] if gpu else []), "synth_images", "synth_boxes", "training_job",
+             "detection_job", "mapping", "campaign", "warehouse_load", "sql_measurements", "sql_failed", "sql_repeats"]
+    return names + [f"fingerprint_{t}" for t in ("latency_ms", "peak_mem_mb", "power_w", "gpu_util_pct")] + [
+        "predict", "largest_batch"]
+
+
 def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     if device not in ("cpu", "cuda"):
         sys.exit(f"gpu_paths: device {device!r}: expected cpu or cuda")
-    out = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="gpu-paths-"))
+    out = Path(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else Path(tempfile.mkdtemp(prefix="gpu-paths-"))
+    only = {n for n in sys.argv[3].split(",") if n} if len(sys.argv) > 3 else None
+    gpu = device == "cuda"
+    big = 32 if gpu else 4
+    known = step_names(gpu, big)
+    if only is not None and (not only or only - set(known)):
+        sys.exit(f"gpu_paths: steps {','.join(sorted(only - set(known))) or '(none)'}: expected some of "
+                 f"{','.join(known)}")
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-paths-work-"))
     store = work / "runs"
-    gpu = device == "cuda"
-    big = 32 if gpu else 4
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     base = [sys.executable, "-m", "tracker", "--tracking-uri", str(store)]
     steps: dict[str, dict[str, object]] = {}
     outputs: dict[str, object] = {}
 
     def step(name: str, args: list[str], timeout_s: float = 300, expect_rc: int = 0) -> object:
+        if only is not None and name not in only:
+            return None
         t0 = time.perf_counter()
         try:
             p = subprocess.run(base + args, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
@@ -272,18 +291,28 @@ def main() -> None:
         checks["device_cap_smaller"] = (capped.get("memory_cap") == "device" and capped.get("failure_reason") == "oom"
                                         and (capped.get("largest_ok_batch_size") or 0)
                                         < (whole.get("largest_ok_batch_size") or 0))
-    print(json.dumps({"device": device, "out": str(out), "steps": {k: {"rc": v["rc"], "s": v["s"]}
-                                                                    for k, v in steps.items()},
-                      "checks": checks, "all_ok": checks["all_steps_ok"] and (checks.get("trace") or {}).get("artifacts") is not None
-                      and (checks.get("compare") or {}).get("samples") == [True, True]
-                      and (checks.get("device_show") or {}).get("mode_matches_network_b1") is True
-                      and (checks.get("own_network") or {}).get("status") == "FINISHED"
-                      and (checks.get("token_ids") or {}).get("status") == "FINISHED"
-                      and (not gpu or (checks["zero_power_w"] == 0 and checks["device_cap_smaller"] and checks["cuda0_reused"]
-                                       and "nvml" in (checks["device_show"].get("sources") or [])
-                                       and "gpu_power_w" in (checks.get("system_metrics_b1") or [])
-                                       and checks["trace"]["time_basis"] == "self_device_ms"))}))
-
+    ran = steps.keys()
+    # each check counts where the steps it reads ran (all of them, without a list of steps)
+    conditions = [
+        ("trace" not in ran or (checks.get("trace") or {}).get("artifacts") is not None),
+        ("compare" not in ran or (checks.get("compare") or {}).get("samples") == [True, True]),
+        ("device_show" not in ran or "network_b1" not in ran
+         or (checks.get("device_show") or {}).get("mode_matches_network_b1") is True),
+        ("own_network" not in ran or (checks.get("own_network") or {}).get("status") == "FINISHED"),
+        ("token_ids" not in ran or (checks.get("token_ids") or {}).get("status") == "FINISHED"),
+    ]
+    if gpu:
+        conditions += [
+            checks["zero_power_w"] == 0,
+            ("capped_boundary" not in ran or "boundary" not in ran or checks["device_cap_smaller"]),
+            ("cuda0_alias" not in ran or "network_b1" not in ran or checks["cuda0_reused"]),
+            ("device_show" not in ran or "nvml" in ((checks.get("device_show") or {}).get("sources") or [])),
+            ("show_b1" not in ran or "gpu_power_w" in (checks.get("system_metrics_b1") or [])),
+            ("trace" not in ran or (checks.get("trace") or {}).get("time_basis") == "self_device_ms"),
+        ]
+    print(json.dumps({"device": device, "out": str(out), "only": sorted(only) if only is not None else None,
+                      "steps": {k: {"rc": v["rc"], "s": v["s"]} for k, v in steps.items()},
+                      "checks": checks, "all_ok": checks["all_steps_ok"] and bool(steps) and all(conditions)}))
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,8 @@
 # pyarrow, but not mlflow, duckdb or lightgbm, and reaches no package index: tracker's other
 # packages travel in .whl/site.tar.xz (ignored by git; carry it), which tools/device_site.sh
 # builds here from the versions .venv holds (CPython 3.12 wheels, without the MLflow UI).
-# Usage: bash tools/device_check.sh STEP...  (STEP: gpu_paths, cost_b1, cost_b32, layers)
+# Usage: bash tools/device_check.sh STEP...  (STEP: gpu_paths, gpu_paths=NAME,NAME... (those of
+# gpu_paths.py's steps alone), cost_b1, cost_b32, layers)
 # Each step's output goes to $OUT (the files that come back, at most 8); a failed set-up ends
 # the script at once, so little device time is lost on it. On an H200 (2026-11-26) the set-up
 # took 15 s, cost_b1 and cost_b32 93 s each, layers 193 s, and gpu_paths ran past 400 s (15
@@ -30,6 +31,10 @@ for step in "$@"; do
   case $step in
     gpu_paths)
       timeout 560 python3 benchmarks/gpu_paths.py cuda /tmp/gpu-paths-steps > "$OUT/gpu_paths.log" 2>&1
+      echo "gpu_paths rc=$?"; tar -C /tmp -czf "$OUT/gpu_paths_steps.tgz" gpu-paths-steps
+      tail -c 6000 "$OUT/gpu_paths.log";;
+    gpu_paths=*)
+      timeout 420 python3 benchmarks/gpu_paths.py cuda /tmp/gpu-paths-steps "${step#gpu_paths=}" > "$OUT/gpu_paths.log" 2>&1
       echo "gpu_paths rc=$?"; tar -C /tmp -czf "$OUT/gpu_paths_steps.tgz" gpu-paths-steps
       tail -c 6000 "$OUT/gpu_paths.log";;
     cost_b1)
