@@ -245,6 +245,7 @@ def largest_batches(fitted: dict, features: list[str], descriptions: dict, tried
 
     from tracker.fingerprint.dataset import configuration_rows, family
     from tracker.fingerprint.predict import largest_under
+    from tracker.fingerprint.runtime import floored
     from tracker.imports.perf4sight import DEVICE
 
     verdicts = {"within": 0, "under": 0, "over": 0}
@@ -260,7 +261,8 @@ def largest_batches(fitted: dict, features: list[str], descriptions: dict, tried
 
             def peak_mb(sizes: list[int], name: str = name) -> list[float]:
                 rows, _ = configuration_rows([descriptions[name]], sizes, "training", DEVICE)
-                return list(np.exp(model.predict(rows[features].astype(float))))
+                # raised to the floor of the network's own tensors, as tracker predict raises it
+                return list(floored(np.exp(model.predict(rows[features].astype(float))), rows, "training"))
 
             predicted = largest_under(peak_mb, largest_mb, 4096) or 0
             low, high = max(ran), min(failed_above)

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -588,6 +589,21 @@ def test_gpu_utilisation_is_a_target_and_never_predicted_past_100_pct(tmp_path: 
     assert (Champion("latency_ms-inference-cuda", "1", ["a"], booster).predict(rows) > 100).all()
 
 
+def _cuda_runs(peak_mb: Any) -> list[Any]:
+    """Inference runs on cuda of GPU_NETWORKS at 64 px, batch 1 to 8, each the peak
+    ``peak_mb(index, description, batch_size)``; the description with batch 1."""
+    records = []
+    for i, name in enumerate(GPU_NETWORKS):
+        desc = describe(name, 64)
+        for bs in (1, 2, 4, 8):
+            r = network_record(name, bs, peak_mem_mb=peak_mb(i, desc, bs))
+            r.params.update(model_hash=desc.description_hash, device="cuda", mode="cuda-default", input_size=64)
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            records.append(r)
+    return records
+
+
 def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_path: Path) -> None:
     """Runs record the machine's memory and the GPU's (``env.*``); a CUDA run's device memory in
     the warehouse is the GPU's, a CPU run's the machine's. A peak-memory fingerprint records the
@@ -596,15 +612,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     env = {**ENV, "env.gpu_name": "Test GPU", "env.memory_total_mb": "64000", "env.gpu_memory_total_mb": "16000"}
     logger = RunLogger(str(runs), experiment="gpu", environment=env)
-    records = []
-    for name in GPU_NETWORKS:
-        desc = describe(name, 64)
-        for bs in (1, 2, 4, 8):
-            r = network_record(name, bs, peak_mem_mb=100.0 + _flops(desc) * bs / 1e7)
-            r.params.update(model_hash=desc.description_hash, device="cuda", mode="cuda-default")
-            if bs == 1:
-                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
-            records.append(r)
+    records = _cuda_runs(lambda i, desc, bs: 100.0 + _flops(desc) * bs / 1e7)
     cpu = network_record("squeezenet1_1", 1, peak_mem_mb=300.0)
     cpu.params["model_hash"] = describe("squeezenet1_1", 64).description_hash
     cpu.key_fields["device"] = "cpu"  # another configuration than the cuda one of the same network
@@ -690,6 +698,82 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
         bad = CliRunner().invoke(app, [*args, "--format", "json"])
         assert isinstance(bad.exception, FingerprintError)
         assert f"unreadable device_memory_mb tag '{unreadable}'" in str(bad.exception)
+
+
+def _inference_floor_mb(desc, bs: int) -> float:  # noqa: ANN001
+    """Weights and the largest activation at batch ``bs``, from describe's own totals."""
+    from tracker.describe.features import aggregates
+
+    a = aggregates(desc, bs)
+    return (a["weight_bytes"] + a["largest_activation_bytes"]) / 2**20
+
+
+def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_path: Path) -> None:
+    """Trees answer past the largest batch they learnt as at that batch: a peak-memory fingerprint
+    learnt at batches 1 to 8 put batch 65,536 at batch 8's peak, and --largest-batch said "more than
+    65,536" on any device. A version whose training runs all held at least their floor (weights and
+    the largest activation in inference) raises a prediction to it, in tracker predict and in
+    MLflow's pyfunc alike, and says so; --largest-batch then finds a size and says the floor put
+    it there. A version that learnt a run below its floor keeps none."""
+    import mlflow
+    import numpy as np
+    import pandas as pd
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    env = {**ENV, "env.gpu_name": "Test GPU", "env.gpu_memory_total_mb": "16000"}
+    logger = RunLogger(str(runs), experiment="gpu", environment=env)
+    # a process's resident memory of a library's pools, set when it starts (on cpu, say): no trend
+    # of the network's work follows it, so LightGBM alone is kept, flat past batch 8
+    logger.log(_cuda_runs(lambda i, desc, bs: 600.0 + 25.0 * i))
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
+    client = MlflowClient(uri)
+    assert client.get_model_version(result.name, result.version).tags["memory_floor"] == "true"
+    resnet = describe("resnet18", 64)  # never measured
+    base = ["--tracking-uri", str(runs), "predict", "resnet18", "--device", "cuda", "--input-size", "64"]
+    out = CliRunner().invoke(app, [*base, "-b", "4", "-b", "65536", "--format", "json", "--features"])
+    assert out.exit_code == 0, out.output
+    near, far = json.loads(out.stdout)
+    assert near["at_memory_floor"] == [] and near["predictions"]["peak_mem_mb"] > near["memory_floor_mb"]["peak_mem_mb"]
+    floor = _inference_floor_mb(resnet, 65536)
+    assert far["memory_floor_mb"]["peak_mem_mb"] == pytest.approx(floor, rel=1e-9)
+    assert far["at_memory_floor"] == ["peak_mem_mb"] and far["predictions"]["peak_mem_mb"] == pytest.approx(floor)
+    assert far["exceeds_device_memory"] == ["peak_mem_mb"]  # 65,536 at 0.25 MB each do not fit in 16,000 MB
+    text = CliRunner().invoke(app, [*base, "-b", "65536"]).stdout
+    assert ("note: peak_mem_mb is its floor, what the network's own tensors hold at once (its weights and its largest "
+            f"activation): {result.name}/{result.version} predicted less") in text
+    # MLflow's pyfunc of the version answers the same for the same features
+    mlflow.set_tracking_uri(uri)
+    served = mlflow.pyfunc.load_model(f"models:/{result.name}/{result.version}").predict(
+        pd.DataFrame([{k: v for k, v in far["features"].items() if k != "layers"}]))
+    assert np.allclose(served, [far["predictions"]["peak_mem_mb"]], rtol=1e-9)
+    # The largest batch under the GPU's 16,000 MB: where the floor passes it, said so
+    found = json.loads(CliRunner().invoke(app, [*base, "--largest-batch", "--format", "json"]).stdout)
+    batch = found["largest_batch"]["device_memory"]
+    assert found["over_by_memory_floor"] == {"device_memory": True} and found["learnt_batch_sizes"] == [1.0, 8.0]
+    assert found["predicted_peak_mb"]["device_memory"] <= 16000 < _inference_floor_mb(resnet, batch + 1)
+    assert _inference_floor_mb(resnet, batch) <= 16000
+    lines = CliRunner().invoke(app, [*base, "--largest-batch"]).stdout
+    assert f"resnet18: largest batch under the device's memory (16,000 MB): {batch} (" in lines
+    assert (f"note: batch {batch + 1} passes the device's memory by what the network's own tensors hold at once "
+            f"(its weights and its largest activation), where {result.name}/{result.version}'s prediction had stopped "
+            "growing (it learnt batch sizes 1 to 8): an upper bound") in lines
+    # One run measured below its floor: the description says more than the device held, no floor
+    below = network_record("resnet18", 8, peak_mem_mb=1.0)
+    below.params.update(model_hash=resnet.description_hash, device="cuda", mode="cuda-default", input_size=64)
+    below.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(resnet.to_json())
+    logger = RunLogger(str(runs), experiment="gpu", environment=env)
+    logger.log([below])
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    second = train(wh, "peak_mem_mb", "inference", "cuda", uri)
+    assert client.get_model_version(second.name, second.version).tags["memory_floor"] == "false (1 runs measured below it)"
+    client.set_registered_model_alias(second.name, CHAMPION, second.version)
+    unfloored = json.loads(CliRunner().invoke(app, [*base, "-b", "65536", "--format", "json"]).stdout)
+    assert unfloored["memory_floor_mb"] == {} and unfloored["at_memory_floor"] == []
+    assert unfloored["predictions"]["peak_mem_mb"] < floor
 
 
 def test_the_largest_batch_under_a_limit_doubles_then_bisects() -> None:

@@ -182,6 +182,9 @@ def predict(
         _prediction_lines(results[0], features)
 
 
+#: What a peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) counts, by phase.
+_FLOOR_WORDS = {"inference": "its weights and its largest activation",
+                "training": "its weights and the activations kept for the backward pass"}
 #: How ``--largest-batch`` names each limit in its lines.
 _LIMIT_WORDS = {"largest_peak_measured": "the largest peak learnt from", "device_memory": "the device's memory"}
 
@@ -209,6 +212,14 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
             if outside:
                 typer.echo(f"note: at batch {result['largest_batch'][name]} the prediction extrapolates: "
                            f"{_beyond(outside)}")
+        for name, by_floor in result.get("over_by_memory_floor", {}).items():
+            if by_floor:
+                learnt = result.get("learnt_batch_sizes")
+                span = f" (it learnt batch sizes {learnt[0]:.0f} to {learnt[1]:.0f})" if learnt else ""
+                typer.echo(f"note: batch {result['largest_batch'][name] + 1} passes {_LIMIT_WORDS[name]} by what the "
+                           f"network's own tensors hold at once ({_FLOOR_WORDS[phase]}), where "
+                           f"{result['model_version']}'s prediction had stopped growing{span}: an upper bound; "
+                           "tracker profile boundary measures it")
 
 
 def _beyond(outside: dict[str, dict[str, Any]]) -> str:
@@ -251,6 +262,10 @@ def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
         for target, outside in result["outside_trained_range"].items():
             typer.echo(f"note: {target}{which} extrapolates beyond what {result['model_versions'][target]} "
                        f"learnt from: {_beyond(outside)}")
+        for target in result.get("at_memory_floor", []):
+            typer.echo(f"note: {target}{which} is its floor, what the network's own tensors hold at once "
+                       f"({_FLOOR_WORDS[result['phase']]}): {result['model_versions'][target]} predicted less, "
+                       "as trees do past what they learnt")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
             if target in result["exceeds_device_memory"]:

@@ -18,7 +18,7 @@ from tracker.fingerprint.dataset import (
     parse_ranges,
     scratch_warehouse,
 )
-from tracker.fingerprint.runtime import capped
+from tracker.fingerprint.runtime import capped, floored, memory_floor_mb
 from tracker.fingerprint.train import champion_version, registered_name
 
 
@@ -34,6 +34,7 @@ class Champion:
     ranges: dict[str, list[float]] = field(default_factory=dict)  # trained_ranges (none on older versions)
     device_memory_mb: float | None = None  # a memory target's device memory, where its runs recorded it
     largest_peak_mb: float | None = None  # a memory target's largest measurement learnt from
+    memory_floor: bool = False  # a memory target's predictions are raised to their floor (runtime.floored)
 
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -44,12 +45,19 @@ class Champion:
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             values = combined(self.method, values, summed)
+        if self.memory_floor:
+            values = floored(values, rows, self.phase)
         return capped(self.target, values)
 
     @property
     def target(self) -> str:
         """The target this champion predicts (its registered name is ``TARGET-PHASE-DEVICE``)."""
         return self.name.split("-", 1)[0]
+
+    @property
+    def phase(self) -> str:
+        """The phase it predicts (from its registered name, ``TARGET-PHASE-DEVICE``)."""
+        return self.name.split("-", 2)[1]
 
 
 def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
@@ -95,6 +103,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                                        f"{version.tags[tag]!r} (expected MB, a positive number); retrain with "
                                        "tracker fingerprint train")
             setattr(champ, tag, value)
+    champ.memory_floor = version.tags.get("memory_floor") == "true"  # since 0.7.8; older versions keep none
     if "trend" in version.tags and champ.trend is None:
         from tracker.fingerprint.runtime import Trend
 
@@ -218,6 +227,8 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
     memory = {t: m.device_memory_mb for t, m in models.items() if m.device_memory_mb is not None}
     largest = {t: m.largest_peak_mb for t, m in models.items() if m.largest_peak_mb is not None}
     methods = {t: m.method for t, m in models.items()}
+    floors = {t: memory_floor_mb(rows, phase) for t, m in models.items() if m.memory_floor}
+    floors = {t: f for t, f in floors.items() if f is not None}
     missing = [t for t in TARGETS if t not in models]
     features = feature_columns(list(rows.columns)) if with_features else []
     out = []
@@ -240,6 +251,11 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
             "exceeds_device_memory": [t for t, mb in memory.items() if predictions[i].get(t, 0.0) > mb],
             "largest_peak_measured_mb": dict(largest),
             "above_largest_peak_measured": [t for t, mb in largest.items() if predictions[i].get(t, 0.0) > mb],
+            # Per memory target whose version keeps one, the floor of this configuration: what its
+            # own tensors hold at once (runtime.memory_floor_mb), and the targets the version's model
+            # put below it, so raised to it (past the batches it learnt, trees answer as at the last)
+            "memory_floor_mb": {t: float(f[i]) for t, f in floors.items() if f[i] == f[i]},
+            "at_memory_floor": [t for t, f in floors.items() if f[i] == f[i] and predictions[i][t] <= f[i]],
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:
@@ -288,7 +304,9 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
     until the prediction passes the limit, then bisects between the last size under it and the
     first over (so it takes the predicted peak to grow with the batch in between). A limit the
     prediction does not pass by ``max_batch``: None, and ``beyond_max_batch`` names it; one
-    passed at batch 1: 0."""
+    passed at batch 1: 0. A version that keeps a memory floor grows at least as the network's own
+    tensors do; ``over_by_memory_floor`` says, per limit, where that floor alone put the first
+    size over it (the model's prediction had stopped growing: past ``learnt_batch_sizes``)."""
     from tracker.describe import describe
     from tracker.zoo import resolve
 
@@ -317,6 +335,10 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
             return [predicted[s]["predictions"]["peak_mem_mb"] for s in sizes]
 
         found = {name: largest_under(peak_mb, limit, max_batch) for name, limit in limits.items()}
+        # the first size over a limit (largest_under predicted it) is over by the floor alone: what
+        # the network's own tensors hold at once, where the model's prediction stopped growing
+        by_floor = {name: b is not None and "peak_mem_mb" in predicted[b + 1]["at_memory_floor"]
+                    for name, b in found.items()}
         out.append({
             "model": desc.name, "model_hash": desc.description_hash, "phase": phase, "device": device,
             "target": "peak_mem_mb", "model_version": f"{champ.name}/{champ.version}", "limits_mb": limits,
@@ -325,5 +347,6 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
             "outside_trained_range": {n: predicted[b]["outside_trained_range"].get("peak_mem_mb", {}) if b else {}
                                       for n, b in found.items()},
             "beyond_max_batch": [n for n, b in found.items() if b is None], "max_batch": max_batch,
+            "over_by_memory_floor": by_floor, "learnt_batch_sizes": champ.ranges.get("batch_size"),
         })
     return out

@@ -44,6 +44,36 @@ def capped(target: str, values: Any) -> Any:
     return values if ceiling is None else np.minimum(values, ceiling)
 
 
+#: A peak memory's floor, by phase: the bytes a configuration's own tensors hold at once, from
+#: its description (columns of measurement_features). The weights, and in inference the largest
+#: activation a layer writes; in training every activation autograd keeps from the forward pass
+#: to the backward pass (all alive as the forward pass ends). Trees answer past the largest batch
+#: they learnt as at that batch; a peak below this floor is one no device can reach.
+MEMORY_FLOOR_COLUMNS = {"inference": ("weight_bytes", "batch_largest_activation_bytes"),
+                        "training": ("weight_bytes", "batch_kept_activation_bytes")}
+
+
+def memory_floor_mb(rows: Any, phase: str) -> Any:
+    """Each row's peak-memory floor in MB (see :data:`MEMORY_FLOOR_COLUMNS`; NaN where a column is
+    NULL), or None where the phase has none or ``rows`` lack its columns."""
+    import numpy as np
+
+    columns = MEMORY_FLOOR_COLUMNS.get(phase)
+    if columns is None or any(c not in rows.columns for c in columns):
+        return None
+    return sum(rows[c].to_numpy(float) for c in columns) / 2**20 if len(rows) else np.zeros(0)
+
+
+def floored(values: Any, rows: Any, phase: str) -> Any:
+    """Predicted peak memories ``values`` raised to their rows' floor where they fall below it (a
+    floor unknown leaves its value as it is): the one place ``tracker predict``, MLflow's
+    serving and the held-out evaluation in training apply it, for a version that keeps it."""
+    import numpy as np
+
+    floor = memory_floor_mb(rows, phase)
+    return values if floor is None else np.fmax(values, floor)
+
+
 class FingerprintError(_ErrorBase):
     """A fingerprint cannot be trained or used (no data, no model for a target)."""
 
@@ -391,6 +421,8 @@ def _model_class() -> type:
             values = network_values(self.booster, self.features, self.trend, rows)
             if self.layer is not None and LAYERS in rows.columns:
                 values = combined(self.spec["method"], values, layer_sums(self.layer, rows[LAYERS]))
+            if self.spec.get("memory_floor"):
+                values = floored(values, rows, self.spec["phase"])
             return capped(self.spec["target"], values)
 
     FingerprintModel.__qualname__ = "FingerprintModel"

@@ -63,10 +63,12 @@ RUNTIME_MODULE = "tracker_fingerprint_runtime"
 
 
 def spec_json(target: str, phase: str, device: str, features: list[str], method: str, network_model: str,
-              trend: Any, layer: LayerModel | None = None) -> str:
-    """The spec logged beside the booster: what the model predicts and from which columns."""
+              trend: Any, layer: LayerModel | None = None, memory_floor: bool = False) -> str:
+    """The spec logged beside the booster: what the model predicts and from which columns, and
+    whether it raises a peak memory to its floor (``runtime.floored``)."""
     return json.dumps({"format": FORMAT, "target": target, "unit": TARGETS[target], "phase": phase,
                        "device": device, "features": features, "method": method, "network_model": network_model,
+                       "memory_floor": memory_floor,
                        "trend": None if trend is None else json.loads(trend.to_json()),
                        "layer": None if layer is None else {**layer.calibration(), "inputs": LAYER_INPUTS}},
                       indent=2)

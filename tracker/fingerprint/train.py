@@ -35,7 +35,7 @@ from tracker.fingerprint.dataset import (
     view_sql,
 )
 from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
-from tracker.fingerprint.runtime import LAYER_FEATURES, capped
+from tracker.fingerprint.runtime import LAYER_FEATURES, capped, floored, memory_floor_mb
 
 EXPERIMENT = "fingerprints"
 CHAMPION = "champion"
@@ -360,6 +360,22 @@ class HeldOut:
     baseline: dict[str, float]
     by_family: dict[str, dict[str, float]]
     layer_model: Any = None
+    memory_floor: bool = False  # its predictions are raised to their floor (memory_floor_holds)
+    below_floor_runs: int = 0  # training rows measured below their floor (none, where it keeps one)
+
+
+def memory_floor_holds(frame: Any, target: str, phase: str) -> tuple[bool, int]:
+    """Whether a version of ``target`` keeps a peak-memory floor (``runtime.memory_floor_mb``),
+    and how many of the training rows ``frame`` were measured below theirs. Only a memory target,
+    and only where no row was: a description that says a network keeps more than a device held
+    (one that freezes layers or recomputes activations in training, say) keeps no floor."""
+    import numpy as np
+
+    floor = memory_floor_mb(frame, phase) if target in MEMORY_TARGETS else None
+    if floor is None or np.isnan(floor).all():
+        return False, 0
+    below = int(np.sum(floor > frame[target].to_numpy(float)))  # a NaN floor is below nothing
+    return below == 0, below
 
 
 def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) -> HeldOut:
@@ -379,6 +395,9 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
     pred = selected_pred if selection_split == "network" else out_of_fold(x, y, networks, make)
     method, pred, layer_eval, layer_model = _layer_level(warehouse, frame, target, phase, device, y, pred, networks,
                                                          families)
+    memory_floor, below_floor = memory_floor_holds(frame, target, phase)
+    if memory_floor:  # as tracker predict raises a peak memory to its floor
+        pred = floored(pred, frame, phase)
     pred = capped(target, pred)  # as tracker predict caps it
     evaluation = {**scores(y, pred), **layer_eval,
                   **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
@@ -389,7 +408,7 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
     elif len(set(families)) >= 2:
         evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, make))["mape_pct"]
     return HeldOut(features, x, y, networks, families, pred, method, network_model, selection_split, evaluation,
-                   baseline, by_family, layer_model)
+                   baseline, by_family, layer_model, memory_floor, below_floor)
 
 
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
@@ -422,6 +441,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     features, x, y, networks, families, pred = held.features, held.x, held.y, held.networks, held.families, held.pred
     method, network_model, selection_split = held.method, held.network_model, held.selection_split
     evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
+    memory_floor, below_floor_runs = held.memory_floor, held.below_floor_runs
     make = NETWORK_MODELS[network_model]
     final = make().fit(x, np.log(y))
     trend = getattr(final, "trend", None)
@@ -474,7 +494,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                             (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
                     mlflow.log_artifacts(str(folder), "evaluation")
                 info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
-                                                                           network_model, trend, layer_model),
+                                                                           network_model, trend, layer_model,
+                                                                           memory_floor),
                                          x.iloc[:1], layer_model)
             version = str(info.registered_model_version)
             for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
@@ -485,6 +506,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
+                               **({"memory_floor": "true" if memory_floor else
+                                   f"false ({below_floor_runs} runs measured below it)"}
+                                  if target in MEMORY_TARGETS else {}),
                                **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                   if oom_runs else {}),
                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
