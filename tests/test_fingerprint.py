@@ -731,6 +731,8 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
     client = MlflowClient(uri)
     assert client.get_model_version(result.name, result.version).tags["memory_floor"] == "true"
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout
+    assert "(ExtraTrees" in listed and "networks); never below its tensors' floor; fits under: device 16,000 MB" in listed
     resnet = describe("resnet18", 64)  # never measured
     base = ["--tracking-uri", str(runs), "predict", "resnet18", "--device", "cuda", "--input-size", "64"]
     out = CliRunner().invoke(app, [*base, "-b", "4", "-b", "65536", "--format", "json", "--features"])

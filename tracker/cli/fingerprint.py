@@ -81,7 +81,8 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "networks": version.tags.get("networks"), "method": version.tags.get("method", "network"),
                          "promoted": version.tags.get("promoted"), "format": version_format(version.tags),
                          "device_memory_mb": version.tags.get("device_memory_mb"),
-                         "largest_peak_mb": version.tags.get("largest_peak_mb")})
+                         "largest_peak_mb": version.tags.get("largest_peak_mb"),
+                         "memory_floor": version.tags.get("memory_floor")})
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
@@ -92,6 +93,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    f"MAPE {_pct(r['heldout_mape_pct'])}, {_pct(r['heldout_within_10pct'])} within ±10 %  "
                    f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)"
                    + ("; promoted by hand" if r["promoted"] else "")
+                   + ("; never below its tensors' floor" if r["memory_floor"] == "true" else "")
                    + _limits(r)
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
 
