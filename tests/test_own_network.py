@@ -449,7 +449,12 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     assert (first["category"], first["kernel_h"], first["kernel_w"], first["stride_h"]) == ("conv", 9, 1, 4)
     tagger = _cli(store, "describe", seq)
     assert tagger.exit_code == 0 and "input_shape: 16\n" in tagger.stdout and "input_size" not in tagger.stdout
-    assert tagger.stdout.startswith("note: flops and macs leave out the work of 1 TransformerEncoderLayer")
+    assert "note:" not in tagger.stdout  # the transformer layer kept whole is counted, not left out
+    # 16 tokens of 32: its attention's four projections and the scores and weighted sum over 16
+    # keys, its feed-forward 32 -> 64 -> 32, then the head (the embedding is a lookup)
+    attention, feed_forward = 4 * 16 * 32 * 32 + 2 * 16 * 16 * 32, 2 * 16 * 32 * 64
+    assert json.loads(_cli(store, "describe", seq, "--format", "json").stdout)["macs"] == (
+        attention + feed_forward + 32 * 5)
 
     client = MlflowClient(resolve_location(str(store)).uri)
     for ref, phase in ((seq, "inference"), (seq, "training"), (audio, "training")):

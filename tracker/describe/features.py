@@ -178,6 +178,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         elif cat == "linear":
             in_f = int(n.attrs.get("in_features", 0) or (in_shapes[0][-1] if in_shapes and in_shapes[0] else 0))
             macs = _numel(n.out_shape, batch_size) * in_f
+        elif "macs" in n.attrs:  # a module kept whole whose work the tracer counted (graph.whole_module_macs)
+            macs = int(n.attrs["macs"]) * batch_size
         elementwise = 0
         if cat in ("norm", "act", "elementwise", "concat"):
             elementwise = out_elems

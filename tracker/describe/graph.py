@@ -115,7 +115,9 @@ class Description:
 # -- tracing ------------------------------------------------------------------------------
 
 
-def _attrs_of_module(module: Any) -> dict[str, Any]:
+def _attrs_of_module(module: Any, in_shapes: list[list[int] | None] | None = None) -> dict[str, Any]:
+    """The attributes a node keeps of its module; for a module kept whole of
+    :data:`WHOLE_MODULE_KINDS`, its MACs per sample too (``macs``, given its inputs' shapes)."""
     names = (
         "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
         "num_features", "eps", "in_features", "out_features", "output_size", "ceil_mode", "p",
@@ -128,7 +130,79 @@ def _attrs_of_module(module: Any) -> dict[str, Any]:
             attrs[a] = list(v) if isinstance(v, tuple) else v
     if hasattr(module, "bias") and ("in_channels" in attrs or "in_features" in attrs):
         attrs["bias"] = module.bias is not None
+    if type(module).__name__ in WHOLE_MODULE_KINDS and in_shapes is not None:
+        macs = whole_module_macs(module, in_shapes)
+        if macs is not None:
+            attrs["macs"] = macs
     return {k: v for k, v in attrs.items() if isinstance(v, (int, float, bool, str, list, type(None)))}
+
+
+#: torch.nn modules whose work features counts though they are kept whole (torch.fx keeps every
+#: torch.nn module whole; hooks see them whole too, below): attention, transformer layers and
+#: recurrent layers, each's multiply-accumulates read from its configuration and its input's shape
+#: (``whole_module_macs``) into the node's ``macs`` attribute.
+WHOLE_MODULE_KINDS = ("MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+                      "TransformerDecoder", "Transformer", "LSTM", "GRU", "RNN")
+#: Gates of a recurrent layer, by its ``mode``: each one a matrix product of input and hidden state.
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _steps(shape: list[int] | None, batch_first: bool) -> int | None:
+    """The sequence length of an input of a sequence module described at batch 1: ``(L, E)``
+    unbatched, ``(1, L, E)`` batch first, else ``(L, 1, E)``."""
+    if not shape or len(shape) not in (2, 3):
+        return None
+    return int(shape[1] if len(shape) == 3 and batch_first else shape[0])
+
+
+def _attention_macs(attn: Any, steps: int, keys: int) -> int:
+    """A MultiheadAttention's MACs for ``steps`` queries over ``keys`` keys: the input projections
+    (query, key and value), the scores and the weighted sum of the values, the output projection."""
+    e = int(attn.embed_dim)
+    return steps * e * e + keys * int(attn.kdim) * e + keys * int(attn.vdim) * e + 2 * steps * keys * e + steps * e * e
+
+
+def whole_module_macs(module: Any, in_shapes: list[list[int] | None]) -> int | None:
+    """Multiply-accumulates of one sample through a module of :data:`WHOLE_MODULE_KINDS`, from its
+    configuration and the shapes of its inputs (at batch 1); None for any other module, or inputs
+    it cannot read. Norms, activations and dropout inside it are not counted (a few per cent)."""
+    kind = type(module).__name__
+    first = in_shapes[0] if in_shapes else None
+    if kind == "MultiheadAttention":
+        steps = _steps(first, bool(module.batch_first))
+        keys = _steps(in_shapes[1] if len(in_shapes) > 1 else first, bool(module.batch_first))
+        return None if steps is None or keys is None else _attention_macs(module, steps, keys)
+    if kind in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
+        attn = module.self_attn
+        steps = _steps(first, bool(attn.batch_first))
+        if steps is None:
+            return None
+        macs = _attention_macs(attn, steps, steps) + 2 * steps * attn.embed_dim * module.linear1.out_features
+        if kind == "TransformerDecoderLayer":  # and attention over the encoder's output (the memory)
+            keys = _steps(in_shapes[1] if len(in_shapes) > 1 else None, bool(attn.batch_first))
+            if keys is None:
+                return None
+            macs += _attention_macs(module.multihead_attn, steps, keys)
+        return int(macs)
+    if kind in ("TransformerEncoder", "TransformerDecoder"):
+        layers = [whole_module_macs(layer, in_shapes) for layer in module.layers]
+        return None if any(m is None for m in layers) else int(sum(layers))  # type: ignore[arg-type]
+    if kind == "Transformer":  # the encoder over the source, the decoder over the target and the encoded source
+        if len(in_shapes) < 2:
+            return None
+        parts = [whole_module_macs(module.encoder, in_shapes[:1]),
+                 whole_module_macs(module.decoder, [in_shapes[1], in_shapes[0]])]
+        return None if any(m is None for m in parts) else int(sum(parts))  # type: ignore[arg-type]
+    if kind in ("LSTM", "GRU", "RNN") and module.mode in _GATES:
+        steps = _steps(first, bool(module.batch_first))
+        if steps is None:
+            return None
+        hidden, proj = int(module.hidden_size), int(getattr(module, "proj_size", 0) or 0)
+        out, dirs = proj or hidden, 2 if module.bidirectional else 1
+        per_step = sum(_GATES[module.mode] * hidden * ((int(module.input_size) if layer == 0 else out * dirs) + out)
+                       + proj * hidden for layer in range(int(module.num_layers)))
+        return int(steps * dirs * per_step)
+    return None
 
 
 def _const(v: Any) -> Any:
@@ -195,8 +269,10 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             mod = modules[fx_node.target]
             params = 0 if fx_node.target in counted else _params(mod)
             counted.add(str(fx_node.target))
-            nodes.append(Node(fx_node.name, "call_module", type(mod).__name__, inputs, out_shape,
-                              _attrs_of_module(mod), params, str(fx_node.target)))
+            shapes = {n.name: n.out_shape for n in nodes}
+            attrs = _attrs_of_module(mod, [shapes.get(i) for i in inputs])
+            nodes.append(Node(fx_node.name, "call_module", type(mod).__name__, inputs, out_shape, attrs, params,
+                              str(fx_node.target)))
         elif fx_node.op in ("call_function", "call_method"):
             kind = fx_node.target if isinstance(fx_node.target, str) else getattr(fx_node.target, "__name__", str(fx_node.target))
             attrs = {f"arg{i}": _const(a) for i, a in enumerate(fx_node.args) if not isinstance(a, torch.fx.Node) and i > 0}
@@ -237,12 +313,17 @@ def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = No
         out = output if torch.is_tensor(output) else None
         params = _params(module) if counts[qual] == 1 else 0  # shared weights count once
         nodes.append(Node(node_name, "call_module", type(module).__name__, ins or [], _shape(out),
-                          _attrs_of_module(module), params, qual))
+                          _attrs_of_module(module, [_shape(a) for a in args if torch.is_tensor(a)]), params, qual))
         if out is not None:
             produced[id(out)] = node_name
             kept.append(out)
 
-    leaves = [m for m in model.modules() if not list(m.children())]
+    # leaf modules, and modules kept whole (attention, transformer and recurrent layers: their
+    # parts, an attention's output projection say, are not called as modules), not what lies inside those
+    whole = [q for q, m in model.named_modules() if type(m).__name__ in WHOLE_MODULE_KINDS]
+    outer = [q for q in whole if not any(q != w and (not w or q.startswith(w + ".")) for w in whole)]
+    inside = lambda q: any(q != w and (not w or q.startswith(w + ".")) for w in outer)  # noqa: E731
+    leaves = [m for q, m in model.named_modules() if (q in outer or not list(m.children())) and not inside(q)]
     handles = [m.register_forward_hook(hook) for m in leaves]
     try:
         x = torch.randn(*input_shape) if example is None else example
@@ -293,13 +374,15 @@ def describe_module(model: Any, name: str, input_size: int = 224, in_channels: i
 def _uncounted(desc: Description) -> Description:
     """Say, in a note, which modules with weights the FLOP count leaves out: those kept whole (torch.fx
     keeps torch.nn's modules whole, as hooks see leaves) that are no convolution, linear layer,
-    norm or other kind whose work ``features`` counts, such as ``MultiheadAttention`` (an
-    embedding is a lookup: no arithmetic to leave out)."""
+    norm or other kind whose work ``features`` counts (attention, transformer and recurrent layers
+    are: :data:`WHOLE_MODULE_KINDS`), such as ``Bilinear`` (an embedding is a lookup: no arithmetic
+    to leave out)."""
     from tracker.describe.features import category
 
     kinds: dict[str, int] = {}
     for n in desc.nodes:
-        if n.op == "call_module" and n.params and category(n) == "other" and n.kind not in ("Embedding", "EmbeddingBag"):
+        if (n.op == "call_module" and n.params and category(n) == "other" and "macs" not in n.attrs
+                and n.kind not in ("Embedding", "EmbeddingBag")):
             kinds[n.kind] = kinds.get(n.kind, 0) + 1
     if kinds:
         listed = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
