@@ -249,18 +249,22 @@ def test_a_zygote_started_early_serves_the_first_child(monkeypatch: pytest.Monke
 
     from tracker.profile import zygote_client
 
+    marker = "an environment no other test's zygote has"
+
     def zygotes() -> set[int]:
+        """This test's zygotes: another test's may still be starting in the background meanwhile."""
         found = set()
         for p in psutil.Process().children():
             try:
-                if "tracker.profile.zygote" in " ".join(p.cmdline()):
+                if ("tracker.profile.zygote" in " ".join(p.cmdline())
+                        and p.environ().get("TRACKER_TEST_PRESTART") == marker):
                     found.add(p.pid)
             except psutil.Error:  # ended meanwhile
                 pass
         return found
 
     monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
-    monkeypatch.setenv("TRACKER_TEST_PRESTART", "an environment no other test's zygote has")
+    monkeypatch.setenv("TRACKER_TEST_PRESTART", marker)
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # read as torch loads: a zygote of its own
     before = zygotes()
     for off in ({"TRACKER_ZYGOTE": "0"}, {"TRACKER_ZYGOTE": "maybe"}, {"TRACKER_ZYGOTE_IDLE_S": "soon"}):
