@@ -205,6 +205,22 @@ def whole_module_macs(module: Any, in_shapes: list[list[int] | None]) -> int | N
     return None
 
 
+def function_macs(kind: str, in_shapes: list[list[int] | None], attrs: dict[str, Any]) -> int | None:
+    """Multiply-accumulates of one sample through a function torch.fx does not trace into (one a
+    library wraps as a leaf): torchvision's Swin ``shifted_window_attention``, from its input
+    ``(1, H, W, C)`` and window: the query-key-value projection and the output projection over
+    the input padded to whole windows, and in each window of N positions the scores and the
+    weighted sum (2·N·C per position). None for any other function, or inputs it cannot read."""
+    if kind != "shifted_window_attention":
+        return None
+    shape, window = (in_shapes[0] if in_shapes else None), attrs.get("arg4")
+    if not shape or len(shape) != 4 or not isinstance(window, list) or len(window) != 2:
+        return None
+    (h, w, c), (wh, ww) = shape[1:], (int(window[0]), int(window[1]))
+    padded = -(-h // wh) * wh * (-(-w // ww) * ww)  # positions, padded to whole windows
+    return int(padded * c * (4 * c + 2 * wh * ww))
+
+
 def _const(v: Any) -> Any:
     if isinstance(v, (int, float, bool, str, type(None))):
         return v
@@ -277,6 +293,10 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             kind = fx_node.target if isinstance(fx_node.target, str) else getattr(fx_node.target, "__name__", str(fx_node.target))
             attrs = {f"arg{i}": _const(a) for i, a in enumerate(fx_node.args) if not isinstance(a, torch.fx.Node) and i > 0}
             attrs.update({k: _const(v) for k, v in fx_node.kwargs.items() if not isinstance(v, torch.fx.Node)})
+            shapes = {n.name: n.out_shape for n in nodes}
+            macs = function_macs(kind, [shapes.get(i) for i in inputs], attrs)
+            if macs is not None:
+                attrs["macs"] = macs
             nodes.append(Node(fx_node.name, fx_node.op, kind, inputs, out_shape, attrs))
         elif fx_node.op == "get_attr":
             value = gm
