@@ -730,7 +730,7 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     uri = resolve_location(str(runs)).uri
     result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
     client = MlflowClient(uri)
-    assert client.get_model_version(result.name, result.version).tags["memory_floor"] == "true"
+    assert client.get_model_version(result.name, result.version).tags["memory_floor"] == result.memory_floor == "true"
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout
     assert "(ExtraTrees" in listed and "networks); never below its tensors' floor; fits under: device 16,000 MB" in listed
     resnet = describe("resnet18", 64)  # never measured
@@ -770,8 +770,11 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     logger.log([below])
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
-    second = train(wh, "peak_mem_mb", "inference", "cuda", uri)
-    assert client.get_model_version(second.name, second.version).tags["memory_floor"] == "false (1 runs measured below it)"
+    trained = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "peak_mem_mb",
+                                       "--device", "cuda", "--warehouse", str(wh)])
+    assert trained.exit_code == 0 and "\nmemory floor: none, 1 runs measured below it\n" in trained.stdout, trained.output
+    second = client.get_model_version(result.name, "2")
+    assert second.tags["memory_floor"] == "false (1 runs measured below it)"
     client.set_registered_model_alias(second.name, CHAMPION, second.version)
     unfloored = json.loads(CliRunner().invoke(app, [*base, "-b", "65536", "--format", "json"]).stdout)
     assert unfloored["memory_floor_mb"] == {} and unfloored["at_memory_floor"] == []

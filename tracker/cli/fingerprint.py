@@ -57,6 +57,11 @@ def train_cmd(
         for fam, s in sorted(result.by_family.items(), key=lambda kv: -kv[1]["mape_pct"]):
             typer.echo(f"  {fam:<28} {int(s['rows']):>5} {s['mape_pct']:>6.2f} % {s['rmspe_pct']:>6.2f} % "
                        f"{s['within_10pct']:>11.0f} %")
+    if result.memory_floor == "true":
+        typer.echo("memory floor: kept (no run it learnt from was below what its network's own tensors hold): "
+                   "a prediction is never below it")
+    elif result.memory_floor is not None:
+        typer.echo(f"memory floor: none, {result.memory_floor.removeprefix('false (').rstrip(')')}")
     typer.echo(("champion: " if result.champion else "not champion: ") + result.champion_reason)
 
 

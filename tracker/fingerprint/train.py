@@ -206,6 +206,7 @@ class TrainResult:
     champion_reason: str
     features: list[str] = field(default_factory=list)
     method: str = "network"
+    memory_floor: str | None = None  # a memory version's tag memory_floor; None for other targets
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -378,6 +379,12 @@ def memory_floor_holds(frame: Any, target: str, phase: str) -> tuple[bool, int]:
     return below == 0, below
 
 
+def floor_tag(kept: bool, below: int) -> str:
+    """A memory version's tag ``memory_floor``: ``true`` (``tracker predict`` reads that alone), or
+    why it keeps none."""
+    return "true" if kept else f"false ({below} runs measured below it)"
+
+
 def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) -> HeldOut:
     """Hold whole networks out of the rows of ``frame`` (``training_rows``): choose the network-level
     candidate, compare it with the layer level and the blend on the same networks, and score the
@@ -506,8 +513,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
-                               **({"memory_floor": "true" if memory_floor else
-                                   f"false ({below_floor_runs} runs measured below it)"}
+                               **({"memory_floor": floor_tag(memory_floor, below_floor_runs)}
                                   if target in MEMORY_TARGETS else {}),
                                **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                   if oom_runs else {}),
@@ -539,7 +545,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 _withdraw(client, name, run_id, interrupted(exc))
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
-                       method)
+                       method, floor_tag(memory_floor, below_floor_runs) if target in MEMORY_TARGETS else None)
 
 
 def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:
