@@ -431,6 +431,20 @@ def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monk
     assert sorted(int(r.data.params["batch_size"]) for r in failed) == [3, 4]
     again = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=120)
     assert (again.largest_ok, again.first_failed) == (2, 3) and all(r.reused for r in again.results)
+    # A start that does not fit (predict --largest-batch's answer, too hopeful): halved until a size
+    # fits, then bisected; the sizes already answered are not run again
+    high = find_boundary(logger, TINY, FAST, phase="inference", start=16, max_batch=64, search=True, timeout_s=120)
+    assert (high.largest_ok, high.first_failed, high.failure_reason) == (2, 3, "oom")
+    assert [int(r.network.params["batch_size"]) for r in high.results] == [16, 8, 4, 2, 3]
+    assert [r.reused for r in high.results] == [False, False, True, True, True]
+    # without --search a start that does not fit is the answer, as before
+    alone = find_boundary(logger, TINY, FAST, phase="inference", start=16, max_batch=64, timeout_s=120)
+    assert (alone.largest_ok, alone.first_failed, len(alone.results)) == (None, 16, 1)
+    monkeypatch.setenv("TRACKER_FAULT", "oom@1")  # nothing fits: halved down to 1, then said
+    none = find_boundary(logger, TINY, FAST, phase="inference", start=8, max_batch=64, search=True, timeout_s=120,
+                         input_size=64)
+    assert (none.largest_ok, none.first_failed, [int(r.network.params["batch_size"]) for r in none.results]) == (
+        None, 1, [8, 4, 2, 1])
 
 
 def test_a_child_the_kernel_kills_for_memory_is_an_oom_and_the_boundary_bisects(

@@ -246,9 +246,12 @@ def boundary(
     device: DeviceOption = "cpu",
     threads: ThreadsOption = None,
     allocator: AllocatorOption = Allocator.system,
-    start: Annotated[int, typer.Option(min=1, help="First batch size.")] = 1,
+    start: Annotated[int, typer.Option(min=1, help="First batch size (with --search, a size that does not fit is "
+                                                   "halved until one does: tracker predict --largest-batch's answer "
+                                                   "is a start).")] = 1,
     max_batch: Annotated[int, typer.Option(min=1, help="Largest batch size to try.")] = 1024,
-    search: Annotated[bool, typer.Option("--search", help="Bisect between the last fit and the first failure.")] = False,
+    search: Annotated[bool, typer.Option("--search", help="Bisect between the last fit and the first failure (halving first where "
+                                                    "the start does not fit).")] = False,
     precision: PrecisionOption = 0.05,
     time_cap: TimeCapOption = 5.0,
     timeout: TimeoutOption = 600.0,

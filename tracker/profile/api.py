@@ -383,7 +383,9 @@ def find_boundary(
     input_size: int | None = None,
 ) -> Boundary:
     """Double the batch size until the first failure (recorded as a FAILED run); with
-    ``search``, bisect between the last size that fitted and the first that failed."""
+    ``search``, bisect between the last size that fitted and the first that failed, and where
+    ``start`` itself ran out of memory (a start taken from ``tracker predict --largest-batch`` that
+    was too hopeful, say), halve it first until a size fits."""
     if memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
         from tracker.profile.memcap import planned_kind
 
@@ -410,6 +412,17 @@ def find_boundary(
             continue
         bad, reason = bs, res.network.tags.get("tracker.failure_reason")
         break
+    if search and ok is None and bad is not None and reason == "oom":
+        bs = bad // 2
+        while bs >= 1:
+            res = attempt(bs)
+            if res.network.status == "FINISHED":
+                ok = bs
+                break
+            bad, reason = bs, res.network.tags.get("tracker.failure_reason")
+            if reason != "oom":  # another failure ends the search: it is the answer
+                break
+            bs //= 2
     if search and ok is not None and bad is not None and reason == "oom":
         lo, hi = ok, bad
         while hi - lo > 1:
