@@ -762,6 +762,8 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     assert (f"note: batch {batch + 1} passes the device's memory by what the network's own tensors hold at once "
             f"(its weights and its largest activation), where {result.name}/{result.version}'s prediction had stopped "
             "growing (it learnt batch sizes 1 to 8): an upper bound") in lines
+    assert lines.endswith(f"\nmeasure it: tracker profile boundary resnet18 --phase inference --device cuda "
+                          f"--input-size 64 --start {batch} --search\n")
     # One run measured below its floor: the description says more than the device held, no floor
     below = network_record("resnet18", 8, peak_mem_mb=1.0)
     below.params.update(model_hash=resnet.description_hash, device="cuda", mode="cuda-default", input_size=64)

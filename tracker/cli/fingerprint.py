@@ -204,7 +204,7 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
     if fmt is OutputFormat.json:
         emit_json(results if len(results) > 1 else results[0])
         return
-    for result in results:
+    for ref, result in zip(models, results):
         parts = []
         for name, batch in result["largest_batch"].items():
             under = f"under {_LIMIT_WORDS[name]} ({result['limits_mb'][name]:,.0f} MB)"
@@ -225,8 +225,12 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
                 span = f" (it learnt batch sizes {learnt[0]:.0f} to {learnt[1]:.0f})" if learnt else ""
                 typer.echo(f"note: batch {result['largest_batch'][name] + 1} passes {_LIMIT_WORDS[name]} by what the "
                            f"network's own tensors hold at once ({_FLOOR_WORDS[phase]}), where "
-                           f"{result['model_version']}'s prediction had stopped growing{span}: an upper bound; "
-                           "tracker profile boundary measures it")
+                           f"{result['model_version']}'s prediction had stopped growing{span}: an upper bound")
+        found = [b for b in result["largest_batch"].values() if b]
+        if found:  # where to start measuring it: the smaller answer (a size that does not fit is halved)
+            size = f" --input-size {input_size}" if input_size else ""
+            typer.echo(f"measure it: tracker profile boundary {ref} --phase {phase} --device {device}{size} "
+                       f"--start {min(found)} --search")
 
 
 def _beyond(outside: dict[str, dict[str, Any]]) -> str:
