@@ -276,6 +276,7 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
         propagate_shapes(gm, example)
     modules = dict(gm.named_modules())
     nodes: list[Node] = []
+    shapes: dict[str, list[int] | None] = {}  # each node's output shape, by name, as the nodes are made
     counted: set[str] = set()  # a module called twice shares its weights: count them once
     for fx_node in gm.graph.nodes:
         inputs = [a.name for a in fx_node.all_input_nodes]
@@ -285,7 +286,6 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             mod = modules[fx_node.target]
             params = 0 if fx_node.target in counted else _params(mod)
             counted.add(str(fx_node.target))
-            shapes = {n.name: n.out_shape for n in nodes}
             attrs = _attrs_of_module(mod, [shapes.get(i) for i in inputs])
             nodes.append(Node(fx_node.name, "call_module", type(mod).__name__, inputs, out_shape, attrs, params,
                               str(fx_node.target)))
@@ -293,7 +293,6 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             kind = fx_node.target if isinstance(fx_node.target, str) else getattr(fx_node.target, "__name__", str(fx_node.target))
             attrs = {f"arg{i}": _const(a) for i, a in enumerate(fx_node.args) if not isinstance(a, torch.fx.Node) and i > 0}
             attrs.update({k: _const(v) for k, v in fx_node.kwargs.items() if not isinstance(v, torch.fx.Node)})
-            shapes = {n.name: n.out_shape for n in nodes}
             macs = function_macs(kind, [shapes.get(i) for i in inputs], attrs)
             if macs is not None:
                 attrs["macs"] = macs
@@ -308,6 +307,7 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             if fx_node.op == "output" and out_shape is None and inputs:
                 out_shape = next((n.out_shape for n in nodes if n.name == inputs[0]), None)
             nodes.append(Node(fx_node.name, fx_node.op, fx_node.op, inputs, out_shape))
+        shapes[nodes[-1].name] = nodes[-1].out_shape
     return Description(name, input_shape, nodes, "fx")
 
 
