@@ -314,5 +314,6 @@ def main() -> None:
                       "steps": {k: {"rc": v["rc"], "s": v["s"]} for k, v in steps.items()},
                       "checks": checks, "all_ok": checks["all_steps_ok"] and bool(steps) and all(conditions)}))
 
+
 if __name__ == "__main__":
     main()

@@ -305,7 +305,7 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             nodes.append(Node(fx_node.name, "get_attr", "get_attr", inputs, _shape(value), params=count, target=str(fx_node.target)))
         else:  # placeholder, output
             if fx_node.op == "output" and out_shape is None and inputs:
-                out_shape = next((n.out_shape for n in nodes if n.name == inputs[0]), None)
+                out_shape = shapes.get(inputs[0])
             nodes.append(Node(fx_node.name, fx_node.op, fx_node.op, inputs, out_shape))
         shapes[nodes[-1].name] = nodes[-1].out_shape
     return Description(name, input_shape, nodes, "fx")
@@ -340,10 +340,12 @@ def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = No
 
     # leaf modules, and modules kept whole (attention, transformer and recurrent layers: their
     # parts, an attention's output projection say, are not called as modules), not what lies inside those
+    def inside(q: str, modules: list[str]) -> bool:  # a module strictly inside one of ``modules`` ('' is the model)
+        return any(q != w and (not w or q.startswith(w + ".")) for w in modules)
+
     whole = [q for q, m in model.named_modules() if type(m).__name__ in WHOLE_MODULE_KINDS]
-    outer = [q for q in whole if not any(q != w and (not w or q.startswith(w + ".")) for w in whole)]
-    inside = lambda q: any(q != w and (not w or q.startswith(w + ".")) for w in outer)  # noqa: E731
-    leaves = [m for q, m in model.named_modules() if (q in outer or not list(m.children())) and not inside(q)]
+    outer = [q for q in whole if not inside(q, whole)]
+    leaves = [m for q, m in model.named_modules() if (q in outer or not list(m.children())) and not inside(q, outer)]
     handles = [m.register_forward_hook(hook) for m in leaves]
     try:
         x = torch.randn(*input_shape) if example is None else example

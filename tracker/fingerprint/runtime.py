@@ -56,12 +56,10 @@ MEMORY_FLOOR_COLUMNS = {"inference": ("weight_bytes", "batch_largest_activation_
 def memory_floor_mb(rows: Any, phase: str) -> Any:
     """Each row's peak-memory floor in MB (see :data:`MEMORY_FLOOR_COLUMNS`; NaN where a column is
     NULL), or None where the phase has none or ``rows`` lack its columns."""
-    import numpy as np
-
     columns = MEMORY_FLOOR_COLUMNS.get(phase)
     if columns is None or any(c not in rows.columns for c in columns):
         return None
-    return sum(rows[c].to_numpy(float) for c in columns) / 2**20 if len(rows) else np.zeros(0)
+    return sum(rows[c].to_numpy(float) for c in columns) / 2**20
 
 
 def floored(values: Any, rows: Any, phase: str) -> Any:

@@ -448,7 +448,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     features, x, y, networks, families, pred = held.features, held.x, held.y, held.networks, held.families, held.pred
     method, network_model, selection_split = held.method, held.network_model, held.selection_split
     evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
-    memory_floor, below_floor_runs = held.memory_floor, held.below_floor_runs
+    memory_floor = held.memory_floor
+    floor_text = floor_tag(memory_floor, held.below_floor_runs) if target in MEMORY_TARGETS else None  # tag memory_floor
     make = NETWORK_MODELS[network_model]
     final = make().fit(x, np.log(y))
     trend = getattr(final, "trend", None)
@@ -513,8 +514,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
-                               **({"memory_floor": floor_tag(memory_floor, below_floor_runs)}
-                                  if target in MEMORY_TARGETS else {}),
+                               **({"memory_floor": floor_text} if floor_text is not None else {}),
                                **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                   if oom_runs else {}),
                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
@@ -545,7 +545,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 _withdraw(client, name, run_id, interrupted(exc))
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
-                       method, floor_tag(memory_floor, below_floor_runs) if target in MEMORY_TARGETS else None)
+                       method, floor_text)
 
 
 def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:

@@ -44,8 +44,9 @@ class NetMapping:
     def __post_init__(self) -> None:  # one name per device: cuda:0 is cuda, in its key as in its compact form
         object.__setattr__(self, "devices", tuple(canonical_device(d) for d in self.devices))
 
-    def compact(self) -> str:
-        return f"{self.model}@{self.split}:{self.devices[0]}>{self.devices[1]}"
+    def compact(self, model: str | None = None) -> str:
+        """``model@split:first>second``; ``model``: another name for the network (a key's identity)."""
+        return f"{model or self.model}@{self.split}:{self.devices[0]}>{self.devices[1]}"
 
 
 @dataclass(frozen=True)
@@ -490,7 +491,7 @@ class Workload:
     def key_fields(self, mode_id: str) -> dict[str, Any]:
         from tracker.environment import software_versions
 
-        mapping = ",".join(f"{_identity(n.model, self.specs)}@{n.split}:{n.devices[0]}>{n.devices[1]}" for n in self.mapping.networks)
+        mapping = ",".join(n.compact(_identity(n.model, self.specs)) for n in self.mapping.networks)
         return {"mapping": mapping, "batch_size": self.batch_size, "duration_s": self.duration_s,
                 "warmup_s": self.warmup_s, "mode": mode_id, "software": software_versions()}
 
