@@ -12,6 +12,7 @@ SELECT
     CAST(f.saved_activation_bytes * m.batch_size AS DOUBLE) AS batch_saved_activation_bytes,
     CAST(f.kept_activation_bytes * m.batch_size AS DOUBLE) AS batch_kept_activation_bytes,
     CAST(f.largest_activation_bytes * m.batch_size AS DOUBLE) AS batch_largest_activation_bytes,
+    CAST(f.live_activation_bytes * m.batch_size AS DOUBLE) AS batch_live_activation_bytes,
     m.latency_ms, m.peak_mem_mb, m.power_w, m.energy_per_iter_j, m.gpu_util_pct, m.latency_ci_rel,
     m.samples_count
 FROM latest_measurements m

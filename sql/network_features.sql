@@ -16,6 +16,7 @@ SELECT
     CAST(sum(n.bytes_read) AS BIGINT) AS bytes_read,
     CAST(sum(n.bytes_written) AS BIGINT) AS bytes_written,
     CAST(max(n.activation_out_bytes) AS BIGINT) AS largest_activation_bytes,
+    CAST(max(n.live_activation_bytes) AS BIGINT) AS live_activation_bytes,
     CAST(count(*) AS BIGINT) AS nodes,
     CAST(any_value(d.edges) AS BIGINT) AS edges,
     CAST(count(*) FILTER (WHERE n.category IN ('conv', 'dwconv', 'gconv', 'linear', 'norm', 'act', 'pool', 'elementwise', 'concat')) AS BIGINT) AS functional_layers,

@@ -102,6 +102,69 @@ def test_kept_bytes_count_a_shared_input_once_and_follow_in_place_semantics() ->
     assert kept_bytes(graph("relu6", "import:perf4sight"), batch_size=3) == relu  # PyTorch 1.6 kept the result
 
 
+def _forward_allocated_bytes(model: torch.nn.Module, x: torch.Tensor) -> int:
+    """The most bytes PyTorch's CPU allocator held at once in an inference forward pass over the
+    network's input ``x`` (its caller's, held throughout), from the profiler's memory events: each
+    operator's own allocations at its start, the frees between them at theirs."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        model(x)  # lazily built state (oneDNN's) allocates once, outside the pass measured
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            model(x)
+    events = sorted((e for e in prof.events() if e.name == "[memory]" or e.self_cpu_memory_usage),
+                    key=lambda e: e.time_range.start)
+    held = peak = 0
+    for e in events:
+        held += e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage
+        peak = max(peak, held)
+    return peak + x.numel() * x.element_size()
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "densenet121", "shufflenet_v2_x0_5", "vit_b_16"])
+def test_live_activation_bytes_are_a_floor_of_what_a_forward_pass_allocates(name: str) -> None:
+    """Weights plus live_activation_bytes is the inference floor of a peak memory (runtime.
+    MEMORY_FLOOR_COLUMNS): never more than the bytes PyTorch holds at once in a forward pass, and
+    closer to them than the largest activation alone (in-place adds of residual blocks, in-place
+    activations, concatenations, channel shuffles' views, attention)."""
+    size = 224 if name == "vit_b_16" else 64  # a vision transformer takes only its own size
+    model = build_model(name).eval()
+    desc = describe_module(model, name, size)
+    agg = aggregates(desc, batch_size=2)
+    allocated = _forward_allocated_bytes(model, torch.randn(2, 3, size, size))
+    assert agg["largest_activation_bytes"] < agg["live_activation_bytes"] <= allocated
+    assert agg["live_activation_bytes"] >= 0.6 * allocated
+    assert agg["live_activation_bytes"] == max(r["live_activation_bytes"] for r in node_rows(desc, 2))
+    assert aggregates(desc, batch_size=6)["live_activation_bytes"] == 3 * agg["live_activation_bytes"]
+
+
+def test_live_bytes_free_a_tensor_at_its_last_reader_and_own_nothing_for_views_and_in_place_writes() -> None:
+    from tracker.describe.features import live_bytes
+    from tracker.describe.graph import Node
+
+    def node(name: str, kind: str, inputs: list[str], shape: list[int] | None = None, **attrs: object) -> Node:
+        return Node(name, "call_module", kind, inputs, shape or [1, 4, 8, 8], dict(attrs))
+
+    plane = 4 * 8 * 8 * 4  # one 4x8x8 float tensor
+    nodes = [Node("x", "placeholder", "placeholder", [], [1, 4, 8, 8]),
+             node("a", "Conv2d", ["x"], in_channels=4, out_channels=4, kernel_size=1, groups=1),
+             node("r", "ReLU", ["a"], inplace=True),  # written into a's memory
+             node("b", "BatchNorm2d", ["r"]),
+             node("s", "add", ["b", "r"]),  # out += identity: traced as add, b read for the last time
+             node("v", "view", ["s"], [1, 256]),  # a view keeps s's memory (b's) alive
+             node("t", "add", ["x", "x"]),  # x is read again: a tensor of its own
+             node("w", "view", ["t"], [1, 256]),
+             node("y", "flatten", ["x"], [1, 256]),
+             node("c", "cat", ["v", "w", "y"], [1, 768]),
+             Node("out", "output", "output", ["c"], None)]
+    live = live_bytes(Description("g", [1, 4, 8, 8], nodes, "fx"), batch_size=2)
+    # x throughout (its caller holds it); a (r in place) until s; b, written into by s, until c
+    # reads its view v; t until c reads its view w; c until the output
+    assert live == {"x": 2 * plane, "a": 4 * plane, "r": 4 * plane, "b": 6 * plane, "s": 6 * plane,
+                    "v": 4 * plane, "t": 6 * plane, "w": 6 * plane, "y": 6 * plane, "c": 12 * plane,
+                    "out": 8 * plane}
+
+
 def test_graph_matches_the_traced_model_and_round_trips() -> None:
     model = build_model("mobilenet_v2")
     gm = torch.fx.symbolic_trace(model)
@@ -267,3 +330,26 @@ def test_attention_transformer_and_recurrent_layers_kept_whole_are_counted() -> 
     assert abs(vit["macs"] - 17.564e9) / 17.564e9 < 0.001 and not describe("vit_b_16").notes
     # Swin's attention is a function torch.fx does not trace into: counted from its window (4.49 published)
     assert abs(aggregates(describe("swin_t"))["macs"] - 4.49e9) / 4.49e9 < 0.002
+
+
+def test_layers_are_timed_whole_where_describe_keeps_them_whole_with_the_keywords_they_were_called_with() -> None:
+    """`tracker profile layers` hooked leaf modules only: attention computes with its output
+    projection's weights without calling it, and a transformer layer's fast path in inference
+    calls none of its parts, so their work had no layer at all. Now the layers are describe's
+    (``hooked_modules``): each kept whole, called alone as the network called it (attention's
+    need_weights=False too), matching the fx description's modules by name."""
+    from tracker.profile.network import NetworkSpec, capture_layers
+
+    model = _Sequences()
+    spec = NetworkSpec("seq", batch_size=2, input_size=0, input_shape=(20, 64))
+    calls = capture_layers(model, spec)
+    assert [(c.name, c.op_type) for c in calls] == [
+        ("attn", "MultiheadAttention"), ("layer", "TransformerEncoderLayer"), ("gru", "GRU"), ("lstm", "LSTM"),
+        ("rnn", "RNN")]
+    assert calls[0].kwargs == {"need_weights": False} and calls[0].output_shape == "2x20x64"
+    with torch.inference_mode():
+        attention, weights = calls[0].run()
+        assert weights is None and torch.allclose(attention, calls[1].inputs[0], atol=1e-6)  # as the network called it
+        assert torch.allclose(calls[1].run(), calls[2].inputs[0], atol=1e-6)
+    described = {r["target"] for r in node_rows(describe_module(_Sequences(), "seq", input_shape=(20, 64)))}
+    assert {c.name for c in calls} <= described

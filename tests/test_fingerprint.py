@@ -489,7 +489,9 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
                                        "--input-size", "64", "--features", "--format", "json"])
         assert new.exit_code == 0, new.output
         data = json.loads(new.stdout)
-        assert set(data["features"]) == {*version.tags["features"].split(","), "layers"}
+        # (and the columns of a peak memory's floor, which no model learns from)
+        assert set(data["features"]) == {*version.tags["features"].split(","), "layers", "live_activation_bytes",
+                                         "batch_live_activation_bytes"}
         assert len(data["features"]["layers"]) > 50 and data["features"]["layers"][0]["category"] == "conv"
         row = {"dataframe_records": [data["features"]]}
         answer = requests.post(f"http://127.0.0.1:{port}/invocations", json=row, timeout=60)
@@ -700,21 +702,23 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
         assert f"unreadable device_memory_mb tag '{unreadable}'" in str(bad.exception)
 
 
-def _inference_floor_mb(desc, bs: int) -> float:  # noqa: ANN001
-    """Weights and the largest activation at batch ``bs``, from describe's own totals."""
+def _inference_floor_mb(desc, bs: int, activations: str = "live_activation_bytes") -> float:  # noqa: ANN001
+    """Weights and the activations alive at once at batch ``bs`` (tracker 0.7.8: the largest
+    activation), from describe's own totals."""
     from tracker.describe.features import aggregates
 
     a = aggregates(desc, bs)
-    return (a["weight_bytes"] + a["largest_activation_bytes"]) / 2**20
+    return (a["weight_bytes"] + a[activations]) / 2**20
 
 
 def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_path: Path) -> None:
     """Trees answer past the largest batch they learnt as at that batch: a peak-memory fingerprint
     learnt at batches 1 to 8 put batch 65,536 at batch 8's peak, and --largest-batch said "more than
     65,536" on any device. A version whose training runs all held at least their floor (weights and
-    the largest activation in inference) raises a prediction to it, in tracker predict and in
-    MLflow's pyfunc alike, and says so; --largest-batch then finds a size and says the floor put
-    it there. A version that learnt a run below its floor keeps none."""
+    the activations alive at once in inference) raises a prediction to it, in tracker predict and
+    in MLflow's pyfunc alike, and says so; --largest-batch then finds a size and says the floor put
+    it there. A version of 0.7.8 (no tag memory_floor_columns) keeps its own floor, the largest
+    activation. A version that learnt a run below its floor keeps none."""
     import mlflow
     import numpy as np
     import pandas as pd
@@ -730,7 +734,9 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     uri = resolve_location(str(runs)).uri
     result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
     client = MlflowClient(uri)
-    assert client.get_model_version(result.name, result.version).tags["memory_floor"] == result.memory_floor == "true"
+    tags = client.get_model_version(result.name, result.version).tags
+    assert tags["memory_floor"] == result.memory_floor == "true"
+    assert tags["memory_floor_columns"] == "weight_bytes,batch_live_activation_bytes"
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout
     assert "(ExtraTrees" in listed and "networks); never below its tensors' floor; fits under: device 16,000 MB" in listed
     resnet = describe("resnet18", 64)  # never measured
@@ -744,8 +750,9 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     assert far["at_memory_floor"] == ["peak_mem_mb"] and far["predictions"]["peak_mem_mb"] == pytest.approx(floor)
     assert far["exceeds_device_memory"] == ["peak_mem_mb"]  # 65,536 at 0.25 MB each do not fit in 16,000 MB
     text = CliRunner().invoke(app, [*base, "-b", "65536"]).stdout
-    assert ("note: peak_mem_mb is its floor, what the network's own tensors hold at once (its weights and its largest "
-            f"activation): {result.name}/{result.version} predicted less") in text
+    assert ("note: peak_mem_mb is its floor, what the network's own tensors hold at once (its weights and the "
+            f"activations alive at once at the fullest point of its forward pass): {result.name}/{result.version} "
+            "predicted less") in text
     # MLflow's pyfunc of the version answers the same for the same features
     mlflow.set_tracking_uri(uri)
     served = mlflow.pyfunc.load_model(f"models:/{result.name}/{result.version}").predict(
@@ -760,10 +767,18 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     lines = CliRunner().invoke(app, [*base, "--largest-batch"]).stdout
     assert f"resnet18: largest batch under the device's memory (16,000 MB): {batch} (" in lines
     assert (f"note: batch {batch + 1} passes the device's memory by what the network's own tensors hold at once "
-            f"(its weights and its largest activation), where {result.name}/{result.version}'s prediction had stopped "
+            f"(its weights and the activations alive at once at the fullest point of its forward pass), where "
+            f"{result.name}/{result.version}'s prediction had stopped "
             "growing (it learnt batch sizes 1 to 8): an upper bound") in lines
     assert lines.endswith(f"\nmeasure it: tracker profile boundary resnet18 --phase inference --device cuda "
                           f"--input-size 64 --start {batch} --search\n")
+    # A version of tracker 0.7.8 recorded only that it keeps a floor: the largest activation's
+    client.delete_model_version_tag(result.name, result.version, "memory_floor_columns")
+    first = json.loads(CliRunner().invoke(app, [*base, "-b", "65536", "--format", "json"]).stdout)
+    legacy = _inference_floor_mb(resnet, 65536, "largest_activation_bytes")
+    assert first["memory_floor_mb"]["peak_mem_mb"] == pytest.approx(legacy, rel=1e-9) and legacy < floor / 2
+    assert first["memory_floor_columns"] == {"peak_mem_mb": ["weight_bytes", "batch_largest_activation_bytes"]}
+    assert "(its weights and its largest activation)" in CliRunner().invoke(app, [*base, "-b", "65536"]).stdout
     # One run measured below its floor: the description says more than the device held, no floor
     below = network_record("resnet18", 8, peak_mem_mb=1.0)
     below.params.update(model_hash=resnet.description_hash, device="cuda", mode="cuda-default", input_size=64)

@@ -473,6 +473,12 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     layers = _cli(store, "profile", "layers", audio, "-b", "2", "--time-cap", "0.3", "--precision", "0.2",
                   "--format", "json")
     assert [layer["op_type"] for layer in json.loads(layers.stdout)["layers"]][:2] == ["Conv1d", "BatchNorm1d"]
+    # its transformer layer, whose fast path calls none of its parts, is timed whole
+    layers = _cli(store, "profile", "layers", seq, "-b", "2", "--time-cap", "0.3", "--precision", "0.2",
+                  "--format", "json")
+    timed = json.loads(layers.stdout)["layers"]
+    assert [layer["op_type"] for layer in timed] == ["Embedding", "TransformerEncoderLayer", "Linear"]
+    assert all(layer["latency_ms"] > 0 for layer in timed)
     mapped = _cli(store, "mapping", "run", "--mapping", f"{audio}@2:cpu>cpu,{seq}:cpu", "--duration", "0.5",
                   "--warmup", "0.1", "--format", "json")
     assert mapped.exit_code == 0, mapped.output

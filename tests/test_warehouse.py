@@ -175,21 +175,24 @@ def test_sql_features_are_the_feature_modules_aggregates(tmp_path: Path) -> None
     assert {k: row[k] for k in shared} == {k: expected[k] for k in shared}
 
 
-def test_a_warehouse_from_before_kept_activation_bytes_is_loaded_again_in_full(tmp_path: Path) -> None:
+@pytest.mark.parametrize("column", ["kept_activation_bytes", "live_activation_bytes"])
+def test_a_warehouse_from_before_a_node_column_is_loaded_again_in_full(tmp_path: Path, column: str) -> None:
+    """Node rows of 0.7.x warehouses lack columns added since (kept activations; live ones, 0.7.9):
+    every network is described again, and the features view has them."""
     from tracker.describe.features import aggregates
 
     runs, wh, net = _loaded(tmp_path)
     _load(runs, wh)
     con = duckdb.connect(str(wh))
-    con.execute("ALTER TABLE network_nodes DROP COLUMN kept_activation_bytes")  # as an older tracker made it
+    con.execute(f"ALTER TABLE network_nodes DROP COLUMN {column}")  # as an older tracker made it
     con.close()
     report = _load(runs, wh)
     assert report.mode == "full" and report.descriptions_added == 1
     con = duckdb.connect(str(wh), read_only=True)
-    kept = con.execute("SELECT kept_activation_bytes, batch_kept_activation_bytes FROM measurement_features").fetchall()
+    values = con.execute(f"SELECT {column}, batch_{column} FROM measurement_features").fetchall()
     con.close()
-    one = aggregates(describe("mobilenet_v3_small", 64))["kept_activation_bytes"]
-    assert one > 0 and kept and all(k == one and bk == one * 2 for k, bk in kept)
+    one = aggregates(describe("mobilenet_v3_small", 64))[column]
+    assert one > 0 and values and all(k == one and bk == one * 2 for k, bk in values)
 
 
 def test_a_warehouse_from_before_traces_is_loaded_again_in_full(tmp_path: Path) -> None:

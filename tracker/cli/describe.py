@@ -36,6 +36,6 @@ def describe(
     shape = ("input_size", "in_channels") if desc.image else ("input_shape",)  # images, or one input's shape
     for key in ("model", "description_hash", "method", "batch_size", *shape, "params", "flops", "macs",
                 "activation_bytes", "saved_activation_bytes", "kept_activation_bytes", "largest_activation_bytes",
-                "nodes", "edges", "functional_layers", "depth"):
+                "live_activation_bytes", "nodes", "edges", "functional_layers", "depth"):
         value = data[key] if key != "input_shape" else shape_text(data[key])
         typer.echo(f"{key:>25}: {value:,}" if isinstance(value, int) else f"{key:>25}: {value}")

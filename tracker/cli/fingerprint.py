@@ -189,9 +189,15 @@ def predict(
         _prediction_lines(results[0], features)
 
 
-#: What a peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) counts, by phase.
-_FLOOR_WORDS = {"inference": "its weights and its largest activation",
-                "training": "its weights and the activations kept for the backward pass"}
+#: What each column of a peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) counts.
+_FLOOR_WORDS = {"weight_bytes": "its weights", "batch_largest_activation_bytes": "its largest activation",
+                "batch_live_activation_bytes": "the activations alive at once at the fullest point of its forward pass",
+                "batch_kept_activation_bytes": "the activations kept for the backward pass"}
+
+
+def _floor_words(columns: list[str]) -> str:
+    """What a floor of these columns counts, in words: ``its weights and its largest activation``."""
+    return " and ".join(_FLOOR_WORDS.get(c, c) for c in columns)
 #: How ``--largest-batch`` names each limit in its lines.
 _LIMIT_WORDS = {"largest_peak_measured": "the largest peak learnt from", "device_memory": "the device's memory"}
 
@@ -224,7 +230,7 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
                 learnt = result.get("learnt_batch_sizes")
                 span = f" (it learnt batch sizes {learnt[0]:.0f} to {learnt[1]:.0f})" if learnt else ""
                 typer.echo(f"note: batch {result['largest_batch'][name] + 1} passes {_LIMIT_WORDS[name]} by what the "
-                           f"network's own tensors hold at once ({_FLOOR_WORDS[phase]}), where "
+                           f"network's own tensors hold at once ({_floor_words(result['memory_floor_columns'])}), where "
                            f"{result['model_version']}'s prediction had stopped growing{span}: an upper bound")
         found = [b for b in result["largest_batch"].values() if b]
         if found:  # where to start measuring it: the smaller answer (a size that does not fit is halved)
@@ -275,7 +281,7 @@ def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
                        f"learnt from: {_beyond(outside)}")
         for target in result.get("at_memory_floor", []):
             typer.echo(f"note: {target}{which} is its floor, what the network's own tensors hold at once "
-                       f"({_FLOOR_WORDS[result['phase']]}): {result['model_versions'][target]} predicted less, "
+                       f"({_floor_words(result['memory_floor_columns'][target])}): {result['model_versions'][target]} predicted less, "
                        "as trees do past what they learnt")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"

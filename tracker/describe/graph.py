@@ -311,6 +311,20 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
     return Description(name, input_shape, nodes, "fx")
 
 
+def hooked_modules(model: Any) -> list[Any]:
+    """The modules whose calls stand for a network's layers where hooks see it (``trace_hooks``;
+    ``tracker profile layers`` times each alone): its leaf modules, and the outermost modules kept
+    whole (:data:`WHOLE_MODULE_KINDS`) in place of what lies inside them. Their parts are not
+    called as modules: an attention computes with its output projection's weights, and a
+    transformer layer's fast path in inference calls none of its own."""
+    def inside(q: str, modules: list[str]) -> bool:  # a module strictly inside one of ``modules`` ('' is the model)
+        return any(q != w and (not w or q.startswith(w + ".")) for w in modules)
+
+    whole = [q for q, m in model.named_modules() if type(m).__name__ in WHOLE_MODULE_KINDS]
+    outer = [q for q in whole if not inside(q, whole)]
+    return [m for q, m in model.named_modules() if (q in outer or not list(m.children())) and not inside(q, outer)]
+
+
 def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = None) -> Description:
     """Leaf modules in call order, linked where one's output tensor is another's input.
 
@@ -338,15 +352,7 @@ def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = No
             produced[id(out)] = node_name
             kept.append(out)
 
-    # leaf modules, and modules kept whole (attention, transformer and recurrent layers: their
-    # parts, an attention's output projection say, are not called as modules), not what lies inside those
-    def inside(q: str, modules: list[str]) -> bool:  # a module strictly inside one of ``modules`` ('' is the model)
-        return any(q != w and (not w or q.startswith(w + ".")) for w in modules)
-
-    whole = [q for q, m in model.named_modules() if type(m).__name__ in WHOLE_MODULE_KINDS]
-    outer = [q for q in whole if not inside(q, whole)]
-    leaves = [m for q, m in model.named_modules() if (q in outer or not list(m.children())) and not inside(q, outer)]
-    handles = [m.register_forward_hook(hook) for m in leaves]
+    handles = [m.register_forward_hook(hook) for m in hooked_modules(model)]
     try:
         x = torch.randn(*input_shape) if example is None else example
         if torch.is_tensor(x):

@@ -20,6 +20,10 @@ from tracker.settings import project_dir
 VIEW = "measurement_features"
 #: The labels: per configuration, the median of its repeated measurements (training only).
 LABEL_VIEW = "measurement_labels"
+#: Columns of the view that only a peak memory's floor reads (runtime.MEMORY_FLOOR_COLUMNS), no
+#: model: added in 0.7.9, they leave every model's features as they were. A row's features (no
+#: target named) carry them, for MLflow's pyfunc of a version that keeps a floor.
+FLOOR_ONLY = {"live_activation_bytes", "batch_live_activation_bytes"}
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}
@@ -105,8 +109,12 @@ MEMORY_TARGETS = {"peak_mem_mb"}
 
 
 def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
-    """The columns a model of ``target`` learns from (with no target: every feature column)."""
-    skip = NOT_FEATURES if target is None or target in MEMORY_TARGETS else NOT_FEATURES | MEMORY_FEATURES
+    """The columns a model of ``target`` learns from (with no target: every column a version may
+    read, its floor's too)."""
+    if target is None:
+        skip = NOT_FEATURES
+    else:
+        skip = NOT_FEATURES | FLOOR_ONLY | (set() if target in MEMORY_TARGETS else MEMORY_FEATURES)
     return [c for c in columns if c not in skip]
 
 

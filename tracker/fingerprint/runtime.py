@@ -45,30 +45,45 @@ def capped(target: str, values: Any) -> Any:
 
 
 #: A peak memory's floor, by phase: the bytes a configuration's own tensors hold at once, from
-#: its description (columns of measurement_features). The weights, and in inference the largest
-#: activation a layer writes; in training every activation autograd keeps from the forward pass
-#: to the backward pass (all alive as the forward pass ends). Trees answer past the largest batch
-#: they learnt as at that batch; a peak below this floor is one no device can reach.
-MEMORY_FLOOR_COLUMNS = {"inference": ("weight_bytes", "batch_largest_activation_bytes"),
+#: its description (columns of measurement_features). The weights, and in inference the
+#: activations alive at once at the fullest point of a forward pass (the input, a layer's inputs
+#: and output, and what later layers still read); in training every activation autograd keeps
+#: from the forward pass to the backward pass (all alive as the forward pass ends). Trees answer
+#: past the largest batch they learnt as at that batch; a peak below this floor is one no device
+#: can reach. A version records the columns of its floor (spec key and tag).
+MEMORY_FLOOR_COLUMNS = {"inference": ("weight_bytes", "batch_live_activation_bytes"),
                         "training": ("weight_bytes", "batch_kept_activation_bytes")}
+#: The floor of versions trained by tracker 0.7.8, which record only that they keep one (spec
+#: ``memory_floor: true``, no tag ``memory_floor_columns``): in inference the largest activation.
+FIRST_MEMORY_FLOOR_COLUMNS = {"inference": ("weight_bytes", "batch_largest_activation_bytes"),
+                              "training": ("weight_bytes", "batch_kept_activation_bytes")}
 
 
-def memory_floor_mb(rows: Any, phase: str) -> Any:
-    """Each row's peak-memory floor in MB (see :data:`MEMORY_FLOOR_COLUMNS`; NaN where a column is
-    NULL), or None where the phase has none or ``rows`` lack its columns."""
-    columns = MEMORY_FLOOR_COLUMNS.get(phase)
+def floor_columns(phase: str, recorded: Any = None) -> tuple[str, ...] | None:
+    """The columns of a floor: those a version ``recorded`` (a list), 0.7.8's where it recorded only
+    ``True``, this tracker's for ``phase`` where it recorded nothing (a version being trained)."""
+    if isinstance(recorded, (list, tuple)):
+        return tuple(str(c) for c in recorded)
+    return (FIRST_MEMORY_FLOOR_COLUMNS if recorded is True else MEMORY_FLOOR_COLUMNS).get(phase)
+
+
+def memory_floor_mb(rows: Any, phase: str, columns: tuple[str, ...] | None = None) -> Any:
+    """Each row's peak-memory floor in MB, the sum of ``columns`` (by default
+    :data:`MEMORY_FLOOR_COLUMNS`'s for ``phase``; NaN where a column is NULL), or None where the
+    phase has none or ``rows`` lack its columns."""
+    columns = columns or MEMORY_FLOOR_COLUMNS.get(phase)
     if columns is None or any(c not in rows.columns for c in columns):
         return None
     return sum(rows[c].to_numpy(float) for c in columns) / 2**20
 
 
-def floored(values: Any, rows: Any, phase: str) -> Any:
+def floored(values: Any, rows: Any, phase: str, columns: tuple[str, ...] | None = None) -> Any:
     """Predicted peak memories ``values`` raised to their rows' floor where they fall below it (a
     floor unknown leaves its value as it is): the one place ``tracker predict``, MLflow's
     serving and the held-out evaluation in training apply it, for a version that keeps it."""
     import numpy as np
 
-    floor = memory_floor_mb(rows, phase)
+    floor = memory_floor_mb(rows, phase, columns)
     return values if floor is None else np.fmax(values, floor)
 
 
@@ -419,8 +434,8 @@ def _model_class() -> type:
             values = network_values(self.booster, self.features, self.trend, rows)
             if self.layer is not None and LAYERS in rows.columns:
                 values = combined(self.spec["method"], values, layer_sums(self.layer, rows[LAYERS]))
-            if self.spec.get("memory_floor"):
-                values = floored(values, rows, self.spec["phase"])
+            if recorded := self.spec.get("memory_floor"):  # its columns (0.7.8: true)
+                values = floored(values, rows, self.spec["phase"], floor_columns(self.spec["phase"], recorded))
             return capped(self.spec["target"], values)
 
     FingerprintModel.__qualname__ = "FingerprintModel"

@@ -47,6 +47,7 @@ from tracker.fingerprint.runtime import (
     KNOWN_FORMATS,
     LAYER_INPUTS,
     LAYERS,
+    MEMORY_FLOOR_COLUMNS,
     TARGETS,
     FingerprintError,
     LayerModel,
@@ -65,24 +66,27 @@ RUNTIME_MODULE = "tracker_fingerprint_runtime"
 def spec_json(target: str, phase: str, device: str, features: list[str], method: str, network_model: str,
               trend: Any, layer: LayerModel | None = None, memory_floor: bool = False) -> str:
     """The spec logged beside the booster: what the model predicts and from which columns, and
-    whether it raises a peak memory to its floor (``runtime.floored``)."""
+    whether it raises a peak memory to its floor (``runtime.floored``): the floor's columns, or
+    false (tracker 0.7.8 wrote true, and its columns were those of ``FIRST_MEMORY_FLOOR_COLUMNS``)."""
     return json.dumps({"format": FORMAT, "target": target, "unit": TARGETS[target], "phase": phase,
                        "device": device, "features": features, "method": method, "network_model": network_model,
-                       "memory_floor": memory_floor,
+                       "memory_floor": list(MEMORY_FLOOR_COLUMNS[phase]) if memory_floor else False,
                        "trend": None if trend is None else json.loads(trend.to_json()),
                        "layer": None if layer is None else {**layer.calibration(), "inputs": LAYER_INPUTS}},
                       indent=2)
 
 
-def signature(features: list[str], with_layers: bool = False) -> Any:
+def signature(features: list[str], with_layers: bool = False, optional: tuple[str, ...] = ()) -> Any:
     """The model's MLflow signature: the feature columns in (and, ``with_layers``, the optional
-    ``layers``), one double out. The columns are typed ``any``: the view's integer columns arrive
+    ``layers``; the ``optional`` columns, such as a memory floor's that are no feature, which
+    MLflow would otherwise drop before the model sees them), one double out. The columns are typed ``any``: the view's integer columns arrive
     as int64, or as float64 where a query meets a NULL, and MLflow refuses int64 where a schema
     says double; the model itself reads them as floats."""
     from mlflow.models.signature import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, Schema
 
     columns = [ColSpec(AnyType(), f) for f in features]
+    columns += [ColSpec(AnyType(), c, required=False) for c in optional if c not in features]
     if with_layers:
         columns.append(ColSpec(AnyType(), LAYERS, required=False))
     return ModelSignature(inputs=Schema(columns), outputs=Schema([ColSpec("double")]))

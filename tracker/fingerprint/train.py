@@ -35,7 +35,7 @@ from tracker.fingerprint.dataset import (
     view_sql,
 )
 from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
-from tracker.fingerprint.runtime import LAYER_FEATURES, capped, floored, memory_floor_mb
+from tracker.fingerprint.runtime import LAYER_FEATURES, MEMORY_FLOOR_COLUMNS, capped, floored, memory_floor_mb
 
 EXPERIMENT = "fingerprints"
 CHAMPION = "champion"
@@ -504,7 +504,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
                                                                            network_model, trend, layer_model,
                                                                            memory_floor),
-                                         x.iloc[:1], layer_model)
+                                         x.iloc[:1], layer_model, MEMORY_FLOOR_COLUMNS[phase] if memory_floor else ())
             version = str(info.registered_model_version)
             for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
                                "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
@@ -515,6 +515,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
                                **({"memory_floor": floor_text} if floor_text is not None else {}),
+                               **({"memory_floor_columns": ",".join(MEMORY_FLOOR_COLUMNS[phase])} if memory_floor
+                                  else {}),
                                **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                   if oom_runs else {}),
                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
@@ -584,7 +586,8 @@ def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:
 _ONE_TRY = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
-def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_model: Any = None) -> Any:
+def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_model: Any = None,
+                      optional: tuple[str, ...] = ()) -> Any:
     """Log and register the fingerprint as tracker.fingerprint.runtime's pyfunc (the booster, the
     layer-level booster of a layer or blend version, and their spec as artifacts; a copy of the
     runtime as its code), so MLflow loads and serves it in the target's unit, tracker installed or not."""
@@ -611,7 +614,8 @@ def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_mo
                                            artifacts={key: str(path) for key, path in files.items()},
                                            code_paths=[str(runtime)],
                                            pip_requirements=requirements, input_example=example,
-                                           signature=signature(list(example.columns), layer_model is not None),
+                                           signature=signature(list(example.columns), layer_model is not None,
+                                                               optional),
                                            registered_model_name=name)
 
 

@@ -29,8 +29,9 @@ def check_device(device: str) -> None:
     if device.startswith("cuda"):
         import torch
 
-        if not torch.cuda.is_available():
-            raise TrackerError(f"device {device!r} is not available on this machine (no CUDA GPU): measure on cpu")
+        if not torch.cuda.is_available():  # cuda:0 comes here as cuda (canonical_device): both named
+            named = f"{device!r} (cuda:0)" if device == "cuda" else repr(device)
+            raise TrackerError(f"device {named} is not available on this machine (no CUDA GPU): measure on cpu")
         index = cuda_index(device)
         if index is not None and index >= (count := torch.cuda.device_count()):
             raise TrackerError(f"device {device!r} is not available on this machine: it has {count} CUDA "

@@ -47,6 +47,11 @@ class LayerCall:
     input_shape: str
     output_shape: str
     timing: Timing | None = field(default=None)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # as it was called: an attention's need_weights=False
+
+    def run(self) -> Any:
+        """The module called alone, on the copy of its real input."""
+        return self.module(*self.inputs, **self.kwargs)
 
 
 def _shape(x: Any) -> str:
@@ -65,29 +70,35 @@ def example_input(spec: NetworkSpec) -> Any:
 
 
 def capture_layers(model: Any, spec: NetworkSpec) -> list[LayerCall]:
-    """Leaf-module calls in execution order, each with a detached copy of its real input."""
+    """Layer calls in execution order (leaf modules, and attention, transformer and recurrent
+    layers whole: ``describe.graph.hooked_modules``), each with a detached copy of its real
+    input and the keywords it was called with."""
     import torch
+
+    from tracker.describe.graph import hooked_modules
 
     model = model.to(device=spec.device, dtype=getattr(torch, spec.precision)).eval()
     calls: list[LayerCall] = []
     names = {m: n for n, m in model.named_modules()}
 
-    def hook(module: Any, inputs: tuple, output: Any) -> None:
-        kept = tuple(t.detach().clone() if torch.is_tensor(t) else t for t in inputs)
+    def copy(t: Any) -> Any:
+        return t.detach().clone() if torch.is_tensor(t) else t
+
+    def hook(module: Any, inputs: tuple, kwargs: dict[str, Any], output: Any) -> None:
         calls.append(
             LayerCall(
                 index=len(calls),
                 name=names.get(module, "?"),
                 op_type=type(module).__name__,
                 module=module,
-                inputs=kept,
+                inputs=tuple(copy(t) for t in inputs),
                 input_shape=_shape(inputs[0]) if inputs else "",
-                output_shape=_shape(output),
+                output_shape=_shape(output[0] if isinstance(output, tuple) and output else output),
+                kwargs={k: copy(v) for k, v in kwargs.items()},
             )
         )
 
-    leaves = [m for m in model.modules() if not list(m.children())]
-    handles = [m.register_forward_hook(hook) for m in leaves]
+    handles = [m.register_forward_hook(hook, with_kwargs=True) for m in hooked_modules(model)]
     try:
         with torch.inference_mode():
             model(example_input(spec))
@@ -104,5 +115,5 @@ def profile_layers(model: Any, spec: NetworkSpec, rule: Stopping) -> list[LayerC
     sync = device_sync(spec.device)
     with torch.inference_mode():
         for call in calls:
-            call.timing = measure(lambda c=call: c.module(*c.inputs), rule, sync)
+            call.timing = measure(call.run, rule, sync)
     return calls

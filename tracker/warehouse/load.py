@@ -88,8 +88,8 @@ def ensure_tables(con: Any) -> bool:
             con.execute(f'DROP TABLE "{name}"')
             remade = True
     nodes = existing.get("network_nodes")
-    if nodes and "kept_activation_bytes" not in nodes:
-        remade = True  # node rows from before kept activation bytes: every network is described again
+    if nodes and not {"kept_activation_bytes", "live_activation_bytes"} <= set(nodes):
+        remade = True  # node rows from before kept (or live) activation bytes: every network is described again
     if existing and not {"trace_ops", "trace_kernels"} <= existing.keys():
         remade = True  # a warehouse from before traces (or their kernels): traced runs get their rows
     for ddl in tables.all_ddl():

@@ -48,12 +48,14 @@ BASE_DDL = (
         padding INTEGER, dilation INTEGER, groups BIGINT, params BIGINT, macs BIGINT, flops BIGINT,
         elementwise_ops BIGINT, weight_bytes BIGINT, activation_in_bytes BIGINT, activation_out_bytes BIGINT,
         bytes_read BIGINT, bytes_written BIGINT, saved_activation_bytes BIGINT, target VARCHAR,
-        kept_activation_bytes BIGINT
+        kept_activation_bytes BIGINT, live_activation_bytes BIGINT
     )""",
     # Warehouses made before module targets: old node rows keep NULL (layers match them by name).
     "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS target VARCHAR",
     # Warehouses made before kept activation bytes: ensure_tables makes the load a full one.
     "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS kept_activation_bytes BIGINT",
+    # And before live activation bytes (0.7.9), likewise.
+    "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS live_activation_bytes BIGINT",
     """CREATE TABLE IF NOT EXISTS network_descriptions (
         model_hash VARCHAR PRIMARY KEY, model VARCHAR, input_size INTEGER, in_channels INTEGER,
         nodes INTEGER, edges INTEGER, run_id VARCHAR
