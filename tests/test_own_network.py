@@ -2,6 +2,7 @@
 name is, from the file as it was planned; and any network at an input size of your own."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -123,12 +124,12 @@ def test_a_network_of_ones_own_is_described_measured_and_kept_with_its_code(tmp_
     logged = client.get_run(run["run_id"])
     assert logged.data.params["model_hash"] == described["description_hash"]
     assert logged.data.params["input_size"] == "32" and "in_channels" not in logged.data.params  # 3: as always
-    with downloaded(client.tracking_uri, run["run_id"], "description/network.py") as path:
+    with downloaded(client.tracking_uri, run["run_id"], "description/mynet.py") as path:
         assert path.read_text() == net.read_text()  # the code that was measured, with the run
     with downloaded(client.tracking_uri, run["run_id"], "description/blocks.py") as path:
         assert path.read_text() == BLOCKS  # and the module beside it that it imports
     assert logged.data.tags["mlflow.note.content"].endswith(  # the run's description, in the UI
-        "A network of your own, mynet.py:Net: its code as measured is the artifact description/network.py "
+        "A network of your own, mynet.py:Net: its code as measured is the artifact description/mynet.py "
         "(with blocks.py beside it, which it imports).")
 
     # measured as planned: the file edited since (another width) is another network, measured again
@@ -247,6 +248,62 @@ def test_the_modules_a_network_of_ones_own_imports_are_read_with_it(tmp_path: Pa
     (tmp_path / "bad" / "blocks.py").write_text("def broken(:\n")
     out = _cli(tmp_path / "s", "describe", f"{net}:Net")
     assert out.exit_code == 1 and str(out.exception) == f"network file {tmp_path}/bad/blocks.py: line 1: invalid syntax"
+
+
+def test_a_package_beside_a_network_of_ones_own_is_carried_whole(tmp_path: Path) -> None:
+    """A package beside the file (a folder with an __init__.py) that it imports is carried with it:
+    every module in it and its subpackages, relative imports and all, so the network builds as
+    planned with the folder edited or gone, and its run keeps the files as they lay. A folder
+    inside it that is no package is not, and a package larger than CARRIED_PACKAGE_BYTES is
+    imported from its folder as before."""
+    from tracker.zoo import resolve
+    from tracker.zoo import spec as spec_module
+
+    folder = tmp_path / "p"
+    net = _write(folder)
+    (folder / "blocks.py").unlink()
+    package = folder / "blocks"
+    (package / "layers").mkdir(parents=True)
+    (package / "__init__.py").write_text("from .block import Block\n")
+    (package / "block.py").write_text("from torch import nn\n\nfrom .layers.conv import conv\n\n\n"
+                                      "class Block(nn.Sequential):\n    def __init__(self, cin, cout):\n"
+                                      "        super().__init__(conv(cin, cout), nn.ReLU(), nn.MaxPool2d(2))\n")
+    (package / "layers" / "__init__.py").write_text("")
+    (package / "layers" / "conv.py").write_text("from torch import nn\n\n\ndef conv(cin, cout):\n"
+                                                "    return nn.Conv2d(cin, cout, 3, padding=1, bias=False)\n")
+    (package / "notes").mkdir()
+    (package / "notes" / "scratch.py").write_text("raise RuntimeError('never imported')\n")
+    ref = resolve(f"{net}:Net")
+    assert sorted(ref.spec["modules"]) == ["blocks.__init__", "blocks.block", "blocks.layers.__init__",
+                                           "blocks.layers.conv"]
+    store = tmp_path / "s"
+    out = _cli(store, "profile", "network", f"{net}:Net", "-b", "2", "--time-cap", "0.3", "--precision", "0.2",
+               "--format", "json")
+    assert out.exit_code == 0, out.output
+    client = MlflowClient(resolve_location(str(store)).uri)
+    with downloaded(client.tracking_uri, json.loads(out.stdout)["run_id"], "description/blocks/layers/conv.py") as path:
+        assert "bias=False" in path.read_text()  # the package's files, as they lay beside the network's
+
+    params = sum(p.numel() for p in ref.build().parameters())
+    (package / "layers" / "conv.py").write_text("raise RuntimeError('edited after planning')\n")
+    assert sum(p.numel() for p in ref.build().parameters()) == params  # as planned
+    shutil.rmtree(package)
+    rebuilt = ref.build()  # from the carried text alone
+    assert sum(p.numel() for p in rebuilt.parameters()) == params
+    assert not any(m.bias is not None for m in rebuilt.modules() if type(m).__name__ == "Conv2d")
+    assert not [name for name in sys.modules if name.split(".")[0] == "blocks"]
+
+    second = tmp_path / "q"
+    net = _write(second)
+    (second / "blocks.py").unlink()
+    (second / "blocks").mkdir()
+    (second / "blocks" / "__init__.py").write_text(BLOCKS + "#" * 100 + "\n")
+    spec_module.CARRIED_PACKAGE_BYTES, saved = 100, spec_module.CARRIED_PACKAGE_BYTES
+    try:
+        assert "modules" not in resolve(f"{net}:Net").spec  # too large: imported from its folder
+    finally:
+        spec_module.CARRIED_PACKAGE_BYTES = saved
+    assert sorted(resolve(f"{net}:Net").spec["modules"]) == ["blocks.__init__"]
 
 
 def test_profile_takes_an_input_size_other_than_the_networks_own(tmp_path: Path) -> None:

@@ -42,8 +42,10 @@ class Planned:
         return config_key({"kind": "training" if self.spec.phase == "training" else "network", **self.keys})
 
 
-#: The file of a network of your own (``FILE.py:NAME``), as it was measured, in the run's artifacts
-MODULE_SOURCE_ARTIFACT = "description/network.py"
+#: The folder of a run's artifacts that holds the file of a network of your own (``FILE.py:NAME``)
+#: as it was measured, under its own name, and the modules beside it that it imports: as they lay
+#: (until 0.7.8 the file was ``network.py``, and a module beside it of that name was lost)
+MODULE_SOURCE_FOLDER = "description"
 
 #: The telemetry of a network run that ``profile`` reports with its latency, where measured: the
 #: device's power (NVML, RAPL, tegrastats), energy per iteration, how busy the GPU and CPU were (and
@@ -297,12 +299,14 @@ def measure_planned(
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
     if is_own_spec(p.network_spec):  # a network of your own:
         modules = p.network_spec.get("modules") or {}  # and the modules beside it that it imports
-        record.artifacts.update({f"{Path(MODULE_SOURCE_ARTIFACT).parent}/{name}.py": text for name, text in modules.items()})
-        record.artifacts[MODULE_SOURCE_ARTIFACT] = p.network_spec["source"]  # the code measured, as planned
-        beside = f" (with {', '.join(f'{name}.py' for name in modules)} beside it, which it imports)" if modules else ""
-        record.description = (f"{record.description or ''} A network of your own, "
-                              f"{Path(p.network_spec['file']).name}:{p.network_spec['callable']}: its code as measured "
-                              f"is the artifact {MODULE_SOURCE_ARTIFACT}{beside}.").strip()
+        record.artifacts.update({f"{MODULE_SOURCE_FOLDER}/{name.replace('.', '/')}.py": text  # blocks.conv: blocks/conv.py
+                                 for name, text in modules.items()})
+        file = Path(p.network_spec["file"]).name
+        record.artifacts[f"{MODULE_SOURCE_FOLDER}/{file}"] = p.network_spec["source"]  # the code measured, as planned
+        beside = (f" (with {', '.join(name.replace('.', '/') + '.py' for name in modules)} beside it, which it imports)"
+                  if modules else "")
+        record.description = (f"{record.description or ''} A network of your own, {file}:{p.network_spec['callable']}: "
+                              f"its code as measured is the artifact {MODULE_SOURCE_FOLDER}/{file}{beside}.").strip()
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                        software_versions()))
     logged.trace = traced.summary if traced is not None else None

@@ -212,28 +212,60 @@ def _imported(tree: ast.Module) -> set[str]:
     return names
 
 
+#: The most a package beside a network's file may hold to be carried with it (the text of its
+#: ``.py`` files): a larger one is imported from its folder when the network is built, as it is then.
+CARRIED_PACKAGE_BYTES = 1_000_000
+
+
+def _package_files(folder: Path) -> dict[str, Path] | None:
+    """The ``.py`` files of the package ``folder`` (one with an ``__init__.py``) and of its
+    subpackages, by module name relative to the folder beside it, a package's own as
+    ``NAME.__init__`` (so each name is also its file's path: ``blocks.conv`` is ``blocks/conv.py``);
+    None where they hold more than :data:`CARRIED_PACKAGE_BYTES`."""
+    files: dict[str, Path] = {}
+    for file in sorted(folder.rglob("*.py")):
+        parts = file.relative_to(folder.parent).with_suffix("").parts
+        if all((folder.parent.joinpath(*parts[:i]) / "__init__.py").is_file() for i in range(1, len(parts))):
+            files[".".join(parts)] = file  # within the package, not in a folder of other files inside it
+    if sum(f.stat().st_size for f in files.values()) > CARRIED_PACKAGE_BYTES:
+        return None
+    return files
+
+
 def modules_beside(tree: ast.Module, path: Path) -> dict[str, str]:
     """The text of each module beside ``path`` (``NAME.py`` in its folder) that its code imports,
-    and of those they import in turn, by module name. Packages (folders) are not read: they are
-    imported from the folder when the network is built."""
+    and of those they import in turn, by module name; of a package beside it (a folder with an
+    ``__init__.py``) that it imports, every module in it, its own as ``NAME.__init__``. A package
+    larger than :data:`CARRIED_PACKAGE_BYTES` is not read: it is imported from its folder when the
+    network is built."""
     found: dict[str, str] = {}
-    todo = sorted(_imported(tree) - {path.stem}, reverse=True)
-    while todo:
-        name = todo.pop()
-        file = path.parent / f"{name}.py"
-        if name in found or name == path.stem or not file.is_file():
-            continue
+
+    def read(name: str, file: Path) -> None:
         try:
             found[name] = file.read_text()
         except (OSError, UnicodeDecodeError):
-            raise ConfigError(f"network file {path} imports {name}, and {file} cannot be read as text") from None
+            raise ConfigError(f"network file {path} imports {name.removesuffix('.__init__')}, and {file} cannot "
+                              "be read as text") from None
         todo.extend(sorted(_imported(_parse(found[name], file)) - set(found), reverse=True))
+
+    todo = sorted(_imported(tree) - {path.stem}, reverse=True)
+    while todo:
+        name = todo.pop()
+        file, package = path.parent / f"{name}.py", path.parent / name
+        if name in found or f"{name}.__init__" in found or name == path.stem:
+            continue
+        if file.is_file():
+            read(name, file)
+        elif (package / "__init__.py").is_file() and (files := _package_files(package)) is not None:
+            for module, where in files.items():
+                read(module, where)
     return dict(sorted(found.items()))
 
 
 class _CarriedModules:
     """An import finder that gives the modules a ``module`` spec carries (``modules_beside``) from
-    their text as read, under their own names and files, ahead of the files as they are now."""
+    their text as read, under their own names and files, ahead of the files as they are now: a
+    package's own from ``NAME.__init__``, with its folder for its submodules."""
 
     def __init__(self, sources: dict[str, str], folder: Path) -> None:
         self.sources, self.folder = sources, folder
@@ -241,15 +273,21 @@ class _CarriedModules:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         import importlib.util
 
-        if fullname not in self.sources:
-            return None
-        return importlib.util.spec_from_file_location(fullname, self.folder / f"{fullname}.py", loader=self)  # type: ignore[arg-type]
+        where = self.folder.joinpath(*fullname.split("."))
+        if fullname in self.sources:
+            return importlib.util.spec_from_file_location(fullname, where.with_name(f"{where.name}.py"), loader=self)  # type: ignore[arg-type]
+        if f"{fullname}.__init__" in self.sources:
+            return importlib.util.spec_from_file_location(fullname, where / "__init__.py", loader=self,  # type: ignore[arg-type]
+                                                          submodule_search_locations=[str(where)])
+        return None
 
     def create_module(self, spec: Any) -> None:
         return None  # the default module
 
     def exec_module(self, module: Any) -> None:
-        exec(compile(self.sources[module.__name__], module.__file__, "exec"), module.__dict__)  # noqa: S102
+        package = module.__spec__.submodule_search_locations is not None
+        source = self.sources[f"{module.__name__}.__init__" if package else module.__name__]
+        exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102
 
 
 def top_level_names(body: list[Any]) -> set[str]:
@@ -301,9 +339,9 @@ def build_module(spec: dict[str, Any]) -> Any:
             sys.path.remove(str(file.parent))
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(carried)
-        for name in set(sys.modules) - before:  # it and the files beside it: read afresh for the next
-            origin = getattr(sys.modules[name], "__file__", None) or ""  # network, whose folder may have its own
-            if Path(origin).parent == file.parent:
+        for name in set(sys.modules) - before:  # it and the files and packages beside it: read afresh for
+            origin = Path(getattr(sys.modules[name], "__file__", None) or "")  # the next network, whose folder
+            if origin.parent == file.parent or origin.is_relative_to(file.parent / name.split(".")[0]):  # may have its own
                 del sys.modules[name]
     if not isinstance(network, torch.nn.Module):
         raise ConfigError(f"{where} returned {type(network).__name__}, not a torch.nn.Module")
