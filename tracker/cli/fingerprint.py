@@ -198,6 +198,8 @@ _FLOOR_WORDS = {"weight_bytes": "its weights", "batch_largest_activation_bytes":
 def _floor_words(columns: list[str]) -> str:
     """What a floor of these columns counts, in words: ``its weights and its largest activation``."""
     return " and ".join(_FLOOR_WORDS.get(c, c) for c in columns)
+
+
 #: How ``--largest-batch`` names each limit in its lines.
 _LIMIT_WORDS = {"largest_peak_measured": "the largest peak learnt from", "device_memory": "the device's memory"}
 

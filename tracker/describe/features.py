@@ -178,9 +178,9 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     ``add``: an element-wise result of its first input's shape where that input is read for the
     last time counts as written into it) own nothing; modules kept whole and functions of unknown
     kind count nothing of their own, nor does the scratch memory of any kernel. Against the bytes
-    PyTorch allocates at once in a forward pass on this CPU (its profiler's memory events), 0.62
-    to 0.96 of them over 20 torchvision networks, where the largest activation alone is 0.30 to
-    0.77 (tests/test_describe.py checks four)."""
+    PyTorch's CPU allocator holds at once in a forward pass (its profiler's memory events, batch 2
+    at 224 px), 0.64 (vit_b_16) to 1.00 (resnet18, vgg11, ...) of them over 20 torchvision networks,
+    where the largest activation alone is 0.28 to 0.77 (tests/test_describe.py checks five)."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
     last_read: dict[str, int] = {}
     for i, n in enumerate(desc.nodes):

@@ -79,9 +79,10 @@ def spec_json(target: str, phase: str, device: str, features: list[str], method:
 def signature(features: list[str], with_layers: bool = False, optional: tuple[str, ...] = ()) -> Any:
     """The model's MLflow signature: the feature columns in (and, ``with_layers``, the optional
     ``layers``; the ``optional`` columns, such as a memory floor's that are no feature, which
-    MLflow would otherwise drop before the model sees them), one double out. The columns are typed ``any``: the view's integer columns arrive
-    as int64, or as float64 where a query meets a NULL, and MLflow refuses int64 where a schema
-    says double; the model itself reads them as floats."""
+    MLflow would otherwise drop before the model sees them), one double out. The columns are
+    typed ``any``: the view's integer columns arrive as int64, or as float64 where a query meets
+    a NULL, and MLflow refuses int64 where a schema says double; the model itself reads them as
+    floats."""
     from mlflow.models.signature import ModelSignature
     from mlflow.types.schema import AnyType, ColSpec, Schema
 
