@@ -4,7 +4,8 @@ First a start-up probe, in a fresh process: how long the imports take and, on a 
 context and a first convolution (every command pays these; about 20 s a command on the H200).
 Then each step is one `tracker` command in its own process, as a user would type it, on a
 temporary folder store: `device show` (what the runs will record, whose mode must be the first
-run's), whole-network inference and training at two batch sizes (the first run's system metrics
+run's), a peak memory's floor against torch's own peak (FLOOR_PROBE, in a fresh process: every
+ratio at most 1), whole-network inference and training at two batch sizes (the first run's system metrics
 must hold NVML's power over its window on a GPU), the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command; then again under an 8 GB cap on the GPU's memory, which must
@@ -81,10 +82,69 @@ if sys.argv[1] == "cuda":
 print(json.dumps({k: round(v, 3) for k, v in t.items()}))
 """
 
+#: A peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) against what torch holds at
+#: once, in a fresh process: the weights and live activations of an inference pass, and the
+#: weights and kept activations of a training step's forward and backward, at batch 8 and 224 px
+#: (vit_b_16 takes only that size). On cuda, torch's peak allocated bytes; on cpu (a dry run),
+#: the CPU allocator's bytes from the profiler's memory events (as tests/test_describe.py does).
+#: A floor above a peak (ratio over 1) would make fingerprints keep no floor on that device.
+FLOOR_PROBE = """
+import json, sys
+import torch
+from tracker.describe import describe
+from tracker.describe.features import aggregates
+from tracker.zoo import build_model
+
+device, batch, out = sys.argv[1], 8, {}
+
+
+def allocated(run):
+    if device == "cuda":
+        torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats()
+        run(); torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated()
+    from torch.profiler import ProfilerActivity, profile
+    held = torch.nn.utils.parameters_to_vector(model.parameters()).numel() * 4 + x.numel() * 4
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    peak = held
+    for e in sorted((e for e in prof.events() if e.name == "[memory]" or e.self_cpu_memory_usage),
+                    key=lambda e: e.time_range.start):
+        held += e.cpu_memory_usage if e.name == "[memory]" else e.self_cpu_memory_usage
+        peak = max(peak, held)
+    return peak
+
+
+for name in ("resnet18", "mobilenet_v3_small", "densenet121", "vit_b_16"):
+    model = build_model(name).to(device)
+    x = torch.randn(batch, 3, 224, 224, device=device)
+    a = aggregates(describe(name, 224), batch)
+
+    def infer():
+        with torch.no_grad():
+            model.eval()(x)
+
+    def train():
+        model.train()(x).sum().backward()
+
+    infer(); train()  # lazily built state (cuDNN's, oneDNN's) and the gradients' memory, once
+    model.zero_grad(set_to_none=True)
+    rows = {}
+    for phase, run, kept in (("inference", infer, "live_activation_bytes"), ("training", train, "kept_activation_bytes")):
+        peak = allocated(run)
+        floor = a["weight_bytes"] + a[kept]
+        rows[phase] = {"floor_mb": round(floor / 2**20, 1), "peak_mb": round(peak / 2**20, 1),
+                       "ratio": round(floor / peak, 3)}
+        model.zero_grad(set_to_none=True)
+    out[name] = rows
+    del model, x
+print(json.dumps(out))
+"""
+
 
 def step_names(gpu: bool, big: int) -> list[str]:
     """Every step main() may run, in order (those of a GPU only on cuda)."""
-    names = ["device_show", "network_b1", f"network_b{big}", f"train_step_b{big}", "own_network", "token_ids",
+    names = ["device_show", "memory_floor", "network_b1", f"network_b{big}", f"train_step_b{big}", "own_network", "token_ids",
              *(["cuda0_alias", "cpu_on_gpu_host"] if gpu else []), "layers", "again", "trace", "compare", "show_b1",
              "boundary", *(["capped_boundary"] if gpu else []), "synth_images", "synth_boxes", "training_job",
              "detection_job", "mapping", "campaign", "warehouse_load", "sql_measurements", "sql_failed", "sql_repeats"]
@@ -112,12 +172,15 @@ def main() -> None:
     steps: dict[str, dict[str, object]] = {}
     outputs: dict[str, object] = {}
 
-    def step(name: str, args: list[str], timeout_s: float = 300, expect_rc: int = 0) -> object:
+    def step(name: str, args: list[str], timeout_s: float = 300, expect_rc: int = 0,
+             command: list[str] | None = None) -> object:
+        """``tracker ARGS`` (or ``command``) in its own process; its stdout parsed as JSON where it is."""
         if only is not None and name not in only:
             return None
         t0 = time.perf_counter()
         try:
-            p = subprocess.run(base + args, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=ROOT)
+            p = subprocess.run(command or base + args, capture_output=True, text=True, timeout=timeout_s, env=env,
+                               cwd=ROOT)
             rc, stdout, stderr = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as e:
             rc, stdout, stderr = 124, str(e.stdout or ""), str(e.stderr or "")
@@ -150,6 +213,7 @@ def main() -> None:
 
     inf = ["--device", device, "--format", "json", "--time-cap", "5"]
     step("device_show", ["device", "show", device, "--format", "json"])  # what the runs below will record
+    step("memory_floor", [], command=[sys.executable, "-c", FLOOR_PROBE, device])
     step("network_b1", ["profile", "network", "resnet18", "-b", "1", *inf])
     step(f"network_b{big}", ["profile", "network", "resnet50", "-b", str(big), *inf])
     step(f"train_step_b{big}", ["profile", "network", "mobilenet_v2", "-b", str(big), "--phase", "training", *inf])
@@ -263,6 +327,8 @@ def main() -> None:
                                  "mode_matches_network_b1": d.get("mode", {}).get("id") == b1.get("mode")}
     if isinstance(outputs.get("show_b1"), dict):
         checks["system_metrics_b1"] = outputs["show_b1"].get("system_metrics")
+    if isinstance(outputs.get("memory_floor"), dict):  # the floor against torch's own peak, per network and phase
+        checks["memory_floor"] = outputs["memory_floor"]
     if isinstance(outputs.get("own_network"), dict):
         checks["own_network"] = {k: outputs["own_network"].get(k) for k in ("model", "input_size", "status", "latency_ms",
                                                                               "peak_mem_mb", "device")}
@@ -300,6 +366,8 @@ def main() -> None:
          or (checks.get("device_show") or {}).get("mode_matches_network_b1") is True),
         ("own_network" not in ran or (checks.get("own_network") or {}).get("status") == "FINISHED"),
         ("token_ids" not in ran or (checks.get("token_ids") or {}).get("status") == "FINISHED"),
+        ("memory_floor" not in ran or bool(checks.get("memory_floor")) and all(
+            r["ratio"] <= 1 for phases in checks["memory_floor"].values() for r in phases.values())),
     ]
     if gpu:
         conditions += [
