@@ -9,7 +9,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tracker.describe import describe
 from tracker.describe.features import CATEGORIES, aggregates, node_rows
-from tracker.describe.graph import Description, describe_module
+from tracker.describe.graph import Description, describe_module, trace_hooks
 from tracker.zoo import build_model
 
 #: Published counts (torchvision docs: GFLOPS there are GMACs at 224x224).
@@ -330,6 +330,40 @@ def test_attention_transformer_and_recurrent_layers_kept_whole_are_counted() -> 
     assert abs(vit["macs"] - 17.564e9) / 17.564e9 < 0.001 and not describe("vit_b_16").notes
     # Swin's attention is a function torch.fx does not trace into: counted from its window (4.49 published)
     assert abs(aggregates(describe("swin_t"))["macs"] - 4.49e9) / 4.49e9 < 0.002
+
+
+class _Upsampling(torch.nn.Module):
+    """A decoder's parts: transposed convolutions (2-D, and 1-D in groups) and a bilinear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.up = torch.nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1)
+        self.up1 = torch.nn.ConvTranspose1d(8, 4, 3, groups=2)
+        self.bilinear = torch.nn.Bilinear(4, 4, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.up1(self.up(torch.relu(self.conv(x))).flatten(2)[:, :, :100])  # (N, 4, 102)
+        return self.bilinear(y.transpose(1, 2), y.transpose(1, 2))
+
+
+def test_transposed_convolutions_and_bilinear_layers_are_counted() -> None:
+    """Kept whole and left out before (a note said so): transposed convolutions now count as torch's
+    FLOP counter counts them, a bilinear layer out x in1 x in2 at each position (torch counts none)."""
+    model, x = _Upsampling(), torch.randn(1, 3, 32, 32)
+    for branchy in (False, True):  # through fx, and through hooks
+        desc = describe_module(model, "up", 32) if not branchy else trace_hooks(model, "up", [1, 3, 32, 32])
+        rows = {r["kind"]: r["macs"] for r in node_rows(desc, batch_size=2)}
+        assert rows["Conv2d"] + rows["ConvTranspose2d"] + rows["ConvTranspose1d"] == torch_flops(model, x.repeat(2, 1, 1, 1)) // 2
+        assert rows["Bilinear"] == 2 * 102 * 6 * 4 * 4 and not [n for n in desc.notes if "leave out" in n], desc.notes
+    # each writes a tensor of its own, and keeps its input (a bilinear layer both) for backward
+    agg = aggregates(describe_module(model, "up", 32), batch_size=2)
+    assert abs(agg["kept_activation_bytes"] / _autograd_saved_bytes(model, x.repeat(2, 1, 1, 1)) - 1) < 0.02
+    assert agg["live_activation_bytes"] <= _forward_allocated_bytes(model.eval(), x.repeat(2, 1, 1, 1))
+    # at the transposed convolution: the network's input, its own input and its output
+    assert agg["live_activation_bytes"] == 2 * 4 * (3 * 32 * 32 + 16 * 32 * 32 + 8 * 64 * 64)
+    prelu = describe_module(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.PReLU()), "p", 16)
+    assert prelu.notes == ["flops and macs leave out the work of 1 PReLU (modules kept whole, of a kind not counted)"]
 
 
 def test_layers_are_timed_whole_where_describe_keeps_them_whole_with_the_keywords_they_were_called_with() -> None:

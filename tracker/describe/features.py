@@ -101,6 +101,9 @@ _INPLACE_SAVES_RESULT = {"LeakyReLU", "leaky_relu", "ELU", "elu"}
 #: in-place activations (ReLU6's hardtanh_) saved their result. PyTorch 2 saves a copy of the
 #: input of an in-place activation whose backward reads its input (ReLU6, Hardswish, SiLU).
 _NO_INPLACE_COPIES = {"import:perf4sight"}
+#: Transposed convolutions: kept whole (category ``other``), counted by ``describe.graph.whole_module_macs``;
+#: like a convolution, each writes a tensor of its own and keeps its input for backward.
+_TRANSPOSED = {"ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"}
 #: Pooling that also keeps the argmax of each output element (int64) for backward.
 _MAX_POOL = {"MaxPool2d", "max_pool2d", "AdaptiveMaxPool2d", "adaptive_max_pool2d"}
 #: Element-wise products: with two tensor inputs, backward reads both.
@@ -136,8 +139,10 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
         dropout = k in ("Dropout", "dropout")
         view = cat == "reshape" and not dropout and k != "mean"
         owner[n.name] = ins[0] if ins and (view or inplace) else n.name
-        if cat in ("conv", "dwconv", "gconv", "norm", "pool") or k in ("Linear", "linear"):
+        if cat in ("conv", "dwconv", "gconv", "norm", "pool") or k in ("Linear", "linear") or k in _TRANSPOSED:
             kept.update(ins[:1])
+        elif k == "Bilinear":  # its weight's gradient reads both inputs
+            kept.update(ins[:2])
         elif cat == "linear":  # matrix products read both operands
             kept.update(ins[:2])
         elif cat == "act":
@@ -196,7 +201,8 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
             owner[n.name] = owner[first]
         else:
             owner[n.name] = n.name
-            size[n.name] = _numel(n.out_shape, batch_size) * dtype_bytes if cat in _NEW_TENSORS or n.op == "placeholder" else 0
+            new = cat in _NEW_TENSORS or n.op == "placeholder" or n.kind in _TRANSPOSED or n.kind == "Bilinear"
+            size[n.name] = _numel(n.out_shape, batch_size) * dtype_bytes if new else 0
     end = len(desc.nodes)
     freed_at: dict[str, int] = {n.name: end if n.op == "placeholder" else i for i, n in enumerate(desc.nodes)}
     for name, i in last_read.items():  # a memory lives until the last reader of any view of it

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any
@@ -139,10 +140,12 @@ def _attrs_of_module(module: Any, in_shapes: list[list[int] | None] | None = Non
 
 #: torch.nn modules whose work features counts though they are kept whole (torch.fx keeps every
 #: torch.nn module whole; hooks see them whole too, below): attention, transformer layers and
-#: recurrent layers, each's multiply-accumulates read from its configuration and its input's shape
-#: (``whole_module_macs``) into the node's ``macs`` attribute.
+#: recurrent layers, and (since 0.7.9) transposed convolutions and bilinear layers, each's
+#: multiply-accumulates read from its configuration and its input's shape (``whole_module_macs``)
+#: into the node's ``macs`` attribute.
 WHOLE_MODULE_KINDS = ("MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-                      "TransformerDecoder", "Transformer", "LSTM", "GRU", "RNN")
+                      "TransformerDecoder", "Transformer", "LSTM", "GRU", "RNN", "ConvTranspose1d", "ConvTranspose2d",
+                      "ConvTranspose3d", "Bilinear")
 #: Gates of a recurrent layer, by its ``mode``: each one a matrix product of input and hidden state.
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -193,6 +196,11 @@ def whole_module_macs(module: Any, in_shapes: list[list[int] | None]) -> int | N
         parts = [whole_module_macs(module.encoder, in_shapes[:1]),
                  whole_module_macs(module.decoder, [in_shapes[1], in_shapes[0]])]
         return None if any(m is None for m in parts) else int(sum(parts))  # type: ignore[arg-type]
+    if kind.startswith("ConvTranspose") and first:  # each input position meets the whole kernel, as
+        # torch's FLOP counter counts it: (N, C_in, *spatial) in, weight (C_in, C_out / groups, *kernel)
+        return int(math.prod(first[1:]) * math.prod(module.weight.shape[1:]))
+    if kind == "Bilinear" and first:  # x1ᵀ A_k x2 for each output k, at every position before the last dimension
+        return int(math.prod(first[1:-1]) * module.out_features * module.in1_features * module.in2_features)
     if kind in ("LSTM", "GRU", "RNN") and module.mode in _GATES:
         steps = _steps(first, bool(module.batch_first))
         if steps is None:
