@@ -161,6 +161,10 @@ def test_a_campaign_measures_networks_of_ones_own_beside_the_zoos(tmp_path: Path
     out = _cli(store, "campaign", "run", str(bad))
     assert isinstance(out.exception, ConfigError) and str(out.exception) == (
         f"{bad}: [networks].specs: network file {tmp_path / 'models' / 'mynet.py'} defines no 'Wide' at its top level")
+    bad.write_text('[networks]\nspecs = ["models/mynet.py:"]\n')  # no NAME
+    out = _cli(store, "campaign", "run", str(bad))
+    assert str(out.exception) == (f"{bad}: [networks].specs: 'models/mynet.py:' is not FILE.py:NAME (a callable of the "
+                                  "file that builds the network)")
     # one that cannot be built is said before anything is measured, not after the networks before it
     broken = tmp_path / "broken.toml"
     broken.write_text('[campaign]\nname = "broken"\n[networks]\nzoo = ["squeezenet1_1"]\n'

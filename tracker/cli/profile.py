@@ -56,10 +56,10 @@ def _check(model: str, device: str, input_size: int | None = None) -> None:
     from tracker.profile.device import check_device
     from tracker.zoo import resolve
 
-    resolve(model)
+    model_ref = resolve(model)
     check_device(device)
     zygote_client.prestart()
-    describe_early(model, input_size)  # one of your own, or at another size: while the zygote imports, before the store
+    describe_early(model_ref, input_size)  # one of your own, or at another size: while the zygote imports, before the store
 
 
 #: Page faults per iteration from which a measurement in the C library's allocator mode says

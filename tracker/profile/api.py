@@ -127,15 +127,16 @@ def _description(ref: str, input_size: int) -> tuple[str, str, str]:
     return _described(model_ref.name, _spec_json(model_ref.spec), input_size)
 
 
-def describe_early(ref: str, input_size: int | None = None) -> None:
+def describe_early(ref: Any, input_size: int | None = None) -> None:
     """Describe now, as its plans will (the description is kept for them), a network that may not
     build or run: one of your own (``FILE.py:NAME``), or any at an input size not its own. Code that
     cannot build it, or a network that cannot run on that input, is then one line before a store is
-    made or anything is measured, not a campaign ended halfway. Other networks: nothing."""
+    made or anything is measured, not a campaign ended halfway. Other networks: nothing. ``ref``:
+    its name, or the ``zoo.ModelRef`` a caller resolved already (a file is then not read again)."""
     from tracker.zoo import resolve
     from tracker.zoo.spec import check_input_size
 
-    model_ref = resolve(ref)
+    model_ref = resolve(ref) if isinstance(ref, str) else ref
     check_input_size(model_ref, input_size)
     if input_size is not None or model_ref.is_own:
         _described(model_ref.name, _spec_json(model_ref.spec), input_size or model_ref.input_size)

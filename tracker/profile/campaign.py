@@ -178,7 +178,7 @@ def load_campaign(path: Path) -> Campaign:
 
 def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
     from tracker.zoo import check_model_name
-    from tracker.zoo.spec import module_spec, write_specs
+    from tracker.zoo.spec import MODULE_REF, module_spec, write_specs
 
     refs: list[str] = []
     for model in nets.get("zoo", []):
@@ -187,10 +187,11 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
     def own(entry: str, label: str) -> str | None:
         """FILE.py:NAME, a network of your own, with FILE relative to the campaign file and its NAME
         checked now, not at its first configuration; None for anything else."""
-        file, sep, attr = entry.partition(".py:")
-        if not sep:
+        match = MODULE_REF.match(entry)
+        if match is None and ".py:" not in entry:
             return None
-        ref = f"{Path(file + '.py') if Path(file).is_absolute() else path.parent / (file + '.py')}:{attr}"
+        file = Path(match["file"]) if match else None  # else FILE.py: without a NAME: module_spec says so
+        ref = entry if file is None else f"{file if file.is_absolute() else path.parent / file}:{match['attr']}"
         try:
             module_spec(ref)
         except ConfigError as e:
