@@ -112,6 +112,12 @@ _PRODUCTS = {"mul", "imul", "truediv", "div"}
 INDEX_BYTES, MASK_BYTES = 8, 1
 
 
+def _in_place(n: Node) -> bool:
+    """Whether a node says it writes into its first input: ``inplace=True``, or an augmented
+    assignment's ``iadd``/``imul`` (``torch.fx`` records ``out += x`` as ``add``: see ``live_bytes``)."""
+    return bool(n.attrs.get("inplace")) or n.kind in ("iadd", "imul")
+
+
 def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> dict[str, int]:
     """Bytes autograd keeps alive from the forward pass to the backward pass, by the node whose
     output owns the memory (a training step's activation memory).
@@ -135,7 +141,7 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     for n in desc.nodes:
         cat, k = category(n), n.kind
         ins = [owner.get(i, i) for i in n.inputs if shapes.get(i)]
-        inplace = bool(n.attrs.get("inplace")) or k in ("iadd", "imul")
+        inplace = _in_place(n)
         dropout = k in ("Dropout", "dropout")
         view = cat == "reshape" and not dropout and k != "mean"
         owner[n.name] = ins[0] if ins and (view or inplace) else n.name
@@ -163,9 +169,9 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
 
 
 #: Kinds whose output is a view of their first input (or, for Dropout and Identity in inference,
-#: that input itself): its memory stays alive while any of them is.
-_VIEWS = {"view", "reshape", "flatten", "Flatten", "getitem", "squeeze", "unsqueeze", "permute", "transpose",
-          "contiguous", "Dropout", "dropout", "Identity", "chunk", "split", "expand"}
+#: that input itself): its memory stays alive while any of them is. The reshapes but a mean (a
+#: tensor of its own) and what reads a size or an attribute (no tensor).
+_VIEWS = _RESHAPE - {"mean", "size", "getattr", "get_attr"}
 #: Categories whose output is a tensor of its own (unless written in place); anything else (a
 #: module kept whole, a function of unknown kind) is counted as holding nothing of its own.
 _NEW_TENSORS = {"conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat"}
@@ -195,7 +201,7 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     size: dict[str, int] = {}
     for i, n in enumerate(desc.nodes):
         cat, first = category(n), n.inputs[0] if n.inputs and n.inputs[0] in owner else None
-        in_place = bool(n.attrs.get("inplace")) or n.kind in ("iadd", "imul") or (
+        in_place = _in_place(n) or (
             cat == "elementwise" and first is not None and last_read.get(first) == i and shapes.get(first) == n.out_shape)
         if first is not None and n.out_shape and (in_place or n.kind in _VIEWS):
             owner[n.name] = owner[first]

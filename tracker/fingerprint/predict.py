@@ -34,8 +34,9 @@ class Champion:
     ranges: dict[str, list[float]] = field(default_factory=dict)  # trained_ranges (none on older versions)
     device_memory_mb: float | None = None  # a memory target's device memory, where its runs recorded it
     largest_peak_mb: float | None = None  # a memory target's largest measurement learnt from
-    memory_floor: bool = False  # a memory target's predictions are raised to their floor (runtime.floored)
-    floor_columns: tuple[str, ...] | None = None  # the columns of that floor (runtime.floor_columns)
+    # a memory target's floor, where its version keeps one (runtime.floor_columns): its predictions
+    # are raised to it (runtime.floored)
+    floor_columns: tuple[str, ...] | None = None
 
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -46,7 +47,7 @@ class Champion:
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             values = combined(self.method, values, summed)
-        if self.memory_floor:
+        if self.floor_columns:
             values = floored(values, rows, self.phase, self.floor_columns)
         return capped(self.target, values)
 
@@ -104,8 +105,8 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                                        f"{version.tags[tag]!r} (expected MB, a positive number); retrain with "
                                        "tracker fingerprint train")
             setattr(champ, tag, value)
-    champ.memory_floor = version.tags.get("memory_floor") == "true"  # since 0.7.8; older versions keep none
-    if champ.memory_floor:  # its columns since 0.7.9; 0.7.8's are FIRST_MEMORY_FLOOR_COLUMNS
+    # a floor since 0.7.8 (older versions keep none); its columns since 0.7.9 (0.7.8's: FIRST_MEMORY_FLOOR_COLUMNS)
+    if version.tags.get("memory_floor") == "true":
         recorded = version.tags.get("memory_floor_columns")
         champ.floor_columns = floor_columns(champ.phase, recorded.split(",") if recorded else True)
     if "trend" in version.tags and champ.trend is None:
@@ -231,7 +232,7 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
     memory = {t: m.device_memory_mb for t, m in models.items() if m.device_memory_mb is not None}
     largest = {t: m.largest_peak_mb for t, m in models.items() if m.largest_peak_mb is not None}
     methods = {t: m.method for t, m in models.items()}
-    floors = {t: memory_floor_mb(rows, phase, m.floor_columns) for t, m in models.items() if m.memory_floor}
+    floors = {t: memory_floor_mb(rows, phase, m.floor_columns) for t, m in models.items() if m.floor_columns}
     floors = {t: f for t, f in floors.items() if f is not None}
     missing = [t for t in TARGETS if t not in models]
     features = feature_columns(list(rows.columns)) if with_features else []
@@ -260,7 +261,7 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
             # put below it, so raised to it (past the batches it learnt, trees answer as at the last)
             "memory_floor_mb": {t: float(f[i]) for t, f in floors.items() if f[i] == f[i]},
             "at_memory_floor": [t for t, f in floors.items() if f[i] == f[i] and predictions[i][t] <= f[i]],
-            "memory_floor_columns": {t: list(models[t].floor_columns or ()) for t in floors},
+            "memory_floor_columns": {t: list(models[t].floor_columns) for t in floors},
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:

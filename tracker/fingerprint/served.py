@@ -47,7 +47,6 @@ from tracker.fingerprint.runtime import (
     KNOWN_FORMATS,
     LAYER_INPUTS,
     LAYERS,
-    MEMORY_FLOOR_COLUMNS,
     TARGETS,
     FingerprintError,
     LayerModel,
@@ -64,13 +63,13 @@ RUNTIME_MODULE = "tracker_fingerprint_runtime"
 
 
 def spec_json(target: str, phase: str, device: str, features: list[str], method: str, network_model: str,
-              trend: Any, layer: LayerModel | None = None, memory_floor: bool = False) -> str:
+              trend: Any, layer: LayerModel | None = None, floor_columns: tuple[str, ...] = ()) -> str:
     """The spec logged beside the booster: what the model predicts and from which columns, and
     whether it raises a peak memory to its floor (``runtime.floored``): the floor's columns, or
     false (tracker 0.7.8 wrote true, and its columns were those of ``FIRST_MEMORY_FLOOR_COLUMNS``)."""
     return json.dumps({"format": FORMAT, "target": target, "unit": TARGETS[target], "phase": phase,
                        "device": device, "features": features, "method": method, "network_model": network_model,
-                       "memory_floor": list(MEMORY_FLOOR_COLUMNS[phase]) if memory_floor else False,
+                       "memory_floor": list(floor_columns) or False,
                        "trend": None if trend is None else json.loads(trend.to_json()),
                        "layer": None if layer is None else {**layer.calibration(), "inputs": LAYER_INPUTS}},
                       indent=2)

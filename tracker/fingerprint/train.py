@@ -449,6 +449,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     method, network_model, selection_split = held.method, held.network_model, held.selection_split
     evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
     memory_floor = held.memory_floor
+    floor_columns = MEMORY_FLOOR_COLUMNS[phase] if memory_floor else ()  # its spec, signature and tag say them
     floor_text = floor_tag(memory_floor, held.below_floor_runs) if target in MEMORY_TARGETS else None  # tag memory_floor
     make = NETWORK_MODELS[network_model]
     final = make().fit(x, np.log(y))
@@ -503,8 +504,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     mlflow.log_artifacts(str(folder), "evaluation")
                 info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
                                                                            network_model, trend, layer_model,
-                                                                           memory_floor),
-                                         x.iloc[:1], layer_model, MEMORY_FLOOR_COLUMNS[phase] if memory_floor else ())
+                                                                           floor_columns),
+                                         x.iloc[:1], layer_model, floor_columns)
             version = str(info.registered_model_version)
             for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
                                "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
@@ -515,8 +516,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
                                **({"memory_floor": floor_text} if floor_text is not None else {}),
-                               **({"memory_floor_columns": ",".join(MEMORY_FLOOR_COLUMNS[phase])} if memory_floor
-                                  else {}),
+                               **({"memory_floor_columns": ",".join(floor_columns)} if floor_columns else {}),
                                **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                   if oom_runs else {}),
                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None

@@ -9,12 +9,15 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracker.log.logger import RunLogger
 from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping
+
+if TYPE_CHECKING:
+    from tracker.zoo.spec import ModelRef
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ def _description(ref: str, input_size: int) -> tuple[str, str, str]:
     return _described(model_ref.name, _spec_json(model_ref.spec), input_size)
 
 
-def describe_early(ref: Any, input_size: int | None = None) -> None:
+def describe_early(ref: str | ModelRef, input_size: int | None = None) -> None:
     """Describe now, as its plans will (the description is kept for them), a network that may not
     build or run: one of your own (``FILE.py:NAME``), or any at an input size not its own. Code that
     cannot build it, or a network that cannot run on that input, is then one line before a store is
@@ -299,13 +302,12 @@ def measure_planned(
     record.artifacts[DESCRIPTION_ARTIFACT] = _described(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
     if is_own_spec(p.network_spec):  # a network of your own:
-        modules = p.network_spec.get("modules") or {}  # and the modules beside it that it imports
-        record.artifacts.update({f"{MODULE_SOURCE_FOLDER}/{name.replace('.', '/')}.py": text  # blocks.conv: blocks/conv.py
-                                 for name, text in modules.items()})
+        # and the modules beside it that it imports, each at its file's path (blocks.conv: blocks/conv.py)
+        beside_files = {f"{name.replace('.', '/')}.py": text for name, text in (p.network_spec.get("modules") or {}).items()}
+        record.artifacts.update({f"{MODULE_SOURCE_FOLDER}/{path}": text for path, text in beside_files.items()})
         file = Path(p.network_spec["file"]).name
         record.artifacts[f"{MODULE_SOURCE_FOLDER}/{file}"] = p.network_spec["source"]  # the code measured, as planned
-        beside = (f" (with {', '.join(name.replace('.', '/') + '.py' for name in modules)} beside it, which it imports)"
-                  if modules else "")
+        beside = f" (with {', '.join(beside_files)} beside it, which it imports)" if beside_files else ""
         record.description = (f"{record.description or ''} A network of your own, {file}:{p.network_spec['callable']}: "
                               f"its code as measured is the artifact {MODULE_SOURCE_FOLDER}/{file}{beside}.").strip()
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),

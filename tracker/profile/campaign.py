@@ -188,10 +188,13 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
         """FILE.py:NAME, a network of your own, with FILE relative to the campaign file and its NAME
         checked now, not at its first configuration; None for anything else."""
         match = MODULE_REF.match(entry)
-        if match is None and ".py:" not in entry:
+        if match is not None:
+            file = Path(match["file"])
+            ref = f"{file if file.is_absolute() else path.parent / file}:{match['attr']}"
+        elif ".py:" in entry:  # FILE.py: without a NAME (or not one): module_spec says so
+            ref = entry
+        else:
             return None
-        file = Path(match["file"]) if match else None  # else FILE.py: without a NAME: module_spec says so
-        ref = entry if file is None else f"{file if file.is_absolute() else path.parent / file}:{match['attr']}"
         try:
             module_spec(ref)
         except ConfigError as e:
