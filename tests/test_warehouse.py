@@ -175,24 +175,36 @@ def test_sql_features_are_the_feature_modules_aggregates(tmp_path: Path) -> None
     assert {k: row[k] for k in shared} == {k: expected[k] for k in shared}
 
 
-@pytest.mark.parametrize("column", ["kept_activation_bytes", "live_activation_bytes"])
-def test_a_warehouse_from_before_a_node_column_is_loaded_again_in_full(tmp_path: Path, column: str) -> None:
-    """Node rows of 0.7.x warehouses lack columns added since (kept activations; live ones, 0.7.9):
-    every network is described again, and the features view has them."""
-    from tracker.describe.features import aggregates
+@pytest.mark.parametrize("older", ["kept_activation_bytes", "live_activation_bytes", "version 3", "no version"])
+def test_node_rows_another_version_computed_are_computed_again_in_full(tmp_path: Path, older: str) -> None:
+    """Node rows of warehouses made before a node column was added (kept activations; live ones,
+    0.7.9), or computed by other feature code (a NODE_ROWS_VERSION of its own; before 0.8.0, none
+    kept): every network is described again, once, and the features view has this version's."""
+    from tracker.describe.features import NODE_ROWS_VERSION, aggregates
 
     runs, wh, net = _loaded(tmp_path)
     _load(runs, wh)
-    con = duckdb.connect(str(wh))
-    con.execute(f"ALTER TABLE network_nodes DROP COLUMN {column}")  # as an older tracker made it
+    con = duckdb.connect(str(wh))  # as an older tracker made it
+    if older.endswith("_bytes"):
+        con.execute(f"ALTER TABLE network_nodes DROP COLUMN {older}")
+    if older == "version 3":
+        con.execute("UPDATE network_nodes SET live_activation_bytes = 1")
+        con.execute("UPDATE node_rows_version SET version = 3")
+    else:
+        con.execute("DROP TABLE node_rows_version")
     con.close()
     report = _load(runs, wh)
     assert report.mode == "full" and report.descriptions_added == 1
+    assert _load(runs, wh).mode == "incremental"  # once
     con = duckdb.connect(str(wh), read_only=True)
-    values = con.execute(f"SELECT {column}, batch_{column} FROM measurement_features").fetchall()
+    values = con.execute("SELECT kept_activation_bytes, batch_kept_activation_bytes, live_activation_bytes, "
+                         "batch_live_activation_bytes FROM measurement_features").fetchall()
+    version = con.execute("SELECT version FROM node_rows_version").fetchall()
     con.close()
-    one = aggregates(describe("mobilenet_v3_small", 64))[column]
-    assert one > 0 and values and all(k == one and bk == one * 2 for k, bk in values)
+    agg = aggregates(describe("mobilenet_v3_small", 64))
+    kept, live = agg["kept_activation_bytes"], agg["live_activation_bytes"]
+    assert kept > 0 and live > 0 and values and all(v == (kept, 2 * kept, live, 2 * live) for v in values), values
+    assert version == [(NODE_ROWS_VERSION,)]
 
 
 def test_a_warehouse_from_before_traces_is_loaded_again_in_full(tmp_path: Path) -> None:

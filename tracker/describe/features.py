@@ -15,7 +15,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tracker.describe.graph import Description, Node
+from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node
+
+#: The version of what ``node_rows`` computes: a warehouse whose node rows another version computed
+#: describes every network again (a full load). 1: until 0.7.5; 2: kept activation bytes (0.7.6);
+#: 3: live activation bytes (0.7.9); 4: attention's projections and outputs in them (0.8.0).
+NODE_ROWS_VERSION = 4
 
 #: The op categories features are summed over; every node kind maps to one.
 CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "reshape", "io", "other")
@@ -102,8 +107,8 @@ _INPLACE_SAVES_RESULT = {"LeakyReLU", "leaky_relu", "ELU", "elu"}
 #: input of an in-place activation whose backward reads its input (ReLU6, Hardswish, SiLU).
 _NO_INPLACE_COPIES = {"import:perf4sight"}
 #: Transposed convolutions: kept whole (category ``other``), counted by ``describe.graph.whole_module_macs``;
-#: like a convolution, each writes a tensor of its own and keeps its input for backward.
-_TRANSPOSED = {"ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"}
+#: like a convolution, each keeps its input for backward.
+_TRANSPOSED = {k for k in WHOLE_MODULE_KINDS if k.startswith("ConvTranspose")}
 #: Pooling that also keeps the argmax of each output element (int64) for backward.
 _MAX_POOL = {"MaxPool2d", "max_pool2d", "AdaptiveMaxPool2d", "adaptive_max_pool2d"}
 #: Element-wise products: with two tensor inputs, backward reads both.
@@ -172,42 +177,78 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
 #: that input itself): its memory stays alive while any of them is. The reshapes but a mean (a
 #: tensor of its own) and what reads a size or an attribute (no tensor).
 _VIEWS = _RESHAPE - {"mean", "size", "getattr", "get_attr"}
-#: Categories whose output is a tensor of its own (unless written in place); anything else (a
-#: module kept whole, a function of unknown kind) is counted as holding nothing of its own.
+#: Categories whose output is a tensor of its own (unless written in place), besides the modules
+#: kept whole (``WHOLE_MODULE_KINDS``; one returning a tuple, such as attention's output and
+#: weights, owns what each ``getitem`` of it takes out). Anything else (a function of unknown
+#: kind) is counted as holding nothing of its own.
 _NEW_TENSORS = {"conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat"}
+
+
+def _positions(shape: list[int] | None) -> int:
+    """Positions of a sequence at batch 1 (every dimension but the last, which is the features)."""
+    return math.prod(shape[:-1]) if shape else 0
+
+
+def _attention_elems(n: Node, shapes: dict[str, list[int] | None], out: list[int] | None) -> int:
+    """Elements (at batch 1) an attention module kept whole holds at once besides its inputs, at the
+    fullest point of its work: the queries', keys' and values' projections and the attention's
+    output, all written before the first of them is freed, whatever the implementation (PyTorch's
+    fused inference path also writes them). The softmax's scores, a packed projection beside its
+    rearranged copy and a feed-forward layer's hidden activations are not counted: a lower bound.
+    ``out`` is the module's output shape (attention's first output). 0 for any other node."""
+    if n.kind not in ("MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer") or not out:
+        return 0
+    queries, features = _positions(out), out[-1]
+    ins = [shapes.get(s) for s in n.inputs]
+    if n.kind == "MultiheadAttention":  # (query, key, value), one input where all three are the same tensor
+        key = ins[1] if len(ins) > 1 else out
+        value = ins[2] if len(ins) > 2 else key
+        return (2 * queries + _positions(key) + _positions(value)) * features
+    self_attention = 4 * queries * features
+    if n.kind == "TransformerDecoderLayer" and len(ins) > 1:  # and attention over the encoder's output
+        return max(self_attention, 2 * (queries + _positions(ins[1])) * features)
+    return self_attention
 
 
 def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> dict[str, int]:
     """Bytes of activations alive at once while each node runs in inference (no autograd): the
     network's input (its caller holds it throughout), the node's inputs and output, and every
-    earlier output some later node still reads. The largest is what a forward pass's activations
-    must hold at its fullest point.
+    earlier output some later node still reads; inside an attention module kept whole, its
+    projections and output (``_attention_elems``). The largest is what a forward pass's
+    activations must hold at its fullest point.
 
     A lower bound by construction, so that weights plus it is a floor no measured peak can be
     under: a tensor is freed at its last reader (eager PyTorch frees it there or later); views,
     in-place activations and in-place adds (``out += identity``, which ``torch.fx`` records as
     ``add``: an element-wise result of its first input's shape where that input is read for the
-    last time counts as written into it) own nothing; modules kept whole and functions of unknown
-    kind count nothing of their own, nor does the scratch memory of any kernel. Against the bytes
-    PyTorch's CPU allocator holds at once in a forward pass (its profiler's memory events, batch 2
-    at 224 px), 0.64 (vit_b_16) to 1.00 (resnet18, vgg11, ...) of them over 20 torchvision networks,
-    where the largest activation alone is 0.28 to 0.77 (tests/test_describe.py checks five)."""
+    last time counts as written into it) own nothing; functions of unknown kind count nothing of
+    their own, nor does the scratch memory of any kernel but attention's. Against the tensors
+    PyTorch's CPU allocator holds at once in a forward pass (every allocation and free its profiler
+    records, less each kernel's own scratch; batch 2 at 224 px), 0.71 (vit_b_16, whose attention
+    scores are not counted) to 1.00 (resnet18, googlenet, shufflenet_v2_x1_0) of them over 20
+    torchvision networks, where the largest activation alone is 0.28 to 0.56 (tests/test_describe.py
+    checks five, and three attention networks of their own)."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
+    kinds = {n.name: n.kind for n in desc.nodes}
     last_read: dict[str, int] = {}
+    first_out: dict[str, list[int] | None] = {}  # a module's first output, where it returns a tuple
     for i, n in enumerate(desc.nodes):
         for s in n.inputs:
             last_read[s] = i
+        if n.kind == "getitem" and n.inputs and n.attrs.get("arg1") == 0:
+            first_out.setdefault(n.inputs[0], n.out_shape)
     owner: dict[str, str] = {}
     size: dict[str, int] = {}
     for i, n in enumerate(desc.nodes):
         cat, first = category(n), n.inputs[0] if n.inputs and n.inputs[0] in owner else None
         in_place = _in_place(n) or (
             cat == "elementwise" and first is not None and last_read.get(first) == i and shapes.get(first) == n.out_shape)
-        if first is not None and n.out_shape and (in_place or n.kind in _VIEWS):
+        of_tuple = first is not None and kinds[first] in WHOLE_MODULE_KINDS and not shapes[first]
+        if first is not None and n.out_shape and (in_place or n.kind in _VIEWS) and not of_tuple:
             owner[n.name] = owner[first]
         else:
             owner[n.name] = n.name
-            new = cat in _NEW_TENSORS or n.op == "placeholder" or n.kind in _TRANSPOSED or n.kind == "Bilinear"
+            new = cat in _NEW_TENSORS or n.op == "placeholder" or n.kind in WHOLE_MODULE_KINDS or of_tuple
             size[n.name] = _numel(n.out_shape, batch_size) * dtype_bytes if new else 0
     end = len(desc.nodes)
     freed_at: dict[str, int] = {n.name: end if n.op == "placeholder" else i for i, n in enumerate(desc.nodes)}
@@ -219,8 +260,9 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
         frees[i] = frees.get(i, 0) + size.get(name, 0)
     alive, out = 0, {}
     for i, n in enumerate(desc.nodes):
+        inner = _attention_elems(n, shapes, n.out_shape or first_out.get(n.name)) * batch_size * dtype_bytes
+        out[n.name] = alive + max(size.get(n.name, 0), inner)
         alive += size.get(n.name, 0)
-        out[n.name] = alive
         alive -= frees.get(i, 0)
     return out
 

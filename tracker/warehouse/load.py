@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import StoreError, first_paragraph, interrupted, os_reason, sigint_handled
 from tracker.log.schema import KINDS
 from tracker.settings import usable_warehouse
@@ -87,14 +88,24 @@ def ensure_tables(con: Any) -> bool:
         if have and have != want:
             con.execute(f'DROP TABLE "{name}"')
             remade = True
-    nodes = existing.get("network_nodes")
-    if nodes and not {"kept_activation_bytes", "live_activation_bytes"} <= set(nodes):
-        remade = True  # node rows from before kept (or live) activation bytes: every network is described again
+    if "network_nodes" in existing and _node_rows_version(con, existing) != NODE_ROWS_VERSION:
+        remade = True  # node rows another version's features computed: every network is described again
     if existing and not {"trace_ops", "trace_kernels"} <= existing.keys():
         remade = True  # a warehouse from before traces (or their kernels): traced runs get their rows
     for ddl in tables.all_ddl():
         con.execute(ddl)
+    if _node_rows_version(con, {"node_rows_version": []}) != NODE_ROWS_VERSION:
+        con.execute("DELETE FROM node_rows_version")
+        con.execute("INSERT INTO node_rows_version VALUES (CAST(? AS INTEGER))", [NODE_ROWS_VERSION])
     return remade
+
+
+def _node_rows_version(con: Any, existing: dict[str, Any]) -> int | None:
+    """The NODE_ROWS_VERSION a warehouse's node rows were computed by; None before it was kept."""
+    if "node_rows_version" not in existing:
+        return None
+    rows = con.execute("SELECT max(version) FROM node_rows_version").fetchall()
+    return rows[0][0] if rows else None
 
 
 def load(path: Path, source: Source, full: bool = False) -> LoadReport:

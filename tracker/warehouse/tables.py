@@ -52,10 +52,13 @@ BASE_DDL = (
     )""",
     # Warehouses made before module targets: old node rows keep NULL (layers match them by name).
     "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS target VARCHAR",
-    # Warehouses made before kept activation bytes: ensure_tables makes the load a full one.
+    # Warehouses made before kept activation bytes, or live ones (0.7.9): the columns are added, and
+    # ensure_tables makes the load a full one (their node rows are of another NODE_ROWS_VERSION).
     "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS kept_activation_bytes BIGINT",
-    # And before live activation bytes (0.7.9), likewise.
     "ALTER TABLE network_nodes ADD COLUMN IF NOT EXISTS live_activation_bytes BIGINT",
+    # The version of the feature code that computed network_nodes' rows (describe.features.
+    # NODE_ROWS_VERSION; since 0.8.0, one row): another one's rows are computed again.
+    "CREATE TABLE IF NOT EXISTS node_rows_version (version INTEGER)",
     """CREATE TABLE IF NOT EXISTS network_descriptions (
         model_hash VARCHAR PRIMARY KEY, model VARCHAR, input_size INTEGER, in_channels INTEGER,
         nodes INTEGER, edges INTEGER, run_id VARCHAR
