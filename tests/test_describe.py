@@ -254,6 +254,31 @@ def test_attention_holds_its_projections_and_owns_its_output(network: type[torch
         assert live == 4 * 4 * (50 * 16 + 50 * 32 + 10 * 64) + 4 * 4 * (10 + 50 + 50 + 10) * 64
 
 
+class _SequenceFirst(torch.nn.Module):
+    """Batch first at its input and output, sequence first between, as torch.nn's transformer
+    layers are by default: its inner tensors are described as (50, 1, 64)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.mix, self.head = torch.nn.Linear(16, 64), torch.nn.Linear(64, 64), torch.nn.Linear(64, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.mix(self.embed(x).transpose(0, 1))
+        return self.head(torch.relu(h).transpose(0, 1))
+
+
+def test_a_sequence_first_tensor_counts_every_position() -> None:
+    """Until 0.8.0 a tensor's first dimension was taken for its batch: a sequence-first layer
+    counted one of its 50 positions (mix's MACs, relu's work and bytes 50 times too few)."""
+    model = _SequenceFirst().eval()
+    desc = describe_module(model, "seq", input_shape=(50, 16))
+    rows = {r["name"]: r for r in node_rows(desc, batch_size=3)}
+    assert rows["mix"]["out_shape"] == "50x3x64"
+    assert sum(r["macs"] for r in rows.values()) == torch_flops(model, torch.randn(3, 50, 16)) // 2
+    assert rows["relu"]["elementwise_ops"] == 3 * 50 * 64 and rows["mix"]["activation_out_bytes"] == 3 * 50 * 64 * 4
+    assert aggregates(desc, batch_size=3)["live_activation_bytes"] == 4 * 3 * 50 * (16 + 64 + 64)  # x, mix, relu
+
+
 def test_graph_matches_the_traced_model_and_round_trips() -> None:
     model = build_model("mobilenet_v2")
     gm = torch.fx.symbolic_trace(model)

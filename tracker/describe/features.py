@@ -19,7 +19,8 @@ from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node
 
 #: The version of what ``node_rows`` computes: a warehouse whose node rows another version computed
 #: describes every network again (a full load). 1: until 0.7.5; 2: kept activation bytes (0.7.6);
-#: 3: live activation bytes (0.7.9); 4: attention's projections and outputs in them (0.8.0).
+#: 3: live activation bytes (0.7.9); 4: attention's projections and outputs in them, and every position of
+#: a sequence-first tensor (0.8.0).
 NODE_ROWS_VERSION = 4
 
 #: The op categories features are summed over; every node kind maps to one.
@@ -67,16 +68,41 @@ def category(node: Node) -> str:
 
 
 def _numel(shape: list[int] | None, batch: int) -> int:
+    """Elements at ``batch`` of a tensor described at batch 1 whose first dimension is its batch."""
     if not shape:
         return 0
     return batch * math.prod(shape[1:]) if len(shape) > 0 else 0
 
 
-def _shape_text(shape: list[int] | None, batch: int) -> str:
-    """A shape at this batch size as text, e.g. 8x64x56x56."""
+def _from_input(desc: Description) -> set[str]:
+    """The nodes computed from the network's input (not from parameters alone)."""
+    found: set[str] = set()
+    for n in desc.nodes:
+        if n.op == "placeholder" or any(s in found for s in n.inputs):
+            found.add(n.name)
+    return found
+
+
+def elements(desc: Description, batch: int) -> dict[str, int]:
+    """Each node's output elements at ``batch``. A tensor computed from the network's input has
+    its batch dimension, whichever it is, of 1 at batch 1 (the first; the second of a
+    sequence-first layer's ``(L, 1, E)``; or merged into another, ``(windows, ...)``), so every
+    dimension counts, times the batch. Until 0.8.0 the first dimension was dropped whatever it
+    was: a sequence-first layer counted one of its L positions. A tensor computed from parameters
+    alone (a get_attr and what reads only such) keeps that count (see the notes)."""
+    batched = _from_input(desc)
+    return {n.name: (batch * math.prod(n.out_shape) if n.out_shape else 0) if n.name in batched
+            else _numel(n.out_shape, batch) for n in desc.nodes}
+
+
+def _shape_text(shape: list[int] | None, batch: int, batched: bool = False) -> str:
+    """A shape at this batch size as text, e.g. 8x64x56x56. The batch is its first dimension, or
+    for a tensor computed from the input (``batched``) its first of 1 at batch 1 (a sequence-first
+    ``(L, 1, E)``'s second), else its first (batches merged into it)."""
     if not shape:
         return ""
-    return "x".join(str(d) for d in [batch * shape[0], *shape[1:]])
+    at = shape.index(1) if batched and 1 in shape else 0
+    return "x".join(str(batch * d if i == at else d) for i, d in enumerate(shape))
 
 
 def _window(v: Any, dims: int) -> int:
@@ -142,7 +168,7 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     owner: dict[str, str] = {}
     kept: set[str] = set()
     extra: dict[str, int] = {}
-    out_elems = {n.name: _numel(n.out_shape, batch_size) for n in desc.nodes}
+    out_elems = elements(desc, batch_size)
     for n in desc.nodes:
         cat, k = category(n), n.kind
         ins = [owner.get(i, i) for i in n.inputs if shapes.get(i)]
@@ -229,6 +255,7 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     torchvision networks, where the largest activation alone is 0.28 to 0.56 (tests/test_describe.py
     checks five, and three attention networks of their own)."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
+    counts = elements(desc, batch_size)
     kinds = {n.name: n.kind for n in desc.nodes}
     last_read: dict[str, int] = {}
     first_out: dict[str, list[int] | None] = {}  # a module's first output, where it returns a tuple
@@ -249,7 +276,7 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
         else:
             owner[n.name] = n.name
             new = cat in _NEW_TENSORS or n.op == "placeholder" or n.kind in WHOLE_MODULE_KINDS or of_tuple
-            size[n.name] = _numel(n.out_shape, batch_size) * dtype_bytes if new else 0
+            size[n.name] = counts[n.name] * dtype_bytes if new else 0
     end = len(desc.nodes)
     freed_at: dict[str, int] = {n.name: end if n.op == "placeholder" else i for i, n in enumerate(desc.nodes)}
     for name, i in last_read.items():  # a memory lives until the last reader of any view of it
@@ -270,14 +297,15 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
 def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> list[dict[str, Any]]:
     """One row per node with its features at this batch size (what the warehouse stores)."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
+    counts, batched = elements(desc, batch_size), _from_input(desc)
     kept = kept_bytes(desc, batch_size, dtype_bytes)
     live = live_bytes(desc, batch_size, dtype_bytes)
     rows = []
     for i, n in enumerate(desc.nodes):
         cat = category(n)
         in_shapes = [shapes.get(s) for s in n.inputs]
-        in_elems = sum(_numel(s, batch_size) for s in in_shapes)
-        out_elems = _numel(n.out_shape, batch_size) if cat not in ("io", "reshape") else 0
+        in_elems = sum(counts.get(s, 0) for s in n.inputs)
+        out_elems = counts[n.name] if cat not in ("io", "reshape") else 0
         macs = 0
         kh = kw = sh = sw = 0
         if cat in ("conv", "dwconv", "gconv"):
@@ -285,10 +313,10 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
             sh, sw = _pair(n.attrs.get("stride"))
             cin, groups = int(n.attrs.get("in_channels", 0)), int(n.attrs.get("groups", 1))
             window = _window(n.attrs.get("kernel_size"), _spatial_dims(n))
-            macs = _numel(n.out_shape, batch_size) * (cin // max(groups, 1)) * window
+            macs = counts[n.name] * (cin // max(groups, 1)) * window
         elif cat == "linear":
             in_f = int(n.attrs.get("in_features", 0) or (in_shapes[0][-1] if in_shapes and in_shapes[0] else 0))
-            macs = _numel(n.out_shape, batch_size) * in_f
+            macs = counts[n.name] * in_f
         elif "macs" in n.attrs:  # a module kept whole whose work the tracer counted (graph.whole_module_macs)
             macs = int(n.attrs["macs"]) * batch_size
         elementwise = 0
@@ -313,8 +341,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
                 "kind": n.kind,
                 "category": cat,
                 "inputs": len(n.inputs),
-                "in_shape": _shape_text(in_shapes[0] if in_shapes else None, batch_size),
-                "out_shape": _shape_text(n.out_shape, batch_size),
+                "in_shape": _shape_text(in_shapes[0] if in_shapes else None, batch_size, bool(n.inputs) and n.inputs[0] in batched),
+                "out_shape": _shape_text(n.out_shape, batch_size, n.name in batched),
                 "out_channels": int(n.out_shape[1]) if n.out_shape and len(n.out_shape) > 1 else 0,
                 "out_h": int(n.out_shape[2]) if n.out_shape and len(n.out_shape) > 2 else 0,
                 "out_w": int(n.out_shape[3]) if n.out_shape and len(n.out_shape) > 3 else 0,
