@@ -271,10 +271,12 @@ def test_a_sequence_first_tensor_counts_every_position() -> None:
     """Until 0.8.0 a tensor's first dimension was taken for its batch: a sequence-first layer
     counted one of its 50 positions (mix's MACs, relu's work and bytes 50 times too few)."""
     model = _SequenceFirst().eval()
+    hooked = {r["name"]: r for r in node_rows(trace_hooks(model, "seq", [1, 50, 16]), batch_size=3)}
     desc = describe_module(model, "seq", input_shape=(50, 16))
     rows = {r["name"]: r for r in node_rows(desc, batch_size=3)}
-    assert rows["mix"]["out_shape"] == "50x3x64"
+    assert rows["mix"]["out_shape"] == hooked["mix"]["out_shape"] == "50x3x64"
     assert sum(r["macs"] for r in rows.values()) == torch_flops(model, torch.randn(3, 50, 16)) // 2
+    assert sum(r["macs"] for r in hooked.values()) == sum(r["macs"] for r in rows.values())  # through hooks too
     assert rows["relu"]["elementwise_ops"] == 3 * 50 * 64 and rows["mix"]["activation_out_bytes"] == 3 * 50 * 64 * 4
     assert aggregates(desc, batch_size=3)["live_activation_bytes"] == 4 * 3 * 50 * (16 + 64 + 64)  # x, mix, relu
 
@@ -317,6 +319,12 @@ def test_detection_models_are_described_with_hooks() -> None:
     assert desc.method == "hooks" and desc.notes
     assert aggregates(desc)["params"] == sum(p.numel() for p in model.parameters())
     assert len(desc.edges) > len(desc.nodes) // 2
+    # each of an image's 150 proposals (rpn_post_nms_top_n_test) goes through the box head: until
+    # 0.8.0 its first dimension was taken for the batch, and the heads counted one proposal
+    rows = {r["name"]: r for r in node_rows(desc, batch_size=2)}
+    assert rows["roi_heads_box_head_fc6"]["macs"] == 2 * 150 * (256 * 7 * 7) * 1024
+    # torchvision's published 134.38 GFLOPS (multiply-accumulates) of its 1000 proposals an image
+    assert round(aggregates(describe("fasterrcnn_resnet50_fpn", 320))["macs"] / 1e9, 2) == 134.38
 
 
 def test_hooks_link_only_real_inputs_when_a_freed_output_id_is_reused() -> None:

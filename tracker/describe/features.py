@@ -75,10 +75,11 @@ def _numel(shape: list[int] | None, batch: int) -> int:
 
 
 def _from_input(desc: Description) -> set[str]:
-    """The nodes computed from the network's input (not from parameters alone)."""
+    """The nodes computed from the network's input (not from parameters alone). Module hooks see
+    only modules called on it, though not linked to it through functions: all of them."""
     found: set[str] = set()
     for n in desc.nodes:
-        if n.op == "placeholder" or any(s in found for s in n.inputs):
+        if n.op == "placeholder" or desc.method == "hooks" or any(s in found for s in n.inputs):
             found.add(n.name)
     return found
 
