@@ -772,6 +772,19 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
             "growing (it learnt batch sizes 1 to 8): an upper bound") in lines
     assert lines.endswith(f"\nmeasure it: tracker profile boundary resnet18 --phase inference --device cuda "
                           f"--input-size 64 --start {batch} --search\n")
+    # A version before 0.8.0 learnt from features that counted a tensor batched in another than its
+    # first dimension as one of it (a detector's proposals): predicting such a network says so
+    from tracker.describe.features import NODE_ROWS_VERSION
+
+    assert tags["node_rows_version"] == str(NODE_ROWS_VERSION)
+    detector = [*base[:3], "fasterrcnn_mobilenet_v3_large_320_fpn", *base[4:], "-b", "1"]
+    assert json.loads(CliRunner().invoke(app, [*detector, "--format", "json"]).stdout)["learnt_from_other_counts"] == []
+    client.delete_model_version_tag(result.name, result.version, "node_rows_version")  # as a version of 0.7.9
+    assert json.loads(CliRunner().invoke(app, [*detector, "--format", "json"]).stdout)["learnt_from_other_counts"] == [
+        "peak_mem_mb"]
+    assert (f"note: peak_mem_mb: {result.name}/{result.version} learnt from features counted before tracker 0.8.0, "
+            "which took every tensor's first dimension for its batch") in CliRunner().invoke(app, detector).stdout
+    assert json.loads(CliRunner().invoke(app, [*base, "-b", "4", "--format", "json"]).stdout)["learnt_from_other_counts"] == []
     # A version of tracker 0.7.8 recorded only that it keeps a floor: the largest activation's
     client.delete_model_version_tag(result.name, result.version, "memory_floor_columns")
     first = json.loads(CliRunner().invoke(app, [*base, "-b", "65536", "--format", "json"]).stdout)

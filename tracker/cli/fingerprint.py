@@ -285,6 +285,11 @@ def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
             typer.echo(f"note: {target}{which} is its floor, what the network's own tensors hold at once "
                        f"({_floor_words(result['memory_floor_columns'][target])}): {result['model_versions'][target]} predicted less, "
                        "as trees do past what they learnt")
+        for target in result.get("learnt_from_other_counts", []):
+            typer.echo(f"note: {target}{which}: {result['model_versions'][target]} learnt from features counted before "
+                       "tracker 0.8.0, which took every tensor's first dimension for its batch; this network has tensors "
+                       "batched in another (sequence first, or an image's proposals), now counted whole: retrain with "
+                       "tracker fingerprint train")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
             if target in result["exceeds_device_memory"]:

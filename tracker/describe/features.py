@@ -22,6 +22,8 @@ from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node
 #: 3: live activation bytes (0.7.9); 4: attention's projections and outputs in them, and every position of
 #: a sequence-first tensor (0.8.0).
 NODE_ROWS_VERSION = 4
+#: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
+BATCH_ANYWHERE_VERSION = 4
 
 #: The op categories features are summed over; every node kind maps to one.
 CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "reshape", "io", "other")
@@ -82,6 +84,14 @@ def _from_input(desc: Description) -> set[str]:
         if n.op == "placeholder" or desc.method == "hooks" or any(s in found for s in n.inputs):
             found.add(n.name)
     return found
+
+
+def counted_anew(desc: Description) -> int:
+    """How many of a network's tensors computed from its input have a batch dimension other than
+    their first (``elements``): node rows versions before 4 (tracker 0.8.0) counted each of them
+    as one position, or one proposal, of what it holds. 0 for most image networks."""
+    batched = _from_input(desc)
+    return sum(1 for n in desc.nodes if n.name in batched and n.out_shape and n.out_shape[0] != 1)
 
 
 def elements(desc: Description, batch: int) -> dict[str, int]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tracker.describe.features import BATCH_ANYWHERE_VERSION, counted_anew
 from tracker.fingerprint.dataset import (
     TARGETS,
     FingerprintError,
@@ -37,6 +38,9 @@ class Champion:
     # a memory target's floor, where its version keeps one (runtime.floor_columns): its predictions
     # are raised to it (runtime.floored)
     floor_columns: tuple[str, ...] | None = None
+    # describe.features.NODE_ROWS_VERSION of the features it learnt from (tag node_rows_version,
+    # since 0.8.0; None before)
+    node_rows_version: int | None = None
 
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -94,6 +98,13 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         except ValueError as exc:
             raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
                                    "retrain with tracker fingerprint train") from None
+    if "node_rows_version" in version.tags:
+        try:
+            champ.node_rows_version = int(version.tags["node_rows_version"])
+        except ValueError:
+            raise FingerprintError(f"{name} version {version.version}: unreadable node_rows_version tag "
+                                   f"{version.tags['node_rows_version']!r} (expected a whole number); retrain with "
+                                   "tracker fingerprint train") from None
     for tag in ("device_memory_mb", "largest_peak_mb"):
         if tag in version.tags:
             try:
@@ -236,6 +247,8 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
     floors = {t: f for t, f in floors.items() if f is not None}
     missing = [t for t in TARGETS if t not in models]
     features = feature_columns(list(rows.columns)) if with_features else []
+    anew = {desc.description_hash: counted_anew(desc) for desc in descs}
+    older = [t for t, m in models.items() if (m.node_rows_version or 0) < BATCH_ANYWHERE_VERSION]
     out = []
     configs = [(desc, bs) for desc in descs for bs in sizes]  # configuration_rows' order
     for i, (desc, bs) in enumerate(configs):
@@ -262,6 +275,10 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
             "memory_floor_mb": {t: float(f[i]) for t, f in floors.items() if f[i] == f[i]},
             "at_memory_floor": [t for t, f in floors.items() if f[i] == f[i] and predictions[i][t] <= f[i]],
             "memory_floor_columns": {t: list(models[t].floor_columns) for t in floors},
+            # The targets whose version learnt from features counted before 0.8.0, where this
+            # network has tensors whose batch is not their first dimension, counted anew since
+            # (describe.features.counted_anew): the version saw such networks' features otherwise.
+            "learnt_from_other_counts": older if anew[desc.description_hash] else [],
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:

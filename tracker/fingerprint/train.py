@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterator
 
+from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
     LABEL_VIEW,
@@ -511,7 +512,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
                                "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                                "networks": str(len(set(networks))), "method": method, "network_model": network_model,
-                               "format": str(FORMAT),
+                               "format": str(FORMAT), "node_rows_version": str(NODE_ROWS_VERSION),
                                "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                **({"trend": trend.to_json()} if trend is not None else {}),
                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
