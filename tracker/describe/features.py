@@ -247,15 +247,17 @@ def _attention_elems(n: Node, shapes: dict[str, list[int] | None], out: list[int
     rearranged copy and a feed-forward layer's hidden activations are not counted, nor the keys
     and values of an input that may be a mask (``_sequence_like``), nor an encoder stack's where
     an input may be a padding mask (PyTorch may then drop the padding): a lower bound. ``out`` is the module's
-    output shape (attention's first output). 0 for any other node."""
+    output shape (attention's first output; where it is not known, through module hooks, its
+    query's, which it has). 0 for any other node."""
+    out = out or (shapes.get(n.inputs[0]) if n.inputs and n.kind in _ATTENTION else None)
     if n.kind not in _ATTENTION or not out:
         return 0
     queries, features = _positions(out), out[-1]
     ins = [shapes.get(s) for s in n.inputs]
-    others = [_positions(s) if _sequence_like(s, out) else 0 for s in ins[1:]]
-    if n.kind == "MultiheadAttention":  # (query, key, value); one input where all three are the same tensor
+    others = [_positions(s) for s in ins[1:] if _sequence_like(s, out)]  # keys and values, or a memory
+    if n.kind == "MultiheadAttention":  # (query, key, value): without a second sequence, its query is its keys
         keys = others[0] if others else queries
-        values = others[1] if len(others) > 1 and others[1] else keys
+        values = others[1] if len(others) > 1 else keys
         return (2 * queries + keys + values) * features
     # a (batch, positions) input may be a padding mask, which lets an encoder stack drop the padding
     padding = any(s is None or (len(s) == 2 and s[0] == 1) for s in ins[1 if n.kind != "Transformer" else 2:])

@@ -173,7 +173,13 @@ def whole_module_macs(module: Any, in_shapes: list[list[int] | None]) -> int | N
     first = in_shapes[0] if in_shapes else None
     if kind == "MultiheadAttention":
         steps = _steps(first, bool(module.batch_first))
-        keys = _steps(in_shapes[1] if len(in_shapes) > 1 else first, bool(module.batch_first))
+        # its keys: a second input, unless that may be a mask (torch.fx lists masks among the inputs,
+        # and with a query that is also its keys, the mask comes second): of the query's rank, and
+        # of 1 where the query is (its batch). Until 0.8.0 a padding mask (1, S) counted one key.
+        second = in_shapes[1] if len(in_shapes) > 1 else None
+        sequence = bool(second and first and len(second) == len(first)
+                        and all(s == 1 for s, q in zip(second[:-1], first[:-1]) if q == 1))
+        keys = _steps(second if sequence else first, bool(module.batch_first))
         return None if steps is None or keys is None else _attention_macs(module, steps, keys)
     if kind in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
         attn = module.self_attn

@@ -152,13 +152,12 @@ def _spec_json(network_spec: dict[str, Any] | None) -> str | None:
 @lru_cache(maxsize=256)
 def _described(name: str, spec_json: str | None, input_size: int) -> tuple[str, str, str]:
     """Description of a zoo network (``spec_json`` None) or of a spec's content, made once per process."""
-    from tracker.describe.graph import describe_module
+    from tracker.describe import describe_ref
     from tracker.zoo import resolve
     from tracker.zoo.spec import spec_ref
 
     model_ref = resolve(name) if spec_json is None else spec_ref(json.loads(spec_json))
-    desc = describe_module(model_ref.build(), model_ref.name, input_size, in_channels=model_ref.in_channels,
-                           input_shape=model_ref.input_shape, input_vocab=model_ref.input_vocab)
+    desc = describe_ref(model_ref, input_size)  # as tracker predict describes it
     return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
 
 
