@@ -246,9 +246,9 @@ def _attention_elems(n: Node, shapes: dict[str, list[int] | None], out: list[int
     fused inference path also writes them). The softmax's scores, a packed projection beside its
     rearranged copy and a feed-forward layer's hidden activations are not counted, nor the keys
     and values of an input that may be a mask (``_sequence_like``), nor an encoder stack's where
-    an input may be a padding mask (PyTorch may then drop the padding): a lower bound. ``out`` is the module's
-    output shape (attention's first output; where it is not known, through module hooks, its
-    query's, which it has). 0 for any other node."""
+    an input may be a padding mask (PyTorch may then drop the padding): a lower bound. ``out``
+    is the module's output shape (attention's first output; where it is not known, through
+    module hooks, its query's, which it has). 0 for any other node."""
     out = out or (shapes.get(n.inputs[0]) if n.inputs and n.kind in _ATTENTION else None)
     if n.kind not in _ATTENTION or not out:
         return 0

@@ -88,24 +88,19 @@ def ensure_tables(con: Any) -> bool:
         if have and have != want:
             con.execute(f'DROP TABLE "{name}"')
             remade = True
-    if "network_nodes" in existing and _node_rows_version(con, existing) != NODE_ROWS_VERSION:
+    # the NODE_ROWS_VERSION that computed its node rows (none kept before 0.8.0)
+    recorded = (con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
+                if "node_rows_version" in existing else None)
+    if "network_nodes" in existing and recorded != NODE_ROWS_VERSION:
         remade = True  # node rows another version's features computed: every network is described again
     if existing and not {"trace_ops", "trace_kernels"} <= existing.keys():
         remade = True  # a warehouse from before traces (or their kernels): traced runs get their rows
     for ddl in tables.all_ddl():
         con.execute(ddl)
-    if _node_rows_version(con, {"node_rows_version": []}) != NODE_ROWS_VERSION:
+    if recorded != NODE_ROWS_VERSION:
         con.execute("DELETE FROM node_rows_version")
         con.execute("INSERT INTO node_rows_version VALUES (CAST(? AS INTEGER))", [NODE_ROWS_VERSION])
     return remade
-
-
-def _node_rows_version(con: Any, existing: dict[str, Any]) -> int | None:
-    """The NODE_ROWS_VERSION a warehouse's node rows were computed by; None before it was kept."""
-    if "node_rows_version" not in existing:
-        return None
-    rows = con.execute("SELECT max(version) FROM node_rows_version").fetchall()
-    return rows[0][0] if rows else None
 
 
 def load(path: Path, source: Source, full: bool = False) -> LoadReport:
