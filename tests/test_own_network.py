@@ -517,11 +517,13 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     assert json.loads(_cli(store, "describe", seq, "--format", "json").stdout)["macs"] == (
         attention + feed_forward + 32 * 5)
 
-    client = MlflowClient(resolve_location(str(store)).uri)
     for ref, phase in ((seq, "inference"), (seq, "training"), (audio, "training")):
         out = _cli(store, "profile", "network", ref, "-b", "3", "--phase", phase, "--time-cap", "0.5",
                    "--precision", "0.2", "--format", "json")
         assert out.exit_code == 0, out.output
+        # made once tracker made the store: MLflow's client making it would give its Default
+        # experiment MLflow's own artifact root, ./mlruns of the suite's folder
+        client = MlflowClient(resolve_location(str(store)).uri)
         run = json.loads(out.stdout)
         assert run["status"] == "FINISHED" and run["latency_ms"] > 0 and run["input_size"] is None
         params = client.get_run(run["run_id"]).data.params
