@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node
+from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node, sequence_like
 
 #: The version of what ``node_rows`` computes: a warehouse whose node rows another version computed
 #: describes every network again (a full load). 1: until 0.7.5; 2: kept activation bytes (0.7.6);
@@ -79,9 +79,11 @@ def _numel(shape: list[int] | None, batch: int) -> int:
 def _from_input(desc: Description) -> set[str]:
     """The nodes computed from the network's input (not from parameters alone). Module hooks see
     only modules called on it, though not linked to it through functions: all of them."""
+    if desc.method == "hooks":
+        return {n.name for n in desc.nodes}
     found: set[str] = set()
     for n in desc.nodes:
-        if n.op == "placeholder" or desc.method == "hooks" or any(s in found for s in n.inputs):
+        if n.op == "placeholder" or any(s in found for s in n.inputs):
             found.add(n.name)
     return found
 
@@ -94,14 +96,15 @@ def counted_anew(desc: Description) -> int:
     return sum(1 for n in desc.nodes if n.name in batched and n.out_shape and n.out_shape[0] != 1)
 
 
-def elements(desc: Description, batch: int) -> dict[str, int]:
+def elements(desc: Description, batch: int, batched: set[str] | None = None) -> dict[str, int]:
     """Each node's output elements at ``batch``. A tensor computed from the network's input has
     its batch dimension, whichever it is, of 1 at batch 1 (the first; the second of a
     sequence-first layer's ``(L, 1, E)``; or merged into another, ``(windows, ...)``), so every
     dimension counts, times the batch. Until 0.8.0 the first dimension was dropped whatever it
     was: a sequence-first layer counted one of its L positions. A tensor computed from parameters
-    alone (a get_attr and what reads only such) keeps that count (see the notes)."""
-    batched = _from_input(desc)
+    alone (a get_attr and what reads only such) keeps that count (see the notes). ``batched``:
+    ``_from_input(desc)``, where the caller has it."""
+    batched = _from_input(desc) if batched is None else batched
     return {n.name: (batch * math.prod(n.out_shape) if n.out_shape else 0) if n.name in batched
             else _numel(n.out_shape, batch) for n in desc.nodes}
 
@@ -160,7 +163,8 @@ def _in_place(n: Node) -> bool:
     return bool(n.attrs.get("inplace")) or n.kind in ("iadd", "imul")
 
 
-def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> dict[str, int]:
+def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
+               counts: dict[str, int] | None = None) -> dict[str, int]:
     """Bytes autograd keeps alive from the forward pass to the backward pass, by the node whose
     output owns the memory (a training step's activation memory).
 
@@ -173,13 +177,14 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     place: a copy of it); adds and concatenations nothing; a product of two tensors both inputs.
     Within 1.1 % of the tensors PyTorch 2 saves in a training forward pass of torchvision's
     resnet18, googlenet, squeezenet1_1, mnasnet0_5, densenet121, mobilenet_v2, mobilenet_v3_small
-    and efficientnet_b0 (tests/test_describe.py checks four)."""
+    and efficientnet_b0 (tests/test_describe.py checks four). ``counts``: ``elements(desc,
+    batch_size)``, where the caller has them."""
     inplace_copies = desc.method not in _NO_INPLACE_COPIES
     shapes = {n.name: n.out_shape for n in desc.nodes}
     owner: dict[str, str] = {}
     kept: set[str] = set()
     extra: dict[str, int] = {}
-    out_elems = elements(desc, batch_size)
+    out_elems = elements(desc, batch_size) if counts is None else counts
     for n in desc.nodes:
         cat, k = category(n), n.kind
         ins = [owner.get(i, i) for i in n.inputs if shapes.get(i)]
@@ -226,14 +231,6 @@ def _positions(shape: list[int] | None) -> int:
     return math.prod(shape[:-1]) if shape else 0
 
 
-def _sequence_like(shape: list[int] | None, query: list[int]) -> bool:
-    """Whether a module's further input can be a sequence beside ``query`` (keys and values, an
-    encoder's output) rather than a mask torch.fx lists among its inputs too: of the query's rank,
-    and of 1 wherever the query is (its batch, at batch 1). A 2-D mask, or a 3-D one of a batch
-    times heads, is not."""
-    return bool(shape) and len(shape) == len(query) and all(s == 1 for s, q in zip(shape[:-1], query[:-1]) if q == 1)
-
-
 #: Attention modules kept whole, and stacks of them (``_attention_elems``).
 _ATTENTION = {"MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
               "TransformerDecoder", "Transformer"}
@@ -245,7 +242,7 @@ def _attention_elems(n: Node, shapes: dict[str, list[int] | None], out: list[int
     output, all written before the first of them is freed, whatever the implementation (PyTorch's
     fused inference path also writes them). The softmax's scores, a packed projection beside its
     rearranged copy and a feed-forward layer's hidden activations are not counted, nor the keys
-    and values of an input that may be a mask (``_sequence_like``), nor an encoder stack's where
+    and values of an input that may be a mask (``graph.sequence_like``), nor an encoder stack's where
     an input may be a padding mask (PyTorch may then drop the padding): a lower bound. ``out``
     is the module's output shape (attention's first output; where it is not known, through
     module hooks, its query's, which it has). 0 for any other node."""
@@ -254,7 +251,7 @@ def _attention_elems(n: Node, shapes: dict[str, list[int] | None], out: list[int
         return 0
     queries, features = _positions(out), out[-1]
     ins = [shapes.get(s) for s in n.inputs]
-    others = [_positions(s) for s in ins[1:] if _sequence_like(s, out)]  # keys and values, or a memory
+    others = [_positions(s) for s in ins[1:] if sequence_like(s, out)]  # keys and values, or a memory
     if n.kind == "MultiheadAttention":  # (query, key, value): without a second sequence, its query is its keys
         keys = others[0] if others else queries
         values = others[1] if len(others) > 1 else keys
@@ -265,13 +262,14 @@ def _attention_elems(n: Node, shapes: dict[str, list[int] | None], out: list[int
         return 4 * queries * features if n.kind == "TransformerEncoderLayer" or not padding else 0
     if n.kind == "Transformer":  # (source, target): its encoder over the source (unless a mask may let it
         # drop padding), its decoder over the target and the encoded source
-        source = _positions(ins[0]) if _sequence_like(ins[0], out) else 0
+        source = _positions(ins[0]) if sequence_like(ins[0], out) else 0
         return max(4 * queries, 2 * (queries + source), 0 if padding else 4 * source) * features
     memory = others[0] if others else 0  # a decoder's (target, memory)
     return max(4 * queries, 2 * (queries + memory)) * features
 
 
-def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> dict[str, int]:
+def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
+               counts: dict[str, int] | None = None) -> dict[str, int]:
     """Bytes of activations alive at once while each node runs in inference (no autograd): the
     network's input (its caller holds it throughout), the node's inputs and output, and every
     earlier output some later node still reads; inside an attention module kept whole, its
@@ -288,9 +286,10 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
     records, less each kernel's own scratch; batch 2 at 224 px), 0.71 (vit_b_16, whose attention
     scores are not counted) to 1.00 (resnet18, googlenet, shufflenet_v2_x1_0) of them over 20
     torchvision networks, where the largest activation alone is 0.28 to 0.56 (tests/test_describe.py
-    checks five, and four attention networks of their own)."""
+    checks five, and four attention networks of their own). ``counts``: ``elements(desc,
+    batch_size)``, where the caller has them."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
-    counts = elements(desc, batch_size)
+    counts = elements(desc, batch_size) if counts is None else counts
     kinds = {n.name: n.kind for n in desc.nodes}
     last_read: dict[str, int] = {}
     first_out: dict[str, list[int] | None] = {}  # a module's first output, where it returns a tuple
@@ -332,9 +331,10 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> 
 def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> list[dict[str, Any]]:
     """One row per node with its features at this batch size (what the warehouse stores)."""
     shapes = {n.name: n.out_shape for n in desc.nodes}
-    counts, batched = elements(desc, batch_size), _from_input(desc)
-    kept = kept_bytes(desc, batch_size, dtype_bytes)
-    live = live_bytes(desc, batch_size, dtype_bytes)
+    batched = _from_input(desc)
+    counts = elements(desc, batch_size, batched)  # once, for the rows and for kept_bytes and live_bytes
+    kept = kept_bytes(desc, batch_size, dtype_bytes, counts)
+    live = live_bytes(desc, batch_size, dtype_bytes, counts)
     rows = []
     for i, n in enumerate(desc.nodes):
         cat = category(n)

@@ -150,6 +150,14 @@ WHOLE_MODULE_KINDS = ("MultiheadAttention", "TransformerEncoderLayer", "Transfor
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
+def sequence_like(shape: list[int] | None, query: list[int]) -> bool:
+    """Whether a further input of an attention module can be a sequence beside ``query`` (keys and
+    values, an encoder's output) rather than a mask torch.fx lists among its inputs too: of the
+    query's rank, and of 1 wherever the query is (its batch, at batch 1). A 2-D mask, or a 3-D one
+    of a batch times heads, is not."""
+    return bool(shape) and len(shape) == len(query) and all(s == 1 for s, q in zip(shape[:-1], query[:-1]) if q == 1)
+
+
 def _steps(shape: list[int] | None, batch_first: bool) -> int | None:
     """The sequence length of an input of a sequence module described at batch 1: ``(L, E)``
     unbatched, ``(1, L, E)`` batch first, else ``(L, 1, E)``."""
@@ -174,12 +182,10 @@ def whole_module_macs(module: Any, in_shapes: list[list[int] | None]) -> int | N
     if kind == "MultiheadAttention":
         steps = _steps(first, bool(module.batch_first))
         # its keys: a second input, unless that may be a mask (torch.fx lists masks among the inputs,
-        # and with a query that is also its keys, the mask comes second): of the query's rank, and
-        # of 1 where the query is (its batch). Until 0.8.0 a padding mask (1, S) counted one key.
+        # and with a query that is also its keys, the mask comes second). Until 0.8.0 a padding
+        # mask (1, S) counted one key.
         second = in_shapes[1] if len(in_shapes) > 1 else None
-        sequence = bool(second and first and len(second) == len(first)
-                        and all(s == 1 for s, q in zip(second[:-1], first[:-1]) if q == 1))
-        keys = _steps(second if sequence else first, bool(module.batch_first))
+        keys = _steps(second if first and sequence_like(second, first) else first, bool(module.batch_first))
         return None if steps is None or keys is None else _attention_macs(module, steps, keys)
     if kind in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
         attn = module.self_attn

@@ -247,8 +247,8 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
     floors = {t: f for t, f in floors.items() if f is not None}
     missing = [t for t in TARGETS if t not in models]
     features = feature_columns(list(rows.columns)) if with_features else []
-    anew = {desc.description_hash: counted_anew(desc) for desc in descs}
     older = [t for t, m in models.items() if (m.node_rows_version or 0) < BATCH_ANYWHERE_VERSION]
+    anew = {desc.description_hash: counted_anew(desc) for desc in descs} if older else {}  # none to tell
     out = []
     configs = [(desc, bs) for desc in descs for bs in sizes]  # configuration_rows' order
     for i, (desc, bs) in enumerate(configs):
@@ -278,7 +278,7 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
             # The targets whose version learnt from features counted before 0.8.0, where this
             # network has tensors whose batch is not their first dimension, counted anew since
             # (describe.features.counted_anew): the version saw such networks' features otherwise.
-            "learnt_from_other_counts": older if anew[desc.description_hash] else [],
+            "learnt_from_other_counts": older if anew.get(desc.description_hash) else [],
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:
