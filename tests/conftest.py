@@ -137,6 +137,29 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield uri
 
 
+#: Longest wait for the Debian packages .ci/run installs beside the suite.
+CI_PACKAGES_WAIT_S = 900.0
+
+
+def wait_ci_packages() -> None:
+    """Where .ci/run installs Debian's packages beside the suite (``TRACKER_CI_PACKAGES``: the
+    file apt's exit status is written to), wait until apt is done; fail with the end of its log
+    if it failed. Elsewhere, nothing to wait for."""
+    status_file = os.environ.get("TRACKER_CI_PACKAGES")
+    if not status_file:
+        return
+    path = Path(status_file)
+    deadline = time.monotonic() + CI_PACKAGES_WAIT_S
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"apt-get did not end within {CI_PACKAGES_WAIT_S:.0f} s (.ci/run; its log: {path.parent / 'apt.log'})")
+        time.sleep(1.0)
+    code = path.read_text().strip()
+    if code != "0":
+        log = (path.parent / "apt.log").read_text(errors="replace")[-2000:]
+        pytest.fail(f"apt-get failed (exit {code}) installing the packages .ci/run installs:\n{log}")
+
+
 def _pg_bin() -> Path | None:
     found = shutil.which("initdb")
     if found:
@@ -152,6 +175,7 @@ def postgres_uri() -> Iterator[str]:
     Installed from Debian's packages by .ci/run when missing. PostgreSQL refuses to run as
     root, so under root it runs as the ``postgres`` user the package creates.
     """
+    wait_ci_packages()
     bindir = _pg_bin()
     if bindir is None:
         if os.environ.get("CI"):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.conftest import free_port, wait_http
+from tests.conftest import free_port, wait_ci_packages, wait_http
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "test-results"
@@ -97,6 +97,7 @@ def _chromium() -> tuple[str, str] | None:
 
 @pytest.fixture()
 def browser() -> Iterator[object]:
+    wait_ci_packages()
     found = _chromium()
     if found is None:
         if os.environ.get("CI"):

@@ -170,3 +170,36 @@ def test_a_version_whose_trend_kind_is_unknown_is_refused_in_one_error(tmp_path)
     (tmp_path / "spec.json").write_text(json.dumps({**spec, "trend": {**spec["trend"], "kind": "spline"}}))
     with pytest.raises(runtime.FingerprintError, match="trend is not one this tracker reads .*'spline'"):
         runtime.FingerprintModel().load_context(context)
+
+
+def test_folds_fitted_side_by_side_predict_as_folds_fitted_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held-out folds are fitted on threads (one a core); each fold's model is the one a loop
+    fits, so every candidate's and ExtraTrees' held-out predictions are the same to the bit."""
+    import threading
+
+    import tracker.fingerprint.train as train
+    from tracker.fingerprint.train import NETWORK_MODELS, extra_trees, out_of_fold, out_of_fold_each
+
+    rng = np.random.default_rng(3)
+    x, log_y = _frame(rng, 80, (1e8, 1e10))
+    y = np.exp(log_y)
+    networks = np.repeat(np.arange(20), 4)
+    fitted_on: set[str] = set()
+    make = NETWORK_MODELS["additive+lgbm"]
+
+    def noted() -> object:
+        fitted_on.add(threading.current_thread().name)
+        return make()
+
+    monkeypatch.setattr(train, "fold_workers", lambda: 2)
+    side_by_side = {**out_of_fold_each(x, y, networks, {**NETWORK_MODELS, "noted": noted}),
+                    "extra_trees": out_of_fold(x, y, networks, extra_trees)}
+    assert fitted_on and all(name.startswith("tracker-fold") for name in fitted_on)
+    monkeypatch.setattr(train, "fold_workers", lambda: 1)
+    fitted_on.clear()
+    one_at_a_time = {**out_of_fold_each(x, y, networks, {**NETWORK_MODELS, "noted": noted}),
+                     "extra_trees": out_of_fold(x, y, networks, extra_trees)}
+    assert fitted_on == {threading.main_thread().name}
+    for name, pred in one_at_a_time.items():
+        assert np.all(pred > 0) and np.array_equal(pred, side_by_side[name]), name
+    assert not np.array_equal(one_at_a_time["lgbm"], one_at_a_time["extra_trees"])

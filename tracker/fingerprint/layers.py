@@ -98,7 +98,7 @@ def out_of_fold(layer_rows: Any, frame: Any, groups: Any) -> Any:
     """
     import numpy as np
 
-    from tracker.fingerprint.train import group_folds
+    from tracker.fingerprint.train import group_folds, map_folds
 
     pred = np.full(len(frame), np.nan)
     run_ids = frame["run_id"].to_numpy()
@@ -106,11 +106,14 @@ def out_of_fold(layer_rows: Any, frame: Any, groups: Any) -> Any:
         return pred
     latency = dict(zip(run_ids, frame["latency_ms"]))
     layer_group = layer_rows["parent_run_id"].map(dict(zip(run_ids, groups))).to_numpy()
-    for _, test_idx in group_folds(groups):
-        held = np.isin(layer_group, groups[test_idx])
-        if held.all() or not held.any():
-            continue
-        sums = fit(layer_rows[~held], latency).network_latency(layer_rows[held])
-        idx = test_idx[np.isin(run_ids[test_idx], sums.index)]
-        pred[idx] = sums.loc[run_ids[idx]].to_numpy()
+    held_out = [(np.isin(layer_group, groups[test_idx]), test_idx) for _, test_idx in group_folds(groups)]
+    held_out = [(held, test_idx) for held, test_idx in held_out if held.any() and not held.all()]
+
+    def sums(fold: tuple[Any, Any]) -> Any:
+        held = fold[0]
+        return fit(layer_rows[~held], latency).network_latency(layer_rows[held])
+
+    for (_, test_idx), fold_sums in zip(held_out, map_folds(sums, held_out)):
+        idx = test_idx[np.isin(run_ids[test_idx], fold_sums.index)]
+        pred[idx] = fold_sums.loc[run_ids[idx]].to_numpy()
     return pred

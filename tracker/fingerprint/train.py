@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
@@ -72,7 +72,7 @@ def lgbm() -> Any:
 def extra_trees() -> Any:
     from sklearn.ensemble import ExtraTreesRegressor
 
-    return ExtraTreesRegressor(n_estimators=300, random_state=0, n_jobs=2)
+    return ExtraTreesRegressor(n_estimators=300, random_state=0, n_jobs=1)  # folds fit side by side
 
 
 def group_folds(groups: Any) -> Iterator[tuple[Any, Any]]:
@@ -86,15 +86,49 @@ def group_folds(groups: Any) -> Iterator[tuple[Any, Any]]:
     return GroupKFold(n_splits=k).split(np.zeros(len(groups)), groups=groups)
 
 
+def fold_workers() -> int:
+    """Threads that fit held-out folds at once: one per core this process may use, at most
+    ``FOLDS``. Each fit is on one thread (LightGBM's ``n_jobs=1``, ExtraTrees' too), and
+    LightGBM and scikit-learn's trees let go of the GIL while they fit, so the folds of a
+    held-out evaluation fit side by side. Each fold's model is the one a loop would fit: the
+    predictions are the same to the bit."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(FOLDS, cores))
+
+
+def map_folds(fit: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
+    """``fit(task)`` of each task (one fold's fit), on ``fold_workers()`` threads, in order."""
+    tasks = list(tasks)
+    workers = min(fold_workers(), len(tasks))
+    if workers <= 1:
+        return [fit(task) for task in tasks]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tracker-fold") as pool:
+        return list(pool.map(fit, tasks))
+
+
 def out_of_fold(x: Any, y: Any, groups: Any, make: Callable[[], Any]) -> Any:
     """Predictions of each row by a model that never saw its group (log-scale fit)."""
+    return out_of_fold_each(x, y, groups, {"": make})[""]
+
+
+def out_of_fold_each(x: Any, y: Any, groups: Any, makes: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """``out_of_fold`` of each model, on the same folds, every model's folds fitted side by side."""
     import numpy as np
 
-    pred = np.zeros(len(y))
-    for train_idx, test_idx in group_folds(groups):
-        model = make().fit(x.iloc[train_idx], np.log(y[train_idx]))
-        pred[test_idx] = np.exp(model.predict(x.iloc[test_idx]))
-    return pred
+    tasks = [(name, train_idx, test_idx) for train_idx, test_idx in group_folds(groups) for name in makes]
+
+    def fit(task: tuple[str, Any, Any]) -> Any:
+        name, train_idx, test_idx = task
+        return makes[name]().fit(x.iloc[train_idx], np.log(y[train_idx])).predict(x.iloc[test_idx])
+
+    preds = {name: np.zeros(len(y)) for name in makes}
+    for (name, _, test_idx), log_pred in zip(tasks, map_folds(fit, tasks)):
+        preds[name][test_idx] = np.exp(log_pred)
+    return preds
 
 
 def trend_lgbm() -> Any:
@@ -133,7 +167,7 @@ def select_network_model(x: Any, y: Any, networks: Any, families: Any) -> tuple[
     candidate's MAPE, the split they were compared on (``family`` or ``network``), and the
     chosen candidate's predictions held out on that split."""
     split, groups = ("family", families) if len(set(families)) >= SELECT_BY_FAMILY_MIN else ("network", networks)
-    preds = {name: out_of_fold(x, y, groups, make) for name, make in NETWORK_MODELS.items()}
+    preds = out_of_fold_each(x, y, groups, NETWORK_MODELS)
     mape = {name: scores(y, p)["mape_pct"] for name, p in preds.items()}
     best = chosen_candidate(mape)
     return best, mape, split, preds[best]
@@ -503,26 +537,28 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                         for view in (LAYER_VIEW, LAYER_LABEL_VIEW):
                             (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
                     mlflow.log_artifacts(str(folder), "evaluation")
+                version_tags = {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
+                                "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
+                                "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
+                                "networks": str(len(set(networks))), "method": method, "network_model": network_model,
+                                "format": str(FORMAT), "node_rows_version": str(NODE_ROWS_VERSION),
+                                "trained_ranges": json.dumps(trained_ranges(frame, features)),
+                                **({"trend": trend.to_json()} if trend is not None else {}),
+                                **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
+                                **({"memory_floor": floor_text} if floor_text is not None else {}),
+                                **({"memory_floor_columns": ",".join(floor_columns)} if floor_columns else {}),
+                                **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
+                                   if oom_runs else {}),
+                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
+                                   else {})}
+                # The version's tags are written with it (one request, and no version without them).
                 info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
                                                                            network_model, trend, layer_model,
                                                                            floor_columns),
-                                         x.iloc[:1], layer_model, floor_columns)
+                                         x.iloc[:1], layer_model, floor_columns,
+                                         {key: f"{value:.4f}" if isinstance(value, float) else str(value)
+                                          for key, value in version_tags.items()})
             version = str(info.registered_model_version)
-            for key, value in {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
-                               "baseline_extratrees_mape_pct": baseline["mape_pct"], "view_sha256": view_hash(),
-                               "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
-                               "networks": str(len(set(networks))), "method": method, "network_model": network_model,
-                               "format": str(FORMAT), "node_rows_version": str(NODE_ROWS_VERSION),
-                               "trained_ranges": json.dumps(trained_ranges(frame, features)),
-                               **({"trend": trend.to_json()} if trend is not None else {}),
-                               **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
-                               **({"memory_floor": floor_text} if floor_text is not None else {}),
-                               **({"memory_floor_columns": ",".join(floor_columns)} if floor_columns else {}),
-                               **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
-                                  if oom_runs else {}),
-                               **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
-                                  else {})}.items():
-                client.set_model_version_tag(name, version, key, f"{value:.4f}" if isinstance(value, float) else str(value))
             client.update_registered_model(name, description=(
                 f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
                 "description, without running it: LightGBM on log(target) over the measurement_features view. "
@@ -588,10 +624,11 @@ _ONE_TRY = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT
 
 
 def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_model: Any = None,
-                      optional: tuple[str, ...] = ()) -> Any:
+                      optional: tuple[str, ...] = (), tags: dict[str, str] | None = None) -> Any:
     """Log and register the fingerprint as tracker.fingerprint.runtime's pyfunc (the booster, the
     layer-level booster of a layer or blend version, and their spec as artifacts; a copy of the
-    runtime as its code), so MLflow loads and serves it in the target's unit, tracker installed or not."""
+    runtime as its code), so MLflow loads and serves it in the target's unit, tracker installed or
+    not. ``tags``: the version's (and the logged model's), written as it is created."""
     import importlib.metadata
 
     import mlflow
@@ -617,7 +654,7 @@ def _log_served_model(name: str, booster: Any, spec: str, example: Any, layer_mo
                                            pip_requirements=requirements, input_example=example,
                                            signature=signature(list(example.columns), layer_model is not None,
                                                                optional),
-                                           registered_model_name=name)
+                                           registered_model_name=name, tags=tags)
 
 
 def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y: Any, pred: Any,
