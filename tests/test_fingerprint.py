@@ -3,6 +3,7 @@ register with the champion alias, predict a network never measured."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -29,6 +30,14 @@ from tracker.log.record import DESCRIPTION_ARTIFACT
 from tracker.settings import resolve_location
 from tracker.warehouse.load import load
 from tracker.warehouse.source import open_source
+
+
+@functools.lru_cache(maxsize=None)
+def described(name: str, input_size: int) -> Any:
+    """``describe``, once a network and size for this module: the tests build their warehouses
+    from the same few networks (a description is read, never changed)."""
+    return describe(name, input_size)
+
 
 NETWORKS = ("resnet18", "resnet34", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0", "squeezenet1_1",
             "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "mnasnet0_5", "regnet_x_400mf")
@@ -59,7 +68,7 @@ def _measure(root: Path, networks: tuple[str, ...]) -> tuple[Path, Path]:
     runs, wh = root / "runs", root / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp", environment=ENV)
     for name in networks:
-        desc = describe(name, 64)
+        desc = described(name, 64)
         flops = _flops(desc)
         records = []
         for bs in (1, 2, 4, 8):
@@ -162,11 +171,11 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     # The version records the span it learnt from; resnet50 is larger than every network measured,
     # so its prediction says it extrapolates in FLOPs and parameters, though batch 2 was learnt.
     learnt = json.loads(version.tags["trained_ranges"])
-    flops = [_flops(describe(n, 64)) for n in NETWORKS]
+    flops = [_flops(described(n, 64)) for n in NETWORKS]
     assert learnt["batch_size"] == [1, 8] and learnt["flops"] == [min(flops), max(flops)]
     beyond = data["outside_trained_range"]["latency_ms"]
     assert "batch_size" not in beyond and {"flops", "params"} <= set(beyond)
-    assert beyond["flops"] == {"value": _flops(describe("resnet50", 64)), "trained": learnt["flops"]}
+    assert beyond["flops"] == {"value": _flops(described("resnet50", 64)), "trained": learnt["flops"]}
     inside = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "4",
                                  "--input-size", "64", "--format", "json"])
     assert json.loads(inside.output)["outside_trained_range"] == {}
@@ -282,7 +291,7 @@ def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
     logger = RunLogger(str(runs), experiment="modes", environment=ENV)
     networks = ("resnet18", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x0_5")
     for name in networks:
-        desc = describe(name, 64)
+        desc = described(name, 64)
         for mode, factor in (("cpu-t2", 1.0), ("cpu-t2-retain", 0.5)):
             records = []
             for bs in (1, 2, 4):
@@ -307,7 +316,7 @@ def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
                                    "--device", "cpu-t2-retain", "--format", "json"])
     assert out.exit_code == 0, out.output
     predicted = json.loads(out.output)["predictions"]["latency_ms"]
-    assert predicted == pytest.approx(0.5 * _latency(_flops(describe("resnet18", 64)), 2), rel=0.25)
+    assert predicted == pytest.approx(0.5 * _latency(_flops(described("resnet18", 64)), 2), rel=0.25)
     # The demo's way: one mode's measurements, registered under the device (other modes measured
     # in the same store are not learnt from).
     own = train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t2")
@@ -559,7 +568,7 @@ def test_gpu_utilisation_is_a_target_and_never_predicted_past_100_pct(tmp_path: 
     logger = RunLogger(str(runs), experiment="gpu", environment={**ENV, "env.gpu_name": "Test GPU"})
     records = []
     for name in GPU_NETWORKS:
-        desc = describe(name, 64)
+        desc = described(name, 64)
         for bs in (1, 2, 4, 8):
             work = _flops(desc) * bs  # a GPU that fills up as the batch's work grows
             r = network_record(name, bs, gpu_util_pct=0.0 if (name, bs) == ("mnasnet0_5", 1) else 100 * work / (work + 4e8))
@@ -596,7 +605,7 @@ def _cuda_runs(peak_mb: Any) -> list[Any]:
     ``peak_mb(index, description, batch_size)``; the description with batch 1."""
     records = []
     for i, name in enumerate(GPU_NETWORKS):
-        desc = describe(name, 64)
+        desc = described(name, 64)
         for bs in (1, 2, 4, 8):
             r = network_record(name, bs, peak_mem_mb=peak_mb(i, desc, bs))
             r.params.update(model_hash=desc.description_hash, device="cuda", mode="cuda-default", input_size=64)
@@ -616,7 +625,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     logger = RunLogger(str(runs), experiment="gpu", environment=env)
     records = _cuda_runs(lambda i, desc, bs: 100.0 + _flops(desc) * bs / 1e7)
     cpu = network_record("squeezenet1_1", 1, peak_mem_mb=300.0)
-    cpu.params["model_hash"] = describe("squeezenet1_1", 64).description_hash
+    cpu.params["model_hash"] = described("squeezenet1_1", 64).description_hash
     cpu.key_fields["device"] = "cpu"  # another configuration than the cuda one of the same network
     logger.log([*records, cpu])
     logger.close()
@@ -634,7 +643,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     assert untried["device_memory_mb"] == "16000" and "largest_peak_mb" not in untried
     # Once a configuration failed out of memory there, it does.
     oom = network_record("mnasnet0_5", 64)
-    oom.params.update(model_hash=describe("mnasnet0_5", 64).description_hash, device="cuda", mode="cuda-default")
+    oom.params.update(model_hash=described("mnasnet0_5", 64).description_hash, device="cuda", mode="cuda-default")
     oom.metrics = {}
     # one that failed under a memory cap of tracker's (a smaller device) is not this device's evidence
     capped = network_record("mnasnet0_5", 32)
@@ -739,7 +748,7 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     assert tags["memory_floor_columns"] == "weight_bytes,batch_live_activation_bytes"
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout
     assert "(ExtraTrees" in listed and "networks); never below its tensors' floor; fits under: device 16,000 MB" in listed
-    resnet = describe("resnet18", 64)  # never measured
+    resnet = described("resnet18", 64)  # never measured
     base = ["--tracking-uri", str(runs), "predict", "resnet18", "--device", "cuda", "--input-size", "64"]
     out = CliRunner().invoke(app, [*base, "-b", "4", "-b", "65536", "--format", "json", "--features"])
     assert out.exit_code == 0, out.output
@@ -841,7 +850,7 @@ def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str
     wh = tmp_path / "w.duckdb"
     records = []
     for name in GPU_NETWORKS:
-        desc = describe(name, 64)
+        desc = described(name, 64)
         for bs in (1, 2, 4):
             r = network_record(name, bs, latency_ms=_latency(_flops(desc), bs))
             r.params.update(model_hash=desc.description_hash, device="jetson-test")  # its own device: its own name
@@ -909,7 +918,7 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-layers", environment=ENV)
     for name in LAYERED:
-        desc = describe(name, 64)
+        desc = described(name, 64)
         model_hash = desc.description_hash
         modules = [r for r in node_rows(desc) if r["op"] == "call_module"]
         for bs in (1, 4):
@@ -1001,7 +1010,7 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     assert f" v{champion.version} " in line and f" {champion.method} " in line
     assert re.search(r"MAPE \d+\.\d %, \d+\.\d % within ±10 %", line), line
     assert data["model_versions"]["latency_ms"] == f"{result.name}/{champion.version}"
-    desc = describe("resnet34", 64)
+    desc = described("resnet34", 64)
     truth = 1.25 * sum(_layer_ms(r, 2) for r in node_rows(desc) if r["op"] == "call_module")
     assert data["predictions"]["latency_ms"] == pytest.approx(truth, rel=0.35)
     # No copies of downloaded artifacts left behind (torch's compiler cache, torchinductor_<user>, is torch's own).
@@ -1015,7 +1024,7 @@ def test_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> No
 
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-labels", environment=ENV)
-    desc = describe("squeezenet1_1", 64)
+    desc = described("squeezenet1_1", 64)
     repeats = []
     for k, (latency, memory) in enumerate([(4.0, 110.0), (3.0, 130.0), (9.0, 100.0)]):  # the newest is not the median
         r = network_record("squeezenet1_1", 2, peak_mem_mb=memory)
@@ -1043,7 +1052,7 @@ def test_two_names_of_one_architecture_are_one_network(tmp_path: Path) -> None:
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-names", environment=ENV)
     for name, arch in (("resnet18", "resnet18"), ("my-resnet18", "resnet18"), ("mobilenet_v2", "mobilenet_v2")):
-        desc = describe(arch, 64)
+        desc = described(arch, 64)
         for bs in (1, 2):
             r = network_record(name, bs)
             r.params["model_hash"] = desc.description_hash
@@ -1066,7 +1075,7 @@ def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path)
 
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-layer-labels", environment=ENV)
-    desc = describe("squeezenet1_1", 64)
+    desc = described("squeezenet1_1", 64)
     modules = [r for r in node_rows(desc) if r["op"] == "call_module"][:3]
     newest: list = []
     for k, scale in enumerate([2.0, 1.0, 5.0, None]):  # rounds with layers (the newest is not the median), then none
@@ -1124,7 +1133,7 @@ def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) ->
 
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-rows", environment=ENV)
-    desc = describe("mobilenet_v3_small", 64)
+    desc = described("mobilenet_v3_small", 64)
     net = network_record("mobilenet_v3_small", 4)
     net.params.update(model_hash=desc.description_hash, input_size=64)
     net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
