@@ -563,3 +563,23 @@ def test_layers_are_timed_whole_where_describe_keeps_them_whole_with_the_keyword
         assert torch.allclose(calls[1].run(), calls[2].inputs[0], atol=1e-6)
     described = {r["target"] for r in node_rows(describe_module(_Sequences(), "seq", input_shape=(20, 64)))}
     assert {c.name for c in calls} <= described
+
+
+def test_a_network_described_in_this_process_is_read_back_not_described_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``described`` (what planning a measurement and ``tracker predict`` use) describes a network
+    once a process: again, it reads back the description's logged JSON, a Description of its own
+    whose rows are a fresh description's; another input size is another description."""
+    import tracker.describe as describing
+    from tracker.zoo import resolve
+
+    ref = resolve("mobilenet_v3_small")
+    first = describing.described(ref, 72)
+    built, original = [], describing.describe_ref
+    monkeypatch.setattr(describing, "describe_ref", lambda *args: built.append(args) or original(*args))
+    again = describing.described(ref, 72)
+    assert built == [] and again is not first and again.nodes is not first.nodes
+    fresh = original(ref, 72)
+    assert again.description_hash == fresh.description_hash and node_rows(again, 3) == node_rows(fresh, 3)
+    assert aggregates(again, 3) == aggregates(fresh, 3) and again.notes == fresh.notes
+    describing.described(ref, 80)  # another size: described, not read back
+    assert [args[1] for args in built] == [80]

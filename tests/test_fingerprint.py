@@ -3,7 +3,6 @@ register with the champion alias, predict a network never measured."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shutil
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import ENV, layer_record, network_record
 from tracker.cli.app import app
-from tracker.describe import describe
+from tracker.describe import described as described_once
 from tracker.errors import ConfigError
 from tracker.fingerprint.dataset import FingerprintError, family, view_hash
 from tracker.fingerprint.runtime import FORMAT
@@ -32,11 +31,13 @@ from tracker.warehouse.load import load
 from tracker.warehouse.source import open_source
 
 
-@functools.lru_cache(maxsize=None)
 def described(name: str, input_size: int) -> Any:
-    """``describe``, once a network and size for this module: the tests build their warehouses
-    from the same few networks (a description is read, never changed)."""
-    return describe(name, input_size)
+    """``describe``, once a network and size for this process (``tracker.describe.described``, as
+    ``tracker predict`` describes): the tests build their warehouses from the same few networks,
+    and predict networks they described."""
+    from tracker.zoo import resolve
+
+    return described_once(resolve(name), input_size)
 
 
 NETWORKS = ("resnet18", "resnet34", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_0", "squeezenet1_1",

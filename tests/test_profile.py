@@ -843,7 +843,8 @@ def test_a_spec_file_edited_after_planning_is_measured_as_planned(tmp_path: Path
     """Planning reads a spec file once: the child's job carries that network, not the file's name
     alone, so an edit made since is not measured under the planned description; planning the
     edited file describes it afresh (not with the description of the old one)."""
-    from tracker.profile.api import _graph_artifact, _spec_json, job_for, plan
+    from tracker.describe import spec_json
+    from tracker.profile.api import _graph_artifact, job_for, plan
     from tracker.profile.measure import run_job
     from tracker.zoo.generator import generate_spec
 
@@ -856,7 +857,7 @@ def test_a_spec_file_edited_after_planning_is_measured_as_planned(tmp_path: Path
     assert replanned.model_hash != planned.model_hash
     # The graph artifact logged with each configuration is made once per network, by content too.
     for p in (planned, replanned, planned):
-        graph = json.loads(_graph_artifact(p.spec.model, _spec_json(p.network_spec), p.spec.input_size))
+        graph = json.loads(_graph_artifact(p.spec.model, spec_json(p.network_spec), p.spec.input_size))
         assert graph["graph"]["description_hash"] == p.model_hash
     path.write_text("{ no longer a spec")  # edited again before the child starts: it must not read it
     payload = run_job(job_for(planned, FAST, False, None))  # what the child runs, here in-process

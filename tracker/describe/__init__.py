@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracker.describe.graph import Description
+    from tracker.zoo.spec import ModelRef
 
 
 def describe(ref: str, input_size: int | None = None) -> Any:
@@ -34,3 +40,32 @@ def describe_ref(model_ref: Any, input_size: int) -> Any:
             return describe_module(model, model_ref.name, input_size, example=[torch.rand(3, input_size, input_size)])
         return describe_module(model, model_ref.name, input_size, in_channels=model_ref.in_channels,
                                input_shape=model_ref.input_shape, input_vocab=model_ref.input_vocab)
+
+
+def spec_json(network_spec: dict[str, Any] | None) -> str | None:
+    """A spec's content as :func:`described_json` keys it (None for a zoo name)."""
+    return None if network_spec is None else json.dumps(network_spec, sort_keys=True)
+
+
+@lru_cache(maxsize=256)
+def described_json(name: str, network_spec_json: str | None, input_size: int) -> tuple[str, str, str]:
+    """(network name, description hash, description JSON) of a zoo network (``network_spec_json``
+    None) or of a spec's content (:func:`spec_json`), described once per process: a campaign plans
+    a network at each of its batch sizes and phases, and ``tracker predict`` (the demo's unseen
+    networks, a search space) describes again what was measured in the same process. The JSON is
+    the form a measured run logs; a spec file edited since is other content, described anew."""
+    from tracker.zoo import resolve
+    from tracker.zoo.spec import spec_ref
+
+    model_ref = resolve(name) if network_spec_json is None else spec_ref(json.loads(network_spec_json))
+    desc = describe_ref(model_ref, input_size)  # as tracker predict describes it
+    return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
+
+
+def described(model_ref: ModelRef, input_size: int) -> Description:
+    """:func:`describe_ref` of a resolved network, from this process's :func:`described_json`: a
+    network described already (measured, or predicted before) is read back, not built and traced
+    again. Each call returns a ``Description`` of its own, read from the logged JSON."""
+    from tracker.describe.graph import Description
+
+    return Description.from_json(json.loads(described_json(model_ref.name, spec_json(model_ref.spec), input_size)[2]))

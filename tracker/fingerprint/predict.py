@@ -219,9 +219,10 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
     network by network in the order of ``refs``, each network's batch sizes in the order given (a
     batch size given twice is predicted once). The champions are loaded and each network described
     once, and all configurations share one pass of the feature SQL."""
-    from tracker.describe import describe
+    from tracker.describe import described
     from tracker.fingerprint.runtime import LAYER_INPUTS, LAYERS
     from tracker.zoo import resolve
+    from tracker.zoo.spec import check_input_size
 
     if descriptions is not None and len(descriptions) != len(refs):
         raise ValueError(f"{len(descriptions)} descriptions for {len(refs)} networks")
@@ -230,10 +231,12 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
         raise FingerprintError(f"batch sizes must be whole numbers of at least 1, got {list(batch_sizes)}")
     # an unknown network is said before anything is loaded
     model_refs = [resolve(ref) for ref in refs] if descriptions is None else []
+    for model_ref in model_refs:
+        check_input_size(model_ref, input_size)
     if models is None:
         models = champions(tracking_uri, phase, device)
     descs = descriptions if descriptions is not None else [
-        describe(ref, input_size or m.input_size) for ref, m in zip(refs, model_refs)]
+        described(m, input_size or m.input_size) for m in model_refs]
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(descs, sizes, phase, device,
                                           with_layers=with_features or any(m.layer is not None for m in models.values()))
@@ -330,8 +333,9 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
     passed at batch 1: 0. A version that keeps a memory floor grows at least as the network's own
     tensors do; ``over_by_memory_floor`` says, per limit, where that floor alone put the first
     size over it (the model's prediction had stopped growing: past ``learnt_batch_sizes``)."""
-    from tracker.describe import describe
+    from tracker.describe import described
     from tracker.zoo import resolve
+    from tracker.zoo.spec import check_input_size
 
     if max_batch < 1:
         raise FingerprintError(f"the largest batch size to try must be at least 1, got {max_batch}")
@@ -346,7 +350,8 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
                                "of memory; measure again, or retrain with tracker fingerprint train")
     out = []
     for ref, model_ref in zip(refs, model_refs):
-        desc = describe(ref, input_size or model_ref.input_size)
+        check_input_size(model_ref, input_size)
+        desc = described(model_ref, input_size or model_ref.input_size)
         predicted: dict[int, dict[str, Any]] = {}
 
         def peak_mb(sizes: list[int]) -> list[float]:

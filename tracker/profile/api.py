@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
 from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
 from tracker.profile.network import NetworkSpec
@@ -127,7 +128,7 @@ def _description(ref: str, input_size: int) -> tuple[str, str, str]:
     from tracker.zoo import resolve
 
     model_ref = resolve(ref)
-    return _described(model_ref.name, _spec_json(model_ref.spec), input_size)
+    return described_json(model_ref.name, spec_json(model_ref.spec), input_size)
 
 
 def describe_early(ref: str | ModelRef, input_size: int | None = None) -> None:
@@ -142,32 +143,16 @@ def describe_early(ref: str | ModelRef, input_size: int | None = None) -> None:
     model_ref = resolve(ref) if isinstance(ref, str) else ref
     check_input_size(model_ref, input_size)
     if input_size is not None or model_ref.is_own:
-        _described(model_ref.name, _spec_json(model_ref.spec), input_size or model_ref.input_size)
-
-
-def _spec_json(network_spec: dict[str, Any] | None) -> str | None:
-    return None if network_spec is None else json.dumps(network_spec, sort_keys=True)
+        described_json(model_ref.name, spec_json(model_ref.spec), input_size or model_ref.input_size)
 
 
 @lru_cache(maxsize=256)
-def _described(name: str, spec_json: str | None, input_size: int) -> tuple[str, str, str]:
-    """Description of a zoo network (``spec_json`` None) or of a spec's content, made once per process."""
-    from tracker.describe import describe_ref
-    from tracker.zoo import resolve
-    from tracker.zoo.spec import spec_ref
-
-    model_ref = resolve(name) if spec_json is None else spec_ref(json.loads(spec_json))
-    desc = describe_ref(model_ref, input_size)  # as tracker predict describes it
-    return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
-
-
-@lru_cache(maxsize=256)
-def _graph_artifact(name: str, spec_json: str | None, input_size: int) -> str:
-    """The graph artifact of :func:`_described`'s description, made once per process (a campaign
+def _graph_artifact(name: str, network_spec_json: str | None, input_size: int) -> str:
+    """The graph artifact of :func:`described_json`'s description, made once per process (a campaign
     logs it with each configuration of the network)."""
     from tracker.describe.graph import Description
 
-    return Description.from_json(json.loads(_described(name, spec_json, input_size)[2])).graph_artifact()
+    return Description.from_json(json.loads(described_json(name, network_spec_json, input_size)[2])).graph_artifact()
 
 
 def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu", threads: int | None = None,
@@ -182,7 +167,7 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
     check_input_size(model_ref, input_size)
     size = input_size or model_ref.input_size
-    name, model_hash, _ = _described(model_ref.name, _spec_json(model_ref.spec), size)
+    name, model_hash, _ = described_json(model_ref.name, spec_json(model_ref.spec), size)
     spec = NetworkSpec(model=name, batch_size=batch_size, input_size=size, device=device, precision=precision, phase=phase,
                        in_channels=model_ref.in_channels, input_shape=model_ref.input_shape,
                        input_vocab=model_ref.input_vocab)
@@ -297,8 +282,8 @@ def measure_planned(
         record.tags[CHILD_NOTE_TAG] = result.message
     # The description planning made: the child does not describe the network again (0.05 to 0.3 s
     # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).
-    described = (p.spec.model, _spec_json(p.network_spec), p.spec.input_size)
-    record.artifacts[DESCRIPTION_ARTIFACT] = _described(*described)[2]
+    described = (p.spec.model, spec_json(p.network_spec), p.spec.input_size)
+    record.artifacts[DESCRIPTION_ARTIFACT] = described_json(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
     if is_own_spec(p.network_spec):  # a network of your own:
         # and the modules beside it that it imports, each at its file's path (blocks.conv: blocks/conv.py)

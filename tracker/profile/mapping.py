@@ -133,12 +133,12 @@ def _identity(model: str, specs: dict[str, dict[str, Any]]) -> str:
     your own by its name and description hash (``mynet.TinyNet#1f0c...``), as a network run's key
     holds its ``model_hash``: the same file named by a relative or an absolute path is one
     network, and an edited one is another."""
-    from tracker.profile.api import _described, _spec_json
+    from tracker.describe import described_json, spec_json
 
     ref = _ref(model, specs)
     if ref.spec is None:
         return model
-    return f"{ref.name}#{_described(ref.name, _spec_json(ref.spec), ref.input_size)[1]}"
+    return f"{ref.name}#{described_json(ref.name, spec_json(ref.spec), ref.input_size)[1]}"
 
 
 def _trace(model: str, ref: Any = None) -> tuple[Any, Any, list[Any]]:
@@ -168,9 +168,9 @@ def _detection() -> tuple[str, ...]:
 
 
 def layer_count(model: str, specs: dict[str, dict[str, Any]] | None = None) -> int:
-    from tracker.profile.api import _spec_json
+    from tracker.describe import spec_json
 
-    return _layer_count(model, _spec_json(_ref(model, specs).spec))
+    return _layer_count(model, spec_json(_ref(model, specs).spec))
 
 
 @lru_cache(maxsize=None)
