@@ -208,8 +208,9 @@ def _empty_warehouse(threads: int | None = None) -> Any:
 
 def scratch_warehouse() -> Any:
     """An in-memory warehouse with every table and view, made once per process, with the two
-    feature queries prepared (planned once: a prediction then costs their execution only).
-    One thread: its tables hold one network, and starting threads costs more than it saves."""
+    feature queries prepared (parsed once; DuckDB 2.0 binds and optimises a prepared statement
+    again at each EXECUTE, most of a prediction's SQL time). One thread: its tables hold one
+    network, and starting threads costs more than it saves."""
     global _SCRATCH
     if _SCRATCH is None:
         con = _empty_warehouse(threads=1)
