@@ -556,6 +556,9 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     refused = _cli(store, "profile", "network", audio, "--input-size", "64")
     assert str(refused.exception) == ("audio.kws takes inputs of shape 1x1000, not images: an input size "
                                       "(--input-size, a campaign's input_sizes) is for networks of images")
+    # predict says so before it looks for a fingerprint (this store has none)
+    for extra in ((), ("--largest-batch",)):
+        assert str(_cli(store, "predict", audio, "--input-size", "64", *extra).exception) == str(refused.exception)
     campaign = tmp_path / "c.toml"
     campaign.write_text('[campaign]\nname = "c"\n[networks]\nspecs = ["seq.py:Tagger"]\n'
                         '[measure]\nbatch_sizes = [1]\ninput_sizes = [64]\n')

@@ -212,6 +212,18 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
                         with_features)
 
 
+def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
+    """The networks ``refs`` name (``ModelRef``s), resolved and checked against ``input_size``: an
+    unknown network, or an input size one cannot take, is said before anything is loaded."""
+    from tracker.zoo import resolve
+    from tracker.zoo.spec import check_input_size
+
+    model_refs = [resolve(ref) for ref in refs]
+    for model_ref in model_refs:
+        check_input_size(model_ref, input_size)
+    return model_refs
+
+
 def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int], phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False) -> list[dict[str, Any]]:
@@ -221,18 +233,13 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
     once, and all configurations share one pass of the feature SQL."""
     from tracker.describe import described
     from tracker.fingerprint.runtime import LAYER_INPUTS, LAYERS
-    from tracker.zoo import resolve
-    from tracker.zoo.spec import check_input_size
 
     if descriptions is not None and len(descriptions) != len(refs):
         raise ValueError(f"{len(descriptions)} descriptions for {len(refs)} networks")
     sizes = list(dict.fromkeys(int(bs) for bs in batch_sizes))
     if not sizes or min(sizes) < 1:
         raise FingerprintError(f"batch sizes must be whole numbers of at least 1, got {list(batch_sizes)}")
-    # an unknown network is said before anything is loaded
-    model_refs = [resolve(ref) for ref in refs] if descriptions is None else []
-    for model_ref in model_refs:
-        check_input_size(model_ref, input_size)
+    model_refs = _model_refs(refs, input_size) if descriptions is None else []
     if models is None:
         models = champions(tracking_uri, phase, device)
     descs = descriptions if descriptions is not None else [
@@ -334,12 +341,10 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
     tensors do; ``over_by_memory_floor`` says, per limit, where that floor alone put the first
     size over it (the model's prediction had stopped growing: past ``learnt_batch_sizes``)."""
     from tracker.describe import described
-    from tracker.zoo import resolve
-    from tracker.zoo.spec import check_input_size
 
     if max_batch < 1:
         raise FingerprintError(f"the largest batch size to try must be at least 1, got {max_batch}")
-    model_refs = [resolve(ref) for ref in refs]  # an unknown network is said before anything is loaded
+    model_refs = _model_refs(refs, input_size)
     models = champions(tracking_uri, phase, device, targets=("peak_mem_mb",))
     champ = models["peak_mem_mb"]
     limits = {name: value for name, tag in MEMORY_LIMITS.items()
@@ -350,7 +355,6 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
                                "of memory; measure again, or retrain with tracker fingerprint train")
     out = []
     for ref, model_ref in zip(refs, model_refs):
-        check_input_size(model_ref, input_size)
         desc = described(model_ref, input_size or model_ref.input_size)
         predicted: dict[int, dict[str, Any]] = {}
 
