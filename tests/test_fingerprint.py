@@ -1149,6 +1149,55 @@ def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) ->
     assert layer_matrix(from_warehouse).reset_index(drop=True).equals(layer_matrix(fresh).reset_index(drop=True))
 
 
+def test_a_prediction_reads_its_layer_rows_beside_its_feature_rows_and_leaves_nothing_behind() -> None:
+    """configuration_rows reads the feature rows and the layer rows on two connections of the
+    scratch warehouse at once, each writing the rows it reads in a transaction of its own: the
+    feature rows are those of a prediction without layers, every configuration has its network's
+    module calls at its batch size, two threads predicting at once each get their own rows, and
+    the scratch warehouse is empty after (for the next network), also after a call that fails."""
+    import threading
+
+    from tracker.describe.graph import Description
+    from tracker.fingerprint import dataset
+
+    descs = [described("mobilenet_v3_small", 64), described("squeezenet1_1", 64)]
+    plain, none = dataset.configuration_rows(descs, [1, 4], "inference", "cpu")
+    rows, layers = dataset.configuration_rows(descs, [1, 4], "inference", "cpu", with_layers=True)
+    assert none is None and rows.equals(plain) and list(rows["model"]) == ["mobilenet_v3_small"] * 2 + ["squeezenet1_1"] * 2
+    calls = layers.groupby("parent_run_id").agg(model=("model", "first"), calls=("layer_index", "size"),
+                                                 batch=("batch_size", "first"))
+    assert sorted(calls.index) == sorted(rows["run_id"])
+    for row in rows.itertuples():
+        assert calls.loc[row.run_id, "model"] == row.model and calls.loc[row.run_id, "batch"] == row.batch_size
+    assert calls["calls"].min() > 20 and calls.groupby("model")["calls"].nunique().eq(1).all()
+
+    got: dict[int, Any] = {}
+
+    def one(i: int) -> None:
+        got[i] = dataset.configuration_rows([descs[i % 2]], [i + 1], "inference", "cpu", with_layers=True)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (r, lay) in got.items():
+        assert list(r["batch_size"]) == [i + 1] and list(r["model"]) == [descs[i % 2].name]
+        assert set(lay["batch_size"]) == {i + 1} and len(lay) == calls.loc[calls["model"] == descs[i % 2].name, "calls"].iloc[0]
+
+    # A network whose node rows the warehouse refuses (a stride past INTEGER's range), after a good
+    # one's rows went in: the database's own error, and nothing of either stays
+    broken = descs[1].to_json()
+    conv = next(n for n in broken["nodes"] if n.get("kind") == "Conv2d")
+    conv["attrs"]["stride"] = [3_000_000_000, 3_000_000_000]
+    broken["description_hash"] = "broken"
+    with pytest.raises(duckdb.ConversionException, match="stride_h"):
+        dataset.configuration_rows([descs[0], Description.from_json(broken)], [1], "inference", "cpu", with_layers=True)
+    for con in (dataset._SCRATCH, dataset._SCRATCH_LAYERS):
+        for table in ("network_nodes", "network_descriptions", "network_runs", "layer_runs"):
+            assert con.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)], table
+
+
 def test_a_better_fingerprint_of_the_same_measurements_becomes_champion(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A champion that has seen every network (the same measurements trained again, by a newer
@@ -1217,7 +1266,8 @@ def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get
     import pandas as pd
 
     from tracker.fingerprint.runtime import (CHANNEL_BLOCK, KINDS, LAYER_FEATURES, LAYER_INPUTS, LAYER_NUMBERS,
-                                             FingerprintError, LayerModel, layer_inputs, layer_matrix, layer_sums)
+                                             FingerprintError, LayerModel, layer_array, layer_inputs, layer_matrix,
+                                             layer_sums)
 
     call = {c: 1.0 for c in LAYER_NUMBERS}
     rows = pd.DataFrame([{**call, "category": "conv", "kind": "Conv2d", "in_channels": 40.0, "out_channels": 64.0,
@@ -1232,6 +1282,7 @@ def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get
     assert np.isnan(x["in_channels_pad_ratio"].iloc[1])
     assert x["kind_code"].iloc[0] == len(KINDS) and x["kind_code"].iloc[1] == KINDS.index("SiLU") != x["kind_code"].iloc[2]
     assert np.isnan(x["kind_code"].iloc[3])
+    assert np.array_equal(layer_array(rows), x.to_numpy(), equal_nan=True)  # what a prediction hands the booster
     assert set(layer_inputs()) == set(LAYER_INPUTS) and "kind" not in layer_inputs(15)
     rng = np.random.default_rng(0)
     records = rows.drop(columns=["kind", "parent_run_id"]).to_dict("records")

@@ -290,22 +290,29 @@ def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def insert_description(con: Any, desc: Any, model_hash: str, run_id: str | None) -> None:
-    """One network's node rows (features at batch size 1) and its description row."""
+def insert_description(con: Any, desc: Any, model_hash: str, run_id: str | None, nodes: Any = None) -> None:
+    """One network's node rows (features at batch size 1) and its description row; ``nodes``: its
+    :func:`node_table` where the caller made it already."""
+    insert_nodes(con, node_table(con, desc, model_hash) if nodes is None else nodes)
+    con.execute(
+        "INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [model_hash, desc.name, *(desc.image or (None, None)), len(desc.nodes), len(desc.edges), run_id],
+    )
+
+
+def node_table(con: Any, desc: Any, model_hash: str) -> Any:
+    """A network's rows of ``network_nodes`` (an Arrow table of the table's columns, in order)."""
     import pyarrow as pa
 
     from tracker.describe.features import node_rows
 
     columns = [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
     rows = node_rows(desc, batch_size=1)
-    nodes = pa.table({"model_hash": [model_hash] * len(rows), "model": [desc.name] * len(rows),
-                      **{c: [r[c] for r in rows] for c in columns[2:]}})
-    con.register("new_nodes", nodes)
-    try:
-        con.execute("INSERT INTO network_nodes SELECT * FROM new_nodes")
-    finally:
-        con.unregister("new_nodes")
-    con.execute(
-        "INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [model_hash, desc.name, *(desc.image or (None, None)), len(desc.nodes), len(desc.edges), run_id],
-    )
+    return pa.table({"model_hash": [model_hash] * len(rows), "model": [desc.name] * len(rows),
+                     **{c: [r[c] for r in rows] for c in columns[2:]}})
+
+
+def insert_nodes(con: Any, nodes: Any) -> None:
+    """Appends a :func:`node_table` to ``network_nodes`` (nothing registered on the connection: an
+    unregister after a failed insert would fail too, in the aborted transaction, and hide why)."""
+    con.from_arrow(nodes).insert_into("network_nodes")
