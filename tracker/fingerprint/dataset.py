@@ -265,7 +265,9 @@ def configuration_rows(descriptions: Sequence[Any], batch_sizes: list[int], phas
                          "model": [d.name for _, d, _ in configs],
                          "model_hash": [d.description_hash for _, d, _ in configs],
                          "input_size": pa.array([d.image[0] if d.image else None for _, d, _ in configs], pa.int64())})
-        unique = {d.description_hash: d for d in descriptions}  # two names of one architecture are one network
+        unique: dict[str, Any] = {}
+        for d in descriptions:  # two names of one architecture are one network (the first named)
+            unique.setdefault(d.description_hash, d)
         nodes = {h: node_table(con, d, h) for h, d in unique.items()}
         if not with_layers:
             rows, layer_rows = _scratch_query(con, runs, unique, nodes, phase, device, False), None
