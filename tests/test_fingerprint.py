@@ -888,6 +888,10 @@ def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str
     monkeypatch.undo()
     first = fingerprint_train_json()
     assert first["name"] == name and first["champion"] and first["champion_reason"] == "first version"
+    # its held-out metrics are its logged model's too (MLflow's Models page shows them)
+    run = client.get_run(client.get_model_version(name, first["version"]).run_id)
+    model_metrics = client.get_logged_model(run.outputs.model_outputs[0].model_id).metrics
+    assert {"heldout_mape_pct", "baseline_extratrees_mape_pct"} <= {m.key for m in model_metrics}
 
     def compared_then_ctrl_c(*args: object, **kwargs: object) -> object:
         raise KeyboardInterrupt

@@ -514,8 +514,6 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                    "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
                                    **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
                                    **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
-                mlflow.log_metrics({**{f"heldout_{k}": v for k, v in evaluation.items()},
-                                    **{f"baseline_extratrees_{k}": v for k, v in baseline.items()}})
                 with tempfile.TemporaryDirectory() as tmp:
                     folder = Path(tmp)
                     (folder / "measurement_features.sql").write_text(view_sql())
@@ -558,6 +556,10 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                          x.iloc[:1], layer_model, floor_columns,
                                          {key: f"{value:.4f}" if isinstance(value, float) else str(value)
                                           for key, value in version_tags.items()})
+                # Logged after the model, so they are its metrics as they are written: logged before,
+                # MLflow's log_model reads each metric's history back to link it (a request a metric).
+                mlflow.log_metrics({**{f"heldout_{k}": v for k, v in evaluation.items()},
+                                    **{f"baseline_extratrees_{k}": v for k, v in baseline.items()}})
             version = str(info.registered_model_version)
             client.update_registered_model(name, description=(
                 f"Predicts {target} ({TARGETS[target]}) of a network in the {phase} phase on device {device!r} from its "
