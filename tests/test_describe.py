@@ -508,6 +508,36 @@ def test_attention_transformer_and_recurrent_layers_kept_whole_are_counted() -> 
     assert abs(aggregates(describe("swin_t"))["macs"] - 4.49e9) / 4.49e9 < 0.002
 
 
+class _Functional(torch.nn.Module):
+    """Convolutions called as functions on parameters of its own (no Conv module): 2-D with a
+    stride given by position, grouped with groups by keyword, 1-D, and a linear layer likewise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(16, 3, 3, 3))
+        self.w2 = torch.nn.Parameter(torch.randn(32, 4, 3, 3))  # 16 -> 32 channels in 4 groups
+        self.w3 = torch.nn.Parameter(torch.randn(8, 32, 5))
+        self.fc = torch.nn.Parameter(torch.randn(10, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.relu(torch.nn.functional.conv2d(x, self.w1, None, 2, 1))
+        x = torch.nn.functional.conv2d(x, self.w2, groups=4)
+        x = torch.nn.functional.conv1d(x.flatten(2), self.w3)
+        return torch.nn.functional.linear(x.mean(dim=2), self.fc)
+
+
+def test_a_convolution_called_as_a_function_counts_its_work() -> None:
+    """A network of one's own may call F.conv2d on a parameter rather than hold a Conv2d: its MACs
+    come from its weight's shape (0 before 0.8.3, so such a network had no FLOPs to learn from),
+    exactly torch's FLOP counter's, with its kernel in the node row."""
+    model, x = _Functional(), torch.randn(1, 3, 32, 32)
+    desc = describe_module(model, "functional", 32)
+    rows = [r for r in node_rows(desc, batch_size=2) if r["category"] in ("conv", "gconv", "linear")]
+    assert [r["kernel_h"] for r in rows] == [3, 3, 5, 0] and all(r["macs"] > 0 for r in rows)
+    assert 2 * sum(r["macs"] for r in node_rows(desc, batch_size=2)) == torch_flops(model, torch.randn(2, 3, 32, 32))
+    assert aggregates(desc, 1)["flops"] == torch_flops(model, x)
+
+
 class _Upsampling(torch.nn.Module):
     """A decoder's parts: transposed convolutions (2-D, and 1-D in groups) and a bilinear layer."""
 

@@ -20,8 +20,9 @@ from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node, sequen
 #: The version of what ``node_rows`` computes: a warehouse whose node rows another version computed
 #: describes every network again (a full load). 1: until 0.7.5; 2: kept activation bytes (0.7.6);
 #: 3: live activation bytes (0.7.9); 4: attention's projections and outputs in them, and every position of
-#: a sequence-first tensor (0.8.0).
-NODE_ROWS_VERSION = 4
+#: a sequence-first tensor (0.8.0); 5: a convolution called as a function counts its MACs, from its
+#: weight's shape (0.8.3; 0 before).
+NODE_ROWS_VERSION = 5
 #: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
 BATCH_ANYWHERE_VERSION = 4
 
@@ -129,6 +130,15 @@ def _window(v: Any, dims: int) -> int:
 def _spatial_dims(n: Node) -> int:
     """Spatial dimensions of a convolution's or pooling's output ``(N, C, *spatial)``: 2 where unknown."""
     return max(len(n.out_shape) - 2, 1) if n.out_shape else 2
+
+
+def _functional_weight(n: Node, in_shapes: list[Any]) -> list[int] | None:
+    """The weight's shape of a convolution called as a function (no module attributes): its second
+    input, of the input's rank (out channels, in channels / groups, *kernel); None where not so."""
+    if n.op != "call_function" or len(in_shapes) < 2 or not in_shapes[0] or not in_shapes[1]:
+        return None
+    weight = list(in_shapes[1])
+    return weight if len(weight) == len(in_shapes[0]) >= 3 else None
 
 
 def _pair(v: Any) -> tuple[int, int]:
@@ -343,7 +353,14 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         out_elems = counts[n.name] if cat not in ("io", "reshape") else 0
         macs = 0
         kh = kw = sh = sw = 0
-        if cat in ("conv", "dwconv", "gconv"):
+        if cat in ("conv", "dwconv", "gconv") and "in_channels" not in n.attrs and _functional_weight(n, in_shapes):
+            # a functional convolution (F.conv2d(x, weight, ...)): its weight, the second input, is
+            # (out, in / groups, *kernel), so each output element takes in / groups x kernel MACs
+            weight = _functional_weight(n, in_shapes)
+            kh, kw = _pair(weight[2:])
+            sh, sw = _pair(n.attrs.get("stride"))
+            macs = counts[n.name] * math.prod(weight[1:])
+        elif cat in ("conv", "dwconv", "gconv"):
             kh, kw = _pair(n.attrs.get("kernel_size"))
             sh, sw = _pair(n.attrs.get("stride"))
             cin, groups = int(n.attrs.get("in_channels", 0)), int(n.attrs.get("groups", 1))
