@@ -353,8 +353,7 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         out_elems = counts[n.name] if cat not in ("io", "reshape") else 0
         macs = 0
         kh = kw = sh = sw = 0
-        if cat in ("conv", "dwconv", "gconv") and "in_channels" not in n.attrs and (
-                weight := _functional_weight(n, in_shapes)):
+        if cat in ("conv", "dwconv", "gconv") and (weight := _functional_weight(n, in_shapes)):
             # a functional convolution (F.conv2d(x, weight, ...)): its weight, the second input, is
             # (out, in / groups, *kernel), so each output element takes in / groups x kernel MACs; a
             # stride given by position is not among the node's attributes (read as 1 here)

@@ -195,6 +195,8 @@ _SCRATCH: Any = None
 #: The scratch warehouse's second connection (a cursor), which reads a prediction's layer rows
 #: while the first reads its feature rows.
 _SCRATCH_LAYERS: Any = None
+#: The columns of its network_nodes table, read once (every prediction makes its networks' node rows).
+_SCRATCH_NODE_COLUMNS: list[str] = []
 #: One prediction at a time uses the scratch warehouse (its tables hold that prediction's rows).
 _SCRATCH_LOCK = threading.Lock()
 
@@ -218,13 +220,15 @@ def scratch_warehouse() -> Any:
     again at each EXECUTE, most of a prediction's SQL time), the layer query on a second
     connection of its own (``_SCRATCH_LAYERS``) so that the two run side by side. One thread
     each: its tables hold a few networks, and starting threads costs more than it saves."""
-    global _SCRATCH, _SCRATCH_LAYERS
+    global _SCRATCH, _SCRATCH_LAYERS, _SCRATCH_NODE_COLUMNS
     if _SCRATCH is None:
+        from tracker.warehouse.load import node_columns
+
         con = _empty_warehouse(threads=1)
         con.execute(f"PREPARE feature_rows AS SELECT * FROM {VIEW} ORDER BY run_id")
         layers = con.cursor()
         layers.execute(f"PREPARE layer_rows AS {_LAYER_ROWS}")
-        _SCRATCH, _SCRATCH_LAYERS = con, layers
+        _SCRATCH, _SCRATCH_LAYERS, _SCRATCH_NODE_COLUMNS = con, layers, node_columns(con)
     return _SCRATCH
 
 
@@ -268,7 +272,7 @@ def configuration_rows(descriptions: Sequence[Any], batch_sizes: list[int], phas
         unique: dict[str, Any] = {}
         for d in descriptions:  # two names of one architecture are one network (the first named)
             unique.setdefault(d.description_hash, d)
-        nodes = {h: node_table(con, d, h) for h, d in unique.items()}
+        nodes = {h: node_table(_SCRATCH_NODE_COLUMNS, d, h) for h, d in unique.items()}
         if not with_layers:
             rows, layer_rows = _scratch_query(con, runs, unique, nodes, phase, device, False), None
         else:

@@ -245,6 +245,7 @@ def _load_descriptions(con: Any, source: Source) -> int:
         """
     ).fetchall()
     added = 0
+    columns = node_columns(con)
     for model_hash, run_id, artifact_uri, artifact in wanted:
         text = source.read_artifact(run_id, artifact_uri or "", artifact)
         if text is None:
@@ -253,7 +254,7 @@ def _load_descriptions(con: Any, source: Source) -> int:
             desc = Description.from_json(json.loads(text))
         except (ValueError, KeyError, TypeError):
             continue  # a broken artifact leaves this network without nodes, not the load
-        insert_description(con, desc, model_hash, run_id)
+        insert_description(con, desc, model_hash, run_id, node_table(columns, desc, model_hash))
         added += 1
     return added
 
@@ -290,23 +291,27 @@ def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def insert_description(con: Any, desc: Any, model_hash: str, run_id: str | None, nodes: Any = None) -> None:
-    """One network's node rows (features at batch size 1) and its description row; ``nodes``: its
-    :func:`node_table` where the caller made it already."""
-    insert_nodes(con, node_table(con, desc, model_hash) if nodes is None else nodes)
+def insert_description(con: Any, desc: Any, model_hash: str, run_id: str | None, nodes: Any) -> None:
+    """One network's node rows (its :func:`node_table`) and its description row."""
+    insert_nodes(con, nodes)
     con.execute(
         "INSERT INTO network_descriptions VALUES (?, ?, ?, ?, ?, ?, ?)",
         [model_hash, desc.name, *(desc.image or (None, None)), len(desc.nodes), len(desc.edges), run_id],
     )
 
 
-def node_table(con: Any, desc: Any, model_hash: str) -> Any:
-    """A network's rows of ``network_nodes`` (an Arrow table of the table's columns, in order)."""
+def node_columns(con: Any) -> list[str]:
+    """The columns of ``network_nodes`` in order (read once by a caller that makes many node tables)."""
+    return [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
+
+
+def node_table(columns: list[str], desc: Any, model_hash: str) -> Any:
+    """A network's rows of ``network_nodes`` (features at batch size 1): an Arrow table of its
+    ``columns`` (:func:`node_columns`), in order."""
     import pyarrow as pa
 
     from tracker.describe.features import node_rows
 
-    columns = [c[0] for c in con.execute("DESCRIBE network_nodes").fetchall()]
     rows = node_rows(desc, batch_size=1)
     return pa.table({"model_hash": [model_hash] * len(rows), "model": [desc.name] * len(rows),
                      **{c: [r[c] for r in rows] for c in columns[2:]}})
