@@ -16,7 +16,8 @@ Targets: at least 10x less device time; medians within 3 %.
 Usage: python benchmarks/profiling_cost.py [cpu|cuda] [BATCH] [THREADS] [ALLOCATOR]  (default cpu, batch 1;
 every timed call on cuda is bracketed by a synchronisation, in both ways of measuring). On a
 GPU, batch 1 of these small networks is bound by the host launching kernels; a larger batch
-puts the work on the device.
+puts the work on the device. ``adaptive_host_share`` says which: the share of each iteration
+the host spent launching it (near 1: host-bound, the latency moves with the host CPU's speed).
 THREADS is the torch intra-op thread count, the CPU mode both ways measure in (printed as
 ``threads``). On cpu it defaults to ``CPU_THREADS`` = 1: on a 2-vCPU VM a measurement on
 both vCPUs shares them with the OS and the host (our reading of why, not verified), and across
@@ -103,7 +104,7 @@ def main() -> None:
                 model(x)
 
         first_median, fixed_s, first = fixed_window(fn, sync)
-        adaptive = measure(fn, rule, sync)
+        adaptive = measure(fn, rule, sync, split_host=device != "cpu")
         second_median, _, second = fixed_window(fn, sync)
         fixed_median = (first_median + second_median) / 2
         a_median = adaptive.summary.median
@@ -122,6 +123,9 @@ def main() -> None:
             "adaptive_device_s": round(adaptive.elapsed_s, 3),
             "adaptive_samples": adaptive.summary.n,
             "adaptive_stop": adaptive.stop_reason,
+            # on a GPU: the share of each iteration the host spent launching it (near 1: the device
+            # waited on the host, and the latency follows the host's speed); None on cpu
+            "adaptive_host_share": round(adaptive.host_share, 3) if adaptive.host_share is not None else None,
             "fixed_device_s": round(fixed_s, 3),
             "fixed_samples": len(first),
         })
@@ -146,6 +150,7 @@ def main() -> None:
         "max_fixed_repeat_diff_rel": max(r["fixed_repeat_diff_rel"] for r in rows),
         "max_fixed_stretch_diff_rel": max((r["fixed_stretch_diff_rel"] for r in rows
                                            if r["fixed_stretch_diff_rel"] is not None), default=None),
+        **({"adaptive_host_share": {r["network"]: r["adaptive_host_share"] for r in rows}} if device != "cpu" else {}),
         "meets_target": fixed_total / adaptive_total >= TARGET_RATIO and worst <= TARGET_DIFF,
     }))
 

@@ -13,12 +13,14 @@
 -- highest), the quantity memory_limit_mb bounds; NULL otherwise.
 -- cpu_util_pct, cpu_util_others_pct: how busy the machine's CPUs were over the window, and the share other
 -- processes took (the machine's use less the measuring process's, since tracker 0.7.5); NULL where not measured.
+-- host_share_pct: on a GPU, the share of each iteration the host spent launching its work (near 100: bound by
+-- the host's CPU, not the device); NULL on a CPU (the host is the device) and for runs before tracker 0.8.4.
 WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
            peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct, stop_reason,
-           page_faults_per_iter_count,
+           page_faults_per_iter_count, host_share_pct,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM network_runs
     UNION ALL BY NAME
@@ -26,7 +28,7 @@ WITH whole AS (
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
            peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct, stop_reason,
-           page_faults_per_iter_count,
+           page_faults_per_iter_count, host_share_pct,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM training_runs
 )

@@ -307,6 +307,7 @@ def test_a_child_measures_and_returns_raw_samples() -> None:
     assert 50 < p["memory"]["peak_rss_mb"] < ballast_mb < parent_peak_mb, (p["memory"], parent_peak_mb)
     assert p["mode"]["mode_id"].startswith("cpu-t")
     assert p["telemetry"]["telemetry_samples_count"] >= 1 and "gpu_util_pct" not in p["telemetry"]
+    assert "host_ms" not in p["timing"]  # on a CPU the host is the device: no host part to tell apart
     assert p["model_name"] == TINY and "description" not in p  # the parent describes; the child only measures
 
 

@@ -1,12 +1,18 @@
 """The stopping rule and the statistics, on synthetic samples with known answers."""
 
+import json
 import math
+import queue
 import random
 import statistics
+import threading
+import time
 
 import pytest
 
-from tracker.profile.stats import Stopping, median_ci, stop_reason, summarize, warmed_up
+from tracker.errors import TrackerError
+from tracker.log.samples import read_samples, samples_json
+from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, median_ci, stop_reason, summarize, warmed_up
 from tracker.profile.timing import measure
 
 
@@ -140,3 +146,76 @@ def test_layers_do_not_inherit_a_networks_min_samples() -> None:
 
     assert Stopping(min_samples=200).for_layers().min_samples == MIN_SAMPLES
     assert Stopping(min_samples=8).for_layers().min_samples == 8
+
+
+class _Device:
+    """An asynchronous worker, as a GPU is to its host: ``launch`` queues work and returns at
+    once, the worker runs it in order, ``synchronize`` waits until it has all run."""
+
+    def __init__(self) -> None:
+        self.work: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            seconds = self.work.get()
+            time.sleep(seconds)
+            self.work.task_done()
+
+    def launch(self, seconds: float) -> None:
+        self.work.put(seconds)
+
+    def synchronize(self) -> None:
+        self.work.join()
+
+
+def test_a_device_measurement_tells_the_hosts_part_from_the_devices() -> None:
+    from tracker.profile.records import host_bound_note, layer_records, timing_metrics, timing_summary
+
+    device = _Device()
+    rule = Stopping(target_ci_rel=0.05, time_cap_s=1.0, min_samples=10)
+
+    # The host's part sleeps (as a host waits on a driver's call) so that the worker, a thread of this
+    # process, runs beside it and not only once the host lets go of the GIL.
+    def device_bound() -> None:  # launches 8 ms of device work in 0.2 ms
+        time.sleep(0.0002)
+        device.launch(0.008)
+
+    def host_bound() -> None:  # 8 ms launching pieces of no length, which the device runs as they come
+        for _ in range(8):
+            time.sleep(0.001)
+            device.launch(0.0)
+
+    waits = measure(device_bound, rule, device.synchronize, split_host=True)
+    launches = measure(host_bound, rule, device.synchronize, split_host=True)
+    for t in (waits, launches):
+        assert t.host_ms is not None and len(t.host_ms) == len(t.samples_ms)
+        assert all(0 < h <= s for h, s in zip(t.host_ms, t.samples_ms))
+    assert waits.host_share < 0.3 and launches.host_share > HOST_BOUND_SHARE, (waits.host_share, launches.host_share)
+    assert measure(device_bound, rule, device.synchronize).host_ms is None  # asked for only on a device
+    # into metrics, the description's note, layer runs and the samples artifact
+    for t, bound in ((waits, False), (launches, True)):
+        timing = {"samples_ms": t.samples_ms, "warmup_ms": t.warmup_ms, "stop_reason": t.stop_reason,
+                  "elapsed_s": t.elapsed_s, "block_n": t.block_n, "host_ms": t.host_ms}
+        metrics = timing_metrics(timing, timing_summary(timing))
+        assert metrics["host_share_pct"] == pytest.approx(100 * t.host_share)
+        assert ("bound by the host's CPU" in host_bound_note(metrics)) is bound
+        kept = read_samples(samples_json(timing), "run")
+        assert kept.host_ms == pytest.approx(t.host_ms, abs=1e-6) and kept.samples_ms == pytest.approx(t.samples_ms, abs=1e-6)
+        del timing["host_ms"]
+        assert "host_share_pct" not in timing_metrics(timing, timing_summary(timing))  # absent, never zero
+        assert read_samples(samples_json(timing), "run").host_ms is None
+    layer = {"index": 0, "name": "conv1", "op_type": "Conv2d", "input_shape": "1x3x8x8", "output_shape": "1x4x8x8",
+             "timing": {"samples_ms": launches.samples_ms, "warmup_ms": [], "stop_reason": "precision", "elapsed_s": 1.0,
+                        "block_n": launches.block_n, "host_ms": launches.host_ms}}
+    from tracker.log.record import RunRecord
+    from tracker.profile.network import NetworkSpec
+
+    parent = RunRecord(kind="network", name="n", metrics={"latency_ms": 1.0})
+    spec = NetworkSpec(model="m", batch_size=1, input_size=8, device="cuda", precision="float32", phase="inference")
+    (record,) = layer_records(parent, spec, "h", "cuda0", [layer], {})
+    assert record.metrics["host_share_pct"] == pytest.approx(100 * launches.host_share)
+    broken = json.loads(samples_json(layer["timing"]))
+    broken["host_ms"] = broken["host_ms"][:-1]
+    with pytest.raises(TrackerError, match="host parts for"):
+        read_samples(json.dumps(broken), "run")

@@ -6,7 +6,8 @@
 # packages travel in .whl/site.tar.xz (ignored by git; carry it), which tools/device_site.sh
 # builds here from the versions .venv holds (CPython 3.12 wheels, without the MLflow UI).
 # Usage: bash tools/device_check.sh STEP...  (STEP: gpu_paths, gpu_paths=NAME,NAME... (those of
-# gpu_paths.py's steps alone), cost_b1, cost_b32, layers)
+# gpu_paths.py's steps alone), cost_bN (profiling_cost.py at batch N: cost_b1,
+# cost_b32, ...), layers)
 # Each step's output goes to $OUT (the files that come back, at most 8); a failed set-up ends
 # the script at once, so little device time is lost on it. On an H200 (2026-11-26) the set-up
 # took 15 s, cost_b1 and cost_b32 93 s each, layers 193 s, and gpu_paths ran past 400 s (15
@@ -37,12 +38,10 @@ for step in "$@"; do
       timeout 420 python3 benchmarks/gpu_paths.py cuda /tmp/gpu-paths-steps "${step#gpu_paths=}" > "$OUT/gpu_paths.log" 2>&1
       echo "gpu_paths rc=$?"; tar -C /tmp -czf "$OUT/gpu_paths_steps.tgz" gpu-paths-steps
       tail -c 6000 "$OUT/gpu_paths.log";;
-    cost_b1)
-      timeout 170 python3 benchmarks/profiling_cost.py cuda 1 > "$OUT/profiling_cost_b1.log" 2>&1
-      echo "cost_b1 rc=$?"; tail -n 2 "$OUT/profiling_cost_b1.log";;
-    cost_b32)
-      timeout 170 python3 benchmarks/profiling_cost.py cuda 32 > "$OUT/profiling_cost_b32.log" 2>&1
-      echo "cost_b32 rc=$?"; tail -n 2 "$OUT/profiling_cost_b32.log";;
+    cost_b[0-9]*)
+      b=${step#cost_b}
+      timeout 170 python3 benchmarks/profiling_cost.py cuda "$b" > "$OUT/profiling_cost_b$b.log" 2>&1
+      echo "$step rc=$?"; tail -n 2 "$OUT/profiling_cost_b$b.log";;
     layers)
       timeout 200 python3 benchmarks/layer_cost.py cuda > "$OUT/layer_cost.log" 2>&1
       echo "layers rc=$?"; tail -n 2 "$OUT/layer_cost.log";;

@@ -86,6 +86,7 @@ def _telemetry_text(data: dict) -> str:
 
 def _report(data: dict, fmt: OutputFormat) -> None:
     from tracker.profile.records import beside_other_work
+    from tracker.profile.stats import HOST_BOUND_SHARE
 
     if fmt is OutputFormat.json:
         emit_json(data)
@@ -117,6 +118,11 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         typer.echo(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
                    "back and faults them in again every iteration, at a cost that moves with the host; "
                    "--allocator retain keeps them (a mode of its own)")
+    host = data.get("host_share_pct")
+    if host is not None and host >= 100 * HOST_BOUND_SHARE:
+        typer.echo(f"note: the host spent {host:.0f} % of each iteration launching its work and the device waited on "
+                   "it: this latency is bound by the host's CPU, not the device (it moves with the host's speed; "
+                   "a larger batch puts the work on the device)")
     if beside_other_work(data):
         typer.echo(f"note: other processes took {data['cpu_util_others_pct']:.0f} % of this machine's CPU while it "
                    "was measured: they compete for its cores, caches and memory, so this may be slower than the "

@@ -45,7 +45,7 @@ from tracker.profile.trace import TRACE_TAG, normalized
 ALPHA = 0.05
 #: Metrics shown besides latency, where a run has them.
 METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s", "peak_mem_mb", "energy_per_iter_j", "power_w", "cpu_util_pct",
-           "cpu_util_others_pct", "gpu_util_pct", "page_faults_per_iter_count")
+           "cpu_util_others_pct", "gpu_util_pct", "page_faults_per_iter_count", "host_share_pct")
 #: Parameters that make a configuration (differences are shown, not warned about).
 CONFIGURATION = ("model", "model_hash", "batch_size", "input_size", "phase", "device", "precision", "mode")
 #: What a run's environment is: its env.* tags and these.

@@ -5,11 +5,13 @@ figure be derived again, and ``tracker runs compare`` test two runs on them. A v
 record, pyperf's way: a format this tracker does not know is refused by name, never guessed at.
 
     {"format": 1, "unit": "ms", "block_n": 12, "stop_reason": "precision",
-     "warmup_ms": [...], "samples_ms": [...]}
+     "warmup_ms": [...], "samples_ms": [...], "host_ms": [...]}
 
 Samples are in time order; ``block_n`` consecutive samples make one block of about
 ``tracker.profile.stats.BLOCK_S`` of work (the drift-aware CI rests on the block medians).
 A training job's samples (since tracker 0.7.3) are its steps' iteration times, one a block.
+``host_ms`` (on a device, since tracker 0.8.4; optional, so format 1 still): each sample's host
+part, the step's call until it returned, before the device was waited on.
 Runs logged before tracker 0.7.2, layer runs and imported runs have no samples artifact.
 """
 
@@ -31,6 +33,7 @@ class Samples:
     warmup_ms: list[float]
     block_n: int
     stop_reason: str
+    host_ms: list[float] | None = None
 
 
 def samples_json(timing: dict[str, Any]) -> str:
@@ -40,6 +43,7 @@ def samples_json(timing: dict[str, Any]) -> str:
         "stop_reason": timing["stop_reason"],
         "warmup_ms": [round(float(v), 6) for v in timing["warmup_ms"]],
         "samples_ms": [round(float(v), 6) for v in timing["samples_ms"]],
+        **({"host_ms": [round(float(v), 6) for v in timing["host_ms"]]} if timing.get("host_ms") else {}),
     }, separators=(",", ":"))
 
 
@@ -57,8 +61,11 @@ def read_samples(text: str, where: str) -> Samples:
         samples = [float(v) for v in data["samples_ms"]]
         warmup = [float(v) for v in data.get("warmup_ms", [])]
         block_n = int(data.get("block_n", 1))
+        host = [float(v) for v in data["host_ms"]] if data.get("host_ms") is not None else None
     except (KeyError, TypeError, ValueError) as exc:
         raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} lacks or garbles {exc}") from None
     if not samples or block_n < 1:
         raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} holds no samples")
-    return Samples(samples, warmup, block_n, str(data.get("stop_reason", "")))
+    if host is not None and len(host) != len(samples):
+        raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} holds {len(host)} host parts for {len(samples)} samples")
+    return Samples(samples, warmup, block_n, str(data.get("stop_reason", "")), host)

@@ -94,6 +94,8 @@ class ProfileResult:
                 out[tail] = m[tail]
         if "page_faults_per_iter_count" in m:  # memory the C allocator took afresh from the kernel, per iteration
             out["page_faults_per_iter_count"] = m["page_faults_per_iter_count"]
+        if "host_share_pct" in m:  # on a device: how much of each iteration the host's launching took
+            out["host_share_pct"] = m["host_share_pct"]
         for name in TELEMETRY_SHOWN:  # where this machine measured them (absent, never zero, where not)
             if name in m:
                 out[name] = m[name]
@@ -114,6 +116,7 @@ class ProfileResult:
                     "op_type": r.params["op_type"],
                     "latency_ms": r.metrics["latency_ms"],
                     "ci_rel": r.metrics["latency_ci_rel"],
+                    **({"host_share_pct": r.metrics["host_share_pct"]} if "host_share_pct" in r.metrics else {}),
                 }
                 for r in self.layers
             ]

@@ -48,6 +48,7 @@ ALWAYS = {
     "cuda": {
         "latency_ms": "wall clock around each iteration, the device synchronised before and after it",
         "peak_mem_mb": "torch's peak allocated CUDA memory (cuda_max_allocated_mb; reserved beside it)",
+        "host_share_pct": "wall clock of each iteration's call before its closing synchronisation, over the whole",
     },
 }
 

@@ -21,6 +21,8 @@ def _timing_json(t: Timing) -> dict[str, Any]:
            "block_n": t.block_n}
     if t.minor_faults is not None:
         out["minor_faults"] = t.minor_faults
+    if t.host_ms is not None:
+        out["host_ms"] = t.host_ms
     return out
 
 
@@ -100,7 +102,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     gpu_index = (torch.device(device).index or 0) if cuda else None
     with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), settle_s=job.get("settle_s", 0.0),
                           gpu_index=gpu_index) as sampler:
-        timing = measure(step, rule, device_sync(device))
+        timing = measure(step, rule, device_sync(device), split_host=cuda)
     memory: dict[str, float] = {}
     if peak_reset:  # absent where its peak could not be started afresh
         memory["peak_rss_mb"] = peak_rss_mb()

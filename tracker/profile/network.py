@@ -115,5 +115,5 @@ def profile_layers(model: Any, spec: NetworkSpec, rule: Stopping) -> list[LayerC
     sync = device_sync(spec.device)
     with torch.inference_mode():
         for call in calls:
-            call.timing = measure(call.run, rule, sync)
+            call.timing = measure(call.run, rule, sync, split_host=spec.device.startswith("cuda"))
     return calls

@@ -8,7 +8,7 @@ from typing import Any
 from tracker.log.record import SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
-from tracker.profile.stats import Stopping, Summary, summarize
+from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, Summary, host_share, summarize
 from tracker.zoo.spec import shape_text
 
 #: Share of the machine's CPU (%) that other processes took during a measurement from which its
@@ -98,7 +98,23 @@ def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
         "measure_time_s": float(timing["elapsed_s"]),
         **({"latency_p90_ms": s.p90} if s.p90 is not None else {}),  # absent with too few samples to tell
         **({"latency_p99_ms": s.p99} if s.p99 is not None else {}),
+        **({"host_share_pct": 100.0 * share} if (share := timing_host_share(timing)) is not None else {}),
     }
+
+
+def timing_host_share(timing: dict[str, Any]) -> float | None:
+    """The share of a device timing's iterations its host spent issuing the step (``host_ms``, kept
+    on a device since tracker 0.8.4); None on a CPU and in older timings."""
+    return host_share(timing["host_ms"], timing["samples_ms"]) if timing.get("host_ms") else None
+
+
+def host_bound_note(metrics: dict[str, float]) -> str:
+    """A description's sentence for a measurement bound by its host (``HOST_BOUND_SHARE``), else ''."""
+    share = metrics.get("host_share_pct")
+    if share is None or share < 100.0 * HOST_BOUND_SHARE:
+        return ""
+    return (f" The host spent {share:.0f} % of each iteration launching its work, the device waiting on it: this "
+            "latency is bound by the host's CPU more than by the device, and moves with the host's speed.")
 
 
 def telemetry_metrics(telemetry: dict[str, float], iterations: int, keys: tuple[str, ...] | None = None) -> dict[str, float]:
@@ -170,6 +186,7 @@ def measured_record(
         end_time_ms=now_ms(),
     )
     record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing)  # every figure above derives from them
+    record.description += host_bound_note(metrics)
     if beside_other_work(metrics):  # said where the UI shows the run
         record.description += (f" Other processes took {metrics['cpu_util_others_pct']:.0f} % of the machine's CPU "
                                "over the window: this may be slower than the machine alone would run it.")
@@ -215,7 +232,8 @@ def layer_records(
     for layer, summary in zip(layers, summaries):
         median = summary.median
         m = timing_metrics(layer["timing"], summary)
-        metrics = {k: m[k] for k in ("latency_ms", "latency_iqr_ms", "latency_ci_rel", "samples_count")}
+        metrics = {k: m[k] for k in ("latency_ms", "latency_iqr_ms", "latency_ci_rel", "samples_count", "host_share_pct")
+                   if k in m}
         if total:
             metrics["share_of_network_pct"] = 100.0 * median / total
         metrics.update(telemetry_metrics(layer.get("telemetry", {}), int(m["samples_count"]), LAYER_TELEMETRY))

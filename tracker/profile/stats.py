@@ -54,6 +54,21 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
         18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021}
 
 
+#: A device measurement whose host spent at least this share of each iteration issuing its work
+#: (``host_share``) is bound by the host: the device waited on kernel launches, so its latency
+#: follows the host CPU's speed as much as the device's (on a shared host, the host's drift).
+HOST_BOUND_SHARE = 0.9
+
+
+def host_share(host_ms: list[float], samples_ms: list[float]) -> float | None:
+    """The share of the timed iterations the host spent inside the step before it waited on
+    the device (the sum of the host parts over the sum of the iterations); None without both."""
+    total = sum(samples_ms)
+    if not host_ms or len(host_ms) != len(samples_ms) or total <= 0:
+        return None
+    return min(1.0, sum(host_ms) / total)
+
+
 def t95(df: int) -> float:
     if df in _T95:
         return _T95[df]

@@ -1,7 +1,10 @@
 """Timing a callable on a device: warm up until stable, then sample adaptively.
 
 Every timed call is bracketed by a device synchronisation (``torch.cuda.synchronize``
-on CUDA; nothing to wait for on CPU), so the clock sees the work and not its launch.
+on CUDA; nothing to wait for on CPU), so the clock sees the work and not its launch. On a
+device, ``split_host`` also times each iteration's host part (the step's call, before the
+closing synchronisation waits for the device): how much of the latency the host's launching
+of kernels made (``Timing.host_share``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from tracker.profile.stats import (
     WARMUP_WINDOW,
     Stopping,
     Summary,
+    host_share,
     stop_reason,
     summarize,
     warmed_up,
@@ -40,10 +44,17 @@ class Timing:
     #: minor page faults of this process over the sampling window (every thread's: the
     #: telemetry sampler's too, a handful), None where getrusage does not count them
     minor_faults: int | None = None
+    #: each sample's host part (ms: the step's call until it returned, before the device was
+    #: waited on), where asked (``split_host``); None on a CPU, where the host is the device
+    host_ms: list[float] | None = None
 
     @property
     def summary(self) -> Summary:
         return summarize(self.samples_ms, self.block_n)
+
+    @property
+    def host_share(self) -> float | None:
+        return host_share(self.host_ms, self.samples_ms) if self.host_ms is not None else None
 
 
 def device_sync(device: str) -> Callable[[], None]:
@@ -55,14 +66,18 @@ def device_sync(device: str) -> Callable[[], None]:
     return lambda: None
 
 
-def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] = lambda: None) -> Timing:
+def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] = lambda: None,
+            split_host: bool = False) -> Timing:
     clock = time.perf_counter_ns
     start = clock()
+    host: list[float] | None = [] if split_host else None
 
     def timed() -> float:
         sync()
         t0 = clock()
         fn()
+        if host is not None:
+            host.append((clock() - t0) / 1e6)
         sync()
         return (clock() - t0) / 1e6
 
@@ -77,6 +92,8 @@ def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] =
             window = max(WARMUP_WINDOW, rule.block_size(statistics.median(warmup[-WARMUP_WINDOW:])))
     block_n = rule.block_size(statistics.median(warmup[-WARMUP_WINDOW:]))
     faults_start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    if host is not None:
+        host.clear()  # the sampling window's iterations alone, as the samples
     sample_start = clock()
     samples: list[float] = []
     reason = None
@@ -92,4 +109,4 @@ def measure(fn: Callable[[], object], rule: Stopping, sync: Callable[[], None] =
     end = clock()
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_start
     return Timing(samples, warmup, reason, (end - start) / 1e9, (sample_start, end), block_n,
-                  faults if faults_start or faults else None)
+                  faults if faults_start or faults else None, host)
