@@ -14,7 +14,8 @@ from tracker.describe.graph import Description, describe_module, trace_hooks
 from tracker.zoo import build_model
 
 #: Published counts (torchvision docs: GFLOPS there are GMACs at 224x224).
-KNOWN = {"resnet18": (11_689_512, 1.814e9), "mobilenet_v2": (3_504_872, 0.301e9)}
+#: parameters and MACs torchvision documents (maxvit_t's since 0.8.4: its attention is two einsums)
+KNOWN = {"resnet18": (11_689_512, 1.814e9), "mobilenet_v2": (3_504_872, 0.301e9), "maxvit_t": (30_919_624, 5.558e9)}
 
 
 def torch_flops(model, x) -> int:
@@ -23,7 +24,7 @@ def torch_flops(model, x) -> int:
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "maxvit_t"])
 def test_counts_match_known_values_and_torch_flop_counter(name: str) -> None:
     model = build_model(name)
     desc = describe_module(model, name, 224)
@@ -536,6 +537,50 @@ def test_a_convolution_called_as_a_function_counts_its_work() -> None:
     assert [r["kernel_h"] for r in rows] == [3, 3, 5, 0] and all(r["macs"] > 0 for r in rows)
     assert 2 * sum(r["macs"] for r in node_rows(desc, batch_size=2)) == torch_flops(model, torch.randn(2, 3, 32, 32))
     assert aggregates(desc, 1)["flops"] == torch_flops(model, x)
+
+
+class _FunctionalParts(torch.nn.Module):
+    """What a network of one's own writes as functions: a convolution with its stride, padding,
+    dilation and groups all by position (depthwise), a transposed convolution in groups, scaled
+    dot-product attention, and an einsum of a tensor with itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(16, 3, 3, 3))
+        self.wd = torch.nn.Parameter(torch.randn(16, 1, 3, 3))
+        self.wt = torch.nn.Parameter(torch.randn(16, 4, 4, 4))  # 16 -> 8 channels in 2 groups
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = torch.nn.functional
+        x = f.conv2d(f.conv2d(x, self.w1, None, 2, 1), self.wd, None, 1, 1, 1, 16)
+        x = f.conv_transpose2d(x, self.wt, None, 2, 1, 0, 2)  # (N, 8, 32, 32)
+        q, k, v = self.qkv(x.flatten(2).transpose(1, 2)[:, :64]).unsqueeze(1).chunk(3, dim=-1)  # (N, 1, 64, 8) each
+        a = f.scaled_dot_product_attention(q, k, v)
+        return torch.einsum("b h l d, b h s d -> b h l s", a, a)
+
+
+def test_functions_count_their_work_and_name_their_arguments() -> None:
+    """Since 0.8.4: a functional convolution's arguments given by position are named as a Conv
+    module's (a depthwise one is told depthwise, its stride read), and a transposed convolution,
+    scaled dot-product attention and a two-operand einsum called as functions count their MACs
+    (0 before): the whole network's FLOPs are torch's FLOP counter's, its attention on the math
+    path (the counter counts no CPU flash kernel)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    model = _FunctionalParts()
+    desc = describe_module(model, "parts", 32)
+    for batch in (1, 3):
+        rows = {r["kind"]: r for r in node_rows(desc, batch_size=batch) if r["macs"]}
+        assert set(rows) == {"conv2d", "conv_transpose2d", "Linear", "scaled_dot_product_attention", "einsum"}
+        with sdpa_kernel(SDPBackend.MATH):
+            assert 2 * sum(r["macs"] for r in node_rows(desc, batch_size=batch)) == torch_flops(
+                model, torch.randn(batch, 3, 32, 32))
+        assert rows["scaled_dot_product_attention"]["macs"] == batch * 64 * 64 * (8 + 8)
+        assert rows["einsum"]["macs"] == batch * 64 * 64 * 8
+    convs = [(r["category"], r["stride_h"], r["padding"], r["dilation"], r["groups"]) for r in node_rows(desc)
+             if r["kind"] == "conv2d"]
+    assert convs == [("conv", 2, 1, 1, 1), ("dwconv", 1, 1, 1, 16)]
 
 
 class _Upsampling(torch.nn.Module):

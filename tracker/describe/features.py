@@ -355,8 +355,9 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         kh = kw = sh = sw = 0
         if cat in ("conv", "dwconv", "gconv") and (weight := _functional_weight(n, in_shapes)):
             # a functional convolution (F.conv2d(x, weight, ...)): its weight, the second input, is
-            # (out, in / groups, *kernel), so each output element takes in / groups x kernel MACs; a
-            # stride given by position is not among the node's attributes (read as 1 here)
+            # (out, in / groups, *kernel), so each output element takes in / groups x kernel MACs; its
+            # stride, padding, dilation and groups named by describe.graph.functional_conv_attrs (0.8.4;
+            # given by position, a description before it reads 1)
             kh, kw = _pair(weight[2:])
             sh, sw = _pair(n.attrs.get("stride"))
             macs = counts[n.name] * math.prod(weight[1:])

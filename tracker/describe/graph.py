@@ -225,12 +225,80 @@ def whole_module_macs(module: Any, in_shapes: list[list[int] | None]) -> int | N
     return None
 
 
+#: torch.nn.functional's convolutions: their arguments after (input, weight, bias) in order, named
+#: in a node's attributes as a Conv module's are (``F.conv2d(x, w, None, 2, 1)``: stride 2, padding 1).
+FUNCTIONAL_CONV_ARGS = {
+    **{f"conv{d}d": ("stride", "padding", "dilation", "groups") for d in (1, 2, 3)},
+    **{f"conv_transpose{d}d": ("stride", "padding", "output_padding", "groups", "dilation") for d in (1, 2, 3)},
+}
+
+
+def functional_conv_attrs(kind: str, attrs: dict[str, Any], in_shapes: list[list[int] | None]) -> dict[str, Any]:
+    """A functional convolution's attributes as a Conv module's: its positional arguments by name,
+    and its channels from its input's and weight's shapes (a transposed one's weight is
+    ``(in, out / groups, *kernel)``), so that it is told a depthwise or grouped convolution as a
+    module is. Other nodes' attributes unchanged."""
+    names = FUNCTIONAL_CONV_ARGS.get(kind)
+    if names is None:
+        return attrs
+    out: dict[str, Any] = {}
+    for key, v in attrs.items():
+        i = int(key[3:]) if key.startswith("arg") and key[3:].isdigit() else -1
+        out[names[i - 3] if 3 <= i < 3 + len(names) else key] = v
+    x, w = (in_shapes + [None, None])[:2]
+    if x and w and len(x) == len(w) >= 3:
+        groups = int(out.get("groups", 1) or 1)
+        out["in_channels"] = int(x[1])
+        out["out_channels"] = int(w[1]) * groups if kind.startswith("conv_transpose") else int(w[0])
+    return out
+
+
+def _einsum_macs(equation: Any, in_shapes: list[list[int] | None]) -> int | None:
+    """Multiply-accumulates of a two-operand ``torch.einsum`` (``"bij,bjk->bik"``): one for every
+    combination of its indices' values, the product of every index's size (as the batched matrix
+    product it becomes). None for one operand or three (a permutation, a reduction, an order of
+    products), an ellipsis, or shapes it cannot read."""
+    if not isinstance(equation, str) or "." in equation or len(in_shapes) != 2 or not all(in_shapes):
+        return None
+    operands = equation.replace(" ", "").split("->")[0].split(",")
+    if len(operands) != 2:
+        return None
+    sizes: dict[str, int] = {}
+    for letters, shape in zip(operands, in_shapes):
+        if len(letters) != len(shape):
+            return None
+        for letter, size in zip(letters, shape):
+            sizes[letter] = max(sizes.get(letter, 1), int(size))  # a size of 1 broadcasts
+    return math.prod(sizes.values())
+
+
+def _sdpa_macs(in_shapes: list[list[int] | None]) -> int | None:
+    """Multiply-accumulates of ``F.scaled_dot_product_attention(q, k, v)``: the scores ``q kᵀ``
+    (L x S x E for each of q's leading dimensions) and their weighted sum of ``v`` (L x S x Ev), as
+    torch's FLOP counter counts its two matrix products; the softmax is not counted."""
+    if len(in_shapes) < 3 or not all(in_shapes[:3]) or min(len(s) for s in in_shapes[:3]) < 2:
+        return None
+    q, k, v = in_shapes[:3]
+    return math.prod(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1])
+
+
 def function_macs(kind: str, in_shapes: list[list[int] | None], attrs: dict[str, Any]) -> int | None:
-    """Multiply-accumulates of one sample through a function torch.fx does not trace into (one a
-    library wraps as a leaf): torchvision's Swin ``shifted_window_attention``, from its input
-    ``(1, H, W, C)`` and window: the query-key-value projection and the output projection over
-    the input padded to whole windows, and in each window of N positions the scores and the
-    weighted sum (2·N·C per position). None for any other function, or inputs it cannot read."""
+    """Multiply-accumulates of one sample through a function whose work no module's attributes
+    give: torchvision's Swin ``shifted_window_attention`` (a leaf torch.fx does not trace into),
+    from its input ``(1, H, W, C)`` and window: the query-key-value projection and the output
+    projection over the input padded to whole windows, and in each window of N positions the
+    scores and the weighted sum (2·N·C per position); since 0.8.4 a two-operand ``einsum``
+    (``_einsum_macs``: maxvit's attention), ``scaled_dot_product_attention`` (``_sdpa_macs``)
+    and a transposed convolution called as a function (input elements x out / groups x kernel,
+    from its weight ``(in, out / groups, *kernel)``). None for any other function, or inputs it
+    cannot read."""
+    if kind == "einsum":
+        return _einsum_macs(attrs.get("equation"), in_shapes)
+    if kind == "scaled_dot_product_attention":
+        return _sdpa_macs(in_shapes)
+    if kind.startswith("conv_transpose"):
+        x, w = (in_shapes + [None, None])[:2]
+        return math.prod(x[1:]) * math.prod(w[1:]) if x and w and len(x) == len(w) >= 3 else None
     if kind != "shifted_window_attention":
         return None
     shape, window = (in_shapes[0] if in_shapes else None), attrs.get("arg4")
@@ -313,7 +381,12 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             kind = fx_node.target if isinstance(fx_node.target, str) else getattr(fx_node.target, "__name__", str(fx_node.target))
             attrs = {f"arg{i}": _const(a) for i, a in enumerate(fx_node.args) if not isinstance(a, torch.fx.Node) and i > 0}
             attrs.update({k: _const(v) for k, v in fx_node.kwargs.items() if not isinstance(v, torch.fx.Node)})
-            macs = function_macs(kind, [shapes.get(i) for i in inputs], attrs)
+            if kind == "einsum" and fx_node.args and isinstance(fx_node.args[0], str):
+                attrs["equation"] = fx_node.args[0]
+            # the tensors in the order the call took them (inputs name each once: einsum(eq, a, a))
+            in_shapes = [shapes.get(a.name) for a in fx_node.args if isinstance(a, torch.fx.Node)]
+            attrs = functional_conv_attrs(kind, attrs, in_shapes)
+            macs = function_macs(kind, in_shapes, attrs)
             if macs is not None:
                 attrs["macs"] = macs
             nodes.append(Node(fx_node.name, fx_node.op, kind, inputs, out_shape, attrs))
