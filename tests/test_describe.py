@@ -549,13 +549,13 @@ class _FunctionalParts(torch.nn.Module):
         self.w1 = torch.nn.Parameter(torch.randn(16, 3, 3, 3))
         self.wd = torch.nn.Parameter(torch.randn(16, 1, 3, 3))
         self.wt = torch.nn.Parameter(torch.randn(16, 4, 4, 4))  # 16 -> 8 channels in 2 groups
-        self.qkv = torch.nn.Linear(8, 24)
+        self.qkv = torch.nn.Linear(64, 48)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = torch.nn.functional
         x = f.conv2d(f.conv2d(x, self.w1, None, 2, 1), self.wd, None, 1, 1, 1, 16)
-        x = f.conv_transpose2d(x, self.wt, None, 2, 1, 0, 2)  # (N, 8, 32, 32)
-        q, k, v = self.qkv(x.flatten(2).transpose(1, 2)[:, :64]).unsqueeze(1).chunk(3, dim=-1)  # (N, 1, 64, 8) each
+        x = f.avg_pool2d(f.conv_transpose2d(x, self.wt, None, 2, 1, 0, 2), 4)  # (N, 8, 8, 8)
+        q, k, v = self.qkv(x.flatten(2)).unsqueeze(1).chunk(3, dim=-1)  # (N, 1, 8, 16) each
         a = f.scaled_dot_product_attention(q, k, v)
         return torch.einsum("b h l d, b h s d -> b h l s", a, a)
 
@@ -565,7 +565,8 @@ def test_functions_count_their_work_and_name_their_arguments() -> None:
     module's (a depthwise one is told depthwise, its stride read), and a transposed convolution,
     scaled dot-product attention and a two-operand einsum called as functions count their MACs
     (0 before): the whole network's FLOPs are torch's FLOP counter's, its attention on the math
-    path (the counter counts no CPU flash kernel)."""
+    path (the counter counts no CPU flash kernel). Each writes a tensor of its own and keeps for
+    backward what autograd keeps (attention: query, key, value, output and logsumexp)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     model = _FunctionalParts()
@@ -576,11 +577,21 @@ def test_functions_count_their_work_and_name_their_arguments() -> None:
         with sdpa_kernel(SDPBackend.MATH):
             assert 2 * sum(r["macs"] for r in node_rows(desc, batch_size=batch)) == torch_flops(
                 model, torch.randn(batch, 3, 32, 32))
-        assert rows["scaled_dot_product_attention"]["macs"] == batch * 64 * 64 * (8 + 8)
-        assert rows["einsum"]["macs"] == batch * 64 * 64 * 8
+        assert rows["scaled_dot_product_attention"]["macs"] == batch * 8 * 8 * (16 + 16)
+        assert rows["einsum"]["macs"] == batch * 8 * 8 * 16
     convs = [(r["category"], r["stride_h"], r["padding"], r["dilation"], r["groups"]) for r in node_rows(desc)
              if r["kind"] == "conv2d"]
     assert convs == [("conv", 2, 1, 1, 1), ("dwconv", 1, 1, 1, 16)]
+    x = torch.randn(2, 3, 32, 32)
+    agg = aggregates(desc, batch_size=2)
+    assert agg["kept_activation_bytes"] == _autograd_saved_bytes(model, x)
+    # at the transposed convolution: the network's input, its own input (the first convolution's
+    # output freed once the depthwise one read it) and its output
+    assert agg["live_activation_bytes"] == 4 * (2 * 3 * 32 * 32 + 2 * 16 * 16 * 16 + 2 * 8 * 32 * 32)
+    assert agg["live_activation_bytes"] <= _forward_allocated_bytes(model.eval(), x)
+    maxvit = build_model("maxvit_t")  # its attention's two einsums keep their operands (7.1 % under before)
+    kept = aggregates(describe_module(maxvit, "maxvit_t", 224), 1)["kept_activation_bytes"]
+    assert abs(kept / _autograd_saved_bytes(maxvit, torch.randn(1, 3, 224, 224)) - 1) < 0.01
 
 
 class _Upsampling(torch.nn.Module):

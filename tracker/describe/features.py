@@ -21,8 +21,9 @@ from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node, sequen
 #: describes every network again (a full load). 1: until 0.7.5; 2: kept activation bytes (0.7.6);
 #: 3: live activation bytes (0.7.9); 4: attention's projections and outputs in them, and every position of
 #: a sequence-first tensor (0.8.0); 5: a convolution called as a function counts its MACs, from its
-#: weight's shape (0.8.3; 0 before).
-NODE_ROWS_VERSION = 5
+#: weight's shape (0.8.3; 0 before); 6: transposed convolutions, attention and einsum called as
+#: functions write tensors of their own and keep for backward what autograd keeps (0.8.4).
+NODE_ROWS_VERSION = 6
 #: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
 BATCH_ANYWHERE_VERSION = 4
 
@@ -158,7 +159,11 @@ _INPLACE_SAVES_RESULT = {"LeakyReLU", "leaky_relu", "ELU", "elu"}
 _NO_INPLACE_COPIES = {"import:perf4sight"}
 #: Transposed convolutions: kept whole (category ``other``), counted by ``describe.graph.whole_module_macs``;
 #: like a convolution, each keeps its input for backward.
-_TRANSPOSED = {k for k in WHOLE_MODULE_KINDS if k.startswith("ConvTranspose")}
+_TRANSPOSED = {k for k in WHOLE_MODULE_KINDS if k.startswith("ConvTranspose")} | {
+    f"conv_transpose{d}d" for d in (1, 2, 3)}  # and called as functions (0.8.4)
+#: Functions whose output is a tensor of their own, kept by the describe as ``other`` (their work
+#: in their ``macs``, ``graph.function_macs``): transposed convolutions, attention, einsum.
+_NEW_FUNCTIONS = {"conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention", "einsum"}
 #: Pooling that also keeps the argmax of each output element (int64) for backward.
 _MAX_POOL = {"MaxPool2d", "max_pool2d", "AdaptiveMaxPool2d", "adaptive_max_pool2d"}
 #: Element-wise products: with two tensor inputs, backward reads both.
@@ -206,6 +211,13 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
             kept.update(ins[:1])
         elif k == "Bilinear":  # its weight's gradient reads both inputs
             kept.update(ins[:2])
+        elif k == "einsum" and "macs" in n.attrs:  # a product of two operands reads both (0.8.4)
+            kept.update(ins[:2])
+        elif k == "scaled_dot_product_attention":  # query, key, value, its output and each query's logsumexp
+            kept.update(ins[:3])
+            kept.add(n.name)
+            if n.out_shape:
+                extra[n.name] = out_elems[n.name] // max(int(n.out_shape[-1]), 1) * 4  # float32
         elif cat == "linear":  # matrix products read both operands
             kept.update(ins[:2])
         elif cat == "act":
@@ -319,7 +331,8 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
             owner[n.name] = owner[first]
         else:
             owner[n.name] = n.name
-            new = cat in _NEW_TENSORS or n.op == "placeholder" or n.kind in WHOLE_MODULE_KINDS or of_tuple
+            new = (cat in _NEW_TENSORS or n.op == "placeholder" or n.kind in WHOLE_MODULE_KINDS or of_tuple
+                   or n.kind in _NEW_FUNCTIONS)
             size[n.name] = counts[n.name] * dtype_bytes if new else 0
     end = len(desc.nodes)
     freed_at: dict[str, int] = {n.name: end if n.op == "placeholder" else i for i, n in enumerate(desc.nodes)}
