@@ -92,6 +92,24 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     assert [a.path for a in client.list_artifacts(run_id, "trace")] == []
 
 
+def test_a_host_bound_measurement_is_said_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """On a GPU, from HOST_BOUND_SHARE of each iteration spent launching, profile's lines say the
+    latency is the host's (the network's and how many layers); under it, or absent, nothing."""
+    from tracker.cli.profile import _report
+    from tracker.cli.options import OutputFormat
+
+    data = {"model": "resnet18", "batch_size": 1, "input_size": 224, "phase": "inference", "mode": "cuda0-sm1980",
+            "status": "FINISHED", "reused": False, "latency_ms": 1.33, "ci_rel": 0.007, "samples": 144,
+            "stop_reason": "precision", "peak_mem_mb": 88.0, "run_id": "r" * 32}
+    for share, said in ((98.3, True), (74.9, False), (None, False)):
+        layers = [{"host_share_pct": s} for s in (95.0, 60.0, 91.0)] if share is not None else [{}, {}, {}]
+        _report({**data, **({"host_share_pct": share} if share is not None else {}), "layers": layers,
+                 "sum_of_layers_ratio": 1.09}, OutputFormat.table)
+        out = capsys.readouterr().out
+        assert ("bound by the host's CPU" in out) is said, out
+        assert ("2 of them bound by the host" in out) is (share is not None), out
+
+
 def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     store = tmp_path / "store"
     result = runner.invoke(
@@ -112,6 +130,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert int(run.data.tags["env.memory_total_mb"]) == mem_total_kb // 1024
     assert run.data.tags["tracker.stop_reason"] == data["stop_reason"]
     assert data["device"] == "cpu" and data["mode"] == run.data.params["mode"]
+    assert "host_share_pct" not in data and "host_share_pct" not in run.data.metrics  # on a CPU the host is the device
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
     # device show foretells what the run records: its mode, the telemetry it measured and what it lacks
     shown = runner.invoke(app, ["device", "show", "--threads", "1", "--format", "json"])

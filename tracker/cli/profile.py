@@ -128,7 +128,11 @@ def _report(data: dict, fmt: OutputFormat) -> None:
                    "was measured: they compete for its cores, caches and memory, so this may be slower than the "
                    "machine alone would run it (tracker device show; the run keeps cpu_util_others_pct)")
     if "layers" in data:
-        typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}")
+        shares = [r["host_share_pct"] for r in data["layers"] if r.get("host_share_pct") is not None]
+        bound = sum(share >= 100 * HOST_BOUND_SHARE for share in shares)
+        typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}"
+                   + (f"; {bound} of them bound by the host (launching took {100 * HOST_BOUND_SHARE:.0f} % or more "
+                      "of their time)" if shares else ""))
     if "trace" in data:
         if "error" in data["trace"]:
             typer.echo(f"no trace: torch.profiler failed ({data['trace']['error']}); the measurement stands")
