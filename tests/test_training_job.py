@@ -58,6 +58,7 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     client = MlflowClient(resolve_location(str(runs)).uri)
     run = client.get_run(r["run_id"])
     assert run.data.params["num_workers"] == "0" and run.data.tags["tracker.kind"] == "training"
+    assert r["host_share_pct"] is None and "host_share_pct" not in run.data.metrics  # a CPU's host is its device
     modes = json.loads(_cli(runs, "runs", "list", "--kind", "mode", "--format", "json").stdout)
     assert [m["params"]["mode"] for m in modes] == [run.data.params["mode"]]  # the device mode the job ran in
     parts = ("step_data_wait_ms", "step_h2d_ms", "step_forward_ms", "step_backward_ms", "step_optimizer_ms", "step_total_ms")
@@ -84,6 +85,16 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
                                           "--warehouse", str(wh), "--format", "json"]).stdout)
     assert [x["num_workers"] for x in rows] == [0, 1] and sum(x["is_best"] for x in rows) == 1
     assert [x["steps"] for x in rows] == [3, 3]  # every step measured, the set-up one too
+
+
+def test_a_gpu_jobs_host_share_is_of_its_compute_and_absent_where_a_step_has_none() -> None:
+    from tracker.profile.job import steps_host_share
+
+    steps = [{"forward_ms": 4.0, "backward_ms": 8.0, "optimizer_ms": 2.0, "host_ms": 13.0, "data_wait_ms": 50.0},
+             {"forward_ms": 2.0, "backward_ms": 4.0, "optimizer_ms": 0.0, "host_ms": 1.0, "data_wait_ms": 0.0}]
+    assert steps_host_share(steps) == pytest.approx(14.0 / 20.0)  # the data wait and the copy are not compute
+    assert steps_host_share([steps[0], {k: v for k, v in steps[1].items() if k != "host_ms"}]) is None
+    assert steps_host_share([]) is None
 
 
 def test_a_measured_job_is_read_back_unless_measured_again(tmp_path: Path) -> None:

@@ -348,6 +348,8 @@ def _job_line(r: dict[str, Any]) -> None:
         peak = f", peak {r['peak_mem_mb']:.0f} MB" if r["peak_mem_mb"] is not None else ""
         if r.get("page_faults_per_iter_count") is not None:
             peak += f", {r['page_faults_per_iter_count']:,.0f} page faults per step"
+        if r.get("host_share_pct") is not None:
+            peak += f", the host {r['host_share_pct']:.0f} % of each step's compute"
         typer.echo(f"{status}: {r['steps']} steps, median step {r['median_step_ms']:.1f} ms, data wait "
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"
                    f" (run {r['run_id'][:12]}{', already measured: reused' if r.get('reused') else ''})")

@@ -212,6 +212,8 @@ class JobResult:
     page_faults_per_iter_count: float | None = None
     #: the job was measured before (the same key): this is that run, read back, not a new one
     reused: bool = False
+    #: on a GPU, the share of forward, backward and optimizer the host spent launching them (since 0.8.4)
+    host_share_pct: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -222,7 +224,7 @@ class JobResult:
         """The result of a job's run from its summary metrics (``_finish``'s, or a run read back)."""
         return cls(run_id, status, steps, metrics.get("step_time_ms"), metrics.get("data_wait_frac"),
                    metrics.get("throughput_per_s"), metrics.get("peak_mem_mb"), skipped, reason, cfg.params(), mode,
-                   metrics.get("page_faults_per_iter_count"), reused)
+                   metrics.get("page_faults_per_iter_count"), reused, metrics.get("host_share_pct"))
 
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,
@@ -402,13 +404,16 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                     loss = sum(model(images, targets).values())
                 else:
                     loss = criterion(model(images), targets)
+                h3 = time.perf_counter()  # each part's call returned: the host's part ends (timing.measure's split)
                 sync()
                 t3 = time.perf_counter()
                 loss.backward()
+                h4 = time.perf_counter()
                 sync()
                 t4 = time.perf_counter()
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
+                h5 = time.perf_counter()
                 sync()
                 t5 = time.perf_counter()
                 steps += 1
@@ -416,7 +421,9 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                                      "forward_ms": 1e3 * (t3 - t2), "backward_ms": 1e3 * (t4 - t3),
                                      "optimizer_ms": 1e3 * (t5 - t4), "step_time_ms": 1e3 * (t5 - t0),
                                      "images": float(len(images)), "loss": float(loss.detach()),
-                                     "epoch": float(epoch)}})
+                                     "epoch": float(epoch),
+                                     # on a device: the host's part of forward, backward and optimizer
+                                     **({"host_ms": 1e3 * ((h3 - t2) + (h4 - t3) + (h5 - t4))} if cuda else {})}})
                 inject_fault(job, steps)
                 faults_last = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 if first_end_s is None:
@@ -465,6 +472,16 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
             "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s,
             **({"memory_cap": cap.kind} if cap.kind else {})}
+
+
+def steps_host_share(steps: list[dict[str, float]]) -> float | None:
+    """The share of the steps' forward, backward and optimizer the host spent inside their calls
+    (a GPU job's ``host_ms``, ``stats.host_share``); None where a step has none (a CPU job)."""
+    from tracker.profile.stats import host_share
+
+    if not steps or any("host_ms" not in s for s in steps):
+        return None
+    return host_share([s["host_ms"] for s in steps], [s["forward_ms"] + s["backward_ms"] + s["optimizer_ms"] for s in steps])
 
 
 def _iteration_ms(step: dict[str, float]) -> float:
@@ -520,6 +537,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
                    "data_wait_frac": sum(s["data_wait_ms"] for s in steady) / total_ms,
                    "throughput_per_s": images / (1e-3 * total_ms), "loss": steps[-1]["loss"],
                    "samples_count": float(len(steady)), "warmup_count": float(len(warmup))}
+        if (share := steps_host_share(steady)) is not None:
+            summary["host_share_pct"] = 100.0 * share
         if "wall_s" in end:
             summary["measure_time_s"] = end["wall_s"]
         memory = end.get("memory", {})
