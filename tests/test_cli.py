@@ -449,6 +449,7 @@ def test_a_measurement_beside_other_work_says_how_much_cpu_it_took(tmp_path: Pat
                                    repeat["run_id"], "--format", "json"])
     busy = json.loads(compared.stdout)["busy_beside"]
     assert busy == {"a": data["cpu_util_others_pct"], "b": repeat.get("cpu_util_others_pct")}
+    assert json.loads(compared.stdout)["host_bound"] == {}  # CPU runs: no host part to tell apart
 
 
 def test_min_samples_buys_a_tail_latency(tmp_path: Path) -> None:

@@ -84,6 +84,15 @@ def _side(run_id: str, median: float, ci_rel: float, samples: list[float] | None
                 Samples(samples, [], 2, "precision") if samples else None, repeats or [median])
 
 
+def test_a_comparison_says_where_either_side_was_bound_by_its_host() -> None:
+    from tracker.log.compare import _host_bound
+
+    gpu, bound, cpu = _side("a", 2.0, 0.01), _side("b", 2.4, 0.01), _side("c", 20.0, 0.01)
+    gpu.metrics["host_share_pct"], bound.metrics["host_share_pct"] = 40.0, 97.5
+    assert _host_bound(gpu, bound) == {"a": 40.0, "b": 97.5} and _host_bound(cpu, bound) == {"a": None, "b": 97.5}
+    assert _host_bound(gpu, cpu) == {} and _host_bound(cpu, cpu) == {}  # none bound, or none split (a CPU)
+
+
 def test_the_latency_verdict_follows_its_rules_in_order() -> None:
     verdict = latency_verdict(_side("a", 10.0, 0.05), _side("b", 10.5, 0.05))
     assert verdict["verdict"] == "not significant" and "overlap" in verdict["why"]

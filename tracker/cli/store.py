@@ -176,6 +176,10 @@ def compare(
     if busy := data["busy_beside"]:
         shares = "; ".join(f"{side.upper()} {'not measured' if v is None else f'{v:.1f} %'}" for side, v in busy.items())
         typer.echo(f"WARNING: other processes took the CPU while measuring ({shares}): a change may be theirs")
+    if bound := data["host_bound"]:
+        shares = "; ".join(f"{side.upper()} {'not split' if v is None else f'{v:.0f} %'}" for side, v in bound.items())
+        typer.echo(f"WARNING: bound by the host's CPU, which launched the work ({shares} of each iteration): a change "
+                   "may be the host's speed, not the device's")
     table = Table("metric", "A", "B", "change", box=None, pad_edge=False)
     for r in data["metrics"]:
         def cell(value: float | None, ci: float | None = None) -> str:

@@ -288,6 +288,18 @@ def _busy_beside(a: Side, b: Side) -> dict[str, float | None]:
     return {"a": a.metrics.get("cpu_util_others_pct"), "b": b.metrics.get("cpu_util_others_pct")}
 
 
+def _host_bound(a: Side, b: Side) -> dict[str, float | None]:
+    """Each side's ``host_share_pct`` where one of them was bound by its host (a GPU measurement whose
+    host spent ``stats.HOST_BOUND_SHARE`` or more of it launching the work): a change between the two
+    may be the host CPU's speed, not the device's (empty otherwise, and on a CPU, where none is kept)."""
+    from tracker.profile.stats import HOST_BOUND_SHARE
+
+    shares = {"a": a.metrics.get("host_share_pct"), "b": b.metrics.get("host_share_pct")}
+    if not any(v is not None and v >= 100 * HOST_BOUND_SHARE for v in shares.values()):
+        return {}
+    return shares
+
+
 def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[str, Any]:
     """Runs ``ref_a`` and ``ref_b`` of ``experiment`` in ``store`` (``tracker.log.store``) compared
     (B against A): differences of configuration and environment, every metric both or either has,
@@ -320,6 +332,7 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         "configuration_differences": _differences(a.params, b.params, CONFIGURATION),
         "environment_differences": _differences(a.environment(), b.environment()),
         "busy_beside": _busy_beside(a, b),
+        "host_bound": _host_bound(a, b),
         "metrics": metrics,
         "latency": latency_verdict(a, b),
         **({"layers": compare_layers(a.layers, b.layers)} if a.layers and b.layers else {}),
