@@ -107,6 +107,8 @@ def test_a_host_bound_measurement_is_said_so(capsys: pytest.CaptureFixture[str])
                  "sum_of_layers_ratio": 1.09}, OutputFormat.table)
         out = capsys.readouterr().out
         assert ("bound by the host's CPU" in out) is said, out
+        assert ("% of each iteration" in out) is (share is not None), out
+        assert share is None or f"host {share:.0f} % of each iteration" in out, out
         assert ("2 of them bound by the host" in out) is (share is not None), out
 
 

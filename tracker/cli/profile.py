@@ -102,6 +102,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         mem += f", {data['page_faults_per_iter_count']:,.0f} page faults per iteration"
     tail = "".join(f", p{q} {data[f'latency_p{q}_ms']:.3f} ms" for q in (90, 99) if f"latency_p{q}_ms" in data)
     mem += _telemetry_text(data)
+    if data.get("host_share_pct") is not None:  # on a device: how much of each iteration the host's launching took
+        mem += f", host {data['host_share_pct']:.0f} % of each iteration"
     from tracker.profile.records import USUAL_INPUT_SIZE
 
     size = f" at {data['input_size']} px" if data.get("input_size") not in (None, USUAL_INPUT_SIZE) else ""
