@@ -594,6 +594,28 @@ def test_functions_count_their_work_and_name_their_arguments() -> None:
     assert abs(kept / _autograd_saved_bytes(maxvit, torch.randn(1, 3, 224, 224)) - 1) < 0.01
 
 
+def test_a_padding_given_as_same_or_valid_is_read() -> None:
+    """torch's padding="same" and "valid" (a Conv module's, or a function's by position) made the
+    node rows raise (int("same")) before 0.8.4: a network of one's own with them could not be described."""
+
+    class Same(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Conv2d(3, 8, 5, padding="same")
+            self.b = torch.nn.Conv2d(8, 8, 3, padding="valid", dilation=2)
+            self.w = torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.conv2d(self.b(torch.relu(self.a(x))), self.w, None, 1, "same", 3)
+
+    model = Same()
+    desc = describe_module(model, "same", 16)
+    rows = [r for r in node_rows(desc, batch_size=2) if r["category"] == "conv"]
+    assert [(r["padding"], r["dilation"], r["out_shape"]) for r in rows] == [
+        (2, 1, "2x8x16x16"), (0, 2, "2x8x12x12"), (3, 3, "2x4x12x12")]
+    assert aggregates(desc, 2)["flops"] == torch_flops(model, torch.randn(2, 3, 16, 16))
+
+
 class _Upsampling(torch.nn.Module):
     """A decoder's parts: transposed convolutions (2-D, and 1-D in groups) and a bilinear layer."""
 

@@ -149,6 +149,16 @@ def _pair(v: Any) -> tuple[int, int]:
     return (int(v), int(v)) if v is not None else (1, 1)
 
 
+def _padding(n: Node, kernel_h: int) -> int:
+    """A convolution's padding along its first spatial dimension: given in pixels, or as torch's
+    ``"valid"`` (none) or ``"same"`` (the output keeps the input's size at stride 1: dilation x
+    (kernel - 1) // 2 before the input; an odd pad's extra pixel goes after it)."""
+    v = n.attrs.get("padding", 0)
+    if isinstance(v, str):
+        return _pair(n.attrs.get("dilation", 1))[0] * (kernel_h - 1) // 2 if v == "same" else 0
+    return _pair(v)[0]
+
+
 #: Activations whose backward reads their output (autograd saves the result, not the input).
 _SAVES_RESULT = {"relu", "ReLU", "sigmoid", "Sigmoid", "tanh", "Tanh", "Softmax", "softmax"}
 #: Activations whose in-place form saves its result (the out-of-place form saves its input).
@@ -416,7 +426,7 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
                 "kernel_w": kw,
                 "stride_h": sh,
                 "stride_w": sw,
-                "padding": _pair(n.attrs.get("padding", 0))[0] if cat in ("conv", "dwconv", "gconv") else 0,
+                "padding": _padding(n, kh) if cat in ("conv", "dwconv", "gconv") else 0,
                 "dilation": _pair(n.attrs.get("dilation", 1))[0] if cat in ("conv", "dwconv", "gconv") else 0,
                 "groups": int(n.attrs.get("groups", 1)) if cat in ("conv", "dwconv", "gconv") else 0,
                 "params": int(n.params),
