@@ -604,15 +604,18 @@ def test_a_padding_given_as_same_or_valid_is_read() -> None:
             self.a = torch.nn.Conv2d(3, 8, 5, padding="same")
             self.b = torch.nn.Conv2d(8, 8, 3, padding="valid", dilation=2)
             self.w = torch.nn.Parameter(torch.randn(4, 8, 3, 3))
+            self.wd = torch.nn.Parameter(torch.randn(8, 1, 3, 3))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.conv2d(self.b(torch.relu(self.a(x))), self.w, None, 1, "same", 3)
+            x = self.b(torch.relu(self.a(x)))
+            x = torch.nn.functional.conv2d(x, weight=self.wd, padding="same", groups=8)  # depthwise, its weight by keyword
+            return torch.nn.functional.conv2d(x, self.w, None, 1, "same", 3)
 
     model = Same()
     desc = describe_module(model, "same", 16)
-    rows = [r for r in node_rows(desc, batch_size=2) if r["category"] == "conv"]
-    assert [(r["padding"], r["dilation"], r["out_shape"]) for r in rows] == [
-        (2, 1, "2x8x16x16"), (0, 2, "2x8x12x12"), (3, 3, "2x4x12x12")]
+    rows = [r for r in node_rows(desc, batch_size=2) if r["category"] in ("conv", "dwconv")]
+    assert [(r["category"], r["padding"], r["dilation"], r["out_shape"]) for r in rows] == [
+        ("conv", 2, 1, "2x8x16x16"), ("conv", 0, 2, "2x8x12x12"), ("dwconv", 1, 1, "2x8x12x12"), ("conv", 3, 3, "2x4x12x12")]
     assert aggregates(desc, 2)["flops"] == torch_flops(model, torch.randn(2, 3, 16, 16))
 
 

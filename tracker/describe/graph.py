@@ -383,8 +383,9 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             attrs.update({k: _const(v) for k, v in fx_node.kwargs.items() if not isinstance(v, torch.fx.Node)})
             if kind == "einsum" and fx_node.args and isinstance(fx_node.args[0], str):
                 attrs["equation"] = fx_node.args[0]
-            # the tensors in the order the call took them (inputs name each once: einsum(eq, a, a))
-            in_shapes = [shapes.get(a.name) for a in fx_node.args if isinstance(a, torch.fx.Node)]
+            # the tensors in the order the call took them, by position then by keyword (inputs name
+            # each once: einsum(eq, a, a); F.conv2d(x, weight=w) gives its weight by keyword)
+            in_shapes = [shapes.get(a.name) for a in (*fx_node.args, *fx_node.kwargs.values()) if isinstance(a, torch.fx.Node)]
             attrs = functional_conv_attrs(kind, attrs, in_shapes)
             macs = function_macs(kind, in_shapes, attrs)
             if macs is not None:
