@@ -85,7 +85,7 @@ def _telemetry_text(data: dict) -> str:
 
 
 def _report(data: dict, fmt: OutputFormat) -> None:
-    from tracker.profile.records import beside_other_work
+    from tracker.profile.records import beside_other_work, bound_by_host
     from tracker.profile.stats import HOST_BOUND_SHARE
 
     if fmt is OutputFormat.json:
@@ -120,9 +120,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         typer.echo(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
                    "back and faults them in again every iteration, at a cost that moves with the host; "
                    "--allocator retain keeps them (a mode of its own)")
-    host = data.get("host_share_pct")
-    if host is not None and host >= 100 * HOST_BOUND_SHARE:
-        typer.echo(f"note: the host spent {host:.0f} % of each iteration launching its work and the device waited on "
+    if bound_by_host(data):
+        typer.echo(f"note: the host spent {data['host_share_pct']:.0f} % of each iteration launching its work and the device waited on "
                    "it: this latency is bound by the host's CPU, not the device (it moves with the host's speed; "
                    "a larger batch puts the work on the device)")
     if beside_other_work(data):
@@ -130,11 +129,11 @@ def _report(data: dict, fmt: OutputFormat) -> None:
                    "was measured: they compete for its cores, caches and memory, so this may be slower than the "
                    "machine alone would run it (tracker device show; the run keeps cpu_util_others_pct)")
     if "layers" in data:
-        shares = [r["host_share_pct"] for r in data["layers"] if r.get("host_share_pct") is not None]
-        bound = sum(share >= 100 * HOST_BOUND_SHARE for share in shares)
+        split = any(r.get("host_share_pct") is not None for r in data["layers"])  # on a device
+        bound = sum(bound_by_host(r) for r in data["layers"])
         typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}"
                    + (f"; {bound} of them bound by the host (launching took {100 * HOST_BOUND_SHARE:.0f} % or more "
-                      "of their time)" if shares else ""))
+                      "of their time)" if split else ""))
     if "trace" in data:
         if "error" in data["trace"]:
             typer.echo(f"no trace: torch.profiler failed ({data['trace']['error']}); the measurement stands")

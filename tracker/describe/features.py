@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tracker.describe.graph import WHOLE_MODULE_KINDS, Description, Node, sequence_like
+from tracker.describe.graph import FUNCTIONAL_CONV_ARGS, WHOLE_MODULE_KINDS, Description, Node, sequence_like
 
 #: The version of what ``node_rows`` computes: a warehouse whose node rows another version computed
 #: describes every network again (a full load). 1: until 0.7.5; 2: kept activation bytes (0.7.6);
@@ -169,11 +169,11 @@ _INPLACE_SAVES_RESULT = {"LeakyReLU", "leaky_relu", "ELU", "elu"}
 _NO_INPLACE_COPIES = {"import:perf4sight"}
 #: Transposed convolutions: kept whole (category ``other``), counted by ``describe.graph.whole_module_macs``;
 #: like a convolution, each keeps its input for backward.
-_TRANSPOSED = {k for k in WHOLE_MODULE_KINDS if k.startswith("ConvTranspose")} | {
-    f"conv_transpose{d}d" for d in (1, 2, 3)}  # and called as functions (0.8.4)
+_TRANSPOSED_FUNCTIONS = {k for k in FUNCTIONAL_CONV_ARGS if k.startswith("conv_transpose")}
+_TRANSPOSED = {k for k in WHOLE_MODULE_KINDS if k.startswith("ConvTranspose")} | _TRANSPOSED_FUNCTIONS  # functions: 0.8.4
 #: Functions whose output is a tensor of their own, kept by the describe as ``other`` (their work
 #: in their ``macs``, ``graph.function_macs``): transposed convolutions, attention, einsum.
-_NEW_FUNCTIONS = {"conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention", "einsum"}
+_NEW_FUNCTIONS = _TRANSPOSED_FUNCTIONS | {"scaled_dot_product_attention", "einsum"}
 #: Pooling that also keeps the argmax of each output element (int64) for backward.
 _MAX_POOL = {"MaxPool2d", "max_pool2d", "AdaptiveMaxPool2d", "adaptive_max_pool2d"}
 #: Element-wise products: with two tensor inputs, backward reads both.

@@ -289,15 +289,14 @@ def _busy_beside(a: Side, b: Side) -> dict[str, float | None]:
 
 
 def _host_bound(a: Side, b: Side) -> dict[str, float | None]:
-    """Each side's ``host_share_pct`` where one of them was bound by its host (a GPU measurement whose
-    host spent ``stats.HOST_BOUND_SHARE`` or more of it launching the work): a change between the two
-    may be the host CPU's speed, not the device's (empty otherwise, and on a CPU, where none is kept)."""
-    from tracker.profile.stats import HOST_BOUND_SHARE
+    """Each side's ``host_share_pct`` where one of them was bound by its host (``records.bound_by_host``):
+    a change between the two may be the host CPU's speed, not the device's (empty otherwise, and on a
+    CPU, where none is kept)."""
+    from tracker.profile.records import bound_by_host
 
-    shares = {"a": a.metrics.get("host_share_pct"), "b": b.metrics.get("host_share_pct")}
-    if not any(v is not None and v >= 100 * HOST_BOUND_SHARE for v in shares.values()):
+    if not (bound_by_host(a.metrics) or bound_by_host(b.metrics)):
         return {}
-    return shares
+    return {"a": a.metrics.get("host_share_pct"), "b": b.metrics.get("host_share_pct")}
 
 
 def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[str, Any]:

@@ -108,13 +108,19 @@ def timing_host_share(timing: dict[str, Any]) -> float | None:
     return host_share(timing["host_ms"], timing["samples_ms"]) if timing.get("host_ms") else None
 
 
-def host_bound_note(metrics: dict[str, float]) -> str:
-    """A description's sentence for a measurement bound by its host (``HOST_BOUND_SHARE``), else ''."""
+def bound_by_host(metrics: dict[str, float]) -> bool:
+    """Whether a device measurement was bound by its host: its host spent ``HOST_BOUND_SHARE`` or more of
+    its iterations launching the work (its ``host_share_pct``; a run without one, a CPU's, was not split)."""
     share = metrics.get("host_share_pct")
-    if share is None or share < 100.0 * HOST_BOUND_SHARE:
+    return share is not None and share >= 100.0 * HOST_BOUND_SHARE
+
+
+def host_bound_note(metrics: dict[str, float]) -> str:
+    """A description's sentence for a measurement bound by its host (``bound_by_host``), else ''."""
+    if not bound_by_host(metrics):
         return ""
-    return (f" The host spent {share:.0f} % of each iteration launching its work, the device waiting on it: this "
-            "latency is bound by the host's CPU more than by the device, and moves with the host's speed.")
+    return (f" The host spent {metrics['host_share_pct']:.0f} % of each iteration launching its work, the device "
+            "waiting on it: this latency is bound by the host's CPU more than by the device, and moves with the host's speed.")
 
 
 def telemetry_metrics(telemetry: dict[str, float], iterations: int, keys: tuple[str, ...] | None = None) -> dict[str, float]:
