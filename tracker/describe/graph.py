@@ -233,6 +233,13 @@ FUNCTIONAL_CONV_ARGS = {
 }
 
 
+def _conv_operands(in_shapes: list[list[int] | None]) -> tuple[list[int], list[int]] | None:
+    """A functional convolution's input and weight shapes, its first two tensors, where both are
+    known and of one rank (``(N, C, *spatial)`` and ``(out, in, *kernel)``); None otherwise."""
+    x, w = (in_shapes + [None, None])[:2]
+    return (x, w) if x and w and len(x) == len(w) >= 3 else None
+
+
 def functional_conv_attrs(kind: str, attrs: dict[str, Any], in_shapes: list[list[int] | None]) -> dict[str, Any]:
     """A functional convolution's attributes as a Conv module's: its positional arguments by name,
     and its channels from its input's and weight's shapes (a transposed one's weight is
@@ -245,8 +252,8 @@ def functional_conv_attrs(kind: str, attrs: dict[str, Any], in_shapes: list[list
     for key, v in attrs.items():
         i = int(key[3:]) if key.startswith("arg") and key[3:].isdigit() else -1
         out[names[i - 3] if 3 <= i < 3 + len(names) else key] = v
-    x, w = (in_shapes + [None, None])[:2]
-    if x and w and len(x) == len(w) >= 3:
+    if operands := _conv_operands(in_shapes):
+        x, w = operands
         groups = int(out.get("groups", 1) or 1)
         out["in_channels"] = int(x[1])
         out["out_channels"] = int(w[1]) * groups if kind.startswith("conv_transpose") else int(w[0])
@@ -297,8 +304,8 @@ def function_macs(kind: str, in_shapes: list[list[int] | None], attrs: dict[str,
     if kind == "scaled_dot_product_attention":
         return _sdpa_macs(in_shapes)
     if kind.startswith("conv_transpose"):
-        x, w = (in_shapes + [None, None])[:2]
-        return math.prod(x[1:]) * math.prod(w[1:]) if x and w and len(x) == len(w) >= 3 else None
+        operands = _conv_operands(in_shapes)
+        return math.prod(operands[0][1:]) * math.prod(operands[1][1:]) if operands else None
     if kind != "shifted_window_attention":
         return None
     shape, window = (in_shapes[0] if in_shapes else None), attrs.get("arg4")
