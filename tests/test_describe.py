@@ -10,6 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tracker.describe import describe
 from tracker.describe.features import CATEGORIES, aggregates, node_rows
+from tracker.describe import graph
 from tracker.describe.graph import Description, describe_module, trace_hooks
 from tracker.zoo import build_model
 
@@ -592,6 +593,49 @@ def test_functions_count_their_work_and_name_their_arguments() -> None:
     maxvit = build_model("maxvit_t")  # its attention's two einsums keep their operands (7.1 % under before)
     kept = aggregates(describe_module(maxvit, "maxvit_t", 224), 1)["kept_activation_bytes"]
     assert abs(kept / _autograd_saved_bytes(maxvit, torch.randn(1, 3, 224, 224)) - 1) < 0.01
+
+
+class _MatrixProducts(torch.nn.Module):
+    """Matrix products as other people's code writes them: GPT-2's ``Conv1D`` (``torch.addmm`` of
+    its bias and the product), a ``baddbmm`` as BLOOM's attention scores, and an einsum of three
+    operands (two products, left to right)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(48, 96))
+        self.b = torch.nn.Parameter(torch.randn(96))
+        self.proj = torch.nn.Parameter(torch.randn(32, 12))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (N, 3, 16, 16)
+        h = x.flatten(2).transpose(1, 2).reshape(-1, 16, 48)  # (N, 16, 48)
+        y = torch.addmm(self.b, h.reshape(-1, 48), self.w).view(-1, 16, 96)
+        q, k = y[..., :32], y[..., 32:64]
+        scores = torch.baddbmm(torch.zeros(1, 1, 16), q, k.transpose(1, 2), beta=0.0, alpha=0.125)  # (N, 16, 16)
+        return torch.einsum("nij,njc,cd->nid", scores.softmax(-1), q, self.proj)
+
+
+def test_matrix_products_of_other_forms_count_their_work() -> None:
+    """Since 0.8.5: ``addmm`` and ``baddbmm`` count as matrix products of their second and third
+    tensors (their first is added), and an einsum of three operands as its two products; they
+    were uncounted (0 MACs, nothing kept) before. FLOPs equal torch's FLOP counter's, kept bytes
+    what autograd saves, to the byte: the matrices, and what the einsum's first product made."""
+    model = _MatrixProducts()
+    desc = describe_module(model, "products", 16)
+    for batch in (1, 3):
+        rows = {r["kind"]: r for r in node_rows(desc, batch_size=batch) if r["macs"]}
+        assert set(rows) == {"addmm", "baddbmm", "einsum"}
+        assert rows["addmm"]["category"] == rows["baddbmm"]["category"] == "linear"
+        assert rows["addmm"]["macs"] == batch * 16 * 48 * 96
+        assert rows["baddbmm"]["macs"] == batch * 16 * 16 * 32
+        assert rows["einsum"]["macs"] == batch * (16 * 16 * 32 + 16 * 32 * 12)
+        assert 2 * sum(r["macs"] for r in node_rows(desc, batch_size=batch)) == torch_flops(
+            model, torch.randn(batch, 3, 16, 16))
+    x = torch.randn(2, 3, 16, 16)
+    assert aggregates(desc, batch_size=2)["kept_activation_bytes"] == _autograd_saved_bytes(model, x)
+    # a product that sums no index is element-wise or outer: no MACs, as the counter counts a mul
+    assert graph.einsum_steps("bn,bn->bn", [[2, 5], [2, 5]]) == [(0, 10)]
+    assert graph.einsum_steps("ij,jk", [[2, 3], [3, 4]]) == [(24, 8)]  # implicit output "ik"
+    assert graph.einsum_steps("...ij,jk", [[2, 3], [3, 4]]) is None
 
 
 def test_a_padding_given_as_same_or_valid_is_read() -> None:

@@ -22,8 +22,10 @@ from tracker.describe.graph import FUNCTIONAL_CONV_ARGS, WHOLE_MODULE_KINDS, Des
 #: 3: live activation bytes (0.7.9); 4: attention's projections and outputs in them, and every position of
 #: a sequence-first tensor (0.8.0); 5: a convolution called as a function counts its MACs, from its
 #: weight's shape (0.8.3; 0 before); 6: transposed convolutions, attention and einsum called as
-#: functions write tensors of their own and keep for backward what autograd keeps (0.8.4).
-NODE_ROWS_VERSION = 6
+#: functions write tensors of their own and keep for backward what autograd keeps (0.8.4); 7:
+#: ``addmm``/``baddbmm`` are matrix products, an einsum of three operands counts its products and
+#: keeps what they make, and no parameter counts as a kept activation (0.8.5).
+NODE_ROWS_VERSION = 7
 #: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
 BATCH_ANYWHERE_VERSION = 4
 
@@ -54,7 +56,7 @@ def category(node: Node) -> str:
         if g == 1:
             return "conv"
         return "dwconv" if g == cin == cout else "gconv"
-    if k in ("Linear", "linear", "matmul", "mm", "bmm"):
+    if k in ("Linear", "linear", "matmul", "mm", "bmm") or k in MATRIX_OPERANDS:
         return "linear"
     if k in _NORM:
         return "norm"
@@ -174,6 +176,10 @@ _TRANSPOSED = {k for k in WHOLE_MODULE_KINDS if k.startswith("ConvTranspose")} |
 #: Functions whose output is a tensor of their own, kept by the describe as ``other`` (their work
 #: in their ``macs``, ``graph.function_macs``): transposed convolutions, attention, einsum.
 _NEW_FUNCTIONS = _TRANSPOSED_FUNCTIONS | {"scaled_dot_product_attention", "einsum"}
+#: Matrix products whose two matrices are not their first two tensors: ``torch.addmm(bias, x, w)``
+#: and ``baddbmm`` add a tensor to the product (GPT-2's ``Conv1D`` is an ``addmm``): where their
+#: matrices start among their tensors (0.8.5; no MACs and nothing kept before).
+MATRIX_OPERANDS = {"addmm": 1, "baddbmm": 1}
 #: Pooling that also keeps the argmax of each output element (int64) for backward.
 _MAX_POOL = {"MaxPool2d", "max_pool2d", "AdaptiveMaxPool2d", "adaptive_max_pool2d"}
 #: Element-wise products: with two tensor inputs, backward reads both.
@@ -221,15 +227,19 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
             kept.update(ins[:1])
         elif k == "Bilinear":  # its weight's gradient reads both inputs
             kept.update(ins[:2])
-        elif k == "einsum" and "macs" in n.attrs:  # a product of two operands reads both (0.8.4)
-            kept.update(ins[:2])
+        elif k == "einsum" and "macs" in n.attrs:  # its products read their operands (0.8.4)
+            kept.update(ins)
+            if (made := n.attrs.get("intermediate_elements")) and n.out_shape:  # and what they made (0.8.5)
+                per = out_elems[n.name] // max(math.prod(n.out_shape), 1)  # the batch's multiple of one sample's
+                extra[n.name] = sum(int(e) for e in made) * per * dtype_bytes
         elif k == "scaled_dot_product_attention":  # query, key, value, its output and each query's logsumexp
             kept.update(ins[:3])
             kept.add(n.name)
             if n.out_shape:
                 extra[n.name] = out_elems[n.name] // max(int(n.out_shape[-1]), 1) * 4  # float32
         elif cat == "linear":  # matrix products read both operands
-            kept.update(ins[:2])
+            first = MATRIX_OPERANDS.get(k, 0)
+            kept.update(owner.get(i, i) for i in n.inputs[first:first + 2] if shapes.get(i))
         elif cat == "act":
             if k in _SAVES_RESULT or (inplace and (k in _INPLACE_SAVES_RESULT or not inplace_copies)):
                 kept.add(owner[n.name])
@@ -243,6 +253,9 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
             extra[n.name] = out_elems[n.name] * INDEX_BYTES
         elif dropout and float(n.attrs.get("p", 0.5) or 0) > 0:
             extra[n.name] = out_elems[n.name] * MASK_BYTES
+    # a parameter or buffer (get_attr, and its views) is a weight, not an activation, however many
+    # products read it (before 0.8.5 a matrix product or a mul of one counted it)
+    kept -= {n.name for n in desc.nodes if n.op == "get_attr"}
     return {name: (elems * dtype_bytes if name in kept and owner[name] == name else 0) + extra.get(name, 0)
             for name, elems in out_elems.items()}
 
@@ -391,7 +404,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
             window = _window(n.attrs.get("kernel_size"), _spatial_dims(n))
             macs = counts[n.name] * (cin // max(groups, 1)) * window
         elif cat == "linear":
-            in_f = int(n.attrs.get("in_features", 0) or (in_shapes[0][-1] if in_shapes and in_shapes[0] else 0))
+            first = in_shapes[MATRIX_OPERANDS.get(n.kind, 0):][:1]
+            in_f = int(n.attrs.get("in_features", 0) or (first[0][-1] if first and first[0] else 0))
             macs = counts[n.name] * in_f
         elif "macs" in n.attrs:  # a module kept whole whose work the tracer counted (graph.whole_module_macs)
             macs = int(n.attrs["macs"]) * batch_size

@@ -260,23 +260,43 @@ def functional_conv_attrs(kind: str, attrs: dict[str, Any], in_shapes: list[list
     return out
 
 
-def _einsum_macs(equation: Any, in_shapes: list[list[int] | None]) -> int | None:
-    """Multiply-accumulates of a two-operand ``torch.einsum`` (``"bij,bjk->bik"``): one for every
-    combination of its indices' values, the product of every index's size (as the batched matrix
-    product it becomes). None for one operand or three (a permutation, a reduction, an order of
-    products), an ellipsis, or shapes it cannot read."""
-    if not isinstance(equation, str) or "." in equation or len(in_shapes) != 2 or not all(in_shapes):
+def einsum_steps(equation: Any, in_shapes: list[list[int] | None]) -> list[tuple[int, int]] | None:
+    """The products ``torch.einsum`` computes, left to right as it does without opt_einsum: for each
+    operand after the first, (its multiply-accumulates, the elements of the tensor it makes). A
+    product that sums an index (``"bij,bjk"`` over ``j``: the batched matrix product it becomes)
+    takes the product of every index's size in its two operands; one that sums none is an
+    element-wise or outer product, no MACs (as torch's FLOP counter counts ``mul``). An index is
+    summed once no later operand and not the output names it (the output: after ``->``, else the
+    indices named once, in alphabetical order). None for one operand, an ellipsis, or shapes it
+    cannot read."""
+    if not isinstance(equation, str) or "." in equation or len(in_shapes) < 2 or not all(in_shapes):
         return None
-    operands = equation.replace(" ", "").split("->")[0].split(",")
-    if len(operands) != 2:
+    spec = equation.replace(" ", "")
+    inputs, _, output = spec.partition("->")
+    operands = inputs.split(",")
+    if len(operands) != len(in_shapes) or any(len(o) != len(s) for o, s in zip(operands, in_shapes)):
         return None
+    if "->" not in spec:
+        output = "".join(sorted(c for c in set(inputs) if c.isalpha() and inputs.count(c) == 1))
     sizes: dict[str, int] = {}
     for letters, shape in zip(operands, in_shapes):
-        if len(letters) != len(shape):
-            return None
-        for letter, size in zip(letters, shape):
+        for letter, size in zip(letters, shape):  # type: ignore[arg-type]
             sizes[letter] = max(sizes.get(letter, 1), int(size))  # a size of 1 broadcasts
-    return math.prod(sizes.values())
+    steps, current = [], set(operands[0])
+    for i, letters in enumerate(operands[1:], start=1):
+        both = current | set(letters)
+        later = set(output).union(*operands[i + 1:])
+        current = {c for c in both if c in later}
+        summed = both - current
+        steps.append((math.prod(sizes[c] for c in both) if summed else 0, math.prod(sizes[c] for c in current)))
+    return steps
+
+
+def _einsum_macs(equation: Any, in_shapes: list[list[int] | None]) -> int | None:
+    """Multiply-accumulates of ``torch.einsum`` over two operands or more: those of its products
+    (``einsum_steps``; two operands before 0.8.5, and a product that sums no index counted too)."""
+    steps = einsum_steps(equation, in_shapes)
+    return None if steps is None else sum(macs for macs, _ in steps)
 
 
 def _sdpa_macs(in_shapes: list[list[int] | None]) -> int | None:
@@ -294,8 +314,8 @@ def function_macs(kind: str, in_shapes: list[list[int] | None], attrs: dict[str,
     give: torchvision's Swin ``shifted_window_attention`` (a leaf torch.fx does not trace into),
     from its input ``(1, H, W, C)`` and window: the query-key-value projection and the output
     projection over the input padded to whole windows, and in each window of N positions the
-    scores and the weighted sum (2·N·C per position); since 0.8.4 a two-operand ``einsum``
-    (``_einsum_macs``: maxvit's attention), ``scaled_dot_product_attention`` (``_sdpa_macs``)
+    scores and the weighted sum (2·N·C per position); since 0.8.4 an ``einsum``
+    (``_einsum_macs``: maxvit's attention; of two operands only before 0.8.5), ``scaled_dot_product_attention`` (``_sdpa_macs``)
     and a transposed convolution called as a function (input elements x out / groups x kernel,
     from its weight ``(in, out / groups, *kernel)``). None for any other function, or inputs it
     cannot read."""
@@ -397,6 +417,9 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             macs = function_macs(kind, in_shapes, attrs)
             if macs is not None:
                 attrs["macs"] = macs
+            if kind == "einsum" and (steps := einsum_steps(attrs.get("equation"), in_shapes)) and len(steps) > 1:
+                # what its products make on the way to its output, which autograd keeps (0.8.5)
+                attrs["intermediate_elements"] = [elems for _, elems in steps[:-1]]
             nodes.append(Node(fx_node.name, fx_node.op, kind, inputs, out_shape, attrs))
         elif fx_node.op == "get_attr":
             value = gm
