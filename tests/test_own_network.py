@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
@@ -581,3 +582,105 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
         out = _cli(store, "describe", f"{tmp_path}/bad{i}.py:kws")
         assert out.exit_code == 1 and str(out.exception).startswith(f"network file {tmp_path}/bad{i}.py: {message}"), \
             (header, out.exception)
+
+
+#: networks of one's own that return more than one (N, classes) tensor, and one that returns nothing to train on
+OUTPUTS = '''import torch
+from torch import nn
+
+INPUT_SIZE = 16
+
+
+class Segmenter(nn.Module):
+    """A segmentation network's output: per-pixel classes, and an auxiliary classifier, in a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Conv2d(3, 8, 3, padding=1)
+        self.out = nn.Conv2d(8, 4, 1)
+        self.aux = nn.Linear(8, 3)
+
+    def forward(self, x):
+        f = torch.relu(self.body(x))
+        return {"out": self.out(f), "aux": self.aux(f.mean((2, 3)))}
+
+
+class Pair(nn.Module):
+    """Logits and a score of one dimension, in a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Conv2d(3, 8, 3)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        f = self.body(x).mean((2, 3))
+        return self.head(f), f.sum(1)
+
+
+class Labels(nn.Module):
+    """Class indices: nothing that carries gradients."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.body(x).argmax(1)
+'''
+
+
+def test_a_training_step_trains_whatever_tensors_the_network_returns() -> None:
+    """Since 0.8.5 the training loss is taken of every floating-point tensor a network returns
+    (a tuple, a dict, at any depth): cross-entropy with classes along the second dimension, one a
+    sample for ``(N, C)`` (the same classes as before) and one a pixel for ``(N, C, H, W)``, the mean
+    square of a tensor of one dimension; backward reaches every head. Before, the output had to be
+    one ``(N, C)`` tensor."""
+    import torch
+
+    from tracker.errors import MeasurementError
+    from tracker.profile.measure import training_loss
+
+    namespace: dict = {}
+    exec(OUTPUTS, namespace)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, 16)
+    for model in (namespace["Segmenter"](), namespace["Pair"]()):
+        out = model(x)
+        loss = training_loss(out, "cpu")
+        loss(out).backward()
+        assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters()), type(model).__name__
+    seg = namespace["Segmenter"]()
+    out = seg(x)
+    got = training_loss(out, "cpu")(out)
+    # the classes drawn in the order of the outputs, from one generator of seed 0
+    generator = torch.Generator().manual_seed(0)
+    pixels, classes = torch.randint(0, 4, (2, 16, 16), generator=generator), torch.randint(0, 3, (2,), generator=generator)
+    assert torch.allclose(got, torch.nn.functional.cross_entropy(out["out"], pixels)
+                          + torch.nn.functional.cross_entropy(out["aux"], classes))
+    # an image classifier's loss is as before: cross-entropy against randint(0, C, (N,)) of seed 0
+    logits = torch.randn(3, 10, requires_grad=True)
+    assert torch.equal(training_loss(logits, "cpu")(logits), torch.nn.functional.cross_entropy(
+        logits, torch.randint(0, 10, (3,), generator=torch.Generator().manual_seed(0))))
+    with pytest.raises(MeasurementError, match="no floating-point tensor that carries gradients"):
+        training_loss(namespace["Labels"]()(x), "cpu")  # class indices: nothing to train on
+
+
+def test_a_network_returning_a_dict_is_measured_in_training_and_one_that_cannot_be_says_why(tmp_path: Path) -> None:
+    net = tmp_path / "outputs.py"
+    net.write_text(OUTPUTS)
+    store = tmp_path / "s"
+    for name in ("Segmenter", "Pair"):
+        out = _cli(store, "profile", "network", f"{net}:{name}", "-b", "2", "--phase", "training", "--time-cap", "0.5",
+                   "--precision", "0.2", "--format", "json")
+        assert out.exit_code == 0 and json.loads(out.stdout)["status"] == "FINISHED", out.output
+    failed = json.loads(_cli(store, "profile", "network", f"{net}:Labels", "-b", "2", "--phase", "training",
+                             "--time-cap", "0.5", "--format", "json").stdout)
+    assert failed["status"] == "FAILED" and failed["failure_reason"] == "error"
+    assert failed["failure_message"] == ("MeasurementError: the network returns no floating-point tensor that "
+                                         "carries gradients: nothing to train it on")
+    line = _cli(store, "profile", "network", f"{net}:Labels", "-b", "2", "--phase", "training", "--time-cap", "0.5").stdout
+    assert line.startswith("outputs.Labels bs2 training: FAILED (error: MeasurementError: the network returns no ")
+    assert line.rstrip().endswith(": its stderr)")
+    shown = _cli(store, "runs", "show", failed["run_id"][:12]).stdout
+    assert "FAILED (error)" in shown and "MeasurementError" in shown

@@ -92,7 +92,9 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         emit_json(data)
         return
     if data["status"] != "FINISHED":
-        typer.echo(f"{data['model']} bs{data['batch_size']} {data['phase']}: FAILED ({data.get('failure_reason')}); run {data['run_id']}")
+        why = f": {data['failure_message']}" if data.get("failure_message") else ""
+        typer.echo(f"{data['model']} bs{data['batch_size']} {data['phase']}: FAILED ({data.get('failure_reason')}{why}); "
+                   f"run {data['run_id']} (tracker runs show {data['run_id'][:12]}: its stderr)")
         return
     note = " (already measured: reused)" if data["reused"] else ""
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""

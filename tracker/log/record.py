@@ -34,6 +34,9 @@ REPEAT_KEY_TAG = "tracker.repeat_key"
 #: A measurement whose child wrote its result but had to be killed to end (``child.EXIT_GRACE_S``),
 #: or whose exit status is not known (its zygote ended first): the result stands, and this says so.
 CHILD_NOTE_TAG = "tracker.child_note"
+#: What ended a FAILED measurement, in a line: the child's exception (``AttributeError: ...``) or why
+#: it was stopped (``no result within 600 s``); its stderr's tail is ``tracker.stderr_tail`` (0.8.5).
+FAILURE_MESSAGE_TAG = "tracker.failure_message"
 
 #: Where a run keeps the description of its network, and the tag that says it has one.
 DESCRIPTION_ARTIFACT = "description/description.json"

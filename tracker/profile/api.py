@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
-from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
+from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import Stopping
 
@@ -101,6 +101,8 @@ class ProfileResult:
                 out[name] = m[name]
         if self.network.status != "FINISHED":
             out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
+            if FAILURE_MESSAGE_TAG in self.network.tags:  # what ended it, in a line (0.8.5)
+                out["failure_message"] = self.network.tags[FAILURE_MESSAGE_TAG]
         if "memory_limit_mb" in self.network.params:  # measured under a memory cap (tracker.profile.memcap)
             out["memory_limit_mb"] = float(self.network.params["memory_limit_mb"])
             out["memory_cap"] = self.network.tags.get("tracker.memory_cap")

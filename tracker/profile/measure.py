@@ -8,9 +8,11 @@ samples, in the parent, by ``tracker.profile.stats``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from tracker.errors import MeasurementError
 from tracker.profile.stats import Stopping
 from tracker.profile.timing import Timing, device_sync, measure
 from tracker.profile.worker import peak_rss_mb, reset_peak_rss
@@ -26,8 +28,54 @@ def _timing_json(t: Timing) -> dict[str, Any]:
     return out
 
 
+def output_tensors(output: Any) -> list[Any]:
+    """The tensors a network returns, in order: the output itself, or those in a tuple, list or
+    named tuple (GoogLeNet's auxiliary outputs) and a dict's values (a segmentation network's
+    ``out`` and ``aux``), at any depth."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, dict):
+        return [t for v in output.values() for t in output_tensors(v)]
+    if isinstance(output, (list, tuple)):
+        return [t for v in output for t in output_tensors(v)]
+    return []
+
+
+def training_loss(output: Any, device: str) -> Callable[[Any], Any]:
+    """The loss a training step takes of a network's ``output`` (its first, the shapes of every
+    later one): cross-entropy of each floating-point tensor that carries gradients, classes along
+    its second dimension, against fixed random classes (``(N, C)``: one a sample, as an image
+    classifier is trained; ``(N, C, H, W)``: one a pixel, as a segmentation network), and for a
+    tensor of one dimension or none its mean square; the sum of them, so that backward runs
+    through everything the network returns. Before 0.8.5 the output had to be one ``(N, C)``
+    tensor: a network returning a tuple or a dict could not be measured in training."""
+    import torch
+
+    tensors = output_tensors(output)
+    if not any(t.is_floating_point() and t.requires_grad for t in tensors):
+        raise MeasurementError("the network returns no floating-point tensor that carries gradients: "
+                               "nothing to train it on")
+    generator = torch.Generator().manual_seed(0)
+    targets = [torch.randint(0, t.shape[1], (t.shape[0], *t.shape[2:]), generator=generator).to(device)
+               if t.is_floating_point() and t.requires_grad and t.dim() >= 2 else None for t in tensors]
+
+    def loss(out: Any) -> Any:
+        total = None
+        for t, y in zip(output_tensors(out), targets):
+            if not (t.is_floating_point() and t.requires_grad):
+                continue
+            term = torch.nn.functional.cross_entropy(t, y) if y is not None else t.float().pow(2).mean()
+            total = term if total is None else total + term
+        return total
+
+    return loss
+
+
 def _step(model: Any, spec: Any, phase: str) -> Any:
-    """One iteration: inference, or forward + loss + backward + optimizer step."""
+    """One iteration: inference, or forward + loss + backward + optimizer step (the loss:
+    ``training_loss``, its targets made from the first step's output, a warm-up step)."""
     import torch
 
     from tracker.profile.network import example_input
@@ -43,16 +91,14 @@ def _step(model: Any, spec: Any, phase: str) -> Any:
         return infer
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    criterion = torch.nn.CrossEntropyLoss()
-    with torch.no_grad():
-        classes = model.eval()(x[:1]).shape[-1]
-    model.train()
-    y = torch.randint(0, classes, (spec.batch_size,), generator=torch.Generator().manual_seed(0)).to(spec.device)
+    criterion: list[Callable[[Any], Any]] = []
 
     def train_step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss = criterion(model(x), y)
-        loss.backward()
+        out = model(x)
+        if not criterion:
+            criterion.append(training_loss(out, spec.device))
+        criterion[0](out).backward()
         optimizer.step()
 
     return train_step

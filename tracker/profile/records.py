@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.log.record import SYSTEM_PREFIX, RunRecord, now_ms
+from tracker.log.record import FAILURE_MESSAGE_TAG, SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, Summary, host_share, summarize
@@ -226,6 +226,8 @@ def failed_record(
         start_time_ms=start_ms,
         end_time_ms=now_ms(),
     )
+    if message:  # what ended it, in a line (the child's exception, or why it was stopped): profile prints it (0.8.5)
+        record.tags[FAILURE_MESSAGE_TAG] = message[:500]
     return record.fail(reason, stderr_tail or message)
 
 
