@@ -69,3 +69,45 @@ def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     bad = runner.invoke(app, ["zoo", "prune", "resnet18", "--ratios", "0,120", "--out", str(tmp_path / "x")])
     assert bad.exit_code != 0 and not (tmp_path / "x").exists()
     assert str(bad.exception) == "--ratios are percentages from 0 to under 100, got 120"
+
+
+def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel_classes(tmp_path: Path) -> None:
+    """Since 0.8.5 the zoo has torchvision's segmentation networks (a tensor in, a dict out), built
+    without weights for them or their backbone: described (FLOPs as torch's FLOP counter counts
+    them), and measured in training on random classes per pixel (their dict's ``out``); at batch 1
+    DeepLabV3's pooled branch cannot train (BatchNorm of one value a channel): a FAILED run that
+    says so. A training job, which trains on classification folders or detection boxes, refuses them."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tracker.zoo import build_model
+
+    seg = json.loads(runner.invoke(app, ["zoo", "list", "--family", "segmentation", "--format", "json"]).stdout)
+    assert seg == ["deeplabv3_mobilenet_v3_large", "deeplabv3_resnet101", "deeplabv3_resnet50", "fcn_resnet101",
+                   "fcn_resnet50", "lraspp_mobilenet_v3_large"]
+    assert set(seg) <= set(json.loads(runner.invoke(app, ["zoo", "list", "--format", "json"]).stdout))
+    assert not set(seg) & set(json.loads(runner.invoke(app, ["zoo", "list", "--family", "classification",
+                                                             "--format", "json"]).stdout))
+    described = json.loads(runner.invoke(app, ["describe", "lraspp_mobilenet_v3_large", "--input-size", "96",
+                                               "--format", "json"]).stdout)
+    model = build_model("lraspp_mobilenet_v3_large")
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        assert set(model(torch.randn(1, 3, 96, 96))) == {"out"}
+    assert described["params"] == 3_221_538 and described["flops"] == counter.get_total_flops()
+    store = tmp_path / "s"
+    trained = runner.invoke(app, ["--tracking-uri", str(store), "profile", "network", "lraspp_mobilenet_v3_large",
+                                  "-b", "2", "--input-size", "64", "--phase", "training", "--time-cap", "0.5",
+                                  "--precision", "0.2", "--format", "json"])
+    assert trained.exit_code == 0 and json.loads(trained.stdout)["status"] == "FINISHED", trained.output
+    one = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "profile", "network",
+                                         "deeplabv3_mobilenet_v3_large", "-b", "1", "--input-size", "64", "--phase",
+                                         "training", "--time-cap", "0.5", "--format", "json"]).stdout)
+    assert one["status"] == "FAILED" and one["failure_message"].startswith(
+        "ValueError: Expected more than 1 value per channel when training")
+    job = tmp_path / "job.toml"
+    (tmp_path / "data").mkdir()
+    job.write_text('model = "fcn_resnet50"\n[data]\npath = "data"\n')
+    refused = runner.invoke(app, ["--tracking-uri", str(store), "profile", "training", str(job)])
+    assert refused.exit_code == 1 and str(refused.exception).startswith(
+        f"{job}: model 'fcn_resnet50' is a segmentation network, and a training job trains on classification "
+        "folders or detection boxes, not masks")

@@ -17,6 +17,7 @@ class Family(str, Enum):
     all = "all"
     classification = "classification"
     detection = "detection"
+    segmentation = "segmentation"
 
 
 OutOption = Annotated[Optional[Path], typer.Option("--out", help="Folder for the specs. Default: experiments/<experiment>/networks.")]
@@ -32,9 +33,10 @@ def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
 @app.command("list")
 def list_models(family: Annotated[Family, typer.Option(help="Which models.")] = Family.all, fmt: FormatOption = OutputFormat.table) -> None:
     """List the torchvision models the zoo can build (without weights)."""
-    from tracker.zoo import all_models, classification_models, detection_models
+    from tracker.zoo import all_models, classification_models, detection_models, segmentation_models
 
-    names = {"all": all_models, "classification": classification_models, "detection": detection_models}[family.value]()
+    names = {"all": all_models, "classification": classification_models, "detection": detection_models,
+             "segmentation": segmentation_models}[family.value]()
     if fmt is OutputFormat.json:
         emit_json(list(names))
     else:

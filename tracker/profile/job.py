@@ -127,6 +127,12 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     if not cfg.data_path.is_dir():
         raise ConfigError(f"{where}: [data].path: {cfg.data_path} is not a folder")
     check_model_name(cfg.model)  # last: the zoo's names cost an import of torchvision (seconds)
+    from tracker.zoo import segmentation_models
+
+    if cfg.model in segmentation_models():
+        raise ConfigError(f"{where}: model {cfg.model!r} is a segmentation network, and a training job trains on "
+                          "classification folders or detection boxes, not masks: `tracker profile network "
+                          f"{cfg.model} --phase training` measures its step on random per-pixel classes")
     return cfg
 
 

@@ -1,6 +1,6 @@
 """Zoo stage: the networks the tracker measures.
 
-Torchvision classification and detection models by name (built with ``weights=None``),
+Torchvision classification, detection and segmentation models by name (built with ``weights=None``),
 PerfSeer-style generated networks and channel-pruned networks, both kept as JSON specs.
 """
 
@@ -12,6 +12,7 @@ from tracker.zoo.torchvision_zoo import (
     classification_models,
     default_input_size,
     detection_models,
+    segmentation_models,
 )
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "default_input_size",
     "detection_models",
     "resolve",
+    "segmentation_models",
 ]

@@ -81,8 +81,17 @@ def detection_models() -> tuple[str, ...]:
     return tuple(sorted(torchvision.models.list_models(module=torchvision.models.detection)))
 
 
+@cache
+def segmentation_models() -> tuple[str, ...]:
+    """torchvision's semantic segmentation networks (FCN, DeepLabV3, LR-ASPP; since 0.8.5): a
+    tensor in, a dict out (``out``: ``(N, classes, H, W)``, 21 classes by default)."""
+    torchvision = import_torchvision()
+
+    return tuple(sorted(torchvision.models.list_models(module=torchvision.models.segmentation)))
+
+
 def all_models() -> tuple[str, ...]:
-    return tuple(sorted(classification_models() + detection_models()))
+    return tuple(sorted(classification_models() + detection_models() + segmentation_models()))
 
 
 def default_input_size(name: str) -> int:
@@ -99,11 +108,12 @@ def check_model_name(name: str) -> None:
 
 
 def build_model(name: str, **kwargs: Any) -> Any:
-    """An untrained torchvision model (classification or detection), in eval mode."""
+    """An untrained torchvision model (classification, detection or segmentation), in eval mode;
+    a detection or segmentation network's backbone untrained too (nothing is downloaded)."""
     torchvision = import_torchvision()
 
     check_model_name(name)
-    if name in detection_models():
+    if name in detection_models() or name in segmentation_models():
         kwargs.setdefault("weights_backbone", None)
         return torchvision.models.get_model(name, weights=None, **kwargs).eval()
     if name in ("googlenet", "inception_v3"):
