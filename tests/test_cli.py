@@ -466,3 +466,35 @@ def test_min_samples_buys_a_tail_latency(tmp_path: Path) -> None:
     assert data["latency_ms"] <= data["latency_p90_ms"] <= data["latency_p99_ms"]
     run = MlflowClient(f"sqlite:///{store / 'mlflow.db'}").get_run(data["run_id"])
     assert run.data.params["min_samples"] == "200" and run.data.metrics["latency_p99_ms"] == data["latency_p99_ms"]
+
+
+def test_a_network_runs_in_the_number_format_asked_for(tmp_path: Path) -> None:
+    """--dtype (since 0.8.5): the network's weights and inputs cast to bfloat16, another
+    configuration than float32 (its own run, param precision, named with it; the line says it); a
+    campaign's [measure].dtypes is a dimension of its product, listed by a dry run; a dtype it does
+    not know is one line."""
+    store = tmp_path / "s"
+    base = ["--tracking-uri", str(store), "profile", "network", "squeezenet1_1", "-b", "2", "--input-size", "32",
+            "--time-cap", "0.3", "--precision", "0.2"]
+    half = json.loads(runner.invoke(app, [*base, "--dtype", "bfloat16", "--format", "json"]).stdout)
+    full = json.loads(runner.invoke(app, [*base, "--format", "json"]).stdout)
+    assert (half["status"], half["dtype"], full["dtype"]) == ("FINISHED", "bfloat16", "float32")
+    assert half["run_id"] != full["run_id"] and not full["reused"]
+    run = MlflowClient(f"sqlite:///{store}/mlflow.db").get_run(half["run_id"])
+    assert run.data.params["precision"] == "bfloat16"
+    assert run.data.tags["mlflow.runName"] == "squeezenet1_1 · bs2 · 32px · inference · cpu · bfloat16"
+    line = runner.invoke(app, [*base, "--dtype", "bfloat16"]).stdout
+    assert line.startswith("squeezenet1_1 bs2 at 32 px in bfloat16 inference in mode ") and "reused" in line
+    bad = runner.invoke(app, [*base, "--dtype", "int8"])
+    assert bad.exit_code == 2 and "'--dtype'" in bad.output and "'int8' is not one of" in bad.output
+    campaign = tmp_path / "c.toml"
+    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nbatch_sizes = [1, 2]\n'
+                        'dtypes = ["float32", "bfloat16", "float32"]\n')
+    planned = json.loads(runner.invoke(app, ["--tracking-uri", str(tmp_path / "c"), "campaign", "run", str(campaign),
+                                             "--dry-run", "--format", "json"]).stdout)
+    assert [(c["batch_size"], c["dtype"]) for c in planned["configurations"]] == [
+        (1, "float32"), (2, "float32"), (1, "bfloat16"), (2, "bfloat16")]
+    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\ndtypes = ["float32", "int8"]\n')
+    out = runner.invoke(app, ["--tracking-uri", str(tmp_path / "c"), "campaign", "run", str(campaign)])
+    assert out.exit_code == 1 and str(out.exception) == (
+        f"{campaign}: [measure].dtypes: unknown dtype 'int8' (float32, float16, bfloat16)")

@@ -283,29 +283,36 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     client.set_model_version_tag(first.name, first.version, "trained_ranges", version.tags["trained_ranges"])
 
 
-def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
-    """The same networks measured in two modes (the second, with the allocator retaining memory,
-    twice as fast) are refused together, naming both modes; --device MODE learns that mode's
-    measurements alone, registered and predicted under its mode id; ``mode`` (the demo's) learns
-    one mode under the device's name."""
-    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
-    logger = RunLogger(str(runs), experiment="modes", environment=ENV)
-    networks = ("resnet18", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x0_5")
-    for name in networks:
+def _measured_two_ways(root: Path, param: str, ways: tuple[tuple[str, float], ...]) -> tuple[Path, Path]:
+    """A store and warehouse of four networks at 64 px, batch 1, 2 and 4, each measured in each of
+    ``ways``: the run param ``param`` (a key field too) set to its value, latency and peak memory
+    those of ``_measure``'s device times its factor."""
+    runs, wh = root / "runs", root / "w.duckdb"
+    logger = RunLogger(str(runs), experiment=f"two-{param}", environment=ENV)
+    for name in ("resnet18", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x0_5"):
         desc = described(name, 64)
-        for mode, factor in (("cpu-t2", 1.0), ("cpu-t2-retain", 0.5)):
+        for k, (value, factor) in enumerate(ways):
             records = []
             for bs in (1, 2, 4):
-                r = network_record(name, bs)
-                r.params.update(model_hash=desc.description_hash, mode=mode)
-                r.key_fields["mode"] = mode
+                r = network_record(name, bs, peak_mem_mb=factor * (100.0 + _flops(desc) * bs / 1e7))
+                r.params.update({"model_hash": desc.description_hash, param: value})
+                r.key_fields[param] = value
                 r.metrics["latency_ms"] = factor * _latency(_flops(desc), bs)
-                if bs == 1 and mode == "cpu-t2":
+                if bs == 1 and k == 0:
                     r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
                 records.append(r)
             logger.log(records)
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
+    return runs, wh
+
+
+def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
+    """The same networks measured in two modes (the second, with the allocator retaining memory,
+    twice as fast) are refused together, naming both modes; --device MODE learns that mode's
+    measurements alone, registered and predicted under its mode id; ``mode`` (the demo's) learns
+    one mode under the device's name."""
+    runs, wh = _measured_two_ways(tmp_path, "mode", (("cpu-t2", 1.0), ("cpu-t2-retain", 0.5)))
     uri = resolve_location(str(runs)).uri
     with pytest.raises(FingerprintError, match=re.escape(
             "the inference measurements of latency_ms on 'cpu' ran in 2 device modes: cpu-t2 (12 rows), "
@@ -324,6 +331,38 @@ def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
     assert own.name == "latency_ms-inference-cpu" and own.evaluation["rows"] == 12
     with pytest.raises(FingerprintError, match="no inference measurements of latency_ms on device 'cpu' in mode 'cpu-t9'"):
         train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t9")
+
+
+def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:
+    """Since 0.8.5 the same networks measured in bfloat16 (``profile --dtype``; faster and smaller
+    here) are not mixed into a float32 fingerprint: ``--dtype bfloat16`` learns them alone,
+    registered under a name that ends with it, keeping no memory floor (a description counts
+    float32 bytes), and ``predict --dtype bfloat16`` answers from it; a dtype never measured is
+    said in one line."""
+    runs, wh = _measured_two_ways(tmp_path, "precision", (("float32", 1.0), ("bfloat16", 0.6)))
+    uri = resolve_location(str(runs)).uri
+    plain = train(wh, "latency_ms", "inference", "cpu", uri)
+    assert plain.name == "latency_ms-inference-cpu" and plain.evaluation["rows"] == 12  # the float32 runs alone
+    half = train(wh, "latency_ms", "inference", "cpu", uri, dtype="bfloat16")
+    assert half.name == "latency_ms-inference-cpu-bfloat16" and half.evaluation["rows"] == 12
+    memory = train(wh, "peak_mem_mb", "inference", "cpu", uri, dtype="bfloat16")
+    assert memory.memory_floor == "false (its runs are bfloat16: a description counts float32 bytes)"
+    assert MlflowClient(uri).get_model_version(half.name, str(half.version)).tags["dtype"] == "bfloat16"
+    expected = _latency(_flops(described("resnet18", 64)), 2)
+    for args, factor in (([], 1.0), (["--dtype", "bfloat16"], 0.6)):
+        out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "-b", "2", "--input-size",
+                                       "64", *args, "--format", "json"])
+        assert out.exit_code == 0, out.output
+        answer = json.loads(out.output)
+        assert answer["dtype"] == ("bfloat16" if args else "float32")
+        assert answer["predictions"]["latency_ms"] == pytest.approx(factor * expected, rel=0.2)
+    assert set(answer["model_versions"].values()) == {"latency_ms-inference-cpu-bfloat16/1",
+                                                      "peak_mem_mb-inference-cpu-bfloat16/1"}
+    with pytest.raises(FingerprintError, match="no inference measurements of latency_ms on device 'cpu' in float16"):
+        train(wh, "latency_ms", "inference", "cpu", uri, dtype="float16")
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--dtype", "float16"])
+    assert out.exit_code == 1 and str(out.exception).startswith(
+        "no fingerprint for phase 'inference' on device 'cpu' in float16; registered: latency_ms-inference-cpu, ")
 
 
 def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple[Path, Path], tmp_path: Path) -> None:

@@ -84,10 +84,10 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
         emit_json(data)
         return
     if tally.planned:
-        table = Table("network", "batch", "size", "phase", "device", "threads", "repeat", "state")
+        table = Table("network", "batch", "size", "phase", "device", "threads", "dtype", "repeat", "state")
         for c in tally.planned:
             table.add_row(c["network"], str(c["batch_size"]), str(c["input_size"]), c["phase"], c["device"],
-                          "" if c["threads"] is None else str(c["threads"]), str(c["repeat"]), c["state"])
+                          "" if c["threads"] is None else str(c["threads"]), c["dtype"], str(c["repeat"]), c["state"])
         wide_console(110).print(table)  # a pipe or a log: every column whole
     if nothing:
         typer.echo(f"nothing measured yet ({nothing})")

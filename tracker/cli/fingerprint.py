@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, state
+from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
 
 app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and power, in the MLflow registry.",
@@ -23,6 +23,8 @@ def _device_key(value: str) -> str:
 
 
 DeviceOption = Annotated[str, typer.Option("--device", callback=_device_key, help="cpu, cuda, a device name such as jetson-tx2, or a device mode such as cpu-t1-retain.")]
+DtypeOption = Annotated[Dtype, typer.Option("--dtype", help="The number format of the measurements (profile --dtype): "
+                                            "a fingerprint learns one; other than float32, its name ends with it.")]
 
 
 def _uri(ctx: typer.Context, read_only: bool = False) -> str:
@@ -38,13 +40,15 @@ def train_cmd(
     warehouse: WarehouseOption = None,
     exclude: Annotated[Optional[list[str]], typer.Option(
         "--exclude", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
+    dtype: DtypeOption = Dtype.float32,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Train, evaluate on held-out networks, register, and promote if it beats the champion."""
     from tracker.fingerprint.train import train
     from tracker.settings import warehouse_path
 
-    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, _uri(ctx), exclude=exclude or ())
+    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, _uri(ctx),
+                   exclude=exclude or (), dtype=dtype.value)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return
@@ -156,6 +160,7 @@ def predict(
     phase: PhaseOption = Phase.inference,
     device: DeviceOption = "cpu",
     input_size: InputSizeOption = None,
+    dtype: DtypeOption = Dtype.float32,
     fmt: FormatOption = OutputFormat.table,
     features: Annotated[bool, typer.Option("--features", help="Also print the network's features: the row "
                                            "of measurement_features a registered model takes through MLflow.")] = False,
@@ -173,14 +178,15 @@ def predict(
         if batch_sizes or features:
             raise ConfigError("--largest-batch finds the batch size itself: leave out "
                               + ("--batch-size" if batch_sizes else "--features"))
-        _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt)
+        _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
     sizes = batch_sizes or [1]
     several = len(models) * len(set(sizes)) > 1  # predict_grid predicts a batch size given twice once
     if several and features and fmt is OutputFormat.table:
         raise ConfigError("--features prints one configuration's features as a table: give one network and one "
                           "--batch-size, or add --format json")
-    results = predict_grid(_uri(ctx), list(models), sizes, phase.value, device, input_size, with_features=features)
+    results = predict_grid(_uri(ctx), list(models), sizes, phase.value, device, input_size, with_features=features,
+                           dtype=dtype.value)
     if fmt is OutputFormat.json:
         emit_json(results if several else results[0])
     elif several:
@@ -205,10 +211,10 @@ _LIMIT_WORDS = {"largest_peak_measured": "the largest peak learnt from", "device
 
 
 def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_size: Optional[int],
-                   fmt: OutputFormat) -> None:
+                   fmt: OutputFormat, dtype: str = "float32") -> None:
     from tracker.fingerprint.predict import largest_batch
 
-    results = largest_batch(uri, list(models), phase, device, input_size)
+    results = largest_batch(uri, list(models), phase, device, input_size, dtype=dtype)
     if fmt is OutputFormat.json:
         emit_json(results if len(results) > 1 else results[0])
         return

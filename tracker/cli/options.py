@@ -74,6 +74,18 @@ InputSizeOption = Annotated[Optional[int], typer.Option(
     "--input-size", min=8, help="Input resolution S of the (N, C, S, S) images (default: the network's own: 224, "
                                 "299 for inception_v3, a spec's, a file's INPUT_SIZE).")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
+class Dtype(str, Enum):
+    """The number formats a network may run in (``profile.network.DTYPES``, repeated here so that
+    --help imports nothing of the profiler)."""
+
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+DtypeOption = Annotated[Dtype, typer.Option(
+    "--dtype", help="Number format the network runs in: its weights and inputs cast to it (float16, bfloat16: "
+                    "as model.half() or .bfloat16() would, not autocast). Part of the configuration (run param precision).")]
 PrecisionOption = Annotated[
     float,
     typer.Option("--precision", min=0.001, max=0.5, help="Target relative half-width of the 95% CI of the median."),

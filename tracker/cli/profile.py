@@ -12,6 +12,8 @@ from tracker.cli.options import (
     AllocatorOption,
     BatchSizeOption,
     DeviceOption,
+    Dtype,
+    DtypeOption,
     FormatOption,
     InputSizeOption,
     MinSamplesOption,
@@ -112,6 +114,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
     if data.get("input_shape"):  # not images
         ids = f" token ids (of {data['input_vocab']:,})" if data.get("input_vocab") else ""
         size = f" on {data['input_shape']}{ids} inputs"
+    if data.get("dtype", "float32") != "float32":  # --dtype
+        size += f" in {data['dtype']}"
     typer.echo(
         f"{data['model']} bs{data['batch_size']}{size} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
         f"±{100 * data['ci_rel']:.1f}% (95% CI){tail}, {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
@@ -191,7 +195,7 @@ def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
 def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, device: str, threads: int | None,
              precision: float, time_cap: float, timeout: float, memory_limit_mb: float | None, layers: bool, fmt: OutputFormat,
              again: bool = False, allocator: Allocator = Allocator.system, trace: bool = False,
-             min_samples: int = MIN_SAMPLES, input_size: int | None = None) -> None:
+             min_samples: int = MIN_SAMPLES, input_size: int | None = None, dtype: Dtype = Dtype.float32) -> None:
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
@@ -201,7 +205,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device,
                              threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
                              memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace,
-                             input_size=input_size)
+                             input_size=input_size, dtype=dtype.value)
     _report(result.as_dict(), fmt)
 
 
@@ -222,11 +226,12 @@ def network(
     again: AgainOption = False,
     trace: TraceOption = False,
     input_size: InputSizeOption = None,
+    dtype: DtypeOption = Dtype.float32,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network latency, memory and telemetry at one batch size (one child process)."""
     _profile(ctx, model, batch_size, phase, device, threads, precision, time_cap, timeout, memory_limit_mb, False, fmt, again,
-             allocator, trace, min_samples, input_size)
+             allocator, trace, min_samples, input_size, dtype)
 
 
 @app.command("layers")
@@ -244,11 +249,12 @@ def layers(
     again: AgainOption = False,
     trace: TraceOption = False,
     input_size: InputSizeOption = None,
+    dtype: DtypeOption = Dtype.float32,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Whole-network inference plus each layer alone on its real input (nested layer runs)."""
     _profile(ctx, model, batch_size, Phase.inference, device, threads, precision, time_cap, timeout, None, True, fmt, again,
-             allocator, trace, min_samples, input_size)
+             allocator, trace, min_samples, input_size, dtype)
 
 
 @app.command("boundary")
@@ -270,6 +276,7 @@ def boundary(
     timeout: TimeoutOption = 600.0,
     memory_limit_mb: MemLimitOption = None,
     input_size: InputSizeOption = None,
+    dtype: DtypeOption = Dtype.float32,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Largest batch size that fits: double until the first failure (recorded as a FAILED run)."""
@@ -280,7 +287,7 @@ def boundary(
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
                            phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
                            search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value,
-                           input_size=input_size)
+                           input_size=input_size, dtype=dtype.value)
     data = result.as_dict()
     if fmt is OutputFormat.json:
         emit_json(data)

@@ -155,12 +155,15 @@ def family(model: str) -> str:
     return re.sub(r"([_-](p|pruned)?\d+(\.\d+)?)+$", "", model_) or model
 
 
-def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str | None = None) -> Any:
+def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str | None = None,
+              dtype: str = "float32") -> Any:
     """Measured rows of one target, phase and device (``device`` matches device, device_name or a
     device mode id such as ``cpu-t1-retain``); the target is the median of the configuration's
     repeats (``label_repeats`` of them). ``mode``: only the rows of that device mode. Rows of several
     device modes are refused: the same network has other latencies in each (threads, allocator,
-    clocks), and no feature tells them apart."""
+    clocks), and no feature tells them apart. ``dtype``: only the rows measured in that number
+    format (a run's ``precision``; since 0.8.5 the others are not mixed in: a network runs at
+    another speed in bfloat16, and no feature tells that either)."""
     from tracker.warehouse.load import connect
 
     if target not in TARGETS:
@@ -171,16 +174,16 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
             f"SELECT f.* REPLACE (l.{target} AS {target}), l.repeats AS label_repeats "
             f"FROM {VIEW} f JOIN {LABEL_VIEW} l USING (run_id) "
             f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
-            f"AND ($mode IS NULL OR f.mode = $mode) "
+            f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
             f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
-            params={"phase": phase, "device": device, "mode": mode},
+            params={"phase": phase, "device": device, "mode": mode, "dtype": dtype},
         ).df()
-        devices = con.sql(f"SELECT DISTINCT device, device_name, phase FROM {VIEW}").fetchall()
+        devices = con.sql(f"SELECT DISTINCT device, device_name, phase, COALESCE(precision, 'float32') FROM {VIEW}").fetchall()
     finally:
         con.close()
     if frame.empty:
-        known = ", ".join(sorted({f"{d}/{n} ({p})" for d, n, p in devices})) or "none"
-        where = f"device {device!r}" + (f" in mode {mode!r}" if mode else "")
+        known = ", ".join(sorted({f"{d}/{n} ({p}{'' if t == 'float32' else ', ' + t})" for d, n, p, t in devices})) or "none"
+        where = f"device {device!r}" + (f" in mode {mode!r}" if mode else "") + (f" in {dtype}" if dtype != "float32" else "")
         raise FingerprintError(f"no {phase} measurements of {target} on {where} in the warehouse; "
                                f"measured: {known}")
     modes = frame["mode"].fillna("(none)").value_counts()

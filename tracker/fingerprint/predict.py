@@ -131,10 +131,11 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     return champ
 
 
-def champion_versions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS)
-                      ) -> dict[str, Any]:
+def champion_versions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS),
+                      dtype: str = "float32") -> dict[str, Any]:
     """The registered champion version (an MLflow ModelVersion, not loaded) of every target in
-    ``targets`` (default: all) that has one for this phase and device; none at all is an error."""
+    ``targets`` (default: all) that has one for this phase, device and number format (``dtype``);
+    none at all is an error."""
     from mlflow.tracking import MlflowClient
 
     from tracker.settings import StoreLocation
@@ -143,13 +144,14 @@ def champion_versions(tracking_uri: str, phase: str, device: str, targets: tuple
     client = MlflowClient(tracking_uri)
     found = {}
     for target in targets:
-        version = champion_version(client, registered_name(target, phase, device))
+        version = champion_version(client, registered_name(target, phase, device, dtype))
         if version is not None:
             found[target] = version
     if not found:
         known = sorted({m.name for m in client.search_registered_models()})
         which = "fingerprint" if set(targets) >= set(TARGETS) else f"{' or '.join(targets)} fingerprint"
-        raise FingerprintError(f"no {which} for phase {phase!r} on device {device!r}; registered: "
+        raise FingerprintError(f"no {which} for phase {phase!r} on device {device!r}"
+                               + (f" in {dtype}" if dtype != "float32" else "") + "; registered: "
                                f"{', '.join(known) or 'none (run tracker fingerprint train)'}")
     return found
 
@@ -165,10 +167,11 @@ def load_champions(tracking_uri: str, versions: dict[str, Any]) -> dict[str, Cha
     return found
 
 
-def champions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS)
-              ) -> dict[str, Champion]:
-    """The champion of every target in ``targets`` (default: all) that has one for this phase and device, loaded."""
-    return load_champions(tracking_uri, champion_versions(tracking_uri, phase, device, targets))
+def champions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS),
+              dtype: str = "float32") -> dict[str, Champion]:
+    """The champion of every target in ``targets`` (default: all) that has one for this phase,
+    device and number format, loaded."""
+    return load_champions(tracking_uri, champion_versions(tracking_uri, phase, device, targets, dtype))
 
 
 def _layer_model(tracking_uri: str, run_id: str) -> Any:
@@ -192,16 +195,18 @@ def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None)
 
 
 def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None,
-            models: dict[str, Champion] | None = None, with_features: bool = False) -> dict[str, Any]:
+            models: dict[str, Champion] | None = None, with_features: bool = False,
+            dtype: str = "float32") -> dict[str, Any]:
     """Predictions of every target with a champion; ``models`` (from :func:`champions`) saves
     loading them again when many networks are predicted."""
     return predict_many(tracking_uri, [ref], batch_size, phase, device, input_size, models,
-                        with_features=with_features)[0]
+                        with_features=with_features, dtype=dtype)[0]
 
 
 def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
-                 descriptions: list[Any] | None = None, with_features: bool = False) -> list[dict[str, Any]]:
+                 descriptions: list[Any] | None = None, with_features: bool = False,
+                 dtype: str = "float32") -> list[dict[str, Any]]:
     """:func:`predict` of each network in ``refs``, in order, their features made in one pass of
     the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters).
     ``descriptions``: the networks' ``Description``s where the caller has them already (``refs``
@@ -209,7 +214,7 @@ def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str
     row's features (``features``: the input a registered version takes through MLflow; a value
     the description lacks is None)."""
     return predict_grid(tracking_uri, refs, [batch_size], phase, device, input_size, models, descriptions,
-                        with_features)
+                        with_features, dtype)
 
 
 def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
@@ -226,7 +231,8 @@ def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
 
 def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int], phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
-                 descriptions: list[Any] | None = None, with_features: bool = False) -> list[dict[str, Any]]:
+                 descriptions: list[Any] | None = None, with_features: bool = False,
+                 dtype: str = "float32") -> list[dict[str, Any]]:
     """:func:`predict_many` at each of ``batch_sizes``: one result per network and batch size,
     network by network in the order of ``refs``, each network's batch sizes in the order given (a
     batch size given twice is predicted once). The champions are loaded and each network described
@@ -241,7 +247,7 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
         raise FingerprintError(f"batch sizes must be whole numbers of at least 1, got {list(batch_sizes)}")
     model_refs = _model_refs(refs, input_size) if descriptions is None else []
     if models is None:
-        models = champions(tracking_uri, phase, device)
+        models = champions(tracking_uri, phase, device, dtype=dtype)
     descs = descriptions if descriptions is not None else [
         described(m, input_size or m.input_size) for m in model_refs]
     t0 = time.perf_counter()
@@ -266,7 +272,7 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
         outside = {t: found for t, m in models.items() if (found := outside_ranges(m.ranges, row))}
         out.append({
             "model": desc.name, "model_hash": desc.description_hash, "batch_size": bs, "phase": phase,
-            "device": device, "predictions": predictions[i], "units": {t: TARGETS[t] for t in predictions[i]},
+            "device": device, "dtype": dtype, "predictions": predictions[i], "units": {t: TARGETS[t] for t in predictions[i]},
             "model_versions": dict(versions), "methods": dict(methods), "missing_targets": list(missing),
             # Per target, the features of this configuration beyond what its version learnt from.
             "outside_trained_range": outside,
@@ -328,7 +334,7 @@ def largest_under(peak_mb: Any, limit_mb: float, max_batch: int = MAX_PREDICTED_
 
 
 def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, input_size: int | None = None,
-                  max_batch: int = MAX_PREDICTED_BATCH) -> list[dict[str, Any]]:
+                  max_batch: int = MAX_PREDICTED_BATCH, dtype: str = "float32") -> list[dict[str, Any]]:
     """For each network, the largest batch size whose predicted peak memory stays under each limit
     the ``peak_mem_mb`` champion records: the largest peak it learnt from, where the device has
     run out of memory (above it, ``predict`` says "may not fit"), and the device's memory (above
@@ -345,7 +351,7 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
     if max_batch < 1:
         raise FingerprintError(f"the largest batch size to try must be at least 1, got {max_batch}")
     model_refs = _model_refs(refs, input_size)
-    models = champions(tracking_uri, phase, device, targets=("peak_mem_mb",))
+    models = champions(tracking_uri, phase, device, targets=("peak_mem_mb",), dtype=dtype)
     champ = models["peak_mem_mb"]
     limits = {name: value for name, tag in MEMORY_LIMITS.items()
               if (value := getattr(champ, tag)) is not None}
@@ -361,7 +367,7 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
         def peak_mb(sizes: list[int]) -> list[float]:
             todo = [s for s in sizes if s not in predicted]
             if todo:  # the sizes asked for together share one pass of the feature SQL
-                for result in predict_grid(tracking_uri, [ref], todo, phase, device, models=models,
+                for result in predict_grid(tracking_uri, [ref], todo, phase, device, models=models, dtype=dtype,
                                            descriptions=[desc]):
                     predicted[result["batch_size"]] = result
             return [predicted[s]["predictions"]["peak_mem_mb"] for s in sizes]
@@ -372,7 +378,7 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
         by_floor = {name: b is not None and "peak_mem_mb" in predicted[b + 1]["at_memory_floor"]
                     for name, b in found.items()}
         out.append({
-            "model": desc.name, "model_hash": desc.description_hash, "phase": phase, "device": device,
+            "model": desc.name, "model_hash": desc.description_hash, "phase": phase, "device": device, "dtype": dtype,
             "target": "peak_mem_mb", "model_version": f"{champ.name}/{champ.version}", "limits_mb": limits,
             "largest_batch": found,
             "predicted_peak_mb": {n: predicted[b]["predictions"]["peak_mem_mb"] if b else None for n, b in found.items()},

@@ -49,9 +49,11 @@ LGBM_PARAMS = {"n_estimators": 500, "learning_rate": 0.05, "num_leaves": 31, "mi
                "reg_lambda": 1.0, "verbose": -1, "random_state": 0, "n_jobs": 1}
 
 
-def registered_name(target: str, phase: str, device: str) -> str:
+def registered_name(target: str, phase: str, device: str, dtype: str = "float32") -> str:
+    """``latency_ms-inference-cpu``; a fingerprint of another number format than float32 ends with
+    it (``latency_ms-inference-cpu-bfloat16``, since 0.8.5)."""
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in device)
-    return f"{target}-{phase}-{safe}"
+    return f"{target}-{phase}-{safe}" + (f"-{dtype}" if dtype != "float32" else "")
 
 
 def scores(y: Any, yhat: Any) -> dict[str, float]:
@@ -257,11 +259,11 @@ MIN_NETWORKS = 3
 
 
 def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = (),
-                  mode: str | None = None) -> Any:
+                  mode: str | None = None, dtype: str = "float32") -> Any:
     """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
     one that has no row, a misspelling say, is an error rather than silently kept nowhere) and,
     for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``)."""
-    frame = load_rows(warehouse, target, phase, device, mode)
+    frame = load_rows(warehouse, target, phase, device, mode, dtype)
     unknown = sorted(set(exclude) - set(frame["model"]))
     if unknown:
         raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
@@ -407,16 +409,20 @@ def memory_floor_holds(frame: Any, target: str, phase: str) -> tuple[bool, int]:
     (one that freezes layers or recomputes activations in training, say) keeps no floor."""
     import numpy as np
 
-    floor = memory_floor_mb(frame, phase) if target in MEMORY_TARGETS else None
+    # a description's bytes are float32's: another number format's tensors are smaller (no floor, 0.8.5)
+    float32 = "precision" not in frame.columns or bool((frame["precision"].fillna("float32") == "float32").all())
+    floor = memory_floor_mb(frame, phase) if target in MEMORY_TARGETS and float32 else None
     if floor is None or np.isnan(floor).all():
         return False, 0
     below = int(np.sum(floor > frame[target].to_numpy(float)))  # a NaN floor is below nothing
     return below == 0, below
 
 
-def floor_tag(kept: bool, below: int) -> str:
+def floor_tag(kept: bool, below: int, dtype: str = "float32") -> str:
     """A memory version's tag ``memory_floor``: ``true`` (``tracker predict`` reads that alone), or
     why it keeps none."""
+    if dtype != "float32":
+        return f"false (its runs are {dtype}: a description counts float32 bytes)"
     return "true" if kept else f"false ({below} runs measured below it)"
 
 
@@ -454,7 +460,7 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
 
 
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
-          exclude: Collection[str] = (), mode: str | None = None) -> TrainResult:
+          exclude: Collection[str] = (), mode: str | None = None, dtype: str = "float32") -> TrainResult:
     """Train, evaluate on held-out networks, register and maybe promote; networks named in
     ``exclude`` are left out entirely (to be predicted later as never seen). ``mode``: learn
     only that device mode's measurements, registered under ``device`` all the same (the demo's
@@ -469,7 +475,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from tracker.settings import resolve_location
 
     # The rows first: a train that has nothing to learn from creates nothing in the store.
-    frame = training_rows(warehouse, target, phase, device, exclude, mode)
+    frame = training_rows(warehouse, target, phase, device, exclude, mode, dtype)
     # Through tracker's store, so an embedded store keeps the artifacts in its own folder; a
     # store moved from elsewhere is refused before anything is trained.
     location = resolve_location(tracking_uri)
@@ -485,12 +491,12 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
     memory_floor = held.memory_floor
     floor_columns = MEMORY_FLOOR_COLUMNS[phase] if memory_floor else ()  # its spec, signature and tag say them
-    floor_text = floor_tag(memory_floor, held.below_floor_runs) if target in MEMORY_TARGETS else None  # tag memory_floor
+    floor_text = floor_tag(memory_floor, held.below_floor_runs, dtype) if target in MEMORY_TARGETS else None  # tag memory_floor
     make = NETWORK_MODELS[network_model]
     final = make().fit(x, np.log(y))
     trend = getattr(final, "trend", None)
 
-    name = registered_name(target, phase, device)
+    name = registered_name(target, phase, device, dtype)
     run_digest = runs_digest(frame)
     # Where the device has run out of memory, the largest peak that ran is as far as it is known to go.
     memory_mb, oom_runs = (memory_limits(warehouse, list(frame["run_id"]), phase, device) if target in MEMORY_TARGETS
@@ -540,6 +546,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                 "runs_digest": run_digest, "features": ",".join(features), "unit": TARGETS[target],
                                 "networks": str(len(set(networks))), "method": method, "network_model": network_model,
                                 "format": str(FORMAT), "node_rows_version": str(NODE_ROWS_VERSION),
+                                "dtype": dtype,  # the number format of its runs (0.8.5; float32 before)
                                 "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                 **({"trend": trend.to_json()} if trend is not None else {}),
                                 **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),

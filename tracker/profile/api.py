@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
 from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
-from tracker.profile.network import NetworkSpec
+from tracker.errors import ConfigError
+from tracker.profile.network import DTYPES, NetworkSpec
 from tracker.profile.stats import Stopping
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class ProfileResult:
             **({"input_vocab": int(self.network.params["input_vocab"])} if "input_vocab" in self.network.params else {}),
             "phase": self.network.params.get("phase"),
             "device": self.network.params.get("device"),
+            "dtype": self.network.params.get("precision", "float32"),  # the number format it ran in (--dtype)
             "mode": self.network.params.get("mode"),  # the device mode it ran in, e.g. cpu-t1
             "status": self.network.status,
             "reused": self.reused,
@@ -169,6 +171,8 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     from tracker.zoo import resolve
     from tracker.zoo.spec import check_input_size
 
+    if precision not in DTYPES:
+        raise ConfigError(f"unknown dtype {precision!r}: expected one of {', '.join(DTYPES)}")
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
     check_input_size(model_ref, input_size)
     size = input_size or model_ref.input_size
@@ -322,6 +326,7 @@ def profile_network(
     allocator: str | None = None,
     trace: bool = False,
     input_size: int | None = None,
+    dtype: str = "float32",
 ) -> ProfileResult:
     """Measure one configuration (and its layers) in a child process and log it, unless measured;
     ``again``: measure it anyway, as a repeat (a new run with its own repeat key), with its layers
@@ -332,7 +337,7 @@ def profile_network(
     import uuid
 
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator,
-             memory_limit_mb=memory_limit_mb, input_size=input_size)
+             memory_limit_mb=memory_limit_mb, input_size=input_size, precision=dtype)
     ensure_mode_logged(logger, device, threads, allocator)
     latest = logger.find(p.config_key, "FINISHED") if again or trace else None
     again = again or latest is not None  # a trace of a configuration measured before is a repeat
@@ -377,6 +382,7 @@ def find_boundary(
     memory_limit_mb: float | None = None,
     allocator: str | None = None,
     input_size: int | None = None,
+    dtype: str = "float32",
 ) -> Boundary:
     """Double the batch size until the first failure (recorded as a FAILED run); with
     ``search``, bisect between the last size that fitted and the first that failed, and where
@@ -391,7 +397,7 @@ def find_boundary(
 
     def attempt(bs: int) -> ProfileResult:
         p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator, memory_limit_mb=memory_limit_mb,
-                 input_size=input_size)
+                 input_size=input_size, precision=dtype)
         # a recorded failure is an answer too: a resumed search does not redo it
         res = measure_planned(logger, p, rule, timeout_s=timeout_s, reuse_failed=True)
         results.append(res)

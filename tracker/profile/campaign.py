@@ -5,7 +5,8 @@
     [measure]   batch_sizes, phases, devices, threads (the CPU mode dimension), allocator ("retain":
                 the C allocator keeps freed memory, part of the mode), precision, time_cap_s, layers,
                 till_first_fail, timeout_s, memory_limit_mb, repeats, trace, min_samples, input_sizes
-                (resolutions to measure each network at; without it, each network's own)
+                (resolutions to measure each network at; without it, each network's own), dtypes
+                (number formats: float32, the default, float16, bfloat16)
 
 Every configuration runs in a child process; one that is already measured (its config key
 is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
@@ -42,7 +43,7 @@ SECTIONS = {
     "measure": {
         "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
         "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float, "repeats": int,
-        "allocator": str, "trace": bool, "min_samples": int, "input_sizes": list,
+        "allocator": str, "trace": bool, "min_samples": int, "input_sizes": list, "dtypes": list,
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
@@ -60,6 +61,7 @@ class Campaign:
     devices: list[str] = field(default_factory=lambda: ["cpu"])
     threads: list[int | None] = field(default_factory=lambda: [None])
     input_sizes: list[int | None] = field(default_factory=lambda: [None])  # None: each network's own
+    dtypes: list[str] = field(default_factory=lambda: ["float32"])  # network.DTYPES: the number formats (0.8.5)
     allocator: str | None = None  # modes.ALLOCATORS; None: the C library's default, unchanged
     precision: float = 0.02
     time_cap_s: float = 10.0
@@ -146,6 +148,14 @@ def load_campaign(path: Path) -> Campaign:
         if small := [s for s in sizes if s < 8]:
             raise ConfigError(f"{where}: [measure].input_sizes must be at least 8 pixels, got {small[0]}")
         c.input_sizes = list(dict.fromkeys(sizes))
+    if "dtypes" in m:
+        from tracker.profile.network import DTYPES
+
+        if bad := [d for d in m["dtypes"] if d not in DTYPES]:
+            raise ConfigError(f"{where}: [measure].dtypes: unknown dtype {bad[0]!r} ({', '.join(DTYPES)})")
+        if not m["dtypes"]:
+            raise ConfigError(f"{where}: [measure].dtypes names no dtype")
+        c.dtypes = list(dict.fromkeys(m["dtypes"]))
     if "threads" in m:
         c.threads = list(check_counts(where, "[measure].threads", m["threads"]))
         try:  # measured here: said before the store is opened, not after the first configuration
@@ -297,13 +307,13 @@ def campaign_progress(name: str, prefix: str = "", console: Any = None, transien
         yield progress
 
 
-def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | None, str, int | None]]:
-    """(network, device, threads, phase, input size) chains of this shard; each runs its batch sizes
-    in order. An input size None is the network's own."""
+def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | None, str, int | None, str]]:
+    """(network, device, threads, phase, input size, dtype) chains of this shard; each runs its batch
+    sizes in order. An input size None is the network's own."""
     i, n = shard
     mine = [ref for k, ref in enumerate(c.networks) if k % n == i - 1]
-    return [(ref, d, t, ph, size) for ref in mine for size in c.input_sizes for d in c.devices for t in c.threads
-            for ph in c.phases]
+    return [(ref, d, t, ph, size, dt) for ref in mine for size in c.input_sizes for d in c.devices for t in c.threads
+            for ph in c.phases for dt in c.dtypes]
 
 
 def measured_with_layers(logger: Any, config_key: str) -> bool:
@@ -327,7 +337,7 @@ def check_campaign(c: Campaign, shard: tuple[int, int] = (1, 1)) -> None:
 
     for d in c.devices:
         check_device(d)
-    for ref, size in dict.fromkeys((ref, size) for ref, _, _, _, size in chains(c, shard)):
+    for ref, size in dict.fromkeys((ref, size) for ref, _, _, _, size, _ in chains(c, shard)):
         describe_early(ref, size)
     if c.memory_limit_mb:
         planned_kind()
@@ -365,19 +375,20 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     modes_logged: set[tuple[str, int | None]] = set()
     try:
         # Round after round: round r goes through every chain before round r + 1 starts.
-        for r, (ref, device, threads, phase, size) in itertools.product(range(1, c.repeats + 1), todo):
+        for r, (ref, device, threads, phase, size, dtype) in itertools.product(range(1, c.repeats + 1), todo):
             if (device, threads) not in modes_logged and not dry_run:
                 ensure_mode_logged(logger, device, threads, c.allocator)
                 modes_logged.add((device, threads))
 
             def plan_at(bs: int) -> Any:
                 return plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator,
-                            memory_limit_mb=c.memory_limit_mb, input_size=size)
+                            memory_limit_mb=c.memory_limit_mb, input_size=size, precision=dtype)
 
             def planned(state: str, q: Any) -> None:
                 if dry_run:
                     tally.planned.append({"network": q.spec.model, "batch_size": q.spec.batch_size, "phase": phase,
                                           "input_size": q.spec.input_size, "device": device, "threads": threads,
+                                          "dtype": dtype,
                                           "repeat": r, "state": state,
                                           "config_key": q.config_key})
 
@@ -386,7 +397,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                 repeat_key = f"{p.config_key}#r{r}" if r > 1 else None
                 tracing = c.trace and r == 1  # a trace is for reading: the first round's
                 label = (f"{p.spec.model} bs{bs}{f' {size}px' if size else ''} {phase} {device}"
-                         f"{f' t{threads}' if threads else ''}"
+                         f"{f' t{threads}' if threads else ''}{f' {dtype}' if dtype != 'float32' else ''}"
                          f"{f' {c.allocator}' if c.allocator not in (None, 'system') else ''}"
                          f"{f' repeat {r}/{c.repeats}' if r > 1 else ''}{' traced' if tracing else ''}")
                 layers = c.layers and phase == "inference"

@@ -66,7 +66,8 @@ def training_loss(output: Any, device: str) -> Callable[[Any], Any]:
         for t, y in zip(output_tensors(out), targets):
             if not (t.is_floating_point() and t.requires_grad):
                 continue
-            term = torch.nn.functional.cross_entropy(t, y) if y is not None else t.float().pow(2).mean()
+            t = t.float()  # the loss in float32 whatever the network runs in (--dtype): a no-op for float32
+            term = torch.nn.functional.cross_entropy(t, y) if y is not None else t.pow(2).mean()
             total = term if total is None else total + term
         return total
 

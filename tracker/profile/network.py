@@ -59,6 +59,11 @@ def _shape(x: Any) -> str:
     return "x".join(str(d) for d in shape) if shape is not None else type(x).__name__
 
 
+#: The number formats a network runs in (``--dtype``; a run's param ``precision``): its weights
+#: and inputs cast to it, as ``model.half()`` or ``model.bfloat16()`` would (not autocast).
+DTYPES = ("float32", "float16", "bfloat16")
+
+
 def example_input(spec: NetworkSpec) -> Any:
     import torch
 

@@ -147,12 +147,14 @@ USUAL_INPUT_SIZE = 224
 
 def run_name(spec: NetworkSpec) -> str:
     """``resnet18 · bs8 · inference · cpu``; ``· 64px`` after the batch where the input is not 224
-    pixels square, so runs of one network at two sizes are told apart in a list."""
+    pixels square, so runs of one network at two sizes are told apart in a list, and the number
+    format last where it is not float32 (``· bfloat16``)."""
     if spec.input_shape is not None:  # not images: one input's shape
         size = f" · {shape_text(spec.input_shape, spec.input_vocab)}"
     else:
         size = f" · {spec.input_size}px" if spec.input_size != USUAL_INPUT_SIZE else ""
-    return f"{spec.model} · bs{spec.batch_size}{size} · {spec.phase} · {spec.device}"
+    dtype = f" · {spec.precision}" if spec.precision != "float32" else ""  # --dtype (0.8.5)
+    return f"{spec.model} · bs{spec.batch_size}{size} · {spec.phase} · {spec.device}{dtype}"
 
 
 def measured_record(
