@@ -371,16 +371,26 @@ def test_detection_models_are_described_with_hooks() -> None:
     # torchvision's published 134.38 GFLOPS (multiply-accumulates) count 1000 proposals an image; as
     # many as its random weights let through on its random image come through here (seed 0, as a
     # measuring child builds it), whatever the process drew before
-    detector = describe("fasterrcnn_resnet50_fpn", 320)
+    # (at its own 800 px, the size a zoo detection network is described and measured at by default
+    # since 0.8.5; it resized any input to it before, whatever the input size said)
+    from tracker.zoo import resolve
+
+    assert [resolve(n).input_size for n in ("fasterrcnn_resnet50_fpn", "fasterrcnn_mobilenet_v3_large_320_fpn",
+                                            "ssd300_vgg16", "ssdlite320_mobilenet_v3_large")] == [800, 320, 300, 320]
+    detector = describe("fasterrcnn_resnet50_fpn", 800)
     proposals = next(n.out_shape[0] for n in detector.nodes if n.name == "roi_heads_box_head_fc6")
     per_proposal = 256 * 7 * 7 * 1024 + 1024 * 1024 + 1024 * 91 + 1024 * 91 * 4  # fc6, fc7, classes, boxes
     assert round((aggregates(detector)["macs"] + (1000 - proposals) * per_proposal) / 1e9, 2) == 134.38
     torch.rand(proposals)
+    # at 320 px it computes at 320 px: its first convolution sees 320 x 320 (800 x 800 before 0.8.5)
+    small = describe("fasterrcnn_resnet50_fpn", 320)
+    assert next(n for n in small.nodes if n.kind == "Conv2d").out_shape == [1, 64, 160, 160]
+    assert next(n for n in detector.nodes if n.kind == "Conv2d").out_shape == [1, 64, 400, 400]
     # and a measured run's description is tracker predict's (it was another: a batch of random
     # normal values, unseeded, where describe gave one image of uniform ones)
     from tracker.profile.api import plan
 
-    assert plan("fasterrcnn_resnet50_fpn", 2, input_size=320).model_hash == detector.description_hash
+    assert plan("fasterrcnn_resnet50_fpn", 2, input_size=320).model_hash == small.description_hash
 
 
 def test_hooks_link_only_real_inputs_when_a_freed_output_id_is_reused() -> None:

@@ -905,3 +905,35 @@ def test_a_run_on_a_second_gpu_carries_that_gpus_name_and_memory(tmp_path: Path,
     finally:
         con.close()
     assert rows == [("Large GPU 80GB", 81920.0)]
+
+
+def test_a_detection_network_trains_on_boxes_of_its_own_at_the_size_it_is_given() -> None:
+    """Since 0.8.5 ``profile network --phase training`` measures a torchvision detection network's
+    step (it failed: ``targets should not be none``): fixed random boxes of class 1 within each
+    image, masks filling them for Mask R-CNN, visible keypoints inside them for Keypoint R-CNN; the
+    sum of its losses backward. And it computes at the input size it is given (it resized every
+    input to its own 320 or 800 px before)."""
+    import torch
+
+    from tracker.profile.measure import _detection_step, detection_targets
+    from tracker.profile.network import NetworkSpec
+    from tracker.zoo import build_model
+
+    targets = detection_targets(2, 64, keypoints=17, masks=True, device="cpu")
+    again = detection_targets(2, 64, keypoints=17, masks=True, device="cpu")
+    assert all(torch.equal(a["boxes"], b["boxes"]) for a, b in zip(targets, again))  # the same every step and run
+    for t in targets:
+        boxes = t["boxes"]
+        assert boxes.shape == (3, 4) and bool((boxes >= 0).all() and (boxes <= 64).all())
+        assert bool((boxes[:, 2:] - boxes[:, :2] >= 16).all()) and t["labels"].tolist() == [1, 1, 1]
+        areas = ((boxes[:, 2].ceil() - boxes[:, 0].ceil()) * (boxes[:, 3].ceil() - boxes[:, 1].ceil()))
+        assert t["masks"].shape == (3, 64, 64) and torch.equal(t["masks"].sum((1, 2)).float(), areas)
+        points = t["keypoints"]
+        assert points.shape == (3, 17, 3) and bool((points[..., 2] == 1).all())
+        assert bool((points[..., :2] >= boxes[:, None, :2]).all() and (points[..., :2] <= boxes[:, None, 2:]).all())
+    model = build_model("fasterrcnn_mobilenet_v3_large_320_fpn", input_size=64)
+    assert (model.transform.min_size, model.transform.max_size) == ((64,), 64)
+    step = _detection_step(model, NetworkSpec(model="fasterrcnn_mobilenet_v3_large_320_fpn", batch_size=2,
+                                              input_size=64, device="cpu"))
+    step()
+    assert model.training and model.roi_heads.box_predictor.bbox_pred.weight.grad is not None

@@ -35,7 +35,7 @@ def describe_ref(model_ref: Any, input_size: int) -> Any:
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = model_ref.build()
+        model = model_ref.build(input_size)  # a detection network at that size (0.8.5; its own before)
         if model_ref.is_detection:
             return describe_module(model, model_ref.name, input_size, example=[torch.rand(3, input_size, input_size)])
         return describe_module(model, model_ref.name, input_size, in_channels=model_ref.in_channels,

@@ -74,13 +74,72 @@ def training_loss(output: Any, device: str) -> Callable[[Any], Any]:
     return loss
 
 
-def _step(model: Any, spec: Any, phase: str) -> Any:
-    """One iteration: inference, or forward + loss + backward + optimizer step (the loss:
-    ``training_loss``, its targets made from the first step's output, a warm-up step)."""
+#: Boxes of each image of a detection network's training step (``detection_targets``).
+BOXES_PER_IMAGE = 3
+
+
+def detection_targets(batch_size: int, size: int, keypoints: int | None, masks: bool, device: str) -> list[dict[str, Any]]:
+    """Fixed random targets of a torchvision detection network's training step, one dict an image
+    of ``size`` pixels square: ``BOXES_PER_IMAGE`` boxes (each a quarter to half the image on a
+    side, within it) of class 1, and where the network asks for them, a mask filling each box
+    (Mask R-CNN) or ``keypoints`` visible points inside it (Keypoint R-CNN)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(batch_size):
+        wh = size * (0.25 + 0.25 * torch.rand(BOXES_PER_IMAGE, 2, generator=generator))
+        xy = (size - wh) * torch.rand(BOXES_PER_IMAGE, 2, generator=generator)
+        boxes = torch.cat([xy, xy + wh], dim=1)
+        target = {"boxes": boxes, "labels": torch.ones(BOXES_PER_IMAGE, dtype=torch.int64)}
+        if masks:
+            grid = torch.arange(size, dtype=torch.float32)
+            inside_x = (grid >= boxes[:, None, 0]) & (grid < boxes[:, None, 2])
+            inside_y = (grid >= boxes[:, None, 1]) & (grid < boxes[:, None, 3])
+            target["masks"] = (inside_y[:, :, None] & inside_x[:, None, :]).to(torch.uint8)
+        if keypoints:
+            points = boxes[:, None, :2] + wh[:, None, :] * torch.rand(BOXES_PER_IMAGE, keypoints, 2, generator=generator)
+            target["keypoints"] = torch.cat([points, torch.ones(BOXES_PER_IMAGE, keypoints, 1)], dim=2)
+        out.append({k: v.to(device) for k, v in target.items()})
+    return out
+
+
+def _detection_step(model: Any, spec: Any) -> Any:
+    """A torchvision detection network's training step: its images and ``detection_targets`` in,
+    the sum of the losses it returns backward, then the optimizer (as ``profile training``'s job on
+    a dataset; here without one, so that ``profile network --phase training``, its boundary and
+    campaigns measure detectors too, since 0.8.5)."""
     import torch
 
     from tracker.profile.network import example_input
 
+    heads = getattr(model, "roi_heads", None)
+    predictor = getattr(heads, "keypoint_predictor", None)
+    keypoints = getattr(predictor, "kps_score_lowres", None)
+    targets = detection_targets(spec.batch_size, spec.input_size, keypoints.out_channels if keypoints is not None else None,
+                                getattr(heads, "mask_predictor", None) is not None, spec.device)
+    images = list(example_input(spec))
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def train_step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        sum(model(images, targets).values()).backward()
+        optimizer.step()
+
+    return train_step
+
+
+def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
+    """One iteration: inference, or forward + loss + backward + optimizer step (the loss:
+    ``training_loss``, its targets made from the first step's output, a warm-up step; a detection
+    network's: ``_detection_step``)."""
+    import torch
+
+    from tracker.profile.network import example_input
+
+    if detection and phase != "inference":
+        return _detection_step(model, spec)
     x = example_input(spec)
     if phase == "inference":
         model.eval()
@@ -127,7 +186,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         ref = spec_ref(job["network_spec"])
     else:
         ref = resolve(job["model"])
-    model = ref.build()
+    model = ref.build(int(job.get("input_size") or ref.input_size))  # a detector computes at it (0.8.5)
     spec = NetworkSpec(
         model=ref.name,
         batch_size=int(job["batch_size"]),
@@ -144,7 +203,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    step = _step(model, spec, spec.phase)
+    step = _step(model, spec, spec.phase, detection=ref.is_detection)
     peak_reset = reset_peak_rss()  # the network built and on its device: its own peak from here
     gpu_index = (torch.device(device).index or 0) if cuda else None
     with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), settle_s=job.get("settle_s", 0.0),

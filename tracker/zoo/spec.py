@@ -59,11 +59,13 @@ class ModelRef:
 
         return self.spec is None and self.name in detection_models()
 
-    def build(self) -> Any:
+    def build(self, input_size: int | None = None) -> Any:
+        """The network, untrained; a detection network computing at ``input_size`` (its own where
+        None: ``torchvision_zoo.sized_detector``)."""
         from tracker.zoo.torchvision_zoo import build_model
 
         if self.spec is None:
-            return build_model(self.name)
+            return build_model(self.name, input_size=input_size if self.is_detection else None)
         kind = self.spec.get("kind")
         if kind == "generated":
             from tracker.zoo.generator import build_generated

@@ -94,8 +94,29 @@ def all_models() -> tuple[str, ...]:
     return tuple(sorted(classification_models() + detection_models() + segmentation_models()))
 
 
+def detection_input_size(name: str) -> int:
+    """The size a detection network resizes its images to by default (its transform's ``min_size``,
+    in inference): 300 for SSD300, 320 for the networks named so, 800 for the others."""
+    return 300 if name.startswith("ssd300") else 320 if "320" in name else 800
+
+
 def default_input_size(name: str) -> int:
-    return INPUT_SIZE.get(name, 224)
+    """224 px, 299 for inception_v3, and since 0.8.5 a detection network's own (``detection_input_size``)."""
+    if name in INPUT_SIZE:
+        return INPUT_SIZE[name]
+    return detection_input_size(name) if name in detection_models() else 224
+
+
+def sized_detector(model: Any, size: int) -> Any:
+    """A torchvision detection network that resizes its images to ``size`` pixels square (its
+    transform's ``min_size``, ``max_size`` and, for SSD, ``fixed_size``), so that it computes at
+    the input size a run records. Before 0.8.5 it resized any input to its own size (800 for
+    Faster R-CNN), whatever ``--input-size`` said."""
+    transform = model.transform
+    transform.min_size, transform.max_size = (int(size),), int(size)
+    if getattr(transform, "fixed_size", None) is not None:
+        transform.fixed_size = (int(size), int(size))
+    return model
 
 
 def check_model_name(name: str) -> None:
@@ -107,15 +128,17 @@ def check_model_name(name: str) -> None:
         raise UnknownModelError(f"unknown model {name!r}{hint}")
 
 
-def build_model(name: str, **kwargs: Any) -> Any:
+def build_model(name: str, input_size: int | None = None, **kwargs: Any) -> Any:
     """An untrained torchvision model (classification, detection or segmentation), in eval mode;
-    a detection or segmentation network's backbone untrained too (nothing is downloaded)."""
+    a detection or segmentation network's backbone untrained too (nothing is downloaded). A
+    detection network given ``input_size`` computes at it (``sized_detector``)."""
     torchvision = import_torchvision()
 
     check_model_name(name)
     if name in detection_models() or name in segmentation_models():
         kwargs.setdefault("weights_backbone", None)
-        return torchvision.models.get_model(name, weights=None, **kwargs).eval()
+        model = torchvision.models.get_model(name, weights=None, **kwargs).eval()
+        return sized_detector(model, input_size) if input_size and name in detection_models() else model
     if name in ("googlenet", "inception_v3"):
         kwargs.setdefault("aux_logits", False)
         kwargs.setdefault("init_weights", False)
