@@ -1,20 +1,20 @@
--- Out-of-memory boundary per network, phase, device and memory cap: the largest batch size that
+-- Out-of-memory boundary per network, phase, device, number format and memory cap: the largest batch size that
 -- ran, the smallest that failed with reason oom, how many sizes failed that way, and the device's
 -- memory (MB) where its runs recorded it. Runs under a memory cap (memory_limit_mb, memory_cap:
 -- --memory-limit-mb, a smaller device) have a boundary of their own; NULL: no cap.
 WITH attempts AS (
-    SELECT w.run_id, w.status, r.failure_reason, w.model, w.model_hash, w.phase, w.device, w.mode, w.batch_size,
+    SELECT w.run_id, w.status, r.failure_reason, w.model, w.model_hash, w.phase, w.device, w.mode, w.precision, w.batch_size,
            w.device_name, w.device_memory_mb, w.memory_limit_mb, w.memory_cap
     FROM whole_network_runs w
     JOIN runs r USING (run_id)
 )
 SELECT
-    model, model_hash, phase, device_name, device, mode, memory_limit_mb, memory_cap,
+    model, model_hash, phase, device_name, device, mode, precision, memory_limit_mb, memory_cap,
     max(batch_size) FILTER (WHERE status = 'FINISHED') AS largest_fitting_batch,
     min(batch_size) FILTER (WHERE status = 'FAILED' AND failure_reason = 'oom') AS smallest_oom_batch,
     count(*) FILTER (WHERE status = 'FAILED' AND failure_reason = 'oom') AS oom_runs,
     max(device_memory_mb) AS device_memory_mb
 FROM attempts
-GROUP BY model, model_hash, phase, device_name, device, mode, memory_limit_mb, memory_cap
+GROUP BY model, model_hash, phase, device_name, device, mode, precision, memory_limit_mb, memory_cap
 HAVING count(*) FILTER (WHERE status = 'FAILED' AND failure_reason = 'oom') > 0
     OR max(batch_size) FILTER (WHERE status = 'FINISHED') IS NOT NULL

@@ -485,6 +485,13 @@ def test_a_network_runs_in_the_number_format_asked_for(tmp_path: Path) -> None:
     assert run.data.tags["mlflow.runName"] == "squeezenet1_1 · bs2 · 32px · inference · cpu · bfloat16"
     line = runner.invoke(app, [*base, "--dtype", "bfloat16"]).stdout
     assert line.startswith("squeezenet1_1 bs2 at 32 px in bfloat16 inference in mode ") and "reused" in line
+    # the views keep the two apart: each number format's batch sizes are a chain of their own
+    assert runner.invoke(app, ["--tracking-uri", str(store), "warehouse", "load"]).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "sql", "SELECT precision, "
+                                          "latency_vs_smallest_batch FROM batch_scaling ORDER BY precision",
+                                          "--format", "json"]).stdout)
+    assert rows == [{"precision": "bfloat16", "latency_vs_smallest_batch": 1.0},
+                    {"precision": "float32", "latency_vs_smallest_batch": 1.0}]
     bad = runner.invoke(app, [*base, "--dtype", "int8"])
     assert bad.exit_code == 2 and "'--dtype'" in bad.output and "'int8' is not one of" in bad.output
     campaign = tmp_path / "c.toml"

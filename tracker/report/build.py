@@ -113,17 +113,20 @@ def batch_pictures(con: Any) -> list[Picture]:
     from tracker.report.plots import batch_scaling_png
 
     # Training jobs (with a data loader) are drawn per loader setting, not along batch sizes.
-    rows = _rows(con, "SELECT run_id, model, model_hash, phase, device_name, mode, batch_size, latency_ms, peak_mem_mb "
+    # a chain of batch sizes is one network, phase, device, mode and number format (precision)
+    rows = _rows(con, "SELECT run_id, model, model_hash, phase, device_name, mode, COALESCE(precision, 'float32') "
+                      "AS precision, batch_size, latency_ms, peak_mem_mb "
                       "FROM latest_measurements WHERE run_id NOT IN "
                       "(SELECT run_id FROM training_runs WHERE data_wait_frac IS NOT NULL) "
-                      "ORDER BY model, phase, device_name, mode, batch_size")
-    ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"]): r["smallest_oom_batch"]
-            for r in _rows(con, "SELECT model_hash, phase, device_name, mode, "  # under any memory cap
+                      "ORDER BY model, phase, device_name, mode, precision, batch_size")
+    ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"]): r["smallest_oom_batch"]
+            for r in _rows(con, "SELECT model_hash, phase, device_name, mode, COALESCE(precision, 'float32') AS precision, "
                                 "CAST(min(smallest_oom_batch) AS BIGINT) AS smallest_oom_batch FROM oom_boundary "
-                                "GROUP BY model_hash, phase, device_name, mode")}
+                                "GROUP BY ALL")}  # under any memory cap
     chains: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        chains.setdefault((r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"]), []).append(r)
+        chains.setdefault((r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"]),
+                          []).append(r)
     groups: dict[tuple[str, str, str], list[tuple[tuple, list[dict[str, Any]]]]] = {}
     for key, chain in chains.items():
         oom = ooms.get(key[1:])
@@ -133,7 +136,8 @@ def batch_pictures(con: Any) -> list[Picture]:
     pictures = []
     for (fam, phase, device), members in sorted(groups.items()):
         members.sort(key=lambda m: m[0][0])
-        lines = [{"label": key[0] + ("" if len({m[0][4] for m in members}) == 1 else f" ({key[4]})"),
+        lines = [{"label": key[0] + ("" if len({m[0][4] for m in members}) == 1 else f" ({key[4]})")
+                  + ("" if key[5] == "float32" else f" {key[5]}"),
                   "batch_sizes": [r["batch_size"] for r in chain], "latency_ms": [r["latency_ms"] for r in chain],
                   "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": ooms.get(key[1:])}
                  for key, chain in members]
