@@ -345,9 +345,21 @@ def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:
     assert plain.name == "latency_ms-inference-cpu" and plain.evaluation["rows"] == 12  # the float32 runs alone
     half = train(wh, "latency_ms", "inference", "cpu", uri, dtype="bfloat16")
     assert half.name == "latency_ms-inference-cpu-bfloat16" and half.evaluation["rows"] == 12
+    # a bfloat16 configuration that ran out of memory bounds the bfloat16 memory version, not float32's
+    logger = RunLogger(str(runs), experiment="two-precision", environment=ENV)
+    failed = network_record("resnet18", 4096).fail("oom")
+    failed.params.update(model_hash=described("resnet18", 64).description_hash, precision="bfloat16")
+    failed.key_fields["precision"] = "bfloat16"
+    logger.log([failed])
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    client = MlflowClient(uri)
     memory = train(wh, "peak_mem_mb", "inference", "cpu", uri, dtype="bfloat16")
     assert memory.memory_floor == "false (its runs are bfloat16: a description counts float32 bytes)"
-    assert MlflowClient(uri).get_model_version(half.name, str(half.version)).tags["dtype"] == "bfloat16"
+    assert client.get_model_version(memory.name, str(memory.version)).tags["oom_runs"] == "1"
+    full = train(wh, "peak_mem_mb", "inference", "cpu", uri)
+    assert "largest_peak_mb" not in client.get_model_version(full.name, str(full.version)).tags
+    assert client.get_model_version(half.name, str(half.version)).tags["dtype"] == "bfloat16"
     expected = _latency(_flops(described("resnet18", 64)), 2)
     for args, factor in (([], 1.0), (["--dtype", "bfloat16"], 0.6)):
         out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "-b", "2", "--input-size",

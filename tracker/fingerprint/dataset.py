@@ -119,7 +119,8 @@ def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
     return [c for c in columns if c not in skip]
 
 
-def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: str) -> tuple[float | None, int]:
+def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: str,
+                  dtype: str = "float32") -> tuple[float | None, int]:
     """What bounds a memory fingerprint's predictions, in one connection to the warehouse:
 
     - the largest device memory (MB, ``whole_network_runs.device_memory_mb``) the runs ``run_ids``
@@ -128,8 +129,9 @@ def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: s
     - how many ``phase`` configurations on ``device`` (device, device name or mode, as
       :func:`load_rows` matches it) FAILED out of memory: reason ``oom``, or an import's failure
       that is mostly that (perf4sight's, its README says), not under a memory cap of tracker's (a
-      smaller device's failure, not this one's). Where some did, the largest peak that ran marks
-      how far the device is known to go.
+      smaller device's failure, not this one's), in the number format ``dtype`` (a bfloat16 run
+      that failed says nothing of how far float32 goes). Where some did, the largest peak that ran
+      marks how far the device is known to go.
     """
     from tracker.imports.perf4sight import FAILURE_REASON
     from tracker.warehouse.load import connect
@@ -141,8 +143,9 @@ def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: s
         oom = con.execute(
             "SELECT count(*) FROM whole_network_runs w JOIN runs r USING (run_id) WHERE w.status = 'FAILED' "
             "AND r.failure_reason IN ('oom', $imported) AND w.memory_limit_mb IS NULL AND w.phase = $phase "
-            "AND (w.device = $device OR w.device_name = $device OR w.mode = $device)",
-            {"imported": FAILURE_REASON, "phase": phase, "device": device}).fetchone()
+            "AND (w.device = $device OR w.device_name = $device OR w.mode = $device) "
+            "AND COALESCE(w.precision, 'float32') = $dtype",
+            {"imported": FAILURE_REASON, "phase": phase, "device": device, "dtype": dtype}).fetchone()
     finally:
         con.close()
     return (None if memory is None or memory[0] is None else float(memory[0])), int(oom[0])

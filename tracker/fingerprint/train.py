@@ -499,7 +499,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     name = registered_name(target, phase, device, dtype)
     run_digest = runs_digest(frame)
     # Where the device has run out of memory, the largest peak that ran is as far as it is known to go.
-    memory_mb, oom_runs = (memory_limits(warehouse, list(frame["run_id"]), phase, device) if target in MEMORY_TARGETS
+    memory_mb, oom_runs = (memory_limits(warehouse, list(frame["run_id"]), phase, device, dtype) if target in MEMORY_TARGETS
                            else (None, 0))
     mlflow.set_tracking_uri(tracking_uri)
     mlflow.set_experiment(experiment_id=experiment.experiment_id)
