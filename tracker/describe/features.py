@@ -174,7 +174,7 @@ _NO_INPLACE_COPIES = {"import:perf4sight"}
 _TRANSPOSED_FUNCTIONS = {k for k in FUNCTIONAL_CONV_ARGS if k.startswith("conv_transpose")}
 _TRANSPOSED = {k for k in WHOLE_MODULE_KINDS if k.startswith("ConvTranspose")} | _TRANSPOSED_FUNCTIONS  # functions: 0.8.4
 #: Functions whose output is a tensor of their own, kept by the describe as ``other`` (their work
-#: in their ``macs``, ``graph.function_macs``): transposed convolutions, attention, einsum.
+#: in their ``macs``, ``graph.function_macs`` and ``graph.einsum_attrs``): transposed convolutions, attention, einsum.
 _NEW_FUNCTIONS = _TRANSPOSED_FUNCTIONS | {"scaled_dot_product_attention", "einsum"}
 #: Matrix products whose two matrices are not their first two tensors: ``torch.addmm(bias, x, w)``
 #: and ``baddbmm`` add a tensor to the product (GPT-2's ``Conv1D`` is an ``addmm``): where their

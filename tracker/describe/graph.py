@@ -292,11 +292,19 @@ def einsum_steps(equation: Any, in_shapes: list[list[int] | None]) -> list[tuple
     return steps
 
 
-def _einsum_macs(equation: Any, in_shapes: list[list[int] | None]) -> int | None:
-    """Multiply-accumulates of ``torch.einsum`` over two operands or more: those of its products
-    (``einsum_steps``; two operands before 0.8.5, and a product that sums no index counted too)."""
+def einsum_attrs(equation: Any, in_shapes: list[list[int] | None]) -> dict[str, Any]:
+    """An einsum node's attributes from its products (``einsum_steps``, computed once): its
+    multiply-accumulates (``macs``; of two operands only before 0.8.5, and a product that sums no
+    index counted too) and, where it computes more than one product, the elements of what those
+    before the last make (``intermediate_elements``), which autograd keeps (0.8.5). None of them
+    for what ``einsum_steps`` cannot read."""
     steps = einsum_steps(equation, in_shapes)
-    return None if steps is None else sum(macs for macs, _ in steps)
+    if steps is None:
+        return {}
+    out: dict[str, Any] = {"macs": sum(macs for macs, _ in steps)}
+    if len(steps) > 1:
+        out["intermediate_elements"] = [elems for _, elems in steps[:-1]]
+    return out
 
 
 def _sdpa_macs(in_shapes: list[list[int] | None]) -> int | None:
@@ -314,13 +322,11 @@ def function_macs(kind: str, in_shapes: list[list[int] | None], attrs: dict[str,
     give: torchvision's Swin ``shifted_window_attention`` (a leaf torch.fx does not trace into),
     from its input ``(1, H, W, C)`` and window: the query-key-value projection and the output
     projection over the input padded to whole windows, and in each window of N positions the
-    scores and the weighted sum (2·N·C per position); since 0.8.4 an ``einsum``
-    (``_einsum_macs``: maxvit's attention; of two operands only before 0.8.5), ``scaled_dot_product_attention`` (``_sdpa_macs``)
+    scores and the weighted sum (2·N·C per position); since 0.8.4 ``scaled_dot_product_attention`` (``_sdpa_macs``;
+    an einsum's are ``einsum_attrs``')
     and a transposed convolution called as a function (input elements x out / groups x kernel,
     from its weight ``(in, out / groups, *kernel)``). None for any other function, or inputs it
     cannot read."""
-    if kind == "einsum":
-        return _einsum_macs(attrs.get("equation"), in_shapes)
     if kind == "scaled_dot_product_attention":
         return _sdpa_macs(in_shapes)
     if kind.startswith("conv_transpose"):
@@ -414,12 +420,10 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             # each once: einsum(eq, a, a); F.conv2d(x, weight=w) gives its weight by keyword)
             in_shapes = [shapes.get(a.name) for a in (*fx_node.args, *fx_node.kwargs.values()) if isinstance(a, torch.fx.Node)]
             attrs = functional_conv_attrs(kind, attrs, in_shapes)
-            macs = function_macs(kind, in_shapes, attrs)
-            if macs is not None:
+            if kind == "einsum":  # its MACs and what its products make (maxvit's attention)
+                attrs.update(einsum_attrs(attrs.get("equation"), in_shapes))
+            elif (macs := function_macs(kind, in_shapes, attrs)) is not None:
                 attrs["macs"] = macs
-            if kind == "einsum" and (steps := einsum_steps(attrs.get("equation"), in_shapes)) and len(steps) > 1:
-                # what its products make on the way to its output, which autograd keeps (0.8.5)
-                attrs["intermediate_elements"] = [elems for _, elems in steps[:-1]]
             nodes.append(Node(fx_node.name, fx_node.op, kind, inputs, out_shape, attrs))
         elif fx_node.op == "get_attr":
             value = gm

@@ -353,10 +353,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     index = job.get("dataset_index")
     dataset = load_index(Path(index)) if index else open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
     detection = cfg.model in detection_models()
-    kwargs: dict[str, Any] = {"num_classes": len(dataset.classes) + (1 if detection else 0)}
-    if detection:
-        kwargs.update(min_size=cfg.image_size, max_size=cfg.image_size)
-    model = build_model(cfg.model, **kwargs).to(cfg.device).train()
+    # a detector resizes its images to the job's size (build_model's sized_detector; SSD's fixed size
+    # too: passing min_size to it raised a TypeError)
+    model = build_model(cfg.model, input_size=cfg.image_size if detection else None,
+                        num_classes=len(dataset.classes) + (1 if detection else 0)).to(cfg.device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.learning_rate, momentum=0.9)
     criterion = torch.nn.CrossEntropyLoss()
     loader = torch.utils.data.DataLoader(

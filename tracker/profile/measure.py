@@ -186,7 +186,6 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         ref = spec_ref(job["network_spec"])
     else:
         ref = resolve(job["model"])
-    model = ref.build(int(job.get("input_size") or ref.input_size))  # a detector computes at it (0.8.5)
     spec = NetworkSpec(
         model=ref.name,
         batch_size=int(job["batch_size"]),
@@ -198,6 +197,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         input_shape=ref.input_shape,
         input_vocab=ref.input_vocab,
     )
+    model = ref.build(spec.input_size)  # a detector computes at it (0.8.5)
     model = model.to(device=device, dtype=getattr(torch, spec.precision))
     rule = Stopping(**job.get("rule", {}))
     cuda = device.startswith("cuda")
