@@ -2,7 +2,9 @@
 -- the latest measurement of its network, joined with its module's node features (matched
 -- by the module's qualified name, or by its node name in warehouses loaded before node rows
 -- kept it; a module called twice matches its first call) and the batch-scaled
--- work of the layer, with the layer's latency_ms as the target.
+-- work of the layer, with the layer's latency_ms as the target. Module layers only: a function
+-- layer (the torch functions a module called between its layers) has no node row of its own, and
+-- prediction sums module calls (the calibration's terms per call and per MB stand for the rest).
 SELECT
     l.run_id, l.parent_run_id, m.model, m.model_hash, m.phase, m.device, m.device_name, m.mode, m.batch_size,
     l.layer_index, n.kind, n.category,
@@ -23,5 +25,5 @@ FROM layer_runs l
 JOIN latest_measurements m ON m.run_id = l.parent_run_id
 JOIN node_features n ON n.model_hash = l.model_hash
     AND (n.module_target = l.layer_name OR (n.module_target IS NULL AND n.module_name = replace(l.layer_name, '.', '_')))
-WHERE l.status = 'FINISHED'
+WHERE l.status = 'FINISHED' AND COALESCE(l.layer_kind, 'module') = 'module'
 QUALIFY row_number() OVER (PARTITION BY l.run_id ORDER BY n.node_index) = 1

@@ -541,7 +541,8 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     layers = _cli(store, "profile", "layers", seq, "-b", "2", "--time-cap", "0.3", "--precision", "0.2",
                   "--format", "json")
     timed = json.loads(layers.stdout)["layers"]
-    assert [layer["op_type"] for layer in timed] == ["Embedding", "TransformerEncoderLayer", "Linear"]
+    # and the mean it pools with before its head, a torch function (a function layer, 0.8.6)
+    assert [layer["op_type"] for layer in timed] == ["Embedding", "TransformerEncoderLayer", "mean", "Linear"]
     assert all(layer["latency_ms"] > 0 for layer in timed)
     mapped = _cli(store, "mapping", "run", "--mapping", f"{audio}@2:cpu>cpu,{seq}:cpu", "--duration", "0.5",
                   "--warmup", "0.1", "--format", "json")
@@ -684,3 +685,93 @@ def test_a_network_returning_a_dict_is_measured_in_training_and_one_that_cannot_
     assert line.rstrip().endswith(": its stderr)")
     shown = _cli(store, "runs", "show", failed["run_id"][:12]).stdout
     assert "FAILED (error)" in shown and "MeasurementError" in shown
+
+
+#: a network that does some of its work with torch functions between its modules: an in-place
+#: ReLU, a Linear's weights through F.linear, a cat of two channel slices, a channel shuffle's
+#: copy and a residual add inside a block, a mean before its head
+BETWEEN = '''import torch
+from torch import nn
+from torch.nn import functional as F
+
+INPUT_SIZE = 12
+
+
+class Shuffle(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        x = x.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, c, h, w)
+        return x + self.conv(x)
+
+
+class Mixed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.proj = nn.Linear(8, 8)  # its weights used through F.linear: never called as a module
+        self.block = Shuffle()
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.conv(x), inplace=True)
+        z = F.linear(y.permute(0, 2, 3, 1), self.proj.weight, self.proj.bias).permute(0, 3, 1, 2)
+        y = self.block(torch.cat([y[:, :4], z[:, 4:]], 1))
+        return self.head(y.mean((2, 3)))
+'''
+
+
+def test_the_work_a_network_does_between_its_modules_is_timed_as_function_layers(tmp_path: Path) -> None:
+    """`profile layers` timed modules only: a residual add, a cat, a channel shuffle's copy or a
+    Linear's weights used through F.linear had no layer (swin_t's layers summed to 0.36 of the
+    network at batch 2; 0.91 with them). Since 0.8.6 the torch functions a module calls between its
+    layers that write a tensor (not views, not shapes) are layers of kind function: each run of them
+    inside one module, replayed call by call on exact copies of each call's inputs (an in-place
+    call's from before it, a strided view's with its strides). The layer-level fingerprint still
+    learns modules only (layer_features); layer_latency has both."""
+    import torch
+
+    from tracker.profile.network import NetworkSpec, capture_layers
+
+    namespace: dict = {}
+    exec(BETWEEN, namespace)
+    torch.manual_seed(0)
+    calls = capture_layers(namespace["Mixed"](), NetworkSpec("between.Mixed", batch_size=2, input_size=12))
+    assert [(c.name, c.kind, c.op_type) for c in calls] == [
+        ("conv", "module", "Conv2d"), ("Mixed", "function", "relu+linear+cat"), ("block", "function", "contiguous"),
+        ("block.conv", "module", "Conv2d"), ("block", "function", "add"), ("Mixed", "function", "mean"),
+        ("head", "module", "Linear")]
+    relu, linear, cat = calls[1].functions
+    assert relu.kwargs == {"inplace": True} and (relu.args[0] < 0).any()  # copied before it wrote its input
+    [shuffle] = calls[2].functions
+    assert not shuffle.args[0].is_contiguous() and shuffle.args[0].stride() == (1152, 144, 576, 12, 1)
+    with torch.inference_mode():
+        assert torch.equal(relu.run(), linear.args[0].permute(0, 3, 1, 2))
+        mixed = calls[1].run()  # the calls one after the other: the cat's output
+        assert torch.equal(mixed.view(2, 2, 4, 12, 12).transpose(1, 2), shuffle.args[0])
+        assert torch.equal(calls[2].run().view(2, 8, 12, 12), calls[3].inputs[0])  # what block.conv read
+    assert calls[1].input_shape == "2x8x12x12" and calls[1].output_shape == "2x8x12x12"
+
+    net = tmp_path / "between.py"
+    net.write_text(BETWEEN)
+    store = tmp_path / "s"
+    args = ("profile", "layers", f"{net}:Mixed", "-b", "2", "--time-cap", "0.3", "--precision", "0.2")
+    data = json.loads(_cli(store, *args, "--format", "json").stdout)
+    assert [(layer["name"], layer["kind"]) for layer in data["layers"]] == [(c.name, c.kind) for c in calls]
+    assert all(layer["latency_ms"] > 0 for layer in data["layers"])
+    line = _cli(store, *args).stdout.splitlines()[-1]  # measured before: read back with its layers
+    assert line.startswith("7 layer runs; sum of layers / network = ")
+    assert "; 4 of them the torch functions modules called between their layers (" in line
+    again = json.loads(_cli(store, *args, "--format", "json").stdout)
+    assert again["reused"] and again["layers"] == data["layers"]
+
+    assert _cli(store, "warehouse", "load").exit_code == 0
+    latency = json.loads(_cli(store, "sql", "SELECT layer_name, layer_kind, op_type FROM layer_latency "
+                                            "ORDER BY layer_index", "--format", "json").stdout)
+    assert [(r["layer_name"], r["layer_kind"]) for r in latency] == [(c.name, c.kind) for c in calls]
+    learnt = json.loads(_cli(store, "sql", "SELECT layer_index, kind FROM layer_features ORDER BY layer_index",
+                             "--format", "json").stdout)
+    assert [(r["layer_index"], r["kind"]) for r in learnt] == [(0, "Conv2d"), (3, "Conv2d"), (6, "Linear")]

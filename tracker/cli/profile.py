@@ -137,7 +137,12 @@ def _report(data: dict, fmt: OutputFormat) -> None:
     if "layers" in data:
         split = any(r.get("host_share_pct") is not None for r in data["layers"])  # on a device
         bound = sum(bound_by_host(r) for r in data["layers"])
+        functions = [r for r in data["layers"] if r.get("kind") == "function"]
+        total_ms = sum(r.get("latency_ms", 0.0) for r in data["layers"])
         typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}"
+                   + (f"; {len(functions)} of them the torch functions modules called between their layers "
+                      f"({100 * sum(r.get('latency_ms', 0.0) for r in functions) / total_ms:.0f} % of the sum)"
+                      if functions and total_ms else "")
                    + (f"; {bound} of them bound by the host (launching took {100 * HOST_BOUND_SHARE:.0f} % or more "
                       "of their time)" if split else ""))
     if "trace" in data:

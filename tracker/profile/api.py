@@ -117,6 +117,7 @@ class ProfileResult:
                     "run_id": r.run_id,
                     "index": int(r.params["layer_index"]),
                     "name": r.params["layer_name"],
+                    "kind": r.params.get("layer_kind", "module"),
                     "op_type": r.params["op_type"],
                     "latency_ms": r.metrics["latency_ms"],
                     "ci_rel": r.metrics["latency_ci_rel"],
@@ -344,8 +345,30 @@ def profile_network(
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
         layers = latest is not None and has_layers(latest)
-    return measure_planned(logger, p, rule, layers, layer_rule, timeout_s, reuse and not again,
-                           repeat_key=repeat_key, trace=trace)
+    result = measure_planned(logger, p, rule, layers, layer_rule, timeout_s, reuse and not again,
+                             repeat_key=repeat_key, trace=trace)
+    if result.reused and layers and has_layers(result.network):  # its layers as they were logged
+        result.layers = stored_layers(logger, result.network)
+    return result
+
+
+def stored_layers(logger: RunLogger, network: RunRecord) -> list[RunRecord]:
+    """The FINISHED layer runs nested under a logged network run, in layer order (a configuration
+    measured with its layers before, read back when asked for again)."""
+    from mlflow.tracking import MlflowClient
+
+    from tracker.log.record import KIND_TAG, PARENT_TAG
+
+    client = MlflowClient(logger.location.uri)
+    found = client.search_runs([logger.experiment.experiment_id],
+                               f"tags.`{PARENT_TAG}` = '{network.run_id}' AND tags.`{KIND_TAG}` = 'layer' "
+                               "AND attributes.status = 'FINISHED'", max_results=50000)
+    layers = []
+    for run in sorted(found, key=lambda r: int(r.data.params.get("layer_index", 0))):
+        record = RunRecord(kind="layer", name=run.info.run_name, params=dict(run.data.params), metrics=dict(run.data.metrics))
+        record.tags, record.status, record.run_id = dict(run.data.tags), run.info.status, run.info.run_id  # type: ignore[assignment]
+        layers.append(record)
+    return layers
 
 
 @dataclass

@@ -243,6 +243,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                 "index": c.index,
                 "name": c.name,
                 "op_type": c.op_type,
+                "kind": c.kind,
                 "input_shape": c.input_shape,
                 "output_shape": c.output_shape,
                 "timing": _timing_json(c.timing),

@@ -2,7 +2,11 @@
 
 ``profile_layers`` runs the network once with forward hooks on its leaf modules, keeps a
 copy of each module's real input, then times each module alone on that input, after DNN
-stats. Whole-network timing lives in ``tracker.profile.measure`` (run in the child).
+stats. The work a network does between its modules (a residual ``+``, ``torch.cat``, a
+channel shuffle's ``contiguous``, ``F.linear`` on a module's weights) is seen through a torch
+function mode and kept as *function* layers: each maximal run of such calls inside one module,
+with no layer call between them, is one layer, replayed call by call on copies of the inputs
+each call had. Whole-network timing lives in ``tracker.profile.measure`` (run in the child).
 """
 
 from __future__ import annotations
@@ -37,6 +41,24 @@ class NetworkSpec:
         object.__setattr__(self, "device", canonical_device(self.device))
 
 
+#: A layer's kind (run param ``layer_kind``): a module called, or the calls of torch functions a
+#: module made between its layers (``FunctionCall``s; ``module`` is then None).
+LAYER_KINDS = ("module", "function")
+
+
+@dataclass
+class FunctionCall:
+    """One call of a torch function (or Tensor method) that did work, with copies of its arguments."""
+
+    func: Any
+    args: tuple
+    kwargs: dict[str, Any]
+    op: str  # its name: add, add_ (in place), cat, contiguous, linear...
+
+    def run(self) -> Any:
+        return self.func(*self.args, **self.kwargs)
+
+
 @dataclass
 class LayerCall:
     index: int
@@ -48,10 +70,21 @@ class LayerCall:
     output_shape: str
     timing: Timing | None = field(default=None)
     kwargs: dict[str, Any] = field(default_factory=dict)  # as it was called: an attention's need_weights=False
+    functions: list[FunctionCall] = field(default_factory=list)  # of a function layer, in the order called
+
+    @property
+    def kind(self) -> str:
+        return "module" if self.module is not None else "function"
 
     def run(self) -> Any:
-        """The module called alone, on the copy of its real input."""
-        return self.module(*self.inputs, **self.kwargs)
+        """The module called alone, on the copy of its real input; a function layer's calls one
+        after the other, each on the copies of its own arguments."""
+        if self.module is not None:
+            return self.module(*self.inputs, **self.kwargs)
+        out = None
+        for call in self.functions:
+            out = call.run()
+        return out
 
 
 def _shape(x: Any) -> str:
@@ -74,20 +107,120 @@ def example_input(spec: NetworkSpec) -> Any:
     return x.to(spec.device)
 
 
+def _tensors(obj: Any) -> list[Any]:
+    import torch
+
+    if torch.is_tensor(obj):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+def _exact_copy(obj: Any) -> Any:
+    """A copy of a call's argument, tensors with their own strides (a channel slice stays a
+    strided view's layout, where ``clone`` would make it contiguous and another call's work)."""
+    import torch
+
+    if torch.is_tensor(obj):
+        t = obj.detach()
+        if not t.numel():
+            return t.clone()
+        # the span of storage it reads, copied, and the same view of the copy (an expanded
+        # tensor's zero strides too)
+        span = 1 + sum((n - 1) * abs(st) for n, st in zip(t.size(), t.stride()))
+        flat = t.as_strided((span,), (1,), t.storage_offset()).clone()
+        return flat.as_strided(t.size(), t.stride(), 0)
+    if isinstance(obj, (list, tuple)):
+        copied = [_exact_copy(o) for o in obj]
+        return type(obj)(*copied) if hasattr(obj, "_fields") else type(obj)(copied)
+    if isinstance(obj, dict):
+        return {k: _exact_copy(v) for k, v in obj.items()}
+    return obj
+
+
+def _function_name(func: Any) -> str:
+    """``__iadd__`` -> ``add_`` (in place), ``__add__`` -> ``add``, ``contiguous`` as it is."""
+    name = getattr(func, "__name__", None) or type(func).__name__
+    if name.startswith("__i") and name.endswith("__") and name[3:-2] in _IN_PLACE_DUNDERS:
+        return name[3:-2] + "_"
+    return name.strip("_") if name.startswith("__") else name
+
+
+_IN_PLACE_DUNDERS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+                     "rshift", "matmul"}
+
+
+def _positional(func: Any) -> tuple[str, ...]:
+    import inspect
+
+    try:
+        return tuple(inspect.signature(func).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return ()
+
+
+def _in_place(func: Any, name: str, args: tuple, kwargs: dict[str, Any]) -> bool:
+    """A call that writes into its input: ``add_``, ``x += y``, ``x[i] = y``, ``F.relu(x, inplace=True)``."""
+    if (name.endswith("_") and not name.startswith("_")) or name == "setitem" or "out" in kwargs:
+        return True
+    if "inplace" in kwargs:
+        return bool(kwargs["inplace"])
+    names = _positional(func) if name in _INPLACE_FLAGGED else ()
+    return "inplace" in names and len(args) > names.index("inplace") and bool(args[names.index("inplace")])
+
+
+#: torch.nn.functional's functions that take ``inplace`` (read positionally too)
+_INPLACE_FLAGGED = {"relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh", "silu", "mish", "hardswish",
+                    "hardsigmoid", "rrelu", "threshold", "dropout", "dropout1d", "dropout2d", "dropout3d",
+                    "alpha_dropout", "feature_alpha_dropout"}
+
+
+def _does_work(in_place: bool, args: tuple, kwargs: dict[str, Any], output: Any) -> bool:
+    """A call that wrote a tensor: in place, or into memory of its own (not a view of an input,
+    not the input itself, not a shape or a number)."""
+    if in_place:
+        return bool(_tensors(args[:1]))
+    outputs = [t for t in _tensors(output) if t.numel()]
+    if not outputs:
+        return False
+    inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs)) if t.numel()}
+    return any(t.untyped_storage().data_ptr() not in inputs for t in outputs)
+
+
 def capture_layers(model: Any, spec: NetworkSpec) -> list[LayerCall]:
     """Layer calls in execution order (leaf modules, and attention, transformer and recurrent
     layers whole: ``describe.graph.hooked_modules``), each with a detached copy of its real
-    input and the keywords it was called with."""
+    input and the keywords it was called with; between them, the function layers: the torch
+    functions called outside those modules that wrote a tensor, a layer for each run of them
+    inside one module (named after it; ``''``, the network itself, is its class's name)."""
     import torch
+    from torch.overrides import TorchFunctionMode
 
     from tracker.describe.graph import hooked_modules
 
     model = model.to(device=spec.device, dtype=getattr(torch, spec.precision)).eval()
     calls: list[LayerCall] = []
     names = {m: n for n, m in model.named_modules()}
+    hooked = hooked_modules(model)
+    hooked_ids = {id(m) for m in hooked}
+    within: list[str] = []  # the modules (not layers) being called, outermost first
+    depth = [0]  # inside a layer: its own calls are its work, not the network's between layers
 
     def copy(t: Any) -> Any:
         return t.detach().clone() if torch.is_tensor(t) else t
+
+    def enter(module: Any, inputs: tuple) -> None:
+        if id(module) in hooked_ids:
+            depth[0] += 1
+        else:
+            within.append(names.get(module, "?"))
+
+    def leave(module: Any, inputs: tuple, output: Any) -> None:
+        if id(module) not in hooked_ids and within:
+            within.pop()
 
     def hook(module: Any, inputs: tuple, kwargs: dict[str, Any], output: Any) -> None:
         calls.append(
@@ -102,11 +235,48 @@ def capture_layers(model: Any, spec: NetworkSpec) -> list[LayerCall]:
                 kwargs={k: copy(v) for k, v in kwargs.items()},
             )
         )
+        depth[0] -= 1
 
-    handles = [m.register_forward_hook(hook, with_kwargs=True) for m in hooked_modules(model)]
+    class Functions(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            kwargs = kwargs or {}
+            if depth[0]:
+                return func(*args, **kwargs)
+            name = _function_name(func)
+            in_place = _in_place(func, name, args, kwargs)
+            before = (_exact_copy(args), _exact_copy(kwargs)) if in_place else None
+            output = func(*args, **kwargs)
+            if _does_work(in_place, args, kwargs, output):
+                copied_args, copied_kwargs = before or (_exact_copy(args), _exact_copy(kwargs))
+                record(FunctionCall(func, copied_args, copied_kwargs, name), output)
+            return output
+
+    def record(call: FunctionCall, output: Any) -> None:
+        where = within[-1] if within else ""
+        last = calls[-1] if calls else None
+        produced = _tensors(output) or _tensors(call.args[:1])  # x[i] = y returns nothing: x is what it wrote
+        out_shape = _shape(produced[0]) if produced else ""
+        if last is not None and last.module is None and last.name == (where or type(model).__name__):
+            last.functions.append(call)
+            if call.op not in last.op_type.split("+"):
+                last.op_type = f"{last.op_type}+{call.op}"
+            last.output_shape = out_shape
+            return
+        first = _tensors((call.args, call.kwargs))
+        calls.append(LayerCall(index=len(calls), name=where or type(model).__name__, op_type=call.op, module=None,
+                               inputs=(), input_shape=_shape(first[0]) if first else "", output_shape=out_shape,
+                               functions=[call]))
+
+    handles = [m.register_forward_hook(hook, with_kwargs=True) for m in hooked]
+    for m in model.modules():
+        handles.append(m.register_forward_pre_hook(enter))
+        if id(m) not in hooked_ids:
+            handles.append(m.register_forward_hook(leave))
     try:
         with torch.inference_mode():
-            model(example_input(spec))
+            x = example_input(spec)
+            with Functions():
+                model(x)
     finally:
         for h in handles:
             h.remove()

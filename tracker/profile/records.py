@@ -233,6 +233,10 @@ def failed_record(
     return record.fail(reason, stderr_tail or message)
 
 
+#: A function layer's op_type names its functions (``cat+contiguous``): at most this long.
+OP_TYPE_CHARS = 250
+
+
 def layer_records(
     parent: RunRecord, spec: NetworkSpec, model_hash: str, mode: str, layers: list[dict[str, Any]], versions: dict[str, str]
 ) -> list[RunRecord]:
@@ -257,7 +261,8 @@ def layer_records(
                     "model_hash": model_hash,
                     "layer_index": layer["index"],
                     "layer_name": layer["name"],
-                    "op_type": layer["op_type"],
+                    "layer_kind": layer.get("kind", "module"),
+                    "op_type": layer["op_type"][:OP_TYPE_CHARS],
                     "batch_size": spec.batch_size,
                     "input_shape": layer["input_shape"],
                     "output_shape": layer["output_shape"],
@@ -270,9 +275,12 @@ def layer_records(
                 tags={"tracker.stop_reason": layer["timing"]["stop_reason"], "tracker.source": "measured"},
                 key_fields=key_fields(spec, model_hash, mode, versions, layer_index=layer["index"]),
                 description=(
-                    f"Layer {layer['index']} of {spec.model}, {layer['name']} ({layer['op_type']}, "
-                    f"{layer['input_shape']} -> {layer['output_shape']}), run alone on a cached copy of its real input "
-                    f"at batch {spec.batch_size} on {spec.device} ({mode}): median {median:.4f} ms "
+                    f"Layer {layer['index']} of {spec.model}, {layer['name']} ({layer['op_type'][:OP_TYPE_CHARS]}, "
+                    f"{layer['input_shape']} -> {layer['output_shape']}), "
+                    + ("run alone on a cached copy of its real input " if layer.get("kind", "module") == "module" else
+                       "the torch functions its module called between its layers, replayed alone on cached copies "
+                       "of their real inputs, ")
+                    + f"at batch {spec.batch_size} on {spec.device} ({mode}): median {median:.4f} ms "
                     f"±{100 * summary.ci_rel:.1f}% from {summary.n} samples; stopped on {layer['timing']['stop_reason']}"
                     + (f"; {100.0 * median / total:.1f}% of the sum of layers." if total else ".")
                 ),
