@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from tests.test_cli import run_cli
 from tracker.cli.app import app
+from tracker.log.artifacts import downloaded
 from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
 from tracker.settings import resolve_location
 
@@ -180,8 +181,9 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
                                           str(wh), "--format", "json"]).stdout)
     assert rows == [{"mode": system["mode"], "is_best": True}, {"mode": retain["mode"], "is_best": True}]  # per mode
     default = load_job(_job(tmp_path, "default"))
-    # the digest of a job made before threads and allocator existed: every field but those
-    before = {k: str(v) for k, v in asdict(default).items() if k not in ("source", "step_timeout_s", "threads", "allocator")}
+    # the digest of a job made before threads, allocator and network_spec existed: every field but those
+    before = {k: str(v) for k, v in asdict(default).items()
+              if k not in ("source", "step_timeout_s", "threads", "allocator", "network_spec")}
     assert default.digest() == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
     pinned = _job(tmp_path, "pinned")
     pinned.write_text(pinned.read_text().replace("num_epochs = 2", "num_epochs = 2\nthreads = 1"))
@@ -232,7 +234,9 @@ def test_a_hung_job_is_killed_at_its_step_timeout_and_keeps_its_steps(tmp_path: 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     monkeypatch.setenv("TRACKER_FAULT", "hang#2")
     out = _cli(runs, "profile", "training", str(path))  # the table's line: no peak memory, the child took it along
-    assert out.exit_code == 0 and out.stdout.strip().startswith("FAILED (timeout): 2 steps, median step"), out.output
+    assert out.exit_code == 0 and out.stdout.strip().startswith(
+        "FAILED (timeout: step 3 took over 6 s ([training].step_timeout_s): the job was killed as hung): 2 steps, "
+        "median step"), out.output
     assert "peak" not in out.stdout
     (listed,) = json.loads(_cli(runs, "runs", "list", "--kind", "training", "--format", "json").stdout)
     client = MlflowClient(resolve_location(str(runs)).uri)
@@ -470,3 +474,74 @@ def test_the_child_trains_on_the_dataset_its_parent_scanned(tmp_path: Path) -> N
         end = train({"kind": "training", "batch_size": cfg.batch_size, "config": config, "dataset_index": str(index)})
     assert end.get("failure") is None, end
     assert sum('"step"' in line for line in events.getvalue().splitlines()) == 4  # 2 epochs of the 8 scanned
+
+
+#: classifiers of one's own for a training job: one scoring 5 classes, one too few, one of grey images
+OWN = '''import torch
+from torch import nn
+
+INPUT_SIZE = 32
+
+
+class Small(nn.Module):
+    def __init__(self, classes: int = 5) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.head = nn.Linear(8, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def one_class() -> nn.Module:
+    return Small(classes=1)
+'''
+
+
+def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(tmp_path: Path) -> None:
+    """A job's model was a zoo name only. Since 0.8.6 it may be ``FILE.py:NAME`` or a spec file,
+    beside the job file: built in the child from the code as the job file was read (kept as the
+    run's artifact, as profile keeps a network's), trained on the dataset's classes, its key
+    following the code; one that scores fewer classes than the dataset has fails saying so, and one
+    that takes other inputs than RGB images is refused in one line."""
+    runs = tmp_path / "runs"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "12",
+                "--size", "64").exit_code == 0
+    (tmp_path / "own.py").write_text(OWN)
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "own", model="own.py:Small")), "--format", "json")
+    r = json.loads(out.stdout)
+    assert r["status"] == "FINISHED" and r["steps"] == 3 and r["config"]["model"] == "own.Small", out.output
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = client.get_run(r["run_id"])
+    assert run.data.tags["mlflow.runName"].startswith("own.Small · job · bs4")
+    with downloaded(resolve_location(str(runs)).uri, r["run_id"], "description/own.py") as kept:
+        assert kept.read_text() == OWN
+    again = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "own", model="own.py:Small")),
+                            "--format", "json").stdout)
+    assert again["reused"] and again["run_id"] == r["run_id"]
+    (tmp_path / "own.py").write_text(OWN.replace("stride=2", "stride=1"))  # other code: another job
+    changed = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "own", model="own.py:Small")),
+                              "--format", "json").stdout)
+    assert not changed["reused"] and changed["status"] == "FINISHED"
+
+    pruned = _cli(runs, "zoo", "prune", "resnet18", "--ratios", "75", "--out", str(tmp_path / "specs"))
+    assert pruned.exit_code == 0, pruned.output
+    [spec] = sorted((tmp_path / "specs").glob("*.json"))
+    spec_job = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "spec", model=f"specs/{spec.name}",
+                                                                     steps=2)), "--format", "json").stdout)
+    assert spec_job["status"] == "FINISHED" and spec_job["config"]["model"] == spec.stem
+
+    few = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "few", model="own.py:one_class")),
+                          "--format", "json").stdout)
+    assert few["status"] == "FAILED" and few["reason"] == "error"
+    why = ("own.one_class returns a tensor of shape 4x1: a training job trains it on the dataset's 3 classes, so it "
+           "should return one (N, C) tensor of scores with C at least 3")
+    assert few["failure_message"] == why and client.get_run(few["run_id"]).data.tags["tracker.failure_message"] == why
+    line = _cli(runs, "profile", "training", str(_job(tmp_path, "few", model="own.py:one_class")), "--again").stdout
+    assert line.strip().startswith(f"FAILED: no step measured (error: {why}) (run ")
+    (tmp_path / "grey.py").write_text("INPUT_CHANNELS = 1\n" + OWN)
+    for model, message in (("grey.py:Small", "model grey.Small takes 1-channel images, and a training job feeds "
+                                              "it the dataset's RGB images"),
+                           ("missing.py:Small", f"model: network file {tmp_path}/missing.py does not exist")):
+        out = _cli(runs, "profile", "training", str(_job(tmp_path, "bad", model=model)))
+        assert out.exit_code == 1 and str(out.exception) == f"{tmp_path}/bad.toml: {message}", out.exception

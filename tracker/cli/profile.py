@@ -326,7 +326,7 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]:.1f} img/s"), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=True, disable=quiet) as bar:
-        task = bar.add_task(f"{config.model} bs{config.batch_size} w{config.num_workers}", total=None, rate=0.0)
+        task = bar.add_task(f"{config.model_name} bs{config.batch_size} w{config.num_workers}", total=None, rate=0.0)
 
         def progress(done: int, total: int | None, rate: float) -> None:
             bar.update(task, completed=done, total=total, rate=rate)
@@ -359,7 +359,8 @@ def training(
 def _job_line(r: dict[str, Any]) -> None:
     """One line for a job; a child that died took its peak memory with it, so none is shown."""
     if r["steps"]:
-        status = f"{r['status']} ({r['reason']})" if r["reason"] else r["status"]
+        why = f": {r['failure_message']}" if r.get("failure_message") else ""
+        status = f"{r['status']} ({r['reason']}{why})" if r["reason"] else r["status"]
         peak = f", peak {r['peak_mem_mb']:.0f} MB" if r["peak_mem_mb"] is not None else ""
         if r.get("page_faults_per_iter_count") is not None:
             peak += f", {r['page_faults_per_iter_count']:,.0f} page faults per step"
@@ -369,6 +370,7 @@ def _job_line(r: dict[str, Any]) -> None:
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"
                    f" (run {r['run_id'][:12]}{', already measured: reused' if r.get('reused') else ''})")
     else:
-        typer.echo(f"{r['status']}: no step measured ({r['reason']}) (run {r['run_id'][:12]})")
+        why = f": {r['failure_message']}" if r.get("failure_message") else ""
+        typer.echo(f"{r['status']}: no step measured ({r['reason']}{why}) (run {r['run_id'][:12]})")
     for s in r["skipped_files"]:
         typer.echo(f"skipped {s['file']}: {s['reason']}", err=True)

@@ -202,6 +202,19 @@ def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allo
     return mode.mode_id
 
 
+def keep_own_code(record: RunRecord, spec: dict[str, Any]) -> None:
+    """A network of your own's code, as measured (as planned, not the file as it may be now), and
+    the modules beside it that it imports, each at its file's path (blocks.conv: blocks/conv.py):
+    artifacts of ``record``, which its description names."""
+    beside_files = {f"{name.replace('.', '/')}.py": text for name, text in (spec.get("modules") or {}).items()}
+    record.artifacts.update({f"{MODULE_SOURCE_FOLDER}/{path}": text for path, text in beside_files.items()})
+    file = Path(spec["file"]).name
+    record.artifacts[f"{MODULE_SOURCE_FOLDER}/{file}"] = spec["source"]
+    beside = f" (with {', '.join(beside_files)} beside it, which it imports)" if beside_files else ""
+    record.description = (f"{record.description or ''} A network of your own, {file}:{spec['callable']}: "
+                          f"its code as measured is the artifact {MODULE_SOURCE_FOLDER}/{file}{beside}.").strip()
+
+
 def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | None) -> dict[str, Any]:
     return {
         "model": p.ref,
@@ -295,15 +308,8 @@ def measure_planned(
     described = (p.spec.model, spec_json(p.network_spec), p.spec.input_size)
     record.artifacts[DESCRIPTION_ARTIFACT] = described_json(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
-    if is_own_spec(p.network_spec):  # a network of your own:
-        # and the modules beside it that it imports, each at its file's path (blocks.conv: blocks/conv.py)
-        beside_files = {f"{name.replace('.', '/')}.py": text for name, text in (p.network_spec.get("modules") or {}).items()}
-        record.artifacts.update({f"{MODULE_SOURCE_FOLDER}/{path}": text for path, text in beside_files.items()})
-        file = Path(p.network_spec["file"]).name
-        record.artifacts[f"{MODULE_SOURCE_FOLDER}/{file}"] = p.network_spec["source"]  # the code measured, as planned
-        beside = f" (with {', '.join(beside_files)} beside it, which it imports)" if beside_files else ""
-        record.description = (f"{record.description or ''} A network of your own, {file}:{p.network_spec['callable']}: "
-                              f"its code as measured is the artifact {MODULE_SOURCE_FOLDER}/{file}{beside}.").strip()
+    if is_own_spec(p.network_spec):  # a network of your own: its code as measured
+        keep_own_code(record, p.network_spec)
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                        software_versions()))
     logged.trace = traced.summary if traced is not None else None

@@ -1,6 +1,7 @@
 """Training jobs: a model, a dataset on disk and a TOML config, profiled step by step.
 
-    model = "resnet18"                # a zoo name: classification or detection
+    model = "resnet18"                # a zoo name (classification or detection), or a classifier of
+                                      # your own: a spec file or FILE.py:NAME, beside the job file
     [training]  num_epochs, batch_size, prefetch_factor, num_workers, device, max_steps, learning_rate,
                 memory_limit_mb (CPU: cap the loop's memory growth, a smaller device; 0 = none),
                 step_timeout_s (the longest the set-up or one step may take; 0 = no limit),
@@ -64,9 +65,17 @@ class JobConfig:
     threads: int = 0  # torch's intra-op threads in the child; 0: torch's default (part of the mode)
     allocator: str = "system"  # how the child's C allocator keeps freed memory (modes.ALLOCATORS; part of the mode)
     source: str = ""
+    #: a network that is not a zoo name (a spec file's, or FILE.py:NAME's with its code), as the job
+    #: file named it when it was read: what the child builds, and part of the job's digest
+    network_spec: dict[str, Any] | None = None
+
+    @property
+    def model_name(self) -> str:
+        """The network as its runs name it: a zoo name, or its spec's name (``mynet.Net``)."""
+        return str(self.network_spec["name"]) if self.network_spec else self.model
 
     def params(self) -> dict[str, Any]:
-        return {"model": self.model, "batch_size": self.batch_size, "input_size": self.image_size,
+        return {"model": self.model_name, "batch_size": self.batch_size, "input_size": self.image_size,
                 "phase": "training", "device": self.device, "precision": "float32", "optimizer": "sgd",
                 "num_epochs": self.num_epochs, "num_workers": self.num_workers,
                 "prefetch_factor": self.prefetch_factor, "max_steps": self.max_steps,
@@ -78,7 +87,11 @@ class JobConfig:
         # settings only where set, so that jobs measured before they existed keep their keys
         defaults = {f.name: f.default for f in fields(self) if f.name in MODE_FIELDS}
         body = {k: str(v) for k, v in asdict(self).items()
-                if k not in ("source", "step_timeout_s") and not (k in defaults and v == defaults[k])}
+                if k not in ("source", "step_timeout_s", "network_spec") and not (k in defaults and v == defaults[k])}
+        if self.network_spec is not None:  # the network as read, not the name of its file (zoo jobs keep their keys)
+            from tracker.describe import spec_json
+
+            body["network_spec"] = hashlib.sha256(spec_json(self.network_spec).encode()).hexdigest()
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -100,7 +113,8 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     if sweep is not None and not isinstance(sweep, dict):
         raise ConfigError(f"{where}: [sweep] should be a table")
     if "model" not in raw:
-        raise ConfigError(f"{where}: missing key model (a zoo name, e.g. resnet18 or fasterrcnn_resnet50_fpn)")
+        raise ConfigError(f"{where}: missing key model (a zoo name, e.g. resnet18 or fasterrcnn_resnet50_fpn, "
+                          "a spec file or FILE.py:NAME)")
     if "path" not in data:
         raise ConfigError(f"{where}: missing key [data].path")
     cfg = JobConfig(model=raw["model"], data_path=(path.parent / data["path"]).resolve(), source=str(path))
@@ -126,6 +140,9 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
         raise ConfigError(f"{where}: [data].format must be one of {', '.join(FORMATS)}, got {cfg.data_format!r}")
     if not cfg.data_path.is_dir():
         raise ConfigError(f"{where}: [data].path: {cfg.data_path} is not a folder")
+    cfg.network_spec = job_network(cfg.model, path.parent, where)
+    if cfg.network_spec is not None:
+        return cfg
     check_model_name(cfg.model)  # last: the zoo's names cost an import of torchvision (seconds)
     from tracker.zoo import segmentation_models
 
@@ -134,6 +151,32 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
                           "classification folders or detection boxes, not masks: `tracker profile network "
                           f"{cfg.model} --phase training` measures its step on random per-pixel classes")
     return cfg
+
+
+def job_network(model: str, folder: Path, where: str) -> dict[str, Any] | None:
+    """The spec of a job's ``model`` where it is not a zoo name: a spec file (``.json``, or a path)
+    or ``FILE.py:NAME``, each relative to the job file's ``folder``; None for a zoo name. A training
+    job feeds it the dataset's RGB images and trains it on the dataset's classes: a network of
+    other inputs is refused in one line."""
+    from tracker.zoo.spec import MODULE_REF, resolve
+
+    match = MODULE_REF.match(model)
+    if match is not None:
+        ref_text = f"{folder / match['file']}:{match['attr']}"
+    elif model.endswith(".json") or len(Path(model).parts) > 1:
+        ref_text = str(folder / model)
+    else:
+        return None
+    try:
+        ref = resolve(ref_text)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: model: {exc}") from None
+    if ref.input_shape is not None or ref.in_channels != 3:
+        takes = (f"inputs of shape {'x'.join(map(str, ref.input_shape))}" if ref.input_shape is not None
+                 else f"{ref.in_channels}-channel images")
+        raise ConfigError(f"{where}: model {ref.name} takes {takes}, and a training job feeds it the dataset's "
+                          "RGB images")
+    return ref.spec
 
 
 def sweep_of(path: Path) -> dict[str, list[int]]:
@@ -220,6 +263,8 @@ class JobResult:
     reused: bool = False
     #: on a GPU, the share of forward, backward and optimizer the host spent launching them (since 0.8.4)
     host_share_pct: float | None = None
+    #: what ended a failed job, in a line (its run's tag tracker.failure_message; since 0.8.6)
+    failure_message: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -253,16 +298,16 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
 
     from tracker.data.datasets import open_dataset, save_index
     from tracker.environment import gpu_tags
-    from tracker.log.record import CHILD_NOTE_TAG, REPEAT_KEY_TAG, RunRecord
+    from tracker.log.record import CHILD_NOTE_TAG, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import stream_child
     from tracker.profile.memcap import CAP_TAG
     from tracker.zoo import detection_models
 
     dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)  # ConfigError before any run
-    detection = cfg.model in detection_models()
+    detection = cfg.network_spec is None and cfg.model in detection_models()
     if detection != (cfg.data_format != "imagefolder"):
-        raise ConfigError(f"model {cfg.model} is a {'detection' if detection else 'classification'} model but "
+        raise ConfigError(f"model {cfg.model_name} is a {'detection' if detection else 'classification'} model but "
                           f"[data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} layout")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
@@ -270,16 +315,21 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     if not again and (measured := logger.find(key, "FINISHED")) is not None:
         return _reused(measured, cfg, logger.location.uri)
     num_classes = len(dataset.classes) + (1 if detection else 0)
-    model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
+    if cfg.network_spec is None:
+        model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
+    else:  # the network as read (its code, for one of your own), at the job's size
+        from tracker.describe import spec_json
+
+        model_hash = hashlib.sha256(f"{spec_json(cfg.network_spec)}:{cfg.image_size}".encode()).hexdigest()[:16]
     # the device mode the job runs in, as for networks (threads: torch's default unless the job sets them)
     mode_id = ensure_mode_logged(logger, cfg.device, cfg.threads or None, cfg.allocator)
-    record = RunRecord(kind="training", name=f"{cfg.model} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
+    record = RunRecord(kind="training", name=f"{cfg.model_name} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
                                              f"p{cfg.prefetch_factor} · {cfg.device}",
                        params={**cfg.params(), "model_hash": model_hash, "mode": mode_id},
                        tags={"tracker.job": "training", "tracker.job_config": cfg.source,
                              "tracker.job_digest": cfg.digest(), "tracker.source": "measured",
                              "tracker.stop_reason": "max_steps" if cfg.max_steps else "epochs"},
-                       description=f"Training job of {cfg.model} on {cfg.data_path} ({cfg.data_format}), "
+                       description=f"Training job of {cfg.model_name} on {cfg.data_path} ({cfg.data_format}), "
                                    "each step split into data wait, copy, forward, backward and optimizer.",
                        key_fields=job_key_fields(cfg))
     record.tags.update(gpu_tags(cfg.device))  # cuda:N: GPU N's name and memory, not GPU 0's
@@ -312,18 +362,35 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         record.tags[CAP_TAG] = cap
     if child.ok and child.message:  # it measured, but had to be killed to end, or its exit status is not known
         record.tags[CHILD_NOTE_TAG] = child.message
+    message = ""  # what ended a failed job, in a line (tracker.failure_message, as for networks since 0.8.5)
     if child.interrupted:
         record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
     elif child.reason == "timeout":
         what = f"step {len(steps) + 1}" if steps else "the set-up before the first step"
-        record.fail("timeout", "\n".join(x for x in (f"{what} took over {cfg.step_timeout_s:g} s "
-                                                      "([training].step_timeout_s): the job was killed as hung",
-                                                      child.stderr_tail) if x))
+        message = f"{what} took over {cfg.step_timeout_s:g} s ([training].step_timeout_s): the job was killed as hung"
+        record.fail("timeout", "\n".join(x for x in (message, child.stderr_tail) if x))
     elif not child.ok:  # the child died, or failed outside its loop (building the model, say)
+        message = child.message or ""
         record.fail(child.reason or "crash", "\n".join(x for x in (child.message, child.stderr_tail) if x))
     elif end.get("failure"):
+        message = end["failure"][1]
         record.fail(*end["failure"])
+    if record.status == "FAILED" and message.strip():
+        record.tags[FAILURE_MESSAGE_TAG] = message.strip().splitlines()[0][:500]
     return _finish(logger, record, cfg, steps, skipped, end)
+
+
+def _check_scores(output: Any, classes: int, name: str) -> None:
+    """A network of your own trains on the dataset's classes: its output must be one ``(N, C)``
+    tensor of scores with a score for each (C at least the classes); else the run fails saying so."""
+    import torch
+
+    if not (torch.is_tensor(output) and output.dim() == 2 and output.shape[1] >= classes):
+        got = f"a tensor of shape {'x'.join(map(str, output.shape))}" if torch.is_tensor(output) else type(output).__name__
+        exc = MeasurementError(f"{name} returns {got}: a training job trains it on the dataset's {classes} classes, "
+                               f"so it should return one (N, C) tensor of scores with C at least {classes}")
+        exc.reason = "error"  # type: ignore[attr-defined]  the network's, not the dataset's (bad_input)
+        raise exc
 
 
 def train(job: dict[str, Any]) -> dict[str, Any]:
@@ -352,11 +419,16 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     # as the parent scanned it (``run_job``), else scanned here
     index = job.get("dataset_index")
     dataset = load_index(Path(index)) if index else open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
-    detection = cfg.model in detection_models()
-    # a detector resizes its images to the job's size (build_model's sized_detector; SSD's fixed size
-    # too: passing min_size to it raised a TypeError)
-    model = build_model(cfg.model, input_size=cfg.image_size if detection else None,
-                        num_classes=len(dataset.classes) + (1 if detection else 0)).to(cfg.device).train()
+    detection = cfg.network_spec is None and cfg.model in detection_models()
+    num_classes = len(dataset.classes) + (1 if detection else 0)
+    if cfg.network_spec is not None:  # a spec file's or a file's network, as the job file was read
+        from tracker.zoo.spec import spec_ref
+
+        model = spec_ref(cfg.network_spec).build().to(cfg.device).train()
+    else:  # a detector resizes its images to the job's size (build_model's sized_detector; SSD's fixed size
+        # too: passing min_size to it raised a TypeError)
+        model = build_model(cfg.model, input_size=cfg.image_size if detection else None,
+                            num_classes=num_classes).to(cfg.device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=cfg.learning_rate, momentum=0.9)
     criterion = torch.nn.CrossEntropyLoss()
     loader = torch.utils.data.DataLoader(
@@ -409,7 +481,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                 if detection:
                     loss = sum(model(images, targets).values())
                 else:
-                    loss = criterion(model(images), targets)
+                    output = model(images)
+                    if steps == 0 and cfg.network_spec is not None:
+                        _check_scores(output, len(dataset.classes), cfg.model_name)
+                    loss = criterion(output, targets)
                 h3 = time.perf_counter()  # each part's call returned: the host's part ends (timing.measure's split)
                 sync()
                 t3 = time.perf_counter()
@@ -440,7 +515,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     except KeyboardInterrupt:  # the parent passed Ctrl-C on
         interrupted = True
     except MeasurementError as exc:
-        failure = ["bad_input", str(exc)]
+        failure = [getattr(exc, "reason", "bad_input"), str(exc)]
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         first = (str(exc).splitlines() or [""])[0].strip()
         if loader_worker_killed(exc) and oom_killed():
@@ -574,7 +649,20 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     if skipped:
         record.artifacts["skipped_files.json"] = json.dumps(skipped, indent=2)
         record.tags["tracker.skipped_files"] = str(len(skipped))
-    record.artifacts["job_config.json"] = json.dumps({k: str(v) for k, v in asdict(cfg).items()}, indent=2)
+    record.artifacts["job_config.json"] = json.dumps({k: str(v) for k, v in asdict(cfg).items() if k != "network_spec"},
+                                                     indent=2)
+    if cfg.network_spec is not None:
+        from tracker.profile.api import keep_own_code
+        from tracker.zoo.spec import is_own_spec
+
+        if is_own_spec(cfg.network_spec):  # its code as trained, as profile keeps a network's
+            keep_own_code(record, cfg.network_spec)
+        else:  # a spec file's network: the spec as read
+            record.artifacts["network_spec.json"] = json.dumps(cfg.network_spec, indent=2)
     logger.log([record])
-    return JobResult.of_run(record.run_id, record.status, len(steps), record.metrics, skipped,
-                            record.tags.get("tracker.failure_reason"), cfg, record.params.get("mode"))
+    result = JobResult.of_run(record.run_id, record.status, len(steps), record.metrics, skipped,
+                              record.tags.get("tracker.failure_reason"), cfg, record.params.get("mode"))
+    from tracker.log.record import FAILURE_MESSAGE_TAG
+
+    result.failure_message = record.tags.get(FAILURE_MESSAGE_TAG)
+    return result
