@@ -492,8 +492,8 @@ def test_a_network_runs_in_the_number_format_asked_for(tmp_path: Path) -> None:
                                           "--format", "json"]).stdout)
     assert rows == [{"precision": "bfloat16", "latency_vs_smallest_batch": 1.0},
                     {"precision": "float32", "latency_vs_smallest_batch": 1.0}]
-    bad = runner.invoke(app, [*base, "--dtype", "int8"])
-    assert bad.exit_code == 2 and "'--dtype'" in bad.output and "'int8' is not one of" in bad.output
+    bad = runner.invoke(app, [*base, "--dtype", "int4"])
+    assert bad.exit_code == 2 and "'--dtype'" in bad.output and "'int4' is not one of" in bad.output
     campaign = tmp_path / "c.toml"
     campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nbatch_sizes = [1, 2]\n'
                         'dtypes = ["float32", "bfloat16", "float32"]\n')
@@ -501,7 +501,64 @@ def test_a_network_runs_in_the_number_format_asked_for(tmp_path: Path) -> None:
                                              "--dry-run", "--format", "json"]).stdout)
     assert [(c["batch_size"], c["dtype"]) for c in planned["configurations"]] == [
         (1, "float32"), (2, "float32"), (1, "bfloat16"), (2, "bfloat16")]
-    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\ndtypes = ["float32", "int8"]\n')
+    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\ndtypes = ["float32", "int4"]\n')
     out = runner.invoke(app, ["--tracking-uri", str(tmp_path / "c"), "campaign", "run", str(campaign)])
     assert out.exit_code == 1 and str(out.exception) == (
-        f"{campaign}: [measure].dtypes: unknown dtype 'int8' (float32, float16, bfloat16)")
+        f"{campaign}: [measure].dtypes: unknown dtype 'int4' (float32, float16, bfloat16, int8)")
+
+
+def test_a_network_quantized_to_int8_is_a_number_format_of_its_own(tmp_path: Path) -> None:
+    """--dtype int8 (since 0.8.6): the network quantized after training as torch.ao's FX graph mode
+    does with the x86 backend's defaults, calibrated on the measurement's input, measured in CPU
+    inference as a configuration of its own (its layers the quantized modules and the quantize and
+    dequantize calls between them); training and a network torch.fx cannot trace say why in a line;
+    a campaign measures int8 in CPU inference only."""
+    import torch
+
+    from tracker.profile.network import NetworkSpec, capture_layers, in_format
+
+    store = tmp_path / "s"
+    base = ["--tracking-uri", str(store), "profile", "network", "squeezenet1_1", "-b", "2", "--input-size", "32",
+            "--time-cap", "0.3", "--precision", "0.2", "--dtype", "int8"]
+    q = json.loads(runner.invoke(app, [*base, "--format", "json"]).stdout)
+    assert (q["status"], q["dtype"]) == ("FINISHED", "int8") and q["latency_ms"] > 0
+    run = MlflowClient(f"sqlite:///{store}/mlflow.db").get_run(q["run_id"])
+    assert run.data.tags["mlflow.runName"] == "squeezenet1_1 · bs2 · 32px · inference · cpu · int8"
+    trained = runner.invoke(app, [*base, "--phase", "training"])
+    assert trained.exit_code == 1 and str(trained.exception) == (
+        "dtype int8: a network quantized to int8 (torch.ao's x86 backend) runs inference on a CPU, not training")
+
+    # quantized, the network computes what it did in float32, to int8's resolution
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)).eval()
+    spec = NetworkSpec("seq", batch_size=2, input_size=16, precision="int8")
+    quantized = in_format(model, spec)
+    assert in_format(quantized, spec) is quantized  # quantized once: the child's layers reuse it
+    # its layers: the quantized modules, the first fused with its ReLU, and the quantize and
+    # dequantize calls between them (function layers)
+    layers = [(c.kind, c.op_type) for c in capture_layers(quantized, spec)]
+    assert layers == [("function", "quantize_per_tensor"), ("module", "ConvReLU2d"), ("module", "Conv2d"),
+                      ("function", "dequantize")], layers
+    from tracker.profile.network import example_input
+
+    x = example_input(spec)
+    with torch.inference_mode():
+        want, got = model(x), quantized(x)
+    assert got.dtype == torch.float32 and (got - want).abs().max() < 0.05 * want.abs().max()
+
+    own = tmp_path / "branchy.py"
+    own.write_text("import torch\nfrom torch import nn\n\nINPUT_SIZE = 16\n\n\nclass Branchy(nn.Module):\n"
+                   "    def __init__(self) -> None:\n        super().__init__()\n        self.conv = nn.Conv2d(3, 4, 3)\n\n"
+                   "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+                   "        y = self.conv(x)\n        return y if y.sum() > 0 else -y\n")
+    failed = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "profile", "network", f"{own}:Branchy",
+                                            "--dtype", "int8", "--time-cap", "0.3", "--format", "json"]).stdout)
+    assert failed["status"] == "FAILED" and failed["failure_message"].startswith(
+        "MeasurementError: branchy.Branchy cannot be quantized to int8 by torch.ao's FX graph mode (TraceError: ")
+
+    campaign = tmp_path / "c.toml"
+    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nbatch_sizes = [1]\n'
+                        'phases = ["inference", "training"]\ndtypes = ["float32", "int8"]\n')
+    planned = json.loads(runner.invoke(app, ["--tracking-uri", str(tmp_path / "c"), "campaign", "run", str(campaign),
+                                             "--dry-run", "--format", "json"]).stdout)
+    assert sorted((c["phase"], c["dtype"]) for c in planned["configurations"]) == [
+        ("inference", "float32"), ("inference", "int8"), ("training", "float32")]

@@ -81,11 +81,13 @@ class Dtype(str, Enum):
     float32 = "float32"
     float16 = "float16"
     bfloat16 = "bfloat16"
+    int8 = "int8"
 
 
 DtypeOption = Annotated[Dtype, typer.Option(
     "--dtype", help="Number format the network runs in: its weights and inputs cast to it (float16, bfloat16: "
-                    "as model.half() or .bfloat16() would, not autocast). Part of the configuration (run param precision).")]
+                    "as model.half() or .bfloat16() would, not autocast); int8: quantized after training by torch.ao's "
+                    "FX graph mode (CPU inference). Part of the configuration (run param precision).")]
 PrecisionOption = Annotated[
     float,
     typer.Option("--precision", min=0.001, max=0.5, help="Target relative half-width of the 95% CI of the median."),

@@ -15,7 +15,8 @@ from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
 from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
 from tracker.errors import ConfigError
-from tracker.profile.network import DTYPES, NetworkSpec
+from tracker.profile.device import canonical_device
+from tracker.profile.network import DTYPES, QUANTIZED, NetworkSpec
 from tracker.profile.stats import Stopping
 
 if TYPE_CHECKING:
@@ -174,6 +175,9 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
 
     if precision not in DTYPES:
         raise ConfigError(f"unknown dtype {precision!r}: expected one of {', '.join(DTYPES)}")
+    if precision in QUANTIZED and (phase != "inference" or canonical_device(device) != "cpu"):
+        raise ConfigError(f"dtype {precision}: a network quantized to {precision} (torch.ao's x86 backend) runs "
+                          f"inference on a CPU, not {'training' if phase != 'inference' else 'on ' + device}")
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
     check_input_size(model_ref, input_size)
     size = input_size or model_ref.input_size

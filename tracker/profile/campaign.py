@@ -309,11 +309,14 @@ def campaign_progress(name: str, prefix: str = "", console: Any = None, transien
 
 def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | None, str, int | None, str]]:
     """(network, device, threads, phase, input size, dtype) chains of this shard; each runs its batch
-    sizes in order. An input size None is the network's own."""
+    sizes in order. An input size None is the network's own. A quantized number format (int8) is
+    measured in CPU inference only: its training and device chains are not in the product."""
+    from tracker.profile.network import QUANTIZED
+
     i, n = shard
     mine = [ref for k, ref in enumerate(c.networks) if k % n == i - 1]
     return [(ref, d, t, ph, size, dt) for ref in mine for size in c.input_sizes for d in c.devices for t in c.threads
-            for ph in c.phases for dt in c.dtypes]
+            for ph in c.phases for dt in c.dtypes if dt not in QUANTIZED or (ph == "inference" and d == "cpu")]
 
 
 def measured_with_layers(logger: Any, config_key: str) -> bool:

@@ -168,7 +168,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from tracker.profile.modes import apply_allocator, apply_threads, read_mode
-    from tracker.profile.network import NetworkSpec, profile_layers
+    from tracker.profile.network import NetworkSpec, in_format, profile_layers
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.zoo import resolve
 
@@ -198,7 +198,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         input_vocab=ref.input_vocab,
     )
     model = ref.build(spec.input_size)  # a detector computes at it (0.8.5)
-    model = model.to(device=device, dtype=getattr(torch, spec.precision))
+    model = in_format(model, spec)  # cast to its number format, or quantized (int8)
     rule = Stopping(**job.get("rule", {}))
     cuda = device.startswith("cuda")
     if cuda:

@@ -93,18 +93,74 @@ def _shape(x: Any) -> str:
 
 
 #: The number formats a network runs in (``--dtype``; a run's param ``precision``): its weights
-#: and inputs cast to it, as ``model.half()`` or ``model.bfloat16()`` would (not autocast).
-DTYPES = ("float32", "float16", "bfloat16")
+#: and inputs cast to it, as ``model.half()`` or ``model.bfloat16()`` would (not autocast); int8
+#: (since 0.8.6): the network quantized after training, statically, as torch.ao's FX graph mode
+#: does with the x86 backend's default settings (``quantized_int8``), its inputs float32.
+DTYPES = ("float32", "float16", "bfloat16", "int8")
+#: The number formats that are a network quantized, not cast: on a CPU, in inference only.
+QUANTIZED = ("int8",)
+
+
+def input_dtype(precision: str) -> Any:
+    """The dtype of a network's input in a number format (a quantized network takes float32 and
+    quantizes it itself)."""
+    import torch
+
+    return torch.float32 if precision in QUANTIZED else getattr(torch, precision)
 
 
 def example_input(spec: NetworkSpec) -> Any:
-    import torch
-
     from tracker.zoo.spec import input_batch
 
     x = input_batch(spec.batch_size, spec.in_channels, spec.input_size, spec.input_shape, spec.input_vocab,
-                    dtype=getattr(torch, spec.precision))
+                    dtype=input_dtype(spec.precision))
     return x.to(spec.device)
+
+
+def quantized_int8(model: Any, example: Any, name: str) -> Any:
+    """The network quantized to int8 after training, as an edge engineer would with torch.ao's FX
+    graph mode: ``prepare_fx`` with the x86 backend's default qconfig mapping (per-channel int8
+    weights, uint8 activations with observed ranges), one calibration pass on ``example`` (the
+    measurement's own input: the ranges set the scales, not the work), then ``convert_fx``. A
+    network torch.fx cannot trace (control flow on its values, a detector) cannot be quantized so:
+    a MeasurementError saying so."""
+    import warnings
+
+    import torch
+
+    from tracker.errors import MeasurementError
+
+    try:
+        with warnings.catch_warnings():  # torch.ao's quantization says it is deprecated in favour of torchao
+            warnings.simplefilter("ignore")
+            from torch.ao.quantization import get_default_qconfig_mapping
+            from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+            prepared = prepare_fx(model.eval(), get_default_qconfig_mapping("x86"), (example,))
+            with torch.no_grad():
+                prepared(example)
+            return convert_fx(prepared).eval()
+    except Exception as exc:  # noqa: BLE001 - what torch.fx or torch.ao could not do, in a line
+        first = (str(exc).splitlines() or [""])[0].strip()[:300]
+        raise MeasurementError(f"{name} cannot be quantized to int8 by torch.ao's FX graph mode "
+                               f"({type(exc).__name__}: {first})") from None
+
+
+def in_format(model: Any, spec: NetworkSpec) -> Any:
+    """The network on its device in the run's number format: cast, or quantized (int8)."""
+    import torch
+
+    if spec.precision in QUANTIZED:
+        if getattr(model, QUANTIZED_MARK, None) == spec.precision:  # quantized already (the child's, for its layers)
+            return model
+        quantized = quantized_int8(model.to(spec.device), example_input(spec), spec.model)
+        setattr(quantized, QUANTIZED_MARK, spec.precision)
+        return quantized
+    return model.to(device=spec.device, dtype=getattr(torch, spec.precision))
+
+
+#: The attribute a quantized network carries: its number format (quantizing twice is not idempotent).
+QUANTIZED_MARK = "_tracker_quantized"
 
 
 def _tensors(obj: Any) -> list[Any]:
@@ -201,7 +257,7 @@ def capture_layers(model: Any, spec: NetworkSpec) -> list[LayerCall]:
 
     from tracker.describe.graph import hooked_modules
 
-    model = model.to(device=spec.device, dtype=getattr(torch, spec.precision)).eval()
+    model = in_format(model, spec).eval()
     calls: list[LayerCall] = []
     names = {m: n for n, m in model.named_modules()}
     hooked = hooked_modules(model)
