@@ -94,6 +94,15 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     return _png(fig)
 
 
+#: Of a function layer's op_type (its functions, ``getitem+contiguous+pad+roll+...``), what a label shows.
+OP_LABEL_CHARS = 32
+
+
+def _short(op_type: str | None) -> str:
+    op = op_type or "?"
+    return op if len(op) <= OP_LABEL_CHARS else op[:OP_LABEL_CHARS - 1] + "…"
+
+
 def layer_breakdown_png(title: str, layers: Sequence[dict[str, Any]], network_ms: float, top: int = 15) -> bytes:
     """Where a network's time goes: its slowest layers alone, and the sum per operator type.
 
@@ -104,12 +113,13 @@ def layer_breakdown_png(title: str, layers: Sequence[dict[str, Any]], network_ms
                                         gridspec_kw={"width_ratios": [3, 2]})
     total = sum(l["latency_ms"] for l in layers)
     slowest = sorted(layers, key=lambda l: l["latency_ms"], reverse=True)[:top][::-1]
-    ax_top.barh([f"{l['layer_name']} ({l['op_type']})" for l in slowest], [l["latency_ms"] for l in slowest], color="C0")
+    ax_top.barh([f"{l['layer_name']} ({_short(l['op_type'])})" for l in slowest], [l["latency_ms"] for l in slowest],
+                color="C0")
     ax_top.set(xlabel="latency alone (ms)", title=f"{title}: {len(slowest)} slowest of {len(layers)} layers")
     ax_top.tick_params(axis="y", labelsize=7)
     by_op: dict[str, float] = {}
     for l in layers:
-        by_op[l["op_type"]] = by_op.get(l["op_type"], 0.0) + l["latency_ms"]
+        by_op[_short(l["op_type"])] = by_op.get(_short(l["op_type"]), 0.0) + l["latency_ms"]
     ops = sorted(by_op, key=by_op.get)  # type: ignore[arg-type]
     ax_op.barh(ops, [100 * by_op[o] / total for o in ops], color="C1")
     ax_op.set(xlabel="share of the sum of layers (%)",
