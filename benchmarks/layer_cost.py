@@ -101,11 +101,17 @@ def main() -> None:
                     timing = measure(fn, rules[key], sync)
                     medians[key].append(timing.summary.median)
                     device_s[key] += timing.elapsed_s
-        row = {"network": name, "layers": len(calls), "reference_sum_ms": round(sum(medians["reference"]), 4),
+        row = {"network": name, "layers": len(calls), "function_layers": sum(c.kind == "function" for c in calls),
+               "reference_sum_ms": round(sum(medians["reference"]), 4),
                "reference_device_s": round(device_s["reference"], 2)}
+        modules = [i for i, c in enumerate(calls) if c.kind == "module"]
         for key in rules:
             row[key] = {"device_s": round(device_s[key], 2), "sum_ms": round(sum(medians[key]), 4),
-                        **agreement(medians[key], medians["reference"])}
+                        **agreement(medians[key], medians["reference"]),
+                        # the modules alone, as layers were before 0.8.6's function layers
+                        "modules_p90_layer_diff_rel": agreement([medians[key][i] for i in modules],
+                                                                [medians["reference"][i] for i in modules])[
+                            "p90_layer_diff_rel"]}
         rows.append(row)
         print(json.dumps(row))
     new = {k: round(sum(r[k]["device_s"] for r in rows), 2) for k in rules}
@@ -121,6 +127,8 @@ def main() -> None:
         "layer_rule_device_s": new["layer_rule"], "network_blocks_device_s": new["network_blocks"],
         "ratio": round(ratio, 1),
         "layer_rule_p90_layer_diff_rel": p90,
+        "layer_rule_modules_p90_layer_diff_rel": max(r["layer_rule"]["modules_p90_layer_diff_rel"] for r in rows),
+        "function_layers": sum(r["function_layers"] for r in rows),
         "network_blocks_p90_layer_diff_rel": max(r["network_blocks"]["p90_layer_diff_rel"] for r in rows),
         "layer_rule_sum_diff_rel": sum_diff,
         "network_blocks_sum_diff_rel": max(r["network_blocks"]["sum_diff_rel"] for r in rows),
