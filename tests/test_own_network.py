@@ -762,9 +762,12 @@ def test_the_work_a_network_does_between_its_modules_is_timed_as_function_layers
     data = json.loads(_cli(store, *args, "--format", "json").stdout)
     assert [(layer["name"], layer["kind"]) for layer in data["layers"]] == [(c.name, c.kind) for c in calls]
     assert all(layer["latency_ms"] > 0 for layer in data["layers"])
-    line = _cli(store, *args).stdout.splitlines()[-1]  # measured before: read back with its layers
-    assert line.startswith("7 layer runs; sum of layers / network = ")
+    text = _cli(store, *args).stdout  # measured before: read back with its layers, the slowest in a table
+    [line] = [x for x in text.splitlines() if x.startswith("7 layer runs; sum of layers / network = ")]
     assert "; 4 of them the torch functions modules called between their layers (" in line
+    assert "the 7 slowest of 7 layers, each alone (all of them: --format json, or the SQL view layer_latency):" in text
+    rows = [x for x in text.splitlines() if x.startswith("│")]
+    assert len(rows) == 7 and any("relu+linear+cat" in x and "function" in x for x in rows)
     again = json.loads(_cli(store, *args, "--format", "json").stdout)
     assert again["reused"] and again["layers"] == data["layers"]
 

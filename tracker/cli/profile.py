@@ -145,6 +145,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
                       if functions and total_ms else "")
                    + (f"; {bound} of them bound by the host (launching took {100 * HOST_BOUND_SHARE:.0f} % or more "
                       "of their time)" if split else ""))
+        _layers_table(data["layers"])
     if "trace" in data:
         if "error" in data["trace"]:
             typer.echo(f"no trace: torch.profiler failed ({data['trace']['error']}); the measurement stands")
@@ -159,6 +160,35 @@ KERNEL_NAME_CHARS = 100
 #: Under this share of a traced iteration busy, a GPU measurement is said to be the host's (resnet18 at
 #: batch 1 on an H200: about 0.4 ms of kernels in a 2.3 ms iteration).
 HOST_BOUND_BUSY = 0.5
+
+
+#: Layers `profile layers` prints, the slowest first (every one is in --format json and view layer_latency).
+TOP_LAYERS = 10
+OP_CHARS = 40
+
+
+def _layers_table(layers: list[dict[str, Any]]) -> None:
+    """The slowest layers alone: where the network's time goes, as DNN stats and torch.profiler print it."""
+    from rich.table import Table
+
+    from tracker.console import clipped, wide_console
+
+    timed = [r for r in layers if r.get("latency_ms") is not None]
+    if not timed:
+        return
+    total = sum(r["latency_ms"] for r in timed)
+    slowest = sorted(timed, key=lambda r: -r["latency_ms"])[:TOP_LAYERS]
+    typer.echo(f"the {len(slowest)} slowest of {len(timed)} layers, each alone (all of them: --format json, or the SQL "
+               "view layer_latency):")
+    table = Table()
+    for column in ("#", "layer", "op", "kind", "ms", "±", "share"):
+        table.add_column(column, justify="left" if column in ("layer", "op", "kind") else "right", no_wrap=True)
+    for r in slowest:
+        ci = f"{100 * r['ci_rel']:.1f} %" if r.get("ci_rel") is not None else "-"
+        share = f"{100 * r['latency_ms'] / total:.1f} %" if total else "-"
+        table.add_row(str(r.get("index", "")), str(r.get("name", "")), clipped(str(r.get("op_type", "")), OP_CHARS),
+                      str(r.get("kind", "module")), f"{r['latency_ms']:.4f}", ci, share)
+    wide_console(120).print(table)
 
 
 def _trace_table(trace: dict[str, Any], latency_ms: float) -> None:
