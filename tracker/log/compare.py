@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracker.errors import TrackerError
-from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG
+from tracker.log.record import KEY_TAG, KIND_TAG
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
 from tracker.log.store import is_run_id_prefix
 from tracker.profile.trace import TRACE_TAG, normalized
@@ -125,11 +125,10 @@ def _side(client: Any, uri: str, run: Any) -> Side:
         medians = [float(r.data.metrics["latency_ms"]) for r in others if "latency_ms" in r.data.metrics] or medians
     layers: dict[str, dict[str, Any]] | None = None
     if kind != "layer":
-        children = client.search_runs([run.info.experiment_id], f"tags.`{PARENT_TAG}` = '{rid}' "
-                                      f"AND tags.`{KIND_TAG}` = 'layer' AND attributes.status = 'FINISHED'",
-                                      max_results=50000)
+        from tracker.log.inspect import layer_runs
+
         named: dict[str, dict[str, Any]] = {}
-        for r in sorted(children, key=lambda r: int(r.data.params.get("layer_index", 0))):
+        for r in layer_runs(client, run.info.experiment_id, rid):
             if "latency_ms" not in r.data.metrics:
                 continue
             name = base = r.data.params.get("layer_name", r.info.run_id)

@@ -125,6 +125,16 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
             "layer_runs": layers, "samples": samples, "artifacts": artifacts}
 
 
+def layer_runs(client: Any, experiment_id: str, run_id: str) -> list[Any]:
+    """The FINISHED layer runs nested under a network run, in layer order (MLflow's runs): what
+    ``runs compare`` matches and a reused ``profile layers`` prints."""
+    from tracker.log.record import KIND_TAG, PARENT_TAG
+
+    found = client.search_runs([experiment_id], f"tags.`{PARENT_TAG}` = '{run_id}' AND tags.`{KIND_TAG}` = 'layer' "
+                               "AND attributes.status = 'FINISHED'", max_results=50000)
+    return sorted(found, key=lambda r: int(r.data.params.get("layer_index", 0)))
+
+
 def _experiment_name(client: Any, logger: RunLogger, experiment_id: str) -> str:
     """The name of the experiment a run is in: a full run id names a run of any experiment."""
     if experiment_id == logger.experiment.experiment_id:

@@ -15,8 +15,7 @@ from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
 from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
 from tracker.errors import ConfigError
-from tracker.profile.device import canonical_device
-from tracker.profile.network import DTYPES, QUANTIZED, NetworkSpec
+from tracker.profile.network import DTYPES, NetworkSpec, format_runs
 from tracker.profile.stats import Stopping
 
 if TYPE_CHECKING:
@@ -175,7 +174,7 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
 
     if precision not in DTYPES:
         raise ConfigError(f"unknown dtype {precision!r}: expected one of {', '.join(DTYPES)}")
-    if precision in QUANTIZED and (phase != "inference" or canonical_device(device) != "cpu"):
+    if not format_runs(precision, phase, device):
         raise ConfigError(f"dtype {precision}: a network quantized to {precision} (torch.ao's x86 backend) runs "
                           f"inference on a CPU, not {'training' if phase != 'inference' else 'on ' + device}")
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
@@ -367,14 +366,10 @@ def stored_layers(logger: RunLogger, network: RunRecord) -> list[RunRecord]:
     measured with its layers before, read back when asked for again)."""
     from mlflow.tracking import MlflowClient
 
-    from tracker.log.record import KIND_TAG, PARENT_TAG
+    from tracker.log.inspect import layer_runs
 
-    client = MlflowClient(logger.location.uri)
-    found = client.search_runs([logger.experiment.experiment_id],
-                               f"tags.`{PARENT_TAG}` = '{network.run_id}' AND tags.`{KIND_TAG}` = 'layer' "
-                               "AND attributes.status = 'FINISHED'", max_results=50000)
     layers = []
-    for run in sorted(found, key=lambda r: int(r.data.params.get("layer_index", 0))):
+    for run in layer_runs(MlflowClient(logger.location.uri), logger.experiment.experiment_id, network.run_id):
         record = RunRecord(kind="layer", name=run.info.run_name, params=dict(run.data.params), metrics=dict(run.data.metrics))
         record.tags, record.status, record.run_id = dict(run.data.tags), run.info.status, run.info.run_id  # type: ignore[assignment]
         layers.append(record)

@@ -311,12 +311,12 @@ def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | No
     """(network, device, threads, phase, input size, dtype) chains of this shard; each runs its batch
     sizes in order. An input size None is the network's own. A quantized number format (int8) is
     measured in CPU inference only: its training and device chains are not in the product."""
-    from tracker.profile.network import QUANTIZED
+    from tracker.profile.network import format_runs
 
     i, n = shard
     mine = [ref for k, ref in enumerate(c.networks) if k % n == i - 1]
     return [(ref, d, t, ph, size, dt) for ref in mine for size in c.input_sizes for d in c.devices for t in c.threads
-            for ph in c.phases for dt in c.dtypes if dt not in QUANTIZED or (ph == "inference" and d == "cpu")]
+            for ph in c.phases for dt in c.dtypes if format_runs(dt, ph, d)]
 
 
 def measured_with_layers(logger: Any, config_key: str) -> bool:

@@ -158,15 +158,12 @@ def job_network(model: str, folder: Path, where: str) -> dict[str, Any] | None:
     or ``FILE.py:NAME``, each relative to the job file's ``folder``; None for a zoo name. A training
     job feeds it the dataset's RGB images and trains it on the dataset's classes: a network of
     other inputs is refused in one line."""
-    from tracker.zoo.spec import MODULE_REF, resolve
+    from tracker.zoo.spec import MODULE_REF, names_a_file, resolve
 
-    match = MODULE_REF.match(model)
-    if match is not None:
-        ref_text = f"{folder / match['file']}:{match['attr']}"
-    elif model.endswith(".json") or len(Path(model).parts) > 1:
-        ref_text = str(folder / model)
-    else:
+    if not names_a_file(model) and not (folder / model).is_file():
         return None
+    match = MODULE_REF.match(model)
+    ref_text = f"{folder / match['file']}:{match['attr']}" if match else str(folder / model)
     try:
         ref = resolve(ref_text)
     except ConfigError as exc:
@@ -387,10 +384,13 @@ def _check_scores(output: Any, classes: int, name: str) -> None:
 
     if not (torch.is_tensor(output) and output.dim() == 2 and output.shape[1] >= classes):
         got = f"a tensor of shape {'x'.join(map(str, output.shape))}" if torch.is_tensor(output) else type(output).__name__
-        exc = MeasurementError(f"{name} returns {got}: a training job trains it on the dataset's {classes} classes, "
+        raise MeasurementError(f"{name} returns {got}: a training job trains it on the dataset's {classes} classes, "
                                f"so it should return one (N, C) tensor of scores with C at least {classes}")
-        exc.reason = "error"  # type: ignore[attr-defined]  the network's, not the dataset's (bad_input)
-        raise exc
+
+
+class BadFile(MeasurementError):
+    """A file of the dataset that cannot be read, where ``[data].on_error`` is ``fail``: the run's
+    reason is ``bad_input`` (another MeasurementError of the loop, the network's, is ``error``)."""
 
 
 def train(job: dict[str, Any]) -> dict[str, Any]:
@@ -468,7 +468,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                         skipped.add(b.path)
                         emit_event({"skipped": {"file": b.path, "reason": b.reason}})
                     if cfg.on_error == "fail":
-                        raise MeasurementError(f"bad_input: {b.path}: {b.reason}")
+                        raise BadFile(f"bad_input: {b.path}: {b.reason}")
                 if images is None:
                     continue
                 if detection:
@@ -514,8 +514,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                 break
     except KeyboardInterrupt:  # the parent passed Ctrl-C on
         interrupted = True
+    except BadFile as exc:
+        failure = ["bad_input", str(exc)]
     except MeasurementError as exc:
-        failure = [getattr(exc, "reason", "bad_input"), str(exc)]
+        failure = ["error", str(exc)]
     except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError is a RuntimeError
         first = (str(exc).splitlines() or [""])[0].strip()
         if loader_worker_killed(exc) and oom_killed():

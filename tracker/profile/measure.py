@@ -13,6 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tracker.errors import MeasurementError
+from tracker.profile.network import output_tensors
 from tracker.profile.stats import Stopping
 from tracker.profile.timing import Timing, device_sync, measure
 from tracker.profile.worker import peak_rss_mb, reset_peak_rss
@@ -26,21 +27,6 @@ def _timing_json(t: Timing) -> dict[str, Any]:
     if t.host_ms is not None:
         out["host_ms"] = t.host_ms
     return out
-
-
-def output_tensors(output: Any) -> list[Any]:
-    """The tensors a network returns, in order: the output itself, or those in a tuple, list or
-    named tuple (GoogLeNet's auxiliary outputs) and a dict's values (a segmentation network's
-    ``out`` and ``aux``), at any depth."""
-    import torch
-
-    if isinstance(output, torch.Tensor):
-        return [output]
-    if isinstance(output, dict):
-        return [t for v in output.values() for t in output_tensors(v)]
-    if isinstance(output, (list, tuple)):
-        return [t for v in output for t in output_tensors(v)]
-    return []
 
 
 def training_loss(output: Any, device: str) -> Callable[[Any], Any]:

@@ -12,6 +12,7 @@ each call had. Whole-network timing lives in ``tracker.profile.measure`` (run in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from tracker.profile.device import canonical_device
@@ -39,11 +40,6 @@ class NetworkSpec:
     def __post_init__(self) -> None:
         # one name per device, whoever builds the spec (a library caller too): its key follows it
         object.__setattr__(self, "device", canonical_device(self.device))
-
-
-#: A layer's kind (run param ``layer_kind``): a module called, or the calls of torch functions a
-#: module made between its layers (``FunctionCall``s; ``module`` is then None).
-LAYER_KINDS = ("module", "function")
 
 
 @dataclass
@@ -74,6 +70,8 @@ class LayerCall:
 
     @property
     def kind(self) -> str:
+        """Its run param ``layer_kind``: a module called, or the torch functions a module called
+        between its layers (``functions``; ``module`` is then None)."""
         return "module" if self.module is not None else "function"
 
     def run(self) -> Any:
@@ -99,6 +97,13 @@ def _shape(x: Any) -> str:
 DTYPES = ("float32", "float16", "bfloat16", "int8")
 #: The number formats that are a network quantized, not cast: on a CPU, in inference only.
 QUANTIZED = ("int8",)
+
+
+def format_runs(precision: str, phase: str, device: str) -> bool:
+    """Whether a network in this number format runs this phase on this device: a quantized one
+    (torch.ao's x86 backend) runs inference on a CPU only (``plan`` refuses the rest, a campaign
+    leaves them out of its product)."""
+    return precision not in QUANTIZED or (phase == "inference" and canonical_device(device) == "cpu")
 
 
 def input_dtype(precision: str) -> Any:
@@ -163,15 +168,19 @@ def in_format(model: Any, spec: NetworkSpec) -> Any:
 QUANTIZED_MARK = "_tracker_quantized"
 
 
-def _tensors(obj: Any) -> list[Any]:
+def output_tensors(output: Any) -> list[Any]:
+    """The tensors in ``output``, in order: the output itself, or those in a tuple, list or named
+    tuple (GoogLeNet's auxiliary outputs) and a dict's values (a segmentation network's ``out`` and
+    ``aux``), at any depth: what a network returns (a training step's loss), or a call's arguments
+    (a function layer's)."""
     import torch
 
-    if torch.is_tensor(obj):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _tensors(o)]
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, dict):
+        return [t for v in output.values() for t in output_tensors(v)]
+    if isinstance(output, (list, tuple)):
+        return [t for v in output for t in output_tensors(v)]
     return []
 
 
@@ -209,7 +218,9 @@ _IN_PLACE_DUNDERS = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "
                      "rshift", "matmul"}
 
 
+@lru_cache(maxsize=None)
 def _positional(func: Any) -> tuple[str, ...]:
+    """A function's parameter names (read once: F.relu is called at every layer of some networks)."""
     import inspect
 
     try:
@@ -225,7 +236,8 @@ def _in_place(func: Any, name: str, args: tuple, kwargs: dict[str, Any]) -> bool
     if "inplace" in kwargs:
         return bool(kwargs["inplace"])
     names = _positional(func) if name in _INPLACE_FLAGGED else ()
-    return "inplace" in names and len(args) > names.index("inplace") and bool(args[names.index("inplace")])
+    at = names.index("inplace") if "inplace" in names else len(args)
+    return len(args) > at and bool(args[at])
 
 
 #: torch.nn.functional's functions that take ``inplace`` (read positionally too)
@@ -238,11 +250,11 @@ def _does_work(in_place: bool, args: tuple, kwargs: dict[str, Any], output: Any)
     """A call that wrote a tensor: in place, or into memory of its own (not a view of an input,
     not the input itself, not a shape or a number)."""
     if in_place:
-        return bool(_tensors(args[:1]))
-    outputs = [t for t in _tensors(output) if t.numel()]
+        return bool(output_tensors(args[:1]))
+    outputs = [t for t in output_tensors(output) if t.numel()]
     if not outputs:
         return False
-    inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs)) if t.numel()}
+    inputs = {t.untyped_storage().data_ptr() for t in output_tensors((args, kwargs)) if t.numel()}
     return any(t.untyped_storage().data_ptr() not in inputs for t in outputs)
 
 
@@ -308,18 +320,18 @@ def capture_layers(model: Any, spec: NetworkSpec) -> list[LayerCall]:
             return output
 
     def record(call: FunctionCall, output: Any) -> None:
-        where = within[-1] if within else ""
+        name = within[-1] if within and within[-1] else type(model).__name__  # '' is the network itself
         last = calls[-1] if calls else None
-        produced = _tensors(output) or _tensors(call.args[:1])  # x[i] = y returns nothing: x is what it wrote
+        produced = output_tensors(output) or output_tensors(call.args[:1])  # x[i] = y returns nothing: x is what it wrote
         out_shape = _shape(produced[0]) if produced else ""
-        if last is not None and last.module is None and last.name == (where or type(model).__name__):
+        if last is not None and last.module is None and last.name == name:
             last.functions.append(call)
             if call.op not in last.op_type.split("+"):
                 last.op_type = f"{last.op_type}+{call.op}"
             last.output_shape = out_shape
             return
-        first = _tensors((call.args, call.kwargs))
-        calls.append(LayerCall(index=len(calls), name=where or type(model).__name__, op_type=call.op, module=None,
+        first = output_tensors((call.args, call.kwargs))
+        calls.append(LayerCall(index=len(calls), name=name, op_type=call.op, module=None,
                                inputs=(), input_shape=_shape(first[0]) if first else "", output_shape=out_shape,
                                functions=[call]))
 

@@ -365,6 +365,14 @@ def read_spec(path: Path) -> dict[str, Any]:
     return spec
 
 
+def names_a_file(ref: str) -> bool:
+    """Whether a network reference names a file (``FILE.py:NAME``, a spec file: a ``.json``, any
+    suffix, or a path with a folder) rather than a zoo name, which has neither (a file of a zoo
+    name's name is one too: ``resolve`` checks that on disk)."""
+    path = Path(ref)
+    return ".py:" in ref or ref.endswith(".json") or bool(path.suffix) or len(path.parts) > 1
+
+
 def resolve(ref: str) -> ModelRef:
     """A zoo name, the path of a spec file (``.json``) or ``FILE.py:NAME``. Zoo names have no
     folder and no suffix."""
@@ -373,8 +381,7 @@ def resolve(ref: str) -> ModelRef:
     if ".py:" in ref:  # FILE.py:NAME, or a clear line on what it lacks
         return spec_ref(module_spec(ref))
     path = Path(ref)
-    file_like = ref.endswith(".json") or path.suffix or len(path.parts) > 1
-    if file_like or path.is_file() or (path.is_dir() and ref not in all_models()):
+    if names_a_file(ref) or path.is_file() or (path.is_dir() and ref not in all_models()):
         if not path.is_file():
             raise ConfigError(f"network spec {ref} {'is a folder, not a file' if path.is_dir() else 'does not exist'}")
         return spec_ref(read_spec(path))
