@@ -527,6 +527,9 @@ def test_a_network_quantized_to_int8_is_a_number_format_of_its_own(tmp_path: Pat
     trained = runner.invoke(app, [*base, "--phase", "training"])
     assert trained.exit_code == 1 and str(trained.exception) == (
         "dtype int8: a network quantized to int8 (torch.ao's x86 backend) runs inference on a CPU, not training")
+    fresh = tmp_path / "fresh"  # refused before a store is made, as a typo is
+    refused = runner.invoke(app, ["--tracking-uri", str(fresh), *base[2:], "--phase", "training"])
+    assert refused.exit_code == 1 and str(refused.exception) == str(trained.exception) and not fresh.exists()
 
     # quantized, the network computes what it did in float32, to int8's resolution
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3)).eval()

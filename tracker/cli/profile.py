@@ -50,16 +50,19 @@ MemLimitOption = Annotated[
 ]
 
 
-def _check(model: str, device: str, input_size: int | None = None) -> None:
+def _check(model: str, device: str, input_size: int | None = None, phase: Phase = Phase.inference,
+           dtype: Dtype = Dtype.float32) -> None:
     """Bad input is refused before the store is opened (a typo creates nothing); then the zygote
     starts, its imports overlapping the store's opening."""
     from tracker.profile import zygote_client
     from tracker.profile.api import describe_early
     from tracker.profile.device import check_device
+    from tracker.profile.network import check_format
     from tracker.zoo import resolve
 
     model_ref = resolve(model)
     check_device(device)
+    check_format(dtype.value, phase.value, device)  # int8 in training: before the store, as plan says it
     zygote_client.prestart()
     describe_early(model_ref, input_size)  # one of your own, or at another size: while the zygote imports, before the store
 
@@ -234,7 +237,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
-    _check(model, device, input_size)
+    _check(model, device, input_size, phase, dtype)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap, min_samples=min_samples)
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device,
@@ -318,7 +321,7 @@ def boundary(
     from tracker.profile.api import find_boundary
     from tracker.profile.stats import Stopping
 
-    _check(model, device, input_size)
+    _check(model, device, input_size, phase, dtype)
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
                            phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
                            search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value,

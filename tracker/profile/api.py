@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
 from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
-from tracker.errors import ConfigError
-from tracker.profile.network import DTYPES, NetworkSpec, format_runs
+from tracker.profile.network import NetworkSpec, check_format
 from tracker.profile.stats import Stopping
 
 if TYPE_CHECKING:
@@ -172,11 +171,7 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
     from tracker.zoo import resolve
     from tracker.zoo.spec import check_input_size
 
-    if precision not in DTYPES:
-        raise ConfigError(f"unknown dtype {precision!r}: expected one of {', '.join(DTYPES)}")
-    if not format_runs(precision, phase, device):
-        raise ConfigError(f"dtype {precision}: a network quantized to {precision} (torch.ao's x86 backend) runs "
-                          f"inference on a CPU, not {'training' if phase != 'inference' else 'on ' + device}")
+    check_format(precision, phase, device)
     model_ref = resolve(ref)  # a spec file is read once, here: described and measured as read
     check_input_size(model_ref, input_size)
     size = input_size or model_ref.input_size

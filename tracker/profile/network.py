@@ -106,6 +106,18 @@ def format_runs(precision: str, phase: str, device: str) -> bool:
     return precision not in QUANTIZED or (phase == "inference" and canonical_device(device) == "cpu")
 
 
+def check_format(precision: str, phase: str, device: str) -> None:
+    """A number format this tracker knows, and one that runs this phase on this device
+    (``format_runs``), or a ConfigError saying which is not."""
+    from tracker.errors import ConfigError
+
+    if precision not in DTYPES:
+        raise ConfigError(f"unknown dtype {precision!r}: expected one of {', '.join(DTYPES)}")
+    if not format_runs(precision, phase, device):
+        raise ConfigError(f"dtype {precision}: a network quantized to {precision} (torch.ao's x86 backend) runs "
+                          f"inference on a CPU, not {'training' if phase != 'inference' else 'on ' + device}")
+
+
 def input_dtype(precision: str) -> Any:
     """The dtype of a network's input in a number format (a quantized network takes float32 and
     quantizes it itself)."""
