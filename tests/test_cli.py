@@ -40,6 +40,9 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     (the functional ops layer runs miss among them); a configuration measured before is measured
     again, as a repeat; the text output names the slowest operators."""
     store = tmp_path / "store"
+    # a narrow terminal (or a pipe) throughout: the text output below is read at 80 columns, and a
+    # command run with another environment would start another zygote (tracker.profile.zygote_client)
+    monkeypatch.setenv("COLUMNS", "80")
     args = ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "resnet18", "--batch-size", "1",
             "--time-cap", "0.5", "--precision", "0.1", "--threads", "1"]
     first = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
@@ -65,7 +68,7 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     assert len(table["ops"]) == trace["operators"] and sum(op["share_pct"] for op in table["ops"]) == pytest.approx(100)
     conv = next(op for op in table["ops"] if op["op"] == "aten::conv2d")
     assert conv["calls_per_iter"] == 20 and conv["cpu_total_ms"] >= conv["self_cpu_ms"]
-    shown = runner.invoke(app, [*args, "--trace"], env={"COLUMNS": "80"})  # a narrow terminal, or a pipe
+    shown = runner.invoke(app, [*args, "--trace"])
     text, run_id = shown.stdout, shown.stdout.split("; run ")[1].split()[0]
     ops_file = Path(client.download_artifacts(run_id, "trace/ops.json", str(tmp_path / "shown")))
     top = json.loads(ops_file.read_text())["ops"][0]["op"]

@@ -41,7 +41,8 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path,
     yield folder, summary, commentary
 
 
-def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, dict, str]) -> None:
+def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, dict, str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     folder, first, commentary = demo_store
     inference = first["campaigns"]["demo-inference"]
     assert inference["total"] == 7 and inference["measured"] == 6 and inference["skipped"] == 1, first["campaigns"]  # squeezenet1_1 bs1 came with its layers
@@ -58,12 +59,16 @@ def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, 
     # memory fingerprint, so they suggest no --largest-batch, which would need one)
     suggested = [line.split()[1:5] for line in commentary.splitlines() if line.startswith("  tracker predict ")]
     assert suggested and not any("--largest-batch" in args for args in suggested), commentary
-    env = {**os.environ, "TRACKER_RUNS_DIR": str(folder / "runs")}
-    env.pop("MLFLOW_TRACKING_URI", None)
+    # run here, from the demo's folder, as its user would type them there (a new process for each
+    # cost 6 s of imports; `tracker demo` itself ran as one above)
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    monkeypatch.chdir(folder)
     for args in suggested:
-        proc = subprocess.run([sys.executable, "-m", "tracker", *args], cwd=folder, env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0 and "latency_ms" in proc.stdout, (args, proc.stdout, proc.stderr)
+        out = CliRunner().invoke(app, args, env={"TRACKER_RUNS_DIR": str(folder / "runs"), "MLFLOW_TRACKING_URI": None})
+        assert out.exit_code == 0 and "latency_ms" in out.stdout, (args, out.output, out.exception)
     report = first["report"]
     assert report["by_kind"].get("layers", 0) >= 1 and report["by_kind"].get("batch", 0) >= 1
     assert report["by_kind"].get("fingerprints", 0) >= 1 and report["logged"] >= 1

@@ -937,3 +937,50 @@ def test_a_detection_network_trains_on_boxes_of_its_own_at_the_size_it_is_given(
                                               input_size=64, device="cpu"))
     step()
     assert model.training and model.roi_heads.box_predictor.bbox_pred.weight.grad is not None
+
+
+HOLD_CPU = """\
+import sys, time
+from tracker.profile.devicelock import measuring_on
+with measuring_on(["cpu"]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[1]))
+    print(round(time.time() * 1000), flush=True)  # let go just after
+"""
+
+
+def test_two_processes_take_turns_measuring_on_one_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Since 0.8.7 a measuring child runs while its parent holds its device's lock: a `tracker
+    profile` started while another tracker process measures on the CPU waits for it, says so once
+    naming it, and its run starts when the device is its own; a holder killed lets go at once;
+    a GPU's lock is its physical GPU's (CUDA_VISIBLE_DEVICES)."""
+    from tracker.profile import devicelock
+
+    args = ("--tracking-uri", str(tmp_path / "s"), "profile", "network", TINY, "-b", "1", "--time-cap", "0.3",
+            "--precision", "0.2", "--format", "json")
+    assert tracker(*args, cwd=tmp_path).returncode == 0  # its store made and its network described: the next waits at once
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_CPU, "2"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        out = tracker(*args, "--again", cwd=tmp_path)
+        let_go_ms = int(holder.stdout.readline())
+    finally:
+        holder.kill()
+        holder.wait()
+    assert out.returncode == 0, out.stderr
+    assert (f"note: another tracker process (pid {holder.pid}) is measuring on cpu: waiting for it (two "
+            "measurements at once on one device would each time the other's work too)") in out.stderr
+    run = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}").get_run(json.loads(out.stdout)["run_id"])
+    assert run.info.start_time >= let_go_ms - 50, (run.info.start_time, let_go_ms)  # its wait is not its measurement
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_CPU, "600"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()  # SIGKILL: nothing of it lets go but the kernel
+    holder.wait()
+    said: list[str] = []
+    with devicelock.measuring_on(["cpu"], say=said.append) as waited_s:
+        assert waited_s == 0.0 and said == []
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5fb2/x, 3")
+    assert [devicelock.lock_name(d) for d in ("cpu", "cuda", "cuda:1", "cuda:2")] == \
+        ["cpu.lock", "cuda-GPU-5fb2_x.lock", "cuda-3.lock", "cuda-2.lock"]

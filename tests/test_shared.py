@@ -66,6 +66,15 @@ def test_two_shards_log_at_once_to_a_postgres_server_and_the_warehouse_loads_the
         assert [(m, b) for m, b, _ in rows] == [("mobilenet_v3_small", 1), ("mobilenet_v3_small", 2),
                                                  ("squeezenet1_1", 1), ("squeezenet1_1", 2)]
         assert len({k for _, _, k in rows}) == 4  # nothing twice
+        # Both shards ran on this machine's one CPU: they took turns (tracker.profile.devicelock).
+        # Before, their children measured at once, each a thread a core on two cores, spinning on
+        # each other's OpenMP threads: mobilenet_v3_small at batch 1 took 1.2 s an iteration, not 11 ms.
+        client = MlflowClient(uri)
+        windows = sorted((r.info.start_time, r.info.end_time) for r in client.search_runs(
+            [client.get_experiment_by_name("team").experiment_id], "tags.`tracker.kind` = 'network'"))
+        assert len(windows) == 4, windows
+        # ms: a run's end is stamped just after its lock is let go
+        assert all(end - start < 500 for (_, end), (start, _) in zip(windows, windows[1:])), windows
 
         # The API fallback reads the same runs.
         api = load(tmp_path / "api.duckdb", ApiSource(uri))
@@ -78,7 +87,6 @@ def test_two_shards_log_at_once_to_a_postgres_server_and_the_warehouse_loads_the
         assert again.exit_code == 0 and json.loads(again.stdout)["skipped"] == 4, again.output
         assert load(wh, open_source(resolve_location(uri), backend_store_uri=postgres_uri)).runs_changed == 0
         # A tag edited on the server to a value of the same length is read again, once.
-        client = MlflowClient(uri)
         edited = client.search_runs([e.experiment_id for e in client.search_experiments()],
                                     filter_string="tags.`tracker.campaign` = 'team'", max_results=1)[0]
         client.set_tag(edited.info.run_id, "tracker.campaign", "meat")

@@ -287,6 +287,7 @@ def measure_planned(
         if folder is not None:
             job["trace_dir"] = folder
         result = run_child(job, timeout_s=timeout_s)
+        start += round(1000 * result.device_wait_s)  # measured from when the device was this process's
         if folder is not None and result.ok:  # the trace is read while its folder is there
             from tracker.profile.trace import traced_run
 

@@ -20,6 +20,9 @@ one is killed (reason ``timeout``).
 A child that wrote its result line and then does not end within ``EXIT_GRACE_S`` (a thread or
 a loader worker that never joins, a device teardown that hangs) is killed with its group, and
 its result stands: the measurement was made. ``ChildResult.message`` says it was killed.
+
+Each child runs while its parent holds the device's lock (``devicelock``): two tracker processes
+never measure on one device at once.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from tracker.profile import memcap
+from tracker.profile import devicelock, memcap
 from tracker.profile.worker import EVENT_PREFIX, EXIT_ERROR, EXIT_OOM, RESULT_PREFIX
 
 STDERR_TAIL_LINES = 30
@@ -54,6 +57,7 @@ class ChildResult:
     returncode: int | None = None
     interrupted: bool = False  # stream_child: Ctrl-C was passed on to the child
     lingered: bool = False  # it wrote its result but did not end within EXIT_GRACE_S: killed
+    device_wait_s: float = 0.0  # how long its parent waited for its devices (devicelock) before starting it
 
 
 def _lingered(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
@@ -146,13 +150,20 @@ def _read_lines(stream: Any, result_seen: threading.Event) -> tuple[threading.Th
     return thread, into
 
 
-def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None) -> ChildResult:
-    job, group = memcap.for_job(job)
-    try:
-        return _run_child(job, timeout_s, env, group)
-    finally:
-        if group is not None:
-            group.remove()
+def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+              devices: Iterable[str] | None = None) -> ChildResult:
+    """Run ``job`` in a measuring child while this process holds the lock of each device it
+    measures on (``devices``, else ``devicelock.job_devices``): its time limit starts once they
+    are this process's."""
+    with devicelock.measuring_on(devicelock.job_devices(job) if devices is None else devices) as waited_s:
+        job, group = memcap.for_job(job)
+        try:
+            result = _run_child(job, timeout_s, env, group)
+        finally:
+            if group is not None:
+                group.remove()
+    result.device_wait_s = waited_s
+    return result
 
 
 def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None,
@@ -242,12 +253,15 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     Ctrl-C (KeyboardInterrupt here) is passed on to the child as SIGINT: it has ``grace_s`` to
     report before it is killed (a second Ctrl-C kills it at once). The result has
     ``interrupted`` set; the caller decides what an interrupted measurement is."""
-    job, group = memcap.for_job(job)
-    try:
-        return _stream_child(job, on_event, env, grace_s, event_timeout_s, group)
-    finally:
-        if group is not None:
-            group.remove()
+    with devicelock.measuring_on(devicelock.job_devices(job)) as waited_s:  # as run_child
+        job, group = memcap.for_job(job)
+        try:
+            result = _stream_child(job, on_event, env, grace_s, event_timeout_s, group)
+        finally:
+            if group is not None:
+                group.remove()
+    result.device_wait_s = waited_s
+    return result
 
 
 def _stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None], env: dict[str, str] | None,

@@ -352,6 +352,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         index = save_index(dataset, Path(scratch))
         child = stream_child({"kind": "training", "batch_size": cfg.batch_size, "config": config,
                               "dataset_index": str(index)}, on_event, event_timeout_s=cfg.step_timeout_s or None)
+    record.start_time_ms += round(1000 * child.device_wait_s)  # from when the device was this process's
     end = child.payload if child.ok else {}
     # How the memory cap held the job (tracker.profile.memcap): as the child says, else as planned
     # (a child the cap's out-of-memory killer ended says nothing).

@@ -580,7 +580,8 @@ def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | Non
             ensure_mode_logged(logger, w.device(), w.threads, w.allocator)
             start = now_ms()
             limit = timeout_s or 120.0 + 3 * (w.duration_s + w.warmup_s)
-            child = run_child(w.job(), timeout_s=limit)
+            child = run_child(w.job(), timeout_s=limit, devices={d for n in w.mapping.networks for d in n.devices})
+            start += round(1000 * child.device_wait_s)
             failure = None if child.ok else (child.reason or "crash", child.message, child.stderr_tail)
             record = workload_record(w, mode_id, child.payload if child.ok else None, start, failure)
             if campaign:

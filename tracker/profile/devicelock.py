@@ -1,0 +1,153 @@
+"""One measurement at a time on a device, machine-wide.
+
+Two tracker processes measuring on one device at once would each time the other's work too: two
+campaign shards started on one machine, a ``tracker profile`` typed while a campaign runs. On this
+2-core VM two children measuring on the CPU at once (torch's default, a thread a core) spun on
+each other's OpenMP threads: mobilenet_v3_small at batch 1 took 1.2 s an iteration, not 11 ms.
+So each measuring child runs while its parent holds an exclusive ``flock`` on a file named after
+the device (``lock_name``) in a folder of the machine's temporary directory; another process that
+wants that device waits for it, says so once, and measures after. The lock goes with the process
+that held it (a parent killed releases it), and the child, which never inherits the descriptor,
+cannot keep it. Devices are locked one by one in name order (a mapping run of CPU and GPU stages
+takes both), so two processes never wait on each other.
+
+What it does not order: work that is not a tracker measurement (``records.beside_other_work``
+says how much CPU other processes took), and a GPU measurement's host thread beside a CPU
+measurement (two devices, two locks). Where ``fcntl`` is missing (Windows) or the folder cannot
+be written, nothing is locked, said once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+#: The folder of the machine's temporary directory the locks are files of (``lock_folder``).
+LOCK_FOLDER_NAME = "tracker-devices"
+#: How often a process waiting for a device tries its lock again.
+POLL_S = 0.1
+
+_SAID: set[str] = set()  # what this process has said it cannot lock (once each)
+
+
+def lock_folder() -> Path:
+    """The folder of the lock files: one per machine (and temporary directory), shared by its users."""
+    return Path(tempfile.gettempdir()) / LOCK_FOLDER_NAME
+
+
+def lock_name(device: str) -> str:
+    """The file a device is locked by: ``cpu``, or ``cuda-N`` for the physical GPU that CUDA
+    device N of this process is (its ``CUDA_VISIBLE_DEVICES`` entry, index or UUID, where set)."""
+    from tracker.environment import cuda_index
+
+    index = cuda_index(device)
+    if index is None:
+        name = device
+    else:
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        name = f"cuda-{visible[index] if index < len(visible) else index}"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) + ".lock"
+
+
+def job_devices(job: dict[str, Any]) -> list[str]:
+    """The devices a measuring child's job runs on: a network job's ``device``, a training job's
+    ``config.device``; the CPU for any other."""
+    device = job.get("device") or (job.get("config") or {}).get("device")
+    return [str(device)] if device else ["cpu"]
+
+
+def _say_once(text: str) -> None:
+    if text not in _SAID:
+        _SAID.add(text)
+        sys.stderr.write(f"note: {text}\n")
+
+
+def _open(path: Path) -> int | None:
+    """A descriptor of the lock file (made, open to every user of the machine, if it is not there);
+    read-only where another user made it; None where it cannot be opened at all."""
+    folder = path.parent
+    try:
+        if not folder.is_dir():
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chmod(folder, 0o1777)  # as /tmp: every user makes their files, none removes another's
+    except OSError:
+        pass
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            os.fchmod(fd, 0o666)
+        except OSError:
+            pass  # another user's file, opened for writing all the same
+        return fd
+    except OSError:
+        pass
+    try:
+        return os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        _say_once(f"measuring without the lock that keeps two measurements off one device at once: {exc}")
+        return None
+
+
+def _holder(fd: int) -> str:
+    """The pid the lock file names (its holder writes it), as words for the note."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return "another tracker process"
+    return f"another tracker process (pid {text})" if text.isdigit() else "another tracker process"
+
+
+@contextmanager
+def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
+    import fcntl
+
+    fd = _open(lock_folder() / lock_name(device))
+    if fd is None:
+        yield 0.0
+        return
+    waited_from = None
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if waited_from is None:
+                    waited_from = time.monotonic()
+                    say(f"{_holder(fd)} is measuring on {device}: waiting for it (two measurements at once on "
+                        f"one device would each time the other's work too)")
+                time.sleep(POLL_S)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        except OSError:
+            pass  # opened read-only: the lock holds all the same, its note names no pid
+        yield 0.0 if waited_from is None else time.monotonic() - waited_from
+    finally:
+        os.close(fd)  # and the lock with it
+
+
+@contextmanager
+def measuring_on(devices: Iterable[str], say: Callable[[str], None] | None = None) -> Iterator[float]:
+    """Hold each of ``devices``' locks (in name order) for the block; yields how long this
+    process waited for them (seconds). ``say`` (default: a note on stderr) is told once per
+    device it waits for, naming the process it waits for."""
+    import importlib.util
+
+    if importlib.util.find_spec("fcntl") is None:
+        _say_once("this system has no fcntl: two tracker processes may measure on one device at once")
+        yield 0.0
+        return
+    names = sorted({lock_name(d): d for d in devices}.items())
+    waited = 0.0
+    with ExitStack() as stack:
+        for _, device in names:
+            waited += stack.enter_context(_locked(device, say or _say_once))
+        yield waited
