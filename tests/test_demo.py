@@ -86,7 +86,11 @@ def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, 
     con.close()
     assert unseen_hashes and not unseen_hashes & learnt
 
-    second, _ = _demo(folder)  # run twice: nothing measured or trained again
+    # run twice (here, as the suggested commands were): nothing measured or trained again
+    again = CliRunner().invoke(app, ["demo", "--quick", "--format", "json"],
+                               env={"TRACKER_RUNS_DIR": str(folder / "runs"), "MLFLOW_TRACKING_URI": None})
+    assert again.exit_code == 0, (again.output, again.exception)
+    second = json.loads(again.stdout)
     assert all(t["measured"] == 0 and t["failed"] == 0 for t in second["campaigns"].values()), second["campaigns"]
     assert second["fingerprints"][0]["reused"] and second["fingerprints"][0]["version"] == fp["version"]
     assert {r["model"] for r in second["unseen"]} == unseen

@@ -148,14 +148,17 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     # MLflow's registration lines are not repeated on stderr. The table names each family's
     # held-out scores, the worst first.
     again = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
-                                "--warehouse", str(wh)])
+                                "--warehouse", str(wh), "--no-plots"])
     assert again.exit_code == 0, again.output
     lines = again.stdout.splitlines()
     second = lines[0].split(" ")[2].rstrip(":")
     assert lines[0].startswith(f"{first.name} version ") and second != first.version
     assert lines[-1].startswith(f"not champion: version {first.version} stays champion")
-    with downloaded(uri, client.get_model_version(first.name, second).run_id, "evaluation/by_family.json") as path:
+    second_run = client.get_model_version(first.name, second).run_id
+    with downloaded(uri, second_run, "evaluation/by_family.json") as path:
         by_family = json.loads(path.read_text())
+    drawn = {a.path for a in client.list_artifacts(second_run, "evaluation")}
+    assert "evaluation/heldout_predictions.csv" in drawn and not any(p.endswith(".png") for p in drawn)  # --no-plots
     assert len(by_family) == len({family(n) for n in NETWORKS}) > 1
     table = [line.split() for line in lines[2:-1]]
     assert [row[0] for row in table] == sorted(by_family, key=lambda f: -by_family[f]["mape_pct"])
@@ -252,7 +255,7 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
         runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet50", "--device", "tpu"],
                       catch_exceptions=False)
     with pytest.raises(FingerprintError, match="no training measurements of latency_ms"):
-        train(wh, "latency_ms", "training", "cpu", uri)
+        train(wh, "latency_ms", "training", "cpu", uri, plots=False)
 
     # A misspelt --exclude is refused naming it alone (the CLI makes the error one line: test_cli),
     # and nothing is trained or registered.
@@ -266,7 +269,7 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
 
     # Two networks left: no held-out fold could train (LightGBM fails on one row); a clear error instead.
     with pytest.raises(FingerprintError, match=r"at least 3 networks.* has 2 usable \(mobilenet_v2, resnet18\)"):
-        train(wh, "latency_ms", "inference", "cpu", uri,
+        train(wh, "latency_ms", "inference", "cpu", uri, plots=False,
               exclude=[n for n in NETWORKS if n not in ("resnet18", "mobilenet_v2")])
     assert len(client.search_model_versions(f"name = '{first.name}'")) == versions
 
@@ -317,8 +320,8 @@ def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
     with pytest.raises(FingerprintError, match=re.escape(
             "the inference measurements of latency_ms on 'cpu' ran in 2 device modes: cpu-t2 (12 rows), "
             "cpu-t2-retain (12 rows); a fingerprint learns one: give its mode as --device")):
-        train(wh, "latency_ms", "inference", "cpu", uri)
-    result = train(wh, "latency_ms", "inference", "cpu-t2-retain", uri)
+        train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    result = train(wh, "latency_ms", "inference", "cpu-t2-retain", uri, plots=False)
     assert result.name == "latency_ms-inference-cpu-t2-retain" and result.evaluation["rows"] == 12
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "-b", "2", "--input-size", "64",
                                    "--device", "cpu-t2-retain", "--format", "json"])
@@ -327,10 +330,10 @@ def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
     assert predicted == pytest.approx(0.5 * _latency(_flops(described("resnet18", 64)), 2), rel=0.25)
     # The demo's way: one mode's measurements, registered under the device (other modes measured
     # in the same store are not learnt from).
-    own = train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t2")
+    own = train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t2", plots=False)
     assert own.name == "latency_ms-inference-cpu" and own.evaluation["rows"] == 12
     with pytest.raises(FingerprintError, match="no inference measurements of latency_ms on device 'cpu' in mode 'cpu-t9'"):
-        train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t9")
+        train(wh, "latency_ms", "inference", "cpu", uri, mode="cpu-t9", plots=False)
 
 
 def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:
@@ -341,9 +344,9 @@ def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:
     said in one line."""
     runs, wh = _measured_two_ways(tmp_path, "precision", (("float32", 1.0), ("bfloat16", 0.6)))
     uri = resolve_location(str(runs)).uri
-    plain = train(wh, "latency_ms", "inference", "cpu", uri)
+    plain = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
     assert plain.name == "latency_ms-inference-cpu" and plain.evaluation["rows"] == 12  # the float32 runs alone
-    half = train(wh, "latency_ms", "inference", "cpu", uri, dtype="bfloat16")
+    half = train(wh, "latency_ms", "inference", "cpu", uri, dtype="bfloat16", plots=False)
     assert half.name == "latency_ms-inference-cpu-bfloat16" and half.evaluation["rows"] == 12
     # a bfloat16 configuration that ran out of memory bounds the bfloat16 memory version, not float32's
     logger = RunLogger(str(runs), experiment="two-precision", environment=ENV)
@@ -354,10 +357,10 @@ def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
     client = MlflowClient(uri)
-    memory = train(wh, "peak_mem_mb", "inference", "cpu", uri, dtype="bfloat16")
+    memory = train(wh, "peak_mem_mb", "inference", "cpu", uri, dtype="bfloat16", plots=False)
     assert memory.memory_floor == "false (its runs are bfloat16: a description counts float32 bytes)"
     assert client.get_model_version(memory.name, str(memory.version)).tags["oom_runs"] == "1"
-    full = train(wh, "peak_mem_mb", "inference", "cpu", uri)
+    full = train(wh, "peak_mem_mb", "inference", "cpu", uri, plots=False)
     assert "largest_peak_mb" not in client.get_model_version(full.name, str(full.version)).tags
     assert client.get_model_version(half.name, str(half.version)).tags["dtype"] == "bfloat16"
     expected = _latency(_flops(described("resnet18", 64)), 2)
@@ -371,7 +374,7 @@ def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:
     assert set(answer["model_versions"].values()) == {"latency_ms-inference-cpu-bfloat16/1",
                                                       "peak_mem_mb-inference-cpu-bfloat16/1"}
     with pytest.raises(FingerprintError, match="no inference measurements of latency_ms on device 'cpu' in float16"):
-        train(wh, "latency_ms", "inference", "cpu", uri, dtype="float16")
+        train(wh, "latency_ms", "inference", "cpu", uri, dtype="float16", plots=False)
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--dtype", "float16"])
     assert out.exit_code == 1 and str(out.exception).startswith(
         "no fingerprint for phase 'inference' on device 'cpu' in float16; registered: latency_ms-inference-cpu, ")
@@ -388,7 +391,7 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
     uri = resolve_location(str(runs)).uri
     client, name = MlflowClient(uri), registered_name("latency_ms", "inference", "cpu")
     if champion_version(client, name) is None:  # this test alone: the test above trains it otherwise
-        train(wh, "latency_ms", "inference", "cpu", uri)
+        train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
     champion = client.get_model_version_by_alias(name, CHAMPION)
     learnt = json.loads(champion.tags["trained_ranges"])
     space = tmp_path / "tiny.toml"
@@ -513,7 +516,7 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
 
     runs, wh = measured
     uri = resolve_location(str(runs)).uri
-    result = train(wh, "peak_mem_mb", "inference", "cpu", uri)
+    result = train(wh, "peak_mem_mb", "inference", "cpu", uri, plots=False)
     client = MlflowClient(uri)
     version = client.get_model_version(result.name, result.version)
     assert version.tags["format"] == str(FORMAT)
@@ -631,7 +634,7 @@ def test_gpu_utilisation_is_a_target_and_never_predicted_past_100_pct(tmp_path: 
     logger.log(records)
     load(wh, open_source(resolve_location(str(runs))))
     uri = resolve_location(str(runs)).uri
-    result = train(wh, "gpu_util_pct", "inference", "cuda", uri)
+    result = train(wh, "gpu_util_pct", "inference", "cuda", uri, plots=False)
     assert result.name == "gpu_util_pct-inference-cuda" and result.champion
     assert result.evaluation["rows"] == 4 * len(GPU_NETWORKS) - 1  # the reading of 0 is left out
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--device", "cuda",
@@ -691,7 +694,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     client = MlflowClient(uri)
     # Nothing ran out of memory on this GPU yet: the largest peak learnt from marks no limit.
     untried = client.get_model_version("peak_mem_mb-inference-cuda", train(wh, "peak_mem_mb", "inference", "cuda",
-                                                                            uri).version).tags
+                                                                            uri, plots=False).version).tags
     assert untried["device_memory_mb"] == "16000" and "largest_peak_mb" not in untried
     # Once a configuration failed out of memory there, it does.
     oom = network_record("mnasnet0_5", 64)
@@ -705,7 +708,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     logger.log([oom.fail("oom"), capped.fail("oom")])
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
-    result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
+    result = train(wh, "peak_mem_mb", "inference", "cuda", uri, plots=False)
     tags = client.get_model_version(result.name, result.version).tags
     assert tags["device_memory_mb"] == "16000" and tags["oom_runs"] == "1"
     peaks = [r.metrics["peak_mem_mb"] for r in records]
@@ -793,7 +796,7 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
     uri = resolve_location(str(runs)).uri
-    result = train(wh, "peak_mem_mb", "inference", "cuda", uri)
+    result = train(wh, "peak_mem_mb", "inference", "cuda", uri, plots=False)
     client = MlflowClient(uri)
     tags = client.get_model_version(result.name, result.version).tags
     assert tags["memory_floor"] == result.memory_floor == "true"
@@ -862,7 +865,7 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
     trained = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "peak_mem_mb",
-                                       "--device", "cuda", "--warehouse", str(wh)])
+                                       "--device", "cuda", "--warehouse", str(wh), "--no-plots"])
     assert trained.exit_code == 0 and "\nmemory floor: none, 1 runs measured below it\n" in trained.stdout, trained.output
     second = client.get_model_version(result.name, "2")
     assert second.tags["memory_floor"] == "false (1 runs measured below it)"
@@ -921,7 +924,7 @@ def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str
 
     def fingerprint_train_json() -> dict:
         out = CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "fingerprint", "train", "--target", "latency_ms",
-                                       "--device", "jetson-test", "--warehouse", str(wh), "--format", "json"])
+                                       "--device", "jetson-test", "--warehouse", str(wh), "--format", "json", "--no-plots"])
         assert out.exit_code == 0, out.output
         return json.loads(out.stdout)
 
@@ -933,7 +936,7 @@ def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str
 
     monkeypatch.setattr(fingerprint_train, "_log_served_model", registered_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        train(wh, "latency_ms", "inference", "jetson-test", mlflow_server)
+        train(wh, "latency_ms", "inference", "jetson-test", mlflow_server, plots=False)
     assert client.search_registered_models(f"name = '{name}'") == [] and statuses() == ["KILLED"]  # its empty model too
 
     monkeypatch.undo()
@@ -949,7 +952,7 @@ def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str
 
     monkeypatch.setattr(fingerprint_train, "_maybe_promote", compared_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        train(wh, "latency_ms", "inference", "jetson-test", mlflow_server)
+        train(wh, "latency_ms", "inference", "jetson-test", mlflow_server, plots=False)
     assert [str(v.version) for v in client.search_model_versions(f"name = '{name}'")] == [first["version"]]
     assert str(client.get_model_version_by_alias(name, CHAMPION).version) == first["version"]
     assert statuses() == ["FINISHED", "KILLED", "KILLED"]
@@ -998,9 +1001,9 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     # Version 1 never sees two networks; version 2 is compared with it on exactly those, and
     # version 1 predicts them as `tracker predict` would: through its own layer-level model.
     unseen = ("googlenet", "regnet_x_400mf")
-    first = train(wh, "latency_ms", "inference", "cpu", uri, exclude=unseen)
+    first = train(wh, "latency_ms", "inference", "cpu", uri, exclude=unseen, plots=False)
     assert first.champion and first.method != "network"
-    result = train(wh, "latency_ms", "inference", "cpu", uri)
+    result = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
     assert f"version {first.version} ({first.method}-level)" in result.champion_reason
     assert "on 2 " in result.champion_reason
     ev = result.evaluation
@@ -1118,7 +1121,7 @@ def test_two_names_of_one_architecture_are_one_network(tmp_path: Path) -> None:
             logger.log([r])
     load(wh, open_source(resolve_location(str(runs))))
     with pytest.raises(FingerprintError, match=r"at least 3 networks.* has 2 usable \(mobilenet_v2, my-resnet18, resnet18\)"):
-        train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri)
+        train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
 
 
 def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> None:
@@ -1266,15 +1269,15 @@ def test_a_better_fingerprint_of_the_same_measurements_becomes_champion(tmp_path
     with monkeypatch.context() as weak:  # an older, weaker recipe: two trees, no trend
         weak.setattr(fingerprint_train, "LGBM_PARAMS", {**fingerprint_train.LGBM_PARAMS, "n_estimators": 2})
         weak.setattr(fingerprint_train, "NETWORK_MODELS", {"lgbm": fingerprint_train.lgbm})
-        first = train(wh, "latency_ms", "inference", "cpu", uri)
+        first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
     assert first.champion and first.champion_reason == "first version"
-    better = train(wh, "latency_ms", "inference", "cpu", uri)
+    better = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
     assert better.evaluation["mape_pct"] < first.evaluation["mape_pct"]
     assert better.champion, better.champion_reason
     assert better.champion_reason == (f"beats version {first.version} on the {len(names)} networks both held out (it "
                                       f"has seen every network): MAPE {better.evaluation['mape_pct']:.2f} % vs "
                                       f"{first.evaluation['mape_pct']:.2f} %")
-    same = train(wh, "latency_ms", "inference", "cpu", uri)
+    same = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
     assert not same.champion and same.champion_reason.startswith(
         f"version {better.version} stays champion on the {len(names)} networks both held out")
     client = MlflowClient(uri)

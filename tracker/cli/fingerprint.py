@@ -41,6 +41,9 @@ def train_cmd(
     exclude: Annotated[Optional[list[str]], typer.Option(
         "--exclude", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
     dtype: DtypeOption = Dtype.float32,
+    plots: Annotated[bool, typer.Option(
+        "--plots/--no-plots", help="Draw the held-out evaluation's pictures among the run's artifacts "
+                                   "(about a second a version on a small machine).")] = True,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Train, evaluate on held-out networks, register, and promote if it beats the champion."""
@@ -48,7 +51,7 @@ def train_cmd(
     from tracker.settings import warehouse_path
 
     result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, _uri(ctx),
-                   exclude=exclude or (), dtype=dtype.value)
+                   exclude=exclude or (), dtype=dtype.value, plots=plots)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return

@@ -460,11 +460,14 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
 
 
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
-          exclude: Collection[str] = (), mode: str | None = None, dtype: str = "float32") -> TrainResult:
+          exclude: Collection[str] = (), mode: str | None = None, dtype: str = "float32",
+          plots: bool = True) -> TrainResult:
     """Train, evaluate on held-out networks, register and maybe promote; networks named in
     ``exclude`` are left out entirely (to be predicted later as never seen). ``mode``: learn
     only that device mode's measurements, registered under ``device`` all the same (the demo's
-    own, in a store where other modes were measured too)."""
+    own, in a store where other modes were measured too). ``plots``: draw the held-out
+    evaluation's pictures among the run's artifacts (``fingerprint train --no-plots`` leaves them
+    out: about a second a version on a small machine, for a script that retrains often)."""
     import mlflow
     import numpy as np
     from mlflow.tracking import MlflowClient
@@ -531,7 +534,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     (folder / "by_family.json").write_text(json.dumps(by_family, indent=2))
                     held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
                     held.to_csv(folder / "heldout_predictions.csv", index=False)
-                    _plots(folder, name, TARGETS[target], y, pred, families, features, final)
+                    if plots:
+                        _plots(folder, name, TARGETS[target], y, pred, families, features, final)
                     if layer_model is not None:
                         (folder / "layer_model").mkdir()
                         layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
