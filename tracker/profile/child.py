@@ -35,8 +35,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from tracker.profile import devicelock, memcap
 from tracker.profile.worker import EVENT_PREFIX, EXIT_ERROR, EXIT_OOM, RESULT_PREFIX
@@ -150,18 +152,28 @@ def _read_lines(stream: Any, result_seen: threading.Event) -> tuple[threading.Th
     return thread, into
 
 
-def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
-              devices: Iterable[str] | None = None) -> ChildResult:
-    """Run ``job`` in a measuring child while this process holds the lock of each device it
-    measures on (``devices``, else ``devicelock.job_devices``): its time limit starts once they
-    are this process's."""
+@contextmanager
+def _prepared(job: dict[str, Any], devices: Iterable[str] | None
+              ) -> Iterator[tuple[dict[str, Any], memcap.MemoryCgroup | None, float]]:
+    """While a child's job runs: the lock of each device it measures on (``devices``, else
+    ``devicelock.job_devices``) held by this process, and its memory cgroup made (``memcap``),
+    removed after. Yields the job as the cgroup has it, the cgroup (or None) and how long the
+    devices were waited for (seconds)."""
     with devicelock.measuring_on(devicelock.job_devices(job) if devices is None else devices) as waited_s:
         job, group = memcap.for_job(job)
         try:
-            result = _run_child(job, timeout_s, env, group)
+            yield job, group, waited_s
         finally:
             if group is not None:
                 group.remove()
+
+
+def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+              devices: Iterable[str] | None = None) -> ChildResult:
+    """Run ``job`` in a measuring child once this process holds its devices (``_prepared``):
+    its time limit starts then."""
+    with _prepared(job, devices) as (job, group, waited_s):
+        result = _run_child(job, timeout_s, env, group)
     result.device_wait_s = waited_s
     return result
 
@@ -253,13 +265,8 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
     Ctrl-C (KeyboardInterrupt here) is passed on to the child as SIGINT: it has ``grace_s`` to
     report before it is killed (a second Ctrl-C kills it at once). The result has
     ``interrupted`` set; the caller decides what an interrupted measurement is."""
-    with devicelock.measuring_on(devicelock.job_devices(job)) as waited_s:  # as run_child
-        job, group = memcap.for_job(job)
-        try:
-            result = _stream_child(job, on_event, env, grace_s, event_timeout_s, group)
-        finally:
-            if group is not None:
-                group.remove()
+    with _prepared(job, None) as (job, group, waited_s):  # as run_child
+        result = _stream_child(job, on_event, env, grace_s, event_timeout_s, group)
     result.device_wait_s = waited_s
     return result
 
