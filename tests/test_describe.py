@@ -730,13 +730,15 @@ def test_layers_are_timed_whole_where_describe_keeps_them_whole_with_the_keyword
     assert {c.name for c in calls} <= described
 
 
-def test_a_network_described_in_this_process_is_read_back_not_described_again(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_network_described_in_this_process_is_read_back_not_described_again(monkeypatch: pytest.MonkeyPatch,
+                                                                                 tmp_path: Path) -> None:
     """``described`` (what planning a measurement and ``tracker predict`` use) describes a network
     once a process: again, it reads back the description's logged JSON, a Description of its own
     whose rows are a fresh description's; another input size is another description."""
     import tracker.describe as describing
     from tracker.zoo import resolve
 
+    monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path))  # nothing described on disk before
     ref = resolve("mobilenet_v3_small")
     first = describing.described(ref, 72)
     built, original = [], describing.describe_ref
@@ -748,3 +750,83 @@ def test_a_network_described_in_this_process_is_read_back_not_described_again(mo
     assert aggregates(again, 3) == aggregates(fresh, 3) and again.notes == fresh.notes
     describing.described(ref, 80)  # another size: described, not read back
     assert [args[1] for args in built] == [80]
+
+
+#: Run in a new process: what ``tracker predict`` does before it predicts, and which of torch and
+#: torchvision that imported.
+DESCRIBE_IN_A_NEW_PROCESS = """
+import json, sys
+from tracker.describe import described
+from tracker.errors import UnknownModelError
+from tracker.zoo import resolve
+out = {}
+for ref, size in json.loads(sys.argv[1]):
+    d = described(resolve(ref), size)
+    out[ref + "@" + str(size)] = [d.description_hash, len(d.nodes)]
+try:
+    resolve("mobilenet_v3_smal")
+except UnknownModelError as exc:
+    out["unknown"] = str(exc)
+out["imported"] = sorted(m for m in ("torch", "torchvision") if m in sys.modules)
+print(json.dumps(out))
+"""
+
+
+def test_a_new_process_reads_a_network_described_before_from_disk_without_torch(tmp_path: Path) -> None:
+    """tracker's cache keeps torchvision's names and each description (a zoo name, a spec's
+    content, at an input size): a second process checks the names and describes the same networks
+    without importing torch, to the same hashes; a description cached wrong is described anew; a
+    network of one's own runs its code each time, never cached."""
+    import os
+    import subprocess
+    import sys
+
+    from tracker.zoo.generator import generate
+
+    spec = tmp_path / "gen.json"
+    spec.write_text(json.dumps(generate(1, seed=3, input_size=64)[0]))
+    own = tmp_path / "tiny.py"
+    own.write_text("import torch\nINPUT_SIZE = 32\n\ndef net():\n    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())\n")
+    env = {**os.environ, "TRACKER_CACHE_DIR": str(tmp_path / "cache")}
+
+    def describe(*refs: tuple[str, int]) -> dict:
+        out = subprocess.run([sys.executable, "-c", DESCRIBE_IN_A_NEW_PROCESS, json.dumps(refs)], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout)
+
+    refs = [("mobilenet_v3_small", 64), (str(spec), 64)]
+    first = describe(*refs)
+    assert first["imported"] == ["torch", "torchvision"] and "did you mean mobilenet_v3_small" in first["unknown"]
+    entries = sorted((tmp_path / "cache" / "descriptions").iterdir())
+    assert len(entries) == 2
+    again = describe(*refs)
+    assert again == {**first, "imported": []}  # the same hashes and rows, and neither torch nor torchvision
+    # a size not described before is described (and kept); an entry that is not a description is described anew
+    entries[0].write_text('{"not": "a description"}')
+    mended = describe(*refs, ("mobilenet_v3_small", 72))
+    assert {k: v for k, v in mended.items() if "@72" not in k} == first and mended["mobilenet_v3_small@72"][1] > 10
+    assert len(list((tmp_path / "cache" / "descriptions").iterdir())) == 3
+    # a network of one's own: described each time, never kept
+    assert "torch" in describe((f"{own}:net", 32))["imported"]
+    assert len(list((tmp_path / "cache" / "descriptions").iterdir())) == 3
+
+
+def test_the_cache_keeps_its_newest_entries_and_a_cache_that_cannot_be_written_is_only_slower(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from tracker import cache
+
+    monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "cache"))
+    for i in range(8):
+        cache.write_json(f"d/{i}.json", {"i": i}, keep=8)
+        os.utime(tmp_path / "cache" / "d" / f"{i}.json", (1_000_000 + i, 1_000_000 + i))  # written in turn
+    assert len(list((tmp_path / "cache" / "d").iterdir())) == 8
+    cache.write_json("d/8.json", {"i": 8}, keep=8)  # nine past eight: down to six, the three written first go
+    assert sorted(int(p.stem) for p in (tmp_path / "cache" / "d").iterdir()) == [3, 4, 5, 6, 7, 8]
+    assert cache.read_json("d/8.json") == {"i": 8} and cache.read_json("d/0.json") is None
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "file"))
+    cache.write_json("d/1.json", {"i": 1}, keep=8)  # says nothing, raises nothing
+    assert cache.read_json("d/1.json") is None

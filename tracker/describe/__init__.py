@@ -54,12 +54,44 @@ def described_json(name: str, network_spec_json: str | None, input_size: int) ->
     a network at each of its batch sizes and phases, and ``tracker predict`` (the demo's unseen
     networks, a search space) describes again what was measured in the same process. The JSON is
     the form a measured run logs; a spec file edited since is other content, described anew."""
+    from tracker import cache
     from tracker.zoo import resolve
     from tracker.zoo.spec import spec_ref
 
+    entry = _cache_entry(name, network_spec_json, input_size)
+    if entry is not None:
+        hit = cache.read_json(entry)
+        if isinstance(hit, list) and len(hit) == 3 and all(isinstance(part, str) for part in hit):
+            return hit[0], hit[1], hit[2]
     model_ref = resolve(name) if network_spec_json is None else spec_ref(json.loads(network_spec_json))
     desc = describe_ref(model_ref, input_size)  # as tracker predict describes it
-    return model_ref.name, desc.description_hash, json.dumps(desc.to_json())
+    described = (model_ref.name, desc.description_hash, json.dumps(desc.to_json()))
+    if entry is not None:
+        cache.write_json(entry, list(described), keep=DESCRIPTIONS_KEPT)
+    return described
+
+
+#: The most descriptions kept on disk (a search space's specs: the demo's 25 networks take 1.2 MB).
+DESCRIPTIONS_KEPT = 2000
+
+
+def _cache_entry(name: str, network_spec_json: str | None, input_size: int) -> str | None:
+    """The disk cache entry of a description (since 0.8.8): a new process (``tracker predict``, a
+    campaign resumed) reads a network described before rather than importing torch, building and
+    tracing it again (about 2 s of ``tracker predict``'s 5). Named after what the description
+    follows from: the network (a zoo name or a spec's content), its input size, tracker's describe
+    and zoo sources, and the installed torch and torchvision. A network of one's own (a ``module``
+    spec, here or as a pruned spec's base) runs code the spec does not hold all of (what it
+    imports, the environment): never cached."""
+    import hashlib
+
+    from tracker.cache import package_version, source_digest
+
+    if network_spec_json is not None and '"kind": "module"' in network_spec_json:
+        return None
+    key = json.dumps([name, network_spec_json, int(input_size), source_digest("describe", "zoo"),
+                      package_version("torch"), package_version("torchvision")])
+    return f"descriptions/{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
 def described(model_ref: ModelRef, input_size: int) -> Description:

@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from tracker.cache import cache_dir
 from tracker.errors import NothingLoggedError, StoreError, os_reason
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
@@ -332,13 +333,6 @@ class SqlStore:
             tags = dict(conn.execute(sqlalchemy.text(fetch.format("tags")), args).all())
             metrics = dict(conn.execute(sqlalchemy.text(fetch.format("latest_metrics")), args).all())
         return StoredRun(row.run_uuid, row.name, row.status, params, metrics, tags)
-
-
-def cache_dir() -> Path:
-    """tracker's cache: ``TRACKER_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracker``, else ``~/.cache/tracker``."""
-    if env := os.environ.get("TRACKER_CACHE_DIR"):
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tracker"
 
 
 def schema_template() -> Path | None:

@@ -67,27 +67,45 @@ def import_torchvision() -> types.ModuleType:
     return torchvision
 
 
+#: torchvision's modules whose networks the zoo lists, by the zoo's name for them.
+LISTED = {"classification": "models", "detection": "models.detection", "segmentation": "models.segmentation"}
+
+
 @cache
+def _listed() -> dict[str, tuple[str, ...]]:
+    """torchvision's network names, module by module. Read from tracker's cache where this
+    torchvision listed them before (since 0.8.8: checking a name, as ``tracker predict`` does,
+    then needs neither torch nor torchvision, 1.5 s of a new process); else listed and kept."""
+    from tracker import cache as disk
+
+    entry = f"zoo-names-torchvision-{disk.package_version('torchvision')}-torch-{disk.package_version('torch')}.json"
+    hit = disk.read_json(entry)
+    if isinstance(hit, dict) and set(hit) == set(LISTED) and all(
+            isinstance(names, list) and all(isinstance(n, str) for n in names) for names in hit.values()):
+        return {kind: tuple(names) for kind, names in hit.items()}
+    torchvision = import_torchvision()
+    listed = {}
+    for kind, module in LISTED.items():
+        owner: Any = torchvision
+        for part in module.split("."):
+            owner = getattr(owner, part)
+        listed[kind] = tuple(sorted(torchvision.models.list_models(module=owner)))
+    disk.write_json(entry, {kind: list(names) for kind, names in listed.items()})
+    return listed
+
+
 def classification_models() -> tuple[str, ...]:
-    torchvision = import_torchvision()
-
-    return tuple(sorted(torchvision.models.list_models(module=torchvision.models)))
+    return _listed()["classification"]
 
 
-@cache
 def detection_models() -> tuple[str, ...]:
-    torchvision = import_torchvision()
-
-    return tuple(sorted(torchvision.models.list_models(module=torchvision.models.detection)))
+    return _listed()["detection"]
 
 
-@cache
 def segmentation_models() -> tuple[str, ...]:
     """torchvision's semantic segmentation networks (FCN, DeepLabV3, LR-ASPP; since 0.8.5): a
     tensor in, a dict out (``out``: ``(N, classes, H, W)``, 21 classes by default)."""
-    torchvision = import_torchvision()
-
-    return tuple(sorted(torchvision.models.list_models(module=torchvision.models.segmentation)))
+    return _listed()["segmentation"]
 
 
 def all_models() -> tuple[str, ...]:
