@@ -145,7 +145,7 @@ def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started
 
     monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
     first = _start_worker(None)
-    second = _start_worker({"TRACKER_FAULT": "", "MLFLOW_TRACKING_URI": "elsewhere"})  # read at run time only
+    second = _start_worker({"TRACKER_FAULT": "", "MLFLOW_TRACKING_URI": "elsewhere", "COLUMNS": "37"})  # read at run time only
     other = _start_worker({"OMP_NUM_THREADS": "1"})  # read as torch loads: a zygote of its own
     try:
         parents = [psutil.Process(c.pid).ppid() for c in (first, second, other)]

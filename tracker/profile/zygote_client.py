@@ -30,6 +30,10 @@ START_TIMEOUT_S = 60.0
 #: zygote's environment in these alone is served by it (the child gets the request's values);
 #: any other difference starts another zygote.
 RUN_TIME_PREFIXES = ("TRACKER_", "MLFLOW_", "_MLFLOW_", "PYTEST_")
+#: And these, whole: the terminal's size, read when something is printed (a measuring child prints
+#: JSON lines), never as a library loads. A terminal resized, or a command run with ``COLUMNS=120``,
+#: started another zygote (3 s) before 0.8.8.
+RUN_TIME_NAMES = frozenset({"COLUMNS", "LINES"})
 #: How long a zygote with no child running is kept for the next one. Between the configurations
 #: of a campaign it is kept; once measuring is over (the fingerprint training of ``tracker demo``,
 #: a notebook between campaigns) its ~540 MB are given back, which matters on a 4 GB Jetson.
@@ -258,7 +262,7 @@ class ZygoteClient:
 
 def environment_key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """What of ``env`` a zygote's imports may have read: a zygote serves only requests that agree on it."""
-    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUN_TIME_PREFIXES)))
+    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(RUN_TIME_PREFIXES) and k not in RUN_TIME_NAMES))
 
 
 _ZYGOTES: dict[tuple[tuple[str, str], ...], ZygoteClient] = {}
