@@ -823,8 +823,9 @@ def test_the_cache_keeps_its_newest_entries_and_a_cache_that_cannot_be_written_i
         cache.write_json(f"d/{i}.json", {"i": i}, keep=8)
         os.utime(tmp_path / "cache" / "d" / f"{i}.json", (1_000_000 + i, 1_000_000 + i))  # written in turn
     assert len(list((tmp_path / "cache" / "d").iterdir())) == 8
-    cache.write_json("d/8.json", {"i": 8}, keep=8)  # nine past eight: down to six, the three written first go
-    assert sorted(int(p.stem) for p in (tmp_path / "cache" / "d").iterdir()) == [3, 4, 5, 6, 7, 8]
+    assert cache.read_json("d/1.json") == {"i": 1}  # read: used lately, whenever it was written
+    cache.write_json("d/8.json", {"i": 8}, keep=8)  # nine past eight: down to six, the three used least lately go
+    assert sorted(int(p.stem) for p in (tmp_path / "cache" / "d").iterdir()) == [1, 4, 5, 6, 7, 8]
     assert cache.read_json("d/8.json") == {"i": 8} and cache.read_json("d/0.json") is None
     (tmp_path / "file").write_text("not a folder")
     monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "file"))

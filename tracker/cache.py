@@ -25,17 +25,22 @@ def cache_dir() -> Path:
 
 def read_json(name: str) -> Any | None:
     """The JSON of the cache entry ``name`` (a path under :func:`cache_dir`), None where it is
-    missing or unreadable (a partial file is never there: :func:`write_json` replaces whole)."""
+    missing or unreadable (a partial file is never there: :func:`write_json` replaces whole).
+    An entry read is marked used (its time), so that trimming takes those used least lately."""
+    path = cache_dir() / name
     try:
-        return json.loads((cache_dir() / name).read_text())
+        value = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    with suppress(OSError):  # a cache one may read but not write is read all the same
+        os.utime(path)
+    return value
 
 
 def write_json(name: str, value: Any, keep: int | None = None) -> None:
     """Write the cache entry ``name`` whole or not at all (another process writing the same entry
-    at once writes the same content). ``keep``: the most entries its folder holds; past it the
-    least recently written quarter goes."""
+    at once writes the same content). ``keep``: the most entries its folder holds; past it, down to
+    three quarters of it, those used least lately (written or read) go."""
     path = cache_dir() / name
     partial = path.with_name(f".{path.name}.{os.getpid()}.new")
     try:

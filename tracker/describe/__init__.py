@@ -71,7 +71,7 @@ def described_json(name: str, network_spec_json: str | None, input_size: int) ->
     return described
 
 
-#: The most descriptions kept on disk (a search space's specs: the demo's 25 networks take 1.2 MB).
+#: The most descriptions kept on disk, those used last (the demo's 25 networks take 1.2 MB).
 DESCRIPTIONS_KEPT = 2000
 
 
