@@ -53,7 +53,8 @@ def described_json(name: str, network_spec_json: str | None, input_size: int) ->
     None) or of a spec's content (:func:`spec_json`), described once per process: a campaign plans
     a network at each of its batch sizes and phases, and ``tracker predict`` (the demo's unseen
     networks, a search space) describes again what was measured in the same process. The JSON is
-    the form a measured run logs; a spec file edited since is other content, described anew."""
+    the form a measured run logs; a spec file edited since is other content, described anew.
+    Since 0.8.8 a later process reads it back from tracker's cache too (:func:`_cache_entry`)."""
     from tracker import cache
     from tracker.zoo import resolve
     from tracker.zoo.spec import spec_ref
@@ -85,12 +86,12 @@ def _cache_entry(name: str, network_spec_json: str | None, input_size: int) -> s
     imports, the environment): never cached."""
     import hashlib
 
-    from tracker.cache import package_version, source_digest
+    from tracker import cache
 
     if network_spec_json is not None and '"kind": "module"' in network_spec_json:
         return None
-    key = json.dumps([name, network_spec_json, int(input_size), source_digest("describe", "zoo"),
-                      package_version("torch"), package_version("torchvision")])
+    key = json.dumps([name, network_spec_json, int(input_size), cache.source_digest("describe", "zoo"),
+                      cache.package_version("torch"), cache.package_version("torchvision")])
     return f"descriptions/{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
