@@ -28,13 +28,9 @@ def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The suite's tracker cache (MLflow's empty schema, torchvision's names, descriptions) is its
     own, made anew each session and shared by its tests and the processes they start: what a test
     sees does not follow from what an earlier suite left in ``~/.cache/tracker``."""
-    before = os.environ.get("TRACKER_CACHE_DIR")
-    os.environ["TRACKER_CACHE_DIR"] = str(tmp_path_factory.mktemp("tracker-cache"))
-    yield
-    if before is None:
-        os.environ.pop("TRACKER_CACHE_DIR", None)
-    else:
-        os.environ["TRACKER_CACHE_DIR"] = before
+    with pytest.MonkeyPatch.context() as session:
+        session.setenv("TRACKER_CACHE_DIR", str(tmp_path_factory.mktemp("tracker-cache")))
+        yield
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -66,8 +66,10 @@ def _trim(folder: Path, keep: int) -> None:
                 path.unlink(missing_ok=True)
 
 
+@cache
 def package_version(name: str) -> str:
-    """An installed distribution's version, read from its metadata (without importing it)."""
+    """An installed distribution's version, read from its metadata (without importing it), once a
+    process: every description's entry names torch's and torchvision's."""
     import importlib.metadata
 
     try:

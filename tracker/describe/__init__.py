@@ -82,8 +82,8 @@ def _cache_entry(name: str, network_spec_json: str | None, input_size: int) -> s
     tracing it again (about 2 s of ``tracker predict``'s 5). Named after what the description
     follows from: the network (a zoo name or a spec's content), its input size, tracker's describe
     and zoo sources, and the installed torch and torchvision. A network of one's own (a ``module``
-    spec, here or as a pruned spec's base) runs code the spec does not hold all of (what it
-    imports, the environment): never cached."""
+    spec, here or as a pruned spec's base) is never cached: its spec holds its file and the
+    modules beside it, not the packages it imports from elsewhere nor the environment it reads."""
     import hashlib
 
     from tracker import cache

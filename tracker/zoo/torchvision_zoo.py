@@ -83,13 +83,11 @@ def _listed() -> dict[str, tuple[str, ...]]:
     if isinstance(hit, dict) and set(hit) == set(LISTED) and all(
             isinstance(names, list) and all(isinstance(n, str) for n in names) for names in hit.values()):
         return {kind: tuple(names) for kind, names in hit.items()}
+    from operator import attrgetter
+
     torchvision = import_torchvision()
-    listed = {}
-    for kind, module in LISTED.items():
-        owner: Any = torchvision
-        for part in module.split("."):
-            owner = getattr(owner, part)
-        listed[kind] = tuple(sorted(torchvision.models.list_models(module=owner)))
+    listed = {kind: tuple(sorted(torchvision.models.list_models(module=attrgetter(module)(torchvision))))
+              for kind, module in LISTED.items()}
     disk.write_json(entry, {kind: list(names) for kind, names in listed.items()})
     return listed
 
