@@ -827,6 +827,12 @@ def test_the_cache_keeps_its_newest_entries_and_a_cache_that_cannot_be_written_i
     cache.write_json("d/8.json", {"i": 8}, keep=8)  # nine past eight: down to six, the three used least lately go
     assert sorted(int(p.stem) for p in (tmp_path / "cache" / "d").iterdir()) == [1, 4, 5, 6, 7, 8]
     assert cache.read_json("d/8.json") == {"i": 8} and cache.read_json("d/0.json") is None
+    folder = tmp_path / "cache" / "d"
+    left, writing = folder / ".3.json.4242.new", folder / ".9.json.4343.new"  # a killed writer's, a live one's
+    left.write_text('{"i"'), writing.write_text('{"i": 9')
+    os.utime(left, (1_000_000, 1_000_000))
+    cache.write_json("d/9.json", {"i": 9}, keep=8)  # under its limit: a partial file a killed writer left goes
+    assert not left.exists() and writing.exists() and len(list(folder.glob("*.json"))) == 7
     (tmp_path / "file").write_text("not a folder")
     monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "file"))
     cache.write_json("d/1.json", {"i": 1}, keep=8)  # says nothing, raises nothing

@@ -450,6 +450,19 @@ def test_a_network_of_ones_own_is_pruned_into_specs_that_carry_it(tmp_path: Path
     trained = json.loads(_cli(store, "profile", "network", str(half), "-b", "4", "--phase", "training", "--time-cap",
                               "0.5", "--precision", "0.2", "--format", "json").stdout)
     assert trained["status"] == "FINISHED" and trained["model"] == "lenet.lenet-p50-l1-s0"
+    client = MlflowClient(resolve_location(str(store)).uri)
+    with downloaded(client.tracking_uri, trained["run_id"], "description/lenet.py") as path:
+        assert path.read_text() == LENET  # the code it runs, its base's, with the run as a network of one's own's
+    assert client.get_run(trained["run_id"]).data.tags["mlflow.note.content"].endswith(
+        "lenet.lenet-p50-l1-s0, pruned from a network of your own, lenet.py:lenet: its code as measured is the "
+        "artifact description/lenet.py.")
+    again = json.loads(_cli(store, "zoo", "prune", str(half), "--ratios", "50", "--out", str(tmp_path / "again"),
+                            "--format", "json").stdout)  # pruned again: its base's base is the file's network
+    quarter = json.loads(_cli(store, "profile", "network", again[0], "-b", "4", "--time-cap", "0.5", "--precision",
+                              "0.2", "--format", "json").stdout)
+    assert quarter["status"] == "FINISHED" and quarter["model"] == "lenet.lenet-p50-l1-s0-p50-l1-s0"
+    with downloaded(client.tracking_uri, quarter["run_id"], "description/lenet.py") as path:
+        assert path.read_text() == LENET
 
     net = _write(tmp_path / "models")
     campaign = tmp_path / "pruned.toml"

@@ -531,6 +531,16 @@ def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(
     spec_job = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "spec", model=f"specs/{spec.name}",
                                                                      steps=2)), "--format", "json").stdout)
     assert spec_job["status"] == "FINISHED" and spec_job["config"]["model"] == spec.stem
+    assert _cli(runs, "zoo", "prune", f"{tmp_path}/own.py:Small", "--ratios", "50", "--out",
+                str(tmp_path / "own-specs")).exit_code == 0
+    [own_spec] = sorted((tmp_path / "own-specs").glob("*.json"))  # pruned from the file as it is now (stride 1)
+    own_job = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "own-spec", model=f"own-specs/{own_spec.name}",
+                                                                    steps=2)), "--format", "json").stdout)
+    assert own_job["status"] == "FINISHED"
+    with downloaded(resolve_location(str(runs)).uri, own_job["run_id"], "description/own.py") as kept:
+        assert kept.read_text() == OWN.replace("stride=2", "stride=1")  # its base's code, as a network of one's own's
+    with downloaded(resolve_location(str(runs)).uri, own_job["run_id"], "network_spec.json") as kept:
+        assert json.loads(kept.read_text())["base_spec"]["callable"] == "Small"  # and the spec as read
 
     few = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "few", model="own.py:one_class")),
                           "--format", "json").stdout)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from contextlib import suppress
 from functools import cache
 from pathlib import Path
@@ -37,10 +38,16 @@ def read_json(name: str) -> Any | None:
     return value
 
 
+#: a partial file (``.NAME.PID.new``) older than this was left by a writer that was killed between
+#: writing and replacing: trimming removes it (a live writer's is a second old at most)
+STALE_PARTIAL_S = 3600.0
+
+
 def write_json(name: str, value: Any, keep: int | None = None) -> None:
     """Write the cache entry ``name`` whole or not at all (another process writing the same entry
     at once writes the same content). ``keep``: the most entries its folder holds; past it, down to
-    three quarters of it, those used least lately (written or read) go."""
+    three quarters of it, those used least lately (written or read) go; and partial files that
+    killed writers left (older than :data:`STALE_PARTIAL_S`) go whenever it is given."""
     path = cache_dir() / name
     partial = path.with_name(f".{path.name}.{os.getpid()}.new")
     try:
@@ -57,11 +64,17 @@ def write_json(name: str, value: Any, keep: int | None = None) -> None:
 
 def _trim(folder: Path, keep: int) -> None:
     with suppress(OSError):
-        entries = [p for p in folder.iterdir() if p.suffix == ".json" and not p.name.startswith(".")]
-        if len(entries) <= keep:
-            return
-        aged = sorted(entries, key=lambda p: p.stat().st_mtime)
-        for path in aged[: len(entries) - keep * 3 // 4]:
+        entries, stale = [], []
+        now = time.time()
+        for p in folder.iterdir():
+            if p.suffix == ".json" and not p.name.startswith("."):
+                entries.append(p)
+            elif p.name.startswith(".") and p.suffix == ".new":
+                with suppress(OSError):
+                    if now - p.stat().st_mtime > STALE_PARTIAL_S:
+                        stale.append(p)
+        aged = sorted(entries, key=lambda p: p.stat().st_mtime) if len(entries) > keep else []
+        for path in stale + aged[: max(0, len(entries) - keep * 3 // 4)]:
             with suppress(OSError):
                 path.unlink(missing_ok=True)
 

@@ -200,16 +200,23 @@ def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allo
     return mode.mode_id
 
 
-def keep_own_code(record: RunRecord, spec: dict[str, Any]) -> None:
-    """A network of your own's code, as measured (as planned, not the file as it may be now), and
-    the modules beside it that it imports, each at its file's path (blocks.conv: blocks/conv.py):
-    artifacts of ``record``, which its description names."""
-    beside_files = {f"{name.replace('.', '/')}.py": text for name, text in (spec.get("modules") or {}).items()}
+def keep_own_code(record: RunRecord, spec: dict[str, Any] | None) -> None:
+    """The code of the network of your own that ``spec``'s network runs (its own, or the one it was
+    pruned from: :func:`tracker.zoo.spec.own_code_spec`), as measured (as planned, not the file as it
+    may be now), and the modules beside it that it imports, each at its file's path (blocks.conv:
+    blocks/conv.py): artifacts of ``record``, which its description names. Other networks: nothing."""
+    from tracker.zoo.spec import own_code_spec
+
+    own = own_code_spec(spec)
+    if own is None:
+        return
+    beside_files = {f"{name.replace('.', '/')}.py": text for name, text in (own.get("modules") or {}).items()}
     record.artifacts.update({f"{MODULE_SOURCE_FOLDER}/{path}": text for path, text in beside_files.items()})
-    file = Path(spec["file"]).name
-    record.artifacts[f"{MODULE_SOURCE_FOLDER}/{file}"] = spec["source"]
+    file = Path(own["file"]).name
+    record.artifacts[f"{MODULE_SOURCE_FOLDER}/{file}"] = own["source"]
     beside = f" (with {', '.join(beside_files)} beside it, which it imports)" if beside_files else ""
-    record.description = (f"{record.description or ''} A network of your own, {file}:{spec['callable']}: "
+    whose = "A network of your own" if own is spec else f"{spec['name']}, pruned from a network of your own"
+    record.description = (f"{record.description or ''} {whose}, {file}:{own['callable']}: "
                           f"its code as measured is the artifact {MODULE_SOURCE_FOLDER}/{file}{beside}.").strip()
 
 
@@ -257,7 +264,6 @@ def measure_planned(
     from tracker.profile.child import run_child
     from tracker.profile.memcap import CAP_TAG
     from tracker.profile.records import failed_record, layer_records, measured_record
-    from tracker.zoo.spec import is_own_spec
 
     if reuse:
         for status in ("FINISHED", "FAILED") if reuse_failed else ("FINISHED",):
@@ -307,8 +313,7 @@ def measure_planned(
     described = (p.spec.model, spec_json(p.network_spec), p.spec.input_size)
     record.artifacts[DESCRIPTION_ARTIFACT] = described_json(*described)[2]
     record.artifacts["description/graph.json"] = _graph_artifact(*described)
-    if is_own_spec(p.network_spec):  # a network of your own: its code as measured
-        keep_own_code(record, p.network_spec)
+    keep_own_code(record, p.network_spec)  # a network of your own, or pruned from one: its code as measured
     logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
                                        software_versions()))
     logged.trace = traced.summary if traced is not None else None

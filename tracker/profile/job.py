@@ -658,9 +658,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         from tracker.profile.api import keep_own_code
         from tracker.zoo.spec import is_own_spec
 
-        if is_own_spec(cfg.network_spec):  # its code as trained, as profile keeps a network's
-            keep_own_code(record, cfg.network_spec)
-        else:  # a spec file's network: the spec as read
+        keep_own_code(record, cfg.network_spec)  # its code as trained (its own, or its base's), as profile keeps it
+        if not is_own_spec(cfg.network_spec):  # a spec file's network: the spec as read
             record.artifacts["network_spec.json"] = json.dumps(cfg.network_spec, indent=2)
     logger.log([record])
     result = JobResult.of_run(record.run_id, record.status, len(steps), record.metrics, skipped,

@@ -85,6 +85,15 @@ def is_own_spec(spec: dict[str, Any] | None) -> bool:
     return spec is not None and spec.get("kind") == "module"
 
 
+def own_code_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The spec of the network of your own whose code ``spec``'s network runs: its own (kind
+    ``module``), or that of the network it was pruned from (``base_spec``, through any number of
+    prunings); None for a network of the zoo's or generated."""
+    while spec is not None and not is_own_spec(spec):
+        spec = spec.get("base_spec") if spec.get("kind") == "pruned" else None
+    return spec
+
+
 def module_spec(ref: str) -> dict[str, Any]:
     """The spec of ``FILE.py:NAME``: the file's text, where it was, NAME, and its input's size and
     channels (the file's top-level ``INPUT_SIZE = S`` and ``INPUT_CHANNELS = C``, read without
