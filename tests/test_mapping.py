@@ -53,10 +53,17 @@ def test_two_split_networks_run_at_once_log_a_mapping_run_and_resume(tmp_path: P
     alone = runner.invoke(app, ["--tracking-uri", str(runs), "profile", "network", "squeezenet1_1", "--time-cap", "2",
                                 "--format", "json"])
     assert alone.exit_code == 0, alone.output
+    assert run.data.params["net1.input_size"] == "224"
+    for other in (["--dtype", "int8"], ["--input-size", "64"]):  # measured later, but not as the workload runs it
+        out = runner.invoke(app, ["--tracking-uri", str(runs), "profile", "network", "squeezenet1_1", "--time-cap", "0.5",
+                                  "--precision", "0.2", *other, "--format", "json"])
+        assert out.exit_code == 0 and json.loads(out.stdout)["status"] == "FINISHED", out.output
     assert runner.invoke(app, ["--tracking-uri", str(runs), "warehouse", "load", "--warehouse", str(wh)]).exit_code == 0
-    rows = json.loads(runner.invoke(app, ["sql", "SELECT model, net_index, throughput_per_s, alone_throughput_per_s, slowdown "
-                                          "FROM mapping_slowdown", "--warehouse", str(wh), "--format", "json"]).stdout)
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT model, net_index, throughput_per_s, alone_throughput_per_s, slowdown, "
+                                          "alone_run_id FROM mapping_slowdown", "--warehouse", str(wh), "--format",
+                                          "json"]).stdout)
     assert [r["model"] for r in rows] == ["mobilenet_v3_small", "squeezenet1_1"]
+    assert rows[1]["alone_run_id"] == json.loads(alone.stdout)["run_id"]  # float32 at 224, as in the workload
     assert rows[0]["alone_throughput_per_s"] is None  # never measured alone
     assert rows[1]["slowdown"] == pytest.approx(rows[1]["alone_throughput_per_s"] / rows[1]["throughput_per_s"])
 

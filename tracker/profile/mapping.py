@@ -510,7 +510,9 @@ def _params(w: Workload, mode_id: str) -> dict[str, Any]:
                               "duration_s": w.duration_s, "warmup_s": w.warmup_s, "mode": mode_id,
                               "batch_size": w.batch_size, "device": w.device()}
     for i, n in enumerate(w.mapping.networks):
-        params.update({f"net{i}.model": _name(n.model, w.specs), f"net{i}.split": n.split, f"net{i}.devices": ">".join(n.devices)})
+        ref = _ref(n.model, w.specs)
+        params.update({f"net{i}.model": ref.name, f"net{i}.input_size": ref.input_size, f"net{i}.split": n.split,
+                       f"net{i}.devices": ">".join(n.devices)})
     return params
 
 
