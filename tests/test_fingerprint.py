@@ -748,6 +748,8 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     assert found["limits_mb"] == {"largest_peak_measured": limit, "device_memory": 16000.0}
     batch = found["largest_batch"]["largest_peak_measured"]
     assert 1 <= batch < 8 < found["largest_batch"]["device_memory"] and found["beyond_max_batch"] == []
+    assert found["measure_command"] == ("tracker profile boundary mnasnet0_5 --phase inference --device cuda "
+                                        f"--input-size 64 --start {batch} --search")  # as profile takes it
     edge = json.loads(CliRunner().invoke(app, [*args[:6], "-b", str(batch), "-b", str(batch + 1), "--input-size", "64",
                                                "--format", "json"]).stdout)
     assert edge[0]["predictions"]["peak_mem_mb"] == pytest.approx(found["predicted_peak_mb"]["largest_peak_measured"])
@@ -764,6 +766,31 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
         bad = CliRunner().invoke(app, [*args, "--format", "json"])
         assert isinstance(bad.exception, FingerprintError)
         assert f"unreadable device_memory_mb tag '{unreadable}'" in str(bad.exception)
+
+
+def test_the_command_that_measures_a_largest_batch_names_what_profile_takes() -> None:
+    """predict --largest-batch ends with the profile boundary command that measures it: on the
+    device and in the mode its version's runs ran in (a device mode's threads and allocator), never
+    a device name profile refuses (perf4sight's jetson-tx2: said, with DEVICE to put)."""
+    from tracker.fingerprint.predict import Champion, boundary_command
+    from tracker.profile.device import is_device_name
+
+    def command(device: str, devices: tuple[str, ...] | None, mode: str | None) -> str:
+        return boundary_command("resnet18", "training", device, Champion("n", "1", [], None, devices=devices, mode=mode), 12)
+
+    tail = "--start 12 --search"
+    assert command("cpu-t1-retain", ("cpu",), "cpu-t1-retain") == (
+        f"tracker profile boundary resnet18 --phase training --device cpu --threads 1 --allocator retain {tail}")
+    assert command("Intel Xeon", ("cpu",), "cpu-t2-schedutil") == (
+        f"tracker profile boundary resnet18 --phase training --device cpu --threads 2 {tail}")
+    assert command("cpu-t2", None, None) == f"tracker profile boundary resnet18 --phase training --device cpu --threads 2 {tail}"
+    assert command("NVIDIA H100", None, "cuda1-sm1980-pl700w-t8-performance") == (  # a version before its tags
+        f"tracker profile boundary resnet18 --phase training --device cuda:1 --threads 8 {tail}")
+    assert command("jetson-tx2", ("jetson-tx2",), None) == (
+        "on jetson-tx2 (its DEVICE: cpu or cuda, as its runs ran): tracker profile boundary resnet18 --phase training "
+        f"--device DEVICE {tail}")
+    for device in ("cpu", "cuda"):
+        assert f"--device {device} " in command(device, None, None) and is_device_name(device)
 
 
 def _inference_floor_mb(desc, bs: int, activations: str = "live_activation_bytes") -> float:  # noqa: ANN001

@@ -243,11 +243,8 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
                 typer.echo(f"note: batch {result['largest_batch'][name] + 1} passes {_LIMIT_WORDS[name]} by what the "
                            f"network's own tensors hold at once ({_floor_words(result['memory_floor_columns'])}), where "
                            f"{result['model_version']}'s prediction had stopped growing{span}: an upper bound")
-        found = [b for b in result["largest_batch"].values() if b]
-        if found:  # where to start measuring it: the smaller answer (a size that does not fit is halved)
-            size = f" --input-size {input_size}" if input_size else ""
-            typer.echo(f"measure it: tracker profile boundary {ref} --phase {phase} --device {device}{size} "
-                       f"--start {min(found)} --search")
+        if "measure_command" in result:  # from the smaller answer (a size that does not fit is halved)
+            typer.echo(f"measure it: {result['measure_command']}")
 
 
 def _beyond(outside: dict[str, dict[str, Any]]) -> str:

@@ -41,6 +41,10 @@ class Champion:
     # describe.features.NODE_ROWS_VERSION of the features it learnt from (tag node_rows_version,
     # since 0.8.0; None before)
     node_rows_version: int | None = None
+    # what its runs were measured on (tags ``devices`` and ``mode``, since 0.8.9; None before): a
+    # run's ``device`` (cpu, cuda:0, jetson-tx2 for perf4sight's imports) and the device mode id
+    devices: tuple[str, ...] | None = None
+    mode: str | None = None
 
     def predict(self, rows: Any, layer_rows: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -116,6 +120,9 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                                        f"{version.tags[tag]!r} (expected MB, a positive number); retrain with "
                                        "tracker fingerprint train")
             setattr(champ, tag, value)
+    if version.tags.get("devices"):
+        champ.devices = tuple(version.tags["devices"].split(","))
+    champ.mode = version.tags.get("mode") or None
     # a floor since 0.7.8 (older versions keep none); its columns since 0.7.9 (0.7.8's: FIRST_MEMORY_FLOOR_COLUMNS)
     if version.tags.get("memory_floor") == "true":
         recorded = version.tags.get("memory_floor_columns")
@@ -333,6 +340,35 @@ def largest_under(peak_mb: Any, limit_mb: float, max_batch: int = MAX_PREDICTED_
     return low
 
 
+def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: int,
+                     input_size: int | None = None) -> str:
+    """The ``tracker profile boundary ... --search`` that measures what :func:`largest_batch` predicted
+    for ``ref``, from ``start``, on the device and in the mode ``champ``'s runs were measured in:
+    ``device`` where it is one ``profile`` takes (cpu, cuda, cuda:N), else the one device its runs
+    name (or its mode id names), with the mode's threads and allocator. Where none is one (a device
+    name such as jetson-tx2 with a version before 0.8.9 or perf4sight's imports), the command is for that device itself and says ``--device
+    DEVICE``, to be put as its runs ran (cpu or cuda), rather than name a device it did not run on."""
+    import re
+
+    from tracker.profile.device import is_device_name
+
+    kinds = champ.devices or ()
+    mode = champ.mode or (None if is_device_name(device) else device)
+    # a mode id names its device (cpu-t1, cuda0-sm1980-..., jetson-maxn-0-cuda0-...): for versions before 0.8.9
+    named = re.search(r"(?:^|-)(cpu|cuda(\d+))(?:-|$)", mode or "")
+    on = (device if is_device_name(device) else kinds[0] if len(kinds) == 1 and is_device_name(kinds[0])
+          else None if named is None else "cpu" if named[1] == "cpu" else f"cuda:{named[2]}")
+    args = ["tracker profile boundary", ref, "--phase", phase, "--device", on or "DEVICE"]
+    if mode and (threads := re.search(r"(?:^|-)t(\d+)(?:-|$)", mode)):
+        args += ["--threads", threads[1]]
+    if mode and mode.endswith("-retain"):
+        args += ["--allocator", "retain"]
+    if input_size:
+        args += ["--input-size", str(input_size)]
+    command = " ".join([*args, "--start", str(start), "--search"])
+    return command if on else f"on {device} (its DEVICE: cpu or cuda, as its runs ran): {command}"
+
+
 def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, input_size: int | None = None,
                   max_batch: int = MAX_PREDICTED_BATCH, dtype: str = "float32") -> list[dict[str, Any]]:
     """For each network, the largest batch size whose predicted peak memory stays under each limit
@@ -388,4 +424,6 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
             "over_by_memory_floor": by_floor, "learnt_batch_sizes": champ.ranges.get("batch_size"),
             "memory_floor_columns": list(champ.floor_columns or ()),
         })
+        if starts := [b for b in found.values() if b]:  # where to start measuring it: the smaller answer
+            out[-1]["measure_command"] = boundary_command(ref, phase, device, champ, min(starts), input_size)
     return out

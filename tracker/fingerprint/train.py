@@ -551,6 +551,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                 "networks": str(len(set(networks))), "method": method, "network_model": network_model,
                                 "format": str(FORMAT), "node_rows_version": str(NODE_ROWS_VERSION),
                                 "dtype": dtype,  # the number format of its runs (0.8.5; float32 before)
+                                # what its runs were measured on, for the command that measures more (0.8.9)
+                                "devices": ",".join(sorted(set(frame["device"].dropna().astype(str)))),
+                                **({"mode": str(frame["mode"].dropna().iloc[0])} if frame["mode"].notna().any() else {}),
                                 "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                 **({"trend": trend.to_json()} if trend is not None else {}),
                                 **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
