@@ -137,6 +137,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert data["device"] == "cpu" and data["mode"] == run.data.params["mode"]
     assert "host_share_pct" not in data and "host_share_pct" not in run.data.metrics  # on a CPU the host is the device
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
+    assert run.data.tags["env.threads"] == "1"  # the measuring child's, not the tracker process's
     # device show foretells what the run records: its mode, the telemetry it measured and what it lacks
     shown = runner.invoke(app, ["device", "show", "--threads", "1", "--format", "json"])
     assert shown.exit_code == 0, shown.output

@@ -89,6 +89,13 @@ def cuda_index(device: str) -> int | None:
     return int(index) if head == "cuda" and index.isascii() and index.isdigit() else None
 
 
+def threads_tags(threads: int | None) -> dict[str, str]:
+    """``env.threads`` of a run measured with ``threads`` torch threads (a device mode's, set in its
+    measuring child), where given: :func:`capture_environment` reads the tracker process's own count,
+    which is the child's only where no count was asked for (until 0.8.9, ``--threads 1`` runs said 2)."""
+    return {} if not threads else {"env.threads": str(int(threads))}
+
+
 def gpu_tags(device: str) -> dict[str, str]:
     """``env.gpu_name`` and ``env.gpu_memory_total_mb`` of the GPU a run on ``device`` used
     (``cuda:N``, through CUDA_VISIBLE_DEVICES); empty for another device or where NVML cannot

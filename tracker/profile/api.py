@@ -193,8 +193,11 @@ def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allo
     """Log the ``mode`` run describing this device mode, once per experiment; its mode id."""
     from tracker.profile.modes import mode_record, read_mode
 
+    from tracker.environment import threads_tags
+
     mode = read_mode(device, threads=threads, allocator=allocator)
     record = mode_record(mode)
+    record.tags.update(threads_tags(threads))
     if record.config_key not in logger.measured(kind="mode"):
         logger.log([record])
     return mode.mode_id
@@ -260,7 +263,7 @@ def measure_planned(
     measured. ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG).
     ``trace``: the child also traces a few iterations with torch.profiler after measuring
     (``tracker.profile.trace``), and the trace and its operator table are artifacts of the run."""
-    from tracker.environment import gpu_tags, software_versions
+    from tracker.environment import gpu_tags, software_versions, threads_tags
     from tracker.profile.child import run_child
     from tracker.profile.memcap import CAP_TAG
     from tracker.profile.records import failed_record, layer_records, measured_record
@@ -276,6 +279,7 @@ def measure_planned(
         """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
         for r in (record, *children):
             r.tags.update(gpu_tags(p.spec.device))  # cuda:N: GPU N's name and memory, not GPU 0's
+            r.tags.update(threads_tags(p.threads))  # the measuring child's, not this process's
             if campaign:
                 r.tags["tracker.campaign"] = campaign
         if p.memory_limit_mb:

@@ -294,7 +294,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     import torch
 
     from tracker.data.datasets import open_dataset, save_index
-    from tracker.environment import gpu_tags
+    from tracker.environment import gpu_tags, threads_tags
     from tracker.log.record import CHILD_NOTE_TAG, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import stream_child
@@ -330,6 +330,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                                    "each step split into data wait, copy, forward, backward and optimizer.",
                        key_fields=job_key_fields(cfg))
     record.tags.update(gpu_tags(cfg.device))  # cuda:N: GPU N's name and memory, not GPU 0's
+    record.tags.update(threads_tags(cfg.threads))  # the measuring child's, not this process's
     if again:
         import uuid
 

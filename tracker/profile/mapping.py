@@ -567,6 +567,7 @@ def result_of(record: Any, reused: bool) -> dict[str, Any]:
 def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | None = None,
                   campaign: str | None = None, on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Each workload in its own child, one ``mapping`` run each; those already measured are skipped."""
+    from tracker.environment import threads_tags
     from tracker.log.record import config_key, now_ms
     from tracker.profile.api import ensure_mode_logged
     from tracker.profile.child import run_child
@@ -586,6 +587,7 @@ def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | Non
             start += round(1000 * child.device_wait_s)
             failure = None if child.ok else (child.reason or "crash", child.message, child.stderr_tail)
             record = workload_record(w, mode_id, child.payload if child.ok else None, start, failure)
+            record.tags.update(threads_tags(w.threads))  # the measuring child's, not this process's
             if campaign:
                 record.tags["tracker.campaign"] = campaign
             logger.log([record])
