@@ -378,9 +378,10 @@ def test_a_loader_campaign_line_says_a_setting_failed_after_its_steps() -> None:
     base = {"num_workers": 1, "prefetch_factor": 2, "batch_size": 8, "median_step_ms": 90.0, "data_wait_fraction": 0.125,
             "images_per_s": 43.25}
     assert _loader_line({**base, "status": "FINISHED", "reason": None, "steps": 6}) == \
-        "workers 1 prefetch 2 batch 8: 90.0 ms/step, data wait 12.5 %, 43.2 images/s"
+        "workers 1 prefetch 2 batch 8: median step 90.0 ms; over its measured steps: data wait 12.5 %, 43.2 images/s"
     assert _loader_line({**base, "status": "FAILED", "reason": "timeout", "steps": 2}) == \
-        "workers 1 prefetch 2 batch 8: 90.0 ms/step, data wait 12.5 %, 43.2 images/s, then FAILED (timeout) after 2 steps"
+        ("workers 1 prefetch 2 batch 8: median step 90.0 ms; over its measured steps: data wait 12.5 %, 43.2 images/s, then FAILED "
+         "(timeout) after 2 steps")
     assert _loader_line({"num_workers": 0, "prefetch_factor": 2, "batch_size": 64, "status": "FAILED", "reason": "oom",
                          "steps": 0}) == "workers 0 prefetch 2 batch 64: FAILED (oom)"
     assert _loader_line({"num_workers": 0, "prefetch_factor": 2, "batch_size": 4, "status": "skipped (measured)"}) == \

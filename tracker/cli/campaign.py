@@ -97,13 +97,15 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
 
 
 def _loader_line(r: dict[str, Any]) -> str:
-    """One setting of a loader campaign: its figures, and what ended it where it did not finish."""
+    """One setting of a loader campaign: its figures, and what ended it where it did not finish. The
+    median step is the usual one; the data wait share and the throughput are of all its steps after
+    the first (a stalled step counts in them: it is time the loader cost), so they need not agree."""
     where = f"workers {r['num_workers']} prefetch {r['prefetch_factor']} batch {r['batch_size']}"
     ended = r["status"] + (f" ({r['reason']})" if r.get("reason") else "")
     if not r.get("steps"):
         return f"{where}: {ended}"
-    figures = (f"{r['median_step_ms']:.1f} ms/step, data wait {100 * r['data_wait_fraction']:.1f} %, "
-               f"{r['images_per_s']:.1f} images/s")
+    figures = (f"median step {r['median_step_ms']:.1f} ms; over its measured steps: data wait "
+               f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s")
     return f"{where}: {figures}" + ("" if r["status"] == "FINISHED" else f", then {ended} after {r['steps']} steps")
 
 
