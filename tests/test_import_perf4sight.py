@@ -69,6 +69,17 @@ def test_import_twice_adds_nothing(tmp_path: Path) -> None:
     desc = Description.from_json(json.loads(Path(client.download_artifacts(smallest.info.run_id, "description/description.json", str(tmp_path))).read_text()))
     assert desc.description_hash == smallest.data.params["model_hash"]
 
+    # its failures (mostly out of memory, not said which) are not oom runs, but show where they lie
+    wh = tmp_path / "w.duckdb"
+    assert runner.invoke(app, ["--tracking-uri", str(tmp_path / "store"), "warehouse", "load", "-w", str(wh)]).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT largest_fitting_batch, smallest_oom_batch, smallest_failed_batch, "
+                                          "smallest_failed_reason FROM oom_boundary WHERE model = 'squeezenet_60'", "-w",
+                                          str(wh), "--format", "json"]).stdout)
+    fits = max(int(r.data.params["batch_size"]) for r in ok if r.data.params["model"] == "squeezenet_60")
+    failed_at = min(int(r.data.params["batch_size"]) for r in failed if r.data.params["model"] == "squeezenet_60")
+    assert rows == [{"largest_fitting_batch": fits, "smallest_oom_batch": None, "smallest_failed_batch": failed_at,
+                     "smallest_failed_reason": "perf4sight_failed"}]
+
 
 def test_a_wrong_folder_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), "import", "perf4sight", str(tmp_path)])

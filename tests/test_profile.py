@@ -374,12 +374,12 @@ def test_a_configuration_under_a_memory_cap_is_another_configuration(tmp_path: P
     load(tmp_path / "w.duckdb", open_source(logger.location))
     con = connect(tmp_path / "w.duckdb", read_only=True)
     try:
-        rows = con.sql("SELECT memory_limit_mb, memory_cap, largest_fitting_batch, smallest_oom_batch FROM oom_boundary "
-                       "ORDER BY memory_limit_mb NULLS FIRST").fetchall()
+        rows = con.sql("SELECT memory_limit_mb, memory_cap, largest_fitting_batch, smallest_oom_batch, smallest_failed_batch, "
+                       "smallest_failed_reason FROM oom_boundary ORDER BY memory_limit_mb NULLS FIRST").fetchall()
     finally:
         con.close()
     kind = capped.results[0].network.tags["tracker.memory_cap"]
-    assert rows == [(None, None, 2, None), (1.0, kind, None, 2)]
+    assert rows == [(None, None, 2, None, None, None), (1.0, kind, None, 2, 2, "oom")]
     monkeypatch.setenv("TRACKER_MEMORY_CAP", "cgroup")  # not silently one or the other, and refused before anything is logged
     modes = count_runs(tmp_path / "s", "mode")
     with pytest.raises(ConfigError, match="TRACKER_MEMORY_CAP must be auto .* or address-space, got 'cgroup'"):
