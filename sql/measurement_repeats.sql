@@ -2,10 +2,14 @@
 -- or the same configuration in two experiments): how far the repeats' medians lie apart. A measurement's CI
 -- covers its own sampling window; the spread between repeats taken at different times is the
 -- machine's drift, which no single window can see. latest_measurements keeps the newest.
+-- input_size and precision (the number format) tell apart repeats of one network at one batch size
+-- that its key keeps apart (since tracker 0.8.9 shown here).
 SELECT
     config_key,
     any_value(model) AS model,
     any_value(batch_size) AS batch_size,
+    any_value(input_size) AS input_size,
+    any_value(precision) AS precision,
     any_value(phase) AS phase,
     any_value(device_name) AS device_name,
     any_value(mode) AS mode,

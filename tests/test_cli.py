@@ -175,6 +175,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
                                                "--format", "json"]).stdout)
     medians = sorted((data["latency_ms"], repeat["latency_ms"]))
     assert spread["repeats"] == 2 and spread["repeat_spread_rel"] == pytest.approx(medians[1] / medians[0] - 1)
+    assert (spread["input_size"], spread["precision"]) == (224, "float32")  # what else tells repeats apart
 
     listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--format", "json"])
     assert {r["run_id"] for r in json.loads(listed.stdout)} == {data["run_id"], repeat["run_id"]}
