@@ -59,9 +59,13 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["-e", "prn", "zoo", "prune", "resnet18", "--ratios", "0,50", "--out", str(tmp_path), "--format", "json"])
+    result = runner.invoke(app, ["-e", "prn", "zoo", "prune", "resnet18", "--ratios", "0,50,0.5,50", "--out", str(tmp_path),
+                                 "--format", "json"])
     assert result.exit_code == 0, result.output
-    p0, p50 = json.loads(result.stdout)
+    p0, p50, half_pct = json.loads(result.stdout)  # 50 named twice is one network; 0.5 % is not the unpruned one
+    assert [Path(p).name for p in (p0, p50, half_pct)] == [
+        "resnet18-p0-l1-s0.json", "resnet18-p50-l1-s0.json", "resnet18-p0.5-l1-s0.json"]
+    assert json.loads(Path(p0).read_text())["ratio"] == 0.0 and json.loads(Path(half_pct).read_text())["ratio"] == 0.005
     d0 = json.loads(runner.invoke(app, ["describe", p0, "--format", "json"]).stdout)
     d50 = json.loads(runner.invoke(app, ["describe", p50, "--format", "json"]).stdout)
     assert d0["params"] == 11_689_512 and 0.15 * d0["params"] < d50["params"] < 0.6 * d0["params"]

@@ -728,6 +728,8 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 2", "[measure].min_samples must be at least 6, got 2"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
+    ("phases = [\"inference\"]", "phases = []", "[measure].phases names no phase (inference, training); leave it out"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\ndevices = []", "[measure].devices names no device (cpu, cuda"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\ndevices = [\"cuda:x\"]",
      "[measure].devices: unknown device 'cuda:x' (cpu, cuda, cuda:N)"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nallocator = \"jemalloc\"",
@@ -754,6 +756,19 @@ def test_a_bad_campaign_is_refused_before_anything_is_written(tmp_path: Path, ol
         load_campaign(path)
     assert str(info.value) == f"{path}: {message}" or str(info.value).startswith(f"{path}: {message}"), str(info.value)
     assert not (tmp_path / "bad").exists()  # no spec folder of generated or pruned networks either
+
+
+def test_a_campaign_file_that_is_not_utf8_is_one_line_and_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    from tracker.errors import ConfigError
+    from tracker.profile.campaign import load_campaign
+
+    path = campaign_file(tmp_path, "bom", tff=False)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as some editors save UTF-8
+    assert load_campaign(path).name == "bom"
+    path.write_bytes(b"\xff\xfe[campaign]\n")
+    with pytest.raises(ConfigError) as info:
+        load_campaign(path)
+    assert str(info.value) == f"{path}: not UTF-8 text (byte 0: b'\\xff'); a campaign is a TOML file"
 
 
 def test_a_retaining_allocator_is_a_mode_of_its_own_and_ends_the_page_faults(tmp_path: Path) -> None:

@@ -116,11 +116,15 @@ def check_counts(where: str, label: str, values: list[Any]) -> list[int]:
 
 
 def read_toml(path: Path, what: str) -> dict[str, Any]:
-    """A TOML file as a dict, or a ConfigError naming the file (``what``: campaign, job config)."""
+    """A TOML file as a dict, or a ConfigError naming the file (``what``: campaign, job config). A
+    byte-order mark that an editor put first is read past, as Python reads one."""
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
+                          f"a {what} is a TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
 
@@ -137,6 +141,9 @@ def load_campaign(path: Path) -> Campaign:
     for key in ("batch_sizes", "phases", "devices"):
         if key in m:
             setattr(c, key, list(m[key]))
+    for key, means in (("phases", "inference, training"), ("devices", "cpu, cuda, cuda:N")):
+        if not getattr(c, key):  # an empty list would plan nothing, and say only that the campaign is empty
+            raise ConfigError(f"{where}: [measure].{key} names no {key[:-1]} ({means}); leave it out for the default")
     c.batch_sizes = sorted(set(check_counts(where, "[measure].batch_sizes", c.batch_sizes)))
     if bad := [p for p in c.phases if p not in ("inference", "training")]:
         raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")

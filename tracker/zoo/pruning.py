@@ -438,14 +438,23 @@ def _check_method(method: str, seed: int) -> None:
 
 
 def ratios_from_percentages(values: list[Any], label: str) -> list[float]:
-    """Pruning percentages (0 to under 100: a campaign's list, ``zoo prune --ratios``) as ratios."""
+    """Pruning percentages (0 to under 100: a campaign's list, ``zoo prune --ratios``) as ratios, each
+    once (a percentage named twice is one network)."""
     if not values:
         raise ConfigError(f"{label} needs at least one percentage, e.g. 0, 10, 50")
     for v in values:
         number = isinstance(v, numbers.Real) and not isinstance(v, bool)
         if not number or not 0 <= v < 100:
             raise ConfigError(f"{label} are percentages from 0 to under 100, got {f'{v:g}' if number else repr(v)}")
-    return [float(v) / 100 for v in values]
+    return list(dict.fromkeys(float(v) / 100 for v in values))
+
+
+def percent_label(ratio: float) -> str:
+    """A pruning ratio as its spec's name says it: whole percentages as they always were (``50``),
+    others to the digit given (``0.5``, ``99.9``; until 0.8.9 rounded, so 0.5 % was named as the
+    unpruned ``p0`` and its file written over that one's)."""
+    percent = round(ratio * 100, 6)
+    return str(int(percent)) if percent == int(percent) else f"{percent:g}"
 
 
 def _check_ratio(ratio: float) -> None:
@@ -751,7 +760,7 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
     spec: dict[str, Any] = {
         "format": FORMAT,
         "kind": "pruned",
-        "name": f"{ref.name}-p{round(ratio * 100)}-{method}-s{seed}",
+        "name": f"{ref.name}-p{percent_label(ratio)}-{method}-s{seed}",
         "base": ref.name,
         "ratio": float(ratio),
         "method": method,
