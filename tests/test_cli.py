@@ -314,6 +314,10 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["profile", "network", "resnet18", "--batch-size", "0"], 2, "--batch-size"),
         (["profile", "network", "resnet18", "--precision", "abc"], 2, "--precision"),
         (["profile", "network", "resnet18", "--min-samples", "3"], 2, "--min-samples"),
+        # click's ranges let inf by, and a run's params must be finite: measured, then lost (until 0.8.9)
+        (["profile", "network", "resnet18", "--time-cap", "inf"], 2, "'--time-cap': must be a finite number, got inf"),
+        (["profile", "boundary", "resnet18", "--memory-limit-mb", "inf"], 2, "'--memory-limit-mb': must be a finite number"),
+        (["mapping", "run", "--mapping", "resnet18@3:cpu>cpu", "--duration", "inf"], 2, "'--duration': must be a finite"),
         (["profile", "layers", "resnet18", "--device", "cuda:x"], 2, "'cuda:x' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "gpu"], 2, "'gpu' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "cuda:7"], 1, "device 'cuda:7' is not available on this machine"),

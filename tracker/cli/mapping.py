@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import (Allocator, AllocatorOption, BatchSizeOption, FormatOption, OutputFormat, emit_json,
-                                 exit_interrupted, state)
+                                 exit_interrupted, finite, state)
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping
@@ -110,11 +110,11 @@ def run(
     file: Annotated[Optional[Path], typer.Option("--file", help="Run the mappings of this file instead of drawing them.")] = None,
     mapping: Annotated[Optional[list[str]], typer.Option("--mapping", help="Run this mapping, e.g. resnet18@30:cpu>cpu,mobilenet_v2:cpu (repeatable).")] = None,
     batch_size: BatchSizeOption = 1,
-    duration: Annotated[float, typer.Option("--duration", min=0.1, help="Seconds of sampling per workload.")] = 10.0,
-    warmup: Annotated[float, typer.Option("--warmup", min=0.0, help="Seconds of warm-up before sampling.")] = 2.0,
+    duration: Annotated[float, typer.Option("--duration", min=0.1, callback=finite, help="Seconds of sampling per workload.")] = 10.0,
+    warmup: Annotated[float, typer.Option("--warmup", min=0.0, callback=finite, help="Seconds of warm-up before sampling.")] = 2.0,
     threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")] = None,
     allocator: AllocatorOption = Allocator.system,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, help="Seconds before a workload's child is killed (default: 120 + 3 x (warm-up + duration)).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, callback=finite, help="Seconds before a workload's child is killed (default: 120 + 3 x (warm-up + duration)).")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Run each mapping's networks at once for --duration after --warmup; one mapping run per workload.

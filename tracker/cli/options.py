@@ -67,6 +67,17 @@ def device_name(value: str) -> str:
     return canonical_device(value)
 
 
+def finite(value: float | None) -> float | None:
+    """A number option's value, or a usage error where it is not a finite number (``inf``, ``nan``:
+    click's ranges let them by, and a run's params must be finite, so the measurement would be made
+    and then lost when it is logged)."""
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value:g}")
+    return value
+
+
 DeviceOption = Annotated[str, typer.Option(
     "--device", callback=device_name, help="Device to run on: cpu, cuda, or cuda:N (CUDA device N).")]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
@@ -90,9 +101,9 @@ DtypeOption = Annotated[Dtype, typer.Option(
                     "FX graph mode (CPU inference). Part of the configuration (run param precision).")]
 PrecisionOption = Annotated[
     float,
-    typer.Option("--precision", min=0.001, max=0.5, help="Target relative half-width of the 95% CI of the median."),
+    typer.Option("--precision", min=0.001, max=0.5, callback=finite, help="Target relative half-width of the 95% CI of the median."),
 ]
-TimeCapOption = Annotated[float, typer.Option("--time-cap", min=0.1, help="Seconds of sampling at most per configuration.")]
+TimeCapOption = Annotated[float, typer.Option("--time-cap", min=0.1, callback=finite, help="Seconds of sampling at most per configuration.")]
 MinSamplesOption = Annotated[int, typer.Option(
     "--min-samples", min=MIN_SAMPLES_FOR_CI, max=100_000,
     help="Samples at least before the precision may end sampling (the time cap still does): 200 give a p99.")]
