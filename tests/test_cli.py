@@ -328,6 +328,12 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "fresh", "profile", "boundary", "resnet18", "--device", "cuda:7"], 1,
          "device 'cuda:7' is not available on this machine"),
         (["--tracking-uri", f"http://127.0.0.1:{free_port()}", "store", "info"], 1, "cannot reach tracking server"),
+        # ... at once, where MLflow's client retried each request for minutes (until 0.8.9)
+        *[(["--tracking-uri", f"http://127.0.0.1:{free_port()}", *args], 1, "cannot reach tracking server")
+          for args in (["predict", "resnet18"], ["fingerprint", "list"], ["warehouse", "load", "-w", "w.duckdb"],
+                       ["fingerprint", "train", "--target", "latency_ms", "-w", "w.duckdb"],
+                       ["campaign", "run", str(Path(__file__).parents[1] / "experiments" / "generated-cnns.toml"),
+                        "--dry-run"])],
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
         (["runs", "list", "--status", "done"], 1, "unknown run status 'done': expected one of RUNNING"),

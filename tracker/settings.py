@@ -118,11 +118,16 @@ class StoreLocation:
 
     def require(self) -> None:
         """For commands that only read: an embedded store that was never written is an error,
-        not a new empty store left behind in the folder."""
+        not a new empty store left behind in the folder; a tracking server that does not answer
+        is one line at once (MLflow's client would retry each request for minutes)."""
         from tracker.errors import NothingLoggedError
 
         if self.db_path is not None and not self.db_path.is_file():
             raise NothingLoggedError(f"no tracking store at {self.db_path}: nothing has been logged there yet")
+        if self.is_http:
+            from tracker.log.rest_store import check_reachable
+
+            check_reachable(self.uri)
 
     @property
     def server_name(self) -> str:

@@ -50,7 +50,10 @@ def train_cmd(
     from tracker.fingerprint.train import train
     from tracker.settings import warehouse_path
 
-    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, _uri(ctx),
+    location = state(ctx).location()
+    if location.is_http:  # it registers the model there: a server that does not answer is said before training
+        location.require()
+    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, location.uri,
                    exclude=exclude or (), dtype=dtype.value, plots=plots)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())

@@ -24,40 +24,50 @@ from tracker.settings import StoreLocation
 WORKERS = 16
 TIMEOUT_S = 30.0
 RETRIES = 4
+#: How long a tracking server has to answer ``/health`` before it is said to be unreachable.
+HEALTH_TIMEOUT_S = 5.0
 #: MLflow's log-batch limits (mlflow.utils.validation).
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
 MAX_ENTITIES_PER_BATCH = 1000
 
 
+def new_session(workers: int = 1) -> Any:
+    """A requests session to a tracking server, with MLflow's credentials from the environment
+    (``MLFLOW_TRACKING_TOKEN``, or ``MLFLOW_TRACKING_USERNAME`` and ``_PASSWORD``)."""
+    import requests
+    from requests.adapters import HTTPAdapter
+
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=workers, pool_maxsize=workers)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    if token := os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        session.headers["Authorization"] = f"Bearer {token}"
+    elif user := os.environ.get("MLFLOW_TRACKING_USERNAME"):
+        session.auth = (user, os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
+    return session
+
+
+def check_reachable(uri: str, session: Any = None) -> None:
+    """A StoreError in one line unless the tracking server at ``uri`` answers its ``/health`` within
+    :data:`HEALTH_TIMEOUT_S`: said at once, before MLflow's client retries a request for minutes."""
+    import requests
+
+    try:
+        response = (session or new_session()).get(f"{uri}/health", timeout=HEALTH_TIMEOUT_S)
+    except requests.RequestException as exc:
+        raise StoreError(f"cannot reach tracking server {uri}: {_reason(exc)}") from None
+    if response.status_code >= 400:
+        raise StoreError(f"tracking server {uri} answered {response.status_code} to /health")
+
+
 class RestStore:
     def __init__(self, location: StoreLocation, workers: int = WORKERS) -> None:
-        import requests
-        from requests.adapters import HTTPAdapter
-
         self.location = location
         self.workers = workers
-        self.session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=workers, pool_maxsize=workers)
-        self.session.mount("http://", adapter)
-        self.session.mount("https://", adapter)
-        if token := os.environ.get("MLFLOW_TRACKING_TOKEN"):
-            self.session.headers["Authorization"] = f"Bearer {token}"
-        elif user := os.environ.get("MLFLOW_TRACKING_USERNAME"):
-            self.session.auth = (user, os.environ.get("MLFLOW_TRACKING_PASSWORD", ""))
-        self._check_reachable()
-
-    def _check_reachable(self) -> None:
-        import requests
-
-        try:
-            response = self.session.get(f"{self.location.uri}/health", timeout=5)
-        except requests.RequestException as exc:
-            raise StoreError(f"cannot reach tracking server {self.location.uri}: {_reason(exc)}") from None
-        if response.status_code >= 400:
-            raise StoreError(
-                f"tracking server {self.location.uri} answered {response.status_code} to /health"
-            )
+        self.session = new_session(workers)
+        check_reachable(location.uri, self.session)
 
     def call(self, method: str, endpoint: str, body: dict | None = None, query: dict | None = None) -> dict:
         import requests

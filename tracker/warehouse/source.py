@@ -344,5 +344,6 @@ def open_source(location: StoreLocation, backend_store_uri: str | None = None) -
     if location.uri.startswith(("sqlite:", "postgresql")):
         return DatabaseSource(location.uri)
     if location.is_http:
+        location.require()  # an unreachable server: one line now, not MLflow's retries for minutes
         return ApiSource(location.uri)
     raise StoreError(f"cannot load runs from {location.uri}")
