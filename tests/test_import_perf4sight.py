@@ -85,3 +85,46 @@ def test_a_wrong_folder_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), "import", "perf4sight", str(tmp_path)])
     assert result.exit_code != 0 and "not a perf4sight TX2 folder" in str(result.exception)
     assert not (tmp_path / "s").exists()  # nothing was created
+
+
+def _spoilt(tmp_path: Path, name: str, spoil) -> str:  # noqa: ANN001
+    import shutil
+
+    folder = tmp_path / name
+    shutil.copytree(DATA, folder)
+    spoil(folder)
+    return str(folder)
+
+
+def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is_touched(tmp_path: Path) -> None:
+    import gzip
+
+    first = sorted((DATA / "latency").glob("*-gt.csv"))[0].name
+
+    def number(folder: Path) -> None:
+        path = folder / "latency" / first
+        head, row, *rest = path.read_text().splitlines(keepends=True)
+        cells = row.split("|")
+        cells[head.split("|").index("latency")] = "abc"
+        path.write_text(head + "|".join(cells) + "".join(rest))
+
+    cases = [
+        (lambda f: (f / "architectures.json.gz").write_bytes(gzip.compress(b"[1, 2]")),
+         "architectures.json.gz: architecture 0 is not as perf4sight writes it"),
+        (lambda f: (f / "architectures.json.gz").write_bytes(gzip.compress(b'{"net": 1}')),
+         "architectures.json.gz: holds a dict; expected a list of objects"),
+        (lambda f: (f / "architectures.json.gz").write_text("garbage"), "architectures.json.gz: not gzip-compressed JSON"),
+        (number, f"latency/{first}: batch size "),
+        (lambda f: (f / "memory" / first).write_bytes((f / "memory" / first).read_bytes() + b"\xff\xfe"),
+         f"memory/{first}: not UTF-8 text"),
+        (lambda f: (f / "latency" / first).write_text("a,b,c\n1,2,3\n"),
+         f"latency/{first}: no column bs, passed, latency (its header: a,b,c;"),
+    ]
+    for i, (spoil, message) in enumerate(cases):
+        folder = _spoilt(tmp_path, f"p{i}", spoil)
+        result = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), "import", "perf4sight", folder])
+        assert result.exit_code == 1 and message in str(result.exception), (message, result.exception)
+        assert str(result.exception).startswith(folder)  # the file named
+    assert not (tmp_path / "s").exists()  # checked before the store was made
+    missing = CliRunner().invoke(app, ["import", "perf4sight", str(tmp_path / "nowhere")])
+    assert str(missing.exception) == f"{tmp_path / 'nowhere'} does not exist"

@@ -19,9 +19,10 @@ def perf4sight(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Import perf4sight's Jetson TX2 training profiles (one training run per network and batch size)."""
-    from tracker.imports.perf4sight import import_perf4sight, read_descriptions
+    from tracker.imports.perf4sight import import_perf4sight, read_configs, read_descriptions
 
-    read_descriptions(path)  # a wrong folder is refused before the store is touched
+    read_descriptions(path)  # a wrong folder or a file it cannot read is refused before the store is touched
+    read_configs(path)
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = "perf4sight-tx2"

@@ -62,33 +62,81 @@ class Config:
         return int(self.network.rsplit("_", 1)[1])
 
 
+def check_folder(folder: Path) -> None:
+    """A ConfigError in one line unless ``folder`` is a folder."""
+    if not folder.exists():
+        raise ConfigError(f"{folder} does not exist")
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} is not a folder")
+
+
 def read_descriptions(folder: Path) -> dict[str, Description]:
+    check_folder(folder)
     path = folder / "architectures.json.gz"
     if not path.exists():
         raise ConfigError(f"{folder} has no architectures.json.gz: not a perf4sight TX2 folder")
-    out = {}
-    for entry in json.loads(gzip.decompress(path.read_bytes())):
-        name = f"{entry['net']}_{entry['prune_pct']}"
-        nodes = [
-            Node(
-                name=n["name"],
-                op=n["op"],
-                kind=n["kind"],
-                inputs=list(n.get("inputs", [])),
-                out_shape=n.get("out_shape"),
-                attrs=n.get("attrs", {}) or {},
-                params=int(n.get("params", 0) or 0),
-                target=n.get("target"),
-            )
-            for n in entry["nodes"]
-        ]
-        out[name] = Description(name, list(entry["input_shape"]), nodes, SOURCE)
+    try:
+        entries = json.loads(gzip.decompress(path.read_bytes()))
+    except OSError as exc:  # gzip's BadGzipFile is one
+        raise ConfigError(f"{path}: not gzip-compressed JSON ({exc.strerror or exc})") from None
+    except EOFError:
+        raise ConfigError(f"{path}: cut short (its gzip stream ends early)") from None
+    except ValueError as exc:  # not JSON, not UTF-8
+        raise ConfigError(f"{path}: not JSON ({exc})") from None
+    out: dict[str, Description] = {}
+    expected = "expected a list of objects with net, prune_pct, input_shape and nodes"
+    if not isinstance(entries, list):
+        raise ConfigError(f"{path}: holds a {type(entries).__name__}; {expected}")
+    i = 0
+    try:
+        for i, entry in enumerate(entries):
+            name = f"{entry['net']}_{entry['prune_pct']}"
+            nodes = [
+                Node(
+                    name=n["name"],
+                    op=n["op"],
+                    kind=n["kind"],
+                    inputs=list(n.get("inputs", [])),
+                    out_shape=n.get("out_shape"),
+                    attrs=n.get("attrs", {}) or {},
+                    params=int(n.get("params", 0) or 0),
+                    target=n.get("target"),
+                )
+                for n in entry["nodes"]
+            ]
+            out[name] = Description(name, list(entry["input_shape"]), nodes, SOURCE)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"lacks {exc}" if isinstance(exc, KeyError) else f"is not as perf4sight writes it ({exc})"
+        raise ConfigError(f"{path}: architecture {i} {what}; {expected}") from None
     return out
 
 
+#: The columns each CSV must have, by folder.
+COLUMNS = {"latency": ("bs", "passed", "latency"), "memory": ("bs", "passed", "mem_used", "mem_alloc", "mem_reserved")}
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="|"))
+    """A CSV's rows, or a ConfigError naming the file: not text, or without a column its folder's
+    CSVs have (a file with another header was skipped without a word until 0.8.9)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh, delimiter="|")
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except (OSError, csv.Error) as exc:
+        raise ConfigError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if missing := [c for c in COLUMNS[path.parent.name] if c not in (reader.fieldnames or [])]:
+        raise ConfigError(f"{path}: no column {', '.join(missing)} (its header: {'|'.join(reader.fieldnames or []) or 'none'}; "
+                          "perf4sight's CSVs are '|'-delimited)")
+    return rows
+
+
+def _number(path: Path, row: dict[str, str], column: str) -> float:
+    try:
+        return float(row[column])
+    except (TypeError, ValueError):
+        raise ConfigError(f"{path}: batch size {row.get('bs')}: {column} {row[column]!r} is not a number") from None
 
 
 def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[tuple[str, int], Config]:
@@ -111,7 +159,7 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
         for row in _rows(path):
             c = config(path, row)
             if row["passed"] == "True":
-                c.latency.append(float(row["latency"]))
+                c.latency.append(_number(path, row, "latency"))
             else:
                 c.latency_failed += 1
     for path in sorted(mem_dir.glob("*-gt.csv")) if mem_dir.is_dir() else []:
@@ -123,7 +171,8 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
                 except (KeyError, TypeError, ValueError):
                     pass
             if row["passed"] == "True":
-                c.memory.append((float(row["mem_used"]), float(row["mem_alloc"]), float(row["mem_reserved"])))
+                used, alloc, reserved = (_number(path, row, k) for k in ("mem_used", "mem_alloc", "mem_reserved"))
+                c.memory.append((used, alloc, reserved))
             else:
                 c.memory_failed += 1
     return configs
@@ -191,8 +240,7 @@ def records(folder: Path, capacities_mb: set[float] | None = None) -> tuple[list
 def import_perf4sight(logger: RunLogger, folder: Path) -> dict[str, int]:
     """Import the folder into the logger's experiment; returns counts of what was done."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise ConfigError(f"{folder} is not a folder")
+    check_folder(folder)
     capacities_mb: set[float] = set()
     recs, stats = records(folder, capacities_mb)
     present = logger.measured(kind="training", statuses=("FINISHED", "FAILED"))
