@@ -758,6 +758,29 @@ def test_a_bad_campaign_is_refused_before_anything_is_written(tmp_path: Path, ol
     assert not (tmp_path / "bad").exists()  # no spec folder of generated or pruned networks either
 
 
+def test_a_campaigns_specs_may_name_a_folder_or_a_pattern_and_say_where_they_were_looked_for(tmp_path: Path) -> None:
+    """A folder of specs (as zoo generate --out writes them) or a glob pattern, relative to the campaign
+    file; one that names nothing says where it looked (the entry as written was all it said)."""
+    from tracker.errors import ConfigError
+    from tracker.profile.campaign import load_campaign
+    from tracker.zoo.generator import generate
+    from tracker.zoo.spec import write_specs
+
+    written = write_specs(generate(3, 0), tmp_path / "specs")
+    (tmp_path / "camp").mkdir()
+    path = tmp_path / "camp" / "c.toml"
+    for entry, expected in (("../specs", written), ("../specs/*-000[02].json", [written[0], written[2]]),
+                            (str(written[1]), [written[1]])):
+        path.write_text(f'[networks]\nspecs = ["{entry}"]\n')
+        assert [Path(p).resolve() for p in load_campaign(path).networks] == [p.resolve() for p in expected]
+    for entry, says in (("../nothing/*.json", "matches no file"), ("../camp", "is a folder without spec files (*.json)"),
+                        ("specs/gen-s0-0000.json", "does not exist")):
+        path.write_text(f'[networks]\nspecs = ["{entry}"]\n')
+        with pytest.raises(ConfigError) as info:
+            load_campaign(path)
+        assert str(info.value) == f"{path}: [networks].specs: {entry} ({path.parent / entry}) {says}"
+
+
 def test_a_campaign_file_that_is_not_utf8_is_one_line_and_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
     from tracker.errors import ConfigError
     from tracker.profile.campaign import load_campaign

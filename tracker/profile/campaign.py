@@ -193,6 +193,29 @@ def load_campaign(path: Path) -> Campaign:
     return c
 
 
+def spec_files(entry: str, base: Path, where: str) -> list[Path]:
+    """The spec files a campaign's ``specs`` entry names, relative to ``base`` (the campaign file's
+    folder): a file; a folder, its ``*.json`` files (as ``zoo generate``/``prune --out`` write them);
+    or a glob pattern (``specs/*-p*.json``), what it matches. Sorted by name; naming none is an
+    error that says where the entry was looked for."""
+    p = Path(entry) if Path(entry).is_absolute() else base / entry
+    shown = entry if str(p) == entry else f"{entry} ({p})"
+    if any(ch in entry for ch in "*?["):
+        root = Path(p.anchor) if p.is_absolute() else base
+        found = sorted(q for q in root.glob(str(p.relative_to(root))) if q.is_file())
+        if not found:
+            raise ConfigError(f"{where}: {shown} matches no file")
+        return found
+    if p.is_dir():
+        found = sorted(p.glob("*.json"))
+        if not found:
+            raise ConfigError(f"{where}: {shown} is a folder without spec files (*.json)")
+        return found
+    if not p.is_file():
+        raise ConfigError(f"{where}: {shown} does not exist")
+    return [p]
+
+
 def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
     from tracker.zoo import check_model_name
     from tracker.zoo.spec import MODULE_REF, module_spec, write_specs
@@ -220,12 +243,10 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
 
     for entry in nets.get("specs", []):  # spec files, or FILE.py:NAME (a network of your own)
         ref = own(str(entry), "[networks].specs")
-        if ref is None:
-            p = Path(entry) if Path(entry).is_absolute() else path.parent / entry
-            if not p.is_file():
-                raise ConfigError(f"{where}: [networks].specs: {entry} does not exist")
-            ref = str(p)
-        refs.append(ref)
+        if ref is not None:
+            refs.append(ref)
+            continue
+        refs += [str(p) for p in spec_files(str(entry), path.parent, f"{where}: [networks].specs")]
     folder = path.parent / name / "networks"
     if "generate" in nets:
         from tracker.zoo.generator import generate
