@@ -143,6 +143,32 @@ def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:
         conn.execute("CREATE TABLE t (x)")
     with pytest.raises(StoreError, match="not an MLflow tracking store"):
         RunLogger(f"sqlite:///{db}", environment=ENV)
+    garbage = tmp_path / "garbage" / "mlflow.db"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 8)
+    with pytest.raises(StoreError) as info:  # the driver's line, without SQLAlchemy's second line linking its docs
+        RunLogger(str(garbage.parent), environment=ENV).store.schema_version()
+    assert str(info.value) == f"cannot read tracking database sqlite:///{garbage}: file is not a database"
+
+
+def test_a_store_on_a_read_only_mount_says_so(logger: RunLogger, tmp_path: Path) -> None:
+    """SQLite writes a WAL store's journal beside it even to read: a store on a read-only mount said it
+    was 'not an MLflow tracking store (unable to open database file)' until 0.8.9."""
+    logger.log([network_record()])
+    mounted = tmp_path / "ro"
+    mounted.mkdir()
+    source = logger.location.db_path.parent
+    if subprocess.run(["mount", "--bind", str(source), str(mounted)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (not root, or no mount namespace)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(mounted)], capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        with pytest.raises(StoreError) as info:
+            RunLogger(str(mounted), environment=ENV, create=False).store.schema_version()
+        assert str(info.value).startswith(f"cannot open tracking store {mounted / 'mlflow.db'}: its folder {mounted} is "
+                                          "not writable")
+    finally:
+        subprocess.run(["umount", str(mounted)], capture_output=True)
 
 
 WRITER = textwrap.dedent(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.cache import cache_dir
-from tracker.errors import NothingLoggedError, StoreError, os_reason
+from tracker.errors import NothingLoggedError, StoreError, first_line, os_reason
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path
@@ -155,9 +155,15 @@ class SqlStore:
         try:
             version = self._read_schema_version()
         except sqlalchemy.exc.OperationalError as exc:
+            folder = self.db_path.parent
+            if "unable to open" in str(exc.orig) and self.db_path.is_file() and not os.access(folder, os.W_OK):
+                raise StoreError(f"cannot open tracking store {self.db_path}: its folder {folder} is not writable, and "
+                                 "SQLite writes its journal beside the store even to read it (a read-only copy: "
+                                 "copy the folder somewhere writable)") from None
             raise StoreError(f"{self.location.uri} is not an MLflow tracking store ({exc.orig})") from None
-        except sqlalchemy.exc.SQLAlchemyError as exc:
-            raise StoreError(f"cannot read tracking database {self.location.uri}: {exc}") from None
+        except sqlalchemy.exc.SQLAlchemyError as exc:  # exc.orig: the driver's message, without SQLAlchemy's link line
+            raise StoreError(f"cannot read tracking database {self.location.uri}: "
+                             f"{getattr(exc, 'orig', None) or first_line(exc)}") from None
         if version != SUPPORTED_SCHEMA:
             raise StoreError(
                 f"tracking store schema version {version} is not supported: tracker writes "
