@@ -181,6 +181,12 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     (tmp_path / "syntax.py").write_text("def f(:\n")
     (tmp_path / "size.py").write_text("INPUT_SIZE = 'large'\ndef f():\n    pass\n")
     (tmp_path / "channels.py").write_text("INPUT_CHANNELS = 0\ndef f():\n    pass\n")
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\ndef f():\n    pass\n")
+    # a parser at its top level reads no argument of tracker's (it read them, and ended tracker: usage, exit 2)
+    (tmp_path / "script.py").write_text("import argparse\nfrom torch import nn\nparser = argparse.ArgumentParser()\n"
+                                        "parser.add_argument('--width', type=int, default=4)\nWIDTH = parser.parse_args().width\n"
+                                        "def f():\n    return nn.Conv2d(3, WIDTH, 3)\n"
+                                        "def g():\n    parser.add_argument('name')\n    parser.parse_args()\n")
     store = tmp_path / "s"
     cases = {
         f"{tmp_path}/none.py:Net": f"network file {tmp_path}/none.py does not exist",
@@ -195,11 +201,18 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
         f"{tmp_path}/channels.py:f": f"network file {tmp_path}/channels.py: INPUT_CHANNELS should be a whole number of "
                                      "channels, at least 1",
         f"{net}:1x": f"'{net}:1x' is not FILE.py:NAME (a callable of the file that builds the network)",
+        f"{tmp_path}/exits.py:f": "exits.py:f exited (sys.exit(0)) instead of building the network: a network file runs as "
+                                  'it is imported, so what should run only as a script belongs under `if __name__ == "__main__":`',
+        f"{tmp_path}/script.py:g": "script.py:g exited (sys.exit(2)) instead of building the network: a network file runs "
+                                   "as it is imported, so what should run only as a script belongs under "
+                                   '`if __name__ == "__main__":`',
     }
     for ref, message in cases.items():  # the library's error, which the CLI's entry prints as one line
         out = _cli(store, "profile", "network", ref, "-b", "1")
         assert isinstance(out.exception, ConfigError) and str(out.exception) == message, (ref, out.exception)
     # a network that does not run at the input size asked for is bad input too, said as such
+    described = _cli(store, "describe", f"{tmp_path}/script.py:f", "--format", "json", "--input-size", "40")
+    assert described.exit_code == 0 and json.loads(described.stdout)["params"] == 3 * 4 * 9 + 4, described.output
     out = _cli(store, "profile", "network", f"{net}:fixed", "--input-size", "40")
     assert str(out.exception) == ("mynet.fixed cannot run on a 1x3x40x40 input: RuntimeError: mat1 and mat2 shapes "
                                   "cannot be multiplied (1x3200 and 2048x5)")

@@ -322,7 +322,10 @@ def top_level_names(body: list[Any]) -> set[str]:
 
 def build_module(spec: dict[str, Any]) -> Any:
     """The network of a ``module`` spec: its file's text as planned, run as a module of its own (its
-    folder first on the import path, for the files beside it), and its callable called."""
+    folder first on the import path, for the files beside it), and its callable called. It runs
+    with ``sys.argv`` as if run alone with no arguments (not tracker's: a parser at its top level
+    reads none of them), and its exiting (``sys.exit``, a parser's error) is one line, not tracker
+    ending without a word."""
     import sys
     import types
 
@@ -337,15 +340,21 @@ def build_module(spec: dict[str, Any]) -> Any:
     sys.meta_path.insert(0, carried)
     before = set(sys.modules)
     sys.modules[module.__name__] = module  # as an import would: dataclasses, pickle and typing look it up
+    argv, sys.argv = sys.argv, [str(file)]
     try:
         exec(compile(spec["source"], str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own network
         network = getattr(module, spec["callable"])()
     except ConfigError:
         raise
+    except SystemExit as exc:
+        raise ConfigError(f"{where} exited (sys.exit({exc.code!r})) instead of building the network: a network file "
+                          "runs as it is imported, so what should run only as a script belongs under "
+                          "`if __name__ == \"__main__\":`") from None
     except Exception as exc:  # the user's code: its error, in one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ConfigError(f"{where} could not build the network: {type(exc).__name__}{': ' + first if first else ''}") from None
     finally:
+        sys.argv = argv
         with contextlib.suppress(ValueError):
             sys.path.remove(str(file.parent))
         with contextlib.suppress(ValueError):
