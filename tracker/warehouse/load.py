@@ -47,12 +47,31 @@ class LoadReport:
         return dict(self.__dict__)
 
 
+#: Where a DuckDB database file says what it is (its header's magic bytes).
+DUCKDB_MAGIC = (8, b"DUCK")
+
+
+def is_duckdb_file(path: Path) -> bool:
+    """Whether ``path`` is a DuckDB database, or nothing yet (a warehouse to make): not a file of
+    something else (an empty one included)."""
+    offset, magic = DUCKDB_MAGIC
+    try:
+        with path.open("rb") as fh:
+            return fh.read(offset + len(magic))[offset:] == magic
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return True  # nothing there (DuckDB makes it), or a folder (DuckDB's own error says so)
+    except OSError:
+        return True  # unreadable: DuckDB's own error says why
+
+
 def connect(path: Path, read_only: bool = False) -> Any:
     import duckdb
 
     usable_warehouse(path)
     if read_only and not path.exists():
         raise StoreError(f"no warehouse at {path}: run `tracker warehouse load` first")
+    if not is_duckdb_file(path):  # DuckDB's own words for a small one: "Cannot launch in-memory database"
+        raise StoreError(f"{path} is not a DuckDB database: a warehouse is the file `tracker warehouse load` makes")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
