@@ -103,6 +103,17 @@ def test_family_strips_pruning_and_index_suffixes() -> None:
     assert family("resnet18-p50-l1-s0") == "resnet18" and family("resnet18-p7.5-random-s3") == "resnet18"
 
 
+def test_too_few_networks_says_which_measurements_were_too_imprecise_to_learn_from(measured: tuple[Path, Path]) -> None:
+    runs, wh = measured
+    others = [n for n in NETWORKS if n not in ("resnet34", "resnet18")]
+    with pytest.raises(FingerprintError) as info:
+        train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, exclude=others)
+    assert str(info.value).startswith("a fingerprint needs inference measurements of latency_ms on 'cpu' from at least 3 "
+                                      "networks, to hold whole networks out; the warehouse has 2 usable (resnet18, "
+                                      f"resnet34); 1 of its {4 * len(NETWORKS)} measurements were left out, their 95 % CI "
+                                      "wider than 25 % of their latency")
+
+
 def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:
     runs, wh = measured
     uri = resolve_location(str(runs)).uri

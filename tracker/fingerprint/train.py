@@ -268,8 +268,13 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     if unknown:
         raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
                                f"{device!r} names {'it' if len(unknown) == 1 else 'them'} (see tracker sql 'SELECT DISTINCT model FROM measurement_features')")
+    imprecise = ""
     if target == "latency_ms":
         precise = frame["latency_ci_rel"].isna() | (frame["latency_ci_rel"] <= MAX_TRAIN_CI_REL)
+        if dropped := int((~precise).sum()):
+            imprecise = (f"; {dropped} of its {len(frame)} measurements were left out, their 95 % CI wider than "
+                         f"{100 * MAX_TRAIN_CI_REL:g} % of their latency (measure with a smaller --precision or a longer "
+                         "--time-cap)")
         frame = frame[precise].reset_index(drop=True)
     if exclude:
         frame = frame[~frame["model"].isin(set(exclude))].reset_index(drop=True)
@@ -283,8 +288,8 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     if distinct < MIN_NETWORKS:
         raise FingerprintError(f"a fingerprint needs {phase} measurements of {target} on {device!r} from at least "
                                f"{MIN_NETWORKS} networks, to hold whole networks out; the warehouse has "
-                               f"{distinct} usable ({', '.join(names) or 'none'}): measure more (tracker campaign run) "
-                               "and load them (tracker warehouse load)")
+                               f"{distinct} usable ({', '.join(names) or 'none'}){imprecise}: measure more (tracker "
+                               "campaign run) and load them (tracker warehouse load)")
     return frame
 
 
