@@ -106,6 +106,11 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
         bad.write_text(SPACE.replace(old, new))
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_space(bad)
+    from tracker.searchspace.accuracy import load_split
+
+    with pytest.raises(ConfigError) as info:  # it named a training job's key, [data].path, which a space has not
+        load_split("imagenet", 16, 0, base=str(tmp_path))
+    assert str(info.value).startswith(f"[accuracy].dataset 'imagenet': {tmp_path / 'imagenet'} is not a folder (give")
     space = tmp_path / "tiny.toml"
     space.write_text(SPACE)
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(space), "--skip-accuracy",

@@ -40,6 +40,9 @@ def load_split(dataset: str, input_size: int, seed: int, base: str = ".") -> Spl
         from tracker.data.datasets import open_dataset
 
         path = (Path(base) / dataset).resolve()
+        if not path.is_dir():  # open_dataset would name a training job's key, [data].path
+            raise ConfigError(f"[accuracy].dataset {dataset!r}: {path} is not a folder (give \"digits\", scikit-learn's "
+                              "8x8 digits, or a folder of class folders of images, relative to the space's file)")
         data = open_dataset(path, "imagefolder", input_size)
         items = [data[i] for i in range(len(data))]
         good = [it for it in items if isinstance(it, tuple)]
