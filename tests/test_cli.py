@@ -346,6 +346,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
         (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
         (["sql", " ; ", "--warehouse", "wh.duckdb"], 1, "the query is empty"),
+        (["campaign", "run", str(Path(__file__).parents[1] / "experiments" / "generated-cnns.toml"), "--shard", ""], 1,
+         "--shard takes I/N, e.g. 2/4; got ''"),  # not the whole campaign, as if --shard were not given
         # a file of something else, however small (DuckDB's own words: "Cannot launch in-memory database")
         (["sql", "SELECT 1", "--warehouse", "README.md"], 1,
          f"{tmp_path / 'README.md'} is not a DuckDB database: a warehouse is the file `tracker warehouse load` makes"),

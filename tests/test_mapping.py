@@ -4,6 +4,7 @@ its options, clear errors for bad mappings, and the slowdown view."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,8 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
         validate(parse_mapping("resnet18@3:cpu>tpu"), gpu=False)
     with pytest.raises(ConfigError, match="not available on this machine"):
         validate(parse_mapping("resnet18@3:cpu>cuda"), gpu=False)
+    with pytest.raises(ConfigError, match=re.escape("'resnet18@3:cpu>cpu>cpu': 3 devices; a network is split between two")):
+        parse_mapping("resnet18@3:cpu>cpu>cpu")  # it said: unknown device 'cpu>cpu'
     validate(parse_mapping("resnet18:cpu,squeezenet1_1@0:cpu>cpu"), gpu=False)  # whole on one device; all on the second
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "resnet18@-2:cpu>cpu", cwd=tmp_path)
     assert proc.returncode == 1 and "split index -2 is out of range" in proc.stderr

@@ -201,6 +201,7 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
         f"{tmp_path}/channels.py:f": f"network file {tmp_path}/channels.py: INPUT_CHANNELS should be a whole number of "
                                      "channels, at least 1",
         f"{net}:1x": f"'{net}:1x' is not FILE.py:NAME (a callable of the file that builds the network)",
+        str(net): f"{net} is a Python file: name the callable of it that builds the network, {net}:NAME",  # "not JSON"
         f"{tmp_path}/exits.py:f": "exits.py:f exited (sys.exit(0)) instead of building the network: a network file runs as "
                                   'it is imported, so what should run only as a script belongs under `if __name__ == "__main__":`',
         f"{tmp_path}/script.py:g": "script.py:g exited (sys.exit(2)) instead of building the network: a network file runs "

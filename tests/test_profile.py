@@ -788,6 +788,11 @@ def test_a_campaign_file_that_is_not_utf8_is_one_line_and_a_byte_order_mark_is_r
     path = campaign_file(tmp_path, "bom", tff=False)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as some editors save UTF-8
     assert load_campaign(path).name == "bom"
+    path.write_text('model = "resnet18"\n[data]\npath = "images"\n')  # a training job's file
+    with pytest.raises(ConfigError) as info:
+        load_campaign(path)
+    assert str(info.value) == (f"{path}: unknown key model outside a section (a campaign has the sections [campaign], "
+                               "[networks], [measure]); it looks like a training job file: tracker profile training FILE")
     path.write_bytes(b"\xff\xfe[campaign]\n")
     with pytest.raises(ConfigError) as info:
         load_campaign(path)

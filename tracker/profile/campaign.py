@@ -132,9 +132,14 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
 def load_campaign(path: Path) -> Campaign:
     where = str(path)
     raw = read_toml(path, "campaign")
-    for section in raw:
+    other = ("; it looks like a training job file: tracker profile training FILE" if "model" in raw and "data" in raw
+             else "; it looks like a search space: tracker searchspace run FILE" if "positions" in raw else "")
+    for section, value in raw.items():
+        if not isinstance(value, dict):  # a key outside any section (a job file's model = ...), not a section
+            raise ConfigError(f"{where}: unknown key {section} outside a section (a campaign has the sections "
+                              f"{', '.join(f'[{s}]' for s in SECTIONS)}){other}")
         if section not in SECTIONS:
-            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(SECTIONS)})")
+            raise ConfigError(f"{where}: unknown section [{section}] (known: {', '.join(SECTIONS)}){other}")
     tables = {s: typed_table(s, raw.get(s, {}), SECTIONS[s], where) for s in SECTIONS}
     meta, nets, m = tables["campaign"], tables["networks"], tables["measure"]
     c = Campaign(name=meta.get("name", path.stem), path=path, description=meta.get("description", ""))
@@ -276,7 +281,7 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
-    if not text:
+    if text is None:
         return (1, 1)
     try:
         i, n = (int(x) for x in text.split("/"))

@@ -71,6 +71,9 @@ def parse_net(text: str) -> NetMapping:
     if not sep or not head:
         raise ConfigError(f"mapping entry {text!r}: expected model@split:device>device")
     model, at, split_text = head.partition("@")
+    if devs.count(">") > 1:
+        raise ConfigError(f"mapping entry {text!r}: {devs.count('>') + 1} devices; a network is split between two "
+                          "stages at most (device>device)")
     first, _, second = devs.partition(">")
     devices = (first, second or first)
     if not at:  # the whole network on one device

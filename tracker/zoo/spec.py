@@ -399,6 +399,8 @@ def resolve(ref: str) -> ModelRef:
     if ".py:" in ref:  # FILE.py:NAME, or a clear line on what it lacks
         return spec_ref(module_spec(ref))
     path = Path(ref)
+    if path.suffix == ".py":  # read as a spec it would be "not JSON"
+        raise ConfigError(f"{ref} is a Python file: name the callable of it that builds the network, {ref}:NAME")
     if names_a_file(ref) or path.is_file() or (path.is_dir() and ref not in all_models()):
         if not path.is_file():
             raise ConfigError(f"network spec {ref} {'is a folder, not a file' if path.is_dir() else 'does not exist'}")
