@@ -332,8 +332,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         *[(["--tracking-uri", f"http://127.0.0.1:{free_port()}", *args], 1, "cannot reach tracking server")
           for args in (["predict", "resnet18"], ["fingerprint", "list"], ["warehouse", "load", "-w", "w.duckdb"],
                        ["fingerprint", "train", "--target", "latency_ms", "-w", "w.duckdb"],
-                       ["campaign", "run", str(Path(__file__).parents[1] / "experiments" / "generated-cnns.toml"),
-                        "--dry-run"])],
+                       ["campaign", "run", "zoo.toml", "--dry-run"])],
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
         (["runs", "list", "--status", "done"], 1, "unknown run status 'done': expected one of RUNNING"),
@@ -346,7 +345,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
         (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
         (["sql", " ; ", "--warehouse", "wh.duckdb"], 1, "the query is empty"),
-        (["campaign", "run", str(Path(__file__).parents[1] / "experiments" / "generated-cnns.toml"), "--shard", ""], 1,
+        (["campaign", "run", "zoo.toml", "--shard", ""], 1,
          "--shard takes I/N, e.g. 2/4; got ''"),  # not the whole campaign, as if --shard were not given
         # a file of something else, however small (DuckDB's own words: "Cannot launch in-memory database")
         (["sql", "SELECT 1", "--warehouse", "README.md"], 1,
@@ -361,6 +360,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
          "error: Not a directory: README.md/parquet"),
     ]
     (tmp_path / "README.md").write_text("not a folder")
+    (tmp_path / "zoo.toml").write_text('[networks]\nzoo = ["squeezenet1_1"]\n')  # writes no spec file beside it
     import duckdb
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
