@@ -60,3 +60,22 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
     (folder / ".tracker-report.json").write_text("{not json")
     redrawn = report()
     assert redrawn["drawn"] == 2 and redrawn["logged"] == 2
+
+    # The same network at another input size: a line of its own in the same picture, told apart by its size
+    # (two lines both labelled squeezenet1_1 until 0.8.9); what they share (the mode) said once in the title.
+    for batch in (1, 2):
+        out = runner.invoke(app, [*base, "profile", "network", "squeezenet1_1", "--batch-size", str(batch),
+                                  "--input-size", "64", *quick])
+        assert out.exit_code == 0, out.output
+    report()
+    from tracker.report.build import batch_pictures
+    from tracker.warehouse.load import connect
+
+    con = connect(tmp_path / "w.duckdb", read_only=True)
+    try:
+        (picture,) = batch_pictures(con)
+    finally:
+        con.close()
+    title, lines = picture.args
+    assert [line["label"] for line in lines] == ["squeezenet1_1 64 px", "squeezenet1_1 224 px"]
+    assert [line["batch_sizes"] for line in lines] == [[1, 2], [1, 2, 4]] and ", mode cpu-t1" in title

@@ -109,39 +109,52 @@ def group_of(model: str) -> str:
     return model if model in all_models() else family(model)
 
 
+def _line_label(key: tuple, modes: bool, sizes: bool) -> str:
+    """A chain's label: its network, and its input size and mode where the picture has several of
+    them (two lines of one name were told apart by nothing until 0.8.9), its number format if not float32."""
+    model, _, _, _, mode, precision, size = key
+    return (model + (f" {size} px" if sizes and size else "") + (f" ({mode})" if modes else "")
+            + ("" if precision == "float32" else f" {precision}"))
+
+
 def batch_pictures(con: Any) -> list[Picture]:
     from tracker.report.plots import batch_scaling_png
 
     # Training jobs (with a data loader) are drawn per loader setting, not along batch sizes.
     # a chain of batch sizes is one network, phase, device, mode and number format (precision)
-    rows = _rows(con, "SELECT run_id, model, model_hash, phase, device_name, mode, COALESCE(precision, 'float32') "
-                      "AS precision, batch_size, latency_ms, peak_mem_mb "
+    rows = _rows(con, "SELECT run_id, model, model_hash, CAST(input_size AS BIGINT) AS input_size, phase, device_name, "
+                      "mode, COALESCE(precision, 'float32') AS precision, batch_size, latency_ms, peak_mem_mb "
                       "FROM latest_measurements WHERE run_id NOT IN "
                       "(SELECT run_id FROM training_runs WHERE data_wait_frac IS NOT NULL) "
-                      "ORDER BY model, phase, device_name, mode, precision, batch_size")
-    ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"]): r["smallest_oom_batch"]
+                      "ORDER BY model, input_size, phase, device_name, mode, precision, batch_size")
+    # the smallest batch that ran out of memory under any memory cap, and the cap (None: the device's own memory)
+    ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"]): (r["batch"], r["cap_mb"])
             for r in _rows(con, "SELECT model_hash, phase, device_name, mode, COALESCE(precision, 'float32') AS precision, "
-                                "CAST(min(smallest_oom_batch) AS BIGINT) AS smallest_oom_batch FROM oom_boundary "
-                                "GROUP BY ALL")}  # under any memory cap
+                                "CAST(min(smallest_oom_batch) AS BIGINT) AS batch, "
+                                "arg_min(memory_limit_mb, smallest_oom_batch) AS cap_mb FROM oom_boundary "
+                                "WHERE smallest_oom_batch IS NOT NULL GROUP BY ALL")}
     chains: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        chains.setdefault((r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"]),
-                          []).append(r)
+        chains.setdefault((r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"],
+                           r["input_size"]), []).append(r)
     groups: dict[tuple[str, str, str], list[tuple[tuple, list[dict[str, Any]]]]] = {}
     for key, chain in chains.items():
-        oom = ooms.get(key[1:])
+        oom = ooms.get(key[1:6])
         if len(chain) < 2 and oom is None:
             continue  # one batch size and no boundary: nothing to draw
         groups.setdefault((group_of(key[0]), key[2], str(key[3])), []).append((key, chain))
     pictures = []
     for (fam, phase, device), members in sorted(groups.items()):
-        members.sort(key=lambda m: m[0][0])
-        lines = [{"label": key[0] + ("" if len({m[0][4] for m in members}) == 1 else f" ({key[4]})")
-                  + ("" if key[5] == "float32" else f" {key[5]}"),
+        members.sort(key=lambda m: (m[0][0], m[0][6] or 0, m[0][4], m[0][5]))
+        modes, sizes = {m[0][4] for m in members}, {m[0][6] for m in members}
+        lines = [{"label": _line_label(key, len(modes) > 1, len(sizes) > 1),
                   "batch_sizes": [r["batch_size"] for r in chain], "latency_ms": [r["latency_ms"] for r in chain],
-                  "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": ooms.get(key[1:])}
+                  "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": (ooms.get(key[1:6]) or (None, None))[0],
+                  "oom_cap_mb": (ooms.get(key[1:6]) or (None, None))[1]}
                  for key, chain in members]
-        title = f"{fam}: {phase} on {device}"
+        # what every line shares is said once, in the title; what tells them apart, in their labels
+        title = (f"{fam}: {phase} on {device}" + (f", mode {next(iter(modes))}" if len(modes) == 1 else "")
+                 + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else ""))
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
         caption = (f"{title}: latency and peak memory against batch size for {len(members)} network(s)"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))

@@ -31,7 +31,8 @@ def _png(fig: Any) -> bytes:
 
 
 def _plain_log_labels(ax: Any) -> None:
-    """Plain numbers on a log y axis: every minor tick labelled within a decade, 2x and 5x beyond."""
+    """Plain numbers on a log y axis: every minor tick labelled within a decade, 2x, 3x and 5x beyond
+    (a value such as 14 or 155 ms can then be read off between its labels)."""
     import math
 
     from matplotlib.ticker import FuncFormatter
@@ -41,51 +42,79 @@ def _plain_log_labels(ax: Any) -> None:
 
     def minor(v: float, _: object) -> str:
         lead = round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
-        return f"{v:g}" if narrow or lead in (2, 5) else ""
+        return f"{v:g}" if narrow or lead in (2, 3, 5) else ""
 
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+
+
+#: A log axis spans at least this ratio (top over bottom): values that lie within half a percent of
+#: each other (a network's peak memory across batch sizes) are not stretched into a steep line.
+MIN_LOG_SPAN = 1.5
+
+
+def _least_span(ax: Any) -> None:
+    import math
+
+    lo, hi = ax.get_ylim()
+    if lo > 0 and hi / lo < MIN_LOG_SPAN:
+        middle = math.sqrt(lo * hi)
+        ax.set_ylim(middle / math.sqrt(MIN_LOG_SPAN), middle * math.sqrt(MIN_LOG_SPAN))
 
 
 def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     """Latency and peak memory against batch size, one line per network of ``lines``.
 
     Each line: ``label``, ``batch_sizes``, ``latency_ms``, ``peak_mem_mb`` (lists, memory
-    items may be None) and ``oom_batch`` (the smallest batch that failed out of memory, or
-    None), drawn as a red cross on the batch axis with a dotted line from the last batch
-    that fitted.
+    items may be None), ``oom_batch`` (the smallest batch that failed out of memory, or None)
+    and ``oom_cap_mb`` (the memory cap it failed under, None: the device's own memory). A
+    failure is a red cross on the batch axis itself, under a dotted line at that batch: nothing
+    was measured there, so it is drawn at no latency or memory. The batch axis is labelled at the
+    sizes drawn, as whole numbers.
     """
     plt = _pyplot()
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     fig, (ax_lat, ax_mem) = plt.subplots(1, 2, figsize=(10, 4.2))
     many = len(lines) > 10
     oom_drawn = False
+    sizes: set[int] = set()
     for i, line in enumerate(lines):
         colour = plt.cm.viridis(i / max(1, len(lines) - 1)) if many else f"C{i % 10}"
         bs = line["batch_sizes"]
+        sizes.update(bs)
         ax_lat.plot(bs, line["latency_ms"], "o-", ms=3.5, lw=1.2, color=colour, label=line["label"])
         mem = [(b, m) for b, m in zip(bs, line["peak_mem_mb"]) if m is not None]
         if mem:
             ax_mem.plot([b for b, _ in mem], [m for _, m in mem], "o-", ms=3.5, lw=1.2, color=colour)
         oom = line.get("oom_batch")
         if oom is not None:
-            for ax, values in ((ax_lat, line["latency_ms"]), (ax_mem, [m for _, m in mem] or [None])):
-                last = values[-1] if bs else None
-                if last is not None:
-                    ax.plot([bs[-1], oom], [last, last], ":", color=colour, lw=1)
-                    ax.scatter([oom], [last], marker="x", s=50, color="red", zorder=5,
-                               label=None if oom_drawn else "out of memory")
-                    oom_drawn = True
+            sizes.add(oom)
+            cap = line.get("oom_cap_mb")
+            for ax in (ax_lat, ax_mem):
+                ax.axvline(oom, ls=":", color=colour, lw=1)
+                ax.scatter([oom], [0.02], marker="x", s=50, color="red", zorder=5, clip_on=False,
+                           transform=ax.get_xaxis_transform(),
+                           label=None if oom_drawn else "out of memory (first batch that failed)")
+                if cap:
+                    ax.annotate(f"{cap:g} MB cap", (oom, 0.05), xycoords=ax.get_xaxis_transform(), fontsize=6,
+                                color="red", ha="right", rotation=90, va="bottom")
+            oom_drawn = True
+    ticks = sorted(sizes)
+    if len(ticks) > 12:  # many sizes: powers of two only
+        ticks = [t for t in ticks if t & (t - 1) == 0] or ticks[::max(1, len(ticks) // 8)]
     for ax, what in ((ax_lat, "latency per iteration (ms)"), (ax_mem, "peak memory (MB)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+        _least_span(ax)
         _plain_log_labels(ax)
         ax.set(xlabel="batch size", ylabel=what)
         ax.grid(alpha=0.3, which="both")
     ax_lat.set_title(title, fontsize=10)
-    ax_mem.set_title("memory; x = first batch that ran out of memory", fontsize=9)
+    ax_mem.set_title("peak memory" + ("; x = first batch that ran out of memory" if oom_drawn else ""), fontsize=9)
     handles, labels = ax_lat.get_legend_handles_labels()
     if len(labels) <= 14:
         ax_lat.legend(handles, labels, fontsize=7)
@@ -122,8 +151,8 @@ def layer_breakdown_png(title: str, layers: Sequence[dict[str, Any]], network_ms
         by_op[_short(l["op_type"])] = by_op.get(_short(l["op_type"]), 0.0) + l["latency_ms"]
     ops = sorted(by_op, key=by_op.get)  # type: ignore[arg-type]
     ax_op.barh(ops, [100 * by_op[o] / total for o in ops], color="C1")
-    ax_op.set(xlabel="share of the sum of layers (%)",
-              title=f"sum of layers {total:.2f} ms = {total / network_ms:.2f}x the network ({network_ms:.2f} ms)")
+    ax_op.set(xlabel="share of the sum of layers (%)",  # two lines: one was cut off at the figure's edge
+              title=f"sum of layers {total:.2f} ms\n= {total / network_ms:.2f}x the network ({network_ms:.2f} ms)")
     ax_op.title.set_fontsize(9)
     ax_op.tick_params(axis="y", labelsize=8)
     for ax in (ax_top, ax_op):
