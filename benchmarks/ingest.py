@@ -68,7 +68,7 @@ def make_records(n: int, seed: int) -> list:
                 params=dict(model=model, model_hash=net.params["model_hash"], layer_index=j, layer_name=f"layer{j}",
                             op_type="Conv2d", batch_size=bs, input_shape="1x64x56x56", phase="inference", **common),
                 metrics=dict(latency_ms=0.1 * (j + 1), latency_iqr_ms=0.01, latency_ci_rel=0.02, samples_count=40,
-                             share_of_network_pct=100.0 / LAYERS_PER_NETWORK, power_w=5.0, cpu_util_pct=90.0,
+                             share_of_layers_pct=100.0 / LAYERS_PER_NETWORK, power_w=5.0, cpu_util_pct=90.0,
                              energy_per_iter_j=0.01),
                 tags={"tracker.stop_reason": "precision"}, key_fields={"model": model, "bs": bs, "layer": j},
             ))

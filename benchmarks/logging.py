@@ -45,7 +45,7 @@ def make_records() -> list:
                     name=f"{i:03d} layer{i} (Conv2d)",
                     parent=net,
                     params=dict(model=f"net{n}", model_hash=f"{n:016x}", layer_index=i, layer_name=f"layer{i}", op_type="Conv2d", batch_size=1, input_shape="1x64x56x56", output_shape="1x64x56x56", **common),
-                    metrics=dict(latency_ms=0.1 * (i + 1), latency_iqr_ms=0.01, latency_ci_rel=0.02, samples_count=40, share_of_network_pct=1.0),
+                    metrics=dict(latency_ms=0.1 * (i + 1), latency_iqr_ms=0.01, latency_ci_rel=0.02, samples_count=40, share_of_layers_pct=1.0),
                     tags={"tracker.stop_reason": "precision", "tracker.source": "measured"},
                     key_fields={"model": f"net{n}", "layer": i},
                 )

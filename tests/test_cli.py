@@ -250,6 +250,11 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{data['run_id']}'", max_results=1000)
     assert len(children) == len(data["layers"])
     assert {c.data.tags["tracker.kind"] for c in children} == {"layer"}
+    # each layer's share is of the sum of layers (named so since 0.8.9: share_of_network_pct said otherwise)
+    total = sum(c.data.metrics["latency_ms"] for c in children)
+    assert all("share_of_network_pct" not in c.data.metrics for c in children)
+    for c in children:
+        assert c.data.metrics["share_of_layers_pct"] == pytest.approx(100 * c.data.metrics["latency_ms"] / total, rel=1e-6)
 
 
 def test_ctrl_c_in_a_query_is_one_line_and_status_130(tmp_path: Path) -> None:

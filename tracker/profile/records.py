@@ -249,7 +249,7 @@ def layer_records(
         metrics = {k: m[k] for k in ("latency_ms", "latency_iqr_ms", "latency_ci_rel", "samples_count", "host_share_pct")
                    if k in m}
         if total:
-            metrics["share_of_network_pct"] = 100.0 * median / total
+            metrics["share_of_layers_pct"] = 100.0 * median / total  # of the sum of layers, not the network's
         metrics.update(telemetry_metrics(layer.get("telemetry", {}), int(m["samples_count"]), LAYER_TELEMETRY))
         records.append(
             RunRecord(
