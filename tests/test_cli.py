@@ -138,6 +138,10 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert "host_share_pct" not in data and "host_share_pct" not in run.data.metrics  # on a CPU the host is the device
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
     assert run.data.tags["env.threads"] == "1"  # the measuring child's, not the tracker process's
+    # the mode's settings asked for are in its name (runs in two modes had one name in the UI's list until 0.8.9)
+    assert run.data.tags["mlflow.runName"] == "squeezenet1_1 · bs1 · inference · cpu · t1"
+    assert run.data.tags["mlflow.note.content"].startswith(
+        f"squeezenet1_1 inference at batch 1 (1 image of 224x224) on cpu ({data['mode']}): median ")
     # device show foretells what the run records: its mode, the telemetry it measured and what it lacks
     shown = runner.invoke(app, ["device", "show", "--threads", "1", "--format", "json"])
     assert shown.exit_code == 0, shown.output

@@ -304,9 +304,9 @@ def measure_planned(
             traced = traced_run(result.payload)
     if not result.ok:
         return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
-                                 result.message, result.stderr_tail, start), [])
+                                 result.message, result.stderr_tail, start, p.threads, p.allocator), [])
     payload = result.payload
-    record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start)
+    record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start, p.threads, p.allocator)
     if traced is not None:
         record.artifacts.update(traced.artifacts)
         record.tags.update(traced.tags)

@@ -145,22 +145,34 @@ def base_params(spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping) -
 USUAL_INPUT_SIZE = 224
 
 
-def run_name(spec: NetworkSpec) -> str:
+def run_name(spec: NetworkSpec, threads: int | None = None, allocator: str | None = None) -> str:
     """``resnet18 · bs8 · inference · cpu``; ``· 64px`` after the batch where the input is not 224
-    pixels square, so runs of one network at two sizes are told apart in a list, and the number
-    format last where it is not float32 (``· bfloat16``)."""
+    pixels square, so runs of one network at two sizes are told apart in a list, the mode's settings
+    that were asked for after the device (``cpu · t1 · retain``: ``--threads 1 --allocator retain``;
+    since 0.8.9, so that runs in two modes are told apart in the UI's list), and the number format
+    last where it is not float32 (``· bfloat16``)."""
     if spec.input_shape is not None:  # not images: one input's shape
         size = f" · {shape_text(spec.input_shape, spec.input_vocab)}"
     else:
         size = f" · {spec.input_size}px" if spec.input_size != USUAL_INPUT_SIZE else ""
     dtype = f" · {spec.precision}" if spec.precision != "float32" else ""  # --dtype (0.8.5)
-    return f"{spec.model} · bs{spec.batch_size}{size} · {spec.phase} · {spec.device}{dtype}"
+    settings = (f" · t{threads}" if threads else "") + (f" · {allocator}" if allocator and allocator != "system" else "")
+    return f"{spec.model} · bs{spec.batch_size}{size} · {spec.phase} · {spec.device}{settings}{dtype}"
+
+
+def _inputs(spec: NetworkSpec) -> str:
+    """What one iteration takes, as a description says it: ``4 images of 224x224`` (or their shape)."""
+    if spec.input_shape is not None:
+        return f"{spec.batch_size} inputs of shape {shape_text(spec.input_shape, spec.input_vocab)}"
+    return f"{spec.batch_size} image{'s' if spec.batch_size != 1 else ''} of {spec.input_size}x{spec.input_size}"
 
 
 def measured_record(
-    spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, keys: dict[str, Any], payload: dict[str, Any], start_ms: int
+    spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, keys: dict[str, Any], payload: dict[str, Any], start_ms: int,
+    threads: int | None = None, allocator: str | None = None,
 ) -> RunRecord:
-    """The network (inference) or training run of a successful child."""
+    """The network (inference) or training run of a successful child (``threads``, ``allocator``:
+    the mode's settings asked for, which its name says)."""
     timing = payload["timing"]
     s = timing_summary(timing)
     metrics = timing_metrics(timing, s)
@@ -180,13 +192,13 @@ def measured_record(
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
     record = RunRecord(
         kind=kind_of(spec),
-        name=run_name(spec),
+        name=run_name(spec, threads, allocator),
         params=base_params(spec, model_hash, mode, rule),
         metrics=metrics,
         tags={"tracker.stop_reason": timing["stop_reason"], "tracker.source": "measured"},
         key_fields=keys,
         description=(
-            f"{spec.model} {spec.phase} at batch {spec.batch_size} on {spec.device} ({mode}): median "
+            f"{spec.model} {spec.phase} at batch {spec.batch_size} ({_inputs(spec)}) on {spec.device} ({mode}): median "
             f"{s.median:.3f} ms ±{100 * s.ci_rel:.1f}% (95% CI of the median) from {s.n} samples after "
             f"{len(timing['warmup_ms'])} warm-up iterations; stopped on {timing['stop_reason']}."
         ),
@@ -216,15 +228,16 @@ def add_system_metrics(record: RunRecord, series: dict[str, Any] | None) -> None
 
 def failed_record(
     spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, keys: dict[str, Any], reason: str, message: str,
-    stderr_tail: str, start_ms: int,
+    stderr_tail: str, start_ms: int, threads: int | None = None, allocator: str | None = None,
 ) -> RunRecord:
     record = RunRecord(
         kind=kind_of(spec),
-        name=run_name(spec) + f" · {reason}",
+        name=run_name(spec, threads, allocator) + f" · {reason}",
         params=base_params(spec, model_hash, mode, rule),
         tags={"tracker.source": "measured"},
         key_fields=keys,
-        description=f"{spec.model} {spec.phase} at batch {spec.batch_size} on {spec.device} failed: {reason}. {message}",
+        description=f"{spec.model} {spec.phase} at batch {spec.batch_size} ({_inputs(spec)}) on {spec.device} ({mode}) "
+                    f"failed: {reason}. {message}",
         start_time_ms=start_ms,
         end_time_ms=now_ms(),
     )
