@@ -396,6 +396,15 @@ def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "is in use" in proc.stderr
 
 
+def test_a_failed_runs_line_says_what_was_measured_as_a_measured_runs_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from tracker.cli.options import OutputFormat
+    from tracker.cli.profile import _report
+
+    _report({"status": "FAILED", "model": "squeezenet1_1", "batch_size": 128, "input_size": 64, "phase": "training",
+             "mode": "cpu-t1", "dtype": "float32", "failure_reason": "oom", "run_id": "f" * 32}, OutputFormat.table)
+    assert capsys.readouterr().out.startswith("squeezenet1_1 bs128 at 64 px training in mode cpu-t1: FAILED (oom); run ")
+
+
 def test_a_loader_campaign_line_says_a_setting_failed_after_its_steps() -> None:
     """The loader campaign's table: a job that failed part-way shows its figures and how it ended."""
     from tracker.cli.campaign import _loader_line

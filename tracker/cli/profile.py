@@ -90,28 +90,9 @@ def _telemetry_text(data: dict) -> str:
     return "".join(f", {p}" for p in parts)
 
 
-def _report(data: dict, fmt: OutputFormat) -> None:
-    from tracker.profile.records import beside_other_work, bound_by_host
-    from tracker.profile.stats import HOST_BOUND_SHARE
-
-    if fmt is OutputFormat.json:
-        emit_json(data)
-        return
-    if data["status"] != "FINISHED":
-        why = f": {data['failure_message']}" if data.get("failure_message") else ""
-        typer.echo(f"{data['model']} bs{data['batch_size']} {data['phase']}: FAILED ({data.get('failure_reason')}{why}); "
-                   f"run {data['run_id']} (tracker runs show {data['run_id'][:12]}: its stderr)")
-        return
-    note = " (already measured: reused)" if data["reused"] else ""
-    mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
-    if data.get("memory_cap_used_mb") is not None:  # how much of a resident cap it took
-        mem += f" ({data['memory_cap_used_mb']:,.0f} of its {data['memory_limit_mb']:g} MB cap)"
-    if data.get("page_faults_per_iter_count") is not None:
-        mem += f", {data['page_faults_per_iter_count']:,.0f} page faults per iteration"
-    tail = "".join(f", p{q} {data[f'latency_p{q}_ms']:.3f} ms" for q in (90, 99) if f"latency_p{q}_ms" in data)
-    mem += _telemetry_text(data)
-    if data.get("host_share_pct") is not None:  # on a device: how much of each iteration the host's launching took
-        mem += f", host {data['host_share_pct']:.0f} % of each iteration"
+def _size_words(data: dict) -> str:
+    """`` at 64 px`` where the input is not the usual 224 pixels (or its shape, not images), and
+    `` in bfloat16`` where the number format is not float32: what a run's line says it measured."""
     from tracker.profile.records import USUAL_INPUT_SIZE
 
     size = f" at {data['input_size']} px" if data.get("input_size") not in (None, USUAL_INPUT_SIZE) else ""
@@ -120,8 +101,37 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         size = f" on {data['input_shape']}{ids} inputs"
     if data.get("dtype", "float32") != "float32":  # --dtype
         size += f" in {data['dtype']}"
+    return size
+
+
+def _report(data: dict, fmt: OutputFormat) -> None:
+    from tracker.profile.records import beside_other_work, bound_by_host
+    from tracker.profile.stats import HOST_BOUND_SHARE
+
+    if fmt is OutputFormat.json:
+        emit_json(data)
+        return
+    size = _size_words(data)
+    mode = f" in mode {data['mode']}" if data.get("mode") else ""
+    if data["status"] != "FINISHED":  # said as a measured line says what it measured (its size, its mode)
+        why = f": {data['failure_message']}" if data.get("failure_message") else ""
+        typer.echo(f"{data['model']} bs{data['batch_size']}{size} {data['phase']}{mode}: FAILED "
+                   f"({data.get('failure_reason')}{why}); run {data['run_id']} (tracker runs show {data['run_id'][:12]}: "
+                   "its stderr)")
+        return
+    note = " (already measured: reused)" if data["reused"] else ""
+    mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
+    if data.get("memory_cap_used_mb") is not None:  # how much of a resident cap it took
+        mem += f" ({data['memory_cap_used_mb']:,.0f} of its {data['memory_limit_mb']:g} MB cap)"
+    if data.get("page_faults_per_iter_count") is not None:
+        faults = data["page_faults_per_iter_count"]
+        mem += f", {faults:,.0f} page fault{'' if round(faults) == 1 else 's'} per iteration"
+    tail = "".join(f", p{q} {data[f'latency_p{q}_ms']:.3f} ms" for q in (90, 99) if f"latency_p{q}_ms" in data)
+    mem += _telemetry_text(data)
+    if data.get("host_share_pct") is not None:  # on a device: how much of each iteration the host's launching took
+        mem += f", host {data['host_share_pct']:.0f} % of each iteration"
     typer.echo(
-        f"{data['model']} bs{data['batch_size']}{size} {data['phase']} in mode {data['mode']}: {data['latency_ms']:.3f} ms median, "
+        f"{data['model']} bs{data['batch_size']}{size} {data['phase']}{mode}: {data['latency_ms']:.3f} ms median, "
         f"±{100 * data['ci_rel']:.1f}% (95% CI){tail}, {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
         f"run {data['run_id']}"
     )
