@@ -600,6 +600,15 @@ def test_a_campaign_counts_what_it_measured_beside_other_work(tmp_path: Path) ->
     assert "note: 1 of them measured while other processes took 10 % or more of the CPU" in done.stdout, done.stdout
     (run,) = network_runs(tmp_path / "s", "busy")
     assert run.data.metrics["cpu_util_others_pct"] >= 10
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}")
+    assert "mlflow.note.content" not in client.get_experiment_by_name("busy").tags  # it has no description
+    path.write_text(path.read_text().replace('name = "busy"', 'name = "busy"\ndescription = "One network, beside a busy core"'))
+    assert tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), cwd=tmp_path).returncode == 0
+    path.write_text(path.read_text().replace("beside a busy core", "beside other work"))  # described again: replaced
+    assert tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), cwd=tmp_path).returncode == 0
+    assert client.get_experiment_by_name("busy").tags["mlflow.note.content"] == "One network, beside other work"
 
 
 def test_a_traced_campaign_traces_each_configuration_once(tmp_path: Path) -> None:

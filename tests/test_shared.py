@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 SHARDED = """
 [campaign]
 name = "team"
+description = "Two small networks, sharded"
 [networks]
 zoo = ["squeezenet1_1", "mobilenet_v3_small"]
 [measure]
@@ -70,6 +71,8 @@ def test_two_shards_log_at_once_to_a_postgres_server_and_the_warehouse_loads_the
         # Before, their children measured at once, each a thread a core on two cores, spinning on
         # each other's OpenMP threads: mobilenet_v3_small at batch 1 took 1.2 s an iteration, not 11 ms.
         client = MlflowClient(uri)
+        # the campaign's description is the experiment's, over the REST API as in the embedded store
+        assert client.get_experiment_by_name("team").tags["mlflow.note.content"] == "Two small networks, sharded"
         windows = sorted((r.info.start_time, r.info.end_time) for r in client.search_runs(
             [client.get_experiment_by_name("team").experiment_id], "tags.`tracker.kind` = 'network'"))
         assert len(windows) == 4, windows

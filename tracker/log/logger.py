@@ -64,6 +64,19 @@ class RunLogger:
             self.offline = None
         return self._store
 
+    def describe_experiment(self, text: str) -> None:
+        """Describe the experiment in the MLflow UI (a campaign's ``description``); where the server
+        cannot be reached now, nothing: the runs go to the outbox and the description waits for the
+        next campaign run."""
+        if self.offline is not None:
+            return
+        try:
+            self._online().describe_experiment(self.experiment, text)
+        except StoreError as exc:
+            if not self.location.is_http:
+                raise
+            self.offline = str(exc)
+
     def require_artifacts_here(self) -> None:
         """Refuse, before anything is measured, an embedded store moved or copied from elsewhere
         (its artifacts would go to the old folder): see :mod:`tracker.log.relocate`."""

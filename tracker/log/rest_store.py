@@ -111,6 +111,12 @@ class RestStore:
             raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")
         return Experiment(exp["experiment_id"], name, exp.get("artifact_location", ""))
 
+    def describe_experiment(self, experiment: Experiment, text: str) -> None:
+        from tracker.log.record import NOTE_TAG
+
+        self.call("POST", "experiments/set-experiment-tag",
+                  {"experiment_id": experiment.experiment_id, "key": NOTE_TAG, "value": text})
+
     # -- runs -------------------------------------------------------------------------
     def write(self, experiment: Experiment, records: list[FinalRecord]) -> list[str]:
         ids: dict[str, str] = {}  # our run id -> the server's

@@ -232,6 +232,17 @@ class SqlStore:
             raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")
         return Experiment(str(row.experiment_id), name, row.artifact_location)
 
+    def describe_experiment(self, experiment: Experiment, text: str) -> None:
+        import sqlalchemy
+
+        from tracker.log.record import NOTE_TAG
+
+        with self.engine().begin() as conn:  # one transaction: the old description or the new, never none
+            conn.execute(sqlalchemy.text("DELETE FROM experiment_tags WHERE experiment_id = :id AND key = :key"),
+                         {"id": int(experiment.experiment_id), "key": NOTE_TAG})
+            conn.execute(sqlalchemy.text("INSERT INTO experiment_tags (key, value, experiment_id) VALUES (:key, :value, :id)"),
+                         {"id": int(experiment.experiment_id), "key": NOTE_TAG, "value": text})
+
     def _create_experiment(self, name: str) -> None:
         from mlflow.exceptions import MlflowException
         from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore

@@ -60,6 +60,11 @@ class Store(Protocol):
         """The latest active run of an experiment with this config key and status."""
         ...
 
+    def describe_experiment(self, experiment: Experiment, text: str) -> None:
+        """Set the experiment's description (its tag ``mlflow.note.content``, which the MLflow UI
+        shows above its runs), replacing any."""
+        ...
+
     def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
         """(run id, kind) of the experiment's active runs of these kinds whose id starts with
         ``prefix`` (lower-case hex), by id."""

@@ -409,6 +409,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     traced_keys = (measured(statuses=("FINISHED",), having=TRACE_TAG)
                    | measured(statuses=("FINISHED",), having=TRACE_ERROR_TAG)) if c.trace else set()
     modes_logged: set[tuple[str, int | None]] = set()
+    if logger is not None and c.description and not dry_run:  # the experiment's description in the MLflow UI
+        logger.describe_experiment(c.description)
     try:
         # Round after round: round r goes through every chain before round r + 1 starts.
         for r, (ref, device, threads, phase, size, dtype) in itertools.product(range(1, c.repeats + 1), todo):
