@@ -729,6 +729,53 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     assert len(runs) == 4 and len(set(keys)) == 4
 
 
+def _measuring_children(parent: int) -> list[int]:
+    """Pids of the measuring children under ``parent`` (forks of its zygote, or started workers)."""
+    import psutil
+
+    found = []
+    try:
+        for child in psutil.Process(parent).children():
+            if "tracker.profile.zygote" in " ".join(child.cmdline()):  # its forks run under the zygote's command line
+                found += [fork.pid for fork in child.children()]
+            else:
+                found.append(child.pid)
+    except psutil.Error:  # ended, or a zombie, while being looked at
+        pass
+    return found
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path: Path, how: str) -> None:
+    """Until 0.8.9 a campaign killed (or terminated) mid-measurement left its child measuring,
+    orphaned, for the rest of its time cap, beside whatever took the device after it (its lock
+    died with the campaign). Now SIGTERM stops a campaign as Ctrl-C does (status 143), and a
+    measuring child dies with whatever made it."""
+    import psutil
+
+    path = tmp_path / "long.toml"
+    path.write_text('[networks]\nzoo = ["resnet18"]\n[measure]\nprecision = 0.001\ntime_cap_s = 60\nmin_samples = 100000\n')
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "--tracking-uri", str(tmp_path / "s"), "campaign", "run",
+                             str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, children = time.time() + 120, []
+        while time.time() < deadline and not children:
+            time.sleep(0.2)
+            children = _measuring_children(proc.pid)
+        assert children, "no measuring child started"
+        time.sleep(1.0)  # measuring
+        proc.send_signal(getattr(signal, how))
+        _, err = proc.communicate(timeout=60)
+        gone = time.time() + 10
+        while time.time() < gone and any(psutil.pid_exists(c) and psutil.Process(c).status() != "zombie" for c in children):
+            time.sleep(0.1)
+        assert not any(psutil.pid_exists(c) and psutil.Process(c).status() != "zombie" for c in children), how
+    finally:
+        proc.kill()
+    if how == "SIGTERM":
+        assert proc.returncode == 143 and err.count("interrupted") == 1, (proc.returncode, err)
+
+
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("precision = 0.2", "precision = 2", "[measure].precision must be between 0 and 1 (0.02 is 2 %), got 2"),
     ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be greater than 0, got 0"),

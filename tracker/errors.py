@@ -31,6 +31,27 @@ def os_reason(exc: OSError) -> str:
     return f"{reason}: {exc.filename}" if exc.filename else reason
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a scheduler ending a job), raised where a Ctrl-C would be (see
+    :func:`terminate`): a command stops as it does on Ctrl-C, its measuring child ended and what was
+    being written written (until 0.8.9 it died where it stood, its child measuring on, orphaned)."""
+
+
+_terminated: list[bool] = []
+
+
+def terminate(signum: int, frame: Any) -> None:
+    """The SIGTERM handler of the ``tracker`` command: :class:`Terminated`, and the process marked
+    so (:func:`was_terminated`: its status is then 143, not a Ctrl-C's 130)."""
+    _terminated.append(True)
+    raise Terminated
+
+
+def was_terminated() -> bool:
+    """Whether this process was sent SIGTERM (see :func:`terminate`)."""
+    return bool(_terminated)
+
+
 @contextmanager
 def sigint_handled(handler: Callable[[int, Any], Any] | signal.Handlers) -> Iterator[None]:
     """Ctrl-C goes to ``handler`` (a function, or ``signal.SIG_IGN`` to hold it) inside the block,

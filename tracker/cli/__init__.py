@@ -17,13 +17,16 @@ def main() -> None:
     import signal
     import threading
 
+    from tracker.errors import terminate, was_terminated
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
         from tracker.cli.app import main as run
 
         run()
     except KeyboardInterrupt:
         sys.stderr.write(INTERRUPTED_LINE)
-        sys.exit(130)
+        sys.exit(143 if was_terminated() else 130)
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -29,14 +29,18 @@ class Phase(str, Enum):
 
 
 INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
+TERMINATED = 143  # and by SIGTERM (128 + SIGTERM)
 _interrupt_said: list[bool] = []
 
 
 def exit_interrupted(message: str) -> NoReturn:
-    """End a command that handled a Ctrl-C itself: its own line, status 130 (main adds no other)."""
+    """End a command that handled a Ctrl-C itself: its own line, status 130 (main adds no other);
+    143 where it was a SIGTERM (``tracker.errors.Terminated``, handled as a Ctrl-C is)."""
+    from tracker.errors import was_terminated
+
     _interrupt_said.append(True)
     typer.echo(message, err=True)
-    raise typer.Exit(INTERRUPTED)
+    raise typer.Exit(TERMINATED if was_terminated() else INTERRUPTED)
 
 
 def interrupt_said() -> bool:

@@ -268,7 +268,29 @@ def preload() -> None:
     import_torchvision()  # imports torch first
 
 
+#: prctl(2): the signal a process gets when the thread that made it ends.
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Be killed (SIGKILL) when the process that made this one ends, however it ends: a measuring
+    child whose campaign was killed would otherwise measure on, orphaned, beside whatever takes the
+    device after it (the device lock died with the campaign). Linux only; elsewhere nothing."""
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent or parent == 1:  # it ended before the signal was asked for
+        os._exit(EXIT_ERROR)
+
+
 def main() -> int:
+    die_with_parent()
     job = json.loads(sys.stdin.read())
     cap = Cap()  # the memory cap set, if any (a training job sets its own)
     try:

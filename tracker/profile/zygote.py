@@ -48,19 +48,26 @@ def serve(sock: Any, resident: list[tuple[int, int]]) -> None:
     signal.set_wakeup_fd(wake_w)  # a child's end wakes the select below: no polling while children measure
     signal.signal(signal.SIGCHLD, lambda *_: None)
     sock.send(json.dumps({"ready": os.getpid()}).encode())
+    children: set[int] = set()
     while True:
         readable, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in readable:
             _drain(wake_r)
-        _reap(sock)
+        children -= _reap(sock)
         if sock in readable:
             message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 3)
-            if not message:  # the parent has gone; its children go on to their own end
+            if not message:  # the parent has gone (a parent that ends well has no child measuring):
+                for pid in children:  # its children's results have nowhere to go, and they would
+                    try:  # measure on beside whatever takes the device next
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
                 return
             request = json.loads(message)
             pid = os.fork()
             if pid == 0:
                 _become_child(request, fds, (sock.fileno(), wake_r, wake_w), resident)
+            children.add(pid)
             try:  # a group of its own (killed whole with its loader workers), in the zygote's
                 os.setpgid(pid, pid)  # session, which has no terminal: Ctrl-C reaches the parent only
             except OSError:  # it has done so itself, or has ended
@@ -78,18 +85,23 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _reap(sock: Any) -> None:
-    """Report every child that has ended."""
+def _reap(sock: Any) -> set[int]:
+    """Report every child that has ended; their pids."""
     import json
 
+    ended: set[int] = set()
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:  # no child at all
-            return
+            return ended
         if pid == 0:
-            return
-        sock.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+            return ended
+        ended.add(pid)
+        try:
+            sock.send(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+        except OSError:  # the parent has gone: nobody to tell
+            pass
 
 
 def resident_file_pages() -> list[tuple[int, int]]:
