@@ -119,6 +119,13 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     down = runner.invoke(app, ["--tracking-uri", uri, "sync"])
     assert down.exit_code == 1 and "cannot reach" in str(down.exception or down.output)
     assert len(pending()) == 3  # nothing lost
+    # A campaign started while the server is down measures into the outbox and says so, as one whose server
+    # went down midway does (it ended with "cannot reach" and status 1, its summary unsaid, until 0.8.9).
+    campaign = tmp_path / "offline.toml"
+    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nprecision = 0.2\ntime_cap_s = 0.3\n')
+    spooled = runner.invoke(app, ["--tracking-uri", uri, "-e", "offline", "campaign", "run", str(campaign)])
+    assert spooled.exit_code == 0 and "offline: 1 measured, 0 failed, 0 skipped of 1" in spooled.stdout, spooled.output
+    assert len(pending()) == 5  # its mode run and its network run
 
     with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}", port=port):
         # One batch already reached the server before (say, an ack was lost): it is not sent twice.
@@ -126,13 +133,13 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
         done = runner.invoke(app, ["--tracking-uri", uri, "sync"])
         assert done.exit_code == 0, done.output
         # The repeat is sent although its configuration is on the server: it is a new measurement.
-        assert "sent 4 runs" in done.output and "1 already on the server" in done.output
+        assert "sent 6 runs" in done.output and "1 already on the server" in done.output
         assert pending() == []
         client = MlflowClient(uri)
         exp = client.get_experiment_by_name("offline")
         runs = client.search_runs([exp.experiment_id], max_results=100)
         keys = [r.data.tags["tracker.config_key"] for r in runs]
-        assert len(runs) == 5 and len(set(keys)) == 4
+        assert len(runs) == 7 and len(set(keys)) == 6
         assert [r.data.tags.get("tracker.repeat_key") for r in runs].count(f"{repeat.config_key}#r2") == 1
         parents = {r.info.run_id for r in runs if r.data.tags["tracker.kind"] == "network"}
         assert all(r.data.tags["mlflow.parentRunId"] in parents for r in runs if r.data.tags["tracker.kind"] == "layer")

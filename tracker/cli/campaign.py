@@ -40,7 +40,7 @@ def run(
     quiet = fmt is OutputFormat.json
     with campaign_progress(campaign.name, transient=quiet, disable=quiet) as progress:
         tally = run_campaign(logger, campaign, shard_ij, progress)
-    data = {"campaign": campaign.name, "experiment": logger.experiment.name, "shard": f"{shard_ij[0]}/{shard_ij[1]}", **tally.as_dict()}
+    data = {"campaign": campaign.name, "experiment": logger.experiment_name, "shard": f"{shard_ij[0]}/{shard_ij[1]}", **tally.as_dict()}
     if fmt is OutputFormat.json:
         emit_json(data)
     else:
