@@ -1,5 +1,5 @@
 -- Every whole-network run, inference (network runs) and training (training runs), FINISHED
--- or FAILED, in one shape, with the device it ran on: the board for imported data
+-- or FAILED (or KILLED: a training job stopped), in one shape, with the device it ran on: the board for imported data
 -- (env.device_model), the GPU for cuda, else the CPU model. measurements and oom_boundary read it.
 -- page_faults_per_iter_count: memory the C allocator took afresh from the kernel per iteration
 -- (see the allocator of the CPU mode); NULL where not counted (imported data, older runs).
@@ -15,6 +15,8 @@
 -- processes took (the machine's use less the measuring process's, since tracker 0.7.5); NULL where not measured.
 -- host_share_pct: on a GPU, the share of each iteration the host spent launching its work (near 100: bound by
 -- the host's CPU, not the device); NULL on a CPU (the host is the device) and for runs before tracker 0.8.4.
+-- A RUNNING run is left out: tracker writes a run once it is measured, so one still RUNNING is a write cut
+-- short (a process killed while it wrote to a tracking server), never a measurement under way.
 WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
@@ -40,3 +42,4 @@ SELECT
         AS device_memory_mb
 FROM whole w
 LEFT JOIN environments e USING (run_id)
+WHERE w.status NOT IN (CAST('RUNNING' AS VARCHAR), CAST('SCHEDULED' AS VARCHAR))

@@ -45,13 +45,17 @@ def test_a_store_of_failed_runs_alone_loads(tmp_path: Path) -> None:
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     failed = network_record("resnet18", 64)
     failed.metrics = {}
+    # a write cut short (a process killed while it wrote to a server) leaves a run RUNNING: not a measurement
+    cut = network_record("resnet18", 32)
+    cut.metrics, cut.status = {}, "RUNNING"
     log = _logger(runs)
-    log.log([failed.fail("oom")])
+    log.log([failed.fail("oom"), cut])
     log.close()
-    assert _load(runs, wh).runs_changed == 1
+    assert _load(runs, wh).runs_changed == 2
     with duckdb.connect(str(wh), read_only=True) as con:
         assert con.sql("SELECT w.status, r.failure_reason, w.batch_size FROM whole_network_runs w JOIN runs r USING (run_id)").fetchall() == [
             ("FAILED", "oom", 64)]
+        assert con.sql("SELECT status FROM network_runs ORDER BY status").fetchall() == [("FAILED",), ("RUNNING",)]
         assert con.sql("SELECT count(*) FROM metrics").fetchall() == [(0,)]
 
 
