@@ -735,14 +735,43 @@ def _measuring_children(parent: int) -> list[int]:
 
     found = []
     try:
-        for child in psutil.Process(parent).children():
+        children = psutil.Process(parent).children()
+    except psutil.Error:  # ended
+        return []
+    for child in children:
+        try:
             if "tracker.profile.zygote" in " ".join(child.cmdline()):  # its forks run under the zygote's command line
                 found += [fork.pid for fork in child.children()]
             else:
                 found.append(child.pid)
-    except psutil.Error:  # ended, or a zombie, while being looked at
-        pass
+        except psutil.Error:  # ended, or a zombie, while being looked at
+            pass
     return found
+
+
+def test_a_configuration_another_process_measured_while_this_one_waited_for_the_device_is_reused(
+        tmp_path: Path) -> None:
+    """Two campaigns (or a campaign and a profile) of one configuration each planned it before the
+    other had measured it, and measured it twice, until 0.8.9: the one that waited for the device
+    now asks again once the device is its own."""
+    store = tmp_path / "s"
+    args = ["--tracking-uri", str(store), "profile", "network", "squeezenet1_1", "--time-cap", "3", "--precision",
+            "0.001", "--format", "json"]
+    first = subprocess.Popen([sys.executable, "-m", "tracker", *args], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not _measuring_children(first.pid):
+            time.sleep(0.1)
+        assert _measuring_children(first.pid), "the first never started measuring"
+        second = tracker(*args, cwd=tmp_path)  # planned now, while the first measures: it waits for the device
+        out, err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+    assert first.returncode == 0 and second.returncode == 0, (err, second.stderr)
+    measured, reused = json.loads(out), json.loads(second.stdout)
+    assert not measured["reused"] and reused["reused"] and reused["run_id"] == measured["run_id"], (measured, reused, second.stderr)
+    assert count_runs(store, "network") == 1
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])

@@ -246,6 +246,11 @@ def has_layers(record: RunRecord) -> bool:
     return "sum_of_layers_ms" in record.metrics
 
 
+#: A wait for the device longer than this (seconds) means another process held it: whether this
+#: configuration is still to be measured is asked again.
+WAITED_S = 0.05
+
+
 def measure_planned(
     logger: RunLogger,
     p: Planned,
@@ -264,16 +269,22 @@ def measure_planned(
     ``trace``: the child also traces a few iterations with torch.profiler after measuring
     (``tracker.profile.trace``), and the trace and its operator table are artifacts of the run."""
     from tracker.environment import gpu_tags, software_versions, threads_tags
+    from tracker.profile import devicelock
     from tracker.profile.child import run_child
     from tracker.profile.memcap import CAP_TAG
     from tracker.profile.records import failed_record, layer_records, measured_record
 
-    if reuse:
+    def answered() -> RunRecord | None:
+        """A run logged before that answers this request, if any."""
         for status in ("FINISHED", "FAILED") if reuse_failed else ("FINISHED",):
             existing = logger.find(p.config_key, status)
             # A whole-network run measured without its layers does not answer a request for layers.
             if existing is not None and not (layers and status == "FINISHED" and not has_layers(existing)):
-                return ProfileResult(existing, [], reused=True)
+                return existing
+        return None
+
+    if reuse and (existing := answered()) is not None:
+        return ProfileResult(existing, [], reused=True)
 
     def log(record: RunRecord, children: list[RunRecord]) -> ProfileResult:
         """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
@@ -290,38 +301,43 @@ def measure_planned(
         logger.log([record, *children])
         return ProfileResult(record, children, reused=False)
 
-    start = now_ms()
     job = job_for(p, rule, layers, layer_rule)
-    traced = None
-    with tempfile.TemporaryDirectory(prefix="tracker-trace-") if trace else contextlib.nullcontext() as folder:
-        if folder is not None:
-            job["trace_dir"] = folder
-        result = run_child(job, timeout_s=timeout_s)
-        start += round(1000 * result.device_wait_s)  # measured from when the device was this process's
-        if folder is not None and result.ok:  # the trace is read while its folder is there
-            from tracker.profile.trace import traced_run
+    # The device held from before the child starts until its run is logged: a process that waited for it
+    # then finds the run logged, if it was of the same configuration (two campaigns of one configuration
+    # each planned it before the other had measured it, and measured it twice, until 0.8.9).
+    with devicelock.measuring_on(devicelock.job_devices(job)) as waited_s:
+        if reuse and waited_s > WAITED_S and (existing := answered()) is not None:
+            return ProfileResult(existing, [], reused=True)
+        start = now_ms()  # measured from when the device was this process's
+        traced = None
+        with tempfile.TemporaryDirectory(prefix="tracker-trace-") if trace else contextlib.nullcontext() as folder:
+            if folder is not None:
+                job["trace_dir"] = folder
+            result = run_child(job, timeout_s=timeout_s)
+            if folder is not None and result.ok:  # the trace is read while its folder is there
+                from tracker.profile.trace import traced_run
 
-            traced = traced_run(result.payload)
-    if not result.ok:
-        return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
-                                 result.message, result.stderr_tail, start, p.threads, p.allocator), [])
-    payload = result.payload
-    record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start, p.threads, p.allocator)
-    if traced is not None:
-        record.artifacts.update(traced.artifacts)
-        record.tags.update(traced.tags)
-    if result.message:  # it measured, but had to be killed to end, or its exit status is not known
-        record.tags[CHILD_NOTE_TAG] = result.message
-    # The description planning made: the child does not describe the network again (0.05 to 0.3 s
-    # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).
-    described = (p.spec.model, spec_json(p.network_spec), p.spec.input_size)
-    record.artifacts[DESCRIPTION_ARTIFACT] = described_json(*described)[2]
-    record.artifacts["description/graph.json"] = _graph_artifact(*described)
-    keep_own_code(record, p.network_spec)  # a network of your own, or pruned from one: its code as measured
-    logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
-                                       software_versions()))
-    logged.trace = traced.summary if traced is not None else None
-    return logged
+                traced = traced_run(result.payload)
+        if not result.ok:
+            return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
+                                     result.message, result.stderr_tail, start, p.threads, p.allocator), [])
+        payload = result.payload
+        record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start, p.threads, p.allocator)
+        if traced is not None:
+            record.artifacts.update(traced.artifacts)
+            record.tags.update(traced.tags)
+        if result.message:  # it measured, but had to be killed to end, or its exit status is not known
+            record.tags[CHILD_NOTE_TAG] = result.message
+        # The description planning made: the child does not describe the network again (0.05 to 0.3 s
+        # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).
+        described = (p.spec.model, spec_json(p.network_spec), p.spec.input_size)
+        record.artifacts[DESCRIPTION_ARTIFACT] = described_json(*described)[2]
+        record.artifacts["description/graph.json"] = _graph_artifact(*described)
+        keep_own_code(record, p.network_spec)  # a network of your own, or pruned from one: its code as measured
+        logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
+                                           software_versions()))
+        logged.trace = traced.summary if traced is not None else None
+        return logged
 
 
 def profile_network(

@@ -170,8 +170,8 @@ def _prepared(job: dict[str, Any], devices: Iterable[str] | None
 
 def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
               devices: Iterable[str] | None = None) -> ChildResult:
-    """Run ``job`` in a measuring child once this process holds its devices (``_prepared``):
-    its time limit starts then."""
+    """Run ``job`` in a measuring child once this process holds its devices (``_prepared``; a
+    caller may hold them already, across the logging of the result too): its time limit starts then."""
     with _prepared(job, devices) as (job, group, waited_s):
         result = _run_child(job, timeout_s, env, group)
     result.device_wait_s = waited_s

@@ -6,7 +6,10 @@ campaign shards started on one machine, a ``tracker profile`` typed while a camp
 each other's OpenMP threads: mobilenet_v3_small at batch 1 took 1.2 s an iteration, not 11 ms.
 So each measuring child runs while its parent holds an exclusive ``flock`` on a file named after
 the device (``lock_name``) in a folder of the machine's temporary directory; another process that
-wants that device waits for it, says so once, and measures after. The lock goes with the process
+wants that device waits for it, says so once, and measures after. A network's measurement holds it
+until its run is logged, so one that waited finds the run there if it was of the same configuration,
+and does not measure it again (since 0.8.9; a thread holding a lock may take it again inside, a
+no-op). The lock goes with the process
 that held it (a parent killed releases it), and the child, which never inherits the descriptor,
 cannot keep it. Devices are locked one by one in name order (a mapping run of CPU and GPU stages
 takes both), so two processes never wait on each other.
@@ -23,6 +26,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -35,6 +39,9 @@ LOCK_FOLDER_NAME = "tracker-devices"
 POLL_S = 0.1
 
 _SAID: set[str] = set()  # what this process has said it cannot lock (once each)
+#: The devices this thread holds (``_locked``): locking one again inside is a no-op, so a caller
+#: may hold a device across a measurement and its logging, with the measurement's own lock inside.
+_HELD = threading.local()
 
 
 def lock_folder() -> Path:
@@ -108,6 +115,10 @@ def _holder(fd: int) -> str:
 def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
     import fcntl
 
+    held: set[str] = _HELD.__dict__.setdefault("devices", set())
+    if lock_name(device) in held:  # this thread holds it already (re-entrant)
+        yield 0.0
+        return
     fd = _open(lock_folder() / lock_name(device))
     if fd is None:
         yield 0.0
@@ -129,7 +140,11 @@ def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         except OSError:
             pass  # opened read-only: the lock holds all the same, its note names no pid
-        yield 0.0 if waited_from is None else time.monotonic() - waited_from
+        held.add(lock_name(device))
+        try:
+            yield 0.0 if waited_from is None else time.monotonic() - waited_from
+        finally:
+            held.discard(lock_name(device))
     finally:
         os.close(fd)  # and the lock with it
 
