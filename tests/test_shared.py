@@ -130,11 +130,14 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}", port=port):
         # One batch already reached the server before (say, an ack was lost): it is not sent twice.
         RunLogger(uri, experiment="offline", environment=ENV).log([network_record("resnet18", 2)])
+        elsewhere = f"http://127.0.0.1:{free_port()}"  # runs spooled for another server stay for it, and are said
+        RunLogger(elsewhere, experiment="offline", environment=ENV).log([network_record("resnet50", 1)])
         done = runner.invoke(app, ["--tracking-uri", uri, "sync"])
         assert done.exit_code == 0, done.output
+        assert f"1 outbox file wait for another server: tracker --tracking-uri {elsewhere} sync" in done.output
         # The repeat is sent although its configuration is on the server: it is a new measurement.
         assert "sent 6 runs" in done.output and "1 already on the server" in done.output
-        assert pending() == []
+        assert [item.uri for item in pending()] == [elsewhere]
         client = MlflowClient(uri)
         exp = client.get_experiment_by_name("offline")
         runs = client.search_runs([exp.experiment_id], max_results=100)
@@ -147,7 +150,7 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
         series = client.get_metric_history(sent.info.run_id, "system/cpu_util_pct")  # kept in the outbox, sent as it was
         assert [(m.step, m.timestamp, m.value) for m in series] == [(0, 1_790_000_000_000, 50.0),
                                                                      (20, 1_790_000_000_020, 62.5)]
-        assert "outbox is empty" in runner.invoke(app, ["--tracking-uri", uri, "sync"]).output
+        assert "sent 0 runs from 0 outbox files" in runner.invoke(app, ["--tracking-uri", uri, "sync"]).output
 
 
 def test_basic_auth_takes_credentials_from_the_environment_and_never_logs_them(

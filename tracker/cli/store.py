@@ -241,3 +241,6 @@ def sync(ctx: typer.Context) -> None:
     report = send(uri)
     typer.echo(f"sent {report.sent} runs from {report.files - report.left} outbox files "
                f"({report.skipped} already on the server); {report.left} files left")
+    for other, files in sorted(report.others.items()):  # it said "0 files left" of an outbox that was not empty
+        typer.echo(f"{files} outbox file{'s' if files != 1 else ''} wait for another server: "
+                   f"tracker --tracking-uri {other} sync")

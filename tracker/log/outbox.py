@@ -14,7 +14,7 @@ import json
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
@@ -125,6 +125,8 @@ class SyncReport:
     sent: int
     skipped: int
     left: int
+    #: outbox files spooled for other servers than the one synced (server URI: files), not sent
+    others: dict[str, int] = field(default_factory=dict)
 
 
 def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
@@ -132,7 +134,12 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     from tracker.log.store import open_store
     from tracker.settings import resolve_location
 
-    items = [i for i in pending(folder) if uri is None or i.uri == strip_credentials(uri)]
+    waiting = pending(folder)
+    items = [i for i in waiting if uri is None or i.uri == strip_credentials(uri)]
+    others: dict[str, int] = {}
+    for item in waiting:
+        if uri is not None and item.uri != strip_credentials(uri):
+            others[item.uri] = others.get(item.uri, 0) + 1
     sent = skipped = done = 0
     stores: dict[str, Any] = {}
     try:
@@ -158,4 +165,4 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     finally:
         for store in stores.values():
             store.close()
-    return SyncReport(files=len(items), sent=sent, skipped=skipped, left=len(items) - done)
+    return SyncReport(files=len(items), sent=sent, skipped=skipped, left=len(items) - done, others=others)
