@@ -708,7 +708,8 @@ def test_a_network_returning_a_dict_is_measured_in_training_and_one_that_cannot_
     assert failed["failure_message"] == ("MeasurementError: the network returns no floating-point tensor that "
                                          "carries gradients: nothing to train it on")
     line = _cli(store, "profile", "network", f"{net}:Labels", "-b", "2", "--phase", "training", "--time-cap", "0.5").stdout
-    assert line.startswith("outputs.Labels bs2 training: FAILED (error: MeasurementError: the network returns no ")
+    assert line.startswith(f"outputs.Labels bs2 at 16 px training in mode {failed['mode']}: FAILED (error: MeasurementError: "
+                           "the network returns no ")  # its size and mode, as a measured run's line says them
     assert line.rstrip().endswith(": its stderr)")
     shown = _cli(store, "runs", "show", failed["run_id"][:12]).stdout
     assert "FAILED (error)" in shown and "MeasurementError" in shown

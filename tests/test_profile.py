@@ -774,8 +774,8 @@ def test_a_configuration_another_process_measured_while_this_one_waited_for_the_
     assert count_runs(store, "network") == 1
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
-def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize(("how", "zygote"), [("SIGTERM", "1"), ("SIGKILL", "1"), ("SIGKILL", "0")])
+def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path: Path, how: str, zygote: str) -> None:
     """Until 0.8.9 a campaign killed (or terminated) mid-measurement left its child measuring,
     orphaned, for the rest of its time cap, beside whatever took the device after it (its lock
     died with the campaign). Now SIGTERM stops a campaign as Ctrl-C does (status 143), and a
@@ -785,14 +785,15 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     path = tmp_path / "long.toml"
     path.write_text('[networks]\nzoo = ["resnet18"]\n[measure]\nprecision = 0.001\ntime_cap_s = 60\nmin_samples = 100000\n')
     proc = subprocess.Popen([sys.executable, "-m", "tracker", "--tracking-uri", str(tmp_path / "s"), "campaign", "run",
-                             str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(path)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TRACKER_ZYGOTE": zygote})  # 0: a started child, killed with its parent
     try:
         deadline, children = time.time() + 120, []
         while time.time() < deadline and not children:
             time.sleep(0.2)
             children = _measuring_children(proc.pid)
         assert children, "no measuring child started"
-        time.sleep(1.0)  # measuring
+        time.sleep(1.0 if zygote == "1" else 6.0)  # measuring (a started child imports torch first)
         proc.send_signal(getattr(signal, how))
         _, err = proc.communicate(timeout=60)
         gone = time.time() + 10

@@ -275,7 +275,8 @@ PR_SET_PDEATHSIG = 1
 def die_with_parent() -> None:
     """Be killed (SIGKILL) when the process that made this one ends, however it ends: a measuring
     child whose campaign was killed would otherwise measure on, orphaned, beside whatever takes the
-    device after it (the device lock died with the campaign). Linux only; elsewhere nothing."""
+    device after it (the device lock died with the campaign). Linux only; elsewhere nothing. A fork
+    of the zygote does not: the zygote kills its forks when the parent goes."""
     import ctypes
     import signal
 
@@ -289,8 +290,12 @@ def die_with_parent() -> None:
         os._exit(EXIT_ERROR)
 
 
-def main() -> int:
-    die_with_parent()
+def main(forked: bool = False) -> int:
+    """A measuring child: its job from stdin, its result line on stdout. ``forked``: a fork of the
+    zygote, which ends it if the parent goes (``zygote.serve``) and whose own end it outlives (the
+    parent waits for it still); a started one dies with its parent."""
+    if not forked:
+        die_with_parent()
     job = json.loads(sys.stdin.read())
     cap = Cap()  # the memory cap set, if any (a training job sets its own)
     try:

@@ -180,7 +180,7 @@ def _become_child(request: dict[str, Any], fds: list[int], zygote_fds: tuple[int
         _reseed()
         from tracker.profile.worker import main
 
-        code = main()
+        code = main(forked=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except KeyboardInterrupt:  # ended as a started child would be: by SIGINT, after its traceback
