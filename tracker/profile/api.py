@@ -191,9 +191,8 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
 
 def ensure_mode_logged(logger: RunLogger, device: str, threads: int | None, allocator: str | None = None) -> str:
     """Log the ``mode`` run describing this device mode, once per experiment; its mode id."""
-    from tracker.profile.modes import mode_record, read_mode
-
     from tracker.environment import threads_tags
+    from tracker.profile.modes import mode_record, read_mode
 
     mode = read_mode(device, threads=threads, allocator=allocator)
     record = mode_record(mode)
