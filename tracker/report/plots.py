@@ -31,14 +31,22 @@ def _png(fig: Any) -> bytes:
 
 
 def _plain_log_labels(ax: Any) -> None:
-    """Plain numbers on a log y axis: every minor tick labelled within a decade, 2x, 3x and 5x beyond
-    (a value such as 14 or 155 ms can then be read off between its labels)."""
+    """Plain numbers on a log y axis: 2x, 3x and 5x of each decade labelled besides its powers of
+    ten (a value such as 14 or 155 ms can then be read off between its labels); an axis spanning
+    less than a decade gets evenly spaced round ticks instead (780 to 1,500 MB had labels only up
+    to 1,000, the decade's last tick)."""
     import math
 
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
     lo, hi = ax.get_ylim()
     narrow = lo > 0 and hi / lo < 10
+    if narrow:
+        ticks = [t for t in MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= t <= hi]
+        ax.yaxis.set_major_locator(FixedLocator(ticks))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        return
 
     def minor(v: float, _: object) -> str:
         lead = round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
@@ -67,7 +75,8 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
 
     Each line: ``label``, ``batch_sizes``, ``latency_ms``, ``peak_mem_mb`` (lists, memory
     items may be None), ``oom_batch`` (the smallest batch that failed out of memory, or None)
-    and ``oom_cap_mb`` (the memory cap it failed under, None: the device's own memory). A
+    and ``oom_cap_mb`` (the memory cap it failed under, None: the device's own memory: a cap on
+    what the child adds to what it held, ``--memory-limit-mb``, so a peak may lie above it). A
     failure is a red cross on the batch axis itself, under a dotted line at that batch: nothing
     was measured there, so it is drawn at no latency or memory. The batch axis is labelled at the
     sizes drawn, as whole numbers.
@@ -97,7 +106,8 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
                            transform=ax.get_xaxis_transform(),
                            label=None if oom_drawn else "out of memory (first batch that failed)")
                 if cap:
-                    ax.annotate(f"{cap:g} MB cap", (oom, 0.05), xycoords=ax.get_xaxis_transform(), fontsize=6,
+                    # the cap is on what the child adds to what it held (--memory-limit-mb), not its peak
+                    ax.annotate(f"cap +{cap:g} MB", (oom, 0.05), xycoords=ax.get_xaxis_transform(), fontsize=6,
                                 color="red", ha="right", rotation=90, va="bottom")
             oom_drawn = True
     ticks = sorted(sizes)
@@ -113,7 +123,7 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
         _plain_log_labels(ax)
         ax.set(xlabel="batch size", ylabel=what)
         ax.grid(alpha=0.3, which="both")
-    ax_lat.set_title(title, fontsize=10)
+    ax_lat.set_title(title, fontsize=10 if len(title) <= 60 else 8)
     ax_mem.set_title("peak memory" + ("; x = first batch that ran out of memory" if oom_drawn else ""), fontsize=9)
     handles, labels = ax_lat.get_legend_handles_labels()
     if len(labels) <= 14:
