@@ -87,8 +87,9 @@ def _cache_entry(name: str, network_spec_json: str | None, input_size: int) -> s
     import hashlib
 
     from tracker import cache
+    from tracker.zoo.spec import own_code_spec
 
-    if network_spec_json is not None and '"kind": "module"' in network_spec_json:
+    if network_spec_json is not None and own_code_spec(json.loads(network_spec_json)) is not None:
         return None
     key = json.dumps([name, network_spec_json, int(input_size), cache.source_digest("describe", "zoo"),
                       cache.package_version("torch"), cache.package_version("torchvision")])

@@ -134,11 +134,13 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     from tracker.log.store import open_store
     from tracker.settings import resolve_location
 
-    waiting = pending(folder)
-    items = [i for i in waiting if uri is None or i.uri == strip_credentials(uri)]
+    target = None if uri is None else strip_credentials(uri)
+    items: list[Spooled] = []
     others: dict[str, int] = {}
-    for item in waiting:
-        if uri is not None and item.uri != strip_credentials(uri):
+    for item in pending(folder):
+        if target is None or item.uri == target:
+            items.append(item)
+        else:
             others[item.uri] = others.get(item.uri, 0) + 1
     sent = skipped = done = 0
     stores: dict[str, Any] = {}

@@ -147,11 +147,13 @@ def batch_pictures(con: Any) -> list[Picture]:
     for (fam, phase, device), members in sorted(groups.items()):
         members.sort(key=lambda m: (m[0][0], m[0][6] or 0, m[0][4], m[0][5]))
         modes, sizes = {m[0][4] for m in members}, {m[0][6] for m in members}
-        lines = [{"label": _line_label(key, len(modes) > 1, len(sizes) > 1),
-                  "batch_sizes": [r["batch_size"] for r in chain], "latency_ms": [r["latency_ms"] for r in chain],
-                  "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": (ooms.get(key[1:6]) or (None, None))[0],
-                  "oom_cap_mb": (ooms.get(key[1:6]) or (None, None))[1]}
-                 for key, chain in members]
+        lines = []
+        for key, chain in members:
+            oom_batch, oom_cap_mb = ooms.get(key[1:6], (None, None))
+            lines.append({"label": _line_label(key, len(modes) > 1, len(sizes) > 1),
+                          "batch_sizes": [r["batch_size"] for r in chain], "latency_ms": [r["latency_ms"] for r in chain],
+                          "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": oom_batch,
+                          "oom_cap_mb": oom_cap_mb})
         # what every line shares is said once, in the title; what tells them apart, in their labels
         title = (f"{fam}: {phase} on {device}" + (f", mode {next(iter(modes))}" if len(modes) == 1 else "")
                  + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else ""))
