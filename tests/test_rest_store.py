@@ -1,5 +1,9 @@
 """The HTTP writer against a real MLflow tracking server on loopback."""
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +94,64 @@ def test_a_missing_experiment_over_http_is_nothing_logged(mlflow_server: str) ->
 
     with pytest.raises(NothingLoggedError, match="no experiment named 'never-made' on http"):
         RunLogger(mlflow_server, experiment="never-made", environment=ENV, create=False)  # not taken for "offline"
+
+
+KILLED_MID_WRITE = r'''
+import os, signal, sys
+from tests.conftest import ENV, layer_record, network_record
+from tracker.log import rest_store
+from tracker.log.logger import RunLogger
+
+real = rest_store.RestStore.call
+finished = []
+
+def call(self, method, endpoint, body=None, query=None):
+    if endpoint == "runs/update":
+        finished.append(body["run_id"])
+        if len(finished) == 2:  # the network run and one layer run written; the others not, or half
+            os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, method, endpoint, body, query)
+
+rest_store.RestStore.call = call
+net = network_record("resnet18", 1)
+RunLogger(sys.argv[1], experiment=sys.argv[2], environment=ENV).log([net, *(layer_record(net, i) for i in range(3))])
+'''
+
+
+def test_a_write_killed_midway_waits_in_the_outbox_and_sync_finishes_it(
+    mlflow_server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A process killed (SIGKILL) while it writes a network run and its layers to a server left
+    runs RUNNING there and lost the rest, until 0.9.0: its batch is journalled in the outbox first
+    now; `tracker sync` deletes the unfinished runs and sends the rest under the network run."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+    from tracker.log.outbox import pending
+
+    root = Path(__file__).resolve().parents[1]
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, mlflow_server, "cut-short"], cwd=root,
+                            env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    client = MlflowClient(mlflow_server)
+    exp = client.get_experiment_by_name("cut-short")
+    before = client.search_runs([exp.experiment_id])
+    assert "RUNNING" in {r.info.status for r in before} and len(before) < 5
+    [journal] = pending()
+    assert journal.writer and not journal.being_written() and len(journal.records) == 4
+
+    # A command that measures on that server says the runs wait, and counts them as measured.
+    logger = RunLogger(mlflow_server, experiment="cut-short", environment=ENV)
+    assert "4 runs for this server wait in the outbox" in capsys.readouterr().err
+    assert network_record("resnet18", 1).config_key in logger.measured("network")
+
+    done = CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "sync"])
+    assert done.exit_code == 0, done.output
+    assert "unfinished run" in done.output and pending() == []
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
+    [parent] = [r for r in runs if r.data.tags["tracker.kind"] == "network"]
+    layers = [r for r in runs if r.data.tags["tracker.kind"] == "layer"]
+    assert sorted(int(r.data.params["layer_index"]) for r in layers) == [0, 1, 2]
+    assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in layers)
+    assert "outbox is empty" in CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "sync"]).output

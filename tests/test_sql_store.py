@@ -27,9 +27,10 @@ def logger(tmp_path: Path) -> RunLogger:
 
 
 def comparable(run) -> dict:
-    """Everything search_runs returns about a run, minus what differs by nature (ids, times)."""
+    """Everything search_runs returns about a run, minus what differs by nature (ids, times, and
+    the batch a run was sent to a server in)."""
     info = run.info
-    tags = {k: v for k, v in run.data.tags.items() if k not in ("mlflow.parentRunId",)}
+    tags = {k: v for k, v in run.data.tags.items() if k not in ("mlflow.parentRunId", "tracker.write")}
     return {
         "status": info.status,
         "lifecycle_stage": info.lifecycle_stage,

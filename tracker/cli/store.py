@@ -241,6 +241,12 @@ def sync(ctx: typer.Context) -> None:
     report = send(uri)
     typer.echo(f"sent {report.sent} runs from {report.files - report.left} outbox files "
                f"({report.skipped} already on the server); {report.left} files left")
+    if report.discarded:
+        typer.echo(f"deleted {report.discarded} unfinished run{'s' if report.discarded != 1 else ''} that a write cut "
+                   "short had left on the server (sent whole again)")
+    if report.busy:
+        typer.echo(f"{report.busy} outbox file{'s' if report.busy != 1 else ''} being written to the server by a "
+                   "running tracker: left to it")
     for other, files in sorted(report.others.items()):  # it said "0 files left" of an outbox that was not empty
         typer.echo(f"{files} outbox file{'s' if files != 1 else ''} wait for another server: "
                    f"tracker --tracking-uri {other} sync")

@@ -10,17 +10,24 @@ nothing), then written by the store's fast writer.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 from tracker.errors import NothingLoggedError, StoreError
 
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord, RunRecord
-from tracker.log.outbox import outbox_dir, spool, spooled_keys
+from tracker.log.outbox import batch_name, mark_batch, outbox_dir, spool, spooled_keys
 from tracker.log.schema import KINDS
 from tracker.log.store import Experiment, Store, open_store
 from tracker.settings import DEFAULT_EXPERIMENT, StoreLocation, resolve_location
+
+
+#: Why a journalled batch is in the outbox: its writer was killed before the server had it all.
+CUT_SHORT = "its write to the server was cut short (the process writing it was killed)"
+INTERRUPTED = "its write to the server was interrupted"
 
 
 class RunLogger:
@@ -50,6 +57,26 @@ class RunLogger:
             if not self.location.is_http:
                 raise
             self.offline = str(exc)
+        if self.location.is_http and self.offline is None and create:
+            self._say_waiting()
+
+    def _say_waiting(self) -> None:
+        """Warn once that runs for this server wait in the outbox (a write cut short, a server that was
+        down): measuring goes on, and counts them as measured, but the server lacks them until `tracker sync`."""
+        if not any(outbox_dir().glob("*.json")):
+            return
+        from tracker.log.outbox import pending, strip_credentials
+
+        try:
+            waiting = [item for item in pending() if item.uri == strip_credentials(self.location.uri)
+                       and not item.being_written()]
+        except StoreError as exc:
+            sys.stderr.write(f"warning: {exc}\n")
+            return
+        if waiting:
+            runs = sum(len(item.records) for item in waiting)
+            sys.stderr.write(f"warning: {runs} run{'s' if runs != 1 else ''} for this server wait in the outbox "
+                             f"{outbox_dir()}: `tracker sync` sends them\n")
 
     def _online(self) -> Store:
         """The store, (re)connecting first if the server could not be reached before."""
@@ -117,15 +144,30 @@ class RunLogger:
         records = list(records)
         final = self.finalize(records, environment)
         if self.location.is_http:
+            # Journalled first: a process killed while it writes leaves the batch in the outbox.
+            batch = batch_name()
+            mark_batch(final, batch)
+            try:
+                journal: Path | None = spool(self.location.uri, self.experiment_name, final, CUT_SHORT, batch=batch,
+                                             writer=True)
+            except OSError:  # an outbox that cannot be written (a full disk): the server gets the batch all the same
+                journal = None
             try:
                 ids = self._online().write(self.experiment, final)
             except StoreError as exc:
                 self.offline = str(exc)
-                spool(self.location.uri, self.experiment_name, final, str(exc))
+                spool(self.location.uri, self.experiment_name, final, str(exc), batch=batch)
                 if not self._warned:
                     sys.stderr.write(f"warning: {exc}; runs go to the outbox {outbox_dir()} until `tracker sync`\n")
                     self._warned = True
                 return [r.run_id for r in final]
+            except BaseException:  # interrupted: the batch waits in the outbox for `tracker sync`
+                if journal is not None:
+                    with contextlib.suppress(OSError):
+                        spool(self.location.uri, self.experiment_name, final, INTERRUPTED, batch=batch)
+                raise
+            if journal is not None:
+                journal.unlink(missing_ok=True)
         else:
             ids = self.store.write(self.experiment, final)
         for record, run_id in zip(records, ids):

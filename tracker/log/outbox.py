@@ -5,6 +5,13 @@ for, the experiment, and the validated records with their artifacts. ``tracker s
 sends them when the server is back and removes each file only once its runs are written.
 Records whose configuration the server already has (same config key and status) are not
 sent twice. Credentials are never written here: they come from the environment at send time.
+
+Since 0.9.0 every batch is written here first, as a journal (its writer's process id in it),
+and removed once the server has it all: a process killed while it writes (SIGKILL, power)
+leaves its batch here and not only a half-written run on the server. Each run sent to a
+server carries the tag ``tracker.write`` (the batch's file name, then the record's id), so
+that ``tracker sync`` finds what a cut-short write left, deletes the runs it left unfinished
+and sends the rest, a layer run under its network run already there.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -24,6 +32,8 @@ from tracker.log.record import KEY_TAG, REPEAT_KEY_TAG, FinalRecord
 from tracker.settings import runs_dir
 
 FORMAT = "tracker.outbox/1"
+#: The tag on every run sent to a server: ``<batch>/<record id>`` (the batch: its outbox file's stem).
+WRITE_TAG = "tracker.write"
 
 
 def outbox_dir() -> Path:
@@ -77,16 +87,54 @@ class Spooled:
     experiment: str
     records: list[FinalRecord]
     reason: str
+    #: the process writing this batch to its server now (``host:pid``), if one is; None for a batch waiting
+    writer: str | None = None
+
+    @property
+    def batch(self) -> str:
+        return self.path.stem
+
+    def being_written(self) -> bool:
+        """Whether the process that journalled this batch is still alive on this host (writing it)."""
+        if self.writer is None:
+            return False
+        host, _, pid = self.writer.rpartition(":")
+        return host == socket.gethostname() and _alive(int(pid))
 
 
-def spool(uri: str, experiment: str, records: list[FinalRecord], reason: str, folder: Path | None = None) -> Path:
-    """Write one batch to the outbox atomically (write, then rename)."""
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def batch_name() -> str:
+    """A new batch's name: its outbox file's stem, and the prefix of its runs' ``tracker.write`` tags."""
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+def mark_batch(records: list[FinalRecord], batch: str) -> None:
+    """Tag each record with its batch and its own id, as a server will keep them."""
+    for r in records:
+        r.tags[WRITE_TAG] = f"{batch}/{r.run_id}"
+
+
+def spool(uri: str, experiment: str, records: list[FinalRecord], reason: str, folder: Path | None = None,
+          batch: str | None = None, writer: bool = False) -> Path:
+    """Write one batch to the outbox atomically (write, then rename; the same batch again replaces
+    its file). ``writer``: journalled by this process, which writes it to the server now."""
     folder = folder or outbox_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.json"
+    name = f"{batch or batch_name()}.json"
     body = {"format": FORMAT, "uri": strip_credentials(uri), "experiment": experiment, "reason": reason,
             "records": [_to_json(r) for r in records]}
-    tmp = folder / f".{name}.tmp"
+    if writer:
+        body["writer"] = f"{socket.gethostname()}:{os.getpid()}"
+    tmp = folder / f".{name}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(body))
     os.replace(tmp, folder / name)
     return folder / name
@@ -102,7 +150,8 @@ def pending(folder: Path | None = None) -> list[Spooled]:
             raise StoreError(f"outbox file {path} is not valid JSON; move it away to go on") from None
         if body.get("format") != FORMAT:
             raise StoreError(f"outbox file {path} has format {body.get('format')!r}, this tracker reads {FORMAT}")
-        out.append(Spooled(path, body["uri"], body["experiment"], [_from_json(r) for r in body["records"]], body.get("reason", "")))
+        out.append(Spooled(path, body["uri"], body["experiment"], [_from_json(r) for r in body["records"]],
+                           body.get("reason", ""), body.get("writer")))
     return out
 
 
@@ -127,6 +176,10 @@ class SyncReport:
     left: int
     #: outbox files spooled for other servers than the one synced (server URI: files), not sent
     others: dict[str, int] = field(default_factory=dict)
+    #: outbox files a live process is writing to the server now (left to it)
+    busy: int = 0
+    #: unfinished runs a write cut short had left on the server, deleted before their batch was sent again
+    discarded: int = 0
 
 
 def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
@@ -137,29 +190,41 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     target = None if uri is None else strip_credentials(uri)
     items: list[Spooled] = []
     others: dict[str, int] = {}
+    busy = 0
     for item in pending(folder):
-        if target is None or item.uri == target:
-            items.append(item)
-        else:
+        if target is not None and item.uri != target:
             others[item.uri] = others.get(item.uri, 0) + 1
-    sent = skipped = done = 0
+        elif item.being_written():
+            busy += 1
+        else:
+            items.append(item)
+    sent = skipped = done = discarded = 0
     stores: dict[str, Any] = {}
     try:
         for item in items:
             store = stores.get(item.uri) or stores.setdefault(item.uri, open_store(resolve_location(item.uri)))
             experiment = store.experiment(item.experiment, create=True)
             done_statuses = ("FINISHED", "FAILED")
+            # What a write of this batch cut short left: its finished runs stay (their ids map a
+            # child's parent), its unfinished ones go, to be sent whole again.
+            written = store.batch_runs(experiment, item.batch) if any(WRITE_TAG in r.tags for r in item.records) else {}
+            unfinished = [server_id for server_id, status in written.values() if status not in done_statuses]
+            if unfinished:
+                store.delete_runs(unfinished)
+                discarded += len(unfinished)
+            on_server = {rid: server_id for rid, (server_id, status) in written.items() if status in done_statuses}
             present = store.measured_keys(experiment, None, done_statuses)
             # A repeat of a configuration already there is new unless its own repeat key is there.
             repeats = any(REPEAT_KEY_TAG in r.tags for r in item.records)
             present_repeats = store.measured_keys(experiment, None, done_statuses, REPEAT_KEY_TAG) if repeats else set()
-            skipped_ids = {r.run_id for r in item.records if (r.tags[REPEAT_KEY_TAG] in present_repeats
-                                                               if REPEAT_KEY_TAG in r.tags
-                                                               else r.tags.get(KEY_TAG) in present)}
-            # A child whose parent is already on the server was written with it.
-            todo = [r for r in item.records if r.run_id not in skipped_ids and r.parent_id not in skipped_ids]
+            skipped_ids = {r.run_id for r in item.records if r.run_id in on_server or (
+                r.tags[REPEAT_KEY_TAG] in present_repeats if REPEAT_KEY_TAG in r.tags else r.tags.get(KEY_TAG) in present)}
+            # A child whose parent is already on the server was written with it, unless this
+            # batch's own write of that parent is there and the child's is not (a write cut short).
+            todo = [r for r in item.records
+                    if r.run_id not in skipped_ids and (r.parent_id not in skipped_ids or r.parent_id in on_server)]
             if todo:
-                store.write(experiment, todo)
+                store.write(experiment, todo, on_server)
             sent += len(todo)
             skipped += len(item.records) - len(todo)
             item.path.unlink()
@@ -167,4 +232,5 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     finally:
         for store in stores.values():
             store.close()
-    return SyncReport(files=len(items), sent=sent, skipped=skipped, left=len(items) - done, others=others)
+    return SyncReport(files=len(items), sent=sent, skipped=skipped, left=len(items) - done, others=others,
+                      busy=busy, discarded=discarded)

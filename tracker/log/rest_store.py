@@ -118,8 +118,10 @@ class RestStore:
                   {"experiment_id": experiment.experiment_id, "key": NOTE_TAG, "value": text})
 
     # -- runs -------------------------------------------------------------------------
-    def write(self, experiment: Experiment, records: list[FinalRecord]) -> list[str]:
-        ids: dict[str, str] = {}  # our run id -> the server's
+    def write(self, experiment: Experiment, records: list[FinalRecord], known: dict[str, str] | None = None) -> list[str]:
+        """Write the records, parents first; ``known``: records' ids already on this server (ours ->
+        the server's), for a record whose parent was written before (a batch cut short, sent again)."""
+        ids: dict[str, str] = dict(known or {})  # our run id -> the server's
         with ThreadPoolExecutor(self.workers) as pool:
             for level in parent_levels(records):
                 written = pool.map(lambda i: self._write_one(experiment, records[i], ids), level)
@@ -181,6 +183,23 @@ class RestStore:
             token = page.get("next_page_token")
             if not token:
                 return
+
+    def batch_runs(self, experiment: Experiment, batch: str) -> dict[str, tuple[str, str]]:
+        """The runs an outbox batch put on this server (by their ``tracker.write`` tag): our record
+        id -> (the server's run id, its status)."""
+        from tracker.log.outbox import WRITE_TAG
+
+        out = {}
+        for run in self._search(experiment, f"tags.`{WRITE_TAG}` LIKE '{_quote(batch)}/%'"):
+            tags = {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
+            record_id = tags.get(WRITE_TAG, "").partition("/")[2]
+            out[record_id] = (run["info"]["run_id"], run["info"]["status"])
+        return out
+
+    def delete_runs(self, run_ids: list[str]) -> None:
+        """Delete runs (MLflow's soft delete: ``mlflow gc`` removes them for good)."""
+        for run_id in run_ids:
+            self.call("POST", "runs/delete", {"run_id": run_id})
 
     def measured_keys(
         self, experiment: Experiment, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),

@@ -257,7 +257,9 @@ class SqlStore:
             store.engine.dispose()
 
     # -- runs -------------------------------------------------------------------------
-    def write(self, experiment: Experiment, records: list[FinalRecord]) -> list[str]:
+    def write(self, experiment: Experiment, records: list[FinalRecord], known: dict[str, str] | None = None) -> list[str]:
+        """Write the records, each batch of runs in one transaction (``known``: unused here, where a
+        record's id is its run's)."""
         from mlflow.utils.uri import append_to_uri_path
 
         artifact_uris = {

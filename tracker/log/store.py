@@ -44,8 +44,9 @@ class Store(Protocol):
 
     def experiment(self, name: str, create: bool = True) -> Experiment: ...
 
-    def write(self, experiment: Experiment, records: list[FinalRecord]) -> list[str]:
-        """Write records (parents before children); return the run ids in record order."""
+    def write(self, experiment: Experiment, records: list[FinalRecord], known: dict[str, str] | None = None) -> list[str]:
+        """Write records (parents before children); return the run ids in record order. ``known``:
+        records' ids already in the store (ours -> the store's), parents of records written now."""
         ...
 
     def measured_keys(
