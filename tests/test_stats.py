@@ -219,3 +219,21 @@ def test_a_device_measurement_tells_the_hosts_part_from_the_devices() -> None:
     broken["host_ms"] = broken["host_ms"][:-1]
     with pytest.raises(TrackerError, match="host parts for"):
         read_samples(json.dumps(broken), "run")
+
+
+def test_figures_that_too_few_samples_cannot_give_are_absent_not_zero() -> None:
+    """A timing of fewer samples than blocks need (a training job's few steps, a slow network
+    under a short cap) logged ``latency_blocks_count`` 0, and one sample a ``latency_std_ms`` of 0,
+    until 0.9.0: absent now; with enough samples both are there."""
+    from tracker.profile.records import timing_metrics, timing_summary
+
+    def metrics(samples: list[float], block_n: int = 1) -> dict[str, float]:
+        timing = {"samples_ms": samples, "warmup_ms": [5.0], "stop_reason": "time_cap", "elapsed_s": 1.0,
+                  "block_n": block_n}
+        return timing_metrics(timing, timing_summary(timing))
+
+    few, one = metrics([10.0, 11.0, 10.5]), metrics([10.0])
+    assert "latency_blocks_count" not in few and few["latency_std_ms"] == pytest.approx(0.5)
+    assert "latency_blocks_count" not in one and "latency_std_ms" not in one and one["latency_ms"] == 10.0
+    enough = metrics([10.0 + (i % 3) * 0.1 for i in range(40)], block_n=4)
+    assert enough["latency_blocks_count"] == 10 and enough["latency_std_ms"] > 0
