@@ -19,14 +19,13 @@ def perf4sight(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Import perf4sight's Jetson TX2 training profiles (one training run per network and batch size)."""
-    from tracker.imports.perf4sight import import_perf4sight, read_configs, read_descriptions
+    from tracker.imports.perf4sight import import_perf4sight, prepare
 
-    read_descriptions(path)  # a wrong folder or a file it cannot read is refused before the store is touched
-    read_configs(path)
+    prepared = prepare(path)  # a wrong folder or a file it cannot read is refused before the store is touched
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = "perf4sight-tx2"
-    stats = import_perf4sight(st.logger(), path)
+    stats = import_perf4sight(st.logger(), path, prepared)
     if fmt is OutputFormat.json:
         emit_json(stats)
     else:

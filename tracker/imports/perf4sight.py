@@ -237,12 +237,29 @@ def records(folder: Path, capacities_mb: set[float] | None = None) -> tuple[list
     return out, stats
 
 
-def import_perf4sight(logger: RunLogger, folder: Path) -> dict[str, int]:
-    """Import the folder into the logger's experiment; returns counts of what was done."""
+@dataclass(frozen=True)
+class Prepared:
+    """A folder read and made into records, before any store is touched."""
+
+    records: list[RunRecord]
+    stats: dict[str, int]
+    capacities_mb: set[float]
+
+
+def prepare(folder: Path) -> Prepared:
+    """Read the folder (a wrong one, or a file it cannot read, is a ConfigError naming it) into records."""
     folder = Path(folder)
     check_folder(folder)
     capacities_mb: set[float] = set()
     recs, stats = records(folder, capacities_mb)
+    return Prepared(recs, stats, capacities_mb)
+
+
+def import_perf4sight(logger: RunLogger, folder: Path, prepared: Prepared | None = None) -> dict[str, int]:
+    """Import the folder (or what :func:`prepare` read of it) into the logger's experiment; returns
+    counts of what was done."""
+    prepared = prepared or prepare(folder)
+    recs, stats, capacities_mb = prepared.records, dict(prepared.stats), prepared.capacities_mb
     present = logger.measured(kind="training", statuses=("FINISHED", "FAILED"))
     new = [r for r in recs if r.config_key not in present]
     if new:
