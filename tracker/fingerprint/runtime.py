@@ -408,6 +408,41 @@ def combined(method: str, values: Any, summed: Any) -> Any:
     return summed if method == "layer" else np.sqrt(values * summed)
 
 
+@dataclass
+class ReadFingerprint:
+    """A registered fingerprint's artifacts, read: its spec, booster, trend and layer model."""
+
+    spec: dict[str, Any]
+    booster: Any
+    trend: Trend | None
+    layer: LayerModel | None
+
+    @property
+    def features(self) -> list[str]:
+        return list(self.spec["features"])
+
+
+def read_fingerprint(artifacts: dict[str, str]) -> ReadFingerprint:
+    """Read a version's artifacts (their local paths by name: ``spec``, ``booster``, and
+    ``layer_booster`` for a layer or blend version), as MLflow's load or tracker's own gives them."""
+    import lightgbm
+
+    spec = json.loads(Path(artifacts[SPEC]).read_text())
+    if spec.get("format") not in KNOWN_FORMATS or spec.get("target") not in TARGETS:
+        raise FingerprintError(f"fingerprint spec of format {spec.get('format')!r} for target "
+                               f"{spec.get('target')!r} is not one this tracker reads; upgrade tracker")
+    booster = lightgbm.Booster(model_file=artifacts[BOOSTER])
+    try:
+        trend = None if spec["trend"] is None else Trend.from_json(json.dumps(spec["trend"]))
+    except (ValueError, KeyError, TypeError) as exc:  # a kind of trend this tracker does not know, say
+        raise FingerprintError(f"fingerprint spec's trend is not one this tracker reads ({exc}); "
+                               "upgrade tracker or retrain") from None
+    layer = None
+    if spec.get("layer"):
+        layer = LayerModel.from_calibration(lightgbm.Booster(model_file=artifacts[LAYER_BOOSTER]), spec["layer"])
+    return ReadFingerprint(spec, booster, trend, layer)
+
+
 def _model_class() -> type:
     """FingerprintModel, made on first use: it subclasses mlflow's PythonModel."""
     import mlflow.pyfunc
@@ -422,22 +457,8 @@ def _model_class() -> type:
         spec: dict[str, Any] = {}
 
         def load_context(self, context: Any) -> None:
-            import lightgbm
-
-            spec = json.loads(Path(context.artifacts[SPEC]).read_text())
-            if spec.get("format") not in KNOWN_FORMATS or spec.get("target") not in TARGETS:
-                raise FingerprintError(f"fingerprint spec of format {spec.get('format')!r} for target "
-                                       f"{spec.get('target')!r} is not one this tracker reads; upgrade tracker")
-            self.spec = spec
-            self.booster = lightgbm.Booster(model_file=context.artifacts[BOOSTER])
-            try:
-                self.trend = None if spec["trend"] is None else Trend.from_json(json.dumps(spec["trend"]))
-            except (ValueError, KeyError, TypeError) as exc:  # a kind of trend this tracker does not know, say
-                raise FingerprintError(f"fingerprint spec's trend is not one this tracker reads ({exc}); "
-                                       "upgrade tracker or retrain") from None
-            if spec.get("layer"):
-                self.layer = LayerModel.from_calibration(lightgbm.Booster(model_file=context.artifacts[LAYER_BOOSTER]),
-                                                         spec["layer"])
+            read = read_fingerprint(context.artifacts)
+            self.spec, self.booster, self.trend, self.layer = read.spec, read.booster, read.trend, read.layer
 
         @property
         def features(self) -> list[str]:

@@ -33,7 +33,7 @@ Format history (the version tag ``format``; pyperf-style, unknown formats are re
 - 3: a layer-level calibration with a cost per call and per MB written besides its factor.
 - 4: a layer booster that reads a module call's class (``kind``; see ``runtime.KINDS``).
 
-Importing this module imports MLflow (``FingerprintModel``): it is imported only to train or to load a fingerprint.
+Importing this module imports no MLflow (``FingerprintModel``, which does, is made when first asked for).
 """
 
 from __future__ import annotations
@@ -52,8 +52,16 @@ from tracker.fingerprint.runtime import (
     LayerModel,
 )
 
-# The model code of versions logged before runtime.py imports FingerprintModel from here.
-from tracker.fingerprint.runtime import FingerprintModel  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    """``FingerprintModel``, which the model code of versions logged before runtime.py imports from
+    here, made on first use (it imports MLflow, which reading a version's format needs not)."""
+    if name == "FingerprintModel":
+        from tracker.fingerprint.runtime import FingerprintModel
+
+        return FingerprintModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: The file MLflow runs to build the model on load (models from code: nothing pickled).
 MODEL_CODE = Path(__file__).with_name("served_model.py")
