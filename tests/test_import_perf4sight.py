@@ -79,6 +79,14 @@ def test_import_twice_adds_nothing(tmp_path: Path) -> None:
     failed_at = min(int(r.data.params["batch_size"]) for r in failed if r.data.params["model"] == "squeezenet_60")
     assert rows == [{"largest_fitting_batch": fits, "smallest_oom_batch": None, "smallest_failed_batch": failed_at,
                      "smallest_failed_reason": "perf4sight_failed"}]
+    # A configuration with a passed memory row and no latency row is its memory, finished (until 0.9.0
+    # FAILED: its memory lost, and resnet18_50 "failed" at batch 210 below a batch 220 that fit).
+    memory_only = next(r for r in runs if r.data.params["model"] == "resnet18_50" and r.data.params["batch_size"] == "210")
+    assert memory_only.info.status == "FINISHED" and "latency_ms" not in memory_only.data.metrics
+    assert memory_only.data.metrics["peak_mem_mb"] > 6000
+    [r18] = json.loads(runner.invoke(app, ["sql", "SELECT largest_fitting_batch, smallest_failed_batch FROM oom_boundary "
+                                           "WHERE model = 'resnet18_50'", "-w", str(wh), "--format", "json"]).stdout)
+    assert r18["smallest_failed_batch"] > r18["largest_fitting_batch"] >= 220, r18
 
 
 def test_a_wrong_folder_is_one_line(tmp_path: Path) -> None:

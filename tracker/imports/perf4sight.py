@@ -5,12 +5,15 @@ The folder holds ``latency/<net>_<pct>-gt.csv`` and ``memory/<net>_<pct>-gt.csv`
 network's dataflow graph in torch.fx node form). Each (network, batch size) becomes one
 ``training`` run on device ``jetson-tx2``:
 
-- latency passed: FINISHED with ``latency_ms`` (perf4sight: mean of 3 steps after 1 warm-up,
-  CUDA events) and, where the memory row passed, ``peak_mem_mb`` (``mem_used``: peak used
-  minus idle, whole board, from /proc/meminfo), ``cuda_max_allocated_mb`` and
-  ``cuda_max_reserved_mb``;
-- ``passed=False``: FAILED with reason ``perf4sight_failed`` (mostly out of memory; the
-  placeholder values are not kept);
+- a latency or a memory row passed: FINISHED, with ``latency_ms`` where the latency row passed
+  (perf4sight: mean of 3 steps after 1 warm-up, CUDA events) and, where the memory row passed,
+  ``peak_mem_mb`` (``mem_used``: peak used minus idle, whole board, from /proc/meminfo),
+  ``cuda_max_allocated_mb`` and ``cuda_max_reserved_mb``. Since 0.9.0 a configuration whose
+  memory row passed and which has no latency row (22 of them, near the largest batches) is a
+  finished run of its memory, no latency in it; it was FAILED before, its memory lost to the
+  fingerprints and ``oom_boundary`` calling a batch that ran out of memory below one that fit;
+- no row passed (``passed=False``): FAILED with reason ``perf4sight_failed`` (mostly out of
+  memory; the placeholder values are not kept);
 - duplicate rows for one batch size collapse to their median.
 
 The network's description is built from its graph through ``tracker.describe`` (the same
@@ -222,9 +225,10 @@ def records(folder: Path, capacities_mb: set[float] | None = None) -> tuple[list
             metrics=metrics,
             tags={"tracker.source": SOURCE, "tracker.campaign": "perf4sight-tx2"},
             key_fields={"source": SOURCE, "model": network, "batch_size": bs, "device": DEVICE, "phase": "training"},
-            description=f"perf4sight TX2 training step of {c.family} pruned {c.prune_pct}% at batch {bs}.",
+            description=f"perf4sight TX2 training step of {c.family} pruned {c.prune_pct}% at batch {bs}"
+                        + ("." if c.latency or not c.memory else ": its memory alone (perf4sight has no latency row)."),
         )
-        if not c.latency:
+        if not c.latency and not c.memory:
             record.fail(FAILURE_REASON)
             stats["failed"] += 1
         if desc is None:
