@@ -512,6 +512,32 @@ def test_a_train_with_nothing_to_learn_leaves_the_store_as_it_was(tmp_path: Path
     assert "only-inference" in names and "fingerprints" not in names
 
 
+def test_latency_past_the_largest_batch_learnt_grows_with_the_batch(measured: tuple[Path, Path]) -> None:
+    """Trees answer past the largest batch they learnt as at it: `predict -b 64` of a version that
+    learnt batches 1 to 8 gave batch 8's latency, until 0.9.0. A version without a trend now scales
+    its prediction at batch 8 by the batch, and says so; one with a trend is left to it."""
+    import dataclasses
+
+    from tracker.fingerprint.predict import champions, predict_grid
+
+    runs, wh = measured
+    uri = resolve_location(str(runs)).uri
+    train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    models = champions(uri, "inference", "cpu", targets=("latency_ms",))
+    plain = {"latency_ms": dataclasses.replace(models["latency_ms"], trend=None)}
+    assert plain["latency_ms"].ranges["batch_size"] == [1.0, 8.0]
+    at4, at8, at64 = predict_grid(uri, ["resnet18"], [4, 8, 64], "inference", "cpu", 64, plain)
+    assert at64["predictions"]["latency_ms"] == pytest.approx(8 * at8["predictions"]["latency_ms"], rel=1e-12)
+    assert at64["scaled_from_batch"] == {"latency_ms": 8} and at8["scaled_from_batch"] == at4["scaled_from_batch"] == {}
+    [alone] = predict_grid(uri, ["resnet18"], [4], "inference", "cpu", 64, plain)
+    assert alone["predictions"] == at4["predictions"]  # the row made for batch 8 changes no other
+    shown = CliRunner().invoke(app, ["--tracking-uri", uri, "predict", "resnet18", "-b", "64", "--input-size", "64"])
+    if models["latency_ms"].trend is None:
+        assert "the largest it learnt, times 64/8" in shown.output, shown.output
+    else:
+        assert "times 64/8" not in shown.output and "extrapolates" in shown.output, shown.output
+
+
 def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: tuple[Path, Path],
                                                                      tmp_path: Path) -> None:
     """The registered version is an MLflow pyfunc: pyfunc.load_model and a real `mlflow models

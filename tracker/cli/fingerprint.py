@@ -290,6 +290,9 @@ def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
         for target, outside in result["outside_trained_range"].items():
             typer.echo(f"note: {target}{which} extrapolates beyond what {result['model_versions'][target]} "
                        f"learnt from: {_beyond(outside)}")
+        for target, top in result.get("scaled_from_batch", {}).items():
+            typer.echo(f"note: {target}{which} is {result['model_versions'][target]}'s prediction at batch {top}, the "
+                       f"largest it learnt, times {result['batch_size']}/{top} (past it, trees answer as at it)")
         for target in result.get("at_memory_floor", []):
             typer.echo(f"note: {target}{which} is its floor, what the network's own tensors hold at once "
                        f"({_floor_words(result['memory_floor_columns'][target])}): {result['model_versions'][target]} predicted less, "

@@ -296,6 +296,14 @@ def _layer_model(tracking_uri: str, run_id: str) -> Any:
         return LayerModel.from_calibration(lightgbm.Booster(model_file=str(folder / "booster.txt")), calibration)
 
 
+#: Targets of one iteration that grow with the batch as the work does: past the largest batch a
+#: version learnt (where trees answer as at that batch) they are scaled in proportion to it. A
+#: device busy at that batch stays so: the work per image, and so its time and energy, stays.
+#: Power and utilisation do not grow, and a peak memory has its own floor (runtime.floored). A
+#: version with a trend under its trees is left to it.
+PROPORTIONAL_TARGETS = ("latency_ms", "energy_per_iter_j")
+
+
 def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None) -> list[dict[str, float]]:
     out: list[dict[str, float]] = [{} for _ in range(len(rows))]
     for target, champ in models.items():
@@ -361,11 +369,28 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
         models = champions(tracking_uri, phase, device, dtype=dtype)
     descs = descriptions if descriptions is not None else [
         described(m, input_size or m.input_size) for m in model_refs]
+    # Past the largest batch a version learnt, trees answer as at it: a per-batch target is predicted
+    # at that batch and scaled by the batch (PROPORTIONAL_TARGETS), its configuration's row made too.
+    # A version with a trend under its trees goes on as its trend does (it grows with the work).
+    largest = {t: int(m.ranges["batch_size"][1]) for t, m in models.items()
+               if t in PROPORTIONAL_TARGETS and m.trend is None and "batch_size" in m.ranges
+               and max(sizes) > m.ranges["batch_size"][1]}
+    built = sizes + sorted(set(largest.values()) - set(sizes))
     t0 = time.perf_counter()
-    rows, layer_rows = configuration_rows(descs, sizes, phase, device,
+    rows, layer_rows = configuration_rows(descs, built, phase, device,
                                           with_layers=with_features or any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)
     elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(rows), 1)
+    index = {(d, bs): i for i, (d, bs) in enumerate((d, bs) for d in range(len(descs)) for bs in built)}
+    scaled: dict[int, dict[str, int]] = {}
+    for (d, bs), i in index.items():
+        for t, top in largest.items():
+            if bs > top:
+                predictions[i][t] = predictions[index[(d, top)]][t] * bs / top
+                scaled.setdefault(i, {})[t] = top
+    keep = [index[(d, bs)] for d in range(len(descs)) for bs in sizes]
+    rows, predictions = rows.iloc[keep].reset_index(drop=True), [predictions[i] for i in keep]
+    scaled = {n: scaled[i] for n, i in enumerate(keep) if i in scaled}
     versions = {t: f"{m.name}/{m.version}" for t, m in models.items()}
     memory = {t: m.device_memory_mb for t, m in models.items() if m.device_memory_mb is not None}
     largest = {t: m.largest_peak_mb for t, m in models.items() if m.largest_peak_mb is not None}
@@ -406,6 +431,9 @@ def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int],
             # network has tensors whose batch is not their first dimension, counted anew since
             # (describe.features.counted_anew): the version saw such networks' features otherwise.
             "learnt_from_other_counts": older if anew.get(desc.description_hash) else [],
+            # Per target predicted past the largest batch its version learnt: that batch (the target
+            # predicted there, times this batch over it)
+            "scaled_from_batch": scaled.get(i, {}),
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:
