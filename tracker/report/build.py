@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracker.errors import TrackerError
 
@@ -109,54 +109,81 @@ def group_of(model: str) -> str:
     return model if model in all_models() else family(model)
 
 
-def _line_label(key: tuple, modes: bool, sizes: bool) -> str:
-    """A chain's label: its network, and its input size and mode where the picture has several of
-    them (two lines of one name were told apart by nothing until 0.8.9), its number format if not float32."""
-    model, _, _, _, mode, precision, size = key
-    return (model + (f" {size} px" if sizes and size else "") + (f" ({mode})" if modes else "")
-            + ("" if precision == "float32" else f" {precision}"))
+class ChainKey(NamedTuple):
+    """What one line of a batch picture is: a network at an input size, a phase, device, mode and
+    number format, under one memory cap (None: the device's own memory)."""
+
+    model: str
+    model_hash: str
+    phase: str
+    device_name: str
+    mode: str | None
+    precision: str
+    input_size: int | None
+    memory_limit_mb: float | None
+
+    @property
+    def boundary(self) -> tuple:
+        """Its key in ``oom_boundary``."""
+        return (self.model_hash, self.phase, self.device_name, self.mode, self.precision, self.memory_limit_mb)
+
+
+def _cap_words(cap_mb: float | None) -> str:
+    return "no cap" if cap_mb is None else f"cap +{cap_mb:,.0f} MB"
+
+
+def _line_label(key: ChainKey, modes: bool, sizes: bool, caps: bool = False) -> str:
+    """A chain's label: its network, and its input size, mode and memory cap where the picture has
+    several of them (two lines of one name were told apart by nothing until 0.8.9), its number
+    format if not float32."""
+    return (key.model + (f" {key.input_size} px" if sizes and key.input_size else "")
+            + (f" ({key.mode})" if modes else "") + ("" if key.precision == "float32" else f" {key.precision}")
+            + (f", {_cap_words(key.memory_limit_mb)}" if caps else ""))
 
 
 def batch_pictures(con: Any) -> list[Picture]:
     from tracker.report.plots import batch_scaling_png
 
     # Training jobs (with a data loader) are drawn per loader setting, not along batch sizes.
-    # a chain of batch sizes is one network, phase, device, mode and number format (precision)
+    # a chain of batch sizes is one network, phase, device, mode and number format (precision), under
+    # one memory cap: a cap's out-of-memory batch is drawn on its own line (since 0.9.0; before, the
+    # smallest under any cap was drawn on a line measured under another)
     rows = _rows(con, "SELECT run_id, model, model_hash, CAST(input_size AS BIGINT) AS input_size, phase, device_name, "
-                      "mode, COALESCE(precision, 'float32') AS precision, batch_size, latency_ms, peak_mem_mb "
+                      "mode, COALESCE(precision, 'float32') AS precision, CAST(memory_limit_mb AS DOUBLE) AS memory_limit_mb, "
+                      "batch_size, latency_ms, peak_mem_mb "
                       "FROM latest_measurements WHERE run_id NOT IN "
                       "(SELECT run_id FROM training_runs WHERE data_wait_frac IS NOT NULL) "
-                      "ORDER BY model, input_size, phase, device_name, mode, precision, batch_size")
-    # the smallest batch that ran out of memory under any memory cap, and the cap (None: the device's own memory)
-    ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"]): (r["batch"], r["cap_mb"])
+                      "ORDER BY model, input_size, phase, device_name, mode, precision, memory_limit_mb, batch_size")
+    # the smallest batch that ran out of memory under each memory cap
+    ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"], r["cap_mb"]): r["batch"]
             for r in _rows(con, "SELECT model_hash, phase, device_name, mode, COALESCE(precision, 'float32') AS precision, "
-                                "CAST(min(smallest_oom_batch) AS BIGINT) AS batch, "
-                                "arg_min(memory_limit_mb, smallest_oom_batch) AS cap_mb FROM oom_boundary "
-                                "WHERE smallest_oom_batch IS NOT NULL GROUP BY ALL")}
-    chains: dict[tuple, list[dict[str, Any]]] = {}
+                                "CAST(memory_limit_mb AS DOUBLE) AS cap_mb, CAST(min(smallest_oom_batch) AS BIGINT) AS batch "
+                                "FROM oom_boundary WHERE smallest_oom_batch IS NOT NULL GROUP BY ALL")}
+    chains: dict[ChainKey, list[dict[str, Any]]] = {}
     for r in rows:
-        chains.setdefault((r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"],
-                           r["input_size"]), []).append(r)
-    groups: dict[tuple[str, str, str], list[tuple[tuple, list[dict[str, Any]]]]] = {}
+        chains.setdefault(ChainKey(r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"],
+                                   r["input_size"], r["memory_limit_mb"]), []).append(r)
+    groups: dict[tuple[str, str, str], list[tuple[ChainKey, list[dict[str, Any]]]]] = {}
     for key, chain in chains.items():
-        oom = ooms.get(key[1:6])
-        if len(chain) < 2 and oom is None:
+        if len(chain) < 2 and key.boundary not in ooms:
             continue  # one batch size and no boundary: nothing to draw
-        groups.setdefault((group_of(key[0]), key[2], str(key[3])), []).append((key, chain))
+        groups.setdefault((group_of(key.model), key.phase, str(key.device_name)), []).append((key, chain))
     pictures = []
     for (fam, phase, device), members in sorted(groups.items()):
-        members.sort(key=lambda m: (m[0][0], m[0][6] or 0, m[0][4], m[0][5]))
-        modes, sizes = {m[0][4] for m in members}, {m[0][6] for m in members}
+        members.sort(key=lambda m: (m[0].model, m[0].input_size or 0, m[0].mode or "", m[0].precision,
+                                    m[0].memory_limit_mb or 0.0))
+        modes, sizes = {m[0].mode for m in members}, {m[0].input_size for m in members}
+        caps = {m[0].memory_limit_mb for m in members}
         lines = []
         for key, chain in members:
-            oom_batch, oom_cap_mb = ooms.get(key[1:6], (None, None))
-            lines.append({"label": _line_label(key, len(modes) > 1, len(sizes) > 1),
+            lines.append({"label": _line_label(key, len(modes) > 1, len(sizes) > 1, len(caps) > 1),
                           "batch_sizes": [r["batch_size"] for r in chain], "latency_ms": [r["latency_ms"] for r in chain],
-                          "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": oom_batch,
-                          "oom_cap_mb": oom_cap_mb})
+                          "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": ooms.get(key.boundary),
+                          "oom_cap_mb": key.memory_limit_mb})
         # what every line shares is said once, in the title; what tells them apart, in their labels
         title = (f"{fam}: {phase} on {device}" + (f", mode {next(iter(modes))}" if len(modes) == 1 else "")
-                 + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else ""))
+                 + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else "")
+                 + (f", {_cap_words(next(iter(caps)))}" if len(caps) == 1 and next(iter(caps)) is not None else ""))
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
         caption = (f"{title}: latency and peak memory against batch size for {len(members)} network(s)"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))
