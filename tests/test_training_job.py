@@ -59,6 +59,16 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     client = MlflowClient(resolve_location(str(runs)).uri)
     run = client.get_run(r["run_id"])
     assert run.data.params["num_workers"] == "0" and run.data.tags["tracker.kind"] == "training"
+    # the run's latency (the iteration, its wait for data left out) beside the step, since 0.9.0 in the
+    # result too; the set-up step said; the samples' stop reason the run's
+    assert r["latency_ms"] == run.data.metrics["latency_ms"] <= r["median_step_ms"] and r["set_up_steps"] == 1
+    spread = run.data.metrics  # its iterations' spread, as a network run's (none before 0.9.0)
+    assert spread["latency_min_ms"] <= spread["latency_ci_low_ms"] <= r["latency_ms"] <= spread["latency_ci_high_ms"]
+    assert spread["latency_ci_rel"] > 0 and spread["latency_iqr_ms"] >= 0 and spread["samples_count"] == 2
+    from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
+
+    kept = Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path)))
+    assert read_samples(kept.read_text(), r["run_id"]).stop_reason == run.data.tags["tracker.stop_reason"] == "max_steps"
     assert r["host_share_pct"] is None and "host_share_pct" not in run.data.metrics  # a CPU's host is its device
     modes = json.loads(_cli(runs, "runs", "list", "--kind", "mode", "--format", "json").stdout)
     assert [m["params"]["mode"] for m in modes] == [run.data.params["mode"]]  # the device mode the job ran in
@@ -160,7 +170,7 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
     for r in results.values():  # each job keeps its iterations as raw samples, one a block
         kept = read_samples(Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path))).read_text(), "job")
         # the first step, the set-up, is the samples' warm-up, and no statistic's
-        assert len(kept.samples_ms) == 19 and len(kept.warmup_ms) == 1 and kept.block_n == 1 and kept.stop_reason == "steps"
+        assert len(kept.samples_ms) == 19 and len(kept.warmup_ms) == 1 and kept.block_n == 1 and kept.stop_reason == "max_steps"
         metrics = client.get_run(r["run_id"]).data.metrics
         assert statistics.median(kept.samples_ms) == pytest.approx(metrics["latency_ms"])
         assert metrics["samples_count"] == 19 and metrics["warmup_count"] == 1
@@ -235,7 +245,8 @@ def test_a_hung_job_is_killed_at_its_step_timeout_and_keeps_its_steps(tmp_path: 
     monkeypatch.setenv("TRACKER_FAULT", "hang#2")
     out = _cli(runs, "profile", "training", str(path))  # the table's line: no peak memory, the child took it along
     assert out.exit_code == 0 and out.stdout.strip().startswith(
-        "FAILED (timeout: step 3 took over 6 s ([training].step_timeout_s): the job was killed as hung): 2 steps, "
+        "FAILED (timeout: step 3 took over 6 s ([training].step_timeout_s): the job was killed as hung): 2 steps (1 set-up "
+        "step left out), "
         "median step"), out.output
     assert "peak" not in out.stdout
     (listed,) = json.loads(_cli(runs, "runs", "list", "--kind", "training", "--format", "json").stdout)

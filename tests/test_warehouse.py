@@ -59,6 +59,39 @@ def test_a_store_of_failed_runs_alone_loads(tmp_path: Path) -> None:
         assert con.sql("SELECT count(*) FROM metrics").fetchall() == [(0,)]
 
 
+def test_batch_views_tell_a_network_at_two_input_sizes_apart_and_leave_training_jobs_out(tmp_path: Path) -> None:
+    """batch_scaling, oom_boundary, device_comparison and measurements_by_mode had no input_size
+    until 0.9.0 (one network at 64 and 224 px read as two unlabelled chains); batch_scaling took a
+    training job's throughput (its data wait counted) beside steps' (batch over median)."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    records = []
+    for size, model_hash in ((64, "h64"), (224, "h224")):
+        for bs in (1, 2):
+            r = network_record("squeezenet1_1", bs)
+            r.params.update(input_size=size, model_hash=model_hash)
+            r.key_fields["input_size"] = size
+            records.append(r)
+        oom = network_record("squeezenet1_1", 4)
+        oom.params.update(input_size=size, model_hash=model_hash)
+        oom.key_fields["input_size"] = size
+        oom.metrics = {}
+        records.append(oom.fail("oom"))
+    job = RunRecord(kind="training", name="job", params=dict(network_record("resnet18", 8).params, phase="training"),
+                    metrics={"latency_ms": 100.0, "samples_count": 5.0, "throughput_per_s": 60.0, "data_wait_frac": 0.2,
+                             "step_time_ms": 120.0}, key_fields={"job": 1})
+    log = _logger(runs)
+    log.log([*records, job])
+    log.close()
+    _load(runs, wh)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        assert con.sql("SELECT input_size, batch_size, latency_vs_smallest_batch FROM batch_scaling").fetchall() == [
+            (64, 1, 1.0), (64, 2, 1.0), (224, 1, 1.0), (224, 2, 1.0)]  # the job left out
+        assert con.sql("SELECT input_size, largest_fitting_batch, smallest_oom_batch FROM oom_boundary "
+                       "WHERE model = 'squeezenet1_1' ORDER BY input_size").fetchall() == [(64, 2, 4), (224, 2, 4)]
+        for view in ("device_comparison", "measurements_by_mode"):
+            assert "input_size" in [c[0] for c in con.sql(f"DESCRIBE {view}").fetchall()]
+
+
 def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: Path) -> None:
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     log = _logger(runs)

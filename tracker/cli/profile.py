@@ -410,7 +410,10 @@ def _job_line(r: dict[str, Any]) -> None:
             peak += f", {r['page_faults_per_iter_count']:,.0f} page faults per step"
         if r.get("host_share_pct") is not None:
             peak += f", the host {r['host_share_pct']:.0f} % of each step's compute"
-        typer.echo(f"{status}: {r['steps']} steps, median step {r['median_step_ms']:.1f} ms, data wait "
+        set_up = r.get("set_up_steps") or 0
+        steps = f"{r['steps']} steps" + (f" ({set_up} set-up step{'s' if set_up != 1 else ''} left out)" if set_up else "")
+        iteration = f" (iteration {r['latency_ms']:.1f} ms, its wait for data left out)" if r.get("latency_ms") else ""
+        typer.echo(f"{status}: {steps}, median step {r['median_step_ms']:.1f} ms{iteration}, data wait "
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"
                    f" (run {r['run_id'][:12]}{', already measured: reused' if r.get('reused') else ''})")
     else:

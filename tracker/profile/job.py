@@ -262,6 +262,10 @@ class JobResult:
     host_share_pct: float | None = None
     #: what ended a failed job, in a line (its run's tag tracker.failure_message; since 0.8.6)
     failure_message: str | None = None
+    #: the median iteration, its step less the wait for data: the run's latency_ms (since 0.9.0)
+    latency_ms: float | None = None
+    #: the first steps (set-up: workers start, kernels warm), left out of every figure (since 0.9.0)
+    set_up_steps: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -272,7 +276,8 @@ class JobResult:
         """The result of a job's run from its summary metrics (``_finish``'s, or a run read back)."""
         return cls(run_id, status, steps, metrics.get("step_time_ms"), metrics.get("data_wait_frac"),
                    metrics.get("throughput_per_s"), metrics.get("peak_mem_mb"), skipped, reason, cfg.params(), mode,
-                   metrics.get("page_faults_per_iter_count"), reused, metrics.get("host_share_pct"))
+                   metrics.get("page_faults_per_iter_count"), reused, metrics.get("host_share_pct"),
+                   latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)))
 
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,
@@ -606,7 +611,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     """Log the run: the steps the child streamed, and what its last line said (``end``: empty where
     the child died, so its peak memory, telemetry and loop time are absent, not guessed)."""
     from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
-    from tracker.profile.records import add_system_metrics, telemetry_metrics
+    from tracker.profile.records import add_system_metrics, telemetry_metrics, timing_metrics, timing_summary
 
     if steps:
         # the first step is the set-up (loader workers start, the allocator and the kernels warm up):
@@ -622,6 +627,11 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
                    "data_wait_frac": sum(s["data_wait_ms"] for s in steady) / total_ms,
                    "throughput_per_s": images / (1e-3 * total_ms), "loss": steps[-1]["loss"],
                    "samples_count": float(len(steady)), "warmup_count": float(len(warmup))}
+        # the spread of its iterations, as a network run's (no CI from one; since 0.9.0: jobs had none,
+        # so runs compare and the fingerprints' CI filter could not judge them)
+        iterations = {"samples_ms": [_iteration_ms(s) for s in steady], "warmup_ms": [], "elapsed_s": 0.0}
+        spread = timing_metrics(iterations, timing_summary(iterations))
+        summary.update({k: v for k, v in spread.items() if k.startswith("latency_") and k not in summary})
         if (share := steps_host_share(steady)) is not None:
             summary["host_share_pct"] = 100.0 * share
         if "wall_s" in end:
@@ -642,7 +652,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         # its iterations as raw samples, one a block (a step is long, and steps follow one another as
         # network runs' blocks do): what ``runs compare`` tests two jobs on
         record.artifacts[SAMPLES_ARTIFACT] = samples_json({
-            "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason", JOB_STOP_REASON),
+            "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason",
+                                                         record.tags.get("tracker.stop_reason", JOB_STOP_REASON)),
             "warmup_ms": [_iteration_ms(s) for s in warmup], "samples_ms": [_iteration_ms(s) for s in steady]})
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}

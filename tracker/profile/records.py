@@ -88,10 +88,9 @@ def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
         "latency_min_ms": s.min,
         "latency_max_ms": s.max,
         "latency_iqr_ms": s.iqr,
-        **({"latency_std_ms": s.std} if s.n > 1 else {}),  # one sample has no spread to tell
-        "latency_ci_low_ms": s.ci_low,
-        "latency_ci_high_ms": s.ci_high,
-        "latency_ci_rel": s.ci_rel,
+        # one sample has no spread and no interval to tell
+        **({"latency_std_ms": s.std, "latency_ci_low_ms": s.ci_low, "latency_ci_high_ms": s.ci_high,
+            "latency_ci_rel": s.ci_rel} if s.n > 1 else {}),
         "samples_count": float(s.n),
         **({"latency_blocks_count": float(s.blocks)} if s.blocks else {}),  # absent: no drift-aware CI
         "warmup_count": float(len(timing["warmup_ms"])),
