@@ -114,6 +114,31 @@ def test_too_few_networks_says_which_measurements_were_too_imprecise_to_learn_fr
                                       "wider than 25 % of their latency")
 
 
+def test_a_family_of_one_measurement_beside_one_other_family_trains(tmp_path: Path) -> None:
+    """Two families, one of them a single row (a network of one's own measured once beside a
+    family of many): held out by family, one fold had one row to fit on and LightGBM ended the
+    train with a traceback ("Check failed: (num_data) > (0)"), until 0.9.0. It trains; that split
+    is not scored (a row cannot teach a family), the split by network is."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp1", environment=ENV)
+    for name, sizes in (("squeezenet1_0", (1, 2, 4, 8)), ("squeezenet1_1", (1, 2, 4, 8)), ("resnet18", (1,))):
+        desc = described(name, 64)
+        records = []
+        for bs in sizes:
+            r = network_record(name, bs)
+            r.params["model_hash"] = desc.description_hash
+            r.metrics["latency_ms"] = _latency(_flops(desc), bs)
+            if bs == 1:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            records.append(r)
+        logger.log(records)
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    result = train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
+    assert result.evaluation["rows"] == 9 and "family_split_mape_pct" not in result.evaluation
+    assert set(result.by_family) == {"squeezenet1", "resnet18"}
+
+
 def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:
     runs, wh = measured
     uri = resolve_location(str(runs)).uri

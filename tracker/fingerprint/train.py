@@ -88,6 +88,17 @@ def group_folds(groups: Any) -> Iterator[tuple[Any, Any]]:
     return GroupKFold(n_splits=k).split(np.zeros(len(groups)), groups=groups)
 
 
+#: Fewest rows a fold may be fitted on (LightGBM refuses one: "Check failed: (num_data) > (0)").
+MIN_FOLD_ROWS = 2
+
+
+def folds_fit(groups: Any) -> bool:
+    """Whether every fold of ``group_folds(groups)`` leaves at least ``MIN_FOLD_ROWS`` rows to fit
+    on: not so where two groups are all there is and one of them is a single row (a network of
+    one's own measured once beside one family of many)."""
+    return all(len(train_idx) >= MIN_FOLD_ROWS for train_idx, _ in group_folds(groups))
+
+
 def fold_workers() -> int:
     """Threads that fit held-out folds at once: one per core this process may use, at most
     ``FOLDS``. Each fit is on one thread (LightGBM's ``n_jobs=1``, ExtraTrees' too), and
@@ -458,7 +469,7 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
     by_family = {f: scores(y[families == f], pred[families == f]) for f in sorted(set(families))}
     if selection_split == "family":
         evaluation["family_split_mape_pct"] = candidates[network_model]
-    elif len(set(families)) >= 2:
+    elif len(set(families)) >= 2 and folds_fit(families):  # else none: one family of one row cannot teach the other
         evaluation["family_split_mape_pct"] = scores(y, out_of_fold(x, y, families, make))["mape_pct"]
     return HeldOut(features, x, y, networks, families, pred, method, network_model, selection_split, evaluation,
                    baseline, by_family, layer_model, memory_floor, below_floor)
