@@ -286,6 +286,10 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
                                "learnt from: batch_size 64 (learnt 1 to 8)")
     listed = runner.invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
     assert {(r["version"], r["alias"]) for r in json.loads(listed.output)} >= {(first.version, CHAMPION)}
+    # numbers as numbers (text until 0.9.0), and what it learnt from
+    [mine] = [r for r in json.loads(listed.output) if r["version"] == first.version and r["name"] == first.name]
+    assert mine["heldout_mape_pct"] == pytest.approx(first.evaluation["mape_pct"], abs=1e-4)
+    assert mine["networks"] == len(NETWORKS) and mine["devices"] == "cpu" and mine["registered"].startswith("20")
 
     with pytest.raises(FingerprintError, match="no fingerprint for phase 'inference' on device 'tpu'"):
         runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet50", "--device", "tpu"],
@@ -561,6 +565,34 @@ def test_latency_past_the_largest_batch_learnt_grows_with_the_batch(measured: tu
         assert "the largest it learnt, times 64/8" in shown.output, shown.output
     else:
         assert "times 64/8" not in shown.output and "extrapolates" in shown.output, shown.output
+
+
+
+def test_predict_ranks_and_budgets_a_search_and_marks_what_to_read_with_care(measured: tuple[Path, Path]) -> None:
+    """A search's candidates: --under keeps those predicted within a budget, --sort ranks them; the
+    table marks each value to read with care and says each mark once (a note a row before 0.9.0)."""
+    runs, wh = measured
+    uri = resolve_location(str(runs)).uri
+    train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    base = ["--tracking-uri", str(runs), "predict", "resnet18", "squeezenet1_1", "mobilenet_v2", "--input-size", "64",
+            "-b", "2", "-b", "64"]
+    everything = json.loads(CliRunner().invoke(app, [*base, "--format", "json"]).stdout)
+    latencies = sorted(r["predictions"]["latency_ms"] for r in everything)
+    budget = latencies[2]  # three of the six under it, or at it
+    ranked = CliRunner().invoke(app, [*base, "--sort", "latency_ms", "--under", f"latency_ms={budget!r}", "--format", "json"])
+    assert ranked.exit_code == 0, ranked.output
+    assert [r["predictions"]["latency_ms"] for r in json.loads(ranked.stdout)] == latencies[:3]
+    table = CliRunner().invoke(app, [*base, "--sort", "latency_ms"])
+    rows = [line for line in table.stdout.splitlines() if line.split()[0] in ("resnet18", "squeezenet1_1", "mobilenet_v2")]
+    assert len(rows) == 6 and not any(line.startswith("note:") for line in table.stdout.splitlines()), table.output
+    assert [line.split()[2].rstrip("*^_") for line in rows] == [f"{v:.4g}" for v in latencies]
+    assert all("*" in line for line in rows if line.split()[1] == "64")  # batch 64: beyond batches 1 to 8
+    assert "*: beyond what its version learnt from" in table.stdout and "3 of 6 predictions" in table.stdout
+    for wrong, said in ((["--under", "latency=3"], "expected TARGET=VALUE"), (["--under", "latency_ms=x"], "is not a number"),
+                        (["--sort", "speed"], "--sort 'speed': not a target"),
+                        (["--under", "power_w=3"], "no power_w fingerprint")):
+        out = CliRunner().invoke(app, [*base, *wrong])
+        assert out.exit_code == 1 and said in str(out.exception), (wrong, out.output)
 
 
 def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: tuple[Path, Path],
@@ -902,7 +934,7 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     assert tags["memory_floor"] == result.memory_floor == "true"
     assert tags["memory_floor_columns"] == "weight_bytes,batch_live_activation_bytes"
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout
-    assert "(ExtraTrees" in listed and "networks); never below its tensors' floor; fits under: device 16,000 MB" in listed
+    assert "(ExtraTrees" in listed and "networks, mode cuda-default); never below its tensors' floor; fits under: device 16,000 MB" in listed
     resnet = described("resnet18", 64)  # never measured
     base = ["--tracking-uri", str(runs), "predict", "resnet18", "--device", "cuda", "--input-size", "64"]
     out = CliRunner().invoke(app, [*base, "-b", "4", "-b", "65536", "--format", "json", "--features"])

@@ -8,6 +8,7 @@ import typer
 
 from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
+from tracker.fingerprint.runtime import TARGETS
 
 app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and power, in the MLflow registry.",
                   no_args_is_help=True)
@@ -89,28 +90,51 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
         for version in client.search_model_versions(f"name = '{model.name}'"):
             number = str(version.version)
+            tags = version.tags
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
-                         "heldout_mape_pct": version.tags.get("heldout_mape_pct"),
-                         "heldout_within_10pct": version.tags.get("heldout_within_10pct"),
-                         "baseline_extratrees_mape_pct": version.tags.get("baseline_extratrees_mape_pct"),
-                         "networks": version.tags.get("networks"), "method": version.tags.get("method", "network"),
-                         "promoted": version.tags.get("promoted"), "format": version_format(version.tags),
-                         "device_memory_mb": version.tags.get("device_memory_mb"),
-                         "largest_peak_mb": version.tags.get("largest_peak_mb"),
-                         "memory_floor": version.tags.get("memory_floor")})
+                         # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
+                         **{key: _number(tags.get(key)) for key in ("heldout_mape_pct", "heldout_within_10pct",
+                                                                    "baseline_extratrees_mape_pct", "device_memory_mb",
+                                                                    "largest_peak_mb")},
+                         "networks": None if (count := _number(tags.get("networks"))) is None else int(count),
+                         "method": tags.get("method", "network"),
+                         "promoted": tags.get("promoted"), "format": version_format(tags),
+                         "memory_floor": tags.get("memory_floor"),
+                         # what it learnt from: the device mode and devices of its runs (tags since 0.8.9), the
+                         # networks left out of it by hand, and when it was registered
+                         "mode": tags.get("mode"), "devices": tags.get("devices"),
+                         "excluded_networks": tags.get("excluded_networks"),
+                         "registered": _when(version.creation_timestamp)})
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
     if not rows:
         typer.echo("no fingerprints registered: run tracker fingerprint train --target latency_ms")
     for r in rows:
+        networks = "?" if r["networks"] is None else r["networks"]
         typer.echo(f"{r['name']:<40} v{r['version']:<3} {r['alias']:<9} {r['method']:<8} "
                    f"MAPE {_pct(r['heldout_mape_pct'])}, {_pct(r['heldout_within_10pct'])} within ±10 %  "
-                   f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {r['networks']} networks)"
+                   f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {networks} networks"
+                   + (f", mode {r['mode']}" if r["mode"] else "") + ")"
                    + ("; promoted by hand" if r["promoted"] else "")
                    + ("; never below its tensors' floor" if r["memory_floor"] == "true" else "")
                    + _limits(r)
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
+
+
+def _number(text: str | None) -> float | None:
+    """A numeric tag as a number; None where it is absent or not a number."""
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
+
+
+def _when(ms: int | None) -> str | None:
+    """A registry timestamp (ms since the epoch) as local ISO time, seconds."""
+    import datetime
+
+    return None if not ms else datetime.datetime.fromtimestamp(ms / 1000).isoformat(timespec="seconds")
 
 
 @app.command("promote")
@@ -173,10 +197,16 @@ def predict(
     largest: Annotated[bool, typer.Option("--largest-batch", help="Instead: the largest batch size whose predicted "
                                           "peak memory stays under the largest peak learnt from and under the "
                                           "device's memory (profile boundary, without running).")] = False,
+    sort: Annotated[Optional[str], typer.Option("--sort", metavar="TARGET", help="Order the configurations by "
+                                                "this predicted target, smallest first (latency_ms, peak_mem_mb, ...).")] = None,
+    under: Annotated[Optional[list[str]], typer.Option("--under", metavar="TARGET=VALUE", help="Keep only the "
+                                                       "configurations predicted under this budget, in the target's "
+                                                       "unit (repeatable: under each), e.g. latency_ms=5.")] = None,
 ) -> None:
     """Predict latency, memory and power of a network without running it.
 
-    Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each."""
+    Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each;
+    --under keeps those within a budget and --sort ranks them (a search's candidates)."""
     from tracker.errors import ConfigError
     from tracker.fingerprint.predict import predict_grid
 
@@ -191,10 +221,29 @@ def predict(
     if several and features and fmt is OutputFormat.table:
         raise ConfigError("--features prints one configuration's features as a table: give one network and one "
                           "--batch-size, or add --format json")
+    budgets = _budgets(under or [])
+    if sort is not None and sort not in TARGETS:
+        raise ConfigError(f"--sort {sort!r}: not a target; one of {', '.join(TARGETS)}")
     results = predict_grid(_uri(ctx), list(models), sizes, phase.value, device, input_size, with_features=features,
                            dtype=dtype.value)
+    for target in [*budgets, *([sort] if sort else [])]:
+        if target not in results[0]["predictions"]:
+            raise ConfigError(f"no {target} fingerprint for phase {phase.value!r} on device {device!r} to "
+                              f"{'rank' if target == sort else 'budget'} by; registered targets here: "
+                              f"{', '.join(results[0]['predictions']) or 'none'}")
+    total = len(results)
+    results = [r for r in results if all(r["predictions"][t] <= v for t, v in budgets.items())]
+    if sort:
+        results.sort(key=lambda r: r["predictions"][sort])
+    if budgets or sort:
+        several = True  # a list, whatever it holds
+    if budgets and fmt is not OutputFormat.json:
+        typer.echo(f"{len(results)} of {total} configurations predicted under "
+                   + " and ".join(f"{t} {v:g}" for t, v in budgets.items()), err=True)
     if fmt is OutputFormat.json:
         emit_json(results if several else results[0])
+    elif not results:
+        return
     elif several:
         _prediction_table(results)
     else:
@@ -271,29 +320,72 @@ def _prediction_lines(result: dict, features: bool) -> None:
                 typer.echo(f"  {name:<30} {'' if value is None else f'{value:.6g}'}")
 
 
+def _budgets(items: list[str]) -> dict[str, float]:
+    """``--under TARGET=VALUE`` options as {target: value}; a wrong one is a ConfigError naming it."""
+    import math
+
+    from tracker.errors import ConfigError
+
+    out: dict[str, float] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        target = target.strip()
+        if not sep or target not in TARGETS:
+            raise ConfigError(f"--under {item!r}: expected TARGET=VALUE, TARGET one of {', '.join(TARGETS)}")
+        try:
+            out[target] = float(value)
+        except ValueError:
+            raise ConfigError(f"--under {item!r}: {value.strip()!r} is not a number") from None
+        if not math.isfinite(out[target]):
+            raise ConfigError(f"--under {item!r}: the budget must be a finite number")
+    return out
+
+
+#: The marks a table puts after a predicted value, and what each means (said once under it).
+_MARKS = {"*": "beyond what its version learnt from (which features: --format json, outside_trained_range)",
+          "^": "its version's prediction at the largest batch it learnt, scaled by the batch (past it, trees answer "
+               "as at it: scaled_from_batch)",
+          "_": "raised to its floor, what the network's own tensors hold at once (its version predicted less: "
+               "at_memory_floor)"}
+
+
+def _marks(result: dict, target: str) -> str:
+    return (("*" if target in result["outside_trained_range"] else "")
+            + ("^" if target in result.get("scaled_from_batch", {}) else "")
+            + ("_" if target in result.get("at_memory_floor", []) else ""))
+
+
 def _prediction_table(results: list[dict]) -> None:
-    """Several configurations: a row each, a column per target (its unit in the header), the
-    versions that answered under the table."""
+    """Several configurations: a row each, a column per target (its unit in the header), each value
+    marked with what to read it with (a line per mark under the table: a note a row flooded a
+    search's table, until 0.9.0), the versions that answered under the table."""
     targets = list(results[0]["predictions"])
     header = ["model", "batch"] + [f"{t} ({results[0]['units'][t]})" for t in targets]
-    body = [[r["model"], str(r["batch_size"])] + [f"{r['predictions'][t]:.4g}" for t in targets] for r in results]
+    body = [[r["model"], str(r["batch_size"])] + [f"{r['predictions'][t]:.4g}{_marks(r, t):<2}" for t in targets]
+            for r in results]
+    header = header[:2] + [f"{h}  " for h in header[2:]]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     for row in [header, *body]:
         typer.echo("  ".join(cell.ljust(w) if i < 1 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
     typer.echo("versions: " + ", ".join(results[0]["model_versions"][t] for t in targets))
-    _prediction_notes(results, with_model=True)
+    for mark, meaning in _MARKS.items():
+        marked = sum(mark in _marks(r, t) for r in results for t in targets)
+        if marked:
+            typer.echo(f"{mark}: {meaning}; {marked} of {len(results) * len(targets)} predictions")
+    _prediction_notes(results, with_model=True, marked=True)
 
 
-def _prediction_notes(results: list[dict], with_model: bool = False) -> None:
+def _prediction_notes(results: list[dict], with_model: bool = False, marked: bool = False) -> None:
+    """The notes of each configuration; ``marked``: those the table's marks say are left out."""
     for result in results:
         which = f" ({result['model']} at batch {result['batch_size']})" if with_model else ""
-        for target, outside in result["outside_trained_range"].items():
+        for target, outside in ({} if marked else result["outside_trained_range"]).items():
             typer.echo(f"note: {target}{which} extrapolates beyond what {result['model_versions'][target]} "
                        f"learnt from: {_beyond(outside)}")
-        for target, top in result.get("scaled_from_batch", {}).items():
+        for target, top in ({} if marked else result.get("scaled_from_batch", {})).items():
             typer.echo(f"note: {target}{which} is {result['model_versions'][target]}'s prediction at batch {top}, the "
                        f"largest it learnt, times {result['batch_size']}/{top} (past it, trees answer as at it)")
-        for target in result.get("at_memory_floor", []):
+        for target in [] if marked else result.get("at_memory_floor", []):
             typer.echo(f"note: {target}{which} is its floor, what the network's own tensors hold at once "
                        f"({_floor_words(result['memory_floor_columns'][target])}): {result['model_versions'][target]} predicted less, "
                        "as trees do past what they learnt")

@@ -239,14 +239,15 @@ def _mlflow_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                     version.tags.get("method", "network"), served.layer, served.trend)
 
 
-def champion_versions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS),
+def champion_versions(tracking_uri: str | None, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS),
                       dtype: str = "float32") -> dict[str, Any]:
     """The registered champion version (an MLflow ModelVersion, not loaded) of every target in
     ``targets`` (default: all) that has one for this phase, device and number format (``dtype``);
     none at all is an error."""
-    from tracker.settings import StoreLocation
+    from tracker.settings import resolve_location
 
-    location = StoreLocation(tracking_uri)
+    location = resolve_location(tracking_uri)  # a folder, as the CLI takes it, or None: the default store
+    tracking_uri = location.uri
     location.require()
     if location.is_sqlite and location.db_path is not None:
         names = {target: registered_name(target, phase, device, dtype) for target in targets}
@@ -270,15 +271,18 @@ def champion_versions(tracking_uri: str, phase: str, device: str, targets: tuple
     return found
 
 
-def load_champions(tracking_uri: str, versions: dict[str, Any]) -> dict[str, Champion]:
+def load_champions(tracking_uri: str | None, versions: dict[str, Any]) -> dict[str, Champion]:
     """The models of :func:`champion_versions`' ``versions`` (exactly those versions, wherever the
     alias has moved since), with the feature SQL ready for the first prediction."""
+    from tracker.settings import resolve_location
+
+    tracking_uri = resolve_location(tracking_uri).uri  # a folder, as the CLI takes it
     found = {target: load_champion(tracking_uri, version.name, version) for target, version in versions.items()}
     scratch_warehouse()  # the feature SQL is part of the loaded model: ready before the first prediction
     return found
 
 
-def champions(tracking_uri: str, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS),
+def champions(tracking_uri: str | None, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS),
               dtype: str = "float32") -> dict[str, Champion]:
     """The champion of every target in ``targets`` (default: all) that has one for this phase,
     device and number format, loaded."""
@@ -313,7 +317,7 @@ def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None)
     return out
 
 
-def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None,
+def predict(tracking_uri: str | None, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None,
             models: dict[str, Champion] | None = None, with_features: bool = False,
             dtype: str = "float32") -> dict[str, Any]:
     """Predictions of every target with a champion; ``models`` (from :func:`champions`) saves
@@ -322,7 +326,7 @@ def predict(tracking_uri: str, ref: str, batch_size: int, phase: str, device: st
                         with_features=with_features, dtype=dtype)[0]
 
 
-def predict_many(tracking_uri: str, refs: list[str], batch_size: int, phase: str, device: str,
+def predict_many(tracking_uri: str | None, refs: list[str], batch_size: int, phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False,
                  dtype: str = "float32") -> list[dict[str, Any]]:
@@ -348,7 +352,7 @@ def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
     return model_refs
 
 
-def predict_grid(tracking_uri: str, refs: list[str], batch_sizes: Sequence[int], phase: str, device: str,
+def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequence[int], phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False,
                  dtype: str = "float32") -> list[dict[str, Any]]:
