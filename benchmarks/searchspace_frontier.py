@@ -91,7 +91,9 @@ def main() -> None:
                  generate(TRAINING_NETWORKS, seed=SEED, input_size=space.input_size, num_classes=space.num_classes))
         specs = write_specs(drawn, tmp_path / "train-nets")
         for path in specs:
-            profile_network(logger, str(path), 1, Stopping(time_cap_s=2.0))
+            # in the mode the candidates are measured in ([latency] threads and allocator)
+            profile_network(logger, str(path), 1, Stopping(time_cap_s=2.0), threads=space.latency.threads,
+                            allocator=space.latency.allocator)
         load(wh, open_source(logger.location))
         fit = train(wh, "latency_ms", "inference", "cpu", logger.location.uri)
         print(f"fingerprint trained on {TRAINING_NETWORKS} {source} networks in {time.perf_counter() - t0:.0f} s: "

@@ -4,6 +4,11 @@
 -- source's accuracy-latency Pareto frontier: no other candidate of the space is at least as
 -- accurate and at least as fast, and better in one of the two. outside_trained_range (JSON) lists
 -- a predicted latency's features beyond what its fingerprint learnt from; NULL when inside.
+-- imprecise: a measured latency whose 95 % CI is wider than 25 % of it (searchspace.run's
+-- MAX_FRONTIER_CI_REL, fingerprint train's MAX_TRAIN_CI_REL): such a candidate is never on the
+-- frontier and keeps no other off it. mode: the device mode measured in; fingerprint_mode: the
+-- mode the predicting version learnt from; cpu_util_others_pct: the CPU other processes took
+-- while it was measured (since 0.9.0).
 WITH acc AS (
     SELECT search_space, model, candidate, CAST(val_accuracy AS DOUBLE) AS accuracy, epochs, dataset,
            run_id AS accuracy_run_id
@@ -14,7 +19,11 @@ WITH acc AS (
 lat AS (
     SELECT search_space, model, latency_source, device, CAST(batch_size AS BIGINT) AS batch_size,
            CAST(latency_ms AS DOUBLE) AS latency_ms, CAST(device_time_s AS DOUBLE) AS device_time_s,
-           CAST(outside_trained_range AS VARCHAR) AS outside_trained_range, run_id AS latency_run_id
+           CAST(outside_trained_range AS VARCHAR) AS outside_trained_range, run_id AS latency_run_id,
+           CAST(latency_ci_rel AS DOUBLE) AS latency_ci_rel, CAST(mode AS VARCHAR) AS mode,
+           CAST(fingerprint_mode AS VARCHAR) AS fingerprint_mode,
+           CAST(cpu_util_others_pct AS DOUBLE) AS cpu_util_others_pct,
+           COALESCE(CAST(latency_ci_rel AS DOUBLE) > 0.25, false) AS imprecise
     FROM candidate_runs
     WHERE status = 'FINISHED'
     QUALIFY row_number() OVER (PARTITION BY search_space, model, latency_source, device, batch_size
@@ -23,17 +32,18 @@ lat AS (
 joined AS (
     SELECT a.search_space, a.model, a.candidate, a.accuracy, a.epochs, a.dataset,
            l.latency_source, l.device, l.batch_size, l.latency_ms, l.device_time_s, l.outside_trained_range,
-           a.accuracy_run_id, l.latency_run_id
+           a.accuracy_run_id, l.latency_run_id, l.latency_ci_rel, l.mode, l.fingerprint_mode, l.cpu_util_others_pct,
+           l.imprecise
     FROM acc a
     JOIN lat l USING (search_space, model)
 )
 SELECT
     j.*,
-    NOT EXISTS (
+    NOT j.imprecise AND NOT EXISTS (
         SELECT 1
         FROM joined o
         WHERE o.search_space = j.search_space AND o.latency_source = j.latency_source
-          AND o.device = j.device AND o.batch_size = j.batch_size
+          AND o.device = j.device AND o.batch_size = j.batch_size AND NOT o.imprecise
           AND o.accuracy >= j.accuracy AND o.latency_ms <= j.latency_ms
           AND (o.accuracy > j.accuracy OR o.latency_ms < j.latency_ms)
     ) AS on_frontier

@@ -35,6 +35,7 @@ epochs = 1
 batch_size = 128
 [latency]
 batch_size = 1
+threads = 1
 """
 
 
@@ -62,11 +63,12 @@ def test_tables_fill_only_what_is_missing_and_the_report_keeps_the_frontier(tmp_
     rep = json.loads(out.stdout)
     cands = rep["candidates"]
     assert rep["latency_source"] == "measured" and len(cands) == 4
+    assert rep["modes"] == ["cpu-t1"]  # [latency] threads: the mode measured in
     assert all(0 <= c["accuracy"] <= 1 and c["latency_ms"] > 0 for c in cands)
-    for c in cands:  # on the frontier exactly when no other candidate dominates it
-        dominated = any(o["accuracy"] >= c["accuracy"] and o["latency_ms"] <= c["latency_ms"]
+    for c in cands:  # on the frontier exactly when no other precise candidate dominates it, and precise itself
+        dominated = any(o["accuracy"] >= c["accuracy"] and o["latency_ms"] <= c["latency_ms"] and not o["imprecise"]
                         and (o["accuracy"] > c["accuracy"] or o["latency_ms"] < c["latency_ms"]) for o in cands)
-        assert c["on_frontier"] is not dominated
+        assert c["on_frontier"] is (not dominated and not c["imprecise"])
     on = [c for c in cands if c["on_frontier"]]
     assert on and rep["shared_primitives"] == {
         pos: [p for p in names if any(c["choices"][pos] == p for c in on)]
@@ -118,3 +120,49 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("error: no latency_ms fingerprint for phase 'inference' on device 'cpu'")
     assert proc.stderr.strip().endswith("or use --latency measured")
+
+
+def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp_path: Path) -> None:
+    """A candidate measured while other processes took the CPU (CI ±169 %) was on the frontier and
+    kept better ones off it, and a frontier measured on two threads was compared with one predicted
+    by a fingerprint of one thread without a word, until 0.9.0."""
+    from tracker.log.logger import RunLogger
+    from tracker.searchspace.run import _candidate_record, accuracy_record, report
+    from tracker.searchspace.space import load_space
+    from tracker.warehouse.load import load
+    from tracker.warehouse.source import open_source
+
+    (tmp_path / "tiny.toml").write_text(SPACE)
+    space = load_space(tmp_path / "tiny.toml")
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="ss")
+    cands = space.candidates()
+    # accuracy rises and latency with it; the fastest, measured imprecisely, has the best accuracy too
+    figures = {cands[0].name: (0.95, 0.2, 1.69), cands[1].name: (0.80, 1.0, 0.02), cands[2].name: (0.85, 2.0, 0.02),
+               cands[3].name: (0.90, 3.0, 0.02)}
+    for c in cands:
+        accuracy, latency_ms, ci_rel = figures[c.name]
+        acc = accuracy_record(space, c, f"h-{c.name}")
+        acc.params.update(train_count=100, val_count=20)
+        acc.metrics.update(val_accuracy=accuracy, train_loss=0.1, train_time_s=1.0)
+        measured = _candidate_record(space, c, f"h-{c.name}", "measured", "cpu-t2")
+        measured.metrics.update(latency_ms=latency_ms, latency_ci_rel=ci_rel, device_time_s=0.5)
+        predicted = _candidate_record(space, c, f"h-{c.name}", "predicted", None, "latency_ms-inference-cpu/1", "cpu-t1")
+        predicted.metrics.update(latency_ms=latency_ms, device_time_s=0.01)
+        logger.log([acc, measured, predicted])
+    load(wh, open_source(resolve_location(str(runs))))
+    out = report(logger, wh, space, "measured")
+    on = {c["name"] for c in out["candidates"] if c["on_frontier"]}
+    assert on == {cands[1].name, cands[2].name, cands[3].name}  # the imprecise one off, and keeping none off
+    assert [c["imprecise"] for c in out["candidates"]] == [True, False, False, False]
+    cmp = out["comparison"]
+    assert cmp["modes_differ"] and (cmp["measured_modes"], cmp["predicted_modes"]) == (["cpu-t2"], ["cpu-t1"])
+    # predicted (no CI), the fastest dominates every other: a frontier of one, which the measured one lacks
+    assert cmp["shared_frontier"] == 0 and cmp["predicted_frontier"] == [cands[0].name] and out["modes"] == ["cpu-t2"]
+    logger.close()
+    shown = _cli(runs, "-e", "ss", "searchspace", "report", str(tmp_path / "tiny.toml"), "--warehouse", str(wh),
+                 "--latency", "measured")
+    assert shown.exit_code == 0, shown.output
+    assert "note: measured in mode cpu-t2, predicted by a fingerprint that learnt cpu-t1" in shown.stdout
+    assert "1 of 4 candidates measured too imprecisely to place" in shown.stdout
+    assert "0 candidate(s) on both, of 1 predicted and 3 measured (Jaccard 0.00" in shown.stdout

@@ -43,7 +43,8 @@ def run(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""
-    from tracker.searchspace.run import run_space
+    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+    from tracker.searchspace.run import MAX_FRONTIER_CI_REL, run_space
 
     space, st = _open(ctx, space_file)
     folder = specs or space_file.parent / space.name / "networks"
@@ -60,6 +61,13 @@ def run(
     if tally.extrapolated:
         typer.echo(f"note: {len(tally.extrapolated)} of {tally.latency_done} predicted latencies extrapolate beyond what the "
                    f"fingerprint learnt from (tracker predict SPEC says how): {some(tally.extrapolated)}")
+    if tally.beside_other_work:
+        typer.echo(f"note: {len(tally.beside_other_work)} of {tally.latency_done} candidates were measured while other "
+                   f"processes took {OTHERS_CPU_NOTE_PCT:g} % or more of the CPU: {some(tally.beside_other_work)}")
+    if tally.imprecise:
+        typer.echo(f"note: {len(tally.imprecise)} measured latencies have a 95 % CI wider than "
+                   f"{100 * MAX_FRONTIER_CI_REL:g} %: left off the frontier (measure again with a longer --time-cap, "
+                   f"or on a quieter machine): {some(tally.imprecise)}")
 
 
 def some(names: list[str], most: int = 5) -> str:
@@ -89,7 +97,8 @@ def report_cmd(
     if fmt is OutputFormat.json:
         emit_json(out)
         return
-    typer.echo(f"{space.name} ({out['latency_source']} latency, bs{out['batch_size']} on {out['device']}): "
+    modes = f", mode {', '.join(out['modes'])}" if out.get("modes") else ""
+    typer.echo(f"{space.name} ({out['latency_source']} latency, bs{out['batch_size']} on {out['device']}{modes}): "
                f"{sum(c['on_frontier'] for c in out['candidates'])} of {len(out['candidates'])} candidates on the frontier")
     for c in out["candidates"]:
         if c["on_frontier"]:
@@ -99,9 +108,20 @@ def report_cmd(
         typer.echo(f"  {pos}: {', '.join(prims) or '-'} on the frontier")
     if "comparison" in out:
         cmp = out["comparison"]
-        typer.echo(f"predicted vs measured frontier: {100 * cmp['agreement']:.0f} % of candidates kept or dropped alike, "
-                   f"Jaccard {cmp['jaccard']:.2f}; device time {cmp['measured_device_time_s']:.1f} s measured vs "
+        # the frontiers first: most candidates are off both, so the share kept or dropped alike says little
+        typer.echo(f"predicted vs measured frontier: {cmp['shared_frontier']} candidate(s) on both, of "
+                   f"{len(cmp['predicted_frontier'])} predicted and {len(cmp['measured_frontier'])} measured (Jaccard "
+                   f"{cmp['jaccard']:.2f}; {100 * cmp['agreement']:.0f} % of {cmp['candidates']} candidates on or off "
+                   f"both alike); device time {cmp['measured_device_time_s']:.1f} s measured vs "
                    f"{cmp['predicted_device_time_s']:.2f} s predicted")
+        if cmp["modes_differ"]:
+            typer.echo(f"note: measured in mode {', '.join(cmp['measured_modes'])}, predicted by a fingerprint that learnt "
+                       f"{', '.join(cmp['predicted_modes'])}: not the same figure (set [latency] threads and allocator "
+                       "to the fingerprint's mode, or train one on the candidates' mode)")
+    imprecise = sum(c["imprecise"] for c in out["candidates"])
+    if imprecise:
+        typer.echo(f"{imprecise} of {len(out['candidates'])} candidates measured too imprecisely to place (95 % CI over "
+                   "25 %): off the frontier")
     beyond = sum(bool(c["outside_trained_range"]) for c in out["candidates"])
     if beyond:
         typer.echo(f"* predicted beyond what the fingerprint learnt from ({beyond} of {len(out['candidates'])} candidates): "

@@ -10,9 +10,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.errors import TrackerError
+from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 from tracker.searchspace.space import Candidate, SearchSpace
 
 SOURCES = ("measured", "predicted")
+#: A measured candidate whose 95 % CI is wider than this share of its latency is too imprecise to
+#: place: it is left off the frontier and dominates nothing (the view ``searchspace_candidates``
+#: holds the same figure), as ``fingerprint train`` leaves such runs out (MAX_TRAIN_CI_REL).
+MAX_FRONTIER_CI_REL = 0.25
 
 
 @dataclass
@@ -24,6 +29,12 @@ class Tally:
     failed: list[str] = field(default_factory=list)
     #: predicted candidates whose features lie beyond what their fingerprint learnt from
     extrapolated: list[str] = field(default_factory=list)
+    #: measured candidates whose CI is wider than MAX_FRONTIER_CI_REL: left off the frontier (since 0.9.0)
+    imprecise: list[str] = field(default_factory=list)
+    #: measured candidates that other processes took OTHERS_CPU_NOTE_PCT or more of the CPU beside
+    beside_other_work: list[str] = field(default_factory=list)
+    #: the device mode the latencies are of: measured in, or learnt by the predicting version (None: not recorded)
+    mode: str | None = None
     device_time_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -56,7 +67,7 @@ def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
 
 
 def _candidate_record(space: SearchSpace, c: Candidate, model_hash: str, source: str, mode: str | None,
-                      fingerprint_version: str | None = None) -> Any:
+                      fingerprint_version: str | None = None, fingerprint_mode: str | None = None) -> Any:
     """A candidate's latency run. Its key holds the device mode it is measured in, or the fingerprint
     version that predicts it: a champion moved to a better version makes the prediction missing again."""
     from tracker.log.record import RunRecord
@@ -69,6 +80,8 @@ def _candidate_record(space: SearchSpace, c: Candidate, model_hash: str, source:
     if fingerprint_version:
         params["fingerprint_version"] = fingerprint_version
     keys = {k: v for k, v in params.items() if k != "candidate"}
+    if fingerprint_mode:  # follows from the version: not part of the key
+        params["fingerprint_mode"] = fingerprint_mode
     return RunRecord(kind="candidate", name=f"{c.name} · latency {source} · bs{lat.batch_size} · {lat.device}", params=params,
                      key_fields=keys, tags={"tracker.campaign": space.name, "tracker.source": source},
                      description=f"Latency of candidate {c.name} of {space.name}, {source}.")
@@ -109,18 +122,21 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             logger.log([record])
             tally.accuracy_done += 1
     if not skip_latency:
-        mode, registered, version = None, None, None
+        mode, registered, version, learnt_mode = None, None, None, None
         if latency == "measured":
             from tracker.profile.modes import read_mode
 
-            mode = read_mode(space.latency.device).mode_id
+            mode = read_mode(space.latency.device, threads=space.latency.threads,
+                             allocator=space.latency.allocator).mode_id
+            tally.mode = mode
         else:  # the version is read now, its model loaded only if a candidate lacks its prediction
             registered = _latency_champion(logger.location.uri, space.latency.device)
             version = f"{registered['latency_ms'].name}/{registered['latency_ms'].version}"
+            learnt_mode = tally.mode = registered["latency_ms"].tags.get("mode") or None
         done = logger.measured(kind="candidate")
         todo = []
         for c in candidates:
-            record = _candidate_record(space, c, hashes[c.name], latency, mode, version)
+            record = _candidate_record(space, c, hashes[c.name], latency, mode, version, learnt_mode)
             if record.config_key in done:
                 tally.latency_skipped += 1
             else:
@@ -137,6 +153,10 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 tally.failed.append(c.name)
             if "tracker.outside_trained_range" in record.tags:
                 tally.extrapolated.append(c.name)
+            if record.metrics.get("latency_ci_rel", 0.0) > MAX_FRONTIER_CI_REL:
+                tally.imprecise.append(c.name)
+            if record.metrics.get("cpu_util_others_pct", 0.0) >= OTHERS_CPU_NOTE_PCT:
+                tally.beside_other_work.append(c.name)
             tally.device_time_s += record.metrics.get("device_time_s", 0.0)
             logger.log([record])
             tally.latency_done += 1
@@ -148,7 +168,8 @@ def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_
     from tracker.profile.stats import Stopping
 
     result = profile_network(logger, str(path), space.latency.batch_size, Stopping(time_cap_s=time_cap_s),
-                             device=space.latency.device)
+                             device=space.latency.device, threads=space.latency.threads,
+                             allocator=space.latency.allocator)
     net = result.network
     record.tags["tracker.latency_run"] = net.run_id
     if net.status != "FINISHED":
@@ -156,6 +177,8 @@ def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_
         return
     record.metrics.update(latency_ms=net.metrics["latency_ms"], latency_ci_rel=net.metrics["latency_ci_rel"],
                           device_time_s=net.metrics.get("measure_time_s", 0.0))
+    if "cpu_util_others_pct" in net.metrics:
+        record.metrics["cpu_util_others_pct"] = net.metrics["cpu_util_others_pct"]
 
 
 def _latency_champion(uri: str, device: str) -> dict[str, Any]:
@@ -198,7 +221,8 @@ def frontier_rows(warehouse: Path, space: SearchSpace, source: str) -> list[dict
     con = connect(warehouse, read_only=True)
     try:
         cur = con.execute(
-            "SELECT model, candidate, accuracy, latency_ms, device_time_s, outside_trained_range, on_frontier "
+            "SELECT model, candidate, accuracy, latency_ms, device_time_s, outside_trained_range, on_frontier, "
+            "latency_ci_rel, imprecise, mode, fingerprint_mode, cpu_util_others_pct "
             "FROM searchspace_candidates "
             "WHERE search_space = ? AND latency_source = ? AND device = ? AND batch_size = ? ORDER BY latency_ms",
             [space.name, source, space.latency.device, space.latency.batch_size])
@@ -238,7 +262,11 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
         "batch_size": space.latency.batch_size,
         "candidates": [{"name": r["model"], "choices": r["candidate"], "accuracy": r["accuracy"],
                         "latency_ms": r["latency_ms"], "on_frontier": bool(r["on_frontier"]),
-                        "outside_trained_range": r["outside_trained_range"]} for r in rows],
+                        "outside_trained_range": r["outside_trained_range"], "latency_ci_rel": r["latency_ci_rel"],
+                        "imprecise": bool(r["imprecise"]), "cpu_util_others_pct": r["cpu_util_others_pct"]}
+                       for r in rows],
+        # the device mode(s) the latencies are of: measured in, or learnt by the predicting version
+        "modes": sorted({m for r in rows if (m := r["mode"] or r["fingerprint_mode"])}),
         "shared_primitives": shared,
     }
     metrics = {"candidates_count": float(len(rows)), "frontier_count": float(sum(r["on_frontier"] for r in rows)),
@@ -248,8 +276,15 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
     common = sorted(set(measured) & set(predicted))
     if common:
         mf, pf = {m for m in common if measured[m]}, {m for m in common if predicted[m]}
+        measured_modes = sorted({r["mode"] for r in by_source["measured"] if r["model"] in common and r["mode"]})
+        predicted_modes = sorted({r["fingerprint_mode"] for r in by_source["predicted"]
+                                  if r["model"] in common and r["fingerprint_mode"]})
         comparison = {
-            "candidates": len(common),
+            "candidates": len(common), "shared_frontier": len(mf & pf),
+            # latencies of two device modes (a fingerprint that learnt one thread, candidates measured on two)
+            # are not the same figure: said, since 0.9.0
+            "measured_modes": measured_modes, "predicted_modes": predicted_modes,
+            "modes_differ": bool(measured_modes and predicted_modes and measured_modes != predicted_modes),
             "agreement": sum(measured[m] == predicted[m] for m in common) / len(common),
             "jaccard": len(mf & pf) / len(mf | pf) if mf | pf else 1.0,
             "measured_frontier": sorted(mf), "predicted_frontier": sorted(pf),

@@ -24,6 +24,7 @@ A search space is a TOML file (see ``experiments/searchspace-digits.toml``)::
     [latency]
     batch_size = 1
     device = "cpu"
+    threads = 1                     # the device mode measured in (optional; allocator = "retain" too)
 
 A primitive is a generator style (``vgg``, ``inception``, ``resnext``, ``densenet``,
 ``mobilenet``) with default knobs for the position's width, or a table naming the style and
@@ -46,7 +47,7 @@ from tracker.errors import ConfigError
 TOP = {"name": str, "input_size": int, "num_classes": int, "activation": str, "stem_channels": int, "enumerate": str}
 POSITION = {"name": str, "width": int, "depth": int, "candidates": list}
 ACCURACY = {"dataset": str, "epochs": int, "batch_size": int, "learning_rate": float, "seed": int}
-LATENCY = {"batch_size": int, "device": str}
+LATENCY = {"batch_size": int, "device": str, "threads": int, "allocator": str}
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
 
@@ -78,6 +79,10 @@ class AccuracyBudget:
 class LatencySetting:
     batch_size: int = 1
     device: str = "cpu"
+    #: the device mode candidates are measured in (as a campaign's ``threads`` and ``allocator``, since
+    #: 0.9.0): a fingerprint that learnt one mode predicts that mode's latencies
+    threads: int | None = None
+    allocator: str | None = None
 
 
 @dataclass
@@ -209,6 +214,14 @@ def load_space(path: Path) -> SearchSpace:
         raise ConfigError(f"{where}: enumerate must be all or per-position, got {space.enumerate!r}")
     if not (space.latency.device == "cpu" or space.latency.device.startswith("cuda")):
         raise ConfigError(f"{where}: [latency].device must be cpu or cuda, got {space.latency.device!r}")
+    if space.latency.allocator is not None:
+        from tracker.profile.modes import ALLOCATORS
+
+        if space.latency.allocator not in ALLOCATORS:
+            raise ConfigError(f"{where}: [latency].allocator must be one of {', '.join(ALLOCATORS)}, "
+                              f"got {space.latency.allocator!r}")
+    if space.latency.threads is not None:
+        check_bound(where, "[latency].threads", space.latency.threads, least=1)
     for table, key in (("accuracy", "epochs"), ("accuracy", "batch_size"), ("latency", "batch_size")):
         check_bound(where, f"[{table}].{key}", getattr(getattr(space, table), key), least=1)
     check_bound(where, "[accuracy].learning_rate", space.accuracy.learning_rate, above=0)
