@@ -1489,3 +1489,20 @@ def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get
         layer_sums(LayerModel(booster, 1.0), [records])
 
 
+
+
+def test_a_kind_of_operation_no_training_network_has_is_beyond_what_was_learnt() -> None:
+    """perf4sight's TX2 networks have no grouped convolution: 199 of 200 generated candidates, ResNeXt
+    blocks among them, were predicted as inside what the version learnt, until 0.9.0. A ``*_count``
+    feature never above 0 in training is recorded as [0, 0], so a network that has one is beyond."""
+    import pandas as pd
+
+    from tracker.fingerprint.dataset import outside_ranges, trained_ranges
+
+    frame = pd.DataFrame({"batch_size": [1.0, 8.0], "flops": [1e9, 2e9], "gconv_count": [0.0, 0.0],
+                          "conv_count": [10.0, 20.0], "input_size": [224, 224]})
+    ranges = trained_ranges(frame, ["batch_size", "flops", "gconv_count", "conv_count"])
+    assert ranges["gconv_count"] == [0.0, 0.0] and "conv_count" not in ranges  # a kind seen: its count not bounded
+    assert outside_ranges(ranges, {"batch_size": 4, "flops": 1.5e9, "gconv_count": 3, "conv_count": 40,
+                                   "input_size": 224}) == {"gconv_count": {"value": 3.0, "trained": [0.0, 0.0]}}
+    assert outside_ranges(ranges, {"batch_size": 4, "flops": 1.5e9, "gconv_count": 0, "input_size": 224}) == {}

@@ -45,9 +45,16 @@ RANGE_COLUMNS = ("input_size",)
 
 def trained_ranges(frame: Any, features: list[str]) -> dict[str, list[float]]:
     """``{column: [min, max]}`` over the training rows, for the :data:`RANGE_FEATURES` learnt from
-    and the :data:`RANGE_COLUMNS` the rows have."""
+    and the :data:`RANGE_COLUMNS` the rows have; and, since 0.9.0, ``[0, 0]`` for each kind of
+    operation none of them has (a ``*_count`` feature never above 0: grouped convolutions, say, in
+    perf4sight's TX2 networks), so that a network that has one is said to be beyond what was learnt
+    (a generated ResNeXt predicted from those was not)."""
     columns = [f for f in RANGE_FEATURES if f in features] + [c for c in RANGE_COLUMNS if c in frame.columns]
-    return {c: [float(frame[c].min()), float(frame[c].max())] for c in columns if frame[c].notna().any()}
+    out = {c: [float(frame[c].min()), float(frame[c].max())] for c in columns if frame[c].notna().any()}
+    for f in features:
+        if f.endswith("_count") and f in frame.columns and frame[f].notna().any() and float(frame[f].max()) == 0.0:
+            out[f] = [0.0, 0.0]
+    return out
 
 
 def parse_ranges(text: str) -> dict[str, list[float]]:
