@@ -225,7 +225,7 @@ def predict(
     if sort is not None and sort not in TARGETS:
         raise ConfigError(f"--sort {sort!r}: not a target; one of {', '.join(TARGETS)}")
     results = predict_grid(_uri(ctx), list(models), sizes, phase.value, device, input_size, with_features=features,
-                           dtype=dtype.value)
+                           dtype=dtype.value, progress=_describing_progress())
     for target in [*budgets, *([sort] if sort else [])]:
         if target not in results[0]["predictions"]:
             raise ConfigError(f"no {target} fingerprint for phase {phase.value!r} on device {device!r} to "
@@ -318,6 +318,26 @@ def _prediction_lines(result: dict, features: bool) -> None:
                 typer.echo(f"  {name:<30} {len(value)} module calls (listed in --format json)")
             else:
                 typer.echo(f"  {name:<30} {'' if value is None else f'{value:.6g}'}")
+
+
+#: Seconds between two lines of ``predict``'s progress while it describes networks (none before the first).
+PROGRESS_EVERY_S = 5.0
+
+
+def _describing_progress() -> Any:
+    """A ``progress(done, total)`` that says on stderr, every ``PROGRESS_EVERY_S``, how many networks
+    are described (a thousand new candidates take minutes; cached ones, milliseconds: then nothing)."""
+    import time
+
+    last = [time.monotonic()]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S and done < total:
+            last[0] = now
+            typer.echo(f"described {done} of {total} networks", err=True)
+
+    return progress
 
 
 def _budgets(items: list[str]) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,11 +355,12 @@ def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
 def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequence[int], phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False,
-                 dtype: str = "float32") -> list[dict[str, Any]]:
+                 dtype: str = "float32", progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """:func:`predict_many` at each of ``batch_sizes``: one result per network and batch size,
     network by network in the order of ``refs``, each network's batch sizes in the order given (a
     batch size given twice is predicted once). The champions are loaded and each network described
-    once, and all configurations share one pass of the feature SQL."""
+    once, and all configurations share one pass of the feature SQL. ``progress(done, total)`` is
+    called as each network is described (a network not described before takes up to a second or two)."""
     from tracker.describe import described
     from tracker.fingerprint.runtime import LAYER_INPUTS, LAYERS
 
@@ -371,8 +372,14 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     model_refs = _model_refs(refs, input_size) if descriptions is None else []
     if models is None:
         models = champions(tracking_uri, phase, device, dtype=dtype)
-    descs = descriptions if descriptions is not None else [
-        described(m, input_size or m.input_size) for m in model_refs]
+    if descriptions is not None:
+        descs = descriptions
+    else:
+        descs = []
+        for i, m in enumerate(model_refs):
+            descs.append(described(m, input_size or m.input_size))
+            if progress is not None:
+                progress(i + 1, len(model_refs))
     # Past the largest batch a version learnt, trees answer as at it: a per-batch target is predicted
     # at that batch and scaled by the batch (PROPORTIONAL_TARGETS), its configuration's row made too.
     # A version with a trend under its trees goes on as its trend does (it grows with the work).
