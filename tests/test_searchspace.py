@@ -159,10 +159,16 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
     assert cmp["modes_differ"] and (cmp["measured_modes"], cmp["predicted_modes"]) == (["cpu-t2"], ["cpu-t1"])
     # predicted (no CI), the fastest dominates every other: a frontier of one, which the measured one lacks
     assert cmp["shared_frontier"] == 0 and cmp["predicted_frontier"] == [cands[0].name] and out["modes"] == ["cpu-t2"]
-    logger.close()
+    assert out["logged"] is True
     shown = _cli(runs, "-e", "ss", "searchspace", "report", str(tmp_path / "tiny.toml"), "--warehouse", str(wh),
                  "--latency", "measured")
     assert shown.exit_code == 0, shown.output
     assert "note: measured in mode cpu-t2, predicted by a fingerprint that learnt cpu-t1" in shown.stdout
     assert "1 of 4 candidates measured too imprecisely to place" in shown.stdout
     assert "0 candidate(s) on both, of 1 predicted and 3 measured (Jaccard 0.00" in shown.stdout
+    # the same rows again: the run logged before, not one more alike
+    assert report(logger, wh, space, "measured")["logged"] is False
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    assert len(client.search_runs([client.get_experiment_by_name("ss").experiment_id],
+                                  "tags.`tracker.kind` = 'searchspace'")) == 1
+    logger.close()

@@ -302,8 +302,14 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
                        metrics=metrics, tags={"tracker.campaign": space.name},
                        key_fields={"search_space": space.name, "source": chosen, "rows": out["candidates"]},
                        description=f"Accuracy-latency Pareto frontier of search space {space.name} ({chosen} latency).")
+    # A report of the same rows as one logged before is that run (each report logged a run of its own,
+    # four alike after four reports, until 0.9.0)
+    same = logger.find(record.config_key)
+    if same is not None:
+        out["run_id"], out["logged"] = same.run_id, False
+        return out
     record.artifacts["pareto.png"] = pareto_png(space.name, rows, chosen, by_source["measured"] if chosen == "predicted" else None)
     record.artifacts["report.json"] = json.dumps(out, indent=2)
     logger.log([record])
-    out["run_id"] = record.run_id
+    out["run_id"], out["logged"] = record.run_id, True
     return out
