@@ -63,11 +63,11 @@ def _latency(flops: float, bs: int) -> float:
     return 0.4 + 2.0e-9 * flops * bs
 
 
-def _measure(root: Path, networks: tuple[str, ...]) -> tuple[Path, Path]:
+def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp") -> tuple[Path, Path]:
     """A store and warehouse of ``networks`` at 64 px, batch 1 to 8, on the device of ``_latency``
     (memory a floor plus FLOPs), each with its description; resnet34's batch 8 disturbed."""
     runs, wh = root / "runs", root / "w.duckdb"
-    logger = RunLogger(str(runs), experiment="fp", environment=ENV)
+    logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     for name in networks:
         desc = described(name, 64)
         flops = _flops(desc)
@@ -137,6 +137,21 @@ def test_a_family_of_one_measurement_beside_one_other_family_trains(tmp_path: Pa
     result = train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
     assert result.evaluation["rows"] == 9 and "family_split_mape_pct" not in result.evaluation
     assert set(result.by_family) == {"squeezenet1", "resnet18"}
+
+
+def test_a_fingerprint_learns_from_the_experiments_it_is_told(tmp_path: Path) -> None:
+    """A held-out set measured later into its own experiment went into training silently: every run
+    of the device was learnt from, until 0.9.0. --from-experiment keeps to the experiments named."""
+    _measure(tmp_path, NETWORKS[:4], "train-set")
+    runs, wh = _measure(tmp_path, NETWORKS[4:6], "test-set")
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "latency_ms", "inference", "cpu", uri, plots=False, experiments=["train-set"])
+    assert result.evaluation["rows"] == 4 * 4 - 1  # resnet34's disturbed batch 8 left out, the test set too
+    version = MlflowClient(uri).get_model_version(result.name, result.version)
+    assert version.tags["experiments"] == "train-set" and version.tags["networks"] == "4"
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
+                                   "-w", str(wh), "--from-experiment", "tset", "--no-plots"])
+    assert out.exit_code == 1 and "in experiment 'tset'; those that have some: test-set, train-set" in str(out.exception)
 
 
 def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:

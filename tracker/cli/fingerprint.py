@@ -41,6 +41,9 @@ def train_cmd(
     warehouse: WarehouseOption = None,
     exclude: Annotated[Optional[list[str]], typer.Option(
         "--exclude", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
+    experiments: Annotated[Optional[list[str]], typer.Option(
+        "--from-experiment", help="Learn only from this experiment's measurements (repeatable; default: every "
+                                  "experiment in the warehouse).")] = None,
     dtype: DtypeOption = Dtype.float32,
     plots: Annotated[bool, typer.Option(
         "--plots/--no-plots", help="Draw the held-out evaluation's pictures among the run's artifacts "
@@ -55,7 +58,7 @@ def train_cmd(
     if location.is_http:  # it registers the model there: a server that does not answer is said before training
         location.require()
     result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, location.uri,
-                   exclude=exclude or (), dtype=dtype.value, plots=plots)
+                   exclude=exclude or (), dtype=dtype.value, plots=plots, experiments=experiments or ())
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return
@@ -103,7 +106,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          # what it learnt from: the device mode and devices of its runs (tags since 0.8.9), the
                          # networks left out of it by hand, and when it was registered
                          "mode": tags.get("mode"), "devices": tags.get("devices"),
-                         "excluded_networks": tags.get("excluded_networks"),
+                         "excluded_networks": tags.get("excluded_networks"), "experiments": tags.get("experiments"),
                          "registered": _when(version.creation_timestamp)})
     if fmt is OutputFormat.json:
         emit_json(rows)

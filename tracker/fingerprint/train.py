@@ -270,11 +270,20 @@ MIN_NETWORKS = 3
 
 
 def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = (),
-                  mode: str | None = None, dtype: str = "float32") -> Any:
+                  mode: str | None = None, dtype: str = "float32", experiments: Collection[str] = ()) -> Any:
     """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
     one that has no row, a misspelling say, is an error rather than silently kept nowhere) and,
-    for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``)."""
+    for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``);
+    ``experiments``: only the rows of configurations whose latest run is in one of them (since 0.9.0;
+    every experiment otherwise), each one named having some."""
     frame = load_rows(warehouse, target, phase, device, mode, dtype)
+    if experiments:
+        missing = sorted(set(experiments) - set(frame["experiment"].dropna()))
+        if missing:
+            present = sorted(set(frame["experiment"].dropna()))
+            raise FingerprintError(f"no {phase} measurement of {target} on {device!r} in experiment "
+                                   f"{', '.join(map(repr, missing))}; those that have some: {', '.join(present) or 'none'}")
+        frame = frame[frame["experiment"].isin(set(experiments))].reset_index(drop=True)
     unknown = sorted(set(exclude) - set(frame["model"]))
     if unknown:
         raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
@@ -477,7 +486,7 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
 
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
           exclude: Collection[str] = (), mode: str | None = None, dtype: str = "float32",
-          plots: bool = True) -> TrainResult:
+          plots: bool = True, experiments: Collection[str] = ()) -> TrainResult:
     """Train, evaluate on held-out networks, register and maybe promote; networks named in
     ``exclude`` are left out entirely (to be predicted later as never seen). ``mode``: learn
     only that device mode's measurements, registered under ``device`` all the same (the demo's
@@ -494,7 +503,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from tracker.settings import resolve_location
 
     # The rows first: a train that has nothing to learn from creates nothing in the store.
-    frame = training_rows(warehouse, target, phase, device, exclude, mode, dtype)
+    frame = training_rows(warehouse, target, phase, device, exclude, mode, dtype, experiments)
     # Through tracker's store, so an embedded store keeps the artifacts in its own folder; a
     # store moved from elsewhere is refused before anything is trained.
     location = resolve_location(tracking_uri)
@@ -538,6 +547,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                    "network_model_selection_split": selection_split,
                                    "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
                                    **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
+                                   **({"experiments": ",".join(sorted(experiments))[:500]} if experiments else {}),
                                    **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
                 with tempfile.TemporaryDirectory() as tmp:
                     folder = Path(tmp)
@@ -578,7 +588,10 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                 **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                    if oom_runs else {}),
                                 **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
-                                   else {})}
+                                   else {}),
+                                # what it was told to learn from (0.9.0; the run's params since earlier)
+                                **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
+                                **({"experiments": ",".join(sorted(experiments))[:500]} if experiments else {})}
                 # The version's tags are written with it (one request, and no version without them).
                 info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
                                                                            network_model, trend, layer_model,
