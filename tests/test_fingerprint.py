@@ -603,9 +603,17 @@ def test_predict_ranks_and_budgets_a_search_and_marks_what_to_read_with_care(mea
     assert [line.split()[2].rstrip("*^_") for line in rows] == [f"{v:.4g}" for v in latencies]
     assert all("*" in line for line in rows if line.split()[1] == "64")  # batch 64: beyond batches 1 to 8
     assert "*: beyond what its version learnt from" in table.stdout and "3 of 6 predictions" in table.stdout
+    # a version that is not champion answers when named (versions compared without promoting)
+    versions = sorted(int(v.version) for v in MlflowClient(uri).search_model_versions("name = 'latency_ms-inference-cpu'"))
+    first = f"latency_ms-inference-cpu/{versions[0]}"
+    used = json.loads(CliRunner().invoke(app, [*base[:4], "-b", "2", "--input-size", "64", "--use", first,
+                                               "--format", "json"]).stdout)
+    assert used["model_versions"]["latency_ms"] == first
     for wrong, said in ((["--under", "latency=3"], "expected TARGET=VALUE"), (["--under", "latency_ms=x"], "is not a number"),
                         (["--sort", "speed"], "--sort 'speed': not a target"),
-                        (["--under", "power_w=3"], "no power_w fingerprint")):
+                        (["--under", "power_w=3"], "no power_w fingerprint"),
+                        (["--use", "latency_ms-inference-cpu/999"], "no fingerprint latency_ms-inference-cpu version 999"),
+                        (["--use", "latency_ms-inference-cuda/1"], "not a fingerprint of inference on 'cpu'")):
         out = CliRunner().invoke(app, [*base, *wrong])
         assert out.exit_code == 1 and said in str(out.exception), (wrong, out.output)
 

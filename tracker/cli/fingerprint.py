@@ -205,6 +205,10 @@ def predict(
     under: Annotated[Optional[list[str]], typer.Option("--under", metavar="TARGET=VALUE", help="Keep only the "
                                                        "configurations predicted under this budget, in the target's "
                                                        "unit (repeatable: under each), e.g. latency_ms=5.")] = None,
+    use: Annotated[Optional[list[str]], typer.Option("--use", metavar="NAME/VERSION", help="Predict its target with "
+                                                     "this registered version instead of the champion (repeatable), "
+                                                     "e.g. latency_ms-inference-cpu/2: versions compared without "
+                                                     "promoting.")] = None,
 ) -> None:
     """Predict latency, memory and power of a network without running it.
 
@@ -214,9 +218,9 @@ def predict(
     from tracker.fingerprint.predict import predict_grid
 
     if largest:
-        if batch_sizes or features:
-            raise ConfigError("--largest-batch finds the batch size itself: leave out "
-                              + ("--batch-size" if batch_sizes else "--features"))
+        if batch_sizes or features or use:
+            raise ConfigError("--largest-batch finds the batch size itself with the champions: leave out "
+                              + ("--batch-size" if batch_sizes else "--features" if features else "--use"))
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
     sizes = batch_sizes or [1]
@@ -227,7 +231,9 @@ def predict(
     budgets = _budgets(under or [])
     if sort is not None and sort not in TARGETS:
         raise ConfigError(f"--sort {sort!r}: not a target; one of {', '.join(TARGETS)}")
-    results = predict_grid(_uri(ctx), list(models), sizes, phase.value, device, input_size, with_features=features,
+    uri = _uri(ctx)
+    chosen = _chosen_models(uri, use, phase.value, device, dtype.value) if use else None
+    results = predict_grid(uri, list(models), sizes, phase.value, device, input_size, chosen, with_features=features,
                            dtype=dtype.value, progress=_describing_progress())
     for target in [*budgets, *([sort] if sort else [])]:
         if target not in results[0]["predictions"]:
@@ -321,6 +327,30 @@ def _prediction_lines(result: dict, features: bool) -> None:
                 typer.echo(f"  {name:<30} {len(value)} module calls (listed in --format json)")
             else:
                 typer.echo(f"  {name:<30} {'' if value is None else f'{value:.6g}'}")
+
+
+def _chosen_models(uri: str, use: list[str], phase: str, device: str, dtype: str) -> dict[str, Any]:
+    """The champions of this phase and device, each target named by a ``--use NAME/VERSION`` answered
+    by that version instead; loaded."""
+    from tracker.errors import ConfigError
+    from tracker.fingerprint.dataset import FingerprintError
+    from tracker.fingerprint.predict import champion_versions, load_champions, registered_versions
+    from tracker.fingerprint.train import registered_name
+
+    for text in use:  # the name first: a version of another phase or device is said before the store is read
+        name = text.rpartition("/")[0]
+        target = name.split("-", 1)[0]
+        if name and (target not in TARGETS or registered_name(target, phase, device, dtype) != name):
+            expected = registered_name(target, phase, device, dtype) if target in TARGETS else "TARGET-PHASE-DEVICE"
+            raise ConfigError(f"--use {text}: not a fingerprint of {phase} on {device!r}"
+                              + (f" in {dtype}" if dtype != "float32" else "") + f" (that would be {expected}); "
+                              "give --phase and --device as it learnt them")
+    chosen = {name.split("-", 1)[0]: version for name, version in registered_versions(uri, use).items()}
+    try:
+        versions = champion_versions(uri, phase, device, dtype=dtype)
+    except FingerprintError:  # none registered as champion: the versions named answer alone
+        versions = {}
+    return load_champions(uri, {**versions, **chosen})
 
 
 #: Seconds between two lines of ``predict``'s progress while it describes networks (none before the first).

@@ -88,6 +88,12 @@ def sqlite_champions(db: Path, names: Sequence[str]) -> dict[str, RegisteredVers
     SQLite database, read with the standard library: a new process that predicts loads no MLflow
     (1.5 s of its 3.3). Empty where the database is not of the layout this reads (MLflow's
     client then answers, as for a server)."""
+    return sqlite_versions(db, [(name, None) for name in names])
+
+
+def sqlite_versions(db: Path, wanted: Sequence[tuple[str, str | None]]) -> dict[str, RegisteredVersion]:
+    """Each ``(registered name, version)`` of ``wanted`` that the database has (a version None: the
+    one the ``champion`` alias points at), by name, as :func:`sqlite_champions` reads them."""
     import sqlite3
 
     from tracker.fingerprint.train import CHAMPION
@@ -104,23 +110,59 @@ def sqlite_champions(db: Path, names: Sequence[str]) -> dict[str, RegisteredVers
         if not {"name", "version", "run_id", "storage_location", "current_stage"} <= columns:
             return {}
         # MLflow 3.x keeps a workspace on each row ('default' unless workspaces are enabled)
-        same_workspace = " AND v.workspace = a.workspace AND a.workspace = 'default'" if "workspace" in columns else ""
-        for name in names:
-            row = con.execute(
-                "SELECT CAST(v.version AS TEXT), v.run_id, v.storage_location FROM registered_model_aliases a "
-                "JOIN model_versions v ON v.name = a.name AND v.version = a.version" + same_workspace + " "
-                "WHERE a.name = ? AND a.alias = ? AND v.current_stage != 'Deleted_Internal'", (name, CHAMPION)).fetchone()
-            if row is None or not row[2]:
+        workspace = " AND workspace = 'default'" if "workspace" in columns else ""
+        for name, number in wanted:
+            if number is None:
+                alias = con.execute("SELECT version FROM registered_model_aliases WHERE name = ? AND alias = ?"
+                                    + workspace, (name, CHAMPION)).fetchone()
+                if alias is None:
+                    continue
+                number = str(alias[0])
+            if not number.isdigit():
                 continue
-            version = row[0]
+            row = con.execute("SELECT run_id, storage_location FROM model_versions WHERE name = ? AND version = ? "
+                              "AND current_stage != 'Deleted_Internal'" + workspace, (name, int(number))).fetchone()
+            if row is None or not row[1]:
+                continue
             tags = dict(con.execute("SELECT key, value FROM model_version_tags WHERE name = ? AND version = ?"
-                                    + (" AND workspace = 'default'" if same_workspace else ""),
-                                    (name, int(version))).fetchall())
-            found[name] = RegisteredVersion(name, version, row[1] or "", tags, row[2])
+                                    + workspace, (name, int(number))).fetchall())
+            found[name] = RegisteredVersion(name, number, row[0] or "", tags, row[1])
     except sqlite3.Error:
         return {}
     finally:
         con.close()
+    return found
+
+
+def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict[str, Any]:
+    """The registered versions named ``NAME/VERSION`` (``latency_ms-inference-cpu/2``), by name, not
+    loaded; one the store lacks is a FingerprintError naming it."""
+    from tracker.settings import resolve_location
+
+    location = resolve_location(tracking_uri)
+    location.require()
+    pairs = []
+    for text in wanted:
+        name, sep, number = text.rpartition("/")
+        if not sep or not name or not number.isdigit():
+            raise FingerprintError(f"{text!r}: expected a registered fingerprint and its version, NAME/VERSION "
+                                   "(tracker fingerprint list)")
+        pairs.append((name, number))
+    found: dict[str, Any] = {}
+    if location.is_sqlite and location.db_path is not None:
+        found = sqlite_versions(location.db_path, pairs)
+    missing = [(n, v) for n, v in pairs if n not in found or str(found[n].version) != v]
+    if missing:
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(location.uri)
+        for name, number in missing:
+            try:
+                found[name] = client.get_model_version(name, number)
+            except MlflowException:
+                raise FingerprintError(f"no fingerprint {name} version {number} in this store "
+                                       "(tracker fingerprint list)") from None
     return found
 
 
