@@ -93,22 +93,25 @@ def test_an_out_of_memory_batch_is_drawn_on_the_line_of_its_own_memory_cap() -> 
     con.execute("CREATE TABLE training_runs (run_id VARCHAR, data_wait_frac DOUBLE)")
     con.execute("CREATE TABLE latest_measurements (run_id VARCHAR, model VARCHAR, model_hash VARCHAR, input_size BIGINT, "
                 "phase VARCHAR, device_name VARCHAR, mode VARCHAR, precision VARCHAR, memory_limit_mb DOUBLE, "
-                "batch_size BIGINT, latency_ms DOUBLE, peak_mem_mb DOUBLE)")
+                "batch_size BIGINT, latency_ms DOUBLE, peak_mem_mb DOUBLE, latency_ci_rel DOUBLE)")
     con.execute("CREATE TABLE oom_boundary (model_hash VARCHAR, phase VARCHAR, device_name VARCHAR, mode VARCHAR, "
                 "precision VARCHAR, memory_limit_mb DOUBLE, smallest_oom_batch BIGINT)")
     for i, batch in enumerate((1, 2, 4, 8, 16, 32, 64)):
         con.execute("INSERT INTO latest_measurements VALUES (?, 'squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', "
-                    "'float32', 300, ?, ?, ?)", [f"r{i}", batch, 2.0 * batch, 100.0 + 3 * batch])
+                    "'float32', 300, ?, ?, ?, ?)", [f"r{i}", batch, 2.0 * batch, 100.0 + 3 * batch,
+                                                    10.3 if batch == 4 else 0.02])
     con.execute("INSERT INTO oom_boundary VALUES ('h', 'training', 'cpu', 'cpu-t1', 'float32', 60, 1), "
                 "('h', 'training', 'cpu', 'cpu-t1', 'float32', 300, 128)")
     (picture,) = batch_pictures(con)
     title, lines = picture.args
     assert [(line["oom_batch"], line["oom_cap_mb"]) for line in lines] == [(128, 300.0)], lines
     assert title.endswith(", cap +300 MB") and lines[0]["label"] == "squeezenet1_1"
+    assert lines[0]["latency_ci_rel"][2] == 10.3  # batch 4, measured beside other work: ringed when drawn
+    assert picture.draw(*picture.args)[:8] == b"\x89PNG\r\n\x1a\n"
     # a second line under another cap: each says its cap, none in the title
     con.execute("INSERT INTO latest_measurements VALUES ('s1', 'squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', "
-                "'float32', NULL, 1, 2.0, 100.0), ('s2', 'squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', "
-                "'float32', NULL, 2, 4.0, 106.0)")
+                "'float32', NULL, 1, 2.0, 100.0, 0.01), ('s2', 'squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', "
+                "'float32', NULL, 2, 4.0, 106.0, 0.01)")
     (picture,) = batch_pictures(con)
     title, lines = picture.args
     assert [(line["label"], line["oom_batch"]) for line in lines] == [("squeezenet1_1, no cap", None),

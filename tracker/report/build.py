@@ -150,7 +150,7 @@ def batch_pictures(con: Any) -> list[Picture]:
     # smallest under any cap was drawn on a line measured under another)
     rows = _rows(con, "SELECT run_id, model, model_hash, CAST(input_size AS BIGINT) AS input_size, phase, device_name, "
                       "mode, COALESCE(precision, 'float32') AS precision, CAST(memory_limit_mb AS DOUBLE) AS memory_limit_mb, "
-                      "batch_size, latency_ms, peak_mem_mb "
+                      "batch_size, latency_ms, peak_mem_mb, latency_ci_rel "
                       "FROM latest_measurements WHERE run_id NOT IN "
                       "(SELECT run_id FROM training_runs WHERE data_wait_frac IS NOT NULL) "
                       "ORDER BY model, input_size, phase, device_name, mode, precision, memory_limit_mb, batch_size")
@@ -178,7 +178,8 @@ def batch_pictures(con: Any) -> list[Picture]:
         for key, chain in members:
             lines.append({"label": _line_label(key, len(modes) > 1, len(sizes) > 1, len(caps) > 1),
                           "batch_sizes": [r["batch_size"] for r in chain], "latency_ms": [r["latency_ms"] for r in chain],
-                          "peak_mem_mb": [r["peak_mem_mb"] for r in chain], "oom_batch": ooms.get(key.boundary),
+                          "peak_mem_mb": [r["peak_mem_mb"] for r in chain],
+                          "latency_ci_rel": [r["latency_ci_rel"] for r in chain], "oom_batch": ooms.get(key.boundary),
                           "oom_cap_mb": key.memory_limit_mb})
         # what every line shares is said once, in the title; what tells them apart, in their labels
         title = (f"{fam}: {phase} on {device}" + (f", mode {next(iter(modes))}" if len(modes) == 1 else "")

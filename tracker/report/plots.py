@@ -70,11 +70,17 @@ def _least_span(ax: Any) -> None:
         ax.set_ylim(middle / math.sqrt(MIN_LOG_SPAN), middle * math.sqrt(MIN_LOG_SPAN))
 
 
+#: A latency whose 95 % CI is wider than this share of it is ringed in a batch picture (since 0.9.0):
+#: as imprecise as fingerprint train's MAX_TRAIN_CI_REL leaves out (a demo's step measured while
+#: another process took the CPU, ±1,031 %, read as slower than the next batch).
+IMPRECISE_CI_REL = 0.25
+
+
 def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     """Latency and peak memory against batch size, one line per network of ``lines``.
 
     Each line: ``label``, ``batch_sizes``, ``latency_ms``, ``peak_mem_mb`` (lists, memory
-    items may be None), ``oom_batch`` (the smallest batch that failed out of memory, or None)
+    items may be None), ``latency_ci_rel`` (a list, items may be None; optional), ``oom_batch`` (the smallest batch that failed out of memory, or None)
     and ``oom_cap_mb`` (the memory cap it failed under, None: the device's own memory: a cap on
     what the child adds to what it held, ``--memory-limit-mb``, so a peak may lie above it). A
     failure is a red cross on the batch axis itself, under a dotted line at that batch: nothing
@@ -86,13 +92,20 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
 
     fig, (ax_lat, ax_mem) = plt.subplots(1, 2, figsize=(10, 4.2))
     many = len(lines) > 10
-    oom_drawn = False
+    oom_drawn = loose_drawn = False
     sizes: set[int] = set()
     for i, line in enumerate(lines):
         colour = plt.cm.viridis(i / max(1, len(lines) - 1)) if many else f"C{i % 10}"
         bs = line["batch_sizes"]
         sizes.update(bs)
         ax_lat.plot(bs, line["latency_ms"], "o-", ms=3.5, lw=1.2, color=colour, label=line["label"])
+        # a latency measured too imprecisely to read (95 % CI over IMPRECISE_CI_REL): a hollow ring around it
+        loose = [(b, v) for b, v, ci in zip(bs, line["latency_ms"], line.get("latency_ci_rel") or [None] * len(bs))
+                 if ci is not None and ci > IMPRECISE_CI_REL]
+        if loose:
+            ax_lat.scatter([b for b, _ in loose], [v for _, v in loose], s=70, facecolors="none", edgecolors="red",
+                           lw=1, zorder=4, label=None if loose_drawn else f"95 % CI over {100 * IMPRECISE_CI_REL:g} %")
+            loose_drawn = True
         mem = [(b, m) for b, m in zip(bs, line["peak_mem_mb"]) if m is not None]
         if mem:
             ax_mem.plot([b for b, _ in mem], [m for _, m in mem], "o-", ms=3.5, lw=1.2, color=colour)
