@@ -536,7 +536,8 @@ def test_a_search_space_predicted_beyond_the_fingerprint_says_so(measured: tuple
         assert ran["latency_done"] == 4 and sorted(ran["extrapolated"]) == sorted(large)
         table = runner.invoke(app, ["--tracking-uri", str(runs), "searchspace", "report", str(tmp_path / "bs2.toml"),
                                     "--warehouse", str(tmp_path / "w.duckdb")])
-        assert table.exit_code == 0 and "(predicted latency, bs2 on cpu)" in table.stdout, table.output
+        # the mode its fingerprint learnt (the version's tag mode: these runs' cpu-t2), said since 0.9.0
+        assert table.exit_code == 0 and "(predicted latency, bs2 on cpu, mode cpu-t2)" in table.stdout, table.output
         frontier = [line.strip() for line in table.stdout.splitlines() if line.startswith("  tiny-")]
         assert frontier and all(line.endswith(" *") == (line.split(":")[0] in large) for line in frontier), table.output
         assert "* predicted beyond what the fingerprint learnt from (2 of 4 candidates)" in table.stdout

@@ -219,7 +219,7 @@ def predict(
 
     if largest:
         if batch_sizes or features or use:
-            raise ConfigError("--largest-batch finds the batch size itself with the champions: leave out "
+            raise ConfigError("--largest-batch finds the batch size itself: leave out "
                               + ("--batch-size" if batch_sizes else "--features" if features else "--use"))
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
