@@ -9,6 +9,9 @@
 -- what the measuring child held, a smaller device) and how it held (resident or address-space); NULL: none.
 -- latency_p90_ms, latency_p99_ms: tail latency, where a run had samples enough to tell (20 and 200;
 -- tracker.profile.stats.TAIL_BEYOND); NULL otherwise (fewer samples, runs before tracker 0.7.2, imports).
+-- network_mem_mb: on a CPU, what the network added to the measuring process's resident memory at its peak
+-- (peak_mem_mb less what the process held before the network was built: the interpreter and torch, about
+-- 550 MB, which made a 32 px network's peak_mem_mb rank nothing); NULL on cuda and before tracker 0.9.0.
 -- memory_cap_used_mb: under a resident cap, how far the child's memory rose over what it held then (at the
 -- highest), the quantity memory_limit_mb bounds; NULL otherwise.
 -- cpu_util_pct, cpu_util_others_pct: how busy the machine's CPUs were over the window, and the share other
@@ -21,7 +24,8 @@ WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct, stop_reason,
+           peak_mem_mb, network_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
+           stop_reason,
            page_faults_per_iter_count, host_share_pct,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM network_runs
@@ -29,7 +33,8 @@ WITH whole AS (
     SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
-           peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct, stop_reason,
+           peak_mem_mb, network_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
+           stop_reason,
            page_faults_per_iter_count, host_share_pct,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM training_runs

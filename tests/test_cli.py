@@ -136,6 +136,9 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert run.data.tags["tracker.stop_reason"] == data["stop_reason"]
     assert data["device"] == "cpu" and data["mode"] == run.data.params["mode"]
     assert "host_share_pct" not in data and "host_share_pct" not in run.data.metrics  # on a CPU the host is the device
+    # what the network added to the process's peak (since 0.9.0): its weights (1.2 M parameters, 5 MB) at least,
+    # far less than the process's whole peak (the interpreter and torch, about 550 MB)
+    assert 4.9 < data["network_mem_mb"] == run.data.metrics["network_mem_mb"] < data["peak_mem_mb"] / 4
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
     assert run.data.tags["env.threads"] == "1"  # the measuring child's, not the tracker process's
     # the mode's settings asked for are in its name (runs in two modes had one name in the UI's list until 0.8.9)

@@ -121,6 +121,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         return
     note = " (already measured: reused)" if data["reused"] else ""
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
+    if data.get("network_mem_mb") is not None:  # what the network added to the process's peak
+        mem += f" ({data['network_mem_mb']:,.0f} MB of it the network's)"
     if data.get("memory_cap_used_mb") is not None:  # how much of a resident cap it took
         mem += f" ({data['memory_cap_used_mb']:,.0f} of its {data['memory_limit_mb']:g} MB cap)"
     if data.get("page_faults_per_iter_count") is not None:

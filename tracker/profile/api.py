@@ -90,6 +90,8 @@ class ProfileResult:
             "peak_mem_mb": m.get("peak_mem_mb"),
             "stop_reason": self.network.tags.get("tracker.stop_reason"),
         }
+        if "network_mem_mb" in m:  # on a CPU, what the network added to the process (since 0.9.0)
+            out["network_mem_mb"] = m["network_mem_mb"]
         for tail in ("latency_p90_ms", "latency_p99_ms"):  # where it had samples enough to tell
             if tail in m:
                 out[tail] = m[tail]

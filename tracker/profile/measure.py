@@ -16,7 +16,7 @@ from tracker.errors import MeasurementError
 from tracker.profile.network import output_tensors
 from tracker.profile.stats import Stopping
 from tracker.profile.timing import Timing, device_sync, measure
-from tracker.profile.worker import peak_rss_mb, reset_peak_rss
+from tracker.profile.worker import current_rss_mb, peak_rss_mb, reset_peak_rss
 
 
 def _timing_json(t: Timing) -> dict[str, Any]:
@@ -183,6 +183,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         input_shape=ref.input_shape,
         input_vocab=ref.input_vocab,
     )
+    # what the process held before the network was built (the interpreter, torch, the thread pool):
+    # its peak over this is the network's own, network_mem_mb (since 0.9.0)
+    held_mb = current_rss_mb() if not device.startswith("cuda") else None
     model = ref.build(spec.input_size)  # a detector computes at it (0.8.5)
     model = in_format(model, spec)  # cast to its number format, or quantized (int8)
     rule = Stopping(**job.get("rule", {}))
@@ -198,6 +201,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     memory: dict[str, float] = {}
     if peak_reset:  # absent where its peak could not be started afresh
         memory["peak_rss_mb"] = peak_rss_mb()
+        if held_mb is not None:
+            memory["network_mem_mb"] = max(0.0, memory["peak_rss_mb"] - held_mb)
     if cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20

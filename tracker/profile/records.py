@@ -186,6 +186,8 @@ def measured_record(
         metrics["cuda_max_reserved_mb"] = memory["cuda_max_reserved_mb"]
     elif "peak_rss_mb" in memory:
         metrics["peak_mem_mb"] = memory["peak_rss_mb"]
+        if "network_mem_mb" in memory:  # the part of that peak the network added (since 0.9.0)
+            metrics["network_mem_mb"] = memory["network_mem_mb"]
     if "memory_cap_used_mb" in memory:  # how much of a resident or device memory cap it used (tracker.profile.memcap)
         metrics["memory_cap_used_mb"] = memory["memory_cap_used_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))

@@ -195,6 +195,18 @@ def cap_device_memory(limit_mb: float, device: str) -> Cap:
                lambda: max(0.0, (torch.cuda.max_memory_reserved(index) - held) / 2**20))
 
 
+def current_rss_mb() -> float | None:
+    """This process's resident memory now (``VmRSS`` of ``/proc/self/status``, MB); None without ``/proc``."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
 def reset_peak_rss() -> bool:
     """Start this process's peak resident memory afresh from what it holds now (Linux 4.0 and
     later: 5 written to ``/proc/self/clear_refs``), so that what building a network took and gave
