@@ -195,16 +195,21 @@ def cap_device_memory(limit_mb: float, device: str) -> Cap:
                lambda: max(0.0, (torch.cuda.max_memory_reserved(index) - held) / 2**20))
 
 
-def current_rss_mb() -> float | None:
-    """This process's resident memory now (``VmRSS`` of ``/proc/self/status``, MB); None without ``/proc``."""
+def _status_mb(field: str) -> float | None:
+    """A memory field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``) in MB; None without ``/proc``."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
     return None
+
+
+def current_rss_mb() -> float | None:
+    """This process's resident memory now (``VmRSS``, MB); None without ``/proc``."""
+    return _status_mb("VmRSS")
 
 
 def reset_peak_rss() -> bool:
@@ -244,13 +249,8 @@ def peak_rss_mb() -> float:
     across ``fork`` and ``execve``: a child started by a parent holding 1.3 GB reported 1.3 GB
     whatever it ran.
     """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
+    if (peak := _status_mb("VmHWM")) is not None:
+        return peak
     # kilobytes on Linux, bytes on macOS
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 1024.0)
 
