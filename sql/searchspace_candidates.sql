@@ -4,8 +4,8 @@
 -- source's accuracy-latency Pareto frontier: no other candidate of the space is at least as
 -- accurate and at least as fast, and better in one of the two. outside_trained_range (JSON) lists
 -- a predicted latency's features beyond what its fingerprint learnt from; NULL when inside.
--- imprecise: a measured latency whose 95 % CI is wider than 25 % of it (searchspace.run's
--- MAX_FRONTIER_CI_REL, fingerprint train's MAX_TRAIN_CI_REL): such a candidate is never on the
+-- imprecise: a measured latency whose 95 % CI is wider than 25 % of it (tracker.profile.stats'
+-- IMPRECISE_CI_REL, which fingerprint train leaves out too): such a candidate is never on the
 -- frontier and keeps no other off it. mode: the device mode measured in; fingerprint_mode: the
 -- mode the predicting version learnt from; cpu_util_others_pct: the CPU other processes took
 -- while it was measured (since 0.9.0).

@@ -63,16 +63,18 @@ def _latency(flops: float, bs: int) -> float:
     return 0.4 + 2.0e-9 * flops * bs
 
 
-def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp") -> tuple[Path, Path]:
-    """A store and warehouse of ``networks`` at 64 px, batch 1 to 8, on the device of ``_latency``
-    (memory a floor plus FLOPs), each with its description; resnet34's batch 8 disturbed."""
+def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp",
+             batches: dict[str, tuple[int, ...]] | None = None) -> tuple[Path, Path]:
+    """A store and warehouse of ``networks`` at 64 px, batch 1 to 8 (or those ``batches`` names for a
+    network), on the device of ``_latency`` (memory a floor plus FLOPs), each with its description;
+    resnet34's batch 8 disturbed."""
     runs, wh = root / "runs", root / "w.duckdb"
     logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     for name in networks:
         desc = described(name, 64)
         flops = _flops(desc)
         records = []
-        for bs in (1, 2, 4, 8):
+        for bs in (batches or {}).get(name, (1, 2, 4, 8)):
             r = network_record(name, bs, peak_mem_mb=100.0 + flops * bs / 1e7)
             r.params["model_hash"] = desc.description_hash
             r.metrics["latency_ms"] = _latency(flops, bs)
@@ -119,21 +121,7 @@ def test_a_family_of_one_measurement_beside_one_other_family_trains(tmp_path: Pa
     family of many): held out by family, one fold had one row to fit on and LightGBM ended the
     train with a traceback ("Check failed: (num_data) > (0)"), until 0.9.0. It trains; that split
     is not scored (a row cannot teach a family), the split by network is."""
-    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
-    logger = RunLogger(str(runs), experiment="fp1", environment=ENV)
-    for name, sizes in (("squeezenet1_0", (1, 2, 4, 8)), ("squeezenet1_1", (1, 2, 4, 8)), ("resnet18", (1,))):
-        desc = described(name, 64)
-        records = []
-        for bs in sizes:
-            r = network_record(name, bs)
-            r.params["model_hash"] = desc.description_hash
-            r.metrics["latency_ms"] = _latency(_flops(desc), bs)
-            if bs == 1:
-                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
-            records.append(r)
-        logger.log(records)
-    logger.close()
-    load(wh, open_source(resolve_location(str(runs))))
+    runs, wh = _measure(tmp_path, ("squeezenet1_0", "squeezenet1_1", "resnet18"), "fp1", {"resnet18": (1,)})
     result = train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
     assert result.evaluation["rows"] == 9 and "family_split_mape_pct" not in result.evaluation
     assert set(result.by_family) == {"squeezenet1", "resnet18"}

@@ -169,19 +169,13 @@ def _limits(row: dict[str, Any]) -> str:
     return f"; fits under: {', '.join(known)}" if known else ""
 
 
-def _mb(tag: str) -> str:
-    try:
-        return f"{float(tag):,.0f} MB"
-    except ValueError:
-        return "?"
+def _mb(value: float) -> str:
+    return f"{value:,.0f} MB"
 
 
-def _pct(tag: str | None) -> str:
-    """A version tag holding a percentage, as ``12.3 %`` (``?`` when absent or not a number)."""
-    try:
-        return f"{float(tag):.1f} %"  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return "?"
+def _pct(value: float | None) -> str:
+    """A percentage of a version (``_number``'s of its tag), as ``12.3 %`` (``?`` when absent or not a number)."""
+    return "?" if value is None else f"{value:.1f} %"
 
 
 def predict(

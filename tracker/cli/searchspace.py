@@ -44,7 +44,8 @@ def run(
 ) -> None:
     """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""
     from tracker.profile.records import OTHERS_CPU_NOTE_PCT
-    from tracker.searchspace.run import MAX_FRONTIER_CI_REL, run_space
+    from tracker.profile.stats import IMPRECISE_CI_REL
+    from tracker.searchspace.run import run_space
 
     space, st = _open(ctx, space_file)
     folder = specs or space_file.parent / space.name / "networks"
@@ -66,7 +67,7 @@ def run(
                    f"processes took {OTHERS_CPU_NOTE_PCT:g} % or more of the CPU: {some(tally.beside_other_work)}")
     if tally.imprecise:
         typer.echo(f"note: {len(tally.imprecise)} measured latencies have a 95 % CI wider than "
-                   f"{100 * MAX_FRONTIER_CI_REL:g} %: left off the frontier (measure again with a longer --time-cap, "
+                   f"{100 * IMPRECISE_CI_REL:g} %: left off the frontier (measure again with a longer --time-cap, "
                    f"or on a quieter machine): {some(tally.imprecise)}")
 
 
@@ -85,6 +86,7 @@ def report_cmd(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Load the warehouse, print the Pareto frontier and the primitives on it per position, log the plot."""
+    from tracker.profile.stats import IMPRECISE_CI_REL
     from tracker.searchspace.run import report
     from tracker.settings import resolve_location, warehouse_path
     from tracker.warehouse.load import load
@@ -121,7 +123,7 @@ def report_cmd(
     imprecise = sum(c["imprecise"] for c in out["candidates"])
     if imprecise:
         typer.echo(f"{imprecise} of {len(out['candidates'])} candidates measured too imprecisely to place (95 % CI over "
-                   "25 %): off the frontier")
+                   f"{100 * IMPRECISE_CI_REL:g} %): off the frontier")
     beyond = sum(bool(c["outside_trained_range"]) for c in out["candidates"])
     if beyond:
         typer.echo(f"* predicted beyond what the fingerprint learnt from ({beyond} of {len(out['candidates'])} candidates): "

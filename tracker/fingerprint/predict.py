@@ -151,7 +151,7 @@ def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict
     found: dict[str, Any] = {}
     if location.is_sqlite and location.db_path is not None:
         found = sqlite_versions(location.db_path, pairs)
-    missing = [(n, v) for n, v in pairs if n not in found or str(found[n].version) != v]
+    missing = [(n, v) for n, v in pairs if n not in found]
     if missing:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -173,7 +173,7 @@ def _local_fingerprint(version: Any) -> Any:
 
     from tracker.fingerprint.runtime import read_fingerprint
 
-    location = getattr(version, "storage_location", None) if isinstance(version, RegisteredVersion) else None
+    location = version.storage_location if isinstance(version, RegisteredVersion) else None
     if not location:
         return None
     parsed = urlparse(location)
@@ -197,30 +197,17 @@ def _local_fingerprint(version: Any) -> Any:
 def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     """The model of a registered ``version`` (an MLflow ModelVersion, or a RegisteredVersion read
     from an embedded store's database), with its layer model if it has one."""
-    from tracker.errors import first_line
     from tracker.fingerprint.served import model_format
 
     where = f"{name} version {version.version}"
-    errors: tuple[type[BaseException], ...] = (OSError,)
     try:
         if model_format(version.tags, where) != 1 and (read := _local_fingerprint(version)) is not None:
             champ = Champion(name, str(version.version), read.features, read.booster,
                              version.tags.get("method", "network"), read.layer, read.trend)
         else:
-            import mlflow
-            from mlflow.exceptions import MlflowException
-
-            errors = (MlflowException, OSError)
-            mlflow.set_tracking_uri(tracking_uri)
             champ = _mlflow_champion(tracking_uri, name, version)
-        if champ.method != "network" and champ.layer is None:  # format 1: the layer model is a run artifact
-            champ.layer = _layer_model(tracking_uri, version.run_id)
-    except Exception as exc:  # its files are gone (a store moved or copied keeps their old paths)
-        if not isinstance(exc, errors):
-            raise
-        raise FingerprintError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
-                               "they moved or deleted? A moved store: tracker store relocate; else retrain with "
-                               "tracker fingerprint train") from None
+    except OSError as exc:
+        raise _unloadable(where, exc) from None
     if "trained_ranges" in version.tags:
         try:
             champ.ranges = parse_ranges(version.tags["trained_ranges"])
@@ -263,20 +250,37 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     return champ
 
 
+def _unloadable(where: str, exc: BaseException) -> FingerprintError:
+    """A version whose files cannot be read (a store moved or copied keeps their old paths), in a line."""
+    from tracker.errors import first_line
+
+    return FingerprintError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
+                            "they moved or deleted? A moved store: tracker store relocate; else retrain with "
+                            "tracker fingerprint train")
+
+
 def _mlflow_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     """A version's model loaded by MLflow (format 1's LightGBM flavour; a server's or another store's)."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     from tracker.fingerprint.served import model_format
 
-    uri = f"models:/{name}/{version.version}"
-    if model_format(version.tags, f"{name} version {version.version}") == 1:
-        booster = mlflow.lightgbm.load_model(uri)  # log(target); the trend, if any, in a tag (read by load_champion)
-        return Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
-                        version.tags.get("method", "network"))
-    # tracker.fingerprint.runtime's FingerprintModel. No requirement check: this is the environment that
-    # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
-    served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
+    uri, where = f"models:/{name}/{version.version}", f"{name} version {version.version}"
+    mlflow.set_tracking_uri(tracking_uri)
+    try:
+        if model_format(version.tags, where) == 1:
+            booster = mlflow.lightgbm.load_model(uri)  # log(target); the trend, if any, in a tag (read by load_champion)
+            champ = Champion(name, str(version.version), version.tags.get("features", "").split(","), booster,
+                             version.tags.get("method", "network"))
+            if champ.method != "network":  # format 1: the layer model is a run artifact
+                champ.layer = _layer_model(tracking_uri, version.run_id)
+            return champ
+        # tracker.fingerprint.runtime's FingerprintModel. No requirement check: this is the environment that
+        # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
+        served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
+    except MlflowException as exc:
+        raise _unloadable(where, exc) from None
     return Champion(name, str(version.version), served.features, served.booster,
                     version.tags.get("method", "network"), served.layer, served.trend)
 
@@ -425,10 +429,10 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     # Past the largest batch a version learnt, trees answer as at it: a per-batch target is predicted
     # at that batch and scaled by the batch (PROPORTIONAL_TARGETS), its configuration's row made too.
     # A version with a trend under its trees goes on as its trend does (it grows with the work).
-    largest = {t: int(m.ranges["batch_size"][1]) for t, m in models.items()
-               if t in PROPORTIONAL_TARGETS and m.trend is None and "batch_size" in m.ranges
-               and max(sizes) > m.ranges["batch_size"][1]}
-    built = sizes + sorted(set(largest.values()) - set(sizes))
+    top_batch = {t: int(m.ranges["batch_size"][1]) for t, m in models.items()
+                 if t in PROPORTIONAL_TARGETS and m.trend is None and "batch_size" in m.ranges
+                 and max(sizes) > m.ranges["batch_size"][1]}
+    built = sizes + sorted(set(top_batch.values()) - set(sizes))
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(descs, built, phase, device,
                                           with_layers=with_features or any(m.layer is not None for m in models.values()))
@@ -437,7 +441,7 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     index = {(d, bs): i for i, (d, bs) in enumerate((d, bs) for d in range(len(descs)) for bs in built)}
     scaled: dict[int, dict[str, int]] = {}
     for (d, bs), i in index.items():
-        for t, top in largest.items():
+        for t, top in top_batch.items():
             if bs > top:
                 predictions[i][t] = predictions[index[(d, top)]][t] * bs / top
                 scaled.setdefault(i, {})[t] = top

@@ -53,7 +53,6 @@ from tracker.fingerprint.runtime import (
 )
 
 
-
 def __getattr__(name: str) -> Any:
     """``FingerprintModel``, which the model code of versions logged before runtime.py imports from
     here, made on first use (it imports MLflow, which reading a version's format needs not)."""

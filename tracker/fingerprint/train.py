@@ -37,6 +37,7 @@ from tracker.fingerprint.dataset import (
 )
 from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
 from tracker.fingerprint.runtime import LAYER_FEATURES, MEMORY_FLOOR_COLUMNS, capped, floored, memory_floor_mb
+from tracker.profile.stats import IMPRECISE_CI_REL
 
 EXPERIMENT = "fingerprints"
 CHAMPION = "champion"
@@ -260,10 +261,6 @@ class TrainResult:
         return dict(self.__dict__)
 
 
-#: A latency whose 95 % CI is wider than this share of its median (a disturbed measurement:
-#: the time cap came before the precision) is kept in the warehouse but not learnt from.
-MAX_TRAIN_CI_REL = 0.25
-
 #: Fewest networks a fingerprint learns from: every held-out fold then trains on at least two
 #: networks (LightGBM cannot fit a single row, and one network teaches no trend across networks).
 MIN_NETWORKS = 3
@@ -273,7 +270,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
                   mode: str | None = None, dtype: str = "float32", experiments: Collection[str] = ()) -> Any:
     """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
     one that has no row, a misspelling say, is an error rather than silently kept nowhere) and,
-    for latency, less measurements too imprecise to learn from (``MAX_TRAIN_CI_REL``);
+    for latency, less measurements too imprecise to learn from (``stats.IMPRECISE_CI_REL``);
     ``experiments``: only the rows of configurations whose latest run is in one of them (since 0.9.0;
     every experiment otherwise), each one named having some."""
     frame = load_rows(warehouse, target, phase, device, mode, dtype)
@@ -290,10 +287,10 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
                                f"{device!r} names {'it' if len(unknown) == 1 else 'them'} (see tracker sql 'SELECT DISTINCT model FROM measurement_features')")
     imprecise = ""
     if target == "latency_ms":
-        precise = frame["latency_ci_rel"].isna() | (frame["latency_ci_rel"] <= MAX_TRAIN_CI_REL)
+        precise = frame["latency_ci_rel"].isna() | (frame["latency_ci_rel"] <= IMPRECISE_CI_REL)
         if dropped := int((~precise).sum()):
             imprecise = (f"; {dropped} of its {len(frame)} measurements were left out, their 95 % CI wider than "
-                         f"{100 * MAX_TRAIN_CI_REL:g} % of their latency (measure with a smaller --precision or a longer "
+                         f"{100 * IMPRECISE_CI_REL:g} % of their latency (measure with a smaller --precision or a longer "
                          "--time-cap)")
         frame = frame[precise].reset_index(drop=True)
     if exclude:
@@ -514,6 +511,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         store.close()
     require_here(location, experiment.artifact_location)
     held = evaluate(warehouse, frame, target, phase, device)
+    # what it was told to learn from, kept in the run's params and the version's tags
+    told = {**({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
+            **({"experiments": ",".join(sorted(experiments))[:500]} if experiments else {})}
     features, x, y, networks, families, pred = held.features, held.x, held.y, held.networks, held.families, held.pred
     method, network_model, selection_split = held.method, held.network_model, held.selection_split
     evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
@@ -542,12 +542,11 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                  "fingerprint.device": device, "fingerprint.view": "measurement_features",
                                  "fingerprint.view_sha256": view_hash(), "fingerprint.runs_digest": run_digest})
                 mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
-                                   "rows": len(frame), "max_ci_rel": MAX_TRAIN_CI_REL, "networks": len(set(networks)), "features_count": len(features),
+                                   "rows": len(frame), "max_ci_rel": IMPRECISE_CI_REL, "networks": len(set(networks)), "features_count": len(features),
                                    "target_scale": "log", "method": method, "network_model": network_model,
                                    "network_model_selection_split": selection_split,
                                    "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
-                                   **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
-                                   **({"experiments": ",".join(sorted(experiments))[:500]} if experiments else {}),
+                                   **told,
                                    **{f"lgbm_{k}": v for k, v in LGBM_PARAMS.items()}})
                 with tempfile.TemporaryDirectory() as tmp:
                     folder = Path(tmp)
@@ -589,9 +588,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                    if oom_runs else {}),
                                 **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
                                    else {}),
-                                # what it was told to learn from (0.9.0; the run's params since earlier)
-                                **({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
-                                **({"experiments": ",".join(sorted(experiments))[:500]} if experiments else {})}
+                                **told}  # what it was told to learn from (0.9.0; the run's params before)
                 # The version's tags are written with it (one request, and no version without them).
                 info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,
                                                                            network_model, trend, layer_model,

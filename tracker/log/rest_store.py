@@ -191,8 +191,7 @@ class RestStore:
 
         out = {}
         for run in self._search(experiment, f"tags.`{WRITE_TAG}` LIKE '{_quote(batch)}/%'"):
-            tags = {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
-            record_id = tags.get(WRITE_TAG, "").partition("/")[2]
+            record_id = _tags(run).get(WRITE_TAG, "").partition("/")[2]
             out[record_id] = (run["info"]["run_id"], run["info"]["status"])
         return out
 
@@ -211,7 +210,7 @@ class RestStore:
             if kind:
                 flt += f" and tags.`tracker.kind` = '{kind}'"
             for run in self._search(experiment, flt):
-                tags = {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
+                tags = _tags(run)
                 if tag in tags and (having is None or having in tags):
                     keys.add(tags[tag])
         return keys
@@ -239,8 +238,13 @@ class RestStore:
             status=info["status"],
             params={p["key"]: p["value"] for p in data.get("params", [])},
             metrics={m["key"]: m["value"] for m in data.get("metrics", [])},
-            tags={t["key"]: t["value"] for t in data.get("tags", [])},
+            tags=_tags(runs[0]),
         )
+
+
+def _tags(run: dict[str, Any]) -> dict[str, str]:
+    """A run's tags, as the REST API's search gives a run, by key."""
+    return {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
 
 
 def _quote(value: str) -> str:

@@ -611,7 +611,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     """Log the run: the steps the child streamed, and what its last line said (``end``: empty where
     the child died, so its peak memory, telemetry and loop time are absent, not guessed)."""
     from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
-    from tracker.profile.records import add_system_metrics, telemetry_metrics, timing_metrics, timing_summary
+    from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics
+    from tracker.profile.stats import summarize
 
     if steps:
         # the first step is the set-up (loader workers start, the allocator and the kernels warm up):
@@ -629,9 +630,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
                    "samples_count": float(len(steady)), "warmup_count": float(len(warmup))}
         # the spread of its iterations, as a network run's (no CI from one; since 0.9.0: jobs had none,
         # so runs compare and the fingerprints' CI filter could not judge them)
-        iterations = {"samples_ms": [_iteration_ms(s) for s in steady], "warmup_ms": [], "elapsed_s": 0.0}
-        spread = timing_metrics(iterations, timing_summary(iterations))
-        summary.update({k: v for k, v in spread.items() if k.startswith("latency_") and k not in summary})
+        spread = spread_metrics(summarize([_iteration_ms(s) for s in steady]))
+        summary.update({k: v for k, v in spread.items() if k not in summary})
         if (share := steps_host_share(steady)) is not None:
             summary["host_share_pct"] = 100.0 * share
         if "wall_s" in end:

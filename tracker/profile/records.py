@@ -80,8 +80,9 @@ def timing_summary(timing: dict[str, Any]) -> Summary:
     return summarize(timing["samples_ms"], int(timing.get("block_n", 1)))
 
 
-def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
-    """Metrics of a timing and its summary (``timing_summary(timing)``, derived once by the caller)."""
+def spread_metrics(s: Summary) -> dict[str, float]:
+    """The latency figures of a summary of samples: median, spread, CI and tails, each where the
+    samples can tell it (a training job's iterations take them as a network run's do)."""
     return {
         "latency_ms": s.median,
         "latency_mean_ms": s.mean,
@@ -91,12 +92,19 @@ def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
         # one sample has no spread and no interval to tell
         **({"latency_std_ms": s.std, "latency_ci_low_ms": s.ci_low, "latency_ci_high_ms": s.ci_high,
             "latency_ci_rel": s.ci_rel} if s.n > 1 else {}),
-        "samples_count": float(s.n),
         **({"latency_blocks_count": float(s.blocks)} if s.blocks else {}),  # absent: no drift-aware CI
-        "warmup_count": float(len(timing["warmup_ms"])),
-        "measure_time_s": float(timing["elapsed_s"]),
         **({"latency_p90_ms": s.p90} if s.p90 is not None else {}),  # absent with too few samples to tell
         **({"latency_p99_ms": s.p99} if s.p99 is not None else {}),
+    }
+
+
+def timing_metrics(timing: dict[str, Any], s: Summary) -> dict[str, float]:
+    """Metrics of a timing and its summary (``timing_summary(timing)``, derived once by the caller)."""
+    return {
+        **spread_metrics(s),
+        "samples_count": float(s.n),
+        "warmup_count": float(len(timing["warmup_ms"])),
+        "measure_time_s": float(timing["elapsed_s"]),
         **({"host_share_pct": 100.0 * share} if (share := timing_host_share(timing)) is not None else {}),
     }
 

@@ -54,6 +54,12 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
         18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021}
 
 
+#: A latency whose 95 % CI is wider than this share of its median is too imprecise to use (a
+#: disturbed measurement: the time cap came before the precision): kept in the warehouse, but
+#: not learnt from (fingerprint train), not placed on a search space's frontier, and ringed in
+#: the report's batch pictures. The view searchspace_candidates holds the same figure.
+IMPRECISE_CI_REL = 0.25
+
 #: A device measurement whose host spent at least this share of each iteration issuing its work
 #: (``host_share``) is bound by the host: the device waited on kernel launches, so its latency
 #: follows the host CPU's speed as much as the device's (on a shared host, the host's drift).

@@ -70,12 +70,6 @@ def _least_span(ax: Any) -> None:
         ax.set_ylim(middle / math.sqrt(MIN_LOG_SPAN), middle * math.sqrt(MIN_LOG_SPAN))
 
 
-#: A latency whose 95 % CI is wider than this share of it is ringed in a batch picture (since 0.9.0):
-#: as imprecise as fingerprint train's MAX_TRAIN_CI_REL leaves out (a demo's step measured while
-#: another process took the CPU, ±1,031 %, read as slower than the next batch).
-IMPRECISE_CI_REL = 0.25
-
-
 def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     """Latency and peak memory against batch size, one line per network of ``lines``.
 
@@ -90,6 +84,8 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     plt = _pyplot()
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+    from tracker.profile.stats import IMPRECISE_CI_REL
+
     fig, (ax_lat, ax_mem) = plt.subplots(1, 2, figsize=(10, 4.2))
     many = len(lines) > 10
     oom_drawn = loose_drawn = False
@@ -99,7 +95,8 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
         bs = line["batch_sizes"]
         sizes.update(bs)
         ax_lat.plot(bs, line["latency_ms"], "o-", ms=3.5, lw=1.2, color=colour, label=line["label"])
-        # a latency measured too imprecisely to read (95 % CI over IMPRECISE_CI_REL): a hollow ring around it
+        # a latency measured too imprecisely to read (95 % CI over IMPRECISE_CI_REL): a hollow ring around
+        # it (since 0.9.0: a demo's step measured beside another process, ±1,031 %, read as slower than the next)
         loose = [(b, v) for b, v, ci in zip(bs, line["latency_ms"], line.get("latency_ci_rel") or [None] * len(bs))
                  if ci is not None and ci > IMPRECISE_CI_REL]
         if loose:

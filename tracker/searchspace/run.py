@@ -11,13 +11,10 @@ from typing import Any, Callable
 
 from tracker.errors import TrackerError
 from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+from tracker.profile.stats import IMPRECISE_CI_REL
 from tracker.searchspace.space import Candidate, SearchSpace
 
 SOURCES = ("measured", "predicted")
-#: A measured candidate whose 95 % CI is wider than this share of its latency is too imprecise to
-#: place: it is left off the frontier and dominates nothing (the view ``searchspace_candidates``
-#: holds the same figure), as ``fingerprint train`` leaves such runs out (MAX_TRAIN_CI_REL).
-MAX_FRONTIER_CI_REL = 0.25
 
 
 @dataclass
@@ -29,7 +26,7 @@ class Tally:
     failed: list[str] = field(default_factory=list)
     #: predicted candidates whose features lie beyond what their fingerprint learnt from
     extrapolated: list[str] = field(default_factory=list)
-    #: measured candidates whose CI is wider than MAX_FRONTIER_CI_REL: left off the frontier (since 0.9.0)
+    #: measured candidates whose CI is wider than stats.IMPRECISE_CI_REL: left off the frontier (since 0.9.0)
     imprecise: list[str] = field(default_factory=list)
     #: measured candidates that other processes took OTHERS_CPU_NOTE_PCT or more of the CPU beside
     beside_other_work: list[str] = field(default_factory=list)
@@ -153,7 +150,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 tally.failed.append(c.name)
             if "tracker.outside_trained_range" in record.tags:
                 tally.extrapolated.append(c.name)
-            if record.metrics.get("latency_ci_rel", 0.0) > MAX_FRONTIER_CI_REL:
+            if record.metrics.get("latency_ci_rel", 0.0) > IMPRECISE_CI_REL:
                 tally.imprecise.append(c.name)
             if record.metrics.get("cpu_util_others_pct", 0.0) >= OTHERS_CPU_NOTE_PCT:
                 tally.beside_other_work.append(c.name)
