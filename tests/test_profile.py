@@ -729,6 +729,30 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     assert len(runs) == 4 and len(set(keys)) == 4
 
 
+def _holds_device(pid: int, device: str = "cpu") -> bool:
+    """Whether ``pid`` holds the device's lock now (its holder writes its pid into the lock file)."""
+    import fcntl
+
+    from tracker.profile import devicelock
+
+    path = devicelock.lock_folder() / devicelock.lock_name(device)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        if os.pread(fd, 32, 0).decode("ascii", "replace").strip() != str(pid):
+            return False
+        try:  # the pid stays in the file once it lets go: the lock must be taken still
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def _measuring_children(parent: int) -> list[int]:
     """Pids of the measuring children under ``parent`` (forks of its zygote, or started workers)."""
     import psutil
@@ -760,10 +784,12 @@ def test_a_configuration_another_process_measured_while_this_one_waited_for_the_
     first = subprocess.Popen([sys.executable, "-m", "tracker", *args], cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
+        # measuring, and holding the device: a child of its own (its mode's reading, say) may come before the lock,
+        # and a second started then could take the device first (the suite failed so once)
         deadline = time.time() + 120
-        while time.time() < deadline and not _measuring_children(first.pid):
+        while time.time() < deadline and not (_measuring_children(first.pid) and _holds_device(first.pid)):
             time.sleep(0.1)
-        assert _measuring_children(first.pid), "the first never started measuring"
+        assert _measuring_children(first.pid) and _holds_device(first.pid), "the first never started measuring"
         second = tracker(*args, cwd=tmp_path)  # planned now, while the first measures: it waits for the device
         out, err = first.communicate(timeout=120)
     finally:
