@@ -319,6 +319,15 @@ def main() -> None:
             o = outputs[key]
             checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason", "power_w",
                                                  "gpu_util_pct", "gpu_sm_clock_mhz", "gpu_sm_clock_min_mhz")}
+            # a CPU run's share of its peak that is the network's (0.9.0): absent on a GPU, whose peak is its own
+            checks[key]["has_network_mem_mb"] = "network_mem_mb" in o
+    if isinstance(outputs.get("cpu_on_gpu_host"), dict):
+        checks["cpu_on_gpu_host"] = {k: outputs["cpu_on_gpu_host"].get(k) for k in ("peak_mem_mb", "network_mem_mb",
+                                                                                      "power_w", "status")}
+    if isinstance(outputs.get("training_job"), dict):  # a job keeps its iterations' spread (0.9.0)
+        checks["training_job"] = {k: outputs["training_job"].get(k) for k in (
+            "status", "steps", "set_up_steps", "median_step_ms", "latency_ms", "data_wait_fraction", "peak_mem_mb",
+            "host_share_pct")}
     if isinstance(outputs.get("device_show"), dict):  # what device show foretold, against network_b1's run
         d, b1 = outputs["device_show"], outputs.get("network_b1") if isinstance(outputs.get("network_b1"), dict) else {}
         checks["device_show"] = {"name": d.get("name"), "sources": d.get("telemetry_sources"),
@@ -376,6 +385,8 @@ def main() -> None:
             ("cuda0_alias" not in ran or "network_b1" not in ran or checks["cuda0_reused"]),
             ("device_show" not in ran or "nvml" in ((checks.get("device_show") or {}).get("sources") or [])),
             ("show_b1" not in ran or "gpu_power_w" in (checks.get("system_metrics_b1") or [])),
+            ("network_b1" not in ran or not (checks.get("network_b1") or {}).get("has_network_mem_mb")),
+            ("cpu_on_gpu_host" not in ran or (checks.get("cpu_on_gpu_host") or {}).get("network_mem_mb") is not None),
             ("trace" not in ran or (checks.get("trace") or {}).get("time_basis") == "self_device_ms"),
         ]
     print(json.dumps({"device": device, "out": str(out), "only": sorted(only) if only is not None else None,
