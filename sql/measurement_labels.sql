@@ -4,13 +4,13 @@
 -- apart differ by more than each one's CI (see measurement_repeats), and their median is the
 -- steadier label. Read only when training; predictions never touch it.
 SELECT
-    l.run_id,
+    run_id,
     CAST(count(*) AS BIGINT) AS repeats,
-    median(m.latency_ms) AS latency_ms,
-    median(m.peak_mem_mb) AS peak_mem_mb,
-    median(m.power_w) AS power_w,
-    median(m.energy_per_iter_j) AS energy_per_iter_j,
-    median(m.gpu_util_pct) AS gpu_util_pct
-FROM latest_measurements l
-JOIN measurements m USING (config_key)
-GROUP BY l.run_id
+    median(latency_ms) AS latency_ms,
+    median(peak_mem_mb) AS peak_mem_mb,
+    median(network_mem_mb) AS network_mem_mb,
+    median(power_w) AS power_w,
+    median(energy_per_iter_j) AS energy_per_iter_j,
+    median(gpu_util_pct) AS gpu_util_pct
+FROM labelled_measurements
+GROUP BY run_id

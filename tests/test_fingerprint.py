@@ -64,10 +64,10 @@ def _latency(flops: float, bs: int) -> float:
 
 
 def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp",
-             batches: dict[str, tuple[int, ...]] | None = None) -> tuple[Path, Path]:
+             batches: dict[str, tuple[int, ...]] | None = None, slower: float = 1.0) -> tuple[Path, Path]:
     """A store and warehouse of ``networks`` at 64 px, batch 1 to 8 (or those ``batches`` names for a
-    network), on the device of ``_latency`` (memory a floor plus FLOPs), each with its description;
-    resnet34's batch 8 disturbed."""
+    network), on the device of ``_latency`` (memory a floor plus FLOPs; ``slower`` times its
+    latency), each with its description; resnet34's batch 8 disturbed."""
     runs, wh = root / "runs", root / "w.duckdb"
     logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     for name in networks:
@@ -77,7 +77,8 @@ def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp",
         for bs in (batches or {}).get(name, (1, 2, 4, 8)):
             r = network_record(name, bs, peak_mem_mb=100.0 + flops * bs / 1e7)
             r.params["model_hash"] = desc.description_hash
-            r.metrics["latency_ms"] = _latency(flops, bs)
+            r.metrics["latency_ms"] = slower * _latency(flops, bs)
+            r.metrics["network_mem_mb"] = 4.0 + flops * bs / 2e7  # the network's own part of the peak
             if name == "resnet34" and bs == 8:  # a disturbed measurement: its CI says so; not learnt from
                 r.metrics["latency_ms"], r.metrics["latency_ci_rel"] = 10 * _latency(flops, bs), 2.0
             if bs == 1:
@@ -140,6 +141,46 @@ def test_a_fingerprint_learns_from_the_experiments_it_is_told(tmp_path: Path) ->
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
                                    "-w", str(wh), "--from-experiment", "tset", "--no-plots"])
     assert out.exit_code == 1 and "in experiment 'tset'; those that have some: test-set, train-set" in str(out.exception)
+
+
+def test_a_fingerprint_told_its_experiments_learns_their_measurements_alone(tmp_path: Path) -> None:
+    """The same configurations measured again later in another experiment (a slower machine, say):
+    told to learn from the first, a fingerprint kept only the rows whose latest run was in it (none
+    here: "no measurement in experiment 'train-set'") and labelled them with the median over every
+    experiment's repeats, until 0.9.1. Its labels are now the named experiments' measurements."""
+    from tracker.fingerprint.train import training_rows
+
+    _measure(tmp_path, NETWORKS[:3], "train-set")
+    _, wh = _measure(tmp_path, NETWORKS[:3], "retest", slower=3.0)
+    first = training_rows(wh, "latency_ms", "inference", "cpu", experiments=["train-set"])
+    later = training_rows(wh, "latency_ms", "inference", "cpu", experiments=["retest"])
+    both = training_rows(wh, "latency_ms", "inference", "cpu", experiments=["train-set", "retest"])
+    assert len(first) == len(later) == len(both) == 4 * 3 - 1  # resnet34's disturbed batch 8 in each
+    assert set(first["experiment"]) == {"train-set"} and set(later["experiment"]) == {"retest"}
+    assert list(later["latency_ms"]) == pytest.approx(list(3.0 * first["latency_ms"]))
+    assert list(both["latency_ms"]) == pytest.approx(list(2.0 * first["latency_ms"]))  # the median of 1x and 3x
+    assert set(both["label_repeats"]) == {2} and set(first["label_repeats"]) == {1}
+    assert [list(e) for e in both["label_experiments"]][0] == ["retest", "train-set"]
+
+
+def test_a_fingerprint_of_the_networks_own_memory(tmp_path: Path) -> None:
+    """On a CPU a run's peak is mostly the process (about 550 MB for any small network): the part
+    the network added, network_mem_mb, is a target of its own since 0.9.1, learnt and predicted
+    beside the peak, with the peak's memory features (kept activations)."""
+    from tracker.fingerprint.predict import champions, predict
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _measure(tmp_path, NETWORKS[:5], "own")
+    uri = resolve_location(str(runs)).uri
+    rows = training_rows(wh, "network_mem_mb", "inference", "cpu")
+    assert len(rows) == 4 * 5 and (rows["network_mem_mb"] < rows["peak_mem_mb"]).all()
+    result = train(wh, "network_mem_mb", "inference", "cpu", uri, plots=False)
+    assert result.name == "network_mem_mb-inference-cpu" and result.champion
+    assert "batch_kept_activation_bytes" in result.features and 0 <= result.evaluation["mape_pct"] < 60
+    models = champions(uri, "inference", "cpu", targets=("network_mem_mb",))
+    small, large = (predict(uri, "efficientnet_b0", bs, "inference", "cpu", models=models) for bs in (1, 8))
+    assert small["units"] == {"network_mem_mb": "MB"} and 0 < small["predictions"]["network_mem_mb"] < large[
+        "predictions"]["network_mem_mb"]
 
 
 def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:

@@ -62,7 +62,7 @@ FULL = DemoPlan(
     layer_networks=None,
     training_network="mobilenet_v3_small", training_batch_sizes=(2, 4, 8, 16, 32, 64), training_memory_limit_mb=1000,
     unseen_zoo=("mnasnet1_0", "regnet_y_400mf"), unseen_generated=2, unseen_pruned=(50,),
-    time_cap_s=1.0, precision=0.03, tx2=True, targets=("latency_ms", "peak_mem_mb"),
+    time_cap_s=1.0, precision=0.03, tx2=True, targets=("latency_ms", "peak_mem_mb", "network_mem_mb"),
 )
 #: The same flow at a fraction of the cost (the browser test's store; ``tracker demo --quick``).
 QUICK = DemoPlan(
@@ -287,15 +287,16 @@ def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
 
     con = connect(warehouse, read_only=True)
     try:
-        cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb, run_id "
+        cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb, network_mem_mb, "
+                          "run_id "
                           "FROM latest_measurements WHERE phase = $phase AND device = $device "
                           "AND ($mode IS NULL OR mode = $mode) AND list_contains($names, model)",
                           {"phase": phase, "device": device, "names": names, "mode": mode})
         rows = cur.fetchall()
     finally:
         con.close()
-    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "run_id": rid}
-            for m, b, lat, ci, mem, rid in rows}
+    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "network_mem_mb": own, "run_id": rid}
+            for m, b, lat, ci, mem, own, rid in rows}
 
 
 def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]], uri: str, unseen: list[Unseen],
@@ -326,7 +327,8 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
             p, beyond = result["predictions"], result["outside_trained_range"]
             row = {"model": u.name, "origin": u.origin, "batch_size": bs, "measured_latency_ms": m["latency_ms"],
                    "predicted_latency_ms": p.get("latency_ms"), "measured_peak_mem_mb": m["peak_mem_mb"],
-                   "predicted_peak_mem_mb": p.get("peak_mem_mb"),
+                   "predicted_peak_mem_mb": p.get("peak_mem_mb"), "measured_network_mem_mb": m["network_mem_mb"],
+                   "predicted_network_mem_mb": p.get("network_mem_mb"),
                    "outside_trained_range": {t: sorted(found) for t, found in beyond.items()}}
             rows.append(row)
             table.add_row(u.name, u.origin, str(bs), f"{m['latency_ms']:.2f} ±{100 * (m['ci_rel'] or 0):.0f}%",
@@ -337,10 +339,12 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
     if any(r["outside_trained_range"] for r in rows):
         console.print("  * beyond the span its fingerprint learnt from (batch size, parameters, FLOPs or "
                       "activations): extrapolated")
-    errs = [abs(r["predicted_latency_ms"] / r["measured_latency_ms"] - 1) for r in rows if r["predicted_latency_ms"]]
-    if errs:
-        console.print(f"  latency of unseen networks: MAPE {100 * sum(errs) / len(errs):.1f} %, "
-                      f"{sum(e <= 0.1 for e in errs)} of {len(errs)} within ±10 %")
+    for target, what in (("latency_ms", "latency"), ("network_mem_mb", "the network's own memory (peak less the process)")):
+        errs = [abs(r[f"predicted_{target}"] / r[f"measured_{target}"] - 1) for r in rows
+                if r[f"predicted_{target}"] and r[f"measured_{target}"]]
+        if errs:
+            console.print(f"  {what} of unseen networks: MAPE {100 * sum(errs) / len(errs):.1f} %, "
+                          f"{sum(e <= 0.1 for e in errs)} of {len(errs)} within ±10 %")
     return rows
 
 

@@ -35,7 +35,9 @@ def _uri(ctx: typer.Context, read_only: bool = False) -> str:
 @app.command("train")
 def train_cmd(
     ctx: typer.Context,
-    target: Annotated[str, typer.Option("--target", help="latency_ms, peak_mem_mb, power_w, energy_per_iter_j or gpu_util_pct.")],
+    target: Annotated[str, typer.Option("--target", help=(
+        "latency_ms, peak_mem_mb, network_mem_mb (on a CPU, the part of the peak the network added to the process), "
+        "power_w, energy_per_iter_j or gpu_util_pct."))],
     device: DeviceOption = "cpu",
     phase: PhaseOption = Phase.inference,
     warehouse: WarehouseOption = None,

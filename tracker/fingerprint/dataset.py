@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,16 @@ from tracker.settings import project_dir
 VIEW = "measurement_features"
 #: The labels: per configuration, the median of its repeated measurements (training only).
 LABEL_VIEW = "measurement_labels"
+#: Every measurement a label may be the median of, with its experiment (since 0.9.1).
+LABELLED_VIEW = "labelled_measurements"
 #: Columns of the view that only a peak memory's floor reads (runtime.MEMORY_FLOOR_COLUMNS), no
 #: model: added in 0.7.9, they leave every model's features as they were. A row's features (no
 #: target named) carry them, for MLflow's pyfunc of a version that keeps a floor.
 FLOOR_ONLY = {"live_activation_bytes", "batch_live_activation_bytes"}
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
-                "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", *TARGETS}
+                "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", "label_experiments",
+                *TARGETS}
 
 
 #: Features whose span in the training rows a version records (tag ``trained_ranges``), so that a
@@ -104,7 +107,7 @@ def view_sql(view: str = VIEW) -> str:
 def view_hash(*views: str) -> str:
     """Digest of what a fingerprint trains on: by default the features view and the labels view
     (a layer-level model's ``layer_features`` and ``layer_labels`` are hashed apart)."""
-    return hashlib.sha256("".join(view_sql(v) for v in views or (VIEW, LABEL_VIEW)).encode()).hexdigest()[:16]
+    return hashlib.sha256("".join(view_sql(v) for v in views or (VIEW, LABEL_VIEW, LABELLED_VIEW)).encode()).hexdigest()[:16]
 
 
 #: Features only the memory target learns from: the activation bytes autograd keeps for the
@@ -113,7 +116,10 @@ def view_hash(*views: str) -> str:
 #: family's MAPE falls from 11.1 to about 9 %), but a latency model reads them as a proxy of work
 #: that does not carry over (TX2 latency, mobilenetv2 left out: 19.7 % becomes 26.8 %).
 MEMORY_FEATURES = {"kept_activation_bytes", "batch_kept_activation_bytes", "batch_largest_activation_bytes"}
-MEMORY_TARGETS = {"peak_mem_mb"}
+#: network_mem_mb (since 0.9.1): on a CPU, the part of the process's peak the network added (its
+#: weights, activations and workspace), where peak_mem_mb is mostly the process (about 550 MB for
+#: any small network at 64 px on this VM).
+MEMORY_TARGETS = {"peak_mem_mb", "network_mem_mb"}
 
 
 def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
@@ -166,32 +172,51 @@ def family(model: str) -> str:
 
 
 def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str | None = None,
-              dtype: str = "float32") -> Any:
+              dtype: str = "float32", experiments: Collection[str] = (), empty_ok: bool = False) -> Any:
     """Measured rows of one target, phase and device (``device`` matches device, device_name or a
     device mode id such as ``cpu-t1-retain``); the target is the median of the configuration's
     repeats (``label_repeats`` of them). ``mode``: only the rows of that device mode. Rows of several
     device modes are refused: the same network has other latencies in each (threads, allocator,
     clocks), and no feature tells them apart. ``dtype``: only the rows measured in that number
     format (a run's ``precision``; since 0.8.5 the others are not mixed in: a network runs at
-    another speed in bfloat16, and no feature tells that either)."""
+    another speed in bfloat16, and no feature tells that either).
+
+    ``experiments``: only what was measured in them (since 0.9.1). A configuration's label is then
+    the median of its measurements in those experiments alone, and its ``experiment``,
+    ``latency_ci_rel`` and ``samples_count`` are those of the newest of them; ``label_experiments``
+    lists the named experiments each row's label came from. Before, a row was kept when the
+    configuration's latest run was in one of them, and its label was the median over every
+    experiment's repeats (a test set measured again later moved the labels learnt from).
+    ``empty_ok``: no rows is an empty frame, not an error."""
     from tracker.warehouse.load import connect
 
     if target not in TARGETS:
         raise FingerprintError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+    if experiments:  # measurement_labels' median, over the named experiments' measurements alone
+        labels = (f"(SELECT run_id, CAST(count(*) AS BIGINT) AS repeats, median({target}) AS {target}, "
+                  "arg_max(experiment, end_time) AS experiment, arg_max(latency_ci_rel, end_time) AS latency_ci_rel, "
+                  "arg_max(samples_count, end_time) AS samples_count, list_sort(list_distinct(list(experiment))) "
+                  f"AS label_experiments FROM {LABELLED_VIEW} WHERE list_contains($experiments, experiment) "
+                  "GROUP BY run_id)")
+        replaced = (f"l.{target} AS {target}, l.experiment AS experiment, l.latency_ci_rel AS latency_ci_rel, "
+                    "l.samples_count AS samples_count")
+        extra, params = ", l.label_experiments", {"experiments": sorted(set(experiments))}
+    else:
+        labels, replaced, extra, params = LABEL_VIEW, f"l.{target} AS {target}", "", {}
     con = connect(warehouse, read_only=True)
     try:
         frame = con.sql(
-            f"SELECT f.* REPLACE (l.{target} AS {target}), l.repeats AS label_repeats "
-            f"FROM {VIEW} f JOIN {LABEL_VIEW} l USING (run_id) "
+            f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra} "
+            f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
             f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
             f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
-            params={"phase": phase, "device": device, "mode": mode, "dtype": dtype},
+            params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
         ).df()
         devices = con.sql(f"SELECT DISTINCT device, device_name, phase, COALESCE(precision, 'float32') FROM {VIEW}").fetchall()
     finally:
         con.close()
-    if frame.empty:
+    if frame.empty and not empty_ok:
         known = ", ".join(sorted({f"{d}/{n} ({p}{'' if t == 'float32' else ', ' + t})" for d, n, p, t in devices})) or "none"
         where = f"device {device!r}" + (f" in mode {mode!r}" if mode else "") + (f" in {dtype}" if dtype != "float32" else "")
         raise FingerprintError(f"no {phase} measurements of {target} on {where} in the warehouse; "

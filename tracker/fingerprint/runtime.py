@@ -30,7 +30,8 @@ except ImportError:  # this module's logged copy, where tracker is not installed
 
 
 #: Targets a fingerprint can learn, with their units (all modelled on a log scale).
-TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J", "gpu_util_pct": "%"}
+TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "network_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J",
+           "gpu_util_pct": "%"}
 #: Targets that cannot exceed a value: a prediction (exp of the log-scale model) is capped there.
 CEILINGS = {"gpu_util_pct": 100.0}
 

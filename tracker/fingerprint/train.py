@@ -24,6 +24,7 @@ from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
     LABEL_VIEW,
+    LABELLED_VIEW,
     MEMORY_TARGETS,
     TARGETS,
     FingerprintError,
@@ -271,16 +272,19 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
     one that has no row, a misspelling say, is an error rather than silently kept nowhere) and,
     for latency, less measurements too imprecise to learn from (``stats.IMPRECISE_CI_REL``);
-    ``experiments``: only the rows of configurations whose latest run is in one of them (since 0.9.0;
-    every experiment otherwise), each one named having some."""
-    frame = load_rows(warehouse, target, phase, device, mode, dtype)
+    ``experiments``: only what was measured in them, each one named having some (since 0.9.0; every
+    experiment otherwise): the rows of configurations measured in them, labelled by those
+    measurements alone (``load_rows``)."""
     if experiments:
-        missing = sorted(set(experiments) - set(frame["experiment"].dropna()))
+        frame = load_rows(warehouse, target, phase, device, mode, dtype, experiments, empty_ok=True)
+        found = {e for names in frame["label_experiments"] for e in names}
+        missing = sorted(set(experiments) - found)
         if missing:
-            present = sorted(set(frame["experiment"].dropna()))
+            present = sorted(load_rows(warehouse, target, phase, device, mode, dtype, empty_ok=True)["experiment"].dropna().unique())
             raise FingerprintError(f"no {phase} measurement of {target} on {device!r} in experiment "
                                    f"{', '.join(map(repr, missing))}; those that have some: {', '.join(present) or 'none'}")
-        frame = frame[frame["experiment"].isin(set(experiments))].reset_index(drop=True)
+    else:
+        frame = load_rows(warehouse, target, phase, device, mode, dtype)
     unknown = sorted(set(exclude) - set(frame["model"]))
     if unknown:
         raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
@@ -552,6 +556,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     folder = Path(tmp)
                     (folder / "measurement_features.sql").write_text(view_sql())
                     (folder / "measurement_labels.sql").write_text(view_sql(LABEL_VIEW))
+                    (folder / "labelled_measurements.sql").write_text(view_sql(LABELLED_VIEW))
                     (folder / "features.json").write_text(json.dumps({"features": features, "target": target,
                                                                       "unit": TARGETS[target]}, indent=2))
                     (folder / "networks.json").write_text(json.dumps(sorted(set(networks))))
