@@ -142,7 +142,7 @@ def test_a_write_killed_midway_waits_in_the_outbox_and_sync_finishes_it(
 
     # A command that measures on that server says the runs wait, and counts them as measured.
     logger = RunLogger(mlflow_server, experiment="cut-short", environment=ENV)
-    assert "4 runs for this server wait in the outbox" in capsys.readouterr().err
+    assert "4 runs for this store wait in the outbox" in capsys.readouterr().err
     assert network_record("resnet18", 1).config_key in logger.measured("network")
 
     done = CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "sync"])

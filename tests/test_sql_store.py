@@ -1,5 +1,6 @@
 """The embedded store's fast writer against MLflow's own client, on real SQLite files."""
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -283,3 +284,62 @@ def test_a_new_store_copied_from_the_schema_template_is_the_store_mlflow_migrati
     third = RunLogger(str(tmp_path / "c"), experiment="t", environment=ENV)
     assert _schema(tmp_path / "c" / "mlflow.db") == _schema(migrated / "mlflow.db")
     third.close()
+
+
+FULL_DISK = textwrap.dedent("""
+    import json, resource, signal, sys
+    sys.path.insert(0, sys.argv[1])
+    from tests.conftest import ENV, network_record
+    from tracker.errors import StoreError
+    from tracker.log.logger import RunLogger
+
+    logger = RunLogger(sys.argv[2], "full", environment=ENV)
+    logger.log([network_record("resnet18", 1)])  # the store made while there is room
+    # From here on the disk is full for this process: a write past 16 KB of a file fails (EFBIG, as
+    # ENOSPC would), so the store's database and its write-ahead log (a run's rows are several 4 KB
+    # pages) cannot take the batch, while a small file, the outbox's, can be written
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, resource.RLIM_INFINITY))
+    try:
+        ids = logger.log([network_record("resnet18", 2, latency_ms=7.5)])
+    except StoreError as exc:
+        print(json.dumps({"error": str(exc)}))
+    else:  # reads go on on a full disk; this one's limit would stop SQLite's opening too
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        print(json.dumps({"ids": ids, "measured": len(logger.measured())}))
+""")
+
+
+def test_a_full_disk_keeps_the_batch_in_the_outbox_until_sync(tmp_path: Path) -> None:
+    """A batch the embedded store cannot take (its disk full) was lost with a traceback until 0.9.1.
+    It waits in the outbox, counts as measured, and `tracker sync` writes it once there is room;
+    where the outbox cannot be written either, one line says it is not kept, with its figures."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    root, store = Path(__file__).resolve().parents[1], tmp_path / "store"
+    env = {**os.environ, "TRACKER_RUNS_DIR": str(tmp_path / "runs")}
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(root), str(store)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["measured"] == 2 and "failed: disk I/O error; 1 run waits in the outbox" in proc.stderr
+    assert len(list((tmp_path / "runs" / "outbox").glob("*.json"))) == 1
+    assert [r.data.params["batch_size"] for r in MlflowClient(f"sqlite:///{store}/mlflow.db").search_runs(
+        [MlflowClient(f"sqlite:///{store}/mlflow.db").get_experiment_by_name("full").experiment_id])] == ["1"]
+    synced = CliRunner().invoke(app, ["--tracking-uri", str(store), "sync"], env=env)
+    assert synced.exit_code == 0, synced.output
+    client = MlflowClient(f"sqlite:///{store}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("full").experiment_id])
+    assert sorted(r.data.params["batch_size"] for r in runs) == ["1", "2"] and out["ids"][0] in {r.info.run_id for r in runs}
+    assert not list((tmp_path / "runs" / "outbox").glob("*.json"))
+
+    # the outbox on the same full disk (here: a file where its folder should be)
+    (tmp_path / "runs2").mkdir()
+    (tmp_path / "runs2" / "outbox").write_text("")
+    proc = subprocess.run([sys.executable, "-c", FULL_DISK, str(root), str(tmp_path / "store2")], capture_output=True,
+                          text=True, env={**env, "TRACKER_RUNS_DIR": str(tmp_path / "runs2")}, timeout=120)
+    error = json.loads(proc.stdout.splitlines()[-1])["error"]
+    assert "Traceback" not in proc.stderr and "\n" not in error
+    assert "failed: disk I/O error; nor to the outbox" in error and "1 run not kept; measured resnet18 · bs2: latency_ms 7.5" in error

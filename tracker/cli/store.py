@@ -230,10 +230,13 @@ def _moved_table(column: str, rows: list[tuple[str, dict[str, Any]]], width: int
 
 
 def sync(ctx: typer.Context) -> None:
-    """Send runs spooled in the outbox while the tracking server was unreachable."""
+    """Send runs spooled in the outbox while the tracking server was unreachable (or the store could not take them)."""
     from tracker.log.outbox import pending, sync as send
 
+    from tracker.settings import resolve_location
+
     uri = state(ctx).tracking_uri
+    uri = resolve_location(uri).uri if uri else None  # a store's folder (runs/) as the outbox names it
     waiting = pending()
     if not waiting:
         typer.echo("outbox is empty: nothing to send")

@@ -28,6 +28,8 @@ from tracker.settings import DEFAULT_EXPERIMENT, StoreLocation, resolve_location
 #: Why a journalled batch is in the outbox: its writer was killed before the server had it all.
 CUT_SHORT = "its write to the server was cut short (the process writing it was killed)"
 INTERRUPTED = "its write to the server was interrupted"
+#: The figures a lost batch's error line still gives of each network or training run it held.
+SHOWN_LOST = ("latency_ms", "latency_ci_rel", "peak_mem_mb", "power_w")
 
 
 class RunLogger:
@@ -57,12 +59,13 @@ class RunLogger:
             if not self.location.is_http:
                 raise
             self.offline = str(exc)
-        if self.location.is_http and self.offline is None and create:
+        if self.offline is None and create:
             self._say_waiting()
 
     def _say_waiting(self) -> None:
-        """Warn once that runs for this server wait in the outbox (a write cut short, a server that was
-        down): measuring goes on, and counts them as measured, but the server lacks them until `tracker sync`."""
+        """Warn once that runs for this store wait in the outbox (a write to a server cut short, a server
+        that was down, an embedded store's full disk): measuring goes on, and counts them as measured,
+        but the store lacks them until `tracker sync`."""
         if not any(outbox_dir().glob("*.json")):
             return
         from tracker.log.outbox import pending, strip_credentials
@@ -75,7 +78,7 @@ class RunLogger:
             return
         if waiting:
             runs = sum(len(item.records) for item in waiting)
-            sys.stderr.write(f"warning: {runs} run{'s' if runs != 1 else ''} for this server wait in the outbox "
+            sys.stderr.write(f"warning: {runs} run{'s' if runs != 1 else ''} for this store wait in the outbox "
                              f"{outbox_dir()}: `tracker sync` sends them\n")
 
     def _online(self) -> Store:
@@ -169,10 +172,35 @@ class RunLogger:
             if journal is not None:
                 journal.unlink(missing_ok=True)
         else:
-            ids = self.store.write(self.experiment, final)
+            try:
+                ids = self.store.write(self.experiment, final)
+            except (StoreError, OSError) as exc:  # a full disk, a database locked past its wait
+                ids = self._keep_unwritten(final, exc)
         for record, run_id in zip(records, ids):
             record.run_id = run_id
         return ids
+
+    def _keep_unwritten(self, final: list[FinalRecord], exc: Exception) -> list[str]:
+        """An embedded store that could not take a batch (its disk full, its database locked past the
+        wait; until 0.9.1 the measurement was lost, with a traceback): the batch goes to the outbox,
+        which `tracker sync` writes to the store once it can; where the outbox cannot be written
+        either (the same full disk), the StoreError's one line says what is lost, with its figures."""
+        from tracker.errors import os_reason
+
+        what = f"cannot write to {self.location.uri} ({os_reason(exc)})" if isinstance(exc, OSError) else str(exc)
+        runs = f"{len(final)} run{'s' if len(final) != 1 else ''}"
+        try:
+            spool(self.location.uri, self.experiment_name, final, f"the store could not take it: {what}")
+        except OSError as again:
+            figures = "; ".join(f"{r.name}: {', '.join(f'{k} {r.metrics[k]:.4g}' for k in SHOWN_LOST if k in r.metrics)}"
+                                for r in final if r.tags.get(KIND_TAG) in ("network", "training") and r.metrics)
+            raise StoreError(f"{what}; nor to the outbox {outbox_dir()} ({os_reason(again)}): {runs} not kept"
+                             + (f"; measured {figures}" if figures else "")) from None
+        if not self._warned:
+            sys.stderr.write(f"warning: {what}; {runs} wait{'s' if len(final) == 1 else ''} in the outbox "
+                             f"{outbox_dir()} until `tracker sync`\n")
+            self._warned = True
+        return [r.run_id for r in final]
 
     def measured(self, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",), tag: str = KEY_TAG,
                  having: str | None = None) -> set[str]:
@@ -180,8 +208,10 @@ class RunLogger:
         ones unless told otherwise; with ``having``, of runs carrying that tag too)."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
-        if not self.location.is_http:
-            return self.store.measured_keys(self.experiment, kind, statuses, tag, having)
+        if not self.location.is_http:  # and what waits in the outbox for it (a full disk, since 0.9.1)
+            waiting = (spooled_keys(self.location.uri, self.experiment_name, kind, statuses, tag=tag, having=having)
+                       if any(outbox_dir().glob("*.json")) else set())
+            return self.store.measured_keys(self.experiment, kind, statuses, tag, having) | waiting
         waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses, tag=tag, having=having)
         try:
             return self._online().measured_keys(self.experiment, kind, statuses, tag, having) | waiting
