@@ -165,7 +165,7 @@ def test_a_campaign_measures_networks_of_ones_own_beside_the_zoos(tmp_path: Path
     bad.write_text('[networks]\nspecs = ["models/mynet.py:"]\n')  # no NAME
     out = _cli(store, "campaign", "run", str(bad))
     assert str(out.exception) == (f"{bad}: [networks].specs: 'models/mynet.py:' is not FILE.py:NAME (a callable of the "
-                                  "file that builds the network)")
+                                  "file that builds the network; FILE.py:NAME(ARGS) calls it with arguments)")
     # one that cannot be built is said before anything is measured, not after the networks before it
     broken = tmp_path / "broken.toml"
     broken.write_text('[campaign]\nname = "broken"\n[networks]\nzoo = ["squeezenet1_1"]\n'
@@ -174,6 +174,38 @@ def test_a_campaign_measures_networks_of_ones_own_beside_the_zoos(tmp_path: Path
     assert isinstance(out.exception, ConfigError) and str(out.exception) == (
         "mynet.py:broken could not build the network: RuntimeError: no such layer")
     assert MlflowClient(resolve_location(str(store)).uri).get_experiment_by_name("broken") is None  # not even made
+
+
+def test_a_network_of_ones_own_is_called_with_the_arguments_given(tmp_path: Path) -> None:
+    """FILE.py:NAME(ARGS) (since 0.9.1): a search space's widths without a function per width. The
+    arguments are literals, read without running the file, and say the network's name in one
+    order whatever the spelling; Net(width=4) is the very network narrow() builds."""
+    net = _write(tmp_path / "models")
+    store = tmp_path / "s"
+    narrow = json.loads(_cli(store, "describe", f"{net}:narrow", "--format", "json").stdout)
+    called = json.loads(_cli(store, "describe", f"{net}:Net(width = 4)", "--format", "json").stdout)
+    by_position = json.loads(_cli(store, "describe", f"{net}:Net(4)", "--format", "json").stdout)
+    assert called["model"] == "mynet.Net(width=4)" and by_position["model"] == "mynet.Net(4)"
+    assert called["description_hash"] == by_position["description_hash"] == narrow["description_hash"]
+    campaign = tmp_path / "widths.toml"
+    campaign.write_text('[campaign]\nname = "widths"\n[networks]\nspecs = ["models/mynet.py:Net(width=2)", '
+                        '"models/mynet.py:Net(width=6)"]\n[measure]\nbatch_sizes = [1]\nprecision = 0.2\ntime_cap_s = 0.3\n')
+    out = _cli(store, "campaign", "run", str(campaign), "--format", "json")
+    assert out.exit_code == 0, out.output
+    runs = json.loads(_cli(store, "-e", "widths", "runs", "list", "--kind", "network", "--format", "json").stdout)
+    assert sorted(r["name"].split(" ")[0] for r in runs) == ["mynet.Net(width=2)", "mynet.Net(width=6)"]
+    run = MlflowClient(resolve_location(str(store)).uri).get_run(runs[0]["run_id"])
+    assert run.data.tags["mlflow.note.content"].endswith(  # how it was called, in the UI
+        f"A network of your own, mynet.py:{runs[0]['name'].split(' ')[0].split('.', 1)[1]}: its code as measured is the "
+        "artifact description/mynet.py (with blocks.py beside it, which it imports).")
+    from tracker.profile.mapping import parse_mapping  # a mapping's commas inside the arguments are theirs
+
+    mapping = parse_mapping(f"{net}:Net(width=2, depth=3)@2:cpu>cpu,squeezenet1_1:cpu")
+    assert [n.model for n in mapping.networks] == [f"{net}:Net(width=2, depth=3)", "squeezenet1_1"]
+    for args, says in (("(width=WIDTH)", "should be Python literals"), ("(**widths)", "is not a call's arguments"),
+                       ("(height=3)", "could not build the network: TypeError")):
+        out = _cli(store, "describe", f"{net}:Net{args}")
+        assert out.exit_code == 1 and isinstance(out.exception, ConfigError) and says in str(out.exception)
 
 
 def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) -> None:
@@ -200,7 +232,8 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
         f"{tmp_path}/size.py:f": f"network file {tmp_path}/size.py: INPUT_SIZE should be a whole number of pixels, at least 8",
         f"{tmp_path}/channels.py:f": f"network file {tmp_path}/channels.py: INPUT_CHANNELS should be a whole number of "
                                      "channels, at least 1",
-        f"{net}:1x": f"'{net}:1x' is not FILE.py:NAME (a callable of the file that builds the network)",
+        f"{net}:1x": f"'{net}:1x' is not FILE.py:NAME (a callable of the file that builds the network; "
+                     "FILE.py:NAME(ARGS) calls it with arguments)",
         str(net): f"{net} is a Python file: name the callable of it that builds the network, {net}:NAME",  # "not JSON"
         f"{tmp_path}/exits.py:f": "exits.py:f exited (sys.exit(0)) instead of building the network: a network file runs as "
                                   'it is imported, so what should run only as a script belongs under `if __name__ == "__main__":`',

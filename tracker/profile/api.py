@@ -209,7 +209,7 @@ def keep_own_code(record: RunRecord, spec: dict[str, Any] | None) -> None:
     pruned from: :func:`tracker.zoo.spec.own_code_spec`), as measured (as planned, not the file as it
     may be now), and the modules beside it that it imports, each at its file's path (blocks.conv:
     blocks/conv.py): artifacts of ``record``, which its description names. Other networks: nothing."""
-    from tracker.zoo.spec import own_code_spec
+    from tracker.zoo.spec import call_text, own_code_spec
 
     own = own_code_spec(spec)
     if own is None:
@@ -220,7 +220,8 @@ def keep_own_code(record: RunRecord, spec: dict[str, Any] | None) -> None:
     record.artifacts[f"{MODULE_SOURCE_FOLDER}/{file}"] = own["source"]
     beside = f" (with {', '.join(beside_files)} beside it, which it imports)" if beside_files else ""
     whose = "A network of your own" if own is spec else f"{spec['name']}, pruned from a network of your own"
-    record.description = (f"{record.description or ''} {whose}, {file}:{own['callable']}: "
+    called = own["callable"] + (call_text(own["args"], own["kwargs"]) if "args" in own else "")
+    record.description = (f"{record.description or ''} {whose}, {file}:{called}: "
                           f"its code as measured is the artifact {MODULE_SOURCE_FOLDER}/{file}{beside}.").strip()
 
 

@@ -235,7 +235,7 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
         match = MODULE_REF.match(entry)
         if match is not None:
             file = Path(match["file"])
-            ref = f"{file if file.is_absolute() else path.parent / file}:{match['attr']}"
+            ref = f"{file if file.is_absolute() else path.parent / file}:{match['attr']}{match['args'] or ''}"
         elif ".py:" in entry:  # FILE.py: without a NAME (or not one): module_spec says so
             ref = entry
         else:

@@ -163,7 +163,7 @@ def job_network(model: str, folder: Path, where: str) -> dict[str, Any] | None:
     if not names_a_file(model) and not (folder / model).is_file():
         return None
     match = MODULE_REF.match(model)
-    ref_text = f"{folder / match['file']}:{match['attr']}" if match else str(folder / model)
+    ref_text = f"{folder / match['file']}:{match['attr']}{match['args'] or ''}" if match else str(folder / model)
     try:
         ref = resolve(ref_text)
     except ConfigError as exc:

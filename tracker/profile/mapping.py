@@ -87,7 +87,16 @@ def parse_net(text: str) -> NetMapping:
 
 
 def parse_mapping(text: str) -> Mapping:
-    return Mapping(tuple(parse_net(part) for part in text.split(",") if part.strip()))
+    """Networks apart by commas, but for those inside a network of your own's arguments
+    (``mynet.py:Net(width=2, depth=3)@4:cpu>cuda``, since 0.9.1)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return Mapping(tuple(parse_net(part) for part in parts if part.strip()))
 
 
 def from_json(data: Any, where: str) -> Mapping:

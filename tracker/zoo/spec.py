@@ -32,8 +32,9 @@ from typing import Any
 from tracker.errors import ConfigError
 
 SPEC_FORMAT = "tracker.netspec/1"
-#: ``FILE.py:NAME``, a network of your own: NAME, a callable of the Python file, builds it
-MODULE_REF = re.compile(r"^(?P<file>.+\.py):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)$")
+#: ``FILE.py:NAME``, a network of your own: NAME, a callable of the Python file, builds it; since
+#: 0.9.1 ``FILE.py:NAME(ARGS)`` calls it with those arguments (Python literals: a NAS space's width)
+MODULE_REF = re.compile(r"^(?P<file>.+\.py):(?P<attr>[A-Za-z_][A-Za-z0-9_]*)(?P<args>\(.*\))?$", re.DOTALL)
 DEFAULT_INPUT_SIZE = 224
 
 
@@ -94,14 +95,42 @@ def own_code_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
     return spec
 
 
+def call_arguments(text: str, ref: str) -> tuple[list[Any], dict[str, Any]]:
+    """The arguments of ``(ARGS)`` in ``FILE.py:NAME(ARGS)``: Python literals (numbers, strings,
+    booleans, None, and lists, tuples and dicts of them), by position or keyword; one line where
+    one is something else (a name, an expression), which would need the file run to read."""
+    try:
+        call = ast.parse(f"f{text}", mode="eval").body
+    except SyntaxError:
+        call = None
+    if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords):
+        raise ConfigError(f"{ref!r}: {text} is not a call's arguments, such as (width=0.5, depth=3)")
+    try:
+        args = [ast.literal_eval(a) for a in call.args]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        raise ConfigError(f"{ref!r}: the arguments of {text} should be Python literals (numbers, strings, True, "
+                          "False, None, and lists, tuples or dicts of them)") from None
+    return args, kwargs
+
+
+def call_text(args: list[Any], kwargs: dict[str, Any]) -> str:
+    """``(ARGS)`` as a network's name says them: positional first, then keywords sorted, each as
+    Python writes it (``(3, width=0.5)``), so one call has one name whatever its spacing."""
+    return "(" + ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in sorted(kwargs.items())]) + ")"
+
+
 def module_spec(ref: str) -> dict[str, Any]:
-    """The spec of ``FILE.py:NAME``: the file's text, where it was, NAME, and its input's size and
-    channels (the file's top-level ``INPUT_SIZE = S`` and ``INPUT_CHANNELS = C``, read without
-    running the file). Runs nothing."""
+    """The spec of ``FILE.py:NAME`` (or ``FILE.py:NAME(ARGS)``): the file's text, where it was,
+    NAME and its arguments, and its input's size and channels (the file's top-level ``INPUT_SIZE =
+    S`` and ``INPUT_CHANNELS = C``, read without running the file). Runs nothing."""
     match = MODULE_REF.match(ref)
     if match is None:
-        raise ConfigError(f"{ref!r} is not FILE.py:NAME (a callable of the file that builds the network)")
+        raise ConfigError(f"{ref!r} is not FILE.py:NAME (a callable of the file that builds the network; "
+                          "FILE.py:NAME(ARGS) calls it with arguments)")
     path, attr = Path(match["file"]), match["attr"]
+    args, kwargs = call_arguments(match["args"], ref) if match["args"] else ([], {})
     try:
         source = path.read_text()
     except FileNotFoundError:
@@ -132,6 +161,9 @@ def module_spec(ref: str) -> dict[str, Any]:
     shape = _input_shape(assigned, path, vocab)
     spec = {"format": SPEC_FORMAT, "kind": "module", "name": f"{path.stem}.{attr}", "callable": attr,
             "file": str(path.resolve()), "source": source}
+    if match["args"]:  # only where given: a spec without them (and its key) is as before 0.9.1
+        spec["args"], spec["kwargs"] = args, kwargs
+        spec["name"] += call_text(args, kwargs)
     if shape is not None:  # not images: the shape of one input, and token ids where it says how many
         spec["input_shape"] = list(shape)
         if vocab:
@@ -332,7 +364,7 @@ def build_module(spec: dict[str, Any]) -> Any:
     import torch
 
     file = Path(spec["file"])
-    where = f"{file.name}:{spec['callable']}"
+    where = f"{file.name}:{spec['callable']}" + (call_text(spec["args"], spec["kwargs"]) if "args" in spec else "")
     module = types.ModuleType(f"tracker_network_{file.stem}")
     module.__file__ = str(file)
     sys.path.insert(0, str(file.parent))
@@ -343,7 +375,7 @@ def build_module(spec: dict[str, Any]) -> Any:
     argv, sys.argv = sys.argv, [str(file)]
     try:
         exec(compile(spec["source"], str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own network
-        network = getattr(module, spec["callable"])()
+        network = getattr(module, spec["callable"])(*spec.get("args", ()), **spec.get("kwargs", {}))
     except ConfigError:
         raise
     except SystemExit as exc:
