@@ -45,6 +45,24 @@ def test_a_hung_child_is_killed_at_its_time_limit() -> None:
     assert not result.ok and result.reason == "timeout" and time.time() - t0 < 30
 
 
+def test_a_time_limit_under_what_a_measurement_may_take_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--timeout 1 with a 3 s warm-up cap and a 0.3 s time cap: a configuration that needs them is
+    killed, and until 0.9.1 its run said only "no result within 1 s". It now says what the limit
+    was under and the least that lets it finish; a limit above that is left to its own line."""
+    monkeypatch.setenv("TRACKER_FAULT", "hang")  # the child hangs: only the time limit ends it
+    store = tmp_path / "s"
+    said = {}
+    for limit in ("1", "6"):
+        out = CliRunner().invoke(app, ["--tracking-uri", str(store), "profile", "network", TINY, "-b", "1", "--time-cap",
+                                       "0.3", "--timeout", limit, "--again", "--format", "json"])
+        run = json.loads(out.stdout)
+        assert run["status"] == "FAILED" and run["failure_reason"] == "timeout"
+        said[limit] = run["failure_message"]
+    assert said["1"].startswith("no result within 1 s: a time limit under what a measurement may take, its warm-up up to "
+                                "3 s, its sampling up to 0.3 s (--time-cap)") and "give it at least 5.3 s" in said["1"]
+    assert said["6"] == "no result within 6 s"
+
+
 def test_a_child_that_does_not_end_after_its_result_is_killed_and_its_result_stands(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A child that wrote its result and then hangs (a thread that never joins, say) is killed

@@ -251,6 +251,11 @@ def has_layers(record: RunRecord) -> bool:
 #: A wait for the device longer than this (seconds) means another process held it: whether this
 #: configuration is still to be measured is asked again.
 WAITED_S = 0.05
+#: What a measuring child takes before it warms up (seconds, about: torch's first run of the network on
+#: this VM, its start from the zygote, under other work): with the warm-up and time caps, the least
+#: time limit (``--timeout``) a configuration that needs them all can finish within; a timeout under it
+#: says so (until 0.9.1, "no result within 2 s" alone, for a measurement of a 0.3 s time cap).
+CHILD_START_S = 2.0
 
 
 def measure_planned(
@@ -321,8 +326,13 @@ def measure_planned(
 
                 traced = traced_run(result.payload)
         if not result.ok:
+            message = result.message
+            if result.reason == "timeout" and timeout_s < (takes := rule.warmup_cap_s + rule.time_cap_s + CHILD_START_S):
+                message = (f"{message}: a time limit under what a measurement may take, its warm-up up to "
+                           f"{rule.warmup_cap_s:g} s, its sampling up to {rule.time_cap_s:g} s (--time-cap) and its child's "
+                           f"start about {CHILD_START_S:g} s; give it at least {takes:g} s (--timeout, a campaign's timeout_s)")
             return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
-                                     result.message, result.stderr_tail, start, p.threads, p.allocator), [])
+                                     message, result.stderr_tail, start, p.threads, p.allocator), [])
         payload = result.payload
         record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start, p.threads, p.allocator)
         if traced is not None:
