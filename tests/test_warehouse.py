@@ -328,6 +328,23 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert "\n" not in str(near.exception) and "LINE 1" not in str(near.exception)
     assert runner.invoke(app, ["sql", "SELECT count(*) AS n FROM measurements", "--format", "json"]).output.count('"n": 1')
 
+    # A join's two run_id columns: each its own values in every format (until 0.9.1 the first's values were shown
+    # under both, or the second dropped); values shown as they are, never read as markup; ids never cut
+    join = "SELECT m.run_id, m.model AS run_id, '[/] :x: ' || m.model AS m FROM measurements m"
+    assert json.loads(runner.invoke(app, ["sql", join, "--format", "json"]).output) == [
+        {"run_id": net.run_id, "run_id_1": "mobilenet_v3_small", "m": "[/] :x: mobilenet_v3_small"}]
+    assert runner.invoke(app, ["sql", join, "--format", "csv"]).output.splitlines() == [
+        "run_id,run_id_1,m", f"{net.run_id},mobilenet_v3_small,[/] :x: mobilenet_v3_small"]
+    table = runner.invoke(app, ["sql", join])
+    assert table.exit_code == 0 and f"│ {net.run_id} │ mobilenet_v3_small │ [/] :x: mobilenet_v3_small │" in table.output
+    odd = json.loads(runner.invoke(app, ["sql", "SELECT 1/0 AS x, [1, 2] AS l", "--format", "json"]).output)
+    assert odd == [{"x": None, "l": [1, 2]}]  # not Infinity, which is no JSON
+    two = runner.invoke(app, ["sql", "SELECT 1; SELECT 2"])  # DuckDB ran both and answered the last
+    assert two.exit_code == 1 and "the query holds 2 statements: give one" in str(two.exception)
+    by_suffix = tmp_path / "out" / "m.csv"  # a file's suffix says its format (a table went into it), its folder made
+    assert runner.invoke(app, ["sql", "SELECT batch_size FROM measurements", "-o", str(by_suffix)]).exit_code == 0
+    assert by_suffix.read_text().splitlines() == ["batch_size", "2"]
+
     views = runner.invoke(app, ["views", "--format", "json"])
     listed = {v["view"]: v["comment"] for v in json.loads(views.output)}
     assert {v.name for v in read_views()} == set(listed) and all(listed.values())

@@ -73,14 +73,18 @@ def sql(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="One SQL statement, e.g. \"SELECT * FROM latest_measurements\".")],
     warehouse: WarehouseOption = None,
-    fmt: Annotated[QueryFormat, typer.Option("--format", help="table, json, csv, or parquet (needs --output).")] = QueryFormat.table,
+    fmt: Annotated[Optional[QueryFormat], typer.Option(
+        "--format", help="table, json, csv, or parquet (needs --output). Default: the --output file's suffix, else table.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to this file.")] = None,
 ) -> None:
     """Run a SQL query on the warehouse, opened read-only."""
-    from tracker.errors import QueryError
+    from tracker.errors import QueryError, os_reason
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import query as run_query, render, write_parquet
 
+    if fmt is None:  # a file's suffix says its format (a table went into out.csv until 0.9.1)
+        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
+        fmt = QueryFormat(suffix) if suffix in ("json", "csv", "parquet") else QueryFormat.table
     if fmt is QueryFormat.parquet and output is None:
         raise QueryError("--format parquet writes a file: give --output FILE.parquet")
     table = run_query(warehouse_path(warehouse, state(ctx).tracking_uri), query)
@@ -93,7 +97,11 @@ def sql(
     else:
         text = render(table, fmt.value)
     if output is not None:
-        output.write_text(text)
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(text)
+        except OSError as exc:
+            raise QueryError(f"cannot write {output}: {os_reason(exc)}") from None
         typer.echo(f"wrote {table.num_rows} rows to {output}")
     else:
         sys.stdout.write(text)
@@ -116,10 +124,19 @@ def _table_text(table) -> str:  # noqa: ANN001
     from rich.console import Console
     from rich.table import Table
 
-    out = Table(*table.column_names)
-    for row in table.to_pylist():
-        out.add_row(*("" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in row.values()))
-    console = Console(file=None, width=max(80, 16 * len(table.column_names)), record=True)
+    from rich.text import Text
+
+    out = Table()
+    for name in table.column_names:
+        out.add_column(Text(name))
+    cells = [["" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v) for v in column.to_pylist()]
+             for column in table.columns]
+    for row in zip(*cells):  # Text: a value is shown as it is, never read as Rich markup ("[/]", ":x:")
+        out.add_row(*(Text(v) for v in row))
+    # as wide as its widest values need: an id or a path is never cut (it was at 16 characters a column)
+    needed = sum(max([len(n), *(len(line) for v in col for line in v.splitlines() or [""])]) + 3
+                 for n, col in zip(table.column_names, cells)) + 1
+    console = Console(file=None, width=max(80, needed), record=True, emoji=False, highlight=False)
     with console.capture() as cap:
         console.print(out)
     return cap.get() + f"({table.num_rows} rows)\n"

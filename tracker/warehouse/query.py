@@ -14,7 +14,9 @@ from tracker.warehouse.tables import TABLES
 
 
 def query(path: Path, sql: str) -> Any:
-    """Run one query on the warehouse opened read-only; an Arrow table of the result."""
+    """Run one query on the warehouse opened read-only; an Arrow table of the result, its columns
+    named apart (a second ``run_id`` of a join is ``run_id_1``, as DuckDB names them in Parquet:
+    until 0.9.1 the JSON, CSV and table outputs showed the first column's values under both)."""
     import duckdb
 
     if not sql.replace(";", " ").strip():
@@ -22,37 +24,78 @@ def query(path: Path, sql: str) -> Any:
     con = connect(path, read_only=True)
     try:
         with interruptible(con):
+            statements = con.extract_statements(sql)
+            if len(statements) > 1:  # DuckDB would run them all and answer the last
+                raise QueryError(f"the query holds {len(statements)} statements: give one (tracker sql runs each "
+                                 "on its own)")
             relation = con.sql(sql)
             if relation is None:  # a statement without rows (SET, PRAGMA ...)
                 import pyarrow as pa
 
                 return pa.table({})
-            return relation.to_arrow_table()
+            table = relation.to_arrow_table()
     except duckdb.Error as exc:
         raise QueryError(first_paragraph(str(exc))) from None
     finally:
         con.close()
+    return table.rename_columns(distinct_names(table.column_names))
+
+
+def distinct_names(names: list[str]) -> list[str]:
+    """Column names with each repeat suffixed ``_1``, ``_2`` ... (one not already taken)."""
+    taken, out = set(names), []
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            n = 1
+            while f"{name}_{n}" in taken:
+                n += 1
+            name = f"{name}_{n}"
+            taken.add(name)
+        seen.add(name)
+        out.append(name)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A value JSON and CSV can hold: NaN and infinities are null (absent: not valid JSON), bytes
+    their hex, and nested lists and structs JSON in a CSV cell."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def render(table: Any, fmt: str) -> str:
-    """A result as JSON (a list of objects), CSV or an aligned text table."""
-    rows = table.to_pylist()
+    """A result as JSON (a list of objects) or CSV."""
+    columns = [[_plain(v) for v in column.to_pylist()] for column in table.columns]
+    rows = list(zip(*columns)) if columns else []
     if fmt == "json":
-        return json.dumps(rows, indent=2, default=str) + "\n"
+        return json.dumps([dict(zip(table.column_names, row)) for row in rows], indent=2, default=str) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf)
         writer.writerow(table.column_names)
-        writer.writerows([[row[c] for c in table.column_names] for row in rows])
+        writer.writerows([[json.dumps(v, default=str) if isinstance(v, (dict, list)) else v for v in row] for row in rows])
         return buf.getvalue()
     raise ValueError(fmt)
 
 
 def write_parquet(table: Any, out: Path) -> None:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out)
+    try:
+        pq.write_table(table, out)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:  # an INTERVAL, say
+        raise QueryError(f"cannot write this result as Parquet: {first_paragraph(str(exc))} (cast the column, or "
+                         "--format csv)") from None
 
 
 def list_views(path: Path) -> list[dict[str, str]]:
