@@ -346,6 +346,9 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
                        ["fingerprint", "train", "--target", "latency_ms", "-w", "w.duckdb"],
                        ["campaign", "run", "zoo.toml", "--dry-run"])],
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
+        # a PostgreSQL store that refuses: one line (an AssertionError's traceback until 0.9.1)
+        (["--tracking-uri", f"postgresql://u@127.0.0.1:{free_port()}/db", "runs", "list"], 1,
+         "cannot open tracking database postgresql://u@127.0.0.1:"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
         (["runs", "list", "--status", "done"], 1, "unknown run status 'done': expected one of RUNNING"),
         (["runs", "show", "abc"], 1, "'abc' is not a run id: give a run id or its first 6 characters"),

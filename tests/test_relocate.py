@@ -63,6 +63,10 @@ def test_a_moved_store_is_refused_until_relocated_then_writes_in_its_own_folder(
     assert not (tmp_path / "a").exists()  # nothing measured, nothing written, the old folder not made again
     with pytest.raises(StoreError, match="was moved or copied from"):
         RunLogger(str(new), experiment="moved").require_artifacts_here()
+    # a report logs its pictures on their runs: until 0.9.1 into the old folder (made again), as a copy's into the original's
+    code, out = _cli(new, "report", str(tmp_path / "pictures"))
+    assert code == 1 and out.startswith(f"this store ({new}) was moved or copied from {old}") and out.endswith(
+        "(or draw without logging: --no-log)") and not (tmp_path / "a").exists()
     code, out = _cli(new, "store", "info", "--format", "json")
     assert code == 0 and json.loads(out)["moved_from"] == str(old)
 

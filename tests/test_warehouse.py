@@ -372,6 +372,14 @@ def test_each_embedded_store_has_its_own_default_warehouse(tmp_path: Path) -> No
     assert out.exit_code == 0 and json.loads(out.output) == [{"batch_size": 8}]
     missing = runner.invoke(app, ["sql", "SELECT 1"])
     assert missing.exit_code != 0 and "warehouse" in str(missing.exception)
+    # a server's database option naming another embedded store loaded its runs into this store's warehouse
+    _logger(tmp_path / "runs").log([network_record("resnet34", 2)])
+    other_db = f"sqlite:///{other / 'mlflow.db'}"
+    refused = runner.invoke(app, ["warehouse", "load", "--backend-store-uri", other_db])
+    assert refused.exit_code == 1 and "give it as --tracking-uri" in str(refused.exception)
+    assert not (tmp_path / "runs" / "warehouse.duckdb").exists()
+    own = runner.invoke(app, ["warehouse", "load", "--backend-store-uri", f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"])
+    assert own.exit_code == 0, own.output  # its own database: as without the option
 
 
 def test_each_tracking_server_has_its_own_default_warehouse(tmp_path: Path) -> None:

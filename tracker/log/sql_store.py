@@ -155,6 +155,8 @@ class SqlStore:
         try:
             version = self._read_schema_version()
         except sqlalchemy.exc.OperationalError as exc:
+            if not self.location.is_sqlite:  # a PostgreSQL server that cannot be reached, or refuses
+                raise StoreError(f"cannot open tracking database {self.location.uri}: {first_line(exc.orig)}") from None
             folder = self.db_path.parent
             if "unable to open" in str(exc.orig) and self.db_path.is_file() and not os.access(folder, os.W_OK):
                 raise StoreError(f"cannot open tracking store {self.db_path}: its folder {folder} is not writable, and "

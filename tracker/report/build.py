@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tracker.errors import TrackerError
+from tracker.errors import StoreError, TrackerError
 
 #: Most layer breakdowns drawn: the latest network runs with layers come first.
 MAX_LAYER_PLOTS = 40
@@ -303,6 +303,13 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
 
     if not warehouse.exists():
         raise TrackerError(f"no warehouse at {warehouse}: run tracker warehouse load first")
+    if log:  # a store moved or copied from elsewhere: its runs' pictures would go to the original's folder
+        from tracker.log.relocate import moved_message, old_roots
+        from tracker.settings import resolve_location
+
+        location = resolve_location(tracking_uri)
+        if old := sorted(old_roots(location)):
+            raise StoreError(moved_message(location, old[0]) + " (or draw without logging: --no-log)")
     if folder.exists() and not folder.is_dir():
         raise TrackerError(f"{folder} exists and is not a folder")
     try:

@@ -339,6 +339,16 @@ def _redact(uri: str) -> str:
 
 def open_source(location: StoreLocation, backend_store_uri: str | None = None) -> Source:
     """The fastest source for a store: its database when reachable, else the MLflow API."""
+    if backend_store_uri and not location.is_http:
+        from tracker.settings import resolve_location
+
+        # the store's own database is read already; another's runs would go into this store's warehouse,
+        # and the next load without it would put this store's back (until 0.9.1)
+        if resolve_location(backend_store_uri).uri != location.uri:
+            raise StoreError(f"--backend-store-uri (TRACKER_BACKEND_STORE_URI) {backend_store_uri} is the database behind "
+                             f"a tracking server, for loading that server's runs; this store is {location.uri}, read "
+                             "directly: to load another store, give it as --tracking-uri")
+        backend_store_uri = None
     if backend_store_uri:
         return DatabaseSource(backend_store_uri, artifact_server=location.uri if location.is_http else None)
     if location.uri.startswith(("sqlite:", "postgresql")):
