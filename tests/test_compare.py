@@ -130,7 +130,7 @@ def test_bad_runs_to_compare_are_one_line_errors(tmp_path: Path) -> None:
     cases = [
         ([done.run_id, done.run_id[:6]], "are the same run"),
         (["abc", done.run_id], "'abc' is not a run id"),
-        (["ffffffff", done.run_id], "no measurement run whose id starts with ffffffff"),
+        (["ffffffff", done.run_id], "no measurement run whose id starts with ffffffff in experiment 'bad' or any other"),
         ([done.run_id, failed.run_id], "is FAILED (oom): nothing measured to compare"),
         ([done.run_id, newer.run_id], "is in format 2, which this tracker does not read"),
     ]
@@ -138,6 +138,9 @@ def test_bad_runs_to_compare_are_one_line_errors(tmp_path: Path) -> None:
         out = runner.invoke(app, [*base, *args])
         assert out.exit_code == 1 and isinstance(out.exception, TrackerError) and message in str(out.exception), (
             args, out.output, out.exception)
+    # a prefix found in another experiment, as a full id is (the id `profile -e other` prints, shown from Default)
+    shown = runner.invoke(app, ["--tracking-uri", str(store), "runs", "show", done.run_id[:8], "--format", "json"])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["run_id"] == done.run_id, shown.output
     proc = subprocess.run([sys.executable, "-m", "tracker", *base, failed.run_id[:8], done.run_id], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1 and proc.stdout == "", proc
@@ -224,3 +227,19 @@ def test_tracker_reads_its_artifacts_back_without_mlflows_progress_bars(monkeypa
     monkeypatch.setenv(BARS.name, "true")
     with quiet_downloads():
         assert BARS.get()
+
+
+def test_two_runs_apart_by_their_memory_cap_alone_say_so(tmp_path: Path) -> None:
+    """One network and batch, measured without a cap and under --memory-limit-mb: until 0.9.1 the
+    comparison listed no configuration difference (while its JSON said they were not one
+    configuration), and read as the same set-up getting slower."""
+    store = tmp_path / "s"
+    logger = RunLogger(str(store), experiment="caps", environment=ENV)
+    free, capped = network_record(batch_size=2, latency_ms=2.0), network_record(batch_size=2, latency_ms=2.3)
+    capped.params["memory_limit_mb"] = 240.0
+    capped.key_fields = {**capped.key_fields, "memory_limit_mb": 240.0}
+    logger.log([free, capped])
+    data = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "caps", "runs", "compare", free.run_id[:8],
+                                          capped.run_id[:8], "--format", "json"]).stdout)
+    assert data["configuration_differences"] == [{"key": "memory_limit_mb", "a": None, "b": "240.0"}]
+    assert data["latency"]["same_configuration"] is False

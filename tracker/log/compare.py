@@ -47,7 +47,8 @@ ALPHA = 0.05
 METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s", "peak_mem_mb", "energy_per_iter_j", "power_w", "cpu_util_pct",
            "cpu_util_others_pct", "gpu_util_pct", "page_faults_per_iter_count", "host_share_pct")
 #: Parameters that make a configuration (differences are shown, not warned about).
-CONFIGURATION = ("model", "model_hash", "batch_size", "input_size", "phase", "device", "precision", "mode")
+CONFIGURATION = ("model", "model_hash", "batch_size", "input_size", "input_shape", "phase", "device", "precision", "mode",
+                 "memory_limit_mb")  # a cap's, since 0.9.1: two runs apart by it alone read as one configuration
 #: What a run's environment is: its env.* tags and these.
 ENVIRONMENT_TAGS = ("tracker.version",)
 #: Kinds with a latency to compare.
@@ -89,12 +90,16 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
     if len(ref) < MIN_PREFIX or not is_run_id_prefix(ref):
         raise TrackerError(f"{ref!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
                            "(tracker runs list shows them)")
-    matches = store.runs_with_prefix(experiment, ref, kinds)
-    found = [rid for rid, kind in matches if kind != "layer"]
-    found = found or [rid for rid, kind in matches if kind == "layer"]  # layer runs (the many) only when nothing else
+    def named(matches: list[tuple[str, str]]) -> list[str]:  # layer runs (the many) only when nothing else
+        return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
+
+    found = named(store.runs_with_prefix(experiment, ref, kinds))
+    if not found:  # in another experiment, as a full id is found (until 0.9.1: "no run", for the id profile printed)
+        others = [e for e in client.search_experiments() if str(e.experiment_id) != str(experiment.experiment_id)]
+        found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
     if not found:
         what = "measurement run" if kinds == MEASURED_KINDS else "run"
-        raise TrackerError(f"no {what} whose id starts with {ref} in this experiment (-e selects another)")
+        raise TrackerError(f"no {what} whose id starts with {ref} in experiment {experiment.name!r} or any other")
     if len(found) > 1:
         raise TrackerError(f"{ref} names {len(found)} runs ({', '.join(rid[:12] for rid in found[:4])}"
                            f"{', ...' if len(found) > 4 else ''}): give more of its id")
