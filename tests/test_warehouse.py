@@ -101,6 +101,7 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
     layers = [layer_record(net, i) for i in range(3)]
     failed = network_record("resnet18", 512).fail("oom", "CUDA out of memory")
+    failed.params["memory_limit_mb"] = 4000.0  # under a cap: the view says which (since 0.9.1)
     log.log([net, *layers, failed])
 
     first = _load(runs, wh)
@@ -109,7 +110,8 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'network_runs'").fetchall())
     assert types["batch_size"] == "BIGINT" and types["latency_ms"] == "DOUBLE" and types["end_time"] == "TIMESTAMP"
     assert con.execute("SELECT batch_size, latency_ms, peak_mem_mb FROM latest_measurements").fetchall() == [(1, 12.5, 100.0)]
-    assert con.execute("SELECT failure_reason FROM failed_runs").fetchall() == [("oom",)]
+    assert con.execute("SELECT failure_reason, batch_size, input_size, memory_limit_mb FROM failed_runs").fetchall() == [
+        ("oom", 512, 224, 4000.0)]
     assert con.execute("SELECT count(*) FROM layer_latency").fetchall()[0][0] == 3
     nodes = con.execute("SELECT count(*) FROM network_nodes WHERE model_hash = ?", [desc.description_hash]).fetchall()[0][0]
     assert nodes == len(desc.nodes)
