@@ -25,7 +25,7 @@ JOB = """model = "{model}"
 [training]
 batch_size = {bs}
 max_steps = {steps}
-num_epochs = 2
+num_epochs = {epochs}
 [data]
 path = "{data}"
 format = "{fmt}"
@@ -35,8 +35,8 @@ on_error = "{on_error}"
 
 
 def _job(tmp: Path, name: str, **kw: object) -> Path:
-    values = {"model": "mobilenet_v3_small", "bs": 4, "steps": 3, "data": "cls", "fmt": "imagefolder", "size": 64,
-              "on_error": "skip", **kw}
+    values = {"model": "mobilenet_v3_small", "bs": 4, "steps": 3, "epochs": 2, "data": "cls", "fmt": "imagefolder",
+              "size": 64, "on_error": "skip", **kw}
     path = tmp / f"{name}.toml"
     path.write_text(JOB.format(**values))
     return path
@@ -96,6 +96,18 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
                                           "--warehouse", str(wh), "--format", "json"]).stdout)
     assert [x["num_workers"] for x in rows] == [0, 1] and sum(x["is_best"] for x in rows) == 1
     assert [x["steps"] for x in rows] == [3, 3]  # every step measured, the set-up one too
+
+    # One batch larger than the dataset, one epoch: one step, the set-up alone. Until 0.9.1 its line gave its
+    # figures as any job's, its IQR was 0, its stop reason max_steps, and data_loading called it the best setting.
+    lone = _cli(runs, "profile", "training", str(_job(tmp_path, "lone", bs=16, epochs=1)))
+    assert lone.exit_code == 0 and "FINISHED: 1 step, the set-up alone (its figures are the set-up's" in lone.stdout
+    [run] = [r for r in client.search_runs([client.get_experiment_by_name("Default").experiment_id])
+             if r.data.params.get("batch_size") == "16"]
+    assert run.data.tags["tracker.stop_reason"] == "epochs" and "latency_iqr_ms" not in run.data.metrics
+    assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT batch_size, is_best, steps FROM data_loading ORDER BY batch_size, "
+                                          "is_best", "--warehouse", str(wh), "--format", "json"]).stdout)
+    assert [(x["batch_size"], x["is_best"], x["steps"]) for x in rows] == [(4, False, 3), (4, True, 3), (16, False, 1)]
 
 
 def test_a_gpu_jobs_host_share_is_of_its_compute_and_absent_where_a_step_has_none() -> None:

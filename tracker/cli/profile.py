@@ -414,6 +414,9 @@ def _job_line(r: dict[str, Any]) -> None:
             peak += f", the host {r['host_share_pct']:.0f} % of each step's compute"
         set_up = r.get("set_up_steps") or 0
         steps = f"{r['steps']} steps" + (f" ({set_up} set-up step{'s' if set_up != 1 else ''} left out)" if set_up else "")
+        if r["steps"] == 1:  # its figures are the set-up step's: workers starting, kernels warming (0.9.1 says so)
+            steps = ("1 step, the set-up alone (its figures are the set-up's, which a job leaves out when it has more: "
+                     "give it more images than one batch, or max_steps of 2 or more)")
         iteration = f" (iteration {r['latency_ms']:.1f} ms, its wait for data left out)" if r.get("latency_ms") else ""
         typer.echo(f"{status}: {steps}, median step {r['median_step_ms']:.1f} ms{iteration}, data wait "
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"

@@ -614,6 +614,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics
     from tracker.profile.stats import summarize
 
+    if cfg.max_steps and len(steps) < cfg.max_steps and record.status == "FINISHED":
+        record.tags["tracker.stop_reason"] = "epochs"  # the data ran out first (it said max_steps until 0.9.1)
     if steps:
         # the first step is the set-up (loader workers start, the allocator and the kernels warm up):
         # kept in the step history and as the samples' warm-up, left out of every statistic, as the

@@ -88,10 +88,9 @@ def spread_metrics(s: Summary) -> dict[str, float]:
         "latency_mean_ms": s.mean,
         "latency_min_ms": s.min,
         "latency_max_ms": s.max,
-        "latency_iqr_ms": s.iqr,
-        # one sample has no spread and no interval to tell
-        **({"latency_std_ms": s.std, "latency_ci_low_ms": s.ci_low, "latency_ci_high_ms": s.ci_high,
-            "latency_ci_rel": s.ci_rel} if s.n > 1 else {}),
+        # one sample has no spread and no interval to tell (its IQR was 0 until 0.9.1)
+        **({"latency_iqr_ms": s.iqr, "latency_std_ms": s.std, "latency_ci_low_ms": s.ci_low,
+            "latency_ci_high_ms": s.ci_high, "latency_ci_rel": s.ci_rel} if s.n > 1 else {}),
         **({"latency_blocks_count": float(s.blocks)} if s.blocks else {}),  # absent: no drift-aware CI
         **({"latency_p90_ms": s.p90} if s.p90 is not None else {}),  # absent with too few samples to tell
         **({"latency_p99_ms": s.p99} if s.p99 is not None else {}),
