@@ -83,6 +83,11 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     assert planned.stdout.splitlines() == ["workers 0 prefetch 2 batch 4: skipped (measured)",
                                            "workers 1 prefetch 2 batch 4: to measure",
                                            "dry run, nothing measured: 1 of 2 settings to measure"], planned.output
+    # without workers nothing is prefetched: one setting of workers 0, not one per prefetch factor (until 0.9.1)
+    prefetching = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1",
+                       "--prefetch-factor", "2,4", "--dry-run")
+    assert [line.split(":")[0] for line in prefetching.stdout.splitlines()[:-1]] == [
+        "workers 0 prefetch 2 batch 4", "workers 1 prefetch 2 batch 4", "workers 1 prefetch 4 batch 4"]
     sweep = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1", "--format", "json")
     assert sweep.exit_code == 0, sweep.output
     first = json.loads(sweep.stdout)
@@ -318,6 +323,9 @@ def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> 
     out = _cli(runs, "profile", "training", str(_job(tmp_path, "fail", bs=8, steps=2, on_error="fail")), "--format", "json")
     r = json.loads(out.stdout)
     assert r["status"] == "FAILED" and r["reason"] == "bad_input"
+    # said once (it read "bad_input: bad_input: ..." until 0.9.1), and not listed as skipped: it was not
+    assert r["failure_message"] == f"{bad}: cannot decode image (UnidentifiedImageError: cannot identify image file " \
+        f"'{bad}')" and r["skipped_files"] == []
     run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
     assert str(bad) in run.data.tags["tracker.stderr_tail"]
 
@@ -329,13 +337,18 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     ann = json.loads((tmp_path / "det" / "annotations.json").read_text())
     assert len(list((tmp_path / "det" / "Annotations").glob("*.xml"))) == 4 and ann["annotations"]
     ann["annotations"][0]["bbox"] = [10, 10, -5, 20]  # a negative width
+    # a label none of its categories has: torchvision's "IndexError: Target 99 is out of bounds" failed the job until 0.9.1
+    other = next(a for a in ann["annotations"] if a["image_id"] != ann["annotations"][0]["image_id"])
+    other["category_id"] = 99
     (tmp_path / "det" / "annotations.json").write_text(json.dumps(ann))
     job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=2, steps=1, data="det", fmt="coco", size=96)
     out = _cli(runs, "profile", "training", str(job), "--format", "json")
     assert out.exit_code == 0, out.output
     r = json.loads(out.stdout)
     assert r["status"] == "FINISHED" and r["steps"] == 1
-    assert len(r["skipped_files"]) == 1 and "annotations.json: broken annotation" in r["skipped_files"][0]["reason"]
+    reasons = sorted(f["reason"] for f in r["skipped_files"])
+    assert len(reasons) == 2 and all(x.startswith("annotations.json: broken annotation") for x in reasons), reasons
+    assert any("(category_id 99 is none of its categories' ids)" in x for x in reasons), reasons
 
 
 @pytest.mark.parametrize(("text", "message"), [

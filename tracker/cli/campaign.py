@@ -112,10 +112,10 @@ def _loader_line(r: dict[str, Any]) -> str:
 @app.command("loader")
 def loader(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="Training job file with a [sweep] table, e.g. experiments/train-classification.toml.")],
-    num_workers: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].num_workers.")] = None,
-    prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].prefetch_factor.")] = None,
-    batch_size: Annotated[Optional[str], typer.Option(help="Comma list, replaces [sweep].batch_size.")] = None,
+    path: Annotated[Path, typer.Argument(help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],
+    num_workers: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].num_workers.")] = None,
+    prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].prefetch_factor.")] = None,
+    batch_size: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].batch_size.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure nothing: list each setting, measured before "
                                           "or to measure.")] = False,
     fmt: FormatOption = OutputFormat.table,

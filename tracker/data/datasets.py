@@ -116,9 +116,12 @@ class Detection:
         label = {c["id"]: i + 1 for i, c in enumerate(categories)}
         objects: dict[Any, list[Box | str]] = {i: [] for i in images}
         for a in data.get("annotations", []):
-            bbox, lab = a.get("bbox"), label.get(a.get("category_id"), a.get("category_id"))
+            bbox, lab = a.get("bbox"), label.get(a.get("category_id"))
             if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, (int, float)) for v in bbox):
                 box: Box | str = f"{ann.name}: broken annotation (bbox {bbox!r} is not [x, y, width, height])"
+            elif lab is None:  # a label the network has no class for: torchvision's IndexError mid-step until 0.9.1
+                box = (f"{ann.name}: broken annotation (category_id {a.get('category_id')!r} is none of its categories' "
+                       "ids)")
             else:
                 box = _box([bbox[0], bbox[1], bbox[0] + bbox[2], bbox[1] + bbox[3]], lab, ann.name)
             objects.setdefault(a.get("image_id"), []).append(box)

@@ -219,7 +219,9 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
                         run: Callable[[JobConfig], dict[str, Any]], dry_run: bool = False) -> list[dict[str, Any]]:
     """Every num_workers x prefetch_factor x batch_size setting of a job not yet measured;
     ``dry_run``: none measured, each not measured before said ``to measure`` (``logger`` None: a
-    store or experiment with nothing in it yet)."""
+    store or experiment with nothing in it yet). Without workers a loader prefetches nothing, so
+    ``num_workers`` 0 is measured at the first prefetch factor alone (since 0.9.1: each factor was
+    measured again, the same work)."""
     import itertools
 
     base = load_job(path)
@@ -227,6 +229,8 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
     done = logger.measured(statuses=("FINISHED",)) if logger is not None else set()
     results = []
     for nw, pf, bs in itertools.product(*grid.values()):
+        if nw == 0 and pf != grid["prefetch_factor"][0]:
+            continue
         cfg = load_job(path, num_workers=nw, prefetch_factor=pf, batch_size=bs)
         if (measured := job_config_key(cfg) in done) or dry_run:
             status = "skipped (measured)" if measured else "to measure"
@@ -471,11 +475,11 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                     break
                 t1 = time.perf_counter()
                 for b in bad:
+                    if cfg.on_error == "fail":  # the failure names it (it was listed as skipped too until 0.9.1)
+                        raise BadFile(f"{b.path}: {b.reason}")
                     if b.path not in skipped:  # each bad file once, not once per epoch
                         skipped.add(b.path)
                         emit_event({"skipped": {"file": b.path, "reason": b.reason}})
-                    if cfg.on_error == "fail":
-                        raise BadFile(f"bad_input: {b.path}: {b.reason}")
                 if images is None:
                     continue
                 if detection:
