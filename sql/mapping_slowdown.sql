@@ -5,6 +5,9 @@
 -- preferred) and the slowdown from sharing (alone / shared). Workloads of tracker before 0.8.9 do
 -- not record their networks' input size: any size is taken for them.
 -- A network cut across two different devices has no single-device baseline: NULL.
+-- alone_mode (since 0.9.1): the device mode of that baseline, which may differ from the
+-- workload's where no run of its mode is there (threads change a CPU's throughput: compare
+-- them where alone_mode = mode).
 WITH workloads AS (
     SELECT m.run_id, m.mapping, m.num_networks, m.batch_size, m.mode, m.duration_s, m.end_time, e.host
     FROM mapping_runs m
@@ -68,7 +71,7 @@ SELECT
     s.inf_count, s.avg_inf_ms, s.avg_transfer_ms, s.throughput_per_s,
     a.alone_throughput_per_s,
     a.alone_throughput_per_s / s.throughput_per_s AS slowdown,
-    a.alone_run_id
+    a.alone_run_id, a.mode AS alone_mode
 FROM shared s
 LEFT JOIN alone a
     ON a.model = s.model AND a.batch_size = s.batch_size AND a.device = s.single_device

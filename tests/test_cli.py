@@ -208,6 +208,9 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert shown["artifacts"]["samples/latency_ms.json"] > 0 and shown["environment"]["torch_version"]
     text = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show", data["run_id"][:8]]).stdout
     assert text.startswith(f"run {data['run_id']} · network · FINISHED") and "samples/latency_ms.json" in text
+    # what the MLflow UI shows above the run, its description, in both (since 0.9.1)
+    assert shown["description"] == run.data.tags["mlflow.note.content"] and shown["deleted"] is False
+    assert f"\n  {shown['description']}\n" in text
     # a full id names a run of any experiment, and the run's own experiment is said
     elsewhere = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "runs", "show", data["run_id"],
                                                "--format", "json"]).stdout)

@@ -17,6 +17,7 @@ from tracker.cli.app import app
 from tracker.errors import TrackerError
 from tracker.log.compare import ALPHA, Side, latency_verdict
 from tracker.log.logger import RunLogger
+from tracker.log.record import RunRecord
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
 
 runner = CliRunner()
@@ -243,3 +244,17 @@ def test_two_runs_apart_by_their_memory_cap_alone_say_so(tmp_path: Path) -> None
                                           capped.run_id[:8], "--format", "json"]).stdout)
     assert data["configuration_differences"] == [{"key": "memory_limit_mb", "a": None, "b": "240.0"}]
     assert data["latency"]["same_configuration"] is False
+    # two training jobs apart by their loader settings: those are the differences, their steps compared too
+    jobs = [RunRecord(kind="training", name=f"job w{workers} p{prefetch}",
+                      params=dict(model="m", model_hash="h", batch_size=4, phase="training", device="cpu",
+                                  num_workers=workers, prefetch_factor=prefetch),
+                      metrics={"latency_ms": latency, "latency_ci_low_ms": latency * 0.98,
+                               "latency_ci_high_ms": latency * 1.02, "step_time_ms": step, "data_wait_frac": wait})
+            for workers, prefetch, latency, step, wait in ((0, 2, 9.0, 12.0, 0.2), (2, 4, 9.1, 10.0, 0.05))]
+    logger.log(jobs)
+    data = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "caps", "runs", "compare", jobs[0].run_id[:8],
+                                          jobs[1].run_id[:8], "--format", "json"]).stdout)
+    assert data["configuration_differences"] == [{"key": "num_workers", "a": "0", "b": "2"},
+                                                 {"key": "prefetch_factor", "a": "2", "b": "4"}]
+    rows = {r["metric"]: r for r in data["metrics"]}
+    assert rows["step_time_ms"]["change_rel"] == pytest.approx(-1 / 6) and rows["data_wait_frac"]["b"] == 0.05

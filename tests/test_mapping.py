@@ -61,11 +61,12 @@ def test_two_split_networks_run_at_once_log_a_mapping_run_and_resume(tmp_path: P
         assert out.exit_code == 0 and json.loads(out.stdout)["status"] == "FINISHED", out.output
     assert runner.invoke(app, ["--tracking-uri", str(runs), "warehouse", "load", "--warehouse", str(wh)]).exit_code == 0
     rows = json.loads(runner.invoke(app, ["sql", "SELECT model, net_index, throughput_per_s, alone_throughput_per_s, slowdown, "
-                                          "alone_run_id FROM mapping_slowdown", "--warehouse", str(wh), "--format",
-                                          "json"]).stdout)
+                                          "alone_run_id, mode, alone_mode FROM mapping_slowdown", "--warehouse", str(wh),
+                                          "--format", "json"]).stdout)
     assert [r["model"] for r in rows] == ["mobilenet_v3_small", "squeezenet1_1"]
     assert rows[1]["alone_run_id"] == json.loads(alone.stdout)["run_id"]  # float32 at 224, as in the workload
-    assert rows[0]["alone_throughput_per_s"] is None  # never measured alone
+    assert rows[0]["alone_throughput_per_s"] is None and rows[0]["alone_mode"] is None  # never measured alone
+    assert rows[1]["alone_mode"] == json.loads(alone.stdout)["mode"]  # the baseline's mode, to hold against the workload's
     assert rows[1]["slowdown"] == pytest.approx(rows[1]["alone_throughput_per_s"] / rows[1]["throughput_per_s"])
 
     retain = runner.invoke(app, [*args[:-2], "--allocator", "retain", "--duration", "0.5", "--format", "json"])

@@ -57,6 +57,7 @@ def test_a_time_limit_under_what_a_measurement_may_take_says_so(tmp_path: Path, 
                                        "0.3", "--timeout", limit, "--again", "--format", "json"])
         run = json.loads(out.stdout)
         assert run["status"] == "FAILED" and run["failure_reason"] == "timeout"
+        assert out.exit_code == 3  # measured, and failed: a script can tell (0 until 0.9.1)
         said[limit] = run["failure_message"]
     assert said["1"].startswith("no result within 1 s: a time limit under what a measurement may take, its warm-up up to "
                                 "3 s, its sampling up to 0.3 s (--time-cap)") and "give it at least 5.3 s" in said["1"]

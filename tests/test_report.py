@@ -84,7 +84,8 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
 def test_an_out_of_memory_batch_is_drawn_on_the_line_of_its_own_memory_cap() -> None:
     """squeezenet1_1 trained under a 60 MB cap (batch 1 ran out of memory) and a 300 MB cap (1 to 64
     fit, 128 did not): the cross at batch 1, labelled "cap +60 MB", was drawn on the 300 MB line until
-    0.9.0, and the real boundary (128) not at all. Each cap is its own line now, with its own cross."""
+    0.9.0, and the real boundary (128) not at all. Each cap is its own line now, with its own cross; since
+    0.9.1 also a cap under which no batch fitted (its cross alone; it was drawn nowhere)."""
     import duckdb
 
     from tracker.report.build import batch_pictures
@@ -94,20 +95,27 @@ def test_an_out_of_memory_batch_is_drawn_on_the_line_of_its_own_memory_cap() -> 
     con.execute("CREATE TABLE latest_measurements (run_id VARCHAR, model VARCHAR, model_hash VARCHAR, input_size BIGINT, "
                 "phase VARCHAR, device_name VARCHAR, mode VARCHAR, precision VARCHAR, memory_limit_mb DOUBLE, "
                 "batch_size BIGINT, latency_ms DOUBLE, peak_mem_mb DOUBLE, latency_ci_rel DOUBLE)")
-    con.execute("CREATE TABLE oom_boundary (model_hash VARCHAR, phase VARCHAR, device_name VARCHAR, mode VARCHAR, "
-                "precision VARCHAR, memory_limit_mb DOUBLE, smallest_oom_batch BIGINT)")
+    con.execute("CREATE TABLE oom_boundary (model VARCHAR, model_hash VARCHAR, input_size BIGINT, phase VARCHAR, "
+                "device_name VARCHAR, mode VARCHAR, precision VARCHAR, memory_limit_mb DOUBLE, smallest_oom_batch BIGINT)")
     for i, batch in enumerate((1, 2, 4, 8, 16, 32, 64)):
         con.execute("INSERT INTO latest_measurements VALUES (?, 'squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', "
                     "'float32', 300, ?, ?, ?, ?)", [f"r{i}", batch, 2.0 * batch, 100.0 + 3 * batch,
                                                     10.3 if batch == 4 else 0.02])
-    con.execute("INSERT INTO oom_boundary VALUES ('h', 'training', 'cpu', 'cpu-t1', 'float32', 60, 1), "
-                "('h', 'training', 'cpu', 'cpu-t1', 'float32', 300, 128)")
+    con.execute("INSERT INTO oom_boundary VALUES ('squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', 'float32', 60, 1), "
+                "('squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', 'float32', 300, 128)")
     (picture,) = batch_pictures(con)
     title, lines = picture.args
-    assert [(line["oom_batch"], line["oom_cap_mb"]) for line in lines] == [(128, 300.0)], lines
-    assert title.endswith(", cap +300 MB") and lines[0]["label"] == "squeezenet1_1"
-    assert lines[0]["latency_ci_rel"][2] == 10.3  # batch 4, measured beside other work: ringed when drawn
+    assert [(line["oom_batch"], line["oom_cap_mb"], len(line["batch_sizes"])) for line in lines] == [
+        (1, 60.0, 0), (128, 300.0, 7)], lines
+    assert "cap" not in title and [line["label"] for line in lines] == ["squeezenet1_1, cap +60 MB",
+                                                                        "squeezenet1_1, cap +300 MB"]
+    assert picture.run_ids == ["r6"]  # logged on the runs it draws (the 60 MB line has none)
+    assert lines[1]["latency_ci_rel"][2] == 10.3  # batch 4, measured beside other work: ringed when drawn
     assert picture.draw(*picture.args)[:8] == b"\x89PNG\r\n\x1a\n"
+    con.execute("DELETE FROM oom_boundary WHERE memory_limit_mb = 60")
+    (picture,) = batch_pictures(con)
+    title, lines = picture.args
+    assert title.endswith(", cap +300 MB") and [line["label"] for line in lines] == ["squeezenet1_1"]
     # a second line under another cap: each says its cap, none in the title
     con.execute("INSERT INTO latest_measurements VALUES ('s1', 'squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', "
                 "'float32', NULL, 1, 2.0, 100.0, 0.01), ('s2', 'squeezenet1_1', 'h', 64, 'training', 'cpu', 'cpu-t1', "

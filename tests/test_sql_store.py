@@ -343,3 +343,25 @@ def test_a_full_disk_keeps_the_batch_in_the_outbox_until_sync(tmp_path: Path) ->
     error = json.loads(proc.stdout.splitlines()[-1])["error"]
     assert "Traceback" not in proc.stderr and "\n" not in error
     assert "failed: disk I/O error; nor to the outbox" in error and "1 run not kept; measured resnet18 · bs2: latency_ms 7.5" in error
+
+
+def test_sync_says_in_one_line_what_is_wrong_with_an_outbox_file(tmp_path: Path) -> None:
+    """A batch without its store's URI was a KeyError's traceback, and one for an embedded store that
+    is not there (moved, deleted) made a new empty store there, until 0.9.1."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+    from tracker.log.outbox import FORMAT, outbox_dir
+
+    outbox_dir().mkdir(parents=True)
+    broken = outbox_dir() / "broken.json"
+    broken.write_text(json.dumps({"format": FORMAT, "experiment": "e", "records": []}))
+    out = CliRunner().invoke(app, ["sync"])
+    assert out.exit_code == 1 and str(out.exception) == f"outbox file {broken} is not a whole batch (KeyError: 'uri'); " \
+        "move it away to go on"
+    gone = tmp_path / "gone"
+    broken.write_text(json.dumps({"format": FORMAT, "uri": f"sqlite:///{gone}/mlflow.db", "experiment": "e",
+                                  "records": []}))
+    out = CliRunner().invoke(app, ["sync"])
+    assert out.exit_code == 1 and f"is for the store {gone}, which is not there" in str(out.exception)
+    assert not gone.exists()

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import (Allocator, AllocatorOption, BatchSizeOption, FormatOption, OutputFormat, emit_json,
+from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption, BatchSizeOption, FormatOption,
+                                 OutputFormat, emit_json,
                                  exit_interrupted, finite, state)
 
 if TYPE_CHECKING:
@@ -166,3 +167,5 @@ def run(
                          "run the same command again to resume")
     if fmt is OutputFormat.json:
         emit_json(done)
+    if any(r["status"] == "FAILED" for r in done):  # each is logged; a script can tell (0 until 0.9.1)
+        raise typer.Exit(MEASUREMENT_FAILED)

@@ -17,6 +17,7 @@ from tracker.cli.options import (
     FormatOption,
     InputSizeOption,
     MinSamplesOption,
+    MEASUREMENT_FAILED,
     OutputFormat,
     Phase,
     PrecisionOption,
@@ -258,6 +259,8 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
                              memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace,
                              input_size=input_size, dtype=dtype.value)
     _report(result.as_dict(), fmt)
+    if result.network.status == "FAILED":
+        raise typer.Exit(MEASUREMENT_FAILED)
 
 
 @app.command("network")
@@ -400,6 +403,22 @@ def training(
         _job_line(result)
     if result["status"] == "KILLED":
         exit_interrupted("interrupted: the steps measured before are kept in that run")
+    if result["status"] == "FAILED":
+        raise typer.Exit(MEASUREMENT_FAILED)
+
+
+def _job_notes(r: dict[str, Any]) -> None:
+    """What to read a job's figures with, as a network's measurement says it (since 0.9.1): iterations
+    too spread to compare, and other processes taking the CPU meanwhile."""
+    from tracker.profile.records import beside_other_work
+    from tracker.profile.stats import IMPRECISE_CI_REL
+
+    if (ci := r.get("latency_ci_rel")) is not None and ci > IMPRECISE_CI_REL:
+        typer.echo(f"note: its iterations' 95 % CI is ±{100 * ci:.0f} % of their median, over {100 * IMPRECISE_CI_REL:g} %: "
+                   "too imprecise to compare with another job (more steps: [training].max_steps)")
+    if beside_other_work(r):
+        typer.echo(f"note: other processes took {r['cpu_util_others_pct']:.0f} % of this machine's CPU while it was "
+                   "measured: they compete for its cores, so its steps may be slower than the machine alone would run them")
 
 
 def _job_line(r: dict[str, Any]) -> None:
@@ -421,6 +440,7 @@ def _job_line(r: dict[str, Any]) -> None:
         typer.echo(f"{status}: {steps}, median step {r['median_step_ms']:.1f} ms{iteration}, data wait "
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"
                    f" (run {r['run_id'][:12]}{', already measured: reused' if r.get('reused') else ''})")
+        _job_notes(r)
     else:
         why = f": {r['failure_message']}" if r.get("failure_message") else ""
         typer.echo(f"{r['status']}: no step measured ({r['reason']}{why}) (run {r['run_id'][:12]})")

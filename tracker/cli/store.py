@@ -54,7 +54,9 @@ def list_runs(
     from tracker.log.inspect import list_runs as _list
 
     st = state(ctx)
-    rows = _list(st.logger(read_only=True), kind=kind, limit=limit, status=status)
+    kind = kind.lower() if kind else kind  # as --status takes any case
+    rows = _list(st.logger(read_only=True), kind=kind, limit=limit + 1, status=status)
+    more, rows = len(rows) > limit, rows[:limit]  # a list cut at --limit says so (silently until 0.9.1)
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
@@ -79,6 +81,9 @@ def list_runs(
         table.add_row(r["run_id"][:12], r["kind"], r["name"], r["params"].get("mode", ""), r["status"],
                       f"{lat:.3f}" if lat is not None else "", *why)
     wide_console(200 if failures else 120).print(table)  # a pipe or a log: names, modes and reasons whole
+    if more:
+        typer.echo(f"the newest {limit} shown; experiment {st.experiment!r} has more (--limit N shows more; --kind and "
+                   "--status choose)", err=True)
 
 
 #: How much of the last line of a failed child's stderr ``runs list`` shows beside its reason.
@@ -114,8 +119,11 @@ def show(
     started = datetime.datetime.fromtimestamp(data["start_time_ms"] / 1000).isoformat(sep=" ", timespec="seconds")
     took = f", {(data['end_time_ms'] - data['start_time_ms']) / 1000:.1f} s" if data["end_time_ms"] else ""
     reason = f" ({data['failure_reason']})" if data["failure_reason"] else ""
-    typer.echo(f"run {data['run_id']} · {data['kind'] or 'not a tracker run'} · {data['status']}{reason}")
+    deleted = " · deleted (MLflow's trash: the warehouse leaves it out)" if data["deleted"] else ""
+    typer.echo(f"run {data['run_id']} · {data['kind'] or 'not a tracker run'} · {data['status']}{reason}{deleted}")
     typer.echo(f"  {data['name']} (experiment {data['experiment']!r}, started {started}{took})")
+    if data["description"]:  # what the MLflow UI shows above the run (since 0.9.1 here too)
+        typer.echo(f"  {data['description']}")
     if data["parent_run_id"]:
         typer.echo(f"  nested under {data['parent_run_id']}")
     if data["layer_runs"]:

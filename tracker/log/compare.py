@@ -44,11 +44,15 @@ from tracker.profile.trace import TRACE_TAG, normalized
 #: Significance level of the block-median test.
 ALPHA = 0.05
 #: Metrics shown besides latency, where a run has them.
-METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s", "peak_mem_mb", "energy_per_iter_j", "power_w", "cpu_util_pct",
-           "cpu_util_others_pct", "gpu_util_pct", "page_faults_per_iter_count", "host_share_pct")
-#: Parameters that make a configuration (differences are shown, not warned about).
+METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s", "peak_mem_mb", "network_mem_mb",
+           "energy_per_iter_j", "power_w", "cpu_util_pct", "cpu_util_others_pct", "gpu_util_pct",
+           "page_faults_per_iter_count", "host_share_pct",
+           "step_time_ms", "data_wait_frac")  # a training job's step and its wait for data (since 0.9.1)
+#: Parameters that make a configuration (differences are shown, not warned about). Since 0.9.1 a
+#: memory cap (two runs apart by it alone read as one configuration) and a training job's loader
+#: settings and dataset (two jobs apart by their prefetch factor listed no difference).
 CONFIGURATION = ("model", "model_hash", "batch_size", "input_size", "input_shape", "phase", "device", "precision", "mode",
-                 "memory_limit_mb")  # a cap's, since 0.9.1: two runs apart by it alone read as one configuration
+                 "memory_limit_mb", "dataset", "num_workers", "prefetch_factor", "num_epochs", "max_steps")
 #: What a run's environment is: its env.* tags and these.
 ENVIRONMENT_TAGS = ("tracker.version",)
 #: Kinds with a latency to compare.

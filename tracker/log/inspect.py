@@ -113,6 +113,8 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     if tags.get(KIND_TAG) in ("network", "training"):  # its layer runs: as many as the network has layers
         layers = _count(client, run.info.experiment_id, f"tags.`{PARENT_TAG}` = '{rid}' AND tags.`{KIND_TAG}` = 'layer'")
     return {"run_id": rid, "name": run.info.run_name, "kind": tags.get(KIND_TAG, ""), "status": run.info.status,
+            # what the MLflow UI shows beside it (since 0.9.1): its description, and whether it was deleted
+            "description": tags.get("mlflow.note.content"), "deleted": run.info.lifecycle_stage == "deleted",
             "experiment": _experiment_name(client, logger, run.info.experiment_id), "start_time_ms": run.info.start_time,
             "end_time_ms": run.info.end_time, "parent_run_id": tags.get(PARENT_TAG),
             "failure_reason": tags.get("tracker.failure_reason"), "stderr_tail": tags.get("tracker.stderr_tail"),

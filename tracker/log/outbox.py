@@ -148,10 +148,15 @@ def pending(folder: Path | None = None) -> list[Spooled]:
             body = json.loads(path.read_text())
         except json.JSONDecodeError:
             raise StoreError(f"outbox file {path} is not valid JSON; move it away to go on") from None
-        if body.get("format") != FORMAT:
-            raise StoreError(f"outbox file {path} has format {body.get('format')!r}, this tracker reads {FORMAT}")
-        out.append(Spooled(path, body["uri"], body["experiment"], [_from_json(r) for r in body["records"]],
-                           body.get("reason", ""), body.get("writer")))
+        if not isinstance(body, dict) or body.get("format") != FORMAT:
+            found = body.get("format") if isinstance(body, dict) else None
+            raise StoreError(f"outbox file {path} has format {found!r}, this tracker reads {FORMAT}")
+        try:
+            out.append(Spooled(path, body["uri"], body["experiment"], [_from_json(r) for r in body["records"]],
+                               body.get("reason", ""), body.get("writer")))
+        except (KeyError, TypeError, ValueError) as exc:  # a KeyError's traceback until 0.9.1
+            raise StoreError(f"outbox file {path} is not a whole batch ({type(exc).__name__}: {exc}); move it away to "
+                             "go on") from None
     return out
 
 
@@ -202,7 +207,12 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     stores: dict[str, Any] = {}
     try:
         for item in items:
-            store = stores.get(item.uri) or stores.setdefault(item.uri, open_store(resolve_location(item.uri)))
+            location = resolve_location(item.uri)
+            if location.is_sqlite and location.db_path is not None and not location.db_path.is_file():
+                # an embedded store moved or deleted since: a new empty one was made there until 0.9.1
+                raise StoreError(f"outbox file {item.path} is for the store {location.db_path.parent}, which is not "
+                                 "there (moved or deleted?): put it back, or move the file away to go on")
+            store = stores.get(item.uri) or stores.setdefault(item.uri, open_store(location))
             experiment = store.experiment(item.experiment, create=True)
             done_statuses = ("FINISHED", "FAILED")
             # What a write of this batch cut short left: its finished runs stay (their ids map a

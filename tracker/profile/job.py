@@ -78,7 +78,7 @@ class JobConfig:
         return {"model": self.model_name, "batch_size": self.batch_size, "input_size": self.image_size,
                 "phase": "training", "device": self.device, "precision": "float32", "optimizer": "sgd",
                 "num_epochs": self.num_epochs, "num_workers": self.num_workers,
-                "prefetch_factor": self.prefetch_factor, "max_steps": self.max_steps,
+                "prefetch_factor": self.prefetch_factor, "max_steps": self.max_steps, "learning_rate": self.learning_rate,
                 "dataset": f"{self.data_format}:{self.data_path.name}",
                 **({"memory_limit_mb": float(self.memory_limit_mb)} if self.memory_limit_mb else {})}
 
@@ -270,6 +270,10 @@ class JobResult:
     latency_ms: float | None = None
     #: the first steps (set-up: workers start, kernels warm), left out of every figure (since 0.9.0)
     set_up_steps: int = 0
+    #: its iterations' 95 % CI over their median, and the CPU other processes took meanwhile (since 0.9.1:
+    #: a noisy job is said to be one, as a network's measurement is)
+    latency_ci_rel: float | None = None
+    cpu_util_others_pct: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -281,7 +285,8 @@ class JobResult:
         return cls(run_id, status, steps, metrics.get("step_time_ms"), metrics.get("data_wait_frac"),
                    metrics.get("throughput_per_s"), metrics.get("peak_mem_mb"), skipped, reason, cfg.params(), mode,
                    metrics.get("page_faults_per_iter_count"), reused, metrics.get("host_share_pct"),
-                   latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)))
+                   latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)),
+                   latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"))
 
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,

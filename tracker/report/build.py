@@ -155,14 +155,22 @@ def batch_pictures(con: Any) -> list[Picture]:
                       "(SELECT run_id FROM training_runs WHERE data_wait_frac IS NOT NULL) "
                       "ORDER BY model, input_size, phase, device_name, mode, precision, memory_limit_mb, batch_size")
     # the smallest batch that ran out of memory under each memory cap
+    boundaries = _rows(con, "SELECT any_value(model) AS model, model_hash, CAST(any_value(input_size) AS BIGINT) AS input_size, "
+                            "phase, device_name, mode, COALESCE(precision, 'float32') AS precision, "
+                            "CAST(memory_limit_mb AS DOUBLE) AS cap_mb, CAST(min(smallest_oom_batch) AS BIGINT) AS batch "
+                            "FROM oom_boundary WHERE smallest_oom_batch IS NOT NULL "
+                            "GROUP BY model_hash, phase, device_name, mode, precision, memory_limit_mb")
     ooms = {(r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"], r["cap_mb"]): r["batch"]
-            for r in _rows(con, "SELECT model_hash, phase, device_name, mode, COALESCE(precision, 'float32') AS precision, "
-                                "CAST(memory_limit_mb AS DOUBLE) AS cap_mb, CAST(min(smallest_oom_batch) AS BIGINT) AS batch "
-                                "FROM oom_boundary WHERE smallest_oom_batch IS NOT NULL GROUP BY ALL")}
+            for r in boundaries}
     chains: dict[ChainKey, list[dict[str, Any]]] = {}
     for r in rows:
         chains.setdefault(ChainKey(r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"],
                                    r["input_size"], r["memory_limit_mb"]), []).append(r)
+    # a cap under which no batch fitted: its cross alone (since 0.9.1; such a boundary was drawn nowhere)
+    for r in boundaries:
+        key = ChainKey(r["model"], r["model_hash"], r["phase"], r["device_name"], r["mode"], r["precision"],
+                       r["input_size"], r["cap_mb"])
+        chains.setdefault(key, [])
     groups: dict[tuple[str, str, str], list[tuple[ChainKey, list[dict[str, Any]]]]] = {}
     for key, chain in chains.items():
         if len(chain) < 2 and key.boundary not in ooms:
@@ -189,7 +197,7 @@ def batch_pictures(con: Any) -> list[Picture]:
         caption = (f"{title}: latency and peak memory against batch size for {len(members)} network(s)"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))
         # One file; on MLflow, on the largest-batch run of each network of the family.
-        pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members], batch_scaling_png,
+        pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members if chain], batch_scaling_png,
                                 (title, lines)))
     return pictures
 
