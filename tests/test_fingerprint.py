@@ -161,6 +161,12 @@ def test_a_fingerprint_told_its_experiments_learns_their_measurements_alone(tmp_
     assert list(both["latency_ms"]) == pytest.approx(list(2.0 * first["latency_ms"]))  # the median of 1x and 3x
     assert set(both["label_repeats"]) == {2} and set(first["label_repeats"]) == {1}
     assert [list(e) for e in both["label_experiments"]][0] == ["retest", "train-set"]
+    # what each learnt from: the named experiment's runs (the rows' run_id is every configuration's latest, retest's)
+    from tracker.fingerprint.train import learnt_runs, runs_digest
+
+    assert len(learnt_runs(first)) == len(learnt_runs(later)) == 11 and not set(learnt_runs(first)) & set(learnt_runs(later))
+    assert set(learnt_runs(later)) == set(later["run_id"]) and sorted(learnt_runs(both)) == sorted(
+        learnt_runs(first) + learnt_runs(later)) and runs_digest(first) != runs_digest(later)
 
 
 def test_a_fingerprint_of_the_networks_own_memory(tmp_path: Path) -> None:

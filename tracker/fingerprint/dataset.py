@@ -30,7 +30,7 @@ FLOOR_ONLY = {"live_activation_bytes", "batch_live_activation_bytes"}
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", "label_experiments",
-                *TARGETS}
+                "label_run_ids", *TARGETS}
 
 
 #: Features whose span in the training rows a version records (tag ``trained_ranges``), so that a
@@ -184,7 +184,8 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     ``experiments``: only what was measured in them (since 0.9.1). A configuration's label is then
     the median of its measurements in those experiments alone, and its ``experiment``,
     ``latency_ci_rel`` and ``samples_count`` are those of the newest of them; ``label_experiments``
-    lists the named experiments each row's label came from. Before, a row was kept when the
+    lists the named experiments each row's label came from and ``label_run_ids`` its measurements'
+    runs (what the version learnt from: its ``runs.json`` and digest). Before, a row was kept when the
     configuration's latest run was in one of them, and its label was the median over every
     experiment's repeats (a test set measured again later moved the labels learnt from).
     ``empty_ok``: no rows is an empty frame, not an error."""
@@ -196,11 +197,11 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         labels = (f"(SELECT run_id, CAST(count(*) AS BIGINT) AS repeats, median({target}) AS {target}, "
                   "arg_max(experiment, end_time) AS experiment, arg_max(latency_ci_rel, end_time) AS latency_ci_rel, "
                   "arg_max(samples_count, end_time) AS samples_count, list_sort(list_distinct(list(experiment))) "
-                  f"AS label_experiments FROM {LABELLED_VIEW} WHERE list_contains($experiments, experiment) "
-                  "GROUP BY run_id)")
+                  "AS label_experiments, list_sort(list(measurement_run_id)) AS label_run_ids "
+                  f"FROM {LABELLED_VIEW} WHERE list_contains($experiments, experiment) GROUP BY run_id)")
         replaced = (f"l.{target} AS {target}, l.experiment AS experiment, l.latency_ci_rel AS latency_ci_rel, "
                     "l.samples_count AS samples_count")
-        extra, params = ", l.label_experiments", {"experiments": sorted(set(experiments))}
+        extra, params = ", l.label_experiments, l.label_run_ids", {"experiments": sorted(set(experiments))}
     else:
         labels, replaced, extra, params = LABEL_VIEW, f"l.{target} AS {target}", "", {}
     con = connect(warehouse, read_only=True)

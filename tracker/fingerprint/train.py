@@ -314,9 +314,17 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     return frame
 
 
+def learnt_runs(frame: Any) -> list[str]:
+    """The runs a fingerprint learns from: each row's configuration (its latest run) or, learning from
+    named experiments, the runs of theirs its label is the median of (``label_run_ids``, since 0.9.1)."""
+    if "label_run_ids" in frame.columns:
+        return sorted({rid for ids in frame["label_run_ids"] for rid in ids})
+    return sorted(frame["run_id"])
+
+
 def runs_digest(frame: Any) -> str:
     """A digest of the runs a fingerprint learns from: equal digests, equal training data."""
-    return hashlib.sha256("\n".join(sorted(frame["run_id"])).encode()).hexdigest()[:16]
+    return hashlib.sha256("\n".join(learnt_runs(frame)).encode()).hexdigest()[:16]
 
 
 #: What MLflow's registration prints straight to stderr (not through logging) on every
@@ -560,7 +568,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     (folder / "features.json").write_text(json.dumps({"features": features, "target": target,
                                                                       "unit": TARGETS[target]}, indent=2))
                     (folder / "networks.json").write_text(json.dumps(sorted(set(networks))))
-                    (folder / "runs.json").write_text(json.dumps(sorted(frame["run_id"])))
+                    (folder / "runs.json").write_text(json.dumps(learnt_runs(frame)))
                     (folder / "by_family.json").write_text(json.dumps(by_family, indent=2))
                     held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
                     held.to_csv(folder / "heldout_predictions.csv", index=False)
