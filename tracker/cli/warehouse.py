@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
 
 app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking store, export it.", no_args_is_help=True)
 
@@ -50,8 +50,8 @@ def load_cmd(
         return
     typer.echo(
         f"{report.mode} load from {report.source} into {path}: {report.runs_total} runs in the store, "
-        f"{report.runs_changed} loaded, {report.runs_deleted} removed, {report.descriptions_added} new network "
-        f"descriptions, {report.seconds:.2f} s"
+        f"{report.runs_changed} loaded, {report.runs_deleted} removed, {report.descriptions_added} "
+        f"{'network descriptions read' if report.mode == 'full' else 'new network descriptions'}, {report.seconds:.2f} s"
     )
 
 
@@ -87,7 +87,10 @@ def sql(
         fmt = QueryFormat(suffix) if suffix in ("json", "csv", "parquet") else QueryFormat.table
     if fmt is QueryFormat.parquet and output is None:
         raise QueryError("--format parquet writes a file: give --output FILE.parquet")
-    table = run_query(warehouse_path(warehouse, state(ctx).tracking_uri), query)
+    try:
+        table = run_query(warehouse_path(warehouse, state(ctx).tracking_uri), query)
+    except KeyboardInterrupt:  # said as a query's, not as a measurement's ("what was logged before is kept")
+        exit_interrupted("interrupted: the query stopped; the warehouse, opened read-only, is as it was")
     if fmt is QueryFormat.parquet:
         write_parquet(table, output)
         typer.echo(f"wrote {table.num_rows} rows to {output}")

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import QueryError, StoreError, first_paragraph
+from tracker.errors import QueryError, StoreError, first_paragraph, interrupted
 from tracker.warehouse.load import connect, interruptible
 from tracker.warehouse.tables import TABLES
 
@@ -34,8 +34,12 @@ def query(path: Path, sql: str) -> Any:
 
                 return pa.table({})
             table = relation.to_arrow_table()
-    except duckdb.Error as exc:
-        raise QueryError(first_paragraph(str(exc))) from None
+    except Exception as exc:
+        if interrupted(exc):  # DuckDB's "Query interrupted" (a RuntimeError): a Ctrl-C, said as one by the caller
+            raise KeyboardInterrupt from None
+        if isinstance(exc, duckdb.Error):
+            raise QueryError(first_paragraph(str(exc))) from None
+        raise
     finally:
         con.close()
     return table.rename_columns(distinct_names(table.column_names))
