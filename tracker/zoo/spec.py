@@ -97,8 +97,9 @@ def own_code_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def call_arguments(text: str, ref: str) -> tuple[list[Any], dict[str, Any]]:
     """The arguments of ``(ARGS)`` in ``FILE.py:NAME(ARGS)``: Python literals (numbers, strings,
-    booleans, None, and lists, tuples and dicts of them), by position or keyword; one line where
-    one is something else (a name, an expression), which would need the file run to read."""
+    booleans, None, and lists, tuples and dicts of them), by position or keyword, as JSON has them (a
+    tuple is a list, as the measuring child gets it); one line where one is something else (a name,
+    an expression, which would need the file run to read; a set or bytes, which JSON lacks)."""
     try:
         call = ast.parse(f"f{text}", mode="eval").body
     except SyntaxError:
@@ -109,6 +110,8 @@ def call_arguments(text: str, ref: str) -> tuple[list[Any], dict[str, Any]]:
     try:
         args = [ast.literal_eval(a) for a in call.args]
         kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        # as the measuring child gets them, through the plan's JSON: a tuple is a list there too
+        args, kwargs = json.loads(json.dumps(args)), json.loads(json.dumps(kwargs))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise ConfigError(f"{ref!r}: the arguments of {text} should be Python literals (numbers, strings, True, "
                           "False, None, and lists, tuples or dicts of them)") from None
