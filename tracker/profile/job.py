@@ -379,8 +379,13 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     if child.interrupted:
         record.status, record.tags["tracker.failure_reason"] = "KILLED", "interrupted"
     elif child.reason == "timeout":
-        what = f"step {len(steps) + 1}" if steps else "the set-up before the first step"
-        message = f"{what} took over {cfg.step_timeout_s:g} s ([training].step_timeout_s): the job was killed as hung"
+        if steps:
+            message = (f"step {len(steps) + 1} took over {cfg.step_timeout_s:g} s ([training].step_timeout_s): the job "
+                       "was killed as hung")
+        else:  # slow, perhaps, rather than hung: the child's start, the network's build, the workers' start
+            message = (f"the set-up before the first step (the child's start, the network's build, the loader "
+                       f"workers' start) took over {cfg.step_timeout_s:g} s ([training].step_timeout_s): killed as "
+                       "hung; a larger limit lets a slow set-up finish")
         record.fail("timeout", "\n".join(x for x in (message, child.stderr_tail) if x))
     elif not child.ok:  # the child died, or failed outside its loop (building the model, say)
         message = child.message or ""
