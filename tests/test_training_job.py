@@ -274,6 +274,13 @@ def test_a_hung_job_is_killed_at_its_step_timeout_and_keeps_its_steps(tmp_path: 
     assert len(client.get_metric_history(run.info.run_id, "step_total_ms")) == 2 and "peak_mem_mb" not in run.data.metrics
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and "zygote" not in " ".join(p.cmdline())]
     assert not left, [p.cmdline() for p in left]
+    # a limit under the set-up's own time: said as a set-up that may be slow, not only "hung" (since 0.9.1)
+    monkeypatch.delenv("TRACKER_FAULT")
+    path.write_text(path.read_text().replace("step_timeout_s = 6", "step_timeout_s = 0.05"))
+    out = _cli(runs, "profile", "training", str(path), "--format", "json")
+    assert out.exit_code == 3 and json.loads(out.stdout)["failure_message"] == (
+        "the set-up before the first step (the child's start, the network's build, the loader workers' start) took "
+        "over 0.05 s ([training].step_timeout_s): killed as hung; a larger limit lets a slow set-up finish")
 
 
 def test_a_loader_worker_the_kernel_kills_for_memory_makes_the_job_an_oom(
