@@ -48,6 +48,10 @@ def list_runs(
     kind: Annotated[Optional[str], typer.Option(help="Only runs of this kind (network, layer, ...).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many runs, newest first.")] = 50,
     status: Annotated[Optional[str], typer.Option(help="Only runs of this status (FINISHED, FAILED, KILLED, ...).")] = None,
+    where: Annotated[Optional[str], typer.Option(
+        "--where", help="An MLflow search filter, e.g. \"params.model = 'resnet18' AND metrics.latency_ms < 20\".")] = None,
+    order_by: Annotated[Optional[str], typer.Option(
+        "--order-by", help="An MLflow ordering instead of newest first, e.g. \"metrics.latency_ms ASC\".")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """List runs of the experiment, newest first; a run that failed says why."""
@@ -55,7 +59,7 @@ def list_runs(
 
     st = state(ctx)
     kind = kind.lower() if kind else kind  # as --status takes any case
-    rows = _list(st.logger(read_only=True), kind=kind, limit=limit + 1, status=status)
+    rows = _list(st.logger(read_only=True), kind=kind, limit=limit + 1, status=status, where=where, order_by=order_by)
     more, rows = len(rows) > limit, rows[:limit]  # a list cut at --limit says so (silently until 0.9.1)
     if fmt is OutputFormat.json:
         emit_json(rows)
@@ -64,7 +68,8 @@ def list_runs(
         from tracker.log.inspect import experiments_with_runs
 
         which = " ".join(x for x in (status and status.upper(), kind) if x)
-        line = f"no {which + ' ' if which else ''}runs in experiment {st.experiment!r}"
+        line = (f"no {which + ' ' if which else ''}runs in experiment {st.experiment!r}"
+                + (f" where {where.strip()}" if where else ""))
         if not which and (others := experiments_with_runs(st.logger(read_only=True))):
             line += f"; runs are in {', '.join(repr(name) for name in others)} (-e NAME selects one)"
         typer.echo(line)

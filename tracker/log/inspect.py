@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.errors import TrackerError
+from tracker.errors import TrackerError, first_line
 from tracker.log.logger import RunLogger
 from tracker.log.schema import KINDS as RECORD_KINDS
 
@@ -53,9 +53,13 @@ RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
 
 
 def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
-              status: str | None = None) -> list[dict[str, Any]]:
+              status: str | None = None, where: str | None = None, order_by: str | None = None) -> list[dict[str, Any]]:
     """The newest ``limit`` runs of the experiment (of one kind, one status), each with why it
-    failed where it did (``failure_reason``, and the tail of its measuring child's stderr)."""
+    failed where it did (``failure_reason``, and the tail of its measuring child's stderr).
+    ``where``: an MLflow search filter too (``params.model = 'resnet18' AND metrics.latency_ms < 20``),
+    and ``order_by`` one of MLflow's orderings (``metrics.latency_ms ASC``) instead of newest first
+    (since 0.9.1); a filter MLflow cannot read is one line."""
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     if kind is not None and kind not in KINDS:
@@ -63,11 +67,16 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
     if status is not None and status.upper() not in RUN_STATUSES:
         raise TrackerError(f"unknown run status {status!r}: expected one of {', '.join(RUN_STATUSES)}")
     flt = " AND ".join(([f"tags.`tracker.kind` = '{kind}'"] if kind else [])
-                       + ([f"attributes.status = '{status.upper()}'"] if status else []))
+                       + ([f"attributes.status = '{status.upper()}'"] if status else [])
+                       + ([f"{where.strip()}"] if where and where.strip() else []))
     client = MlflowClient(logger.location.uri)
-    runs = client.search_runs(
-        [logger.experiment.experiment_id], filter_string=flt, max_results=limit, order_by=["attributes.start_time DESC"]
-    )
+    try:
+        runs = client.search_runs([logger.experiment.experiment_id], filter_string=flt, max_results=limit,
+                                  order_by=[order_by.strip()] if order_by else ["attributes.start_time DESC"])
+    except MlflowException as exc:
+        what = " or ".join(x for x, given in (("--where", where), ("--order-by", order_by)) if given) or "the search"
+        raise TrackerError(f"{what}: MLflow cannot search by it: {first_line(exc.message)} (its syntax: "
+                           "params.model = 'resnet18' AND metrics.latency_ms < 20; order: metrics.latency_ms ASC)") from None
     return [
         {
             "run_id": r.info.run_id,
