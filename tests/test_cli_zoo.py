@@ -42,6 +42,9 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert 0 < data["kept_activation_bytes"] < data["saved_activation_bytes"]
     table = runner.invoke(app, ["describe", "resnet18", "--batch-size", "4"]).stdout
     assert f"kept_activation_bytes: {data['kept_activation_bytes']:,}" in table
+    # --nodes: a row per node in the table too (only the JSON had them until 0.9.1)
+    nodes = runner.invoke(app, ["describe", "resnet18", "--batch-size", "4", "--nodes"]).stdout
+    assert "│ 1  │ conv1 " in nodes and "│ Conv2d " in nodes and len([x for x in nodes.splitlines() if x.startswith("│")]) == 71
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something-else"}')
     result = runner.invoke(app, ["describe", str(bad)])

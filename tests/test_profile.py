@@ -877,6 +877,12 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 2, input_size = 16 }",
      "[networks.generate]: input_size must be at least 32"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 0 }", "[networks.generate].count must be at least 1"),
+    # since 0.9.1: a name that is none (an experiment it cannot make) or a path (its specs' folder outside the file's)
+    ('name = "bad"', 'name = ""', "[campaign].name '' should be a name, not empty nor a path"),
+    ('name = "bad"', 'name = "../../elsewhere"', "[campaign].name '../../elsewhere' should be a name, not empty nor a path"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "zoo = [1]", "[networks].zoo: 1 is not a model name (a string)"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "nope.json", ratios = [10] }',
+     "[networks.prune].model: "),
 ])
 def test_a_bad_campaign_is_refused_before_anything_is_written(tmp_path: Path, old: str, new: str, message: str) -> None:
     from tracker.errors import ConfigError
@@ -890,6 +896,32 @@ def test_a_bad_campaign_is_refused_before_anything_is_written(tmp_path: Path, ol
         load_campaign(path)
     assert str(info.value) == f"{path}: {message}" or str(info.value).startswith(f"{path}: {message}"), str(info.value)
     assert not (tmp_path / "bad").exists()  # no spec folder of generated or pruned networks either
+
+
+def test_a_campaign_measures_what_it_names_twice_once_and_prunes_a_spec_file(tmp_path: Path) -> None:
+    """A network, phase or thread count named twice was two configurations (the second "measured"
+    in a dry run of an empty store), and a spec file as [networks.prune].model an "unknown model",
+    until 0.9.1; a zoo name it lacks says which file and key."""
+    from tracker.errors import UnknownModelError
+    from tracker.profile.campaign import load_campaign
+    from tracker.zoo.pruning import pruned_spec
+    from tracker.zoo.spec import write_specs
+
+    path = campaign_file(tmp_path, "twice", tff=False)
+    path.write_text(path.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]',
+                                             'zoo = ["squeezenet1_1", "squeezenet1_1"]').replace(
+        'phases = ["inference"]', 'phases = ["inference", "inference"]\nthreads = [1, 1]'))
+    c = load_campaign(path)
+    assert (c.networks, c.phases, c.threads) == (["squeezenet1_1"], ["inference"], [1])
+    [base] = write_specs([pruned_spec("squeezenet1_1", 0.5)], tmp_path / "specs")
+    path.write_text(path.read_text().replace('zoo = ["squeezenet1_1", "squeezenet1_1"]',
+                                             'prune = { model = "specs/squeezenet1_1-p50-l1-s0.json", ratios = [10] }'))
+    c = load_campaign(path)
+    assert [Path(n).name for n in c.networks] == ["squeezenet1_1-p50-l1-s0-p10-l1-s0.json"] and base.is_file()
+    path.write_text(path.read_text().replace('prune = { model = "specs/squeezenet1_1-p50-l1-s0.json", ratios = [10] }',
+                                             'zoo = ["resnt18"]'))
+    with pytest.raises(UnknownModelError, match=rf"^{path}: \[networks\].zoo: unknown model 'resnt18'; did you mean"):
+        load_campaign(path)
 
 
 def test_a_campaigns_specs_may_name_a_folder_or_a_pattern_and_say_where_they_were_looked_for(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ def describe(
     model: Annotated[str, typer.Argument(help="Zoo model name, network spec file, or FILE.py:NAME (a network of your own).")],
     batch_size: BatchSizeOption = 1,
     input_size: InputSizeOption = None,
-    nodes: Annotated[bool, typer.Option("--nodes", help="Include one row per node.")] = False,
+    nodes: Annotated[bool, typer.Option("--nodes", help="Include one row per node (a table, or node_rows in JSON).")] = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Describe a network: parameters, FLOPs, MACs, activations, depth, per-category sums."""
@@ -39,3 +39,13 @@ def describe(
                 "live_activation_bytes", "nodes", "edges", "functional_layers", "depth"):
         value = data[key] if key != "input_shape" else shape_text(data[key])
         typer.echo(f"{key:>25}: {value:,}" if isinstance(value, int) else f"{key:>25}: {value}")
+    if nodes:  # one row per node, as the warehouse's network_nodes has them (the table lacked them until 0.9.1)
+        from rich.table import Table
+
+        from tracker.console import wide_console
+
+        table = Table("#", "name", "kind", "category", "out_shape", "params", "macs", "activation_out_bytes")
+        for r in rows:
+            table.add_row(str(r["node_index"]), str(r["name"]), str(r["kind"]), str(r["category"]), str(r["out_shape"]),
+                          f"{r['params']:,}", f"{r['macs']:,}", f"{r['activation_out_bytes']:,}")
+        wide_console(160).print(table)

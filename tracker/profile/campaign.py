@@ -143,6 +143,10 @@ def load_campaign(path: Path) -> Campaign:
     tables = {s: typed_table(s, raw.get(s, {}), SECTIONS[s], where) for s in SECTIONS}
     meta, nets, m = tables["campaign"], tables["networks"], tables["measure"]
     c = Campaign(name=meta.get("name", path.stem), path=path, description=meta.get("description", ""))
+    # the experiment's name, and the folder its generated and pruned specs go to beside the file
+    if not c.name.strip() or any(ch in c.name for ch in "/\\") or c.name.strip() in (".", ".."):
+        raise ConfigError(f"{where}: [campaign].name {c.name!r} should be a name, not empty nor a path (it names the "
+                          "experiment, and the folder beside the file its generated networks' specs go to)")
     for key in ("batch_sizes", "phases", "devices"):
         if key in m:
             setattr(c, key, list(m[key]))
@@ -152,6 +156,7 @@ def load_campaign(path: Path) -> Campaign:
     c.batch_sizes = sorted(set(check_counts(where, "[measure].batch_sizes", c.batch_sizes)))
     if bad := [p for p in c.phases if p not in ("inference", "training")]:
         raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")
+    c.phases = list(dict.fromkeys(c.phases))  # each once: a phase twice was two configurations until 0.9.1
     if bad := [d for d in c.devices if not is_device_name(str(d))]:
         raise ConfigError(f"{where}: [measure].devices: unknown device {bad[0]!r} (cpu, cuda, cuda:N)")
     c.devices = list(dict.fromkeys(canonical_device(str(d)) for d in c.devices))  # cuda and cuda:0 once
@@ -169,7 +174,7 @@ def load_campaign(path: Path) -> Campaign:
             raise ConfigError(f"{where}: [measure].dtypes names no dtype")
         c.dtypes = list(dict.fromkeys(m["dtypes"]))
     if "threads" in m:
-        c.threads = list(check_counts(where, "[measure].threads", m["threads"]))
+        c.threads = list(dict.fromkeys(check_counts(where, "[measure].threads", m["threads"])))  # each once
         try:  # measured here: said before the store is opened, not after the first configuration
             for t in c.threads:
                 validate_threads(t)
@@ -222,13 +227,20 @@ def spec_files(entry: str, base: Path, where: str) -> list[Path]:
 
 
 def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
+    from tracker.errors import UnknownModelError
     from tracker.zoo import check_model_name
     from tracker.zoo.spec import MODULE_REF, module_spec, write_specs
 
     refs: list[str] = []
     for model in nets.get("zoo", []):
-        check_model_name(str(model))
-        refs.append(str(model))
+        if not isinstance(model, str):
+            raise ConfigError(f"{where}: [networks].zoo: {model!r} is not a model name (a string)")
+        try:
+            check_model_name(model)
+        except UnknownModelError as e:  # which file and key, as specs' entries say (since 0.9.1)
+            raise UnknownModelError(f"{where}: [networks].zoo: {e}") from None
+        refs.append(model)
+
     def own(entry: str, label: str) -> str | None:
         """FILE.py:NAME, a network of your own, with FILE relative to the campaign file and its NAME
         checked now, not at its first configuration; None for anything else."""
@@ -271,13 +283,29 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
         if "model" not in pr:
             raise ConfigError(f"{where}: [networks.prune] needs model")
         base = own(pr["model"], "[networks.prune].model")
-        if base is None:
-            check_model_name(pr["model"])
-            base = pr["model"]
+        if base is None:  # a zoo name, or a spec file beside the campaign file (refused as a zoo name until 0.9.1)
+            from tracker.zoo.spec import names_a_file
+
+            if names_a_file(pr["model"]) or (path.parent / pr["model"]).is_file():
+                spec_path = Path(pr["model"]) if Path(pr["model"]).is_absolute() else path.parent / pr["model"]
+                if not spec_path.is_file():
+                    raise ConfigError(f"{where}: [networks.prune].model: {spec_path} "
+                                      f"{'is a folder, not a spec file' if spec_path.is_dir() else 'does not exist'}")
+                base = str(spec_path)
+            else:
+                try:
+                    check_model_name(pr["model"])
+                except UnknownModelError as e:
+                    raise UnknownModelError(f"{where}: [networks.prune].model: {e}") from None
+                base = pr["model"]
         ratios = ratios_from_percentages(list(pr.get("ratios", [0])), f"{where}: [networks.prune].ratios")
-        specs = [pruned_spec(base, r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
+        try:
+            specs = [pruned_spec(base, r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
+        except ConfigError as e:
+            raise ConfigError(f"{where}: [networks.prune]: {e}") from None
         refs += [str(p) for p in write_specs(specs, folder)]
-    return refs
+    # each network once (a name twice in zoo or specs counted as two configurations until 0.9.1)
+    return list(dict.fromkeys(refs))
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -461,6 +489,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         tally.skipped += len(c.batch_sizes) - k - 1
                         for later in c.batch_sizes[k + 1:] if dry_run else ():
                             planned("after a failure", plan_at(later))
+                        if progress:  # the bar as the summary will say (it stopped before the chain's skips)
+                            progress(label, tally)
                         break
                 elif dry_run:  # what a run would measure, taken to succeed
                     planned(again or "to measure", p)
@@ -488,6 +518,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         failed_keys.add(p.config_key)
                         if c.till_first_fail:
                             tally.skipped += len(c.batch_sizes) - k - 1
+                            if progress:  # the bar as the summary will say (it stopped at the failure until 0.9.1)
+                                progress(label, tally)
                             break
                 if progress:
                     progress(label, tally)

@@ -164,7 +164,7 @@ def module_spec(ref: str) -> dict[str, Any]:
     shape = _input_shape(assigned, path, vocab)
     spec = {"format": SPEC_FORMAT, "kind": "module", "name": f"{path.stem}.{attr}", "callable": attr,
             "file": str(path.resolve()), "source": source}
-    if match["args"]:  # only where given: a spec without them (and its key) is as before 0.9.1
+    if args or kwargs:  # only where given (NAME() is NAME): a spec without them (and its key) is as before 0.9.1
         spec["args"], spec["kwargs"] = args, kwargs
         spec["name"] += call_text(args, kwargs)
     if shape is not None:  # not images: the shape of one input, and token ids where it says how many
