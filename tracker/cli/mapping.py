@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption, BatchSizeOption, FormatOption,
-                                 OutputFormat, emit_json,
-                                 exit_interrupted, finite, state)
+                                 OutputFormat, emit_json, exit_interrupted, finite, state)
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping

@@ -148,9 +148,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
                    "it: this latency is bound by the host's CPU, not the device (it moves with the host's speed; "
                    "a larger batch puts the work on the device)")
     if beside_other_work(data):
-        typer.echo(f"note: other processes took {data['cpu_util_others_pct']:.0f} % of this machine's CPU while it "
-                   "was measured: they compete for its cores, caches and memory, so this may be slower than the "
-                   "machine alone would run it (tracker device show; the run keeps cpu_util_others_pct)")
+        _other_work_note(data["cpu_util_others_pct"], "this may be slower than the machine alone would run it")
     if "layers" in data:
         split = any(r.get("host_share_pct") is not None for r in data["layers"])  # on a device
         bound = sum(bound_by_host(r) for r in data["layers"])
@@ -417,8 +415,15 @@ def _job_notes(r: dict[str, Any]) -> None:
         typer.echo(f"note: its iterations' 95 % CI is ±{100 * ci:.0f} % of their median, over {100 * IMPRECISE_CI_REL:g} %: "
                    "too imprecise to compare with another job (more steps: [training].max_steps)")
     if beside_other_work(r):
-        typer.echo(f"note: other processes took {r['cpu_util_others_pct']:.0f} % of this machine's CPU while it was "
-                   "measured: they compete for its cores, so its steps may be slower than the machine alone would run them")
+        _other_work_note(r["cpu_util_others_pct"], "its steps may be slower than the machine alone would run them")
+
+
+def _other_work_note(others_pct: float, slower: str) -> None:
+    """The note of a measurement taken while other processes took the CPU (``records.beside_other_work``):
+    a network's, a job's (``slower``: what may be slower for it)."""
+    typer.echo(f"note: other processes took {others_pct:.0f} % of this machine's CPU while it was measured: they "
+               f"compete for its cores, caches and memory, so {slower} (tracker device show; the run keeps "
+               "cpu_util_others_pct)")
 
 
 def _job_line(r: dict[str, Any]) -> None:

@@ -245,7 +245,6 @@ def _moved_table(column: str, rows: list[tuple[str, dict[str, Any]]], width: int
 def sync(ctx: typer.Context) -> None:
     """Send runs spooled in the outbox while the tracking server was unreachable (or the store could not take them)."""
     from tracker.log.outbox import pending, sync as send
-
     from tracker.settings import resolve_location
 
     uri = state(ctx).tracking_uri

@@ -84,7 +84,7 @@ def sql(
 
     if fmt is None:  # a file's suffix says its format (a table went into out.csv until 0.9.1)
         suffix = output.suffix.lower().lstrip(".") if output is not None else ""
-        fmt = QueryFormat(suffix) if suffix in ("json", "csv", "parquet") else QueryFormat.table
+        fmt = QueryFormat(suffix) if suffix in {f.value for f in QueryFormat} - {"table"} else QueryFormat.table
     if fmt is QueryFormat.parquet and output is None:
         raise QueryError("--format parquet writes a file: give --output FILE.parquet")
     try:

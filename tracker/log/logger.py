@@ -208,11 +208,11 @@ class RunLogger:
         ones unless told otherwise; with ``having``, of runs carrying that tag too)."""
         if kind is not None and kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}")
-        if not self.location.is_http:  # and what waits in the outbox for it (a full disk, since 0.9.1)
-            waiting = (spooled_keys(self.location.uri, self.experiment_name, kind, statuses, tag=tag, having=having)
-                       if any(outbox_dir().glob("*.json")) else set())
-            return self.store.measured_keys(self.experiment, kind, statuses, tag, having) | waiting
+        # and what waits in the outbox for this store (a server down, a write cut short; since 0.9.1 an
+        # embedded store's full disk)
         waiting = spooled_keys(self.location.uri, self.experiment_name, kind, statuses, tag=tag, having=having)
+        if not self.location.is_http:
+            return self.store.measured_keys(self.experiment, kind, statuses, tag, having) | waiting
         try:
             return self._online().measured_keys(self.experiment, kind, statuses, tag, having) | waiting
         except StoreError as exc:

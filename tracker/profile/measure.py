@@ -183,14 +183,14 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         input_shape=ref.input_shape,
         input_vocab=ref.input_vocab,
     )
-    # what the process held before the network was built (the interpreter, torch, the thread pool):
-    # its peak over this is the network's own, network_mem_mb (since 0.9.0)
     if spec.phase != "inference" or spec.precision in QUANTIZED:
         # torch's optimizer imports torch._dynamo at its first step, and torch.ao's FX quantization
         # at its tracing: about 150 MB of the process's code and objects, any network's, which a
         # training or int8 run's network_mem_mb counted until 0.9.1 (squeezenet1_1 at 64 px, batch 1:
         # 179 MB of training, 30 MB without; its peak is the same)
         import torch._dynamo  # noqa: F401
+    # what the process held before the network was built (the interpreter, torch, the thread pool):
+    # its peak over this is the network's own, network_mem_mb (since 0.9.0)
     held_mb = current_rss_mb() if not device.startswith("cuda") else None
     model = ref.build(spec.input_size)  # a detector computes at it (0.8.5)
     model = in_format(model, spec)  # cast to its number format, or quantized (int8)

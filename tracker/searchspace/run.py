@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.errors import TrackerError
-from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+from tracker.profile.records import beside_other_work
 from tracker.profile.stats import IMPRECISE_CI_REL
 from tracker.searchspace.space import Candidate, SearchSpace
 
@@ -28,7 +28,7 @@ class Tally:
     extrapolated: list[str] = field(default_factory=list)
     #: measured candidates whose CI is wider than stats.IMPRECISE_CI_REL: left off the frontier (since 0.9.0)
     imprecise: list[str] = field(default_factory=list)
-    #: measured candidates that other processes took OTHERS_CPU_NOTE_PCT or more of the CPU beside
+    #: measured candidates that other processes took records.OTHERS_CPU_NOTE_PCT or more of the CPU beside
     beside_other_work: list[str] = field(default_factory=list)
     #: the device mode the latencies are of: measured in, or learnt by the predicting version (None: not recorded)
     mode: str | None = None
@@ -152,7 +152,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 tally.extrapolated.append(c.name)
             if record.metrics.get("latency_ci_rel", 0.0) > IMPRECISE_CI_REL:
                 tally.imprecise.append(c.name)
-            if record.metrics.get("cpu_util_others_pct", 0.0) >= OTHERS_CPU_NOTE_PCT:
+            if beside_other_work(record.metrics):
                 tally.beside_other_work.append(c.name)
             tally.device_time_s += record.metrics.get("device_time_s", 0.0)
             logger.log([record])
