@@ -21,7 +21,8 @@ the idle GPU's power (it is RAPL's, or absent).
 Usage: python benchmarks/gpu_paths.py [cpu|cuda] [OUT_DIR] [STEP,STEP...]  (cpu: a dry run of the
 same steps here, shorter). Writes each step's stdout/stderr under OUT_DIR (default: a temporary
 folder). With a list of steps, only those run (a lease too short for all of them runs the new
-ones), and only their checks count in all_ok; a name that is no step is one line and a non-zero exit.
+ones) with the steps they need (``NEEDS``), and only their checks count in all_ok; a name that
+is no step is one line and a non-zero exit.
 Last line: {"device": ..., "steps": {...: {"rc": ..., "s": ...}}, "checks": {...}, "all_ok": ...}
 """
 
@@ -152,6 +153,14 @@ def step_names(gpu: bool, big: int) -> list[str]:
         "predict", "largest_batch"]
 
 
+#: Steps that use what another step made (its files, its warehouse, its model): a list of steps
+#: runs those too.
+NEEDS = {"training_job": ("synth_images",), "detection_job": ("synth_boxes",),
+         "sql_measurements": ("warehouse_load",), "sql_failed": ("warehouse_load",),
+         "sql_repeats": ("warehouse_load",), "predict": ("warehouse_load", "fingerprint_latency_ms"),
+         **{f"fingerprint_{t}": ("warehouse_load",) for t in ("latency_ms", "peak_mem_mb", "power_w", "gpu_util_pct")}}
+
+
 def main() -> None:
     device = sys.argv[1] if len(sys.argv) > 1 else "cpu"
     if device not in ("cpu", "cuda"):
@@ -164,6 +173,9 @@ def main() -> None:
     if only is not None and (not only or only - set(known)):
         sys.exit(f"gpu_paths: steps {','.join(sorted(only - set(known))) or '(none)'}: expected some of "
                  f"{','.join(known)}")
+    if only is not None:
+        only |= {need for name in only for need in NEEDS.get(name, ())}
+        only |= {need for name in list(only) for need in NEEDS.get(name, ())}
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-paths-work-"))
     store = work / "runs"

@@ -7,7 +7,7 @@
 # builds here from the versions .venv holds (CPython 3.12 wheels, without the MLflow UI).
 # Usage: bash tools/device_check.sh STEP...  (STEP: gpu_paths, gpu_paths=NAME,NAME... (those of
 # gpu_paths.py's steps alone), cost_bN (profiling_cost.py at batch N: cost_b1,
-# cost_b32, ...), layers)
+# cost_b32, ...), layers or layers=SECONDS (its time limit, 200 s unless given))
 # Each step's output goes to $OUT (the files that come back, at most 8); a failed set-up ends
 # the script at once, so little device time is lost on it. On an H200 (2026-11-26) the set-up
 # took 15 s, cost_b1 and cost_b32 93 s each, layers 193 s, and gpu_paths ran past 400 s (15
@@ -42,8 +42,9 @@ for step in "$@"; do
       b=${step#cost_b}
       timeout 170 python3 benchmarks/profiling_cost.py cuda "$b" > "$OUT/profiling_cost_b$b.log" 2>&1
       echo "$step rc=$?"; tail -n 2 "$OUT/profiling_cost_b$b.log";;
-    layers)
-      timeout 200 python3 benchmarks/layer_cost.py cuda > "$OUT/layer_cost.log" 2>&1
+    layers|layers=*)
+      s=200; [ "$step" != layers ] && s=${step#layers=}
+      timeout "$s" python3 benchmarks/layer_cost.py cuda > "$OUT/layer_cost.log" 2>&1
       echo "layers rc=$?"; tail -n 2 "$OUT/layer_cost.log";;
     *) echo "unknown step $step";;
   esac
