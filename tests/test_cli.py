@@ -345,6 +345,9 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["profile", "layers", "resnet18", "--device", "cuda:x"], 2, "'cuda:x' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "gpu"], 2, "'gpu' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "cuda:7"], 1, "device 'cuda:7' is not available on this machine"),
+        # an option's name, not a campaign key's (until 0.9.2: "threads = 4096")
+        (["device", "show", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number from 1 to"),
+        (["profile", "network", "resnet18", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number"),
         (["profile", "network", "resnet18", "--device", "cuda:0"], 1,
          "device 'cuda' (cuda:0) is not available on this machine (no CUDA GPU)"),
         # cuda:N is taken as campaigns take it, and refused where this machine lacks it (on a

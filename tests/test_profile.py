@@ -860,6 +860,8 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be greater than 0, got -5"),
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 1000000",
+     "[measure].repeats must be at most 1000 (each repeat is a whole pass over the campaign), got 1000000"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 2", "[measure].min_samples must be at least 6, got 2"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
     ("phases = [\"inference\"]", "phases = []", "[measure].phases names no phase (inference, training); leave it out"),
@@ -1036,8 +1038,14 @@ def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
     keys = [r.data.tags["tracker.config_key"] for r in runs]
     assert len(set(keys)) == 2 and keys[:2] == keys[2:]  # round 1 went through both batch sizes before round 2
     assert [r.data.tags.get("tracker.repeat_key") for r in runs] == [None, None, f"{keys[0]}#r2", f"{keys[1]}#r2"]
+    # the JSON names the runs it logged, in the order measured (it carried none until 0.9.2)
+    assert [(x["run_id"], x["batch_size"], x["repeat"], x["status"]) for x in first["runs"]] == [
+        (r.info.run_id, int(r.data.params["batch_size"]), 1 + k // 2, "FINISHED") for k, r in enumerate(runs)]
     again = cli("campaign", "run", str(path), "--format", "json")
-    assert again == {**again, "total": 4, "measured": 0, "skipped": 4}
+    assert again == {**again, "total": 4, "measured": 0, "skipped": 4, "runs": []}
+    # a shard without a network says so, as its dry run does (until 0.9.2: "0 measured, ... of 0")
+    empty = cli("campaign", "run", str(path), "--shard", "2/2")
+    assert empty.stdout == "twice: no configuration (shard 2/2 has no network: the campaign has 1)\n"
     wh = str(tmp_path / "w.duckdb")
     cli("warehouse", "load", "--warehouse", wh)
     rows = cli("sql", "SELECT batch_size, repeats FROM measurement_repeats ORDER BY batch_size", "--warehouse", wh,

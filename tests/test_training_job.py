@@ -364,6 +364,8 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     ('model = "resnet18"\n[training]\nnum_workrs = 2\n[data]\npath = "x"\n', "unknown key [training].num_workrs"),
     ('model = "resnet18"\n[data]\npath = "nowhere"\n', "is not a folder"),
     ('model = "resnet18"\n[training]\ndevice = "cuda1"\n[data]\npath = "x"\n', "[training].device must be cpu or cuda[:N], got 'cuda1'"),
+    # more threads than CPUs: said by the measuring child as "threads = 4096" until 0.9.2
+    ('model = "resnet18"\n[training]\nthreads = 4096\n[data]\npath = "."\n', "job.toml: [training].threads = 4096: expected"),
 ])
 def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "job.toml"

@@ -24,7 +24,8 @@ def run(
 ) -> None:
     """Measure every configuration not yet measured; Ctrl-C stops, a re-run resumes."""
     from tracker.profile import zygote_client
-    from tracker.profile.campaign import campaign_progress, check_campaign, load_campaign, parse_shard, run_campaign
+    from tracker.profile.campaign import (campaign_progress, chains, check_campaign, load_campaign, parse_shard,
+                                         run_campaign)
 
     campaign = load_campaign(path)
     shard_ij = parse_shard(shard)
@@ -37,12 +38,15 @@ def run(
     zygote_client.prestart()  # its imports overlap planning; a campaign with nothing left ends it unused
     check_campaign(campaign, shard_ij)  # what would fail it all: before the store is made
     logger = st.logger()
-    quiet = fmt is OutputFormat.json
+    quiet = fmt is OutputFormat.json or not chains(campaign, shard_ij)  # an empty shard: no bar of 0/?
     with campaign_progress(campaign.name, transient=quiet, disable=quiet) as progress:
         tally = run_campaign(logger, campaign, shard_ij, progress)
     data = {"campaign": campaign.name, "experiment": logger.experiment_name, "shard": f"{shard_ij[0]}/{shard_ij[1]}", **tally.as_dict()}
     if fmt is OutputFormat.json:
         emit_json(data)
+    elif not tally.total:  # as a dry run says it (until 0.9.2: "0 measured, 0 failed, 0 skipped of 0")
+        typer.echo(f"{campaign.name}: no configuration (shard {shard_ij[0]}/{shard_ij[1]} has no network: the campaign "
+                   f"has {len(campaign.networks)})")
     else:
         typer.echo(f"{campaign.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped of {tally.total}")
         if tally.beside_other_work:

@@ -89,6 +89,10 @@ def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], wh
     return table
 
 
+#: Most passes over a campaign ``[measure].repeats`` may ask for.
+MAX_REPEATS = 1000
+
+
 def check_bound(where: str, label: str, value: float, *, least: float | None = None, above: float | None = None,
                 below: float | None = None, hint: str = "") -> None:
     """A ConfigError naming ``label`` (``[table].key``) and its rule unless ``value`` is finite, at
@@ -175,11 +179,8 @@ def load_campaign(path: Path) -> Campaign:
         c.dtypes = list(dict.fromkeys(m["dtypes"]))
     if "threads" in m:
         c.threads = list(dict.fromkeys(check_counts(where, "[measure].threads", m["threads"])))  # each once
-        try:  # measured here: said before the store is opened, not after the first configuration
-            for t in c.threads:
-                validate_threads(t)
-        except ConfigError as e:
-            raise ConfigError(f"{where}: [measure].{e}") from None
+        for t in c.threads:  # measured here: said before the store is opened, not after the first configuration
+            validate_threads(t, f"{where}: [measure].threads =")
     if "allocator" in m:
         try:
             c.allocator = validate_allocator(m["allocator"])
@@ -197,6 +198,9 @@ def load_campaign(path: Path) -> Campaign:
         check_bound(where, "[measure].min_samples", c.min_samples, least=MIN_SAMPLES_FOR_CI)
     c.repeats = int(m.get("repeats", 1))
     check_bound(where, "[measure].repeats", c.repeats, least=1)
+    if c.repeats > MAX_REPEATS:  # a dry run of a million repeats listed them for minutes (until 0.9.2)
+        raise ConfigError(f"{where}: [measure].repeats must be at most {MAX_REPEATS} (each repeat is a whole pass "
+                          f"over the campaign), got {c.repeats}")
     c.networks = network_refs(nets, c.name, path, where)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
@@ -340,10 +344,12 @@ class Tally:
     interrupted: bool = False
     #: a dry run's configurations in the order a run would take them, each with its PLAN_STATES state
     planned: list[dict[str, Any]] = field(default_factory=list)
+    #: the network runs this run logged (measured or failed): network, batch size, repeat, status, run id
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
-                "beside_other_work": self.beside_other_work, "interrupted": self.interrupted}
+                "beside_other_work": self.beside_other_work, "interrupted": self.interrupted, "runs": self.runs}
 
     def plan_counts(self) -> dict[str, int]:
         """How many configurations a dry run found in each state (those with none left out)."""
@@ -506,6 +512,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                                           layer_rule=layer_rule, timeout_s=c.timeout_s,
                                           reuse=False, campaign=c.name,
                                           repeat_key=repeat_key, trace=tracing)
+                    tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase, "device": device,
+                                       "repeat": r, "status": res.network.status, "run_id": res.network.run_id})
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)

@@ -100,7 +100,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     from tracker.data import FORMATS
     from tracker.profile.campaign import check_bound, read_toml, typed_table
     from tracker.profile.device import canonical_device, is_device_name
-    from tracker.profile.modes import validate_allocator
+    from tracker.profile.modes import validate_allocator, validate_threads
     from tracker.zoo import check_model_name
 
     where = str(path)
@@ -127,6 +127,8 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
                        ("memory_limit_mb", 0), ("prefetch_factor", 1), ("step_timeout_s", 0), ("threads", 0)):
         check_bound(where, key, getattr(cfg, key), least=least)
     check_bound(where, "learning_rate", cfg.learning_rate, above=0)
+    if cfg.threads:  # more than this machine's CPUs: said here, not by the measuring child
+        validate_threads(cfg.threads, f"{where}: [training].threads =")
     try:
         validate_allocator(cfg.allocator)
     except ConfigError as exc:

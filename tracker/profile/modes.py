@@ -93,10 +93,12 @@ def parse_nvpmodel(text: str) -> dict[str, ParamValue]:
     return {}
 
 
-def validate_threads(threads: Any) -> int:
+def validate_threads(threads: Any, label: str = "--threads") -> int:
+    """``threads`` if this machine has that many CPUs; ``label`` names it in the error (an
+    option's name, or a campaign key's ``[measure].threads =``)."""
     limit = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= limit:
-        raise ConfigError(f"threads = {threads!r}: expected a whole number from 1 to {limit} (the CPUs of this machine)")
+        raise ConfigError(f"{label} {threads!r}: expected a whole number from 1 to {limit} (the CPUs of this machine)")
     return threads
 
 
