@@ -78,6 +78,9 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     total = [m.value for m in client.get_metric_history(r["run_id"], "step_total_ms")]
     split = [sum(v) for v in zip(*([m.value for m in client.get_metric_history(r["run_id"], k)] for k in parts[:-1]))]
     assert split == pytest.approx(total, rel=1e-3)  # the parts add up to the step
+    # an epoch's figures are of its steady steps, as every statistic (the set-up step counted until 0.9.2)
+    epoch = [(m.step, m.value) for m in client.get_metric_history(r["run_id"], "epoch_step_time_ms")]
+    assert epoch == [(0, pytest.approx(statistics.median(total[1:]), rel=1e-6))], (epoch, total)
 
     planned = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1", "--dry-run")
     assert planned.stdout.splitlines() == ["workers 0 prefetch 2 batch 4: skipped (measured)",

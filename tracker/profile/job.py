@@ -595,14 +595,15 @@ def _iteration_ms(step: dict[str, float]) -> float:
     return step["step_time_ms"] - step["data_wait_ms"]
 
 
-def _epochs(steps: list[dict[str, float]]) -> list[dict[str, float]]:
-    """Each epoch's throughput, mean loss and median step time, from its steps."""
-    out = []
-    for epoch in sorted({s["epoch"] for s in steps}):
+def _epochs(steps: list[dict[str, float]]) -> dict[int, dict[str, float]]:
+    """Each epoch's throughput, mean loss and median step time, from its steps (the steady ones:
+    an epoch of the set-up step alone has none), by epoch number."""
+    out = {}
+    for epoch in sorted({int(s["epoch"]) for s in steps}):
         done = [s for s in steps if s["epoch"] == epoch]
-        out.append({"epoch_images_per_s": sum(s["images"] for s in done) / (1e-3 * sum(s["step_time_ms"] for s in done)),
-                    "epoch_loss": statistics.fmean(s["loss"] for s in done),
-                    "epoch_step_time_ms": statistics.median(s["step_time_ms"] for s in done)})
+        out[epoch] = {"epoch_images_per_s": sum(s["images"] for s in done) / (1e-3 * sum(s["step_time_ms"] for s in done)),
+                      "epoch_loss": statistics.fmean(s["loss"] for s in done),
+                      "epoch_step_time_ms": statistics.median(s["step_time_ms"] for s in done)}
     return out
 
 
@@ -675,9 +676,10 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
             "warmup_ms": [_iteration_ms(s) for s in warmup], "samples_ms": [_iteration_ms(s) for s in steady]})
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
-        epochs = _epochs(steps)
+        # of the steady steps, as every statistic (until 0.9.2 the first epoch's counted the set-up step)
+        epochs = _epochs(steady)
         for key in ("epoch_images_per_s", "epoch_loss", "epoch_step_time_ms"):
-            record.history[key] = [(i, e[key]) for i, e in enumerate(epochs)]
+            record.history[key] = [(epoch, e[key]) for epoch, e in epochs.items()]
         add_system_metrics(record, end.get("telemetry_series"))
     if skipped:
         record.artifacts["skipped_files.json"] = json.dumps(skipped, indent=2)
