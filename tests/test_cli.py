@@ -342,6 +342,9 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["profile", "network", "resnet18", "--time-cap", "inf"], 2, "'--time-cap': must be a finite number, got inf"),
         (["profile", "boundary", "resnet18", "--memory-limit-mb", "inf"], 2, "'--memory-limit-mb': must be a finite number"),
         (["mapping", "run", "--mapping", "resnet18@3:cpu>cpu", "--duration", "inf"], 2, "'--duration': must be a finite"),
+        # an empty entry was dropped silently until 0.9.2
+        (["mapping", "run", "--mapping", "resnet18@3:cpu>cpu,", "--duration", "1"], 1,
+         "mapping 'resnet18@3:cpu>cpu,': entry 2 of 2 is empty (two commas together, or one at an end)"),
         (["profile", "layers", "resnet18", "--device", "cuda:x"], 2, "'cuda:x' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "gpu"], 2, "'gpu' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "cuda:7"], 1, "device 'cuda:7' is not available on this machine"),

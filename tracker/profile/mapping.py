@@ -96,6 +96,10 @@ def parse_mapping(text: str) -> Mapping:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])
+    if len(parts) > 1 and any(not part.strip() for part in parts):  # dropped silently until 0.9.2
+        k = next(i for i, part in enumerate(parts) if not part.strip())
+        raise ConfigError(f"mapping {text!r}: entry {k + 1} of {len(parts)} is empty (two commas together, or one "
+                          "at an end)")
     return Mapping(tuple(parse_net(part) for part in parts if part.strip()))
 
 
