@@ -264,6 +264,8 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     repeat = json.loads(runner.invoke(app, [*args[:3], "network", *args[4:], "--again"]).stdout)
     assert not repeat["reused"] and len(repeat["layers"]) == len(data["layers"])
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    # told apart from the first in the UI (one name until 0.9.2)
+    assert client.get_run(repeat["run_id"]).info.run_name == f"{client.get_run(data['run_id']).info.run_name} · again"
     exp = client.get_experiment_by_name("Default")
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{data['run_id']}'", max_results=1000)
     assert len(children) == len(data["layers"])

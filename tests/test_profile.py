@@ -1038,6 +1038,9 @@ def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
     keys = [r.data.tags["tracker.config_key"] for r in runs]
     assert len(set(keys)) == 2 and keys[:2] == keys[2:]  # round 1 went through both batch sizes before round 2
     assert [r.data.tags.get("tracker.repeat_key") for r in runs] == [None, None, f"{keys[0]}#r2", f"{keys[1]}#r2"]
+    # a repeat's name says which (one name for both until 0.9.2)
+    assert [r.info.run_name.endswith(" · repeat 2") for r in runs] == [False, False, True, True]
+    assert runs[2].info.run_name == f"{runs[0].info.run_name} · repeat 2"
     # the JSON names the runs it logged, in the order measured (it carried none until 0.9.2)
     assert [(x["run_id"], x["batch_size"], x["repeat"], x["status"]) for x in first["runs"]] == [
         (r.info.run_id, int(r.data.params["batch_size"]), 1 + k // 2, "FINISHED") for k, r in enumerate(runs)]

@@ -258,6 +258,15 @@ WAITED_S = 0.05
 CHILD_START_S = 2.0
 
 
+def repeat_label(repeat_key: str) -> str:
+    """What a repeat's run name adds: a campaign's round (``KEY#r2``: ``repeat 2``), a trace taken
+    of one measured before (``KEY#trace``: ``traced``), or ``--again`` (``again``)."""
+    suffix = repeat_key.rpartition("#")[2]
+    if suffix[:1] == "r" and suffix[1:].isdigit():
+        return f"repeat {suffix[1:]}"
+    return "traced" if suffix == "trace" else "again"
+
+
 def measure_planned(
     logger: RunLogger,
     p: Planned,
@@ -305,6 +314,7 @@ def measure_planned(
             record.tags[CAP_TAG] = result.payload.get("memory_cap", p.memory_cap)
         if repeat_key:
             record.tags[REPEAT_KEY_TAG] = repeat_key
+            record.name += f" · {repeat_label(repeat_key)}"  # told apart in the UI (one name for all until 0.9.2)
         logger.log([record, *children])
         return ProfileResult(record, children, reused=False)
 
