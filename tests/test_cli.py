@@ -387,6 +387,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["sql", "SELECT 1", "--warehouse", "README.md"], 1,
          f"{tmp_path / 'README.md'} is not a DuckDB database: a warehouse is the file `tracker warehouse load` makes"),
         (["predict", "resnet18", "--phase", "trainig"], 2, "'trainig' is not one of 'inference', 'training'"),
+        # without pydantic's "Value error, " inside Typer's sentence (until 0.9.2)
+        (["runs", "list", "--format", "xml"], 2, "Invalid value for '--format': 'xml' is not one of 'table', 'json'."),
         # a file where a folder should be: said before anything is measured
         (["--tracking-uri", "README.md/runs", "profile", "network", "squeezenet1_1"], 1,
          f"cannot make a tracking store in {tmp_path / 'README.md' / 'runs'}: Not a directory: "),

@@ -123,6 +123,7 @@ def main() -> None:
         sys.exit(130)
     except typer.TyperException as exc:  # usage errors: bad option, bad value, no such command
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        message = message.replace(": Value error, ", ": ")  # an enum's check, as Typer words it
         if message:  # a bare `tracker` has already printed its help
             sys.stderr.write(f"error: {message}\n")
         sys.exit(getattr(exc, "exit_code", 2))
