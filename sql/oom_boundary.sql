@@ -1,7 +1,9 @@
 -- Out-of-memory boundary per network, phase, device, number format and memory cap: the largest batch size that
 -- ran, the smallest that failed with reason oom, how many sizes failed that way, and the device's
 -- memory (MB) where its runs recorded it. Runs under a memory cap (memory_limit_mb, memory_cap:
--- --memory-limit-mb, a smaller device) have a boundary of their own; NULL: no cap.
+-- --memory-limit-mb, a smaller device) have a boundary of their own; NULL: no cap. A capped row's
+-- device_memory_mb is still the device's: its boundary lies under memory_limit_mb MB beyond what the
+-- measuring child held when the cap was set, not under the device's memory.
 -- smallest_failed_batch, smallest_failed_reason: the smallest size that failed for any reason, and
 -- why: perf4sight's imported failures (perf4sight_failed: "mostly out of memory", its README says)
 -- are not called oom, but show here where they lie. input_size (since 0.9.0) tells apart one
