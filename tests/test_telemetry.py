@@ -419,6 +419,46 @@ def test_an_instruments_cpu_is_the_measurements_own() -> None:
     assert read["proc_cpu_util_pct"] > 0.6 * core, read  # said (an instrument is no loader worker), and counted
 
 
+#: A process holding 200 MB forks a child (as a DataLoader forks a worker) that writes 50 MB of its
+#: own: the child's RSS counts the parent's pages it shares; the reader counts what is its own.
+_FORKED = """
+import json, os, time
+from tracker.profile.telemetry import _ProcessMemory
+held = b"\\x01" * (200 << 20)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    own = b"\\x02" * (50 << 20)
+    os.write(w, b"x")
+    time.sleep(60)
+    os._exit(0)
+try:
+    os.read(r, 1)
+    import psutil
+    child = psutil.Process(pid)
+    read = _ProcessMemory(lambda: set()).read()
+    print(json.dumps({**read, "own_rss_mb": psutil.Process().memory_info().rss / 2**20,
+                      "child_rss_mb": child.memory_info().rss / 2**20}))
+finally:
+    os.kill(pid, 9)
+"""
+
+
+def test_a_forked_childs_memory_is_its_own_not_what_it_shares() -> None:
+    """A training job's loader workers were counted by their RSS in its proc_rss_mb series, the pages
+    they share with the job counted twice (1,064-1,112 MB against the job's 712). Since 0.9.2 their
+    private memory (USS) is counted, and kept as children_uss_mb (a job's workers_mem_peak_mb)."""
+    import json
+    import subprocess
+    import sys
+
+    read = json.loads(subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True,
+                                     check=True).stdout)
+    assert read["child_rss_mb"] > 240, read  # its 50 MB and the 200 it shares
+    assert 45 < read["children_uss_mb"] < 120, read  # its own 50 MB (and a little of the interpreter's)
+    assert read["proc_rss_mb"] == pytest.approx(read["own_rss_mb"] + read["children_uss_mb"], abs=5), read
+
+
 def test_sampler_nvml_absent_without_driver() -> None:
     try:
         import pynvml

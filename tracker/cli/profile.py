@@ -432,6 +432,8 @@ def _job_line(r: dict[str, Any]) -> None:
         why = f": {r['failure_message']}" if r.get("failure_message") else ""
         status = f"{r['status']} ({r['reason']}{why})" if r["reason"] else r["status"]
         peak = f", peak {r['peak_mem_mb']:.0f} MB" if r["peak_mem_mb"] is not None else ""
+        if peak and r.get("workers_mem_peak_mb") is not None:
+            peak += f" (its loader workers {r['workers_mem_peak_mb']:.0f} MB more of their own)"
         if r.get("page_faults_per_iter_count") is not None:
             peak += f", {r['page_faults_per_iter_count']:,.0f} page faults per step"
         if r.get("host_share_pct") is not None:

@@ -276,6 +276,8 @@ class JobResult:
     #: a noisy job is said to be one, as a network's measurement is)
     latency_ci_rel: float | None = None
     cpu_util_others_pct: float | None = None
+    #: the loader workers' own memory (USS) at its peak, beside peak_mem_mb, the main process's (since 0.9.2)
+    workers_mem_peak_mb: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -288,7 +290,8 @@ class JobResult:
                    metrics.get("throughput_per_s"), metrics.get("peak_mem_mb"), skipped, reason, cfg.params(), mode,
                    metrics.get("page_faults_per_iter_count"), reused, metrics.get("host_share_pct"),
                    latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)),
-                   latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"))
+                   latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"),
+                   workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"))
 
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,

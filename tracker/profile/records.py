@@ -39,6 +39,9 @@ TELEMETRY_METRICS = {
     "gpu_power_w": "gpu_power_w",
     "board_power_w": "board_power_w",
     "proc_rss_peak_mb": "proc_rss_peak_mb",
+    # the private memory of the measuring process's children at its peak: a training job's loader
+    # workers (since 0.9.2; beside the job's peak_mem_mb, its main process's)
+    "children_mem_peak_mb": "workers_mem_peak_mb",
     "sys_mem_used_peak_mb": "sys_mem_used_peak_mb",
     "telemetry_samples_count": "telemetry_samples_count",
 }

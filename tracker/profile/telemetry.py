@@ -289,6 +289,7 @@ def summarize(
         out["cpu_util_others_pct"] = max(0.0, statistics.fmean(r["cpu_util_pct"] for r in both) - own)
     peak(system, "sys_mem_used_mb", "sys_mem_used_peak_mb")
     peak(system, "proc_rss_mb", "proc_rss_peak_mb")
+    peak(system, "children_uss_mb", "children_mem_peak_mb")  # a job's loader workers' own memory
 
     # GPU (NVML); on Jetson the GPU load comes from tegrastats' GR3D_FREQ instead.
     mean(system, "gpu_util_pct", "gpu_util_pct")
@@ -515,10 +516,14 @@ class _Nvml:
 
 
 class _ProcessMemory:
-    """RSS of this process and its children (the child list refreshed now and then; our own
-    instruments, tegrastats, left out), and this process's share of the machine's CPU where it
-    has no such children (whose CPU it would miss). That share includes our instruments' own CPU:
-    measuring costs it, and ``cpu_util_others_pct`` is the CPU of work beside the measurement."""
+    """RSS of this process plus its children's private memory (USS: the child list and their USS
+    refreshed each ``CHILDREN_REFRESH_S``, reading it costs a few ms a child; our own instruments,
+    tegrastats, left out), and this process's share of the machine's CPU where it has no such
+    children (whose CPU it would miss). A forked child (a training job's loader worker) shares the
+    pages of this process it has not written: counted by its RSS, they were counted twice (until
+    0.9.2: a job of two workers read 1,064-1,112 MB against its main process's peak of 712). That
+    share includes our instruments' own CPU: measuring costs it, and ``cpu_util_others_pct`` is
+    the CPU of work beside the measurement."""
 
     def __init__(self, exclude: Callable[[], set[int]]) -> None:
         import psutil  # noqa: PLC0415
@@ -529,6 +534,7 @@ class _ProcessMemory:
         self._cores = psutil.cpu_count() or 1
         self._exclude = exclude
         self._children: list[Any] = []
+        self._children_uss = 0  # bytes, read at the last refresh
         self._instruments: dict[int, Any] = {}  # pid -> psutil.Process, kept so cpu_percent has its last call
         self._children_at = -float("inf")
 
@@ -551,13 +557,15 @@ class _ProcessMemory:
                 self._instruments = instruments
             except psutil.Error:
                 self._children = []
-        rss = self._proc.memory_info().rss
-        for child in self._children:
-            try:
-                rss += child.memory_info().rss
-            except psutil.Error:  # it ended since the list was made
-                pass
-        out = {"proc_rss_mb": rss / _MB}
+            self._children_uss = 0
+            for child in self._children:
+                try:
+                    self._children_uss += child.memory_full_info().uss
+                except psutil.Error:  # it ended since the list was made, or its smaps cannot be read
+                    pass
+        out = {"proc_rss_mb": (self._proc.memory_info().rss + self._children_uss) / _MB}
+        if self._children:
+            out["children_uss_mb"] = self._children_uss / _MB
         share = self._proc.cpu_percent(interval=None) / self._cores  # % of one CPU, as a share of all
         for inst in self._instruments.values():
             try:
@@ -770,7 +778,8 @@ class TelemetrySampler:
         where their source produced samples: ``cpu_util_pct`` (mean), ``cpu_util_others_pct`` (the
         machine's CPU less the measuring process's share, means over the window; not where it has
         children), ``sys_mem_used_peak_mb``,
-        ``proc_rss_peak_mb``, ``gpu_util_pct`` (mean), ``gpu_mem_used_peak_mb``,
+        ``proc_rss_peak_mb`` (children's private memory included), ``children_mem_peak_mb`` (the
+        children's private memory, where there were children), ``gpu_util_pct`` (mean), ``gpu_mem_used_peak_mb``,
         ``gpu_power_w`` (mean), ``gpu_energy_j`` (energy counter, else trapezoid of power),
         ``cpu_power_w`` / ``cpu_energy_j`` (RAPL), ``board_power_w`` / ``board_energy_j``
         (tegrastats input rail), ``power_w`` / ``energy_j`` (board, else GPU + CPU, else
