@@ -387,6 +387,16 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["sql", "SELECT 1", "--warehouse", "README.md"], 1,
          f"{tmp_path / 'README.md'} is not a DuckDB database: a warehouse is the file `tracker warehouse load` makes"),
         (["predict", "resnet18", "--phase", "trainig"], 2, "'trainig' is not one of 'inference', 'training'"),
+        # predict's options that were let by unheeded, or the last of two kept, until 0.9.2
+        (["predict", "resnet18", "--under", "latency_ms=5", "--under", "latency_ms=50"], 1,
+         "--under latency_ms given twice (5 and 50): one budget a target"),
+        (["predict", "resnet18", "--under", "latency_ms=0"], 1, "'latency_ms=0': the budget must be a finite number above 0"),
+        (["predict", "resnet18", "--largest-batch", "--under", "peak_mem_mb=5", "--sort", "latency_ms"], 1,
+         "--largest-batch finds the batch size itself: leave out --under and --sort"),
+        (["predict", "resnet18", "--use", "latency_ms-inference-cpu/1", "--use", "latency_ms-inference-cpu/2"], 1,
+         "--use names two versions of latency_ms: one version a target"),
+        (["predict", "resnet18", "--features", "--sort", "latency_ms"], 1,
+         "--features prints one configuration's features as a table"),
         # without pydantic's "Value error, " inside Typer's sentence (until 0.9.2)
         (["runs", "list", "--format", "xml"], 2, "Invalid value for '--format': 'xml' is not one of 'table', 'json'."),
         # a file where a folder should be: said before anything is measured

@@ -61,6 +61,12 @@ def train_cmd(
         location.require()
     result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, location.uri,
                    exclude=exclude or (), dtype=dtype.value, plots=plots, experiments=experiments or ())
+    if result.left_out_imprecise:  # said where too few were left alone until 0.9.2
+        from tracker.profile.stats import IMPRECISE_CI_REL
+
+        typer.echo(f"note: {result.left_out_imprecise} of its {result.measured_rows} measurements left out, their 95 % CI "
+                   f"wider than {100 * IMPRECISE_CI_REL:g} % of their latency (measure them again: profile network "
+                   "... --again with a smaller --precision or a longer --time-cap)", err=True)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return
@@ -91,11 +97,15 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
 
     client = MlflowClient(uri)
     rows = []
+    others = 0  # versions registered otherwise (MLflow's own register_model): no fingerprint, listed as one until 0.9.2
     for model in client.search_registered_models():
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
         for version in client.search_model_versions(f"name = '{model.name}'"):
             number = str(version.version)
             tags = version.tags
+            if "features" not in tags:
+                others += 1
+                continue
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
                          **{key: _number(tags.get(key)) for key in ("heldout_mape_pct", "heldout_within_10pct",
@@ -110,6 +120,9 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "mode": tags.get("mode"), "devices": tags.get("devices"),
                          "excluded_networks": tags.get("excluded_networks"), "experiments": tags.get("experiments"),
                          "registered": _when(version.creation_timestamp)})
+    if others:
+        typer.echo(f"note: {others} registered model version{'s' if others > 1 else ''} not made by tracker fingerprint "
+                   "train left out", err=True)
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
@@ -214,14 +227,16 @@ def predict(
     from tracker.fingerprint.predict import predict_grid
 
     if largest:
-        if batch_sizes or features or use:
-            raise ConfigError("--largest-batch finds the batch size itself: leave out "
-                              + ("--batch-size" if batch_sizes else "--features" if features else "--use"))
+        given = [opt for opt, value in (("--batch-size", batch_sizes), ("--features", features), ("--use", use),
+                                        ("--under", under), ("--sort", sort)) if value]
+        if given:  # --under and --sort were let by, unheeded, until 0.9.2
+            raise ConfigError(f"--largest-batch finds the batch size itself: leave out {' and '.join(given)}")
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
     sizes = batch_sizes or [1]
-    several = len(models) * len(set(sizes)) > 1  # predict_grid predicts a batch size given twice once
-    if several and features and fmt is OutputFormat.table:
+    # predict_grid predicts a batch size given twice once; a budget or an order makes a list, whatever it holds
+    several = len(models) * len(set(sizes)) > 1 or bool(under) or sort is not None
+    if several and features and fmt is OutputFormat.table:  # (dropped unsaid with --under or --sort until 0.9.2)
         raise ConfigError("--features prints one configuration's features as a table: give one network and one "
                           "--batch-size, or add --format json")
     budgets = _budgets(under or [])
@@ -240,9 +255,7 @@ def predict(
     results = [r for r in results if all(r["predictions"][t] <= v for t, v in budgets.items())]
     if sort:
         results.sort(key=lambda r: r["predictions"][sort])
-    if budgets or sort:
-        several = True  # a list, whatever it holds
-    if budgets and fmt is not OutputFormat.json:
+    if budgets:  # on stderr, JSON or not (it was a table's only until 0.9.2)
         typer.echo(f"{len(results)} of {total} configurations predicted under "
                    + " and ".join(f"{t} {v:g}" for t, v in budgets.items()), err=True)
     if fmt is OutputFormat.json:
@@ -341,6 +354,10 @@ def _chosen_models(uri: str, use: list[str], phase: str, device: str, dtype: str
             raise ConfigError(f"--use {text}: not a fingerprint of {phase} on {device!r}"
                               + (f" in {dtype}" if dtype != "float32" else "") + f" (that would be {expected}); "
                               "give --phase and --device as it learnt them")
+    targets = [text.rpartition("/")[0].split("-", 1)[0] for text in use]
+    if twice := sorted({t for t in targets if targets.count(t) > 1}):  # the last one answered, unsaid, until 0.9.2
+        raise ConfigError(f"--use names two versions of {twice[0]}: one version a target (to compare two, predict "
+                          "with each in turn)")
     chosen = {name.split("-", 1)[0]: version for name, version in registered_versions(uri, use).items()}
     try:
         versions = champion_versions(uri, phase, device, dtype=dtype)
@@ -382,11 +399,14 @@ def _budgets(items: list[str]) -> dict[str, float]:
         if not sep or target not in TARGETS:
             raise ConfigError(f"--under {item!r}: expected TARGET=VALUE, TARGET one of {', '.join(TARGETS)}")
         try:
-            out[target] = float(value)
+            budget = float(value)
         except ValueError:
             raise ConfigError(f"--under {item!r}: {value.strip()!r} is not a number") from None
-        if not math.isfinite(out[target]):
-            raise ConfigError(f"--under {item!r}: the budget must be a finite number")
+        if not math.isfinite(budget) or budget <= 0:  # 0 and below kept nothing, unsaid, until 0.9.2
+            raise ConfigError(f"--under {item!r}: the budget must be a finite number above 0")
+        if target in out:  # the last one was kept, unsaid, until 0.9.2
+            raise ConfigError(f"--under {target} given twice ({out[target]:g} and {budget:g}): one budget a target")
+        out[target] = budget
     return out
 
 

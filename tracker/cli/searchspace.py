@@ -56,9 +56,16 @@ def run(
     if quiet:
         emit_json(data)
         return
-    typer.echo(f"{space.name}: {data['candidates']} candidates; accuracy {tally.accuracy_done} trained, "
-               f"{tally.accuracy_skipped} already there; latency ({latency.value}) {tally.latency_done} new, "
-               f"{tally.latency_skipped} already there, {len(tally.failed)} failed; {tally.device_time_s:.1f} s of device time")
+    accuracy = ("accuracy skipped" if skip_accuracy else
+                f"accuracy {tally.accuracy_done} trained, {tally.accuracy_skipped} already there")
+    latency_part = ("latency skipped" if skip_latency else
+                    f"latency ({latency.value}) {tally.latency_done} new, {tally.latency_skipped} already there, "
+                    f"{len(tally.failed)} failed; {tally.device_time_s:.1f} s of device time")
+    typer.echo(f"{space.name}: {data['candidates']} candidates; {accuracy}; {latency_part}")
+    if tally.space_mode:
+        typer.echo(f"note: the space's [latency] runs in mode {tally.space_mode}, the fingerprint learnt {tally.mode}: "
+                   f"its latencies are of {tally.mode} (train one with fingerprint train --device {tally.space_mode}, "
+                   "or use --latency measured)")
     if tally.extrapolated:
         typer.echo(f"note: {len(tally.extrapolated)} of {tally.latency_done} predicted latencies extrapolate beyond what the "
                    f"fingerprint learnt from (tracker predict SPEC says how): {some(tally.extrapolated)}")

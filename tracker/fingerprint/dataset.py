@@ -164,10 +164,19 @@ def memory_limits(warehouse: Path, run_ids: Sequence[str], phase: str, device: s
     return (None if memory is None or memory[0] is None else float(memory[0])), int(oom[0])
 
 
+#: torchvision's networks at several widths or versions, named with the multiplier (mnasnet0_5,
+#: squeezenet1_1, shufflenet_v2_x1_5): one family each, the name before it.
+_WIDTHS = re.compile(r"^(mnasnet|squeezenet|shufflenet_v2)(_x)?\d_\d+$")
+
+
 def family(model: str) -> str:
     """The family of a network: its name without a pruning or index suffix (resnet50_30 -> resnet50,
-    resnet18-p50-l1-s0 -> resnet18, gen-s0-0003 -> gen-s0)."""
+    resnet18-p50-l1-s0 -> resnet18, gen-s0-0003 -> gen-s0), or a torchvision width multiplier
+    (mnasnet0_5 -> mnasnet, shufflenet_v2_x1_0 -> shufflenet_v2; until 0.9.2 cut as if an index,
+    mnasnet0_5 and mnasnet1_0 were two families, mnasnet0 and mnasnet1)."""
     model_ = re.sub(r"-p\d+(\.\d+)?(-[a-z]+\d*)*$", "", model)  # tracker's pruned specs: -p<pct>-<method>-s<seed>
+    if width := _WIDTHS.match(model_):
+        return width.group(1)
     return re.sub(r"([_-](p|pruned)?\d+(\.\d+)?)+$", "", model_) or model
 
 
@@ -214,14 +223,20 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
             f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
             params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
         ).df()
-        devices = con.sql(f"SELECT DISTINCT device, device_name, phase, COALESCE(precision, 'float32') FROM {VIEW}").fetchall()
+        # where the target itself was measured, in which mode (every device and phase until 0.9.2: "no
+        # inference measurements of energy_per_iter_j on 'cpu'; measured: cpu/... (inference)")
+        devices = con.sql(f"SELECT DISTINCT device, device_name, mode, phase, COALESCE(precision, 'float32') FROM {VIEW} "
+                          f"WHERE {target} IS NOT NULL AND {target} > 0").fetchall()
     finally:
         con.close()
     if frame.empty and not empty_ok:
-        known = ", ".join(sorted({f"{d}/{n} ({p}{'' if t == 'float32' else ', ' + t})" for d, n, p, t in devices})) or "none"
+        known = ", ".join(sorted({f"{d}/{n} ({p}{f', mode {m}' if m else ''}{'' if t == 'float32' else ', ' + t})"
+                                  for d, n, m, p, t in devices}))
         where = f"device {device!r}" + (f" in mode {mode!r}" if mode else "") + (f" in {dtype}" if dtype != "float32" else "")
         raise FingerprintError(f"no {phase} measurements of {target} on {where} in the warehouse; "
-                               f"measured: {known}")
+                               + (f"{target} was measured on: {known}" if known else
+                                  f"no measurement in it has {target} (tracker device show says what this machine "
+                                  "measures)"))
     modes = frame["mode"].fillna("(none)").value_counts()
     if len(modes) > 1:
         listed = ", ".join(f"{mode} ({count} rows)" for mode, count in sorted(modes.items()))

@@ -163,6 +163,10 @@ def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict
             except MlflowException:
                 raise FingerprintError(f"no fingerprint {name} version {number} in this store "
                                        "(tracker fingerprint list)") from None
+    for name, version in found.items():  # one registered otherwise was "cannot load its model ... moved?" until 0.9.2
+        if "features" not in version.tags:
+            raise FingerprintError(f"{name} version {version.version} was not registered by tracker fingerprint train "
+                                   "(no features tag): tracker predict cannot use it")
     return found
 
 

@@ -257,6 +257,11 @@ class TrainResult:
     features: list[str] = field(default_factory=list)
     method: str = "network"
     memory_floor: str | None = None  # a memory version's tag memory_floor; None for other targets
+    #: latency measurements left out, their CI wider than IMPRECISE_CI_REL (said only where too few were
+    #: left until 0.9.2)
+    left_out_imprecise: int = 0
+    #: the measurements there were before (its rows, and those left out)
+    measured_rows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -290,6 +295,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
         raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
                                f"{device!r} names {'it' if len(unknown) == 1 else 'them'} (see tracker sql 'SELECT DISTINCT model FROM measurement_features')")
     imprecise = ""
+    left_out = (0, len(frame))
     if target == "latency_ms":
         precise = frame["latency_ci_rel"].isna() | (frame["latency_ci_rel"] <= IMPRECISE_CI_REL)
         if dropped := int((~precise).sum()):
@@ -297,6 +303,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
                          f"{100 * IMPRECISE_CI_REL:g} % of their latency (measure with a smaller --precision or a longer "
                          "--time-cap)")
         frame = frame[precise].reset_index(drop=True)
+        left_out = (dropped, len(precise))
     if exclude:
         frame = frame[~frame["model"].isin(set(exclude))].reset_index(drop=True)
         if frame.empty:
@@ -311,7 +318,27 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
                                f"{MIN_NETWORKS} networks, to hold whole networks out; the warehouse has "
                                f"{distinct} usable ({', '.join(names) or 'none'}){imprecise}: measure more (tracker "
                                "campaign run) and load them (tracker warehouse load)")
+    frame.attrs["left_out_imprecise"], frame.attrs["measured_rows"] = left_out
     return frame
+
+
+#: Characters at most of a tag that lists names (a version's excluded networks, its experiments).
+NAMES_TAG_CHARS = 500
+
+
+def names_tag(names: Collection[str]) -> str:
+    """``names`` for a tag: each once, sorted, comma separated; where they run past
+    ``NAMES_TAG_CHARS``, the first of them and how many more (until 0.9.2 repeated, and cut mid-name)."""
+    unique = sorted(set(names))
+    text = ",".join(unique)
+    if len(text) <= NAMES_TAG_CHARS:
+        return text
+    kept: list[str] = []
+    for name in unique:
+        if len(",".join([*kept, name])) + len(f",... ({len(unique)} in all)") > NAMES_TAG_CHARS:
+            break
+        kept.append(name)
+    return ",".join(kept) + f",... ({len(unique)} in all)"
 
 
 def learnt_runs(frame: Any) -> list[str]:
@@ -513,6 +540,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
 
     # The rows first: a train that has nothing to learn from creates nothing in the store.
     frame = training_rows(warehouse, target, phase, device, exclude, mode, dtype, experiments)
+    left_out = (int(frame.attrs["left_out_imprecise"]), int(frame.attrs["measured_rows"]))
     # Through tracker's store, so an embedded store keeps the artifacts in its own folder; a
     # store moved from elsewhere is refused before anything is trained.
     location = resolve_location(tracking_uri)
@@ -524,8 +552,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     require_here(location, experiment.artifact_location)
     held = evaluate(warehouse, frame, target, phase, device)
     # what it was told to learn from, kept in the run's params and the version's tags
-    told = {**({"excluded_networks": ",".join(sorted(exclude))[:500]} if exclude else {}),
-            **({"experiments": ",".join(sorted(experiments))[:500]} if experiments else {})}
+    told = {**({"excluded_networks": names_tag(exclude)} if exclude else {}),
+            **({"experiments": names_tag(experiments)} if experiments else {})}
     features, x, y, networks, families, pred = held.features, held.x, held.y, held.networks, held.families, held.pred
     method, network_model, selection_split = held.method, held.network_model, held.selection_split
     evaluation, baseline, by_family, layer_model = held.evaluation, held.baseline, held.by_family, held.layer_model
@@ -639,7 +667,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 _withdraw(client, name, run_id, interrupted(exc))
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
-                       method, floor_text)
+                       method, floor_text, *left_out)
 
 
 def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:

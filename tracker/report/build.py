@@ -271,6 +271,8 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
     for model in client.search_registered_models():
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
         for version in sorted(client.search_model_versions(f"name = '{model.name}'"), key=lambda v: int(v.version)):
+            if "features" not in version.tags:  # registered otherwise: another run's figures (drawn until 0.9.2)
+                continue
             try:
                 with downloaded(tracking_uri, version.run_id, "evaluation/heldout_predictions.csv") as local:
                     held = pd.read_csv(local)

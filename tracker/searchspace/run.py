@@ -32,6 +32,8 @@ class Tally:
     beside_other_work: list[str] = field(default_factory=list)
     #: the device mode the latencies are of: measured in, or learnt by the predicting version (None: not recorded)
     mode: str | None = None
+    #: predicted: the mode the space's [latency] asks for where its version learnt another (since 0.9.2)
+    space_mode: str | None = None
     device_time_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -119,17 +121,19 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             logger.log([record])
             tally.accuracy_done += 1
     if not skip_latency:
-        mode, registered, version, learnt_mode = None, None, None, None
-        if latency == "measured":
-            from tracker.profile.modes import read_mode
+        from tracker.profile.modes import read_mode
 
-            mode = read_mode(space.latency.device, threads=space.latency.threads,
-                             allocator=space.latency.allocator).mode_id
-            tally.mode = mode
+        mode, registered, version, learnt_mode = None, None, None, None
+        wanted = read_mode(space.latency.device, threads=space.latency.threads,
+                           allocator=space.latency.allocator).mode_id
+        if latency == "measured":
+            mode = tally.mode = wanted
         else:  # the version is read now, its model loaded only if a candidate lacks its prediction
-            registered = _latency_champion(logger.location.uri, space.latency.device)
+            registered = _latency_champion(logger.location.uri, space.latency.device, wanted)
             version = f"{registered['latency_ms'].name}/{registered['latency_ms'].version}"
             learnt_mode = tally.mode = registered["latency_ms"].tags.get("mode") or None
+            if learnt_mode is not None and learnt_mode != wanted:  # the space's threads and allocator, unheeded until 0.9.2
+                tally.space_mode = wanted
         done = logger.measured(kind="candidate")
         todo = []
         for c in candidates:
@@ -178,11 +182,16 @@ def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_
         record.metrics["cpu_util_others_pct"] = net.metrics["cpu_util_others_pct"]
 
 
-def _latency_champion(uri: str, device: str) -> dict[str, Any]:
-    """``{"latency_ms": version}``: the registered champion for inference on ``device``, not loaded."""
+def _latency_champion(uri: str, device: str, mode: str) -> dict[str, Any]:
+    """``{"latency_ms": version}``: the registered champion for inference in the device mode ``mode``
+    (``fingerprint train --device MODE``'s) where there is one, else on ``device``; not loaded."""
     from tracker.fingerprint.dataset import FingerprintError
     from tracker.fingerprint.predict import champion_versions
 
+    try:
+        return champion_versions(uri, "inference", mode, targets=("latency_ms",))
+    except FingerprintError:
+        pass
     try:
         return champion_versions(uri, "inference", device, targets=("latency_ms",))
     except FingerprintError as exc:
