@@ -155,3 +155,41 @@ def test_a_write_killed_midway_waits_in_the_outbox_and_sync_finishes_it(
     assert sorted(int(r.data.params["layer_index"]) for r in layers) == [0, 1, 2]
     assert all(r.data.tags["mlflow.parentRunId"] == parent.info.run_id for r in layers)
     assert "outbox is empty" in CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "sync"]).output
+
+
+def test_a_server_is_asked_for_its_health_once_a_command() -> None:
+    """A command that checks the server before it opens the store (location.require(), then the
+    store's own check) asked /health twice, back to back, until 0.9.2; an answer stands
+    HEALTH_FRESH_S, and a server that stops answering is said again after it."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tracker.log import rest_store
+    from tracker.settings import resolve_location
+
+    asked: list[str] = []
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        resolve_location(uri).require()
+        rest_store.check_reachable(uri)
+        assert asked == ["/health"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    time.sleep(rest_store.HEALTH_FRESH_S)
+    with pytest.raises(StoreError, match="cannot reach tracking server"):
+        rest_store.check_reachable(uri)

@@ -153,6 +153,45 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
         assert "sent 0 runs from 0 outbox files" in runner.invoke(app, ["--tracking-uri", uri, "sync"]).output
 
 
+def test_sync_sends_what_the_server_lacks_once_though_two_syncs_run_at_once(tmp_path: Path) -> None:
+    """Until 0.9.2 sync took a configuration the server had in either status for this one: a
+    measurement spooled beside a failure of its configuration on the server was dropped, and layers
+    spooled beside the network measured whole there were dropped with their network run. And two
+    syncs at once sent each batch twice."""
+    from tests.test_cli import TRACKER
+
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    offline = RunLogger(uri, experiment="gaps", environment=ENV)
+    assert offline.offline
+    finished = network_record("resnet18", 4)
+    layered = network_record("resnet18", 8, sum_of_layers_ms=1.5)
+    offline.log([finished])
+    offline.log([layered, layer_record(layered, 0), layer_record(layered, 1)])
+    for b in range(1, 9):  # files enough for two syncs to meet
+        offline.log([network_record("resnet50", b)])
+    assert len(pending()) == 10
+    with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}", port=port):
+        online = RunLogger(uri, experiment="gaps", environment=ENV)
+        online.log([network_record("resnet18", 4).fail("oom")])  # its failure, measured elsewhere
+        online.log([network_record("resnet18", 8)])  # measured whole, without layers
+        procs = [subprocess.Popen([*TRACKER, "--tracking-uri", uri, "sync"], cwd=tmp_path, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+        assert pending() == []
+        client = MlflowClient(uri)
+        runs = client.search_runs([client.get_experiment_by_name("gaps").experiment_id], max_results=100)
+    nets = sorted((r.data.params["model"], int(r.data.params["batch_size"]), r.info.status,
+                   "sum_of_layers_ms" in r.data.metrics) for r in runs if r.data.tags["tracker.kind"] == "network")
+    assert nets == sorted([("resnet18", 4, "FAILED", False), ("resnet18", 4, "FINISHED", False),
+                           ("resnet18", 8, "FINISHED", False), ("resnet18", 8, "FINISHED", True),
+                           *[("resnet50", b, "FINISHED", False) for b in range(1, 9)]]), outs  # each once
+    with_layers = next(r.info.run_id for r in runs if "sum_of_layers_ms" in r.data.metrics)
+    assert sorted(r.data.tags["mlflow.parentRunId"] for r in runs if r.data.tags["tracker.kind"] == "layer") == [
+        with_layers, with_layers]
+
+
 def test_basic_auth_takes_credentials_from_the_environment_and_never_logs_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

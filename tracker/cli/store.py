@@ -254,14 +254,16 @@ def sync(ctx: typer.Context) -> None:
         typer.echo("outbox is empty: nothing to send")
         return
     report = send(uri)
-    typer.echo(f"sent {report.sent} runs from {report.files - report.left} outbox files "
-               f"({report.skipped} already on the server); {report.left} files left")
+    sent_files = report.files - report.left
+    typer.echo(f"sent {report.sent} run{'' if report.sent == 1 else 's'} from {sent_files} outbox "
+               f"file{'' if sent_files == 1 else 's'} ({report.skipped} already on the server); {report.left} "
+               f"file{'' if report.left == 1 else 's'} left")
     if report.discarded:
         typer.echo(f"deleted {report.discarded} unfinished run{'s' if report.discarded != 1 else ''} that a write cut "
                    "short had left on the server (sent whole again)")
     if report.busy:
         typer.echo(f"{report.busy} outbox file{'s' if report.busy != 1 else ''} being written to the server by a "
-                   "running tracker: left to it")
+                   "running tracker or another sync: left to it")
     for other, files in sorted(report.others.items()):  # it said "0 files left" of an outbox that was not empty
         typer.echo(f"{files} outbox file{'s' if files != 1 else ''} wait for another server: "
                    f"tracker --tracking-uri {other} sync")

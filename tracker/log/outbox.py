@@ -187,6 +187,29 @@ class SyncReport:
     discarded: int = 0
 
 
+#: The metric a network run measured with its layers has (``profile.api.has_layers``).
+LAYERS_METRIC = "sum_of_layers_ms"
+
+
+def _claim(path: Path) -> int | None:
+    """An open descriptor of ``path`` holding its exclusive lock (flock), or None where another
+    process holds it or the file has gone (sent and removed) since it was read."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:  # replaced since it was opened
+            raise FileNotFoundError(path)
+    except OSError:  # locked by another sync (BlockingIOError), or gone
+        os.close(fd)
+        return None
+    return fd
+
+
 def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     """Send every spooled batch (for ``uri`` only, if given); stop at the first failure."""
     from tracker.log.store import open_store
@@ -203,10 +226,17 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
             busy += 1
         else:
             items.append(item)
-    sent = skipped = done = discarded = 0
+    sent = skipped = done = discarded = elsewhere = 0
     stores: dict[str, Any] = {}
+    claimed: int | None = None
     try:
         for item in items:
+            # Claimed while it is sent: a second sync at once sent the same batch again until 0.9.2
+            claimed = _claim(item.path)
+            if claimed is None:  # another sync sends it now (left to it), or has sent it
+                busy += item.path.exists()
+                elsewhere += 1
+                continue
             location = resolve_location(item.uri)
             if location.is_sqlite and location.db_path is not None and not location.db_path.is_file():
                 # an embedded store moved or deleted since: a new empty one was made there until 0.9.1
@@ -223,12 +253,28 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
                 store.delete_runs(unfinished)
                 discarded += len(unfinished)
             on_server = {rid: server_id for rid, (server_id, status) in written.items() if status in done_statuses}
-            present = store.measured_keys(experiment, None, done_statuses)
+            # Already there: a run of its key with its own status (until 0.9.2 of either status, so a
+            # measurement was dropped where the server had a failure of its configuration).
+            present = {status: store.measured_keys(experiment, None, (status,)) for status in done_statuses}
             # A repeat of a configuration already there is new unless its own repeat key is there.
             repeats = any(REPEAT_KEY_TAG in r.tags for r in item.records)
-            present_repeats = store.measured_keys(experiment, None, done_statuses, REPEAT_KEY_TAG) if repeats else set()
-            skipped_ids = {r.run_id for r in item.records if r.run_id in on_server or (
-                r.tags[REPEAT_KEY_TAG] in present_repeats if REPEAT_KEY_TAG in r.tags else r.tags.get(KEY_TAG) in present)}
+            present_repeats = ({status: store.measured_keys(experiment, None, (status,), REPEAT_KEY_TAG)
+                                for status in done_statuses} if repeats else {})
+            parents = {r.parent_id for r in item.records if r.parent_id}
+
+            def there(r: FinalRecord) -> bool:
+                if r.run_id in on_server:
+                    return True
+                if REPEAT_KEY_TAG in r.tags:
+                    return r.tags[REPEAT_KEY_TAG] in present_repeats.get(r.status, set())
+                if r.tags.get(KEY_TAG) not in present.get(r.status, set()):
+                    return False
+                if r.run_id in parents:  # measured with its layers: the server's run answers only with its own
+                    existing = store.find_run(experiment, r.tags[KEY_TAG], r.status)  # (dropped until 0.9.2)
+                    return existing is not None and LAYERS_METRIC in existing.metrics
+                return True
+
+            skipped_ids = {r.run_id for r in item.records if there(r)}
             # A child whose parent is already on the server was written with it, unless this
             # batch's own write of that parent is there and the child's is not (a write cut short).
             todo = [r for r in item.records
@@ -239,8 +285,12 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
             skipped += len(item.records) - len(todo)
             item.path.unlink()
             done += 1
+            os.close(claimed)
+            claimed = None
     finally:
+        if claimed is not None:
+            os.close(claimed)
         for store in stores.values():
             store.close()
-    return SyncReport(files=len(items), sent=sent, skipped=skipped, left=len(items) - done, others=others,
-                      busy=busy, discarded=discarded)
+    return SyncReport(files=len(items) - elsewhere, sent=sent, skipped=skipped, left=len(items) - elsewhere - done,
+                      others=others, busy=busy, discarded=discarded)

@@ -49,17 +49,27 @@ def new_session(workers: int = 1) -> Any:
     return session
 
 
+#: Seconds an answer to ``/health`` stands for: a command that checks the server, then opens its
+#: store, asks once (it asked twice, back to back, until 0.9.2).
+HEALTH_FRESH_S = 2.0
+_ANSWERED: dict[str, float] = {}
+
+
 def check_reachable(uri: str, session: Any = None) -> None:
     """A StoreError in one line unless the tracking server at ``uri`` answers its ``/health`` within
-    :data:`HEALTH_TIMEOUT_S`: said at once, before MLflow's client retries a request for minutes."""
+    :data:`HEALTH_TIMEOUT_S`: said at once, before MLflow's client retries a request for minutes.
+    An answer in the last :data:`HEALTH_FRESH_S` stands."""
     import requests
 
+    if time.monotonic() - _ANSWERED.get(uri, -HEALTH_FRESH_S) < HEALTH_FRESH_S:
+        return
     try:
         response = (session or new_session()).get(f"{uri}/health", timeout=HEALTH_TIMEOUT_S)
     except requests.RequestException as exc:
         raise StoreError(f"cannot reach tracking server {uri}: {_reason(exc)}") from None
     if response.status_code >= 400:
         raise StoreError(f"tracking server {uri} answered {response.status_code} to /health")
+    _ANSWERED[uri] = time.monotonic()
 
 
 class RestStore:
