@@ -365,3 +365,15 @@ def test_sync_says_in_one_line_what_is_wrong_with_an_outbox_file(tmp_path: Path)
     out = CliRunner().invoke(app, ["sync"])
     assert out.exit_code == 1 and f"is for the store {gone}, which is not there" in str(out.exception)
     assert not gone.exists()
+    # a file that is not UTF-8 is one line too (a UnicodeDecodeError's traceback until 0.9.2) ...
+    broken.write_bytes(b"\xff")
+    out = CliRunner().invoke(app, ["sync"])
+    assert out.exit_code == 1 and str(out.exception) == f"outbox file {broken} is not valid JSON; move it away to go on"
+    # ... and, for whatever store it was, it blocks no measurement: their runs are counted without it
+    from tests.conftest import ENV, network_record
+    from tracker.log.logger import RunLogger
+
+    logger = RunLogger(str(tmp_path / "store"), experiment="e", environment=ENV)
+    logger.log([network_record("resnet18", 1)])
+    assert logger.measured("network") == {network_record("resnet18", 1).config_key}
+    logger.close()

@@ -140,24 +140,37 @@ def spool(uri: str, experiment: str, records: list[FinalRecord], reason: str, fo
     return folder / name
 
 
-def pending(folder: Path | None = None) -> list[Spooled]:
+def pending(folder: Path | None = None, skip_broken: bool = False) -> list[Spooled]:
+    """The batches waiting in the outbox, oldest first. A file that is not one is a StoreError
+    naming it, or, with ``skip_broken`` (what counts the runs measured: a broken file, maybe for
+    another store, blocked every measuring command until 0.9.2), left out."""
     folder = folder or outbox_dir()
     out = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            body = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            raise StoreError(f"outbox file {path} is not valid JSON; move it away to go on") from None
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
-            found = body.get("format") if isinstance(body, dict) else None
-            raise StoreError(f"outbox file {path} has format {found!r}, this tracker reads {FORMAT}")
-        try:
-            out.append(Spooled(path, body["uri"], body["experiment"], [_from_json(r) for r in body["records"]],
-                               body.get("reason", ""), body.get("writer")))
-        except (KeyError, TypeError, ValueError) as exc:  # a KeyError's traceback until 0.9.1
-            raise StoreError(f"outbox file {path} is not a whole batch ({type(exc).__name__}: {exc}); move it away to "
-                             "go on") from None
+            out.append(_read_spooled(path))
+        except StoreError:
+            if not skip_broken:
+                raise
+        except FileNotFoundError:  # sent and removed by a sync since the folder was listed
+            pass
     return out
+
+
+def _read_spooled(path: Path) -> Spooled:
+    try:
+        body = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):  # not UTF-8: a traceback until 0.9.2
+        raise StoreError(f"outbox file {path} is not valid JSON; move it away to go on") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        found = body.get("format") if isinstance(body, dict) else None
+        raise StoreError(f"outbox file {path} has format {found!r}, this tracker reads {FORMAT}")
+    try:
+        return Spooled(path, body["uri"], body["experiment"], [_from_json(r) for r in body["records"]],
+                       body.get("reason", ""), body.get("writer"))
+    except (KeyError, TypeError, ValueError) as exc:  # a KeyError's traceback until 0.9.1
+        raise StoreError(f"outbox file {path} is not a whole batch ({type(exc).__name__}: {exc}); move it away to "
+                         "go on") from None
 
 
 def spooled_keys(uri: str, experiment: str, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
@@ -165,7 +178,7 @@ def spooled_keys(uri: str, experiment: str, kind: str | None = None, statuses: t
     """Config keys (or another key ``tag``) of runs of this kind and status (carrying the tag
     ``having``, if given) waiting in the outbox for this server and experiment."""
     keys = set()
-    for item in pending(folder):
+    for item in pending(folder, skip_broken=True):  # a broken file: said once by RunLogger, not blocking
         if item.uri == strip_credentials(uri) and item.experiment == experiment:
             keys |= {r.tags.get(tag, "") for r in item.records
                      if r.status in statuses and (kind is None or r.tags.get("tracker.kind") == kind)
