@@ -369,6 +369,11 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         # a PostgreSQL store that refuses: one line (an AssertionError's traceback until 0.9.1)
         (["--tracking-uri", f"postgresql://u@127.0.0.1:{free_port()}/db", "runs", "list"], 1,
          "cannot open tracking database postgresql://u@127.0.0.1:"),
+        # a password is never said (since 0.9.2), and a server's credentials are refused in the URI
+        (["--tracking-uri", f"postgresql://u:s3cret@127.0.0.1:{free_port()}/db", "runs", "list"], 1,
+         "cannot open tracking database postgresql://u:***@127.0.0.1:"),
+        (["--tracking-uri", f"http://u:s3cret@127.0.0.1:{free_port()}", "store", "info"], 1,
+         "the tracking URI carries credentials: give them as MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
         (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
         (["runs", "list", "--where", "params.model = "], 1, "--where: MLflow cannot search by it: "),
         (["runs", "list", "--status", "done"], 1, "unknown run status 'done': expected one of RUNNING"),

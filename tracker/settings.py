@@ -160,6 +160,17 @@ def embedded_location(folder: Path | None = None) -> StoreLocation:
     return StoreLocation(uri=sqlite_uri(folder / "mlflow.db"), artifact_root=str(folder / "artifacts"))
 
 
+def redacted(uri: str) -> str:
+    """``uri`` with a password in it (a database's, ``postgresql://USER:PW@HOST/DB``) as ``***``:
+    what messages and ``store info`` show."""
+    head, sep, rest = uri.partition("://")
+    netloc, slash, path = rest.partition("/")
+    user, at, host = netloc.rpartition("@")
+    if not sep or not at or ":" not in user:
+        return uri
+    return f"{head}://{user.partition(':')[0]}:***@{host}{slash}{path}"
+
+
 def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
     """Turn what the user gave (or nothing) into a store location."""
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
@@ -167,6 +178,10 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
         return embedded_location()
     # A URI's scheme leads it; a path with a colon later in it (``/data/run 12:30``) is a folder.
     scheme = uri.split(":", 1)[0].lower() if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", uri) else ""
+    if scheme in ("http", "https") and "@" in uri.partition("://")[2].partition("/")[0]:
+        # said in messages and kept in the outbox (since 0.9.2 refused, as the README always had it)
+        raise StoreError("the tracking URI carries credentials: give them as MLFLOW_TRACKING_USERNAME and "
+                         "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN), never in the URI")
     if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":

@@ -7,6 +7,7 @@ from typing import Any
 from tracker.errors import TrackerError, first_line
 from tracker.log.logger import RunLogger
 from tracker.log.schema import KINDS as RECORD_KINDS
+from tracker.settings import redacted
 
 #: The kinds of run a store holds: those tracker logs through its record schema, and
 #: ``fingerprint``, the run ``fingerprint train`` logs with each model version (through MLflow).
@@ -17,7 +18,7 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(logger.location.uri)
-    info: dict[str, Any] = {"tracking_uri": logger.location.uri}
+    info: dict[str, Any] = {"tracking_uri": redacted(logger.location.uri)}  # a database's password as *** (since 0.9.2)
     if logger.location.artifact_root:
         info["artifact_root"] = logger.location.artifact_root
     schema_version = getattr(logger.store, "schema_version", None)

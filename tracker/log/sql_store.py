@@ -27,7 +27,7 @@ from tracker.cache import cache_dir
 from tracker.errors import NothingLoggedError, StoreError, first_line, os_reason
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
-from tracker.settings import StoreLocation, local_path, mlflow_path
+from tracker.settings import StoreLocation, local_path, mlflow_path, redacted
 
 #: The alembic revision of the MLflow schema this writer was built against (MLflow 3.17.2).
 SUPPORTED_SCHEMA = "dc11669786a5"
@@ -74,7 +74,8 @@ class SqlStore:
             try:
                 return sqlalchemy.create_engine(self.location.uri, pool_pre_ping=True)
             except Exception as exc:  # bad URL, missing driver
-                raise StoreError(f"cannot open tracking database {self.location.uri}: {exc}") from None
+                raise StoreError(f"cannot open tracking database {redacted(self.location.uri)}: "
+                                 f"{str(exc).replace(self.location.uri, redacted(self.location.uri))}") from None
         try:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
             if not self.db_path.exists() or self.db_path.stat().st_size == 0:
@@ -156,7 +157,8 @@ class SqlStore:
             version = self._read_schema_version()
         except sqlalchemy.exc.OperationalError as exc:
             if not self.location.is_sqlite:  # a PostgreSQL server that cannot be reached, or refuses
-                raise StoreError(f"cannot open tracking database {self.location.uri}: {first_line(exc.orig)}") from None
+                raise StoreError(f"cannot open tracking database {redacted(self.location.uri)}: "
+                                 f"{first_line(exc.orig)}") from None
             folder = self.db_path.parent
             if "unable to open" in str(exc.orig) and self.db_path.is_file() and not os.access(folder, os.W_OK):
                 raise StoreError(f"cannot open tracking store {self.db_path}: its folder {folder} is not writable, and "
