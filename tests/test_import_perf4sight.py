@@ -109,12 +109,17 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
 
     first = sorted((DATA / "latency").glob("*-gt.csv"))[0].name
 
-    def number(folder: Path) -> None:
-        path = folder / "latency" / first
-        head, row, *rest = path.read_text().splitlines(keepends=True)
-        cells = row.split("|")
-        cells[head.split("|").index("latency")] = "abc"
-        path.write_text(head + "|".join(cells) + "".join(rest))
+    def cell(column: str, value: str):  # noqa: ANN202
+        def spoil(folder: Path) -> None:
+            path = folder / "latency" / first
+            head, row, *rest = path.read_text().splitlines(keepends=True)
+            cells = row.split("|")
+            cells[head.split("|").index(column)] = value
+            cells[head.split("|").index("passed")] = "True"
+            path.write_text(head + "|".join(cells) + "".join(rest))
+        return spoil
+
+    number = cell("latency", "abc")
 
     cases = [
         (lambda f: (f / "architectures.json.gz").write_bytes(gzip.compress(b"[1, 2]")),
@@ -123,6 +128,13 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
          "architectures.json.gz: holds a dict; expected a list of objects"),
         (lambda f: (f / "architectures.json.gz").write_text("garbage"), "architectures.json.gz: not gzip-compressed JSON"),
         (number, f"latency/{first}: batch size "),
+        # a latency of 0 was a ZeroDivisionError's traceback, one below 0 or a batch of 0 imported, until 0.9.2
+        (cell("latency", "0"), "latency '0' is not a measurement (a finite number above 0)"),
+        (cell("latency", "-5"), "latency '-5' is not a measurement (a finite number above 0)"),
+        (cell("latency", "inf"), "latency 'inf' is not a measurement (a finite number above 0)"),
+        (cell("bs", "0"), "batch size 0: not a batch size (at least 1)"),
+        (lambda f: (f / "latency" / first).rename(f / "latency" / "foo-gt.csv"),
+         "latency/foo-gt.csv: not a perf4sight file name, NETWORK_PCT-gt.csv (resnet50_30-gt.csv)"),
         (lambda f: (f / "memory" / first).write_bytes((f / "memory" / first).read_bytes() + b"\xff\xfe"),
          f"memory/{first}: not UTF-8 text"),
         (lambda f: (f / "latency" / first).write_text("a,b,c\n1,2,3\n"),

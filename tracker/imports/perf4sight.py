@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,11 +136,17 @@ def _rows(path: Path) -> list[dict[str, str]]:
     return rows
 
 
-def _number(path: Path, row: dict[str, str], column: str) -> float:
+def _number(path: Path, row: dict[str, str], column: str, least: float = 0.0) -> float:
+    """A measured value of a passed row: a finite number above ``least`` (0 by default; since 0.9.2 a
+    latency of 0 was a ZeroDivisionError's traceback, a negative one a negative throughput)."""
     try:
-        return float(row[column])
+        value = float(row[column])
     except (TypeError, ValueError):
         raise ConfigError(f"{path}: batch size {row.get('bs')}: {column} {row[column]!r} is not a number") from None
+    if not math.isfinite(value) or value <= least:
+        raise ConfigError(f"{path}: batch size {row.get('bs')}: {column} {row[column]!r} is not a measurement (a finite "
+                          f"number above {least:g})")
+    return value
 
 
 def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[tuple[str, int], Config]:
@@ -152,10 +159,15 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
 
     def config(path: Path, row: dict[str, str]) -> Config:
         network = path.name.removesuffix("-gt.csv")
+        family, _, pct = network.rpartition("_")
+        if not family or not pct.isdigit() or not 0 <= int(pct) < 100:  # an IndexError's or ValueError's traceback
+            raise ConfigError(f"{path}: not a perf4sight file name, NETWORK_PCT-gt.csv (resnet50_30-gt.csv)")
         try:
             bs = int(row["bs"])
         except (KeyError, ValueError):
             raise ConfigError(f"{path.name}: row without a valid 'bs' column: {row}") from None
+        if bs < 1:  # imported as a configuration until 0.9.2
+            raise ConfigError(f"{path}: batch size {bs}: not a batch size (at least 1)")
         return configs.setdefault((network, bs), Config(network, bs))
 
     for path in sorted(lat_dir.glob("*-gt.csv")):
