@@ -527,3 +527,27 @@ def test_a_ctrl_c_during_a_load_leaves_the_warehouse_as_it_was(tmp_path: Path) -
     finally:
         signal.signal(signal.SIGINT, previous)
     assert "interrupted" in outcomes, outcomes
+
+
+def test_a_run_of_a_record_format_this_tracker_does_not_read_stops_the_load(tmp_path: Path) -> None:
+    """A run logged by a newer tracker (its tracker.schema tag network/9) was loaded as if its format
+    were known until 0.9.2; the load now names it and keeps nothing of itself."""
+    from tracker.errors import SchemaError
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = _logger(runs)
+    first = logger.log([network_record("resnet18", 1)])[0]
+    logger.close()
+    _load(runs, wh)
+    logger = _logger(runs)
+    newer = logger.log([network_record("resnet18", 2)])[0]
+    logger.close()
+    MlflowClient(resolve_location(str(runs)).uri).set_tag(newer, "tracker.schema", "network/9")
+    with pytest.raises(SchemaError, match=rf"^run {newer}: run record format network/9 is not known to this tracker "
+                                          r"\(it reads network/1\); nothing was loaded"):
+        _load(runs, wh)
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("SELECT run_id FROM runs").fetchall() == [(first,)]  # the load before it, whole
+    finally:
+        con.close()

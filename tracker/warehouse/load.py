@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.describe.features import NODE_ROWS_VERSION
-from tracker.errors import StoreError, first_paragraph, interrupted, os_reason, sigint_handled
+from tracker.errors import SchemaError, StoreError, first_paragraph, interrupted, os_reason, sigint_handled
 from tracker.log.schema import KINDS
 from tracker.settings import usable_warehouse
 from tracker.warehouse import tables
@@ -168,6 +168,7 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
                 ids = None if mode == "full" else [r[0] for r in con.execute("SELECT run_id FROM changed").fetchall()]
                 detail = source.details(ids)
                 _insert_details(con, detail)
+                _check_formats(con)
                 added = _load_descriptions(con, source)
                 _load_traces(con, source)
             con.unregister("snapshot")
@@ -198,6 +199,21 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
                 with suppress(OSError):  # never made (a file where its folder should be): nothing to remove
                     leftover.unlink(missing_ok=True)
     return report
+
+
+def _check_formats(con: Any) -> None:
+    """A SchemaError naming a run whose record format (its ``tracker.schema`` tag) this tracker does
+    not read, a newer tracker's say: loud, as pyperf is, where until 0.9.2 it was loaded as if known.
+    Raised inside the load's transaction, so nothing of the load is kept."""
+    from tracker.log.schema import parse_schema_tag
+
+    rows = con.execute("SELECT r.run_id, t.value FROM runs r JOIN tags t ON t.run_id = r.run_id AND t.key = 'tracker.schema' "
+                       "WHERE r.run_id IN (SELECT run_id FROM changed) ORDER BY r.run_id").fetchall()
+    for run_id, tag in rows:
+        try:
+            parse_schema_tag(tag)
+        except SchemaError as exc:
+            raise SchemaError(f"run {run_id}: {exc}; nothing was loaded (a newer tracker logged it? upgrade this one)") from None
 
 
 def _insert_details(con: Any, detail: dict[str, Any]) -> None:
