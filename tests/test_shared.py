@@ -182,6 +182,19 @@ def test_sync_sends_what_the_server_lacks_once_though_two_syncs_run_at_once(tmp_
         assert pending() == []
         client = MlflowClient(uri)
         runs = client.search_runs([client.get_experiment_by_name("gaps").experiment_id], max_results=100)
+        # A deleted experiment is said, as the embedded store says it (its runs went to the outbox until 0.9.2),
+        # and a batch spooled for it is refused naming its file.
+        from tracker.errors import ExperimentDeletedError
+        from tracker.log.outbox import spool
+
+        client.delete_experiment(client.create_experiment("gone"))
+        with pytest.raises(ExperimentDeletedError, match="^experiment 'gone' is deleted; restore it"):
+            RunLogger(uri, experiment="gone", environment=ENV)
+        path = spool(uri, "gone", [network_record("resnet18", 16).finalize(ENV)], "cannot reach tracking server")
+        refused = CliRunner().invoke(app, ["--tracking-uri", uri, "sync"])
+        assert refused.exit_code == 1 and str(refused.exception).startswith(
+            f"outbox file {path}: experiment 'gone' is deleted; restore it"), refused.output
+        path.unlink()
     nets = sorted((r.data.params["model"], int(r.data.params["batch_size"]), r.info.status,
                    "sum_of_layers_ms" in r.data.metrics) for r in runs if r.data.tags["tracker.kind"] == "network")
     assert nets == sorted([("resnet18", 4, "FAILED", False), ("resnet18", 4, "FINISHED", False),

@@ -100,6 +100,11 @@ class NothingLoggedError(StoreError):
     or no experiment of that name in the store."""
 
 
+class ExperimentDeletedError(StoreError):
+    """The store answered: the experiment named is deleted (MLflow's soft delete). Said, not taken
+    for an unreachable server (its runs went to the outbox until 0.9.2)."""
+
+
 class ConfigError(TrackerError):
     """A configuration file or option is malformed (the message names the key)."""
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from tracker.errors import NothingLoggedError, StoreError
+from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError
 
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord, RunRecord
 from tracker.log.outbox import batch_name, mark_batch, outbox_dir, spool, spooled_keys
@@ -53,8 +53,8 @@ class RunLogger:
         self._experiment: Experiment | None = None
         try:
             self._online()
-        except NothingLoggedError:  # the server answered: no such experiment (a command that only reads)
-            raise
+        except (NothingLoggedError, ExperimentDeletedError):  # the server answered: no such experiment (a command
+            raise                                             # that only reads), or it is deleted
         except StoreError as exc:
             if not self.location.is_http:
                 raise

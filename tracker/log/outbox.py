@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from tracker.errors import StoreError
+from tracker.errors import ExperimentDeletedError, StoreError
 from tracker.log.record import KEY_TAG, REPEAT_KEY_TAG, FinalRecord
 from tracker.settings import runs_dir
 
@@ -256,7 +256,10 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
                 raise StoreError(f"outbox file {item.path} is for the store {location.db_path.parent}, which is not "
                                  "there (moved or deleted?): put it back, or move the file away to go on")
             store = stores.get(item.uri) or stores.setdefault(item.uri, open_store(location))
-            experiment = store.experiment(item.experiment, create=True)
+            try:
+                experiment = store.experiment(item.experiment, create=True)
+            except ExperimentDeletedError as exc:  # the file unnamed until 0.9.2
+                raise ExperimentDeletedError(f"outbox file {item.path}: {exc}; or move the file away to go on") from None
             done_statuses = ("FINISHED", "FAILED")
             # What a write of this batch cut short left: its finished runs stay (their ids map a
             # child's parent), its unfinished ones go, to be sent whole again.

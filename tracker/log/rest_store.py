@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tracker.errors import NothingLoggedError, StoreError
+from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, parent_levels
 from tracker.settings import StoreLocation
@@ -118,7 +118,8 @@ class RestStore:
             body = self.call("GET", "experiments/get-by-name", query={"experiment_name": name})
         exp = body["experiment"]
         if exp.get("lifecycle_stage") != "active":
-            raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")
+            raise ExperimentDeletedError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another "
+                                         "name")
         return Experiment(exp["experiment_id"], name, exp.get("artifact_location", ""))
 
     def describe_experiment(self, experiment: Experiment, text: str) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.cache import cache_dir
-from tracker.errors import NothingLoggedError, StoreError, first_line, os_reason
+from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError, first_line, os_reason
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path, redacted
@@ -233,7 +233,8 @@ class SqlStore:
             raise NothingLoggedError(f"no experiment named {name!r} in {self.location.uri} "
                                      f"(experiments: {', '.join(names) or 'none'})")
         if row.lifecycle_stage != "active":
-            raise StoreError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another name")
+            raise ExperimentDeletedError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another "
+                                         "name")
         return Experiment(str(row.experiment_id), name, row.artifact_location)
 
     def describe_experiment(self, experiment: Experiment, text: str) -> None:
