@@ -8,6 +8,21 @@ import sys
 INTERRUPTED_LINE = "interrupted: what was logged before is kept\n"
 
 
+def interrupted_line() -> str:
+    """:data:`INTERRUPTED_LINE`, and where runs wait in the outbox (a write to a server cut short:
+    the rest of its batch), that ``tracker sync`` sends them (unsaid until 0.9.2)."""
+    try:
+        from tracker.log.outbox import outbox_dir
+
+        waiting = sum(1 for _ in outbox_dir().glob("*.json"))
+    except Exception:  # noqa: BLE001 - what is said on the way out never fails the way out
+        waiting = 0
+    if not waiting:
+        return INTERRUPTED_LINE
+    return (INTERRUPTED_LINE.rstrip("\n") + f"; {waiting} batch{'es' if waiting != 1 else ''} of runs wait in the outbox "
+            "(tracker sync sends them)\n")
+
+
 def main() -> None:
     """The console script: a Ctrl-C during a command, or while typer and the commands load (its
     first half-second), is one line and status 130. Once the command has ended, a Ctrl-C is
@@ -25,7 +40,7 @@ def main() -> None:
 
         run()
     except KeyboardInterrupt:
-        sys.stderr.write(INTERRUPTED_LINE)
+        sys.stderr.write(interrupted_line())
         sys.exit(143 if was_terminated() else 130)
     finally:
         if threading.current_thread() is threading.main_thread():

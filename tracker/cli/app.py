@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli import INTERRUPTED_LINE
+from tracker.cli import interrupted_line
 from tracker.cli import campaign as campaign_cli
 from tracker.cli import data as data_cli
 from tracker.cli import describe as describe_cli
@@ -106,8 +106,8 @@ def demo(
 
 
 def main() -> None:
-    from tracker.cli.options import INTERRUPTED, interrupt_said
-    from tracker.errors import TrackerError, interrupted, os_reason
+    from tracker.cli.options import INTERRUPTED, TERMINATED, interrupt_said
+    from tracker.errors import TrackerError, interrupted, os_reason, was_terminated
 
     import os
 
@@ -142,6 +142,8 @@ def main() -> None:
             raise
         raise KeyboardInterrupt from None  # said by tracker.cli.main, as a Ctrl-C anywhere else
     if code == INTERRUPTED and not interrupt_said():  # typer turns a Ctrl-C into status 130, silently
-        sys.stderr.write(INTERRUPTED_LINE)
+        sys.stderr.write(interrupted_line())
+        if was_terminated():  # a SIGTERM handled as a Ctrl-C: 143, as exit_interrupted says it (130 until 0.9.2)
+            code = TERMINATED
     if isinstance(code, int) and code:
         sys.exit(code)
