@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import ENV, layer_record, network_record
 from tracker.describe import describe
+from tracker.errors import StoreError
 from tracker.log.logger import RunLogger
 from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord
 from tracker.settings import resolve_location
@@ -392,13 +393,19 @@ def test_each_tracking_server_has_its_own_default_warehouse(tmp_path: Path) -> N
     default = warehouse_path()
     assert default == (tmp_path / "runs" / "warehouse.duckdb").resolve()  # TRACKER_RUNS_DIR
     servers = [warehouse_path(tracking_uri=uri) for uri in
-               ("http://127.0.0.1:5000", "http://127.0.0.1:5001", "https://ann:s3cret@mlflow.lab.org/team/",
+               ("http://127.0.0.1:5000", "http://127.0.0.1:5001", "https://mlflow.lab.org/team/",
                 "http://[::1]:5000", "http://[fe80::1]:5000")]
     assert [p.name for p in servers] == ["warehouse-127.0.0.1-5000.duckdb", "warehouse-127.0.0.1-5001.duckdb",
                                          "warehouse-mlflow.lab.org-team.duckdb", "warehouse-__1-5000.duckdb",
                                          "warehouse-fe80__1-5000.duckdb"]
     assert all(p.parent == default.parent for p in servers)
     assert warehouse_path(tracking_uri="http://127.0.0.1:5000/") == servers[0]  # one server, one file
+    # credentials in the URI: refused (since 0.9.2; the file name left them out before)
+    with pytest.raises(StoreError, match="the tracking URI carries credentials"):
+        warehouse_path(tracking_uri="https://ann:s3cret@mlflow.lab.org/team/")
+    # two databases in one folder, a warehouse each (one, shared, until 0.9.2)
+    assert [warehouse_path(tracking_uri=f"sqlite:///{tmp_path / name}") for name in ("a.db", "b.db", "mlflow.db")] == [
+        tmp_path / "warehouse-a.duckdb", tmp_path / "warehouse-b.duckdb", tmp_path / "warehouse.duckdb"]
 
 
 def test_a_load_keeps_this_processs_store_connections_whole(tmp_path: Path) -> None:
@@ -443,7 +450,6 @@ def test_the_sqlite_reader_says_in_one_line_what_went_wrong(tmp_path: Path) -> N
     a bad query and leaves no files behind."""
     import signal
 
-    from tracker.errors import StoreError
     from tracker.warehouse.sqlite_reader import SqliteReader
 
     runs = tmp_path / "runs"

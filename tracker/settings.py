@@ -37,7 +37,8 @@ def runs_dir() -> Path:
 
 def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None = None) -> Path:
     """The DuckDB warehouse: ``--warehouse``, else ``TRACKER_WAREHOUSE``, else ``warehouse.duckdb``
-    beside an embedded store's database (``runs/`` for the default store), else, for a server,
+    beside an embedded store's database (``runs/`` for the default store; ``warehouse-NAME.duckdb``
+    beside a database ``NAME.db`` of another name), else, for a server,
     ``runs/warehouse-HOST-PORT.duckdb``. So each store and each server has its own warehouse: a
     load from one never counts another's runs as deleted."""
     chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
@@ -45,8 +46,11 @@ def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None 
         path = Path(chosen).resolve()
     else:
         location = resolve_location(tracking_uri)  # an unsupported URI is said here, in one line
-        path = (location.db_path.parent / "warehouse.duckdb" if location.db_path is not None
-                else runs_dir() / f"warehouse-{location.server_name}.duckdb")
+        db = location.db_path
+        # two databases in one folder (sqlite:///a.db, b.db) have a warehouse each: one file, shared,
+        # held the last loaded's runs, until 0.9.2
+        path = (db.parent / ("warehouse.duckdb" if db.stem == "mlflow" else f"warehouse-{db.stem}.duckdb")
+                if db is not None else runs_dir() / f"warehouse-{location.server_name}.duckdb")
     return usable_warehouse(path)  # before a command reads the store for it
 
 
