@@ -182,6 +182,13 @@ def test_sync_sends_what_the_server_lacks_once_though_two_syncs_run_at_once(tmp_
         assert pending() == []
         client = MlflowClient(uri)
         runs = client.search_runs([client.get_experiment_by_name("gaps").experiment_id], max_results=100)
+        # The id a run had in the outbox, which the command that measured it printed, finds it on the server
+        shown = CliRunner().invoke(app, ["--tracking-uri", uri, "-e", "gaps", "runs", "show", finished.run_id[:8],
+                                         "--format", "json"])
+        assert shown.exit_code == 0, shown.output
+        sent = json.loads(shown.stdout)
+        assert sent["run_id"] != finished.run_id and sent["status"] == "FINISHED"
+        assert client.get_run(sent["run_id"]).data.tags["tracker.config_key"] == finished.config_key
         # A deleted experiment is said, as the embedded store says it (its runs went to the outbox until 0.9.2),
         # and a batch spooled for it is refused naming its file.
         from tracker.errors import ExperimentDeletedError

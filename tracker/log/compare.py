@@ -90,6 +90,8 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         try:
             return client.get_run(ref)
         except Exception:  # noqa: BLE001 - MLflow raises its own exception for an unknown id
+            if sent := _sent_as(client, ref):  # the id a run had in the outbox
+                return client.get_run(sent[0])
             raise TrackerError(f"no run {ref} in this store") from None
     if len(ref) < MIN_PREFIX or not is_run_id_prefix(ref):
         raise TrackerError(f"{ref!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
@@ -101,6 +103,8 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
     if not found:  # in another experiment, as a full id is found (until 0.9.1: "no run", for the id profile printed)
         others = [e for e in client.search_experiments() if str(e.experiment_id) != str(experiment.experiment_id)]
         found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
+    if not found:  # the id it had in the outbox, which the command that measured it printed (unfound until 0.9.2)
+        found = _sent_as(client, ref)
     if not found:
         what = "measurement run" if kinds == MEASURED_KINDS else "run"
         raise TrackerError(f"no {what} whose id starts with {ref} in experiment {experiment.name!r} or any other")
@@ -108,6 +112,19 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         raise TrackerError(f"{ref} names {len(found)} runs ({', '.join(rid[:12] for rid in found[:4])}"
                            f"{', ...' if len(found) > 4 else ''}): give more of its id")
     return client.get_run(found[0])
+
+
+def _sent_as(client: Any, ref: str) -> list[str]:
+    """The ids on a tracking server of the runs whose id in the outbox (the one the command that
+    measured them printed, while the server was unreachable) starts with ``ref``: their tag
+    ``tracker.write`` is ``BATCH/OUTBOX_ID``."""
+    from tracker.log.outbox import WRITE_TAG
+
+    experiments = [str(e.experiment_id) for e in client.search_experiments()]
+    if not experiments or not is_run_id_prefix(ref):
+        return []
+    runs = client.search_runs(experiments, f"tags.`{WRITE_TAG}` LIKE '%/{ref}%'", max_results=10)
+    return [r.info.run_id for r in runs if r.data.tags.get(WRITE_TAG, "").rpartition("/")[2].startswith(ref)]
 
 
 def _side(client: Any, uri: str, run: Any) -> Side:
