@@ -194,6 +194,16 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert [r["run_id"] for r in json.loads(found.stdout)] == [fast["run_id"]], found.output
     cut = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--limit", "1"])
     assert cut.exit_code == 0 and "the newest 1 shown; experiment 'cli' has more" in cut.stderr
+    ordered = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network",
+                                  "--limit", "1", "--order-by", "metrics.latency_ms DESC"])  # "the newest" until 0.9.2
+    assert "the first 1 by metrics.latency_ms DESC shown; experiment 'cli' has more" in ordered.stderr
+    # a run of another kind named where a measurement is wanted is said as that ("no run" until 0.9.2)
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    [mode_run] = client.search_runs([client.get_experiment_by_name("cli").experiment_id], "tags.`tracker.kind` = 'mode'")
+    versus = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "compare", data["run_id"][:8],
+                                 mode_run.info.run_id[:8]])
+    assert versus.exit_code == 1 and str(versus.exception) == (
+        f"run {mode_run.info.run_id[:12]} is a mode run, not a measurement: give a network, training or layer run")
     table = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network"]).stdout
     line = next(row for row in table.splitlines() if data["run_id"][:12] in row)  # one line a run, however narrow the pipe
     assert f" {data['mode']} " in line and "squeezenet1_1 · bs1 · inference · cpu" in line, table
@@ -366,6 +376,10 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
                        ["fingerprint", "train", "--target", "latency_ms", "-w", "w.duckdb"],
                        ["campaign", "run", "zoo.toml", "--dry-run"])],
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
+        # no file named "sqlite:" or ":memory:" made (until 0.9.2)
+        (["--tracking-uri", "sqlite://", "store", "info"], 1, "tracking URI 'sqlite://' names no database file"),
+        (["--tracking-uri", "sqlite:///:memory:", "profile", "network", "squeezenet1_1"], 1,
+         "tracking URI 'sqlite:///:memory:' names no database file"),
         # a PostgreSQL store that refuses: one line (an AssertionError's traceback until 0.9.1)
         (["--tracking-uri", f"postgresql://u@127.0.0.1:{free_port()}/db", "runs", "list"], 1,
          "cannot open tracking database postgresql://u@127.0.0.1:"),
@@ -427,7 +441,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, proc.stderr)
         assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "fresh").exists()
+    assert not (tmp_path / "fresh").exists() and not list(tmp_path.glob("*:*"))  # no store, no "sqlite:" or ":memory:"
 
 
 def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:

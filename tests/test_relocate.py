@@ -101,6 +101,16 @@ def test_a_copy_is_told_apart_from_its_original_and_needs_its_artifacts(tmp_path
                                          f"{original / 'artifacts'}: copy that folder to {bare / 'artifacts'} first "
                                          "(nothing was changed)"), out
     assert _paths(bare) == before
+    # a copy in part (one run's artifacts of two) is refused too: it was taken until 0.9.2
+    second = _log(original, "resnet50")
+    partial = tmp_path / "d" / "runs"
+    shutil.copytree(original, partial)
+    [gone] = [p for p in (partial / "artifacts").glob(f"*/{second}")]
+    shutil.rmtree(gone)
+    code, out = _cli(partial, "store", "relocate")
+    assert code == 1 and out.startswith(f"{partial / 'artifacts'} lacks the artifacts of 1 of the 2 runs kept in "
+                                        f"{original / 'artifacts'} (such as "), out
+    assert second in out and out.endswith("copy them too first (nothing was changed)")
 
     code, out = _cli(copy, "store", "relocate")
     assert code == 0 and out.startswith(f"{original / 'artifacts'} -> {copy / 'artifacts'}: "), out

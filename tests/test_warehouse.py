@@ -403,6 +403,13 @@ def test_each_tracking_server_has_its_own_default_warehouse(tmp_path: Path) -> N
     # credentials in the URI: refused (since 0.9.2; the file name left them out before)
     with pytest.raises(StoreError, match="the tracking URI carries credentials"):
         warehouse_path(tracking_uri="https://ann:s3cret@mlflow.lab.org/team/")
+    # TRACKER_RUNS_DIR set but empty: runs/ (the current folder until 0.9.2)
+    from tracker.settings import runs_dir
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACKER_RUNS_DIR", "")
+        mp.chdir(tmp_path)
+        assert runs_dir() == tmp_path / "runs"
     # two databases in one folder, a warehouse each (one, shared, until 0.9.2)
     assert [warehouse_path(tracking_uri=f"sqlite:///{tmp_path / name}") for name in ("a.db", "b.db", "mlflow.db")] == [
         tmp_path / "warehouse-a.duckdb", tmp_path / "warehouse-b.duckdb", tmp_path / "warehouse.duckdb"]

@@ -32,7 +32,7 @@ def project_dir(name: str) -> Path:
 
 def runs_dir() -> Path:
     """The folder of the embedded default store (made on first use)."""
-    return Path(os.environ.get("TRACKER_RUNS_DIR", "runs")).resolve()
+    return Path(os.environ.get("TRACKER_RUNS_DIR") or "runs").resolve()  # set but empty: runs/ (the current folder until 0.9.2)
 
 
 def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None = None) -> Path:
@@ -189,6 +189,10 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
     if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":
+        named = uri.partition(":")[2].lstrip("/").split("?", 1)[0]
+        if not named or named == ":memory:":  # a file "sqlite:" or ":memory:" was made until 0.9.2
+            raise StoreError(f"tracking URI {uri!r} names no database file: sqlite:///PATH.db (an in-memory "
+                             "database would keep nothing)")
         db_path = sqlite_path(uri).resolve()
         query = uri.partition("?")[2]  # SQLAlchemy's options (timeout=30): kept for the engine, not part of the path
         return StoreLocation(uri=sqlite_uri(db_path) + (f"?{query}" if query else ""),

@@ -87,7 +87,9 @@ def list_runs(
                       f"{lat:.3f}" if lat is not None else "", *why)
     wide_console(200 if failures else 120).print(table)  # a pipe or a log: names, modes and reasons whole
     if more:
-        typer.echo(f"the newest {limit} shown; experiment {st.experiment!r} has more (--limit N shows more; --kind and "
+        # in the order asked for ("the newest", whatever the order, until 0.9.2)
+        first = f"the first {limit} by {order_by.strip()}" if order_by else f"the newest {limit}"
+        typer.echo(f"{first} shown; experiment {st.experiment!r} has more (--limit N shows more; --kind and "
                    "--status choose)", err=True)
 
 
@@ -180,7 +182,8 @@ def compare(
 
     for side in ("a", "b"):
         s = data[side]
-        typer.echo(f"{side.upper()}: {s['run_id'][:12]}  {s['name']} · {s['mode']}"
+        mode = f" · {s['mode']}" if s["mode"] else ""  # an imported run has none ("· None" until 0.9.2)
+        typer.echo(f"{side.upper()}: {s['run_id'][:12]}  {s['name']}{mode}"
                    + ("" if s["samples"] else "  (no raw samples kept)"))
     for title, rows in (("configurations differ", data["configuration_differences"]),
                         ("WARNING: environments differ", data["environment_differences"])):

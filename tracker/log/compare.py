@@ -105,6 +105,12 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
     if not found:  # the id it had in the outbox, which the command that measured it printed (unfound until 0.9.2)
         found = _sent_as(client, ref)
+    if not found and kinds == MEASURED_KINDS:  # a run of another kind (a mode run, say): said as that (until 0.9.2, "no run")
+        from tracker.log.schema import KINDS
+
+        if other := store.runs_with_prefix(experiment, ref, tuple(k for k in KINDS if k not in kinds)):
+            raise TrackerError(f"run {other[0][0][:12]} is a {other[0][1]} run, not a measurement: give a "
+                               f"{', '.join(kinds)} run")
     if not found:
         what = "measurement run" if kinds == MEASURED_KINDS else "run"
         raise TrackerError(f"no {what} whose id starts with {ref} in experiment {experiment.name!r} or any other")

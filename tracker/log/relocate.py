@@ -119,6 +119,11 @@ def relocate(location: StoreLocation) -> list[Relocation]:
             if under and not there and any(p.exists() for p in under):
                 raise StoreError(f"{new_root} holds none of the artifacts of the {len(under)} runs kept in {old}: "
                                  f"copy that folder to {new_root} first (nothing was changed)")
+            # a copy in part: the runs whose artifacts are still at the old place and not here (taken until 0.9.2)
+            missing = [p for p in under if p.exists() and not (new_root / p.relative_to(old)).exists()]
+            if missing:
+                raise StoreError(f"{new_root} lacks the artifacts of {len(missing)} of the {len(under)} runs kept in {old} "
+                                 f"(such as {missing[0].relative_to(old)}): copy them too first (nothing was changed)")
 
         def rewrite(conn: Any) -> list[Relocation]:
             done = []

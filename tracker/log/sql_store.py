@@ -164,7 +164,11 @@ class SqlStore:
                 raise StoreError(f"cannot open tracking store {self.db_path}: its folder {folder} is not writable, and "
                                  "SQLite writes its journal beside the store even to read it (a read-only copy: "
                                  "copy the folder somewhere writable)") from None
-            raise StoreError(f"{self.location.uri} is not an MLflow tracking store ({exc.orig})") from None
+            reason = str(exc.orig)
+            if "locked" in reason or "disk I/O" in reason or "full" in reason:  # "is not an MLflow store" until 0.9.2
+                raise StoreError(f"cannot read tracking store {self.db_path} ({reason}: another process holds it, or "
+                                 "its disk is full)") from None
+            raise StoreError(f"{self.location.uri} is not an MLflow tracking store ({reason})") from None
         except sqlalchemy.exc.SQLAlchemyError as exc:  # exc.orig: the driver's message, without SQLAlchemy's link line
             raise StoreError(f"cannot read tracking database {self.location.uri}: "
                              f"{getattr(exc, 'orig', None) or first_line(exc)}") from None
