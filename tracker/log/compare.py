@@ -110,7 +110,7 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
 
         if other := store.runs_with_prefix(experiment, ref, tuple(k for k in KINDS if k not in kinds)):
             raise TrackerError(f"run {other[0][0][:12]} is a {other[0][1]} run, not a measurement: give a "
-                               f"{', '.join(kinds)} run")
+                               f"{', '.join(kinds[:-1])} or {kinds[-1]} run")
     if not found:
         what = "measurement run" if kinds == MEASURED_KINDS else "run"
         raise TrackerError(f"no {what} whose id starts with {ref} in experiment {experiment.name!r} or any other")

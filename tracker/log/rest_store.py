@@ -108,8 +108,11 @@ class RestStore:
         except RestError as exc:
             if exc.code != "RESOURCE_DOES_NOT_EXIST":
                 raise
-            if not create:
-                raise NothingLoggedError(f"no experiment named {name!r} on {self.location.uri}") from None
+            if not create:  # the server's experiments named, as an embedded store names its own (since 0.9.2)
+                found = self.call("POST", "experiments/search", {"max_results": 1000, "view_type": "ACTIVE_ONLY"})
+                names = sorted(e["name"] for e in found.get("experiments", []))
+                raise NothingLoggedError(f"no experiment named {name!r} on {self.location.uri} "
+                                         f"(experiments: {', '.join(names) or 'none'})") from None
             try:
                 self.call("POST", "experiments/create", {"name": name})
             except RestError as exc2:
