@@ -157,8 +157,11 @@ def step_names(gpu: bool, big: int) -> list[str]:
 #: runs those too.
 NEEDS = {"training_job": ("synth_images",), "detection_job": ("synth_boxes",),
          "sql_measurements": ("warehouse_load",), "sql_failed": ("warehouse_load",),
-         "sql_repeats": ("warehouse_load",), "predict": ("warehouse_load", "fingerprint_latency_ms"),
-         **{f"fingerprint_{t}": ("warehouse_load",) for t in ("latency_ms", "peak_mem_mb", "power_w", "gpu_util_pct")}}
+         "sql_repeats": ("warehouse_load",),
+         # a fingerprint learns from the campaign's measurements (three networks at least), through the warehouse
+         **{f"fingerprint_{t}": ("campaign", "warehouse_load", "sql_measurements")
+            for t in ("latency_ms", "peak_mem_mb", "power_w", "gpu_util_pct")},
+         "predict": ("campaign", "warehouse_load", "sql_measurements", "fingerprint_latency_ms")}
 
 
 def main() -> None:
@@ -173,9 +176,8 @@ def main() -> None:
     if only is not None and (not only or only - set(known)):
         sys.exit(f"gpu_paths: steps {','.join(sorted(only - set(known))) or '(none)'}: expected some of "
                  f"{','.join(known)}")
-    if only is not None:
-        only |= {need for name in only for need in NEEDS.get(name, ())}
-        only |= {need for name in list(only) for need in NEEDS.get(name, ())}
+    while only is not None and (more := {need for name in only for need in NEEDS.get(name, ())} - only):
+        only |= more
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-paths-work-"))
     store = work / "runs"
