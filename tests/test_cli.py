@@ -249,6 +249,11 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
         assert str(missing.exception).endswith("(experiments: Default, cli)")
     assert json.loads(info.stdout)["experiments"] == json.loads(runner.invoke(
         app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"]).stdout)["experiments"]
+    # a deleted run is found by a prefix of its id, as by its full id (unfound until 0.9.2), and said deleted
+    client.delete_run(repeat["run_id"])
+    gone = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show", repeat["run_id"][:8],
+                               "--format", "json"])
+    assert gone.exit_code == 0 and json.loads(gone.stdout)["deleted"] is True, gone.output
 
 
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:

@@ -105,6 +105,11 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
     if not found:  # the id it had in the outbox, which the command that measured it printed (unfound until 0.9.2)
         found = _sent_as(client, ref)
+    if not found:  # a deleted run (MLflow's soft delete), as its full id is found (unfound until 0.9.2)
+        from mlflow.entities import ViewType
+
+        deleted = client.search_runs([experiment.experiment_id], "", run_view_type=ViewType.DELETED_ONLY, max_results=1000)
+        found = [r.info.run_id for r in deleted if r.info.run_id.startswith(ref) and r.data.tags.get(KIND_TAG) in kinds]
     if not found and kinds == MEASURED_KINDS:  # a run of another kind (a mode run, say): said as that (until 0.9.2, "no run")
         from tracker.log.schema import KINDS
 
