@@ -166,13 +166,11 @@ def embedded_location(folder: Path | None = None) -> StoreLocation:
 
 def redacted(uri: str) -> str:
     """``uri`` with a password in it (a database's, ``postgresql://USER:PW@HOST/DB``) as ``***``:
-    what messages and ``store info`` show."""
-    head, sep, rest = uri.partition("://")
-    netloc, slash, path = rest.partition("/")
-    user, at, host = netloc.rpartition("@")
-    if not sep or not at or ":" not in user:
-        return uri
-    return f"{head}://{user.partition(':')[0]}:***@{host}{slash}{path}"
+    what messages, ``store info`` and a warehouse load's source name show."""
+    from urllib.parse import urlparse
+
+    password = urlparse(uri).password
+    return uri.replace(f":{password}@", ":***@") if password else uri
 
 
 def resolve_location(tracking_uri: str | None = None) -> StoreLocation:

@@ -93,7 +93,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     uri = _uri(ctx, read_only=True)  # a store that is not there is said before MLflow is imported
     from mlflow.tracking import MlflowClient
 
-    from tracker.fingerprint.served import version_format
+    from tracker.fingerprint.served import made_by_train, version_format
 
     client = MlflowClient(uri)
     rows = []
@@ -103,7 +103,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
         for version in client.search_model_versions(f"name = '{model.name}'"):
             number = str(version.version)
             tags = version.tags
-            if "features" not in tags:
+            if not made_by_train(tags):
                 others += 1
                 continue
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
@@ -346,15 +346,16 @@ def _chosen_models(uri: str, use: list[str], phase: str, device: str, dtype: str
     from tracker.fingerprint.predict import champion_versions, load_champions, registered_versions
     from tracker.fingerprint.train import registered_name
 
+    targets = []
     for text in use:  # the name first: a version of another phase or device is said before the store is read
         name = text.rpartition("/")[0]
         target = name.split("-", 1)[0]
+        targets.append(target)
         if name and (target not in TARGETS or registered_name(target, phase, device, dtype) != name):
             expected = registered_name(target, phase, device, dtype) if target in TARGETS else "TARGET-PHASE-DEVICE"
             raise ConfigError(f"--use {text}: not a fingerprint of {phase} on {device!r}"
                               + (f" in {dtype}" if dtype != "float32" else "") + f" (that would be {expected}); "
                               "give --phase and --device as it learnt them")
-    targets = [text.rpartition("/")[0].split("-", 1)[0] for text in use]
     if twice := sorted({t for t in targets if targets.count(t) > 1}):  # the last one answered, unsaid, until 0.9.2
         raise ConfigError(f"--use names two versions of {twice[0]}: one version a target (to compare two, predict "
                           "with each in turn)")

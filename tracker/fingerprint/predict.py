@@ -137,6 +137,7 @@ def sqlite_versions(db: Path, wanted: Sequence[tuple[str, str | None]]) -> dict[
 def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict[str, Any]:
     """The registered versions named ``NAME/VERSION`` (``latency_ms-inference-cpu/2``), by name, not
     loaded; one the store lacks is a FingerprintError naming it."""
+    from tracker.fingerprint.served import made_by_train
     from tracker.settings import resolve_location
 
     location = resolve_location(tracking_uri)
@@ -164,7 +165,7 @@ def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict
                 raise FingerprintError(f"no fingerprint {name} version {number} in this store "
                                        "(tracker fingerprint list)") from None
     for name, version in found.items():  # one registered otherwise was "cannot load its model ... moved?" until 0.9.2
-        if "features" not in version.tags:
+        if not made_by_train(version.tags):
             raise FingerprintError(f"{name} version {version.version} was not registered by tracker fingerprint train "
                                    "(no features tag): tracker predict cannot use it")
     return found

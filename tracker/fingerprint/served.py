@@ -99,6 +99,13 @@ def signature(features: list[str], with_layers: bool = False, optional: tuple[st
     return ModelSignature(inputs=Schema(columns), outputs=Schema([ColSpec("double")]))
 
 
+def made_by_train(tags: dict[str, str]) -> bool:
+    """Whether a registered version is a fingerprint ``fingerprint train`` registered: it has the
+    ``features`` tag ``tracker predict`` makes its rows by; a version registered otherwise (MLflow's
+    own ``register_model``) has not."""
+    return "features" in tags
+
+
 def version_format(tags: dict[str, str]) -> int | str:
     """A registered version's format from its tags (no ``format`` tag: 1), as written when it is
     not a number."""

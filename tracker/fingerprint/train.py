@@ -408,7 +408,7 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from tracker.fingerprint.served import model_format
+    from tracker.fingerprint.served import made_by_train, model_format
 
     if not version.isdigit() or int(version) < 1:
         raise FingerprintError(f"version {version!r}: expected a whole number of at least 1 (see tracker fingerprint list)")
@@ -421,7 +421,7 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     if int(version) not in versions:
         raise FingerprintError(f"{name} has no version {version}; versions: {', '.join(map(str, versions)) or 'none'}")
     chosen = client.get_model_version(name, version)
-    if "features" not in chosen.tags:
+    if not made_by_train(chosen.tags):
         raise FingerprintError(f"{name} version {version} was not registered by tracker fingerprint train "
                                "(no features tag): tracker predict could not load it")
     model_format(chosen.tags, f"{name} version {version}")  # one this tracker cannot load: refused

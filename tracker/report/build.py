@@ -263,6 +263,7 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.dataset import family
+    from tracker.fingerprint.served import made_by_train
     from tracker.log.artifacts import downloaded
     from tracker.report.plots import predicted_vs_measured_png
 
@@ -271,7 +272,7 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
     for model in client.search_registered_models():
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
         for version in sorted(client.search_model_versions(f"name = '{model.name}'"), key=lambda v: int(v.version)):
-            if "features" not in version.tags:  # registered otherwise: another run's figures (drawn until 0.9.2)
+            if not made_by_train(version.tags):  # registered otherwise: another run's figures (drawn until 0.9.2)
                 continue
             try:
                 with downloaded(tracking_uri, version.run_id, "evaluation/heldout_predictions.csv") as local:

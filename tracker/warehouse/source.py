@@ -22,10 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, Protocol
-from urllib.parse import urlparse
 
 from tracker.errors import StoreError, first_line
-from tracker.settings import StoreLocation, local_path
+from tracker.settings import StoreLocation, local_path, redacted
 
 #: Run ids per ``IN (...)`` list when reading the details of changed runs.
 IDS_PER_QUERY = 500
@@ -117,7 +116,7 @@ class DatabaseSource:
         self.uri = uri
         self.artifact_server = artifact_server
         self.location = StoreLocation(uri)
-        self.name = uri if self.location.is_sqlite else _redact(uri)
+        self.name = uri if self.location.is_sqlite else redacted(uri)
         self._conn: Any = None
 
     def connect(self) -> Any:
@@ -328,13 +327,6 @@ def _libpq_uri(uri: str) -> str:
     """SQLAlchemy's ``postgresql+driver://`` is libpq's ``postgresql://``."""
     scheme, _, rest = uri.partition("://")
     return f"postgresql://{rest}" if scheme.startswith("postgresql") else uri
-
-
-def _redact(uri: str) -> str:
-    parsed = urlparse(uri)
-    if parsed.password:
-        return uri.replace(f":{parsed.password}@", ":***@")
-    return uri
 
 
 def open_source(location: StoreLocation, backend_store_uri: str | None = None) -> Source:
