@@ -18,7 +18,7 @@ from tests.conftest import ENV, free_port, layer_record, network_record, running
 from tracker.cli.app import app
 from tracker.log.logger import RunLogger
 from tracker.log.outbox import pending
-from tracker.settings import resolve_location
+from tracker.settings import local_path, resolve_location
 from tracker.warehouse.load import load
 from tracker.warehouse.source import ApiSource, DatabaseSource, open_source
 
@@ -237,3 +237,39 @@ def test_basic_auth_takes_credentials_from_the_environment_and_never_logs_them(
         for run in runs:
             assert secret not in json.dumps([run.data.params, run.data.tags, run.data.metrics])
         assert not any(secret in p.read_text() for p in Path(os.environ["TRACKER_RUNS_DIR"]).rglob("*") if p.is_file())
+
+
+def test_a_database_batch_in_the_outbox_is_sent_with_the_credentials_sync_is_given(
+    postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outbox keeps a database's URI without its password; until 0.9.3 sync opened that URI,
+    so a batch spooled while PostgreSQL was down could never be sent. And a database written
+    directly, without a server, failed while it was empty (its password in the message) and
+    wherever tracker made an experiment in it."""
+    import psycopg
+
+    from tracker.log.outbox import spool, strip_credentials
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with psycopg.connect(postgres_uri.rsplit("/", 1)[0] + "/postgres", autocommit=True) as con:
+        con.execute("CREATE DATABASE fresh")
+    uri = postgres_uri.rsplit("/", 1)[0] + "/fresh"  # empty: no MLflow table yet
+    path = spool(uri, "pg-outbox", [network_record("resnet18", 2).finalize(ENV)], "database down")
+    assert "tracker-test-pw" not in path.read_text()
+    bare = strip_credentials(uri)
+    refused = CliRunner().invoke(app, ["sync"])  # every batch, each by the URI its file keeps
+    assert refused.exit_code == 1 and path.exists(), refused.output
+    line = str(refused.exception)
+    assert "\n" not in line and f"outbox file {path} keeps no credentials" in line
+    assert f"tracker --tracking-uri {bare.replace('//', '//USER:PASSWORD@')} sync" in line
+    sent = CliRunner().invoke(app, ["--tracking-uri", uri, "sync"])
+    assert sent.exit_code == 0, sent.output
+    assert "sent 1 run from 1 outbox file" in sent.output and pending() == []
+    shown = CliRunner().invoke(app, ["--tracking-uri", uri, "-e", "pg-outbox", "runs", "list", "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert [(r["params"]["model"], r["params"]["batch_size"]) for r in json.loads(shown.stdout)] == [("resnet18", "2")]
+    client = MlflowClient(uri)
+    made = client.get_experiment_by_name("pg-outbox")  # MLflow's own default: ./mlruns where it ran
+    assert local_path(made.artifact_location) == tmp_path / "mlruns" / made.experiment_id

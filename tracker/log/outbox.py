@@ -4,7 +4,8 @@ Each failed batch becomes one JSON file in ``<runs dir>/outbox/``: the server it
 for, the experiment, and the validated records with their artifacts. ``tracker sync``
 sends them when the server is back and removes each file only once its runs are written.
 Records whose configuration the server already has (same config key and status) are not
-sent twice. Credentials are never written here: they come from the environment at send time.
+sent twice. Credentials are never written here: a server's come from the environment at send time, a
+database's from the URI ``tracker --tracking-uri ... sync`` is given (since 0.9.3).
 
 Since 0.9.0 every batch is written here first, as a journal (its writer's process id in it),
 and removed once the server has it all: a process killed while it writes (SIGKILL, power)
@@ -223,8 +224,23 @@ def _claim(path: Path) -> int | None:
     return fd
 
 
+def _without_credentials(exc: StoreError, location: Any, item: Spooled) -> StoreError:
+    """Where a database refused the URI the outbox kept without its credentials, the line says
+    how to give them; any other failure as it was."""
+    if location.uri == item.uri and item.uri.split(":", 1)[0].lower().startswith(("postgresql", "mysql", "mssql")):
+        return StoreError(f"{exc} (outbox file {item.path} keeps no credentials: give the URI with them, "
+                          f"tracker --tracking-uri {_with_user(item.uri)} sync)")
+    return exc
+
+
+def _with_user(uri: str) -> str:
+    parsed = urlparse(uri)
+    return urlunparse(parsed._replace(netloc=f"USER:PASSWORD@{parsed.netloc}"))
+
+
 def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
-    """Send every spooled batch (for ``uri`` only, if given); stop at the first failure."""
+    """Send every spooled batch (for ``uri`` only, if given, opened by it with its credentials);
+    stop at the first failure."""
     from tracker.log.store import open_store
     from tracker.settings import resolve_location
 
@@ -250,16 +266,20 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
                 busy += item.path.exists()
                 elsewhere += 1
                 continue
-            location = resolve_location(item.uri)
+            # The URI given, with its credentials (the file keeps none): until 0.9.3 the file's own was
+            # opened, and a database's batch could not be sent, its password being left out of it.
+            location = resolve_location(uri if uri is not None else item.uri)
             if location.is_sqlite and location.db_path is not None and not location.db_path.is_file():
                 # an embedded store moved or deleted since: a new empty one was made there until 0.9.1
                 raise StoreError(f"outbox file {item.path} is for the store {location.db_path.parent}, which is not "
                                  "there (moved or deleted?): put it back, or move the file away to go on")
-            store = stores.get(item.uri) or stores.setdefault(item.uri, open_store(location))
             try:
+                store = stores.get(item.uri) or stores.setdefault(item.uri, open_store(location))
                 experiment = store.experiment(item.experiment, create=True)
             except ExperimentDeletedError as exc:  # the file unnamed until 0.9.2
                 raise ExperimentDeletedError(f"outbox file {item.path}: {exc}; or move the file away to go on") from None
+            except StoreError as exc:
+                raise _without_credentials(exc, location, item) from None
             done_statuses = ("FINISHED", "FAILED")
             # What a write of this batch cut short left: its finished runs stay (their ids map a
             # child's parent), its unfinished ones go, to be sent whole again.

@@ -55,9 +55,19 @@ class SqlStore:
         return path
 
     @property
+    def name(self) -> str:
+        """The store as messages name it: a database's password as ``***``."""
+        return redacted(self.location.uri)
+
+    @property
     def artifact_root(self) -> str:
-        """The folder this embedded store's experiments keep their artifacts in (a real path)."""
-        return self.location.artifact_root or str(self.db_path.parent / "artifacts")
+        """The folder the experiments this store makes keep their artifacts in (a real path): an
+        embedded store's ``artifacts/``; for a database written directly (no server), MLflow's own
+        default, ``./mlruns`` in the current folder, as ``mlflow.set_tracking_uri`` gives it (the
+        assertion of a store that is not SQLite until 0.9.3)."""
+        if self.location.artifact_root:
+            return self.location.artifact_root
+        return str(self.db_path.parent / "artifacts") if self.location.is_sqlite else os.path.abspath("mlruns")
 
     def engine(self) -> Any:
         if self._engine is None:
@@ -150,6 +160,17 @@ class SqlStore:
         with self._engine.connect() as conn:
             return str(conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar())
 
+    def _migrate(self) -> str:
+        """Make MLflow's tables in an empty database (its own migrations); the schema version made."""
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        try:
+            SqlAlchemyStore(self.location.uri, mlflow_path(self.artifact_root)).engine.dispose()
+        except Exception as exc:  # noqa: BLE001 - a database that refuses the tables (rights): one line
+            raise StoreError(f"cannot make MLflow's tables in the empty database {self.name}: "
+                             f"{first_line(exc).replace(self.location.uri, self.name)}") from None
+        return self._read_schema_version()
+
     def _check_schema(self) -> None:
         import sqlalchemy
 
@@ -169,9 +190,15 @@ class SqlStore:
                 raise StoreError(f"cannot read tracking store {self.db_path} ({reason}: another process holds it, or "
                                  "its disk is full)") from None
             raise StoreError(f"{self.location.uri} is not an MLflow tracking store ({reason})") from None
+        except sqlalchemy.exc.ProgrammingError as exc:
+            if self.location.is_sqlite or "alembic_version" not in str(exc):
+                raise StoreError(f"cannot read tracking database {self.name}: {first_line(exc.orig)}") from None
+            # An empty database: MLflow's migrations make its tables, as MLflow's own client does (until
+            # 0.9.3 each command failed on it, in lines with its password; `fingerprint list` made them).
+            version = self._migrate()
         except sqlalchemy.exc.SQLAlchemyError as exc:  # exc.orig: the driver's message, without SQLAlchemy's link line
-            raise StoreError(f"cannot read tracking database {self.location.uri}: "
-                             f"{getattr(exc, 'orig', None) or first_line(exc)}") from None
+            raise StoreError(f"cannot read tracking database {self.name}: "
+                             f"{first_line(getattr(exc, 'orig', None) or exc)}") from None
         if version != SUPPORTED_SCHEMA:
             raise StoreError(
                 f"tracking store schema version {version} is not supported: tracker writes "
@@ -208,9 +235,9 @@ class SqlStore:
                     return work(conn)
             except sqlalchemy.exc.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise StoreError(f"write to {self.location.uri} failed: {exc.orig}") from None
+                    raise StoreError(f"write to {self.name} failed: {first_line(exc.orig)}") from None
                 time.sleep(random.uniform(0.05, 0.5) * (attempt + 1))
-        raise StoreError(f"{self.location.uri} stayed locked; nothing more was written")
+        raise StoreError(f"{self.name} stayed locked; nothing more was written")
 
     def close(self) -> None:
         if self._engine is not None:
@@ -234,7 +261,7 @@ class SqlStore:
             with self.engine().connect() as conn:
                 names = [r[0] for r in conn.execute(sqlalchemy.text(
                     "SELECT name FROM experiments WHERE lifecycle_stage = 'active' ORDER BY name"))]
-            raise NothingLoggedError(f"no experiment named {name!r} in {self.location.uri} "
+            raise NothingLoggedError(f"no experiment named {name!r} in {self.name} "
                                      f"(experiments: {', '.join(names) or 'none'})")
         if row.lifecycle_stage != "active":
             raise ExperimentDeletedError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another "
@@ -300,6 +327,9 @@ class SqlStore:
 
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
+        if artifact_uri.startswith("mlflow-artifacts:"):  # a server's own: MLflow's traceback until 0.9.3
+            raise StoreError(f"the experiment keeps its artifacts on its tracking server ({artifact_uri}): log through "
+                             f"the server (--tracking-uri http://HOST:PORT), not into its database {self.name}")
         with tempfile.TemporaryDirectory() as tmp:
             write_artifacts_locally(Path(tmp), artifacts)
             get_artifact_repository(artifact_uri).log_artifacts(tmp)
