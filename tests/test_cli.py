@@ -256,6 +256,29 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert gone.exit_code == 0 and json.loads(gone.stdout)["deleted"] is True, gone.output
 
 
+def test_a_configuration_measured_while_the_server_was_down_is_reused_from_the_outbox() -> None:
+    """Until 0.9.3 a run waiting in the outbox answered nothing: each command measured it again
+    while the server was down. Its layers come back with it, from the same batch."""
+    from tracker.log.outbox import pending
+
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    args = ["--tracking-uri", uri, "profile", "layers", "squeezenet1_1", "--input-size", "32", "--time-cap", "0.1",
+            "--precision", "0.2", "--format", "json"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    assert not data["reused"] and len(data["layers"]) > 20
+    files = len(pending())
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    second = json.loads(again.stdout)
+    assert second["reused"] and second["run_id"] == data["run_id"] and second["latency_ms"] == data["latency_ms"]
+    assert [r["run_id"] for r in second["layers"]] == [r["run_id"] for r in data["layers"]]
+    assert len(pending()) == files  # nothing measured, nothing spooled
+    whole = runner.invoke(app, [*args[:3], "network", *args[4:]])  # a network run with layers answers it too
+    assert whole.exit_code == 0 and json.loads(whole.stdout)["run_id"] == data["run_id"], whole.output
+
+
 def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     store = tmp_path / "store"
     # alexnet: 21 layers (squeezenet1_1 has 57); each layer is measured for at least 8 blocks of 0.03 s

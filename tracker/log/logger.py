@@ -15,11 +15,12 @@ import getpass
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError
 
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord, RunRecord
-from tracker.log.outbox import batch_name, mark_batch, outbox_dir, spool, spooled_keys
+from tracker.log.outbox import batch_name, mark_batch, outbox_dir, spool, spooled_keys, spooled_run
 from tracker.log.schema import KINDS
 from tracker.log.store import Experiment, Store, open_store
 from tracker.settings import DEFAULT_EXPERIMENT, StoreLocation, resolve_location
@@ -220,16 +221,15 @@ class RunLogger:
             return waiting
 
     def find(self, config_key: str, status: str = "FINISHED") -> RunRecord | None:
-        """The run with this config key and status, read back as a record, or None."""
-        if self.offline is not None:
-            return None
-        found = self.store.find_run(self.experiment, config_key, status)
+        """The run with this config key and status, read back as a record, or None: the store's, or
+        one waiting in the outbox for it (a server down answered none until 0.9.3, and a
+        configuration measured while it was down was measured again)."""
+        found = self.store.find_run(self.experiment, config_key, status) if self.offline is None else None
+        if found is None:
+            found = spooled_run(self.location.uri, self.experiment_name, config_key, status)
         if found is None:
             return None
-        kind = found.tags.get(KIND_TAG, "network")
-        record = RunRecord(kind=kind, name=found.name, params=dict(found.params), metrics=dict(found.metrics))
-        record.tags, record.status, record.run_id = dict(found.tags), found.status, found.run_id  # type: ignore[assignment]
-        return record
+        return as_record(found)
 
     def close(self) -> None:
         if self._store is not None:
@@ -240,6 +240,14 @@ class RunLogger:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def as_record(found: Any) -> RunRecord:
+    """A run read back (a stored run, or a record waiting in the outbox) as a record."""
+    record = RunRecord(kind=found.tags.get(KIND_TAG, "network"), name=found.name, params=dict(found.params),
+                       metrics=dict(found.metrics))
+    record.tags, record.status, record.run_id = dict(found.tags), found.status, found.run_id  # type: ignore[assignment]
+    return record
 
 
 def _user() -> str:

@@ -174,6 +174,29 @@ def _read_spooled(path: Path) -> Spooled:
                          "go on") from None
 
 
+def spooled_run(uri: str, experiment: str, config_key: str, status: str = "FINISHED",
+                folder: Path | None = None) -> FinalRecord | None:
+    """The newest run of this config key and status waiting in the outbox for this store and
+    experiment (what a server down answers a request measured before with, since 0.9.3)."""
+    target = strip_credentials(uri)
+    for item in reversed(pending(folder, skip_broken=True)):  # files by name: by time
+        if item.uri == target and item.experiment == experiment:
+            for r in reversed(item.records):
+                if r.tags.get(KEY_TAG) == config_key and r.status == status:
+                    return r
+    return None
+
+
+def spooled_children(uri: str, run_id: str, folder: Path | None = None) -> list[FinalRecord] | None:
+    """The FINISHED runs spooled under the run ``run_id`` (its layers, in their order), or None
+    where that run is not in the outbox."""
+    target = strip_credentials(uri)
+    for item in pending(folder, skip_broken=True):
+        if item.uri == target and any(r.run_id == run_id for r in item.records):
+            return [r for r in item.records if r.parent_id == run_id and r.status == "FINISHED"]
+    return None
+
+
 def spooled_keys(uri: str, experiment: str, kind: str | None = None, statuses: tuple[str, ...] = ("FINISHED",),
                  folder: Path | None = None, tag: str = KEY_TAG, having: str | None = None) -> set[str]:
     """Config keys (or another key ``tag``) of runs of this kind and status (carrying the tag

@@ -410,7 +410,12 @@ def stored_layers(logger: RunLogger, network: RunRecord) -> list[RunRecord]:
     from mlflow.tracking import MlflowClient
 
     from tracker.log.inspect import layer_runs
+    from tracker.log.logger import as_record
+    from tracker.log.outbox import spooled_children
 
+    spooled = spooled_children(logger.location.uri, network.run_id)
+    if spooled is not None:  # measured while the server was down: its layers wait with it
+        return [as_record(r) for r in spooled]
     layers = []
     for run in layer_runs(MlflowClient(logger.location.uri), logger.experiment.experiment_id, network.run_id):
         record = RunRecord(kind="layer", name=run.info.run_name, params=dict(run.data.params), metrics=dict(run.data.metrics))
