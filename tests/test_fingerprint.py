@@ -150,6 +150,17 @@ def test_a_fingerprint_learns_from_the_experiments_it_is_told(tmp_path: Path) ->
                                     "-w", str(wh), "--from-experiment", "train-set", "--no-plots"])
     assert said.exit_code == 0 and (
         "note: 1 of its 16 measurements left out, their 95 % CI wider than 25 % of their latency") in said.stderr, said.output
+    assert "note: the store has changed" not in said.stderr  # loaded just now
+    # Runs measured and deleted since the load: the fingerprint learns without them, and says so (since 0.9.3)
+    with RunLogger(str(runs), experiment="train-set", environment=ENV) as logger:
+        logger.log([network_record("alexnet", 1)])
+    client = MlflowClient(uri)
+    client.delete_run(client.search_runs([client.get_experiment_by_name("test-set").experiment_id])[0].info.run_id)
+    stale = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
+                                     "-w", str(wh), "--from-experiment", "train-set", "--no-plots"])
+    assert stale.exit_code == 0 and (
+        f"note: the store has changed since the warehouse {wh} was loaded (1 run new or changed, 1 deleted): this "
+        "fingerprint learns without them (tracker warehouse load, then train again)") in stale.stderr, stale.output
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
                                    "-w", str(wh), "--from-experiment", "tset", "--no-plots"])
     assert out.exit_code == 1 and "in experiment 'tset'; those that have some: test-set, train-set" in str(out.exception)

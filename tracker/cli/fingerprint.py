@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
 from tracker.fingerprint.runtime import TARGETS
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tracker.settings import StoreLocation
 
 app = typer.Typer(help="Fingerprints: LightGBM predictors of latency, memory and power, in the MLflow registry.",
                   no_args_is_help=True)
@@ -59,7 +64,9 @@ def train_cmd(
     location = state(ctx).location()
     if location.is_http:  # it registers the model there: a server that does not answer is said before training
         location.require()
-    result = train(warehouse_path(warehouse, state(ctx).tracking_uri), target, phase.value, device, location.uri,
+    path = warehouse_path(warehouse, state(ctx).tracking_uri)
+    _note_unloaded(path, location)
+    result = train(path, target, phase.value, device, location.uri,
                    exclude=exclude or (), dtype=dtype.value, plots=plots, experiments=experiments or ())
     if result.left_out_imprecise:  # said where too few were left alone until 0.9.2
         from tracker.profile.stats import IMPRECISE_CI_REL
@@ -85,6 +92,31 @@ def train_cmd(
     elif result.memory_floor is not None:
         typer.echo(f"memory floor: none, {result.memory_floor.removeprefix('false (').rstrip(')')}")
     typer.echo(("champion: " if result.champion else "not champion: ") + result.champion_reason)
+
+
+def _note_unloaded(path: Path, location: StoreLocation) -> None:
+    """A note where the store has runs its warehouse lacks (measured, changed or deleted since its
+    last load): the fingerprint learns from the warehouse only (said nowhere until 0.9.3). Counted
+    on a store's own database (milliseconds), not through a server's API."""
+    from tracker.errors import TrackerError
+    from tracker.warehouse.load import unloaded
+    from tracker.warehouse.source import DatabaseSource, open_source
+
+    if location.is_http or not path.exists():
+        return
+    try:
+        source = open_source(location)
+        if not isinstance(source, DatabaseSource):
+            return
+        changed, gone = unloaded(path, source)
+    except TrackerError:  # the training says what is wrong with the warehouse, if anything
+        return
+    if changed or gone:
+        what = ", ".join(part for part in (
+            f"{changed} run{'s' if changed != 1 else ''} new or changed" if changed else "",
+            f"{gone} deleted" if gone else "") if part)
+        typer.echo(f"note: the store has changed since the warehouse {path} was loaded ({what}): this fingerprint "
+                   "learns without them (tracker warehouse load, then train again)", err=True)
 
 
 @app.command("list")

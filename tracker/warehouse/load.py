@@ -30,7 +30,7 @@ from tracker.errors import SchemaError, StoreError, first_paragraph, interrupted
 from tracker.log.schema import KINDS
 from tracker.settings import usable_warehouse
 from tracker.warehouse import tables
-from tracker.warehouse.source import Source
+from tracker.warehouse.source import DatabaseSource, Source
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,36 @@ def ensure_tables(con: Any) -> bool:
     return remade
 
 
+#: The store's runs (``snapshot``) the warehouse lacks, or holds as they were before a change.
+CHANGED_SQL = ("SELECT s.run_id FROM snapshot s LEFT JOIN runs w ON w.run_id = s.run_id WHERE s.lifecycle_stage = 'active' "
+               "AND (w.run_id IS NULL OR w.status IS DISTINCT FROM s.status OR w.end_time_ms IS DISTINCT FROM s.end_time_ms "
+               "OR w.change_token IS DISTINCT FROM s.change_token)")
+#: The warehouse's runs the store no longer has (deleted).
+GONE_SQL = ("SELECT w.run_id FROM runs w LEFT JOIN snapshot s ON s.run_id = w.run_id "
+            "WHERE s.run_id IS NULL OR s.lifecycle_stage <> 'active'")
+
+
+def unloaded(path: Path, source: DatabaseSource, kinds_aside: tuple[str, ...] = ("fingerprint",)) -> tuple[int, int]:
+    """What a load of ``source`` into the warehouse at ``path`` would change, counted without
+    loading: the runs it lacks or holds out of date, and the runs deleted from the store since;
+    runs of ``kinds_aside`` (the fingerprints' own) not counted."""
+    try:
+        snapshot = source.snapshot()
+        con = connect(path, read_only=True)
+        try:
+            con.register("snapshot", snapshot)
+            changed = [r[0] for r in con.execute(CHANGED_SQL).fetchall()]
+            kinds = source.tag_values(changed, "tracker.kind") if changed else {}
+            marks = ", ".join("?" * len(kinds_aside))
+            gone = con.execute(f"SELECT count(*) FROM runs WHERE run_id IN ({GONE_SQL}) AND coalesce(kind, '') NOT IN "
+                               f"({marks})", list(kinds_aside)).fetchall()[0][0]
+        finally:
+            con.close()
+    finally:
+        source.close()
+    return sum(kinds.get(run_id) not in kinds_aside for run_id in changed), gone
+
+
 def load(path: Path, source: Source, full: bool = False) -> LoadReport:
     """Bring the warehouse at ``path`` up to date with ``source``; ``full`` reloads everything."""
     import duckdb
@@ -147,16 +177,8 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
                 con.execute("CREATE OR REPLACE TEMP TABLE changed AS SELECT run_id FROM snapshot WHERE lifecycle_stage = 'active'")
                 con.execute("CREATE OR REPLACE TEMP TABLE gone (run_id VARCHAR)")
             else:
-                con.execute(
-                    "CREATE OR REPLACE TEMP TABLE changed AS SELECT s.run_id FROM snapshot s "
-                    "LEFT JOIN runs w ON w.run_id = s.run_id WHERE s.lifecycle_stage = 'active' AND "
-                    "(w.run_id IS NULL OR w.status IS DISTINCT FROM s.status OR w.end_time_ms IS DISTINCT FROM s.end_time_ms "
-                    "OR w.change_token IS DISTINCT FROM s.change_token)"
-                )
-                con.execute(
-                    "CREATE OR REPLACE TEMP TABLE gone AS SELECT w.run_id FROM runs w LEFT JOIN snapshot s "
-                    "ON s.run_id = w.run_id WHERE s.run_id IS NULL OR s.lifecycle_stage <> 'active'"
-                )
+                con.execute(f"CREATE OR REPLACE TEMP TABLE changed AS {CHANGED_SQL}")
+                con.execute(f"CREATE OR REPLACE TEMP TABLE gone AS {GONE_SQL}")
             changed = con.execute("SELECT count(*) FROM changed").fetchall()[0][0]
             deleted = con.execute("SELECT count(*) FROM gone").fetchall()[0][0]
             if mode == "incremental" and (changed or deleted):

@@ -185,6 +185,18 @@ class DatabaseSource:
         return {name: pa.concat_tables(parts) if parts else self._query(DETAIL_SQL[name] + " WHERE 1 = 0")
                 for name, parts in out.items()}
 
+    def tag_values(self, run_ids: Sequence[str], key: str) -> dict[str, str]:
+        """The tag ``key`` of each of these runs that has it (a run id -> its value)."""
+        out: dict[str, str] = {}
+        ids = list(run_ids)
+        for i in range(0, len(ids), IDS_PER_QUERY):
+            chunk = ids[i : i + IDS_PER_QUERY]
+            marks = self._placeholders(len(chunk) + 1).split(", ")
+            table = self._query(f"SELECT run_uuid, value FROM tags WHERE key = {marks[0]} AND run_uuid IN "
+                                f"({', '.join(marks[1:])})", [key, *chunk])
+            out.update(zip(table.column(0).to_pylist(), table.column(1).to_pylist()))
+        return out
+
     def read_artifact(self, run_id: str, artifact_uri: str, path: str) -> str | None:
         text = _read_local(artifact_uri, path)
         if text is None and self.artifact_server:
