@@ -56,9 +56,26 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for ref, message in [(str(tmp_path / "campaign.toml"), f"{tmp_path / 'campaign.toml'} is not a network spec: not JSON"),
                          ("nothere.toml", "network spec nothere.toml does not exist"),
                          (str(tmp_path), f"network spec {tmp_path} is a folder, not a file"),
-                         ("nets", "network spec nets is a folder, not a file")]:
+                         ("nets", "network spec nets is a folder, not a file"),
+                         ("", "no network named (an empty name): give a zoo name, a spec file or FILE.py:NAME")]:
         result = runner.invoke(app, ["describe", ref])
         assert result.exit_code != 0 and str(result.exception).startswith(message), result.exception
+    # A spec's keys of the wrong type are one line (a traceback from int() until 0.9.3), and a name
+    # with a folder in it is refused: `zoo prune` wrote its spec outside --out
+    good = json.loads(runner.invoke(app, ["zoo", "generate", "-n", "1", "--input-size", "64", "--out", "g",
+                                          "--format", "json"]).stdout)[0]
+    for key, value, message in [("input_size", "abc", "spec key 'input_size' must be an integer >= 1, got 'abc'"),
+                                ("in_channels", [3], "spec key 'in_channels' must be an integer >= 1, got [3]"),
+                                ("input_shape", "abc", "spec key 'input_shape' must be a list of integers >= 1, got 'abc'"),
+                                ("name", "../escaped", "spec key 'name' must be a plain name, without a folder, got '../escaped'"),
+                                ("name", None, "spec key 'name' must be a plain name, without a folder, got None"),
+                                ("base", None, "spec key 'base' must name the network pruned, got None")]:
+        spec = {**json.loads(Path(good).read_text()), key: value}
+        bad.write_text(json.dumps(spec))
+        for args in (["describe", str(bad)], ["zoo", "prune", str(bad), "--ratios", "50", "--out", "pruned"]):
+            result = runner.invoke(app, args)
+            assert result.exit_code == 1 and str(result.exception) == f"{bad}: {message}", (args, result.exception)
+    assert not (tmp_path / "pruned").exists() and not list(tmp_path.glob("escaped*"))
 
 
 def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:

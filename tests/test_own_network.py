@@ -244,6 +244,13 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     for ref, message in cases.items():  # the library's error, which the CLI's entry prints as one line
         out = _cli(store, "profile", "network", ref, "-b", "1")
         assert isinstance(out.exception, ConfigError) and str(out.exception) == message, (ref, out.exception)
+    # what a network's file prints goes to stderr: it came before the JSON on stdout until 0.9.3
+    (tmp_path / "noisy.py").write_text("import torch\nprint('hello from module')\n\n\ndef net():\n"
+                                       "    print('building')\n    return torch.nn.Conv2d(3, 4, 3)\n")
+    noisy = subprocess.run([sys.executable, "-m", "tracker", "describe", f"{tmp_path}/noisy.py:net", "--input-size", "32",
+                            "--format", "json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert noisy.returncode == 0 and json.loads(noisy.stdout)["params"] == 3 * 4 * 9 + 4, noisy.stderr
+    assert "hello from module\nbuilding\n" in noisy.stderr
     # a network that does not run at the input size asked for is bad input too, said as such
     described = _cli(store, "describe", f"{tmp_path}/script.py:f", "--format", "json", "--input-size", "40")
     assert described.exit_code == 0 and json.loads(described.stdout)["params"] == 3 * 4 * 9 + 4, described.output
@@ -563,7 +570,7 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     seq, audio = f"{tmp_path}/seq.py:Tagger", f"{tmp_path}/audio.py:kws"
     store = tmp_path / "s"
     kws = json.loads(_cli(store, "describe", audio, "--format", "json").stdout)
-    assert (kws["input_shape"], kws["input_size"], kws["in_channels"]) == ([1, 1000], None, None)
+    assert (kws["input_shape"], kws["input_size"], kws["in_channels"], kws["input_vocab"]) == ([1, 1000], None, None, None)
     conv1, conv2 = 8 * ((1000 - 9) // 4 + 1), 16 * (((1000 - 9) // 4 + 1) // 2 - 4)  # output elements
     assert kws["macs"] == conv1 * 1 * 9 + conv2 * 8 * 5 + 16 * 4  # each 1-D kernel counted once
     rows = json.loads(_cli(store, "describe", audio, "--nodes", "--format", "json").stdout)["node_rows"]
@@ -571,6 +578,7 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
     assert (first["category"], first["kernel_h"], first["kernel_w"], first["stride_h"]) == ("conv", 9, 1, 4)
     tagger = _cli(store, "describe", seq)
     assert tagger.exit_code == 0 and "input_shape: 16\n" in tagger.stdout and "input_size" not in tagger.stdout
+    assert "input_vocab: 50\n" in tagger.stdout  # its token ids' range, said (since 0.9.3)
     assert "note:" not in tagger.stdout  # the transformer layer kept whole is counted, not left out
     # 16 tokens of 32: its attention's four projections and the scores and weighted sum over 16
     # keys, its feed-forward 32 -> 64 -> 32, then the head (the embedding is a lookup)

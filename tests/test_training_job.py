@@ -51,6 +51,18 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     out = _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "12", "--size", "64")
     assert out.exit_code == 0, out.output
     assert len(list((tmp_path / "cls").glob("*/*.jpg"))) == 12
+    # Written again smaller, the folder holds what the line says (the 12 stayed until 0.9.3), and a
+    # folder holding anything else is refused, never mixed into
+    few = _cli(runs, "data", "synth", str(tmp_path / "few"), "--kind", "classification", "--images", "2", "--size", "64",
+               "--format", "json")
+    assert few.exit_code == 0 and json.loads(few.stdout)["classes"] == ["circle", "square"], few.output
+    again = _cli(runs, "data", "synth", str(tmp_path / "few"), "--kind", "classification", "--images", "1", "--size", "64")
+    assert again.exit_code == 0 and again.stdout.startswith("wrote 1 classification image (imagefolder layout)")
+    assert sorted(p.relative_to(tmp_path / "few").as_posix() for p in (tmp_path / "few").rglob("*.jpg")) == ["circle/00000.jpg"]
+    other = _cli(runs, "data", "synth", str(tmp_path / "few"), "--kind", "detection", "--images", "1", "--size", "64")
+    assert other.exit_code == 1 and str(other.exception) == (
+        f"{tmp_path / 'few'} holds what `data synth --kind detection` does not write (circle): give a new or "
+        "empty folder")
     out = _cli(runs, "profile", "training", str(_job(tmp_path, "job")), "--format", "json")
     assert out.exit_code == 0, out.output
     r = json.loads(out.stdout)

@@ -28,4 +28,4 @@ def synth(
     if fmt is OutputFormat.json:
         emit_json(info)
     else:
-        typer.echo(f"wrote {info['images']} {kind} images ({info['format']} layout) to {info['path']}")
+        typer.echo(f"wrote {info['images']} {kind} image{'s' if info['images'] != 1 else ''} ({info['format']} layout) to {info['path']}")

@@ -20,7 +20,7 @@ class Family(str, Enum):
     segmentation = "segmentation"
 
 
-OutOption = Annotated[Optional[Path], typer.Option("--out", help="Folder for the specs. Default: experiments/<experiment>/networks.")]
+OutOption = Annotated[Optional[Path], typer.Option("--out", help="Folder for the specs. Default: experiments/<experiment>/networks (experiments/generated/networks or experiments/pruned/networks in the Default experiment).")]
 
 
 def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
@@ -65,7 +65,7 @@ def generate(
     if fmt is OutputFormat.json:
         emit_json([str(p) for p in paths])
     else:
-        typer.echo(f"wrote {len(paths)} network specs to {paths[0].parent}")
+        typer.echo(f"wrote {len(paths)} network spec{'s' if len(paths) != 1 else ''} to {paths[0].parent}")
 
 
 def _ratios(text: str) -> list[float]:
@@ -99,4 +99,4 @@ def prune(
     if fmt is OutputFormat.json:
         emit_json([str(p) for p in paths])
     else:
-        typer.echo(f"wrote {len(paths)} pruned specs of {model} to {paths[0].parent}")
+        typer.echo(f"wrote {len(paths)} pruned spec{'s' if len(paths) != 1 else ''} of {model} to {paths[0].parent}")

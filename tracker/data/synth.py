@@ -8,12 +8,13 @@ with its box and class in COCO JSON (``annotations.json``) and Pascal VOC XML.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, os_reason
 
 CLASSES = ("circle", "square", "triangle")
 MIN_SIZE_PX = 32
@@ -55,6 +56,45 @@ def _box(rng: random.Random, size: int) -> tuple[int, int, int, int]:
     return x0, y0, x0 + w, y0 + h
 
 
+#: What synth writes in its folder, by kind: nothing else may be there.
+LAYOUT = {"classification": set(CLASSES), "detection": {"images", "Annotations", "annotations.json"}}
+
+
+def _clear(folder: Path, kind: str, images: int) -> None:
+    """Make ``folder`` ready for ``images`` of ``kind``: a folder holding anything synth does not
+    write there (another kind's dataset, files of one's own) is refused, and the images and
+    annotations a larger synth left there before are removed. Until 0.9.3 they stayed: a VOC
+    reader saw the old count, a COCO reader the new; a classification folder kept them all."""
+    import re
+
+    try:
+        entries = list(folder.iterdir()) if folder.exists() else []
+    except OSError as exc:
+        raise ConfigError(f"cannot write a dataset in {folder}: {os_reason(exc)}") from None
+    foreign = sorted(e.name for e in entries if e.name not in LAYOUT[kind] or (e.name != "annotations.json") != e.is_dir())
+    own = re.compile(r"(\d{5})\.(jpg|xml)")
+    stale = []
+    for sub in (e for e in entries if e.is_dir() and e.name in LAYOUT[kind]):
+        for f in sub.iterdir():
+            match = own.fullmatch(f.name)
+            if match is None or not f.is_file():
+                foreign.append(f"{sub.name}/{f.name}")
+            elif int(match.group(1)) >= images:
+                stale.append(f)
+    if foreign:
+        raise ConfigError(f"{folder} holds what `data synth --kind {kind}` does not write ({', '.join(foreign[:3])}"
+                          f"{', ...' if len(foreign) > 3 else ''}): give a new or empty folder")
+    for f in stale:
+        f.unlink()
+    for cls in CLASSES[images:] if kind == "classification" else ():  # a class left with no image: an
+        with contextlib.suppress(OSError):  # ImageFolder reader refuses an empty class folder
+            (folder / cls).rmdir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot write a dataset in {folder}: {os_reason(exc)}") from None
+
+
 def synth(folder: Path, kind: str, images: int, size: int = 160, seed: int = 0) -> dict[str, Any]:
     """Write ``images`` JPEGs (and annotations) under ``folder``; returns what was written."""
     from PIL import ImageDraw
@@ -66,7 +106,7 @@ def synth(folder: Path, kind: str, images: int, size: int = 160, seed: int = 0) 
     if not MIN_SIZE_PX <= size <= MAX_SIZE_PX:
         raise ConfigError(f"--size must be from {MIN_SIZE_PX} to {MAX_SIZE_PX} pixels, got {size}")
     rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
+    _clear(folder, kind, images)
     if kind == "classification":
         for i in range(images):
             cls = CLASSES[i % len(CLASSES)]
@@ -74,7 +114,8 @@ def synth(folder: Path, kind: str, images: int, size: int = 160, seed: int = 0) 
             _draw(ImageDraw.Draw(img), cls, _box(rng, size))
             (folder / cls).mkdir(exist_ok=True)
             img.save(folder / cls / f"{i:05d}.jpg", quality=90)
-        return {"path": str(folder), "kind": kind, "format": "imagefolder", "images": images, "classes": list(CLASSES)}
+        return {"path": str(folder), "kind": kind, "format": "imagefolder", "images": images,
+                "classes": list(CLASSES[:images])}  # those that have a folder (all three until 0.9.3)
 
     (folder / "images").mkdir(exist_ok=True)
     (folder / "Annotations").mkdir(exist_ok=True)

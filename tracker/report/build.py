@@ -194,7 +194,7 @@ def batch_pictures(con: Any) -> list[Picture]:
                  + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else "")
                  + (f", {_cap_words(next(iter(caps)))}" if len(caps) == 1 and next(iter(caps)) is not None else ""))
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
-        caption = (f"{title}: latency and peak memory against batch size for {len(members)} network(s)"
+        caption = (f"{title}: latency and peak memory against batch size for {len(members)} network{'s' if len(members) != 1 else ''}"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))
         # One file; on MLflow, on the largest-batch run of each network of the family.
         pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members if chain], batch_scaling_png,
@@ -244,7 +244,7 @@ def loader_pictures(con: Any) -> list[Picture]:
 def pareto_pictures(con: Any) -> list[Picture]:
     from tracker.searchspace.plot import pareto_png
 
-    rows = _rows(con, "SELECT * FROM searchspace_candidates")
+    rows = _rows(con, "SELECT * FROM searchspace_candidates ORDER BY ALL")  # the rows' order keys the picture (unordered, it was redrawn now and then until 0.9.3)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["search_space"], r["latency_source"]), []).append(r)

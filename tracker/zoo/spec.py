@@ -377,8 +377,10 @@ def build_module(spec: dict[str, Any]) -> Any:
     sys.modules[module.__name__] = module  # as an import would: dataclasses, pickle and typing look it up
     argv, sys.argv = sys.argv, [str(file)]
     try:
-        exec(compile(spec["source"], str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own network
-        network = getattr(module, spec["callable"])(*spec.get("args", ()), **spec.get("kwargs", {}))
+        # What it prints goes to stderr: on stdout it came before a command's JSON until 0.9.3.
+        with contextlib.redirect_stdout(sys.stderr):
+            exec(compile(spec["source"], str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own network
+            network = getattr(module, spec["callable"])(*spec.get("args", ()), **spec.get("kwargs", {}))
     except ConfigError:
         raise
     except SystemExit as exc:
@@ -415,7 +417,27 @@ def read_spec(path: Path) -> dict[str, Any]:
     for key in ("kind", "name"):
         if key not in spec:
             raise ConfigError(f"{path}: network spec has no {key!r}")
+    check_fields(spec, str(path))
     return spec
+
+
+def check_fields(spec: dict[str, Any], where: str) -> None:
+    """The keys every kind of spec may have, of the types they must be (a traceback from ``int()``
+    until 0.9.3; a name with a folder in it wrote a pruned spec outside ``--out``)."""
+    name = spec["name"]
+    if not isinstance(name, str) or not name.strip() or name in (".", "..") or any(c in name for c in "/\\\n"):
+        raise ConfigError(f"{where}: spec key 'name' must be a plain name, without a folder, got {name!r}")
+    for key in ("input_size", "in_channels", "input_vocab"):
+        value = spec.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{where}: spec key {key!r} must be an integer >= 1, got {value!r}")
+    shape = spec.get("input_shape")
+    if shape is not None and (not isinstance(shape, list) or not shape
+                              or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape)):
+        raise ConfigError(f"{where}: spec key 'input_shape' must be a list of integers >= 1, got {shape!r}")
+    base = spec.get("base")
+    if "base" in spec and (not isinstance(base, str) or not base.strip()):
+        raise ConfigError(f"{where}: spec key 'base' must name the network pruned, got {base!r}")
 
 
 def names_a_file(ref: str) -> bool:
@@ -431,6 +453,8 @@ def resolve(ref: str) -> ModelRef:
     folder and no suffix."""
     from tracker.zoo.torchvision_zoo import all_models, check_model_name, default_input_size
 
+    if not ref.strip():  # the current folder, "is a folder, not a file", until 0.9.3
+        raise ConfigError("no network named (an empty name): give a zoo name, a spec file or FILE.py:NAME")
     if ".py:" in ref:  # FILE.py:NAME, or a clear line on what it lacks
         return spec_ref(module_spec(ref))
     path = Path(ref)
