@@ -30,6 +30,12 @@ def test_generate_writes_specs_that_describe_and_rebuild(tmp_path: Path) -> None
     desc = json.loads(runner.invoke(app, ["describe", paths[1], "--format", "json"]).stdout)
     assert {"params", "flops", "macs", "nodes", "activation_bytes"} <= set(desc)
     assert desc["model"] == "gen-s11-0001" and desc["input_size"] == 64 and desc["params"] > 0
+    # the same names at another input size: refused, not written over (until 0.9.3)
+    other = runner.invoke(app, ["zoo", "generate", "--count", "3", "--seed", "11", "--input-size", "96", "--out", str(out)])
+    assert other.exit_code == 1 and str(other.exception) == (
+        f"{paths[0]} holds another network of that name (and 2 more): give another --out, or remove it (it was "
+        "replaced until 0.9.3)")
+    assert json.loads(Path(paths[1]).read_text())["input_size"] == 64
     small = runner.invoke(app, ["zoo", "generate", "--count", "3", "--input-size", "31", "--out", str(tmp_path / "c")])
     assert small.exit_code != 0 and not (tmp_path / "c").exists()
     assert str(small.exception) == "--input-size: input_size must be at least 32, got 31"

@@ -61,7 +61,7 @@ def generate(
         specs = gen(count, seed, input_size=input_size)
     except ConfigError as e:
         raise ConfigError(f"--input-size: {e}") from None
-    paths = write_specs(specs, _out(ctx, out, "generated"))
+    paths = write_specs(specs, _out(ctx, out, "generated"), replace=False)
     if fmt is OutputFormat.json:
         emit_json([str(p) for p in paths])
     else:
@@ -95,7 +95,7 @@ def prune(
 
     resolve(model)  # an unknown name or a bad file: one line before anything is built
     specs = [pruned_spec(model, r, method=method, seed=seed) for r in _ratios(ratios)]
-    paths = write_specs(specs, _out(ctx, out, "pruned"))
+    paths = write_specs(specs, _out(ctx, out, "pruned"), replace=False)
     if fmt is OutputFormat.json:
         emit_json([str(p) for p in paths])
     else:

@@ -480,15 +480,18 @@ def spec_ref(spec: dict[str, Any]) -> ModelRef:
     return ModelRef(spec["name"], size, spec, int(spec.get("in_channels", 3)))
 
 
-def write_specs(specs: list[dict[str, Any]], folder: Path) -> list[Path]:
+def write_specs(specs: list[dict[str, Any]], folder: Path, replace: bool = True) -> list[Path]:
     """Each spec's file in ``folder`` (``NAME.json``); a file that already says the same is left
-    as it is (a campaign loaded again rewrites nothing)."""
+    as it is (a campaign loaded again rewrites nothing). ``replace`` False: a file of that name
+    that says otherwise (another input size) is refused before any is written, not replaced."""
+    texts = {folder / f"{spec['name']}.json": json.dumps(spec, indent=2, sort_keys=True) + "\n" for spec in specs}
+    if not replace:
+        differ = [p for p, text in texts.items() if p.is_file() and p.read_text() != text]
+        if differ:
+            raise ConfigError(f"{differ[0]} holds another network of that name{f' (and {len(differ) - 1} more)' if len(differ) > 1 else ''}"
+                              ": give another --out, or remove it (it was replaced until 0.9.3)")
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for spec in specs:
-        path = folder / f"{spec['name']}.json"
-        text = json.dumps(spec, indent=2, sort_keys=True) + "\n"
+    for path, text in texts.items():
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
-        paths.append(path)
-    return paths
+    return list(texts)
