@@ -39,6 +39,12 @@ def test_two_split_networks_run_at_once_log_a_mapping_run_and_resume(tmp_path: P
     assert run.data.tags["tracker.kind"] == "mapping" and run.data.params["mapping"] == mapping
     assert run.data.params["net1.model"] == "squeezenet1_1" and int(run.data.params["net0.params"]) > 1e6
     assert int(run.data.params["net0.layers"]) == layer_count("mobilenet_v3_small")
+    assert run.data.tags["mlflow.note.content"] == (
+        f"2 networks at once for 2 s after 0.5 s of warm-up, each split between two stages: {mapping}.")
+    from tracker.profile.mapping import mapping_description
+
+    whole = parse_mapping(f"squeezenet1_1@{layer_count('squeezenet1_1')}:cpu>cpu")  # all on its first device
+    assert mapping_description(whole, 1, 0) == f"1 network for 1 s after 0 s of warm-up, whole: {whole.compact()}."
     assert run.data.metrics["cpu_util_pct"] > 0 and run.data.metrics["window_s"] == pytest.approx(2, rel=0.1)
     assert run.data.metrics["total_throughput_per_s"] == pytest.approx(
         sum(n["throughput_per_s"] for n in w["networks"]))
@@ -115,6 +121,31 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=re.escape("'resnet18@3:cpu>cpu>cpu': 3 devices; a network is split between two")):
         parse_mapping("resnet18@3:cpu>cpu>cpu")  # it said: unknown device 'cpu>cpu'
     validate(parse_mapping("resnet18:cpu,squeezenet1_1@0:cpu>cpu"), gpu=False)  # whole on one device; all on the second
+    # cuda:N in a mapping, as its `mapping` param logs it (cut at its last colon until 0.9.3)
+    assert [(n.model, n.split, n.devices) for n in parse_mapping("resnet18@30:cpu>cuda:1,squeezenet1_1:cuda:1").networks] == [
+        ("resnet18", 30, ("cpu", "cuda:1")), ("squeezenet1_1", 66, ("cuda:1", "cuda:1"))]
+    # a mapping file's values of their types (a split of 3.7 was cut to 3, a third device dropped)
+    from tracker.profile.mapping import from_json
+
+    for net, message in [({"model": "resnet18", "split": 3.7, "devices": ["cpu", "cpu"]},
+                          "network 1 (resnet18): split should be a whole number of layers, got 3.7"),
+                         ({"model": "resnet18", "split": True, "devices": ["cpu", "cpu"]},
+                          "network 1 (resnet18): split should be a whole number of layers, got True"),
+                         ({"model": "resnet18", "split": 3, "devices": ["cpu", "cpu", "cpu"]},
+                          "network 1 (resnet18): devices should be two device names [first, second], got ['cpu', 'cpu', 'cpu']"),
+                         ({"model": "resnet18", "split": 3, "devices": "cp"},
+                          "network 1 (resnet18): devices should be two device names [first, second], got 'cp'"),
+                         ({"model": None, "split": 3, "devices": ["cpu", "cpu"]}, "network 1: model should name a network, got None")]:
+        with pytest.raises(ConfigError) as info:
+            from_json({"networks": [net]}, "m.json[0]")
+        assert str(info.value) == f"m.json[0]: {message}"
+    # what draws mappings, with mappings given: refused (ignored, unchecked, until 0.9.3)
+    proc = run_cli("mapping", "run", "--mapping", "squeezenet1_1:cpu", "--models", "nosuch", cwd=tmp_path)
+    assert proc.returncode == 1 and ("error: --models is for mappings drawn at random; the mappings of --mapping are "
+                                     "given whole: leave it out") in proc.stderr
+    (tmp_path / "empty.json").write_text("[]")
+    proc = run_cli("mapping", "run", "--file", str(tmp_path / "empty.json"), cwd=tmp_path)
+    assert proc.returncode == 1 and f"{tmp_path / 'empty.json'}: holds no mapping (an empty list)" in proc.stderr
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "resnet18@-2:cpu>cpu", cwd=tmp_path)
     assert proc.returncode == 1 and "split index -2 is out of range" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

@@ -94,7 +94,8 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     epoch = [(m.step, m.value) for m in client.get_metric_history(r["run_id"], "epoch_step_time_ms")]
     assert epoch == [(0, pytest.approx(statistics.median(total[1:]), rel=1e-6))], (epoch, total)
 
-    planned = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1", "--dry-run")
+    # a value named twice is one setting (two, and counted twice, until 0.9.3)
+    planned = _cli(runs, "campaign", "loader", str(_job(tmp_path, "job")), "--num-workers", "0,1,1,0", "--dry-run")
     assert planned.stdout.splitlines() == ["workers 0 prefetch 2 batch 4: skipped (measured)",
                                            "workers 1 prefetch 2 batch 4: to measure",
                                            "dry run, nothing measured: 1 of 2 settings to measure"], planned.output
@@ -381,6 +382,10 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     ('model = "resnet18"\n[training]\ndevice = "cuda1"\n[data]\npath = "x"\n', "[training].device must be cpu or cuda[:N], got 'cuda1'"),
     # more threads than CPUs: said by the measuring child as "threads = 4096" until 0.9.2
     ('model = "resnet18"\n[training]\nthreads = 4096\n[data]\npath = "."\n', "job.toml: [training].threads = 4096: expected"),
+    # a section that is no table: a traceback until 0.9.3
+    ('model = "resnet18"\ntraining = 5\n[data]\npath = "."\n', "job.toml: [training] should be a table of keys, got training = 5"),
+    ('model = "resnet18"\ndata = "x"\n', "job.toml: [data] should be a table of keys, got data = 'x'"),
+    ('model = "resnet18"\n[data]\npath = "."\nimage_size = 0\n', "job.toml: [data].image_size must be at least 1, got 0"),
 ])
 def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "job.toml"
@@ -391,10 +396,10 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
 
 
 @pytest.mark.parametrize(("setting", "message"), [
-    ("learning_rate = -0.1", "learning_rate must be greater than 0, got -0.1"),
-    ("num_workers = -1", "num_workers must be at least 0, got -1"),
-    ("prefetch_factor = 0", "prefetch_factor must be at least 1, got 0"),
-    ("threads = -1", "threads must be at least 0, got -1"),
+    ("learning_rate = -0.1", "[training].learning_rate must be greater than 0, got -0.1"),
+    ("num_workers = -1", "[training].num_workers must be at least 0, got -1"),
+    ("prefetch_factor = 0", "[training].prefetch_factor must be at least 1, got 0"),
+    ("threads = -1", "[training].threads must be at least 0, got -1"),
     ('allocator = "jemalloc"', "[training].allocator = 'jemalloc': expected one of system, retain"),
 ])
 def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
@@ -480,6 +485,14 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     assert run.info.status == "KILLED" and run.data.tags["tracker.failure_reason"] == "interrupted"
     assert len(client.get_metric_history(r["run_id"], "step_total_ms")) == r["steps"]
     assert run.data.metrics["samples_count"] == r["steps"] - 1 and run.data.metrics["warmup_count"] == 1
+    # compared on the steps it kept, with a job run to the end ("nothing measured to compare" until 0.9.3)
+    short = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "short", bs=2, steps=4)), "--format",
+                            "json").stdout)
+    compared = _cli(runs, "runs", "compare", r["run_id"], short["run_id"], "--format", "json")
+    assert compared.exit_code == 0, compared.output
+    both = json.loads(compared.stdout)
+    assert (both["a"]["status"], both["b"]["status"]) == ("KILLED", "FINISHED")
+    assert next(m["a"] for m in both["metrics"] if m["metric"] == "latency_ms") == run.data.metrics["latency_ms"]
 
 
 def _running(p: psutil.Process) -> bool:
@@ -618,3 +631,11 @@ def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(
                            ("missing.py:Small", f"model: network file {tmp_path}/missing.py does not exist")):
         out = _cli(runs, "profile", "training", str(_job(tmp_path, "bad", model=model)))
         assert out.exit_code == 1 and str(out.exception) == f"{tmp_path}/bad.toml: {message}", out.exception
+    # one that does not build is bad input, one line, no run (a FAILED run, "no step measured", until 0.9.3)
+    (tmp_path / "notnet.py").write_text("NOT_A_NET = 5\n\n\ndef broken():\n    raise ValueError('no such width')\n")
+    before = len(client.search_runs([client.get_experiment_by_name("Default").experiment_id], max_results=1000))
+    for model, message in (("notnet.py:NOT_A_NET", "notnet.py:NOT_A_NET could not build the network: TypeError: 'int' object is not callable"),
+                           ("notnet.py:broken", "notnet.py:broken could not build the network: ValueError: no such width")):
+        out = _cli(runs, "profile", "training", str(_job(tmp_path, "bad", model=model)))
+        assert out.exit_code == 1 and str(out.exception) == message, out.exception
+    assert len(client.search_runs([client.get_experiment_by_name("Default").experiment_id], max_results=1000)) == before

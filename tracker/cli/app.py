@@ -67,8 +67,11 @@ def root(
         ),
     ] = None,
     experiment: Annotated[str, typer.Option("--experiment", "-e", help="MLflow experiment to log into.")] = "Default",
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More output; -v shows tracebacks.")] = 0,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, metavar="", show_default=False,
+                                         help="More output: tracebacks of errors, and MLflow's own INFO lines.")] = 0,
 ) -> None:
+    if not experiment.strip():  # an experiment named by spaces was made until 0.9.3
+        raise typer.BadParameter(f"an experiment needs a name, got {experiment!r}", param_hint="'--experiment' / '-e'")
     ctx.obj = State(tracking_uri=tracking_uri, experiment=experiment, verbose=verbose)
     ctx.call_on_close(ctx.obj.close)
 

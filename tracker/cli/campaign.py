@@ -146,6 +146,6 @@ def loader(
         typer.echo(_loader_line(r))
     if dry_run:
         typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of {len(results)} "
-                   "settings to measure")
+                   f"setting{'s' if len(results) != 1 else ''} to measure")
     else:
         typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")

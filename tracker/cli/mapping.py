@@ -92,6 +92,8 @@ def _read_file(path: Path) -> list[Mapping]:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(data, list):
         raise ConfigError(f"{path}: expected a list of mappings (as `tracker mapping generate --out` writes)")
+    if not data:  # exit 0 with nothing said until 0.9.3
+        raise ConfigError(f"{path}: holds no mapping (an empty list)")
     return [from_json(item, f"{path}[{i}]") for i, item in enumerate(data)]
 
 
@@ -124,6 +126,13 @@ def run(
     gpu = _gpu()
     notes = ["no CUDA GPU on this machine: every stage runs on cpu"] if not gpu else []
     if mapping or file:
+        from tracker.errors import ConfigError
+
+        drawing = [name for name in ("seed", "num_nets", "models", "device_priorities", "sets", "samples", "single",
+                                     "gpu_only", "max_split") if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"]
+        if drawing:  # ignored, unchecked, until 0.9.3
+            raise ConfigError(f"--{drawing[0].replace('_', '-')} is for mappings drawn at random; the mappings of "
+                              f"{'--mapping' if mapping else '--file'} are given whole: leave it out")
         mappings = [parse_mapping(m) for m in mapping or []] + (_read_file(file) if file else [])
     else:
         opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
@@ -152,10 +161,14 @@ def run(
             return
         note = " (already measured: reused)" if r["reused"] else ""
         typer.echo(f"{r['mapping']}: {r['total_throughput_per_s']:.1f} images/s in all{note}; run {r['run_id'][:12]}")
+        idle = [f"{n['model']}@{n['split']}" for n in r["networks"] if not n["inf_count"]]
+        if idle:  # FINISHED and silent until 0.9.3
+            typer.echo(f"note: {', '.join(idle)} finished no inference in the {duration:g} s window: its figures are "
+                       "absent; give a longer --duration", err=True)
         for n in r["networks"]:
             xfer = f", transfer {n['avg_transfer_ms']:.3f} ms" if n["avg_transfer_ms"] is not None else ""
             inf = f"{n['avg_inf_ms']:.1f} ms" if n["avg_inf_ms"] is not None else "-"
-            typer.echo(f"  {n['model']}@{n['split']} {'>'.join(n['devices'])}: {n['inf_count']} inferences, {inf} each{xfer}")
+            typer.echo(f"  {n['model']}@{n['split']} {'>'.join(n['devices'])}: {n['inf_count']} inference{'s' if n['inf_count'] != 1 else ''}, {inf} each{xfer}")
 
     try:
         run_workloads(st.logger(), workloads, timeout_s=timeout, campaign=EXPERIMENT, on_done=show)

@@ -372,7 +372,10 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]:.1f} img/s"), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=True, disable=quiet) as bar:
+    from rich.console import Console
+
+    # on stderr: on stdout a transient bar left a blank first line there, before the job's line (until 0.9.3)
+    with Progress(*columns, console=Console(stderr=True), transient=True, disable=quiet) as bar:
         task = bar.add_task(f"{config.model_name} bs{config.batch_size} w{config.num_workers}", total=None, rate=0.0)
 
         def progress(done: int, total: int | None, rate: float) -> None:
@@ -386,7 +389,9 @@ def training(
     ctx: typer.Context,
     config: Annotated[Path, typer.Argument(help="Training job file, e.g. experiments/train-detection.toml.")],
     fmt: FormatOption = OutputFormat.table,
-    again: AgainOption = False,
+    again: Annotated[bool, typer.Option(
+        "--again", help="Run the job even if it was measured: a new run beside the old ones, named '· again' (a "
+                        "repeat at another time; data_loading keeps the newest).")] = False,
 ) -> None:
     """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
     from tracker.profile import zygote_client
@@ -435,7 +440,8 @@ def _job_line(r: dict[str, Any]) -> None:
         if peak and r.get("workers_mem_peak_mb") is not None:
             peak += f" (its loader workers {r['workers_mem_peak_mb']:.0f} MB more of their own)"
         if r.get("page_faults_per_iter_count") is not None:
-            peak += f", {r['page_faults_per_iter_count']:,.0f} page faults per step"
+            faults = r["page_faults_per_iter_count"]
+            peak += f", {faults:,.0f} page fault{'' if round(faults) == 1 else 's'} per step"
         if r.get("host_share_pct") is not None:
             peak += f", the host {r['host_share_pct']:.0f} % of each step's compute"
         set_up = r.get("set_up_steps") or 0

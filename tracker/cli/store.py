@@ -184,7 +184,8 @@ def compare(
         s = data[side]
         mode = f" · {s['mode']}" if s["mode"] else ""  # an imported run has none ("· None" until 0.9.2)
         typer.echo(f"{side.upper()}: {s['run_id'][:12]}  {s['name']}{mode}"
-                   + ("" if s["samples"] else "  (no raw samples kept)"))
+                   + ("" if s["samples"] else "  (no raw samples kept)")
+                   + ("  (interrupted: what it measured before)" if s["status"] == "KILLED" else ""))
     for title, rows in (("configurations differ", data["configuration_differences"]),
                         ("WARNING: environments differ", data["environment_differences"])):
         if rows:

@@ -75,6 +75,7 @@ class Side:
     repeat_medians: list[float]  # latency medians of every FINISHED run of its configuration
     layers: dict[str, dict[str, Any]] | None = None  # layer name -> op_type, latency_ms, latency_ci_rel
     ops: dict[str, Any] | None = None  # the torch.profiler operator table (trace/ops.json), if traced
+    status: str = "FINISHED"  # KILLED: interrupted, compared on what it kept (a training job's steps)
 
     def environment(self) -> dict[str, str]:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
@@ -143,7 +144,9 @@ def _side(client: Any, uri: str, run: Any) -> Side:
 
     rid, tags = run.info.run_id, run.data.tags
     kind = tags.get(KIND_TAG, "")
-    if run.info.status != "FINISHED":
+    # An interrupted run that kept what it measured (a training job's steps) compares on those
+    # (refused as "nothing measured" until 0.9.3); a failure has nothing.
+    if run.info.status != "FINISHED" and not (run.info.status == "KILLED" and "latency_ms" in run.data.metrics):
         reason = tags.get("tracker.failure_reason")
         raise TrackerError(f"run {rid[:12]} is {run.info.status}{f' ({reason})' if reason else ''}: nothing measured to compare")
     if kind not in MEASURED_KINDS or "latency_ms" not in run.data.metrics:
@@ -187,7 +190,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
         except Exception:  # noqa: BLE001 - an operator table gone or unreadable: compared without it
             ops = None
     return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,
-                medians, layers, ops)
+                medians, layers, ops, run.info.status)
 
 
 def compare_layers(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], top: int = TOP) -> dict[str, Any]:
@@ -363,7 +366,7 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         metrics.append(row)
     return {
         **{side: {"run_id": s.run_id, "name": s.name, "kind": s.kind, "mode": s.params.get("mode"),
-                  "samples": s.samples is not None} for side, s in (("a", a), ("b", b))},
+                  "status": s.status, "samples": s.samples is not None} for side, s in (("a", a), ("b", b))},
         "configuration_differences": _differences(a.params, b.params, CONFIGURATION),
         "environment_differences": _differences(a.environment(), b.environment()),
         "busy_beside": _busy_beside(a, b),

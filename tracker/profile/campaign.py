@@ -77,6 +77,8 @@ class Campaign:
 def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
     """``table`` after checking its keys and value types (``section`` "" for a file's top level)."""
     prefix = f"[{section}]." if section else ""
+    if not isinstance(table, dict):  # `training = 5`: a traceback until 0.9.3
+        raise ConfigError(f"{where}: [{section}] should be a table of keys, got {section} = {table!r}")
     for key, value in table.items():
         if key not in schema:
             raise ConfigError(f"{where}: unknown key {prefix}{key} (known: {', '.join(schema)})")
@@ -364,6 +366,10 @@ def campaign_progress(name: str, prefix: str = "", console: Any = None, transien
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    if console is None:  # on stderr, as a bar is: stdout keeps the command's lines alone
+        from rich.console import Console
+
+        console = Console(stderr=True)
     with Progress(*columns, console=console, transient=transient, disable=disable) as bar:
         task = bar.add_task(name, total=None, failed=0)
 

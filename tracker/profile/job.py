@@ -125,8 +125,9 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
         setattr(cfg, key, value)
     for key, least in (("num_epochs", 1), ("batch_size", 1), ("image_size", 1), ("num_workers", 0), ("max_steps", 0),
                        ("memory_limit_mb", 0), ("prefetch_factor", 1), ("step_timeout_s", 0), ("threads", 0)):
-        check_bound(where, key, getattr(cfg, key), least=least)
-    check_bound(where, "learning_rate", cfg.learning_rate, above=0)
+        # named with its section, as every other key (``image_size must be at least 1`` until 0.9.3)
+        check_bound(where, f"[{'data' if key == 'image_size' else 'training'}].{key}", getattr(cfg, key), least=least)
+    check_bound(where, "[training].learning_rate", cfg.learning_rate, above=0)
     if cfg.threads:  # more than this machine's CPUs: said here, not by the measuring child
         validate_threads(cfg.threads, f"{where}: [training].threads =")
     try:
@@ -227,7 +228,8 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
     import itertools
 
     base = load_job(path)
-    grid = {k: sweep.get(k, [getattr(base, k)]) for k in ("num_workers", "prefetch_factor", "batch_size")}
+    # a value named twice is one setting (measured once but listed, and in a dry run counted, twice until 0.9.3)
+    grid = {k: list(dict.fromkeys(sweep.get(k, [getattr(base, k)]))) for k in ("num_workers", "prefetch_factor", "batch_size")}
     done = logger.measured(statuses=("FINISHED",)) if logger is not None else set()
     results = []
     for nw, pf, bs in itertools.product(*grid.values()):
@@ -330,6 +332,12 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     key = job_config_key(cfg)
     if not again and (measured := logger.find(key, "FINISHED")) is not None:
         return _reused(measured, cfg, logger.location.uri)
+    if cfg.network_spec is not None and cfg.network_spec.get("kind") == "module":
+        from tracker.zoo.spec import spec_ref
+
+        # a network of one's own that does not build is bad input, one line, as for `profile network` (a
+        # FAILED run, "no step measured", until 0.9.3)
+        spec_ref(cfg.network_spec).build()
     num_classes = len(dataset.classes) + (1 if detection else 0)
     if cfg.network_spec is None:
         model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
@@ -354,6 +362,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         import uuid
 
         record.tags[REPEAT_KEY_TAG] = f"{key}#{uuid.uuid4().hex[:12]}"
+        record.name += " · again"  # told apart from the first in the UI, as a network's repeat (since 0.9.3)
     total = cfg.max_steps or cfg.num_epochs * math.ceil(len(dataset) / cfg.batch_size)
     steps: list[dict[str, float]] = []
     skipped: list[dict[str, str]] = []

@@ -65,11 +65,28 @@ class Mapping:
         return any(d.startswith("cuda") for n in self.networks for d in n.devices)
 
 
+def mapping_description(mapping: Mapping, duration_s: float, warmup_s: float,
+                        specs: dict[str, dict[str, Any]] | None = None) -> str:
+    """A mapping run's description: how many networks, and how many split (until 0.9.3 "N networks
+    at once, each split between two stages", of one network, and of networks run whole)."""
+    n = len(mapping.networks)
+    split = sum(0 < net.split < layer_count(net.model, specs) for net in mapping.networks)
+    parts = ("whole" if not split else "each split between two stages" if split == n
+             else f"{split} of them split between two stages")
+    return (f"{n} network{'s' if n != 1 else ''}{' at once' if n > 1 else ''} for {duration_s:g} s after "
+            f"{warmup_s:g} s of warm-up, {parts}: {mapping.compact()}.")
+
+
 def parse_net(text: str) -> NetMapping:
     """``model@split:dev>dev`` (a whole network on one device: ``model:cpu``)."""
-    head, sep, devs = text.strip().rpartition(":")
-    if not sep or not head:
+    import re
+
+    # the devices after the first colon that starts them all: `cuda:1` is one (until 0.9.3 the entry
+    # was cut at its last colon, and a mapping naming cuda:N, as `mapping` params log it, was refused)
+    found = re.search(r":(?P<devs>[A-Za-z][\w.-]*(?::\d+)?(?:>[A-Za-z][\w.-]*(?::\d+)?)*)$", text.strip())
+    if found is None or found.start() == 0:
         raise ConfigError(f"mapping entry {text!r}: expected model@split:device>device")
+    head, devs = text.strip()[:found.start()], found.group("devs")
     model, at, split_text = head.partition("@")
     if devs.count(">") > 1:
         raise ConfigError(f"mapping entry {text!r}: {devs.count('>') + 1} devices; a network is split between two "
@@ -104,11 +121,26 @@ def parse_mapping(text: str) -> Mapping:
 
 
 def from_json(data: Any, where: str) -> Mapping:
-    try:
-        return Mapping(tuple(NetMapping(str(n["model"]), int(n["split"]), (str(n["devices"][0]), str(n["devices"][1])))
-                             for n in data["networks"]))
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise ConfigError(f"{where}: a mapping should be {{\"networks\": [{{\"model\", \"split\", \"devices\": [a, b]}}]}}") from None
+    """A mapping as a file holds it, each value of its type (until 0.9.3 a split of 3.7 was cut to
+    3, a third device dropped, ``"devices": "cp"`` read as c>p and a model null named 'None')."""
+    shape = f"{where}: a mapping should be {{\"networks\": [{{\"model\", \"split\", \"devices\": [a, b]}}]}}"
+    if not isinstance(data, dict) or not isinstance(data.get("networks"), list):
+        raise ConfigError(shape)
+    nets = []
+    for k, n in enumerate(data["networks"], 1):
+        if not isinstance(n, dict) or not {"model", "split", "devices"} <= set(n):
+            raise ConfigError(shape)
+        model, split, devices = n["model"], n["split"], n["devices"]
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(f"{where}: network {k}: model should name a network, got {model!r}")
+        if isinstance(split, bool) or not isinstance(split, int):
+            raise ConfigError(f"{where}: network {k} ({model}): split should be a whole number of layers, got {split!r}")
+        if (not isinstance(devices, list) or len(devices) != 2
+                or not all(isinstance(d, str) and d.strip() for d in devices)):
+            raise ConfigError(f"{where}: network {k} ({model}): devices should be two device names [first, second], "
+                              f"got {devices!r}")
+        nets.append(NetMapping(model, split, (devices[0], devices[1])))
+    return Mapping(tuple(nets))
 
 
 def _check_model(model: str) -> bool:
@@ -540,8 +572,7 @@ def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, s
 
     record = RunRecord(kind="mapping", name=w.name(), params=_params(w, mode_id), key_fields=w.key_fields(mode_id),
                        tags={"tracker.source": "measured"}, start_time_ms=start_ms, end_time_ms=now_ms(),
-                       description=f"{len(w.mapping.networks)} networks at once for {w.duration_s:g} s after "
-                                   f"{w.warmup_s:g} s of warm-up, each split between two stages: {w.mapping.compact()}.")
+                       description=mapping_description(w.mapping, w.duration_s, w.warmup_s, w.specs))
     record.artifacts["mapping.json"] = json.dumps(w.mapping.to_json(w.specs), indent=2)
     if failure is not None:
         reason, message, tail = failure
