@@ -122,6 +122,7 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     # figures as any job's, its IQR was 0, its stop reason max_steps, and data_loading called it the best setting.
     lone = _cli(runs, "profile", "training", str(_job(tmp_path, "lone", bs=16, epochs=1)))
     assert lone.exit_code == 0 and "FINISHED: 1 step, the set-up alone (its figures are the set-up's" in lone.stdout
+    assert lone.stdout.startswith("FINISHED: ")  # its progress bar on stderr (a blank line on stdout until 0.9.3)
     [run] = [r for r in client.search_runs([client.get_experiment_by_name("Default").experiment_id])
              if r.data.params.get("batch_size") == "16"]
     assert run.data.tags["tracker.stop_reason"] == "epochs" and "latency_iqr_ms" not in run.data.metrics
@@ -157,6 +158,7 @@ def test_a_measured_job_is_read_back_unless_measured_again(tmp_path: Path) -> No
     assert table.exit_code == 0 and f"(run {first['run_id'][:12]}, already measured: reused)" in table.stdout
     again = json.loads(_cli(runs, "profile", "training", job, "--again", "--format", "json").stdout)
     assert not again["reused"] and again["run_id"] != first["run_id"] and again["steps"] == 2
+    assert MlflowClient(resolve_location(str(runs)).uri).get_run(again["run_id"]).info.run_name.endswith(" · again")
     client = MlflowClient(resolve_location(str(runs)).uri)
     tags = [client.get_run(r["run_id"]).data.tags for r in (first, again)]
     assert tags[0]["tracker.config_key"] == tags[1]["tracker.config_key"]
