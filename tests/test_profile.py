@@ -751,6 +751,34 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
     assert len(runs) == 4 and len(set(keys)) == 4
 
 
+def test_a_network_interrupted_while_its_layers_are_measured_keeps_the_network(tmp_path: Path) -> None:
+    """Until 0.9.3 a Ctrl-C while the layers were measured lost the network's measurement, made
+    before them, with them. Now the network run is logged, without layers and saying why, and a
+    later `profile layers` measures it again with them (it does not answer for layers)."""
+    store, mark = tmp_path / "s", tmp_path / "layers-started"
+    args = [sys.executable, "-m", "tracker", "--tracking-uri", str(store), "profile", "layers", "squeezenet1_1",
+            "--input-size", "32", "--time-cap", "0.3", "--precision", "0.5"]
+    env = {**os.environ, "TRACKER_FAULT": "layers:hang", "TRACKER_FAULT_MARK": str(mark)}
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=sigint_default)
+    try:
+        deadline = time.time() + 300
+        while not mark.exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert mark.exists(), proc.communicate()[1][-2000:] if proc.poll() is not None else "no layer phase"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
+    [run] = network_runs(store, "Default")
+    assert run.info.status == "FINISHED" and run.data.metrics["latency_ms"] > 0 and "sum_of_layers_ms" not in run.data.metrics
+    assert run.data.tags["tracker.child_note"].startswith("interrupted while its layers were measured")
+    again = tracker("--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--input-size", "32",
+                    "--time-cap", "0.1", "--precision", "0.5", "--format", "json", cwd=tmp_path)
+    assert again.returncode == 0 and not json.loads(again.stdout)["reused"], again.stderr[-2000:]
+
+
 def _holds_device(pid: int, device: str = "cpu") -> bool:
     """Whether ``pid`` holds the device's lock now (its holder writes its pid into the lock file)."""
     import fcntl

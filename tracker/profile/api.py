@@ -302,7 +302,7 @@ def measure_planned(
     if reuse and (existing := answered()) is not None:
         return ProfileResult(existing, [], reused=True)
 
-    def log(record: RunRecord, children: list[RunRecord]) -> ProfileResult:
+    def log(record: RunRecord, children: list[RunRecord], payload: dict[str, Any]) -> ProfileResult:
         """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
         for r in (record, *children):
             r.tags.update(gpu_tags(p.spec.device))  # cuda:N: GPU N's name and memory, not GPU 0's
@@ -311,12 +311,20 @@ def measure_planned(
                 r.tags["tracker.campaign"] = campaign
         if p.memory_limit_mb:
             record.params["memory_limit_mb"] = p.memory_limit_mb
-            record.tags[CAP_TAG] = result.payload.get("memory_cap", p.memory_cap)
+            record.tags[CAP_TAG] = payload.get("memory_cap", p.memory_cap)
         if repeat_key:
             record.tags[REPEAT_KEY_TAG] = repeat_key
             record.name += f" · {repeat_label(repeat_key)}"  # told apart in the UI (one name for all until 0.9.2)
         logger.log([record, *children])
         return ProfileResult(record, children, reused=False)
+
+    def with_description(record: RunRecord) -> None:
+        """The description planning made: the child does not describe the network again (0.05 to 0.3 s
+        of each child here, squeezenet1_1 to densenet121, for a description the parent already had)."""
+        described = (p.spec.model, spec_json(p.network_spec), p.spec.input_size)
+        record.artifacts[DESCRIPTION_ARTIFACT] = described_json(*described)[2]
+        record.artifacts["description/graph.json"] = _graph_artifact(*described)
+        keep_own_code(record, p.network_spec)  # a network of your own, or pruned from one: its code as measured
 
     job = job_for(p, rule, layers, layer_rule)
     # The device held from before the child starts until its run is logged: a process that waited for it
@@ -330,7 +338,17 @@ def measure_planned(
         with tempfile.TemporaryDirectory(prefix="tracker-trace-") if trace else contextlib.nullcontext() as folder:
             if folder is not None:
                 job["trace_dir"] = folder
-            result = run_child(job, timeout_s=timeout_s)
+            try:
+                result = run_child(job, timeout_s=timeout_s)
+            except KeyboardInterrupt as exc:  # a network measured with its layers: the network's part is kept
+                if (partial := getattr(exc, "partial_payload", None)) is not None:
+                    record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, partial, start, p.threads,
+                                             p.allocator)
+                    record.tags[CHILD_NOTE_TAG] = ("interrupted while its layers were measured: the network's "
+                                                   "measurement is kept, without them")
+                    with_description(record)
+                    log(record, [], partial)
+                raise
             if folder is not None and result.ok:  # the trace is read while its folder is there
                 from tracker.profile.trace import traced_run
 
@@ -342,7 +360,7 @@ def measure_planned(
                            f"{rule.warmup_cap_s:g} s, its sampling up to {rule.time_cap_s:g} s (--time-cap) and its child's "
                            f"start about {CHILD_START_S:g} s; give it at least {takes:g} s (--timeout, a campaign's timeout_s)")
             return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
-                                     message, result.stderr_tail, start, p.threads, p.allocator), [])
+                                     message, result.stderr_tail, start, p.threads, p.allocator), [], result.payload)
         payload = result.payload
         record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start, p.threads, p.allocator)
         if traced is not None:
@@ -350,14 +368,9 @@ def measure_planned(
             record.tags.update(traced.tags)
         if result.message:  # it measured, but had to be killed to end, or its exit status is not known
             record.tags[CHILD_NOTE_TAG] = result.message
-        # The description planning made: the child does not describe the network again (0.05 to 0.3 s
-        # of each child here, squeezenet1_1 to densenet121, for a description the parent already had).
-        described = (p.spec.model, spec_json(p.network_spec), p.spec.input_size)
-        record.artifacts[DESCRIPTION_ARTIFACT] = described_json(*described)[2]
-        record.artifacts["description/graph.json"] = _graph_artifact(*described)
-        keep_own_code(record, p.network_spec)  # a network of your own, or pruned from one: its code as measured
+        with_description(record)
         logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
-                                           software_versions()))
+                                           software_versions()), payload)
         logged.trace = traced.summary if traced is not None else None
         return logged
 

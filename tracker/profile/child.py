@@ -27,6 +27,7 @@ never measure on one device at once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -137,6 +138,17 @@ def _read_to_end(stream: Any) -> tuple[threading.Thread, list[str]]:
     return thread, into
 
 
+def last_event(lines: list[str], key: str) -> dict[str, Any] | None:
+    """The ``key`` of the last event line among ``lines`` that has one, or None."""
+    for line in reversed(lines):
+        if line.startswith(EVENT_PREFIX):
+            with contextlib.suppress(json.JSONDecodeError):  # a line cut short by the kill
+                event = json.loads(line[len(EVENT_PREFIX):])
+                if key in event:
+                    return event[key]
+    return None
+
+
 def _read_lines(stream: Any, result_seen: threading.Event) -> tuple[threading.Thread, list[str]]:
     """``_read_to_end`` line by line, setting ``result_seen`` once the result line is in."""
     into: list[str] = []
@@ -205,9 +217,13 @@ def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None
                 break
         for t in (out_reader, err_reader):  # to the end of the streams: the result line is written before the child ends
             t.join()
-    except BaseException:  # interrupted: take the child down with us
+    except BaseException as exc:  # interrupted: take the child down with us
         _kill_group(proc.pid)
         proc.wait()
+        out_reader.join(timeout=5)
+        partial = last_event(out, "network")
+        if partial is not None:  # what it had measured (a network measured with its layers: the network)
+            exc.partial_payload = partial  # type: ignore[attr-defined]
         raise
     payload: dict[str, Any] = {}
     for line in out:

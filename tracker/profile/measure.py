@@ -232,6 +232,19 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001  a trace that fails loses the trace, not the measurement
             result["trace_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     if job.get("layers") and spec.phase == "inference":
+        from tracker.profile.worker import emit_event
+
+        # the network's measurement, for a parent interrupted while the layers are measured (lost until 0.9.3)
+        emit_event({"network": result})
+        from tracker.profile.worker import injected_fault
+
+        if injected_fault() == "layers:hang":  # for tests: a parent interrupted while the layers are measured
+            import os
+            import time
+            from pathlib import Path
+
+            Path(os.environ["TRACKER_FAULT_MARK"]).touch()
+            time.sleep(3600)
         layer_rule = Stopping(**job.get("layer_rule", job.get("rule", {})))
         with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), gpu_index=gpu_index) as layer_sampler:
             calls = profile_layers(model, spec, layer_rule)
