@@ -179,7 +179,7 @@ def spooled_run(uri: str, experiment: str, config_key: str, status: str = "FINIS
     """The newest run of this config key and status waiting in the outbox for this store and
     experiment (what a server down answers a request measured before with, since 0.9.3)."""
     target = strip_credentials(uri)
-    for item in reversed(pending(folder, skip_broken=True)):  # files by name: by time
+    for item in reversed(_holding(config_key, folder)):  # files by name: by time
         if item.uri == target and item.experiment == experiment:
             for r in reversed(item.records):
                 if r.tags.get(KEY_TAG) == config_key and r.status == status:
@@ -187,11 +187,26 @@ def spooled_run(uri: str, experiment: str, config_key: str, status: str = "FINIS
     return None
 
 
+def _holding(text: str, folder: Path | None = None) -> list[Spooled]:
+    """The batches waiting in the outbox whose file holds ``text`` (a config key, a run id), oldest
+    first: read whole only where it is there (a campaign measuring while its server is down asks
+    once a configuration, of an outbox that grows with it); broken files left out."""
+    folder = folder or outbox_dir()
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            if text in path.read_text():
+                out.append(_read_spooled(path))
+        except (OSError, UnicodeDecodeError, StoreError):  # gone since listed, or broken: said by RunLogger
+            pass
+    return out
+
+
 def spooled_children(uri: str, run_id: str, folder: Path | None = None) -> list[FinalRecord] | None:
     """The FINISHED runs spooled under the run ``run_id`` (its layers, in their order), or None
     where that run is not in the outbox."""
     target = strip_credentials(uri)
-    for item in pending(folder, skip_broken=True):
+    for item in _holding(run_id, folder):
         if item.uri == target and any(r.run_id == run_id for r in item.records):
             return [r for r in item.records if r.parent_id == run_id and r.status == "FINISHED"]
     return None
