@@ -121,6 +121,13 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
 
     number = cell("latency", "abc")
 
+    def maybe(folder: Path) -> None:  # a passed that is neither True nor False
+        path = folder / "latency" / first
+        head, row, *rest = path.read_text().splitlines(keepends=True)
+        cells = row.split("|")
+        cells[head.split("|").index("passed")] = "Maybe"
+        path.write_text(head + "|".join(cells) + "".join(rest))
+
     cases = [
         (lambda f: (f / "architectures.json.gz").write_bytes(gzip.compress(b"[1, 2]")),
          "architectures.json.gz: architecture 0 is not as perf4sight writes it"),
@@ -133,6 +140,12 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
         (cell("latency", "-5"), "latency '-5' is not a measurement (a finite number above 0)"),
         (cell("latency", "inf"), "latency 'inf' is not a measurement (a finite number above 0)"),
         (cell("bs", "0"), "batch size 0: not a batch size (at least 1)"),
+        # an empty file, a short row, a passed neither True nor False: tracebacks, or a measurement lost, until 0.9.3
+        (lambda f: (f / "latency" / first).write_text(""), f"latency/{first}: no column bs, passed, latency (its header: none;"),
+        (lambda f: (f / "latency" / first).write_text((f / "latency" / first).read_text() + "True|1\n"),
+         "has no bs (fewer cells than its header)"),
+        (maybe, f"latency/{first}: line 2: passed 'Maybe' is neither True nor False"),
+        (cell("bs", "x"), f"latency/{first}: batch size 'x' is not a whole number"),
         (lambda f: (f / "latency" / first).rename(f / "latency" / "foo-gt.csv"),
          "latency/foo-gt.csv: not a perf4sight file name, NETWORK_PCT-gt.csv (resnet50_30-gt.csv)"),
         (lambda f: (f / "memory" / first).write_bytes((f / "memory" / first).read_bytes() + b"\xff\xfe"),

@@ -324,6 +324,14 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     for bad in ("DROP VIEW measurements", "DELETE FROM runs", "CREATE TABLE x (a INT)"):
         refused = runner.invoke(app, ["sql", bad])
         assert refused.exit_code == 1 and "read-only" in str(refused.exception)
+    # nor reaches a file: COPY ... TO wrote over any, the warehouse's own included, until 0.9.3
+    for bad in (f"COPY (SELECT 1 AS a) TO '{tmp_path / 'leak.csv'}' (FORMAT csv)", f"SELECT * FROM read_csv('{pq}')",
+                f"ATTACH '{tmp_path / 'other.duckdb'}'"):
+        refused = runner.invoke(app, ["sql", bad])
+        assert refused.exit_code == 1 and "file system operations are disabled" in str(refused.exception), bad
+    assert not (tmp_path / "leak.csv").exists() and not (tmp_path / "other.duckdb").exists()
+    one = runner.invoke(app, ["sql", "SELECT 1 AS a"])
+    assert one.exit_code == 0 and one.output.rstrip().endswith("(1 row)")
     typo = runner.invoke(app, ["sql", "SELEC 1"])
     assert typo.exit_code == 1 and "syntax error" in str(typo.exception)
     near = runner.invoke(app, ["sql", "SELECT * FROM measurement"])  # DuckDB's hint is kept, on the same line

@@ -125,14 +125,19 @@ def _rows(path: Path) -> list[dict[str, str]]:
     try:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh, delimiter="|")
-            rows = list(reader)
+            rows, header = list(reader), reader.fieldnames or []  # read while open (an empty file: a traceback until 0.9.3)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except (OSError, csv.Error) as exc:
         raise ConfigError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    if missing := [c for c in COLUMNS[path.parent.name] if c not in (reader.fieldnames or [])]:
-        raise ConfigError(f"{path}: no column {', '.join(missing)} (its header: {'|'.join(reader.fieldnames or []) or 'none'}; "
+    if missing := [c for c in COLUMNS[path.parent.name] if c not in header]:
+        raise ConfigError(f"{path}: no column {', '.join(missing)} (its header: {'|'.join(header) or 'none'}; "
                           "perf4sight's CSVs are '|'-delimited)")
+    for line, row in enumerate(rows, 2):  # a row short of cells (None in them): a traceback until 0.9.3
+        if short := [c for c in COLUMNS[path.parent.name] if row.get(c) is None]:
+            raise ConfigError(f"{path}: line {line} has no {', '.join(short)} (fewer cells than its header)")
+        if row["passed"] not in ("True", "False"):  # anything else was a failure, its value lost, until 0.9.3
+            raise ConfigError(f"{path}: line {line}: passed {row['passed']!r} is neither True nor False")
     return rows
 
 
@@ -164,8 +169,8 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
             raise ConfigError(f"{path}: not a perf4sight file name, NETWORK_PCT-gt.csv (resnet50_30-gt.csv)")
         try:
             bs = int(row["bs"])
-        except (KeyError, ValueError):
-            raise ConfigError(f"{path.name}: row without a valid 'bs' column: {row}") from None
+        except (KeyError, TypeError, ValueError):  # the file's name and the whole row until 0.9.3
+            raise ConfigError(f"{path}: batch size {row.get('bs')!r} is not a whole number") from None
         if bs < 1:  # imported as a configuration until 0.9.2
             raise ConfigError(f"{path}: batch size {bs}: not a batch size (at least 1)")
         return configs.setdefault((network, bs), Config(network, bs))

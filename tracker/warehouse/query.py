@@ -23,6 +23,9 @@ def query(path: Path, sql: str) -> Any:
         raise QueryError('the query is empty: give one SQL statement, e.g. "SELECT * FROM latest_measurements"')
     con = connect(path, read_only=True)
     try:
+        # No file reached from a query: read-only kept the warehouse's own tables, not a COPY ... TO
+        # over the warehouse file or any other (until 0.9.3), nor ATTACH, read_csv or an INSTALL
+        con.execute("SET enable_external_access = false")
         with interruptible(con):
             statements = con.extract_statements(sql)
             if len(statements) > 1:  # DuckDB would run them all and answer the last
