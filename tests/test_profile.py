@@ -894,6 +894,9 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
     ("phases = [\"inference\"]", "phases = []", "[measure].phases names no phase (inference, training); leave it out"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\ndevices = []", "[measure].devices names no device (cpu, cuda"),
+    # a product of nothing ran as an empty campaign, "the shard has no network", until 0.9.3
+    ("phases = [\"inference\"]", "phases = [\"training\"]\ndtypes = [\"int8\"]",
+     "[measure] plans nothing: dtypes int8 in phases training on cpu (int8 is measured in CPU inference only)"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\ndevices = [\"cuda:x\"]",
      "[measure].devices: unknown device 'cuda:x' (cpu, cuda, cuda:N)"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nallocator = \"jemalloc\"",
@@ -1077,6 +1080,9 @@ def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
     # a shard without a network says so, as its dry run does (until 0.9.2: "0 measured, ... of 0")
     empty = cli("campaign", "run", str(path), "--shard", "2/2")
     assert empty.stdout == "twice: no configuration (shard 2/2 has no network: the campaign has 1)\n"
+    dry = cli("campaign", "run", str(path), "--shard", "2/2", "--dry-run")  # in the same words (since 0.9.3)
+    assert dry.stdout.rstrip().endswith("dry run, nothing measured: no configuration (shard 2/2 has no network: the "
+                                        "campaign has 1)")
     wh = str(tmp_path / "w.duckdb")
     cli("warehouse", "load", "--warehouse", wh)
     rows = cli("sql", "SELECT batch_size, repeats FROM measurement_repeats ORDER BY batch_size", "--warehouse", wh,

@@ -98,6 +98,14 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
     assert proc.returncode == 1 and "positions[0].candidates[1]: unknown primitive 'transformer'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    # a device this machine lacks: one line before anything (a FAILED run per candidate until 0.9.3)
+    import torch
+
+    if not torch.cuda.is_available():
+        bad.write_text(SPACE.replace("[latency]", '[latency]\ndevice = "cuda"'))
+        proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
+        assert proc.returncode == 1 and proc.stderr == (
+            "error: device 'cuda' (cuda:0) is not available on this machine (no CUDA GPU): measure on cpu\n"), proc.stderr
     from tracker.errors import ConfigError
     from tracker.searchspace.space import load_space
 

@@ -96,7 +96,8 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
     if nothing:
         typer.echo(f"nothing measured yet ({nothing})")
     found = (f"{tally.total} configuration{'' if tally.total == 1 else 's'}: " + ", ".join(f"{n} {state}" for state, n in counts.items())
-             if tally.planned else "no configuration (the shard has no network)")
+             if tally.planned else f"no configuration (shard {shard[0]}/{shard[1]} has no network: the campaign has "
+                                   f"{len(campaign.networks)})")  # as the real run says it (since 0.9.3)
     typer.echo(f"{campaign.name} (shard {shard[0]}/{shard[1]}), dry run, nothing measured: {found}")
 
 

@@ -179,6 +179,12 @@ def load_campaign(path: Path) -> Campaign:
         if not m["dtypes"]:
             raise ConfigError(f"{where}: [measure].dtypes names no dtype")
         c.dtypes = list(dict.fromkeys(m["dtypes"]))
+    from tracker.profile.network import format_runs
+
+    if not any(format_runs(dt, ph, d) for dt in c.dtypes for ph in c.phases for d in c.devices):
+        # ran as a campaign of no configuration, said as "the shard has no network", until 0.9.3
+        raise ConfigError(f"{where}: [measure] plans nothing: dtypes {', '.join(c.dtypes)} in phases "
+                          f"{', '.join(c.phases)} on {', '.join(c.devices)} (int8 is measured in CPU inference only)")
     if "threads" in m:
         c.threads = list(dict.fromkeys(check_counts(where, "[measure].threads", m["threads"])))  # each once
         for t in c.threads:  # measured here: said before the store is opened, not after the first configuration

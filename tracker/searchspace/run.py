@@ -96,6 +96,10 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
 
     if latency not in SOURCES:
         raise TrackerError(f"--latency must be measured or predicted, got {latency!r}")
+    if latency == "measured" and not skip_latency:
+        from tracker.profile.device import check_device
+
+        check_device(space.latency.device)  # one line before anything, as a campaign's (a FAILED run each until 0.9.3)
     say = progress or (lambda _: None)
     paths = write_specs(space, specs_dir)
     tally = Tally()
