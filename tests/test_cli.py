@@ -430,6 +430,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["sql", " ; ", "--warehouse", "wh.duckdb"], 1, "the query is empty"),
         (["campaign", "run", "zoo.toml", "--shard", ""], 1,
          "--shard takes I/N, e.g. 2/4; got ''"),  # not the whole campaign, as if --shard were not given
+        (["campaign", "run", "zoo.toml", "--shard", "2/0"], 1,
+         "--shard 2/0: N, the number of shards, must be at least 1"),  # "I must be between 1 and N" until 0.9.3
         # a file of something else, however small (DuckDB's own words: "Cannot launch in-memory database")
         (["sql", "SELECT 1", "--warehouse", "README.md"], 1,
          f"{tmp_path / 'README.md'} is not a DuckDB database: a warehouse is the file `tracker warehouse load` makes"),

@@ -913,6 +913,7 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     # since 0.9.1: a name that is none (an experiment it cannot make) or a path (its specs' folder outside the file's)
     ('name = "bad"', 'name = ""', "[campaign].name '' should be a name, not empty nor a path"),
     ('name = "bad"', 'name = "../../elsewhere"', "[campaign].name '../../elsewhere' should be a name, not empty nor a path"),
+    ('name = "bad"', 'name = "a\\tb"', "[campaign].name 'a\\tb' should be a name, not empty nor a path"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "zoo = [1]", "[networks].zoo: 1 is not a model name (a string)"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "nope.json", ratios = [10] }',
      "[networks.prune].model: "),

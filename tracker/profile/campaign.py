@@ -150,7 +150,8 @@ def load_campaign(path: Path) -> Campaign:
     meta, nets, m = tables["campaign"], tables["networks"], tables["measure"]
     c = Campaign(name=meta.get("name", path.stem), path=path, description=meta.get("description", ""))
     # the experiment's name, and the folder its generated and pruned specs go to beside the file
-    if not c.name.strip() or any(ch in c.name for ch in "/\\") or c.name.strip() in (".", ".."):
+    if (not c.name.strip() or any(ch in c.name for ch in "/\\") or c.name.strip() in (".", "..")
+            or not c.name.isprintable()):  # a tab or a newline in an experiment's name taken until 0.9.3
         raise ConfigError(f"{where}: [campaign].name {c.name!r} should be a name, not empty nor a path (it names the "
                           "experiment, and the folder beside the file its generated networks' specs go to)")
     for key in ("batch_sizes", "phases", "devices"):
@@ -327,6 +328,8 @@ def parse_shard(text: str | None) -> tuple[int, int]:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
         raise ConfigError(f"--shard takes I/N, e.g. 2/4; got {text!r}") from None
+    if n < 1:  # "I must be between 1 and N" until 0.9.3
+        raise ConfigError(f"--shard {text}: N, the number of shards, must be at least 1")
     if not 1 <= i <= n:
         raise ConfigError(f"--shard {text}: I must be between 1 and N")
     return (i, n)
