@@ -21,3 +21,8 @@ def clipped(text: str, chars: int) -> str:
     """``text`` cut to ``chars`` characters, its last one an ellipsis where it was cut (a C++
     template kernel's name runs to hundreds of characters)."""
     return text if len(text) <= chars else text[:chars - 1] + "…"
+
+
+def counted(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word``, in the plural (``many``, else ``word`` + s) unless ``n`` is 1: ``1 row``, ``2 rows``."""
+    return f"{n} {word if n == 1 else many or word + 's'}"

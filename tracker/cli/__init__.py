@@ -19,7 +19,9 @@ def interrupted_line() -> str:
         waiting = 0
     if not waiting:
         return INTERRUPTED_LINE
-    return (INTERRUPTED_LINE.rstrip("\n") + f"; {waiting} batch{'es' if waiting != 1 else ''} of runs wait in the outbox "
+    from tracker.console import counted
+
+    return (INTERRUPTED_LINE.rstrip("\n") + f"; {counted(waiting, 'batch', 'batches')} of runs wait in the outbox "
             "(tracker sync sends them)\n")
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
+from tracker.console import counted
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
                   no_args_is_help=True)
@@ -146,7 +147,7 @@ def loader(
     for r in results:
         typer.echo(_loader_line(r))
     if dry_run:
-        typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of {len(results)} "
-                   f"setting{'s' if len(results) != 1 else ''} to measure")
+        typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of "
+                   f"{counted(len(results), 'setting')} to measure")
     else:
         typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")

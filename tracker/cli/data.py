@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json
+from tracker.console import counted
 
 app = typer.Typer(help="Image datasets on disk for training jobs.", no_args_is_help=True)
 
@@ -28,4 +29,4 @@ def synth(
     if fmt is OutputFormat.json:
         emit_json(info)
     else:
-        typer.echo(f"wrote {info['images']} {kind} image{'s' if info['images'] != 1 else ''} ({info['format']} layout) to {info['path']}")
+        typer.echo(f"wrote {counted(info['images'], f'{kind} image')} ({info['format']} layout) to {info['path']}")

@@ -8,6 +8,7 @@ import typer
 
 from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
+from tracker.console import counted
 from tracker.fingerprint.runtime import TARGETS
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def _note_unloaded(path: Path, location: StoreLocation) -> None:
         return
     if changed or gone:
         what = ", ".join(part for part in (
-            f"{changed} run{'s' if changed != 1 else ''} new or changed" if changed else "",
+            f"{counted(changed, 'run')} new or changed" if changed else "",
             f"{gone} deleted" if gone else "") if part)
         typer.echo(f"note: the store has changed since the warehouse {path} was loaded ({what}): this fingerprint "
                    "learns without them (tracker warehouse load, then train again)", err=True)

@@ -10,6 +10,7 @@ import typer
 
 from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption, BatchSizeOption, FormatOption,
                                  OutputFormat, emit_json, exit_interrupted, finite, state)
+from tracker.console import counted
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping
@@ -168,7 +169,7 @@ def run(
         for n in r["networks"]:
             xfer = f", transfer {n['avg_transfer_ms']:.3f} ms" if n["avg_transfer_ms"] is not None else ""
             inf = f"{n['avg_inf_ms']:.1f} ms" if n["avg_inf_ms"] is not None else "-"
-            typer.echo(f"  {n['model']}@{n['split']} {'>'.join(n['devices'])}: {n['inf_count']} inference{'s' if n['inf_count'] != 1 else ''}, {inf} each{xfer}")
+            typer.echo(f"  {n['model']}@{n['split']} {'>'.join(n['devices'])}: {counted(n['inf_count'], 'inference')}, {inf} each{xfer}")
 
     try:
         run_workloads(st.logger(), workloads, timeout_s=timeout, campaign=EXPERIMENT, on_done=show)

@@ -9,6 +9,7 @@ import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
 from tracker.cli.warehouse import WarehouseOption
+from tracker.console import counted
 
 
 def report(
@@ -36,6 +37,6 @@ def report(
         return
     d = result.to_dict()
     kinds = ", ".join(f"{n} {k}" for k, n in d["by_kind"].items()) or "nothing to draw yet"
-    typer.echo(f"{d['pictures']} picture{'s' if d['pictures'] != 1 else ''} in {folder} ({kinds}; {report_counts(d)}). Open {d['index']}")
+    typer.echo(f"{counted(d['pictures'], 'picture')} in {folder} ({kinds}; {report_counts(d)}). Open {d['index']}")
     for line in result.log_errors:
         typer.echo(f"not logged: {line}", err=True)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+from tracker.console import counted
 
 app = typer.Typer(help="The tracking store: where it is, its schema, its experiments.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs in the current experiment.", no_args_is_help=True)
@@ -259,15 +260,14 @@ def sync(ctx: typer.Context) -> None:
         return
     report = send(uri)
     sent_files = report.files - report.left
-    typer.echo(f"sent {report.sent} run{'' if report.sent == 1 else 's'} from {sent_files} outbox "
-               f"file{'' if sent_files == 1 else 's'} ({report.skipped} already on the server); {report.left} "
-               f"file{'' if report.left == 1 else 's'} left")
+    typer.echo(f"sent {counted(report.sent, 'run')} from {counted(sent_files, 'outbox file')} ({report.skipped} already "
+               f"on the server); {counted(report.left, 'file')} left")
     if report.discarded:
-        typer.echo(f"deleted {report.discarded} unfinished run{'s' if report.discarded != 1 else ''} that a write cut "
-                   "short had left on the server (sent whole again)")
+        typer.echo(f"deleted {counted(report.discarded, 'unfinished run')} that a write cut short had left on the server "
+                   "(sent whole again)")
     if report.busy:
-        typer.echo(f"{report.busy} outbox file{'s' if report.busy != 1 else ''} being written to the server by a "
-                   "running tracker or another sync: left to it")
+        typer.echo(f"{counted(report.busy, 'outbox file')} being written to the server by a running tracker or another "
+                   "sync: left to it")
     for other, files in sorted(report.others.items()):  # it said "0 files left" of an outbox that was not empty
-        typer.echo(f"{files} outbox file{'s' if files != 1 else ''} wait for another server: "
+        typer.echo(f"{counted(files, 'outbox file')} wait for another server: "
                    f"tracker --tracking-uri {other} sync")

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
+from tracker.console import counted
 
 app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking store, export it.", no_args_is_help=True)
 
@@ -93,7 +94,7 @@ def sql(
         exit_interrupted("interrupted: the query stopped; the warehouse, opened read-only, is as it was")
     if fmt is QueryFormat.parquet:
         write_parquet(table, output)
-        typer.echo(f"wrote {rows_text(table.num_rows)} to {output}")
+        typer.echo(f"wrote {counted(table.num_rows, 'row')} to {output}")
         return
     if fmt is QueryFormat.table:
         text = _table_text(table)
@@ -105,13 +106,9 @@ def sql(
             output.write_text(text)
         except OSError as exc:
             raise QueryError(f"cannot write {output}: {os_reason(exc)}") from None
-        typer.echo(f"wrote {rows_text(table.num_rows)} to {output}")
+        typer.echo(f"wrote {counted(table.num_rows, 'row')} to {output}")
     else:
         sys.stdout.write(text)
-
-
-def rows_text(n: int) -> str:
-    return f"{n} row{'s' if n != 1 else ''}"
 
 
 def views(ctx: typer.Context, warehouse: WarehouseOption = None, fmt: FormatOption = OutputFormat.table) -> None:
@@ -146,4 +143,4 @@ def _table_text(table) -> str:  # noqa: ANN001
     console = Console(file=None, width=max(80, needed), record=True, emoji=False, highlight=False)
     with console.capture() as cap:
         console.print(out)
-    return cap.get() + f"({rows_text(table.num_rows)})\n"
+    return cap.get() + f"({counted(table.num_rows, 'row')})\n"

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+from tracker.console import counted
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
 
@@ -65,7 +66,7 @@ def generate(
     if fmt is OutputFormat.json:
         emit_json([str(p) for p in paths])
     else:
-        typer.echo(f"wrote {len(paths)} network spec{'s' if len(paths) != 1 else ''} to {paths[0].parent}")
+        typer.echo(f"wrote {counted(len(paths), 'network spec')} to {paths[0].parent}")
 
 
 def _ratios(text: str) -> list[float]:
@@ -99,4 +100,4 @@ def prune(
     if fmt is OutputFormat.json:
         emit_json([str(p) for p in paths])
     else:
-        typer.echo(f"wrote {len(paths)} pruned spec{'s' if len(paths) != 1 else ''} of {model} to {paths[0].parent}")
+        typer.echo(f"wrote {counted(len(paths), 'pruned spec')} of {model} to {paths[0].parent}")

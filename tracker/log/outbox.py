@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
-from tracker.errors import ExperimentDeletedError, StoreError
-from tracker.log.record import KEY_TAG, REPEAT_KEY_TAG, FinalRecord
+from tracker.errors import ExperimentDeletedError, StoreError, os_reason
+from tracker.log.record import KEY_TAG, LAYERS_METRIC, REPEAT_KEY_TAG, FinalRecord
 from tracker.settings import runs_dir
 
 FORMAT = "tracker.outbox/1"
@@ -141,26 +141,36 @@ def spool(uri: str, experiment: str, records: list[FinalRecord], reason: str, fo
     return folder / name
 
 
-def pending(folder: Path | None = None, skip_broken: bool = False) -> list[Spooled]:
+def pending(folder: Path | None = None, skip_broken: bool = False, holding: str | None = None) -> list[Spooled]:
     """The batches waiting in the outbox, oldest first. A file that is not one is a StoreError
     naming it, or, with ``skip_broken`` (what counts the runs measured: a broken file, maybe for
-    another store, blocked every measuring command until 0.9.2), left out."""
+    another store, blocked every measuring command until 0.9.2), left out. ``holding``: only the
+    files whose text holds it (a config key, a run id), the others not parsed (a campaign measuring
+    while its server is down asks once a configuration, of an outbox that grows with it)."""
     folder = folder or outbox_dir()
     out = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            out.append(_read_spooled(path))
+            raw = path.read_bytes()
+        except FileNotFoundError:  # sent and removed by a sync since the folder was listed
+            continue
+        except OSError as exc:
+            if not skip_broken:
+                raise StoreError(f"cannot read outbox file {path}: {os_reason(exc)}") from None
+            continue
+        if holding is not None and holding.encode() not in raw:
+            continue
+        try:
+            out.append(_read_spooled(path, raw))
         except StoreError:
             if not skip_broken:
                 raise
-        except FileNotFoundError:  # sent and removed by a sync since the folder was listed
-            pass
     return out
 
 
-def _read_spooled(path: Path) -> Spooled:
+def _read_spooled(path: Path, raw: bytes) -> Spooled:
     try:
-        body = json.loads(path.read_text())
+        body = json.loads(raw.decode())
     except (json.JSONDecodeError, UnicodeDecodeError):  # not UTF-8: a traceback until 0.9.2
         raise StoreError(f"outbox file {path} is not valid JSON; move it away to go on") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT:
@@ -179,7 +189,7 @@ def spooled_run(uri: str, experiment: str, config_key: str, status: str = "FINIS
     """The newest run of this config key and status waiting in the outbox for this store and
     experiment (what a server down answers a request measured before with, since 0.9.3)."""
     target = strip_credentials(uri)
-    for item in reversed(_holding(config_key, folder)):  # files by name: by time
+    for item in reversed(pending(folder, skip_broken=True, holding=config_key)):  # files by name: by time
         if item.uri == target and item.experiment == experiment:
             for r in reversed(item.records):
                 if r.tags.get(KEY_TAG) == config_key and r.status == status:
@@ -187,26 +197,11 @@ def spooled_run(uri: str, experiment: str, config_key: str, status: str = "FINIS
     return None
 
 
-def _holding(text: str, folder: Path | None = None) -> list[Spooled]:
-    """The batches waiting in the outbox whose file holds ``text`` (a config key, a run id), oldest
-    first: read whole only where it is there (a campaign measuring while its server is down asks
-    once a configuration, of an outbox that grows with it); broken files left out."""
-    folder = folder or outbox_dir()
-    out = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            if text in path.read_text():
-                out.append(_read_spooled(path))
-        except (OSError, UnicodeDecodeError, StoreError):  # gone since listed, or broken: said by RunLogger
-            pass
-    return out
-
-
 def spooled_children(uri: str, run_id: str, folder: Path | None = None) -> list[FinalRecord] | None:
     """The FINISHED runs spooled under the run ``run_id`` (its layers, in their order), or None
     where that run is not in the outbox."""
     target = strip_credentials(uri)
-    for item in _holding(run_id, folder):
+    for item in pending(folder, skip_broken=True, holding=run_id):
         if item.uri == target and any(r.run_id == run_id for r in item.records):
             return [r for r in item.records if r.parent_id == run_id and r.status == "FINISHED"]
     return None
@@ -239,9 +234,6 @@ class SyncReport:
     discarded: int = 0
 
 
-#: The metric a network run measured with its layers has (``profile.api.has_layers``).
-LAYERS_METRIC = "sum_of_layers_ms"
-
 
 def _claim(path: Path) -> int | None:
     """An open descriptor of ``path`` holding its exclusive lock (flock), or None where another
@@ -265,7 +257,7 @@ def _claim(path: Path) -> int | None:
 def _without_credentials(exc: StoreError, location: Any, item: Spooled) -> StoreError:
     """Where a database refused the URI the outbox kept without its credentials, the line says
     how to give them; any other failure as it was."""
-    if location.uri == item.uri and item.uri.split(":", 1)[0].lower().startswith(("postgresql", "mysql", "mssql")):
+    if location.uri == item.uri and not (location.is_http or location.is_sqlite):  # a database server's
         return StoreError(f"{exc} (outbox file {item.path} keeps no credentials: give the URI with them, "
                           f"tracker --tracking-uri {_with_user(item.uri)} sync)")
     return exc

@@ -28,6 +28,8 @@ KIND_TAG = "tracker.kind"
 #: The prefix of a run's system metrics (telemetry series): MLflow's UI shows them apart, in the
 #: run's System metrics tab, against time.
 SYSTEM_PREFIX = "system/"
+#: The metric a network run measured with its layers has: the sum of its layer runs' latencies.
+LAYERS_METRIC = "sum_of_layers_ms"
 #: A repeat of a configuration already measured (``--again``, a campaign's ``repeats``): its own
 #: key beside the config key, which stays the same so that the views count the configuration once.
 REPEAT_KEY_TAG = "tracker.repeat_key"

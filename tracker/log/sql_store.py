@@ -84,8 +84,8 @@ class SqlStore:
             try:
                 return sqlalchemy.create_engine(self.location.uri, pool_pre_ping=True)
             except Exception as exc:  # bad URL, missing driver
-                raise StoreError(f"cannot open tracking database {redacted(self.location.uri)}: "
-                                 f"{str(exc).replace(self.location.uri, redacted(self.location.uri))}") from None
+                raise StoreError(f"cannot open tracking database {self.name}: "
+                                 f"{str(exc).replace(self.location.uri, self.name)}") from None
         try:
             self.db_path.parent.mkdir(parents=True, exist_ok=True)
             if not self.db_path.exists() or self.db_path.stat().st_size == 0:
@@ -178,8 +178,7 @@ class SqlStore:
             version = self._read_schema_version()
         except sqlalchemy.exc.OperationalError as exc:
             if not self.location.is_sqlite:  # a PostgreSQL server that cannot be reached, or refuses
-                raise StoreError(f"cannot open tracking database {redacted(self.location.uri)}: "
-                                 f"{first_line(exc.orig)}") from None
+                raise StoreError(f"cannot open tracking database {self.name}: {first_line(exc.orig)}") from None
             folder = self.db_path.parent
             if "unable to open" in str(exc.orig) and self.db_path.is_file() and not os.access(folder, os.W_OK):
                 raise StoreError(f"cannot open tracking store {self.db_path}: its folder {folder} is not writable, and "

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
-from tracker.log.record import CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord, config_key, now_ms
+from tracker.log.record import (CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, LAYERS_METRIC, REPEAT_KEY_TAG,
+                                RunRecord, config_key, now_ms)
 from tracker.profile.network import NetworkSpec, check_format
 from tracker.profile.stats import Stopping
 
@@ -245,7 +246,7 @@ def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | Non
 
 def has_layers(record: RunRecord) -> bool:
     """Whether a network run was measured with its layers (they add ``sum_of_layers_ms``)."""
-    return "sum_of_layers_ms" in record.metrics
+    return LAYERS_METRIC in record.metrics
 
 
 #: A wait for the device longer than this (seconds) means another process held it: whether this

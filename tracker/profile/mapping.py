@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable
 
+from tracker.console import counted
 from tracker.errors import ConfigError
 from tracker.profile.device import canonical_device
 
@@ -73,7 +74,7 @@ def mapping_description(mapping: Mapping, duration_s: float, warmup_s: float,
     split = sum(0 < net.split < layer_count(net.model, specs) for net in mapping.networks)
     parts = ("whole" if not split else "each split between two stages" if split == n
              else f"{split} of them split between two stages")
-    return (f"{n} network{'s' if n != 1 else ''}{' at once' if n > 1 else ''} for {duration_s:g} s after "
+    return (f"{counted(n, 'network')}{' at once' if n > 1 else ''} for {duration_s:g} s after "
             f"{warmup_s:g} s of warm-up, {parts}: {mapping.compact()}.")
 
 

@@ -232,12 +232,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001  a trace that fails loses the trace, not the measurement
             result["trace_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     if job.get("layers") and spec.phase == "inference":
-        from tracker.profile.worker import emit_event
+        from tracker.profile.worker import emit_event, injected_fault
 
         # the network's measurement, for a parent interrupted while the layers are measured (lost until 0.9.3)
         emit_event({"network": result})
-        from tracker.profile.worker import injected_fault
-
         if injected_fault() == "layers:hang":  # for tests: a parent interrupted while the layers are measured
             import os
             import time

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracker.log.record import FAILURE_MESSAGE_TAG, SYSTEM_PREFIX, RunRecord, now_ms
+from tracker.log.record import FAILURE_MESSAGE_TAG, LAYERS_METRIC, SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
 from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, Summary, host_share, summarize
@@ -311,6 +311,6 @@ def layer_records(
             )
         )
     if layers and total:
-        parent.metrics["sum_of_layers_ms"] = total
+        parent.metrics[LAYERS_METRIC] = total
         parent.metrics["sum_of_layers_ratio"] = total / parent.metrics["latency_ms"]
     return records

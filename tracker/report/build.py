@@ -39,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tracker.console import counted
 from tracker.errors import StoreError, TrackerError
 
 #: Most layer breakdowns drawn: the latest network runs with layers come first.
@@ -194,7 +195,7 @@ def batch_pictures(con: Any) -> list[Picture]:
                  + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else "")
                  + (f", {_cap_words(next(iter(caps)))}" if len(caps) == 1 and next(iter(caps)) is not None else ""))
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
-        caption = (f"{title}: latency and peak memory against batch size for {len(members)} network{'s' if len(members) != 1 else ''}"
+        caption = (f"{title}: latency and peak memory against batch size for {counted(len(members), 'network')}"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))
         # One file; on MLflow, on the largest-batch run of each network of the family.
         pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members if chain], batch_scaling_png,
