@@ -152,6 +152,8 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert report["mode"]["id"] == run.data.params["mode"] and "psutil" in report["telemetry_sources"]
     assert set(report["measured"]) <= set(run.data.metrics) and not set(report["absent"]) & set(run.data.metrics)
     assert set(report["always"]) <= set(run.data.metrics) and all(report["absent"].values())
+    # the resident memory read now is this command's own, and says so (bare until 0.9.4)
+    assert report["measured"]["proc_rss_peak_mb"]["of"].startswith("this command's own process")
     # tail latency where there were samples enough to tell it (20 for p90, 200 for p99), else absent
     assert ("latency_p90_ms" in data) is (data["samples"] >= 20) and ("latency_p99_ms" in data) is (data["samples"] >= 200)
     assert {k: run.data.metrics[k] for k in ("latency_p90_ms", "latency_p99_ms") if k in run.data.metrics} == \
@@ -297,6 +299,13 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     shown = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "runs", "show", data["run_id"][:8],
                                            "--format", "json"]).stdout)
     assert shown["layer_runs"] == len(data["layers"])  # runs show counts the layer runs nested under it
+    # runs list shows the network runs, its layers folded under them as the MLflow UI folds them (until
+    # 0.9.4 the newest 50 were this network's layers); --kind layer lists them
+    listed = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "runs", "list", "--format", "json"]).stdout)
+    assert {r["kind"] for r in listed} == {"network", "mode"} and data["run_id"] in {r["run_id"] for r in listed}
+    layers = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "runs", "list", "--kind", "layer",
+                                            "--format", "json"]).stdout)
+    assert {r["parent_run_id"] for r in layers} == {data["run_id"]} and len(layers) == len(data["layers"])
     # A repeat of a configuration measured with layers is measured with layers too (the newest run
     # is where the layer-level fingerprint reads them), even through `profile network --again`.
     repeat = json.loads(runner.invoke(app, [*args[:3], "network", *args[4:], "--again"]).stdout)

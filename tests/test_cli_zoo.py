@@ -99,6 +99,10 @@ def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     bad = runner.invoke(app, ["zoo", "prune", "resnet18", "--ratios", "0,120", "--out", str(tmp_path / "x")])
     assert bad.exit_code != 0 and not (tmp_path / "x").exists()
     assert str(bad.exception) == "--ratios are percentages from 0 to under 100, got 120"
+    # a seed with l1 named a second spec of the same network (-s5 beside -s0) until 0.9.4
+    seeded = runner.invoke(app, ["zoo", "prune", "resnet18", "--ratios", "50", "--seed", "5", "--out", str(tmp_path / "x")])
+    assert seeded.exit_code == 1 and not (tmp_path / "x").exists()
+    assert str(seeded.exception).startswith("a seed is for method random, got seed 5 with l1")
 
 
 def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel_classes(tmp_path: Path) -> None:

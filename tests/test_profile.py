@@ -60,7 +60,8 @@ def test_a_time_limit_under_what_a_measurement_may_take_says_so(tmp_path: Path, 
         assert out.exit_code == 3  # measured, and failed: a script can tell (0 until 0.9.1)
         said[limit] = run["failure_message"]
     assert said["1"].startswith("no result within 1 s: a time limit under what a measurement may take, its warm-up up to "
-                                "3 s, its sampling up to 0.3 s (--time-cap)") and "give it at least 5.3 s" in said["1"]
+                                "3 s, its sampling up to 0.3 s (--time-cap, a campaign's time_cap_s)")
+    assert "give it at least 5.3 s" in said["1"]
     assert said["6"] == "no result within 6 s"
 
 
@@ -754,10 +755,13 @@ def test_an_interrupted_campaign_resumes_without_duplicates(tmp_path: Path) -> N
 def test_a_network_interrupted_while_its_layers_are_measured_keeps_the_network(tmp_path: Path) -> None:
     """Until 0.9.3 a Ctrl-C while the layers were measured lost the network's measurement, made
     before them, with them. Now the network run is logged, without layers and saying why, and a
-    later `profile layers` measures it again with them (it does not answer for layers)."""
+    later `profile layers` measures it again with them (it does not answer for layers). Through a
+    campaign, whose summary counts it (it did not, until 0.9.4): the same path as `profile layers`."""
     store, mark = tmp_path / "s", tmp_path / "layers-started"
-    args = [sys.executable, "-m", "tracker", "--tracking-uri", str(store), "profile", "layers", "squeezenet1_1",
-            "--input-size", "32", "--time-cap", "0.3", "--precision", "0.5"]
+    path = tmp_path / "layered.toml"
+    path.write_text('[campaign]\nname = "layered"\n[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nbatch_sizes = [1]\n'
+                    'input_sizes = [32]\ntime_cap_s = 0.3\nprecision = 0.5\nlayers = true\n')
+    args = [sys.executable, "-m", "tracker", "--tracking-uri", str(store), "campaign", "run", str(path), "--format", "json"]
     env = {**os.environ, "TRACKER_FAULT": "layers:hang", "TRACKER_FAULT_MARK": str(mark)}
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=sigint_default)
@@ -767,14 +771,18 @@ def test_a_network_interrupted_while_its_layers_are_measured_keeps_the_network(t
             time.sleep(0.1)
         assert mark.exists(), proc.communicate()[1][-2000:] if proc.poll() is not None else "no layer phase"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
-    [run] = network_runs(store, "Default")
+    [run] = network_runs(store, "layered")
+    summary = json.loads(out)
+    assert summary["interrupted"] and summary["measured"] == 1 and summary["runs"] == [
+        {"network": "squeezenet1_1", "batch_size": 1, "phase": "inference", "device": "cpu", "repeat": 1,
+         "status": "FINISHED", "run_id": run.info.run_id, "without_layers": True}]
     assert run.info.status == "FINISHED" and run.data.metrics["latency_ms"] > 0 and "sum_of_layers_ms" not in run.data.metrics
     assert run.data.tags["tracker.child_note"].startswith("interrupted while its layers were measured")
-    again = tracker("--tracking-uri", str(store), "profile", "layers", "squeezenet1_1", "--input-size", "32",
+    again = tracker("--tracking-uri", str(store), "-e", "layered", "profile", "layers", "squeezenet1_1", "--input-size", "32",
                     "--time-cap", "0.1", "--precision", "0.5", "--format", "json", cwd=tmp_path)
     assert again.returncode == 0 and not json.loads(again.stdout)["reused"], again.stderr[-2000:]
 

@@ -43,7 +43,7 @@ def show(
         typer.echo(f"  {metric:<{width}}{how}")
     typer.echo(f"telemetry measured (every {PROBE_INTERVAL_S * 1000:g} ms; the reading now, idle):")
     for metric, m in report["measured"].items():
-        now = m["no_reading"] if m["now"] is None else f"{m['now']:.4g}"
+        now = m["no_reading"] if m["now"] is None else f"{m['now']:.4g}" + (f" ({m['of']})" if "of" in m else "")
         typer.echo(f"  {metric:<{width}}{m['source']}: {now}")
     if report["absent"]:
         typer.echo("telemetry absent (a run here lacks it, never holds a zero):")

@@ -55,7 +55,8 @@ def list_runs(
         "--order-by", help="An MLflow ordering instead of newest first, e.g. \"metrics.latency_ms ASC\".")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """List runs of the experiment, newest first; a run that failed says why."""
+    """List runs of the experiment, newest first; a run that failed says why. A network's layer
+    runs are listed with --kind layer (runs show RUN counts them)."""
     from tracker.log.inspect import list_runs as _list
 
     st = state(ctx)
@@ -71,7 +72,8 @@ def list_runs(
         which = " ".join(x for x in (status and status.upper(), kind) if x)
         line = (f"no {which + ' ' if which else ''}runs in experiment {st.experiment!r}"
                 + (f" where {where.strip()}" if where else ""))
-        if not which and (others := experiments_with_runs(st.logger(read_only=True))):
+        others = [e for e in experiments_with_runs(st.logger(read_only=True)) if e != st.experiment]
+        if not which and not where and others:  # a --where matching nothing is no wrong experiment
             line += f"; runs are in {', '.join(repr(name) for name in others)} (-e NAME selects one)"
         typer.echo(line)
         return

@@ -86,7 +86,7 @@ def prune(
     model: Annotated[str, typer.Argument(help="Zoo model, spec file or FILE.py:NAME (a network of your own) to prune.")],
     ratios: Annotated[str, typer.Option(help="Pruning percentages, comma separated, e.g. 0,10,50.")] = "0,25,50,75",
     method: Annotated[str, typer.Option(help="Filter selection: l1 or random.")] = "l1",
-    seed: Annotated[int, typer.Option(help="Seed of random selection.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of random selection (--method random).")] = 0,
     out: OutOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:

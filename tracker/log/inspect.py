@@ -53,9 +53,15 @@ def _count(client: Any, experiment_id: str, flt: str = "") -> int:
 RUN_STATUSES = ("RUNNING", "SCHEDULED", "FINISHED", "FAILED", "KILLED")
 
 
+#: ``runs list``'s order: newest first; runs started together (a network's layers, logged in
+#: one batch) by name, so that layers come in their order (000, 001, ...).
+NEWEST_FIRST = ["attributes.start_time DESC", "attributes.run_name ASC"]
+
+
 def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
               status: str | None = None, where: str | None = None, order_by: str | None = None) -> list[dict[str, Any]]:
-    """The newest ``limit`` runs of the experiment (of one kind, one status), each with why it
+    """The newest ``limit`` runs of the experiment (of one kind, one status; layer runs, the
+    children of a network's run, only with ``kind`` given or a ``where`` naming the parent), each with why it
     failed where it did (``failure_reason``, and the tail of its measuring child's stderr).
     ``where``: an MLflow search filter too (``params.model = 'resnet18' AND metrics.latency_ms < 20``),
     and ``order_by`` one of MLflow's orderings (``metrics.latency_ms ASC``) instead of newest first
@@ -63,17 +69,24 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    from tracker.log.record import PARENT_TAG
+
     if kind is not None and kind not in KINDS:
         raise TrackerError(f"unknown run kind {kind!r}: expected one of {', '.join(KINDS)}")
     if status is not None and status.upper() not in RUN_STATUSES:
         raise TrackerError(f"unknown run status {status!r}: expected one of {', '.join(RUN_STATUSES)}")
+    # a network's layer runs are its children, listed by --kind layer (or a --where naming the
+    # parent), as the MLflow UI folds nested runs under their parent; before 0.9.4 they were listed
+    # too, and a network's hundred layers hid it and every older run
+    children = kind is not None or (where is not None and "parentrunid" in where.lower())
     flt = " AND ".join(([f"tags.`tracker.kind` = '{kind}'"] if kind else [])
+                       + ([] if children else [f"tags.`{PARENT_TAG}` IS NULL"])
                        + ([f"attributes.status = '{status.upper()}'"] if status else [])
                        + ([f"{where.strip()}"] if where and where.strip() else []))
     client = MlflowClient(logger.location.uri)
     try:
         runs = client.search_runs([logger.experiment.experiment_id], filter_string=flt, max_results=limit,
-                                  order_by=[order_by.strip()] if order_by else ["attributes.start_time DESC"])
+                                  order_by=[order_by.strip()] if order_by else NEWEST_FIRST)
     except MlflowException as exc:
         what = " or ".join(x for x, given in (("--where", where), ("--order-by", order_by)) if given) or "the search"
         raise TrackerError(f"{what}: MLflow cannot search by it: {first_line(exc.message)} (its syntax: "

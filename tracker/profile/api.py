@@ -348,7 +348,7 @@ def measure_planned(
                     record.tags[CHILD_NOTE_TAG] = ("interrupted while its layers were measured: the network's "
                                                    "measurement is kept, without them")
                     with_description(record)
-                    log(record, [], partial)
+                    exc.kept = log(record, [], partial)  # type: ignore[attr-defined]  # what a campaign counts
                 raise
             if folder is not None and result.ok:  # the trace is read while its folder is there
                 from tracker.profile.trace import traced_run
@@ -358,7 +358,7 @@ def measure_planned(
             message = result.message
             if result.reason == "timeout" and timeout_s < (takes := rule.warmup_cap_s + rule.time_cap_s + CHILD_START_S):
                 message = (f"{message}: a time limit under what a measurement may take, its warm-up up to "
-                           f"{rule.warmup_cap_s:g} s, its sampling up to {rule.time_cap_s:g} s (--time-cap) and its child's "
+                           f"{rule.warmup_cap_s:g} s, its sampling up to {rule.time_cap_s:g} s (--time-cap, a campaign's time_cap_s) and its child's "
                            f"start about {CHILD_START_S:g} s; give it at least {takes:g} s (--timeout, a campaign's timeout_s)")
             return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
                                      message, result.stderr_tail, start, p.threads, p.allocator), [], result.payload)

@@ -523,10 +523,18 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         progress(f"measuring {label}", tally)
                     # Layers in every round: the layer-level fingerprint learns each layer's
                     # median over the rounds (layer_labels), keyed by the newest run's layers.
-                    res = measure_planned(logger, p, rule, layers=layers,
-                                          layer_rule=layer_rule, timeout_s=c.timeout_s,
-                                          reuse=False, campaign=c.name,
-                                          repeat_key=repeat_key, trace=tracing)
+                    try:
+                        res = measure_planned(logger, p, rule, layers=layers,
+                                              layer_rule=layer_rule, timeout_s=c.timeout_s,
+                                              reuse=False, campaign=c.name,
+                                              repeat_key=repeat_key, trace=tracing)
+                    except KeyboardInterrupt as exc:  # the network kept without its layers is counted
+                        if (kept := getattr(exc, "kept", None)) is not None:
+                            tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase,
+                                               "device": device, "repeat": r, "status": kept.network.status,
+                                               "run_id": kept.network.run_id, "without_layers": True})
+                            tally.measured += 1
+                        raise
                     tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase, "device": device,
                                        "repeat": r, "status": res.network.status, "run_id": res.network.run_id})
                     if res.network.status == "FINISHED":

@@ -216,6 +216,8 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
                 measured[metric] = {"source": source, "now": None, "no_reading": "per iteration of a measurement"}
             else:
                 measured[metric] = {"source": source, "now": summary[key]}
+                if metric == "proc_rss_peak_mb":  # the probe's process is this command, not a measuring child
+                    measured[metric]["of"] = "this command's own process; a run reads its measuring child's"
         elif metric == "cpu_util_others_pct" and "psutil" in sources:
             # this process has children (a zygote it started), a measuring child has none
             here = "no reading here (this process has children); a measuring child, which has none, reads it"

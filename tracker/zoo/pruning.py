@@ -750,6 +750,9 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
 
     _check_ratio(ratio)
     _check_method(method, seed)
+    if method == "l1" and seed != 0:  # named -s5, the same network as -s0 (until 0.9.4)
+        raise ConfigError(f"a seed is for method random, got seed {seed} with l1: l1 keeps the filters of "
+                          "largest L1 norm, the same whatever the seed")
     ref = resolve(base)
     if ref.input_shape is not None:
         from tracker.zoo.spec import not_images
