@@ -34,6 +34,21 @@ def test_help_imports_neither_torch_nor_mlflow() -> None:
     assert result.exit_code == 0 and "profile" in result.output
 
 
+def test_help_texts_have_no_line_break_within_a_paragraph() -> None:
+    """Typer's rich help keeps a docstring's line breaks: a paragraph wrapped in the source was
+    broken mid-sentence in --help and in its group's list of commands (until 0.9.4)."""
+    import typer.main
+
+    def texts(command: object, path: str) -> list[tuple[str, str]]:
+        found = [(path, p) for p in (getattr(command, "help", None) or "").strip().split("\n\n")]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += texts(sub, f"{path} {name}")
+        return found
+
+    broken = [(path, p) for path, p in texts(typer.main.get_command(app), "tracker") if "\n" in p.strip()]
+    assert not broken, broken
+
+
 def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_table(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--trace``: torch.profiler's Chrome trace and operator table are artifacts of the network run
@@ -196,6 +211,9 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert [r["run_id"] for r in json.loads(found.stdout)] == [fast["run_id"]], found.output
     cut = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--limit", "1"])
     assert cut.exit_code == 0 and "the newest 1 shown; experiment 'cli' has more" in cut.stderr
+    cut = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--limit", "1",
+                              "--format", "json"])  # said in JSON too (in a table only until 0.9.4)
+    assert len(json.loads(cut.stdout)) == 1 and "the newest 1 shown; experiment 'cli' has more" in cut.stderr
     ordered = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network",
                                   "--limit", "1", "--order-by", "metrics.latency_ms DESC"])  # "the newest" until 0.9.2
     assert "the first 1 by metrics.latency_ms DESC shown; experiment 'cli' has more" in ordered.stderr
@@ -243,12 +261,12 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert mode["params"]["mode"] == run.data.params["mode"] and mode["params"]["cpu_threads"]
     info = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"])
     assert json.loads(info.stdout)["runs_in_experiment"] == 3
-    assert json.loads(info.stdout)["experiment_names"] == "cli, Default"
+    assert json.loads(info.stdout)["experiment_names"] == ["cli", "Default"]
     for command in (["runs", "list"], ["store", "info"]):  # a misspelt experiment is said, and not made
         missing = runner.invoke(app, ["--tracking-uri", str(store), "-e", "clii", *command])
         assert isinstance(missing.exception, StoreError), missing.output  # the entry point prints it as one line
         assert str(missing.exception).startswith("no experiment named 'clii' in sqlite:")
-        assert str(missing.exception).endswith("(experiments: Default, cli)")
+        assert str(missing.exception).endswith("(experiments: cli, Default)")
     assert json.loads(info.stdout)["experiments"] == json.loads(runner.invoke(
         app, ["--tracking-uri", str(store), "-e", "cli", "store", "info", "--format", "json"]).stdout)["experiments"]
     # a deleted run is found by a prefix of its id, as by its full id (unfound until 0.9.2), and said deleted
@@ -306,6 +324,9 @@ def test_profile_layers_nests_layer_runs(tmp_path: Path) -> None:
     layers = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "runs", "list", "--kind", "layer",
                                             "--format", "json"]).stdout)
     assert {r["parent_run_id"] for r in layers} == {data["run_id"]} and len(layers) == len(data["layers"])
+    assert [r["name"] for r in layers] == sorted(r["name"] for r in layers)  # in their order, 000 first
+    convs = runner.invoke(app, ["--tracking-uri", str(store), "runs", "list", "--where", "params.op_type = 'Conv2d'"])
+    assert convs.stdout.startswith("no runs") and "layer runs match: --kind layer lists them" in convs.stderr
     # A repeat of a configuration measured with layers is measured with layers too (the newest run
     # is where the layer-level fingerprint reads them), even through `profile network --again`.
     repeat = json.loads(runner.invoke(app, [*args[:3], "network", *args[4:], "--again"]).stdout)
@@ -460,6 +481,15 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         # a file where a folder should be: said before anything is measured
         (["--tracking-uri", "README.md/runs", "profile", "network", "squeezenet1_1"], 1,
          f"cannot make a tracking store in {tmp_path / 'README.md' / 'runs'}: Not a directory: "),
+        # ... and by the commands that only read (not "nothing has been logged there yet" until 0.9.4)
+        (["--tracking-uri", "README.md/runs", "store", "info"], 1,
+         f"no tracking store at {tmp_path / 'README.md' / 'runs' / 'mlflow.db'}: {tmp_path / 'README.md'} is a file, "
+         "not a folder"),
+        (["--tracking-uri", f"sqlite:///{tmp_path}", "runs", "list"], 1,
+         f"{tmp_path} is a folder, not a tracking store's database file"),
+        # a file that is not an MLflow store: a traceback until 0.9.4
+        (["--tracking-uri", f"sqlite:///{tmp_path / 'README.md'}", "store", "relocate"], 1,
+         f"sqlite:///{tmp_path / 'README.md'} is not an MLflow tracking store (file is not a database)"),
         (["warehouse", "load", "--warehouse", "README.md/w.duckdb"], 1,
          f"cannot open warehouse {tmp_path / 'README.md' / 'w.duckdb'}: Not a directory: {tmp_path / 'README.md'}"),
         (["warehouse", "export", "README.md/parquet", "--warehouse", "wh.duckdb"], 1,

@@ -76,6 +76,19 @@ def test_two_measured_runs_are_compared_on_their_samples(tmp_path: Path) -> None
     assert text.exit_code == 0 and "configurations differ: batch_size 1 -> 4" in text.stdout
     assert "latency +" in text.stdout and ": significant (" in text.stdout
     assert f"layers: {layers['matched']} matched by name" in text.stdout and "operators (torch.profiler" in text.stdout
+    # two layer runs: their CIs (relative half-widths) judged, and the layers' own differences said
+    # ("not judged", and one shape apart, until 0.9.4); a network against a layer is refused
+    exp = client.get_experiment_by_name("cmp").experiment_id
+    first, other = (client.search_runs([exp], f"tags.`mlflow.parentRunId` = '{four}' AND params.layer_name = '{name}'")[0]
+                    for name in ("features.0", "classifier.3"))
+    pair = json.loads(runner.invoke(app, [*base, "runs", "compare", first.info.run_id, other.info.run_id,
+                                          "--format", "json"]).stdout)
+    assert pair["latency"]["verdict"] != "not judged", pair["latency"]
+    assert {d["key"] for d in pair["configuration_differences"]} >= {"layer_index", "layer_name", "op_type"}
+    mixed = runner.invoke(app, [*base, "runs", "compare", four, first.info.run_id])
+    assert mixed.exit_code == 1 and str(mixed.exception) == (
+        f"run {first.info.run_id[:12]} is a layer run and {four[:12]} a network run: compare two layers, or two "
+        "whole measurements")
 
 
 def _side(run_id: str, median: float, ci_rel: float, samples: list[float] | None = None,
@@ -97,6 +110,13 @@ def test_a_comparison_says_where_either_side_was_bound_by_its_host() -> None:
 def test_the_latency_verdict_follows_its_rules_in_order() -> None:
     verdict = latency_verdict(_side("a", 10.0, 0.05), _side("b", 10.5, 0.05))
     assert verdict["verdict"] == "not significant" and "overlap" in verdict["why"]
+    # a layer run keeps only the CI's relative half-width: taken about its median
+    layer_a, layer_b = _side("a", 10.0, 0.05), _side("b", 12.0, 0.05)
+    for side in (layer_a, layer_b):
+        side.metrics = {"latency_ms": side.metrics["latency_ms"], "latency_ci_rel": 0.05}
+    assert latency_verdict(layer_a, layer_b)["verdict"] == "significant"
+    layer_b.metrics["latency_ms"] = 10.5
+    assert latency_verdict(layer_a, layer_b)["verdict"] == "not significant"
     # CIs apart, but block medians that do not tell the two apart (the p-value rule)
     mixed = [10.0, 10.0, 11.0, 11.0, 9.0, 9.0, 12.0, 12.0]
     verdict = latency_verdict(_side("a", 10.0, 0.01, mixed), _side("b", 10.5, 0.01, mixed[::-1]))

@@ -523,9 +523,11 @@ def test_rss_peak_follows_allocation() -> None:
 
 
 def test_fake_tegrastats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stand-in tegrastats on PATH: its lines become board samples, and it is stopped at exit."""
+    """A stand-in tegrastats on PATH: its lines become board samples, and it is stopped at exit. A
+    line with bytes that are not UTF-8 is passed over (it ended the reader until 0.9.4)."""
     script = tmp_path / "tegrastats"
-    script.write_text(f"#!/bin/sh\nwhile true; do echo '{ORIN}'; echo 'a warning'; sleep 0.02; done\n")
+    script.write_text(f"#!/bin/sh\nprintf '\\377\\376 noise\\n'\n"
+                      f"while true; do echo '{ORIN}'; echo 'a warning'; sleep 0.02; done\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     tel = TelemetrySampler(interval_s=0.02)

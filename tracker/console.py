@@ -26,3 +26,9 @@ def clipped(text: str, chars: int) -> str:
 def counted(n: int, word: str, many: str | None = None) -> str:
     """``n`` and ``word``, in the plural (``many``, else ``word`` + s) unless ``n`` is 1: ``1 row``, ``2 rows``."""
     return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def named(names: list[str]) -> str:
+    """Names in one line, comma-joined, in the order given: one with a comma in it, blank, or
+    with spaces at an end quoted, so that each reads as one (``a, b`` and ``'a, b'``)."""
+    return ", ".join(repr(n) if "," in n or n != n.strip() or not n else n for n in names)

@@ -127,6 +127,12 @@ class StoreLocation:
         from tracker.errors import NothingLoggedError
 
         if self.db_path is not None and not self.db_path.is_file():
+            # a file in the way, or a folder named as the database, can never hold a store: not "nothing
+            # logged yet", which says logging there would work (until 0.9.4)
+            if self.db_path.is_dir():
+                raise StoreError(f"{self.db_path} is a folder, not a tracking store's database file")
+            if (blocked := next((p for p in self.db_path.parents if p.exists()), None)) is not None and not blocked.is_dir():
+                raise StoreError(f"no tracking store at {self.db_path}: {blocked} is a file, not a folder")
             raise NothingLoggedError(f"no tracking store at {self.db_path}: nothing has been logged there yet")
         if self.is_http:
             from tracker.log.rest_store import check_reachable

@@ -254,8 +254,7 @@ def predict(
 ) -> None:
     """Predict latency, memory and power of a network without running it.
 
-    Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each;
-    --under keeps those within a budget and --sort ranks them (a search's candidates)."""
+    Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each; --under keeps those within a budget and --sort ranks them (a search's candidates)."""
     from tracker.errors import ConfigError
     from tracker.fingerprint.predict import predict_grid
 

@@ -121,6 +121,7 @@ def run(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Run each mapping's networks at once for --duration after --warmup; one mapping run per workload.
+
     Workloads already measured are skipped, so an interrupted run resumes."""
     from tracker.profile.mapping import Workload, generate as draw, parse_mapping, validate
 

@@ -23,6 +23,10 @@ def info(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
         emit_json(data)
         return
     for key, value in data.items():
+        if isinstance(value, list):
+            from tracker.console import named
+
+            value = named(value)
         typer.echo(f"{key:>18}: {value}")
 
 
@@ -55,14 +59,22 @@ def list_runs(
         "--order-by", help="An MLflow ordering instead of newest first, e.g. \"metrics.latency_ms ASC\".")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """List runs of the experiment, newest first; a run that failed says why. A network's layer
-    runs are listed with --kind layer (runs show RUN counts them)."""
+    """List runs of the experiment, newest first; a run that failed says why; a network's layer runs with --kind layer."""
     from tracker.log.inspect import list_runs as _list
 
     st = state(ctx)
     kind = kind.lower() if kind else kind  # as --status takes any case
     rows = _list(st.logger(read_only=True), kind=kind, limit=limit + 1, status=status, where=where, order_by=order_by)
     more, rows = len(rows) > limit, rows[:limit]  # a list cut at --limit says so (silently until 0.9.1)
+    if more:  # on stderr, in JSON too (in a table only until 0.9.4); in the order asked for
+        first = f"the first {limit} by {order_by.strip()}" if order_by else f"the newest {limit}"
+        typer.echo(f"{first} shown; experiment {st.experiment!r} has more (--limit N shows more; --kind and "
+                   "--status choose)", err=True)
+    if not rows and kind is None and where and _list(st.logger(read_only=True), kind="layer", limit=1, status=status,
+                                                     where=where):
+        # only layer runs match: said, where "no runs" hid them (0.9.4, when runs list began to fold them)
+        typer.echo("layer runs match: --kind layer lists them (runs list shows runs that are not a network's layers)",
+                   err=True)
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
@@ -89,11 +101,11 @@ def list_runs(
         table.add_row(r["run_id"][:12], r["kind"], r["name"], r["params"].get("mode", ""), r["status"],
                       f"{lat:.3f}" if lat is not None else "", *why)
     wide_console(200 if failures else 120).print(table)  # a pipe or a log: names, modes and reasons whole
-    if more:
-        # in the order asked for ("the newest", whatever the order, until 0.9.2)
-        first = f"the first {limit} by {order_by.strip()}" if order_by else f"the newest {limit}"
-        typer.echo(f"{first} shown; experiment {st.experiment!r} has more (--limit N shows more; --kind and "
-                   "--status choose)", err=True)
+
+
+def _said(value: Any) -> str:
+    """A parameter's value as ``runs compare`` says it: one a run lacks is "absent" (None until 0.9.4)."""
+    return "absent" if value is None else str(value)
 
 
 #: How much of the last line of a failed child's stderr ``runs list`` shows beside its reason.
@@ -170,8 +182,9 @@ def compare(
     run_b: Annotated[str, typer.Argument(help="The run compared with it (changes are B against A).")],
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """Compare two measurement runs, pyperf-style: configuration and environment differences first,
-    then each metric's change and whether the latency change is significant."""
+    """Compare two measurement runs, pyperf-style.
+
+    Configuration and environment differences first, then each metric's change and whether the latency change is significant."""
     from tracker.log.compare import compare_runs
 
     logger = state(ctx).logger(read_only=True)
@@ -192,7 +205,7 @@ def compare(
     for title, rows in (("configurations differ", data["configuration_differences"]),
                         ("WARNING: environments differ", data["environment_differences"])):
         if rows:
-            typer.echo(f"{title}: " + "; ".join(f"{r['key']} {r['a']} -> {r['b']}" for r in rows))
+            typer.echo(f"{title}: " + "; ".join(f"{r['key']} {_said(r['a'])} -> {_said(r['b'])}" for r in rows))
     if busy := data["busy_beside"]:
         shares = "; ".join(f"{side.upper()} {'not measured' if v is None else f'{v:.1f} %'}" for side, v in busy.items())
         typer.echo(f"WARNING: other processes took the CPU while measuring ({shares}): a change may be theirs")

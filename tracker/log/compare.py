@@ -52,7 +52,8 @@ METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s",
 #: memory cap (two runs apart by it alone read as one configuration) and a training job's loader
 #: settings and dataset (two jobs apart by their prefetch factor listed no difference).
 CONFIGURATION = ("model", "model_hash", "batch_size", "input_size", "input_shape", "phase", "device", "precision", "mode",
-                 "memory_limit_mb", "dataset", "num_workers", "prefetch_factor", "num_epochs", "max_steps")
+                 "memory_limit_mb", "dataset", "num_workers", "prefetch_factor", "num_epochs", "max_steps",
+                 "layer_index", "layer_name", "op_type")  # a layer's own (two layers read as one shape apart until 0.9.4)
 #: What a run's environment is: its env.* tags and these.
 ENVIRONMENT_TAGS = ("tracker.version",)
 #: Kinds with a latency to compare.
@@ -264,11 +265,22 @@ def _drift(medians: list[float]) -> float | None:
     return max(medians) / min(medians) - 1.0
 
 
+def _ci(s: Side) -> tuple[float, float]:
+    """The 95 % CI of a side's median latency (ms); a layer run keeps its relative half-width only,
+    ``latency_ci_rel``, taken about its median (layer runs were "not judged" until 0.9.4); NaN where
+    the run has neither."""
+    m = s.metrics
+    if "latency_ci_low_ms" in m and "latency_ci_high_ms" in m:
+        return m["latency_ci_low_ms"], m["latency_ci_high_ms"]
+    if (rel := m.get("latency_ci_rel")) is not None and math.isfinite(rel):
+        return m["latency_ms"] * (1.0 - rel), m["latency_ms"] * (1.0 + rel)
+    return math.nan, math.nan
+
+
 def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
     """The latency change from ``a`` to ``b`` and whether it is significant (see the module's doc)."""
     ma, mb = a.metrics["latency_ms"], b.metrics["latency_ms"]
-    ci = {s.run_id: (s.metrics.get("latency_ci_low_ms", math.nan), s.metrics.get("latency_ci_high_ms", math.nan))
-          for s in (a, b)}
+    ci = {s.run_id: _ci(s) for s in (a, b)}
     (la, ha), (lb, hb) = ci[a.run_id], ci[b.run_id]
     out: dict[str, Any] = {"change_rel": mb / ma - 1.0, "ratio": mb / ma}
     key = a.tags.get(KEY_TAG)
@@ -350,6 +362,10 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
     if run_a.info.run_id == run_b.info.run_id:
         raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.info.run_id[:12]}): compare two runs")
     a, b = _side(client, tracking_uri, run_a), _side(client, tracking_uri, run_b)
+    if (a.kind == "layer") != (b.kind == "layer"):  # a network against one of its layers (until 0.9.4: -99.9 %)
+        layer, whole = (a, b) if a.kind == "layer" else (b, a)
+        raise TrackerError(f"run {layer.run_id[:12]} is a layer run and {whole.run_id[:12]} a {whole.kind} run: "
+                           "compare two layers, or two whole measurements")
     traced = bool(a.ops and b.ops)
     ops = compare_ops(a.ops, b.ops) if traced else None
     kernels = compare_kernels(a.ops, b.ops) if traced else None

@@ -33,7 +33,7 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
     info["experiment_id"] = logger.experiment.experiment_id
     names = [e.name for e in client.search_experiments()]
     info["experiments"] = len(names)
-    info["experiment_names"] = ", ".join(sorted(names, key=str.lower))
+    info["experiment_names"] = sorted(names, key=str.lower)  # a list (one string until 0.9.4: "a, b" read as two)
     info["runs_in_experiment"] = _count(client, logger.experiment.experiment_id)
     return info
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tracker.console import named
 from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, parent_levels
@@ -110,9 +111,9 @@ class RestStore:
                 raise
             if not create:  # the server's experiments named, as an embedded store names its own (since 0.9.2)
                 found = self.call("POST", "experiments/search", {"max_results": 1000, "view_type": "ACTIVE_ONLY"})
-                names = sorted(e["name"] for e in found.get("experiments", []))
+                names = sorted((e["name"] for e in found.get("experiments", [])), key=str.lower)
                 raise NothingLoggedError(f"no experiment named {name!r} on {self.location.uri} "
-                                         f"(experiments: {', '.join(names) or 'none'})") from None
+                                         f"(experiments: {named(names) or 'none'})") from None
             try:
                 self.call("POST", "experiments/create", {"name": name})
             except RestError as exc2:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.cache import cache_dir
+from tracker.console import named
 from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError, first_line, os_reason
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
@@ -259,9 +260,9 @@ class SqlStore:
         if row is None:
             with self.engine().connect() as conn:
                 names = [r[0] for r in conn.execute(sqlalchemy.text(
-                    "SELECT name FROM experiments WHERE lifecycle_stage = 'active' ORDER BY name"))]
+                    "SELECT name FROM experiments WHERE lifecycle_stage = 'active'"))]
             raise NothingLoggedError(f"no experiment named {name!r} in {self.name} "
-                                     f"(experiments: {', '.join(names) or 'none'})")
+                                     f"(experiments: {named(sorted(names, key=str.lower)) or 'none'})")
         if row.lifecycle_stage != "active":
             raise ExperimentDeletedError(f"experiment {name!r} is deleted; restore it in the MLflow UI or pick another "
                                          "name")

@@ -267,6 +267,9 @@ def layer_records(
     summaries = [timing_summary(l["timing"]) for l in layers]
     total = sum(s.median for s in summaries)
     records = []
+    # one start time for all: runs list orders them by name within it (000, 001, ...), where the
+    # milliseconds their records were made in cut the list in two (until 0.9.4)
+    recorded_ms = now_ms()
     for layer, summary in zip(layers, summaries):
         median = summary.median
         m = timing_metrics(layer["timing"], summary)
@@ -280,6 +283,7 @@ def layer_records(
                 kind="layer",
                 name=f"{layer['index']:03d} {layer['name']} ({layer['op_type']})",
                 parent=parent,
+                start_time_ms=recorded_ms,
                 params={
                     "model": spec.model,
                     "model_hash": model_hash,

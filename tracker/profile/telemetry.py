@@ -677,6 +677,7 @@ class TelemetrySampler:
                     stderr=subprocess.DEVNULL,
                     stdin=subprocess.DEVNULL,
                     text=True,
+                    errors="replace",  # a byte that is not UTF-8 costs its line, not the reader (until 0.9.4)
                     bufsize=1,
                 )
             except OSError:
