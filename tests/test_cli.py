@@ -1,8 +1,10 @@
 """The CLI through Typer's CliRunner and as a real process, on temporary stores."""
 
+import contextlib
 import json
 import os
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -354,6 +356,8 @@ def test_ctrl_c_in_a_query_is_one_line_and_status_130(tmp_path: Path) -> None:
     import duckdb
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "other.db")) as other:
+        other.execute("CREATE TABLE t (a INT)")
     proc = subprocess.Popen([*TRACKER, "sql", "SELECT sum(hash(range)) FROM range(50000000000)", "--warehouse", "wh.duckdb"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
@@ -471,9 +475,14 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
          "--under latency_ms given twice (5 and 50): one budget a target"),
         (["predict", "resnet18", "--under", "latency_ms=0"], 1, "'latency_ms=0': the budget must be a finite number above 0"),
         (["predict", "resnet18", "--largest-batch", "--under", "peak_mem_mb=5", "--sort", "latency_ms"], 1,
-         "--largest-batch finds the batch size itself: leave out --under and --sort"),
+         "--largest-batch answers one thing, the largest batch size, with the champions: leave out --under and --sort"),
         (["predict", "resnet18", "--use", "latency_ms-inference-cpu/1", "--use", "latency_ms-inference-cpu/2"], 1,
          "--use names two versions of latency_ms: one version a target"),
+        # read as version 3 of "latency_ms-inference-cpu/2", and said to be of another device, until 0.9.4
+        (["predict", "resnet18", "--use", "latency_ms-inference-cpu/2/3"], 1,
+         "'latency_ms-inference-cpu/2/3': expected a registered fingerprint and its version, NAME/VERSION"),
+        # DuckDB's overflow, a traceback, until 0.9.4
+        (["predict", "resnet18", "-b", "3000000000"], 2, "Input should be less than or equal to 1048576"),
         (["predict", "resnet18", "--features", "--sort", "latency_ms"], 1,
          "--features prints one configuration's features as a table"),
         # without pydantic's "Value error, " inside Typer's sentence (until 0.9.2)
@@ -488,8 +497,12 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", f"sqlite:///{tmp_path}", "runs", "list"], 1,
          f"{tmp_path} is a folder, not a tracking store's database file"),
         # a file that is not an MLflow store: a traceback until 0.9.4
-        (["--tracking-uri", f"sqlite:///{tmp_path / 'README.md'}", "store", "relocate"], 1,
-         f"sqlite:///{tmp_path / 'README.md'} is not an MLflow tracking store (file is not a database)"),
+        *[(["--tracking-uri", f"sqlite:///{tmp_path / 'README.md'}", *args], 1,
+           f"sqlite:///{tmp_path / 'README.md'} is not an MLflow tracking store (file is not a database)")
+          for args in (["store", "relocate"], ["fingerprint", "list"])],
+        # another SQLite database: MLflow's client would make its tables in it
+        (["--tracking-uri", f"sqlite:///{tmp_path / 'other.db'}", "predict", "resnet18"], 1,
+         f"sqlite:///{tmp_path / 'other.db'} is not an MLflow tracking store (a SQLite database without MLflow's tables)"),
         (["warehouse", "load", "--warehouse", "README.md/w.duckdb"], 1,
          f"cannot open warehouse {tmp_path / 'README.md' / 'w.duckdb'}: Not a directory: {tmp_path / 'README.md'}"),
         (["warehouse", "export", "README.md/parquet", "--warehouse", "wh.duckdb"], 1,
@@ -500,6 +513,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     import duckdb
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "other.db")) as other:
+        other.execute("CREATE TABLE t (a INT)")
     RunLogger(str(tmp_path / "runs")).close()  # the default store, for the commands that read it
     from concurrent.futures import ThreadPoolExecutor
 

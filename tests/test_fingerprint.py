@@ -968,7 +968,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
                                      "--input-size", "64", "--largest-batch"]).stdout
     assert lines.startswith(f"mnasnet0_5: largest batch under the largest peak learnt from ({limit:,.0f} MB): {batch} (")
     assert "under the device's memory (1,000,000,000 MB): more than 65,536" in lines
-    with pytest.raises(ConfigError, match="--largest-batch finds the batch size itself: leave out --batch-size"):
+    with pytest.raises(ConfigError, match="--largest-batch answers one thing, the largest batch size, with the champions: leave out --batch-size"):
         CliRunner().invoke(app, [*args, "--largest-batch"], catch_exceptions=False)
     for unreadable in ("lots", "nan", "-5"):
         client.set_model_version_tag(result.name, result.version, "device_memory_mb", unreadable)

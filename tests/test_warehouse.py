@@ -330,6 +330,26 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
         refused = runner.invoke(app, ["sql", bad])
         assert refused.exit_code == 1 and "file system operations are disabled" in str(refused.exception), bad
     assert not (tmp_path / "leak.csv").exists() and not (tmp_path / "other.duckdb").exists()
+    # nor -o over a database, the warehouse or a store's (a table's text was written over either until 0.9.4),
+    # nor into a file of a suffix tracker does not write (the table's text went into out.xlsx)
+    store_db, before = runs / "mlflow.db", (runs / "mlflow.db").read_bytes()
+    for target, extra in ((wh, ["--format", "csv"]), (store_db, ["--format", "json"]), (tmp_path / "copy.csv", [])):
+        if target.name == "copy.csv":
+            target.write_bytes(before)
+        refused = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(target), *extra])
+        assert refused.exit_code == 1 and str(refused.exception) == (
+            f"--output {target} is a database (a warehouse, or a tracking store's): a result is not written over it; "
+            "choose another file")
+    assert store_db.read_bytes() == before and runner.invoke(app, ["sql", "SELECT 1 AS a"]).exit_code == 0
+    unknown = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(tmp_path / "out.xlsx")])
+    assert unknown.exit_code == 1 and str(unknown.exception).startswith(f"--output {tmp_path / 'out.xlsx'}: tracker "
+                                                                         "writes .csv, .json, .parquet files")
+    assert not (tmp_path / "out.xlsx").exists()
+    text = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(tmp_path / "out.txt"), "--format", "table"])
+    assert text.exit_code == 0 and (tmp_path / "out.txt").read_text().endswith("(1 row)\n")
+    for empty in (";", "-- a comment alone", "/* another */"):  # a comment alone gave "(0 rows)" until 0.9.4
+        refused = runner.invoke(app, ["sql", "--", empty])
+        assert refused.exit_code == 1 and str(refused.exception).startswith("the query is empty"), empty
     one = runner.invoke(app, ["sql", "SELECT 1 AS a"])
     assert one.exit_code == 0 and one.output.rstrip().endswith("(1 row)")
     typo = runner.invoke(app, ["sql", "SELEC 1"])
@@ -363,6 +383,14 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert exported.exit_code == 0
     names = {p.stem for p in (tmp_path / "pq").glob("*.parquet")}
     assert {"runs", "network_runs", "network_nodes", "latest_measurements", "measurement_features"} <= names
+    assert exported.output == f"wrote {len(names)} Parquet files to {tmp_path / 'pq'}\n"
+    nowhere = runner.invoke(app, ["warehouse", "export", ""])  # the current folder, written into, until 0.9.4
+    assert nowhere.exit_code == 1 and str(nowhere.exception).startswith("no folder named")
+    other = tmp_path / "other.duckdb"  # a DuckDB file of something else: refused before a file is written
+    duckdb.connect(str(other)).execute("CREATE TABLE t (a INT)").close()
+    foreign = runner.invoke(app, ["warehouse", "export", str(tmp_path / "pq2"), "-w", str(other)])
+    assert foreign.exit_code == 1 and "the warehouse lacks tables" in str(foreign.exception)
+    assert not list((tmp_path / "pq2").iterdir())
 
 
 def test_each_embedded_store_has_its_own_default_warehouse(tmp_path: Path) -> None:

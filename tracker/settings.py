@@ -134,10 +134,35 @@ class StoreLocation:
             if (blocked := next((p for p in self.db_path.parents if p.exists()), None)) is not None and not blocked.is_dir():
                 raise StoreError(f"no tracking store at {self.db_path}: {blocked} is a file, not a folder")
             raise NothingLoggedError(f"no tracking store at {self.db_path}: nothing has been logged there yet")
+        if self.db_path is not None:
+            self._require_mlflow_tables(self.db_path)
         if self.is_http:
             from tracker.log.rest_store import check_reachable
 
             check_reachable(self.uri)
+
+    def _require_mlflow_tables(self, db_path: Path) -> None:
+        """Refuse, in one line, a file that is not an MLflow store: another file, or a SQLite
+        database without MLflow's tables (MLflow's client, which fingerprint list and predict read
+        through, gave a traceback on the first, and would make its tables in the second, until
+        0.9.4). An empty file is a store nothing was logged to. Read-only, and a database that
+        cannot be read now (locked) is left to what reads it next to say."""
+        import sqlite3
+        from contextlib import closing
+
+        from tracker.errors import NothingLoggedError
+
+        if db_path.stat().st_size == 0:
+            raise NothingLoggedError(f"no tracking store at {db_path}: an empty file, nothing has been logged there yet")
+        try:
+            with closing(sqlite3.connect(sqlite_read_only(db_path), uri=True)) as conn:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):
+                raise StoreError(f"{self.uri} is not an MLflow tracking store ({exc})") from None
+            return
+        if "experiments" not in tables:
+            raise StoreError(f"{self.uri} is not an MLflow tracking store (a SQLite database without MLflow's tables)")
 
     @property
     def server_name(self) -> str:

@@ -226,12 +226,18 @@ def _pct(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f} %"
 
 
+#: The largest batch size predict takes: past it a network's FLOPs times the batch overflowed
+#: DuckDB's 64-bit integers (a traceback until 0.9.4); nothing learnt reaches near it.
+MAX_BATCH = 1 << 20
+
+
 def predict(
     ctx: typer.Context,
     models: Annotated[list[str], typer.Argument(
         help="Zoo name, spec file or FILE.py:NAME (a network of your own); several: each is predicted.")],
     batch_sizes: Annotated[Optional[list[int]], typer.Option(
-        "--batch-size", "-b", min=1, help="Images per iteration (repeatable: each is predicted). Default: 1.")] = None,
+        "--batch-size", "-b", min=1, max=MAX_BATCH, help="Images per iteration (repeatable: each is predicted). "
+        "Default: 1.")] = None,
     phase: PhaseOption = Phase.inference,
     device: DeviceOption = "cpu",
     input_size: InputSizeOption = None,
@@ -262,7 +268,8 @@ def predict(
         given = [opt for opt, value in (("--batch-size", batch_sizes), ("--features", features), ("--use", use),
                                         ("--under", under), ("--sort", sort)) if value]
         if given:  # --under and --sort were let by, unheeded, until 0.9.2
-            raise ConfigError(f"--largest-batch finds the batch size itself: leave out {' and '.join(given)}")
+            raise ConfigError(f"--largest-batch answers one thing, the largest batch size, with the champions: leave "
+                              f"out {' and '.join(given)}")
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
     sizes = batch_sizes or [1]
@@ -375,12 +382,13 @@ def _chosen_models(uri: str, use: list[str], phase: str, device: str, dtype: str
     by that version instead; loaded."""
     from tracker.errors import ConfigError
     from tracker.fingerprint.dataset import FingerprintError
-    from tracker.fingerprint.predict import champion_versions, load_champions, registered_versions
+    from tracker.fingerprint.predict import champion_versions, load_champions, registered_versions, split_version
     from tracker.fingerprint.train import registered_name
 
     targets = []
+    use = list(dict.fromkeys(use))  # a version named twice is one (said as "two versions" until 0.9.4)
     for text in use:  # the name first: a version of another phase or device is said before the store is read
-        name = text.rpartition("/")[0]
+        name = split_version(text)[0]
         target = name.split("-", 1)[0]
         targets.append(target)
         if name and (target not in TARGETS or registered_name(target, phase, device, dtype) != name):

@@ -59,15 +59,18 @@ def load_cmd(
 @app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    folder: Annotated[Path, typer.Argument(help="Folder to write NAME.parquet files into.")],
+    folder: Annotated[str, typer.Argument(help="Folder to write NAME.parquet files into.", metavar="FOLDER")],
     warehouse: WarehouseOption = None,
 ) -> None:
     """Write every table and view of the warehouse as Parquet."""
+    from tracker.errors import ConfigError
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import export
 
-    written = export(warehouse_path(warehouse, state(ctx).tracking_uri), folder)
-    typer.echo(f"wrote {len(written)} Parquet files to {folder}")
+    if not folder.strip():  # "" was the current folder, 41 files written there (until 0.9.4)
+        raise ConfigError("no folder named: give the folder to write the Parquet files into (. for this one)")
+    written = export(warehouse_path(warehouse, state(ctx).tracking_uri), Path(folder))
+    typer.echo(f"wrote {counted(len(written), 'Parquet file')} to {folder}")
 
 
 def sql(
@@ -75,21 +78,29 @@ def sql(
     query: Annotated[str, typer.Argument(help="One SQL statement, e.g. \"SELECT * FROM latest_measurements\".")],
     warehouse: WarehouseOption = None,
     fmt: Annotated[Optional[QueryFormat], typer.Option(
-        "--format", help="table, json, csv, or parquet (needs --output). Default: the --output file's suffix, else table.")] = None,
+        "--format", help="table, json, csv, or parquet (needs --output). Default: the --output file's suffix (.csv, .json, "
+        ".parquet), else table.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to this file.")] = None,
 ) -> None:
     """Run a SQL query on the warehouse, opened read-only."""
     from tracker.errors import QueryError, os_reason
     from tracker.settings import warehouse_path
-    from tracker.warehouse.query import query as run_query, render, write_parquet
+    from tracker.warehouse.query import check_output, query as run_query, render, write_parquet
 
+    files = {f.value for f in QueryFormat} - {"table"}
     if fmt is None:  # a file's suffix says its format (a table went into out.csv until 0.9.1)
         suffix = output.suffix.lower().lstrip(".") if output is not None else ""
-        fmt = QueryFormat(suffix) if suffix in {f.value for f in QueryFormat} - {"table"} else QueryFormat.table
+        if output is not None and suffix not in files:  # the table's text went into out.xlsx until 0.9.4
+            raise QueryError(f"--output {output}: tracker writes {', '.join(f'.{f}' for f in sorted(files))} files; "
+                             "for another name say which (--format csv, json, parquet, or table for the table's text)")
+        fmt = QueryFormat(suffix) if suffix in files else QueryFormat.table
     if fmt is QueryFormat.parquet and output is None:
         raise QueryError("--format parquet writes a file: give --output FILE.parquet")
+    path = warehouse_path(warehouse, state(ctx).tracking_uri)
+    if output is not None:
+        check_output(output, path)
     try:
-        table = run_query(warehouse_path(warehouse, state(ctx).tracking_uri), query)
+        table = run_query(path, query)
     except KeyboardInterrupt:  # said as a query's, not as a measurement's ("what was logged before is kept")
         exit_interrupted("interrupted: the query stopped; the warehouse, opened read-only, is as it was")
     if fmt is QueryFormat.parquet:

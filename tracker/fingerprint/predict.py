@@ -134,6 +134,16 @@ def sqlite_versions(db: Path, wanted: Sequence[tuple[str, str | None]]) -> dict[
     return found
 
 
+def split_version(text: str) -> tuple[str, str]:
+    """``NAME/VERSION`` (``latency_ms-inference-cpu/2``) as its name and number; anything else, a
+    FingerprintError naming it (``NAME/2/3`` was read as a version 3 of ``NAME/2`` until 0.9.4)."""
+    name, sep, number = text.partition("/")
+    if not sep or not name or not number.isdigit():
+        raise FingerprintError(f"{text!r}: expected a registered fingerprint and its version, NAME/VERSION "
+                               "(tracker fingerprint list)")
+    return name, number
+
+
 def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict[str, Any]:
     """The registered versions named ``NAME/VERSION`` (``latency_ms-inference-cpu/2``), by name, not
     loaded; one the store lacks is a FingerprintError naming it."""
@@ -142,13 +152,7 @@ def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict
 
     location = resolve_location(tracking_uri)
     location.require()
-    pairs = []
-    for text in wanted:
-        name, sep, number = text.rpartition("/")
-        if not sep or not name or not number.isdigit():
-            raise FingerprintError(f"{text!r}: expected a registered fingerprint and its version, NAME/VERSION "
-                                   "(tracker fingerprint list)")
-        pairs.append((name, number))
+    pairs = [split_version(text) for text in wanted]
     found: dict[str, Any] = {}
     if location.is_sqlite and location.db_path is not None:
         found = sqlite_versions(location.db_path, pairs)

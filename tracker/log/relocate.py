@@ -92,11 +92,7 @@ def old_roots(location: StoreLocation) -> set[Path]:
     if not location.is_sqlite or not location.db_path.is_file():
         return set()
     with closing(sqlite3.connect(sqlite_read_only(location.db_path), uri=True)) as conn:
-        try:
-            rows = conn.execute("SELECT artifact_location FROM experiments").fetchall()
-        except sqlite3.DatabaseError as exc:  # another file, another database: a traceback until 0.9.4
-            raise StoreError(f"{location.uri} is not an MLflow tracking store ({exc})") from None
-        found = {moved_from(location, row[0]) for row in rows}
+        found = {moved_from(location, row[0]) for row in conn.execute("SELECT artifact_location FROM experiments")}
     return {p for p in found if p is not None}
 
 

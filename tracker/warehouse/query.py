@@ -28,6 +28,9 @@ def query(path: Path, sql: str) -> Any:
         con.execute("SET enable_external_access = false")
         with interruptible(con):
             statements = con.extract_statements(sql)
+            if not statements:  # a comment alone: "(0 rows)" until 0.9.4, where ";" was refused
+                raise QueryError('the query is empty (a comment alone): give one SQL statement, e.g. '
+                                 '"SELECT * FROM latest_measurements"')
             if len(statements) > 1:  # DuckDB would run them all and answer the last
                 raise QueryError(f"the query holds {len(statements)} statements: give one (tracker sql runs each "
                                  "on its own)")
@@ -93,6 +96,27 @@ def render(table: Any, fmt: str) -> str:
     raise ValueError(fmt)
 
 
+#: What a database file begins with: SQLite's header, and DuckDB's magic after its first 8 bytes.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_output(out: Path, warehouse: Path) -> None:
+    """Refuse, before the query runs, to write a result over the warehouse or over any database
+    file (a tracking store's ``mlflow.db``): ``sql -o`` wrote a table's text over either until 0.9.4,
+    and every measurement in a store so written over was lost."""
+    from tracker.warehouse.load import DUCKDB_MAGIC
+
+    offset, magic = DUCKDB_MAGIC
+    try:
+        with out.open("rb") as fh:
+            head = fh.read(max(len(SQLITE_HEADER), offset + len(magic)))
+    except OSError:  # nothing there, a folder: said when it is written
+        return
+    if out.resolve() == warehouse.resolve() or head.startswith(SQLITE_HEADER) or head[offset:offset + len(magic)] == magic:
+        raise QueryError(f"--output {out} is a database (a warehouse, or a tracking store's): a result is not "
+                         "written over it; choose another file")
+
+
 def write_parquet(table: Any, out: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -121,13 +145,15 @@ def export(path: Path, folder: Path) -> list[Path]:
     import duckdb
 
     con = connect(path, read_only=True)
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         names = [r[0] for r in con.execute(
             "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' "
             "UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'"
         ).fetchall()]
+        if missing := set(TABLES) - set(names):  # before a file is written (after the others until 0.9.4)
+            raise StoreError(f"the warehouse lacks tables {', '.join(sorted(missing))}: run `tracker warehouse load`")
         for name in sorted(names):
             out = folder / f"{name}.parquet"
             con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{_sql_path(out)}' (FORMAT parquet)")
@@ -136,9 +162,6 @@ def export(path: Path, folder: Path) -> list[Path]:
         raise StoreError(f"export failed: {first_paragraph(str(exc))}") from None
     finally:
         con.close()
-    missing = set(TABLES) - {p.stem for p in written}
-    if missing:
-        raise StoreError(f"the warehouse lacks tables {', '.join(sorted(missing))}: run `tracker warehouse load`")
     return written
 
 
