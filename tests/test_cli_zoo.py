@@ -61,6 +61,7 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (tmp_path / "nets").mkdir()
     for ref, message in [(str(tmp_path / "campaign.toml"), f"{tmp_path / 'campaign.toml'} is not a network spec: not JSON"),
                          ("nothere.toml", "network spec nothere.toml does not exist"),
+                         ("./resnet18", "network spec ./resnet18 does not exist"),  # the zoo's until 0.9.4
                          (str(tmp_path), f"network spec {tmp_path} is a folder, not a file"),
                          ("nets", "network spec nets is a folder, not a file"),
                          ("", "no network named (an empty name): give a zoo name, a spec file or FILE.py:NAME")]:

@@ -99,6 +99,8 @@ def _note_unloaded(path: Path, location: StoreLocation) -> None:
     """A note where the store has runs its warehouse lacks (measured, changed or deleted since its
     last load): the fingerprint learns from the warehouse only (said nowhere until 0.9.3). Counted
     on a store's own database (milliseconds), not through a server's API."""
+    import duckdb
+
     from tracker.errors import TrackerError
     from tracker.warehouse.load import unloaded
     from tracker.warehouse.source import DatabaseSource, open_source
@@ -110,14 +112,15 @@ def _note_unloaded(path: Path, location: StoreLocation) -> None:
         if not isinstance(source, DatabaseSource):
             return
         changed, gone = unloaded(path, source)
-    except TrackerError:  # the training says what is wrong with the warehouse, if anything
+    except (TrackerError, duckdb.Error):  # the training says what is wrong with the warehouse (a traceback until 0.9.4)
         return
     if changed or gone:
-        what = ", ".join(part for part in (
-            f"{counted(changed, 'run')} new or changed" if changed else "",
-            f"{gone} deleted" if gone else "") if part)
-        typer.echo(f"note: the store has changed since the warehouse {path} was loaded ({what}): this fingerprint "
-                   "learns without them (tracker warehouse load, then train again)", err=True)
+        # the deleted are still in the warehouse, learnt from ("learns without them" until 0.9.4)
+        what = " and ".join(part for part in (
+            f"without {counted(changed, 'run')} new or changed" if changed else "",
+            f"from {counted(gone, 'run')} deleted" if gone else "") if part)
+        typer.echo(f"note: the store has changed since the warehouse {path} was loaded: this fingerprint learns "
+                   f"{what} (tracker warehouse load, then train again)", err=True)
 
 
 @app.command("list")
@@ -295,7 +298,7 @@ def predict(
     if sort:
         results.sort(key=lambda r: r["predictions"][sort])
     if budgets:  # on stderr, JSON or not (it was a table's only until 0.9.2)
-        typer.echo(f"{len(results)} of {total} configurations predicted under "
+        typer.echo(f"{len(results)} of {counted(total, 'configuration')} predicted under "
                    + " and ".join(f"{t} {v:g}" for t, v in budgets.items()), err=True)
     if fmt is OutputFormat.json:
         emit_json(results if several else results[0])

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from tracker.console import counted, per
 from tracker.cli.options import (
     Allocator,
     AllocatorOption,
@@ -128,7 +129,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         mem += f" ({data['memory_cap_used_mb']:,.0f} of its {data['memory_limit_mb']:g} MB cap)"
     if data.get("page_faults_per_iter_count") is not None:
         faults = data["page_faults_per_iter_count"]
-        mem += f", {faults:,.0f} page fault{'' if round(faults) == 1 else 's'} per iteration"
+        mem += f", {per(faults, 'page fault', 'iteration')}"
     tail = "".join(f", p{q} {data[f'latency_p{q}_ms']:.3f} ms" for q in (90, 99) if f"latency_p{q}_ms" in data)
     mem += _telemetry_text(data)
     if data.get("host_share_pct") is not None:  # on a device: how much of each iteration the host's launching took
@@ -154,7 +155,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         bound = sum(bound_by_host(r) for r in data["layers"])
         functions = [r for r in data["layers"] if r.get("kind") == "function"]
         total_ms = sum(r.get("latency_ms", 0.0) for r in data["layers"])
-        typer.echo(f"{len(data['layers'])} layer runs; sum of layers / network = {data['sum_of_layers_ratio']:.2f}"
+        typer.echo(f"{counted(len(data['layers']), 'layer run')}; sum of layers / network = {data['sum_of_layers_ratio']:.2f}"
                    + (f"; {len(functions)} of them the torch functions modules called between their layers "
                       f"({100 * sum(r.get('latency_ms', 0.0) for r in functions) / total_ms:.0f} % of the sum)"
                       if functions and total_ms else "")
@@ -193,7 +194,7 @@ def _layers_table(layers: list[dict[str, Any]]) -> None:
         return
     total = sum(r["latency_ms"] for r in timed)
     slowest = sorted(timed, key=lambda r: -r["latency_ms"])[:TOP_LAYERS]
-    typer.echo(f"the {len(slowest)} slowest of {len(timed)} layers, each alone (all of them: --format json, or the SQL "
+    typer.echo(f"the {len(slowest)} slowest of {counted(len(timed), 'layer')}, each alone (all of them: --format json, or the SQL "
                "view layer_latency):")
     table = Table()
     for column in ("#", "layer", "op", "kind", "ms", "±", "share"):
@@ -441,7 +442,7 @@ def _job_line(r: dict[str, Any]) -> None:
             peak += f" (its loader workers {r['workers_mem_peak_mb']:.0f} MB more of their own)"
         if r.get("page_faults_per_iter_count") is not None:
             faults = r["page_faults_per_iter_count"]
-            peak += f", {faults:,.0f} page fault{'' if round(faults) == 1 else 's'} per step"
+            peak += f", {per(faults, 'page fault', 'step')}"
         if r.get("host_share_pct") is not None:
             peak += f", the host {r['host_share_pct']:.0f} % of each step's compute"
         set_up = r.get("set_up_steps") or 0

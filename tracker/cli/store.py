@@ -149,7 +149,7 @@ def show(
     if data["parent_run_id"]:
         typer.echo(f"  nested under {data['parent_run_id']}")
     if data["layer_runs"]:
-        typer.echo(f"  {data['layer_runs']} layer runs nested under it")
+        typer.echo(f"  {counted(data['layer_runs'], 'layer run')} nested under it")
     if s := data["samples"]:
         span = f", {s['min_ms']:.4g} to {s['max_ms']:.4g} ms" if s["count"] else ""
         typer.echo(f"  raw samples: {s['count']} after {s['warmup_count']} warm-up, {s['block_n']} per block, "

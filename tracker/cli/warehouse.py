@@ -50,9 +50,10 @@ def load_cmd(
         emit_json({"warehouse": str(path), **report.to_dict()})
         return
     typer.echo(
-        f"{report.mode} load from {report.source} into {path}: {report.runs_total} runs in the store, "
-        f"{report.runs_changed} loaded, {report.runs_deleted} removed, {report.descriptions_added} "
-        f"{'network descriptions read' if report.mode == 'full' else 'new network descriptions'}, {report.seconds:.2f} s"
+        f"{report.mode} load from {report.source} into {path}: {counted(report.runs_total, 'run')} in the store, "
+        f"{report.runs_changed} loaded, {report.runs_deleted} removed, "
+        f"{counted(report.descriptions_added, 'network description')}"
+        f"{' read' if report.mode == 'full' else ' new'}, {report.seconds:.2f} s"
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from tracker.console import counted
 from tracker.fingerprint.runtime import TARGETS, FingerprintError
 from tracker.settings import project_dir
 
@@ -198,7 +199,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     configuration's latest run was in one of them, and its label was the median over every
     experiment's repeats (a test set measured again later moved the labels learnt from).
     ``empty_ok``: no rows is an empty frame, not an error."""
-    from tracker.warehouse.load import connect
+    from tracker.warehouse.load import connect_loaded
 
     if target not in TARGETS:
         raise FingerprintError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
@@ -213,7 +214,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         extra, params = ", l.label_experiments, l.label_run_ids", {"experiments": sorted(set(experiments))}
     else:
         labels, replaced, extra, params = LABEL_VIEW, f"l.{target} AS {target}", "", {}
-    con = connect(warehouse, read_only=True)
+    con = connect_loaded(warehouse)
     try:
         frame = con.sql(
             f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra} "
@@ -239,7 +240,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
                                   "measures)"))
     modes = frame["mode"].fillna("(none)").value_counts()
     if len(modes) > 1:
-        listed = ", ".join(f"{mode} ({count} rows)" for mode, count in sorted(modes.items()))
+        listed = ", ".join(f"{mode} ({counted(count, 'row')})" for mode, count in sorted(modes.items()))
         raise FingerprintError(f"the {phase} measurements of {target} on {device!r} ran in {len(modes)} device modes: "
                                f"{listed}; a fingerprint learns one: give its mode as --device")
     return frame

@@ -34,9 +34,9 @@ def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
     """Measured layer rows of one phase and device (possibly none; ``device`` matches as in
     ``dataset.load_rows``); each layer's latency is the median over its configuration's repeats
     (``label_repeats`` of them), as the network labels are."""
-    from tracker.warehouse.load import connect
+    from tracker.warehouse.load import connect_loaded
 
-    con = connect(warehouse, read_only=True)
+    con = connect_loaded(warehouse)
     try:
         return con.sql(
             f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats "

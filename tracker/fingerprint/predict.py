@@ -206,9 +206,13 @@ def _local_fingerprint(version: Any) -> Any:
 def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     """The model of a registered ``version`` (an MLflow ModelVersion, or a RegisteredVersion read
     from an embedded store's database), with its layer model if it has one."""
-    from tracker.fingerprint.served import model_format
+    from tracker.fingerprint.served import made_by_train, model_format
 
     where = f"{name} version {version.version}"
+    if not made_by_train(version.tags):  # the alias moved by hand (the MLflow UI): "cannot load ... moved?" until 0.9.4
+        raise FingerprintError(f"{where} was not registered by tracker fingerprint train (no features tag): tracker "
+                               f"predict cannot use it; move the champion alias to one of train's (tracker "
+                               f"fingerprint promote {name} VERSION)")
     try:
         if model_format(version.tags, where) != 1 and (read := _local_fingerprint(version)) is not None:
             champ = Champion(name, str(version.version), read.features, read.booster,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator
 
+from tracker.console import counted
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
@@ -286,6 +287,9 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
         missing = sorted(set(experiments) - found)
         if missing:
             present = sorted(load_rows(warehouse, target, phase, device, mode, dtype, empty_ok=True)["experiment"].dropna().unique())
+            if not present:  # none in any experiment: why, as without --from-experiment ("those that have
+                # some: none", hiding a number format or a target never measured, until 0.9.4)
+                load_rows(warehouse, target, phase, device, mode, dtype)
             raise FingerprintError(f"no {phase} measurement of {target} on {device!r} in experiment "
                                    f"{', '.join(map(repr, missing))}; those that have some: {', '.join(present) or 'none'}")
     else:
@@ -299,7 +303,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     if target == "latency_ms":
         precise = frame["latency_ci_rel"].isna() | (frame["latency_ci_rel"] <= IMPRECISE_CI_REL)
         if dropped := int((~precise).sum()):
-            imprecise = (f"; {dropped} of its {len(frame)} measurements were left out, their 95 % CI wider than "
+            imprecise = (f"; {dropped} of its {counted(len(frame), 'measurement')} left out, their 95 % CI wider than "
                          f"{100 * IMPRECISE_CI_REL:g} % of their latency (measure with a smaller --precision or a longer "
                          "--time-cap)")
         frame = frame[precise].reset_index(drop=True)
@@ -755,10 +759,15 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     from tracker.fingerprint.predict import load_champion
     from tracker.log.artifacts import downloaded
 
+    from tracker.fingerprint.served import made_by_train
+
     current = champion_version(client, name)
     if current is None:
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, "first version"
+    if not made_by_train(current.tags):  # an alias moved by hand onto a version predict cannot load (kept until 0.9.4)
+        client.set_registered_model_alias(name, CHAMPION, version)
+        return True, f"version {current.version}, champion, was not registered by tracker fingerprint train"
     with downloaded(uri, current.run_id, "evaluation/networks.json") as path:
         seen = set(json.loads(path.read_text()))
     networks = frame["model_hash"].to_numpy()
@@ -775,8 +784,8 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     held = len(set(networks[unseen]))
     how = f" ({champ.method}-level)" if champ.method != "network" else ""
     return _verdict(client, name, version, y[unseen], pred[unseen], old,
-                    f"beats version {current.version}{how} on {held} networks it never saw",
-                    f"version {current.version}{how} stays champion on {held} unseen networks")
+                    f"beats version {current.version}{how} on {counted(held, 'network')} it never saw",
+                    f"version {current.version}{how} stays champion on {counted(held, 'unseen network')}")
 
 
 def _verdict(client: Any, name: str, version: str, y: Any, new: Any, old: Any, beats: str,

@@ -311,7 +311,7 @@ def write_index(folder: Path, pictures: list[Picture]) -> None:
 def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = True) -> Report:
     """Draw everything the warehouse holds into ``folder``; with ``log``, attach each picture
     to the run it describes. A picture that cannot be logged is reported, never fatal."""
-    from tracker.warehouse.load import connect
+    from tracker.warehouse.load import connect_loaded
 
     if not warehouse.exists():
         raise TrackerError(f"no warehouse at {warehouse}: run tracker warehouse load first")
@@ -328,7 +328,7 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TrackerError(f"cannot make the report folder {folder}: {exc.strerror}") from None
-    con = connect(warehouse, read_only=True)
+    con = connect_loaded(warehouse)
     try:
         pictures = batch_pictures(con) + layer_pictures(con) + loader_pictures(con) + pareto_pictures(con)
     finally:

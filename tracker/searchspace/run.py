@@ -226,9 +226,9 @@ def _predict(uri: str, space: SearchSpace, registered: dict[str, Any], todo: lis
 # --------------------------------------------------------------------------- report
 
 def frontier_rows(warehouse: Path, space: SearchSpace, source: str) -> list[dict[str, Any]]:
-    from tracker.warehouse.load import connect
+    from tracker.warehouse.load import connect_loaded
 
-    con = connect(warehouse, read_only=True)
+    con = connect_loaded(warehouse)
     try:
         cur = con.execute(
             "SELECT model, candidate, accuracy, latency_ms, device_time_s, outside_trained_range, on_frontier, "

@@ -77,21 +77,55 @@ def connect(path: Path, read_only: bool = False) -> Any:
     except OSError as exc:
         raise StoreError(f"cannot open warehouse {path}: {os_reason(exc)}") from None
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
         raise StoreError(f"cannot open warehouse {path}: {first_paragraph(str(exc))}") from None
+    return con
+
+
+def connect_loaded(path: Path) -> Any:
+    """The warehouse at ``path``, read-only, for what reads its tables and views (the fingerprints,
+    ``views``, a report): a DuckDB file that ``tracker warehouse load`` never loaded is one line
+    (a CatalogException's traceback, or an empty list of views, until 0.9.4). ``tracker sql``
+    takes any DuckDB file, with :func:`connect`."""
+    con = connect(path, read_only=True)
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = 'runs'"
+                       ).fetchall()[0][0]:  # fetchall: a result left unfinished holds the connection
+        con.close()
+        raise StoreError(f"{path} is a DuckDB database that tracker never loaded (it has no runs table): "
+                         f"tracker warehouse load -w {path}")
+    return con
 
 
 @contextmanager
 def interruptible(con: Any) -> Iterator[None]:
-    """A Ctrl-C stops the connection's query. DuckDB sees the KeyboardInterrupt that Python's own
-    handler raises only sometimes, and then runs the query to its end; ``con.interrupt()`` stops it."""
+    """A Ctrl-C, or a SIGTERM where the command takes it as one, stops the connection's query.
+    DuckDB sees the KeyboardInterrupt that Python's own handler raises only sometimes, and then runs
+    the query to its end; ``con.interrupt()`` stops it (a SIGTERM waited for the query's end, most
+    times, until 0.9.4)."""
+    import signal
+    import threading
+
     def stop(signum: int, frame: Any) -> None:
         con.interrupt()
         raise KeyboardInterrupt
 
-    with sigint_handled(stop):
-        yield
+    term = signal.getsignal(signal.SIGTERM)
+    if not callable(term) or threading.current_thread() is not threading.main_thread():
+        with sigint_handled(stop):
+            yield
+        return
+
+    def stop_term(signum: int, frame: Any) -> None:
+        con.interrupt()
+        term(signum, frame)  # the command's own: Terminated, its status 143
+
+    signal.signal(signal.SIGTERM, stop_term)
+    try:
+        with sigint_handled(stop):
+            yield
+    finally:
+        signal.signal(signal.SIGTERM, term)
 
 
 def ensure_tables(con: Any) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import QueryError, StoreError, first_paragraph, interrupted
-from tracker.warehouse.load import connect, interruptible
+from tracker.warehouse.load import connect, connect_loaded, interruptible
 from tracker.warehouse.tables import TABLES
 
 
@@ -130,7 +130,7 @@ def write_parquet(table: Any, out: Path) -> None:
 
 
 def list_views(path: Path) -> list[dict[str, str]]:
-    con = connect(path, read_only=True)
+    con = connect_loaded(path)
     try:
         rows = con.execute(
             "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal AND schema_name = 'main' ORDER BY view_name"

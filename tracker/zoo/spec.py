@@ -444,8 +444,8 @@ def names_a_file(ref: str) -> bool:
     """Whether a network reference names a file (``FILE.py:NAME``, a spec file: a ``.json``, any
     suffix, or a path with a folder) rather than a zoo name, which has neither (a file of a zoo
     name's name is one too: ``resolve`` checks that on disk)."""
-    path = Path(ref)
-    return ".py:" in ref or ref.endswith(".json") or bool(path.suffix) or len(path.parts) > 1
+    path = Path(ref)  # "/" too: pathlib drops a leading "./", and ./resnet18 was read as the zoo's (until 0.9.4)
+    return ".py:" in ref or ref.endswith(".json") or bool(path.suffix) or len(path.parts) > 1 or "/" in ref
 
 
 def resolve(ref: str) -> ModelRef:
