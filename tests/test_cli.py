@@ -421,6 +421,7 @@ def test_ctrl_c_after_the_command_ended_changes_nothing(tmp_path: Path) -> None:
 def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     cases = [
         (["profile", "network", "resnet19"], 1, "unknown model 'resnet19'; did you mean resnet18"),
+        (["profile", "network", "RESNET18"], 1, "unknown model 'RESNET18'; did you mean resnet18"),  # no hint until 0.9.4
         (["profile", "network", "resnet18", "--batch-size", "0"], 2, "--batch-size"),
         (["profile", "network", "resnet18", "--precision", "abc"], 2, "--precision"),
         (["profile", "network", "resnet18", "--min-samples", "3"], 2, "--min-samples"),
@@ -450,6 +451,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
                        ["fingerprint", "train", "--target", "latency_ms", "-w", "w.duckdb"],
                        ["campaign", "run", "zoo.toml", "--dry-run"])],
         (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
+        (["--tracking-uri", "http://", "store", "info"], 1, "tracking URI 'http://' names no server: http://HOST:PORT"),
         # no file named "sqlite:" or ":memory:" made (until 0.9.2)
         (["--tracking-uri", "sqlite://", "store", "info"], 1, "tracking URI 'sqlite://' names no database file"),
         (["--tracking-uri", "sqlite:///:memory:", "profile", "network", "squeezenet1_1"], 1,
@@ -470,10 +472,16 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
         (["--tracking-uri", "fresh", "fingerprint", "promote", "latency_ms-inference-cpu", "2"], 1, "no tracking store at"),
         (["frobnicate"], 2, "No such command"),
+        # tracker's own option after a command: "No such option: -e", and no more, until 0.9.4
+        (["runs", "list", "-e", "x"], 2,
+         "-e is an option of tracker itself, not of runs list: give it before the command (tracker -e VALUE runs list ...)"),
         (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
         (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
         (["sql", " ; ", "--warehouse", "wh.duckdb"], 1, "the query is empty"),
+        # held by another process (this test's): DuckDB's lock message pointed at its own CLI until 0.9.4
+        (["sql", "SELECT 1", "--warehouse", "held.duckdb"], 1,
+         f"cannot open warehouse {tmp_path / 'held.duckdb'}: another process has it open ("),
         # a DuckDB file tracker never loaded: a traceback, or no views at all, until 0.9.4
         *[(args, 1, f"{tmp_path / 'wh.duckdb'} is a DuckDB database that tracker never loaded (it has no runs table)")
           for args in (["views", "-w", "wh.duckdb"], ["fingerprint", "train", "--target", "latency_ms", "-w", "wh.duckdb"])],
@@ -533,8 +541,12 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     RunLogger(str(tmp_path / "runs")).close()  # the default store, for the commands that read it
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=2) as pool:  # none writes anything: two at a time, one a core
-        procs = list(pool.map(lambda case: run_cli(*case[0], cwd=tmp_path), cases))
+    held = duckdb.connect(str(tmp_path / "held.duckdb"))  # written to, so locked, while the cases run
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:  # none writes anything: two at a time, one a core
+            procs = list(pool.map(lambda case: run_cli(*case[0], cwd=tmp_path), cases))
+    finally:
+        held.close()
     for (args, code, message), proc in zip(cases, procs):
         assert proc.returncode == code, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()

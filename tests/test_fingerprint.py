@@ -121,6 +121,7 @@ def test_too_few_networks_says_which_measurements_were_too_imprecise_to_learn_fr
                                       "networks, to hold whole networks out; the warehouse has 2 usable (resnet18, "
                                       f"resnet34); 1 of its {4 * len(NETWORKS)} measurements left out, their 95 % CI "
                                       "wider than 25 % of their latency")
+    assert f"; --exclude left out {', '.join(sorted(others))}: measure more" in str(info.value)
 
 
 def test_a_family_of_one_measurement_beside_one_other_family_trains(tmp_path: Path) -> None:
@@ -215,6 +216,16 @@ def test_a_fingerprint_of_the_networks_own_memory(tmp_path: Path) -> None:
     small, large = (predict(uri, "efficientnet_b0", bs, "inference", "cpu", models=models) for bs in (1, 8))
     assert small["units"] == {"network_mem_mb": "MB"} and 0 < small["predictions"]["network_mem_mb"] < large[
         "predictions"]["network_mem_mb"]
+
+
+def test_the_networks_own_memory_is_never_predicted_above_the_peak_it_is_part_of() -> None:
+    from tracker.fingerprint.predict import cap_at_peak
+
+    over = {"peak_mem_mb": 128_747.0, "network_mem_mb": 129_366.0, "latency_ms": 5.0}
+    assert cap_at_peak(over) == ["network_mem_mb"] and over["network_mem_mb"] == over["peak_mem_mb"] == 128_747.0
+    for fine in ({"peak_mem_mb": 600.0, "network_mem_mb": 40.0}, {"network_mem_mb": 40.0}, {"peak_mem_mb": 600.0}):
+        before = dict(fine)
+        assert cap_at_peak(fine) == [] and fine == before  # under it, or either alone: as predicted
 
 
 def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:
@@ -1121,7 +1132,7 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
                                        "--device", "cuda", "--warehouse", str(wh), "--no-plots"])
     assert trained.exit_code == 0 and "\nmemory floor: none, 1 runs measured below it\n" in trained.stdout, trained.output
     second = client.get_model_version(result.name, "2")
-    assert second.tags["memory_floor"] == "false (1 runs measured below it)"
+    assert second.tags["memory_floor"] == "false (1 run measured below it)"
     client.set_registered_model_alias(second.name, CHAMPION, second.version)
     unfloored = json.loads(CliRunner().invoke(app, [*base, "-b", "65536", "--format", "json"]).stdout)
     assert unfloored["memory_floor_mb"] == {} and unfloored["at_memory_floor"] == []

@@ -215,6 +215,9 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
         # said in messages and kept in the outbox (since 0.9.2 refused, as the README always had it)
         raise StoreError("the tracking URI carries credentials: give them as MLFLOW_TRACKING_USERNAME and "
                          "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN), never in the URI")
+    if scheme in ("http", "https") and not uri.partition("://")[2].partition("/")[0]:
+        # "cannot reach tracking server http::" (its slashes stripped) until 0.9.4
+        raise StoreError(f"tracking URI {uri!r} names no server: {scheme}://HOST:PORT")
     if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":

@@ -41,7 +41,13 @@ def ui_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
     with MLflow's job runner off unless ``environ`` says otherwise."""
     env = dict(os.environ if environ is None else environ)
     env.setdefault(JOBS_VARIABLE, "false")
+    # Starlette's deprecation warnings, four at each start, are MLflow's to mend, not the user's (0.9.4)
+    env.setdefault("PYTHONWARNINGS", STARLETTE_WARNINGS)
     return env
+
+
+#: The warnings filter ``tracker ui`` starts the server with (``PYTHONWARNINGS`` of the environment wins).
+STARLETTE_WARNINGS = "ignore:starlette.middleware.wsgi is deprecated:UserWarning"
 
 
 #: MLflow 3 opens experiments in its GenAI view by default; tracker's runs read best in the

@@ -108,6 +108,11 @@ def demo(
         emit_json(summary)
 
 
+#: The options of ``tracker`` itself, before any command: where one is given after a command, its
+#: error says where it goes.
+GLOBAL_OPTIONS = ("--tracking-uri", "--experiment", "-e", "--verbose", "-v")
+
+
 def main() -> None:
     from tracker.cli.options import INTERRUPTED, TERMINATED, interrupt_said
     from tracker.errors import TrackerError, interrupted, os_reason, was_terminated
@@ -127,6 +132,16 @@ def main() -> None:
     except typer.TyperException as exc:  # usage errors: bad option, bad value, no such command
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         message = message.replace(": Value error, ", ": ")  # an enum's check, as Typer words it
+        option = getattr(exc, "option_name", None)
+        if option in GLOBAL_OPTIONS:  # `runs list -e NAME`: "No such option: -e", and no more, until 0.9.4
+            args = sys.argv[1:]
+            at = next((i for i, a in enumerate(args) if a == option or a.startswith(f"{option}=")), 0)
+            words = [a for i, a in enumerate(args[:at])  # the command's words, not a value of tracker's options
+                     if not a.startswith("-") and not (i and args[i - 1] in ("--tracking-uri", "--experiment", "-e"))]
+            value = "" if option in ("-v", "--verbose") else " VALUE"
+            command = " ".join(words) or "COMMAND"
+            message = (f"{option} is an option of tracker itself, not of {command}: give it before the command "
+                       f"(tracker {option}{value} {command} ...)")
         if message:  # a bare `tracker` has already printed its help
             sys.stderr.write(f"error: {message}\n")
         sys.exit(getattr(exc, "exit_code", 2))

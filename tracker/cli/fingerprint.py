@@ -72,14 +72,14 @@ def train_cmd(
     if result.left_out_imprecise:  # said where too few were left alone until 0.9.2
         from tracker.profile.stats import IMPRECISE_CI_REL
 
-        typer.echo(f"note: {result.left_out_imprecise} of its {result.measured_rows} measurements left out, their 95 % CI "
+        typer.echo(f"note: {result.left_out_imprecise} of its {counted(result.measured_rows, 'measurement')} left out, their 95 % CI "
                    f"wider than {100 * IMPRECISE_CI_REL:g} % of their latency (measure them again: profile network "
                    "... --again with a smaller --precision or a longer --time-cap)", err=True)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return
     e, b = result.evaluation, result.baseline
-    typer.echo(f"{result.name} version {result.version}: held-out networks MAPE {e['mape_pct']:.2f} %, "
+    typer.echo(f"{result.name} version {result.version} (method {result.method}): held-out networks MAPE {e['mape_pct']:.2f} %, "
                f"RMSPE {e['rmspe_pct']:.2f} %, {e['within_10pct']:.0f} % within ±10 % ({int(e['rows'])} rows); "
                f"ExtraTrees baseline MAPE {b['mape_pct']:.2f} %")
     if len(result.by_family) > 1:
@@ -276,6 +276,7 @@ def predict(
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
     sizes = batch_sizes or [1]
+    models = list(dict.fromkeys(models))  # a network named twice is predicted once, as a batch size is (0.9.4)
     # predict_grid predicts a batch size given twice once; a budget or an order makes a list, whatever it holds
     several = len(models) * len(set(sizes)) > 1 or bool(under) or sort is not None
     if several and features and fmt is OutputFormat.table:  # (dropped unsaid with --under or --sort until 0.9.2)
@@ -459,13 +460,16 @@ _MARKS = {"*": "beyond what its version learnt from (which features: --format js
           "^": "its version's prediction at the largest batch it learnt, scaled by the batch (past it, trees answer "
                "as at it: scaled_from_batch)",
           "_": "raised to its floor, what the network's own tensors hold at once (its version predicted less: "
-               "at_memory_floor)"}
+               "at_memory_floor)",
+          "<": "lowered to the predicted peak_mem_mb, of which the network's own memory is a part (its version "
+               "predicted more: capped_at_peak)"}
 
 
 def _marks(result: dict, target: str) -> str:
     return (("*" if target in result["outside_trained_range"] else "")
             + ("^" if target in result.get("scaled_from_batch", {}) else "")
-            + ("_" if target in result.get("at_memory_floor", []) else ""))
+            + ("_" if target in result.get("at_memory_floor", []) else "")
+            + ("<" if target in result.get("capped_at_peak", []) else ""))
 
 
 def _prediction_table(results: list[dict]) -> None:
@@ -474,9 +478,11 @@ def _prediction_table(results: list[dict]) -> None:
     search's table, until 0.9.0), the versions that answered under the table."""
     targets = list(results[0]["predictions"])
     header = ["model", "batch"] + [f"{t} ({results[0]['units'][t]})" for t in targets]
-    body = [[r["model"], str(r["batch_size"])] + [f"{r['predictions'][t]:.4g}{_marks(r, t):<2}" for t in targets]
+    # marks in a fixed width after the value, so that values line up (two wide until 0.9.4: three shifted them)
+    width = max(len(_marks(r, t)) for r in results for t in targets)
+    body = [[r["model"], str(r["batch_size"])] + [f"{r['predictions'][t]:.4g}{_marks(r, t):<{width}}" for t in targets]
             for r in results]
-    header = header[:2] + [f"{h}  " for h in header[2:]]
+    header = header[:2] + [f"{h}{' ' * width}" for h in header[2:]]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     for row in [header, *body]:
         typer.echo("  ".join(cell.ljust(w) if i < 1 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))
@@ -502,6 +508,9 @@ def _prediction_notes(results: list[dict], with_model: bool = False, marked: boo
             typer.echo(f"note: {target}{which} is its floor, what the network's own tensors hold at once "
                        f"({_floor_words(result['memory_floor_columns'][target])}): {result['model_versions'][target]} predicted less, "
                        "as trees do past what they learnt")
+        for target in [] if marked else result.get("capped_at_peak", []):
+            typer.echo(f"note: {target}{which} is the predicted peak_mem_mb, of which the network's own memory is a part: "
+                       f"{result['model_versions'][target]} predicted more, as trees do past what they learnt")
         for target in result.get("learnt_from_other_counts", []):
             typer.echo(f"note: {target}{which}: {result['model_versions'][target]} learnt from features counted before "
                        "tracker 0.8.0, which took every tensor's first dimension for its batch; this network has tensors "

@@ -64,10 +64,12 @@ def list_runs(
 
     st = state(ctx)
     kind = kind.lower() if kind else kind  # as --status takes any case
+    # blank is none, for both (a blank --order-by was MLflow's "Invalid order_by clause ''" until 0.9.4)
+    where, order_by = (x.strip() if x and x.strip() else None for x in (where, order_by))
     rows = _list(st.logger(read_only=True), kind=kind, limit=limit + 1, status=status, where=where, order_by=order_by)
     more, rows = len(rows) > limit, rows[:limit]  # a list cut at --limit says so (silently until 0.9.1)
     if more:  # on stderr, in JSON too (in a table only until 0.9.4); in the order asked for
-        first = f"the first {limit} by {order_by.strip()}" if order_by else f"the newest {limit}"
+        first = f"the first {limit} by {order_by}" if order_by else f"the newest {limit}"
         typer.echo(f"{first} shown; experiment {st.experiment!r} has more (--limit N shows more; --kind and "
                    "--status choose)", err=True)
     if not rows and kind is None and where and _list(st.logger(read_only=True), kind="layer", limit=1, status=status,
@@ -83,7 +85,7 @@ def list_runs(
 
         which = " ".join(x for x in (status and status.upper(), kind) if x)
         line = (f"no {which + ' ' if which else ''}runs in experiment {st.experiment!r}"
-                + (f" where {where.strip()}" if where else ""))
+                + (f" where {where}" if where else ""))
         others = [e for e in experiments_with_runs(st.logger(read_only=True)) if e != st.experiment]
         if not which and not where and others:  # a --where matching nothing is no wrong experiment
             line += f"; runs are in {', '.join(repr(name) for name in others)} (-e NAME selects one)"
@@ -201,7 +203,8 @@ def compare(
         mode = f" · {s['mode']}" if s["mode"] else ""  # an imported run has none ("· None" until 0.9.2)
         typer.echo(f"{side.upper()}: {s['run_id'][:12]}  {s['name']}{mode}"
                    + ("" if s["samples"] else "  (no raw samples kept)")
-                   + ("  (interrupted: what it measured before)" if s["status"] == "KILLED" else ""))
+                   + ("  (interrupted: what it measured before)" if s["status"] == "KILLED" else "")
+                   + ("  (deleted)" if s["deleted"] else ""))
     for title, rows in (("configurations differ", data["configuration_differences"]),
                         ("WARNING: environments differ", data["environment_differences"])):
         if rows:

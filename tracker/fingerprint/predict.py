@@ -471,6 +471,7 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     features = feature_columns(list(rows.columns)) if with_features else []
     older = [t for t, m in models.items() if (m.node_rows_version or 0) < BATCH_ANYWHERE_VERSION]
     anew = {desc.description_hash: counted_anew(desc) for desc in descs} if older else {}  # none to tell
+    capped = [cap_at_peak(p) for p in predictions]
     out = []
     configs = [(desc, bs) for desc in descs for bs in sizes]  # configuration_rows' order
     for i, (desc, bs) in enumerate(configs):
@@ -497,6 +498,8 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             "memory_floor_mb": {t: float(f[i]) for t, f in floors.items() if f[i] == f[i]},
             "at_memory_floor": [t for t, f in floors.items() if f[i] == f[i] and predictions[i][t] <= f[i]],
             "memory_floor_columns": {t: list(models[t].floor_columns) for t in floors},
+            # network_mem_mb where its version predicted more than peak_mem_mb's did: lowered to it
+            "capped_at_peak": capped[i],
             # The targets whose version learnt from features counted before 0.8.0, where this
             # network has tensors whose batch is not their first dimension, counted anew since
             # (describe.features.counted_anew): the version saw such networks' features otherwise.
@@ -510,6 +513,16 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             calls = layer_rows[layer_rows["parent_run_id"] == row["run_id"]][LAYER_INPUTS].to_dict("records")
             out[-1]["features"] = {**_plain(row[features].to_dict()), LAYERS: [_plain(call) for call in calls]}
     return out
+
+
+def cap_at_peak(predictions: dict[str, float]) -> list[str]:
+    """The network's own memory is a part of the process's peak: a ``network_mem_mb`` predicted
+    above the ``peak_mem_mb`` predicted beside it is lowered to it (past what either version learnt
+    each answers on its own: 129,366 MB of a 128,747 MB peak until 0.9.4). The targets lowered."""
+    if predictions.get("network_mem_mb", 0.0) > predictions.get("peak_mem_mb", math.inf):
+        predictions["network_mem_mb"] = predictions["peak_mem_mb"]
+        return ["network_mem_mb"]
+    return []
 
 
 def _plain(values: dict[str, Any]) -> dict[str, Any]:

@@ -59,13 +59,13 @@ def registered_name(target: str, phase: str, device: str, dtype: str = "float32"
     return f"{target}-{phase}-{safe}" + (f"-{dtype}" if dtype != "float32" else "")
 
 
-def scores(y: Any, yhat: Any) -> dict[str, float]:
+def scores(y: Any, yhat: Any) -> dict[str, Any]:
     """MAPE and RMSPE in percent, and the share of predictions within +-10 % (nn-Meter's)."""
     import numpy as np
 
     rel = (np.asarray(yhat, float) - np.asarray(y, float)) / np.asarray(y, float)
     return {"mape_pct": float(100 * np.mean(np.abs(rel))), "rmspe_pct": float(100 * math.sqrt(np.mean(rel**2))),
-            "within_10pct": float(100 * np.mean(np.abs(rel) <= 0.10)), "rows": float(len(rel))}
+            "within_10pct": float(100 * np.mean(np.abs(rel) <= 0.10)), "rows": len(rel)}  # a count (20.0 until 0.9.4)
 
 
 def lgbm() -> Any:
@@ -320,8 +320,10 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     if distinct < MIN_NETWORKS:
         raise FingerprintError(f"a fingerprint needs {phase} measurements of {target} on {device!r} from at least "
                                f"{MIN_NETWORKS} networks, to hold whole networks out; the warehouse has "
-                               f"{distinct} usable ({', '.join(names) or 'none'}){imprecise}: measure more (tracker "
-                               "campaign run) and load them (tracker warehouse load)")
+                               f"{distinct} usable ({', '.join(names) or 'none'}){imprecise}"
+                               # the networks left out by hand said too (unsaid until 0.9.4)
+                               + (f"; --exclude left out {', '.join(sorted(exclude))}" if exclude else "")
+                               + ": measure more (tracker campaign run) and load them (tracker warehouse load)")
     frame.attrs["left_out_imprecise"], frame.attrs["measured_rows"] = left_out
     return frame
 
@@ -421,9 +423,11 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     names = sorted(m.name for m in client.search_registered_models())
     if name not in names:
         raise FingerprintError(f"no fingerprint named {name!r}; registered: {', '.join(names) or 'none'}")
-    versions = sorted(int(v.version) for v in client.search_model_versions(f"name = '{name}'"))
-    if int(version) not in versions:
-        raise FingerprintError(f"{name} has no version {version}; versions: {', '.join(map(str, versions)) or 'none'}")
+    found = client.search_model_versions(f"name = '{name}'")
+    if int(version) not in {int(v.version) for v in found}:
+        # the versions it could promote (one registered otherwise was listed too until 0.9.4)
+        ours = sorted(int(v.version) for v in found if made_by_train(v.tags))
+        raise FingerprintError(f"{name} has no version {version}; versions: {', '.join(map(str, ours)) or 'none'}")
     chosen = client.get_model_version(name, version)
     if not made_by_train(chosen.tags):
         raise FingerprintError(f"{name} version {version} was not registered by tracker fingerprint train "
@@ -488,7 +492,7 @@ def floor_tag(kept: bool, below: int, dtype: str = "float32") -> str:
     why it keeps none."""
     if dtype != "float32":
         return f"false (its runs are {dtype}: a description counts float32 bytes)"
-    return "true" if kept else f"false ({below} runs measured below it)"
+    return "true" if kept else f"false ({counted(below, 'run')} measured below it)"
 
 
 def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) -> HeldOut:

@@ -77,6 +77,7 @@ class Side:
     layers: dict[str, dict[str, Any]] | None = None  # layer name -> op_type, latency_ms, latency_ci_rel
     ops: dict[str, Any] | None = None  # the torch.profiler operator table (trace/ops.json), if traced
     status: str = "FINISHED"  # KILLED: interrupted, compared on what it kept (a training job's steps)
+    deleted: bool = False  # deleted in the store (found by its id): compared, and said (unsaid until 0.9.4)
 
     def environment(self) -> dict[str, str]:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
@@ -87,7 +88,7 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
     looked up among the experiment's runs of ``kinds`` (measurement runs unless told): in the
     store's own index (one query on a database; a scan of run ids through a tracking server),
     then read whole."""
-    ref = ref.strip().lower()
+    given, ref = ref, ref.strip().lower()  # said as given ("...ee8xx" of "...ee8XX" until 0.9.4)
     if len(ref) == 32:
         try:
             return client.get_run(ref)
@@ -96,7 +97,7 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
                 return client.get_run(sent[0])
             raise TrackerError(f"no run {ref} in this store") from None
     if len(ref) < MIN_PREFIX or not is_run_id_prefix(ref):
-        raise TrackerError(f"{ref!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
+        raise TrackerError(f"{given.strip()!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
                            "(tracker runs list shows them)")
     def named(matches: list[tuple[str, str]]) -> list[str]:  # layer runs (the many) only when nothing else
         return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
@@ -191,7 +192,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
         except Exception:  # noqa: BLE001 - an operator table gone or unreadable: compared without it
             ops = None
     return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,
-                medians, layers, ops, run.info.status)
+                medians, layers, ops, run.info.status, run.info.lifecycle_stage == "deleted")
 
 
 def compare_layers(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], top: int = TOP) -> dict[str, Any]:
@@ -382,7 +383,8 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         metrics.append(row)
     return {
         **{side: {"run_id": s.run_id, "name": s.name, "kind": s.kind, "mode": s.params.get("mode"),
-                  "status": s.status, "samples": s.samples is not None} for side, s in (("a", a), ("b", b))},
+                  "status": s.status, "deleted": s.deleted, "samples": s.samples is not None}
+           for side, s in (("a", a), ("b", b))},
         "configuration_differences": _differences(a.params, b.params, CONFIGURATION),
         "environment_differences": _differences(a.environment(), b.environment()),
         "busy_beside": _busy_beside(a, b),

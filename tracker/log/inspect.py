@@ -88,7 +88,11 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
         runs = client.search_runs([logger.experiment.experiment_id], filter_string=flt, max_results=limit,
                                   order_by=[order_by.strip()] if order_by else NEWEST_FIRST)
     except MlflowException as exc:
-        what = " or ".join(x for x, given in (("--where", where), ("--order-by", order_by)) if given) or "the search"
+        # the one MLflow names, where both were given ("--where or --order-by" until 0.9.4)
+        given = [x for x, value in (("--where", where), ("--order-by", order_by)) if value]
+        if len(given) == 2:
+            given = ["--order-by" if "order_by" in str(exc.message).lower() else "--where"]
+        what = given[0] if given else "the search"
         raise TrackerError(f"{what}: MLflow cannot search by it: {first_line(exc.message)} (its syntax: "
                            "params.model = 'resnet18' AND metrics.latency_ms < 20; order: metrics.latency_ms ASC)") from None
     return [

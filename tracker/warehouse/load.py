@@ -79,6 +79,12 @@ def connect(path: Path, read_only: bool = False) -> Any:
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as exc:
+        import re
+
+        if held := re.search(r"Could not set lock on file .*?held in (.+?) \(PID (\d+)\)", str(exc)):
+            # DuckDB's own words pointed at "the -readonly parameter in the CLI" (until 0.9.4)
+            raise StoreError(f"cannot open warehouse {path}: another process has it open ({held[1]}, pid {held[2]}: "
+                             f"a tracker sql, a load, a report?); try again when it ends") from None
         raise StoreError(f"cannot open warehouse {path}: {first_paragraph(str(exc))}") from None
     return con
 

@@ -139,7 +139,9 @@ def check_model_name(name: str) -> None:
     """Raise UnknownModelError, with the closest names, for a name the zoo does not know."""
     names = all_models()
     if name not in names:
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        # matched in lower case, and closer (RESNET18 had no hint, nosuchnet "mnasnet1_3" until 0.9.4)
+        lower = {n.lower(): n for n in names}
+        close = [lower[c] for c in difflib.get_close_matches(name.lower(), list(lower), n=3, cutoff=0.6)]
         hint = f"; did you mean {', '.join(close)}?" if close else "; `tracker zoo list` shows them all"
         raise UnknownModelError(f"unknown model {name!r}{hint}")
 
