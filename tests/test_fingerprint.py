@@ -1130,7 +1130,7 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     load(wh, open_source(resolve_location(str(runs))))
     trained = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "peak_mem_mb",
                                        "--device", "cuda", "--warehouse", str(wh), "--no-plots"])
-    assert trained.exit_code == 0 and "\nmemory floor: none, 1 runs measured below it\n" in trained.stdout, trained.output
+    assert trained.exit_code == 0 and "\nmemory floor: none, 1 run measured below it\n" in trained.stdout, trained.output
     second = client.get_model_version(result.name, "2")
     assert second.tags["memory_floor"] == "false (1 run measured below it)"
     client.set_registered_model_alias(second.name, CHAMPION, second.version)

@@ -186,6 +186,10 @@ class SqlStore:
                                  "SQLite writes its journal beside the store even to read it (a read-only copy: "
                                  "copy the folder somewhere writable)") from None
             reason = str(exc.orig)
+            if "readonly database" in reason:  # "is not an MLflow tracking store" until 0.9.4
+                raise StoreError(f"cannot open tracking store {self.db_path}: it is read-only to this user ({reason}), "
+                                 "and SQLite writes beside the store even to read it (a read-only copy: copy the "
+                                 "folder somewhere writable)") from None
             if "locked" in reason or "disk I/O" in reason or "full" in reason:  # "is not an MLflow store" until 0.9.2
                 raise StoreError(f"cannot read tracking store {self.db_path} ({reason}: another process holds it, or "
                                  "its disk is full)") from None

@@ -332,7 +332,11 @@ def measure_planned(
     # then finds the run logged, if it was of the same configuration (two campaigns of one configuration
     # each planned it before the other had measured it, and measured it twice, until 0.8.9).
     with devicelock.measuring_on(devicelock.job_devices(job)) as waited_s:
-        if reuse and waited_s > WAITED_S and (existing := answered()) is not None:
+        # A campaign plans what it measures itself (reuse off), but a configuration another process
+        # measured while this one waited for the device is reused by it too: the same campaign run twice
+        # at once measured everything twice until 0.9.4 (a repeat or a trace is measured again on purpose).
+        if ((reuse or (campaign and repeat_key is None and not trace)) and waited_s > WAITED_S
+                and (existing := answered()) is not None):
             return ProfileResult(existing, [], reused=True)
         start = now_ms()  # measured from when the device was this process's
         traced = None
@@ -354,6 +358,16 @@ def measure_planned(
                 from tracker.profile.trace import traced_run
 
                 traced = traced_run(result.payload)
+        if not result.ok and result.reason == "killed" and result.partial is not None:
+            # killed from outside (a signal another process sent) while its layers were measured: the
+            # network's measurement is kept, as on a Ctrl-C (a FAILED run lost it until 0.9.4); an
+            # out-of-memory or a timeout in the layers would come again, and stays a failure
+            record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.partial, start, p.threads,
+                                     p.allocator)
+            record.tags[CHILD_NOTE_TAG] = (f"its child was killed while its layers were measured ({result.message}): "
+                                           "the network's measurement is kept, without them")
+            with_description(record)
+            return log(record, [], result.partial)
         if not result.ok:
             message = result.message
             if result.reason == "timeout" and timeout_s < (takes := rule.warmup_cap_s + rule.time_cap_s + CHILD_START_S):

@@ -535,6 +535,12 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                                                "run_id": kept.network.run_id, "without_layers": True})
                             tally.measured += 1
                         raise
+                    if res.reused:  # measured by another process while this one waited for the device
+                        tally.skipped += 1
+                        done_keys.add(p.config_key)
+                        if progress:
+                            progress(label, tally)
+                        continue
                     tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase, "device": device,
                                        "repeat": r, "status": res.network.status, "run_id": res.network.run_id})
                     if res.network.status == "FINISHED":

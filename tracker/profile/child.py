@@ -61,6 +61,7 @@ class ChildResult:
     interrupted: bool = False  # stream_child: Ctrl-C was passed on to the child
     lingered: bool = False  # it wrote its result but did not end within EXIT_GRACE_S: killed
     device_wait_s: float = 0.0  # how long its parent waited for its devices (devicelock) before starting it
+    partial: dict[str, Any] | None = None  # a child that ended without a result: the network it had measured, if any
 
 
 def _lingered(code: int | None, payload: dict[str, Any], err: str) -> ChildResult:
@@ -232,9 +233,13 @@ def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None
     if killed and payload:
         return _lingered(proc.returncode, payload, "".join(err))
     if killed:
-        return ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
-                           stderr_tail=_tail("".join(err)), returncode=proc.returncode)
-    return _result(proc.returncode, payload, "".join(err), kills_before, group)
+        result = ChildResult(False, reason="timeout", message=f"no result within {timeout_s:g} s",
+                             stderr_tail=_tail("".join(err)), returncode=proc.returncode)
+    else:
+        result = _result(proc.returncode, payload, "".join(err), kills_before, group)
+    if not result.ok:  # the network measured before its layers: its parent decides whether it is kept
+        result.partial = last_event(out, "network")
+    return result
 
 
 def _result(code: int | None, payload: dict[str, Any], err: str, kills_before: int | None,
