@@ -7,7 +7,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.console import counted, per
 from tracker.cli.options import (
     Allocator,
     AllocatorOption,
@@ -28,6 +27,7 @@ from tracker.cli.options import (
     finite,
     state,
 )
+from tracker.console import counted, per
 from tracker.profile.stats import MIN_SAMPLES
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
-from tracker.console import counted
+from tracker.console import counted, named
 
 app = typer.Typer(help="The tracking store: where it is, its schema, its experiments.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs in the current experiment.", no_args_is_help=True)
@@ -24,8 +24,6 @@ def info(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
         return
     for key, value in data.items():
         if isinstance(value, list):
-            from tracker.console import named
-
             value = named(value)
         typer.echo(f"{key:>18}: {value}")
 

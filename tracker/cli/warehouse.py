@@ -55,8 +55,9 @@ def load_cmd(
     typer.echo(
         f"{report.mode} load from {report.source} into {path}: {counted(report.runs_total, 'run')} in the store, "
         f"{report.runs_changed} loaded, {report.runs_deleted} removed, "
-        f"{counted(report.descriptions_added, 'network description')}"
-        f"{' read' if report.mode == 'full' else ' new'}, {report.seconds:.2f} s"
+        + (f"{counted(report.descriptions_added, 'network description')} read" if report.mode == "full"
+           else counted(report.descriptions_added, "new network description"))
+        + f", {report.seconds:.2f} s"
     )
 
 
