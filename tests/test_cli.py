@@ -48,6 +48,25 @@ def test_counts_are_said_in_words_that_agree_with_them() -> None:
     assert named(["a, b", "c", " "]) == "'a, b', c, ' '"
 
 
+def test_an_interrupted_command_counts_the_outbox_batches_it_wrote_alone() -> None:
+    """Every file in the outbox was counted, another server's and an earlier command's too, until
+    0.9.4 (a predict stopped said runs waited that it never made)."""
+    import time
+
+    from tracker.cli import INTERRUPTED_LINE, STARTED_S, interrupted_line
+    from tracker.log.outbox import outbox_dir
+
+    outbox_dir().mkdir(parents=True, exist_ok=True)
+    earlier, ours = outbox_dir() / "earlier.json", outbox_dir() / "ours.json"
+    earlier.write_text("{}")
+    os.utime(earlier, (STARTED_S - 3600, STARTED_S - 3600))
+    assert interrupted_line() == INTERRUPTED_LINE
+    ours.write_text("{}")
+    os.utime(ours, (time.time(), time.time()))
+    assert interrupted_line() == ("interrupted: what was logged before is kept; runs wait in the outbox (1 batch: "
+                                  "tracker sync sends them)\n")
+
+
 def test_help_texts_have_no_line_break_within_a_paragraph() -> None:
     """Typer's rich help keeps a docstring's line breaks: a paragraph wrapped in the source was
     broken mid-sentence in --help and in its group's list of commands (until 0.9.4)."""

@@ -195,3 +195,45 @@ def test_a_server_is_asked_for_its_health_once_a_command() -> None:
     time.sleep(rest_store.HEALTH_FRESH_S)
     with pytest.raises(StoreError, match="cannot reach tracking server"):
         rest_store.check_reachable(uri)
+
+
+def test_a_server_that_is_not_mlflow_is_one_line_and_nothing_is_spooled(tmp_path: Path) -> None:
+    """A web server at the address that is not MLflow (a wrong path, another service): its 404 to
+    /health spooled every run, for a URI that could never take them, until 0.9.4, and its HTML page
+    came into the message over many lines. Now a 404 to /health is one line before anything is
+    measured, and an MLflow request answered with a page says so in one line."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+    from tracker.errors import ConfigError
+    from tracker.log.outbox import pending
+
+    class Pages(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            healthy = self.path == "/health"
+            self.send_response(200 if healthy else 404)
+            self.end_headers()
+            self.wfile.write(b"OK" if healthy else b"<!DOCTYPE HTML>\n<html>\n<body>Not found</body>\n</html>\n")
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    uri = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        wrong = CliRunner().invoke(app, ["--tracking-uri", f"{uri}/nothing", "profile", "network", "squeezenet1_1"])
+        assert isinstance(wrong.exception, ConfigError) and str(wrong.exception).startswith(
+            f"tracking server {uri}/nothing answered 404 to /health: no MLflow server at that address"), wrong.output
+        assert pending() == []
+        page = CliRunner().invoke(app, ["--tracking-uri", uri, "runs", "list"])
+        assert isinstance(page.exception, StoreError) and "\n" not in str(page.exception)
+        assert str(page.exception).endswith("a page of HTML, not MLflow's answer (is it an MLflow server, and is the "
+                                            "URI's path right?)"), page.exception
+    finally:
+        server.shutdown()

@@ -225,6 +225,13 @@ def test_basic_auth_takes_credentials_from_the_environment_and_never_logs_them(
         assert bad.offline and "credentials were refused" in bad.offline
         bad.log([network_record("resnet18", 1)])
         assert len(pending()) == 1
+        # through MLflow's own client (the registry, a load through the API): the same line naming the
+        # variables (a traceback of MLflow's, or its message with the server's page, until 0.9.4)
+        for args in (["fingerprint", "list"], ["warehouse", "load", "-w", str(tmp_path / "w.duckdb")]):
+            said = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", uri, *args], capture_output=True,
+                                  text=True, env={**os.environ}, timeout=120)
+            assert said.returncode == 1 and said.stderr.startswith("error: tracking server") and said.stderr.count("\n") == 1
+            assert "the credentials were refused" in said.stderr and "MLFLOW_TRACKING_PASSWORD" in said.stderr, said.stderr
 
         monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", secret)
         result = CliRunner().invoke(app, ["--tracking-uri", uri, "sync"])

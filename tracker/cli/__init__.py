@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import sys
+import time
+
+#: When this command started: the outbox files it wrote are those written since.
+STARTED_S = time.time()
 
 #: What any command stopped by Ctrl-C says when it says nothing more.
 INTERRUPTED_LINE = "interrupted: what was logged before is kept\n"
@@ -10,19 +14,20 @@ INTERRUPTED_LINE = "interrupted: what was logged before is kept\n"
 
 def interrupted_line() -> str:
     """:data:`INTERRUPTED_LINE`, and where runs wait in the outbox (a write to a server cut short:
-    the rest of its batch), that ``tracker sync`` sends them (unsaid until 0.9.2)."""
+    the rest of its batch), that ``tracker sync`` sends them (unsaid until 0.9.2). The batches this
+    command wrote only (every file in it, another server's too, until 0.9.4: said by a predict)."""
     try:
         from tracker.log.outbox import outbox_dir
 
-        waiting = sum(1 for _ in outbox_dir().glob("*.json"))
+        waiting = sum(1 for p in outbox_dir().glob("*.json") if p.stat().st_mtime >= STARTED_S - 1)
     except Exception:  # noqa: BLE001 - what is said on the way out never fails the way out
         waiting = 0
     if not waiting:
         return INTERRUPTED_LINE
     from tracker.console import counted
 
-    return (INTERRUPTED_LINE.rstrip("\n") + f"; {counted(waiting, 'batch', 'batches')} of runs wait in the outbox "
-            "(tracker sync sends them)\n")
+    return (INTERRUPTED_LINE.rstrip("\n") + f"; runs wait in the outbox ({counted(waiting, 'batch', 'batches')}: "
+            "tracker sync sends them)\n")
 
 
 def main() -> None:

@@ -122,6 +122,12 @@ def main() -> None:
     verbose = any(a in ("-v", "-vv", "--verbose") for a in sys.argv[1:])
     if not verbose:  # MLflow's INFO lines (store creation, migrations) are noise on a terminal
         os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+        # and its "View run ... at: URL" lines, written by a run ended on a server (0.9.4)
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
+    # MLflow's client retries a server's 5xx for minutes (7 tries, doubling from 2 s: 4 minutes
+    # where a proxy answered 503, until 0.9.4); three tries a second or two apart, as tracker's own
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:
@@ -156,6 +162,14 @@ def main() -> None:
         sys.stderr.write(f"error: {os_reason(exc)}\n")
         sys.exit(1)
     except Exception as exc:  # a Ctrl-C during a DuckDB query (tracker sql, report, fingerprint train)
+        if not verbose and type(exc).__name__ == "MlflowException":
+            from tracker.log.rest_store import mlflow_http_line
+
+            # a server's refusal through MLflow's own client (the registry: fingerprint list, promote,
+            # predict): one line, as tracker's own client says it (a traceback until 0.9.4)
+            if (line := mlflow_http_line(None, exc)) is not None:
+                sys.stderr.write(f"error: {line}\n")
+                sys.exit(1)
         if verbose or not interrupted(exc):
             raise
         raise KeyboardInterrupt from None  # said by tracker.cli.main, as a Ctrl-C anywhere else

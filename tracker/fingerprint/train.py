@@ -384,7 +384,11 @@ def champion_version(client: Any, name: str) -> Any:
 
     try:
         return client.get_model_version_by_alias(name, CHAMPION)
-    except MlflowException:
+    except MlflowException as exc:
+        from tracker.log.rest_store import mlflow_http_line
+
+        if mlflow_http_line(None, exc) is not None:
+            raise  # a server's refusal, not "no champion": said once (every target waited out, until 0.9.4)
         return None
 
 

@@ -9,8 +9,10 @@ Transient failures (connection resets, 429, 5xx) are retried with back-off.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -68,6 +70,12 @@ def check_reachable(uri: str, session: Any = None) -> None:
         response = (session or new_session()).get(f"{uri}/health", timeout=HEALTH_TIMEOUT_S)
     except requests.RequestException as exc:
         raise StoreError(f"cannot reach tracking server {uri}: {_reason(exc)}") from None
+    if response.status_code == 404:  # reached, and no MLflow there: not an outage (its runs were spooled, for a
+        # URI that could never take them, until 0.9.4)
+        from tracker.errors import ConfigError
+
+        raise ConfigError(f"tracking server {uri} answered 404 to /health: no MLflow server at that address (is the "
+                          "URI's path right? an MLflow server answers at http(s)://HOST:PORT)")
     if response.status_code >= 400:
         raise StoreError(f"tracking server {uri} answered {response.status_code} to /health")
     _ANSWERED[uri] = time.monotonic()
@@ -274,13 +282,53 @@ class RestError(StoreError):
             body = {}
         self.code = body.get("error_code", f"HTTP_{response.status_code}")
         if response.status_code in (401, 403):
-            who = "no credentials were given" if "Authorization" not in response.request.headers else "the credentials were refused"
-            super().__init__(
-                f"tracking server answered {response.status_code} to {endpoint}: {who}; set MLFLOW_TRACKING_USERNAME "
-                "and MLFLOW_TRACKING_PASSWORD to an account of the server"
-            )
+            super().__init__(refused_line(response.status_code, endpoint, "Authorization" in response.request.headers))
             return
-        super().__init__(f"tracking server refused {endpoint}: {self.code}: {body.get('message', response.text[:200])}")
+        said = body.get("message") or _plain_text(response.text)
+        super().__init__(f"tracking server refused {endpoint}: {self.code}: {said}")
+
+
+def refused_line(status: int, endpoint: str, credentials: bool | None) -> str:
+    """The one line of a 401 or 403: which credentials to set (``credentials``: whether some were sent; None: not known)."""
+    who = {True: "the credentials were refused", False: "no credentials were given",
+           None: "the credentials were refused, or none were given"}[credentials]
+    return (f"tracking server answered {status} to {endpoint}: {who}; set MLFLOW_TRACKING_USERNAME and "
+            "MLFLOW_TRACKING_PASSWORD to an account of the server")
+
+
+def _plain_text(text: str) -> str:
+    """A body that is not MLflow's JSON, in a line: a page of HTML (another server at that address)
+    said as such, not its first 200 characters over several lines (until 0.9.4)."""
+    if text.lstrip()[:1] == "<":
+        return "a page of HTML, not MLflow's answer (is it an MLflow server, and is the URI's path right?)"
+    return " ".join(text.split())[:200]
+
+
+#: MLflow's client words an HTTP failure "API request to endpoint /api/2.0/mlflow/X failed with error
+#: code N != 200. Response body: '...'", and its retries "Max retries exceeded ... too many N error responses".
+_MLFLOW_HTTP = re.compile(r"API request to endpoint /api/2\.0/mlflow/(\S+) failed with error code (\d+) != 200"
+                          r"\. Response body: '(.*)'", re.S)
+_MLFLOW_RETRIES = re.compile(r"Max retries exceeded with url: /api/2\.0/mlflow/(\S+?)[?\s].*?(too many (\d+) error "
+                             r"responses)", re.S)
+
+
+def mlflow_http_line(uri: str | None, exc: BaseException) -> str | None:
+    """An MlflowException from MLflow's own client (the registry, a warehouse load through the API)
+    that is an HTTP failure, in one line as tracker's own client says it; None for any other (a
+    traceback of 40 lines, or a 200-character body over several, until 0.9.4)."""
+    text = str(getattr(exc, "message", exc))
+    if found := _MLFLOW_HTTP.search(text):
+        endpoint, status, body = found[1], int(found[2]), found[3]
+        if status in (401, 403):
+            return refused_line(status, endpoint, None)
+        try:
+            said = json.loads(body).get("message") or body
+        except (ValueError, AttributeError):
+            said = _plain_text(body)
+        return f"tracking server{f' {uri}' if uri else ''} answered {status} to {endpoint}: {said}"
+    if found := _MLFLOW_RETRIES.search(text):
+        return f"tracking server{f' {uri}' if uri else ''}: {found[1]} failed after MLflow's retries ({found[2]})"
+    return None
 
 
 def _reason(exc: Exception) -> str:

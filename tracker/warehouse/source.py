@@ -237,7 +237,10 @@ class ApiSource:
                     if not token:
                         break
             except Exception as exc:
-                raise StoreError(f"cannot read runs from {self.uri}: {first_line(exc)}") from None
+                from tracker.log.rest_store import mlflow_http_line
+
+                raise StoreError(mlflow_http_line(self.uri, exc)  # a 401 names the variables to set (0.9.4)
+                                 or f"cannot read runs from {self.uri}: {first_line(exc)}") from None
             self._names = names
             self._runs = runs
         return self._runs
