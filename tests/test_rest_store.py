@@ -1,9 +1,12 @@
 """The HTTP writer against a real MLflow tracking server on loopback."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -159,39 +162,51 @@ def test_a_write_killed_midway_waits_in_the_outbox_and_sync_finishes_it(
     assert "outbox is empty" in CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "sync"]).output
 
 
+@contextlib.contextmanager
+def serving(handler: type) -> Iterator[str]:
+    """A web server of ``handler`` (an ``http.server`` request handler) on a free loopback port, in a
+    thread: its URI, then stopped and its port closed."""
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Quiet(BaseHTTPRequestHandler):
+    """A request handler that logs nothing to stderr."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 def test_a_server_is_asked_for_its_health_once_a_command() -> None:
     """A command that checks the server before it opens the store (location.require(), then the
     store's own check) asked /health twice, back to back, until 0.9.2; an answer stands
     HEALTH_FRESH_S, and a server that stops answering is said again after it."""
-    import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from tracker.log import rest_store
     from tracker.settings import resolve_location
 
     asked: list[str] = []
 
-    class Health(BaseHTTPRequestHandler):
+    class Health(Quiet):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             asked.append(self.path)
             self.send_response(200)
             self.end_headers()
             self.wfile.write(b"OK")
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    uri = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(Health) as uri:
         resolve_location(uri).require()
         rest_store.check_reachable(uri)
         assert asked == ["/health"]
-    finally:
-        server.shutdown()
-        server.server_close()
     time.sleep(rest_store.HEALTH_FRESH_S)
     with pytest.raises(StoreError, match="cannot reach tracking server"):
         rest_store.check_reachable(uri)
@@ -202,16 +217,13 @@ def test_a_server_that_is_not_mlflow_is_one_line_and_nothing_is_spooled(tmp_path
     /health spooled every run, for a URI that could never take them, until 0.9.4, and its HTML page
     came into the message over many lines. Now a 404 to /health is one line before anything is
     measured, and an MLflow request answered with a page says so in one line."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from typer.testing import CliRunner
 
     from tracker.cli.app import app
     from tracker.errors import ConfigError
     from tracker.log.outbox import pending
 
-    class Pages(BaseHTTPRequestHandler):
+    class Pages(Quiet):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             healthy = self.path == "/health"
             self.send_response(200 if healthy else 404)
@@ -220,13 +232,7 @@ def test_a_server_that_is_not_mlflow_is_one_line_and_nothing_is_spooled(tmp_path
 
         do_POST = do_GET
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    uri = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(Pages) as uri:
         wrong = CliRunner().invoke(app, ["--tracking-uri", f"{uri}/nothing", "profile", "network", "squeezenet1_1"])
         assert isinstance(wrong.exception, ConfigError) and str(wrong.exception).startswith(
             f"tracking server {uri}/nothing answered 404 to /health: no MLflow server at that address"), wrong.output
@@ -235,5 +241,3 @@ def test_a_server_that_is_not_mlflow_is_one_line_and_nothing_is_spooled(tmp_path
         assert isinstance(page.exception, StoreError) and "\n" not in str(page.exception)
         assert str(page.exception).endswith("a page of HTML, not MLflow's answer (is it an MLflow server, and is the "
                                             "URI's path right?)"), page.exception
-    finally:
-        server.shutdown()

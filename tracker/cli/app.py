@@ -108,9 +108,9 @@ def demo(
         emit_json(summary)
 
 
-#: The options of ``tracker`` itself, before any command: where one is given after a command, its
-#: error says where it goes.
-GLOBAL_OPTIONS = ("--tracking-uri", "--experiment", "-e", "--verbose", "-v")
+#: The options of ``tracker`` itself, before any command, and whether each takes a value: where one
+#: is given after a command, its error says where it goes.
+GLOBAL_OPTIONS = {"--tracking-uri": True, "--experiment": True, "-e": True, "--verbose": False, "-v": False}
 
 
 def main() -> None:
@@ -143,8 +143,8 @@ def main() -> None:
             args = sys.argv[1:]
             at = next((i for i, a in enumerate(args) if a == option or a.startswith(f"{option}=")), 0)
             words = [a for i, a in enumerate(args[:at])  # the command's words, not a value of tracker's options
-                     if not a.startswith("-") and not (i and args[i - 1] in ("--tracking-uri", "--experiment", "-e"))]
-            value = "" if option in ("-v", "--verbose") else " VALUE"
+                     if not a.startswith("-") and not (i and GLOBAL_OPTIONS.get(args[i - 1]))]
+            value = " VALUE" if GLOBAL_OPTIONS[option] else ""
             command = " ".join(words) or "COMMAND"
             message = (f"{option} is an option of tracker itself, not of {command}: give it before the command "
                        f"(tracker {option}{value} {command} ...)")

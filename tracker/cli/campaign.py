@@ -96,7 +96,7 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
         wide_console(110).print(table)  # a pipe or a log: every column whole
     if nothing:
         typer.echo(f"nothing measured yet ({nothing})")
-    found = (f"{tally.total} configuration{'' if tally.total == 1 else 's'}: " + ", ".join(f"{n} {state}" for state, n in counts.items())
+    found = (f"{counted(tally.total, 'configuration')}: " + ", ".join(f"{n} {state}" for state, n in counts.items())
              if tally.planned else f"no configuration (shard {shard[0]}/{shard[1]} has no network: the campaign has "
                                    f"{len(campaign.networks)})")  # as the real run says it (since 0.9.3)
     typer.echo(f"{campaign.name} (shard {shard[0]}/{shard[1]}), dry run, nothing measured: {found}")

@@ -157,7 +157,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "excluded_networks": tags.get("excluded_networks"), "experiments": tags.get("experiments"),
                          "registered": _when(version.creation_timestamp)})
     if others:
-        typer.echo(f"note: {others} registered model version{'s' if others > 1 else ''} not made by tracker fingerprint "
+        typer.echo(f"note: {counted(others, 'registered model version')} not made by tracker fingerprint "
                    "train left out", err=True)
     if fmt is OutputFormat.json:
         emit_json(rows)

@@ -446,7 +446,7 @@ def _job_line(r: dict[str, Any]) -> None:
         if r.get("host_share_pct") is not None:
             peak += f", the host {r['host_share_pct']:.0f} % of each step's compute"
         set_up = r.get("set_up_steps") or 0
-        steps = f"{r['steps']} steps" + (f" ({set_up} set-up step{'s' if set_up != 1 else ''} left out)" if set_up else "")
+        steps = f"{r['steps']} steps" + (f" ({counted(set_up, 'set-up step')} left out)" if set_up else "")
         if r["steps"] == 1:  # its figures are the set-up step's: workers starting, kernels warming (0.9.1 says so)
             steps = ("1 step, the set-up alone (its figures are the set-up's, which a job leaves out when it has more: "
                      "give it more images than one batch, or max_steps of 2 or more)")

@@ -765,9 +765,8 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
 
     from tracker.fingerprint.dataset import unmeasured_layer_rows
     from tracker.fingerprint.predict import load_champion
-    from tracker.log.artifacts import downloaded
-
     from tracker.fingerprint.served import made_by_train
+    from tracker.log.artifacts import downloaded
 
     current = champion_version(client, name)
     if current is None:

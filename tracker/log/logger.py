@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tracker.console import counted
 from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError
 
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord, RunRecord
@@ -79,7 +80,7 @@ class RunLogger:
             return
         if waiting:
             runs = sum(len(item.records) for item in waiting)
-            sys.stderr.write(f"warning: {runs} run{'s' if runs != 1 else ''} for this store wait in the outbox "
+            sys.stderr.write(f"warning: {counted(runs, 'run')} for this store wait in the outbox "
                              f"{outbox_dir()}: `tracker sync` sends them\n")
 
     def _online(self) -> Store:
@@ -189,7 +190,7 @@ class RunLogger:
         from tracker.errors import os_reason
 
         what = f"cannot write to {self.location.uri} ({os_reason(exc)})" if isinstance(exc, OSError) else str(exc)
-        runs = f"{len(final)} run{'s' if len(final) != 1 else ''}"
+        runs = counted(len(final), "run")
         try:
             spool(self.location.uri, self.experiment_name, final, f"the store could not take it: {what}")
         except OSError as again:

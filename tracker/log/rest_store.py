@@ -322,8 +322,8 @@ def mlflow_http_line(uri: str | None, exc: BaseException) -> str | None:
         if status in (401, 403):
             return refused_line(status, endpoint, None)
         try:
-            said = json.loads(body).get("message") or body
-        except (ValueError, AttributeError):
+            said = json.loads(body).get("message") or _plain_text(body)
+        except (ValueError, AttributeError):  # not JSON, or not MLflow's object
             said = _plain_text(body)
         return f"tracking server{f' {uri}' if uri else ''} answered {status} to {endpoint}: {said}"
     if found := _MLFLOW_RETRIES.search(text):

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from tracker.console import counted
 from tracker.errors import ConfigError, MeasurementError
 
 TOP = {"model": str}
@@ -678,8 +679,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         record.metrics.update(summary)
         record.description += (f" Median iteration {summary['latency_ms']:.3f} ms (step less its data wait; median "
                                f"step {summary['step_time_ms']:.3f} ms, {100 * summary['data_wait_frac']:.1f} % of the "
-                               f"time waiting for data) over {len(steady)} steps after {len(warmup)} set-up step"
-                               f"{'' if len(warmup) == 1 else 's'}.")
+                               f"time waiting for data) over {len(steady)} steps after {counted(len(warmup), 'set-up step')}.")
         # its iterations as raw samples, one a block (a step is long, and steps follow one another as
         # network runs' blocks do): what ``runs compare`` tests two jobs on
         record.artifacts[SAMPLES_ARTIFACT] = samples_json({

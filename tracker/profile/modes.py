@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracker.console import counted
 from tracker.environment import cuda_index, nvml, nvml_handle, nvml_text
 from tracker.errors import ConfigError
 from tracker.profile.device import is_device_name
@@ -326,7 +327,7 @@ def describe_mode(mode: DeviceMode) -> str:
     if "gpu_persistence" in p:
         bits.append(f"persistence mode {p['gpu_persistence']}")
     if "cpu_threads" in p:
-        bits.append(f"{p['cpu_threads']} torch thread{'' if p['cpu_threads'] == 1 else 's'}")
+        bits.append(counted(p["cpu_threads"], "torch thread"))
     if "cpu_governor" in p:
         bits.append(f"cpufreq governor {p['cpu_governor']}")
     if "cpu_freq_min_mhz" in p or "cpu_freq_max_mhz" in p:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracker.console import counted
 from tracker.log.record import FAILURE_MESSAGE_TAG, LAYERS_METRIC, SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
@@ -173,7 +174,7 @@ def _inputs(spec: NetworkSpec) -> str:
     """What one iteration takes, as a description says it: ``4 images of 224x224`` (or their shape)."""
     if spec.input_shape is not None:
         return f"{spec.batch_size} inputs of shape {shape_text(spec.input_shape, spec.input_vocab)}"
-    return f"{spec.batch_size} image{'s' if spec.batch_size != 1 else ''} of {spec.input_size}x{spec.input_size}"
+    return f"{counted(spec.batch_size, 'image')} of {spec.input_size}x{spec.input_size}"
 
 
 def measured_record(
