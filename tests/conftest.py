@@ -46,6 +46,53 @@ def _zygotes_kept() -> Iterator[None]:
     zygote_client.IDLE_CLOSE_S = before
 
 
+#: The environment variable naming the folder of the suite's lock files (``_turns``).
+TURNS_DIR = "TRACKER_SUITE_TURNS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The folder of the suite's lock files, made by the process that starts the workers (they
+    inherit its environment) or by the one process that runs the suite; removed after."""
+    if not hasattr(config, "workerinput"):
+        os.environ[TURNS_DIR] = tempfile.mkdtemp(prefix="tracker-suite-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        shutil.rmtree(os.environ.pop(TURNS_DIR, ""), ignore_errors=True)
+
+
+@contextmanager
+def _turns(exclusive: bool) -> Iterator[None]:
+    """The suite's lock, exclusively or shared; a turnstile taken first keeps a waiting exclusive
+    holder from being passed by the other worker's next tests."""
+    import fcntl
+
+    folder = Path(os.environ[TURNS_DIR])
+    turnstile = os.open(folder / "turnstile.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    tests = os.open(folder / "tests.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(tests)  # and its lock with it
+        os.close(turnstile)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """The suite runs in two workers (``make test``: ``pytest -n 2``). A test marked ``alone``
+    reads how much of the machine's CPU other processes take, which the other worker's test would
+    be: it runs holding the suite's lock exclusively, and every other test holding it shared, its
+    fixtures' set-up and tear-down (a module's demo store, a session's server) included."""
+    with _turns(item.get_closest_marker("alone") is not None):
+        return (yield)
+
+
 @pytest.fixture
 def child_cgroups() -> None:
     """Skips where a measuring child cannot get a memory cgroup of its own (``memcap``: not root,

@@ -676,6 +676,7 @@ def test_many_page_faults_in_the_default_allocator_mode_point_to_retain(capsys: 
     assert ", SM clock 1,712 MHz (lowest 345); run r" in capsys.readouterr().out
 
 
+@pytest.mark.alone
 def test_a_measurement_beside_other_work_says_how_much_cpu_it_took(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """Another process burning a core while a network is measured on one thread: the run keeps the

@@ -608,6 +608,7 @@ def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_
     assert len(runs) == 2 and len(with_layers) == 1 and {r.data.tags["tracker.campaign"] for r in with_layers} == {"layered"}
 
 
+@pytest.mark.alone
 def test_a_campaign_counts_what_it_measured_beside_other_work(tmp_path: Path) -> None:
     """A configuration measured while another process burns a core (on one thread, the other
     core) is counted as measured beside other work, and the campaign's line says so."""

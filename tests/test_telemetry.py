@@ -288,6 +288,7 @@ def busy(tel: TelemetrySampler, seconds: float, samples: int = 0, cap_s: float =
         time.sleep(0)
 
 
+@pytest.mark.alone
 def test_sampler_cpu_only_machine() -> None:
     with TelemetrySampler(interval_s=0.02) as tel:
         busy(tel, 0.5, samples=12)
@@ -376,6 +377,7 @@ def _sampled(how: str) -> dict:
                                      check=True).stdout)
 
 
+@pytest.mark.alone
 def test_sampler_counts_another_process_busy_as_others() -> None:
     """A process that is no child of the sampling one burns a core: the others' share is about a
     core's worth of the machine while the sampling one idles, and less where it burns alone."""
@@ -406,6 +408,7 @@ finally:
 """
 
 
+@pytest.mark.alone
 def test_an_instruments_cpu_is_the_measurements_own() -> None:
     """tegrastats, started by the sampler, was counted among the other processes, so a Jetson's runs
     all read as measured beside other work. An instrument's CPU is now the measuring process's share."""

@@ -358,6 +358,22 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert near.exit_code == 1 and str(near.exception).endswith('Did you mean "measurements"?')
     assert "\n" not in str(near.exception) and "LINE 1" not in str(near.exception)
     assert runner.invoke(app, ["sql", "SELECT count(*) AS n FROM measurements", "--format", "json"]).output.count('"n": 1')
+    # --param binds the query's $NAME (text, cast where compared), never pasted into the SQL: a quote is a value's
+    bound = "SELECT model FROM measurements WHERE batch_size = $bs AND model <> $other"
+    for bs, rows in (("2", [{"model": "mobilenet_v3_small"}]), ("4", [])):
+        got = runner.invoke(app, ["sql", bound, "--param", f"bs={bs}", "--param", "other=x' OR '1'='1", "--format", "json"])
+        assert got.exit_code == 0 and json.loads(got.output) == rows, got.output
+    for params, line in ((["bs=2"], "the query's $other not given: add --param other=VALUE"),
+                         (["bs=2", "other=x", "z=1"], "--param z: the query has no $z"),
+                         (["bs"], "--param 'bs': give NAME=VALUE, NAME a parameter of the query ($NAME) such as bs"),
+                         (["bs=2", "bs=3"], "--param bs is given twice")):
+        refused = runner.invoke(app, ["sql", bound, *(a for p in params for a in ("--param", p))])
+        assert refused.exit_code == 1 and str(refused.exception) == line, (params, refused.exception)
+    for query, line in (("SELECT 1", "the query has no parameter ($NAME): leave out --param"),
+                        ("SELECT ?", "the query has positional parameters (? or $1): name them ($bs) and give "
+                                     "--param bs=VALUE")):
+        refused = runner.invoke(app, ["sql", query, "--param", "bs=1"])
+        assert refused.exit_code == 1 and str(refused.exception) == line, (query, refused.exception)
 
     # A join's two run_id columns: each its own values in every format (until 0.9.1 the first's values were shown
     # under both, or the second dropped); values shown as they are, never read as markup; ids never cut

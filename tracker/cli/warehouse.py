@@ -86,12 +86,16 @@ def sql(
         "--format", help="table, json, csv, or parquet (needs --output). Default: the --output file's suffix (.csv, .json, "
         ".parquet), else table.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to this file.")] = None,
+    param: Annotated[Optional[list[str]], typer.Option(
+        "--param", metavar="NAME=VALUE", help="A value for the query's $NAME, bound, not pasted into the SQL "
+        "(repeatable): 'WHERE batch_size = $bs' --param bs=8.")] = None,
 ) -> None:
     """Run a SQL query on the warehouse, opened read-only."""
     from tracker.errors import QueryError, os_reason
     from tracker.settings import warehouse_path
-    from tracker.warehouse.query import check_output, query as run_query, render, write_parquet
+    from tracker.warehouse.query import check_output, parse_params, query as run_query, render, write_parquet
 
+    params = parse_params(param or [])
     files = {f.value for f in QueryFormat} - {"table"}
     if fmt is None:  # a file's suffix says its format (a table went into out.csv until 0.9.1)
         suffix = output.suffix.lower().lstrip(".") if output is not None else ""
@@ -105,7 +109,7 @@ def sql(
     if output is not None:
         check_output(output, path)
     try:
-        table = run_query(path, query)
+        table = run_query(path, query, params)
     except KeyboardInterrupt:  # said as a query's, not as a measurement's ("what was logged before is kept")
         exit_interrupted("interrupted: the query stopped; the warehouse, opened read-only, is as it was")
     if fmt is QueryFormat.parquet:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,12 @@ from tracker.warehouse.load import connect, connect_loaded, interruptible
 from tracker.warehouse.tables import TABLES
 
 
-def query(path: Path, sql: str) -> Any:
+def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
     """Run one query on the warehouse opened read-only; an Arrow table of the result, its columns
     named apart (a second ``run_id`` of a join is ``run_id_1``, as DuckDB names them in Parquet:
-    until 0.9.1 the JSON, CSV and table outputs showed the first column's values under both)."""
+    until 0.9.1 the JSON, CSV and table outputs showed the first column's values under both).
+    ``params`` are bound to the query's ``$NAME`` parameters, as text that DuckDB casts where the
+    query compares it (``batch_size = $bs``), never pasted into the SQL."""
     import duckdb
 
     if not sql.replace(";", " ").strip():
@@ -34,7 +38,7 @@ def query(path: Path, sql: str) -> Any:
             if len(statements) > 1:  # DuckDB would run them all and answer the last
                 raise QueryError(f"the query holds {len(statements)} statements: give one (tracker sql runs each "
                                  "on its own)")
-            relation = con.sql(sql)
+            relation = con.sql(sql, params=dict(params)) if params else con.sql(sql)
             if relation is None:  # a statement without rows (SET, PRAGMA ...)
                 import pyarrow as pa
 
@@ -44,11 +48,43 @@ def query(path: Path, sql: str) -> Any:
         if interrupted(exc):  # DuckDB's "Query interrupted" (a RuntimeError): a Ctrl-C, said as one by the caller
             raise KeyboardInterrupt from None
         if isinstance(exc, duckdb.Error):
-            raise QueryError(first_paragraph(str(exc))) from None
+            raise QueryError(_parameter_line(str(exc)) or first_paragraph(str(exc))) from None
         raise
     finally:
         con.close()
     return table.rename_columns(distinct_names(table.column_names))
+
+
+def _parameter_line(message: str) -> str | None:
+    """DuckDB's word on parameters given and asked for, said in ``--param``'s terms."""
+    missing = re.search(r"Values were not provided for the following parameters: (.+)", message)
+    if missing:
+        names = [n.strip() for n in missing.group(1).split(",")]
+        if all(n.isdigit() for n in names):  # ? or $1: positional, which --param cannot give
+            return "the query has positional parameters (? or $1): name them ($bs) and give --param bs=VALUE"
+        return "the query's " + ", ".join(f"${n}" for n in names) + " not given: add " + " ".join(
+            f"--param {n}=VALUE" for n in names)
+    if re.search(r"Parameter/argument count mismatch for prepared statement\. Expected 0,", message):
+        return "the query has no parameter ($NAME): leave out --param"
+    excess = re.search(r"identifiers of the excess parameters: (.+)", message)
+    if excess:
+        names = [n.strip() for n in excess.group(1).split(",")]
+        return ", ".join(f"--param {n}" for n in names) + ": the query has no " + ", ".join(f"${n}" for n in names)
+    return None
+
+
+def parse_params(given: Sequence[str]) -> dict[str, str]:
+    """``--param NAME=VALUE`` options as a map; one that is not NAME=VALUE, or a name given twice, refused."""
+    params: dict[str, str] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        name = name.strip().lstrip("$")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise QueryError(f"--param {item!r}: give NAME=VALUE, NAME a parameter of the query ($NAME) such as bs")
+        if name in params:
+            raise QueryError(f"--param {name} is given twice")
+        params[name] = value
+    return params
 
 
 def distinct_names(names: list[str]) -> list[str]:
