@@ -29,5 +29,6 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	@# Two workers, one a core: half the suite's time is MLflow, DuckDB, LightGBM and process starts,
-	@# which the second core takes; measurements still take turns on the device (tracker's own lock)
-	$(VENV)/bin/python -m pytest -n 2
+	@# which the second core takes. Measurements still take turns on the device (tracker's own lock),
+	@# on one OpenMP thread each, and tests marked alone run while no other does (tests/conftest.py)
+	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup

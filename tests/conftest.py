@@ -52,9 +52,16 @@ TURNS_DIR = "TRACKER_SUITE_TURNS"
 
 def pytest_configure(config: pytest.Config) -> None:
     """The folder of the suite's lock files, made by the process that starts the workers (they
-    inherit its environment) or by the one process that runs the suite; removed after."""
+    inherit its environment) or by the one process that runs the suite; removed after.
+
+    And one OpenMP thread a process (unless the environment says otherwise): with two workers on
+    two cores, a measurement on torch's default two threads stalled whenever the other worker's
+    test took a core (squeezenet1_1 at 64 px measured slower than at 224 px); LightGBM's training
+    and torch's work in the tests' own processes keep to a core too. Tests that measure on more
+    threads say so with ``--threads``."""
     if not hasattr(config, "workerinput"):
         os.environ[TURNS_DIR] = tempfile.mkdtemp(prefix="tracker-suite-")
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -62,35 +69,63 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(os.environ.pop(TURNS_DIR, ""), ignore_errors=True)
 
 
-@contextmanager
-def _turns(exclusive: bool) -> Iterator[None]:
-    """The suite's lock, exclusively or shared; a turnstile taken first keeps a waiting exclusive
-    holder from being passed by the other worker's next tests."""
-    import fcntl
+def _alone(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("alone") is not None
 
-    folder = Path(os.environ[TURNS_DIR])
-    turnstile = os.open(folder / "turnstile.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    tests = os.open(folder / "tests.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``alone`` tests go to one worker together (``--dist loadgroup``), one after another,
+    so that the suite's lock is taken exclusively once for a run of them (``_Turns``)."""
+    for item in items:
+        if _alone(item):
+            item.add_marker(pytest.mark.xdist_group("alone"))
+
+
+class _Turns:
+    """The suite's lock, held by this process exclusively or shared. A turnstile taken first keeps
+    a waiting exclusive holder from being passed by the other worker's next tests."""
+
+    def __init__(self) -> None:
+        self.fds: tuple[int, int] | None = None
+        self.exclusive = False
+
+    def take(self, exclusive: bool) -> None:
+        import fcntl
+
+        if self.fds is not None and self.exclusive == exclusive:
+            return  # the run of alone tests goes on
+        self.let_go()
+        folder = Path(os.environ[TURNS_DIR])
+        turnstile = os.open(folder / "turnstile.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        tests = os.open(folder / "tests.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        yield
-    finally:
-        os.close(tests)  # and its lock with it
-        os.close(turnstile)
+        fcntl.flock(tests, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(turnstile, fcntl.LOCK_UN)
+        self.fds, self.exclusive = (turnstile, tests), exclusive
+
+    def let_go(self) -> None:
+        if self.fds is not None:
+            for fd in self.fds:
+                os.close(fd)  # and its lock with it
+            self.fds = None
+
+
+_TURNS = _Turns()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """The suite runs in two workers (``make test``: ``pytest -n 2``). A test marked ``alone``
-    reads how much of the machine's CPU other processes take, which the other worker's test would
-    be: it runs holding the suite's lock exclusively, and every other test holding it shared, its
-    fixtures' set-up and tear-down (a module's demo store, a session's server) included."""
-    with _turns(item.get_closest_marker("alone") is not None):
+    reads how much of the machine's CPU other processes take, or times its own threads, which the
+    other worker's test would disturb: it runs holding the suite's lock exclusively, and every
+    other test holding it shared, its fixtures' set-up and tear-down (a module's demo store, a
+    session's server) included. An exclusive hold lasts while the next test is alone too."""
+    _TURNS.take(_alone(item))
+    try:
         return (yield)
+    finally:
+        if not (_alone(item) and _alone(nextitem)):
+            _TURNS.let_go()
 
 
 @pytest.fixture

@@ -22,6 +22,10 @@ from tracker.profile.telemetry import (
     unwrap_delta,
 )
 
+#: The sampler's tests read this machine's CPU use and time its thread: none runs beside another
+#: test of the suite (conftest: ``alone``). The parser's take milliseconds.
+pytestmark = pytest.mark.alone
+
 DATASET = Path("/work/shared/datasets/tegrastats")
 
 # First recorded line of each board in the dataset, copied literally.
@@ -269,6 +273,14 @@ def system_samples(tel: TelemetrySampler, since_ns: int = 0) -> int:
     return sum(1 for x in tel.samples if x.source == SYSTEM and x.t_ns >= since_ns)
 
 
+def wait_samples(tel: TelemetrySampler, samples: int, cap_s: float = 3.0) -> None:
+    """Sleep until the sampler has ``samples`` samples (at most ``cap_s``): a loaded machine may
+    run its thread late, and 0.1 s once held none."""
+    deadline = time.monotonic() + cap_s
+    while system_samples(tel) < samples and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def busy(tel: TelemetrySampler, seconds: float, samples: int = 0, cap_s: float = 3.0) -> None:
     """Burn CPU in this thread for ``seconds`` (longer, up to ``cap_s``, until the sampler has
     ``samples`` samples since the start: this machine is shared and may be loaded).
@@ -288,7 +300,6 @@ def busy(tel: TelemetrySampler, seconds: float, samples: int = 0, cap_s: float =
         time.sleep(0)
 
 
-@pytest.mark.alone
 def test_sampler_cpu_only_machine() -> None:
     with TelemetrySampler(interval_s=0.02) as tel:
         busy(tel, 0.5, samples=12)
@@ -377,7 +388,6 @@ def _sampled(how: str) -> dict:
                                      check=True).stdout)
 
 
-@pytest.mark.alone
 def test_sampler_counts_another_process_busy_as_others() -> None:
     """A process that is no child of the sampling one burns a core: the others' share is about a
     core's worth of the machine while the sampling one idles, and less where it burns alone."""
@@ -408,7 +418,6 @@ finally:
 """
 
 
-@pytest.mark.alone
 def test_an_instruments_cpu_is_the_measurements_own() -> None:
     """tegrastats, started by the sampler, was counted among the other processes, so a Jetson's runs
     all read as measured beside other work. An instrument's CPU is now the measuring process's share."""
@@ -646,5 +655,5 @@ def test_cpu_work_reads_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "nvml" not in tel.sources and not any(k.startswith("gpu_") for k in s)
     assert s.get("power_w") == s.get("cpu_power_w")  # RAPL's, or absent where RAPL is not readable
     with TelemetrySampler(interval_s=0.02, gpu_index=0) as gpu:  # the same fake, read when asked
-        time.sleep(0.1)
+        wait_samples(gpu, 3)
     assert "nvml" in gpu.sources and gpu.summary()["gpu_power_w"] > 0
