@@ -105,12 +105,13 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     net = network_record("resnet18", 1)
     net.history["system/cpu_util_pct"] = [(0, 50.0), (20, 62.5)]  # a window's series, stamped from its start
     net.series_start_ms = 1_790_000_000_000
-    logger.log([net, layer_record(net, 0), layer_record(net, 1)])
-    logger.log([network_record("resnet18", 2)])
+    layers, second = [layer_record(net, 0), layer_record(net, 1)], network_record("resnet18", 2)
+    logger.log([net, *layers])
+    logger.log([second])
     repeat = network_record("resnet18", 2)  # a deliberate repeat (profile --again): same config key, own repeat key
     repeat.tags["tracker.repeat_key"] = f"{repeat.config_key}#r2"
     logger.log([repeat])
-    assert len(pending()) == 3
+    assert len(pending()) == 3 and logger.outboxed == {r.run_id for r in (net, *layers, second, repeat)}
     assert logger.measured("network") == {net.config_key, network_record("resnet18", 2).config_key}  # resume sees them
     assert logger.measured("network", having="tracker.repeat_key") == {repeat.config_key}  # runs carrying a tag too
     assert logger.measured("network", having="tracker.trace") == set()  # none waiting was traced
@@ -123,8 +124,12 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     # went down midway does (it ended with "cannot reach" and status 1, its summary unsaid, until 0.8.9).
     campaign = tmp_path / "offline.toml"
     campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nprecision = 0.2\ntime_cap_s = 0.3\n')
-    spooled = runner.invoke(app, ["--tracking-uri", uri, "-e", "offline", "campaign", "run", str(campaign)])
-    assert spooled.exit_code == 0 and "offline: 1 measured, 0 failed, 0 skipped of 1" in spooled.stdout, spooled.output
+    spooled = runner.invoke(app, ["--tracking-uri", uri, "-e", "offline", "campaign", "run", str(campaign),
+                                  "--format", "json"])
+    assert spooled.exit_code == 0, spooled.output
+    tally = json.loads(spooled.stdout)  # each run says it waits in the outbox (said only on stderr until 0.9.5)
+    assert (tally["measured"], tally["failed"], tally["skipped"]) == (1, 0, 0)
+    assert [(r["network"], r.get("in_outbox")) for r in tally["runs"]] == [("squeezenet1_1", True)]
     assert len(pending()) == 5  # its mode run and its network run
 
     with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}", port=port):

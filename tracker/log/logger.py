@@ -50,6 +50,8 @@ class RunLogger:
         self._environment = environment
         #: why the tracking server cannot be used now (runs then go to the outbox)
         self.offline: str | None = None
+        #: the ids of the runs this logger left in the outbox, for `tracker sync` (said in JSON as ``in_outbox``)
+        self.outboxed: set[str] = set()
         self._warned = False
         self._store: Store | None = None
         self._experiment: Experiment | None = None
@@ -162,6 +164,7 @@ class RunLogger:
             except StoreError as exc:
                 self.offline = str(exc)
                 spool(self.location.uri, self.experiment_name, final, str(exc), batch=batch)
+                self.outboxed.update(r.run_id for r in final)
                 if not self._warned:
                     sys.stderr.write(f"warning: {exc}; runs go to the outbox {outbox_dir()} until `tracker sync`\n")
                     self._warned = True
@@ -198,6 +201,7 @@ class RunLogger:
                                 for r in final if r.tags.get(KIND_TAG) in ("network", "training") and r.metrics)
             raise StoreError(f"{what}; nor to the outbox {outbox_dir()} ({os_reason(again)}): {runs} not kept"
                              + (f"; measured {figures}" if figures else "")) from None
+        self.outboxed.update(r.run_id for r in final)
         if not self._warned:
             sys.stderr.write(f"warning: {what}; {runs} wait{'s' if len(final) == 1 else ''} in the outbox "
                              f"{outbox_dir()} until `tracker sync`\n")

@@ -67,6 +67,8 @@ class ProfileResult:
     reused: bool
     #: torch.profiler's operator table and what it was taken over (``tracker.profile.trace``), when traced
     trace: dict[str, Any] | None = None
+    #: logged to the outbox (a server down, a store that could not take it), not yet in the store
+    in_outbox: bool = False
 
     def as_dict(self) -> dict:
         m = self.network.metrics
@@ -103,6 +105,8 @@ class ProfileResult:
         for name in TELEMETRY_SHOWN:  # where this machine measured them (absent, never zero, where not)
             if name in m:
                 out[name] = m[name]
+        if self.in_outbox:  # waits for `tracker sync` (said only on stderr until 0.9.5)
+            out["in_outbox"] = True
         if self.network.status != "FINISHED":
             out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
             if FAILURE_MESSAGE_TAG in self.network.tags:  # what ended it, in a line (0.8.5)
@@ -317,7 +321,7 @@ def measure_planned(
             record.tags[REPEAT_KEY_TAG] = repeat_key
             record.name += f" · {repeat_label(repeat_key)}"  # told apart in the UI (one name for all until 0.9.2)
         logger.log([record, *children])
-        return ProfileResult(record, children, reused=False)
+        return ProfileResult(record, children, reused=False, in_outbox=record.run_id in logger.outboxed)
 
     def with_description(record: RunRecord) -> None:
         """The description planning made: the child does not describe the network again (0.05 to 0.3 s

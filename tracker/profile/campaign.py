@@ -532,7 +532,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         if (kept := getattr(exc, "kept", None)) is not None:
                             tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase,
                                                "device": device, "repeat": r, "status": kept.network.status,
-                                               "run_id": kept.network.run_id, "without_layers": True})
+                                               "run_id": kept.network.run_id, "without_layers": True,
+                                               **({"in_outbox": True} if kept.in_outbox else {})})
                             tally.measured += 1
                         raise
                     if res.reused:  # measured by another process while this one waited for the device
@@ -542,7 +543,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                             progress(label, tally)
                         continue
                     tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase, "device": device,
-                                       "repeat": r, "status": res.network.status, "run_id": res.network.run_id})
+                                       "repeat": r, "status": res.network.status, "run_id": res.network.run_id,
+                                       **({"in_outbox": True} if res.in_outbox else {})})
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
