@@ -130,6 +130,10 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     tally = json.loads(spooled.stdout)  # each run says it waits in the outbox (said only on stderr until 0.9.5)
     assert (tally["measured"], tally["failed"], tally["skipped"]) == (1, 0, 0)
     assert [(r["network"], r.get("in_outbox")) for r in tally["runs"]] == [("squeezenet1_1", True)]
+    again = runner.invoke(app, ["--tracking-uri", uri, "-e", "offline", "profile", "network", "squeezenet1_1",
+                                "--time-cap", "0.3", "--precision", "0.2", "--format", "json"])
+    reused = json.loads(again.stdout)  # found in the outbox: reused, and said to wait there
+    assert (reused["reused"], reused.get("in_outbox"), reused["run_id"]) == (True, True, tally["runs"][0]["run_id"])
     assert len(pending()) == 5  # its mode run and its network run
 
     with running_mlflow_server(tmp_path / "server", f"sqlite:///{tmp_path / 'server.db'}", port=port):

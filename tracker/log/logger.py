@@ -232,8 +232,11 @@ class RunLogger:
         found = self.store.find_run(self.experiment, config_key, status) if self.offline is None else None
         if found is None:
             found = spooled_run(self.location.uri, self.experiment_name, config_key, status)
-        if found is None:
-            return None
+            if found is None:
+                return None
+            record = as_record(found)
+            self.outboxed.add(record.run_id)  # a reused run that waits there too
+            return record
         return as_record(found)
 
     def close(self) -> None:

@@ -305,7 +305,7 @@ def measure_planned(
         return None
 
     if reuse and (existing := answered()) is not None:
-        return ProfileResult(existing, [], reused=True)
+        return ProfileResult(existing, [], reused=True, in_outbox=existing.run_id in logger.outboxed)
 
     def log(record: RunRecord, children: list[RunRecord], payload: dict[str, Any]) -> ProfileResult:
         """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
@@ -341,7 +341,7 @@ def measure_planned(
         # at once measured everything twice until 0.9.4 (a repeat or a trace is measured again on purpose).
         if ((reuse or (campaign and repeat_key is None and not trace)) and waited_s > WAITED_S
                 and (existing := answered()) is not None):
-            return ProfileResult(existing, [], reused=True)
+            return ProfileResult(existing, [], reused=True, in_outbox=existing.run_id in logger.outboxed)
         start = now_ms()  # measured from when the device was this process's
         traced = None
         with tempfile.TemporaryDirectory(prefix="tracker-trace-") if trace else contextlib.nullcontext() as folder:
