@@ -484,6 +484,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         # an option's name, not a campaign key's (until 0.9.2: "threads = 4096")
         (["device", "show", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number from 1 to"),
         (["profile", "network", "resnet18", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number"),
+        # 0 as 4096: tracker's line and status 1 (click's "Input should be greater than or equal to 1", 2, until 0.9.5)
+        (["profile", "network", "resnet18", "--threads", "0"], 1, "error: --threads 0: expected a whole number from 1 to"),
         (["profile", "network", "resnet18", "--device", "cuda:0"], 1,
          "device 'cuda' (cuda:0) is not available on this machine (no CUDA GPU)"),
         # cuda:N is taken as campaigns take it, and refused where this machine lacks it (on a

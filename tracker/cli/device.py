@@ -17,7 +17,7 @@ app = typer.Typer(help="This machine's devices: what a measurement on each recor
                            "would get, and what moves measurements on this machine. Reads; changes nothing.")
 def show(
     device: Annotated[str, typer.Argument(callback=device_name, help="cpu, cuda or cuda:N (CUDA device N).")] = "cpu",
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads of the mode; default: torch's.")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads of the mode; default: torch's.")] = None,
     allocator: Annotated[Optional[Allocator], typer.Option(
         "--allocator", help="The C allocator of the mode (system or retain); default: the C library's own.")] = None,
     fmt: FormatOption = OutputFormat.table,

@@ -115,7 +115,7 @@ def run(
     batch_size: BatchSizeOption = 1,
     duration: Annotated[float, typer.Option("--duration", min=0.1, callback=finite, help="Seconds of sampling per workload.")] = 10.0,
     warmup: Annotated[float, typer.Option("--warmup", min=0.0, callback=finite, help="Seconds of warm-up before sampling.")] = 2.0,
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")] = None,
     allocator: AllocatorOption = Allocator.system,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, callback=finite, help="Seconds before a workload's child is killed (default: 120 + 3 x (warm-up + duration)).")] = None,
     fmt: FormatOption = OutputFormat.table,

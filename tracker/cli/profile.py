@@ -34,7 +34,7 @@ app = typer.Typer(help="Measure networks on this machine and log each measuremen
 
 
 ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`), network spec file, or FILE.py:NAME: a callable of your file that returns the torch.nn.Module.")]
-ThreadsOption = Annotated[Optional[int], typer.Option("--threads", min=1, help="CPU threads (the CPU mode); default: torch's.")]
+ThreadsOption = Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=1, callback=finite, help="Seconds before a configuration's child is killed.")]
 AgainOption = Annotated[bool, typer.Option(
     "--again", help="Measure even if this configuration was measured: a new run beside the old ones "
