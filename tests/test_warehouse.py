@@ -400,6 +400,13 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     names = {p.stem for p in (tmp_path / "pq").glob("*.parquet")}
     assert {"runs", "network_runs", "network_nodes", "latest_measurements", "measurement_features"} <= names
     assert exported.output == f"wrote {len(names)} Parquet files to {tmp_path / 'pq'}\n"
+    for fmt, word in (("csv", "CSV"), ("json", "JSON")):  # Parquet only until 0.9.5
+        again = runner.invoke(app, ["warehouse", "export", str(tmp_path / fmt), "--format", fmt])
+        assert again.output == f"wrote {len(names)} {word} files to {tmp_path / fmt}\n", again.output
+        assert {p.stem for p in (tmp_path / fmt).glob(f"*.{fmt}")} == names
+    rows = (tmp_path / "csv" / "measurements.csv").read_text().splitlines()
+    assert "run_id" in rows[0].split(",") and len(rows) == 2 and net.run_id in rows[1]
+    assert json.loads((tmp_path / "json" / "measurements.json").read_text().splitlines()[0])["run_id"] == net.run_id
     nowhere = runner.invoke(app, ["warehouse", "export", ""])  # the current folder, written into, until 0.9.4
     assert nowhere.exit_code == 1 and str(nowhere.exception).startswith("no folder named")
     other = tmp_path / "other.duckdb"  # a DuckDB file of something else: refused before a file is written

@@ -20,6 +20,15 @@ WarehouseOption = Annotated[
 ]
 
 
+class ExportFormat(str, Enum):
+    parquet = "parquet"
+    csv = "csv"
+    json = "json"
+
+
+EXPORT_NAMES = {ExportFormat.parquet: "Parquet", ExportFormat.csv: "CSV", ExportFormat.json: "JSON"}
+
+
 class QueryFormat(str, Enum):
     table = "table"
     json = "json"
@@ -64,18 +73,21 @@ def load_cmd(
 @app.command("export")
 def export_cmd(
     ctx: typer.Context,
-    folder: Annotated[str, typer.Argument(help="Folder to write NAME.parquet files into.", metavar="FOLDER")],
+    folder: Annotated[str, typer.Argument(help="Folder to write NAME.parquet (or .csv, .json) files into.",
+                                          metavar="FOLDER")],
     warehouse: WarehouseOption = None,
+    fmt: Annotated[ExportFormat, typer.Option(
+        "--format", help="parquet, csv (a header row) or json (an object a line).")] = ExportFormat.parquet,
 ) -> None:
-    """Write every table and view of the warehouse as Parquet."""
+    """Write every table and view of the warehouse as Parquet (or CSV, or JSON) files."""
     from tracker.errors import ConfigError
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import export
 
     if not folder.strip():  # "" was the current folder, 41 files written there (until 0.9.4)
         raise ConfigError("no folder named: give the folder to write the Parquet files into (. for this one)")
-    written = export(warehouse_path(warehouse, state(ctx).tracking_uri), Path(folder))
-    typer.echo(f"wrote {counted(len(written), 'Parquet file')} to {folder}")
+    written = export(warehouse_path(warehouse, state(ctx).tracking_uri), Path(folder), fmt.value)
+    typer.echo(f"wrote {counted(len(written), EXPORT_NAMES[fmt] + ' file')} to {folder}")
 
 
 def sql(

@@ -176,9 +176,17 @@ def list_views(path: Path) -> list[dict[str, str]]:
     return [{"view": name, "comment": comment or ""} for name, comment in rows]
 
 
-def export(path: Path, folder: Path) -> list[Path]:
-    """Every table and view of the warehouse as ``folder/NAME.parquet``."""
+#: What ``export`` writes each table and view as: DuckDB's COPY options, by format.
+EXPORT_FORMATS = {"parquet": "FORMAT parquet", "csv": "FORMAT csv, HEADER true", "json": "FORMAT json"}
+
+
+def export(path: Path, folder: Path, fmt: str = "parquet") -> list[Path]:
+    """Every table and view of the warehouse as ``folder/NAME.parquet`` (or ``.csv``, with a header
+    row, or ``.json``, an object a line)."""
     import duckdb
+
+    if fmt not in EXPORT_FORMATS:
+        raise QueryError(f"--format {fmt}: export writes {', '.join(EXPORT_FORMATS)}")
 
     con = connect(path, read_only=True)
     written = []
@@ -191,8 +199,8 @@ def export(path: Path, folder: Path) -> list[Path]:
         if missing := set(TABLES) - set(names):  # before a file is written (after the others until 0.9.4)
             raise StoreError(f"the warehouse lacks tables {', '.join(sorted(missing))}: run `tracker warehouse load`")
         for name in sorted(names):
-            out = folder / f"{name}.parquet"
-            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{_sql_path(out)}' (FORMAT parquet)")
+            out = folder / f"{name}.{fmt}"
+            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{_sql_path(out)}' ({EXPORT_FORMATS[fmt]})")
             written.append(out)
     except duckdb.Error as exc:
         raise StoreError(f"export failed: {first_paragraph(str(exc))}") from None
