@@ -484,6 +484,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         # an option's name, not a campaign key's (until 0.9.2: "threads = 4096")
         (["device", "show", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number from 1 to"),
         (["profile", "network", "resnet18", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number"),
+        (["profile", "network", "resnet18", "--memory-limit-mb", "1e30"], 2,
+         "error: Invalid value for '--memory-limit-mb': must be at most 1,073,741,824 MB (1 PiB), got 1e+30"),
         # 0 as 4096: tracker's line and status 1 (click's "Input should be greater than or equal to 1", 2, until 0.9.5)
         (["profile", "network", "resnet18", "--threads", "0"], 1, "error: --threads 0: expected a whole number from 1 to"),
         (["profile", "network", "resnet18", "--device", "cuda:0"], 1,

@@ -915,6 +915,9 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be greater than 0, got 0"),
     ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be greater than 0, got -5"),
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
+    # a cap past a 64-bit count of bytes read as a tiny one: every run a false out-of-memory until 0.9.5
+    ("timeout_s = 120", "timeout_s = 120\nmemory_limit_mb = 1e30",
+     "[measure].memory_limit_mb must be at most 1,073,741,824 MB (1 PiB), got 1e+30"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 1000000",
      "[measure].repeats must be at most 1000 (each repeat is a whole pass over the campaign), got 1000000"),

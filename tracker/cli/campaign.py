@@ -108,8 +108,9 @@ def _loader_line(r: dict[str, Any]) -> str:
     the first (a stalled step counts in them: it is time the loader cost), so they need not agree."""
     where = f"workers {r['num_workers']} prefetch {r['prefetch_factor']} batch {r['batch_size']}"
     ended = r["status"] + (f" ({r['reason']})" if r.get("reason") else "")
-    if not r.get("steps"):
-        return f"{where}: {ended}"
+    if not r.get("steps"):  # a dry run's, or one ended before its first step (said as such since 0.9.5)
+        return f"{where}: {ended}" + (", before any step was measured" if r.get("run_id") and r["status"] != "FINISHED"
+                                      else "")
     figures = (f"median step {r['median_step_ms']:.1f} ms; over its measured steps: data wait "
                f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s")
     return f"{where}: {figures}" + ("" if r["status"] == "FINISHED" else f", then {ended} after {r['steps']} steps")
@@ -129,7 +130,7 @@ def loader(
     """Find the data-loading bottleneck: the job at every num_workers x prefetch_factor x batch_size (resumable)."""
     from tracker.cli.profile import run_training_job
     from tracker.errors import ConfigError
-    from tracker.profile.job import run_loader_campaign, sweep_of
+    from tracker.profile.job import check_sweep, run_loader_campaign, sweep_of
 
     sweep = sweep_of(path) if path.is_file() else {}
     for key, text in (("num_workers", num_workers), ("prefetch_factor", prefetch_factor), ("batch_size", batch_size)):
@@ -138,16 +139,20 @@ def loader(
                 sweep[key] = [int(v) for v in text.split(",")]
             except ValueError:
                 raise ConfigError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
+            check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")
     logger = _dry_run_logger(state(ctx))[0] if dry_run else state(ctx).logger()
     results = run_loader_campaign(logger, path, sweep,
                                   lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
     if fmt is OutputFormat.json:
         emit_json(results)
-        return
-    for r in results:
-        typer.echo(_loader_line(r))
-    if dry_run:
-        typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of "
-                   f"{counted(len(results), 'setting')} to measure")
     else:
-        typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")
+        for r in results:
+            typer.echo(_loader_line(r))
+        if dry_run:
+            typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of "
+                       f"{counted(len(results), 'setting')} to measure")
+        elif not any(r["status"] == "KILLED" for r in results):
+            typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")
+    if any(r["status"] == "KILLED" for r in results):  # status 0 until 0.9.5, as if it had ended
+        exit_interrupted("interrupted: the settings measured before are kept, and the steps of the one "
+                         "interrupted in its run; run the campaign again to go on")

@@ -87,6 +87,16 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def memory_limit(value: float | None) -> float | None:
+    """``--memory-limit-mb``: finite, and at most the largest cap a measurement takes
+    (``memcap.MAX_LIMIT_MB``: 1e30 read as a tiny cgroup limit, a false out-of-memory, until 0.9.5)."""
+    from tracker.profile.memcap import MAX_LIMIT_MB
+
+    if finite(value) is not None and value > MAX_LIMIT_MB:
+        raise typer.BadParameter(f"must be at most {MAX_LIMIT_MB:,.0f} MB (1 PiB), got {value:g}")
+    return value
+
+
 DeviceOption = Annotated[str, typer.Option(
     "--device", callback=device_name, help="Device to run on: cpu, cuda, or cuda:N (CUDA device N).")]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]

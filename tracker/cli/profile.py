@@ -25,6 +25,7 @@ from tracker.cli.options import (
     emit_json,
     exit_interrupted,
     finite,
+    memory_limit,
     state,
 )
 from tracker.console import counted, per
@@ -46,7 +47,7 @@ TraceOption = Annotated[bool, typer.Option(
                     "operator); prints the slowest operators. A configuration measured before is measured "
                     "again, as a repeat.")]
 MemLimitOption = Annotated[
-    Optional[float], typer.Option("--memory-limit-mb", min=1, callback=finite, help="Cap the memory the measuring child may add (a smaller device): resident memory in a "
+    Optional[float], typer.Option("--memory-limit-mb", min=1, callback=memory_limit, help="Cap the memory the measuring child may add (a smaller device): resident memory in a "
                                                       "cgroup of its own where one can be made, else address space "
                                                       "(TRACKER_MEMORY_CAP=address-space); on --device cuda, the GPU "
                                                       "memory torch's allocator may hold. Beyond it is out of memory.")

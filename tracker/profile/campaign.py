@@ -74,14 +74,17 @@ class Campaign:
     min_samples: int = MIN_SAMPLES  # more for a tail latency (200: a p99)
 
 
-def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str) -> dict[str, Any]:
-    """``table`` after checking its keys and value types (``section`` "" for a file's top level)."""
+def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str,
+                tables: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``table`` after checking its keys and value types (``section`` "" for a file's top level,
+    where an unknown key is said with the file's ``tables`` too: a misspelt one lands there)."""
     prefix = f"[{section}]." if section else ""
     if not isinstance(table, dict):  # `training = 5`: a traceback until 0.9.3
         raise ConfigError(f"{where}: [{section}] should be a table of keys, got {section} = {table!r}")
     for key, value in table.items():
         if key not in schema:
-            raise ConfigError(f"{where}: unknown key {prefix}{key} (known: {', '.join(schema)})")
+            also = f"; tables: {', '.join(tables)}" if tables else ""
+            raise ConfigError(f"{where}: unknown key {prefix}{key} (known: {', '.join(schema)}{also})")
         want = schema[key]
         ok = isinstance(value, want) and not (want in (int, float) and isinstance(value, bool))
         if want is float and isinstance(value, int) and not isinstance(value, bool):
@@ -111,6 +114,14 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
     else:
         rule = f"greater than {above}"
     raise ConfigError(f"{where}: {label} must be {rule}{hint}, got {value!r}")
+
+
+def check_limit_mb(where: str, label: str, value: float) -> None:
+    """A ConfigError where a memory cap is past the largest one a measurement takes."""
+    from tracker.profile.memcap import MAX_LIMIT_MB
+
+    if value > MAX_LIMIT_MB:
+        raise ConfigError(f"{where}: {label} must be at most {MAX_LIMIT_MB:,.0f} MB (1 PiB), got {value:g}")
 
 
 def check_counts(where: str, label: str, values: list[Any]) -> list[int]:
@@ -199,6 +210,8 @@ def load_campaign(path: Path) -> Campaign:
         if key in m:
             check_bound(where, f"[measure].{key}", m[key], above=0,
                         **({"below": 1, "hint": " (0.02 is 2 %)"} if key == "precision" else {}))
+            if key == "memory_limit_mb":
+                check_limit_mb(where, f"[measure].{key}", m[key])
             setattr(c, key, float(m[key]))
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
     c.trace = bool(m.get("trace", False))

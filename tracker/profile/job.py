@@ -99,7 +99,7 @@ class JobConfig:
 def load_job(path: Path, **overrides: Any) -> JobConfig:
     """Read and check a job file; ``overrides`` replace [training] values (loader campaigns)."""
     from tracker.data import FORMATS
-    from tracker.profile.campaign import check_bound, read_toml, typed_table
+    from tracker.profile.campaign import check_bound, check_limit_mb, read_toml, typed_table
     from tracker.profile.device import canonical_device, is_device_name
     from tracker.profile.modes import validate_allocator, validate_threads
     from tracker.zoo import check_model_name
@@ -108,7 +108,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     raw = read_toml(path, "job config")
     training, data = raw.pop("training", {}), raw.pop("data", {})
     sweep = raw.pop("sweep", None)
-    typed_table("", raw, TOP, where)
+    typed_table("", raw, TOP, where, tables=("[training]", "[data]", "[sweep]"))  # the tables said since 0.9.5
     typed_table("training", training, TRAINING, where)
     typed_table("data", data, DATA, where)
     if sweep is not None and not isinstance(sweep, dict):
@@ -129,6 +129,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
         # named with its section, as every other key (``image_size must be at least 1`` until 0.9.3)
         check_bound(where, f"[{'data' if key == 'image_size' else 'training'}].{key}", getattr(cfg, key), least=least)
     check_bound(where, "[training].learning_rate", cfg.learning_rate, above=0)
+    check_limit_mb(where, "[training].memory_limit_mb", cfg.memory_limit_mb)
     if cfg.threads:  # more than this machine's CPUs: said here, not by the measuring child
         validate_threads(cfg.threads, f"{where}: [training].threads =")
     try:
@@ -180,6 +181,18 @@ def job_network(model: str, folder: Path, where: str) -> dict[str, Any] | None:
     return ref.spec
 
 
+#: The least value of each setting a loader campaign sweeps.
+SWEEP_LEAST = {"num_workers": 0, "prefetch_factor": 1, "batch_size": 1}
+
+
+def check_sweep(key: str, values: list[int], where: str) -> None:
+    """A ConfigError naming ``where`` the values came from (``FILE: [sweep].num_workers`` or
+    ``--num-workers``) where one is below the setting's least (said as ``[training]``'s, the job's
+    own setting, until 0.9.5)."""
+    if bad := [v for v in values if v < SWEEP_LEAST[key]]:
+        raise ConfigError(f"{where} must be at least {SWEEP_LEAST[key]}, got {bad[0]}")
+
+
 def sweep_of(path: Path) -> dict[str, list[int]]:
     """The [sweep] table of a job file: lists of num_workers, prefetch_factor, batch_size."""
     from tracker.profile.campaign import read_toml
@@ -191,6 +204,7 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
         if values is not None and (not isinstance(values, list) or not all(isinstance(v, int) for v in values)):
             raise ConfigError(f"{path}: [sweep].{key} should be a list of whole numbers")
         if values:
+            check_sweep(key, values, f"{path}: [sweep].{key}")
             out[key] = values
     if unknown := set(raw) - {"num_workers", "prefetch_factor", "batch_size"}:
         raise ConfigError(f"{path}: unknown key [sweep].{sorted(unknown)[0]} (known: num_workers, prefetch_factor, batch_size)")

@@ -49,6 +49,10 @@ CAP_ENV = "TRACKER_MEMORY_CAP"
 #: ``auto``: resident where a cgroup can be made, else address space.
 CAP_CHOICES = ("auto", "address-space")
 CAP_TAG = "tracker.memory_cap"
+#: The largest cap a measurement takes, in MB (1 PiB, past any machine's memory): a cgroup's limit
+#: is a count of bytes the kernel reads as a 64-bit number, and 1e30 MB read as a tiny one (every
+#: run an instant false out-of-memory until 0.9.5).
+MAX_LIMIT_MB = float(2**30)
 RESIDENT = "resident"
 ADDRESS_SPACE = "address-space"
 DEVICE = "device"

@@ -185,10 +185,8 @@ def load_space(path: Path) -> SearchSpace:
     raw = read_toml(path, "search space")
     positions = raw.pop("positions", None)
     accuracy, latency = raw.pop("accuracy", {}), raw.pop("latency", {})
-    if unknown := [k for k in raw if k not in TOP]:  # the tables named too (the keys alone until 0.9.4)
-        raise ConfigError(f"{where}: unknown key {unknown[0]} (known: {', '.join(TOP)}; tables: [[positions]], "
-                          "[accuracy], [latency])")
-    typed_table("", raw, TOP, where)
+    # the tables named too (the keys alone until 0.9.4)
+    typed_table("", raw, TOP, where, tables=("[[positions]]", "[accuracy]", "[latency]"))
     typed_table("accuracy", accuracy, ACCURACY, where)
     typed_table("latency", latency, LATENCY, where)
     if "name" not in raw or not SLUG.match(raw["name"]):
