@@ -1112,6 +1112,8 @@ def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
     # a shard without a network says so, as its dry run does (until 0.9.2: "0 measured, ... of 0")
     empty = cli("campaign", "run", str(path), "--shard", "2/2")
     assert empty.stdout == "twice: no configuration (shard 2/2 has no network: the campaign has 1)\n"
+    whole = cli("campaign", "run", str(path), "--shard", "1/2")  # a shard's counts say they are its (since 0.9.5)
+    assert whole.stdout == "twice (shard 1/2): 0 measured, 0 failed, 4 skipped of 4\n"
     dry = cli("campaign", "run", str(path), "--shard", "2/2", "--dry-run")  # in the same words (since 0.9.3)
     assert dry.stdout.rstrip().endswith("dry run, nothing measured: no configuration (shard 2/2 has no network: the "
                                         "campaign has 1)")

@@ -81,6 +81,12 @@ def test_tables_fill_only_what_is_missing_and_the_report_keeps_the_frontier(tmp_
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     acc = client.search_runs([run.info.experiment_id], "tags.`tracker.kind` = 'accuracy'")
     assert len(acc) == 4 and all(r.data.params["dataset"] == "digits" for r in acc)
+    # a space never run: neither latency is there ("predicted latency" alone was said until 0.9.5)
+    other = tmp_path / "other.toml"
+    other.write_text(SPACE.replace('name = "tiny"', 'name = "other"'))
+    never = _cli(runs, "searchspace", "report", str(other), "--warehouse", str(wh))
+    assert never.exit_code == 1 and str(never.exception).startswith(
+        "search space other: no candidate has both accuracy and a latency (measured or predicted) in the warehouse")
     assert all(int(r.data.params["val_count"]) > 300 for r in acc)  # a fifth of the 1797 digits
 
 

@@ -366,14 +366,22 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     for params, line in ((["bs=2"], "the query's $other not given: add --param other=VALUE"),
                          (["bs=2", "other=x", "z=1"], "--param z: the query has no $z"),
                          (["bs"], "--param 'bs': give NAME=VALUE, NAME a parameter of the query ($NAME) such as bs"),
-                         (["bs=2", "bs=3"], "--param bs is given twice")):
+                         (["bs=2", "bs=3"], "--param bs is given twice"),
+                         (["bs=2", "BS=3"], "--param bs and --param BS are one parameter (SQL names ignore case): "
+                                            "give one")):
         refused = runner.invoke(app, ["sql", bound, *(a for p in params for a in ("--param", p))])
         assert refused.exit_code == 1 and str(refused.exception) == line, (params, refused.exception)
     for query, line in (("SELECT 1", "the query has no parameter ($NAME): leave out --param"),
+
                         ("SELECT ?", "the query has positional parameters (? or $1): name them ($bs) and give "
                                      "--param bs=VALUE")):
         refused = runner.invoke(app, ["sql", query, "--param", "bs=1"])
         assert refused.exit_code == 1 and str(refused.exception) == line, (query, refused.exception)
+    summed = runner.invoke(app, ["sql", "SELECT $bs + 1 AS b", "--param", "bs=1"])  # text in arithmetic: a cast named
+    assert summed.exit_code == 1 and str(summed.exception).startswith("Binder Error: Could not choose a best candidate")
+    assert str(summed.exception).endswith("(a --param is text: cast it where a number is meant, $bs::INTEGER)")
+    cast = runner.invoke(app, ["sql", "SELECT $bs::INTEGER + 1 AS b", "--param", "bs=1", "--format", "json"])
+    assert json.loads(cast.output) == [{"b": 2}]
 
     # A join's two run_id columns: each its own values in every format (until 0.9.1 the first's values were shown
     # under both, or the second dropped); values shown as they are, never read as markup; ids never cut

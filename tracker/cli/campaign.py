@@ -49,7 +49,9 @@ def run(
         typer.echo(f"{campaign.name}: no configuration (shard {shard_ij[0]}/{shard_ij[1]} has no network: the campaign "
                    f"has {len(campaign.networks)})")
     else:
-        typer.echo(f"{campaign.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped of {tally.total}")
+        sharded = f" (shard {shard_ij[0]}/{shard_ij[1]})" if shard_ij[1] > 1 else ""  # its counts are the shard's (0.9.5)
+        typer.echo(f"{campaign.name}{sharded}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped "
+                   f"of {tally.total}")
         if tally.beside_other_work:
             from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 

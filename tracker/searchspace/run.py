@@ -263,8 +263,9 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
     by_source = {s: frontier_rows(warehouse, space, s) for s in SOURCES}
     chosen = source or ("measured" if by_source["measured"] else "predicted")
     rows = by_source[chosen]
-    if not rows:
-        raise TrackerError(f"search space {space.name}: no candidate has both accuracy and {chosen} latency in the "
+    if not rows:  # "predicted latency" was said of a space never run, where neither was there (until 0.9.5)
+        latency = f"{chosen} latency" if source else "a latency (measured or predicted)"
+        raise TrackerError(f"search space {space.name}: no candidate has both accuracy and {latency} in the "
                            f"warehouse; run `tracker searchspace run {space.path}` (then the report loads the warehouse)")
     shared = shared_primitives(space, rows)
     out: dict[str, Any] = {

@@ -48,7 +48,10 @@ def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
         if interrupted(exc):  # DuckDB's "Query interrupted" (a RuntimeError): a Ctrl-C, said as one by the caller
             raise KeyboardInterrupt from None
         if isinstance(exc, duckdb.Error):
-            raise QueryError(_parameter_line(str(exc)) or first_paragraph(str(exc))) from None
+            line = _parameter_line(str(exc)) or first_paragraph(str(exc))
+            if params and "STRING_LITERAL" in line:  # a --param in arithmetic, which text is not
+                line += f" (a --param is text: cast it where a number is meant, ${next(iter(params))}::INTEGER)"
+            raise QueryError(line) from None
         raise
     finally:
         con.close()
@@ -81,8 +84,9 @@ def parse_params(given: Sequence[str]) -> dict[str, str]:
         name = name.strip().lstrip("$")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise QueryError(f"--param {item!r}: give NAME=VALUE, NAME a parameter of the query ($NAME) such as bs")
-        if name in params:
-            raise QueryError(f"--param {name} is given twice")
+        if same := [n for n in params if n.lower() == name.lower()]:  # $bs and $BS are one parameter to DuckDB
+            raise QueryError(f"--param {name} is given twice" if same[0] == name else
+                             f"--param {same[0]} and --param {name} are one parameter (SQL names ignore case): give one")
         params[name] = value
     return params
 
