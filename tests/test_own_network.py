@@ -214,6 +214,8 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     (tmp_path / "size.py").write_text("INPUT_SIZE = 'large'\ndef f():\n    pass\n")
     (tmp_path / "channels.py").write_text("INPUT_CHANNELS = 0\ndef f():\n    pass\n")
     (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\ndef f():\n    pass\n")
+    (tmp_path / "sum.py").write_text("INPUT_SIZE = 2 * 16\ndef f():\n    pass\n")  # "at least 8" until 0.9.5
+    (tmp_path / "pair.py").write_text("INPUT_SIZE, INPUT_CHANNELS = 28, 1\ndef f():\n    pass\n")  # passed over
     # a parser at its top level reads no argument of tracker's (it read them, and ended tracker: usage, exit 2)
     (tmp_path / "script.py").write_text("import argparse\nfrom torch import nn\nparser = argparse.ArgumentParser()\n"
                                         "parser.add_argument('--width', type=int, default=4)\nWIDTH = parser.parse_args().width\n"
@@ -229,9 +231,14 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
         f"{net}:Guarded": "mynet.py:Guarded could not build the network: TypeError: Block.__init__() missing 2 required "
                           "positional arguments: 'cin' and 'cout'",
         f"{tmp_path}/syntax.py:f": f"network file {tmp_path}/syntax.py: line 1: invalid syntax",
-        f"{tmp_path}/size.py:f": f"network file {tmp_path}/size.py: INPUT_SIZE should be a whole number of pixels, at least 8",
+        f"{tmp_path}/size.py:f": f"network file {tmp_path}/size.py: INPUT_SIZE should be a whole number of pixels, at least 8, "
+                                 "got 'large'",
         f"{tmp_path}/channels.py:f": f"network file {tmp_path}/channels.py: INPUT_CHANNELS should be a whole number of "
-                                     "channels, at least 1",
+                                     "channels, at least 1, got 0",
+        f"{tmp_path}/sum.py:f": f"network file {tmp_path}/sum.py: INPUT_SIZE should be a number written out (INPUT_SIZE = 32), "
+                                "not an expression: tracker reads the file, it does not run it, to plan a measurement",
+        f"{tmp_path}/pair.py:f": f"network file {tmp_path}/pair.py: INPUT_CHANNELS is set in a way tracker does not read "
+                                 "(line 1): give it on a line of its own, INPUT_CHANNELS = value",
         f"{net}:1x": f"'{net}:1x' is not FILE.py:NAME (a callable of the file that builds the network; "
                      "FILE.py:NAME(ARGS) calls it with arguments)",
         str(net): f"{net} is a Python file: name the callable of it that builds the network, {net}:NAME",  # "not JSON"
@@ -244,6 +251,10 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     for ref, message in cases.items():  # the library's error, which the CLI's entry prints as one line
         out = _cli(store, "profile", "network", ref, "-b", "1")
         assert isinstance(out.exception, ConfigError) and str(out.exception) == message, (ref, out.exception)
+    # an annotated constant is read as a plain one (passed over until 0.9.5: described at 224)
+    (tmp_path / "ann.py").write_text("import torch\nINPUT_SIZE: int = 48\n\n\ndef net():\n    return torch.nn.Conv2d(3, 4, 3)\n")
+    annotated = _cli(store, "describe", f"{tmp_path}/ann.py:net", "--format", "json")
+    assert annotated.exit_code == 0 and json.loads(annotated.stdout)["input_size"] == 48, annotated.output
     # what a network's file prints goes to stderr: it came before the JSON on stdout until 0.9.3
     (tmp_path / "noisy.py").write_text("import torch\nprint('hello from module')\n\n\ndef net():\n"
                                        "    print('building')\n    return torch.nn.Conv2d(3, 4, 3)\n")

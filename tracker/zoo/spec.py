@@ -147,15 +147,18 @@ def module_spec(ref: str) -> dict[str, Any]:
     tree = _parse(source, path)
     if attr not in top_level_names(tree.body):
         raise ConfigError(f"network file {path} defines no {attr!r} at its top level")
-    assigned = {node.targets[0].id: node.value for node in tree.body
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+    assigned = input_constants(tree, path)
 
     def whole(key: str, default: int, least: int, what: str) -> int:
         if key not in assigned:
             return default
         value = assigned[key]
-        if not (isinstance(value, ast.Constant) and type(value.value) is int and value.value >= least):
-            raise ConfigError(f"network file {path}: {key} should be a whole number of {what}, at least {least}")
+        if not isinstance(value, ast.Constant):  # 2*16: the file is read to plan, not run ("at least 8" until 0.9.5)
+            raise ConfigError(f"network file {path}: {key} should be a number written out ({key} = 32), not an "
+                              "expression: tracker reads the file, it does not run it, to plan a measurement")
+        if not (type(value.value) is int and value.value >= least):
+            raise ConfigError(f"network file {path}: {key} should be a whole number of {what}, at least {least}, "
+                              f"got {value.value!r}")
         return value.value
 
     size = whole("INPUT_SIZE", DEFAULT_INPUT_SIZE, 8, "pixels")
@@ -178,6 +181,31 @@ def module_spec(ref: str) -> dict[str, Any]:
     if modules := modules_beside(tree, path):  # a one-file network's spec says nothing of them
         spec["modules"] = modules
     return spec
+
+
+#: The constants a network file of one's own may say its input with.
+INPUT_CONSTANTS = ("INPUT_SIZE", "INPUT_CHANNELS", "INPUT_VOCAB", "INPUT_SHAPE")
+
+
+def input_constants(tree: ast.Module, path: Path) -> dict[str, ast.expr]:
+    """The values a file's top level gives its input constants, ``NAME = value`` or ``NAME: int =
+    value`` (an annotated one was passed over until 0.9.5: INPUT_SIZE: int = 48 described at 224);
+    one line where one is set another way (``INPUT_SIZE, INPUT_CHANNELS = 28, 1``, ``a = INPUT_SIZE
+    = 28``, ``INPUT_SIZE += 1``), which tracker would not read."""
+    out: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out[node.target.id] = node.value
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            named = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} & set(INPUT_CONSTANTS)
+            if named:
+                name = sorted(named)[0]
+                raise ConfigError(f"network file {path}: {name} is set in a way tracker does not read (line "
+                                  f"{node.lineno}): give it on a line of its own, {name} = value")
+    return out
 
 
 #: The ranks an ``INPUT_SHAPE`` may have: one input without its batch dimension.
