@@ -228,6 +228,25 @@ def test_the_networks_own_memory_is_never_predicted_above_the_peak_it_is_part_of
         assert cap_at_peak(fine) == [] and fine == before  # under it, or either alone: as predicted
 
 
+def test_a_configuration_past_64_bits_of_work_is_one_line() -> None:
+    """A network whose activations times its batch are past a 64-bit count (predict -b 1048576 of a
+    network of one's own, 8.8e12 FLOPs an input) was DuckDB's OutOfRangeException, a traceback, until
+    0.9.5; the same network at that batch is a row."""
+    import dataclasses
+
+    from tracker.describe import describe
+    from tracker.fingerprint.dataset import configuration_rows
+
+    desc = describe("squeezenet1_1")
+    huge = dataclasses.replace(desc, nodes=[dataclasses.replace(n, out_shape=[1, 64, 2**20, 2**20])
+                                            if n.op == "call_module" else n for n in desc.nodes])
+    with pytest.raises(FingerprintError, match=r"^at batch size 1,048,576 a network's work \(its FLOPs or activations "
+                                               r"times the batch\) is past what a 64-bit whole number holds"):
+        configuration_rows([huge], [2**20], "inference", "cpu")
+    rows, _ = configuration_rows([desc], [2**20], "inference", "cpu")
+    assert len(rows) == 1
+
+
 def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: tuple[Path, Path]) -> None:
     runs, wh = measured
     uri = resolve_location(str(runs)).uri

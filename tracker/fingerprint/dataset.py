@@ -359,6 +359,8 @@ def _scratch_query(con: Any, runs: Any, descriptions: dict[str, Any], nodes: dic
     networks' node rows (``nodes``), the description rows of ``descriptions`` (the feature rows
     read them; the layer rows do not), ``runs`` as unmeasured runs, and with ``layers`` their
     module calls as unmeasured layer runs; then the layer rows (``layers``) or the feature rows."""
+    import duckdb
+
     from tracker.warehouse.load import insert_description, insert_nodes
 
     con.register("new_configurations", runs)
@@ -374,6 +376,10 @@ def _scratch_query(con: Any, runs: Any, descriptions: dict[str, Any], nodes: dic
             return con.execute("EXECUTE feature_rows").df()
         con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})
         return con.execute("EXECUTE layer_rows").df()
+    except duckdb.OutOfRangeException:  # a traceback until 0.9.5 (8.8e12 FLOPs an input times 2^20 inputs)
+        batches = sorted(set(runs.column("batch_size").to_pylist()))
+        raise FingerprintError(f"at batch size {batches[-1]:,} a network's work (its FLOPs or activations times the "
+                               "batch) is past what a 64-bit whole number holds: predict a smaller batch size") from None
     finally:
         con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network
         con.unregister("new_configurations")
