@@ -79,6 +79,15 @@ def test_import_twice_adds_nothing(tmp_path: Path) -> None:
     failed_at = min(int(r.data.params["batch_size"]) for r in failed if r.data.params["model"] == "squeezenet_60")
     assert rows == [{"largest_fitting_batch": fits, "smallest_oom_batch": None, "smallest_failed_batch": failed_at,
                      "smallest_failed_reason": "perf4sight_failed"}]
+    # where a target was measured names the board once ("jetson-tx2/jetson-tx2 (training)" until 0.9.5)
+    elsewhere = runner.invoke(app, ["--tracking-uri", str(tmp_path / "store"), "fingerprint", "train", "--target",
+                                    "latency_ms", "-w", str(wh), "--device", "cpu"])
+    assert elsewhere.exit_code == 1 and str(elsewhere.exception).endswith("latency_ms was measured on: jetson-tx2 (training)")
+    # its pictures leave the mode it lacks unsaid ("resnet18: training on jetson-tx2, mode None" until 0.9.5)
+    drawn = runner.invoke(app, ["--tracking-uri", str(tmp_path / "store"), "-e", "perf4sight-tx2", "report",
+                                str(tmp_path / "rep"), "-w", str(wh), "--no-load", "--no-log"])
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert drawn.exit_code == 0 and "resnet18: training on jetson-tx2, 224 px: latency" in page and "None" not in page
     # A configuration with a passed memory row and no latency row is its memory, finished (until 0.9.0
     # FAILED: its memory lost, and resnet18_50 "failed" at batch 210 below a batch 220 that fit).
     memory_only = next(r for r in runs if r.data.params["model"] == "resnet18_50" and r.data.params["batch_size"] == "210")

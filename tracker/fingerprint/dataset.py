@@ -231,7 +231,9 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     finally:
         con.close()
     if frame.empty and not empty_ok:
-        known = ", ".join(sorted({f"{d}/{n} ({p}{f', mode {m}' if m else ''}{'' if t == 'float32' else ', ' + t})"
+        # the device's name where it is another word than the device ("jetson-tx2/jetson-tx2" until 0.9.5)
+        known = ", ".join(sorted({f"{d}{f'/{n}' if n and n != d else ''} ({p}{f', mode {m}' if m else ''}"
+                                  f"{'' if t == 'float32' else ', ' + t})"
                                   for d, n, m, p, t in devices}))
         where = f"device {device!r}" + (f" in mode {mode!r}" if mode else "") + (f" in {dtype}" if dtype != "float32" else "")
         raise FingerprintError(f"no {phase} measurements of {target} on {where} in the warehouse; "

@@ -138,7 +138,7 @@ def _line_label(key: ChainKey, modes: bool, sizes: bool, caps: bool = False) -> 
     several of them (two lines of one name were told apart by nothing until 0.8.9), its number
     format if not float32."""
     return (key.model + (f" {key.input_size} px" if sizes and key.input_size else "")
-            + (f" ({key.mode})" if modes else "") + ("" if key.precision == "float32" else f" {key.precision}")
+            + (f" ({key.mode or 'no mode'})" if modes else "") + ("" if key.precision == "float32" else f" {key.precision}")
             + (f", {_cap_words(key.memory_limit_mb)}" if caps else ""))
 
 
@@ -191,7 +191,9 @@ def batch_pictures(con: Any) -> list[Picture]:
                           "latency_ci_rel": [r["latency_ci_rel"] for r in chain], "oom_batch": ooms.get(key.boundary),
                           "oom_cap_mb": key.memory_limit_mb})
         # what every line shares is said once, in the title; what tells them apart, in their labels
-        title = (f"{fam}: {phase} on {device}" + (f", mode {next(iter(modes))}" if len(modes) == 1 else "")
+        # an imported run's mode may be unknown: left unsaid ("mode None" until 0.9.5)
+        title = (f"{fam}: {phase} on {device}" + (f", mode {next(iter(modes))}" if len(modes) == 1 and
+                                                  next(iter(modes)) else "")
                  + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else "")
                  + (f", {_cap_words(next(iter(caps)))}" if len(caps) == 1 and next(iter(caps)) is not None else ""))
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
