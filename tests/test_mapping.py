@@ -151,6 +151,13 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     proc = run_cli("mapping", "generate", "--device-priorities", "0.4", cwd=tmp_path)
     assert proc.returncode == 1 and "--device-priorities" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    # options that would be passed over are refused (without a word until 0.9.5)
+    for args, said in ((["--single", "--num-nets-range", "2", "3"], "--num-nets-range is for workloads of several "
+                        "networks; --single runs each alone: give one"),
+                       (["--models", " , "], "--models names no model: give a comma list of zoo names, or leave it "
+                        "out for the default list")):
+        refused = CliRunner().invoke(app, ["mapping", "generate", *args])
+        assert refused.exit_code == 1 and str(refused.exception) == said, (args, refused.exception)
     assert not (tmp_path / "runs").exists()  # nothing was created for a bad mapping
 
 

@@ -104,6 +104,9 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
     assert proc.returncode == 1 and "positions[0].candidates[1]: unknown primitive 'transformer'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    both = _cli(tmp_path / "runs", "searchspace", "run", str(bad), "--skip-accuracy", "--skip-latency")  # ran, did nothing
+    assert both.exit_code == 1 and str(both.exception) == ("--skip-accuracy and --skip-latency together leave nothing to "
+                                                           "fill: give one at most")
     # a device this machine lacks: one line before anything (a FAILED run per candidate until 0.9.3)
     import torch
 

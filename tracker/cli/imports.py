@@ -25,8 +25,10 @@ def perf4sight(
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = "perf4sight-tx2"
-    stats = import_perf4sight(st.logger(), path, prepared)
+    logger = st.logger()
+    stats = import_perf4sight(logger, path, prepared)
     if fmt is OutputFormat.json:
-        emit_json(stats)
-    else:
-        typer.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in stats.items()))
+        emit_json({"experiment": logger.experiment_name, **stats})
+    else:  # the experiment said (unsaid until 0.9.5, where -e put a second copy beside the first without a word)
+        typer.echo(f"into experiment {logger.experiment_name}: "
+                   + ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in stats.items()))

@@ -20,7 +20,8 @@ app = typer.Typer(help="Multi-DNN workloads: draw mappings (networks, split laye
 EXPERIMENT = "multi-dnn"
 
 SeedOption = Annotated[int, typer.Option(help="Seed of the draw: the same options and seed give the same mappings.")]
-NumNetsOption = Annotated[tuple[int, int], typer.Option("--num-nets-range", help="Fewest and most networks per workload.")]
+NumNetsOption = Annotated[Optional[tuple[int, int]], typer.Option(
+    "--num-nets-range", help="Fewest and most networks per workload (default: 2 6).")]
 ModelsOption = Annotated[Optional[str], typer.Option(help="Comma list of zoo models to draw from (default: the classification models that fit the device).")]
 PrioritiesOption = Annotated[str, typer.Option("--device-priorities", help="Weights of cpu and cuda for each stage, e.g. 0.4,0.6.")]
 SetsOption = Annotated[int, typer.Option(min=1, help="Sets of networks to draw.")]
@@ -30,11 +31,18 @@ GpuOnlyOption = Annotated[bool, typer.Option("--gpu-only", help="Every stage on 
 MaxSplitOption = Annotated[Optional[int], typer.Option("--max-split", min=0, help="At most this many networks of a workload cut in two (the rest whole on one device).")]
 
 
-def _options(seed: int, num_nets: tuple[int, int], models: str | None, priorities: str, sets: int, samples: int,
-             single: bool, gpu_only: bool, max_split: int | None) -> GenerateOptions:
+def _options(seed: int, num_nets: tuple[int, int] | None, models: str | None, priorities: str, sets: int,
+             samples: int, single: bool, gpu_only: bool, max_split: int | None) -> GenerateOptions:
+    from tracker.errors import ConfigError
     from tracker.profile.mapping import GenerateOptions, parse_priorities
 
-    return GenerateOptions(seed=seed, num_nets=num_nets, models=[m.strip() for m in models.split(",") if m.strip()] if models else None,
+    # each passed over without a word until 0.9.5
+    if single and num_nets is not None:
+        raise ConfigError("--num-nets-range is for workloads of several networks; --single runs each alone: give one")
+    names = [m.strip() for m in models.split(",") if m.strip()] if models is not None else None
+    if names == []:  # "" drew from the default list
+        raise ConfigError("--models names no model: give a comma list of zoo names, or leave it out for the default list")
+    return GenerateOptions(seed=seed, num_nets=num_nets or (2, 6), models=names,
                            device_priorities=parse_priorities(priorities), sets=sets, samples=samples, single=single,
                            gpu_only=gpu_only, max_split=max_split)
 
@@ -53,7 +61,7 @@ def _say(notes: list[str]) -> None:
 @app.command("generate")
 def generate(
     seed: SeedOption = 0,
-    num_nets: NumNetsOption = (2, 6),
+    num_nets: NumNetsOption = None,
     models: ModelsOption = None,
     device_priorities: PrioritiesOption = "0.5,0.5",
     sets: SetsOption = 1,
@@ -102,7 +110,7 @@ def _read_file(path: Path) -> list[Mapping]:
 def run(
     ctx: typer.Context,
     seed: SeedOption = 0,
-    num_nets: NumNetsOption = (2, 6),
+    num_nets: NumNetsOption = None,
     models: ModelsOption = None,
     device_priorities: PrioritiesOption = "0.5,0.5",
     sets: SetsOption = 1,

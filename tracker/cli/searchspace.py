@@ -47,6 +47,10 @@ def run(
     from tracker.profile.stats import IMPRECISE_CI_REL
     from tracker.searchspace.run import run_space
 
+    if skip_accuracy and skip_latency:  # did nothing and ended 0 until 0.9.5
+        from tracker.errors import ConfigError
+
+        raise ConfigError("--skip-accuracy and --skip-latency together leave nothing to fill: give one at most")
     space, st = _open(ctx, space_file)
     folder = specs or space_file.parent / space.name / "networks"
     quiet = fmt is OutputFormat.json
