@@ -76,7 +76,10 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                                 ("input_shape", "abc", "spec key 'input_shape' must be a list of integers >= 1, got 'abc'"),
                                 ("name", "../escaped", "spec key 'name' must be a plain name, without a folder, got '../escaped'"),
                                 ("name", None, "spec key 'name' must be a plain name, without a folder, got None"),
-                                ("base", None, "spec key 'base' must name the network pruned, got None")]:
+                                ("base", None, "spec key 'base' must name the network pruned, got None"),
+                                # a generated network's own keys, its file named too (unnamed until 0.9.5)
+                                ("stages", [{"style": "vgg", "depth": 1, "width": 0}],
+                                 "spec key 'stages[0].width' must be an integer >= 1, got 0")]:
         spec = {**json.loads(Path(good).read_text()), key: value}
         bad.write_text(json.dumps(spec))
         for args in (["describe", str(bad)], ["zoo", "prune", str(bad), "--ratios", "50", "--out", "pruned"]):
@@ -104,6 +107,11 @@ def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     seeded = runner.invoke(app, ["zoo", "prune", "resnet18", "--ratios", "50", "--seed", "5", "--out", str(tmp_path / "x")])
     assert seeded.exit_code == 1 and not (tmp_path / "x").exists()
     assert str(seeded.exception).startswith("a seed is for method random, got seed 5 with l1")
+    # a pruned spec whose widths name no layer of its base: which network said (the layer alone until 0.9.5)
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({**json.loads(Path(p50).read_text()), "widths": {"nope": 3}}))
+    built = runner.invoke(app, ["describe", str(odd)])
+    assert str(built.exception) == "pruned network resnet18-p50-l1-s0: unknown layer 'nope': not a Conv2d of ResNet"
 
 
 def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel_classes(tmp_path: Path) -> None:

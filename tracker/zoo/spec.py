@@ -75,7 +75,10 @@ class ModelRef:
         if kind == "pruned":
             from tracker.zoo.pruning import build_pruned
 
-            return build_pruned(self.spec).eval()
+            try:
+                return build_pruned(self.spec).eval()
+            except ConfigError as exc:  # which of several networks it was said (until 0.9.5: the layer alone)
+                raise ConfigError(f"pruned network {self.name}: {exc}") from None
         if kind == "module":
             return build_module(self.spec).eval()
         raise ConfigError(f"spec {self.name!r}: unknown kind {kind!r} (expected generated, pruned or module)")
@@ -446,6 +449,13 @@ def read_spec(path: Path) -> dict[str, Any]:
         if key not in spec:
             raise ConfigError(f"{path}: network spec has no {key!r}")
     check_fields(spec, str(path))
+    if spec["kind"] == "generated":  # its keys checked here, where the file is known (unnamed until 0.9.5)
+        from tracker.zoo.generator import validate_spec
+
+        try:
+            validate_spec(spec)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
     return spec
 
 
