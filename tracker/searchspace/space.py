@@ -206,6 +206,8 @@ def load_space(path: Path) -> SearchSpace:
             raise ConfigError(f"{at}.candidates: need one or more, with distinct slug names, got {names}")
         if pos["width"] < 8 or pos["width"] % 8:
             raise ConfigError(f"{at}.width: a multiple of 8, got {pos['width']}")
+        if pos.get("depth", 1) < 1:  # said of a candidate's spec ("stages[0].depth") until 0.9.5
+            raise ConfigError(f"{at}.depth: at least 1, got {pos['depth']}")
         out.append(Position(pos["name"], pos["width"], pos.get("depth", 1), prims))
     if len({p.name for p in out}) != len(out):
         raise ConfigError(f"{where}: position names must be distinct")
