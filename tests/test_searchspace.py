@@ -121,7 +121,7 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     for old, new, message in [("epochs = 1", "epochs = 0", "[accuracy].epochs must be at least 1, got 0"),
                               ("[accuracy]", "[accuracy]\nlearning_rate = -0.5", "[accuracy].learning_rate must be greater than 0"),
                               ("input_size = 16", "input_size = 4", "spec key 'input_size' must be at least 8"),
-                              ("width = 32", "width = 32\ndepth = 0", "positions[0].depth: at least 1, got 0"),
+                              ("width = 32", "width = 32\ndepth = 0", "positions[1].depth: at least 1, got 0"),
                               ("input_size = 16", "input_sise = 16", "unknown key input_sise (known: name, input_size, "
                                "num_classes, activation, stem_channels, enumerate; tables: [[positions]], [accuracy], [latency])")]:
         assert old in SPACE
