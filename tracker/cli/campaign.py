@@ -145,6 +145,7 @@ def loader(
     logger = _dry_run_logger(state(ctx))[0] if dry_run else state(ctx).logger()
     results = run_loader_campaign(logger, path, sweep,
                                   lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
+    interrupted = any(r["status"] == "KILLED" for r in results)
     if fmt is OutputFormat.json:
         emit_json(results)
     else:
@@ -153,8 +154,8 @@ def loader(
         if dry_run:
             typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of "
                        f"{counted(len(results), 'setting')} to measure")
-        elif not any(r["status"] == "KILLED" for r in results):
+        elif not interrupted:
             typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")
-    if any(r["status"] == "KILLED" for r in results):  # status 0 until 0.9.5, as if it had ended
+    if interrupted:  # status 0 until 0.9.5, as if it had ended
         exit_interrupted("interrupted: the settings measured before are kept, and the steps of the one "
                          "interrupted in its run; run the campaign again to go on")

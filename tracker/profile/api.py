@@ -248,6 +248,11 @@ def job_for(p: Planned, rule: Stopping, layers: bool, layer_rule: Stopping | Non
     }
 
 
+def reused_result(logger: RunLogger, existing: RunRecord) -> ProfileResult:
+    """A configuration measured before, reused: said to wait in the outbox where it does."""
+    return ProfileResult(existing, [], reused=True, in_outbox=existing.run_id in logger.outboxed)
+
+
 def has_layers(record: RunRecord) -> bool:
     """Whether a network run was measured with its layers (they add ``sum_of_layers_ms``)."""
     return LAYERS_METRIC in record.metrics
@@ -305,7 +310,7 @@ def measure_planned(
         return None
 
     if reuse and (existing := answered()) is not None:
-        return ProfileResult(existing, [], reused=True, in_outbox=existing.run_id in logger.outboxed)
+        return reused_result(logger, existing)
 
     def log(record: RunRecord, children: list[RunRecord], payload: dict[str, Any]) -> ProfileResult:
         """Log the network run and its layer runs: the campaign on each, the repeat key on the network run."""
@@ -341,7 +346,7 @@ def measure_planned(
         # at once measured everything twice until 0.9.4 (a repeat or a trace is measured again on purpose).
         if ((reuse or (campaign and repeat_key is None and not trace)) and waited_s > WAITED_S
                 and (existing := answered()) is not None):
-            return ProfileResult(existing, [], reused=True, in_outbox=existing.run_id in logger.outboxed)
+            return reused_result(logger, existing)
         start = now_ms()  # measured from when the device was this process's
         traced = None
         with tempfile.TemporaryDirectory(prefix="tracker-trace-") if trace else contextlib.nullcontext() as folder:
