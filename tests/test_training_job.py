@@ -363,7 +363,7 @@ def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> 
     assert r["status"] == "FAILED" and r["reason"] == "bad_input"
     # said once (it read "bad_input: bad_input: ..." until 0.9.1), and not listed as skipped: it was not
     assert r["failure_message"] == f"{bad}: cannot decode image (UnidentifiedImageError: cannot identify image file " \
-        f"'{bad}')" and r["skipped_files"] == []
+        f"'{bad.name}')" and r["skipped_files"] == []
     run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
     assert str(bad) in run.data.tags["tracker.stderr_tail"]
 

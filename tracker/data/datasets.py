@@ -28,6 +28,14 @@ class Bad:
     reason: str
 
 
+def undecodable(path: Path, exc: Exception) -> Bad:
+    """An image its decoder refused, with the decoder's first line: the file said once, by its name
+    in that line (its whole path, said before it, cut the line's end at 120 characters in a deep
+    folder until 0.9.5)."""
+    reason = (str(exc).splitlines() or [""])[0].replace(str(path), path.name)[:120]
+    return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {reason})")
+
+
 def _image(path: Path, size: int) -> Any:
     """Decode, resize, tensor, normalise: the usual torchvision transform."""
     import torch
@@ -66,7 +74,7 @@ class ClassificationFolder:
         except MemoryError:
             raise  # the machine's fault, not the file's: the run fails oom
         except Exception as exc:  # noqa: BLE001 - any decoder failure is this file's fault
-            return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+            return undecodable(path, exc)
         return image, label
 
 
@@ -163,7 +171,7 @@ class Detection:
         except MemoryError:
             raise
         except Exception as exc:  # noqa: BLE001
-            return Bad(str(path), f"cannot decode image ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+            return undecodable(path, exc)
         boxes = torch.tensor([b for b, _ in objects], dtype=torch.float32).reshape(-1, 4) * scale
         return image, {"boxes": boxes, "labels": torch.tensor([lab for _, lab in objects], dtype=torch.int64)}
 
