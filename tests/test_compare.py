@@ -23,6 +23,7 @@ from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
 runner = CliRunner()
 
 
+@pytest.mark.alone  # its verdict compares two measurements (a repeat read 2.3 times the first beside the other worker)
 def test_two_measured_runs_are_compared_on_their_samples(tmp_path: Path) -> None:
     from tracker.profile.stats import summarize
 

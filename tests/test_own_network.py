@@ -376,6 +376,7 @@ def test_a_package_beside_a_network_of_ones_own_is_carried_whole(tmp_path: Path)
     assert sorted(resolve(f"{net}:Net").spec["modules"]) == ["blocks.__init__"]
 
 
+@pytest.mark.alone  # it compares two measurements' latencies
 def test_profile_takes_an_input_size_other_than_the_networks_own(tmp_path: Path) -> None:
     """--input-size: another configuration (its own key and run), named with its size in lists."""
     store = tmp_path / "s"
