@@ -90,10 +90,12 @@ def finite(value: float | None) -> float | None:
 def memory_limit(value: float | None) -> float | None:
     """``--memory-limit-mb``: finite, and at most the largest cap a measurement takes
     (``memcap.MAX_LIMIT_MB``: 1e30 read as a tiny cgroup limit, a false out-of-memory, until 0.9.5)."""
-    from tracker.profile.memcap import MAX_LIMIT_MB
+    if finite(value) is None:
+        return None
+    from tracker.profile.memcap import over_limit
 
-    if finite(value) is not None and value > MAX_LIMIT_MB:
-        raise typer.BadParameter(f"must be at most {MAX_LIMIT_MB:,.0f} MB (1 PiB), got {value:g}")
+    if why := over_limit(value):
+        raise typer.BadParameter(why)
     return value
 
 

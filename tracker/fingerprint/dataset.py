@@ -379,8 +379,8 @@ def _scratch_query(con: Any, runs: Any, descriptions: dict[str, Any], nodes: dic
         con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})
         return con.execute("EXECUTE layer_rows").df()
     except duckdb.OutOfRangeException:  # a traceback until 0.9.5 (8.8e12 FLOPs an input times 2^20 inputs)
-        batches = sorted(set(runs.column("batch_size").to_pylist()))
-        raise FingerprintError(f"at batch size {batches[-1]:,} a network's work (its FLOPs or activations times the "
+        largest = max(runs.column("batch_size").to_pylist())
+        raise FingerprintError(f"at batch size {largest:,} a network's work (its FLOPs or activations times the "
                                "batch) is past what a 64-bit whole number holds: predict a smaller batch size") from None
     finally:
         con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network

@@ -118,10 +118,10 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
 
 def check_limit_mb(where: str, label: str, value: float) -> None:
     """A ConfigError where a memory cap is past the largest one a measurement takes."""
-    from tracker.profile.memcap import MAX_LIMIT_MB
+    from tracker.profile.memcap import over_limit
 
-    if value > MAX_LIMIT_MB:
-        raise ConfigError(f"{where}: {label} must be at most {MAX_LIMIT_MB:,.0f} MB (1 PiB), got {value:g}")
+    if why := over_limit(value):
+        raise ConfigError(f"{where}: {label} {why}")
 
 
 def check_counts(where: str, label: str, values: list[Any]) -> list[int]:
@@ -441,6 +441,14 @@ def check_campaign(c: Campaign, shard: tuple[int, int] = (1, 1)) -> None:
         planned_kind()
 
 
+def run_entry(network: str, batch_size: int, phase: str, device: str, repeat: int, result: Any,
+              **extra: Any) -> dict[str, Any]:
+    """A run a campaign logged, as its JSON lists it: where the run waits in the outbox, said so."""
+    return {"network": network, "batch_size": batch_size, "phase": phase, "device": device, "repeat": repeat,
+            "status": result.network.status, "run_id": result.network.run_id, **extra,
+            **({"in_outbox": True} if result.in_outbox else {})}
+
+
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                  progress: Callable[[str, Tally], None] | None = None, dry_run: bool = False) -> Tally:
     """Measure every configuration of shard ``shard`` not measured before, round after round;
@@ -543,10 +551,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                                               repeat_key=repeat_key, trace=tracing)
                     except KeyboardInterrupt as exc:  # the network kept without its layers is counted
                         if (kept := getattr(exc, "kept", None)) is not None:
-                            tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase,
-                                               "device": device, "repeat": r, "status": kept.network.status,
-                                               "run_id": kept.network.run_id, "without_layers": True,
-                                               **({"in_outbox": True} if kept.in_outbox else {})})
+                            tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, kept, without_layers=True))
                             tally.measured += 1
                         raise
                     if res.reused:  # measured by another process while this one waited for the device
@@ -555,9 +560,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         if progress:
                             progress(label, tally)
                         continue
-                    tally.runs.append({"network": p.spec.model, "batch_size": bs, "phase": phase, "device": device,
-                                       "repeat": r, "status": res.network.status, "run_id": res.network.run_id,
-                                       **({"in_outbox": True} if res.in_outbox else {})})
+                    tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, res))
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)

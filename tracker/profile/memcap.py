@@ -53,6 +53,12 @@ CAP_TAG = "tracker.memory_cap"
 #: is a count of bytes the kernel reads as a 64-bit number, and 1e30 MB read as a tiny one (every
 #: run an instant false out-of-memory until 0.9.5).
 MAX_LIMIT_MB = float(2**30)
+
+
+def over_limit(limit_mb: float) -> str | None:
+    """What is wrong with a cap past :data:`MAX_LIMIT_MB` (the option's and the files' words), None
+    for one within it."""
+    return f"must be at most {MAX_LIMIT_MB:,.0f} MB (1 PiB), got {limit_mb:g}" if limit_mb > MAX_LIMIT_MB else None
 RESIDENT = "resident"
 ADDRESS_SPACE = "address-space"
 DEVICE = "device"
