@@ -380,6 +380,8 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     summed = runner.invoke(app, ["sql", "SELECT $bs + 1 AS b", "--param", "bs=1"])  # text in arithmetic: a cast named
     assert summed.exit_code == 1 and str(summed.exception).startswith("Binder Error: Could not choose a best candidate")
     assert str(summed.exception).endswith("(a --param is text: cast it where a number is meant, $bs::INTEGER)")
+    two = runner.invoke(app, ["sql", "SELECT $a + 1 AS x, $b AS y", "--param", "b=1", "--param", "a=2"])
+    assert str(two.exception).endswith("(a --param is text: cast it where a number is meant, $NAME::INTEGER)")
     cast = runner.invoke(app, ["sql", "SELECT $bs::INTEGER + 1 AS b", "--param", "bs=1", "--format", "json"])
     assert json.loads(cast.output) == [{"b": 2}]
 

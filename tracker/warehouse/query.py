@@ -50,7 +50,8 @@ def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
         if isinstance(exc, duckdb.Error):
             line = _parameter_line(str(exc)) or first_paragraph(str(exc))
             if params and "STRING_LITERAL" in line:  # a --param in arithmetic, which text is not
-                line += f" (a --param is text: cast it where a number is meant, ${next(iter(params))}::INTEGER)"
+                name = next(iter(params)) if len(params) == 1 else "NAME"  # the one given, else no guess at which
+                line += f" (a --param is text: cast it where a number is meant, ${name}::INTEGER)"
             raise QueryError(line) from None
         raise
     finally:
