@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tracker.cli.app import app
 from tracker.describe.features import node_rows
 from tracker.describe.graph import Description
-from tracker.imports.perf4sight import read_configs, read_descriptions
+from tracker.imports.perf4sight import read_configs, read_descriptions, records
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "perf4sight-tx2"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/datasets/perf4sight-tx2 is not beside this checkout")
@@ -29,6 +29,18 @@ def test_reading_collapses_duplicates_and_keeps_failures() -> None:
     assert len(configs[dup].latency) > 1
     failed = next(k for k, rows in raw.items() if all(r["passed"] == "False" for r in rows))
     assert configs[failed].latency == [] and configs[failed].latency_failed >= 1
+
+
+def test_duplicates_collapsed_counts_every_repeated_row() -> None:
+    rows, configs = 0, set()
+    for kind in ("latency", "memory"):
+        for path in (DATA / kind).glob("*-gt.csv"):
+            with path.open() as fh:
+                for row in csv.DictReader(fh, delimiter="|"):
+                    rows += 1
+                    configs.add((kind, path.name, row["bs"]))
+    _, stats = records(DATA)
+    assert stats["duplicates_collapsed"] == rows - len(configs) > 200  # failed repeats too (99 until 0.9.6)
 
 
 def test_imported_descriptions_have_the_same_rows_as_traced_ones() -> None:

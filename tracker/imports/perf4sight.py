@@ -215,7 +215,9 @@ def records(folder: Path, capacities_mb: set[float] | None = None) -> tuple[list
     for (network, bs), c in sorted(configs.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         desc = descriptions.get(network)
         model_hash = desc.description_hash if desc else f"unknown:{network}"
-        stats["duplicates_collapsed"] += max(0, len(c.latency) - 1) + max(0, len(c.memory) - 1)
+        # every repeated row of a file, passed or failed (until 0.9.6 only repeated passed rows counted)
+        stats["duplicates_collapsed"] += (max(0, len(c.latency) + c.latency_failed - 1)
+                                          + max(0, len(c.memory) + c.memory_failed - 1))
         metrics: dict[str, float] = {}
         if c.latency:
             metrics["latency_ms"] = statistics.median(c.latency)
