@@ -203,3 +203,36 @@ def test_folds_fitted_side_by_side_predict_as_folds_fitted_one_at_a_time(monkeyp
     for name, pred in one_at_a_time.items():
         assert np.all(pred > 0) and np.array_equal(pred, side_by_side[name]), name
     assert not np.array_equal(one_at_a_time["lgbm"], one_at_a_time["extra_trees"])
+
+
+def test_scikit_learn_models_fit_one_at_a_time_beside_the_other_folds() -> None:
+    """scikit-learn changes the process's warning filters around each tree's task; two of its fits
+    on two fold threads could leave them empty. Its fits and predictions take turns."""
+    import threading
+    import time
+
+    from tracker.fingerprint.train import OneAtATime, extra_trees
+
+    inside, most = [0], [0]
+    count = threading.Lock()
+
+    class Slow:
+        def fit(self, x: object, y: object) -> None:
+            with count:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            time.sleep(0.05)
+            with count:
+                inside[0] -= 1
+
+        def predict(self, x: object) -> None:
+            self.fit(x, None)
+
+    models = [OneAtATime(Slow()) for _ in range(4)]
+    threads = [threading.Thread(target=lambda m=m: m.fit(None, None).predict(None)) for m in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1
+    assert isinstance(extra_trees(), OneAtATime)
