@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -122,18 +123,28 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _cell(value: Any) -> Any:
+    """A CSV cell: NaN and infinities as ``nan``, ``inf`` and ``-inf``, as DuckDB's own CSV export
+    (``warehouse export``) writes them and pandas reads them back (until 0.9.6 an empty cell, read
+    back as a value that is absent); the rest as :func:`_plain` makes it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if value != value else "inf" if value > 0 else "-inf"
+    value = _plain(value)
+    return json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
+
+
 def render(table: Any, fmt: str) -> str:
-    """A result as JSON (a list of objects) or CSV."""
-    columns = [[_plain(v) for v in column.to_pylist()] for column in table.columns]
-    rows = list(zip(*columns)) if columns else []
-    if fmt == "json":
-        return json.dumps([dict(zip(table.column_names, row)) for row in rows], indent=2, default=str) + "\n"
+    """A result as JSON (a list of objects; NaN and infinities null) or CSV."""
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf)
         writer.writerow(table.column_names)
-        writer.writerows([[json.dumps(v, default=str) if isinstance(v, (dict, list)) else v for v in row] for row in rows])
+        writer.writerows(zip(*[[_cell(v) for v in column.to_pylist()] for column in table.columns]))
         return buf.getvalue()
+    columns = [[_plain(v) for v in column.to_pylist()] for column in table.columns]
+    rows = list(zip(*columns)) if columns else []
+    if fmt == "json":
+        return json.dumps([dict(zip(table.column_names, row)) for row in rows], indent=2, default=str) + "\n"
     raise ValueError(fmt)
 
 
