@@ -112,6 +112,9 @@ def test_an_out_of_memory_batch_is_drawn_on_the_line_of_its_own_memory_cap() -> 
     assert picture.run_ids == ["r6"]  # logged on the runs it draws (the 60 MB line has none)
     assert lines[1]["latency_ci_rel"][2] == 10.3  # batch 4, measured beside other work: ringed when drawn
     assert picture.draw(*picture.args)[:8] == b"\x89PNG\r\n\x1a\n"
+    # a picture of failures alone, no batch fitted under any cap (a matplotlib traceback, no report, until 0.9.6)
+    alone = picture.draw(title, lines[:1])
+    assert alone[:8] == b"\x89PNG\r\n\x1a\n" and len(alone) > 1000
     con.execute("DELETE FROM oom_boundary WHERE memory_limit_mb = 60")
     (picture,) = batch_pictures(con)
     title, lines = picture.args

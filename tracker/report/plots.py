@@ -123,14 +123,26 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     ticks = sorted(sizes)
     if len(ticks) > 12:  # many sizes: powers of two only
         ticks = [t for t in ticks if t & (t - 1) == 0] or ticks[::max(1, len(ticks) // 8)]
+    measured = {ax_lat: any(v is not None for line in lines for v in line["latency_ms"]),
+                ax_mem: any(v is not None for line in lines for v in line["peak_mem_mb"])}
     for ax, what in ((ax_lat, "latency per iteration (ms)"), (ax_mem, "peak memory (MB)")):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        if not measured[ax]:  # only failures (no batch fitted under a cap): a log axis of nothing was a
+            # matplotlib traceback, and no report, until 0.9.6
+            ax.set_ylim(1, 10)
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(NullLocator())
+            ax.yaxis.set_minor_locator(NullLocator())
+            ax.text(0.5, 0.5, "no batch size ran", transform=ax.transAxes, ha="center", va="center", fontsize=9,
+                    color="0.4")
+        else:
+            ax.set_yscale("log")
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
-        _least_span(ax)
-        _plain_log_labels(ax)
+        if measured[ax]:
+            _least_span(ax)
+            _plain_log_labels(ax)
         ax.set(xlabel="batch size", ylabel=what)
         ax.grid(alpha=0.3, which="both")
     ax_lat.set_title(title, fontsize=10 if len(title) <= 60 else 8)
