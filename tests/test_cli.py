@@ -825,3 +825,27 @@ def test_a_network_quantized_to_int8_is_a_number_format_of_its_own(tmp_path: Pat
                                              "--dry-run", "--format", "json"]).stdout)
     assert sorted((c["phase"], c["dtype"]) for c in planned["configurations"]) == [
         ("inference", "float32"), ("inference", "int8"), ("training", "float32")]
+
+
+def test_runs_list_shows_a_failures_message_as_it_is_and_reads_past_mlflows_page(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed run's message with brackets in it was read as Rich markup: ``[/]`` a MarkupError's
+    traceback, ``[enforce fail at ...]`` gone as a tag (until 0.9.6). And ``--limit`` past MLflow's
+    50,000 a search is read page by page (50,000 itself was refused as "the search")."""
+    import tracker.log.inspect as inspect
+    from tests.conftest import network_record
+
+    store = tmp_path / "store"
+    with RunLogger(str(store), "cli") as logger:
+        records = [network_record("resnet18", bs) for bs in (1, 2, 3)]
+        records[0].fail("crash", "Traceback ...\nRuntimeError: [/] boom [bold]x [enforce fail at alloc_cpu.cpp:127]")
+        logger.log(records)
+    table = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network"])
+    assert table.exit_code == 0, table.output
+    assert "RuntimeError: [/] boom [bold]x [enforce fail at alloc_cpu.cpp:127]" in table.stdout
+    monkeypatch.setattr(inspect, "SEARCH_MOST", 2)  # pages of two runs
+    for limit, shown, more in ((2, 2, True), (3, 3, False), (50_000, 3, False)):
+        listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network",
+                                     "--limit", str(limit), "--format", "json"])
+        assert listed.exit_code == 0, listed.output
+        assert len(json.loads(listed.stdout)) == shown and ("has more" in listed.stderr) == more

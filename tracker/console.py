@@ -5,15 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 
-def wide_console(min_width: int, stderr: bool = False) -> Any:
+def wide_console(min_width: int, stderr: bool = False, markup: bool = False) -> Any:
     """A rich Console: a terminal's own width, or at least ``min_width`` columns where the output
     is a log file, a pipe or CI (rich assumes 80 there and would cut or wrap a wide table); there
-    a line of text longer than that stays one line (soft wrap), as grep and a log reader want it."""
+    a line of text longer than that stays one line (soft wrap), as grep and a log reader want it.
+    What it prints is shown as it is, unless ``markup``: a table's cells are data (a failure's
+    message with ``[/]`` in it was a MarkupError's traceback in ``runs list`` until 0.9.6, and
+    ``[enforce fail at alloc_cpu.cpp:127]`` vanished from it as a tag)."""
     from rich.console import Console
 
-    console = Console(stderr=stderr, highlight=False)
+    plain = {"highlight": False, "markup": markup, "emoji": markup}
+    console = Console(stderr=stderr, **plain)
     if not console.is_terminal:
-        console = Console(stderr=stderr, highlight=False, width=max(console.width, min_width), soft_wrap=True)
+        console = Console(stderr=stderr, width=max(console.width, min_width), soft_wrap=True, **plain)
     return console
 
 

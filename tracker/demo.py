@@ -141,6 +141,8 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
              to_stderr: bool = False) -> dict[str, Any]:
     """Run the whole flow; returns what it printed as data (for tests and ``--format json``,
     which prints the running commentary on stderr)."""
+    from rich.text import Text
+
     from tracker.console import wide_console
 
     from tracker.log.logger import RunLogger
@@ -160,7 +162,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     started = time.monotonic()
     steps: dict[str, float] = {}
     summary: dict[str, Any] = {"store": uri, "experiment": EXPERIMENT, "warehouse": str(warehouse)}
-    console.print(f"[bold]tracker demo[/]: store {uri}, experiment {EXPERIMENT!r}")
+    console.print(Text.assemble(("tracker demo", "bold"), f": store {uri}, experiment {EXPERIMENT!r}"))
     plan, note = for_this_machine(plan)
     if note:
         console.print(f"  {note}")
@@ -365,6 +367,8 @@ def _next_steps(console: Any, unseen: list[Unseen], batch_size: int, pair: tuple
     """What to try next, each command's words at ``NEXT_COLUMN``; ``pair``: a network and two of its
     runs (ids) to compare; ``memory``: whether a memory fingerprint was learnt (``--largest-batch``
     needs one)."""
+    from rich.text import Text
+
     example = unseen[0].name if unseen and unseen[0].origin == "zoo" else "resnet50"
     steps = [("tracker ui", "browse the runs: experiment 'demo', layer runs nested under their network,"),
              ("", "Models tab: fingerprints with their 'champion' alias"),
@@ -386,4 +390,4 @@ def _next_steps(console: Any, unseen: list[Unseen], batch_size: int, pair: tuple
             lines += [f"  {command}", " " * (NEXT_COLUMN + 2) + words]
         else:
             lines.append(f"  {command:<{NEXT_COLUMN}}{words}".rstrip())
-    console.print("\n[bold]Next[/]\n" + "\n".join(lines), highlight=False)
+    console.print(Text.assemble("\n", ("Next", "bold"), "\n" + "\n".join(lines)))

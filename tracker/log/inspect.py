@@ -38,11 +38,15 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
     return info
 
 
+#: The most runs MLflow returns from one search (``max_results``); more are read page by page.
+SEARCH_MOST = 50_000
+
+
 def _count(client: Any, experiment_id: str, flt: str = "") -> int:
-    """How many runs of the experiment the filter matches, counted page by page (50,000 a page)."""
+    """How many runs of the experiment the filter matches, counted page by page (SEARCH_MOST a page)."""
     total, token = 0, None
     while True:
-        page = client.search_runs([experiment_id], filter_string=flt, max_results=50000, page_token=token)
+        page = client.search_runs([experiment_id], filter_string=flt, max_results=SEARCH_MOST, page_token=token)
         total += len(page)
         token = page.token
         if not token:
@@ -84,9 +88,17 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
                        + ([f"attributes.status = '{status.upper()}'"] if status else [])
                        + ([f"{where.strip()}"] if where and where.strip() else []))
     client = MlflowClient(logger.location.uri)
+    runs: list[Any] = []
+    token = None
     try:
-        runs = client.search_runs([logger.experiment.experiment_id], filter_string=flt, max_results=limit,
-                                  order_by=[order_by.strip()] if order_by else NEWEST_FIRST)
+        while len(runs) < limit:  # in pages of at most MLflow's most (a --limit of 50000 was refused until 0.9.6)
+            page = client.search_runs([logger.experiment.experiment_id], filter_string=flt,
+                                      max_results=min(SEARCH_MOST, limit - len(runs)),
+                                      order_by=[order_by.strip()] if order_by else NEWEST_FIRST, page_token=token)
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
     except MlflowException as exc:
         # the one MLflow names, where both were given ("--where or --order-by" until 0.9.4)
         given = [x for x, value in (("--where", where), ("--order-by", order_by)) if value]
@@ -160,7 +172,7 @@ def layer_runs(client: Any, experiment_id: str, run_id: str) -> list[Any]:
     from tracker.log.record import KIND_TAG, PARENT_TAG
 
     found = client.search_runs([experiment_id], f"tags.`{PARENT_TAG}` = '{run_id}' AND tags.`{KIND_TAG}` = 'layer' "
-                               "AND attributes.status = 'FINISHED'", max_results=50000)
+                               "AND attributes.status = 'FINISHED'", max_results=SEARCH_MOST)
     return sorted(found, key=lambda r: int(r.data.params.get("layer_index", 0)))
 
 
