@@ -488,6 +488,9 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
          "error: Invalid value for '--memory-limit-mb': must be at most 1,073,741,824 MB (1 PiB), got 1e+30"),
         # 0 as 4096: tracker's line and status 1 (click's "Input should be greater than or equal to 1", 2, until 0.9.5)
         (["profile", "network", "resnet18", "--threads", "0"], 1, "error: --threads 0: expected a whole number from 1 to"),
+        # before a store and an experiment are made (after, until 0.9.6)
+        *[(["--tracking-uri", "fresh", "-e", "new", "profile", command, "squeezenet1_1", "--threads", "4096"], 1,
+           "error: --threads 4096: expected a whole number from 1 to") for command in ("network", "layers", "boundary")],
         (["profile", "network", "resnet18", "--device", "cuda:0"], 1,
          "device 'cuda' (cuda:0) is not available on this machine (no CUDA GPU)"),
         # cuda:N is taken as campaigns take it, and refused where this machine lacks it (on a

@@ -55,17 +55,20 @@ MemLimitOption = Annotated[
 
 
 def _check(model: str, device: str, input_size: int | None = None, phase: Phase = Phase.inference,
-           dtype: Dtype = Dtype.float32) -> None:
+           dtype: Dtype = Dtype.float32, threads: int | None = None) -> None:
     """Bad input is refused before the store is opened (a typo creates nothing); then the zygote
     starts, its imports overlapping the store's opening."""
     from tracker.profile import zygote_client
     from tracker.profile.api import describe_early
     from tracker.profile.device import check_device
+    from tracker.profile.modes import validate_threads
     from tracker.profile.network import check_format
     from tracker.zoo import resolve
 
     model_ref = resolve(model)
     check_device(device)
+    if threads is not None:  # refused after the store and the experiment were made, until 0.9.6
+        validate_threads(threads)
     check_format(dtype.value, phase.value, device)  # int8 in training: before the store, as plan says it
     zygote_client.prestart()
     describe_early(model_ref, input_size)  # one of your own, or at another size: while the zygote imports, before the store
@@ -251,7 +254,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
-    _check(model, device, input_size, phase, dtype)
+    _check(model, device, input_size, phase, dtype, threads)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap, min_samples=min_samples)
     layer_rule = rule.for_layers()
     result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device,
@@ -337,7 +340,7 @@ def boundary(
     from tracker.profile.api import find_boundary
     from tracker.profile.stats import Stopping
 
-    _check(model, device, input_size, phase, dtype)
+    _check(model, device, input_size, phase, dtype, threads)
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
                            phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
                            search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value,
