@@ -618,6 +618,12 @@ def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(
     again = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "own", model="own.py:Small")),
                             "--format", "json").stdout)
     assert again["reused"] and again["run_id"] == r["run_id"]
+    # the same code in another folder: the same job (another job, and another network, until 0.9.6)
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "own.py").write_text(OWN)
+    moved = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path / "copy", "own", model="own.py:Small",
+                                                                  data=str(tmp_path / "cls"))), "--format", "json").stdout)
+    assert moved["reused"] and moved["run_id"] == r["run_id"]
     (tmp_path / "own.py").write_text(OWN.replace("stride=2", "stride=1"))  # other code: another job
     changed = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "own", model="own.py:Small")),
                               "--format", "json").stdout)

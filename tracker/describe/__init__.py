@@ -47,6 +47,16 @@ def spec_json(network_spec: dict[str, Any] | None) -> str | None:
     return None if network_spec is None else json.dumps(network_spec, sort_keys=True)
 
 
+def unplaced(network_spec: Any) -> Any:
+    """A spec without where its files lay (a network of one's own's ``file``, at any depth: a pruned
+    one's ``base_spec`` too): what was measured, whichever folder its code was in."""
+    if isinstance(network_spec, dict):
+        return {k: unplaced(v) for k, v in network_spec.items() if k != "file"}
+    if isinstance(network_spec, list):
+        return [unplaced(v) for v in network_spec]
+    return network_spec
+
+
 @lru_cache(maxsize=256)
 def described_json(name: str, network_spec_json: str | None, input_size: int) -> tuple[str, str, str]:
     """(network name, description hash, description JSON) of a zoo network (``network_spec_json``

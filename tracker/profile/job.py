@@ -89,10 +89,10 @@ class JobConfig:
         defaults = {f.name: f.default for f in fields(self) if f.name in MODE_FIELDS}
         body = {k: str(v) for k, v in asdict(self).items()
                 if k not in ("source", "step_timeout_s", "network_spec") and not (k in defaults and v == defaults[k])}
-        if self.network_spec is not None:  # the network as read, not the name of its file (zoo jobs keep their keys)
-            from tracker.describe import spec_json
+        if self.network_spec is not None:  # the network as read, not the name of its file (zoo jobs keep their keys),
+            from tracker.describe import spec_json, unplaced  # nor its folder (an unedited copy was another job until 0.9.6)
 
-            body["network_spec"] = hashlib.sha256(spec_json(self.network_spec).encode()).hexdigest()
+            body["network_spec"] = hashlib.sha256(spec_json(unplaced(self.network_spec)).encode()).hexdigest()
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -356,10 +356,10 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     num_classes = len(dataset.classes) + (1 if detection else 0)
     if cfg.network_spec is None:
         model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
-    else:  # the network as read (its code, for one of your own), at the job's size
-        from tracker.describe import spec_json
+    else:  # the network as read (its code, for one of your own, wherever its file is), at the job's size
+        from tracker.describe import spec_json, unplaced
 
-        model_hash = hashlib.sha256(f"{spec_json(cfg.network_spec)}:{cfg.image_size}".encode()).hexdigest()[:16]
+        model_hash = hashlib.sha256(f"{spec_json(unplaced(cfg.network_spec))}:{cfg.image_size}".encode()).hexdigest()[:16]
     # the device mode the job runs in, as for networks (threads: torch's default unless the job sets them)
     mode_id = ensure_mode_logged(logger, cfg.device, cfg.threads or None, cfg.allocator)
     record = RunRecord(kind="training", name=f"{cfg.model_name} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
