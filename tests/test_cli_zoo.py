@@ -64,6 +64,7 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                          ("./resnet18", "network spec ./resnet18 does not exist"),  # the zoo's until 0.9.4
                          (str(tmp_path), f"network spec {tmp_path} is a folder, not a file"),
                          ("nets", "network spec nets is a folder, not a file"),
+                         ("/dev/null", "network spec /dev/null is not a regular file"),  # "does not exist" until 0.9.6
                          ("", "no network named (an empty name): give a zoo name, a spec file or FILE.py:NAME")]:
         result = runner.invoke(app, ["describe", ref])
         assert result.exit_code != 0 and str(result.exception).startswith(message), result.exception
@@ -79,7 +80,8 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                                 ("base", None, "spec key 'base' must name the network pruned, got None"),
                                 # a generated network's own keys, its file named too (unnamed until 0.9.5)
                                 ("stages", [{"style": "vgg", "depth": 1, "width": 0}],
-                                 "spec key 'stages[0].width' must be an integer >= 1, got 0")]:
+                                 "spec key 'stages[0].width' must be an integer >= 1, got 0"),
+                                ("kind", "bogus", "unknown kind 'bogus' (expected generated, pruned or module)")]:
         spec = {**json.loads(Path(good).read_text()), key: value}
         bad.write_text(json.dumps(spec))
         for args in (["describe", str(bad)], ["zoo", "prune", str(bad), "--ratios", "50", "--out", "pruned"]):
@@ -112,6 +114,31 @@ def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     odd.write_text(json.dumps({**json.loads(Path(p50).read_text()), "widths": {"nope": 3}}))
     built = runner.invoke(app, ["describe", str(odd)])
     assert str(built.exception) == "pruned network resnet18-p50-l1-s0: unknown layer 'nope': not a Conv2d of ResNet"
+    # widths of none, or lacking a layer, measured the unpruned layers under the pruned name, and any ratio was
+    # read (until 0.9.6)
+    whole = json.loads(Path(p50).read_text())
+    lacking = {k: v for k, v in whole["widths"].items() if k != "layer1.0.conv1"}
+    for change, message in (({"widths": {}}, f"{odd}: spec key 'widths' must map each convolution of the base to its "
+                                              "channels (whole numbers >= 1), got {}"),
+                            ({"ratio": 150}, f"{odd}: spec key 'ratio' must be a number in [0, 1), got 150"),
+                            ({"widths": lacking}, "pruned network resnet18-p50-l1-s0: widths lack 1 of the base's 20 "
+                                                  "convolutions (layer1.0.conv1 first): a pruned spec gives each its channels")):
+        odd.write_text(json.dumps({**whole, **change}))
+        refused = runner.invoke(app, ["describe", str(odd)])
+        assert refused.exit_code == 1 and str(refused.exception) == message, refused.exception
+    # a network with no convolution, an empty --ratios entry, a file as --out: one line, nothing written (until
+    # 0.9.6: a spec written, the entry passed over, "Not a directory: afile.txt")
+    (tmp_path / "flat.py").write_text("import torch\n\n\ndef net():\n    return torch.nn.Sequential(torch.nn.Flatten())\n")
+    (tmp_path / "afile.txt").write_text("")
+    for args, message in (([f"{tmp_path}/flat.py:net", "--ratios", "50", "--out", str(tmp_path / "y")],
+                           "flat.net has no convolution (Conv2d) to prune: pruning removes convolutions' filters"),
+                          (["resnet18", "--ratios", "0,,50", "--out", str(tmp_path / "y")],
+                           "--ratios '0,,50': an empty entry (two commas together, or one at an end)"),
+                          (["resnet18", "--ratios", "50", "--out", str(tmp_path / "afile.txt")],
+                           f"--out {tmp_path / 'afile.txt'}: {tmp_path / 'afile.txt'} is a file, not a folder")):
+        refused = runner.invoke(app, ["zoo", "prune", *args])
+        assert refused.exit_code == 1 and str(refused.exception) == message, refused.exception
+    assert not (tmp_path / "y").exists()
 
 
 def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel_classes(tmp_path: Path) -> None:

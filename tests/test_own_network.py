@@ -215,6 +215,7 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     (tmp_path / "channels.py").write_text("INPUT_CHANNELS = 0\ndef f():\n    pass\n")
     (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\ndef f():\n    pass\n")
     (tmp_path / "sum.py").write_text("INPUT_SIZE = 2 * 16\ndef f():\n    pass\n")  # "at least 8" until 0.9.5
+    (tmp_path / "minus.py").write_text("INPUT_SIZE = -3\ndef f():\n    pass\n")  # "an expression" until 0.9.6
     (tmp_path / "pair.py").write_text("INPUT_SIZE, INPUT_CHANNELS = 28, 1\ndef f():\n    pass\n")  # passed over
     # a parser at its top level reads no argument of tracker's (it read them, and ended tracker: usage, exit 2)
     (tmp_path / "script.py").write_text("import argparse\nfrom torch import nn\nparser = argparse.ArgumentParser()\n"
@@ -235,6 +236,8 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
                                  "got 'large'",
         f"{tmp_path}/channels.py:f": f"network file {tmp_path}/channels.py: INPUT_CHANNELS should be a whole number of "
                                      "channels, at least 1, got 0",
+        f"{tmp_path}/minus.py:f": f"network file {tmp_path}/minus.py: INPUT_SIZE should be a whole number of pixels, at least "
+                                  "8, got -3",
         f"{tmp_path}/sum.py:f": f"network file {tmp_path}/sum.py: INPUT_SIZE should be a number written out (INPUT_SIZE = 32), "
                                 "not an expression: tracker reads the file, it does not run it, to plan a measurement",
         f"{tmp_path}/pair.py:f": f"network file {tmp_path}/pair.py: INPUT_CHANNELS is set in a way tracker does not read "

@@ -26,6 +26,13 @@ OutOption = Annotated[Optional[Path], typer.Option("--out", help="Folder for the
 
 def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
     if out is not None:
+        from tracker.errors import ConfigError
+
+        # a file where the folder or one above it should be: "Not a directory: afile.txt" until 0.9.6
+        there = next((p for p in (out, *out.parents) if p.exists()), None)
+        if there is not None and not there.is_dir():
+            raise ConfigError(f"--out {out}: {there} is a file, not a folder" if there == out else
+                              f"--out {out}: {there} is a file, so no folder can be made under it")
         return out
     exp = state(ctx).experiment
     return Path("experiments") / (default_name if exp == "Default" else exp) / "networks"
@@ -73,8 +80,11 @@ def _ratios(text: str) -> list[float]:
     from tracker.errors import ConfigError
     from tracker.zoo.pruning import ratios_from_percentages
 
+    items = text.split(",")
+    if text.strip() and not all(t.strip() for t in items):  # passed over without a word until 0.9.6
+        raise ConfigError(f"--ratios {text!r}: an empty entry (two commas together, or one at an end)")
     try:
-        values = [float(t) for t in text.split(",") if t.strip()]
+        values = [float(t) for t in items if t.strip()]
     except ValueError:
         raise ConfigError(f"--ratios takes percentages separated by commas, e.g. 0,10,50; got {text!r}") from None
     return ratios_from_percentages(values, "--ratios")

@@ -759,7 +759,10 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
 
         raise not_images(ref, "pruning follows the channels of networks of images")
     size = 224 if ref.spec is None else ref.input_size  # a zoo name: as its specs always were
-    pruned = prune(ref.build(), ratio, method, seed, input_size=size, in_channels=ref.in_channels)
+    base = ref.build()
+    if not width_map(base):  # "wrote 1 pruned spec" of a network with nothing to prune until 0.9.6
+        raise ConfigError(f"{ref.name} has no convolution (Conv2d) to prune: pruning removes convolutions' filters")
+    pruned = prune(base, ratio, method, seed, input_size=size, in_channels=ref.in_channels)
     spec: dict[str, Any] = {
         "format": FORMAT,
         "kind": "pruned",
@@ -794,7 +797,22 @@ def build_pruned(spec: dict[str, Any]) -> nn.Module:
         from tracker.zoo.spec import spec_ref
 
         ref = spec_ref(spec["base_spec"])
-        return apply_widths(ref.build(), spec["widths"], spec.get("method", "l1"), spec.get("seed", 0),
+        base = ref.build()
+        _check_covered(base, spec["widths"])
+        return apply_widths(base, spec["widths"], spec.get("method", "l1"), spec.get("seed", 0),
                             input_size=ref.input_size, in_channels=ref.in_channels)
     model = build_model(spec["base"])
+    _check_covered(model, spec["widths"])
     return apply_widths(model, spec["widths"], spec.get("method", "l1"), spec.get("seed", 0))
+
+
+def _check_covered(model: nn.Module, widths: Any) -> None:
+    """A pruned spec names every convolution of its base, as ``pruned_spec`` writes it: one it
+    lacks was left unpruned without a word until 0.9.6 (a spec's ``widths`` of none measured the
+    whole network under the pruned one's name)."""
+    convs = width_map(model)
+    if not isinstance(widths, dict) or any(name not in convs for name in widths):
+        return  # a layer it does not have is said by apply_widths
+    if missing := [name for name in convs if name not in widths]:
+        raise ConfigError(f"widths lack {len(missing)} of the base's {len(convs)} convolutions "
+                          f"({missing[0]} first): a pruned spec gives each its channels")

@@ -155,14 +155,16 @@ def module_spec(ref: str) -> dict[str, Any]:
     def whole(key: str, default: int, least: int, what: str) -> int:
         if key not in assigned:
             return default
-        value = assigned[key]
-        if not isinstance(value, ast.Constant):  # 2*16: the file is read to plan, not run ("at least 8" until 0.9.5)
+        try:  # a literal, -3 too (said to be an expression until 0.9.6)
+            value = ast.literal_eval(assigned[key])
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # 2*16: the file is read to plan,
+            # not run ("at least 8" until 0.9.5)
             raise ConfigError(f"network file {path}: {key} should be a number written out ({key} = 32), not an "
-                              "expression: tracker reads the file, it does not run it, to plan a measurement")
-        if not (type(value.value) is int and value.value >= least):
+                              "expression: tracker reads the file, it does not run it, to plan a measurement") from None
+        if not (type(value) is int and value >= least):
             raise ConfigError(f"network file {path}: {key} should be a whole number of {what}, at least {least}, "
-                              f"got {value.value!r}")
-        return value.value
+                              f"got {value!r}")
+        return value
 
     size = whole("INPUT_SIZE", DEFAULT_INPUT_SIZE, 8, "pixels")
     channels = whole("INPUT_CHANNELS", 3, 1, "channels")
@@ -449,6 +451,16 @@ def read_spec(path: Path) -> dict[str, Any]:
         if key not in spec:
             raise ConfigError(f"{path}: network spec has no {key!r}")
     check_fields(spec, str(path))
+    if spec["kind"] not in ("generated", "pruned", "module"):  # said without the file until 0.9.6
+        raise ConfigError(f"{path}: unknown kind {spec['kind']!r} (expected generated, pruned or module)")
+    if spec["kind"] == "pruned":  # a ratio of 150 or widths of none were read as a pruned network until 0.9.6
+        ratio, widths = spec.get("ratio", 0.0), spec.get("widths")
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
+            raise ConfigError(f"{path}: spec key 'ratio' must be a number in [0, 1), got {ratio!r}")
+        if not isinstance(widths, dict) or not widths or any(
+                isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths.values()):
+            raise ConfigError(f"{path}: spec key 'widths' must map each convolution of the base to its channels "
+                              f"(whole numbers >= 1), got {widths!r:.80}")
     if spec["kind"] == "generated":  # its keys checked here, where the file is known (unnamed until 0.9.5)
         from tracker.zoo.generator import validate_spec
 
@@ -500,7 +512,9 @@ def resolve(ref: str) -> ModelRef:
         raise ConfigError(f"{ref} is a Python file: name the callable of it that builds the network, {ref}:NAME")
     if names_a_file(ref) or path.is_file() or (path.is_dir() and ref not in all_models()):
         if not path.is_file():
-            raise ConfigError(f"network spec {ref} {'is a folder, not a file' if path.is_dir() else 'does not exist'}")
+            why = ("is a folder, not a file" if path.is_dir() else "is not a regular file (a device, a pipe)"
+                   if path.exists() else "does not exist")  # /dev/null "does not exist" until 0.9.6
+            raise ConfigError(f"network spec {ref} {why}")
         return spec_ref(read_spec(path))
     check_model_name(ref)
     return ModelRef(ref, default_input_size(ref))
