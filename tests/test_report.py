@@ -80,6 +80,16 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
     assert [line["label"] for line in lines] == ["squeezenet1_1 64 px", "squeezenet1_1 224 px"]
     assert [line["batch_sizes"] for line in lines] == [[1, 2], [1, 2, 4]] and ", mode cpu-t1" in title
 
+    # where the report cannot write its page, or is given no folder: one line before anything is drawn (until
+    # 0.9.6: said after the pictures were written; "" wrote into the current folder)
+    other = tmp_path / "other"
+    (other / "index.html").mkdir(parents=True)
+    for where, message in ((str(other), f"{other / 'index.html'} is a folder: the report writes its index.html there"),
+                           ("", "no folder named: give the folder to write the pictures into")):
+        refused = runner.invoke(app, [*base, "report", where, "--no-load", "--warehouse", str(tmp_path / "w.duckdb")])
+        assert refused.exit_code == 1 and str(refused.exception).startswith(message), refused.exception
+    assert [p.name for p in other.iterdir()] == ["index.html"]
+
 
 def test_an_out_of_memory_batch_is_drawn_on_the_line_of_its_own_memory_cap() -> None:
     """squeezenet1_1 trained under a 60 MB cap (batch 1 ran out of memory) and a 300 MB cap (1 to 64
@@ -109,6 +119,7 @@ def test_an_out_of_memory_batch_is_drawn_on_the_line_of_its_own_memory_cap() -> 
         (1, 60.0, 0), (128, 300.0, 7)], lines
     assert "cap" not in title and [line["label"] for line in lines] == ["squeezenet1_1, cap +60 MB",
                                                                         "squeezenet1_1, cap +300 MB"]
+    assert " for 1 network (2 lines)," in picture.caption  # "for 2 networks" until 0.9.6
     assert picture.run_ids == ["r6"]  # logged on the runs it draws (the 60 MB line has none)
     assert lines[1]["latency_ci_rel"][2] == 10.3  # batch 4, measured beside other work: ringed when drawn
     assert picture.draw(*picture.args)[:8] == b"\x89PNG\r\n\x1a\n"

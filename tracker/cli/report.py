@@ -14,16 +14,20 @@ from tracker.console import counted
 
 def report(
     ctx: typer.Context,
-    folder: Annotated[Path, typer.Argument(help="Folder to write the PNG files and index.html into.")],
+    folder_text: Annotated[str, typer.Argument(metavar="FOLDER", help="Folder to write the PNG files and index.html into.")],
     warehouse: WarehouseOption = None,
     load: Annotated[bool, typer.Option("--load/--no-load", help="Load new runs into the warehouse first.")] = True,
     log: Annotated[bool, typer.Option("--log/--no-log", help="Also log each picture on the run it describes.")] = True,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Draw latency/memory vs batch size, layer breakdowns, fingerprint accuracy, data waits and Pareto frontiers."""
+    from tracker.errors import ConfigError
     from tracker.report.build import build_report, report_counts
     from tracker.settings import resolve_location, warehouse_path
 
+    if not folder_text.strip():  # "" was the current folder, written into (until 0.9.6)
+        raise ConfigError("no folder named: give the folder to write the pictures into (. for this one)")
+    folder = Path(folder_text)
     location = resolve_location(state(ctx).tracking_uri)
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
     if load:

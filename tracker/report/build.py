@@ -46,6 +46,8 @@ from tracker.errors import StoreError, TrackerError
 MAX_LAYER_PLOTS = 40
 #: In the report folder: each picture's key and the runs it was logged on (see the module's doc).
 MANIFEST = ".tracker-report.json"
+#: The page that lists the pictures.
+INDEX = "index.html"
 MANIFEST_FORMAT = 1
 
 
@@ -89,7 +91,7 @@ class Report:
         drawn = sum(p.drawn for p in self.pictures)
         return {"folder": str(self.folder), "pictures": len(self.pictures), "by_kind": kinds, "drawn": drawn,
                 "unchanged": len(self.pictures) - drawn, "removed": self.removed, "logged": self.logged,
-                "index": str(self.folder / "index.html"), "log_errors": self.log_errors}
+                "index": str(self.folder / INDEX), "log_errors": self.log_errors}
 
 
 def slug(text: str) -> str:
@@ -197,7 +199,12 @@ def batch_pictures(con: Any) -> list[Picture]:
                  + (f", {next(iter(sizes))} px" if len(sizes) == 1 and next(iter(sizes)) else "")
                  + (f", {_cap_words(next(iter(caps)))}" if len(caps) == 1 and next(iter(caps)) is not None else ""))
         path = f"batch/{slug(fam)}-{phase}-{slug(device)}.png"
-        caption = (f"{title}: latency and peak memory against batch size for {counted(len(members), 'network')}"
+        # networks counted once, and lines apart where one network has several (another cap, size or mode;
+        # "for 2 networks" of one network with and without a cap until 0.9.6)
+        named = {m[0].model for m in members}
+        drawn = counted(len(named), "network") + ("" if len(members) == len(named) else
+                                                   f" ({counted(len(members), 'line')})")
+        caption = (f"{title}: latency and peak memory against batch size for {drawn}"
                    + (", out-of-memory batches marked" if any(l["oom_batch"] for l in lines) else ""))
         # One file; on MLflow, on the largest-batch run of each network of the family.
         pictures.append(Picture(path, caption, [chain[-1]["run_id"] for _, chain in members if chain], batch_scaling_png,
@@ -307,7 +314,7 @@ def write_index(folder: Path, pictures: list[Picture]) -> None:
                   f"<figcaption>{html.escape(p.caption)}</figcaption></figure>" for p in mine]
     if not pictures:
         parts.append("<p>Nothing to draw yet: measure something, then run tracker report again.</p>")
-    (folder / "index.html").write_text("\n".join(parts) + "\n")
+    (folder / INDEX).write_text("\n".join(parts) + "\n")
 
 
 def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = True) -> Report:
@@ -326,6 +333,9 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
             raise StoreError(moved_message(location, old[0]) + " (or draw without logging: --no-log)")
     if folder.exists() and not folder.is_dir():
         raise TrackerError(f"{folder} exists and is not a folder")
+    for name in (MANIFEST, INDEX):  # found once the pictures were drawn (until 0.9.6)
+        if (folder / name).is_dir():
+            raise TrackerError(f"{folder / name} is a folder: the report writes its {name} there; move it away")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
