@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.test_cli import run_cli
+from tests.test_cli import in_process, run_cli
 from tracker.cli.app import app
 from tracker.errors import ConfigError
 from tracker.profile.mapping import GenerateOptions, generate, layer_count, parse_mapping, validate
@@ -174,3 +174,23 @@ def test_a_workload_that_runs_out_of_memory_fails_alone(tmp_path: Path, monkeypa
     assert all(n["inf_count"] > 0 for n in results[1]["networks"])
     run = MlflowClient(logger.location.uri).get_run(results[0]["run_id"])
     assert run.info.status == "FAILED" and run.data.params["batch_size"] == "4"
+
+
+def one_line(args: list[str], cwd: Path) -> str:
+    """``tracker ARGS`` in this process, refused: its one line of stderr (status 1, nothing on stdout)."""
+    proc = in_process(args, cwd)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and not proc.stdout, (args, proc.returncode, proc.stdout, proc.stderr)
+    return lines[0]
+
+
+def test_a_mapping_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe[")  # a traceback (UnicodeDecodeError) until 0.9.6
+    line = one_line(["--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--file", "bin.json", "--duration", "0.5",
+                     "--warmup", "0"], tmp_path)
+    assert line == ("error: bin.json: not UTF-8 text (byte 0: b'\\xff'); a mapping file is JSON, as "
+                    "`tracker mapping generate --out` writes")
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + b'[{"networks": [{"model": "squeezenet1_1", "split": 3, '
+                                        b'"devices": ["cpu", "tpu"]}]}]')  # an editor's mark is read past
+    assert "unknown device 'tpu'" in one_line(["mapping", "run", "--file", "bom.json"], tmp_path)
+    assert not (tmp_path / "runs").exists()

@@ -94,9 +94,12 @@ def _read_file(path: Path) -> list[Mapping]:
     from tracker.profile.mapping import from_json
 
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8-sig"))  # an editor's byte-order mark read past
     except OSError as exc:
         raise ConfigError(f"cannot read mapping file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:  # a traceback until 0.9.6
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
+                          "a mapping file is JSON, as `tracker mapping generate --out` writes") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(data, list):
