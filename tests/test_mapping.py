@@ -194,3 +194,28 @@ def test_a_mapping_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
                                         b'"devices": ["cpu", "tpu"]}]}]')  # an editor's mark is read past
     assert "unknown device 'tpu'" in one_line(["mapping", "run", "--file", "bom.json"], tmp_path)
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_mapping_file_says_what_runs(tmp_path: Path) -> None:
+    from tracker.profile.mapping import from_json
+
+    net = {"model": "squeezenet1_1", "split": 66, "devices": ["cpu", "cpu"], "layers": 66}
+    # what `generate --out` writes is read back; its "mapping" in either form (whole: short or long)
+    for text in ("squeezenet1_1@66:cpu>cpu", "squeezenet1_1:cpu"):
+        assert from_json({"networks": [net], "mapping": text}, "m.json[0]").compact() == "squeezenet1_1@66:cpu>cpu"
+    # unknown keys and a "mapping" that says other than "networks": passed over without a word until 0.9.6
+    for data, message in [({"networks": [net | {"speed": 9}]},
+                           "network 1 (squeezenet1_1): unknown key 'speed' (known: model, split, devices, layers)"),
+                          ({"networks": [net], "speed": 9, "Mapping": "x"},
+                           "unknown keys 'speed', 'Mapping' (known: networks, mapping)"),
+                          ({"networks": [net], "mapping": "resnet18:cpu"},
+                           "\"mapping\" 'resnet18:cpu' disagrees with \"networks\" (squeezenet1_1@66:cpu>cpu): the "
+                           "networks are what runs; make the two agree, or leave \"mapping\" out"),
+                          ({"networks": [net], "mapping": "squeezenet1_1@3:cpu>cpu"}, "disagrees with \"networks\""),
+                          ({"networks": [net], "mapping": 3}, "\"mapping\" should be the networks' compact form")]:
+        with pytest.raises(ConfigError) as info:
+            from_json(data, "m.json[0]")
+        assert str(info.value).startswith("m.json[0]: ") and message in str(info.value), (data, str(info.value))
+    (tmp_path / "m.json").write_text(json.dumps([{"networks": [net | {"speed": 9}]}]))
+    assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == (
+        "error: m.json[0]: network 1 (squeezenet1_1): unknown key 'speed' (known: model, split, devices, layers)")

@@ -127,10 +127,13 @@ def from_json(data: Any, where: str) -> Mapping:
     shape = f"{where}: a mapping should be {{\"networks\": [{{\"model\", \"split\", \"devices\": [a, b]}}]}}"
     if not isinstance(data, dict) or not isinstance(data.get("networks"), list):
         raise ConfigError(shape)
+    _known_keys(data, MAPPING_KEYS, where)  # passed over without a word until 0.9.6
     nets = []
     for k, n in enumerate(data["networks"], 1):
         if not isinstance(n, dict) or not {"model", "split", "devices"} <= set(n):
             raise ConfigError(shape)
+        named = f" ({n['model']})" if isinstance(n["model"], str) and n["model"].strip() else ""
+        _known_keys(n, NETWORK_KEYS, f"{where}: network {k}{named}")
         model, split, devices = n["model"], n["split"], n["devices"]
         if not isinstance(model, str) or not model.strip():
             raise ConfigError(f"{where}: network {k}: model should name a network, got {model!r}")
@@ -141,7 +144,34 @@ def from_json(data: Any, where: str) -> Mapping:
             raise ConfigError(f"{where}: network {k} ({model}): devices should be two device names [first, second], "
                               f"got {devices!r}")
         nets.append(NetMapping(model, split, (devices[0], devices[1])))
-    return Mapping(tuple(nets))
+    mapping = Mapping(tuple(nets))
+    if "mapping" in data:  # what `generate --out` writes beside the networks: it must say the same (read by no one until 0.9.6)
+        text = data["mapping"]
+        if not isinstance(text, str):
+            raise ConfigError(f"{where}: \"mapping\" should be the networks' compact form (as `tracker mapping generate "
+                              f"--out` writes it), got {text!r}")
+        try:
+            said = parse_mapping(text)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: \"mapping\": {exc}") from None
+        if said != mapping:
+            raise ConfigError(f"{where}: \"mapping\" {text!r} disagrees with \"networks\" ({mapping.compact()}): the "
+                              "networks are what runs; make the two agree, or leave \"mapping\" out")
+    return mapping
+
+
+#: the keys of a mapping in a file and of each of its networks (``layers``, ``mapping``: what
+#: ``generate --out`` writes beside them, for a reader)
+MAPPING_KEYS = ("networks", "mapping")
+NETWORK_KEYS = ("model", "split", "devices", "layers")
+
+
+def _known_keys(data: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    """One line naming the keys of ``data`` that are not ``known``, and the known ones."""
+    unknown = [key for key in data if key not in known]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                          f"(known: {', '.join(known)})")
 
 
 def _check_model(model: str) -> bool:
