@@ -219,3 +219,12 @@ def test_a_mapping_file_says_what_runs(tmp_path: Path) -> None:
     (tmp_path / "m.json").write_text(json.dumps([{"networks": [net | {"speed": 9}]}]))
     assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == (
         "error: m.json[0]: network 1 (squeezenet1_1): unknown key 'speed' (known: model, split, devices, layers)")
+
+
+def test_mapping_run_options_are_checked_before_any_note(tmp_path: Path) -> None:
+    import os
+
+    # one line, the note that every stage runs on cpu not said first (two lines until 0.9.6)
+    for value in ("0", "-1", str((os.cpu_count() or 1) + 1)):
+        line = one_line(["mapping", "run", "--mapping", "squeezenet1_1:cpu", "--threads", value], tmp_path)
+        assert line.startswith(f"error: --threads {value}: expected a whole number from 1 to"), line

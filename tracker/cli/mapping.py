@@ -135,7 +135,10 @@ def run(
 
     Workloads already measured are skipped, so an interrupted run resumes."""
     from tracker.profile.mapping import Workload, generate as draw, parse_mapping, validate
+    from tracker.profile.modes import validate_threads
 
+    if threads is not None:  # before any note is said (refused after "no CUDA GPU ...", two lines, until 0.9.6)
+        validate_threads(threads)
     gpu = _gpu()
     notes = ["no CUDA GPU on this machine: every stage runs on cpu"] if not gpu else []
     if mapping or file:
