@@ -228,3 +228,15 @@ def test_mapping_run_options_are_checked_before_any_note(tmp_path: Path) -> None
     for value in ("0", "-1", str((os.cpu_count() or 1) + 1)):
         line = one_line(["mapping", "run", "--mapping", "squeezenet1_1:cpu", "--threads", value], tmp_path)
         assert line.startswith(f"error: --threads {value}: expected a whole number from 1 to"), line
+
+
+def test_generate_out_that_cannot_be_written_is_one_line_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "mf").mkdir()
+    (tmp_path / "afile").write_text("")
+    args = ["mapping", "generate", "--models", "squeezenet1_1", "--single"]
+    # "error: Is a directory: mf" after the note, not naming --out, until 0.9.6
+    assert one_line([*args, "--out", "mf"], tmp_path) == "error: --out mf is a folder: give a file name (e.g. mf/mappings.json)"
+    assert one_line([*args, "--out", "afile/m.json"], tmp_path) == (
+        "error: --out afile/m.json: cannot write the mappings (Not a directory: afile)")
+    written = in_process([*args, "--out", "new/m.json"], tmp_path)
+    assert written.returncode == 0 and json.loads((tmp_path / "new" / "m.json").read_text())[0]["mapping"] in written.stdout

@@ -73,15 +73,21 @@ def generate(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Draw mappings at random from a seed (nothing is measured)."""
+    from tracker.errors import ConfigError, os_reason
     from tracker.profile.mapping import generate as draw
 
     opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
+    if out is not None and out.is_dir():  # before the draw (after its note, as "error: Is a directory: mf", until 0.9.6)
+        raise ConfigError(f"--out {out} is a folder: give a file name (e.g. {out / 'mappings.json'})")
     mappings = draw(opts, _gpu())
-    _say(opts.notes)
     data = [m.to_json() | {"mapping": m.compact()} for m in mappings]
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(data, indent=2) + "\n")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:  # the file system's words alone, not naming --out, until 0.9.6
+            raise ConfigError(f"--out {out}: cannot write the mappings ({os_reason(exc)})") from None
+    _say(opts.notes)  # once the mappings are written: a refusal is its one line
     if fmt is OutputFormat.json:
         emit_json(data)
     else:
