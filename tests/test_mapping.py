@@ -240,3 +240,21 @@ def test_generate_out_that_cannot_be_written_is_one_line_naming_it(tmp_path: Pat
         "error: --out afile/m.json: cannot write the mappings (Not a directory: afile)")
     written = in_process([*args, "--out", "new/m.json"], tmp_path)
     assert written.returncode == 0 and json.loads((tmp_path / "new" / "m.json").read_text())[0]["mapping"] in written.stdout
+
+
+def test_a_bad_network_is_named_as_it_was_given(tmp_path: Path) -> None:
+    from tracker.profile.mapping import from_json
+
+    # as typed (its compact form, mobilenet_v3_small@157:tpu>tpu, until 0.9.6)
+    for typed, said in [("mobilenet_v3_small:tpu", "unknown device 'tpu' (known: cpu, cuda, cuda:N)"),
+                        ("squeezenet1_1@3:cpu>cuda:0", "device cuda is not available on this machine (no CUDA GPU)"),
+                        ("squeezenet1_1@999:cpu", "split index 999 is out of range for squeezenet1_1 (0..66, its 66 layers)")]:
+        with pytest.raises(ConfigError) as info:
+            validate(parse_mapping(f"squeezenet1_1:cpu,{typed}"), gpu=False)
+        assert str(info.value) == f"mapping entry {typed!r}: {said}"
+    with pytest.raises(ConfigError) as info:  # a file's network by its place
+        validate(from_json({"networks": [{"model": "squeezenet1_1", "split": 3, "devices": ["cpu", "tpu"]}]}, "m.json[0]"), gpu=False)
+    assert str(info.value) == "m.json[0]: network 1 (squeezenet1_1): unknown device 'tpu' (known: cpu, cuda, cuda:N)"
+    assert parse_mapping("squeezenet1_1:cpu") == parse_mapping("squeezenet1_1@66:cpu>cpu")  # where it was given is no part of it
+    assert one_line(["mapping", "run", "--mapping", "squeezenet1_1:tpu"], tmp_path) == (
+        "error: mapping entry 'squeezenet1_1:tpu': unknown device 'tpu' (known: cpu, cuda, cuda:N)")

@@ -41,6 +41,10 @@ class NetMapping:
     model: str
     split: int
     devices: tuple[str, str]
+    #: where the network was given, as its errors name it: what the user typed (``mapping entry
+    #: 'resnet18:tpu'``) or its place in a file (``m.json[0]: network 1 (resnet18)``); "" for a
+    #: drawn one (its compact form). Not part of its identity.
+    given: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:  # one name per device: cuda:0 is cuda, in its key as in its compact form
         object.__setattr__(self, "devices", tuple(canonical_device(d) for d in self.devices))
@@ -48,6 +52,12 @@ class NetMapping:
     def compact(self, model: str | None = None) -> str:
         """``model@split:first>second``; ``model``: another name for the network (a key's identity)."""
         return f"{model or self.model}@{self.split}:{self.devices[0]}>{self.devices[1]}"
+
+    @property
+    def label(self) -> str:
+        """The network as an error names it: as given, else its compact form (always that until 0.9.6,
+        ``mobilenet_v3_small@157:tpu>tpu`` for a typed ``mobilenet_v3_small:tpu``)."""
+        return self.given or self.compact()
 
 
 @dataclass(frozen=True)
@@ -94,14 +104,15 @@ def parse_net(text: str) -> NetMapping:
                           "stages at most (device>device)")
     first, _, second = devs.partition(">")
     devices = (first, second or first)
+    given = f"mapping entry {text.strip()!r}"
     if not at:  # the whole network on one device
         _check_model(model)
-        return NetMapping(model, layer_count(model), devices)
+        return NetMapping(model, layer_count(model), devices, given)
     try:
         split = int(split_text)
     except ValueError:
         raise ConfigError(f"mapping entry {text!r}: split index {split_text!r} is not a whole number") from None
-    return NetMapping(model, split, devices)
+    return NetMapping(model, split, devices, given)
 
 
 def parse_mapping(text: str) -> Mapping:
@@ -143,7 +154,7 @@ def from_json(data: Any, where: str) -> Mapping:
                 or not all(isinstance(d, str) and d.strip() for d in devices)):
             raise ConfigError(f"{where}: network {k} ({model}): devices should be two device names [first, second], "
                               f"got {devices!r}")
-        nets.append(NetMapping(model, split, (devices[0], devices[1])))
+        nets.append(NetMapping(model, split, (devices[0], devices[1]), f"{where}: network {k} ({model})"))
     mapping = Mapping(tuple(nets))
     if "mapping" in data:  # what `generate --out` writes beside the networks: it must say the same (read by no one until 0.9.6)
         text = data["mapping"]
@@ -268,12 +279,12 @@ def validate(mapping: Mapping, gpu: bool) -> None:
         _check_model(net.model)
         for d in net.devices:
             if d not in DEVICES and not (d.startswith("cuda:") and d[5:].isdigit()):
-                raise ConfigError(f"{net.compact()}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
+                raise ConfigError(f"{net.label}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
             if d.startswith("cuda") and not gpu:
-                raise ConfigError(f"{net.compact()}: device {d} is not available on this machine (no CUDA GPU)")
+                raise ConfigError(f"{net.label}: device {d} is not available on this machine (no CUDA GPU)")
         n = layer_count(net.model)
         if not 0 <= net.split <= n:
-            raise ConfigError(f"{net.compact()}: split index {net.split} is out of range for {net.model} "
+            raise ConfigError(f"{net.label}: split index {net.split} is out of range for {net.model} "
                               f"(0..{n}, its {n} layers)")
 
 
