@@ -258,3 +258,15 @@ def test_a_bad_network_is_named_as_it_was_given(tmp_path: Path) -> None:
     assert parse_mapping("squeezenet1_1:cpu") == parse_mapping("squeezenet1_1@66:cpu>cpu")  # where it was given is no part of it
     assert one_line(["mapping", "run", "--mapping", "squeezenet1_1:tpu"], tmp_path) == (
         "error: mapping entry 'squeezenet1_1:tpu': unknown device 'tpu' (known: cpu, cuda, cuda:N)")
+
+
+def test_a_whole_network_short_or_long_is_one_workload() -> None:
+    from tracker.profile.mapping import Workload
+
+    # the README's `model:cpu` is what generate writes as `model@N:cpu>cpu` (its layer count): one key
+    short, long = parse_mapping("squeezenet1_1:cpu"), parse_mapping("squeezenet1_1@66:cpu>cpu")
+    assert short.compact() == long.compact() == "squeezenet1_1@66:cpu>cpu"
+    assert Workload(short).key_fields("cpu-t1") == Workload(long).key_fields("cpu-t1")
+    whole = generate(GenerateOptions(models=["squeezenet1_1"], single=True, max_split=0), False)[0].networks[0]
+    assert whole.compact() == f"squeezenet1_1@{layer_count('squeezenet1_1')}:cpu>cpu"
+    assert "the same as model:cpu" in " ".join(runner.invoke(app, ["mapping", "generate", "--help"]).output.split())

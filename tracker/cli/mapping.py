@@ -72,7 +72,9 @@ def generate(
     out: Annotated[Optional[Path], typer.Option("--out", help="Write the mappings to this JSON file (for `mapping run --file`).")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
-    """Draw mappings at random from a seed (nothing is measured)."""
+    """Draw mappings at random from a seed (nothing is measured).
+
+    A network run whole is written model@N:cpu>cpu, N its layer count: the same as model:cpu."""
     from tracker.errors import ConfigError, os_reason
     from tracker.profile.mapping import generate as draw
 
