@@ -270,3 +270,19 @@ def test_a_whole_network_short_or_long_is_one_workload() -> None:
     whole = generate(GenerateOptions(models=["squeezenet1_1"], single=True, max_split=0), False)[0].networks[0]
     assert whole.compact() == f"squeezenet1_1@{layer_count('squeezenet1_1')}:cpu>cpu"
     assert "the same as model:cpu" in " ".join(runner.invoke(app, ["mapping", "generate", "--help"]).output.split())
+
+
+def test_a_workload_runs_at_most_max_nets_networks(tmp_path: Path) -> None:
+    from tracker.profile.mapping import MAX_NETS, from_json
+
+    # one workload of ~50,000 networks was drawn, and any number given was taken, until 0.9.6
+    assert one_line(["mapping", "generate", "--num-nets-range", "2", "100000", "--models", "mobilenet_v3_small,squeezenet1_1"],
+                    tmp_path) == (f"error: --num-nets-range 2 100000: a workload runs at most {MAX_NETS} networks at once "
+                                  "(all in one child, a thread each: more share the device too thinly to be measured)")
+    assert len(generate(GenerateOptions(models=["squeezenet1_1"], num_nets=(MAX_NETS, MAX_NETS), max_split=0), False)[0].networks) == MAX_NETS
+    many = ",".join(["squeezenet1_1:cpu"] * (MAX_NETS + 1))
+    with pytest.raises(ConfigError, match=rf"^mapping 'squeezenet1_1:cpu,.*\.\.\.': {MAX_NETS + 1} networks; a workload runs at most {MAX_NETS} at once"):
+        validate(parse_mapping(many), gpu=False)
+    net = {"model": "squeezenet1_1", "split": 66, "devices": ["cpu", "cpu"]}
+    with pytest.raises(ConfigError, match=rf"^m.json\[0\]: {MAX_NETS + 1} networks; a workload runs at most"):
+        validate(from_json({"networks": [net] * (MAX_NETS + 1)}, "m.json[0]"), gpu=False)

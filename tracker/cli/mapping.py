@@ -21,7 +21,7 @@ EXPERIMENT = "multi-dnn"
 
 SeedOption = Annotated[int, typer.Option(help="Seed of the draw: the same options and seed give the same mappings.")]
 NumNetsOption = Annotated[Optional[tuple[int, int]], typer.Option(
-    "--num-nets-range", help="Fewest and most networks per workload (default: 2 6).")]
+    "--num-nets-range", help="Fewest and most networks per workload (default: 2 6; at most 32, all run at once in one child).")]
 ModelsOption = Annotated[Optional[str], typer.Option(help="Comma list of zoo models to draw from (default: the classification models that fit the device).")]
 PrioritiesOption = Annotated[str, typer.Option("--device-priorities", help="Weights of cpu and cuda for each stage, e.g. 0.4,0.6.")]
 SetsOption = Annotated[int, typer.Option(min=1, help="Sets of networks to draw.")]

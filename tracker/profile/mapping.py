@@ -31,6 +31,10 @@ from tracker.profile.device import canonical_device
 
 DEVICES = ("cpu", "cuda")
 DEFAULT_NUM_NETS = (2, 6)
+#: the most networks a workload runs at once: all are built and traced in its one measuring child,
+#: each runs in a thread of its own, and past a few dozen each has too thin a share of the cores
+#: (or the GPU's streams) to finish inferences in a window; a draw of 50,000 was taken until 0.9.6
+MAX_NETS = 32
 #: a model "fits" when its float32 weights, times the most networks of a workload, take at
 #: most this share of the device's memory (activations and the other stages need the rest)
 FIT_SHARE = 0.25
@@ -63,6 +67,8 @@ class NetMapping:
 @dataclass(frozen=True)
 class Mapping:
     networks: tuple[NetMapping, ...]
+    #: where it was given, as an error names it (``m.json[0]``, ``mapping 'resnet18:cpu,...'``); not part of it
+    given: str = field(default="", compare=False, repr=False)
 
     def compact(self) -> str:
         return ",".join(n.compact() for n in self.networks)
@@ -129,7 +135,8 @@ def parse_mapping(text: str) -> Mapping:
         k = next(i for i, part in enumerate(parts) if not part.strip())
         raise ConfigError(f"mapping {text!r}: entry {k + 1} of {len(parts)} is empty (two commas together, or one "
                           "at an end)")
-    return Mapping(tuple(parse_net(part) for part in parts if part.strip()))
+    shown = text if len(text) <= 60 else text[:57] + "..."
+    return Mapping(tuple(parse_net(part) for part in parts if part.strip()), f"mapping {shown!r}")
 
 
 def from_json(data: Any, where: str) -> Mapping:
@@ -155,7 +162,7 @@ def from_json(data: Any, where: str) -> Mapping:
             raise ConfigError(f"{where}: network {k} ({model}): devices should be two device names [first, second], "
                               f"got {devices!r}")
         nets.append(NetMapping(model, split, (devices[0], devices[1]), f"{where}: network {k} ({model})"))
-    mapping = Mapping(tuple(nets))
+    mapping = Mapping(tuple(nets), where)
     if "mapping" in data:  # what `generate --out` writes beside the networks: it must say the same (read by no one until 0.9.6)
         text = data["mapping"]
         if not isinstance(text, str):
@@ -275,6 +282,9 @@ def validate(mapping: Mapping, gpu: bool) -> None:
     """One clear error for an unknown model or device, a split out of range, or CUDA without a GPU."""
     if not mapping.networks:
         raise ConfigError("a mapping needs at least one network")
+    if len(mapping.networks) > MAX_NETS:  # taken, however many, until 0.9.6
+        raise ConfigError(f"{mapping.given or 'a mapping'}: {len(mapping.networks)} networks; a workload runs at most "
+                          f"{MAX_NETS} at once (all in one child, a thread each: more share the device too thinly to be measured)")
     for net in mapping.networks:
         _check_model(net.model)
         for d in net.devices:
@@ -307,6 +317,9 @@ class GenerateOptions:
         lo, hi = self.num_nets
         if lo < 1 or hi < lo:
             raise ConfigError(f"--num-nets-range {lo} {hi}: need 1 <= A <= B")
+        if hi > MAX_NETS:  # one workload of ~50,000 networks was drawn until 0.9.6
+            raise ConfigError(f"--num-nets-range {lo} {hi}: a workload runs at most {MAX_NETS} networks at once (all in "
+                              "one child, a thread each: more share the device too thinly to be measured)")
         if self.sets < 1 or self.samples < 1:
             raise ConfigError("--sets and --samples must be at least 1")
         if self.max_split is not None and self.max_split < 0:
