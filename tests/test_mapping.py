@@ -286,3 +286,20 @@ def test_a_workload_runs_at_most_max_nets_networks(tmp_path: Path) -> None:
     net = {"model": "squeezenet1_1", "split": 66, "devices": ["cpu", "cpu"]}
     with pytest.raises(ConfigError, match=rf"^m.json\[0\]: {MAX_NETS + 1} networks; a workload runs at most"):
         validate(from_json({"networks": [net] * (MAX_NETS + 1)}, "m.json[0]"), gpu=False)
+
+
+def test_a_timeout_that_cannot_cover_the_window_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from tracker.log.logger import RunLogger
+    from tracker.profile.mapping import Workload, run_workloads
+
+    # taken, then each workload a FAILED run of reason timeout, until 0.9.6
+    assert one_line(["--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "squeezenet1_1:cpu",
+                     "--duration", "30", "--timeout", "5"], tmp_path) == (
+        "error: --timeout 5: cannot cover --warmup 2 + --duration 30 = 32 s, let alone the child's start-up: give more, "
+        "or leave it out (default: 120 + 3 x (warm-up + duration) = 216 s)")
+    assert not (tmp_path / "runs").exists()
+    logger = RunLogger(str(tmp_path / "lib"), experiment="multi-dnn")
+    m = parse_mapping("squeezenet1_1:cpu")
+    with pytest.raises(ConfigError, match=r"^--timeout 3: cannot cover --warmup 0 \+ --duration 3 = 3 s"):
+        run_workloads(logger, [Workload(m, 1, 0.5, 0.0), Workload(m, 1, 3.0, 0.0)], timeout_s=3)
+    assert logger.measured("mapping", statuses=("FINISHED", "FAILED")) == set()  # not even the first one ran

@@ -136,17 +136,19 @@ def run(
     warmup: Annotated[float, typer.Option("--warmup", min=0.0, callback=finite, help="Seconds of warm-up before sampling.")] = 2.0,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")] = None,
     allocator: AllocatorOption = Allocator.system,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, callback=finite, help="Seconds before a workload's child is killed (default: 120 + 3 x (warm-up + duration)).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=1, callback=finite, help="Seconds before a workload's child is killed, more than warm-up + duration (default: 120 + 3 x (warm-up + duration)).")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Run each mapping's networks at once for --duration after --warmup; one mapping run per workload.
 
     Workloads already measured are skipped, so an interrupted run resumes."""
     from tracker.profile.mapping import Workload, generate as draw, parse_mapping, validate
+    from tracker.profile.mapping import check_timeout
     from tracker.profile.modes import validate_threads
 
     if threads is not None:  # before any note is said (refused after "no CUDA GPU ...", two lines, until 0.9.6)
         validate_threads(threads)
+    check_timeout(timeout, duration, warmup)  # each workload a FAILED run of reason timeout until 0.9.6
     gpu = _gpu()
     notes = ["no CUDA GPU on this machine: every stage runs on cpu"] if not gpu else []
     if mapping or file:

@@ -666,6 +666,20 @@ def result_of(record: Any, reused: bool) -> dict[str, Any]:
             "total_throughput_per_s": record.metrics.get("total_throughput_per_s"), "networks": nets}
 
 
+def default_timeout_s(duration_s: float, warmup_s: float) -> float:
+    """A workload's child's time limit unless one is given: start-up, warm-up and window, with room."""
+    return 120.0 + 3 * (duration_s + warmup_s)
+
+
+def check_timeout(timeout_s: float | None, duration_s: float, warmup_s: float) -> None:
+    """Refuse a time limit that cannot cover the warm-up and the window, before anything runs
+    (until 0.9.6 each such workload ran, and was a FAILED run of reason ``timeout``)."""
+    if timeout_s is not None and timeout_s <= warmup_s + duration_s:
+        raise ConfigError(f"--timeout {timeout_s:g}: cannot cover --warmup {warmup_s:g} + --duration {duration_s:g} "
+                          f"= {warmup_s + duration_s:g} s, let alone the child's start-up: give more, or leave it out "
+                          f"(default: 120 + 3 x (warm-up + duration) = {default_timeout_s(duration_s, warmup_s):g} s)")
+
+
 def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | None = None,
                   campaign: str | None = None, on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Each workload in its own child, one ``mapping`` run each; those already measured are skipped."""
@@ -675,6 +689,8 @@ def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | Non
     from tracker.profile.child import run_child
     from tracker.profile.modes import read_mode
 
+    for w in workloads:  # every one before the first is measured
+        check_timeout(timeout_s, w.duration_s, w.warmup_s)
     out = []
     for w in workloads:
         mode_id = read_mode(w.device(), threads=w.threads, allocator=w.allocator).mode_id
@@ -684,7 +700,7 @@ def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | Non
         else:
             ensure_mode_logged(logger, w.device(), w.threads, w.allocator)
             start = now_ms()
-            limit = timeout_s or 120.0 + 3 * (w.duration_s + w.warmup_s)
+            limit = timeout_s or default_timeout_s(w.duration_s, w.warmup_s)
             child = run_child(w.job(), timeout_s=limit, devices={d for n in w.mapping.networks for d in n.devices})
             start += round(1000 * child.device_wait_s)
             failure = None if child.ok else (child.reason or "crash", child.message, child.stderr_tail)
