@@ -430,6 +430,32 @@ def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: st
     assert str(info.value) == f"{path}: {message}"
 
 
+def test_annotation_files_not_utf8_are_one_line_naming_the_file(tmp_path: Path) -> None:
+    """A COCO annotation file saved as latin-1 is refused in one line naming it, as a malformed one
+    is (a UnicodeDecodeError's traceback until 0.9.6), by a loader campaign's dry run too (it said
+    "to measure"); a VOC file so saved is a broken annotation, its file and its byte named."""
+    from tracker.data.datasets import open_dataset
+    from tracker.data.synth import synth
+    from tracker.errors import ConfigError
+
+    synth(tmp_path / "det", "detection", 2, size=64)
+    ann = tmp_path / "det" / "annotations.json"
+    ann.write_bytes(ann.read_text().replace('"circle"', '"circl\u00e9"').encode("latin-1"))
+    at = ann.read_bytes().index(b"\xe9")
+    said = f"{ann}: not a COCO annotation file (not UTF-8 text (byte {at}: b'\\xe9'); JSON is UTF-8 text)"
+    with pytest.raises(ConfigError) as info:
+        open_dataset(tmp_path / "det", "coco", 64)
+    assert str(info.value) == said
+    job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=1, data="det", fmt="coco")
+    planned = _cli(tmp_path / "runs", "campaign", "loader", str(job), "--dry-run")
+    assert planned.exit_code == 1 and said in str(planned.exception) and not planned.stdout, planned.output
+    xml = tmp_path / "det" / "Annotations" / "00000.xml"
+    xml.write_bytes(xml.read_text().replace("</name>", "\u00e9</name>").encode("latin-1"))
+    voc = open_dataset(tmp_path / "det", "voc", 64)
+    assert voc.entries[0][1].startswith("00000.xml: broken annotation (not UTF-8 text (byte "), voc.entries[0]
+    assert "and no encoding declared: not well-formed (invalid token)" in voc.entries[0][1]
+
+
 def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:
     from tracker.data.datasets import open_dataset
     from tracker.data.synth import synth

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.data import FORMATS
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, os_reason
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -96,6 +96,29 @@ def _first_error(objects: list[Box | str]) -> list[Box] | str:
     return errors[0] if errors else objects  # type: ignore[return-value]
 
 
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where text that should be UTF-8 is not: ``not UTF-8 text (byte 1937: b'\\xe9')``."""
+    return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})"
+
+
+def _xml_fault(xml: Path, exc: Exception) -> str:
+    """Why a VOC annotation file could not be read: what the reader said, and where it is not UTF-8
+    text and declares no other encoding (a file saved as latin-1, say), that too (expat's "not
+    well-formed (invalid token)" alone until 0.9.6); a file that cannot be opened, as the file system said it."""
+    if isinstance(exc, OSError):
+        return f"cannot read it: {os_reason(exc)}"
+    if isinstance(exc, ET.ParseError):
+        try:
+            head = xml.read_bytes()
+            head.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            if b"encoding=" not in head[:200]:
+                return f"{_not_utf8(bad)} and no encoding declared: {exc}"
+        except OSError:
+            pass
+    return str(exc)
+
+
 class Detection:
     """Boxes (x0, y0, x1, y1, scaled to the resized image) and 1-based labels per image."""
 
@@ -113,11 +136,16 @@ class Detection:
     def _read_coco(self, root: Path) -> None:
         ann = root / "annotations.json"
         try:
-            data = json.loads(ann.read_text())
+            # its bytes, which json reads as UTF-8 (a byte-order mark read past, UTF-16 and -32 told by it)
+            data = json.loads(ann.read_bytes())
             images = {im["id"]: im for im in data["images"]}
             categories = sorted(data["categories"], key=lambda c: c["id"])
         except FileNotFoundError:
             raise ConfigError(f"{root}: no annotations.json (coco layout: DIR/images/, DIR/annotations.json)") from None
+        except OSError as exc:  # a folder of that name, a file not readable: a traceback until 0.9.6
+            raise ConfigError(f"{ann}: cannot read it ({os_reason(exc)})") from None
+        except UnicodeDecodeError as exc:  # a file saved as latin-1, say: a traceback until 0.9.6
+            raise ConfigError(f"{ann}: not a COCO annotation file ({_not_utf8(exc)}; JSON is UTF-8 text)") from None
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
         self.classes = [c["name"] for c in categories]
@@ -150,8 +178,8 @@ class Detection:
                                                      for k in ("xmin", "ymin", "xmax", "ymax")])
                         for o in tree.iter("object")]
                 parsed.append((images / (tree.findtext("filename") or xml.stem + ".jpg"), xml.name, objs))
-            except (ET.ParseError, AttributeError, TypeError, ValueError) as exc:
-                parsed.append((images / (xml.stem + ".jpg"), xml.name, f"{xml.name}: broken annotation ({exc})"))
+            except (ET.ParseError, AttributeError, TypeError, ValueError, OSError) as exc:
+                parsed.append((images / (xml.stem + ".jpg"), xml.name, f"{xml.name}: broken annotation ({_xml_fault(xml, exc)})"))
         self.classes = sorted({name for _, _, objs in parsed if not isinstance(objs, str) for name, _ in objs})
         for path, source, objs in parsed:
             self.entries.append((path, objs if isinstance(objs, str) else _first_error(

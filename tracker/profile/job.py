@@ -243,6 +243,8 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
     import itertools
 
     base = load_job(path)
+    if dry_run:  # what the first job measured would refuse, said rather than "to measure" (until 0.9.6)
+        job_dataset(base)
     # a value named twice is one setting (measured once but listed, and in a dry run counted, twice until 0.9.3)
     grid = {k: list(dict.fromkeys(sweep.get(k, [getattr(base, k)]))) for k in ("num_workers", "prefetch_factor", "batch_size")}
     done = logger.measured(statuses=("FINISHED",)) if logger is not None else set()
@@ -327,9 +329,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     import math
     import tempfile
 
-    import torch
-
-    from tracker.data.datasets import open_dataset, save_index
+    from tracker.data.datasets import save_index
     from tracker.environment import gpu_tags, threads_tags
     from tracker.log.record import CHILD_NOTE_TAG, FAILURE_MESSAGE_TAG, REPEAT_KEY_TAG, RunRecord
     from tracker.profile.api import ensure_mode_logged
@@ -337,13 +337,8 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     from tracker.profile.memcap import CAP_TAG
     from tracker.zoo import detection_models
 
-    dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)  # ConfigError before any run
+    dataset = job_dataset(cfg)  # ConfigError before any run
     detection = cfg.network_spec is None and cfg.model in detection_models()
-    if detection != (cfg.data_format != "imagefolder"):
-        raise ConfigError(f"model {cfg.model_name} is a {'detection' if detection else 'classification'} model but "
-                          f"[data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} layout")
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
     key = job_config_key(cfg)
     if not again and (measured := logger.find(key, "FINISHED")) is not None:
         return _reused(measured, cfg, logger.location.uri)
@@ -425,6 +420,27 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     if record.status == "FAILED" and message.strip():
         record.tags[FAILURE_MESSAGE_TAG] = message.strip().splitlines()[0][:500]
     return _finish(logger, record, cfg, steps, skipped, end)
+
+
+def job_dataset(cfg: JobConfig) -> Any:
+    """The job's dataset, scanned and its annotations parsed, once what would refuse the job before
+    anything runs is checked: a dataset that cannot be read (an annotation file that is not one, a
+    layout without its files), a model of another task than the dataset's layout, a device this
+    machine lacks. ``run_job`` measures on it; a loader campaign's dry run checks it (until 0.9.6 a
+    dry run said "to measure" of a job that could not run)."""
+    import torch
+
+    from tracker.data.datasets import open_dataset
+    from tracker.zoo import detection_models
+
+    dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
+    detection = cfg.network_spec is None and cfg.model in detection_models()
+    if detection != (cfg.data_format != "imagefolder"):
+        raise ConfigError(f"model {cfg.model_name} is a {'detection' if detection else 'classification'} model but "
+                          f"[data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} layout")
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
+    return dataset
 
 
 def _check_scores(output: Any, classes: int, name: str) -> None:
