@@ -277,6 +277,11 @@ def test_a_job_whose_child_is_killed_fails_alone_and_keeps_its_steps(tmp_path: P
     run = client.get_run(killed["run_id"])
     assert run.data.tags["tracker.failure_reason"] == "killed" and "signal 9" in run.data.tags["tracker.stderr_tail"]
     assert len(client.get_metric_history(killed["run_id"], "step_total_ms")) == 2
+    # its samples end on what ended it, and no stop reason says it ended well (tagged "epochs" until 0.9.6)
+    kept = Path(client.download_artifacts(killed["run_id"], SAMPLES_ARTIFACT, str(tmp_path)))
+    assert read_samples(kept.read_text(), killed["run_id"]).stop_reason == "killed"
+    assert "tracker.stop_reason" not in run.data.tags
+    assert client.get_run(finished["run_id"]).data.tags["tracker.stop_reason"] == "max_steps"
     assert "peak_mem_mb" not in run.data.metrics and "measure_time_s" not in run.data.metrics
     assert client.get_run(finished["run_id"]).data.metrics["peak_mem_mb"] > 0
 
@@ -481,6 +486,7 @@ def test_an_out_of_memory_step_fails_the_run_with_reason_oom(tmp_path: Path) -> 
     assert (r["status"], r["reason"], r["steps"], r["median_step_ms"]) == ("FAILED", "oom", 0, None)
     run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
     assert run.info.status == "FAILED" and run.data.tags["tracker.failure_reason"] == "oom"
+    assert "tracker.stop_reason" not in run.data.tags  # ended before any step: not max_steps (until 0.9.6)
     tail = run.data.tags["tracker.stderr_tail"]
     if run.data.tags["tracker.memory_cap"] == "resident":  # a memory cgroup (tracker.profile.memcap): killed
         assert "at the memory cap (signal 9; the child's memory cgroup counted the kill)" in tail
@@ -532,6 +538,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     client = MlflowClient(resolve_location(str(runs)).uri)
     run = client.get_run(r["run_id"])
     assert run.info.status == "KILLED" and run.data.tags["tracker.failure_reason"] == "interrupted"
+    assert "tracker.stop_reason" not in run.data.tags  # its samples say "interrupted"; the tag said "epochs" until 0.9.6
     assert len(client.get_metric_history(r["run_id"], "step_total_ms")) == r["steps"]
     assert run.data.metrics["samples_count"] == r["steps"] - 1 and run.data.metrics["warmup_count"] == 1
     if command == "campaign loader":

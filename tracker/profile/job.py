@@ -40,8 +40,6 @@ TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_w
 DATA = {"path": str, "format": str, "image_size": int, "on_error": str}
 #: The [training] settings that make the CPU mode; left out of a job's digest at their defaults.
 MODE_FIELDS = ("threads", "allocator")
-#: Why a job's samples end where it ended well: its epochs or ``max_steps`` ran out.
-JOB_STOP_REASON = "steps"
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 #: Steps at a job's start left out of its statistics and samples (kept as their warm-up): the set-up.
 WARMUP_STEPS = 1
@@ -361,8 +359,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                                              f"p{cfg.prefetch_factor} · {cfg.device}",
                        params={**cfg.params(), "model_hash": model_hash, "mode": mode_id},
                        tags={"tracker.job": "training", "tracker.job_config": cfg.source,
-                             "tracker.job_digest": cfg.digest(), "tracker.source": "measured",
-                             "tracker.stop_reason": "max_steps" if cfg.max_steps else "epochs"},
+                             "tracker.job_digest": cfg.digest(), "tracker.source": "measured"},
                        description=f"Training job of {cfg.model_name} on {cfg.data_path} ({cfg.data_format}), "
                                    "each step split into data wait, copy, forward, backward and optimizer.",
                        key_fields=job_key_fields(cfg))
@@ -674,8 +671,12 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics
     from tracker.profile.stats import summarize
 
-    if cfg.max_steps and len(steps) < cfg.max_steps and record.status == "FINISHED":
-        record.tags["tracker.stop_reason"] = "epochs"  # the data ran out first (it said max_steps until 0.9.1)
+    if record.status == "FINISHED":  # what stopped it: its max_steps, or its data ran out first (epochs)
+        reached = bool(cfg.max_steps) and len(steps) >= cfg.max_steps  # (it said max_steps of those until 0.9.1)
+        record.tags["tracker.stop_reason"] = "max_steps" if reached else "epochs"
+    # A job that did not end so (FAILED, KILLED) has none, as a network's failed run: its samples end on its
+    # tracker.failure_reason. Until 0.9.6 it was tagged as if it had: "epochs" on a Ctrl-C or a killed
+    # child, whose samples said "interrupted" or "killed", "max_steps" on one ended before any step.
     if steps:
         # the first step is the set-up (loader workers start, the allocator and the kernels warm up):
         # kept in the step history and as the samples' warm-up, left out of every statistic, as the
@@ -713,8 +714,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         # its iterations as raw samples, one a block (a step is long, and steps follow one another as
         # network runs' blocks do): what ``runs compare`` tests two jobs on
         record.artifacts[SAMPLES_ARTIFACT] = samples_json({
-            "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason",
-                                                         record.tags.get("tracker.stop_reason", JOB_STOP_REASON)),
+            "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason") or record.tags["tracker.stop_reason"],
             "warmup_ms": [_iteration_ms(s) for s in warmup], "samples_ms": [_iteration_ms(s) for s in steady]})
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
