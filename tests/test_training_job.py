@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import statistics
 from dataclasses import asdict
 from pathlib import Path
@@ -423,6 +424,9 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
     ("prefetch_factor = 0", "[training].prefetch_factor must be at least 1, got 0"),
     ("threads = -1", "[training].threads must be at least 0, got -1"),
     ('allocator = "jemalloc"', "[training].allocator = 'jemalloc': expected one of system, retain"),
+    # more workers than the machine can run: taken, and the job hung at its set-up, until 0.9.6
+    ("num_workers = 100000", f"[training].num_workers must be at most {4 * (os.cpu_count() or 1)} (4 x the "
+                             f"{os.cpu_count() or 1} CPUs of this machine), got 100000"),
 ])
 def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
     from tracker.errors import ConfigError
@@ -459,6 +463,24 @@ def test_annotation_files_not_utf8_are_one_line_naming_the_file(tmp_path: Path) 
     voc = open_dataset(tmp_path / "det", "voc", 64)
     assert voc.entries[0][1].startswith("00000.xml: broken annotation (not UTF-8 text (byte "), voc.entries[0]
     assert "and no encoding declared: not well-formed (invalid token)" in voc.entries[0][1]
+
+
+def test_loader_settings_the_machine_cannot_run_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    """num_workers past 4 a CPU of this machine is refused in one line, from a [sweep] list or
+    --num-workers as from the job's own key (since 0.9.6: 1,000,000 workers were taken, and hung)."""
+    most = 4 * (os.cpu_count() or 1)
+    runs = tmp_path / "runs"
+    swept = _job(tmp_path, "swept")
+    swept.write_text(swept.read_text() + f"\n[sweep]\nnum_workers = [0, {most + 1}]\n")
+    for path, extra, said in ((_job(tmp_path, "job"), ["--num-workers", "0,1000000"], "--num-workers"),
+                              (swept, [], f"{swept}: [sweep].num_workers")):
+        for dry in ([], ["--dry-run"]):
+            refused = _cli(runs, "campaign", "loader", str(path), *extra, *dry)
+            got = 1000000 if extra else most + 1
+            assert refused.exit_code == 1 and str(refused.exception) == (
+                f"{said} must be at most {most} (4 x the {os.cpu_count() or 1} CPUs of this machine), got {got}"), \
+                refused.output
+    assert not runs.exists()  # refused before the store was made
 
 
 def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -128,6 +129,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
         check_bound(where, f"[{'data' if key == 'image_size' else 'training'}].{key}", getattr(cfg, key), least=least)
     check_bound(where, "[training].learning_rate", cfg.learning_rate, above=0)
     check_limit_mb(where, "[training].memory_limit_mb", cfg.memory_limit_mb)
+    check_num_workers(cfg.num_workers, f"{where}: [training].num_workers")
     if cfg.threads:  # more than this machine's CPUs: said here, not by the measuring child
         validate_threads(cfg.threads, f"{where}: [training].threads =")
     try:
@@ -181,14 +183,35 @@ def job_network(model: str, folder: Path, where: str) -> dict[str, Any] | None:
 
 #: The least value of each setting a loader campaign sweeps.
 SWEEP_LEAST = {"num_workers": 0, "prefetch_factor": 1, "batch_size": 1}
+#: The most loader workers a job starts, per CPU of this machine: a worker is a process decoding
+#: images, so past a few a CPU they only wait for a core (torch itself warns past one a CPU), and
+#: 100,000 of them hung the job at its set-up until 0.9.6.
+WORKERS_PER_CPU = 4
+
+
+def max_num_workers() -> int:
+    """The most ``num_workers`` a job takes on this machine: :data:`WORKERS_PER_CPU` x its CPUs."""
+    return WORKERS_PER_CPU * (os.cpu_count() or 1)
+
+
+def check_num_workers(value: int, label: str) -> None:
+    """A ConfigError naming ``label`` (``FILE: [training].num_workers``, ``FILE: [sweep].num_workers``,
+    ``--num-workers``) where ``value`` is more workers than :func:`max_num_workers`."""
+    if value > (most := max_num_workers()):
+        raise ConfigError(f"{label} must be at most {most} ({WORKERS_PER_CPU} x the {os.cpu_count() or 1} CPUs of "
+                          f"this machine), got {value}")
 
 
 def check_sweep(key: str, values: list[int], where: str) -> None:
     """A ConfigError naming ``where`` the values came from (``FILE: [sweep].num_workers`` or
     ``--num-workers``) where one is below the setting's least (said as ``[training]``'s, the job's
-    own setting, until 0.9.5)."""
+    own setting, until 0.9.5), or, of num_workers, more than this machine takes (``check_num_workers``,
+    as a job file's own: any number was taken, and a huge one hung its job, until 0.9.6)."""
     if bad := [v for v in values if v < SWEEP_LEAST[key]]:
         raise ConfigError(f"{where} must be at least {SWEEP_LEAST[key]}, got {bad[0]}")
+    if key == "num_workers":
+        for value in values:
+            check_num_workers(value, where)
 
 
 def sweep_of(path: Path) -> dict[str, list[int]]:
