@@ -483,6 +483,26 @@ def test_loader_settings_the_machine_cannot_run_are_refused_before_anything_runs
     assert not runs.exists()  # refused before the store was made
 
 
+def test_a_loader_campaigns_failed_setting_says_what_ended_it(tmp_path: Path) -> None:
+    """A setting that failed says its failure's message in its line and JSON, as profile training
+    does (``FAILED (error), before any step was measured`` until 0.9.6), cut to a line's worth."""
+    from tracker.cli.campaign import LOADER_MESSAGE_CHARS, _loader_line
+    from tracker.profile.job import run_loader_campaign
+
+    why = "own.Net returns a tensor of shape 4x1: a training job trains it on the dataset's 3 classes"
+    ran = {"run_id": "r", "status": "FAILED", "reason": "error", "failure_message": why, "steps": 0,
+           "median_step_ms": None, "data_wait_fraction": None, "images_per_s": None, "peak_mem_mb": None}
+    path = tmp_path / "job.toml"
+    path.write_text('model = "resnet18"\n[data]\npath = "."\n')
+    [r] = run_loader_campaign(None, path, {}, lambda cfg: ran)
+    assert r["failure_message"] == why
+    assert _loader_line(r) == f"workers 0 prefetch 2 batch 4: FAILED (error: {why}), before any step was measured"
+    long = {**r, "failure_message": "x" * 1000, "steps": 3, "median_step_ms": 5.0, "data_wait_fraction": 0.1,
+            "images_per_s": 80.0, "reason": "timeout"}
+    line = _loader_line(long)
+    assert line.endswith("then FAILED (timeout: " + "x" * (LOADER_MESSAGE_CHARS - 1) + "…) after 3 steps"), line
+
+
 def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:
     from tracker.data.datasets import open_dataset
     from tracker.data.synth import synth

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
-from tracker.console import counted
+from tracker.console import clipped, counted
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
                   no_args_is_help=True)
@@ -104,12 +104,18 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
     typer.echo(f"{campaign.name} (shard {shard[0]}/{shard[1]}), dry run, nothing measured: {found}")
 
 
+#: The most of a failed setting's message its line says (its run and the JSON keep 500 characters).
+LOADER_MESSAGE_CHARS = 200
+
+
 def _loader_line(r: dict[str, Any]) -> str:
     """One setting of a loader campaign: its figures, and what ended it where it did not finish. The
     median step is the usual one; the data wait share and the throughput are of all its steps after
     the first (a stalled step counts in them: it is time the loader cost), so they need not agree."""
     where = f"workers {r['num_workers']} prefetch {r['prefetch_factor']} batch {r['batch_size']}"
-    ended = r["status"] + (f" ({r['reason']})" if r.get("reason") else "")
+    # what ended it, as profile training's line says it, cut to a line's worth (the reason alone until 0.9.6)
+    why = f": {clipped(r['failure_message'], LOADER_MESSAGE_CHARS)}" if r.get("failure_message") else ""
+    ended = r["status"] + (f" ({r['reason']}{why})" if r.get("reason") else "")
     if not r.get("steps"):  # a dry run's, or one ended before its first step (said as such since 0.9.5)
         return f"{where}: {ended}" + (", before any step was measured" if r.get("run_id") and r["status"] != "FINISHED"
                                       else "")

@@ -279,8 +279,10 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
             results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, "status": status})
             continue
         r = run(cfg)
-        results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, **{k: r[k] for k in (
-            "run_id", "status", "reason", "steps", "median_step_ms", "data_wait_fraction", "images_per_s")}})
+        # what ended a failed one too, as profile training says it (its line said the reason alone until 0.9.6)
+        results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, **{k: r.get(k) for k in (
+            "run_id", "status", "reason", "failure_message", "steps", "median_step_ms", "data_wait_fraction",
+            "images_per_s")}})
         if r["status"] == "KILLED":
             break
     return results
