@@ -483,6 +483,20 @@ def test_loader_settings_the_machine_cannot_run_are_refused_before_anything_runs
     assert not runs.exists()  # refused before the store was made
 
 
+@pytest.mark.parametrize(("sweep", "extra", "said"), [
+    ("num_workers = []", [], "{job}: [sweep].num_workers is empty: name at least one value, or leave it out"),
+    ("", ["--num-workers", ""], "--num-workers is empty: name at least one value, or leave it out"),
+    ("batch_size = [2]", ["--batch-size", " "], "--batch-size is empty: name at least one value, or leave it out"),
+])
+def test_an_empty_sweep_list_is_refused(tmp_path: Path, sweep: str, extra: list[str], said: str) -> None:
+    """An empty list of settings is one line (taken for none, the job's own value measured, until 0.9.6)."""
+    job = _job(tmp_path, "job")
+    job.write_text(job.read_text() + f"\n[sweep]\n{sweep}\n")
+    for dry in ([], ["--dry-run"]):
+        refused = _cli(tmp_path / "runs", "campaign", "loader", str(job), *extra, *dry)
+        assert refused.exit_code == 1 and str(refused.exception) == said.format(job=job), refused.output
+
+
 def test_a_loader_campaigns_failed_setting_says_what_ended_it(tmp_path: Path) -> None:
     """A setting that failed says its failure's message in its line and JSON, as profile training
     does (``FAILED (error), before any step was measured`` until 0.9.6), cut to a line's worth."""

@@ -142,9 +142,9 @@ def loader(
 
     sweep = sweep_of(path) if path.is_file() else {}
     for key, text in (("num_workers", num_workers), ("prefetch_factor", prefetch_factor), ("batch_size", batch_size)):
-        if text:
+        if text is not None:  # an empty one is refused (check_sweep), not passed over as none (until 0.9.6)
             try:
-                sweep[key] = [int(v) for v in text.split(",")]
+                sweep[key] = [int(v) for v in text.split(",")] if text.strip() else []
             except ValueError:
                 raise ConfigError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
             check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")

@@ -205,8 +205,11 @@ def check_num_workers(value: int, label: str) -> None:
 def check_sweep(key: str, values: list[int], where: str) -> None:
     """A ConfigError naming ``where`` the values came from (``FILE: [sweep].num_workers`` or
     ``--num-workers``) where one is below the setting's least (said as ``[training]``'s, the job's
-    own setting, until 0.9.5), or, of num_workers, more than this machine takes (``check_num_workers``,
-    as a job file's own: any number was taken, and a huge one hung its job, until 0.9.6)."""
+    own setting, until 0.9.5), where there is none, or, of num_workers, more than this machine
+    takes (``check_num_workers``, as a job file's own: any number was taken, and a huge one hung
+    its job, until 0.9.6)."""
+    if not values:  # taken for no list at all, the job's own value measured, until 0.9.6
+        raise ConfigError(f"{where} is empty: name at least one value, or leave it out")
     if bad := [v for v in values if v < SWEEP_LEAST[key]]:
         raise ConfigError(f"{where} must be at least {SWEEP_LEAST[key]}, got {bad[0]}")
     if key == "num_workers":
@@ -224,7 +227,7 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
         values = raw.get(key)
         if values is not None and (not isinstance(values, list) or not all(isinstance(v, int) for v in values)):
             raise ConfigError(f"{path}: [sweep].{key} should be a list of whole numbers")
-        if values:
+        if values is not None:
             check_sweep(key, values, f"{path}: [sweep].{key}")
             out[key] = values
     if unknown := set(raw) - {"num_workers", "prefetch_factor", "batch_size"}:
