@@ -517,6 +517,36 @@ def test_a_loader_campaigns_failed_setting_says_what_ended_it(tmp_path: Path) ->
     assert line.endswith("then FAILED (timeout: " + "x" * (LOADER_MESSAGE_CHARS - 1) + "…) after 3 steps"), line
 
 
+@pytest.mark.parametrize("kind", ["classification", "detection"])
+def test_an_interrupted_synth_says_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Ctrl-C during data synth says how many images were written and that the folder is incomplete
+    ("what was logged before is kept" until 0.9.6: synth logs nothing); the image being written is
+    removed, and a detection folder keeps no annotations.json of the dataset before. --images past
+    100,000 (five-digit names) is refused."""
+    from tracker.data import synth
+
+    folder = tmp_path / "data"
+    assert _cli(tmp_path / "runs", "data", "synth", str(folder), "--kind", kind, "--images", "2", "--size", "32").exit_code == 0
+    drawn = synth._background
+    calls = []
+
+    def background(rng: object, size: int) -> object:
+        calls.append(size)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return drawn(rng, size)
+
+    monkeypatch.setattr(synth, "_background", background)
+    out = _cli(tmp_path / "runs", "data", "synth", str(folder), "--kind", kind, "--images", "5", "--size", "32")
+    annotations = ", without annotations.json (written last)" if kind == "detection" else ""
+    assert out.exit_code == 130 and out.output.strip().splitlines()[-1] == (
+        f"interrupted: 3 of 5 images written to {folder}{annotations}: an incomplete dataset; run the same command "
+        "again to write it whole"), out.output
+    assert len(list(folder.rglob("*.jpg"))) == 3 and not (folder / "annotations.json").exists()
+    huge = _cli(tmp_path / "runs", "data", "synth", str(folder), "--images", "1000000000")
+    assert huge.exit_code == 1 and str(huge.exception) == "--images must be from 1 to 100,000, got 1000000000"
+
+
 def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:
     from tracker.data.datasets import open_dataset
     from tracker.data.synth import synth

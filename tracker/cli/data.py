@@ -25,7 +25,15 @@ def synth(
     """Write a small realistic dataset (JPEG images with objects and their annotations); nothing is downloaded."""
     from tracker.data.synth import synth as write
 
-    info = write(folder, kind, images, size, seed)
+    try:
+        info = write(folder, kind, images, size, seed)
+    except KeyboardInterrupt as exc:  # "what was logged before is kept" until 0.9.6: synth logs nothing
+        from tracker.cli.options import exit_interrupted
+
+        written = getattr(exc, "written", 0)
+        exit_interrupted(f"interrupted: {written:,} of {images:,} {'image' if images == 1 else 'images'} written to {folder}"
+                         + (", without annotations.json (written last)" if kind == "detection" else "")
+                         + ": an incomplete dataset; run the same command again to write it whole")
     if fmt is OutputFormat.json:
         emit_json(info)
     else:

@@ -19,6 +19,9 @@ from tracker.errors import ConfigError, os_reason
 CLASSES = ("circle", "square", "triangle")
 MIN_SIZE_PX = 32
 MAX_SIZE_PX = 4096  # a side this long is 48 MiB an image in memory; a larger one would exhaust it
+#: The most images synth writes: its names have five digits (00000.jpg to 99999.jpg), and 100,000 at
+#: the default 160 px take about an hour to draw here (since 0.9.6: --images 1000000000 was taken)
+MAX_IMAGES = 100_000
 COLOURS = {"circle": (200, 40, 40), "square": (40, 160, 60), "triangle": (40, 70, 200)}
 
 
@@ -86,6 +89,9 @@ def _clear(folder: Path, kind: str, images: int) -> None:
                           f"{', ...' if len(foreign) > 3 else ''}): give a new or empty folder")
     for f in stale:
         f.unlink()
+    if kind == "detection":  # written last, of the dataset before: gone while the images are written anew, so
+        with contextlib.suppress(FileNotFoundError):  # an interrupted synth leaves none (until 0.9.6 it stayed)
+            (folder / "annotations.json").unlink()
     for cls in CLASSES[images:] if kind == "classification" else ():  # a class left with no image: an
         with contextlib.suppress(OSError):  # ImageFolder reader refuses an empty class folder
             (folder / cls).rmdir()
@@ -101,47 +107,63 @@ def synth(folder: Path, kind: str, images: int, size: int = 160, seed: int = 0) 
 
     if kind not in ("detection", "classification"):
         raise ConfigError(f"--kind must be detection or classification, got {kind!r}")
-    if images < 1:
-        raise ConfigError(f"--images must be at least 1, got {images}")
+    if not 1 <= images <= MAX_IMAGES:
+        raise ConfigError(f"--images must be from 1 to {MAX_IMAGES:,}, got {images}")
     if not MIN_SIZE_PX <= size <= MAX_SIZE_PX:
         raise ConfigError(f"--size must be from {MIN_SIZE_PX} to {MAX_SIZE_PX} pixels, got {size}")
     rng = random.Random(seed)
     _clear(folder, kind, images)
-    if kind == "classification":
-        for i in range(images):
-            cls = CLASSES[i % len(CLASSES)]
-            img = _background(rng, size)
-            _draw(ImageDraw.Draw(img), cls, _box(rng, size))
-            (folder / cls).mkdir(exist_ok=True)
-            img.save(folder / cls / f"{i:05d}.jpg", quality=90)
-        return {"path": str(folder), "kind": kind, "format": "imagefolder", "images": images,
-                "classes": list(CLASSES[:images])}  # those that have a folder (all three until 0.9.3)
+    # Ctrl-C (or SIGTERM) mid-way: the files of the image being written are removed, and the exception
+    # says how many were written whole (``written``), so that the command says so (until 0.9.6 it said
+    # "what was logged before is kept": nothing is logged, and the folder was left incomplete unsaid)
+    writing: list[Path] = []
+    written = 0
+    try:
+        if kind == "classification":
+            for i in range(images):
+                cls = CLASSES[i % len(CLASSES)]
+                img = _background(rng, size)
+                _draw(ImageDraw.Draw(img), cls, _box(rng, size))
+                (folder / cls).mkdir(exist_ok=True)
+                writing = [folder / cls / f"{i:05d}.jpg"]
+                img.save(writing[0], quality=90)
+                writing, written = [], i + 1
+            return {"path": str(folder), "kind": kind, "format": "imagefolder", "images": images,
+                    "classes": list(CLASSES[:images])}  # those that have a folder (all three until 0.9.3)
 
-    (folder / "images").mkdir(exist_ok=True)
-    (folder / "Annotations").mkdir(exist_ok=True)
-    coco: dict[str, Any] = {"images": [], "annotations": [],
-                            "categories": [{"id": i + 1, "name": c} for i, c in enumerate(CLASSES)]}
-    boxes_total = 0
-    for i in range(images):
-        img = _background(rng, size)
-        draw = ImageDraw.Draw(img)
-        name = f"{i:05d}.jpg"
-        objects = []
-        for _ in range(rng.randint(1, 3)):
-            cls, box = rng.choice(CLASSES), _box(rng, size)
-            _draw(draw, cls, box)
-            objects.append((cls, box))
-            coco["annotations"].append({"id": len(coco["annotations"]) + 1, "image_id": i + 1,
-                                        "category_id": CLASSES.index(cls) + 1, "iscrowd": 0,
-                                        "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]],
-                                        "area": (box[2] - box[0]) * (box[3] - box[1])})
-        boxes_total += len(objects)
-        img.save(folder / "images" / name, quality=90)
-        coco["images"].append({"id": i + 1, "file_name": name, "width": size, "height": size})
-        (folder / "Annotations" / f"{i:05d}.xml").write_text(_voc_xml(name, size, objects))
-    (folder / "annotations.json").write_text(json.dumps(coco))
-    return {"path": str(folder), "kind": kind, "format": "coco", "images": images, "boxes": boxes_total,
-            "classes": list(CLASSES)}
+        (folder / "images").mkdir(exist_ok=True)
+        (folder / "Annotations").mkdir(exist_ok=True)
+        coco: dict[str, Any] = {"images": [], "annotations": [],
+                                "categories": [{"id": i + 1, "name": c} for i, c in enumerate(CLASSES)]}
+        boxes_total = 0
+        for i in range(images):
+            img = _background(rng, size)
+            draw = ImageDraw.Draw(img)
+            name = f"{i:05d}.jpg"
+            objects = []
+            for _ in range(rng.randint(1, 3)):
+                cls, box = rng.choice(CLASSES), _box(rng, size)
+                _draw(draw, cls, box)
+                objects.append((cls, box))
+                coco["annotations"].append({"id": len(coco["annotations"]) + 1, "image_id": i + 1,
+                                            "category_id": CLASSES.index(cls) + 1, "iscrowd": 0,
+                                            "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]],
+                                            "area": (box[2] - box[0]) * (box[3] - box[1])})
+            boxes_total += len(objects)
+            writing = [folder / "images" / name, folder / "Annotations" / f"{i:05d}.xml"]
+            img.save(writing[0], quality=90)
+            coco["images"].append({"id": i + 1, "file_name": name, "width": size, "height": size})
+            writing[1].write_text(_voc_xml(name, size, objects))
+            writing, written = [], i + 1
+        (folder / "annotations.json").write_text(json.dumps(coco))
+        return {"path": str(folder), "kind": kind, "format": "coco", "images": images, "boxes": boxes_total,
+                "classes": list(CLASSES)}
+    except KeyboardInterrupt as exc:
+        for f in writing:
+            with contextlib.suppress(OSError):
+                f.unlink()
+        exc.written = written  # type: ignore[attr-defined]
+        raise
 
 
 def _voc_xml(name: str, size: int, objects: list[tuple[str, tuple[int, int, int, int]]]) -> str:
