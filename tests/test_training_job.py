@@ -547,6 +547,23 @@ def test_an_interrupted_synth_says_what_it_wrote(tmp_path: Path, monkeypatch: py
     assert huge.exit_code == 1 and str(huge.exception) == "--images must be from 1 to 100,000, got 1000000000"
 
 
+def test_the_readme_says_a_jobs_child_and_stop_reasons_as_the_code_has_them() -> None:
+    """The README named the measuring child ``python -m tracker.profile.worker``, where ``ps`` shows
+    a fork of the zygote, and the samples' stop reason ``steps``, never written (until 0.9.6)."""
+    import inspect
+
+    from tracker.profile import job, zygote_client
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("## Training jobs")[1].split("\n## ")[0]
+    assert "(forked from the zygote, `python -m tracker.profile.zygote N` in `ps`" in section
+    assert '"-m", "tracker.profile.zygote", str(' in inspect.getsource(zygote_client)
+    said = readme.split("A training job (since 0.7.3) keeps its steps' iteration")[1].split("Layer runs")[0]
+    assert " ".join(said.split()).endswith("stop reason `max_steps` or `epochs` (which ran out first), or its failure reason.")
+    source = inspect.getsource(job._finish)
+    assert '"max_steps" if reached else "epochs"' in source and "JOB_STOP_REASON" not in source
+
+
 def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:
     from tracker.data.datasets import open_dataset
     from tracker.data.synth import synth
