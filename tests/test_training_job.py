@@ -564,6 +564,31 @@ def test_the_readme_says_a_jobs_child_and_stop_reasons_as_the_code_has_them() ->
     assert '"max_steps" if reached else "epochs"' in source and "JOB_STOP_REASON" not in source
 
 
+def test_a_job_writes_no_blank_line_and_its_refusals_name_the_job_file(tmp_path: Path) -> None:
+    """Where stderr is no terminal (a log, a pipe) a job writes no blank line there: rich's progress
+    bar, drawn nowhere, ended with one, before every job's line and its errors too (until 0.9.6); a
+    job its dataset or device refuses names its job file, as a bad key does."""
+    from tests.test_cli import in_process
+
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "4", "--size", "32")
+    _cli(runs, "data", "synth", str(tmp_path / "det"), "--kind", "detection", "--images", "2", "--size", "32")
+    done = in_process(["--tracking-uri", str(runs), "profile", "training", str(_job(tmp_path, "job", steps=2, size=32))],
+                      tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("FINISHED: 2 steps"), done.stderr
+    assert not [line for line in done.stderr.splitlines() if not line.strip()], repr(done.stderr)
+    wrong = _job(tmp_path, "wrong", data="det", fmt="coco")
+    for command in (["profile", "training"], ["campaign", "loader"]):
+        refused = in_process(["--tracking-uri", str(runs), *command, str(wrong)], tmp_path)
+        assert refused.returncode == 1 and refused.stderr == (
+            f"error: {wrong}: model mobilenet_v3_small is a classification model but [data].format 'coco' is a "
+            "detection layout\n"), refused.stderr
+    gone = _job(tmp_path, "gone", fmt="voc")
+    refused = in_process(["--tracking-uri", str(runs), "profile", "training", str(gone)], tmp_path)
+    assert refused.stderr == (f"error: {gone}: {tmp_path / 'cls'}: no Annotations/*.xml (voc layout: DIR/JPEGImages/, "
+                              "DIR/Annotations/)\n"), refused.stderr
+
+
 def test_voc_and_coco_readers_agree_on_the_same_synthetic_boxes(tmp_path: Path) -> None:
     from tracker.data.datasets import open_dataset
     from tracker.data.synth import synth

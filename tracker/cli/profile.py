@@ -379,8 +379,11 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again
                TextColumn("{task.fields[rate]:.1f} img/s"), TimeElapsedColumn(), TimeRemainingColumn())
     from rich.console import Console
 
-    # on stderr: on stdout a transient bar left a blank first line there, before the job's line (until 0.9.3)
-    with Progress(*columns, console=Console(stderr=True), transient=True, disable=quiet) as bar:
+    # on stderr: on stdout a transient bar left a blank first line there, before the job's line (until 0.9.3);
+    # and only on a terminal: elsewhere rich draws no transient bar, but ends it with a blank line (every job
+    # wrote one to a log, before its errors too, until 0.9.6)
+    console = Console(stderr=True)
+    with Progress(*columns, console=console, transient=True, disable=quiet or not console.is_interactive) as bar:
         task = bar.add_task(f"{config.model_name} bs{config.batch_size} w{config.num_workers}", total=None, rate=0.0)
 
         def progress(done: int, total: int | None, rate: float) -> None:

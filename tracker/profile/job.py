@@ -458,13 +458,18 @@ def job_dataset(cfg: JobConfig) -> Any:
     from tracker.data.datasets import open_dataset
     from tracker.zoo import detection_models
 
-    dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
+    where = f"{cfg.source}: " if cfg.source else ""  # the job file, as load_job names it (unnamed until 0.9.6)
+    try:
+        dataset = open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from None
     detection = cfg.network_spec is None and cfg.model in detection_models()
     if detection != (cfg.data_format != "imagefolder"):
-        raise ConfigError(f"model {cfg.model_name} is a {'detection' if detection else 'classification'} model but "
-                          f"[data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} layout")
+        raise ConfigError(f"{where}model {cfg.model_name} is a {'detection' if detection else 'classification'} model "
+                          f"but [data].format {cfg.data_format!r} is a {'classification' if detection else 'detection'} "
+                          "layout")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {cfg.device} is not available on this machine (no CUDA)")
+        raise ConfigError(f"{where}[training].device {cfg.device} is not available on this machine (no CUDA)")
     return dataset
 
 
