@@ -31,6 +31,11 @@ def os_reason(exc: OSError) -> str:
     return f"{reason}: {exc.filename}" if exc.filename else reason
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where text that should be UTF-8 is not, and the byte: ``not UTF-8 text (byte 1937: b'\\xe9')``."""
+    return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a scheduler ending a job), raised where a Ctrl-C would be (see
     :func:`terminate`): a command stops as it does on Ctrl-C, its measuring child ended and what was

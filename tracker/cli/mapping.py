@@ -98,7 +98,7 @@ def generate(
 
 
 def _read_file(path: Path) -> list[Mapping]:
-    from tracker.errors import ConfigError
+    from tracker.errors import ConfigError, not_utf8
     from tracker.profile.mapping import from_json
 
     try:
@@ -106,8 +106,8 @@ def _read_file(path: Path) -> list[Mapping]:
     except OSError as exc:
         raise ConfigError(f"cannot read mapping file {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:  # a traceback until 0.9.6
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
-                          "a mapping file is JSON, as `tracker mapping generate --out` writes") from None
+        raise ConfigError(f"{path}: {not_utf8(exc)}; a mapping file is JSON, as `tracker mapping generate --out` "
+                          "writes") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(data, list):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.data import FORMATS
-from tracker.errors import ConfigError, os_reason
+from tracker.errors import ConfigError, not_utf8, os_reason
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -96,11 +96,6 @@ def _first_error(objects: list[Box | str]) -> list[Box] | str:
     return errors[0] if errors else objects  # type: ignore[return-value]
 
 
-def _not_utf8(exc: UnicodeDecodeError) -> str:
-    """Where text that should be UTF-8 is not: ``not UTF-8 text (byte 1937: b'\\xe9')``."""
-    return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})"
-
-
 def _xml_fault(xml: Path, exc: Exception) -> str:
     """Why a VOC annotation file could not be read: what the reader said, and where it is not UTF-8
     text and declares no other encoding (a file saved as latin-1, say), that too (expat's "not
@@ -113,7 +108,7 @@ def _xml_fault(xml: Path, exc: Exception) -> str:
             head.decode("utf-8")
         except UnicodeDecodeError as bad:
             if b"encoding=" not in head[:200]:
-                return f"{_not_utf8(bad)} and no encoding declared: {exc}"
+                return f"{not_utf8(bad)} and no encoding declared: {exc}"
         except OSError:
             pass
     return str(exc)
@@ -145,7 +140,7 @@ class Detection:
         except OSError as exc:  # a folder of that name, a file not readable: a traceback until 0.9.6
             raise ConfigError(f"{ann}: cannot read it ({os_reason(exc)})") from None
         except UnicodeDecodeError as exc:  # a file saved as latin-1, say: a traceback until 0.9.6
-            raise ConfigError(f"{ann}: not a COCO annotation file ({_not_utf8(exc)}; JSON is UTF-8 text)") from None
+            raise ConfigError(f"{ann}: not a COCO annotation file ({not_utf8(exc)}; JSON is UTF-8 text)") from None
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
         self.classes = [c["name"] for c in categories]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracker.describe.graph import Description, Node
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, not_utf8
 from tracker.log.logger import RunLogger
 from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord
 
@@ -127,7 +127,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
             reader = csv.DictReader(fh, delimiter="|")
             rows, header = list(reader), reader.fieldnames or []  # read while open (an empty file: a traceback until 0.9.3)
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise ConfigError(f"{path}: {not_utf8(exc)}") from None
     except (OSError, csv.Error) as exc:
         raise ConfigError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if missing := [c for c in COLUMNS[path.parent.name] if c not in header]:

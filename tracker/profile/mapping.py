@@ -35,6 +35,8 @@ DEFAULT_NUM_NETS = (2, 6)
 #: each runs in a thread of its own, and past a few dozen each has too thin a share of the cores
 #: (or the GPU's streams) to finish inferences in a window; a draw of 50,000 was taken until 0.9.6
 MAX_NETS = 32
+#: Why, as a refusal says it.
+MAX_NETS_WHY = "all in one child, a thread each: more share the device too thinly to be measured"
 #: a model "fits" when its float32 weights, times the most networks of a workload, take at
 #: most this share of the device's memory (activations and the other stages need the rest)
 FIT_SHARE = 0.25
@@ -284,7 +286,7 @@ def validate(mapping: Mapping, gpu: bool) -> None:
         raise ConfigError("a mapping needs at least one network")
     if len(mapping.networks) > MAX_NETS:  # taken, however many, until 0.9.6
         raise ConfigError(f"{mapping.given or 'a mapping'}: {len(mapping.networks)} networks; a workload runs at most "
-                          f"{MAX_NETS} at once (all in one child, a thread each: more share the device too thinly to be measured)")
+                          f"{MAX_NETS} at once ({MAX_NETS_WHY})")
     for net in mapping.networks:
         _check_model(net.model)
         for d in net.devices:
@@ -318,8 +320,8 @@ class GenerateOptions:
         if lo < 1 or hi < lo:
             raise ConfigError(f"--num-nets-range {lo} {hi}: need 1 <= A <= B")
         if hi > MAX_NETS:  # one workload of ~50,000 networks was drawn until 0.9.6
-            raise ConfigError(f"--num-nets-range {lo} {hi}: a workload runs at most {MAX_NETS} networks at once (all in "
-                              "one child, a thread each: more share the device too thinly to be measured)")
+            raise ConfigError(f"--num-nets-range {lo} {hi}: a workload runs at most {MAX_NETS} networks at once "
+                              f"({MAX_NETS_WHY})")
         if self.sets < 1 or self.samples < 1:
             raise ConfigError("--sets and --samples must be at least 1")
         if self.max_split is not None and self.max_split < 0:
