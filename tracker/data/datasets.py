@@ -81,11 +81,14 @@ class ClassificationFolder:
 Box = tuple[list[float], int]  # (x0, y0, x1, y1) in the file's pixels, 1-based label
 
 
-def _box(xyxy: list[float], label: Any, source: str) -> Box | str:
-    """A checked box, or why the annotation is broken."""
+def _box(xyxy: list[float], label: Any, source: str, written: list[float] | None = None) -> Box | str:
+    """A checked box, or why the annotation is broken, the box as its file writes it (``written``,
+    COCO's [x, y, width, height]; a COCO box was said as corners, which the file does not hold,
+    until 0.9.6)."""
     x0, y0, x1, y1 = xyxy
     if not (x1 > x0 and y1 > y0):
-        return f"{source}: broken annotation (empty box {[x0, y0, x1, y1]})"
+        return (f"{source}: broken annotation (empty box {xyxy})" if written is None else
+                f"{source}: broken annotation (empty bbox {written}: [x, y, width, height])")
     if not isinstance(label, int) or label < 1:
         return f"{source}: broken annotation (unknown category {label!r})"
     return [float(x0), float(y0), float(x1), float(y1)], label
@@ -154,7 +157,7 @@ class Detection:
                 box = (f"{ann.name}: broken annotation (category_id {a.get('category_id')!r} is none of its categories' "
                        "ids)")
             else:
-                box = _box([bbox[0], bbox[1], bbox[0] + bbox[2], bbox[1] + bbox[3]], lab, ann.name)
+                box = _box([bbox[0], bbox[1], bbox[0] + bbox[2], bbox[1] + bbox[3]], lab, ann.name, bbox)
             objects.setdefault(a.get("image_id"), []).append(box)
         for image_id, im in images.items():
             self.entries.append((root / "images" / str(im.get("file_name")), _first_error(objects.get(image_id, []))))
