@@ -465,6 +465,11 @@ def test_annotation_files_not_utf8_are_one_line_naming_the_file(tmp_path: Path) 
     voc = open_dataset(tmp_path / "det", "voc", 64)
     assert voc.entries[0][1].startswith("00000.xml: broken annotation (not UTF-8 text (byte "), voc.entries[0]
     assert "and no encoding declared: not well-formed (invalid token)" in voc.entries[0][1]
+    # no box at all: refused (trained on none, FINISHED without a word, until 0.9.6)
+    ann.write_text(json.dumps({"images": [{"id": 1, "file_name": "00000.jpg"}], "annotations": [],
+                               "categories": [{"id": 1, "name": "circle"}]}))
+    with pytest.raises(ConfigError, match=r"annotations.json: no annotations \("):
+        open_dataset(tmp_path / "det", "coco", 64)
 
 
 def test_loader_settings_the_machine_cannot_run_are_refused_before_anything_runs(tmp_path: Path) -> None:

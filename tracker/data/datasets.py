@@ -146,6 +146,10 @@ class Detection:
             raise ConfigError(f"{ann}: not a COCO annotation file ({not_utf8(exc)}; JSON is UTF-8 text)") from None
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
+        if not data.get("annotations"):  # trained on no box at all, FINISHED without a word, until 0.9.6: a
+            # detector's step without boxes skips most of its losses, so its time is not a detection step's
+            raise ConfigError(f"{ann}: no annotations (\"annotations\" is empty or missing): a detection job "
+                              "trains on boxes")
         self.classes = [c["name"] for c in categories]
         label = {c["id"]: i + 1 for i, c in enumerate(categories)}
         objects: dict[Any, list[Box | str]] = {i: [] for i in images}
