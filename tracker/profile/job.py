@@ -240,13 +240,14 @@ def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
     it), and, as for networks, results from other software versions or measurement protocols are
     not reused. Keys made before tracker 0.4.0 lack ``job_measurement``; a job with a memory cap
     has the kind of cap too (``memcap.planned_kind``: the same limit means another thing in each),
-    which keys before tracker 0.7.0 lack."""
+    which keys before tracker 0.7.0 lack, and since 0.9.6 ``cap_counts`` (``memcap.CAP_COUNTS``)."""
     from tracker import environment
     from tracker.profile import memcap
 
     return {"job": cfg.digest(), "software": environment.software_versions(),
             "job_measurement": str(environment.JOB_MEASUREMENT_PROTOCOL),
-            **({"memory_cap": memcap.planned_kind(cfg.device)} if cfg.memory_limit_mb else {})}
+            **({"memory_cap": memcap.planned_kind(cfg.device), **memcap.cap_counts(True)} if cfg.memory_limit_mb
+               else {})}
 
 
 def job_config_key(cfg: JobConfig) -> str:

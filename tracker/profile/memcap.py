@@ -81,6 +81,18 @@ def cap_choice() -> str:
     return setting
 
 
+#: A capped configuration's key field (``cap_counts``) where the cap counts less than it did: since
+#: 0.9.6 a training or int8 child imports what its path needs (torch._dynamo, torch.ao) before its
+#: cap is set, as it does torch, and capped measurements of those before then are not reused. An
+#: inference run's cap counted nothing of that, and keeps its key.
+CAP_COUNTS = {"cap_counts": "own-imports-before-cap"}
+
+
+def cap_counts(training: bool) -> dict[str, str]:
+    """The key field a capped measurement of a training step or an int8 network adds (see CAP_COUNTS)."""
+    return dict(CAP_COUNTS) if training else {}
+
+
 def planned_kind(device: str = "cpu") -> str:
     """The kind of cap a measurement on ``device`` capped now gets: ``device`` on a CUDA device (its
     GPU memory), else ``address-space`` where ``TRACKER_MEMORY_CAP`` asks for it or no memory
