@@ -525,6 +525,15 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
         (["--tracking-uri", "fresh", "fingerprint", "promote", "latency_ms-inference-cpu", "2"], 1, "no tracking store at"),
         (["frobnicate"], 2, "No such command"),
+        # the database's password unsaid, and a bad one said as this option's (until 0.9.6: said, and "unsupported
+        # tracking URI" alone)
+        (["warehouse", "load", "-w", "w.duckdb", "--backend-store-uri", "postgresql://u:s3cret@127.0.0.1:5998/db"], 1,
+         "--backend-store-uri (TRACKER_BACKEND_STORE_URI) postgresql://u:***@127.0.0.1:5998/db is the database behind"),
+        (["warehouse", "load", "-w", "w.duckdb", "--backend-store-uri", "bogus://x"], 1,
+         "--backend-store-uri (TRACKER_BACKEND_STORE_URI) bogus://x: unsupported tracking URI 'bogus://x'"),
+        # a query beginning with its comment line is said as such ("No such option: -- best ..." until 0.9.6)
+        (["sql", "-- best\nSELECT 1"], 2, "'-- best' was read as an option: a query that begins with a -- comment goes "
+                                           "after a lone --"),
         # tracker's own option after a command: "No such option: -e", and no more, until 0.9.4
         (["runs", "list", "-e", "x"], 2,
          "-e is an option of tracker itself, not of runs list: give it before the command (tracker -e VALUE runs list ...)"),

@@ -341,10 +341,22 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
             f"--output {target} is a database (a warehouse, or a tracking store's): a result is not written over it; "
             "choose another file")
     assert store_db.read_bytes() == before and runner.invoke(app, ["sql", "SELECT 1 AS a"]).exit_code == 0
+    # nor over a database's side file: a result over mlflow.db-wal lost the commits not yet in the database (until 0.9.6)
+    for base, side in (("mlflow.db", "-wal"), ("mlflow.db", "-shm"), ("mlflow.db", "-journal"), (wh.name, ".wal")):
+        target = (runs if base == "mlflow.db" else wh.parent) / (base + side)
+        kept = target.read_bytes() if target.exists() else None
+        refused = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(target), "--format", "csv"])
+        assert refused.exit_code == 1 and str(refused.exception).startswith(
+            f"--output {target} is where the database {base} keeps"), refused.exception
+        assert (target.read_bytes() if target.exists() else None) == kept
     unknown = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(tmp_path / "out.xlsx")])
     assert unknown.exit_code == 1 and str(unknown.exception).startswith(f"--output {tmp_path / 'out.xlsx'}: tracker "
                                                                          "writes .csv, .json, .parquet files")
     assert not (tmp_path / "out.xlsx").exists()
+    mixed = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(tmp_path / "out.parquet"), "--format", "csv"])
+    assert mixed.exit_code == 1 and str(mixed.exception).startswith(  # CSV in out.parquet until 0.9.6
+        f"--output {tmp_path / 'out.parquet'} with --format csv: its suffix says parquet")
+    assert runner.invoke(app, ["sql", "SELECT 1 AS a", "--format", "csv"]).output == "a\n1\n"  # CRLF until 0.9.6
     text = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(tmp_path / "out.txt"), "--format", "table"])
     assert text.exit_code == 0 and (tmp_path / "out.txt").read_text().endswith("(1 row)\n")
     for empty in (";", "-- a comment alone", "/* another */"):  # a comment alone gave "(0 rows)" until 0.9.4

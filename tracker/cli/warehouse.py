@@ -115,6 +115,10 @@ def sql(
             raise QueryError(f"--output {output}: tracker writes {', '.join(f'.{f}' for f in sorted(files))} files; "
                              "for another name say which (--format csv, json, parquet, or table for the table's text)")
         fmt = QueryFormat(suffix) if suffix in files else QueryFormat.table
+    elif output is not None and (suffix := output.suffix.lower().lstrip(".")) in files and suffix != fmt.value:
+        # CSV went into out.parquet without a word until 0.9.6
+        raise QueryError(f"--output {output} with --format {fmt.value}: its suffix says {suffix}; give a file "
+                         f"name ending .{fmt.value}, or leave --format out")
     if fmt is QueryFormat.parquet and output is None:
         raise QueryError("--format parquet writes a file: give --output FILE.parquet")
     path = warehouse_path(warehouse, state(ctx).tracking_uri)

@@ -137,7 +137,7 @@ def render(table: Any, fmt: str) -> str:
     """A result as JSON (a list of objects; NaN and infinities null) or CSV."""
     if fmt == "csv":
         buf = io.StringIO()
-        writer = csv.writer(buf)
+        writer = csv.writer(buf, lineterminator="\n")  # as warehouse export's (CRLF, csv's default, until 0.9.6)
         writer.writerow(table.column_names)
         writer.writerows(zip(*[[_cell(v) for v in column.to_pylist()] for column in table.columns]))
         return buf.getvalue()
@@ -152,21 +152,38 @@ def render(table: Any, fmt: str) -> str:
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def check_output(out: Path, warehouse: Path) -> None:
-    """Refuse, before the query runs, to write a result over the warehouse or over any database
-    file (a tracking store's ``mlflow.db``): ``sql -o`` wrote a table's text over either until 0.9.4,
-    and every measurement in a store so written over was lost."""
+#: The files a database keeps beside it (SQLite's write-ahead log, its shared memory and its
+#: rollback journal; DuckDB's write-ahead log), by the ending added to the database's name.
+DATABASE_SIDE_FILES = ("-wal", "-shm", "-journal", ".wal")
+
+
+def _is_database(path: Path) -> bool:
+    """Whether ``path`` is a SQLite or DuckDB database, by its first bytes (False: nothing there, a folder)."""
     from tracker.warehouse.load import DUCKDB_MAGIC
 
     offset, magic = DUCKDB_MAGIC
     try:
-        with out.open("rb") as fh:
+        with path.open("rb") as fh:
             head = fh.read(max(len(SQLITE_HEADER), offset + len(magic)))
-    except OSError:  # nothing there, a folder: said when it is written
-        return
-    if out.resolve() == warehouse.resolve() or head.startswith(SQLITE_HEADER) or head[offset:offset + len(magic)] == magic:
+    except OSError:
+        return False
+    return head.startswith(SQLITE_HEADER) or head[offset:offset + len(magic)] == magic
+
+
+def check_output(out: Path, warehouse: Path) -> None:
+    """Refuse, before the query runs, to write a result over the warehouse or over any database
+    file (a tracking store's ``mlflow.db``): ``sql -o`` wrote a table's text over either until 0.9.4,
+    and every measurement in a store so written over was lost; nor over a database's side file
+    (``mlflow.db-wal``: until 0.9.6 a result written there lost what was committed and not yet
+    folded into the database)."""
+    if out.resolve() == warehouse.resolve() or _is_database(out):
         raise QueryError(f"--output {out} is a database (a warehouse, or a tracking store's): a result is not "
                          "written over it; choose another file")
+    for side in DATABASE_SIDE_FILES:
+        base = out.with_name(out.name.removesuffix(side))
+        if out.name.endswith(side) and base != out and (base.resolve() == warehouse.resolve() or _is_database(base)):
+            raise QueryError(f"--output {out} is where the database {base.name} keeps what it has not written "
+                             "into itself yet: a result is not written there; choose another file")
 
 
 def write_parquet(table: Any, out: Path) -> None:

@@ -347,14 +347,20 @@ def _libpq_uri(uri: str) -> str:
 def open_source(location: StoreLocation, backend_store_uri: str | None = None) -> Source:
     """The fastest source for a store: its database when reachable, else the MLflow API."""
     if backend_store_uri and not location.is_http:
-        from tracker.settings import resolve_location
+        from tracker.errors import TrackerError
+        from tracker.settings import redacted, resolve_location
 
+        option = f"--backend-store-uri (TRACKER_BACKEND_STORE_URI) {redacted(backend_store_uri)}"  # its password
+        try:  # never said (until 0.9.6 it was, here), and a bad one said as this option's, not --tracking-uri's
+            backend = resolve_location(backend_store_uri).uri
+        except TrackerError as exc:
+            raise StoreError(f"{option}: {exc}") from None
         # the store's own database is read already; another's runs would go into this store's warehouse,
         # and the next load without it would put this store's back (until 0.9.1)
-        if resolve_location(backend_store_uri).uri != location.uri:
-            raise StoreError(f"--backend-store-uri (TRACKER_BACKEND_STORE_URI) {backend_store_uri} is the database behind "
-                             f"a tracking server, for loading that server's runs; this store is {location.uri}, read "
-                             "directly: to load another store, give it as --tracking-uri")
+        if backend != location.uri:
+            raise StoreError(f"{option} is the database behind a tracking server, for loading that server's runs; this "
+                             f"store is {redacted(location.uri)}, read directly: to load another store, give it as "
+                             "--tracking-uri")
         backend_store_uri = None
     if backend_store_uri:
         return DatabaseSource(backend_store_uri, artifact_server=location.uri if location.is_http else None)
