@@ -416,6 +416,7 @@ def test_ctrl_c_in_a_query_is_one_line_and_status_130(tmp_path: Path, how: str, 
     import duckdb
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
+    duckdb.connect(str(tmp_path / "noviews.duckdb")).execute("CREATE TABLE runs (run_id VARCHAR)").close()
     proc = subprocess.Popen([*TRACKER, "sql", "SELECT sum(hash(range)) FROM range(50000000000)", "--warehouse", "wh.duckdb"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
@@ -525,6 +526,9 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
         (["--tracking-uri", "fresh", "fingerprint", "promote", "latency_ms-inference-cpu", "2"], 1, "no tracking store at"),
         (["frobnicate"], 2, "No such command"),
+        # a warehouse that lacks what a load makes: one line (a CatalogException's traceback until 0.9.6)
+        (["fingerprint", "train", "--target", "latency_ms", "-w", "noviews.duckdb"], 1,
+         "the warehouse could not be read: Catalog Error: Table with name measurement_features does not exist"),
         # the database's password unsaid, and a bad one said as this option's (until 0.9.6: said, and "unsupported
         # tracking URI" alone)
         (["warehouse", "load", "-w", "w.duckdb", "--backend-store-uri", "postgresql://u:s3cret@127.0.0.1:5998/db"], 1,
@@ -598,6 +602,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     import duckdb
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
+    duckdb.connect(str(tmp_path / "noviews.duckdb")).execute("CREATE TABLE runs (run_id VARCHAR)").close()
     with contextlib.closing(sqlite3.connect(tmp_path / "other.db")) as other:
         other.execute("CREATE TABLE t (a INT)")
     RunLogger(str(tmp_path / "runs")).close()  # the default store, for the commands that read it

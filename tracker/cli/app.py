@@ -175,6 +175,14 @@ def main() -> None:
             if (line := mlflow_http_line(None, exc)) is not None:
                 sys.stderr.write(f"error: {line}\n")
                 sys.exit(1)
+        if not verbose and not interrupted(exc) and type(exc).__module__.lstrip("_").startswith("duckdb"):
+            from tracker.errors import first_paragraph
+
+            # a warehouse damaged, cut short or missing what a load makes, read by a command that reads it
+            # (fingerprint train, report): one line (a traceback until 0.9.6; sql and load said it already)
+            sys.stderr.write(f"error: the warehouse could not be read: {first_paragraph(str(exc))} (tracker warehouse "
+                             "load --full makes its tables and views again; a damaged file: remove it, then load)\n")
+            sys.exit(1)
         if verbose or not interrupted(exc):
             raise
         raise KeyboardInterrupt from None  # said by tracker.cli.main, as a Ctrl-C anywhere else
