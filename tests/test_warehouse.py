@@ -4,6 +4,7 @@ views on empty and loaded warehouses, deletions, descriptions into node rows."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -432,6 +433,19 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     rows = (tmp_path / "csv" / "measurements.csv").read_text().splitlines()
     assert "run_id" in rows[0].split(",") and len(rows) == 2 and net.run_id in rows[1]
     assert json.loads((tmp_path / "json" / "measurements.json").read_text().splitlines()[0])["run_id"] == net.run_id
+    # in JSON a NaN or an infinity is null, as sql writes it (NaN and Infinity, which JSON has not, until 0.9.6)
+    odd_wh = tmp_path / "odd.duckdb"
+    shutil.copy(wh, odd_wh)
+    with duckdb.connect(str(odd_wh)) as con:
+        con.execute("UPDATE metrics SET value = CASE WHEN key = 'latency_ms' THEN 'nan'::DOUBLE ELSE 'inf'::DOUBLE END")
+    assert runner.invoke(app, ["warehouse", "export", str(tmp_path / "oddjson"), "--format", "json", "-w",
+                               str(odd_wh)]).exit_code == 0
+
+    def strict(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    rows = [json.loads(line, parse_constant=strict) for line in (tmp_path / "oddjson" / "metrics.json").read_text().splitlines()]
+    assert rows and all(r["value"] is None for r in rows)
     nowhere = runner.invoke(app, ["warehouse", "export", ""])  # the current folder, written into, until 0.9.4
     assert nowhere.exit_code == 1 and str(nowhere.exception).startswith("no folder named")
     other = tmp_path / "other.duckdb"  # a DuckDB file of something else: refused before a file is written

@@ -233,13 +233,29 @@ def export(path: Path, folder: Path, fmt: str = "parquet") -> list[Path]:
             raise StoreError(f"the warehouse lacks tables {', '.join(sorted(missing))}: run `tracker warehouse load`")
         for name in sorted(names):
             out = folder / f"{name}.{fmt}"
-            con.execute(f"COPY (SELECT * FROM \"{name}\") TO '{_sql_path(out)}' ({EXPORT_FORMATS[fmt]})")
+            con.execute(f"COPY ({_export_select(con, name, fmt)}) TO '{_sql_path(out)}' ({EXPORT_FORMATS[fmt]})")
             written.append(out)
     except duckdb.Error as exc:
         raise StoreError(f"export failed: {first_paragraph(str(exc))}") from None
     finally:
         con.close()
     return written
+
+
+def _export_select(con: Any, name: str, fmt: str) -> str:
+    """What export writes of a table or view: all of it; in JSON, a NaN or an infinity as null, as
+    ``sql --format json`` writes it (DuckDB writes NaN and Infinity, which JSON has not: until 0.9.6
+    a file no JSON reader took)."""
+    if fmt != "json":
+        return f'SELECT * FROM "{name}"'
+    floats = [r[0] for r in con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? "
+        "AND data_type IN ('DOUBLE', 'FLOAT')", [name]).fetchall()]
+    if not floats:
+        return f'SELECT * FROM "{name}"'
+    quoted = ['"' + c.replace('"', '""') + '"' for c in floats]
+    return (f'SELECT * REPLACE ({", ".join(f"CASE WHEN isfinite({q}) THEN {q} END AS {q}" for q in quoted)}) '
+            f'FROM "{name}"')
 
 
 def _sql_path(path: Path) -> str:
