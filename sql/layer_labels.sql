@@ -1,4 +1,5 @@
--- What the layer-level fingerprint learns to predict, per layer run of layer_features: the
+-- What the layer-level fingerprint learns to predict, per layer run (a module's or the functions'
+-- between modules; layer_features has the modules' alone, with their node features): the
 -- median latency_ms of that layer (same index and name) over every FINISHED measurement of its
 -- configuration that ran its layers (campaign repeats = R with layers, profile --again),
 -- keyed by the layer run of the latest measurement, as measurement_labels is for whole
