@@ -866,3 +866,20 @@ def test_runs_list_shows_a_failures_message_as_it_is_and_reads_past_mlflows_page
                                      "--limit", str(limit), "--format", "json"])
         assert listed.exit_code == 0, listed.output
         assert len(json.loads(listed.stdout)) == shown and ("has more" in listed.stderr) == more
+
+
+def test_a_measurements_notes_go_beside_its_json_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--format json`` printed the JSON alone: a measurement's notes (many page faults, other work
+    beside it) were unsaid until 0.9.6; they go to stderr, the JSON alone on stdout."""
+    from tracker.cli.options import OutputFormat
+    from tracker.cli.profile import _report
+
+    data = {"status": "FINISHED", "mode": "cpu-t1", "page_faults_per_iter_count": 345.0, "cpu_util_others_pct": 50.1,
+            "model": "tiny", "batch_size": 8, "latency_ms": 1.0}
+    _report(data, OutputFormat.json)
+    out, err = capsys.readouterr()
+    assert json.loads(out) == data
+    assert [line.split(":")[0] for line in err.splitlines()] == ["note", "note"]
+    assert "345 page faults per iteration" in err and "other processes took 50 %" in err
+    _report({**data, "mode": "cpu-t1-retain", "cpu_util_others_pct": 2.0}, OutputFormat.json)
+    assert capsys.readouterr().err == ""  # nothing to say: nothing said

@@ -111,11 +111,13 @@ def _size_words(data: dict) -> str:
 
 
 def _report(data: dict, fmt: OutputFormat) -> None:
-    from tracker.profile.records import beside_other_work, bound_by_host
+    from tracker.profile.records import bound_by_host
     from tracker.profile.stats import HOST_BOUND_SHARE
 
     if fmt is OutputFormat.json:
         emit_json(data)
+        for line in _notes(data):  # beside the JSON, on stderr (unsaid until 0.9.6), as a campaign's commentary
+            typer.echo(line, err=True)
         return
     size = _size_words(data)
     mode = f" in mode {data['mode']}" if data.get("mode") else ""
@@ -143,17 +145,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         f"±{100 * data['ci_rel']:.1f}% (95% CI){tail}, {data['samples']} samples, stopped on {data['stop_reason']}{mem}{note}; "
         f"run {data['run_id']}"
     )
-    faults = data.get("page_faults_per_iter_count")
-    if faults is not None and faults >= PAGE_FAULT_HINT and not str(data["mode"]).endswith("-retain"):
-        typer.echo(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
-                   "back and faults them in again every iteration, at a cost that moves with the host; "
-                   "--allocator retain keeps them (a mode of its own)")
-    if bound_by_host(data):
-        typer.echo(f"note: the host spent {data['host_share_pct']:.0f} % of each iteration launching its work and the device waited on "
-                   "it: this latency is bound by the host's CPU, not the device (it moves with the host's speed; "
-                   "a larger batch puts the work on the device)")
-    if beside_other_work(data):
-        _other_work_note(data["cpu_util_others_pct"], "this may be slower than the machine alone would run it")
+    for line in _notes(data):
+        typer.echo(line)
     if "layers" in data:
         split = any(r.get("host_share_pct") is not None for r in data["layers"])  # on a device
         bound = sum(bound_by_host(r) for r in data["layers"])
@@ -171,6 +164,28 @@ def _report(data: dict, fmt: OutputFormat) -> None:
             typer.echo(f"no trace: torch.profiler failed ({data['trace']['error']}); the measurement stands")
         else:
             _trace_table(data["trace"], data["latency_ms"])
+
+
+def _notes(data: dict) -> list[str]:
+    """What a measured network's figures mean that they do not say: many page faults, a latency bound
+    by the host, other work beside it."""
+    from tracker.profile.records import beside_other_work, bound_by_host
+
+    if data["status"] != "FINISHED":
+        return []
+    notes = []
+    faults = data.get("page_faults_per_iter_count")
+    if faults is not None and faults >= PAGE_FAULT_HINT and not str(data["mode"]).endswith("-retain"):
+        notes.append(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
+                     "back and faults them in again every iteration, at a cost that moves with the host; "
+                     "--allocator retain keeps them (a mode of its own)")
+    if bound_by_host(data):
+        notes.append(f"note: the host spent {data['host_share_pct']:.0f} % of each iteration launching its work and the "
+                     "device waited on it: this latency is bound by the host's CPU, not the device (it moves with the "
+                     "host's speed; a larger batch puts the work on the device)")
+    if beside_other_work(data):
+        notes.append(_other_work_note(data["cpu_util_others_pct"], "this may be slower than the machine alone would run it"))
+    return notes
 
 
 #: Kernels a traced profile prints (all of them are in the ops artifact), and how much of each
@@ -428,15 +443,15 @@ def _job_notes(r: dict[str, Any]) -> None:
         typer.echo(f"note: its iterations' 95 % CI is ±{100 * ci:.0f} % of their median, over {100 * IMPRECISE_CI_REL:g} %: "
                    "too imprecise to compare with another job (more steps: [training].max_steps)")
     if beside_other_work(r):
-        _other_work_note(r["cpu_util_others_pct"], "its steps may be slower than the machine alone would run them")
+        typer.echo(_other_work_note(r["cpu_util_others_pct"], "its steps may be slower than the machine alone would run them"))
 
 
-def _other_work_note(others_pct: float, slower: str) -> None:
+def _other_work_note(others_pct: float, slower: str) -> str:
     """The note of a measurement taken while other processes took the CPU (``records.beside_other_work``):
     a network's, a job's (``slower``: what may be slower for it)."""
-    typer.echo(f"note: other processes took {others_pct:.0f} % of this machine's CPU while it was measured: they "
-               f"compete for its cores, caches and memory, so {slower} (tracker device show; the run keeps "
-               "cpu_util_others_pct)")
+    return (f"note: other processes took {others_pct:.0f} % of this machine's CPU while it was measured: they "
+            f"compete for its cores, caches and memory, so {slower} (tracker device show; the run keeps "
+            "cpu_util_others_pct)")
 
 
 def _job_line(r: dict[str, Any]) -> None:
