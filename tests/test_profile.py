@@ -1285,3 +1285,20 @@ def test_two_processes_take_turns_measuring_on_one_device(tmp_path: Path, monkey
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5fb2/x, 3")
     assert [devicelock.lock_name(d) for d in ("cpu", "cuda", "cuda:1", "cuda:2")] == \
         ["cpu.lock", "cuda-GPU-5fb2_x.lock", "cuda-3.lock", "cuda-2.lock"]
+
+
+def test_a_configuration_asked_for_more_samples_than_it_was_measured_to_is_measured_again(tmp_path: Path) -> None:
+    """``--min-samples 30`` reused a run measured to 10 without a word (until 0.9.6): it is a repeat
+    now, measured to 30, and that repeat answers the same request, and a plain one, again."""
+    import dataclasses
+
+    logger = RunLogger(str(tmp_path / "s"), experiment="more")
+    first = profile_network(logger, TINY, 1, FAST, input_size=64, timeout_s=300)
+    assert not first.reused and first.network.params["min_samples"] in (10, "10")
+    more = dataclasses.replace(FAST, min_samples=30)
+    second = profile_network(logger, TINY, 1, more, input_size=64, timeout_s=300)
+    assert not second.reused and second.network.run_id != first.network.run_id
+    assert second.network.metrics["samples_count"] >= 30 and "tracker.repeat_key" in second.network.tags
+    for rule in (more, FAST):
+        again = profile_network(logger, TINY, 1, rule, input_size=64, timeout_s=300)
+        assert again.reused and again.network.run_id == second.network.run_id

@@ -433,8 +433,15 @@ def profile_network(
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator,
              memory_limit_mb=memory_limit_mb, input_size=input_size, precision=dtype)
     ensure_mode_logged(logger, device, threads, allocator)
-    latest = logger.find(p.config_key, "FINISHED") if again or trace else None
-    again = again or latest is not None  # a trace of a configuration measured before is a repeat
+    from tracker.profile.stats import MIN_SAMPLES
+
+    more = rule.min_samples > MIN_SAMPLES  # a run measured to fewer samples than asked does not answer
+    latest = logger.find(p.config_key, "FINISHED") if again or trace or more else None
+    if latest is not None and not (again or trace) and rule.min_samples <= asked_samples(latest):
+        latest = None  # it was measured to as many: reused below
+    # a trace of a configuration measured before is a repeat, and so is one asked for more samples
+    # (--min-samples 200 reused a run of 192 without a word until 0.9.6)
+    again = again or latest is not None
     repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
         layers = latest is not None and has_layers(latest)
@@ -443,6 +450,16 @@ def profile_network(
     if result.reused and layers and has_layers(result.network):  # its layers as they were logged
         result.layers = stored_layers(logger, result.network)
     return result
+
+
+def asked_samples(record: RunRecord) -> int:
+    """The fewest samples a logged run was measured to (its ``min_samples``; the default where a run lacks it)."""
+    from tracker.profile.stats import MIN_SAMPLES
+
+    try:
+        return int(float(record.params.get("min_samples", MIN_SAMPLES)))
+    except (TypeError, ValueError):
+        return MIN_SAMPLES
 
 
 def stored_layers(logger: RunLogger, network: RunRecord) -> list[RunRecord]:
