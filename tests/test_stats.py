@@ -32,7 +32,7 @@ def test_summary_is_derived_from_the_raw_samples() -> None:
     s = summarize(samples)
     assert s.n == 8 and s.median == statistics.median(samples) and s.max == 100.0 and s.min == 1.0
     assert s.ci_low <= s.median <= s.ci_high and s.iqr > 0
-    assert summarize([2.0] * 10).ci_rel == 0.0
+    assert 0 < summarize([2.0] * 10).ci_rel < 1e-6  # known to the clock's step (exactly 0 until 0.9.6)
 
 
 def test_precise_samples_stop_on_precision_and_noisy_ones_on_the_cap() -> None:
@@ -237,3 +237,17 @@ def test_figures_that_too_few_samples_cannot_give_are_absent_not_zero() -> None:
     assert "latency_blocks_count" not in one and "latency_std_ms" not in one and one["latency_ms"] == 10.0
     enough = metrics([10.0 + (i % 3) * 0.1 for i in range(40)], block_n=4)
     assert enough["latency_blocks_count"] == 10 and enough["latency_std_ms"] > 0
+
+
+def test_samples_in_the_clocks_steps_have_a_ci_of_a_step_not_zero() -> None:
+    """A layer of about 2 us, timed in 10 ns steps, took three values: its CI was exactly 0 (until
+    0.9.6), as if the median were known exactly; it is known to a step."""
+    from tracker.profile.stats import CLOCK_STEP_MS
+
+    steps = [0.00221] * 600 + [0.00222] * 300 + [0.00220] * 100
+    s = summarize(steps, block_n=100)
+    assert s.ci_high - s.ci_low == pytest.approx(0.00001) and s.ci_rel > 0
+    alike = summarize([0.5] * 40, block_n=5)  # one value: the clock's own step
+    assert alike.ci_high - alike.ci_low == pytest.approx(CLOCK_STEP_MS)
+    spread = summarize([1.0 + 0.01 * (i % 7) for i in range(70)], block_n=7)  # wider than a step: as it was
+    assert spread.ci_high - spread.ci_low > 0.01

@@ -190,6 +190,17 @@ def tail_quantile(ordered: list[float], q: float) -> float | None:
     return ordered[i] + (ordered[min(i + 1, n - 1)] - ordered[i]) * (pos - i)
 
 
+#: The clock's step (ms), where samples give no finer one: time.perf_counter_ns counts nanoseconds.
+CLOCK_STEP_MS = 1e-6
+
+
+def resolution(ordered: list[float]) -> float:
+    """The finest step between sorted samples' distinct values (ms): how finely they were timed;
+    :data:`CLOCK_STEP_MS` where they are all one value."""
+    gaps = [b - a for a, b in zip(ordered, ordered[1:]) if b > a]
+    return min(gaps) if gaps else CLOCK_STEP_MS
+
+
 def summarize(samples: list[float], block_n: int = 1) -> Summary:
     """Figures of raw samples in time order; ``block_n`` > 1 makes the CI drift-aware."""
     if not samples:
@@ -204,6 +215,10 @@ def summarize(samples: list[float], block_n: int = 1) -> Summary:
         half, blocks = drift_half_width(samples, block_n)
         if math.isfinite(half) and half > max(median - lo, hi - median):
             lo, hi = max(median - half, 0.0), median + half  # a latency is never negative
+    if n >= MIN_SAMPLES_FOR_CI and hi - lo < (step := resolution(ordered)):
+        # samples that take a few values of the clock's steps (a layer of 2 us timed in 10 ns steps):
+        # the median is known to a step, not exactly (a CI of exactly 0 was stored until 0.9.6)
+        lo, hi = min(lo, max(median - step / 2, 0.0)), max(hi, median + step / 2)
     return Summary(
         n=n,
         median=median,
