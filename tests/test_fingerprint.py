@@ -399,6 +399,7 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     [mine] = [r for r in json.loads(listed.output) if r["version"] == first.version and r["name"] == first.name]
     assert mine["heldout_mape_pct"] == pytest.approx(first.evaluation["mape_pct"], abs=1e-4)
     assert mine["networks"] == len(NETWORKS) and mine["devices"] == "cpu" and mine["registered"].startswith("20")
+    assert mine["registered"].endswith("Z") and mine["memory_floor"] is None  # UTC (local, unmarked, until 0.9.6)
 
     with pytest.raises(FingerprintError, match="no fingerprint for phase 'inference' on device 'tpu'"):
         runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet50", "--device", "tpu"],
@@ -512,6 +513,12 @@ def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:
     client = MlflowClient(uri)
     memory = train(wh, "peak_mem_mb", "inference", "cpu", uri, dtype="bfloat16", plots=False)
     assert memory.memory_floor == "false (its runs are bfloat16: a description counts float32 bytes)"
+    listed = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format",
+                                                 "json"]).stdout)
+    [row] = [r for r in listed if r["name"] == memory.name and r["version"] == str(memory.version)]
+    # a boolean and its reason (the tag's text until 0.9.6)
+    assert row["memory_floor"] is False
+    assert row["memory_floor_not_why"] == "its runs are bfloat16: a description counts float32 bytes"
     assert client.get_model_version(memory.name, str(memory.version)).tags["oom_runs"] == "1"
     full = train(wh, "peak_mem_mb", "inference", "cpu", uri, plots=False)
     assert "largest_peak_mb" not in client.get_model_version(full.name, str(full.version)).tags

@@ -150,7 +150,10 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "networks": None if (count := _number(tags.get("networks"))) is None else int(count),
                          "method": tags.get("method", "network"),
                          "promoted": tags.get("promoted"), "format": version_format(tags),
-                         "memory_floor": tags.get("memory_floor"),
+                         # a boolean, and why not where it keeps none (the tag's text, "true" or "false (...)",
+                         # until 0.9.6)
+                         "memory_floor": _floor_kept(tags.get("memory_floor")),
+                         "memory_floor_not_why": _floor_not_why(tags.get("memory_floor")),
                          # what it learnt from: the device mode and devices of its runs (tags since 0.8.9), the
                          # networks left out of it by hand, and when it was registered
                          "mode": tags.get("mode"), "devices": tags.get("devices"),
@@ -171,7 +174,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {networks} networks"
                    + (f", mode {r['mode']}" if r["mode"] else "") + ")"
                    + ("; promoted by hand" if r["promoted"] else "")
-                   + ("; never below its tensors' floor" if r["memory_floor"] == "true" else "")
+                   + ("; never below its tensors' floor" if r["memory_floor"] else "")
                    + _limits(r)
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
 
@@ -185,10 +188,26 @@ def _number(text: str | None) -> float | None:
 
 
 def _when(ms: int | None) -> str | None:
-    """A registry timestamp (ms since the epoch) as local ISO time, seconds."""
+    """A registry timestamp (ms since the epoch) as UTC ISO time, seconds, as a promotion's tag says
+    its time (the machine's local time, without its zone, until 0.9.6)."""
     import datetime
 
-    return None if not ms else datetime.datetime.fromtimestamp(ms / 1000).isoformat(timespec="seconds")
+    if not ms:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _floor_kept(tag: str | None) -> bool | None:
+    """Whether a memory version keeps the floor of its network's own tensors (tag ``memory_floor``:
+    ``true``, or ``false (why)``); None where it does not say (a latency version, an older one)."""
+    return None if tag is None else tag == "true"
+
+
+def _floor_not_why(tag: str | None) -> str | None:
+    """Why a memory version keeps no floor, where its tag says (``false (its runs are bfloat16: ...)``)."""
+    if tag is None or not tag.startswith("false ("):
+        return None
+    return tag.removeprefix("false (").removesuffix(")")
 
 
 @app.command("promote")
