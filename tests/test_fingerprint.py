@@ -488,6 +488,11 @@ def test_a_fingerprint_learns_one_device_mode(tmp_path: Path) -> None:
     # a target nothing measured is said so (until 0.9.2 every device and phase was listed as "measured")
     with pytest.raises(FingerprintError, match="; no measurement in it has gpu_util_pct "):
         train(wh, "gpu_util_pct", "inference", "cpu", uri, plots=False)
+    # a warehouse of no measurement at all is said to be one (what this machine measures was said until 0.9.6)
+    RunLogger(str(tmp_path / "empty"), experiment="none").close()
+    load(tmp_path / "empty.duckdb", open_source(resolve_location(str(tmp_path / "empty"))))
+    with pytest.raises(FingerprintError, match="in the warehouse; it holds no measurement yet: measure networks"):
+        train(tmp_path / "empty.duckdb", "latency_ms", "inference", "cpu", uri, plots=False)
 
 
 def test_a_fingerprint_learns_one_dtype(tmp_path: Path) -> None:

@@ -228,6 +228,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         # inference measurements of energy_per_iter_j on 'cpu'; measured: cpu/... (inference)")
         devices = con.sql(f"SELECT DISTINCT device, device_name, mode, phase, COALESCE(precision, 'float32') FROM {VIEW} "
                           f"WHERE {target} IS NOT NULL AND {target} > 0").fetchall()
+        measured = con.sql(f"SELECT count(*) FROM {VIEW}").fetchall()[0][0]
     finally:
         con.close()
     if frame.empty and not empty_ok:
@@ -239,7 +240,9 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         raise FingerprintError(f"no {phase} measurements of {target} on {where} in the warehouse; "
                                + (f"{target} was measured on: {known}" if known else
                                   f"no measurement in it has {target} (tracker device show says what this machine "
-                                  "measures)"))
+                                  "measures)" if measured else  # a machine's want said of an empty one until 0.9.6
+                                  "it holds no measurement yet: measure networks (tracker profile network, tracker "
+                                  "campaign run), then tracker warehouse load"))
     modes = frame["mode"].fillna("(none)").value_counts()
     if len(modes) > 1:
         listed = ", ".join(f"{mode} ({counted(count, 'row')})" for mode, count in sorted(modes.items()))
