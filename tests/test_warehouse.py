@@ -662,3 +662,27 @@ def test_a_run_of_a_record_format_this_tracker_does_not_read_stops_the_load(tmp_
         assert con.execute("SELECT run_id FROM runs").fetchall() == [(first,)]  # the load before it, whole
     finally:
         con.close()
+
+
+def test_an_interrupted_first_load_says_no_warehouse_was_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C in a first load leaves no warehouse, and says so; it said "the warehouse ... is as it
+    was before it" of one that never was (until 0.9.6). A later load's says that."""
+    from typer.testing import CliRunner
+
+    import tracker.warehouse.load as loading
+    from tracker.cli.app import app
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    _logger(runs).close()
+    real = loading.load
+
+    def stopped(*args: object, **kwargs: object) -> None:  # a Ctrl-C where the load would begin
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loading, "load", stopped)
+    args = ["--tracking-uri", str(runs), "warehouse", "load", "-w", str(wh)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 130 and f"no warehouse was made at {wh}" in first.output and not wh.exists()
+    real(wh, open_source(resolve_location(str(runs))))
+    later = CliRunner().invoke(app, args)
+    assert later.exit_code == 130 and f"the warehouse {wh} is as it was before it" in later.output

@@ -54,10 +54,12 @@ def load_cmd(
     from tracker.warehouse.source import open_source
 
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
+    first = not path.exists()
     try:
         report = load(path, open_source(resolve_location(state(ctx).tracking_uri), backend_store_uri), full=full)
     except KeyboardInterrupt:  # said as a load's ("what was logged before is kept" until 0.9.4): one transaction
-        exit_interrupted(f"interrupted: the load stopped; the warehouse {path} is as it was before it")
+        # a first load leaves none ("is as it was before it" of a warehouse that was not, until 0.9.6)
+        exit_interrupted(f"interrupted: the load stopped; {f'no warehouse was made at {path}' if first else f'the warehouse {path} is as it was before it'}")
     if fmt is OutputFormat.json:
         emit_json({"warehouse": str(path), **report.to_dict()})
         return
