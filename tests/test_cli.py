@@ -134,7 +134,8 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     assert all(a["self_cpu_ms"] >= b["self_cpu_ms"] for a, b in zip(trace["ops"], trace["ops"][1:]))
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     run = client.get_run(data["run_id"])
-    assert run.data.tags["tracker.repeat_key"].startswith(run.data.tags["tracker.config_key"] + "#")
+    assert run.data.tags["tracker.repeat_key"].startswith(run.data.tags["tracker.config_key"] + "#trace-")
+    assert run.info.run_name.endswith(" · traced")  # as a campaign's trace is named (" · again" until 0.9.6)
     assert "latency_ms" in run.data.metrics and "tracker.trace_error" not in run.data.tags
     folder = Path(client.download_artifacts(data["run_id"], "trace", str(tmp_path)))
     events = json.loads((folder / "trace.json").read_text())["traceEvents"]

@@ -274,11 +274,12 @@ CHILD_START_S = 2.0
 
 def repeat_label(repeat_key: str) -> str:
     """What a repeat's run name adds: a campaign's round (``KEY#r2``: ``repeat 2``), a trace taken
-    of one measured before (``KEY#trace``: ``traced``), or ``--again`` (``again``)."""
+    of one measured before (``KEY#trace``, ``profile --trace``'s ``KEY#trace-HEX``: ``traced``), or
+    ``--again`` (``again``)."""
     suffix = repeat_key.rpartition("#")[2]
     if suffix[:1] == "r" and suffix[1:].isdigit():
         return f"repeat {suffix[1:]}"
-    return "traced" if suffix == "trace" else "again"
+    return "traced" if suffix == "trace" or suffix.startswith("trace-") else "again"
 
 
 def measure_planned(
@@ -442,7 +443,8 @@ def profile_network(
     # a trace of a configuration measured before is a repeat, and so is one asked for more samples
     # (--min-samples 200 reused a run of 192 without a word until 0.9.6)
     again = again or latest is not None
-    repeat_key = f"{p.config_key}#{uuid.uuid4().hex[:12]}" if again else None
+    # a traced repeat named as a campaign's is (`· traced`; `· again` until 0.9.6), its key its own
+    repeat_key = f"{p.config_key}#{'trace-' if trace else ''}{uuid.uuid4().hex[:12]}" if again else None
     if again and not layers and p.spec.phase == "inference":
         layers = latest is not None and has_layers(latest)
     result = measure_planned(logger, p, rule, layers, layer_rule, timeout_s, reuse and not again,
