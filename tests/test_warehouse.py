@@ -446,6 +446,10 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
 
     rows = [json.loads(line, parse_constant=strict) for line in (tmp_path / "oddjson" / "metrics.json").read_text().splitlines()]
     assert rows and all(r["value"] is None for r in rows)
+    (tmp_path / "blocked" / "runs.csv").mkdir(parents=True)  # a folder where a file goes: before any is written
+    blocked = runner.invoke(app, ["warehouse", "export", str(tmp_path / "blocked"), "--format", "csv"])
+    assert blocked.exit_code == 1 and str(blocked.exception).startswith(f"{tmp_path / 'blocked' / 'runs.csv'} is a folder")
+    assert [p.name for p in (tmp_path / "blocked").iterdir()] == ["runs.csv"]
     nowhere = runner.invoke(app, ["warehouse", "export", ""])  # the current folder, written into, until 0.9.4
     assert nowhere.exit_code == 1 and str(nowhere.exception).startswith("no folder named")
     other = tmp_path / "other.duckdb"  # a DuckDB file of something else: refused before a file is written
