@@ -219,6 +219,15 @@ def test_a_mapping_file_says_what_runs(tmp_path: Path) -> None:
     (tmp_path / "m.json").write_text(json.dumps([{"networks": [net | {"speed": 9}]}]))
     assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == (
         "error: m.json[0]: network 1 (squeezenet1_1): unknown key 'speed' (known: model, split, devices, layers)")
+    # written for a network of another layer count: its split would fall elsewhere (split there silently until 0.9.6)
+    from tracker.profile.mapping import validate
+
+    validate(from_json({"networks": [net]}, "m.json[0]"), gpu=False)  # its own count: as written
+    with pytest.raises(ConfigError, match=r"^m.json\[0\]: network 1 \(squeezenet1_1\): the file says squeezenet1_1 has "
+                                          r"70 layers, and it has 66 here"):
+        validate(from_json({"networks": [net | {"layers": 70}]}, "m.json[0]"), gpu=False)
+    with pytest.raises(ConfigError, match="layers should be its whole number of layers, got 'x'"):
+        from_json({"networks": [net | {"layers": "x"}]}, "m.json[0]")
 
 
 def test_mapping_run_options_are_checked_before_any_note(tmp_path: Path) -> None:

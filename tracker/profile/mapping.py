@@ -51,6 +51,9 @@ class NetMapping:
     #: 'resnet18:tpu'``) or its place in a file (``m.json[0]: network 1 (resnet18)``); "" for a
     #: drawn one (its compact form). Not part of its identity.
     given: str = field(default="", compare=False, repr=False)
+    #: the layer count a file says the network had where it was written (``generate --out``), which its
+    #: split counts in; None where none is said. Not part of its identity.
+    layers: int | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # one name per device: cuda:0 is cuda, in its key as in its compact form
         object.__setattr__(self, "devices", tuple(canonical_device(d) for d in self.devices))
@@ -163,7 +166,10 @@ def from_json(data: Any, where: str) -> Mapping:
                 or not all(isinstance(d, str) and d.strip() for d in devices)):
             raise ConfigError(f"{where}: network {k} ({model}): devices should be two device names [first, second], "
                               f"got {devices!r}")
-        nets.append(NetMapping(model, split, (devices[0], devices[1]), f"{where}: network {k} ({model})"))
+        layers = n.get("layers")
+        if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int)):
+            raise ConfigError(f"{where}: network {k} ({model}): layers should be its whole number of layers, got {layers!r}")
+        nets.append(NetMapping(model, split, (devices[0], devices[1]), f"{where}: network {k} ({model})", layers))
     mapping = Mapping(tuple(nets), where)
     if "mapping" in data:  # what `generate --out` writes beside the networks: it must say the same (read by no one until 0.9.6)
         text = data["mapping"]
@@ -295,6 +301,10 @@ def validate(mapping: Mapping, gpu: bool) -> None:
             if d.startswith("cuda") and not gpu:
                 raise ConfigError(f"{net.label}: device {d} is not available on this machine (no CUDA GPU)")
         n = layer_count(net.model)
+        if net.layers is not None and net.layers != n:  # split elsewhere in it without a word until 0.9.6
+            raise ConfigError(f"{net.label}: the file says {net.model} has {net.layers} layers, and it has {n} here "
+                              "(another version of it, or of torchvision): its split would fall elsewhere; draw the "
+                              "mapping again (tracker mapping generate --out)")
         if not 0 <= net.split <= n:
             raise ConfigError(f"{net.label}: split index {net.split} is out of range for {net.model} "
                               f"(0..{n}, its {n} layers)")
