@@ -188,15 +188,14 @@ def plan(ref: str, batch_size: int, phase: str = "inference", device: str = "cpu
                        input_vocab=model_ref.input_vocab)
     mode = read_mode(device, threads=threads, allocator=allocator)
     cap: dict[str, Any] = {}
+    counts: dict[str, str] = {}
     if memory_limit_mb:  # under a memory cap: another configuration than without, or under another cap
         from tracker.profile.memcap import cap_counts, planned_kind
-        from tracker.profile.network import QUANTIZED
+        from tracker.profile.network import imports_own_code
 
         cap = {"memory_limit_mb": float(memory_limit_mb), "memory_cap": planned_kind(device)}
-        imports = cap_counts(phase != "inference" or precision in QUANTIZED)  # since 0.9.6
-    else:
-        imports = {}
-    keys = key_fields(spec, model_hash, mode.mode_id, software_versions(), **cap, **imports)
+        counts = cap_counts(imports_own_code(phase, precision))  # since 0.9.6
+    keys = key_fields(spec, model_hash, mode.mode_id, software_versions(), **cap, **counts)
     return Planned(spec, ref, model_hash, mode.mode_id, threads, keys, model_ref.spec, allocator, **cap)
 
 

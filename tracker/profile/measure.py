@@ -154,7 +154,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from tracker.profile.modes import apply_allocator, apply_threads, read_mode
-    from tracker.profile.network import QUANTIZED, NetworkSpec, in_format, profile_layers
+    from tracker.profile.network import NetworkSpec, in_format, preload_own_code, profile_layers
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.zoo import resolve
 
@@ -183,12 +183,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         input_shape=ref.input_shape,
         input_vocab=ref.input_vocab,
     )
-    if spec.phase != "inference" or spec.precision in QUANTIZED:
-        # torch's optimizer imports torch._dynamo at its first step, and torch.ao's FX quantization
-        # at its tracing: about 150 MB of the process's code and objects, any network's, which a
-        # training or int8 run's network_mem_mb counted until 0.9.1 (squeezenet1_1 at 64 px, batch 1:
-        # 179 MB of training, 30 MB without; its peak is the same)
-        import torch._dynamo  # noqa: F401
+    preload_own_code(spec.phase, spec.precision)  # the worker did, before its cap; run in-process, here
     # what the process held before the network was built (the interpreter, torch, the thread pool):
     # its peak over this is the network's own, network_mem_mb (since 0.9.0)
     held_mb = current_rss_mb() if not device.startswith("cuda") else None

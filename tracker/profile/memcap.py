@@ -88,9 +88,10 @@ def cap_choice() -> str:
 CAP_COUNTS = {"cap_counts": "own-imports-before-cap"}
 
 
-def cap_counts(training: bool) -> dict[str, str]:
-    """The key field a capped measurement of a training step or an int8 network adds (see CAP_COUNTS)."""
-    return dict(CAP_COUNTS) if training else {}
+def cap_counts(own_code: bool) -> dict[str, str]:
+    """The key field a capped measurement adds where it imports torch's own code (``network.imports_own_code``:
+    a training step, an int8 network; see CAP_COUNTS)."""
+    return dict(CAP_COUNTS) if own_code else {}
 
 
 def planned_kind(device: str = "cpu") -> str:

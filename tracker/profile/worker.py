@@ -302,18 +302,6 @@ def die_with_parent() -> None:
         os._exit(EXIT_ERROR)
 
 
-def preload_for(job: dict[str, Any]) -> None:
-    """What a job's own path imports whatever its network, before the memory cap is set, as torch is:
-    an optimizer's first step imports torch._dynamo, and int8's FX quantization torch.ao (about 100
-    to 150 MB). Until 0.9.6 a capped training run's cap counted them (squeezenet1_1 at 64 px: 158 of a
-    300 MB cap for 27 MB of its own), and a 150 MB cap fitted no batch size of it."""
-    from tracker.profile.network import QUANTIZED
-
-    if (job.get("kind") == "training" or job.get("phase", "inference") != "inference"
-            or job.get("precision") in QUANTIZED):
-        import torch._dynamo  # noqa: F401
-
-
 def main(forked: bool = False) -> int:
     """A measuring child: its job from stdin, its result line on stdout. ``forked``: a fork of the
     zygote, which ends it if the parent goes (``zygote.serve``) and whose own end it outlives (the
@@ -325,8 +313,12 @@ def main(forked: bool = False) -> int:
     try:
         from tracker.profile.measure import run_job
 
+        from tracker.profile.network import preload_own_code
+
         preload()
-        preload_for(job)
+        # before the cap, as torch is: a training job's, or a network's in training or int8
+        preload_own_code("training" if job.get("kind") == "training" else job.get("phase", "inference"),
+                         job.get("precision", "float32"))
         cap = cap_memory(job.get("memory_limit_mb"), job.get("threads"), job.get("memory_cgroup"),
                          job.get("device") or "cpu")
         inject_fault(job)
