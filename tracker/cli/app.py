@@ -148,7 +148,7 @@ def main() -> None:
             command = " ".join(words) or "COMMAND"
             message = (f"{option} is an option of tracker itself, not of {command}: give it before the command "
                        f"(tracker {option}{value} {command} ...)")
-        elif option is not None and option.startswith("--") and (option[2:3].isspace() or any(c.isspace() for c in option)):
+        elif option is not None and option.startswith("--") and any(c.isspace() for c in option):
             # a query that begins with its `-- comment` line, read as an option ("No such option: -- best
             # runs ..." until 0.9.6)
             message = (f"{option.splitlines()[0][:60]!r} was read as an option: a query that begins with a -- comment "

@@ -142,8 +142,7 @@ def run(
     """Run each mapping's networks at once for --duration after --warmup; one mapping run per workload.
 
     Workloads already measured are skipped, so an interrupted run resumes."""
-    from tracker.profile.mapping import Workload, generate as draw, parse_mapping, validate
-    from tracker.profile.mapping import check_timeout
+    from tracker.profile.mapping import Workload, check_timeout, generate as draw, parse_mapping, validate
     from tracker.profile.modes import validate_threads
 
     if threads is not None:  # before any note is said (refused after "no CUDA GPU ...", two lines, until 0.9.6)

@@ -111,13 +111,13 @@ def sql(
 
     params = parse_params(param or [])
     files = {f.value for f in QueryFormat} - {"table"}
+    suffix = output.suffix.lower().lstrip(".") if output is not None else ""
     if fmt is None:  # a file's suffix says its format (a table went into out.csv until 0.9.1)
-        suffix = output.suffix.lower().lstrip(".") if output is not None else ""
         if output is not None and suffix not in files:  # the table's text went into out.xlsx until 0.9.4
             raise QueryError(f"--output {output}: tracker writes {', '.join(f'.{f}' for f in sorted(files))} files; "
                              "for another name say which (--format csv, json, parquet, or table for the table's text)")
         fmt = QueryFormat(suffix) if suffix in files else QueryFormat.table
-    elif output is not None and (suffix := output.suffix.lower().lstrip(".")) in files and suffix != fmt.value:
+    elif suffix in files and suffix != fmt.value:
         # CSV went into out.parquet without a word until 0.9.6
         raise QueryError(f"--output {output} with --format {fmt.value}: its suffix says {suffix}; give a file "
                          f"name ending .{fmt.value}, or leave --format out")

@@ -234,9 +234,7 @@ class RunLogger:
             found = spooled_run(self.location.uri, self.experiment_name, config_key, status)
             if found is None:
                 return None
-            record = as_record(found)
-            self.outboxed.add(record.run_id)  # a reused run that waits there too
-            return record
+            self.outboxed.add(found.run_id)  # a reused run that waits there too
         return as_record(found)
 
     def close(self) -> None:

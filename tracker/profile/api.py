@@ -16,7 +16,7 @@ from tracker.log.logger import RunLogger
 from tracker.log.record import (CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, LAYERS_METRIC, REPEAT_KEY_TAG,
                                 RunRecord, config_key, now_ms)
 from tracker.profile.network import NetworkSpec, check_format
-from tracker.profile.stats import Stopping
+from tracker.profile.stats import MIN_SAMPLES, Stopping
 
 if TYPE_CHECKING:
     from tracker.zoo.spec import ModelRef
@@ -433,8 +433,6 @@ def profile_network(
     p = plan(ref, batch_size, phase=phase, device=device, threads=threads, allocator=allocator,
              memory_limit_mb=memory_limit_mb, input_size=input_size, precision=dtype)
     ensure_mode_logged(logger, device, threads, allocator)
-    from tracker.profile.stats import MIN_SAMPLES
-
     more = rule.min_samples > MIN_SAMPLES  # a run measured to fewer samples than asked does not answer
     latest = logger.find(p.config_key, "FINISHED") if again or trace or more else None
     if latest is not None and not (again or trace) and rule.min_samples <= asked_samples(latest):
@@ -455,8 +453,6 @@ def profile_network(
 
 def asked_samples(record: RunRecord) -> int:
     """The fewest samples a logged run was measured to (its ``min_samples``; the default where a run lacks it)."""
-    from tracker.profile.stats import MIN_SAMPLES
-
     try:
         return int(float(record.params.get("min_samples", MIN_SAMPLES)))
     except (TypeError, ValueError):
