@@ -225,10 +225,13 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
             params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
         ).df()
         # where the target itself was measured, in which mode (every device and phase until 0.9.2: "no
-        # inference measurements of energy_per_iter_j on 'cpu'; measured: cpu/... (inference)")
-        devices = con.sql(f"SELECT DISTINCT device, device_name, mode, phase, COALESCE(precision, 'float32') FROM {VIEW} "
-                          f"WHERE {target} IS NOT NULL AND {target} > 0").fetchall()
-        measured = con.sql(f"SELECT count(*) FROM {VIEW}").fetchall()[0][0]
+        # inference measurements of energy_per_iter_j on 'cpu'; measured: cpu/... (inference)"), and whether
+        # anything was: read only to say why there are no rows
+        devices, measured = [], 0
+        if frame.empty:
+            devices = con.sql(f"SELECT DISTINCT device, device_name, mode, phase, COALESCE(precision, 'float32') "
+                              f"FROM {VIEW} WHERE {target} IS NOT NULL AND {target} > 0").fetchall()
+            measured = con.sql(f"SELECT count(*) FROM {VIEW}").fetchall()[0][0]
     finally:
         con.close()
     if frame.empty and not empty_ok:

@@ -457,9 +457,10 @@ def percent_label(ratio: float) -> str:
     return str(int(percent)) if percent == int(percent) else f"{percent:g}"
 
 
-def _check_ratio(ratio: float) -> None:
+def check_ratio(ratio: float, label: str = "pruning ratio") -> None:
+    """A ConfigError naming ``label`` (a spec file's ``ratio`` key too) unless ``ratio`` is in [0, 1)."""
     if isinstance(ratio, bool) or not isinstance(ratio, numbers.Real) or not 0 <= ratio < 1:
-        raise ConfigError(f"pruning ratio must be a number in [0, 1), got {ratio!r}")
+        raise ConfigError(f"{label} must be a number in [0, 1), got {ratio!r}")
 
 
 def _conv_modules(model: nn.Module) -> dict[str, Any]:
@@ -693,7 +694,7 @@ def prune(model: nn.Module, ratio: float, method: str = "l1", seed: int = 0, *, 
 def ratio_widths(model: nn.Module, ratio: float, *, input_size: int = 224) -> dict[str, int]:
     """The width map ``prune(model, ratio)`` applies: every conv of a prunable group at
     ``max(1, round(C * (1 - ratio)))``, the others at their own width."""
-    _check_ratio(ratio)
+    check_ratio(ratio)
     return _ratio_widths(model, _analyse(model, input_size), ratio)
 
 
@@ -727,7 +728,7 @@ def _ratio_widths(model: nn.Module, res: _Analysis, ratio: float) -> dict[str, i
 def _plan_ratio(
     model: nn.Module, ratio: float, method: str, seed: int, input_size: int, in_channels: int = 3
 ) -> tuple[_Analysis, dict[int, list[int]]]:
-    _check_ratio(ratio)
+    check_ratio(ratio)
     _check_method(method, seed)
     res = _analyse(model, input_size, in_channels)
     widths = _ratio_widths(model, res, ratio)
@@ -748,7 +749,7 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
     (a network of your own, with its file's text), with its input size and channels."""
     from tracker.zoo.spec import resolve
 
-    _check_ratio(ratio)
+    check_ratio(ratio)
     _check_method(method, seed)
     if method == "l1" and seed != 0:  # named -s5, the same network as -s0 (until 0.9.4)
         raise ConfigError(f"a seed is for method random, got seed {seed} with l1: l1 keeps the filters of "

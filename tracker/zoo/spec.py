@@ -454,9 +454,10 @@ def read_spec(path: Path) -> dict[str, Any]:
     if spec["kind"] not in ("generated", "pruned", "module"):  # said without the file until 0.9.6
         raise ConfigError(f"{path}: unknown kind {spec['kind']!r} (expected generated, pruned or module)")
     if spec["kind"] == "pruned":  # a ratio of 150 or widths of none were read as a pruned network until 0.9.6
-        ratio, widths = spec.get("ratio", 0.0), spec.get("widths")
-        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio < 1:
-            raise ConfigError(f"{path}: spec key 'ratio' must be a number in [0, 1), got {ratio!r}")
+        from tracker.zoo.pruning import check_ratio
+
+        check_ratio(spec.get("ratio", 0.0), f"{path}: spec key 'ratio'")
+        widths = spec.get("widths")
         if not isinstance(widths, dict) or not widths or any(
                 isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths.values()):
             raise ConfigError(f"{path}: spec key 'widths' must map each convolution of the base to its channels "
