@@ -9,15 +9,27 @@
 -- frontier and keeps no other off it. mode: the device mode measured in; fingerprint_mode: the
 -- mode the predicting version learnt from; cpu_util_others_pct: the CPU other processes took
 -- while it was measured (since 0.9.0).
-WITH acc AS (
-    SELECT search_space, model, candidate, CAST(val_accuracy AS DOUBLE) AS accuracy, epochs, dataset,
-           run_id AS accuracy_run_id
+-- A candidate is its network (model_hash): an accuracy and a latency are joined only where they are of
+-- the same network, one row per version of a candidate (an edited space's candidates lie beside the
+-- old ones). current: the version of the candidate's newest accuracy run; the frontier is drawn among
+-- current rows (stale versions are off it, and keep no other off it). `tracker searchspace report
+-- FILE` places the file's own candidates among themselves (since 0.9.7; before, the view joined by
+-- name, a width-24 latency beside a width-16 accuracy).
+WITH acc_all AS (
+    SELECT search_space, model, CAST(model_hash AS VARCHAR) AS model_hash, candidate,
+           CAST(val_accuracy AS DOUBLE) AS accuracy, epochs, dataset, run_id AS accuracy_run_id, end_time,
+           row_number() OVER (PARTITION BY search_space, model ORDER BY end_time DESC, run_id) = 1 AS current
     FROM accuracy_runs
     WHERE status = 'FINISHED' AND search_space IS NOT NULL
-    QUALIFY row_number() OVER (PARTITION BY search_space, model ORDER BY end_time DESC, run_id) = 1
+),
+acc AS (
+    SELECT *
+    FROM acc_all
+    QUALIFY row_number() OVER (PARTITION BY search_space, model, model_hash ORDER BY end_time DESC, accuracy_run_id) = 1
 ),
 lat AS (
-    SELECT search_space, model, latency_source, device, CAST(batch_size AS BIGINT) AS batch_size,
+    SELECT search_space, model, CAST(model_hash AS VARCHAR) AS model_hash, latency_source, device,
+           CAST(batch_size AS BIGINT) AS batch_size,
            CAST(latency_ms AS DOUBLE) AS latency_ms, CAST(device_time_s AS DOUBLE) AS device_time_s,
            CAST(outside_trained_range AS VARCHAR) AS outside_trained_range, run_id AS latency_run_id,
            CAST(latency_ci_rel AS DOUBLE) AS latency_ci_rel, CAST(mode AS VARCHAR) AS mode,
@@ -26,24 +38,24 @@ lat AS (
            COALESCE(CAST(latency_ci_rel AS DOUBLE) > 0.25, false) AS imprecise
     FROM candidate_runs
     WHERE status = 'FINISHED'
-    QUALIFY row_number() OVER (PARTITION BY search_space, model, latency_source, device, batch_size
+    QUALIFY row_number() OVER (PARTITION BY search_space, model, model_hash, latency_source, device, batch_size
                                ORDER BY end_time DESC, run_id) = 1
 ),
 joined AS (
-    SELECT a.search_space, a.model, a.candidate, a.accuracy, a.epochs, a.dataset,
+    SELECT a.search_space, a.model, a.model_hash, a.current, a.candidate, a.accuracy, a.epochs, a.dataset,
            l.latency_source, l.device, l.batch_size, l.latency_ms, l.device_time_s, l.outside_trained_range,
            a.accuracy_run_id, l.latency_run_id, l.latency_ci_rel, l.mode, l.fingerprint_mode, l.cpu_util_others_pct,
            l.imprecise
     FROM acc a
-    JOIN lat l USING (search_space, model)
+    JOIN lat l USING (search_space, model, model_hash)
 )
 SELECT
     j.*,
-    NOT j.imprecise AND NOT EXISTS (
+    j.current AND NOT j.imprecise AND NOT EXISTS (
         SELECT 1
         FROM joined o
         WHERE o.search_space = j.search_space AND o.latency_source = j.latency_source
-          AND o.device = j.device AND o.batch_size = j.batch_size AND NOT o.imprecise
+          AND o.device = j.device AND o.batch_size = j.batch_size AND o.current AND NOT o.imprecise
           AND o.accuracy >= j.accuracy AND o.latency_ms <= j.latency_ms
           AND (o.accuracy > j.accuracy OR o.latency_ms < j.latency_ms)
     ) AS on_frontier

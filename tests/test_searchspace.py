@@ -86,8 +86,59 @@ def test_tables_fill_only_what_is_missing_and_the_report_keeps_the_frontier(tmp_
     other.write_text(SPACE.replace('name = "tiny"', 'name = "other"'))
     never = _cli(runs, "searchspace", "report", str(other), "--warehouse", str(wh))
     assert never.exit_code == 1 and str(never.exception).startswith(
-        "search space other: no candidate has both accuracy and a latency (measured or predicted) in the warehouse")
+        "search space other: no candidate of the file has both accuracy and a latency (measured or predicted) in the "
+        "warehouse")
     assert all(int(r.data.params["val_count"]) > 300 for r in acc)  # a fifth of the 1797 digits
+
+    # A candidate dropped from the file is not placed beside the file's own (until 0.9.7 it stood on
+    # the frontier "of 4"), and the file's are placed among themselves.
+    dropped = tmp_path / "dropped.toml"
+    dropped.write_text(SPACE.replace('candidates = ["vgg", "mobilenet"]', 'candidates = ["vgg"]'))
+    rep2 = json.loads(_cli(runs, "searchspace", "report", str(dropped), "--warehouse", str(wh), "--format", "json").stdout)
+    kept = [c for c in cands if c["choices"]["a"] == "vgg"]
+    assert sorted(c["name"] for c in rep2["candidates"]) == sorted(c["name"] for c in kept)
+    assert rep2["space_candidates"] == 2
+    for c in rep2["candidates"]:
+        o = next(k for k in rep2["candidates"] if k is not c)
+        dominated = (not o["imprecise"] and o["accuracy"] >= c["accuracy"] and o["latency_ms"] <= c["latency_ms"]
+                     and (o["accuracy"] > c["accuracy"] or o["latency_ms"] < c["latency_ms"]))
+        assert c["on_frontier"] is (not dominated and not c["imprecise"])
+    # An edited candidate is another network: its new accuracy is not joined to the old one's latency
+    # (a width-40 accuracy stood beside a width-32 latency until 0.9.7).
+    edited = tmp_path / "edited.toml"
+    edited.write_text(SPACE.replace("width = 32", "width = 40"))
+    assert _cli(runs, "searchspace", "run", str(edited), "--skip-latency").exit_code == 0
+    none = _cli(runs, "searchspace", "report", str(edited), "--warehouse", str(wh))
+    assert none.exit_code == 1 and "no candidate of the file has both" in str(none.exception), none.output
+    rep3 = json.loads(_cli(runs, "searchspace", "report", str(space), "--warehouse", str(wh), "--format", "json").stdout)
+    assert {c["name"]: c["accuracy"] for c in rep3["candidates"]} == {c["name"]: c["accuracy"] for c in cands}
+    import duckdb
+
+    con = duckdb.connect(str(wh), read_only=True)
+    try:  # the view keeps both versions, the edited one current, and draws the frontier among current rows
+        rows = con.execute("SELECT current, on_frontier FROM searchspace_candidates WHERE search_space = 'tiny'").fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 4 and not any(cur or on for cur, on in rows)  # the edited have no latency: no current row
+
+    # Predictions added after a report make another report, with the comparison (the one before was
+    # answered, without it, until 0.9.7): a predicted candidate run of each, logged as run does.
+    from tracker.log.logger import RunLogger
+    from tracker.searchspace.run import _candidate_record, candidate_hashes
+    from tracker.searchspace.space import load_space
+
+    loaded = load_space(space)
+    hashes = candidate_hashes(loaded)
+    logger = RunLogger(str(runs), "searchspace-tiny")
+    records = []
+    for c in loaded.candidates():
+        record = _candidate_record(loaded, c, hashes[c.name], "predicted", None, "latency_ms-inference-cpu/1", "cpu-t1")
+        record.metrics.update(latency_ms=next(k["latency_ms"] for k in cands if k["name"] == c.name), device_time_s=0.01)
+        records.append(record)
+    logger.log(records)
+    rep4 = json.loads(_cli(runs, "searchspace", "report", str(space), "--warehouse", str(wh), "--format", "json").stdout)
+    assert rep4["logged"] is True and rep4["run_id"] != rep3["run_id"] and rep4["comparison"]["jaccard"] == 1.0
+    assert client.get_run(rep4["run_id"]).data.metrics["frontier_agreement_frac"] == 1.0
 
 
 def test_a_long_list_of_candidates_is_cut_to_its_first_five_and_a_count() -> None:
@@ -123,11 +174,30 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
                               ("input_size = 16", "input_size = 4", "spec key 'input_size' must be at least 8"),
                               ("width = 32", "width = 32\ndepth = 0", "positions[1].depth: at least 1, got 0"),
                               ("input_size = 16", "input_sise = 16", "unknown key input_sise (known: name, input_size, "
-                               "num_classes, activation, stem_channels, enumerate; tables: [[positions]], [accuracy], [latency])")]:
+                               "num_classes, activation, stem_channels, enumerate; tables: [[positions]], [accuracy], [latency])"),
+                              # each a traceback, or unread, until 0.9.7
+                              ("[accuracy]", "[accuracy]\nseed = -1", "[accuracy].seed must be between 0 and 4294967296, got -1"),
+                              ("expansion = 6}", "expanson = 6}", "positions[1].candidates[1]: unknown knob(s) expanson for "
+                               "style mobilenet (it takes width, depth, expansion, kernel)"),
+                              ('"mobilenet"]', '{style = "vgg", width = 17}]', "positions[0].candidates[1].width: a multiple "
+                               "of 8, got 17"),
+                              ('"mobilenet"]', '"inception"]', "candidate tiny-inception-vgg: inception at width 16: its "
+                               "default branches need a width of at least 32"),
+                              # 2 x 2 x 2**11 candidates: 78,125 spec files were written without a word until 0.9.7
+                              ("[accuracy]", "".join(f'[[positions]]\nname = "p{i}"\nwidth = 8\ncandidates = ["vgg", '
+                                                     '"mobilenet"]\n' for i in range(11)) + "[accuracy]",
+                               "the space makes 8,192 candidates (enumerate = 'all'), more than 4,096")]:
         assert old in SPACE
         bad.write_text(SPACE.replace(old, new))
         with pytest.raises(ConfigError, match=re.escape(message)):
             load_space(bad)
+    # [latency].threads this machine lacks: before any candidate is trained (after all of them, said as
+    # "--threads", until 0.9.7)
+    bad.write_text(SPACE.replace("threads = 1", "threads = 999"))
+    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.startswith(f"error: {bad}: [latency].threads = 999: expected a whole "
+                                                           "number from 1 to "), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "tiny").exists()  # no spec file written
     from tracker.searchspace.accuracy import load_split
 
     with pytest.raises(ConfigError) as info:  # it named a training job's key, [data].path, which a space has not
@@ -142,12 +212,40 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     assert proc.stderr.strip().endswith("or use --latency measured")
 
 
+def test_a_candidate_whose_training_fails_ends_alone_and_is_said(tmp_path: Path) -> None:
+    """A fault of one candidate's training (here a learning rate whose loss leaves float's range) is
+    that candidate's FAILED accuracy run with its message, the others trained (a traceback ended the
+    whole run until 0.9.7); a dataset that cannot be made at the space's size is one line."""
+    space = tmp_path / "lr.toml"
+    space.write_text(SPACE.replace("[accuracy]", "[accuracy]\nlearning_rate = 1e300"))
+    out = _cli(tmp_path / "runs", "searchspace", "run", str(space), "--skip-latency", "--format", "json")
+    assert out.exit_code == 0, out.output
+    tally = json.loads(out.stdout)
+    assert tally["accuracy_done"] == 4 and sorted(tally["failed"]) == sorted(tally["failures"]) and tally["failed"]
+    assert all(m.startswith("accuracy: RuntimeError: ") for m in tally["failures"].values()), tally["failures"]
+    client = MlflowClient(resolve_location(str(tmp_path / "runs")).uri)
+    failed = client.search_runs([client.get_experiment_by_name("searchspace-tiny").experiment_id],
+                                "tags.`tracker.kind` = 'accuracy' AND attributes.status = 'FAILED'")
+    assert sorted(r.data.params["model"] for r in failed) == sorted(tally["failed"])
+    assert all(r.data.tags["tracker.failure_message"] == tally["failures"][r.data.params["model"]].removeprefix("accuracy: ")
+               and r.data.tags["tracker.failure_reason"] == "error" for r in failed)
+    table = _cli(tmp_path / "runs", "searchspace", "run", str(space), "--skip-latency")  # said, each with why
+    assert table.exit_code == 0 and f"  failed: {tally['failed'][0]}: accuracy: RuntimeError: " in table.stdout, table.output
+    huge = tmp_path / "huge.toml"  # the digits at 2,048 px a side: 30 GB (a traceback until 0.9.7)
+    huge.write_text(SPACE.replace("input_size = 16", "input_size = 2048"))
+    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(huge), "--skip-latency", cwd=tmp_path)
+    assert proc.returncode == 1 and f"error: {huge}: [accuracy].dataset 'digits' at input_size 2048 could not be made (" \
+        in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    empty = _cli(tmp_path / "runs", "searchspace", "run", str(space), "--specs", "")  # the current folder until 0.9.7
+    assert empty.exit_code == 1 and str(empty.exception).startswith("--specs names no folder"), empty.output
+
+
 def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp_path: Path) -> None:
     """A candidate measured while other processes took the CPU (CI ±169 %) was on the frontier and
     kept better ones off it, and a frontier measured on two threads was compared with one predicted
     by a fingerprint of one thread without a word, until 0.9.0."""
     from tracker.log.logger import RunLogger
-    from tracker.searchspace.run import _candidate_record, accuracy_record, report
+    from tracker.searchspace.run import _candidate_record, accuracy_record, candidate_hashes, report
     from tracker.searchspace.space import load_space
     from tracker.warehouse.load import load
     from tracker.warehouse.source import open_source
@@ -157,17 +255,18 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="ss")
     cands = space.candidates()
+    hashes = candidate_hashes(space)  # the report places the file's own candidates, by their networks (since 0.9.7)
     # accuracy rises and latency with it; the fastest, measured imprecisely, has the best accuracy too
     figures = {cands[0].name: (0.95, 0.2, 1.69), cands[1].name: (0.80, 1.0, 0.02), cands[2].name: (0.85, 2.0, 0.02),
                cands[3].name: (0.90, 3.0, 0.02)}
     for c in cands:
         accuracy, latency_ms, ci_rel = figures[c.name]
-        acc = accuracy_record(space, c, f"h-{c.name}")
+        acc = accuracy_record(space, c, hashes[c.name])
         acc.params.update(train_count=100, val_count=20)
         acc.metrics.update(val_accuracy=accuracy, train_loss=0.1, train_time_s=1.0)
-        measured = _candidate_record(space, c, f"h-{c.name}", "measured", "cpu-t2")
+        measured = _candidate_record(space, c, hashes[c.name], "measured", "cpu-t2")
         measured.metrics.update(latency_ms=latency_ms, latency_ci_rel=ci_rel, device_time_s=0.5)
-        predicted = _candidate_record(space, c, f"h-{c.name}", "predicted", None, "latency_ms-inference-cpu/1", "cpu-t1")
+        predicted = _candidate_record(space, c, hashes[c.name], "predicted", None, "latency_ms-inference-cpu/1", "cpu-t1")
         predicted.metrics.update(latency_ms=latency_ms, device_time_s=0.01)
         logger.log([acc, measured, predicted])
     load(wh, open_source(resolve_location(str(runs))))

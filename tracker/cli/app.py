@@ -113,6 +113,23 @@ def demo(
 GLOBAL_OPTIONS = {"--tracking-uri": True, "--experiment": True, "-e": True, "--verbose": False, "-v": False}
 
 
+def quiet_interrupted_closes() -> None:
+    """SQLAlchemy's pool logs a Ctrl-C (or a SIGTERM, raised as one) that lands while it closes a
+    connection, traceback and all, then raises it: the interrupt is said once, as any other, and not
+    as a traceback before it (until 0.9.7). Its other records pass on as before."""
+    import logging
+
+    class Pass(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            kind = record.exc_info[0] if record.exc_info else None
+            if kind is None or not issubclass(kind, KeyboardInterrupt):
+                logging.getLogger().handle(record)  # the root's handlers, or logging's last resort
+
+    pool = logging.getLogger("sqlalchemy.pool")
+    pool.addHandler(Pass())
+    pool.propagate = False
+
+
 def main() -> None:
     from tracker.cli.options import INTERRUPTED, TERMINATED, interrupt_said
     from tracker.errors import TrackerError, interrupted, os_reason, was_terminated
@@ -128,6 +145,7 @@ def main() -> None:
     # where a proxy answered 503, until 0.9.4); three tries a second or two apart, as tracker's own
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    quiet_interrupted_closes()
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:

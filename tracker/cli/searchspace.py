@@ -38,7 +38,7 @@ def run(
     latency: Annotated[LatencySource, typer.Option(help="measured by the profilers, or predicted by the registered fingerprints.")] = LatencySource.measured,
     skip_accuracy: Annotated[bool, typer.Option("--skip-accuracy", help="Only the latency table.")] = False,
     skip_latency: Annotated[bool, typer.Option("--skip-latency", help="Only the accuracy table.")] = False,
-    specs: Annotated[Optional[Path], typer.Option(help="Folder for the candidates' spec files (default: <space folder>/<name>/networks).")] = None,
+    specs: Annotated[Optional[str], typer.Option(metavar="FOLDER", help="Folder for the candidates' spec files (default: <space folder>/<name>/networks).")] = None,
     time_cap: Annotated[float, typer.Option("--time-cap", min=0.1, callback=finite, help="Seconds of sampling at most per measured candidate.")] = 5.0,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
@@ -47,12 +47,14 @@ def run(
     from tracker.profile.stats import IMPRECISE_CI_REL
     from tracker.searchspace.run import run_space
 
-    if skip_accuracy and skip_latency:  # did nothing and ended 0 until 0.9.5
-        from tracker.errors import ConfigError
+    from tracker.errors import ConfigError
 
+    if skip_accuracy and skip_latency:  # did nothing and ended 0 until 0.9.5
         raise ConfigError("--skip-accuracy and --skip-latency together leave nothing to fill: give one at most")
+    if specs is not None and not specs.strip():  # "" was the current folder, written into (until 0.9.7)
+        raise ConfigError("--specs names no folder: give the folder for the spec files (. for this one)")
     space, st = _open(ctx, space_file)
-    folder = specs or space_file.parent / space.name / "networks"
+    folder = Path(specs) if specs is not None else space_file.parent / space.name / "networks"
     quiet = fmt is OutputFormat.json
     tally = run_space(st.logger(), space, folder, latency.value, skip_accuracy, skip_latency, time_cap,
                       progress=None if quiet else (lambda text: typer.echo(text, err=True)))
@@ -66,6 +68,8 @@ def run(
                     f"latency ({latency.value}) {tally.latency_done} new, {tally.latency_skipped} already there, "
                     f"{len(tally.failed)} failed; {tally.device_time_s:.1f} s of device time")
     typer.echo(f"{space.name}: {data['candidates']} candidates; {accuracy}; {latency_part}")
+    for name in tally.failed:  # counted alone until 0.9.7 (--format json: failures)
+        typer.echo(f"  failed: {name}: {tally.failures.get(name, 'see its run')}")
     if tally.space_mode:
         typer.echo(f"note: the space's [latency] runs in mode {tally.space_mode}, the fingerprint learnt {tally.mode}: "
                    f"its latencies are of {tally.mode} (train one with fingerprint train --device {tally.space_mode}, "
@@ -111,8 +115,10 @@ def report_cmd(
         emit_json(out)
         return
     modes = f", mode {', '.join(out['modes'])}" if out.get("modes") else ""
+    placed, whole = len(out["candidates"]), out["space_candidates"]
+    missing = "" if placed == whole else f" (the space has {whole}: the others lack an accuracy or this latency)"
     typer.echo(f"{space.name} ({out['latency_source']} latency, bs{out['batch_size']} on {out['device']}{modes}): "
-               f"{sum(c['on_frontier'] for c in out['candidates'])} of {len(out['candidates'])} candidates on the frontier")
+               f"{sum(c['on_frontier'] for c in out['candidates'])} of {placed} candidates on the frontier{missing}")
     for c in out["candidates"]:
         if c["on_frontier"]:
             mark = " *" if c["outside_trained_range"] else ""

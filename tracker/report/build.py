@@ -254,7 +254,8 @@ def loader_pictures(con: Any) -> list[Picture]:
 def pareto_pictures(con: Any) -> list[Picture]:
     from tracker.searchspace.plot import pareto_png
 
-    rows = _rows(con, "SELECT * FROM searchspace_candidates ORDER BY ALL")  # the rows' order keys the picture (unordered, it was redrawn now and then until 0.9.3)
+    # each candidate's current version (an edited space's old ones are drawn no more, since 0.9.7)
+    rows = _rows(con, "SELECT * FROM searchspace_candidates WHERE current ORDER BY ALL")  # the rows' order keys the picture (unordered, it was redrawn now and then until 0.9.3)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["search_space"], r["latency_source"]), []).append(r)

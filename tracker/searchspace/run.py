@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.errors import TrackerError
+from tracker.log.record import FAILURE_MESSAGE_TAG
 from tracker.profile.records import beside_other_work
 from tracker.profile.stats import IMPRECISE_CI_REL
 from tracker.searchspace.space import Candidate, SearchSpace
@@ -24,6 +25,8 @@ class Tally:
     latency_done: int = 0
     latency_skipped: int = 0
     failed: list[str] = field(default_factory=list)
+    #: what ended each failed candidate's accuracy or latency, in a line (since 0.9.7)
+    failures: dict[str, str] = field(default_factory=dict)
     #: predicted candidates whose features lie beyond what their fingerprint learnt from
     extrapolated: list[str] = field(default_factory=list)
     #: measured candidates whose CI is wider than stats.IMPRECISE_CI_REL: left off the frontier (since 0.9.0)
@@ -47,6 +50,18 @@ def write_specs(space: SearchSpace, folder: Path) -> dict[str, Path]:
 
     candidates = list(space.candidates())
     return dict(zip((c.name for c in candidates), spec.write_specs([c.spec for c in candidates], folder)))
+
+
+def describe_candidates(space: SearchSpace) -> dict[str, tuple[str, str, str]]:
+    """(name, description hash, description JSON) of each candidate, as its spec file describes: the
+    hash keys its runs and places it in the report, the JSON feeds its prediction."""
+    from tracker.describe import described_json, spec_json
+
+    return {c.name: described_json(c.name, spec_json(c.spec), space.input_size) for c in space.candidates()}
+
+
+def candidate_hashes(space: SearchSpace) -> dict[str, str]:
+    return {name: model_hash for name, (_, model_hash, _) in describe_candidates(space).items()}
 
 
 def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
@@ -91,8 +106,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
     """Fill what is missing: an ``accuracy`` run per candidate, and a ``candidate`` run with its latency
     (``measured``: a network run by the profilers; ``predicted``: the registered fingerprints)."""
     from tracker.log.record import now_ms
-    from tracker.profile.api import _description
-    from tracker.searchspace.accuracy import load_split, train_and_evaluate
+    from tracker.searchspace.accuracy import train_and_evaluate
 
     if latency not in SOURCES:
         raise TrackerError(f"--latency must be measured or predicted, got {latency!r}")
@@ -100,13 +114,16 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
         from tracker.profile.device import check_device
 
         check_device(space.latency.device)  # one line before anything, as a campaign's (a FAILED run each until 0.9.3)
+    if not skip_latency and space.latency.threads is not None:  # after every accuracy, as "--threads", until 0.9.7
+        from tracker.profile.modes import validate_threads
+
+        validate_threads(space.latency.threads, f"{space.path}: [latency].threads =")
     say = progress or (lambda _: None)
     paths = write_specs(space, specs_dir)
     tally = Tally()
     candidates = space.candidates()
-    # (name, description hash, description JSON) of each candidate: keys its runs, feeds its prediction
-    described = {c.name: _description(str(paths[c.name]), space.input_size) for c in candidates}
-    hashes = {name: model_hash for name, (_, model_hash, _) in described.items()}
+    described = describe_candidates(space)
+    hashes = candidate_hashes(space)
     if not skip_accuracy:
         done = logger.measured(kind="accuracy")
         b = space.accuracy
@@ -115,12 +132,22 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             if record.config_key in done:
                 tally.accuracy_skipped += 1
                 continue
-            split = load_split(b.dataset, space.input_size, b.seed, str(space.path.parent))
+            split = _split(space)
             say(f"accuracy {c.name}")
             record.start_time_ms = now_ms()
-            result = train_and_evaluate(c.spec, split, b.epochs, b.batch_size, b.learning_rate, b.seed)
-            record.params.update(train_count=result.train_count, val_count=result.val_count)
-            record.metrics.update(val_accuracy=result.val_accuracy, train_loss=result.train_loss, train_time_s=result.train_time_s)
+            try:
+                result = train_and_evaluate(c.spec, split, b.epochs, b.batch_size, b.learning_rate, b.seed)
+            except TrackerError:
+                raise
+            except Exception as exc:  # a fault of this candidate's training ends it alone (the campaign, with a
+                # traceback, until 0.9.7): a loss past float's range, a batch norm given one value, memory
+                _failed(record, exc)
+                tally.failed.append(c.name)
+                tally.failures[c.name] = f"accuracy: {record.tags[FAILURE_MESSAGE_TAG]}"
+            else:
+                record.params.update(train_count=result.train_count, val_count=result.val_count)
+                record.metrics.update(val_accuracy=result.val_accuracy, train_loss=result.train_loss,
+                                      train_time_s=result.train_time_s)
             record.end_time_ms = now_ms()
             logger.log([record])
             tally.accuracy_done += 1
@@ -155,7 +182,10 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 say(f"latency (measured) {c.name}")
                 _measure(logger, space, record, paths[c.name], time_cap_s)
             if record.status != "FINISHED":
-                tally.failed.append(c.name)
+                if c.name not in tally.failed:
+                    tally.failed.append(c.name)
+                message = record.tags.get(FAILURE_MESSAGE_TAG) or record.tags.get("tracker.failure_reason", "failed")
+                tally.failures[c.name] = "; ".join(filter(None, (tally.failures.get(c.name), f"latency: {message}")))
             if "tracker.outside_trained_range" in record.tags:
                 tally.extrapolated.append(c.name)
             if record.metrics.get("latency_ci_rel", 0.0) > IMPRECISE_CI_REL:
@@ -166,6 +196,37 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             logger.log([record])
             tally.latency_done += 1
     return tally
+
+
+def _split(space: SearchSpace) -> Any:
+    """The space's dataset at its input size, split; one line where it cannot be made (a traceback,
+    allocating 120 GB for digits at 4096 px, until 0.9.7)."""
+    from tracker.profile.worker import is_oom
+    from tracker.searchspace.accuracy import load_split
+
+    b = space.accuracy
+    try:
+        return load_split(b.dataset, space.input_size, b.seed, str(space.path.parent))
+    except TrackerError:
+        raise
+    except Exception as exc:
+        why = "out of memory" if is_oom(exc) else f"{type(exc).__name__}: {first_line(exc)}"
+        raise TrackerError(f"{space.path}: [accuracy].dataset {b.dataset!r} at input_size {space.input_size} could not be "
+                           f"made ({why}): a smaller input_size") from None
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _failed(record: Any, exc: BaseException) -> None:
+    """Mark an accuracy run FAILED by ``exc``: reason ``oom`` or ``error``, its message in a line."""
+    import traceback
+
+    from tracker.profile.worker import is_oom
+
+    record.fail("oom" if is_oom(exc) else "error", "".join(traceback.format_exception(exc)))
+    record.tags[FAILURE_MESSAGE_TAG] = f"{type(exc).__name__}: {first_line(exc)}"
 
 
 def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_s: float) -> None:
@@ -179,6 +240,8 @@ def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_
     record.tags["tracker.latency_run"] = net.run_id
     if net.status != "FINISHED":
         record.fail(net.tags.get("tracker.failure_reason", "error"), net.tags.get("tracker.stderr_tail"))
+        if FAILURE_MESSAGE_TAG in net.tags:
+            record.tags[FAILURE_MESSAGE_TAG] = net.tags[FAILURE_MESSAGE_TAG]
         return
     record.metrics.update(latency_ms=net.metrics["latency_ms"], latency_ci_rel=net.metrics["latency_ci_rel"],
                           device_time_s=net.metrics.get("measure_time_s", 0.0))
@@ -225,24 +288,35 @@ def _predict(uri: str, space: SearchSpace, registered: dict[str, Any], todo: lis
 
 # --------------------------------------------------------------------------- report
 
-def frontier_rows(warehouse: Path, space: SearchSpace, source: str) -> list[dict[str, Any]]:
+def frontier_rows(warehouse: Path, space: SearchSpace, source: str,
+                  hashes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The file's candidates (``hashes``: name -> description hash, made here unless given) with an accuracy and a ``source``
+    latency in the warehouse, each marked ``on_frontier`` among them alone: the view keeps every
+    version of a space's candidates, and one dropped from the file or edited since was placed beside
+    them until 0.9.7."""
     from tracker.warehouse.load import connect_loaded
 
+    if hashes is None:
+        hashes = candidate_hashes(space)
     con = connect_loaded(warehouse)
     try:
         cur = con.execute(
-            "SELECT model, candidate, accuracy, latency_ms, device_time_s, outside_trained_range, on_frontier, "
+            "SELECT model, model_hash, candidate, accuracy, latency_ms, device_time_s, outside_trained_range, "
             "latency_ci_rel, imprecise, mode, fingerprint_mode, cpu_util_others_pct "
             "FROM searchspace_candidates "
-            "WHERE search_space = ? AND latency_source = ? AND device = ? AND batch_size = ? ORDER BY latency_ms",
+            "WHERE search_space = ? AND latency_source = ? AND device = ? AND batch_size = ? ORDER BY latency_ms, model",
             [space.name, source, space.latency.device, space.latency.batch_size])
         names = [d[0] for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        rows = [r for r in (dict(zip(names, r)) for r in cur.fetchall()) if hashes.get(r["model"]) == r["model_hash"]]
     finally:
         con.close()
     for r in rows:
         r["candidate"] = json.loads(r["candidate"]) if isinstance(r["candidate"], str) else r["candidate"]
         r["outside_trained_range"] = json.loads(r["outside_trained_range"]) if r["outside_trained_range"] else {}
+        # as the view's on_frontier: no other (precise) candidate at least as accurate and as fast, better in one
+        r["on_frontier"] = not r["imprecise"] and not any(
+            not o["imprecise"] and o["accuracy"] >= r["accuracy"] and o["latency_ms"] <= r["latency_ms"]
+            and (o["accuracy"] > r["accuracy"] or o["latency_ms"] < r["latency_ms"]) for o in rows)
     return rows
 
 
@@ -260,17 +334,20 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
     from tracker.log.record import RunRecord
     from tracker.searchspace.plot import pareto_png
 
-    by_source = {s: frontier_rows(warehouse, space, s) for s in SOURCES}
+    hashes = candidate_hashes(space)
+    by_source = {s: frontier_rows(warehouse, space, s, hashes) for s in SOURCES}
     chosen = source or ("measured" if by_source["measured"] else "predicted")
     rows = by_source[chosen]
     if not rows:  # "predicted latency" was said of a space never run, where neither was there (until 0.9.5)
         latency = f"{chosen} latency" if source else "a latency (measured or predicted)"
-        raise TrackerError(f"search space {space.name}: no candidate has both accuracy and {latency} in the "
-                           f"warehouse; run `tracker searchspace run {space.path}` (then the report loads the warehouse)")
+        option = " --latency predicted" if source == "predicted" else ""  # a run that measures was named until 0.9.7
+        raise TrackerError(f"search space {space.name}: no candidate of the file has both accuracy and {latency} in the "
+                           f"warehouse; run `tracker searchspace run {space.path}{option}` (then the report loads the "
+                           "warehouse)")
     shared = shared_primitives(space, rows)
     out: dict[str, Any] = {
         "search_space": space.name, "latency_source": chosen, "device": space.latency.device,
-        "batch_size": space.latency.batch_size,
+        "batch_size": space.latency.batch_size, "space_candidates": space.count(),
         "candidates": [{"name": r["model"], "choices": r["candidate"], "accuracy": r["accuracy"],
                         "latency_ms": r["latency_ms"], "on_frontier": bool(r["on_frontier"]),
                         "outside_trained_range": r["outside_trained_range"], "latency_ci_rel": r["latency_ci_rel"],
@@ -311,7 +388,10 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
                        params={"search_space": space.name, "latency_source": chosen, "device": space.latency.device,
                                "batch_size": space.latency.batch_size, "shared_primitives": shared},
                        metrics=metrics, tags={"tracker.campaign": space.name},
-                       key_fields={"search_space": space.name, "source": chosen, "rows": out["candidates"]},
+                       # the comparison too: a report after predictions were added was the run logged before
+                       # them, without its comparison, until 0.9.7
+                       key_fields={"search_space": space.name, "source": chosen, "rows": out["candidates"],
+                                   "comparison": out.get("comparison")},
                        description=f"Accuracy-latency Pareto frontier of search space {space.name} ({chosen} latency).")
     # A report of the same rows as one logged before is that run (each report logged a run of its own,
     # four alike after four reports, until 0.9.0)

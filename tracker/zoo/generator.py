@@ -206,6 +206,10 @@ def _validate_stage(stage: Any, path: str) -> None:
         raise ConfigError(f"spec key '{path}.style': unknown style {style!r} (expected one of {', '.join(STYLES)})")
     _int(stage, "depth", f"{path}.depth")
     width = _int(stage, "width", f"{path}.width")
+    if unknown := sorted(set(stage) - {"style", "depth", "width", *STYLE_KEYS[style]}):  # a misspelt knob was not
+        # read, its default built in its place, until 0.9.7
+        raise ConfigError(f"spec key {path!r}: unknown key(s) {', '.join(unknown)} for style {style} (it takes depth, "
+                          f"width, {', '.join(STYLE_KEYS[style])})")
     for key in STYLE_KEYS[style]:
         _get(stage, key, f"{path}.{key}")
     if style in ("vgg", "mobilenet"):
