@@ -207,6 +207,8 @@ def _bad(mutate: Any) -> dict[str, Any]:
         (lambda s: s.update(kind="torchvision"), "kind"),
         (lambda s: s["stages"][0].update(depth=0), "stages[0].depth"),
         (lambda s: s.update(input_size=16), "'input_size' must be at least 32"),
+        # a misspelt knob: its default was built in its place until 0.9.7
+        (lambda s: s["stages"][1].update(kernal=5), "spec key 'stages[1]': unknown key(s) kernal for style"),
     ],
 )
 def test_bad_spec_raises_config_error_naming_the_key(mutate: Any, named: str) -> None:
