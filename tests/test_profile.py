@@ -880,6 +880,24 @@ def test_a_configuration_another_process_measured_while_this_one_waited_for_the_
     assert count_runs(store, "network") == 1
 
 
+def test_a_campaign_reuses_what_was_logged_since_it_planned_though_it_never_waited(tmp_path: Path) -> None:
+    """Two campaigns taking turns on one store find the device free between configurations: one that
+    had not waited measured again what the other had just logged, until 0.9.7 (two copies of a
+    4-configuration campaign left 7 runs). A campaign asks the store again once the device is its own."""
+    from tracker.log.logger import RunLogger
+    from tracker.profile.api import measure_planned, plan
+    from tracker.profile.stats import Stopping
+
+    logger = RunLogger(str(tmp_path / "s"), "turns")
+    planned = plan("squeezenet1_1", 1, input_size=32)  # planned first, then measured by "the other"
+    rule = Stopping(time_cap_s=0.2, min_samples=6)
+    first = measure_planned(logger, planned, rule, reuse=False, campaign="a")
+    again = measure_planned(logger, planned, rule, reuse=False, campaign="b")  # the device free, no wait
+    assert not first.reused and again.reused and again.network.run_id == first.network.run_id
+    assert count_runs(tmp_path / "s", "network") == 1
+    logger.close()
+
+
 @pytest.mark.parametrize(("how", "zygote"), [("SIGTERM", "1"), ("SIGKILL", "1"), ("SIGKILL", "0")])
 def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path: Path, how: str, zygote: str) -> None:
     """Until 0.8.9 a campaign killed (or terminated) mid-measurement left its child measuring,

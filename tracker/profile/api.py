@@ -346,9 +346,11 @@ def measure_planned(
     # each planned it before the other had measured it, and measured it twice, until 0.8.9).
     with devicelock.measuring_on(devicelock.job_devices(job)) as waited_s:
         # A campaign plans what it measures itself (reuse off), but a configuration another process
-        # measured while this one waited for the device is reused by it too: the same campaign run twice
-        # at once measured everything twice until 0.9.4 (a repeat or a trace is measured again on purpose).
-        if ((reuse or (campaign and repeat_key is None and not trace)) and waited_s > WAITED_S
+        # measured since is reused by it too: the same campaign run twice at once measured everything
+        # twice until 0.9.4 (a repeat or a trace is measured again on purpose). It is asked whatever the
+        # wait: two campaigns taking turns find the device free between configurations, and until 0.9.7
+        # one that had not waited measured again what the other had just logged.
+        if (((reuse and waited_s > WAITED_S) or (campaign and repeat_key is None and not trace))
                 and (existing := answered()) is not None):
             return reused_result(logger, existing)
         start = now_ms()  # measured from when the device was this process's
