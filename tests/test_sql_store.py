@@ -130,6 +130,27 @@ def test_measured_keys_and_find_skip_what_is_done(logger: RunLogger) -> None:
         store.runs_with_prefix(exp, "ab%", ("network",))  # a LIKE wildcard never reaches the query
 
 
+def test_reads_do_not_wait_on_a_writer(logger: RunLogger) -> None:
+    """tracker's own reads (what is measured, a run by its key) read beside a writer holding the
+    write lock, as WAL mode allows: until 0.9.7 each took the write lock too (BEGIN IMMEDIATE), and
+    `runs list` waited its 60 s on a writer, then failed."""
+    import time
+
+    done = network_record(batch_size=1)
+    logger.log([done])
+    other = sqlite3.connect(logger.store.db_path, isolation_level=None, timeout=1)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+        t0 = time.monotonic()
+        assert logger.measured() == {done.config_key} and logger.find(done.config_key).run_id == done.run_id
+        assert [r for r, _ in logger.store.runs_with_prefix(logger.experiment, done.run_id[:6], ("network",))] == [done.run_id]
+        assert logger.store.schema_version() == SUPPORTED_SCHEMA
+        assert time.monotonic() - t0 < 5
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
 def test_an_unsupported_schema_version_is_refused(tmp_path: Path) -> None:
     RunLogger(str(tmp_path / "s"), experiment="x", environment=ENV).close()
     db = tmp_path / "s" / "mlflow.db"

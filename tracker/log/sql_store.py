@@ -37,7 +37,11 @@ BUSY_TIMEOUT_S = 60.0
 #: Runs per write transaction: large enough to amortise the commit, small enough that
 #: concurrent writers take turns often.
 RUNS_PER_TRANSACTION = 2000
+#: A write transaction locked past BUSY_TIMEOUT_S is tried again whole, up to this many times (about 20
+#: minutes in all) before its runs go to the outbox.
 LOCK_RETRIES = 20
+#: The execution option that marks a connection's transactions as reads (``BEGIN``, not ``BEGIN IMMEDIATE``).
+READ_ONLY = "tracker_read_only"
 T = TypeVar("T")
 
 
@@ -109,7 +113,9 @@ class SqlStore:
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # a write takes the lock up front; a read (:meth:`_reading`) does not, and reads beside a
+            # writer in WAL mode (until 0.9.7 a read took the write lock too, and waited on a writer)
+            conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_ONLY) else "BEGIN IMMEDIATE")
 
         return engine
 
@@ -151,6 +157,12 @@ class SqlStore:
             with sqlite3.connect(self.db_path) as conn:
                 conn.execute("PRAGMA journal_mode = WAL")
 
+    @contextmanager
+    def _reading(self, engine: Any = None) -> Iterator[Any]:
+        """A connection whose transactions only read: not the write lock's."""
+        with (engine or self.engine()).connect() as conn:
+            yield conn.execution_options(**{READ_ONLY: True})
+
     def schema_version(self) -> str:
         self.engine()
         return self._read_schema_version()
@@ -158,7 +170,7 @@ class SqlStore:
     def _read_schema_version(self) -> str:
         import sqlalchemy
 
-        with self._engine.connect() as conn:
+        with self._reading(self._engine) as conn:
             return str(conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar())
 
     def _migrate(self) -> str:
@@ -255,14 +267,14 @@ class SqlStore:
         query = sqlalchemy.text(
             "SELECT experiment_id, artifact_location, lifecycle_stage FROM experiments WHERE name = :name"
         )
-        with self.engine().connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(query, {"name": name}).first()
         if row is None and create:
             self._create_experiment(name)
-            with self.engine().connect() as conn:
+            with self._reading() as conn:
                 row = conn.execute(query, {"name": name}).first()
         if row is None:
-            with self.engine().connect() as conn:
+            with self._reading() as conn:
                 names = [r[0] for r in conn.execute(sqlalchemy.text(
                     "SELECT name FROM experiments WHERE lifecycle_stage = 'active'"))]
             raise NothingLoggedError(f"no experiment named {name!r} in {self.name} "
@@ -360,7 +372,7 @@ class SqlStore:
             sql += " AND EXISTS (SELECT 1 FROM tags h WHERE h.run_uuid = r.run_uuid AND h.key = :having)"
             args["having"] = having
         query = sqlalchemy.text(sql).bindparams(sqlalchemy.bindparam("statuses", expanding=True))
-        with self.engine().connect() as conn:
+        with self._reading() as conn:
             return {row[0] for row in conn.execute(query, args)}
 
     def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -374,7 +386,7 @@ class SqlStore:
             "AND k.value IN :kinds ORDER BY r.run_uuid"
         ).bindparams(sqlalchemy.bindparam("kinds", expanding=True))
         args = {"kind_tag": KIND_TAG, "exp": int(experiment.experiment_id), "pattern": prefix + "%", "kinds": list(kinds)}
-        with self.engine().connect() as conn:
+        with self._reading() as conn:
             return [(str(row[0]), str(row[1])) for row in conn.execute(query, args)]
 
     def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
@@ -385,7 +397,7 @@ class SqlStore:
             "WHERE r.experiment_id = :exp AND r.status = :status AND r.lifecycle_stage = 'active' "
             "AND k.key = 'tracker.config_key' AND k.value = :key ORDER BY r.start_time DESC LIMIT 1"
         )
-        with self.engine().connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(find, {"exp": int(experiment.experiment_id), "key": config_key, "status": status}).first()
             if row is None:
                 return None
