@@ -763,7 +763,14 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
     base = ref.build()
     if not width_map(base):  # "wrote 1 pruned spec" of a network with nothing to prune until 0.9.6
         raise ConfigError(f"{ref.name} has no convolution (Conv2d) to prune: pruning removes convolutions' filters")
-    pruned = prune(base, ratio, method, seed, input_size=size, in_channels=ref.in_channels)
+    res, kept = _plan_ratio(base, ratio, method, seed, size, ref.in_channels)
+    if ratio > 0 and not any(res.group(root).prunable for root in res.roots()):
+        # "wrote 1 pruned spec" of convnext_tiny, vit_b_16 and swin_t, each the unpruned network under a
+        # pruned name and ratio, until 0.9.7
+        why = next((res.uf.reason[root] for root in res.roots() if root in res.uf.reason), "")
+        raise ConfigError(f"{ref.name}: none of its convolutions can be pruned{f' ({why})' if why else ''}: "
+                          "a pruned spec of it would be the network itself")
+    pruned = _rebuild(base, res, kept)
     spec: dict[str, Any] = {
         "format": FORMAT,
         "kind": "pruned",
