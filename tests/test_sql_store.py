@@ -151,6 +151,17 @@ def test_reads_do_not_wait_on_a_writer(logger: RunLogger) -> None:
         other.close()
 
 
+def test_a_store_gone_since_it_was_opened_is_one_error(logger: RunLogger) -> None:
+    """A store that cannot be read any more (its folder gone, or made read-only, after the command
+    opened it): a StoreError naming it, not SQLAlchemy's traceback (until 0.9.7)."""
+    import shutil
+
+    logger.log([network_record(batch_size=1)])
+    shutil.rmtree(logger.store.db_path.parent)
+    with pytest.raises(StoreError, match=r"^cannot read tracking store .*: unable to open database file"):
+        logger.store.measured_keys(logger.experiment)
+
+
 def test_an_unsupported_schema_version_is_refused(tmp_path: Path) -> None:
     RunLogger(str(tmp_path / "s"), experiment="x", environment=ENV).close()
     db = tmp_path / "s" / "mlflow.db"

@@ -158,10 +158,17 @@ class SqlStore:
                 conn.execute("PRAGMA journal_mode = WAL")
 
     @contextmanager
-    def _reading(self, engine: Any = None) -> Iterator[Any]:
-        """A connection whose transactions only read: not the write lock's."""
-        with (engine or self.engine()).connect() as conn:
-            yield conn.execution_options(**{READ_ONLY: True})
+    def _reading(self) -> Iterator[Any]:
+        """A connection of the open store whose transactions only read: not the write lock's. A store
+        that cannot be read now (its folder made read-only, or gone, since it was opened) is one
+        StoreError (a traceback until 0.9.7)."""
+        import sqlalchemy
+
+        try:
+            with self.engine().connect() as conn:
+                yield conn.execution_options(**{READ_ONLY: True})
+        except sqlalchemy.exc.OperationalError as exc:
+            raise StoreError(f"cannot read tracking store {self.name}: {first_line(exc.orig)}") from None
 
     def schema_version(self) -> str:
         self.engine()
@@ -170,8 +177,9 @@ class SqlStore:
     def _read_schema_version(self) -> str:
         import sqlalchemy
 
-        with self._reading(self._engine) as conn:
-            return str(conn.execute(sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar())
+        with self._engine.connect() as conn:  # its errors said by _check_schema
+            return str(conn.execution_options(**{READ_ONLY: True}).execute(
+                sqlalchemy.text("SELECT version_num FROM alembic_version")).scalar())
 
     def _migrate(self) -> str:
         """Make MLflow's tables in an empty database (its own migrations); the schema version made."""
