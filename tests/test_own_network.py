@@ -203,7 +203,9 @@ def test_a_network_of_ones_own_is_called_with_the_arguments_given(tmp_path: Path
     mapping = parse_mapping(f"{net}:Net(width=2, depth=3)@2:cpu>cpu,squeezenet1_1:cpu")
     assert [n.model for n in mapping.networks] == [f"{net}:Net(width=2, depth=3)", "squeezenet1_1"]
     for args, says in (("(width=WIDTH)", "should be Python literals"), ("(**widths)", "is not a call's arguments"),
-                       ("(height=3)", "could not build the network: TypeError")):
+                       ("(height=3)", "could not build the network: TypeError"),
+                       # Python refuses a keyword given twice; the last one was taken until 0.9.7
+                       ("(width=1, width=2)", "keyword argument 'width' repeated in (width=1, width=2): give it once")):
         out = _cli(store, "describe", f"{net}:Net{args}")
         assert out.exit_code == 1 and isinstance(out.exception, ConfigError) and says in str(out.exception)
 

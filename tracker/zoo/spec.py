@@ -110,6 +110,9 @@ def call_arguments(text: str, ref: str) -> tuple[list[Any], dict[str, Any]]:
     if not isinstance(call, ast.Call) or any(isinstance(a, ast.Starred) for a in call.args) or any(
             k.arg is None for k in call.keywords):
         raise ConfigError(f"{ref!r}: {text} is not a call's arguments, such as (width=0.5, depth=3)")
+    names = [k.arg for k in call.keywords]  # ast parses make(width=1, width=2); Python refuses it (the last
+    if repeated := next((n for i, n in enumerate(names) if n in names[:i]), None):  # was taken until 0.9.7)
+        raise ConfigError(f"{ref!r}: keyword argument {repeated!r} repeated in {text}: give it once")
     try:
         args = [ast.literal_eval(a) for a in call.args]
         kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
