@@ -279,6 +279,29 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     assert not store.exists()  # nothing made for a network that is not one
 
 
+def test_a_network_file_is_read_as_python_reads_it(tmp_path: Path) -> None:
+    """A UTF-8 file that begins with a byte-order mark, and one whose coding line says latin-1, are
+    read as Python runs them (until 0.9.7: "invalid non-printable character U+FEFF", "not text"), the
+    same network as the plain file, and the modules beside them too; a byte its encoding lacks is one line."""
+    body = "from torch import nn\nINPUT_SIZE = 16\ndef n():\n    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten())\n"
+    (tmp_path / "plain.py").write_text(body)
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + body.encode())
+    (tmp_path / "side.py").write_bytes(b"\xef\xbb\xbfWIDTH = 4\n")
+    (tmp_path / "beside.py").write_text(body.replace("4, 3)", "WIDTH, 3)") + "from side import WIDTH\n")
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nNOTE = 'caf\xe9'\n" + body.encode())
+    (tmp_path / "bad.py").write_bytes(body.encode() + b"NOTE = 'caf\xe9'\n")
+    store = tmp_path / "s"
+    hashes = set()
+    for name in ("plain", "bom", "beside", "latin"):
+        out = _cli(store, "describe", f"{tmp_path}/{name}.py:n", "--format", "json")
+        assert out.exit_code == 0, out.output
+        hashes.add(json.loads(out.stdout)["description_hash"])
+    assert len(hashes) == 1
+    out = _cli(store, "describe", f"{tmp_path}/bad.py:n")
+    assert isinstance(out.exception, ConfigError) and str(out.exception) == (
+        f"network file {tmp_path}/bad.py is not text (UTF-8): byte {len(body) + 11}: b'\\xe9'")
+
+
 def test_networks_of_two_folders_each_import_the_files_beside_them(tmp_path: Path) -> None:
     """Two folders each with a blocks.py of their own: each network is built with its own, though
     both are built in one process (a campaign plans every network in its own)."""

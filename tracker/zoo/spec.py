@@ -141,15 +141,15 @@ def module_spec(ref: str) -> dict[str, Any]:
     path, attr = Path(match["file"]), match["attr"]
     args, kwargs = call_arguments(match["args"], ref) if match["args"] else ([], {})
     try:
-        source = path.read_text()
+        source = python_text(path)
     except FileNotFoundError:
         raise ConfigError(f"network file {path} does not exist") from None
     except IsADirectoryError:
         raise ConfigError(f"network file {path} is a folder, not a file") from None
     except OSError as exc:
         raise ConfigError(f"cannot read network file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"network file {path} is not text (UTF-8)") from None
+    except ValueError as exc:
+        raise ConfigError(f"network file {path} is {exc}") from None
     tree = _parse(source, path)
     if attr not in top_level_names(tree.body):
         raise ConfigError(f"network file {path} defines no {attr!r} at its top level")
@@ -276,6 +276,27 @@ def shape_text(input_shape: tuple[int, ...] | list[int], input_vocab: int | None
     return "x".join(map(str, input_shape)) + (f" ids<{input_vocab}" if input_vocab else "")
 
 
+def python_text(file: Path) -> str:
+    """A Python file's text as Python reads it: UTF-8, less the byte-order mark a UTF-8 file may begin
+    with, or in the encoding its PEP 263 coding line names (``# -*- coding: latin-1 -*-``). Until 0.9.7
+    the mark was read as a character ("invalid non-printable character U+FEFF") and a coding line was
+    passed over ("not text"), where Python runs both. ValueError says what it is instead (OSError: it
+    could not be read)."""
+    import io
+    import tokenize
+
+    data = file.read_bytes()
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    except SyntaxError as exc:  # a coding line naming no encoding Python knows, or the first lines not UTF-8
+        raise ValueError(f"not text Python can read ({exc.msg})") from None
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        said = "UTF-8" if encoding.startswith("utf-8") else f"{encoding}, as its coding line says"
+        raise ValueError(f"not text ({said}): byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}") from None
+
+
 def _parse(source: str, path: Path) -> ast.Module:
     try:
         return ast.parse(source, filename=str(path))
@@ -324,8 +345,8 @@ def modules_beside(tree: ast.Module, path: Path) -> dict[str, str]:
 
     def read(name: str, file: Path) -> None:
         try:
-            found[name] = file.read_text()
-        except (OSError, UnicodeDecodeError):
+            found[name] = python_text(file)
+        except (OSError, ValueError):
             raise ConfigError(f"network file {path} imports {name.removesuffix('.__init__')}, and {file} cannot "
                               "be read as text") from None
         todo.extend(sorted(_imported(_parse(found[name], file)) - set(found), reverse=True))
