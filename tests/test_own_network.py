@@ -302,6 +302,22 @@ def test_a_network_file_is_read_as_python_reads_it(tmp_path: Path) -> None:
         f"network file {tmp_path}/bad.py is not text (UTF-8): byte {len(body) + 11}: b'\\xe9'")
 
 
+def test_a_network_file_whose_name_is_not_utf8_is_refused_before_anything(tmp_path: Path) -> None:
+    """Its name goes into the run's params, all UTF-8: it was measured, then logging it was a traceback
+    and the measurement lost (until 0.9.7); now one line when the reference is read, naming it."""
+    import os
+
+    net = tmp_path / os.fsdecode(b"\xffnet.py")
+    net.write_text("from torch import nn\nINPUT_SIZE = 16\ndef n():\n    return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten())\n")
+    store = tmp_path / "s"
+    for command in (["profile", "network", f"{net}:n", "--time-cap", "0.2", "--threads", "1"], ["describe", f"{net}:n"]):
+        out = _cli(store, *command)
+        assert out.exit_code == 1 and isinstance(out.exception, ConfigError), out.output
+        assert str(out.exception) == (f"network file '{tmp_path}/\\udcffnet.py': its name, or its folder's, is not "
+                                      "UTF-8 (as Python prints it here): rename it")
+    assert not store.exists()  # refused before a store was made
+
+
 def test_networks_of_two_folders_each_import_the_files_beside_them(tmp_path: Path) -> None:
     """Two folders each with a blocks.py of their own: each network is built with its own, though
     both are built in one process (a campaign plans every network in its own)."""

@@ -139,6 +139,11 @@ def module_spec(ref: str) -> dict[str, Any]:
         raise ConfigError(f"{ref!r} is not FILE.py:NAME (a callable of the file that builds the network; "
                           "FILE.py:NAME(ARGS) calls it with arguments)")
     path, attr = Path(match["file"]), match["attr"]
+    try:  # its name is in the network's, its run's params and tags, all UTF-8: measured, then lost when
+        str(path.resolve()).encode()  # logged (a traceback), until 0.9.7
+    except UnicodeEncodeError:
+        raise ConfigError(f"network file {str(path)!r}: its name, or its folder's, is not UTF-8 (as Python prints it "
+                          "here): rename it") from None
     args, kwargs = call_arguments(match["args"], ref) if match["args"] else ([], {})
     try:
         source = python_text(path)
