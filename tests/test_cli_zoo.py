@@ -41,6 +41,25 @@ def test_generate_writes_specs_that_describe_and_rebuild(tmp_path: Path) -> None
     assert str(small.exception) == "--input-size: input_size must be at least 32, got 31"
 
 
+def test_a_spec_file_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
+    """A write cut short (here a file size limit; a Ctrl-C alike) left a spec file empty or half
+    written until 0.9.7, and the same command, run again, refused it as another network of that name."""
+    import subprocess
+    import sys
+
+    cut = ("import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+           "resource.setrlimit(resource.RLIMIT_FSIZE, (500, 500)); sys.argv[0] = 'tracker'; "
+           "from tracker.cli import main; main()")
+    out = tmp_path / "nets"
+    args = ["zoo", "generate", "--count", "2", "--out", str(out)]
+    done = subprocess.run([sys.executable, "-c", cut, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr == "error: File too large\n", done.stderr
+    assert list(out.iterdir()) == []  # neither a part of it nor the temporary file
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert [json.loads(p.read_text())["name"] for p in sorted(out.iterdir())] == ["gen-s0-0000", "gen-s0-0001"]
+
+
 def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = json.loads(runner.invoke(app, ["describe", "resnet18", "--batch-size", "4", "--format", "json"]).stdout)
     assert data["params"] == 11_689_512 and data["batch_size"] == 4 and data["nodes"] == 71

@@ -575,5 +575,26 @@ def write_specs(specs: list[dict[str, Any]], folder: Path, replace: bool = True)
     folder.mkdir(parents=True, exist_ok=True)
     for path, text in texts.items():
         if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
+            write_whole(path, text)
     return list(texts)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` as ``path``, whole or not at all: written to a temporary file beside it, then put in
+    its place (``os.replace``). A Ctrl-C or a full disk in a write left the file empty or cut short
+    until 0.9.7, which the same command, run again, refused as "another network of that name"."""
+    import os
+    import tempfile
+
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # as write_text made it (mkstemp's is 0600)
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
