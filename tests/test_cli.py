@@ -573,6 +573,17 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
          "'latency_ms-inference-cpu/2/3': expected a registered fingerprint and its version, NAME/VERSION"),
         # DuckDB's overflow, a traceback, until 0.9.4
         (["predict", "resnet18", "-b", "3000000000"], 2, "Input should be less than or equal to 1048576"),
+        # every command's batch size, as predict's (until 0.9.7 profile made a store and logged a FAILED run
+        # of a C++ message; describe printed figures 10^20 times too large)
+        *[(["--tracking-uri", "fresh", *args, "99999999999999999999"], 2, "Input should be less than or equal to 1048576")
+          for args in (["profile", "network", "squeezenet1_1", "-b"], ["profile", "layers", "squeezenet1_1", "-b"],
+                       ["describe", "squeezenet1_1", "-b"], ["profile", "boundary", "squeezenet1_1", "--max-batch"],
+                       ["profile", "boundary", "squeezenet1_1", "--start"],
+                       ["mapping", "run", "--mapping", "squeezenet1_1:cpu", "-b"])],
+        (["--tracking-uri", "fresh", "campaign", "run", "big.toml"], 1,
+         "big.toml: [measure].batch_sizes must be at most 1048576, got 2000000"),
+        (["--tracking-uri", "fresh", "campaign", "loader", str(Path(__file__).parents[1] / "experiments" / "train-classification.toml"), "--batch-size",
+          "4,2000000"], 1, "--batch-size must be at most 1048576, got 2000000"),
         (["predict", "resnet18", "--features", "--sort", "latency_ms"], 1,
          "--features prints one configuration's features as a table"),
         # without pydantic's "Value error, " inside Typer's sentence (until 0.9.2)
@@ -600,6 +611,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     ]
     (tmp_path / "README.md").write_text("not a folder")
     (tmp_path / "zoo.toml").write_text('[networks]\nzoo = ["squeezenet1_1"]\n')  # writes no spec file beside it
+    (tmp_path / "big.toml").write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nbatch_sizes = [1, 2000000]\n')
     import duckdb
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()

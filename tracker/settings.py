@@ -19,6 +19,12 @@ from tracker.errors import StoreError
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_EXPERIMENT = "Default"
+#: The largest batch size any command or campaign takes (predict's since 0.9.4, every one's since 0.9.7):
+#: past it a network's FLOPs times the batch overflow DuckDB's 64-bit integers, nothing learnt reaches
+#: near it, and no device holds its images. Until 0.9.7 profile took -b 99999999999999999999: a store
+#: made, a FAILED run of a C++ message with no batch_size in the warehouse; describe printed figures
+#: 10^20 times too large.
+MAX_BATCH = 1 << 20
 
 
 def project_dir(name: str) -> Path:

@@ -10,6 +10,7 @@ from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputForm
 from tracker.cli.warehouse import WarehouseOption
 from tracker.console import counted
 from tracker.fingerprint.runtime import TARGETS
+from tracker.settings import MAX_BATCH
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -246,11 +247,6 @@ def _mb(value: float) -> str:
 def _pct(value: float | None) -> str:
     """A percentage of a version (``_number``'s of its tag), as ``12.3 %`` (``?`` when absent or not a number)."""
     return "?" if value is None else f"{value:.1f} %"
-
-
-#: The largest batch size predict takes: past it a network's FLOPs times the batch overflowed
-#: DuckDB's 64-bit integers (a traceback until 0.9.4); nothing learnt reaches near it.
-MAX_BATCH = 1 << 20
 
 
 def predict(

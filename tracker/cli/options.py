@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 import typer
 
 from tracker.profile.stats import MIN_SAMPLES_FOR_CI
-from tracker.settings import DEFAULT_EXPERIMENT
+from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH
 
 if TYPE_CHECKING:
     from tracker.log.logger import RunLogger
@@ -105,7 +105,7 @@ FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as 
 InputSizeOption = Annotated[Optional[int], typer.Option(
     "--input-size", min=8, help="Input resolution S of the (N, C, S, S) images (default: the network's own: 224, "
                                 "299 for inception_v3, a spec's, a file's INPUT_SIZE).")]
-BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, help="Images per iteration.")]
+BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, max=MAX_BATCH, help="Images per iteration.")]
 class Dtype(str, Enum):
     """The number formats a network may run in (``profile.network.DTYPES``, repeated here so that
     --help imports nothing of the profiler)."""

@@ -30,6 +30,7 @@ from tracker.cli.options import (
 )
 from tracker.console import counted, per
 from tracker.profile.stats import MIN_SAMPLES
+from tracker.settings import MAX_BATCH
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
@@ -337,10 +338,10 @@ def boundary(
     device: DeviceOption = "cpu",
     threads: ThreadsOption = None,
     allocator: AllocatorOption = Allocator.system,
-    start: Annotated[int, typer.Option(min=1, help="First batch size (with --search, a size that does not fit is "
+    start: Annotated[int, typer.Option(min=1, max=MAX_BATCH, help="First batch size (with --search, a size that does not fit is "
                                                    "halved until one does: tracker predict --largest-batch's answer "
                                                    "is a start).")] = 1,
-    max_batch: Annotated[int, typer.Option(min=1, help="Largest batch size to try.")] = 1024,
+    max_batch: Annotated[int, typer.Option(min=1, max=MAX_BATCH, help="Largest batch size to try.")] = 1024,
     search: Annotated[bool, typer.Option("--search", help="Bisect between the last fit and the first failure (halving first where "
                                                     "the start does not fit).")] = False,
     precision: PrecisionOption = 0.05,

@@ -36,6 +36,7 @@ from tracker.errors import ConfigError, not_utf8
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MIN_SAMPLES, MIN_SAMPLES_FOR_CI
+from tracker.settings import MAX_BATCH
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -171,6 +172,8 @@ def load_campaign(path: Path) -> Campaign:
         if not getattr(c, key):  # an empty list would plan nothing, and say only that the campaign is empty
             raise ConfigError(f"{where}: [measure].{key} names no {key[:-1]} ({means}); leave it out for the default")
     c.batch_sizes = sorted(set(check_counts(where, "[measure].batch_sizes", c.batch_sizes)))
+    if c.batch_sizes[-1] > MAX_BATCH:  # as every command's --batch-size (any size was planned until 0.9.7)
+        raise ConfigError(f"{where}: [measure].batch_sizes must be at most {MAX_BATCH}, got {c.batch_sizes[-1]}")
     if bad := [p for p in c.phases if p not in ("inference", "training")]:
         raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")
     c.phases = list(dict.fromkeys(c.phases))  # each once: a phase twice was two configurations until 0.9.1

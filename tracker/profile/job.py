@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from tracker.console import counted
 from tracker.errors import ConfigError, MeasurementError
+from tracker.settings import MAX_BATCH
 
 TOP = {"model": str}
 TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_workers": int, "device": str,
@@ -212,6 +213,8 @@ def check_sweep(key: str, values: list[int], where: str) -> None:
         raise ConfigError(f"{where} is empty: name at least one value, or leave it out")
     if bad := [v for v in values if v < SWEEP_LEAST[key]]:
         raise ConfigError(f"{where} must be at least {SWEEP_LEAST[key]}, got {bad[0]}")
+    if key == "batch_size" and (bad := [v for v in values if v > MAX_BATCH]):  # as --batch-size (taken until 0.9.7)
+        raise ConfigError(f"{where} must be at most {MAX_BATCH}, got {bad[0]}")
     if key == "num_workers":
         for value in values:
             check_num_workers(value, where)
