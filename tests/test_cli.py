@@ -448,6 +448,28 @@ def test_ctrl_c_while_the_commands_load_is_one_line_and_status_130(tmp_path: Pat
         assert not proc.stdout and not (tmp_path / "runs").exists()
 
 
+def test_ctrl_c_in_a_command_that_logs_nothing_says_so(tmp_path: Path) -> None:
+    """describe, zoo generate and zoo prune log nothing: a Ctrl-C in them said "what was logged before
+    is kept" until 0.9.7. Here it lands in each for sure: an import hook raises it as the command's
+    own code loads."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import os, sys\n\n\nclass CtrlC:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == os.environ['CTRL_C_AT']:\n"
+        "            raise KeyboardInterrupt\n\n\n"
+        "sys.meta_path.insert(0, CtrlC())\n")
+    kept = ("interrupted: nothing is logged by this command; the spec files written are whole: run the same command "
+            "again to write the rest\n")
+    for args, module, says in ((["describe", "squeezenet1_1"], "tracker.describe", "interrupted: describe logs nothing, "
+                                                                                  "so nothing is lost\n"),
+                               (["zoo", "generate", "--count", "2"], "tracker.zoo.generator", kept),
+                               (["zoo", "prune", "squeezenet1_1", "--ratios", "0,50"], "tracker.zoo.pruning", kept)):
+        env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "CTRL_C_AT": module}
+        proc = subprocess.run([*TRACKER, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 130 and proc.stderr == says, (args, proc)
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "experiments").exists()
+
+
 def test_ctrl_c_after_the_command_ended_changes_nothing(tmp_path: Path) -> None:
     """A Ctrl-C while the interpreter shuts down (about a second after `fingerprint train`) ended
     the process with signal 2 or "Exception ignored" lines after its work was done. Here it lands

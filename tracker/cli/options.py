@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
@@ -46,6 +48,17 @@ def exit_interrupted(message: str) -> NoReturn:
     _interrupt_said.append(True)
     typer.echo(message, err=True)
     raise typer.Exit(TERMINATED if was_terminated() else INTERRUPTED)
+
+
+@contextmanager
+def logging_nothing(what: str) -> Iterator[None]:
+    """The body of a command that logs nothing (describe, zoo generate, zoo prune): a Ctrl-C there
+    says ``interrupted: WHAT``, not main's "what was logged before is kept" (said until 0.9.7, of
+    commands that log nothing), with status 130 (143 for SIGTERM)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        exit_interrupted(f"interrupted: {what}")
 
 
 def interrupt_said() -> bool:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, logging_nothing, state
 from tracker.console import counted
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
@@ -20,6 +20,10 @@ class Family(str, Enum):
     detection = "detection"
     segmentation = "segmentation"
 
+
+#: What an interrupted zoo generate or prune says: it logs nothing, and each spec file is whole or absent.
+GENERATED_KEPT = ("nothing is logged by this command; the spec files written are whole: run the same command again "
+                  "to write the rest")
 
 OutOption = Annotated[Optional[Path], typer.Option("--out", help="Folder for the specs. Default: experiments/<experiment>/networks (experiments/generated/networks or experiments/pruned/networks in the Default experiment).")]
 
@@ -61,19 +65,20 @@ def generate(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Generate PerfSeer-style random CNNs and write one JSON spec each."""
-    from tracker.errors import ConfigError
-    from tracker.zoo.generator import generate as gen
-    from tracker.zoo.spec import write_specs
+    with logging_nothing(GENERATED_KEPT):
+        from tracker.errors import ConfigError
+        from tracker.zoo.generator import generate as gen
+        from tracker.zoo.spec import write_specs
 
-    try:  # the generator knows its least input size (checked there, and for campaigns)
-        specs = gen(count, seed, input_size=input_size)
-    except ConfigError as e:
-        raise ConfigError(f"--input-size: {e}") from None
-    paths = write_specs(specs, _out(ctx, out, "generated"), replace=False)
-    if fmt is OutputFormat.json:
-        emit_json([str(p) for p in paths])
-    else:
-        typer.echo(f"wrote {counted(len(paths), 'network spec')} to {paths[0].parent}")
+        try:  # the generator knows its least input size (checked there, and for campaigns)
+            specs = gen(count, seed, input_size=input_size)
+        except ConfigError as e:
+            raise ConfigError(f"--input-size: {e}") from None
+        paths = write_specs(specs, _out(ctx, out, "generated"), replace=False)
+        if fmt is OutputFormat.json:
+            emit_json([str(p) for p in paths])
+        else:
+            typer.echo(f"wrote {counted(len(paths), 'network spec')} to {paths[0].parent}")
 
 
 def _ratios(text: str) -> list[float]:
@@ -101,13 +106,14 @@ def prune(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Channel-prune a network at several ratios and write one JSON spec each."""
-    from tracker.zoo.pruning import pruned_spec
-    from tracker.zoo.spec import resolve, write_specs
+    with logging_nothing(GENERATED_KEPT):
+        from tracker.zoo.pruning import pruned_spec
+        from tracker.zoo.spec import resolve, write_specs
 
-    resolve(model)  # an unknown name or a bad file: one line before anything is built
-    specs = [pruned_spec(model, r, method=method, seed=seed) for r in _ratios(ratios)]
-    paths = write_specs(specs, _out(ctx, out, "pruned"), replace=False)
-    if fmt is OutputFormat.json:
-        emit_json([str(p) for p in paths])
-    else:
-        typer.echo(f"wrote {counted(len(paths), 'pruned spec')} of {model} to {paths[0].parent}")
+        resolve(model)  # an unknown name or a bad file: one line before anything is built
+        specs = [pruned_spec(model, r, method=method, seed=seed) for r in _ratios(ratios)]
+        paths = write_specs(specs, _out(ctx, out, "pruned"), replace=False)
+        if fmt is OutputFormat.json:
+            emit_json([str(p) for p in paths])
+        else:
+            typer.echo(f"wrote {counted(len(paths), 'pruned spec')} of {model} to {paths[0].parent}")
