@@ -60,6 +60,25 @@ def test_a_spec_file_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     assert [json.loads(p.read_text())["name"] for p in sorted(out.iterdir())] == ["gen-s0-0000", "gen-s0-0001"]
 
 
+def test_an_experiment_named_with_a_folder_cannot_take_the_specs_outside_experiments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The specs' default folder is experiments/<experiment>/networks: -e ../../escape wrote two levels
+    above experiments/, -e /abs/path there, until 0.9.7. Now one line, before anything is drawn or
+    written; --out, or a plain name, still goes."""
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    for name in ("../../escape", str(tmp_path / "abs"), "..", "a\\b"):
+        for args in (["zoo", "generate", "--count", "1"], ["zoo", "prune", "squeezenet1_1", "--ratios", "0"]):
+            out = runner.invoke(app, ["-e", name, *args])
+            assert out.exit_code == 1 and str(out.exception) == (
+                f"-e {name!r} names a folder, and the specs' default folder, experiments/<experiment>/networks, is made "
+                "of it: give --out, or an experiment of a plain name"), out.output
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b"]  # nothing written anywhere
+    assert runner.invoke(app, ["-e", "../../escape", "zoo", "generate", "--count", "1", "--out", "nets"]).exit_code == 0
+    assert runner.invoke(app, ["-e", "mine", "zoo", "generate", "--count", "1"]).exit_code == 0
+    assert (work / "nets" / "gen-s0-0000.json").is_file() and (work / "experiments" / "mine" / "networks").is_dir()
+
+
 def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = json.loads(runner.invoke(app, ["describe", "resnet18", "--batch-size", "4", "--format", "json"]).stdout)
     assert data["params"] == 11_689_512 and data["batch_size"] == 4 and data["nodes"] == 71

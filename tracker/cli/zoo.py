@@ -39,6 +39,11 @@ def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
                               f"--out {out}: {there} is a file, so no folder can be made under it")
         return out
     exp = state(ctx).experiment
+    if exp.strip() in (".", "..") or any(c in exp for c in "/\\\n"):  # -e ../../escape wrote outside experiments/,
+        from tracker.errors import ConfigError  # -e /abs/path there, until 0.9.7
+
+        raise ConfigError(f"-e {exp!r} names a folder, and the specs' default folder, experiments/<experiment>/networks, "
+                          "is made of it: give --out, or an experiment of a plain name")
     return Path("experiments") / (default_name if exp == "Default" else exp) / "networks"
 
 
@@ -70,11 +75,12 @@ def generate(
         from tracker.zoo.generator import generate as gen
         from tracker.zoo.spec import write_specs
 
+        folder = _out(ctx, out, "generated")  # a bad one said before the networks are drawn
         try:  # the generator knows its least input size (checked there, and for campaigns)
             specs = gen(count, seed, input_size=input_size)
         except ConfigError as e:
             raise ConfigError(f"--input-size: {e}") from None
-        paths = write_specs(specs, _out(ctx, out, "generated"), replace=False)
+        paths = write_specs(specs, folder, replace=False)
         if fmt is OutputFormat.json:
             emit_json([str(p) for p in paths])
         else:
@@ -111,8 +117,9 @@ def prune(
         from tracker.zoo.spec import resolve, write_specs
 
         resolve(model)  # an unknown name or a bad file: one line before anything is built
+        folder = _out(ctx, out, "pruned")  # and a bad folder
         specs = [pruned_spec(model, r, method=method, seed=seed) for r in _ratios(ratios)]
-        paths = write_specs(specs, _out(ctx, out, "pruned"), replace=False)
+        paths = write_specs(specs, folder, replace=False)
         if fmt is OutputFormat.json:
             emit_json([str(p) for p in paths])
         else:
