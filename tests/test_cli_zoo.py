@@ -118,7 +118,11 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                                 ("base", None, "spec key 'base' must name the network pruned, got None"),
                                 # a generated network's own keys, its file named too (unnamed until 0.9.5)
                                 ("stages", [{"style": "vgg", "depth": 1, "width": 0}],
-                                 "spec key 'stages[0].width' must be an integer >= 1, got 0"),
+                                 "spec key 'stages[0].width' must be an integer from 1 to 8,192, got 0"),
+                                # any size was read, and 10**12 asked for 512 TB: a traceback (until 0.9.7)
+                                ("stages", [{"style": "vgg", "depth": 1, "width": 10**12, "kernel": 3}],
+                                 "spec key 'stages[0].width' must be an integer from 1 to 8,192, got 1000000000000"),
+                                ("input_size", 10**6, "spec key 'input_size' must be at most 8,192, got 1000000"),
                                 ("kind", "bogus", "unknown kind 'bogus' (expected generated, pruned or module)")]:
         spec = {**json.loads(Path(good).read_text()), key: value}
         bad.write_text(json.dumps(spec))
@@ -126,6 +130,33 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             result = runner.invoke(app, args)
             assert result.exit_code == 1 and str(result.exception) == f"{bad}: {message}", (args, result.exception)
     assert not (tmp_path / "pruned").exists() and not list(tmp_path.glob("escaped*"))
+
+
+def test_a_spec_too_large_to_build_is_one_line_before_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A width of 10**12 asked the allocator for 512 TB: a traceback from describe, predict and zoo
+    prune, and from profile after it made a store (until 0.9.7). Sizes are bounded (MAX_SPEC_SIZE), and
+    a spec within them that still needs more memory than the machine gives (a 8191-wide kernel) is one
+    line too."""
+    monkeypatch.chdir(tmp_path)
+    good = json.loads(Path(json.loads(runner.invoke(app, ["zoo", "generate", "-n", "1", "--input-size", "64", "--out",
+                                                          "g", "--format", "json"]).stdout)[0]).read_text())
+    cases = {"wide.json": ({"style": "vgg", "depth": 1, "width": 10**12, "kernel": 3},
+                           "wide.json: spec key 'stages[0].width' must be an integer from 1 to 8,192, got 1000000000000"),
+             "huge.json": ({"style": "vgg", "depth": 1, "width": 8192, "kernel": 8191},
+                           "network gen-s0-0000 needs more memory than this machine gives to be built (an allocation "
+                           "of 68,718,526,464 bytes failed)")}
+    for name, (stage, message) in cases.items():
+        Path(name).write_text(json.dumps({**good, "stages": [stage, *good["stages"][1:]]}))
+        for args in (["describe", name], ["--tracking-uri", "s", "profile", "network", name, "--time-cap", "0.2"],
+                     ["--tracking-uri", "s", "predict", name], ["zoo", "prune", name, "--ratios", "50", "--out", "p"]):
+            out = runner.invoke(app, args)
+            if "predict" in args and name == "huge.json":  # it is described after the champions are found
+                assert "no fingerprint" in str(out.exception)
+                continue
+            assert out.exit_code == 1 and str(out.exception).startswith(message.split("(an allocation")[0]), (args, out.exception)
+        if name == "wide.json":  # refused as the file is read: before a store is made
+            assert not Path("s").exists()
+    assert not Path("p").exists()
 
 
 def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
@@ -157,7 +188,7 @@ def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     whole = json.loads(Path(p50).read_text())
     lacking = {k: v for k, v in whole["widths"].items() if k != "layer1.0.conv1"}
     for change, message in (({"widths": {}}, f"{odd}: spec key 'widths' must map each convolution of the base to its "
-                                              "channels (whole numbers >= 1), got {}"),
+                                              "channels (whole numbers from 1 to 8,192), got {}"),
                             ({"ratio": 150}, f"{odd}: spec key 'ratio' must be a number in [0, 1), got 150"),
                             ({"widths": lacking}, "pruned network resnet18-p50-l1-s0: widths lack 1 of the base's 20 "
                                                   "convolutions (layer1.0.conv1 first): a pruned spec gives each its channels")):

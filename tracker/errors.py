@@ -36,6 +36,20 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})"
 
 
+def allocation_failed(exc: BaseException) -> str | None:
+    """Where ``exc`` is memory not given (Python's MemoryError; torch's "can't allocate memory" of
+    its CPU allocator, CUDA's "out of memory"), how much was asked for where it says so
+    (``an allocation of 512,000,000,000,000 bytes``, else ``an allocation``); None for anything else."""
+    import re
+
+    text = str(exc)
+    if not isinstance(exc, MemoryError) and not (isinstance(exc, RuntimeError) and (
+            "can't allocate memory" in text or "out of memory" in text.lower() or "not enough memory" in text)):
+        return None
+    asked = re.search(r"(?:tried to allocate|allocate) (\d+) bytes", text)
+    return f"an allocation of {int(asked[1]):,} bytes" if asked else "an allocation"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a scheduler ending a job), raised where a Ctrl-C would be (see
     :func:`terminate`): a command stops as it does on Ctrl-C, its measuring child ended and what was

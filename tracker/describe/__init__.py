@@ -32,14 +32,22 @@ def describe_ref(model_ref: Any, input_size: int) -> Any:
     import torch
 
     from tracker.describe.graph import describe_module
+    from tracker.errors import ConfigError, allocation_failed
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = model_ref.build(input_size)  # a detection network at that size (0.8.5; its own before)
-        if model_ref.is_detection:
-            return describe_module(model, model_ref.name, input_size, example=[torch.rand(3, input_size, input_size)])
-        return describe_module(model, model_ref.name, input_size, in_channels=model_ref.in_channels,
-                               input_shape=model_ref.input_shape, input_vocab=model_ref.input_vocab)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            model = model_ref.build(input_size)  # a detection network at that size (0.8.5; its own before)
+            if model_ref.is_detection:
+                return describe_module(model, model_ref.name, input_size, example=[torch.rand(3, input_size, input_size)])
+            return describe_module(model, model_ref.name, input_size, in_channels=model_ref.in_channels,
+                                   input_shape=model_ref.input_shape, input_vocab=model_ref.input_vocab)
+    except (MemoryError, RuntimeError) as exc:  # its forward pass's: a traceback until 0.9.7 (building it: build's)
+        if (asked := allocation_failed(exc)) is None:
+            raise
+        at = "" if model_ref.input_shape else f" at {input_size} px"
+        raise ConfigError(f"network {model_ref.name} needs more memory than this machine gives to be described{at} "
+                          f"({asked} failed)") from None
 
 
 def spec_json(network_spec: dict[str, Any] | None) -> str | None:

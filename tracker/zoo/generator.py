@@ -177,10 +177,20 @@ def _get(mapping: dict[str, Any], key: str, path: str) -> Any:
     return mapping[key]
 
 
-def _int(mapping: dict[str, Any], key: str, path: str, minimum: int = 1) -> int:
+#: The largest whole number a spec file may give any size (a width, channels, a depth, a kernel, an
+#: input size): ten times the widest a drawn spec has (320), more than any torchvision network's
+#: (2,048 to 4,096), and a 3x3 convolution of it both ways is 2.4 GB of weights. Until 0.9.7 any size
+#: was read, and a width of 10**12 asked the allocator for 512 TB: a traceback from describe,
+#: profile (after it made a store), predict and zoo prune.
+MAX_SPEC_SIZE = 8192
+#: The most classes its head may score: ImageNet-21k's 21,841 and more.
+MAX_CLASSES = 100_000
+
+
+def _int(mapping: dict[str, Any], key: str, path: str, minimum: int = 1, maximum: int = MAX_SPEC_SIZE) -> int:
     value = _get(mapping, key, path)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"spec key {path!r} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ConfigError(f"spec key {path!r} must be an integer from {minimum} to {maximum:,}, got {value!r}")
     return value
 
 
@@ -247,7 +257,7 @@ def validate_spec(spec: Any) -> None:
         raise ConfigError(f"spec key 'format' must be {FORMAT!r}, got {spec['format']!r}")
     if _get(spec, "kind", "kind") != KIND:
         raise ConfigError(f"spec key 'kind' must be {KIND!r}, got {spec['kind']!r}")
-    _int(spec, "num_classes", "num_classes")
+    _int(spec, "num_classes", "num_classes", maximum=MAX_CLASSES)
     stem = _dict(spec, "stem", "stem")
     _int(stem, "channels", "stem.channels")
     _odd_kernel(stem, "kernel", "stem.kernel")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.errors import ConfigError
+from tracker.zoo.generator import MAX_SPEC_SIZE
 
 SPEC_FORMAT = "tracker.netspec/1"
 #: ``FILE.py:NAME``, a network of your own: NAME, a callable of the Python file, builds it; since
@@ -62,7 +63,19 @@ class ModelRef:
 
     def build(self, input_size: int | None = None) -> Any:
         """The network, untrained; a detection network computing at ``input_size`` (its own where
-        None: ``torchvision_zoo.sized_detector``)."""
+        None: ``torchvision_zoo.sized_detector``). Memory not given while it is built is one line (a
+        traceback until 0.9.7: a width of 10**12 in a spec, which validate_spec bounds now)."""
+        from tracker.errors import allocation_failed
+
+        try:
+            return self._build(input_size)
+        except (MemoryError, RuntimeError) as exc:
+            if (asked := allocation_failed(exc)) is None:
+                raise
+            raise ConfigError(f"network {self.name} needs more memory than this machine gives to be built ({asked} "
+                              "failed)") from None
+
+    def _build(self, input_size: int | None) -> Any:
         from tracker.zoo.torchvision_zoo import build_model
 
         if self.spec is None:
@@ -488,9 +501,9 @@ def read_spec(path: Path) -> dict[str, Any]:
         check_ratio(spec.get("ratio", 0.0), f"{path}: spec key 'ratio'")
         widths = spec.get("widths")
         if not isinstance(widths, dict) or not widths or any(
-                isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths.values()):
+                isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_SPEC_SIZE for w in widths.values()):
             raise ConfigError(f"{path}: spec key 'widths' must map each convolution of the base to its channels "
-                              f"(whole numbers >= 1), got {widths!r:.80}")
+                              f"(whole numbers from 1 to {MAX_SPEC_SIZE:,}), got {widths!r:.80}")
     if spec["kind"] == "generated":  # its keys checked here, where the file is known (unnamed until 0.9.5)
         from tracker.zoo.generator import validate_spec
 
@@ -511,6 +524,8 @@ def check_fields(spec: dict[str, Any], where: str) -> None:
         value = spec.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where}: spec key {key!r} must be an integer >= 1, got {value!r}")
+        if value is not None and key != "input_vocab" and value > MAX_SPEC_SIZE:  # any was read until 0.9.7
+            raise ConfigError(f"{where}: spec key {key!r} must be at most {MAX_SPEC_SIZE:,}, got {value!r}")
     shape = spec.get("input_shape")
     if shape is not None and (not isinstance(shape, list) or not shape
                               or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in shape)):
