@@ -241,3 +241,47 @@ def test_a_server_that_is_not_mlflow_is_one_line_and_nothing_is_spooled(tmp_path
         assert isinstance(page.exception, StoreError) and "\n" not in str(page.exception)
         assert str(page.exception).endswith("a page of HTML, not MLflow's answer (is it an MLflow server, and is the "
                                             "URI's path right?)"), page.exception
+
+
+def tracker_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """``python -m tracker ARGS`` (through ``main``, as a user runs it) with ``env`` added."""
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "tracker", *args], capture_output=True, text=True, timeout=120,
+                          cwd=root, env={**os.environ, "PYTHONPATH": str(root), **env})
+
+
+def test_mlflow_http_variables_it_cannot_use_are_one_line_and_tracker_retries_as_they_say() -> None:
+    """A value of an MLFLOW_HTTP_REQUEST_* variable that MLflow cannot use ended a command in MLflow's
+    traceback at its first request (for the timeout: after the measurement, its run left RUNNING),
+    and tracker's own client tried four times whatever MLFLOW_HTTP_REQUEST_MAX_RETRIES said, until
+    0.9.7. Now each is one line before anything is asked, and the retries are the variable's."""
+    asked: list[str] = []
+
+    class Busy(Quiet):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            healthy = self.path == "/health"
+            self.send_response(200 if healthy else 503)
+            self.end_headers()
+            self.wfile.write(b"OK" if healthy else b"busy")
+
+        do_POST = do_GET
+
+    with serving(Busy) as uri:
+        for name, value, takes in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "abc", "a whole number of retries, 0 to 10"),
+                                   ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "-1", "0 to 10"),
+                                   ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1.5", "a whole number of seconds, 0 to 120"),
+                                   ("MLFLOW_HTTP_REQUEST_TIMEOUT", "abc", "a whole number of seconds, 1 or more")):
+            for args in (["runs", "list"], ["fingerprint", "list"]):
+                said = tracker_cli("--tracking-uri", uri, *args, **{name: value})
+                assert said.returncode == 1 and said.stderr.count("\n") == 1, said.stderr
+                assert said.stderr.startswith(f"error: {name}={value!r} in the environment: it takes "), said.stderr
+                assert takes in said.stderr, said.stderr
+        # a measurement is not begun: the server was never asked
+        said = tracker_cli("--tracking-uri", uri, "profile", "network", "squeezenet1_1", "--input-size", "32",
+                           MLFLOW_HTTP_REQUEST_TIMEOUT="abc")
+        assert said.returncode == 1 and "MLFLOW_HTTP_REQUEST_TIMEOUT='abc'" in said.stderr and asked == []
+
+        said = tracker_cli("--tracking-uri", uri, "runs", "list", MLFLOW_HTTP_REQUEST_MAX_RETRIES="1")
+        assert said.returncode == 1 and said.stderr.endswith("experiments/get-by-name failed after 2 tries (HTTP 503)\n")
+        assert asked.count("/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default") == 2, asked

@@ -8,12 +8,13 @@ The runs dir is ``./runs`` unless ``TRACKER_RUNS_DIR`` says otherwise.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracker.errors import StoreError
+from tracker.errors import ConfigError, StoreError
 
 #: The project root when running from a checkout (``pip install -e .``).
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -25,6 +26,50 @@ DEFAULT_EXPERIMENT = "Default"
 #: made, a FAILED run of a C++ message with no batch_size in the warehouse; describe printed figures
 #: 10^20 times too large.
 MAX_BATCH = 1 << 20
+
+
+#: The numeric ``MLFLOW_HTTP_REQUEST_*`` variables MLflow (3.17.2) reads at each request, as it reads
+#: them: their type, least value, and most (a number, or the internal variable MLflow takes it from,
+#: and its default), and what they take in words. Until 0.9.7 a value MLflow could not use ended a
+#: command in its traceback, at the first request through MLflow's client: after a measurement, a
+#: RUNNING run left on the server, for MLFLOW_HTTP_REQUEST_TIMEOUT.
+HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | None, str]] = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", 10),
+                                        "a whole number of retries"),
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", 120),
+                                           "a whole number of seconds"),
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": (float, 0, None, "a number of seconds"),
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": (int, 1, None, "a whole number of seconds"),
+}
+
+
+def http_request_setting(name: str, default: float) -> float:
+    """The value of one of :data:`HTTP_REQUEST_VARIABLES`, read as MLflow reads it (``default``
+    where unset), or a ConfigError in one line naming the variable, its value and what it takes."""
+    kind, least, most, what = HTTP_REQUEST_VARIABLES[name]
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if most is not None:
+        try:  # MLflow's internal bound, where it was moved (an unreadable one: MLflow's default)
+            most = int(os.environ.get(most[0], most[1]))
+        except ValueError:
+            most = most[1]
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value < least or (most is not None and value > most):
+        bound = f"{least} to {most}" if most is not None else f"{least} or more"
+        raise ConfigError(f"{name}={raw!r} in the environment: it takes {what}, {bound} (unset it for the default)")
+    return value
+
+
+def check_http_environment() -> None:
+    """Every one of :data:`HTTP_REQUEST_VARIABLES` set is one MLflow can use, or a ConfigError in
+    one line: said before a command does anything, not in a traceback after a measurement."""
+    for name in HTTP_REQUEST_VARIABLES:
+        http_request_setting(name, 0)
 
 
 def project_dir(name: str) -> Path:

@@ -147,6 +147,11 @@ def main() -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     quiet_interrupted_closes()
     try:
+        # a value MLflow cannot use, said before anything is measured (MLflow's traceback at its first
+        # request, after a measurement, until 0.9.7)
+        from tracker.settings import check_http_environment
+
+        check_http_environment()
         code = app(standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -22,11 +22,13 @@ from tracker.console import named
 from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, parent_levels
-from tracker.settings import StoreLocation
+from tracker.settings import StoreLocation, http_request_setting
 
 WORKERS = 16
 TIMEOUT_S = 30.0
-RETRIES = 4
+#: Retries of a request that failed for a passing reason, after its first try, where
+#: ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` does not say (``tracker`` sets it to this, for MLflow's client).
+RETRIES = 3
 #: How long a tracking server has to answer ``/health`` before it is said to be unreachable.
 HEALTH_TIMEOUT_S = 5.0
 #: MLflow's log-batch limits (mlflow.utils.validation).
@@ -93,7 +95,12 @@ class RestStore:
 
         url = f"{self.location.uri}/api/2.0/mlflow/{endpoint}"
         last = ""
-        for attempt in range(RETRIES):
+        # as many retries as MLflow's client makes: MLFLOW_HTTP_REQUEST_MAX_RETRIES (four tries whatever
+        # it said, and a wait after the last, until 0.9.7)
+        tries = 1 + int(http_request_setting("MLFLOW_HTTP_REQUEST_MAX_RETRIES", RETRIES))
+        for attempt in range(tries):
+            if attempt:
+                time.sleep(random.uniform(0.1, 0.4) * 2 ** (attempt - 1))
             try:
                 response = self.session.request(method, url, json=body, params=query, timeout=TIMEOUT_S)
             except requests.RequestException as exc:
@@ -104,8 +111,8 @@ class RestStore:
                 if response.status_code not in (429, 500, 502, 503, 504):
                     raise RestError(endpoint, response)
                 last = f"HTTP {response.status_code}"
-            time.sleep(random.uniform(0.1, 0.4) * 2**attempt)
-        raise StoreError(f"tracking server {self.location.uri}: {endpoint} failed after {RETRIES} tries ({last})")
+        said = f"{tries} tries" if tries > 1 else "one try"
+        raise StoreError(f"tracking server {self.location.uri}: {endpoint} failed after {said} ({last})")
 
     def close(self) -> None:
         self.session.close()
