@@ -285,3 +285,37 @@ def test_mlflow_http_variables_it_cannot_use_are_one_line_and_tracker_retries_as
         said = tracker_cli("--tracking-uri", uri, "runs", "list", MLFLOW_HTTP_REQUEST_MAX_RETRIES="1")
         assert said.returncode == 1 and said.stderr.endswith("experiments/get-by-name failed after 2 tries (HTTP 503)\n")
         assert asked.count("/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default") == 2, asked
+
+
+def test_a_page_of_html_answered_with_200_is_one_line_through_either_client() -> None:
+    """A server that answers every request with a page of HTML and status 200 (a login portal): its
+    page was read as JSON until 0.9.7, said as "Expecting value: line 1 column 1 (char 0)" by
+    tracker's client and in a traceback by MLflow's (fingerprint list). Now one line names the
+    server and what its page began with, before anything is measured, and nothing is spooled."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+    from tracker.errors import ConfigError
+    from tracker.log.outbox import pending
+
+    class Portal(Quiet):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            healthy = self.path == "/health"
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"OK" if healthy else b"<html><body>Please log in</body></html>")
+
+        do_POST = do_GET
+
+    with serving(Portal) as uri:
+        said = f"tracking server {uri} answered "
+        page = "with a page that is not MLflow's JSON (it began '<html><body>Please log in</body></html>')"
+        for args in (["runs", "list"], ["fingerprint", "list"]):
+            run = tracker_cli("--tracking-uri", uri, *args)
+            assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+            assert run.stderr.startswith(f"error: {said}") and page in run.stderr, run.stderr
+        measured = CliRunner().invoke(app, ["--tracking-uri", uri, "-e", "h", "profile", "network", "squeezenet1_1",
+                                            "--input-size", "32", "--time-cap", "0.2", "--min-samples", "6"])
+        assert isinstance(measured.exception, ConfigError), measured.output
+        assert str(measured.exception).startswith(f"{said}experiments/get-by-name {page}"), measured.exception
+        assert pending() == []

@@ -130,6 +130,23 @@ def quiet_interrupted_closes() -> None:
     pool.propagate = False
 
 
+def _given_tracking_uri() -> str | None:
+    """The tracking URI the command was given (``--tracking-uri``, else ``MLFLOW_TRACKING_URI``), as
+    MLflow's client was given it: what a line of its failure names (a page not MLflow's JSON named no
+    server until 0.9.7)."""
+    import os
+
+    args = sys.argv[1:]
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--tracking-uri" and i + 1 < len(args):
+            return args[i + 1].rstrip("/")
+        if arg.startswith("--tracking-uri="):
+            return arg.partition("=")[2].rstrip("/")
+    return os.environ.get("MLFLOW_TRACKING_URI", "").rstrip("/") or None
+
+
 def main() -> None:
     from tracker.cli.options import INTERRUPTED, TERMINATED, interrupt_said
     from tracker.errors import TrackerError, interrupted, os_reason, was_terminated
@@ -195,7 +212,7 @@ def main() -> None:
 
             # a server's refusal through MLflow's own client (the registry: fingerprint list, promote,
             # predict): one line, as tracker's own client says it (a traceback until 0.9.4)
-            if (line := mlflow_http_line(None, exc)) is not None:
+            if (line := mlflow_http_line(_given_tracking_uri(), exc)) is not None:
                 sys.stderr.write(f"error: {line}\n")
                 sys.exit(1)
         if not verbose and not interrupted(exc) and type(exc).__module__.lstrip("_").startswith("duckdb"):

@@ -107,7 +107,7 @@ class RestStore:
                 last = _reason(exc)
             else:
                 if response.status_code < 400:
-                    return response.json() if response.content else {}
+                    return _answer(self.location.uri, endpoint, response)
                 if response.status_code not in (429, 500, 502, 503, 504):
                     raise RestError(endpoint, response)
                 last = f"HTTP {response.status_code}"
@@ -272,6 +272,31 @@ class RestStore:
         )
 
 
+def _answer(uri: str, endpoint: str, response: Any) -> dict:
+    """A successful answer's JSON object, or a ConfigError in one line where it is none: a page of
+    HTML with status 200 (a login portal, another service at the address) was read as JSON until
+    0.9.7, and said as the parser's "Expecting value: line 1 column 1 (char 0)"."""
+    if not response.content:
+        return {}
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        from tracker.errors import ConfigError
+
+        raise ConfigError(not_json_line(uri, endpoint, response.text))
+    return body
+
+
+def not_json_line(uri: str | None, endpoint: str | None, text: str) -> str:
+    """The one line of a request answered, with a success, by something that is not MLflow's JSON."""
+    began = " ".join(text.split())[:60]
+    return (f"tracking server{f' {uri}' if uri else ''} answered {endpoint or 'a request'} with a page that is not "
+            f"MLflow's JSON (it began {began!r}): is it an MLflow server, not a login page or another service, and "
+            "is the URI's path right?")
+
+
 def _tags(run: dict[str, Any]) -> dict[str, str]:
     """A run's tags, as the REST API's search gives a run, by key."""
     return {kv["key"]: kv["value"] for kv in run.get("data", {}).get("tags", [])}
@@ -315,6 +340,10 @@ def _plain_text(text: str) -> str:
 #: code N != 200. Response body: '...'", and its retries "Max retries exceeded ... too many N error responses".
 _MLFLOW_HTTP = re.compile(r"API request to endpoint /api/2\.0/mlflow/(\S+) failed with error code (\d+) != 200"
                           r"\. Response body: '(.*)'", re.S)
+#: and a success whose body is not JSON "API request to endpoint was successful but the response body was not in
+#: a valid JSON format. Response body: '...'" (naming no endpoint)
+_MLFLOW_NOT_JSON = re.compile(r"API request to endpoint was successful but the response body was not in a valid JSON "
+                              r"format\. Response body: '(.*)'", re.S)
 _MLFLOW_RETRIES = re.compile(r"Max retries exceeded with url: /api/2\.0/mlflow/(\S+?)[?\s].*?(too many (\d+) error "
                              r"responses)", re.S)
 
@@ -333,6 +362,8 @@ def mlflow_http_line(uri: str | None, exc: BaseException) -> str | None:
         except (ValueError, AttributeError):  # not JSON, or not MLflow's object
             said = _plain_text(body)
         return f"tracking server{f' {uri}' if uri else ''} answered {status} to {endpoint}: {said}"
+    if found := _MLFLOW_NOT_JSON.search(text):  # a traceback until 0.9.7
+        return not_json_line(uri, None, found[1])
     if found := _MLFLOW_RETRIES.search(text):
         return f"tracking server{f' {uri}' if uri else ''}: {found[1]} failed after MLflow's retries ({found[2]})"
     return None
