@@ -533,6 +533,12 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "sqlite://", "store", "info"], 1, "tracking URI 'sqlite://' names no database file"),
         (["--tracking-uri", "sqlite:///:memory:", "profile", "network", "squeezenet1_1"], 1,
          "tracking URI 'sqlite:///:memory:' names no database file"),
+        # a host's place, or no slashes: not a path (a store made at ./sqlite:/relative.db until 0.9.7)
+        *[(["--tracking-uri", uri, "runs", "list"], 1, f"tracking URI {uri!r} is not a SQLite file's URI: "
+           "sqlite:///PATH.db (three slashes, then a relative path) or sqlite:////ABSOLUTE/PATH.db")
+          for uri in ("sqlite://relative.db", "sqlite:relative.db")],
+        (["--tracking-uri", "sqlite://relative.db", "profile", "network", "squeezenet1_1"], 1,
+         "tracking URI 'sqlite://relative.db' is not a SQLite file's URI"),
         # a PostgreSQL store that refuses: one line (an AssertionError's traceback until 0.9.1)
         (["--tracking-uri", f"postgresql://u@127.0.0.1:{free_port()}/db", "runs", "list"], 1,
          "cannot open tracking database postgresql://u@127.0.0.1:"),

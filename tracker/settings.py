@@ -272,10 +272,17 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
     if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":
-        named = uri.partition(":")[2].lstrip("/").split("?", 1)[0]
+        rest = uri.partition(":")[2]
+        named = rest.lstrip("/").split("?", 1)[0]
         if not named or named == ":memory:":  # a file "sqlite:" or ":memory:" was made until 0.9.2
             raise StoreError(f"tracking URI {uri!r} names no database file: sqlite:///PATH.db (an in-memory "
                              "database would keep nothing)")
+        if not rest.startswith("///"):
+            # sqlite://relative.db (a host's place) or sqlite:relative.db was taken for a path, a store made
+            # at ./sqlite:/relative.db, until 0.9.7
+            raise StoreError(f"tracking URI {uri!r} is not a SQLite file's URI: sqlite:///PATH.db (three slashes, "
+                             "then a relative path) or sqlite:////ABSOLUTE/PATH.db")
+        uri = f"sqlite:{rest}"  # SQLITE:///a.db: the scheme as sqlite_path reads it
         db_path = sqlite_path(uri).resolve()
         query = uri.partition("?")[2]  # SQLAlchemy's options (timeout=30): kept for the engine, not part of the path
         return StoreLocation(uri=sqlite_uri(db_path) + (f"?{query}" if query else ""),
