@@ -319,3 +319,35 @@ def test_a_page_of_html_answered_with_200_is_one_line_through_either_client() ->
         assert isinstance(measured.exception, ConfigError), measured.output
         assert str(measured.exception).startswith(f"{said}experiments/get-by-name {page}"), measured.exception
         assert pending() == []
+
+
+@pytest.mark.parametrize("refusal", [b"You are not authenticated.", b'{"error_code": "UNAUTHENTICATED", "message": "no"}'])
+def test_a_refused_token_is_named_in_the_line_of_a_401(refusal: bytes) -> None:
+    """A server that refuses the token given in MLFLOW_TRACKING_TOKEN: its 401 named only
+    MLFLOW_TRACKING_USERNAME and _PASSWORD until 0.9.7, through tracker's client as MLflow's; it
+    names the token now (and, with no token set, the account's variables as before). A refusal in
+    MLflow's JSON (a proxy's) was MLflow's traceback (a RestException) through its client."""
+    sent: list[str | None] = []
+
+    class Refusing(Quiet):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            healthy = self.path == "/health"
+            sent.append(self.headers.get("Authorization"))
+            self.send_response(200 if healthy else 401)
+            self.end_headers()
+            self.wfile.write(b"OK" if healthy else refusal)
+
+        do_POST = do_GET
+
+    with serving(Refusing) as uri:
+        for args in (["runs", "list"], ["fingerprint", "list"]):
+            said = tracker_cli("--tracking-uri", uri, *args, MLFLOW_TRACKING_TOKEN="not-a-token")
+            assert said.returncode == 1 and said.stderr.count("\n") == 1, said.stderr
+            assert said.stderr.startswith("error: tracking server answered 401 to ") and said.stderr.endswith(
+                "set MLFLOW_TRACKING_TOKEN (set now) to a token the server takes, or unset it and set "
+                "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to an account of the server\n"), said.stderr
+        assert "Bearer not-a-token" in sent
+        said = tracker_cli("--tracking-uri", uri, "runs", "list", MLFLOW_TRACKING_USERNAME="me",
+                           MLFLOW_TRACKING_PASSWORD="wrong")
+        assert said.stderr.endswith("the credentials were refused; set MLFLOW_TRACKING_USERNAME and "
+                                    "MLFLOW_TRACKING_PASSWORD to an account of the server\n"), said.stderr

@@ -207,7 +207,7 @@ def main() -> None:
         sys.stderr.write(f"error: {os_reason(exc)}\n")
         sys.exit(1)
     except Exception as exc:  # a Ctrl-C during a DuckDB query (tracker sql, report, fingerprint train)
-        if not verbose and type(exc).__name__ == "MlflowException":
+        if not verbose and any(c.__name__ == "MlflowException" for c in type(exc).__mro__):  # a RestException too
             from tracker.log.rest_store import mlflow_http_line
 
             # a server's refusal through MLflow's own client (the registry: fingerprint list, promote,

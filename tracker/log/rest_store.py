@@ -324,8 +324,12 @@ def refused_line(status: int, endpoint: str, credentials: bool | None) -> str:
     """The one line of a 401 or 403: which credentials to set (``credentials``: whether some were sent; None: not known)."""
     who = {True: "the credentials were refused", False: "no credentials were given",
            None: "the credentials were refused, or none were given"}[credentials]
-    return (f"tracking server answered {status} to {endpoint}: {who}; set MLFLOW_TRACKING_USERNAME and "
-            "MLFLOW_TRACKING_PASSWORD to an account of the server")
+    account = "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to an account of the server"
+    if os.environ.get("MLFLOW_TRACKING_TOKEN"):  # a token refused was not named, only the account's variables, until
+        # 0.9.7 (and tracker's client sends the token where both are set: it must go for the account to be tried)
+        return (f"tracking server answered {status} to {endpoint}: {who}; set MLFLOW_TRACKING_TOKEN (set now) to a "
+                f"token the server takes, or unset it and set {account}")
+    return f"tracking server answered {status} to {endpoint}: {who}; set {account}"
 
 
 def _plain_text(text: str) -> str:
@@ -348,11 +352,19 @@ _MLFLOW_RETRIES = re.compile(r"Max retries exceeded with url: /api/2\.0/mlflow/(
                              r"responses)", re.S)
 
 
+#: The error codes of a 401 and a 403 in an error object (MLflow's names, or the status itself).
+_REFUSED = {"UNAUTHENTICATED": 401, "401": 401, "PERMISSION_DENIED": 403, "403": 403}
+
+
 def mlflow_http_line(uri: str | None, exc: BaseException) -> str | None:
     """An MlflowException from MLflow's own client (the registry, a warehouse load through the API)
     that is an HTTP failure, in one line as tracker's own client says it; None for any other (a
     traceback of 40 lines, or a 200-character body over several, until 0.9.4)."""
     text = str(getattr(exc, "message", exc))
+    said = getattr(exc, "json", None)  # a RestException: the server's own error object
+    code = str(said.get("error_code", "")) if isinstance(said, dict) else ""
+    if code in _REFUSED:  # answered in JSON (a proxy, a token's service): a traceback until 0.9.7
+        return refused_line(_REFUSED[code], "a request", None)
     if found := _MLFLOW_HTTP.search(text):
         endpoint, status, body = found[1], int(found[2]), found[3]
         if status in (401, 403):
