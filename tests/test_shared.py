@@ -255,6 +255,27 @@ def test_basic_auth_takes_credentials_from_the_environment_and_never_logs_them(
         assert not any(secret in p.read_text() for p in Path(os.environ["TRACKER_RUNS_DIR"]).rglob("*") if p.is_file())
 
 
+def test_the_readme_s_basic_auth_recipe_gives_the_admin_password_mlflow_takes() -> None:
+    """MLflow (3.17.2) refuses to start a basic-auth server whose MLFLOW_AUTH_ADMIN_PASSWORD is
+    shorter than 12 characters, or its old default; the README's recipe did not say so until 0.9.7.
+    The rule the recipe gives is the one the server checks as it starts."""
+    import re
+
+    from mlflow.exceptions import MlflowException
+    from mlflow.server.auth import _validate_bootstrap_admin_password
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    recipe = readme[readme.index("### A team's tracking server"):readme.index("- **Credentials**")]
+    recipe = " ".join(line.split("#", 1)[-1].strip() for line in recipe.splitlines())
+    found = re.search(r"the password of (\d+) characters or more, and not (\S+), or mlflow refuses to start", recipe)
+    assert found, recipe
+    least, old_default = int(found[1]), found[2]
+    for refused in ("x" * (least - 1), old_default):
+        with pytest.raises(MlflowException):
+            _validate_bootstrap_admin_password("admin", refused)
+    _validate_bootstrap_admin_password("admin", "x" * least)
+
+
 def test_a_database_batch_in_the_outbox_is_sent_with_the_credentials_sync_is_given(
     postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
