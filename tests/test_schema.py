@@ -113,3 +113,9 @@ def test_unknown_schema_versions_are_loud() -> None:
         parse_schema_tag("network/99")
     with pytest.raises(SchemaError, match="malformed"):
         parse_schema_tag("gizmo/1")
+    # as tracker writes it, and of the run's kind where that is known (both passed until 0.9.7)
+    with pytest.raises(SchemaError, match=r"^malformed tracker.schema tag 'network/01' \(tracker writes network/1\)$"):
+        parse_schema_tag("network/01")
+    with pytest.raises(SchemaError, match="^tracker.schema tag 'layer/1' is another kind's, on a network run"):
+        parse_schema_tag("layer/1", "network")
+    assert parse_schema_tag("layer/1", "layer") == ("layer", 1) and parse_schema_tag("layer/1") == ("layer", 1)

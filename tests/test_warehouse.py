@@ -668,6 +668,39 @@ def test_a_run_of_a_record_format_this_tracker_does_not_read_stops_the_load(tmp_
         con.close()
 
 
+def test_a_schema_tag_tracker_never_writes_stops_the_load_as_an_unknown_format_does(tmp_path: Path) -> None:
+    """A network run tagged with another kind's schema (layer/1) or a version written otherwise
+    (network/01) was loaded without a word until 0.9.7, where network/9 and network/x stopped the
+    load; each stops it now, named, and nothing of the load is kept."""
+    from tracker.errors import SchemaError
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = _logger(runs)
+    first = logger.log([network_record("resnet18", 1)])[0]
+    logger.close()
+    _load(runs, wh)
+    logger = _logger(runs)
+    odd = logger.log([network_record("resnet18", 2)])[0]
+    logger.close()
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    for tag, said in (("layer/1", "tracker.schema tag 'layer/1' is another kind's, on a network run (tracker writes "
+                                  "network/1); nothing was loaded (a tag set by hand? set it as tracker writes it)"),
+                      ("network/01", "malformed tracker.schema tag 'network/01' (tracker writes network/1); nothing "
+                                     "was loaded"),
+                      ("network/x", "malformed tracker.schema tag 'network/x'; nothing was loaded")):
+        client.set_tag(odd, "tracker.schema", tag)
+        with pytest.raises(SchemaError, match=rf"^run {odd}: ") as info:
+            _load(runs, wh)
+        assert str(info.value).startswith(f"run {odd}: {said}"), info.value
+        con = duckdb.connect(str(wh), read_only=True)
+        try:
+            assert con.execute("SELECT run_id FROM runs").fetchall() == [(first,)]  # the load before it, whole
+        finally:
+            con.close()
+    client.set_tag(odd, "tracker.schema", "network/1")
+    _load(runs, wh)
+
+
 def test_an_interrupted_first_load_says_no_warehouse_was_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Ctrl-C in a first load leaves no warehouse, and says so; it said "the warehouse ... is as it
     was before it" of one that never was (until 0.9.6). A later load's says that."""

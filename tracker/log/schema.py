@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -191,14 +192,29 @@ def load_schema(kind: str) -> Schema:
     )
 
 
-def parse_schema_tag(value: str) -> tuple[str, int]:
-    """Split a ``tracker.schema`` tag; loud on a version this tracker does not know."""
-    kind, _, version = value.partition("/")
-    if kind not in KINDS or not version.isdigit():
-        raise SchemaError(f"malformed tracker.schema tag {value!r}")
-    known = load_schema(kind).version
+def schema_tag_problem(value: str, kind: str | None = None) -> tuple[str, bool] | None:
+    """What is wrong with a ``tracker.schema`` tag, of a run of ``kind`` (its ``tracker.kind``, where
+    known), and whether a newer tracker could have written it; None where nothing is. Tracker writes
+    ``KIND/VERSION``, the version in plain digits: another kind's schema (``layer/1`` on a network
+    run) or a version written otherwise (``network/01``) passed until 0.9.7, taken for the format known."""
+    tag_kind, _, version = value.partition("/")
+    if tag_kind not in KINDS or not re.fullmatch(r"[0-9]+", version):
+        return f"malformed tracker.schema tag {value!r}", False
+    known = load_schema(tag_kind).version
+    if version != str(int(version)):
+        return f"malformed tracker.schema tag {value!r} (tracker writes {tag_kind}/{known})", False
     if int(version) != known:
-        raise SchemaError(
-            f"run record format {value} is not known to this tracker (it reads {kind}/{known})"
-        )
-    return kind, int(version)
+        return f"run record format {value} is not known to this tracker (it reads {tag_kind}/{known})", True
+    if kind is not None and kind != tag_kind:
+        expected = f" (tracker writes {kind}/{load_schema(kind).version})" if kind in KINDS else ""
+        return f"tracker.schema tag {value!r} is another kind's, on a {kind} run{expected}", False
+    return None
+
+
+def parse_schema_tag(value: str, kind: str | None = None) -> tuple[str, int]:
+    """Split a ``tracker.schema`` tag (of a run of ``kind``, where known); loud on a version this
+    tracker does not know, and on a tag it never writes (see :func:`schema_tag_problem`)."""
+    if (problem := schema_tag_problem(value, kind)) is not None:
+        raise SchemaError(problem[0])
+    tag_kind, _, version = value.partition("/")
+    return tag_kind, int(version)

@@ -267,15 +267,18 @@ def _check_formats(con: Any) -> None:
     """A SchemaError naming a run whose record format (its ``tracker.schema`` tag) this tracker does
     not read, a newer tracker's say: loud, as pyperf is, where until 0.9.2 it was loaded as if known.
     Raised inside the load's transaction, so nothing of the load is kept."""
-    from tracker.log.schema import parse_schema_tag
+    from tracker.log.schema import schema_tag_problem
 
-    rows = con.execute("SELECT r.run_id, t.value FROM runs r JOIN tags t ON t.run_id = r.run_id AND t.key = 'tracker.schema' "
+    rows = con.execute("SELECT r.run_id, t.value, k.value FROM runs r JOIN tags t ON t.run_id = r.run_id AND t.key = "
+                       "'tracker.schema' LEFT JOIN tags k ON k.run_id = r.run_id AND k.key = 'tracker.kind' "
                        "WHERE r.run_id IN (SELECT run_id FROM changed) ORDER BY r.run_id").fetchall()
-    for run_id, tag in rows:
-        try:
-            parse_schema_tag(tag)
-        except SchemaError as exc:
-            raise SchemaError(f"run {run_id}: {exc}; nothing was loaded (a newer tracker logged it? upgrade this one)") from None
+    for run_id, tag, kind in rows:
+        # checked against the run's kind, and as tracker writes it: layer/1 on a network run, or network/01,
+        # loaded without a word until 0.9.7
+        if (problem := schema_tag_problem(tag, kind)) is not None:
+            reason, newer = problem
+            hint = "a newer tracker logged it? upgrade this one" if newer else "a tag set by hand? set it as tracker writes it"
+            raise SchemaError(f"run {run_id}: {reason}; nothing was loaded ({hint})")
 
 
 def _insert_details(con: Any, detail: dict[str, Any]) -> None:
