@@ -177,6 +177,8 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
                                "num_classes, activation, stem_channels, enumerate; tables: [[positions]], [accuracy], [latency])"),
                               # each a traceback, or unread, until 0.9.7
                               ("[accuracy]", "[accuracy]\nseed = -1", "[accuracy].seed must be between 0 and 4294967296, got -1"),
+                              ("batch_size = 1\nthreads", "batch_size = 2000000\nthreads", "[latency].batch_size must be "
+                               "from 1 to 1048576, got 2000000"),
                               ("expansion = 6}", "expanson = 6}", "positions[1].candidates[1]: unknown knob(s) expanson for "
                                "style mobilenet (it takes width, depth, expansion, kernel)"),
                               ('"mobilenet"]', '{style = "vgg", width = 17}]', "positions[0].candidates[1].width: a multiple "

@@ -429,6 +429,8 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
     # more workers than the machine can run: taken, and the job hung at its set-up, until 0.9.6
     ("num_workers = 100000", f"[training].num_workers must be at most {4 * (os.cpu_count() or 1)} (4 x the "
                              f"{os.cpu_count() or 1} CPUs of this machine), got 100000"),
+    # as --batch-size: any size was taken until 0.9.7
+    ("batch_size = 99999999999", "[training].batch_size must be from 1 to 1048576, got 99999999999"),
 ])
 def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
     from tracker.errors import ConfigError

@@ -100,14 +100,16 @@ MAX_REPEATS = 1000
 
 
 def check_bound(where: str, label: str, value: float, *, least: float | None = None, above: float | None = None,
-                below: float | None = None, hint: str = "") -> None:
+                below: float | None = None, most: float | None = None, hint: str = "") -> None:
     """A ConfigError naming ``label`` (``[table].key``) and its rule unless ``value`` is finite, at
-    least ``least``, greater than ``above`` and less than ``below`` (each where given)."""
+    least ``least``, greater than ``above``, less than ``below`` and at most ``most`` (each where given)."""
     if math.isfinite(value) and ((least is None or value >= least) and (above is None or value > above)
-                                 and (below is None or value < below)):
+                                 and (below is None or value < below) and (most is None or value <= most)):
         return
     if math.isinf(value):
         rule = "a finite number"
+    elif most is not None:
+        rule = f"from {above if above is not None else least} to {most}"
     elif below is not None:
         rule = f"between {above if above is not None else least} and {below}"
     elif least is not None:

@@ -127,7 +127,8 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     for key, least in (("num_epochs", 1), ("batch_size", 1), ("image_size", 1), ("num_workers", 0), ("max_steps", 0),
                        ("memory_limit_mb", 0), ("prefetch_factor", 1), ("step_timeout_s", 0), ("threads", 0)):
         # named with its section, as every other key (``image_size must be at least 1`` until 0.9.3)
-        check_bound(where, f"[{'data' if key == 'image_size' else 'training'}].{key}", getattr(cfg, key), least=least)
+        check_bound(where, f"[{'data' if key == 'image_size' else 'training'}].{key}", getattr(cfg, key), least=least,
+                    most=MAX_BATCH if key == "batch_size" else None)  # as --batch-size (taken until 0.9.7)
     check_bound(where, "[training].learning_rate", cfg.learning_rate, above=0)
     check_limit_mb(where, "[training].memory_limit_mb", cfg.memory_limit_mb)
     check_num_workers(cfg.num_workers, f"{where}: [training].num_workers")
