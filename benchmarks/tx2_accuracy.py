@@ -70,7 +70,10 @@ def fit_predict(make, x, y, train, test, groups, chosen: list, fitted: list | No
     from tracker.fingerprint.train import NETWORK_MODELS, select_network_model
 
     if make is None:
-        name, _, _, _ = select_network_model(x[train].reset_index(drop=True), y[train], *(g[train] for g in groups))
+        # perf4sight's TX2 ran out of memory (its failures): a memory target's readings saturate
+        saturates = "batch_kept_activation_bytes" in x.columns
+        name, _, _, _ = select_network_model(x[train].reset_index(drop=True), y[train], *(g[train] for g in groups),
+                                             saturates=saturates)
         chosen.append(name)
         make = NETWORK_MODELS[name]
     model = make().fit(x[train], np.log(y[train]))
@@ -188,6 +191,14 @@ def neighbour_interpolation(frame, target: str) -> tuple[float, int]:
     return float(100 - 100 * np.mean(errors)), len(errors)
 
 
+def demand(model, x):
+    """log(peak) a model predicts for a memory verdict: a hinge trend's demand, not held under its
+    ceiling (the readings saturate near the board's limit; what a configuration needs does not)."""
+    from tracker.fingerprint.trend import TrendBoosted
+
+    return model.predict(x, saturated=False) if isinstance(model, TrendBoosted) else model.predict(x)
+
+
 def fit_verdicts(fitted: dict, features: list[str]) -> dict:
     """How well the memory fingerprint tells whether a training step fits on the TX2, each family
     left out in turn: every configuration of the left-out family that perf4sight tried (memory row
@@ -210,7 +221,7 @@ def fit_verdicts(fitted: dict, features: list[str]) -> dict:
         names = sorted({n for n, _ in tried if family(n) == fam})
         sizes = sorted({bs for n, bs in tried if family(n) == fam})
         rows, _ = configuration_rows([descriptions[n] for n in names], sizes, "training", DEVICE)
-        predicted = np.exp(model.predict(rows[features].astype(float)))
+        predicted = np.exp(demand(model, rows[features].astype(float)))
         for (name, bs), peak_mb in zip([(n, b) for n in names for b in sizes], predicted):
             if (name, bs) not in tried:
                 continue
@@ -262,7 +273,7 @@ def largest_batches(fitted: dict, features: list[str], descriptions: dict, tried
             def peak_mb(sizes: list[int], name: str = name) -> list[float]:
                 rows, _ = configuration_rows([descriptions[name]], sizes, "training", DEVICE)
                 # raised to the floor of the network's own tensors, as tracker predict raises it
-                return list(floored(np.exp(model.predict(rows[features].astype(float))), rows, "training"))
+                return list(floored(np.exp(demand(model, rows[features].astype(float))), rows, "training"))
 
             predicted = largest_under(peak_mb, largest_mb, 4096) or 0
             low, high = max(ran), min(failed_above)

@@ -47,14 +47,14 @@ def test_trend_boosted_extrapolates_beyond_the_networks_it_saw() -> None:
 
 
 def test_candidates_are_compared_on_held_out_families_when_there_are_three() -> None:
-    from tracker.fingerprint.train import NETWORK_MODELS, select_network_model
+    from tracker.fingerprint.train import network_candidates, select_network_model
 
     rng = np.random.default_rng(2)
     x, log_y = _frame(rng, 120, (1e8, 1e10))
     y = np.exp(log_y)
     networks = np.repeat(np.arange(30), 4)
     by_family, mape, split, _ = select_network_model(x, y, networks, networks % 3)
-    assert split == "family" and set(mape) == set(NETWORK_MODELS) and by_family == min(mape, key=mape.get)
+    assert split == "family" and set(mape) == set(network_candidates(x.columns)) and by_family == min(mape, key=mape.get)
     assert by_family == "trend+lgbm"  # a pure power law: the trend carries over, trees alone do not
     _, _, split, held = select_network_model(x, y, networks, networks % 2)
     assert split == "network" and len(held) == len(y)
@@ -236,3 +236,31 @@ def test_scikit_learn_models_fit_one_at_a_time_beside_the_other_folds() -> None:
         t.join()
     assert most[0] == 1
     assert isinstance(extra_trees(), OneAtATime)
+
+
+def test_hinge_trend_saturates_at_the_largest_peak_and_round_trips_through_json() -> None:
+    """A memory target's hinge trend: a floor, a line in the memory terms, a ceiling at the largest
+    peak learnt (the readings of a board near its limit); its demand goes on past the ceiling."""
+    import pandas as pd
+
+    from tracker.fingerprint.runtime import MEMORY_ADDITIVE_FEATURES, Trend
+    from tracker.fingerprint.train import network_candidates
+
+    rng = np.random.default_rng(3)
+    n = 300
+    x = pd.DataFrame({"batch_size": rng.choice([2, 4, 8, 16, 32, 64, 128], n).astype(float),
+                      "params": rng.uniform(1e6, 3e7, n), "kept": rng.uniform(1e7, 1e8, n)})
+    x["batch_kept_activation_bytes"] = x["kept"] * x["batch_size"]
+    x["batch_largest_activation_bytes"] = x["batch_kept_activation_bytes"] / 20
+    x["batch_flops"] = x["batch_kept_activation_bytes"] * 50
+    demand = 1300 + 1e-5 * x["params"] + 1e-6 * x["batch_kept_activation_bytes"]
+    y = np.minimum(6200.0, np.maximum(1630.0, demand)).to_numpy()
+    assert "hinge+lgbm" in network_candidates(x.columns, saturates=True)
+    assert "hinge+lgbm" not in network_candidates(x.columns) and "hinge+lgbm" not in network_candidates(["batch_size"], True)
+    trend = Trend.fit(x, np.log(y), "hinge")
+    assert np.median(np.abs(np.exp(trend(x)) / y - 1)) < 0.02
+    assert np.exp(trend(x)).max() <= 6200.0 + 1e-6
+    big = x.assign(batch_kept_activation_bytes=x["batch_kept_activation_bytes"] * 10)
+    assert np.exp(trend(big, saturated=False)).max() > 2 * 6200.0
+    again = Trend.from_json(trend.to_json())
+    assert np.allclose(again(x), trend(x)) and again.kind == "hinge"

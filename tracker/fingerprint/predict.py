@@ -60,6 +60,19 @@ class Champion:
             values = floored(values, rows, self.phase, self.floor_columns)
         return capped(self.target, values)
 
+    def demand(self, rows: Any) -> Any:
+        """What a memory target needs of the device, for the rows of the view: ``predict`` where its
+        trend has no ceiling; a hinge trend's past its ceiling (the readings saturate near a board's
+        limit, the need does not), raised to the floor. What fit verdicts compare with the limits."""
+        from tracker.fingerprint.runtime import network_values
+
+        if self.trend is None or self.trend.kind != "hinge":
+            return self.predict(rows)
+        values = network_values(self.booster, self.features, self.trend, rows, saturated=False)
+        if self.floor_columns:
+            values = floored(values, rows, self.phase, self.floor_columns)
+        return values
+
     @property
     def target(self) -> str:
         """The target this champion predicts (its registered name is ``TARGET-PHASE-DEVICE``)."""
@@ -467,6 +480,12 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     methods = {t: m.method for t, m in models.items()}
     floors = {t: memory_floor_mb(rows, phase, m.floor_columns) for t, m in models.items() if m.floor_columns}
     floors = {t: f for t, f in floors.items() if f is not None}
+    # what a memory target needs where its readings saturate (a hinge trend): the verdicts compare it
+    demands = {t: m.demand(rows) for t, m in models.items() if m.trend is not None and m.trend.kind == "hinge"}
+
+    def need(i: int, t: str) -> float:
+        return float(demands[t][i]) if t in demands else predictions[i].get(t, 0.0)
+
     missing = [t for t in TARGETS if t not in models]
     features = feature_columns(list(rows.columns)) if with_features else []
     older = [t for t, m in models.items() if (m.node_rows_version or 0) < BATCH_ANYWHERE_VERSION]
@@ -489,9 +508,11 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             # reach (a board's usable memory is less than its total: perf4sight's TX2 never ran
             # past about 6,300 of 7,859 MB).
             "device_memory_mb": dict(memory),
-            "exceeds_device_memory": [t for t, mb in memory.items() if predictions[i].get(t, 0.0) > mb],
+            "exceeds_device_memory": [t for t, mb in memory.items() if need(i, t) > mb],
+            # per memory target whose trend saturates, what it needs (MB), past what the device reads
+            "memory_demand_mb": {t: need(i, t) for t in demands},
             "largest_peak_measured_mb": dict(largest),
-            "above_largest_peak_measured": [t for t, mb in largest.items() if predictions[i].get(t, 0.0) > mb],
+            "above_largest_peak_measured": [t for t, mb in largest.items() if need(i, t) > mb],
             # Per memory target whose version keeps one, the floor of this configuration: what its
             # own tensors hold at once (runtime.memory_floor_mb), and the targets the version's model
             # put below it, so raised to it (past the batches it learnt, trees answer as at the last)
@@ -621,7 +642,8 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
                 for result in predict_grid(tracking_uri, [ref], todo, phase, device, models=models, dtype=dtype,
                                            descriptions=[desc]):
                     predicted[result["batch_size"]] = result
-            return [predicted[s]["predictions"]["peak_mem_mb"] for s in sizes]
+            return [predicted[s]["memory_demand_mb"].get("peak_mem_mb", predicted[s]["predictions"]["peak_mem_mb"])
+                    for s in sizes]
 
         found = {name: largest_under(peak_mb, limit, max_batch) for name, limit in limits.items()}
         # the first size over a limit (largest_under predicted it) is over by the floor alone: what

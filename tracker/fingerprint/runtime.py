@@ -252,7 +252,24 @@ def additive_features(columns: Any) -> tuple[str, ...]:
 
 
 #: The kinds of trend a version may carry (its JSON's ``kind``).
-TREND_KINDS = ("loglinear", "additive")
+TREND_KINDS = ("loglinear", "additive", "hinge")
+#: A hinge trend's smoothing of its batch factors: the penalty on the difference of neighbouring
+#: batch sizes' log factors (and a tenth of it on each factor's distance from 1).
+HINGE_SMOOTHING = 0.1
+#: The least value a hinge trend gives (a positive target's, in its unit: MB)
+HINGE_LEAST = 1e-6
+
+
+def _softmin(u: Any, c: float, k: float) -> Any:
+    import numpy as np
+
+    return -k * np.logaddexp(-u / k, -c / k)
+
+
+def _softmax(u: Any, f: float, k: float) -> Any:
+    import numpy as np
+
+    return k * np.logaddexp(u / k, f / k)
 
 
 def _logs(x: Any, features: tuple[str, ...]) -> Any:
@@ -286,12 +303,21 @@ class Trend:
     coef: tuple[float, ...]
     features: tuple[str, ...] = TREND_FEATURES
     kind: str = "loglinear"
-    floor: float = 0.0  # additive only: the least value the sum is held at (positive)
+    floor: float = 0.0  # additive only: the least value the sum is held at (positive); hinge: its floor
+    #: hinge only: (floor's softness, ceiling, ceiling's softness), the batch sizes learnt and the
+    #: log factor of each on the per-sample terms
+    shape: tuple[float, ...] = ()
+    batches: tuple[float, ...] = ()
+    factors: tuple[float, ...] = ()
 
-    def __call__(self, x: Any) -> Any:
-        """log(target) the trend predicts for the rows of ``x`` (a DataFrame with ``features``)."""
+    def __call__(self, x: Any, saturated: bool = True) -> Any:
+        """log(target) the trend predicts for the rows of ``x`` (a DataFrame with ``features``);
+        ``saturated`` False: a hinge trend's demand, not held under its ceiling (what a memory
+        verdict compares with the device's memory: a reading saturates, the need does not)."""
         import numpy as np
 
+        if self.kind == "hinge":
+            return np.log(self._hinge(_raw(x, self.features), x["batch_size"].to_numpy(float), saturated=saturated))
         if self.kind == "additive":
             return np.log(np.maximum(self.intercept + _raw(x, self.features) @ np.asarray(self.coef), self.floor))
         return self.intercept + _logs(x, self.features) @ np.asarray(self.coef)
@@ -302,6 +328,8 @@ class Trend:
 
         if kind == "additive":
             return cls._fit_additive(x, np.exp(np.asarray(log_y, float)))
+        if kind == "hinge":
+            return cls._fit_hinge(x, np.exp(np.asarray(log_y, float)))
         if kind != "loglinear":
             raise ValueError(f"unknown trend kind {kind!r}: expected one of {', '.join(TREND_KINDS)}")
         from sklearn.linear_model import Ridge
@@ -331,9 +359,66 @@ class Trend:
         return cls(float(coef[0]), tuple(float(c) for c in coef[1:]), features, "additive",
                    float(fitted.min()) / 2)
 
+    def _hinge(self, raw: Any, batch: Any, factors: Any = None, saturated: bool = True) -> Any:
+        """A hinge trend's value: a fixed part (the intercept and the first term, the weights) plus
+        the per-sample terms times their batch size's factor, held over a floor and under a ceiling
+        by soft corners."""
+        import numpy as np
+
+        coef = np.asarray(self.coef)
+        if factors is None:
+            factors = np.interp(np.log(np.maximum(batch, 1.0)), np.log(self.batches), self.factors)
+        u = self.intercept + raw[:, :1] @ coef[:1] + np.exp(factors) * (raw[:, 1:] @ coef[1:])
+        kf, ceiling, kc = self.shape
+        held = _softmax(u, self.floor, kf)
+        # a soft ceiling's corner lies up to kc x log 2 under it: held above 0 (whose log a fit's
+        # residuals and a prediction take) wherever a trial's corner is wider than its values
+        return np.maximum(_softmin(held, ceiling, kc) if saturated else held, HINGE_LEAST)
+
+    @classmethod
+    def _fit_hinge(cls, x: Any, y: Any) -> "Trend":
+        """``min(ceiling, max(floor, intercept + weights + factor(batch) * per-sample terms))`` with
+        soft corners: the memory a training step reads on a device whose readings saturate (a
+        Jetson's, near 6,200 of its 7,859 MB), a floor the small batches all read (the CUDA context
+        and the allocator's first segments), and between them a line in the memory terms whose
+        per-sample part is scaled by a factor per batch size, shared by every network (the
+        allocator's and cuDNN's workspace steps), smoothed across batch sizes. The ceiling is the
+        largest value learnt from; least squares of the log error, non-negative terms."""
+        import numpy as np
+        from scipy.optimize import least_squares
+
+        features = additive_features(x.columns)
+        raw = _raw(x, features)
+        scale = raw.max(axis=0)
+        scale[scale <= 0] = 1.0
+        batch = x["batch_size"].to_numpy(float)
+        batches = np.unique(batch)
+        at = np.searchsorted(batches, batch)
+        n, nb = raw.shape[1], len(batches)
+        ceiling = float(y.max())
+        p0 = np.r_[0.8 * y.min(), np.full(n, y.mean() / (n + 1)), y.min(), 50.0, 100.0, np.zeros(nb)]
+        lo = np.r_[np.zeros(n + 2), 1.0, 1.0, np.full(nb, -2.0)]
+        hi = np.r_[np.full(n + 2, np.inf), 2000.0, 3000.0, np.full(nb, 2.0)]
+        p0 = np.clip(p0, lo + 1e-9, hi - 1e-9)
+
+        def trend(p: Any) -> "Trend":
+            return cls(float(p[0]), tuple(float(c) for c in p[1:n + 1] / scale), features, "hinge", float(p[n + 1]),
+                       (float(p[n + 2]), ceiling, float(p[n + 3])), tuple(float(b) for b in batches),
+                       tuple(float(g) for g in p[n + 4:]))
+
+        def residuals(p: Any) -> Any:
+            g = p[n + 4:]
+            fitted = trend(p)._hinge(raw, batch, g[at])
+            return np.r_[np.log(fitted) - np.log(y), HINGE_SMOOTHING * np.diff(g), 0.1 * HINGE_SMOOTHING * g]
+
+        return trend(least_squares(residuals, p0, bounds=(lo, hi), max_nfev=5000).x)
+
     def to_json(self) -> str:
+        extra = {"floor": self.floor} if self.kind in ("additive", "hinge") else {}
+        if self.kind == "hinge":
+            extra.update(shape=list(self.shape), batches=list(self.batches), factors=list(self.factors))
         return json.dumps({"kind": self.kind, "features": list(self.features), "intercept": self.intercept,
-                           "coef": list(self.coef), **({"floor": self.floor} if self.kind == "additive" else {})})
+                           "coef": list(self.coef), **extra})
 
     @classmethod
     def from_json(cls, text: str) -> "Trend":
@@ -344,6 +429,12 @@ class Trend:
         coef, features = tuple(float(c) for c in data["coef"]), tuple(data["features"])
         if len(coef) != len(features):
             raise ValueError(f"{len(coef)} coefficients for {len(features)} features")
+        if kind == "hinge":
+            shape, batches, factors = (tuple(float(v) for v in data[k]) for k in ("shape", "batches", "factors"))
+            if len(shape) != 3 or not batches or len(batches) != len(factors):
+                raise ValueError("a hinge trend needs shape [floor softness, ceiling, ceiling softness] and one "
+                                 "factor per batch size")
+            return cls(float(data["intercept"]), coef, features, kind, float(data["floor"]), shape, batches, factors)
         if kind == "additive":
             floor = float(data["floor"])
             if not floor > 0:
@@ -352,9 +443,10 @@ class Trend:
         return cls(float(data["intercept"]), coef, features)
 
 
-def network_values(booster: Any, features: list[str], trend: Any, rows: Any) -> Any:
+def network_values(booster: Any, features: list[str], trend: Any, rows: Any, saturated: bool = True) -> Any:
     """The network-level prediction (in the target's unit, not capped) for the rows of a
-    DataFrame holding ``features``: exp(booster + trend)."""
+    DataFrame holding ``features``: exp(booster + trend); ``saturated`` False: a hinge trend's
+    demand, past its ceiling (``Trend``)."""
     import numpy as np
 
     missing = [f for f in features if f not in rows.columns]
@@ -364,7 +456,7 @@ def network_values(booster: Any, features: list[str], trend: Any, rows: Any) -> 
     x = rows[features].to_numpy(dtype=float, na_value=np.nan)
     log_values = booster.predict(x, num_threads=PREDICT_THREADS)
     if trend is not None:
-        log_values = log_values + trend(rows)
+        log_values = log_values + (trend(rows) if saturated else trend(rows, saturated=False))
     return np.exp(log_values)
 
 

@@ -185,9 +185,31 @@ def additive_lgbm() -> Any:
     return TrendBoosted("additive")
 
 
+def hinge_lgbm() -> Any:
+    from tracker.fingerprint.trend import TrendBoosted
+
+    return TrendBoosted("hinge")
+
+
 #: The network-level candidates, by the name a version records (tag ``network_model``): LightGBM
-#: alone, on a power-law trend, on an additive trend.
-NETWORK_MODELS: dict[str, Callable[[], Any]] = {"lgbm": lgbm, "trend+lgbm": trend_lgbm, "additive+lgbm": additive_lgbm}
+#: alone, on a power-law trend, on an additive trend, on a hinge (memory targets only: a floor, a
+#: line in the memory terms scaled per batch size, a ceiling at the largest peak learnt).
+NETWORK_MODELS: dict[str, Callable[[], Any]] = {"lgbm": lgbm, "trend+lgbm": trend_lgbm, "additive+lgbm": additive_lgbm,
+                                                "hinge+lgbm": hinge_lgbm}
+#: Candidates offered only for a memory target (rows carrying ``MEMORY_ADDITIVE_FEATURES``) on a
+#: device that ran out of memory: a ceiling at the largest peak learnt is known there to be as far
+#: as the readings go (a Jetson's saturate near 6,200 of 7,859 MB); elsewhere it would hold every
+#: larger batch at the largest one measured.
+SATURATING_MODELS = {"hinge+lgbm"}
+
+
+def network_candidates(columns: Any, saturates: bool = False) -> dict[str, Callable[[], Any]]:
+    """The candidates ``select_network_model`` compares for rows with these columns; ``saturates``:
+    a memory target whose device ran out of memory (``memory_limits``' OOM runs)."""
+    from tracker.fingerprint.runtime import MEMORY_ADDITIVE_FEATURES
+
+    memory = saturates and set(MEMORY_ADDITIVE_FEATURES) <= set(columns)
+    return {k: v for k, v in NETWORK_MODELS.items() if memory or k not in SATURATING_MODELS}
 
 
 #: Fewest families from which candidates are compared on whole families held out (a trend
@@ -203,13 +225,14 @@ SELECT_BY_FAMILY_MIN = 3
 SELECTION_MARGIN = 0.05
 
 
-def select_network_model(x: Any, y: Any, networks: Any, families: Any) -> tuple[str, dict[str, float], str, Any]:
+def select_network_model(x: Any, y: Any, networks: Any, families: Any,
+                         saturates: bool = False) -> tuple[str, dict[str, float], str, Any]:
     """The network-level candidate with the lowest held-out MAPE, where a trend candidate must
     beat LightGBM alone by ``SELECTION_MARGIN`` (else LightGBM alone, also on a tie), every
     candidate's MAPE, the split they were compared on (``family`` or ``network``), and the
     chosen candidate's predictions held out on that split."""
     split, groups = ("family", families) if len(set(families)) >= SELECT_BY_FAMILY_MIN else ("network", networks)
-    preds = out_of_fold_each(x, y, groups, NETWORK_MODELS)
+    preds = out_of_fold_each(x, y, groups, network_candidates(x.columns, saturates))
     mape = {name: scores(y, p)["mape_pct"] for name, p in preds.items()}
     best = chosen_candidate(mape)
     return best, mape, split, preds[best]
@@ -536,7 +559,10 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
     networks = frame["model_hash"].to_numpy()
     families = frame["model"].map(family).to_numpy()
 
-    network_model, candidates, selection_split, selected_pred = select_network_model(x, y, networks, families)
+    # a memory target whose device ran out of memory: its readings saturate (the hinge is offered)
+    saturates = target in MEMORY_TARGETS and memory_limits(warehouse, list(frame["run_id"]), phase, device)[1] > 0
+    network_model, candidates, selection_split, selected_pred = select_network_model(x, y, networks, families,
+                                                                                     saturates)
     make = NETWORK_MODELS[network_model]
     # Held out by network; when the candidates were compared on that split, those predictions.
     pred = selected_pred if selection_split == "network" else out_of_fold(x, y, networks, make)

@@ -37,9 +37,10 @@ class TrendBoosted:
         self.model = lgbm().fit(x, log_y - self.trend(x))
         return self
 
-    def predict(self, x: Any) -> Any:
+    def predict(self, x: Any, saturated: bool = True) -> Any:
+        """log(target); ``saturated`` False: a hinge trend's demand, past its ceiling (see ``Trend``)."""
         assert self.trend is not None, "fit first"
-        return self.trend(x) + self.model.predict(x)
+        return self.trend(x, saturated) + self.model.predict(x)
 
     @property
     def booster_(self) -> Any:
