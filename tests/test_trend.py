@@ -243,7 +243,7 @@ def test_hinge_trend_saturates_at_the_largest_peak_and_round_trips_through_json(
     peak learnt (the readings of a board near its limit); its demand goes on past the ceiling."""
     import pandas as pd
 
-    from tracker.fingerprint.runtime import MEMORY_ADDITIVE_FEATURES, Trend
+    from tracker.fingerprint.runtime import Trend
     from tracker.fingerprint.train import network_candidates
 
     rng = np.random.default_rng(3)
