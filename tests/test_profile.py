@@ -421,7 +421,7 @@ def test_a_cap_on_a_cuda_device_is_on_its_memory_and_is_another_configuration(mo
     under it is out of memory. What runs on a GPU is in benchmarks/gpu_paths.py."""
     from tracker.profile import memcap
     from tracker.profile.api import plan
-    from tracker.profile.worker import is_oom
+    from tracker.errors import is_oom
 
     host = plan(TINY, 4, device="cpu", memory_limit_mb=500)
     gpu = plan(TINY, 4, device="cuda:1", memory_limit_mb=500)

@@ -36,17 +36,29 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})"
 
 
+def is_oom(exc: BaseException, capped: bool = False) -> bool:
+    """Whether ``exc`` is an allocation failure. Under a memory cap (``capped``), oneDNN's
+    "could not create a primitive" counts too: it is how oneDNN reports a failed allocation
+    (the same primitive is created without the cap); so do cuDNN's and cuBLAS's
+    ``..._STATUS_ALLOC_FAILED``, a workspace they could not get under a GPU memory cap."""
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__
+    text = str(exc).lower()
+    if capped and ("could not create a primitive" in text or "status_alloc_failed" in text):
+        return True
+    return (name == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
+            or "not enough memory" in text)
+
+
 def allocation_failed(exc: BaseException) -> str | None:
-    """Where ``exc`` is memory not given (Python's MemoryError; torch's "can't allocate memory" of
-    its CPU allocator, CUDA's "out of memory"), how much was asked for where it says so
+    """Where ``exc`` is memory not given (:func:`is_oom`), how much was asked for where it says so
     (``an allocation of 512,000,000,000,000 bytes``, else ``an allocation``); None for anything else."""
     import re
 
-    text = str(exc)
-    if not isinstance(exc, MemoryError) and not (isinstance(exc, RuntimeError) and (
-            "can't allocate memory" in text or "out of memory" in text.lower() or "not enough memory" in text)):
+    if not is_oom(exc):
         return None
-    asked = re.search(r"(?:tried to allocate|allocate) (\d+) bytes", text)
+    asked = re.search(r"(?:tried to allocate|allocate) (\d+) bytes", str(exc))
     return f"an allocation of {int(asked[1]):,} bytes" if asked else "an allocation"
 
 

@@ -505,11 +505,12 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from tracker.data.datasets import collate_classification, collate_detection, load_index, open_dataset
+    from tracker.errors import is_oom
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.memcap import oom_kill_watch
     from tracker.profile.modes import apply_allocator, apply_threads
-    from tracker.profile.worker import (cap_memory, emit_event, inject_fault, is_oom, loader_fault,
+    from tracker.profile.worker import (cap_memory, emit_event, inject_fault, loader_fault,
                                         loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
 

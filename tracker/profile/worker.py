@@ -33,6 +33,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from tracker.errors import is_oom
+
 RESULT_PREFIX = "TRACKER-RESULT "
 EVENT_PREFIX = "TRACKER-EVENT "  # a measurement's progress, as it goes (child.stream_child)
 EXIT_OOM = 3
@@ -253,20 +255,6 @@ def peak_rss_mb() -> float:
         return peak
     # kilobytes on Linux, bytes on macOS
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (2**20 if sys.platform == "darwin" else 1024.0)
-
-
-def is_oom(exc: BaseException, capped: bool = False) -> bool:
-    """Whether ``exc`` is an allocation failure. Under a memory cap (``capped``), oneDNN's
-    "could not create a primitive" counts too: it is how oneDNN reports a failed allocation
-    (the same primitive is created without the cap); so do cuDNN's and cuBLAS's
-    ``..._STATUS_ALLOC_FAILED``, a workspace they could not get under a GPU memory cap."""
-    if isinstance(exc, MemoryError):
-        return True
-    name = type(exc).__name__
-    text = str(exc).lower()
-    if capped and ("could not create a primitive" in text or "status_alloc_failed" in text):
-        return True
-    return name == "OutOfMemoryError" or "out of memory" in text or "can't allocate memory" in text
 
 
 def preload() -> None:

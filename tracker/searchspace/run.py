@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tracker.errors import TrackerError
+from tracker.errors import TrackerError, first_line, is_oom
 from tracker.log.record import FAILURE_MESSAGE_TAG
 from tracker.profile.records import beside_other_work
 from tracker.profile.stats import IMPRECISE_CI_REL
@@ -201,7 +201,6 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
 def _split(space: SearchSpace) -> Any:
     """The space's dataset at its input size, split; one line where it cannot be made (a traceback,
     allocating 120 GB for digits at 4096 px, until 0.9.7)."""
-    from tracker.profile.worker import is_oom
     from tracker.searchspace.accuracy import load_split
 
     b = space.accuracy
@@ -210,23 +209,17 @@ def _split(space: SearchSpace) -> Any:
     except TrackerError:
         raise
     except Exception as exc:
-        why = "out of memory" if is_oom(exc) else f"{type(exc).__name__}: {first_line(exc)}"
+        why = "out of memory" if is_oom(exc) else f"{type(exc).__name__}: {first_line(exc)[:300]}"
         raise TrackerError(f"{space.path}: [accuracy].dataset {b.dataset!r} at input_size {space.input_size} could not be "
                            f"made ({why}): a smaller input_size") from None
-
-
-def first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def _failed(record: Any, exc: BaseException) -> None:
     """Mark an accuracy run FAILED by ``exc``: reason ``oom`` or ``error``, its message in a line."""
     import traceback
 
-    from tracker.profile.worker import is_oom
-
     record.fail("oom" if is_oom(exc) else "error", "".join(traceback.format_exception(exc)))
-    record.tags[FAILURE_MESSAGE_TAG] = f"{type(exc).__name__}: {first_line(exc)}"
+    record.tags[FAILURE_MESSAGE_TAG] = f"{type(exc).__name__}: {first_line(exc)[:300]}"
 
 
 def _measure(logger: Any, space: SearchSpace, record: Any, path: Path, time_cap_s: float) -> None:
