@@ -39,6 +39,10 @@ def test_generate_writes_specs_that_describe_and_rebuild(tmp_path: Path) -> None
     small = runner.invoke(app, ["zoo", "generate", "--count", "3", "--input-size", "31", "--out", str(tmp_path / "c")])
     assert small.exit_code != 0 and not (tmp_path / "c").exists()
     assert str(small.exception) == "--input-size: input_size must be at least 32, got 31"
+    # written, then refused by every command that read it (input_size at most 8,192), until 0.9.7
+    big = runner.invoke(app, ["zoo", "generate", "--count", "1", "--input-size", "99999", "--out", str(tmp_path / "c")])
+    assert str(big.exception) == "--input-size: input_size must be at most 8,192, got 99999"
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_spec_file_is_written_whole_or_not_at_all(tmp_path: Path) -> None:

@@ -131,6 +131,8 @@ def generate_spec(
     least = least_input_size(STEM_STRIDE, len(WIDTH_RANGES))
     if input_size < least:
         raise ConfigError(f"input_size must be at least {least}, got {input_size}")
+    if input_size > MAX_SPEC_SIZE:  # written, then refused by every command that read the spec, until 0.9.7
+        raise ConfigError(f"input_size must be at most {MAX_SPEC_SIZE:,}, got {input_size}")
     if num_classes < 1:
         raise ConfigError(f"num_classes must be at least 1, got {num_classes}")
     rng = random.Random(f"{seed}:{index}")
