@@ -47,31 +47,21 @@ class Champion:
     devices: tuple[str, ...] | None = None
     mode: str | None = None
 
-    def predict(self, rows: Any, layer_rows: Any = None) -> Any:
+    def predict(self, rows: Any, layer_rows: Any = None, saturated: bool = True) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
-        champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given."""
+        champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given.
+        ``saturated`` False: what a memory target needs of the device, a hinge trend's past its
+        ceiling (the readings saturate near a board's limit, the need does not), raised to the floor:
+        what fit verdicts compare with the limits (the same values for any other trend)."""
         from tracker.fingerprint.runtime import combined, network_values
 
-        values = network_values(self.booster, self.features, self.trend, rows)
+        values = network_values(self.booster, self.features, self.trend, rows, saturated=saturated)
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             values = combined(self.method, values, summed)
         if self.floor_columns:
             values = floored(values, rows, self.phase, self.floor_columns)
         return capped(self.target, values)
-
-    def demand(self, rows: Any) -> Any:
-        """What a memory target needs of the device, for the rows of the view: ``predict`` where its
-        trend has no ceiling; a hinge trend's past its ceiling (the readings saturate near a board's
-        limit, the need does not), raised to the floor. What fit verdicts compare with the limits."""
-        from tracker.fingerprint.runtime import network_values
-
-        if self.trend is None or self.trend.kind != "hinge":
-            return self.predict(rows)
-        values = network_values(self.booster, self.features, self.trend, rows, saturated=False)
-        if self.floor_columns:
-            values = floored(values, rows, self.phase, self.floor_columns)
-        return values
 
     @property
     def target(self) -> str:
@@ -481,7 +471,8 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     floors = {t: memory_floor_mb(rows, phase, m.floor_columns) for t, m in models.items() if m.floor_columns}
     floors = {t: f for t, f in floors.items() if f is not None}
     # what a memory target needs where its readings saturate (a hinge trend): the verdicts compare it
-    demands = {t: m.demand(rows) for t, m in models.items() if m.trend is not None and m.trend.kind == "hinge"}
+    demands = {t: m.predict(rows, saturated=False) for t, m in models.items()
+               if m.trend is not None and m.trend.kind == "hinge"}
 
     def need(i: int, t: str) -> float:
         return float(demands[t][i]) if t in demands else predictions[i].get(t, 0.0)

@@ -456,7 +456,7 @@ def network_values(booster: Any, features: list[str], trend: Any, rows: Any, sat
     x = rows[features].to_numpy(dtype=float, na_value=np.nan)
     log_values = booster.predict(x, num_threads=PREDICT_THREADS)
     if trend is not None:
-        log_values = log_values + (trend(rows) if saturated else trend(rows, saturated=False))
+        log_values = log_values + trend(rows, saturated=saturated)
     return np.exp(log_values)
 
 

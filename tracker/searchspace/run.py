@@ -60,8 +60,9 @@ def describe_candidates(space: SearchSpace) -> dict[str, tuple[str, str, str]]:
     return {c.name: described_json(c.name, spec_json(c.spec), space.input_size) for c in space.candidates()}
 
 
-def candidate_hashes(space: SearchSpace) -> dict[str, str]:
-    return {name: model_hash for name, (_, model_hash, _) in describe_candidates(space).items()}
+def candidate_hashes(space: SearchSpace, described: dict[str, tuple[str, str, str]] | None = None) -> dict[str, str]:
+    """Each candidate's description hash, from ``described`` (:func:`describe_candidates`) where given."""
+    return {name: model_hash for name, (_, model_hash, _) in (described or describe_candidates(space)).items()}
 
 
 def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
@@ -123,7 +124,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
     tally = Tally()
     candidates = space.candidates()
     described = describe_candidates(space)
-    hashes = candidate_hashes(space)
+    hashes = candidate_hashes(space, described)
     if not skip_accuracy:
         done = logger.measured(kind="accuracy")
         b = space.accuracy
