@@ -116,6 +116,17 @@ def least_input_size(stem_stride: int, stages: int) -> int:
     return stem_stride * 2**stages
 
 
+def check_least_input_size(input_size: int, stem_stride: int, stages: int, label: str = "input_size") -> None:
+    """A ConfigError naming ``label`` where ``input_size`` is under :func:`least_input_size`: the one
+    check of ``zoo generate --input-size``, a spec file's ``input_size`` and, since 0.9.8, another input
+    size asked of a generated network (``describe``/``profile``/``predict --input-size``, a campaign's
+    ``input_sizes``), which until then described and measured it at 8 px without a word."""
+    least = least_input_size(stem_stride, stages)
+    if input_size < least:
+        raise ConfigError(f"{label} must be at least {least} (the stem's stride times 2 for each of {stages} "
+                          f"stages), got {input_size}")
+
+
 def generate_spec(
     seed: int, index: int = 0, input_size: int = 224, num_classes: int = 1000, *, style: str | None = None
 ) -> dict[str, Any]:
@@ -128,9 +139,7 @@ def generate_spec(
         raise ConfigError(f"unknown style {style!r} (expected one of {', '.join(STYLES)})")
     if index < 0:
         raise ConfigError(f"index must be >= 0, got {index}")
-    least = least_input_size(STEM_STRIDE, len(WIDTH_RANGES))
-    if input_size < least:
-        raise ConfigError(f"input_size must be at least {least}, got {input_size}")
+    check_least_input_size(input_size, STEM_STRIDE, len(WIDTH_RANGES))
     if input_size > MAX_SPEC_SIZE:  # written, then refused by every command that read the spec, until 0.9.7
         raise ConfigError(f"input_size must be at most {MAX_SPEC_SIZE:,}, got {input_size}")
     if num_classes < 1:
@@ -275,10 +284,7 @@ def validate_spec(spec: Any) -> None:
     for i, stage in enumerate(stages):
         _validate_stage(stage, f"stages[{i}]")
     if "input_size" in spec:
-        least = least_input_size(stem["stride"], len(stages))
-        if _int(spec, "input_size", "input_size") < least:
-            raise ConfigError(f"spec key 'input_size' must be at least {least} (the stem's stride times 2 for each of "
-                              f"{len(stages)} stages), got {spec['input_size']}")
+        check_least_input_size(_int(spec, "input_size", "input_size"), stem["stride"], len(stages), "spec key 'input_size'")
     head = _dict(spec, "head", "head")
     if _get(head, "pool", "head.pool") != "avg":
         raise ConfigError(f"spec key 'head.pool' must be 'avg', got {head['pool']!r}")

@@ -283,10 +283,29 @@ def not_images(ref: ModelRef, why: str) -> ConfigError:
     return ConfigError(f"{ref.name} takes inputs of shape {shape_text(ref.input_shape, ref.input_vocab)}, not images: {why}")
 
 
+def generated_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The generated network's spec that ``spec``'s network is built from: its own (kind
+    ``generated``), or that of the network it was pruned from (``base_spec``, through any number of
+    prunings); None for any other network."""
+    while spec is not None and spec.get("kind") != "generated":
+        spec = spec.get("base_spec") if spec.get("kind") == "pruned" else None
+    return spec
+
+
 def check_input_size(ref: ModelRef, input_size: int | None) -> None:
-    """Refuse, in one line, an input size (a resolution) for a network whose input is not images."""
+    """Refuse, in one line, an input size (a resolution) for a network whose input is not images, or
+    one under the least a generated network (or one pruned from it) takes: the bound ``zoo generate``
+    puts on its ``--input-size`` (since 0.9.8; it was described and measured at 8 px)."""
     if input_size and ref.input_shape is not None:  # 0: its own (none)
         raise not_images(ref, "an input size (--input-size, a campaign's input_sizes) is for networks of images")
+    generated = generated_spec(ref.spec)
+    if input_size and generated is not None:
+        from tracker.zoo.generator import check_least_input_size
+
+        stem, stages = generated.get("stem"), generated.get("stages")
+        stride = stem.get("stride") if isinstance(stem, dict) else None
+        if isinstance(stride, int) and isinstance(stages, list):  # else building it says what is wrong
+            check_least_input_size(input_size, stride, len(stages), f"{ref.name}: input_size")
 
 
 def shape_text(input_shape: tuple[int, ...] | list[int], input_vocab: int | None = None) -> str:
