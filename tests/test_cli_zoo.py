@@ -256,6 +256,26 @@ def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     assert not (tmp_path / "y").exists()
 
 
+def test_a_bad_width_of_a_pruned_spec_is_named_by_its_layer(tmp_path: Path) -> None:
+    """A pruned spec with one bad width among many: the line said the start of the whole ``widths`` map
+    (cut at 80 characters, the bad value past the cut unseen) until 0.9.8; it names the layer and its value."""
+    widths = {f"layer{i}.conv{j}": 64 for i in range(1, 5) for j in (1, 2)}
+    spec = {"format": "tracker.netspec/1", "kind": "pruned", "name": "resnet18-p50-l1-s0", "base": "resnet18",
+            "ratio": 0.5, "method": "l1", "seed": 0}
+    odd = tmp_path / "odd.json"
+    for layer, value, said in (("layer4.conv2", 0, "0"), ("layer3.conv1", 10**12, "1000000000000"),
+                               ("layer2.conv2", "64", "'64'"), ("layer1.conv1", True, "True")):
+        odd.write_text(json.dumps({**spec, "widths": {**widths, layer: value}}))
+        for args in (["describe", str(odd)], ["zoo", "prune", str(odd), "--out", str(tmp_path / "p")]):
+            out = runner.invoke(app, args)
+            assert out.exit_code == 1 and str(out.exception) == (
+                f"{odd}: spec key 'widths': layer '{layer}' has {said} channels; each must be a whole number from 1 "
+                "to 8,192"), out.exception
+    odd.write_text(json.dumps({**spec, "widths": {**widths, "x" * 100: -1}}))  # a long name cut, on one line
+    said = str(runner.invoke(app, ["describe", str(odd)]).exception)
+    assert said == f"{odd}: spec key 'widths': layer '{'x' * 58}… has -1 channels; each must be a whole number from 1 to 8,192"
+
+
 def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel_classes(tmp_path: Path) -> None:
     """Since 0.8.5 the zoo has torchvision's segmentation networks (a tensor in, a dict out), built
     without weights for them or their backbone: described (FLOPs as torch's FLOP counter counts

@@ -519,10 +519,16 @@ def read_spec(path: Path) -> dict[str, Any]:
 
         check_ratio(spec.get("ratio", 0.0), f"{path}: spec key 'ratio'")
         widths = spec.get("widths")
-        if not isinstance(widths, dict) or not widths or any(
-                isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= MAX_SPEC_SIZE for w in widths.values()):
+        if not isinstance(widths, dict) or not widths:
             raise ConfigError(f"{path}: spec key 'widths' must map each convolution of the base to its channels "
                               f"(whole numbers from 1 to {MAX_SPEC_SIZE:,}), got {widths!r:.80}")
+        # the layer and its value named: the start of the whole map was said, a bad value past it unseen (until 0.9.8)
+        if bad := next(((layer, w) for layer, w in widths.items() if isinstance(w, bool) or not isinstance(w, int)
+                        or not 1 <= w <= MAX_SPEC_SIZE), None):
+            from tracker.console import clipped
+
+            raise ConfigError(f"{path}: spec key 'widths': layer {clipped(repr(bad[0]), 60)} has {clipped(repr(bad[1]), 40)} "
+                              f"channels; each must be a whole number from 1 to {MAX_SPEC_SIZE:,}")
     if spec["kind"] == "generated":  # its keys checked here, where the file is known (unnamed until 0.9.5)
         from tracker.zoo.generator import validate_spec
 
