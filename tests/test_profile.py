@@ -689,6 +689,34 @@ def dry_run(store: Path, path: Path, *args: str) -> dict:
     return json.loads(proc.stdout)
 
 
+def test_a_dry_run_writes_no_spec_file_and_says_what_a_run_would_write(tmp_path: Path) -> None:
+    """``campaign run --dry-run`` "measures nothing", yet wrote the spec files of ``[networks.generate]``
+    and ``[networks.prune]`` (until 0.9.8). It plans them in memory (a pruned one of a generated one too),
+    writes none, and says which a run would write; its plan is the one a run makes from the files."""
+    from tracker.profile.campaign import load_campaign
+
+    path = tmp_path / "gp.toml"
+    path.write_text('[campaign]\nname = "gp"\n[networks.generate]\ncount = 2\nseed = 4\ninput_size = 64\n'
+                    '[networks.prune]\nmodel = "gp/networks/gen-s4-0001.json"\nratios = [0, 50]\n'
+                    "[measure]\nbatch_sizes = [1]\n")
+    folder = tmp_path / "gp" / "networks"
+    names = ["gen-s4-0000", "gen-s4-0001", "gen-s4-0001-p0-l1-s0", "gen-s4-0001-p50-l1-s0"]
+    planned = dry_run(tmp_path / "s", path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gp.toml"]  # no spec, no folder, no store
+    assert planned["would_write"] == [str(folder / f"{n}.json") for n in names]
+    assert [c["network"] for c in planned["configurations"]] == names
+    table = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--dry-run", cwd=tmp_path)
+    assert table.returncode == 0 and f"a run would write 4 spec files to {folder} (a dry run writes none)\n" in table.stdout
+    assert not folder.exists()
+    with contextlib.chdir(tmp_path):
+        load_campaign(Path("gp.toml"))  # as a run loads it: the files written
+    assert sorted(p.stem for p in folder.iterdir()) == sorted(names)
+    written = dry_run(tmp_path / "s", path)
+    assert written["would_write"] == [] and written["configurations"] == planned["configurations"]
+    assert "would write" not in tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--dry-run",
+                                        cwd=tmp_path).stdout
+
+
 def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path) -> None:
     """A failure ends its till_first_fail chain; a dry run (--dry-run) says what a run would do with
     each configuration, before it (no store yet, and none made) and after it."""

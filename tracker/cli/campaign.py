@@ -28,7 +28,7 @@ def run(
     from tracker.profile.campaign import (campaign_progress, chains, check_campaign, load_campaign, parse_shard,
                                          run_campaign)
 
-    campaign = load_campaign(path)
+    campaign = load_campaign(path, dry_run=dry_run)  # a dry run writes no spec file (it did until 0.9.8)
     shard_ij = parse_shard(shard)
     st = state(ctx)
     if st.experiment == "Default":
@@ -81,12 +81,15 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
 
     from tracker.console import wide_console
     from tracker.profile.campaign import run_campaign
+    from tracker.zoo.spec import planned_specs
 
     logger, nothing = _dry_run_logger(st)
-    tally = run_campaign(logger, campaign, shard, dry_run=True)
+    with planned_specs(campaign.unwritten):  # its generated and pruned networks, planned, not written
+        tally = run_campaign(logger, campaign, shard, dry_run=True)
     counts = tally.plan_counts()
     data = {"campaign": campaign.name, "experiment": st.experiment, "shard": f"{shard[0]}/{shard[1]}",
-            "dry_run": True, "total": tally.total, "states": counts, "configurations": tally.planned}
+            "dry_run": True, "total": tally.total, "states": counts, "configurations": tally.planned,
+            "would_write": list(campaign.unwritten)}
     if fmt is OutputFormat.json:
         emit_json(data)
         return
@@ -98,6 +101,10 @@ def _dry_run(st: Any, campaign: Any, shard: tuple[int, int], fmt: OutputFormat) 
         wide_console(110).print(table)  # a pipe or a log: every column whole
     if nothing:
         typer.echo(f"nothing measured yet ({nothing})")
+    if campaign.unwritten:  # what a run would write first: the spec files of its generate and prune
+        folders = ", ".join(dict.fromkeys(str(Path(p).parent) for p in campaign.unwritten))
+        typer.echo(f"a run would write {counted(len(campaign.unwritten), 'spec file')} to {folders} (a dry run "
+                   "writes none)")
     found = (f"{counted(tally.total, 'configuration')}: " + ", ".join(f"{n} {state}" for state, n in counts.items())
              if tally.planned else f"no configuration (shard {shard[0]}/{shard[1]} has no network: the campaign has "
                                    f"{len(campaign.networks)})")  # as the real run says it (since 0.9.3)

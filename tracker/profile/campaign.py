@@ -73,6 +73,10 @@ class Campaign:
     repeats: int = 1
     trace: bool = False
     min_samples: int = MIN_SAMPLES  # more for a tail latency (200: a p99)
+    #: A dry run's (``load_campaign(..., dry_run=True)``): the spec files of ``generate`` and ``prune``
+    #: a run would write (missing, or saying otherwise), by path as ``networks`` names them, with their
+    #: content; none written (see ``zoo.spec.planned_specs``)
+    unwritten: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str,
@@ -148,7 +152,9 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
 
 
-def load_campaign(path: Path) -> Campaign:
+def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
+    """A campaign file, checked; its generated and pruned networks' spec files written beside it, or,
+    ``dry_run``, planned only (``Campaign.unwritten``: written by a dry run until 0.9.8)."""
     where = str(path)
     raw = read_toml(path, "campaign")
     other = ("; it looks like a training job file: tracker profile training FILE" if "model" in raw and "data" in raw
@@ -227,7 +233,7 @@ def load_campaign(path: Path) -> Campaign:
     if c.repeats > MAX_REPEATS:  # a dry run of a million repeats listed them for minutes (until 0.9.2)
         raise ConfigError(f"{where}: [measure].repeats must be at most {MAX_REPEATS} (each repeat is a whole pass "
                           f"over the campaign), got {c.repeats}")
-    c.networks = network_refs(nets, c.name, path, where)
+    c.networks = network_refs(nets, c.name, path, where, c.unwritten if dry_run else None)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
     return c
@@ -256,10 +262,20 @@ def spec_files(entry: str, base: Path, where: str) -> list[Path]:
     return [p]
 
 
-def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> list[str]:
+def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
+                 unwritten: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """The networks of a campaign's ``[networks]``; the spec files of its ``generate`` and ``prune``
+    written, or where ``unwritten`` is given (a dry run), those a run would write put there (path
+    and content) and none written."""
     from tracker.errors import UnknownModelError
     from tracker.zoo import check_model_name
-    from tracker.zoo.spec import MODULE_REF, module_spec, write_specs
+    from tracker.zoo.spec import MODULE_REF, module_spec, planned_specs, unwritten_specs, write_specs
+
+    def written(specs: list[dict[str, Any]], folder: Path) -> list[str]:
+        if unwritten is None:
+            return [str(p) for p in write_specs(specs, folder)]
+        unwritten.update({str(p): spec for p, spec in unwritten_specs(specs, folder).items()})
+        return [str(folder / f"{spec['name']}.json") for spec in specs]
 
     refs: list[str] = []
     for model in nets.get("zoo", []):
@@ -305,7 +321,7 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
             specs = generate(count, int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
         except ConfigError as e:
             raise ConfigError(f"{where}: [networks.generate]: {e}") from None
-        refs += [str(p) for p in write_specs(specs, folder)]
+        refs += written(specs, folder)
     if "prune" in nets:
         from tracker.zoo.pruning import pruned_spec, ratios_from_percentages
 
@@ -318,7 +334,7 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
 
             if names_a_file(pr["model"]) or (path.parent / pr["model"]).is_file():
                 spec_path = Path(pr["model"]) if Path(pr["model"]).is_absolute() else path.parent / pr["model"]
-                if not spec_path.is_file():
+                if not spec_path.is_file() and str(spec_path) not in (unwritten or {}):  # or one generated, planned
                     raise ConfigError(f"{where}: [networks.prune].model: {spec_path} "
                                       f"{'is a folder, not a spec file' if spec_path.is_dir() else 'does not exist'}")
                 base = str(spec_path)
@@ -330,10 +346,11 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str) -> lis
                 base = pr["model"]
         ratios = ratios_from_percentages(list(pr.get("ratios", [0])), f"{where}: [networks.prune].ratios")
         try:
-            specs = [pruned_spec(base, r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
+            with planned_specs(unwritten or {}):  # its model may be a generated one a dry run planned
+                specs = [pruned_spec(base, r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
         except ConfigError as e:
             raise ConfigError(f"{where}: [networks.prune]: {e}") from None
-        refs += [str(p) for p in write_specs(specs, folder)]
+        refs += written(specs, folder)
     # each network once (a name twice in zoo or specs counted as two configurations until 0.9.1)
     return list(dict.fromkeys(refs))
 

@@ -25,6 +25,7 @@ import ast
 import contextlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -568,6 +569,25 @@ def names_a_file(ref: str) -> bool:
     return ".py:" in ref or ref.endswith(".json") or bool(path.suffix) or len(path.parts) > 1 or "/" in ref
 
 
+#: Spec files planned and not written (a campaign's dry run), by path: :func:`resolve` takes each as
+#: if written (see :func:`planned_specs`).
+_PLANNED: dict[str, dict[str, Any]] = {}
+
+
+@contextlib.contextmanager
+def planned_specs(specs: dict[str, dict[str, Any]]) -> Iterator[None]:
+    """Inside the block :func:`resolve` takes each of ``specs`` (a spec file's path, as a reference
+    names it, and the content a run would write there) as if its file said it: a dry run plans the
+    networks a campaign generates and prunes without writing their files (it wrote them until 0.9.8)."""
+    before = dict(_PLANNED)
+    _PLANNED.update(specs)
+    try:
+        yield
+    finally:
+        _PLANNED.clear()
+        _PLANNED.update(before)
+
+
 def resolve(ref: str) -> ModelRef:
     """A zoo name, the path of a spec file (``.json``) or ``FILE.py:NAME``. Zoo names have no
     folder and no suffix."""
@@ -575,6 +595,8 @@ def resolve(ref: str) -> ModelRef:
 
     if not ref.strip():  # the current folder, "is a folder, not a file", until 0.9.3
         raise ConfigError("no network named (an empty name): give a zoo name, a spec file or FILE.py:NAME")
+    if ref in _PLANNED:  # a spec file a dry run plans, not written
+        return spec_ref(_PLANNED[ref])
     if ".py:" in ref:  # FILE.py:NAME, or a clear line on what it lacks
         return spec_ref(module_spec(ref))
     path = Path(ref)
@@ -602,11 +624,23 @@ def spec_ref(spec: dict[str, Any]) -> ModelRef:
     return ModelRef(spec["name"], size, spec, int(spec.get("in_channels", 3)))
 
 
+def spec_text(spec: dict[str, Any]) -> str:
+    """A spec's file as :func:`write_specs` writes it."""
+    return json.dumps(spec, indent=2, sort_keys=True) + "\n"
+
+
+def unwritten_specs(specs: list[dict[str, Any]], folder: Path) -> dict[Path, dict[str, Any]]:
+    """The files :func:`write_specs` would write (``NAME.json`` in ``folder``, and the spec it would
+    write there), writing none: those missing or saying otherwise."""
+    planned = {folder / f"{spec['name']}.json": spec for spec in specs}
+    return {p: spec for p, spec in planned.items() if not p.is_file() or p.read_text() != spec_text(spec)}
+
+
 def write_specs(specs: list[dict[str, Any]], folder: Path, replace: bool = True) -> list[Path]:
     """Each spec's file in ``folder`` (``NAME.json``); a file that already says the same is left
     as it is (a campaign loaded again rewrites nothing). ``replace`` False: a file of that name
     that says otherwise (another input size) is refused before any is written, not replaced."""
-    texts = {folder / f"{spec['name']}.json": json.dumps(spec, indent=2, sort_keys=True) + "\n" for spec in specs}
+    texts = {folder / f"{spec['name']}.json": spec_text(spec) for spec in specs}
     if not replace:
         differ = [p for p, text in texts.items() if p.is_file() and p.read_text() != text]
         if differ:
