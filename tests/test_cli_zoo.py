@@ -58,11 +58,23 @@ def test_a_spec_file_is_written_whole_or_not_at_all(tmp_path: Path) -> None:
     out = tmp_path / "nets"
     args = ["zoo", "generate", "--count", "2", "--out", str(out)]
     done = subprocess.run([sys.executable, "-c", cut, *args], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and done.stderr == "error: File too large\n", done.stderr
+    # the file named (until 0.9.8 "error: File too large", of no file; a full disk said "No space left on device")
+    assert done.returncode == 1 and done.stderr == f"error: cannot write network spec {out}/gen-s0-0000.json: File too " \
+                                                   "large\n", done.stderr
     assert list(out.iterdir()) == []  # neither a part of it nor the temporary file
     again = runner.invoke(app, args)
     assert again.exit_code == 0, again.output
     assert [json.loads(p.read_text())["name"] for p in sorted(out.iterdir())] == ["gen-s0-0000", "gen-s0-0001"]
+    # a folder where the second spec goes: named, not the temporary file beside it ("Is a directory:
+    # .../.gen-s0-0001.json.x8f3k.tmp" until 0.9.8), and how many were in place before it; of zoo prune too
+    (tmp_path / "taken" / "gen-s0-0001.json").mkdir(parents=True)
+    (tmp_path / "taken" / "gen-s0-0000-p50-l1-s0.json").mkdir()
+    for command, file, before in ((["zoo", "generate", "--count", "2"], "gen-s0-0001.json", " (1 of 2 in place before it)"),
+                                  (["zoo", "prune", str(out / "gen-s0-0000.json"), "--ratios", "50"],
+                                   "gen-s0-0000-p50-l1-s0.json", "")):
+        refused = runner.invoke(app, [*command, "--out", str(tmp_path / "taken")])
+        assert refused.exit_code == 1 and str(refused.exception) == (
+            f"cannot write network spec {tmp_path / 'taken' / file}: Is a directory{before}"), refused.exception
 
 
 def test_an_experiment_named_with_a_folder_cannot_take_the_specs_outside_experiments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

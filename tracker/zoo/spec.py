@@ -646,10 +646,20 @@ def write_specs(specs: list[dict[str, Any]], folder: Path, replace: bool = True)
         if differ:
             raise ConfigError(f"{differ[0]} holds another network of that name{f' (and {len(differ) - 1} more)' if len(differ) > 1 else ''}"
                               ": give another --out, or remove it (it was replaced until 0.9.3)")
-    folder.mkdir(parents=True, exist_ok=True)
-    for path, text in texts.items():
-        if not path.is_file() or path.read_text() != text:
-            write_whole(path, text)
+    from tracker.errors import os_reason
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot make the folder {folder} for the network specs: {os_reason(exc)}") from None
+    for done, (path, text) in enumerate(texts.items()):
+        try:
+            if not path.is_file() or path.read_text() != text:
+                write_whole(path, text)
+        except OSError as exc:  # a read-only folder, a full disk: said without the file (or with the temporary
+            # file's name) until 0.9.8
+            before = f" ({done} of {len(texts)} in place before it)" if done else ""
+            raise ConfigError(f"cannot write network spec {path}: {exc.strerror or type(exc).__name__}{before}") from None
     return list(texts)
 
 
