@@ -506,6 +506,22 @@ def test_an_empty_sweep_list_is_refused(tmp_path: Path, sweep: str, extra: list[
         assert refused.exit_code == 1 and str(refused.exception) == said.format(job=job), refused.output
 
 
+@pytest.mark.parametrize(("sweep", "extra", "said"), [
+    ("batch_size = [4, 2000000]", [], "{job}: [sweep].batch_size must be from 1 to 1048576, got 2000000"),
+    ("", ["--batch-size", "4,0"], "--batch-size must be from 1 to 1048576, got 0"),
+    ("prefetch_factor = [2, 0]", [], "{job}: [sweep].prefetch_factor must be at least 1, got 0"),
+])
+def test_a_sweep_value_out_of_bounds_is_said_as_a_job_files_own(tmp_path: Path, sweep: str, extra: list[str],
+                                                                 said: str) -> None:
+    """A swept batch size is bounded as ``[training].batch_size`` is, and said in the same words (the shared
+    check_bound's: "must be at most 1048576" / "at least 1" in words of its own until 0.9.8)."""
+    job = _job(tmp_path, "job")
+    job.write_text(job.read_text() + f"\n[sweep]\n{sweep}\n")
+    refused = _cli(tmp_path / "runs", "campaign", "loader", str(job), *extra, "--dry-run")
+    assert refused.exit_code == 1 and str(refused.exception) == said.format(job=job), refused.output
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_loader_campaigns_failed_setting_says_what_ended_it(tmp_path: Path) -> None:
     """A setting that failed says its failure's message in its line and JSON, as profile training
     does (``FAILED (error), before any step was measured`` until 0.9.6), cut to a line's worth."""

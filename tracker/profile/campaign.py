@@ -106,7 +106,8 @@ MAX_REPEATS = 1000
 def check_bound(where: str, label: str, value: float, *, least: float | None = None, above: float | None = None,
                 below: float | None = None, most: float | None = None, hint: str = "") -> None:
     """A ConfigError naming ``label`` (``[table].key``) and its rule unless ``value`` is finite, at
-    least ``least``, greater than ``above``, less than ``below`` and at most ``most`` (each where given)."""
+    least ``least``, greater than ``above``, less than ``below`` and at most ``most`` (each where given).
+    ``where`` "" (``label`` says it all: ``--batch-size``, ``FILE: [sweep].batch_size``): no prefix."""
     if math.isfinite(value) and ((least is None or value >= least) and (above is None or value > above)
                                  and (below is None or value < below) and (most is None or value <= most)):
         return
@@ -120,7 +121,7 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
         rule = f"at least {least}"
     else:
         rule = f"greater than {above}"
-    raise ConfigError(f"{where}: {label} must be {rule}{hint}, got {value!r}")
+    raise ConfigError(f"{f'{where}: ' if where else ''}{label} must be {rule}{hint}, got {value!r}")
 
 
 def check_limit_mb(where: str, label: str, value: float) -> None:
@@ -180,8 +181,8 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
         if not getattr(c, key):  # an empty list would plan nothing, and say only that the campaign is empty
             raise ConfigError(f"{where}: [measure].{key} names no {key[:-1]} ({means}); leave it out for the default")
     c.batch_sizes = sorted(set(check_counts(where, "[measure].batch_sizes", c.batch_sizes)))
-    if c.batch_sizes[-1] > MAX_BATCH:  # as every command's --batch-size (any size was planned until 0.9.7)
-        raise ConfigError(f"{where}: [measure].batch_sizes must be at most {MAX_BATCH}, got {c.batch_sizes[-1]}")
+    # as every command's --batch-size (any size was planned until 0.9.7), in check_bound's words (0.9.8)
+    check_bound(where, "[measure].batch_sizes", c.batch_sizes[-1], least=1, most=MAX_BATCH)
     if bad := [p for p in c.phases if p not in ("inference", "training")]:
         raise ConfigError(f"{where}: [measure].phases: unknown phase {bad[0]!r} (inference, training)")
     c.phases = list(dict.fromkeys(c.phases))  # each once: a phase twice was two configurations until 0.9.1

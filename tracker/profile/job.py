@@ -210,12 +210,12 @@ def check_sweep(key: str, values: list[int], where: str) -> None:
     own setting, until 0.9.5), where there is none, or, of num_workers, more than this machine
     takes (``check_num_workers``, as a job file's own: any number was taken, and a huge one hung
     its job, until 0.9.6)."""
+    from tracker.profile.campaign import check_bound
+
     if not values:  # taken for no list at all, the job's own value measured, until 0.9.6
         raise ConfigError(f"{where} is empty: name at least one value, or leave it out")
-    if bad := [v for v in values if v < SWEEP_LEAST[key]]:
-        raise ConfigError(f"{where} must be at least {SWEEP_LEAST[key]}, got {bad[0]}")
-    if key == "batch_size" and (bad := [v for v in values if v > MAX_BATCH]):  # as --batch-size (taken until 0.9.7)
-        raise ConfigError(f"{where} must be at most {MAX_BATCH}, got {bad[0]}")
+    for value in values:  # a batch size at most as --batch-size (taken until 0.9.7), said as [training]'s (0.9.8)
+        check_bound("", where, value, least=SWEEP_LEAST[key], most=MAX_BATCH if key == "batch_size" else None)
     if key == "num_workers":
         for value in values:
             check_num_workers(value, where)
