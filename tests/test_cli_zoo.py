@@ -173,6 +173,32 @@ def test_a_generated_network_is_refused_below_the_input_size_zoo_generate_takes(
     assert described["input_size"] == 32  # the least is taken
 
 
+def test_a_zoo_name_is_the_zoos_network_whatever_file_of_that_name_is_here(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spec file named as a zoo network in the current folder (``squeezenet1_1``) was described and
+    profiled in the zoo network's place, without a word (until 0.9.8). A zoo name is the zoo's network,
+    as a campaign's ``zoo`` entries and the name a measuring child rebuilds always were, and says on
+    stderr that the file is ``./NAME``; a bare name the zoo lacks is still the file of that name."""
+    from tracker.profile.job import job_network
+    from tracker.zoo.generator import generate_spec
+
+    monkeypatch.chdir(tmp_path)
+    spec = json.dumps(generate_spec(0, 0, input_size=64))
+    Path("squeezenet1_1").write_text(spec)
+    Path("mynet").write_text(spec)
+    note = "note: squeezenet1_1 is the zoo's network, not the file squeezenet1_1 in this folder: for the file, give " \
+           "./squeezenet1_1\n"
+    for ref, name, said in (("squeezenet1_1", "squeezenet1_1", note), ("./squeezenet1_1", "gen-s0-0000", ""),
+                            ("mynet", "gen-s0-0000", "")):
+        out = runner.invoke(app, ["describe", ref, "--format", "json"])
+        assert out.exit_code == 0 and json.loads(out.stdout)["model"] == name and out.stderr == said, (ref, out.output)
+    predicted = runner.invoke(app, ["--tracking-uri", "s", "predict", "squeezenet1_1"])  # said before the store's error
+    assert predicted.exit_code == 1 and predicted.stderr.startswith(note), predicted.stderr
+    # a job file's model, relative to its folder: the zoo's too; ./NAME the file
+    assert job_network("squeezenet1_1", tmp_path, "job.toml") is None
+    assert job_network("./squeezenet1_1", tmp_path, "job.toml")["name"] == "gen-s0-0000"
+
+
 def test_a_spec_too_large_to_build_is_one_line_before_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A width of 10**12 asked the allocator for 512 TB: a traceback from describe, predict and zoo
     prune, and from profile after it made a store (until 0.9.7). Sizes are bounded (MAX_SPEC_SIZE), and

@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
-from tracker.cli.options import BatchSizeOption, FormatOption, InputSizeOption, OutputFormat, emit_json, logging_nothing
+from tracker.cli.options import (BatchSizeOption, FormatOption, InputSizeOption, OutputFormat, emit_json, logging_nothing,
+                                 model_reference)
 
 
 def describe(
-    model: Annotated[str, typer.Argument(help="Zoo model name, network spec file, or FILE.py:NAME (a network of your own).")],
+    model: Annotated[str, typer.Argument(callback=model_reference, help="Zoo model name, network spec file, or FILE.py:NAME (a network of your own).")],
     batch_size: BatchSizeOption = 1,
     input_size: InputSizeOption = None,
     nodes: Annotated[bool, typer.Option("--nodes", help="Include one row per node (a table, or node_rows in JSON).")] = False,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, state
+from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, model_reference, state
 from tracker.cli.warehouse import WarehouseOption
 from tracker.console import counted
 from tracker.fingerprint.runtime import TARGETS
@@ -251,7 +251,7 @@ def _pct(value: float | None) -> str:
 
 def predict(
     ctx: typer.Context,
-    models: Annotated[list[str], typer.Argument(
+    models: Annotated[list[str], typer.Argument(callback=model_reference,
         help="Zoo name, spec file or FILE.py:NAME (a network of your own); several: each is predicted.")],
     batch_sizes: Annotated[Optional[list[int]], typer.Option(
         "--batch-size", "-b", min=1, max=MAX_BATCH, help="Images per iteration (repeatable: each is predicted). "

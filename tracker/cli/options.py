@@ -100,6 +100,18 @@ def finite(value: float | None) -> float | None:
     return value
 
 
+def model_reference(value: Any) -> Any:
+    """A MODEL argument (one, or a list of them), as given; where one is a zoo name and a file or
+    folder of that name is in the current folder, a note on stderr that the zoo's network is taken
+    and how to name the file (``./NAME``). Until 0.9.8 the file was taken instead, without a word."""
+    from tracker.zoo.spec import shadowed_file
+
+    for ref in value if isinstance(value, (list, tuple)) else [value] if value is not None else []:
+        if note := shadowed_file(str(ref)):
+            typer.echo(f"note: {note}", err=True)
+    return value
+
+
 def memory_limit(value: float | None) -> float | None:
     """``--memory-limit-mb``: finite, and at most the largest cap a measurement takes
     (``memcap.MAX_LIMIT_MB``: 1e30 read as a tiny cgroup limit, a false out-of-memory, until 0.9.5)."""

@@ -26,6 +26,7 @@ from tracker.cli.options import (
     exit_interrupted,
     finite,
     memory_limit,
+    model_reference,
     state,
 )
 from tracker.console import counted, per
@@ -35,7 +36,7 @@ from tracker.settings import MAX_BATCH
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
 
-ModelArg = Annotated[str, typer.Argument(help="Zoo model name (see `tracker zoo list`), network spec file, or FILE.py:NAME: a callable of your file that returns the torch.nn.Module.")]
+ModelArg = Annotated[str, typer.Argument(callback=model_reference, help="Zoo model name (see `tracker zoo list`), network spec file, or FILE.py:NAME: a callable of your file that returns the torch.nn.Module.")]
 ThreadsOption = Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")]
 TimeoutOption = Annotated[float, typer.Option("--timeout", min=1, callback=finite, help="Seconds before a configuration's child is killed.")]
 AgainOption = Annotated[bool, typer.Option(

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, logging_nothing, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, state
 from tracker.console import counted
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
@@ -104,7 +104,7 @@ def _ratios(text: str) -> list[float]:
 @app.command("prune")
 def prune(
     ctx: typer.Context,
-    model: Annotated[str, typer.Argument(help="Zoo model, spec file or FILE.py:NAME (a network of your own) to prune.")],
+    model: Annotated[str, typer.Argument(callback=model_reference, help="Zoo model, spec file or FILE.py:NAME (a network of your own) to prune.")],
     ratios: Annotated[str, typer.Option(help="Pruning percentages, comma separated, e.g. 0,10,50.")] = "0,25,50,75",
     method: Annotated[str, typer.Option(help="Filter selection: l1 or random.")] = "l1",
     seed: Annotated[int, typer.Option(help="Seed of random selection (--method random).")] = 0,

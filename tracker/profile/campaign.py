@@ -331,9 +331,9 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
             raise ConfigError(f"{where}: [networks.prune] needs model")
         base = own(pr["model"], "[networks.prune].model")
         if base is None:  # a zoo name, or a spec file beside the campaign file (refused as a zoo name until 0.9.1)
-            from tracker.zoo.spec import names_a_file
+            from tracker.zoo.spec import names_file_in
 
-            if names_a_file(pr["model"]) or (path.parent / pr["model"]).is_file():
+            if names_file_in(pr["model"], path.parent):  # a zoo name is the zoo's, a file of its name there or not
                 spec_path = Path(pr["model"]) if Path(pr["model"]).is_absolute() else path.parent / pr["model"]
                 if not spec_path.is_file() and str(spec_path) not in (unwritten or {}):  # or one generated, planned
                     raise ConfigError(f"{where}: [networks.prune].model: {spec_path} "

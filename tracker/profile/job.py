@@ -165,9 +165,9 @@ def job_network(model: str, folder: Path, where: str) -> dict[str, Any] | None:
     or ``FILE.py:NAME``, each relative to the job file's ``folder``; None for a zoo name. A training
     job feeds it the dataset's RGB images and trains it on the dataset's classes: a network of
     other inputs is refused in one line."""
-    from tracker.zoo.spec import MODULE_REF, names_a_file, resolve
+    from tracker.zoo.spec import MODULE_REF, names_file_in, resolve
 
-    if not names_a_file(model) and not (folder / model).is_file():
+    if not names_file_in(model, folder):  # a zoo name, a file of its name beside the job file or not (0.9.8)
         return None
     match = MODULE_REF.match(model)
     ref_text = f"{folder / match['file']}:{match['attr']}{match['args'] or ''}" if match else str(folder / model)

@@ -563,10 +563,33 @@ def check_fields(spec: dict[str, Any], where: str) -> None:
 
 def names_a_file(ref: str) -> bool:
     """Whether a network reference names a file (``FILE.py:NAME``, a spec file: a ``.json``, any
-    suffix, or a path with a folder) rather than a zoo name, which has neither (a file of a zoo
-    name's name is one too: ``resolve`` checks that on disk)."""
+    suffix, or a path with a folder) rather than a zoo name, which has neither (a bare name that is
+    no zoo name's is a file where one is there: ``resolve`` checks that on disk)."""
     path = Path(ref)  # "/" too: pathlib drops a leading "./", and ./resnet18 was read as the zoo's (until 0.9.4)
     return ".py:" in ref or ref.endswith(".json") or bool(path.suffix) or len(path.parts) > 1 or "/" in ref
+
+
+def names_file_in(ref: str, folder: Path) -> bool:
+    """Whether ``ref``, relative to ``folder``, names a file rather than a zoo network: it has the
+    form of one (:func:`names_a_file`), or it is a bare name the zoo lacks and a file or folder of
+    that name is there. A zoo name is always the zoo's network (since 0.9.8; a file of its name in the
+    folder was taken instead, without a word): the file is ``./NAME``."""
+    from tracker.zoo.torchvision_zoo import all_models
+
+    there = folder / ref
+    return names_a_file(ref) or (ref not in all_models() and (there.is_file() or there.is_dir()))
+
+
+def shadowed_file(ref: str) -> str | None:
+    """The note to say where ``ref`` is a zoo name and a file or folder of that name is in the
+    current folder (:func:`resolve` takes the zoo's network): which was taken, and how to name the
+    other; None otherwise."""
+    from tracker.zoo.torchvision_zoo import all_models
+
+    if names_a_file(ref) or not Path(ref).exists() or ref not in all_models():  # the zoo's names asked last
+        return None
+    return f"{ref} is the zoo's network, not the {'folder' if Path(ref).is_dir() else 'file'} {ref} in this folder: " \
+           f"for the file, give ./{ref}"
 
 
 #: Spec files planned and not written (a campaign's dry run), by path: :func:`resolve` takes each as
@@ -590,8 +613,9 @@ def planned_specs(specs: dict[str, dict[str, Any]]) -> Iterator[None]:
 
 def resolve(ref: str) -> ModelRef:
     """A zoo name, the path of a spec file (``.json``) or ``FILE.py:NAME``. Zoo names have no
-    folder and no suffix."""
-    from tracker.zoo.torchvision_zoo import all_models, check_model_name, default_input_size
+    folder and no suffix, and a zoo name is always the zoo's network (a file of that name is
+    ``./NAME``: see :func:`names_file_in`, and :func:`shadowed_file` for the note the CLI says)."""
+    from tracker.zoo.torchvision_zoo import check_model_name, default_input_size
 
     if not ref.strip():  # the current folder, "is a folder, not a file", until 0.9.3
         raise ConfigError("no network named (an empty name): give a zoo name, a spec file or FILE.py:NAME")
@@ -602,7 +626,7 @@ def resolve(ref: str) -> ModelRef:
     path = Path(ref)
     if path.suffix == ".py":  # read as a spec it would be "not JSON"
         raise ConfigError(f"{ref} is a Python file: name the callable of it that builds the network, {ref}:NAME")
-    if names_a_file(ref) or path.is_file() or (path.is_dir() and ref not in all_models()):
+    if names_file_in(ref, Path()):  # a zoo name is the zoo's network, a file of its name beside it or not (0.9.8)
         if not path.is_file():
             why = ("is a folder, not a file" if path.is_dir() else "is not a regular file (a device, a pipe)"
                    if path.exists() else "does not exist")  # /dev/null "does not exist" until 0.9.6
