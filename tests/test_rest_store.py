@@ -351,3 +351,59 @@ def test_a_refused_token_is_named_in_the_line_of_a_401(refusal: bytes) -> None:
                            MLFLOW_TRACKING_PASSWORD="wrong")
         assert said.stderr.endswith("the credentials were refused; set MLFLOW_TRACKING_USERNAME and "
                                     "MLFLOW_TRACKING_PASSWORD to an account of the server\n"), said.stderr
+
+
+def test_tracker_s_client_waits_and_backs_off_as_mlflow_s_variables_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tracker's own client waited 30 s on each request and 0.1-0.4 s, doubling, between tries, whatever
+    MLFLOW_HTTP_REQUEST_TIMEOUT, _BACKOFF_FACTOR and _BACKOFF_JITTER said, until 0.9.8. Now it waits as
+    MLflow's client does: their values, and MLflow's defaults where unset."""
+    import time
+
+    from mlflow import environment_variables as mlflow_env
+
+    from tracker.log import rest_store
+    from tracker.settings import resolve_location
+
+    asked: list[float] = []
+    slow = [0.0]
+
+    class Busy(Quiet):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            healthy = self.path == "/health"
+            if not healthy:
+                asked.append(time.monotonic())
+                time.sleep(slow[0])
+            with contextlib.suppress(ConnectionError):  # a request given up on has closed its end
+                self.send_response(200 if healthy else 503)
+                self.end_headers()
+                self.wfile.write(b"OK" if healthy else b"busy")
+
+        do_POST = do_GET
+
+    assert rest_store.TIMEOUT_S == mlflow_env.MLFLOW_HTTP_REQUEST_TIMEOUT.default  # 30 until 0.9.8
+    assert rest_store.BACKOFF_JITTER == mlflow_env.MLFLOW_HTTP_REQUEST_BACKOFF_JITTER.default
+    with serving(Busy) as uri:
+        store = rest_store.RestStore(resolve_location(uri), workers=1)
+        # the timeout: a request the server holds 3 s is given up after the variable's 1 s
+        slow[0] = 3.0
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "1")
+        began = time.monotonic()
+        with pytest.raises(StoreError, match=r"experiments/search failed after one try \(timed out\)"):
+            store.call("POST", "experiments/search", {})
+        assert time.monotonic() - began < 2.5
+        # the back-off: none after the first failure, then the factor times 2, 4... (no jitter asked)
+        slow[0] = 0.0
+        asked.clear()
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "0")
+        with pytest.raises(StoreError, match=r"failed after 3 tries \(HTTP 503\)"):
+            store.call("POST", "experiments/search", {})
+        gaps = [b - a for a, b in zip(asked, asked[1:])]
+        assert len(gaps) == 2 and gaps[0] < 0.5 and 2.0 <= gaps[1] < 2.5, gaps
+        store.close()
+    # the jitter: up to its seconds at random, added after the first failure; all of it at most 120 s, as urllib3's
+    monkeypatch.setattr(rest_store.random, "random", lambda: 0.5)
+    assert [rest_store.backoff_s(n, 2, 1.0) for n in (1, 2, 3)] == [0.0, 4.5, 8.5]
+    assert rest_store.backoff_s(2, 0, 3.0) == 1.5 and rest_store.backoff_s(9, 2, 1.0) == 120.0

@@ -159,7 +159,8 @@ def main() -> None:
         # and its "View run ... at: URL" lines, written by a run ended on a server (0.9.4)
         os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     # MLflow's client retries a server's 5xx for minutes (7 tries, doubling from 2 s: 4 minutes
-    # where a proxy answered 503, until 0.9.4); three tries a second or two apart, as tracker's own
+    # where a proxy answered 503, until 0.9.4); four tries within about eight seconds, for tracker's own
+    # client as for MLflow's (rest_store.RETRIES and BACKOFF_FACTOR, its defaults where unset)
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "3")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     quiet_interrupted_closes()

@@ -4,7 +4,8 @@ The server chooses run ids, so records are written level by level (network runs 
 their layer runs) and parent ids are mapped on the way. Within a level, runs are written
 by a pool of threads over one keep-alive HTTP session; each run costs create (with all
 tags), one log-batch per 100 params / 1000 metrics, and update (status, end time).
-Transient failures (connection resets, 429, 5xx) are retried with back-off.
+Transient failures (connection resets, timeouts, 429, 5xx) are retried as MLflow's client retries
+them: as often, as far apart and each waited on as long as MLflow's ``MLFLOW_HTTP_REQUEST_*`` variables say.
 """
 
 from __future__ import annotations
@@ -25,10 +26,18 @@ from tracker.log.store import Experiment, StoredRun, parent_levels
 from tracker.settings import StoreLocation, http_request_setting
 
 WORKERS = 16
-TIMEOUT_S = 30.0
+#: Seconds a request waits to connect, and then for each read, where ``MLFLOW_HTTP_REQUEST_TIMEOUT``
+#: does not say: MLflow's default (tracker's client waited 30 s whatever it said until 0.9.8).
+TIMEOUT_S = 120
 #: Retries of a request that failed for a passing reason, after its first try, where
 #: ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` does not say (``tracker`` sets it to this, for MLflow's client).
 RETRIES = 3
+#: ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`` where unset (``tracker`` sets it to this, for MLflow's client).
+BACKOFF_FACTOR = 1
+#: ``MLFLOW_HTTP_REQUEST_BACKOFF_JITTER`` where unset: MLflow's default.
+BACKOFF_JITTER = 1.0
+#: The longest wait between two tries, as urllib3's (so MLflow's client's) ``Retry.DEFAULT_BACKOFF_MAX``.
+BACKOFF_MAX_S = 120.0
 #: How long a tracking server has to answer ``/health`` before it is said to be unreachable.
 HEALTH_TIMEOUT_S = 5.0
 #: MLflow's log-batch limits (mlflow.utils.validation).
@@ -83,6 +92,19 @@ def check_reachable(uri: str, session: Any = None) -> None:
     _ANSWERED[uri] = time.monotonic()
 
 
+def backoff_s(failures: int, factor: float, jitter: float) -> float:
+    """Seconds to wait before the next try of a request that failed ``failures`` times in a row, as
+    MLflow's client waits (urllib3's ``Retry.get_backoff_time``): none after the first failure, then
+    ``factor`` times 2, 4, 8... seconds, plus up to ``jitter`` seconds at random, at most
+    :data:`BACKOFF_MAX_S`."""
+    if failures <= 1:
+        return 0.0
+    wait = factor * 2 ** (failures - 1)
+    if jitter:
+        wait += random.random() * jitter
+    return float(max(0.0, min(BACKOFF_MAX_S, wait)))
+
+
 class RestStore:
     def __init__(self, location: StoreLocation, workers: int = WORKERS) -> None:
         self.location = location
@@ -96,13 +118,17 @@ class RestStore:
         url = f"{self.location.uri}/api/2.0/mlflow/{endpoint}"
         last = ""
         # as many retries as MLflow's client makes: MLFLOW_HTTP_REQUEST_MAX_RETRIES (four tries whatever
-        # it said, and a wait after the last, until 0.9.7)
+        # it said, and a wait after the last, until 0.9.7), as far apart and each waited on as long as
+        # its _BACKOFF_FACTOR, _BACKOFF_JITTER and _TIMEOUT say (tracker's own 30 s and waits until 0.9.8)
         tries = 1 + int(http_request_setting("MLFLOW_HTTP_REQUEST_MAX_RETRIES", RETRIES))
+        factor = http_request_setting("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", BACKOFF_FACTOR)
+        jitter = http_request_setting("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", BACKOFF_JITTER)
+        timeout = http_request_setting("MLFLOW_HTTP_REQUEST_TIMEOUT", TIMEOUT_S)
         for attempt in range(tries):
             if attempt:
-                time.sleep(random.uniform(0.1, 0.4) * 2 ** (attempt - 1))
+                time.sleep(backoff_s(attempt, factor, jitter))
             try:
-                response = self.session.request(method, url, json=body, params=query, timeout=TIMEOUT_S)
+                response = self.session.request(method, url, json=body, params=query, timeout=timeout)
             except requests.RequestException as exc:
                 last = _reason(exc)
             else:
