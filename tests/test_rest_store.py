@@ -287,6 +287,32 @@ def test_mlflow_http_variables_it_cannot_use_are_one_line_and_tracker_retries_as
         assert asked.count("/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default") == 2, asked
 
 
+def test_mlflow_s_internal_bounds_it_cannot_use_are_one_line() -> None:
+    """MLflow reads its internal bounds on the retries and the back-off factor at every request: one it
+    cannot read (``abc``) or takes for wrong (``-1``) ended a command in MLflow's traceback until 0.9.8
+    (tracker took it for MLflow's default). Now it is one line naming it, before the server is asked."""
+    asked: list[str] = []
+
+    class Busy(Quiet):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            asked.append(self.path)
+            self.send_response(200 if self.path == "/health" else 503)
+            self.end_headers()
+
+        do_POST = do_GET
+
+    with serving(Busy) as uri:
+        for name, value, args in (("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", "abc", ["fingerprint", "list"]),
+                                  ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", "abc", ["fingerprint", "list"]),
+                                  ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", "-1", ["runs", "list"])):
+            said = tracker_cli("--tracking-uri", uri, *args, **{name: value})
+            assert said.returncode == 1 and said.stderr.count("\n") == 1, said.stderr
+            assert said.stderr.startswith(f"error: {name}={value!r} in the environment: it takes a whole number of "), \
+                said.stderr
+            assert "0 or more" in said.stderr, said.stderr
+    assert asked == []
+
+
 def test_a_page_of_html_answered_with_200_is_one_line_through_either_client() -> None:
     """A server that answers every request with a page of HTML and status 200 (a login portal): its
     page was read as JSON until 0.9.7, said as "Expecting value: line 1 column 1 (char 0)" by

@@ -32,8 +32,12 @@ MAX_BATCH = 1 << 20
 #: them: their type, least value, and most (a number, or the internal variable MLflow takes it from,
 #: and its default), and what they take in words. Until 0.9.7 a value MLflow could not use ended a
 #: command in its traceback, at the first request through MLflow's client: after a measurement, a
-#: RUNNING run left on the server, for MLFLOW_HTTP_REQUEST_TIMEOUT.
+#: RUNNING run left on the server, for MLFLOW_HTTP_REQUEST_TIMEOUT. MLflow's internal bounds come
+#: first: it reads them at every request too, set or not the variables they bound (an unreadable
+#: one was taken for MLflow's default here, and ended a command in MLflow's traceback, until 0.9.8).
 HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | None, str]] = {
+    "_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT": (int, 0, None, "a whole number of retries"),
+    "_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT": (int, 0, None, "a whole number of seconds"),
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", 10),
                                         "a whole number of retries"),
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", 120),
@@ -50,11 +54,8 @@ def http_request_setting(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw is None:
         return default
-    if most is not None:
-        try:  # MLflow's internal bound, where it was moved (an unreadable one: MLflow's default)
-            most = int(os.environ.get(most[0], most[1]))
-        except ValueError:
-            most = most[1]
+    if most is not None:  # MLflow's internal bound, where it was moved (an unreadable one: said, naming it)
+        most = int(http_request_setting(most[0], most[1]))
     try:
         value = kind(raw)
     except ValueError:
