@@ -141,6 +141,29 @@ def test_tables_fill_only_what_is_missing_and_the_report_keeps_the_frontier(tmp_
     assert client.get_run(rep4["run_id"]).data.metrics["frontier_agreement_frac"] == 1.0
 
 
+def test_a_report_of_a_space_never_run_makes_nothing(tmp_path: Path) -> None:
+    """A report of a space never run made its experiment (searchspace-NAME) and a warehouse, then said
+    there was nothing to report, until 0.9.8. Now it says so in one line and leaves the store and the
+    folders as they were: no experiment, no warehouse, no folder made for one."""
+    from tests.conftest import ENV, network_record
+    from tracker.errors import NothingLoggedError
+    from tracker.log.logger import RunLogger
+
+    runs, space = tmp_path / "runs", tmp_path / "never.toml"
+    space.write_text(SPACE.replace('name = "tiny"', 'name = "never"'))
+    RunLogger(str(runs), environment=ENV).log([network_record()])  # a store with other runs in it
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    before = [e.name for e in client.search_experiments()]
+    for extra in ([], ["--warehouse", str(tmp_path / "new" / "folder" / "w.duckdb")]):
+        out = _cli(runs, "searchspace", "report", str(space), *extra)
+        assert out.exit_code == 1 and isinstance(out.exception, NothingLoggedError), out.output
+        assert str(out.exception).startswith("search space never: no candidate of the file has both accuracy and a "
+                                              "latency") and "\n" not in str(out.exception)
+        assert [e.name for e in client.search_experiments()] == before == ["Default"]
+        assert not (runs / "warehouse.duckdb").exists() and not (tmp_path / "new").exists()
+        assert sorted(p.name for p in runs.iterdir() if "warehouse" in p.name) == []
+
+
 def test_a_long_list_of_candidates_is_cut_to_its_first_five_and_a_count() -> None:
     from tracker.cli.searchspace import some
 

@@ -92,6 +92,21 @@ def some(names: list[str], most: int = 5) -> str:
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more (--format json lists all)"
 
 
+def _remove(made: list[Path]) -> None:
+    """Remove a warehouse file this command made (``made[0]``), DuckDB's journal of it, and then the
+    folders made for it, innermost first (any that is not empty is left)."""
+    import contextlib
+
+    if not made:
+        return
+    for file in (made[0], made[0].with_name(made[0].name + ".wal")):
+        with contextlib.suppress(OSError):
+            file.unlink(missing_ok=True)
+    for folder in made[1:]:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 @app.command("report")
 def report_cmd(
     ctx: typer.Context,
@@ -107,10 +122,19 @@ def report_cmd(
     from tracker.warehouse.load import load
     from tracker.warehouse.source import open_source
 
+    from tracker.errors import NothingLoggedError
+
     space, st = _open(ctx, space_file)
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
+    made = [path, *(folder for folder in path.parents if not folder.exists())] if not path.exists() else []
     load(path, open_source(resolve_location(st.tracking_uri), None))
-    out = report(st.logger(), path, space, latency.value if latency else None)
+    try:  # the store's experiment opened (made) only where there is a frontier to log
+        out = report(st.logger, path, space, latency.value if latency else None)
+    except NothingLoggedError:
+        # nothing to report leaves nothing made: no warehouse nor its folders where there were none (its
+        # experiment and a warehouse were made until 0.9.8)
+        _remove(made)
+        raise
     if fmt is OutputFormat.json:
         emit_json(out)
         return

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from tracker.errors import TrackerError, first_line, is_oom
+from tracker.errors import NothingLoggedError, TrackerError, first_line, is_oom
 from tracker.log.record import FAILURE_MESSAGE_TAG
 from tracker.profile.records import beside_other_work
 from tracker.profile.stats import IMPRECISE_CI_REL
@@ -324,7 +324,9 @@ def shared_primitives(space: SearchSpace, rows: list[dict[str, Any]]) -> dict[st
 def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None = None) -> dict[str, Any]:
     """The frontier of ``source`` (default: measured where there is any, else predicted), its shared
     primitives, the agreement of the predicted frontier with the measured one, and a ``searchspace``
-    run carrying the Pareto plot."""
+    run carrying the Pareto plot. ``logger``: the RunLogger, or a function that opens it, called only
+    where there is a frontier to log (a space never run made its experiment until 0.9.8). A space
+    with no candidate to place is a NothingLoggedError."""
     from tracker.log.record import RunRecord
     from tracker.searchspace.plot import pareto_png
 
@@ -335,7 +337,7 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
     if not rows:  # "predicted latency" was said of a space never run, where neither was there (until 0.9.5)
         latency = f"{chosen} latency" if source else "a latency (measured or predicted)"
         option = " --latency predicted" if source == "predicted" else ""  # a run that measures was named until 0.9.7
-        raise TrackerError(f"search space {space.name}: no candidate of the file has both accuracy and {latency} in the "
+        raise NothingLoggedError(f"search space {space.name}: no candidate of the file has both accuracy and {latency} in the "
                            f"warehouse; run `tracker searchspace run {space.path}{option}` (then the report loads the "
                            "warehouse)")
     shared = shared_primitives(space, rows)
@@ -387,6 +389,8 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
                        key_fields={"search_space": space.name, "source": chosen, "rows": out["candidates"],
                                    "comparison": out.get("comparison")},
                        description=f"Accuracy-latency Pareto frontier of search space {space.name} ({chosen} latency).")
+    if callable(logger):
+        logger = logger()
     # A report of the same rows as one logged before is that run (each report logged a run of its own,
     # four alike after four reports, until 0.9.0)
     same = logger.find(record.config_key)
