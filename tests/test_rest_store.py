@@ -162,6 +162,94 @@ def test_a_write_killed_midway_waits_in_the_outbox_and_sync_finishes_it(
     assert "outbox is empty" in CliRunner().invoke(app, ["--tracking-uri", mlflow_server, "sync"]).output
 
 
+@pytest.mark.parametrize("at", ["last", "first"])
+def test_a_ctrl_c_as_the_server_takes_the_runs_says_where_they_are(
+    mlflow_server: str, monkeypatch: pytest.MonkeyPatch, at: str
+) -> None:
+    """A Ctrl-C that landed while the server took a batch left the batch in the outbox, though the
+    pool finished the runs it had begun: a single run was on the server whole, said to wait in the
+    outbox, and `sync` found it "already on the server", until 0.9.8. Now a batch the server took
+    whole is not in the outbox and the interrupt says so (``logged``: the server's ids); one cut
+    short (the layers not begun) waits there, as before."""
+    import threading
+
+    from tracker.log import rest_store
+    from tracker.log.outbox import pending
+
+    real = rest_store.RestStore.call
+    updated: list[str] = []
+    net = network_record("resnet18", 1 if at == "last" else 2)
+    records = [net, *(layer_record(net, i) for i in range(2))]
+    stop_at = 3 if at == "last" else 1  # the last layer's update, or the network run's (its layers then never begun)
+
+    def call(self: rest_store.RestStore, method: str, endpoint: str, body: dict | None = None,
+             query: dict | None = None) -> dict:
+        if endpoint == "runs/update":
+            updated.append(body["run_id"])  # type: ignore[index]
+            if len(updated) == stop_at:  # a Ctrl-C, while this thread goes on writing the run
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+        return real(self, method, endpoint, body, query)
+
+    monkeypatch.setattr(rest_store.RestStore, "call", call)
+    logger = RunLogger(mlflow_server, experiment=f"ctrl-c-{at}", environment=ENV)
+    with pytest.raises(KeyboardInterrupt) as info:
+        logger.log(records)
+    client = MlflowClient(mlflow_server)
+    runs = client.search_runs([logger.experiment.experiment_id])
+    if at == "last":
+        assert pending() == []  # nothing waits in the outbox: the server has the batch whole
+        assert sorted(info.value.logged) == sorted(r.info.run_id for r in runs) == sorted(updated)  # type: ignore[attr-defined]
+        assert len(runs) == 3 and {r.info.status for r in runs} == {"FINISHED"}
+        assert [r.run_id for r in records] == info.value.logged  # type: ignore[attr-defined]  # the server's ids
+    else:
+        assert not hasattr(info.value, "logged") and len(runs) == 1 and runs[0].info.status == "FINISHED"
+        [waiting] = pending()
+        assert len(waiting.records) == 3 and not waiting.being_written()
+
+
+CTRL_C_AS_WRITTEN = r'''
+import signal, sys, threading
+from tracker.log import rest_store
+
+real = rest_store.RestStore.call
+network = []
+
+def call(self, method, endpoint, body=None, query=None):
+    if endpoint == "runs/update" and body["run_id"] in network:  # a Ctrl-C while the server takes the network
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # run, which this thread goes on writing
+    answer = real(self, method, endpoint, body, query)
+    if endpoint == "runs/create" and {"key": "tracker.kind", "value": "network"} in body["tags"]:
+        network.append(answer["run"]["info"]["run_id"])
+    return answer
+
+rest_store.RestStore.call = call
+sys.argv = ["tracker", *sys.argv[1:]]
+from tracker.cli import main
+main()
+'''
+
+
+def test_a_profile_interrupted_as_its_run_is_written_prints_its_figures(mlflow_server: str, tmp_path: Path) -> None:
+    """profile network interrupted as the server took its run, which it took whole: "runs wait in the
+    outbox" and no figures until 0.9.8 (and `sync` then found the run already there). Now its figures,
+    and a line that says the server has the run."""
+    root = Path(__file__).resolve().parents[1]
+    said = subprocess.run([sys.executable, "-c", CTRL_C_AS_WRITTEN, "--tracking-uri", mlflow_server, "-e", "ctrl-c-cli",
+                           "profile", "network", "squeezenet1_1", "--input-size", "32", "--time-cap", "0.3",
+                           "--format", "json"],
+                          cwd=root, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root), "TRACKER_RUNS_DIR": str(tmp_path / "runs")})
+    assert said.returncode == 130, said.stderr
+    assert said.stderr.strip().splitlines()[-1] == ("interrupted as its run was written: the tracking server has it "
+                                                    "whole (none waits in the outbox)"), said.stderr
+    import json
+
+    shown = json.loads(said.stdout)
+    run = MlflowClient(mlflow_server).get_run(shown["run_id"])  # the server's id, and the figures it has
+    assert run.info.status == "FINISHED" and shown["latency_ms"] == run.data.metrics["latency_ms"] > 0
+    assert not (tmp_path / "runs" / "outbox").exists() or not list((tmp_path / "runs" / "outbox").glob("*.json"))
+
+
 @contextlib.contextmanager
 def serving(handler: type) -> Iterator[str]:
     """A web server of ``handler`` (an ``http.server`` request handler) on a free loopback port, in a

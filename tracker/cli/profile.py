@@ -274,10 +274,20 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     _check(model, device, input_size, phase, dtype, threads)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap, min_samples=min_samples)
     layer_rule = rule.for_layers()
-    result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device,
-                             threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
-                             memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace,
-                             input_size=input_size, dtype=dtype.value)
+    try:
+        result = profile_network(state(ctx).logger(), model, batch_size, rule, phase=phase.value, device=device,
+                                 threads=threads, layers=layers, layer_rule=layer_rule, timeout_s=timeout,
+                                 memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace,
+                                 input_size=input_size, dtype=dtype.value)
+    except KeyboardInterrupt as exc:
+        # a Ctrl-C while the server took the runs, which it took whole: their figures, and where they are (said to
+        # wait in the outbox, without figures, until 0.9.8)
+        if (logged := getattr(exc, "logged_result", None)) is None:
+            raise
+        _report(logged.as_dict(), fmt)
+        runs, them = ("runs were", "them") if logged.layers else ("run was", "it")
+        exit_interrupted(f"interrupted as its {runs} written: the tracking server has {them} whole (none waits in the "
+                         "outbox)")
     _report(result.as_dict(), fmt)
     if result.network.status == "FAILED":
         raise typer.Exit(MEASUREMENT_FAILED)

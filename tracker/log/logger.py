@@ -169,7 +169,19 @@ class RunLogger:
                     sys.stderr.write(f"warning: {exc}; runs go to the outbox {outbox_dir()} until `tracker sync`\n")
                     self._warned = True
                 return [r.run_id for r in final]
-            except BaseException:  # interrupted: the batch waits in the outbox for `tracker sync`
+            except BaseException as exc:  # interrupted: the batch waits in the outbox for `tracker sync`
+                written: dict[str, str] = getattr(exc, "written", {})
+                if final and all(r.run_id in written for r in final):
+                    # unless the write finished all the same (a Ctrl-C while the server took the last runs):
+                    # the batch is the server's, not the outbox's (said to wait there, and `sync` found it
+                    # "already on the server", until 0.9.8); the records carry the server's ids
+                    if journal is not None:
+                        with contextlib.suppress(OSError):
+                            journal.unlink(missing_ok=True)
+                    for record, r in zip(records, final):
+                        record.run_id = written[r.run_id]
+                    exc.logged = [record.run_id for record in records]  # type: ignore[attr-defined]  # for the caller
+                    raise
                 if journal is not None:
                     with contextlib.suppress(OSError):
                         spool(self.location.uri, self.experiment_name, final, INTERRUPTED, batch=batch)

@@ -178,14 +178,23 @@ class RestStore:
         """Write the records, parents first; ``known``: records' ids already on this server (ours ->
         the server's), for a record whose parent was written before (a batch cut short, sent again)."""
         ids: dict[str, str] = dict(known or {})  # our run id -> the server's
-        with ThreadPoolExecutor(self.workers) as pool:
-            for level in parent_levels(records):
-                written = pool.map(lambda i: self._write_one(experiment, records[i], ids), level)
-                for i, server_id in zip(level, written):
-                    ids[records[i].run_id] = server_id
+        done: dict[str, str] = {}  # the records written whole (updated), by the threads that wrote them
+        try:
+            with ThreadPoolExecutor(self.workers) as pool:
+                for level in parent_levels(records):
+                    written = pool.map(lambda i: self._write_one(experiment, records[i], ids, done), level)
+                    for i, server_id in zip(level, written):
+                        ids[records[i].run_id] = server_id
+        except KeyboardInterrupt as exc:
+            # a Ctrl-C lands in this thread while the pool writes: the pool finishes the runs it began (the
+            # level), so the batch may be on the server whole. What was written goes with the interrupt
+            # (``written``: our run id -> the server's), for the logger to tell (since 0.9.8)
+            exc.written = done  # type: ignore[attr-defined]
+            raise
         return [ids[r.run_id] for r in records]
 
-    def _write_one(self, experiment: Experiment, r: FinalRecord, ids: dict[str, str]) -> str:
+    def _write_one(self, experiment: Experiment, r: FinalRecord, ids: dict[str, str],
+                   done: dict[str, str] | None = None) -> str:
         tags = dict(r.tags)
         if r.parent_id:
             tags[PARENT_TAG] = ids.get(r.parent_id, r.parent_id)
@@ -213,6 +222,8 @@ class RestStore:
         if r.artifacts:
             self._log_artifacts(run_id, r.artifacts)
         self.call("POST", "runs/update", {"run_id": run_id, "status": r.status, "end_time": r.end_time_ms})
+        if done is not None:
+            done[r.run_id] = run_id
         return run_id
 
     def _log_artifacts(self, run_id: str, artifacts: dict) -> None:

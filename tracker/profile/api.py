@@ -329,7 +329,12 @@ def measure_planned(
         if repeat_key:
             record.tags[REPEAT_KEY_TAG] = repeat_key
             record.name += f" · {repeat_label(repeat_key)}"  # told apart in the UI (one name for all until 0.9.2)
-        logger.log([record, *children])
+        try:
+            logger.log([record, *children])
+        except KeyboardInterrupt as exc:  # a Ctrl-C as the server took the runs, which it took whole: what
+            if getattr(exc, "logged", None) is not None:  # was logged goes with it, for its figures (since 0.9.8)
+                exc.logged_result = ProfileResult(record, children, reused=False)  # type: ignore[attr-defined]
+            raise
         return ProfileResult(record, children, reused=False, in_outbox=record.run_id in logger.outboxed)
 
     def with_description(record: RunRecord) -> None:
