@@ -267,10 +267,13 @@ def predict(
                                           "peak memory stays under the largest peak learnt from and under the "
                                           "device's memory (profile boundary, without running).")] = False,
     sort: Annotated[Optional[str], typer.Option("--sort", metavar="TARGET", help="Order the configurations by "
-                                                "this predicted target, smallest first (latency_ms, peak_mem_mb, ...).")] = None,
+                                                "this predicted target, smallest first (latency_ms, peak_mem_mb, ...); a memory target whose "
+                                                "readings saturate by what it needs (memory_demand_mb).")] = None,
     under: Annotated[Optional[list[str]], typer.Option("--under", metavar="TARGET=VALUE", help="Keep only the "
                                                        "configurations predicted under this budget, in the target's "
-                                                       "unit (repeatable: under each), e.g. latency_ms=5.")] = None,
+                                                       "unit (repeatable: under each), e.g. latency_ms=5; a memory "
+                                                       "target whose readings saturate: what it needs "
+                                                       "(memory_demand_mb), a question of fit.")] = None,
     use: Annotated[Optional[list[str]], typer.Option("--use", metavar="NAME/VERSION", help="Predict its target with "
                                                      "this registered version instead of the champion (repeatable), "
                                                      "e.g. latency_ms-inference-cpu/2: versions compared without "
@@ -310,9 +313,11 @@ def predict(
                               f"{'rank' if target == sort else 'budget'} by; registered targets here: "
                               f"{', '.join(results[0]['predictions']) or 'none'}")
     total = len(results)
-    results = [r for r in results if all(r["predictions"][t] <= v for t, v in budgets.items())]
+    # a memory target whose readings saturate (a hinge trend) is budgeted and ranked by what it needs, the
+    # figure its fit verdicts compare (by the capped reading until 0.9.8: kept what it said would not fit)
+    results = [r for r in results if all(_fit_figure(r, t) <= v for t, v in budgets.items())]
     if sort:
-        results.sort(key=lambda r: r["predictions"][sort])
+        results.sort(key=lambda r: _fit_figure(r, sort))
     if budgets:  # on stderr, JSON or not (it was a table's only until 0.9.2)
         typer.echo(f"{len(results)} of {counted(total, 'configuration')} predicted under "
                    + " and ".join(f"{t} {v:g}" for t, v in budgets.items()), err=True)
@@ -324,6 +329,12 @@ def predict(
         _prediction_table(results)
     else:
         _prediction_lines(results[0], features)
+
+
+def _fit_figure(result: dict, target: str) -> float:
+    """What ``--under`` and ``--sort`` compare of a target: a memory target's demand where its
+    readings saturate (``memory_demand_mb``, a hinge trend), else its prediction."""
+    return result.get("memory_demand_mb", {}).get(target, result["predictions"][target])
 
 
 #: What each column of a peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) counts.

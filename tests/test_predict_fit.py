@@ -1,0 +1,71 @@
+"""What ``tracker predict`` says of fit where a memory version's readings saturate (a hinge trend):
+its budgets, order, notes and largest batch compare what a configuration needs, not the capped
+reading. The version is made here, not trained (a hinge is offered only on a device that ran out
+of memory): a booster that adds nothing to its trend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tracker.cli.app import app
+from tracker.fingerprint import predict as fingerprint_predict
+from tracker.fingerprint.predict import Champion
+from tracker.fingerprint.runtime import MEMORY_ADDITIVE_FEATURES, Trend
+
+NAME = "peak_mem_mb-training-jetson-tx2"
+CEILING_MB = 3000.0
+DEVICE_MB = 4000.0
+
+
+class NothingBooster:
+    """A booster of log(target) that adds 0 to the trend under it."""
+
+    def predict(self, x: Any, num_threads: int = 0) -> Any:
+        return np.zeros(len(x))
+
+
+def hinge_champion(name: str = NAME) -> Champion:
+    """A peak memory of 500 MB plus 2 MB per MB of kept activations, read no higher than
+    ``CEILING_MB`` (a soft corner of 1 MB), on a device of ``DEVICE_MB``."""
+    trend = Trend(500.0, (0.0, 2 / 2**20, 0.0, 0.0), MEMORY_ADDITIVE_FEATURES, "hinge", 100.0,
+                  (1.0, CEILING_MB, 1.0), (1.0, 256.0), (0.0, 0.0))
+    return Champion(name, "1", ["batch_size"], NothingBooster(), trend=trend,
+                    ranges={"batch_size": [1.0, 256.0]}, device_memory_mb=DEVICE_MB, largest_peak_mb=CEILING_MB)
+
+
+@pytest.fixture
+def hinge_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The CLI's arguments before ``predict``'s own, its champions the hinge version."""
+    monkeypatch.setattr(fingerprint_predict, "champions", lambda *a, **k: {"peak_mem_mb": hinge_champion()})
+    return ["--tracking-uri", str(tmp_path / "runs")]
+
+
+ARGS = ["--phase", "training", "--device", "jetson-tx2", "--input-size", "64"]
+
+
+def _predicted(store: list[str], *args: str) -> Any:
+    out = CliRunner().invoke(app, [*store, "predict", *args, *ARGS, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def test_a_memory_budget_and_order_take_what_a_saturating_configuration_needs(hinge_store: list[str]) -> None:
+    everything = _predicted(hinge_store, "resnet18", "mobilenet_v2", "-b", "64", "-b", "256", "-b", "1024",
+                            "--sort", "peak_mem_mb")
+    demand = {(r["model"], r["batch_size"]): r["memory_demand_mb"]["peak_mem_mb"] for r in everything}
+    reading = {(r["model"], r["batch_size"]): r["predictions"]["peak_mem_mb"] for r in everything}
+    over = [k for k in demand if demand[k] > DEVICE_MB]
+    assert over and all(reading[k] <= CEILING_MB for k in over)  # read under the budget below, needing more
+    assert [demand[(r["model"], r["batch_size"])] for r in everything] == sorted(demand.values())
+    kept = _predicted(hinge_store, "resnet18", "mobilenet_v2", "-b", "64", "-b", "256", "-b", "1024",
+                      "--under", f"peak_mem_mb={DEVICE_MB:g}")
+    assert {(r["model"], r["batch_size"]) for r in kept} == {k for k in demand if demand[k] <= DEVICE_MB}
+    assert all(r["exceeds_device_memory"] == [] for r in kept)
+
+
