@@ -69,3 +69,26 @@ def test_a_memory_budget_and_order_take_what_a_saturating_configuration_needs(hi
     assert all(r["exceeds_device_memory"] == [] for r in kept)
 
 
+
+def test_fit_notes_and_the_largest_batch_say_what_a_saturating_configuration_needs(hinge_store: list[str]) -> None:
+    one = _predicted(hinge_store, "resnet18", "-b", "1024")
+    demand, reading = one["memory_demand_mb"]["peak_mem_mb"], one["predictions"]["peak_mem_mb"]
+    assert reading < CEILING_MB < DEVICE_MB < demand and one["exceeds_device_memory"] == ["peak_mem_mb"]
+    table = CliRunner().invoke(app, [*hinge_store, "predict", "resnet18", "-b", "1024", *ARGS])
+    assert table.exit_code == 0, table.output
+    notes = [line for line in table.stdout.splitlines() if "would not fit" in line]
+    assert notes == [f"note: peak_mem_mb needs {demand:,.0f} MB (predicted reading {reading:,.0f}), "
+                     f"which is more than the device's memory ({DEVICE_MB:,.0f} MB, as its runs recorded): "
+                     "it would not fit"], table.stdout
+    found = CliRunner().invoke(app, [*hinge_store, "predict", "resnet18", *ARGS, "--largest-batch", "--format", "json"])
+    found = json.loads(found.stdout)
+    batch = found["largest_batch"]["device_memory"]
+    at, past = _predicted(hinge_store, "resnet18", "-b", str(batch), "-b", str(batch + 1))
+    assert at["memory_demand_mb"]["peak_mem_mb"] <= DEVICE_MB < past["memory_demand_mb"]["peak_mem_mb"]
+    assert found["memory_demand_mb"]["device_memory"] == pytest.approx(at["memory_demand_mb"]["peak_mem_mb"])
+    assert found["predicted_peak_mb"]["device_memory"] == pytest.approx(at["predictions"]["peak_mem_mb"])
+    assert found["predicted_peak_mb"]["device_memory"] <= CEILING_MB
+    lines = CliRunner().invoke(app, [*hinge_store, "predict", "resnet18", *ARGS, "--largest-batch"]).stdout
+    assert (f"under the device's memory ({DEVICE_MB:,.0f} MB): {batch} ({found['memory_demand_mb']['device_memory']:,.0f} "
+            f"MB needed; predicted reading {found['predicted_peak_mb']['device_memory']:,.0f} MB)"
+            in lines), lines

@@ -369,7 +369,7 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
             elif batch == 0:
                 parts.append(f"{under}: none, batch 1 is predicted above it")
             else:
-                parts.append(f"{under}: {batch} ({result['predicted_peak_mb'][name]:,.0f} MB predicted)")
+                parts.append(f"{under}: {batch} ({_peak_words(result, name)})")
         typer.echo(f"{result['model']}: largest batch {'; '.join(parts)}  ({result['model_version']})")
         for name, outside in result["outside_trained_range"].items():
             if outside:
@@ -384,6 +384,16 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
                            f"{result['model_version']}'s prediction had stopped growing{span}: an upper bound")
         if "measure_command" in result:  # from the smaller answer (a size that does not fit is halved)
             typer.echo(f"measure it: {result['measure_command']}")
+
+
+def _peak_words(result: dict, name: str) -> str:
+    """A largest batch's figure: its predicted peak, or, where the version's readings saturate, what
+    it needs (the figure compared with the limit) beside the reading."""
+    reading = result["predicted_peak_mb"][name]
+    demand = result.get("memory_demand_mb", {}).get(name)
+    if demand is None:
+        return f"{reading:,.0f} MB predicted"
+    return f"{demand:,.0f} MB needed; predicted reading {reading:,.0f} MB"
 
 
 def _beyond(outside: dict[str, dict[str, Any]]) -> str:
@@ -544,6 +554,11 @@ def _prediction_notes(results: list[dict], with_model: bool = False, marked: boo
                        "tracker fingerprint train")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
+            if (demand := result.get("memory_demand_mb", {}).get(target)) is not None:
+                # the figure the verdict compares: what it needs (the capped reading beside a limit it is under
+                # contradicted it, until 0.9.8)
+                value = (f"note: {target}{which} needs {demand:,.0f} {result['units'][target]} (predicted reading "
+                         f"{result['predictions'][target]:,.0f}), which")
             if target in result["exceeds_device_memory"]:
                 typer.echo(f"{value} is more than the device's memory ({result['device_memory_mb'][target]:,.0f} MB, "
                            "as its runs recorded): it would not fit")

@@ -646,6 +646,11 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
             "target": "peak_mem_mb", "model_version": f"{champ.name}/{champ.version}", "limits_mb": limits,
             "largest_batch": found,
             "predicted_peak_mb": {n: predicted[b]["predictions"]["peak_mem_mb"] if b else None for n, b in found.items()},
+            # where the version's readings saturate (a hinge trend): what that batch needs, the figure
+            # compared with the limit (predicted_peak_mb, the reading, is under it; since 0.9.8)
+            **({"memory_demand_mb": {n: predicted[b]["memory_demand_mb"]["peak_mem_mb"] if b else None
+                                     for n, b in found.items()}}
+               if any("peak_mem_mb" in r["memory_demand_mb"] for r in predicted.values()) else {}),
             "outside_trained_range": {n: predicted[b]["outside_trained_range"].get("peak_mem_mb", {}) if b else {}
                                       for n, b in found.items()},
             "beyond_max_batch": [n for n, b in found.items() if b is None], "max_batch": max_batch,
