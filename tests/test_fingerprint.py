@@ -1681,3 +1681,27 @@ def test_a_tag_of_names_holds_each_once_and_cuts_between_names() -> None:
     tag = names_tag(many)
     assert len(tag) <= NAMES_TAG_CHARS and tag.endswith(",... (100 in all)")
     assert all(name in many for name in tag.removesuffix(",... (100 in all)").split(","))
+
+
+def test_a_champion_whose_networks_cannot_be_read_stays_in_one_line(tmp_path: Path) -> None:
+    """The champion's ``evaluation/networks.json`` gone (or unreadable): ``train`` registers the new
+    version and says in its line why the champion stays (a traceback until 0.9.8)."""
+    names = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5")
+    runs, wh = _measure(tmp_path, names)
+    uri = resolve_location(str(runs)).uri
+    first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    client = MlflowClient(uri)
+    run_id = client.get_model_version(first.name, first.version).run_id
+    artifacts = Path(client.get_run(run_id).info.artifact_uri.removeprefix("file://"))
+    for damage in ("unlink", "garbage"):
+        networks = artifacts / "evaluation" / "networks.json"
+        if damage == "unlink":
+            networks.unlink()
+        else:
+            networks.write_text("[unfinished")
+        out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
+                                       "--warehouse", str(wh), "--no-plots"])
+        assert out.exit_code == 0, out.output
+        assert out.stdout.splitlines()[-1].startswith(
+            f"not champion: version {first.version} stays champion: the networks it learnt from cannot be read"), out.stdout
+        assert str(client.get_model_version_by_alias(first.name, CHAMPION).version) == first.version

@@ -814,6 +814,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     say), both versions' held-out predictions of the configurations both held out (each network
     predicted by a model fitted without it) are compared on today's labels."""
     import numpy as np
+    from mlflow.exceptions import MlflowException
 
     from tracker.fingerprint.dataset import unmeasured_layer_rows
     from tracker.fingerprint.predict import load_champion
@@ -827,8 +828,13 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     if not made_by_train(current.tags):  # an alias moved by hand onto a version predict cannot load (kept until 0.9.4)
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version}, champion, was not registered by tracker fingerprint train"
-    with downloaded(uri, current.run_id, "evaluation/networks.json") as path:
-        seen = set(json.loads(path.read_text()))
+    try:
+        with downloaded(uri, current.run_id, "evaluation/networks.json") as path:
+            seen = set(json.loads(path.read_text()))
+    except (MlflowException, OSError, ValueError, TypeError):  # its artifacts are gone or unreadable (a traceback until 0.9.8)
+        return False, (f"version {current.version} stays champion: the networks it learnt from cannot be read (its "
+                       f"run's evaluation/networks.json), so the two cannot be compared; tracker fingerprint promote "
+                       f"{name} {version} makes this one champion")
     networks = frame["model_hash"].to_numpy()
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():
