@@ -1705,3 +1705,28 @@ def test_a_champion_whose_networks_cannot_be_read_stays_in_one_line(tmp_path: Pa
         assert out.stdout.splitlines()[-1].startswith(
             f"not champion: version {first.version} stays champion: the networks it learnt from cannot be read"), out.stdout
         assert str(client.get_model_version_by_alias(first.name, CHAMPION).version) == first.version
+
+
+def test_a_damaged_model_file_is_one_line(tmp_path: Path) -> None:
+    """A version's fingerprint.json cut short, or a booster.txt that is not one: ``predict`` says in a
+    line which version cannot be read (a JSONDecodeError or a LightGBMError traceback until 0.9.8)."""
+    from tracker.fingerprint.predict import sqlite_champions
+
+    names = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5")
+    runs, wh = _measure(tmp_path, names)
+    location = resolve_location(str(runs))
+    result = train(wh, "latency_ms", "inference", "cpu", location.uri, plots=False)
+    folder = Path(sqlite_champions(location.db_path, [result.name])[result.name].storage_location.removeprefix("file://"))
+    args = ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    for file, damaged in (("fingerprint.json", lambda text: text[: len(text) // 2]),
+                          ("booster.txt", lambda text: "not a booster\n" + text[:200])):
+        path = next(folder.rglob(file))
+        kept = path.read_text()
+        path.write_text(damaged(kept))
+        out = CliRunner().invoke(app, args)
+        assert isinstance(out.exception, FingerprintError), out.output
+        assert str(out.exception).startswith(f"{result.name} version {result.version}: cannot read its model from "
+                                             "the store's artifacts (")
+        assert "are they damaged?" in str(out.exception)
+        path.write_text(kept)

@@ -216,14 +216,21 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         raise FingerprintError(f"{where} was not registered by tracker fingerprint train (no features tag): tracker "
                                f"predict cannot use it; move the champion alias to one of train's (tracker "
                                f"fingerprint promote {name} VERSION)")
+    from lightgbm.basic import LightGBMError  # read_fingerprint's import: lightgbm is loaded with the booster
+
     try:
         if model_format(version.tags, where) != 1 and (read := _local_fingerprint(version)) is not None:
             champ = Champion(name, str(version.version), read.features, read.booster,
                              version.tags.get("method", "network"), read.layer, read.trend)
         else:
             champ = _mlflow_champion(tracking_uri, name, version)
+    except FingerprintError:
+        raise
+    # a file there but damaged (a truncated fingerprint.json, a booster.txt that is not one): a traceback until 0.9.8
     except OSError as exc:
         raise _unloadable(where, exc) from None
+    except (ValueError, KeyError, TypeError, LightGBMError) as exc:
+        raise _unloadable(where, exc, damaged=True) from None
     if "trained_ranges" in version.tags:
         try:
             champ.ranges = parse_ranges(version.tags["trained_ranges"])
@@ -266,10 +273,14 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     return champ
 
 
-def _unloadable(where: str, exc: BaseException) -> FingerprintError:
+def _unloadable(where: str, exc: BaseException, damaged: bool = False) -> FingerprintError:
     """A version whose files cannot be read (a store moved or copied keeps their old paths), in a line."""
     from tracker.errors import first_line
 
+    if damaged:  # a file there but not readable as what it should be
+        return FingerprintError(f"{where}: cannot read its model from the store's artifacts ({type(exc).__name__}: "
+                                f"{first_line(exc)}); are they damaged? Retrain with tracker fingerprint train, or "
+                                f"make another version champion (tracker fingerprint promote NAME VERSION)")
     return FingerprintError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
                             "they moved or deleted? A moved store: tracker store relocate; else retrain with "
                             "tracker fingerprint train")
