@@ -569,7 +569,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
                                            "after a lone --"),
         # tracker's own option after a command: "No such option: -e", and no more, until 0.9.4
         (["runs", "list", "-e", "x"], 2,
-         "-e is an option of tracker itself, not of runs list: give it before the command (tracker -e VALUE runs list ...)"),
+         "-e is an option of tracker itself, not of runs list: give it before the command (tracker -e x runs list)"),
         (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
         (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
@@ -924,3 +924,20 @@ def test_a_measurements_notes_go_beside_its_json_on_stderr(capsys: pytest.Captur
     assert "345 page faults per iteration" in err and "other processes took 50 %" in err
     _report({**data, "mode": "cpu-t1-retain", "cpu_util_others_pct": 2.0}, OutputFormat.json)
     assert capsys.readouterr().err == ""  # nothing to say: nothing said
+
+
+def test_a_misplaced_option_of_tracker_is_said_with_the_command_line_to_give(tmp_path: Path) -> None:
+    """The line suggested is the command given, with tracker's option moved before the command: the
+    command's own options keep their names (dropped, their values kept, until 0.9.8)."""
+    for args, line in (
+            (["profile", "network", "shufflenet_v2_x0_5", "-b", "1", "--threads", "1", "--allocator", "retain",
+              "--experiment", "demo"],
+             "--experiment is an option of tracker itself, not of profile network: give it before the command "
+             "(tracker --experiment demo profile network shufflenet_v2_x0_5 -b 1 --threads 1 --allocator retain)"),
+            (["--tracking-uri", "r", "sql", "SELECT 1 AS a", "-w", "w.duckdb", "--experiment=x y"],
+             "--experiment is an option of tracker itself, not of sql: give it before the command "
+             "(tracker --tracking-uri r '--experiment=x y' sql 'SELECT 1 AS a' -w w.duckdb)"),
+            (["runs", "list", "-e"],
+             "-e is an option of tracker itself, not of runs list: give it before the command (tracker -e VALUE runs list)")):
+        out = in_process(args, tmp_path)
+        assert out.returncode == 2 and out.stderr == f"error: {line}\n", out.stderr

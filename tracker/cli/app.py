@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -147,6 +147,29 @@ def _given_tracking_uri() -> str | None:
     return os.environ.get("MLFLOW_TRACKING_URI", "").rstrip("/") or None
 
 
+def _misplaced_option(option: str, args: list[str], ctx: Any = None) -> str:
+    """What to say of tracker's own ``option`` given after a command (``runs list -e NAME``): the
+    command, and the same command line with the option (and its value) moved before it. Until 0.9.8
+    the line kept the command's words and the values of its options but dropped their names
+    (``tracker --experiment VALUE profile network NET 1 1 retain ...``)."""
+    import shlex
+
+    at = next((i for i, a in enumerate(args) if a == option or a.startswith(f"{option}=")), 0)
+    takes = GLOBAL_OPTIONS[option] and "=" not in args[at]
+    moved = args[at:at + 2] if takes and at + 1 < len(args) else [args[at], "VALUE"] if takes else [args[at]]
+    rest = args[:at] + args[at + 1 + (takes and at + 1 < len(args)):]
+    names = []  # the command's names, from click's context (a subcommand's path)
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    command = " ".join(names) or next((a for a in rest if not a.startswith("-")), "COMMAND")
+    # tracker's own options given before the command stay where they are, the misplaced one joins them
+    first = next((i for i, a in enumerate(rest) if not a.startswith("-") and not (i and GLOBAL_OPTIONS.get(rest[i - 1]))),
+                 0)
+    line = shlex.join(["tracker", *rest[:first], *moved, *rest[first:]])
+    return f"{option} is an option of tracker itself, not of {command}: give it before the command ({line})"
+
+
 def main() -> None:
     from tracker.cli.options import INTERRUPTED, TERMINATED, interrupt_said
     from tracker.errors import TrackerError, interrupted, os_reason, was_terminated
@@ -181,14 +204,7 @@ def main() -> None:
         message = message.replace(": Value error, ", ": ")  # an enum's check, as Typer words it
         option = getattr(exc, "option_name", None)
         if option in GLOBAL_OPTIONS:  # `runs list -e NAME`: "No such option: -e", and no more, until 0.9.4
-            args = sys.argv[1:]
-            at = next((i for i, a in enumerate(args) if a == option or a.startswith(f"{option}=")), 0)
-            words = [a for i, a in enumerate(args[:at])  # the command's words, not a value of tracker's options
-                     if not a.startswith("-") and not (i and GLOBAL_OPTIONS.get(args[i - 1]))]
-            value = " VALUE" if GLOBAL_OPTIONS[option] else ""
-            command = " ".join(words) or "COMMAND"
-            message = (f"{option} is an option of tracker itself, not of {command}: give it before the command "
-                       f"(tracker {option}{value} {command} ...)")
+            message = _misplaced_option(option, sys.argv[1:], getattr(exc, "ctx", None))
         elif option is not None and option.startswith("--") and any(c.isspace() for c in option):
             # a query that begins with its `-- comment` line, read as an option ("No such option: -- best
             # runs ..." until 0.9.6)
