@@ -1730,3 +1730,17 @@ def test_a_damaged_model_file_is_one_line(tmp_path: Path) -> None:
                                              "the store's artifacts (")
         assert "are they damaged?" in str(out.exception)
         path.write_text(kept)
+
+
+def test_train_json_says_the_memory_floor_as_list_does() -> None:
+    """``fingerprint train --format json``'s ``memory_floor`` is a boolean with ``memory_floor_not_why``
+    beside it, as ``fingerprint list --format json`` gives them (the tag's text, "true", until 0.9.8)."""
+    from tracker.fingerprint.train import TrainResult
+
+    def printed(tag: str | None) -> dict:
+        return json.loads(json.dumps(TrainResult("peak_mem_mb-training-cpu", "1", "r", {}, {}, {}, True, "first version",
+                                                 memory_floor=tag).to_dict()))
+
+    assert [(d["memory_floor"], d["memory_floor_not_why"]) for d in map(printed, (
+        "true", "false (3 runs measured below it)", None))] == [(True, None), (False, "3 runs measured below it"),
+                                                                 (None, None)]

@@ -131,6 +131,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.served import made_by_train, version_format
+    from tracker.fingerprint.train import floor_kept, floor_not_why
 
     client = MlflowClient(uri)
     rows = []
@@ -153,8 +154,8 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          "promoted": tags.get("promoted"), "format": version_format(tags),
                          # a boolean, and why not where it keeps none (the tag's text, "true" or "false (...)",
                          # until 0.9.6)
-                         "memory_floor": _floor_kept(tags.get("memory_floor")),
-                         "memory_floor_not_why": _floor_not_why(tags.get("memory_floor")),
+                         "memory_floor": floor_kept(tags.get("memory_floor")),
+                         "memory_floor_not_why": floor_not_why(tags.get("memory_floor")),
                          # what it learnt from: the device mode and devices of its runs (tags since 0.8.9), the
                          # networks left out of it by hand, and when it was registered
                          "mode": tags.get("mode"), "devices": tags.get("devices"),
@@ -196,19 +197,6 @@ def _when(ms: int | None) -> str | None:
     if not ms:
         return None
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _floor_kept(tag: str | None) -> bool | None:
-    """Whether a memory version keeps the floor of its network's own tensors (tag ``memory_floor``:
-    ``true``, or ``false (why)``); None where it does not say (a latency version, an older one)."""
-    return None if tag is None else tag == "true"
-
-
-def _floor_not_why(tag: str | None) -> str | None:
-    """Why a memory version keeps no floor, where its tag says (``false (its runs are bfloat16: ...)``)."""
-    if tag is None or not tag.startswith("false ("):
-        return None
-    return tag.removeprefix("false (").removesuffix(")")
 
 
 @app.command("promote")

@@ -314,7 +314,12 @@ class TrainResult:
     measured_rows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """As ``train --format json`` prints it: ``memory_floor`` a boolean and ``memory_floor_not_why``
+        beside it, as ``fingerprint list`` gives them (the tag's text, ``"true"``, until 0.9.8)."""
+        out = dict(self.__dict__)
+        out["memory_floor"] = floor_kept(self.memory_floor)
+        out["memory_floor_not_why"] = floor_not_why(self.memory_floor)
+        return out
 
 
 #: Fewest networks a fingerprint learns from: every held-out fold then trains on at least two
@@ -546,6 +551,19 @@ def floor_tag(kept: bool, below: int, dtype: str = "float32") -> str:
     if dtype != "float32":
         return f"false (its runs are {dtype}: a description counts float32 bytes)"
     return "true" if kept else f"false ({counted(below, 'run')} measured below it)"
+
+
+def floor_kept(tag: str | None) -> bool | None:
+    """Whether a memory version keeps the floor of its network's own tensors (tag ``memory_floor``:
+    ``true``, or ``false (why)``); None where it does not say (a latency version, an older one)."""
+    return None if tag is None else tag == "true"
+
+
+def floor_not_why(tag: str | None) -> str | None:
+    """Why a memory version keeps no floor, where its tag says (``false (its runs are bfloat16: ...)``)."""
+    if tag is None or not tag.startswith("false ("):
+        return None
+    return tag.removeprefix("false (").removesuffix(")")
 
 
 def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) -> HeldOut:
