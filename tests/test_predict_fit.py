@@ -92,3 +92,28 @@ def test_fit_notes_and_the_largest_batch_say_what_a_saturating_configuration_nee
     assert (f"under the device's memory ({DEVICE_MB:,.0f} MB): {batch} ({found['memory_demand_mb']['device_memory']:,.0f} "
             f"MB needed; predicted reading {found['predicted_peak_mb']['device_memory']:,.0f} MB)"
             in lines), lines
+
+
+def test_models_of_another_phase_or_device_are_refused() -> None:
+    """``predict_grid``'s ``models`` are each checked against the phase, device and number format
+    predicted (their values were labelled with those asked, whatever they learnt, until 0.9.8); a
+    version of a device mode whose runs ran on the device asked is one of its (a search's)."""
+    from tracker.fingerprint.dataset import FingerprintError
+    from tracker.fingerprint.predict import predict_grid
+
+    models = {"peak_mem_mb": hinge_champion()}
+    for phase, device, dtype in (("inference", "jetson-tx2", "float32"), ("training", "cuda", "float32"),
+                                 ("training", "jetson-tx2", "bfloat16")):
+        with pytest.raises(FingerprintError, match=f"^{NAME} version 1 is not a peak_mem_mb fingerprint of {phase} on "
+                                                   f"'{device}'"):
+            predict_grid(None, ["resnet18"], [4], phase, device, 64, models=models, dtype=dtype)
+    with pytest.raises(FingerprintError, match="is not a network_mem_mb fingerprint"):  # a version under another target
+        predict_grid(None, ["resnet18"], [4], "training", "jetson-tx2", 64, models={"network_mem_mb": hinge_champion()})
+    [mine] = predict_grid(None, ["resnet18"], [4], "training", "jetson-tx2", 64, models=models)
+    assert mine["model_versions"] == {"peak_mem_mb": f"{NAME}/1"}
+    mode = hinge_champion("peak_mem_mb-training-maxn-t4")
+    mode.mode, mode.devices = "maxn-t4", ("jetson-tx2",)
+    assert predict_grid(None, ["resnet18"], [4], "training", "jetson-tx2", 64, models={"peak_mem_mb": mode})
+    mode.devices = ("cpu",)
+    with pytest.raises(FingerprintError, match="is not a peak_mem_mb fingerprint of training on 'jetson-tx2'"):
+        predict_grid(None, ["resnet18"], [4], "training", "jetson-tx2", 64, models={"peak_mem_mb": mode})

@@ -445,6 +445,8 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     model_refs = _model_refs(refs, input_size) if descriptions is None else []
     if models is None:
         models = champions(tracking_uri, phase, device, dtype=dtype)
+    else:
+        check_models(models, phase, device, dtype)
     if descriptions is not None:
         descs = descriptions
     else:
@@ -536,6 +538,24 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             calls = layer_rows[layer_rows["parent_run_id"] == row["run_id"]][LAYER_INPUTS].to_dict("records")
             out[-1]["features"] = {**_plain(row[features].to_dict()), LAYERS: [_plain(call) for call in calls]}
     return out
+
+
+def check_models(models: dict[str, Champion], phase: str, device: str, dtype: str = "float32") -> None:
+    """Each of ``models`` (by target) a version of that target for ``phase``, ``device`` and
+    ``dtype``, as its registered name says (``registered_name``): a version of the device mode a
+    search predicts with (its runs on ``device``) too. Another's is a FingerprintError naming it
+    (its values were labelled with the phase and device asked, until 0.9.8)."""
+    from tracker.profile.device import canonical_device
+
+    for target, champ in models.items():
+        names = {registered_name(target, phase, device, dtype)}
+        if champ.mode and device in {canonical_device(d) for d in champ.devices or ()}:
+            names.add(registered_name(target, phase, champ.mode, dtype))
+        if champ.name not in names:
+            raise FingerprintError(f"{champ.name} version {champ.version} is not a {target} fingerprint of {phase} on "
+                                   f"{device!r}" + (f" in {dtype}" if dtype != "float32" else "")
+                                   + f" (that would be {registered_name(target, phase, device, dtype)}): load the "
+                                   "models of the phase, device and number format predicted")
 
 
 def cap_at_peak(predictions: dict[str, float]) -> list[str]:
