@@ -1744,3 +1744,24 @@ def test_train_json_says_the_memory_floor_as_list_does() -> None:
     assert [(d["memory_floor"], d["memory_floor_not_why"]) for d in map(printed, (
         "true", "false (3 runs measured below it)", None))] == [(True, None), (False, "3 runs measured below it"),
                                                                  (None, None)]
+
+
+def test_list_says_where_the_champion_sits_on_a_version_it_leaves_out(tmp_path: Path) -> None:
+    """A version registered otherwise (MLflow's own register_model) is left out of ``fingerprint
+    list``; where the champion alias is on it, the list names it and the command that moves the
+    alias (a count of versions left out alone, while predict failed for its target, until 0.9.8)."""
+    runs = tmp_path / "runs"
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    name = "latency_ms-inference-cpu"
+    client.create_registered_model(name)
+    for _ in range(2):
+        client.create_model_version(name, str(tmp_path / "model"))  # no features tag
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"])
+    assert listed.stderr == "note: 2 registered model versions not made by tracker fingerprint train left out\n"
+    client.set_registered_model_alias(name, CHAMPION, "2")
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == []
+    assert listed.stderr.splitlines() == [
+        "note: 2 registered model versions not made by tracker fingerprint train left out",
+        f"note: {name} version 2, left out, holds the champion alias: tracker predict cannot use it; tracker "
+        f"fingerprint promote {name} VERSION moves the alias to a version of train's"]

@@ -131,10 +131,11 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.served import made_by_train, version_format
-    from tracker.fingerprint.train import floor_kept, floor_not_why
+    from tracker.fingerprint.train import CHAMPION, floor_kept, floor_not_why
 
     client = MlflowClient(uri)
     rows = []
+    held: list[tuple[str, str]] = []  # those of them the champion alias is on: predict fails for their target
     others = 0  # versions registered otherwise (MLflow's own register_model): no fingerprint, listed as one until 0.9.2
     for model in client.search_registered_models():
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
@@ -143,6 +144,8 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
             tags = version.tags
             if not made_by_train(tags):
                 others += 1
+                if str((model.aliases or {}).get(CHAMPION)) == number:
+                    held.append((model.name, number))
                 continue
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
@@ -164,6 +167,9 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
     if others:
         typer.echo(f"note: {counted(others, 'registered model version')} not made by tracker fingerprint "
                    "train left out", err=True)
+    for name, number in held:  # said only in the count above, while predict failed, until 0.9.8
+        typer.echo(f"note: {name} version {number}, left out, holds the champion alias: tracker predict cannot use "
+                   f"it; tracker fingerprint promote {name} VERSION moves the alias to a version of train's", err=True)
     if fmt is OutputFormat.json:
         emit_json(rows)
         return
