@@ -152,8 +152,9 @@ def test_a_fingerprint_learns_from_the_experiments_it_is_told(tmp_path: Path) ->
     assert said.exit_code == 0 and (
         "note: 1 of its 16 measurements left out, their 95 % CI wider than 25 % of their latency") in said.stderr, said.output
     assert "note: the store has changed" not in said.stderr  # loaded just now
-    # Runs measured and deleted since the load: the fingerprint learns without the new, and from the deleted
-    # (still in the warehouse), and says so (since 0.9.3; "without them" of both until 0.9.4)
+    # Runs measured and deleted since the load: said as the store's, of any experiment, phase or device (since
+    # 0.9.3; "without them" of both until 0.9.4; until 0.9.8 "this fingerprint learns from 1 run deleted", where
+    # the run deleted is of test-set, which it does not learn from)
     with RunLogger(str(runs), experiment="train-set", environment=ENV) as logger:
         logger.log([network_record("alexnet", 1)])
     client = MlflowClient(uri)
@@ -161,8 +162,9 @@ def test_a_fingerprint_learns_from_the_experiments_it_is_told(tmp_path: Path) ->
     stale = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
                                      "-w", str(wh), "--from-experiment", "train-set", "--no-plots"])
     assert stale.exit_code == 0 and (
-        f"note: the store has changed since the warehouse {wh} was loaded: this fingerprint learns without 1 run new "
-        "or changed and from 1 run deleted (tracker warehouse load, then train again)") in stale.stderr, stale.output
+        f"note: the store has changed since the warehouse {wh} was loaded: 1 run new or changed and 1 run deleted, of "
+        "any experiment, phase or device; this fingerprint learns from the warehouse as it was loaded (tracker "
+        "warehouse load, then train again)") in stale.stderr, stale.output
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
                                    "-w", str(wh), "--from-experiment", "tset", "--no-plots"])
     assert out.exit_code == 1 and "in experiment 'tset'; those that have some: test-set, train-set" in str(out.exception)

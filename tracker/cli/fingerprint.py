@@ -116,12 +116,15 @@ def _note_unloaded(path: Path, location: StoreLocation) -> None:
     except (TrackerError, duckdb.Error):  # the training says what is wrong with the warehouse (a traceback until 0.9.4)
         return
     if changed or gone:
-        # the deleted are still in the warehouse, learnt from ("learns without them" until 0.9.4)
+        # counted over the whole store: the runs of any experiment, phase or device, not this fingerprint's alone
+        # (until 0.9.8 "this fingerprint learns from 1 run deleted", of a run it never learnt from); the deleted
+        # are still in the warehouse ("learns without them" until 0.9.4)
         what = " and ".join(part for part in (
-            f"without {counted(changed, 'run')} new or changed" if changed else "",
-            f"from {counted(gone, 'run')} deleted" if gone else "") if part)
-        typer.echo(f"note: the store has changed since the warehouse {path} was loaded: this fingerprint learns "
-                   f"{what} (tracker warehouse load, then train again)", err=True)
+            f"{counted(changed, 'run')} new or changed" if changed else "",
+            f"{counted(gone, 'run')} deleted" if gone else "") if part)
+        typer.echo(f"note: the store has changed since the warehouse {path} was loaded: {what}, of any experiment, "
+                   "phase or device; this fingerprint learns from the warehouse as it was loaded (tracker warehouse "
+                   "load, then train again)", err=True)
 
 
 @app.command("list")
