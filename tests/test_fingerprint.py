@@ -1767,3 +1767,38 @@ def test_list_says_where_the_champion_sits_on_a_version_it_leaves_out(tmp_path: 
         "note: 2 registered model versions not made by tracker fingerprint train left out",
         f"note: {name} version 2, left out, holds the champion alias: tracker predict cannot use it; tracker "
         f"fingerprint promote {name} VERSION moves the alias to a version of train's"]
+
+
+def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_learnt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new version that learnt larger batches is compared with the champion's predictions as
+    ``tracker predict`` makes them: past the largest batch the champion learnt, its prediction at
+    that batch times the batch over it (its trees' answer there, unscaled, until 0.9.8)."""
+    import tracker.fingerprint.train as fingerprint_train
+    from tracker.fingerprint.predict import champions, predict_grid
+
+    small = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5")
+    runs, wh = _measure(tmp_path, small, batches={n: (1, 2, 4) for n in small})
+    uri = resolve_location(str(runs)).uri
+    with monkeypatch.context() as alone:  # trees alone: a trend would carry the champion past batch 4 itself
+        alone.setattr(fingerprint_train, "NETWORK_MODELS", {"lgbm": fingerprint_train.lgbm})
+        first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    champ = champions(uri, "inference", "cpu", targets=("latency_ms",))
+    assert champ["latency_ms"].trend is None and champ["latency_ms"].ranges["batch_size"] == [1, 4]
+    unseen = ("resnet18", "mobilenet_v2")
+    _measure(tmp_path, unseen)  # batch 1 to 8, into the same store and warehouse
+    expected = predict_grid(uri, list(unseen), [1, 2, 4, 8], "inference", "cpu", 64, models=champ)
+    assert [r["scaled_from_batch"] for r in expected if r["batch_size"] == 8] == [{"latency_ms": 4}] * 2
+    compared: list[Any] = []
+    verdict = fingerprint_train._verdict
+
+    def kept(client, name, version, y, new, old, beats, stays):  # noqa: ANN001, ANN202
+        compared.append(old)
+        return verdict(client, name, version, y, new, old, beats, stays)
+
+    monkeypatch.setattr(fingerprint_train, "_verdict", kept)
+    second = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    assert re.search(rf"version {first.version} .*on 2 (networks it never saw|unseen networks)", second.champion_reason), \
+        second.champion_reason
+    [old] = compared
+    assert sorted(old) == pytest.approx(sorted(r["predictions"]["latency_ms"] for r in expected), rel=1e-9)

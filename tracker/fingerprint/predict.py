@@ -381,6 +381,45 @@ def _layer_model(tracking_uri: str, run_id: str) -> Any:
 PROPORTIONAL_TARGETS = ("latency_ms", "energy_per_iter_j")
 
 
+def scaled_top_batch(champ: Champion, target: str | None = None) -> int | None:
+    """The largest batch ``champ`` learnt where its ``target`` (default its own) is predicted past it
+    at that batch and scaled by the batch (PROPORTIONAL_TARGETS, a version without a trend that
+    records its span); None where it is not."""
+    target = target or champ.target
+    if target in PROPORTIONAL_TARGETS and champ.trend is None and "batch_size" in champ.ranges:
+        return int(champ.ranges["batch_size"][1])
+    return None
+
+
+def at_batch(rows: Any, batch: int) -> Any:
+    """Rows of the view (``measurement_features``) as its SQL makes them at another batch size:
+    ``batch_size`` and each ``batch_X`` column, ``X`` (per sample) times the batch."""
+    out = rows.copy()
+    out["batch_size"] = batch
+    for column in rows.columns:
+        if column.startswith("batch_") and column != "batch_size" and column[len("batch_"):] in rows.columns:
+            out[column] = rows[column[len("batch_"):]].to_numpy(float) * batch
+    return out
+
+
+def predicted_as_predict(champ: Champion, rows: Any, layer_rows_of: Callable[[Any], Any] | None = None) -> Any:
+    """What ``tracker predict`` answers for rows of the view with ``champ`` (its target alone):
+    its prediction, and past the largest batch it learnt (:func:`scaled_top_batch`) its prediction
+    at that batch times the batch over it, as :func:`predict_grid` scales it. ``layer_rows_of(rows)``:
+    their ``layer_features`` rows, for a version that uses them. (``fingerprint train`` compares its
+    champion so: without the scaling until 0.9.8.)"""
+    import numpy as np
+
+    values = np.array(champ.predict(rows, layer_rows_of(rows) if layer_rows_of else None), dtype=float)
+    top = scaled_top_batch(champ)
+    batch = rows["batch_size"].to_numpy(float)
+    if top is not None and (over := batch > top).any():
+        at_top = at_batch(rows[over].reset_index(drop=True), top)
+        values[over] = np.asarray(champ.predict(at_top, layer_rows_of(at_top) if layer_rows_of else None),
+                                  float) * batch[over] / top
+    return values
+
+
 def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None) -> list[dict[str, float]]:
     out: list[dict[str, float]] = [{} for _ in range(len(rows))]
     for target, champ in models.items():
@@ -458,9 +497,7 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     # Past the largest batch a version learnt, trees answer as at it: a per-batch target is predicted
     # at that batch and scaled by the batch (PROPORTIONAL_TARGETS), its configuration's row made too.
     # A version with a trend under its trees goes on as its trend does (it grows with the work).
-    top_batch = {t: int(m.ranges["batch_size"][1]) for t, m in models.items()
-                 if t in PROPORTIONAL_TARGETS and m.trend is None and "batch_size" in m.ranges
-                 and max(sizes) > m.ranges["batch_size"][1]}
+    top_batch = {t: top for t, m in models.items() if (top := scaled_top_batch(m, t)) is not None and max(sizes) > top}
     built = sizes + sorted(set(top_batch.values()) - set(sizes))
     t0 = time.perf_counter()
     rows, layer_rows = configuration_rows(descs, built, phase, device,

@@ -835,7 +835,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     from mlflow.exceptions import MlflowException
 
     from tracker.fingerprint.dataset import unmeasured_layer_rows
-    from tracker.fingerprint.predict import load_champion
+    from tracker.fingerprint.predict import load_champion, predicted_as_predict
     from tracker.fingerprint.served import made_by_train
     from tracker.log.artifacts import downloaded
 
@@ -862,8 +862,9 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version} used features the view no longer has"
     rows = frame[unseen].reset_index(drop=True)
-    layer_rows = unmeasured_layer_rows(where[0], rows, where[1], where[2]) if champ.layer is not None else None
-    old = champ.predict(rows, layer_rows)
+    # as tracker predict answers, past the largest batch the champion learnt too (until 0.9.8 its trees' answer there)
+    old = predicted_as_predict(champ, rows, (lambda r: unmeasured_layer_rows(where[0], r, where[1], where[2]))
+                               if champ.layer is not None else None)
     held = len(set(networks[unseen]))
     how = f" ({champ.method}-level)" if champ.method != "network" else ""
     return _verdict(client, name, version, y[unseen], pred[unseen], old,
