@@ -714,6 +714,27 @@ def test_boundary_summary_says_what_happened_in_words() -> None:
     capped = _boundary_line({"largest_ok_batch_size": 4, "first_failed_batch_size": 8, "failure_reason": "oom",
                              "memory_limit_mb": 300.0, "memory_cap": "resident"}, max_batch=64)
     assert capped == "largest batch size that fits under a 300 MB resident memory cap: 4; first failure: 8 (oom)"
+    # a library caller's start over its max_batch: nothing tried, and said so ("up to None" until 0.9.8)
+    assert line(None, None, None) == "no batch size tried: none from the start up to --max-batch 8"
+
+
+def test_a_boundary_start_over_its_max_batch_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    """--start 8 --max-batch 4 tried nothing, after making the store and a mode run, and said "every
+    batch size tried fits, up to None" (until 0.9.8): now a usage error, before anything is made."""
+    from tracker.errors import ConfigError
+    from tracker.profile.api import find_boundary
+    from tracker.profile.stats import Stopping
+
+    proc = in_process(["--tracking-uri", "fresh", "profile", "boundary", "squeezenet1_1", "--start", "8",
+                       "--max-batch", "4"], tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert proc.stderr == ("error: Invalid value for '--start': 8 is over --max-batch 4: no batch size would be "
+                           "tried\n"), proc
+    assert not (tmp_path / "fresh").exists()
+    logger = RunLogger(str(tmp_path / "lib"), experiment="boundary")
+    with pytest.raises(ConfigError, match="the boundary's start, batch size 8, is over its largest, 4"):
+        find_boundary(logger, "squeezenet1_1", Stopping(), start=8, max_batch=4)
+    assert logger.measured(kind="mode") == set()  # no mode run logged
 
 
 def test_many_page_faults_in_the_default_allocator_mode_point_to_retain(capsys: pytest.CaptureFixture[str]) -> None:

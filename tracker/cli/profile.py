@@ -367,6 +367,9 @@ def boundary(
     from tracker.profile.api import find_boundary
     from tracker.profile.stats import Stopping
 
+    if start > max_batch:  # nothing to try: refused before the store is made (made, and "up to None", until 0.9.8)
+        raise typer.BadParameter(f"{start} is over --max-batch {max_batch}: no batch size would be tried",
+                                 param_hint="'--start'")
     _check(model, device, input_size, phase, dtype, threads)
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
                            phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
@@ -388,6 +391,8 @@ def _boundary_line(data: dict[str, Any], max_batch: int) -> str:
     if data.get("memory_limit_mb"):
         kind = f"{data['memory_cap']} " if data.get("memory_cap") else ""
         cap = f" under a {data['memory_limit_mb']:g} MB {kind}memory cap"
+    if failed is None and ok is None:  # a library caller's start over its max_batch (the CLI refuses it)
+        return f"no batch size tried{cap}: none from the start up to --max-batch {max_batch}"
     if failed is None:
         return (f"every batch size tried fits{cap}, up to {ok}: nothing failed (the next would pass "
                 f"--max-batch {max_batch})")

@@ -525,7 +525,13 @@ def find_boundary(
     """Double the batch size until the first failure (recorded as a FAILED run); with
     ``search``, bisect between the last size that fitted and the first that failed, and where
     ``start`` itself ran out of memory (a start taken from ``tracker predict --largest-batch`` that
-    was too hopeful, say), halve it first until a size fits."""
+    was too hopeful, say), halve it first until a size fits. A ``start`` over ``max_batch`` is a
+    ConfigError, before anything is logged."""
+    if start > max_batch:  # tried nothing, after logging a mode run, until 0.9.8
+        from tracker.errors import ConfigError
+
+        raise ConfigError(f"the boundary's start, batch size {start}, is over its largest, {max_batch}: "
+                          "no batch size would be tried")
     if memory_limit_mb:  # TRACKER_MEMORY_CAP is read (and a bad value refused) before anything is logged
         from tracker.profile.memcap import planned_kind
 
