@@ -718,6 +718,32 @@ def test_boundary_summary_says_what_happened_in_words() -> None:
     assert line(None, None, None) == "no batch size tried: none from the start up to --max-batch 8"
 
 
+def test_a_bad_zygote_or_memory_cap_setting_is_refused_before_anything_is_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TRACKER_ZYGOTE=2, TRACKER_ZYGOTE_IDLE_S=abc and TRACKER_MEMORY_CAP=bogus (capped) were refused
+    only after the store, a mode run and the experiment were made (prestart passed over the zygote's,
+    plan the cap's; until 0.9.8): now each is one line before the store is opened."""
+    cases = [
+        ({"TRACKER_ZYGOTE": "2"}, ["profile", "network", "squeezenet1_1"], "TRACKER_ZYGOTE must be 0"),
+        ({"TRACKER_ZYGOTE_IDLE_S": "abc"}, ["profile", "layers", "squeezenet1_1"],
+         "TRACKER_ZYGOTE_IDLE_S must be a number of seconds of at least 0"),
+        ({"TRACKER_MEMORY_CAP": "bogus"}, ["profile", "boundary", "squeezenet1_1", "--memory-limit-mb", "100"],
+         "TRACKER_MEMORY_CAP must be auto"),
+        ({"TRACKER_MEMORY_CAP": "bogus"}, ["profile", "network", "squeezenet1_1", "--memory-limit-mb", "100"],
+         "TRACKER_MEMORY_CAP must be auto"),
+    ]
+    for env, args, message in cases:
+        with monkeypatch.context() as m:
+            m.delenv("TRACKER_ZYGOTE", raising=False)
+            for k, v in env.items():
+                m.setenv(k, v)
+            proc = in_process(["--tracking-uri", "fresh", *args], tmp_path)
+        assert proc.returncode == 1 and proc.stdout == "", (env, proc)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {message}"), (env, proc.stderr)
+        assert not (tmp_path / "fresh").exists(), env
+
+
 def test_a_boundary_start_over_its_max_batch_is_refused_before_anything_is_made(tmp_path: Path) -> None:
     """--start 8 --max-batch 4 tried nothing, after making the store and a mode run, and said "every
     batch size tried fits, up to None" (until 0.9.8): now a usage error, before anything is made."""

@@ -57,10 +57,10 @@ MemLimitOption = Annotated[
 
 
 def _check(model: str, device: str, input_size: int | None = None, phase: Phase = Phase.inference,
-           dtype: Dtype = Dtype.float32, threads: int | None = None) -> None:
+           dtype: Dtype = Dtype.float32, threads: int | None = None, memory_limit_mb: float | None = None) -> None:
     """Bad input is refused before the store is opened (a typo creates nothing); then the zygote
     starts, its imports overlapping the store's opening."""
-    from tracker.profile import zygote_client
+    from tracker.profile import memcap, zygote_client
     from tracker.profile.api import describe_early
     from tracker.profile.device import check_device
     from tracker.profile.modes import validate_threads
@@ -72,6 +72,13 @@ def _check(model: str, device: str, input_size: int | None = None, phase: Phase 
     if threads is not None:  # refused after the store and the experiment were made, until 0.9.6
         validate_threads(threads)
     check_format(dtype.value, phase.value, device)  # int8 in training: before the store, as plan says it
+    # the environment's settings too (a bad one refused after the store, a mode run and the experiment
+    # were made, until 0.9.8): TRACKER_ZYGOTE, TRACKER_ZYGOTE_IDLE_S where zygotes are on (prestart
+    # passes over them), TRACKER_MEMORY_CAP where capped
+    if zygote_client.enabled():
+        zygote_client.idle_close_s()
+    if memory_limit_mb:
+        memcap.cap_choice()
     zygote_client.prestart()
     describe_early(model_ref, input_size)  # one of your own, or at another size: while the zygote imports, before the store
 
@@ -271,7 +278,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
     from tracker.profile.api import profile_network
     from tracker.profile.stats import Stopping
 
-    _check(model, device, input_size, phase, dtype, threads)
+    _check(model, device, input_size, phase, dtype, threads, memory_limit_mb)
     rule = Stopping(target_ci_rel=precision, time_cap_s=time_cap, min_samples=min_samples)
     layer_rule = rule.for_layers()
     try:
@@ -370,7 +377,7 @@ def boundary(
     if start > max_batch:  # nothing to try: refused before the store is made (made, and "up to None", until 0.9.8)
         raise typer.BadParameter(f"{start} is over --max-batch {max_batch}: no batch size would be tried",
                                  param_hint="'--start'")
-    _check(model, device, input_size, phase, dtype, threads)
+    _check(model, device, input_size, phase, dtype, threads, memory_limit_mb)
     result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
                            phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
                            search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value,
