@@ -959,7 +959,12 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
-    ("precision = 0.2", "precision = 2", "[measure].precision must be between 0 and 1 (0.02 is 2 %), got 2"),
+    ("precision = 0.2", "precision = 2", "[measure].precision must be from 0.001 to 0.5 (0.02 is 2 %), got 2"),
+    # --precision's and --min-samples' bounds (0.9 and 1,000,000 were taken until 0.9.8)
+    ("precision = 0.2", "precision = 0.9", "[measure].precision must be from 0.001 to 0.5 (0.02 is 2 %), got 0.9"),
+    ("precision = 0.2", "precision = 0.0001", "[measure].precision must be from 0.001 to 0.5 (0.02 is 2 %), got 0.0001"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 1000000",
+     "[measure].min_samples must be from 6 to 100000, got 1000000"),
     ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be greater than 0, got 0"),
     ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be greater than 0, got -5"),
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
@@ -969,7 +974,7 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 0", "[measure].repeats must be at least 1, got 0"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = 1000000",
      "[measure].repeats must be at most 1000 (each repeat is a whole pass over the campaign), got 1000000"),
-    ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 2", "[measure].min_samples must be at least 6, got 2"),
+    ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 2", "[measure].min_samples must be from 6 to 100000, got 2"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
     ("phases = [\"inference\"]", "phases = []", "[measure].phases names no phase (inference, training); leave it out"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\ndevices = []", "[measure].devices names no device (cpu, cuda"),

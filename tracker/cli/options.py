@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 
-from tracker.profile.stats import MIN_SAMPLES_FOR_CI
+from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES_FOR_CI
 from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH
 
 if TYPE_CHECKING:
@@ -147,11 +147,11 @@ DtypeOption = Annotated[Dtype, typer.Option(
                     "FX graph mode (CPU inference). Part of the configuration (run param precision).")]
 PrecisionOption = Annotated[
     float,
-    typer.Option("--precision", min=0.001, max=0.5, callback=finite, help="Target relative half-width of the 95% CI of the median."),
+    typer.Option("--precision", min=MIN_PRECISION, max=MAX_PRECISION, callback=finite, help="Target relative half-width of the 95% CI of the median."),
 ]
 TimeCapOption = Annotated[float, typer.Option("--time-cap", min=0.1, callback=finite, help="Seconds of sampling at most per configuration.")]
 MinSamplesOption = Annotated[int, typer.Option(
-    "--min-samples", min=MIN_SAMPLES_FOR_CI, max=100_000,
+    "--min-samples", min=MIN_SAMPLES_FOR_CI, max=MAX_SAMPLES,
     help="Samples at least before the precision may end sampling (the time cap still does): 200 give a p99.")]
 
 

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator
 from tracker.errors import ConfigError, not_utf8
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
-from tracker.profile.stats import MIN_SAMPLES, MIN_SAMPLES_FOR_CI
+from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI
 from tracker.settings import MAX_BATCH
 
 SECTIONS = {
@@ -219,8 +219,10 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
             raise ConfigError(f"{where}: [measure].{e}") from None
     for key in ("precision", "time_cap_s", "timeout_s", "memory_limit_mb"):
         if key in m:
-            check_bound(where, f"[measure].{key}", m[key], above=0,
-                        **({"below": 1, "hint": " (0.02 is 2 %)"} if key == "precision" else {}))
+            # precision: --precision's bounds (between 0 and 1 until 0.9.8: 0.9 was taken)
+            check_bound(where, f"[measure].{key}", m[key],
+                        **({"least": MIN_PRECISION, "most": MAX_PRECISION, "hint": " (0.02 is 2 %)"}
+                           if key == "precision" else {"above": 0}))
             if key == "memory_limit_mb":
                 check_limit_mb(where, f"[measure].{key}", m[key])
             setattr(c, key, float(m[key]))
@@ -228,7 +230,8 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
     c.trace = bool(m.get("trace", False))
     if "min_samples" in m:
         c.min_samples = int(m["min_samples"])
-        check_bound(where, "[measure].min_samples", c.min_samples, least=MIN_SAMPLES_FOR_CI)
+        # --min-samples' bounds (1,000,000 was taken until 0.9.8)
+        check_bound(where, "[measure].min_samples", c.min_samples, least=MIN_SAMPLES_FOR_CI, most=MAX_SAMPLES)
     c.repeats = int(m.get("repeats", 1))
     check_bound(where, "[measure].repeats", c.repeats, least=1)
     if c.repeats > MAX_REPEATS:  # a dry run of a million repeats listed them for minutes (until 0.9.2)

@@ -83,6 +83,13 @@ def t95(df: int) -> float:
 
 #: Fewest samples before the precision may stop sampling, unless asked for more (``--min-samples``).
 MIN_SAMPLES = 10
+#: The most samples a measurement takes (``Stopping.max_samples``), and so the most ``--min-samples`` (a
+#: campaign's ``min_samples``) may ask for: one bound for both (a campaign took 1,000,000 until 0.9.8).
+MAX_SAMPLES = 100_000
+#: The precision a measurement may be asked for (``--precision``, a campaign's ``precision``): the target
+#: relative half-width of the median's 95 % CI, from 0.1 % to 50 % (a campaign took 0.9 until 0.9.8).
+MIN_PRECISION = 0.001
+MAX_PRECISION = 0.5
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,7 @@ class Stopping:
     target_ci_rel: float = 0.02
     time_cap_s: float = 10.0
     min_samples: int = MIN_SAMPLES
-    max_samples: int = 100_000
+    max_samples: int = MAX_SAMPLES
     warmup_cap_s: float = 3.0
     warmup_min: int = 2
     block_s: float = BLOCK_S
