@@ -478,6 +478,31 @@ def test_boundary_doubles_to_the_first_failure_then_bisects(tmp_path: Path, monk
         None, 1, [8, 4, 2, 1])
 
 
+def test_only_an_out_of_memory_failure_is_a_boundarys_evidence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FAILED run of another reason than ``oom`` (a kill -9 from outside, a crash) says nothing of the
+    boundary. Until 0.9.8 a search reused a killed batch as out of memory (3 fitted; it said "2; first
+    failure: 3 (oom)"), and bisected on a fresh crash as on an out-of-memory, calling it ``oom``."""
+    logger = RunLogger(str(tmp_path / "s"), experiment="boundary")
+    monkeypatch.setenv("TRACKER_FAULT", "kill")  # the user's kill -9 of the child at batch 3
+    killed = find_boundary(logger, TINY, FAST, phase="inference", start=3, max_batch=3, timeout_s=120, input_size=64)
+    assert (killed.largest_ok, killed.first_failed, killed.failure_reason) == (None, 3, "killed")
+    monkeypatch.setenv("TRACKER_FAULT", "oom@4")
+    b = find_boundary(logger, TINY, FAST, phase="inference", start=1, max_batch=64, search=True, timeout_s=120,
+                      input_size=64)
+    assert (b.largest_ok, b.first_failed, b.failure_reason) == (3, 4, "oom")
+    assert [(int(r.network.params["batch_size"]), r.reused) for r in b.results] == [
+        (1, False), (2, False), (4, False), (3, False)]  # the killed 3 measured again, and it fits
+    # a fresh failure of another reason inside the bisection ends the search, said as what it was
+    monkeypatch.setenv("TRACKER_FAULT", "oom@8")
+    other = RunLogger(str(tmp_path / "s"), experiment="crash")
+    find_boundary(other, TINY, FAST, phase="inference", start=4, max_batch=8, timeout_s=120, input_size=64)  # 4; 8: oom
+    monkeypatch.setenv("TRACKER_FAULT", "crash@6")
+    ended = find_boundary(other, TINY, FAST, phase="inference", start=4, max_batch=8, search=True, timeout_s=120,
+                          input_size=64)
+    assert [(int(r.network.params["batch_size"]), r.reused) for r in ended.results] == [(4, True), (8, True), (6, False)]
+    assert (ended.largest_ok, ended.first_failed, ended.failure_reason) == (4, 6, "crash")
+
+
 def test_a_child_the_kernel_kills_for_memory_is_an_oom_and_the_boundary_bisects(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child_cgroups: None) -> None:
     """No memory cap of tracker's: the child at batch 4 takes memory until the kernel's

@@ -9,12 +9,15 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
 from tracker.log.record import (CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, LAYERS_METRIC, REPEAT_KEY_TAG,
                                 RunRecord, config_key, now_ms)
+
+#: The tag that says why a FAILED run failed (``oom``, ``killed``, ``crash``, ``error``, ``timeout``).
+FAILURE_REASON_TAG = "tracker.failure_reason"
 from tracker.profile.network import NetworkSpec, check_format
 from tracker.profile.stats import MIN_SAMPLES, Stopping
 
@@ -290,12 +293,13 @@ def measure_planned(
     timeout_s: float = 600.0,
     reuse: bool = True,
     campaign: str | None = None,
-    reuse_failed: bool = False,
+    reuse_failed: bool | Callable[[RunRecord], bool] = False,
     repeat_key: str | None = None,
     trace: bool = False,
 ) -> ProfileResult:
     """Measure ``p`` in a child process and log it (with its layers), unless ``reuse`` finds it
-    measured. ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG).
+    measured. ``reuse_failed``: a FAILED run answers too (True), or those it says yes to (a
+    boundary's: an out-of-memory failure, not a kill that would not come again). ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG).
     ``trace``: the child also traces a few iterations with torch.profiler after measuring
     (``tracker.profile.trace``), and the trace and its operator table are artifacts of the run."""
     from tracker.environment import gpu_tags, software_versions, threads_tags
@@ -310,6 +314,8 @@ def measure_planned(
             existing = logger.find(p.config_key, status)
             # A whole-network run measured without its layers does not answer a request for layers.
             if existing is not None and not (layers and status == "FINISHED" and not has_layers(existing)):
+                if status == "FAILED" and callable(reuse_failed) and not reuse_failed(existing):
+                    continue
                 return existing
         return None
 
@@ -542,8 +548,11 @@ def find_boundary(
     def attempt(bs: int) -> ProfileResult:
         p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator, memory_limit_mb=memory_limit_mb,
                  input_size=input_size, precision=dtype)
-        # a recorded failure is an answer too: a resumed search does not redo it
-        res = measure_planned(logger, p, rule, timeout_s=timeout_s, reuse_failed=True)
+        # a recorded failure is an answer too, where it would come again: a resumed search does not redo
+        # it. Out of memory alone is evidence of the boundary: a kill from outside (kill -9), a crash or
+        # an error is measured again (until 0.9.8 any failure was reused, and a killed batch that fitted
+        # was taken for one that did not)
+        res = measure_planned(logger, p, rule, timeout_s=timeout_s, reuse_failed=boundary_evidence)
         results.append(res)
         return res
 
@@ -576,7 +585,17 @@ def find_boundary(
             res = attempt(mid)
             if res.network.status == "FINISHED":
                 lo = mid
-            else:
-                hi = mid
+                continue
+            hi = mid
+            # another failure ends the search, as it does the doubling and the halving: it is the answer
+            # (until 0.9.8 it was bisected on as out of memory, and said as "oom")
+            if (reason := res.network.tags.get(FAILURE_REASON_TAG)) != "oom":
+                break
         ok, bad = lo, hi
     return Boundary(ok, bad, reason, results)
+
+
+def boundary_evidence(record: RunRecord) -> bool:
+    """Whether a FAILED run answers a boundary's question at its batch size, reused rather than measured
+    again: an out-of-memory failure (it would come again), not a kill from outside, a crash or an error."""
+    return record.tags.get(FAILURE_REASON_TAG) == "oom"
