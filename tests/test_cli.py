@@ -718,6 +718,28 @@ def test_boundary_summary_says_what_happened_in_words() -> None:
     assert line(None, None, None) == "no batch size tried: none from the start up to --max-batch 8"
 
 
+def test_a_layers_profile_whose_child_was_killed_in_its_layers_says_so_and_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child killed (SIGKILL from outside) while its layers were measured keeps the network's run, with
+    tag tracker.child_note: until 0.9.8 `profile layers` printed the network's line alone, with status 0,
+    the note in neither the table nor the JSON. Now it says the note, and a layers profile that measured
+    none of its layers ends with status 3."""
+    monkeypatch.setenv("TRACKER_FAULT", "layers:kill")
+    args = ["--tracking-uri", "s", "profile", "layers", "squeezenet1_1", "--input-size", "32", "--time-cap", "0.1",
+            "--precision", "0.5", "--threads", "1"]
+    note = ("note: its child was killed while its layers were measured (child ended by signal 9): the network's "
+            "measurement is kept, without them")
+    table = in_process(args, tmp_path)
+    assert table.returncode == 3, table
+    lines = table.stdout.splitlines()
+    # the network's line, its note (and any other of its notes: other processes taking the CPU), no layers
+    assert lines[0].startswith("squeezenet1_1 bs1 at 32 px inference") and lines[1] == note, table
+    assert all(line.startswith("note: ") for line in lines[1:]), table
+    as_json = in_process([*args, "--format", "json"], tmp_path)
+    assert as_json.returncode == 3, as_json
+    assert json.loads(as_json.stdout)["child_note"] == note[len("note: "):] and note in as_json.stderr, as_json
+
+
 def test_a_bad_zygote_or_memory_cap_setting_is_refused_before_anything_is_made(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """TRACKER_ZYGOTE=2, TRACKER_ZYGOTE_IDLE_S=abc and TRACKER_MEMORY_CAP=bogus (capped) were refused

@@ -135,6 +135,8 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         typer.echo(f"{data['model']} bs{data['batch_size']}{size} {data['phase']}{mode}: FAILED "
                    f"({data.get('failure_reason')}{why}); run {data['run_id']} (tracker runs show {data['run_id'][:12]}: "
                    "its stderr)")
+        for line in _notes(data):
+            typer.echo(line)
         return
     note = " (already measured: reused)" if data["reused"] else ""
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
@@ -180,9 +182,11 @@ def _notes(data: dict) -> list[str]:
     by the host, other work beside it."""
     from tracker.profile.records import beside_other_work, bound_by_host
 
+    # how its child ended, where its run says (its layers lost with a killed child, a child killed after
+    # its result): the run's tag alone until 0.9.8
+    notes = [f"note: {data['child_note']}"] if data.get("child_note") else []
     if data["status"] != "FINISHED":
-        return []
-    notes = []
+        return notes
     faults = data.get("page_faults_per_iter_count")
     if faults is not None and faults >= PAGE_FAULT_HINT and not str(data["mode"]).endswith("-retain"):
         notes.append(f"note: {faults:,.0f} page faults per iteration: the C library's allocator hands freed activations "
@@ -297,6 +301,8 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
                          "outbox)")
     _report(result.as_dict(), fmt)
     if result.network.status == "FAILED":
+        raise typer.Exit(MEASUREMENT_FAILED)
+    if layers and not result.layers:  # its layers lost (its child killed while it measured them; 0 until 0.9.8)
         raise typer.Exit(MEASUREMENT_FAILED)
 
 

@@ -110,6 +110,8 @@ class ProfileResult:
                 out[name] = m[name]
         if self.in_outbox:  # waits for `tracker sync` (said only on stderr until 0.9.5)
             out["in_outbox"] = True
+        if CHILD_NOTE_TAG in self.network.tags:  # what its run says of how its child ended (unsaid until 0.9.8)
+            out["child_note"] = self.network.tags[CHILD_NOTE_TAG]
         if self.network.status != "FINISHED":
             out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
             if FAILURE_MESSAGE_TAG in self.network.tags:  # what ended it, in a line (0.8.5)

@@ -238,6 +238,11 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
             Path(os.environ["TRACKER_FAULT_MARK"]).touch()
             time.sleep(3600)
+        if injected_fault() == "layers:kill":  # for tests: a child killed from outside while the layers are measured
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
         layer_rule = Stopping(**job.get("layer_rule", job.get("rule", {})))
         with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), gpu_index=gpu_index) as layer_sampler:
             calls = profile_layers(model, spec, layer_rule)

@@ -11,7 +11,8 @@ A training job (kind ``training``) also writes an event line per step as it goes
 (``TRACKER-EVENT {...}``, read by ``child.stream_child``).
 
 Fault injection for tests: ``TRACKER_FAULT`` = ``oom``, ``kill``, ``hang``, ``crash``,
-``linger`` (the child writes its result, then does not end), ``notrace`` (torch.profiler fails
+``linger`` (the child writes its result, then does not end), ``layers:hang`` and ``layers:kill`` (a
+network measured with its layers hangs, or is killed by SIGKILL, once its network is measured), ``notrace`` (torch.profiler fails
 when a trace is asked for), ``noreset`` (its peak memory
 cannot be started afresh, as on a kernel without ``/proc/self/clear_refs``) or ``oomkill`` (the child makes itself the kernel's first choice and takes memory until the
 kernel's out-of-memory killer ends it; in a memory cgroup of ``FAULT_CGROUP_MB`` made under its
