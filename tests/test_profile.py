@@ -65,6 +65,44 @@ def test_a_time_limit_under_what_a_measurement_may_take_says_so(tmp_path: Path, 
     assert said["6"] == "no result within 6 s"
 
 
+def test_a_timeout_is_measured_again_under_a_larger_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeout failure records its limit (tag tracker.timeout_s). Until 0.9.8 it answered whatever the
+    new limit: a boundary under a larger --timeout reused it (its line without "reused"), and a campaign
+    whose timeout_s was raised skipped it. Now a larger limit measures it again; the same one reuses it."""
+    store = tmp_path / "s"
+    monkeypatch.setenv("TRACKER_FAULT", "hang")  # only the time limit ends it
+    logger = RunLogger(str(store), experiment="limits")
+    hung = profile_network(logger, TINY, 2, FAST, timeout_s=1, input_size=64)
+    assert hung.network.tags["tracker.failure_reason"] == "timeout" and hung.network.tags["tracker.timeout_s"] == "1"
+    same = find_boundary(logger, TINY, FAST, phase="inference", start=2, max_batch=4, timeout_s=1, input_size=64)
+    assert [r.reused for r in same.results] == [True] and same.failure_reason == "timeout"  # it would come again
+    monkeypatch.delenv("TRACKER_FAULT")
+    out = CliRunner().invoke(app, ["--tracking-uri", str(store), "-e", "limits", "profile", "boundary", TINY, "--phase",
+                                   "inference", "--start", "2", "--max-batch", "2", "--input-size", "64", "--time-cap",
+                                   "0.3", "--precision", "0.2", "--timeout", "30"])
+    assert out.exit_code == 0 and out.stdout.startswith(f"{TINY} bs2 at 64 px inference in mode "), out.stdout
+    assert "(already measured: reused)" not in out.stdout and "every batch size tried fits, up to 2" in out.stdout
+    # a reused failure says so, as a reused measurement does (unsaid until 0.9.8)
+    monkeypatch.setenv("TRACKER_FAULT", "hang@4")
+    find_boundary(logger, TINY, FAST, phase="inference", start=4, max_batch=4, timeout_s=1, input_size=64)
+    again = CliRunner().invoke(app, ["--tracking-uri", str(store), "-e", "limits", "profile", "boundary", TINY,
+                                     "--phase", "inference", "--start", "4", "--max-batch", "4", "--input-size", "64",
+                                     "--timeout", "1"])
+    assert again.exit_code == 0 and "FAILED (timeout: no result within 1 s" in again.stdout, again.stdout
+    assert ") (already measured: reused); run " in again.stdout, again.stdout
+    # a campaign: skipped under the limit it failed under, measured again under a larger one
+    monkeypatch.setenv("TRACKER_FAULT", "hang")
+    path = tmp_path / "limits.toml"
+    for timeout_s, fault, tally in ((1, "hang", {"failed": 1}), (1, "hang", {"skipped": 1}), (60, "", {"measured": 1})):
+        monkeypatch.setenv("TRACKER_FAULT", fault)
+        path.write_text('[campaign]\nname = "limits"\n[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nbatch_sizes = [1]\n'
+                        f'input_sizes = [64]\ntime_cap_s = 0.3\nprecision = 0.2\ntimeout_s = {timeout_s}\n')
+        ran = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "c"), "campaign", "run", str(path), "--format",
+                                       "json"])
+        counts = json.loads(ran.stdout)
+        assert {k: counts[k] for k in tally} == tally, (timeout_s, counts)
+
+
 def test_a_child_that_does_not_end_after_its_result_is_killed_and_its_result_stands(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A child that wrote its result and then hangs (a thread that never joins, say) is killed

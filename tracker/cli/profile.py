@@ -130,15 +130,16 @@ def _report(data: dict, fmt: OutputFormat) -> None:
         return
     size = _size_words(data)
     mode = f" in mode {data['mode']}" if data.get("mode") else ""
+    reused = " (already measured: reused)" if data.get("reused") else ""  # a failure too (unsaid until 0.9.8)
     if data["status"] != "FINISHED":  # said as a measured line says what it measured (its size, its mode)
         why = f": {data['failure_message']}" if data.get("failure_message") else ""
         typer.echo(f"{data['model']} bs{data['batch_size']}{size} {data['phase']}{mode}: FAILED "
-                   f"({data.get('failure_reason')}{why}); run {data['run_id']} (tracker runs show {data['run_id'][:12]}: "
-                   "its stderr)")
+                   f"({data.get('failure_reason')}{why}){reused}; run {data['run_id']} (tracker runs show "
+                   f"{data['run_id'][:12]}: its stderr)")
         for line in _notes(data):
             typer.echo(line)
         return
-    note = " (already measured: reused)" if data["reused"] else ""
+    note = reused
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
     if data.get("network_mem_mb") is not None:  # what the network added to the process's peak
         mem += f" ({data['network_mem_mb']:,.0f} MB of it the network's)"

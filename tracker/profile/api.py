@@ -18,6 +18,21 @@ from tracker.log.record import (CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_ME
 
 #: The tag that says why a FAILED run failed (``oom``, ``killed``, ``crash``, ``error``, ``timeout``).
 FAILURE_REASON_TAG = "tracker.failure_reason"
+#: A ``timeout`` failure's time limit (seconds, ``--timeout``, a campaign's ``timeout_s``; since 0.9.8):
+#: under a larger one the configuration may finish, so the failure does not answer it (``timed_out_under``).
+TIMEOUT_TAG = "tracker.timeout_s"
+
+
+def timed_out_under(record: RunRecord, timeout_s: float) -> bool:
+    """Whether ``record`` is a ``timeout`` failure under a smaller time limit than ``timeout_s``: measured
+    again under it, not reused (until 0.9.8 any recorded timeout was). A timeout logged before 0.9.8
+    carries no limit, and answers as it did."""
+    if record.tags.get(FAILURE_REASON_TAG) != "timeout":
+        return False
+    try:
+        return float(record.tags[TIMEOUT_TAG]) < timeout_s
+    except (KeyError, ValueError):
+        return False
 from tracker.profile.network import NetworkSpec, check_format
 from tracker.profile.stats import MIN_SAMPLES, Stopping
 
@@ -402,8 +417,11 @@ def measure_planned(
                 message = (f"{message}: a time limit under what a measurement may take, its warm-up up to "
                            f"{rule.warmup_cap_s:g} s, its sampling up to {rule.time_cap_s:g} s (--time-cap, a campaign's time_cap_s) and its child's "
                            f"start about {CHILD_START_S:g} s; give it at least {takes:g} s (--timeout, a campaign's timeout_s)")
-            return log(failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash",
-                                     message, result.stderr_tail, start, p.threads, p.allocator), [], result.payload)
+            failed = failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash", message,
+                                   result.stderr_tail, start, p.threads, p.allocator)
+            if result.reason == "timeout":  # its limit: a larger one measures it again (since 0.9.8)
+                failed.tags[TIMEOUT_TAG] = f"{timeout_s:g}"
+            return log(failed, [], result.payload)
         payload = result.payload
         record = measured_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, payload, start, p.threads, p.allocator)
         if traced is not None:
@@ -547,6 +565,11 @@ def find_boundary(
     ensure_mode_logged(logger, device, threads, allocator)
     results: list[ProfileResult] = []
 
+    def timed_out_again(record: RunRecord) -> bool:
+        """A timeout under this limit or a larger one: it would come again, and ends the search as it did
+        (under a smaller limit it is measured again, since 0.9.8)."""
+        return record.tags.get(FAILURE_REASON_TAG) == "timeout" and not timed_out_under(record, timeout_s)
+
     def attempt(bs: int) -> ProfileResult:
         p = plan(ref, bs, phase=phase, device=device, threads=threads, allocator=allocator, memory_limit_mb=memory_limit_mb,
                  input_size=input_size, precision=dtype)
@@ -554,7 +577,8 @@ def find_boundary(
         # it. Out of memory alone is evidence of the boundary: a kill from outside (kill -9), a crash or
         # an error is measured again (until 0.9.8 any failure was reused, and a killed batch that fitted
         # was taken for one that did not)
-        res = measure_planned(logger, p, rule, timeout_s=timeout_s, reuse_failed=boundary_evidence)
+        res = measure_planned(logger, p, rule, timeout_s=timeout_s,
+                              reuse_failed=lambda r: boundary_evidence(r) or timed_out_again(r))
         results.append(res)
         return res
 
@@ -599,5 +623,6 @@ def find_boundary(
 
 def boundary_evidence(record: RunRecord) -> bool:
     """Whether a FAILED run answers a boundary's question at its batch size, reused rather than measured
-    again: an out-of-memory failure (it would come again), not a kill from outside, a crash or an error."""
+    again: an out-of-memory failure (it would come again), not a kill from outside, a crash or an error (a
+    timeout is not evidence, but answers where it would come again: ``timed_out_under``)."""
     return record.tags.get(FAILURE_REASON_TAG) == "oom"

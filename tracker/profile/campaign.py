@@ -499,6 +499,14 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
 
     done_keys = measured(statuses=("FINISHED",))
     failed_keys = measured(statuses=("FAILED",))
+    if failed_keys and logger is not None:
+        # a timeout under a smaller limit than this campaign's may finish under it: measured again (skipped
+        # as failed until 0.9.8, its timeout_s raised or not)
+        from tracker.profile.api import TIMEOUT_TAG, timed_out_under
+
+        for key in measured(statuses=("FAILED",), having=TIMEOUT_TAG):
+            if (record := logger.find(key, "FAILED")) is not None and timed_out_under(record, c.timeout_s):
+                failed_keys.discard(key)
     done_repeats = measured(statuses=("FINISHED",), tag=REPEAT_KEY_TAG) if c.repeats > 1 else set()
     # Configurations whose trace was taken (or failed: asking again would fail again).
     traced_keys = (measured(statuses=("FINISHED",), having=TRACE_TAG)
