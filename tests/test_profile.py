@@ -65,6 +65,23 @@ def test_a_time_limit_under_what_a_measurement_may_take_says_so(tmp_path: Path, 
     assert said["6"] == "no result within 6 s"
 
 
+def test_a_timeout_in_the_layers_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A layers profile whose time ran out in its layers, past the network's measurement: until 0.9.8 its
+    message was "no result within 4 s" alone (the hint, "at least 2.5 s", counted the network alone). It
+    now says where the time ran out, and the hint under the network's own time counts the layers too."""
+    monkeypatch.setenv("TRACKER_FAULT", "layers:hang")  # the network measured, then its layers never end
+    monkeypatch.setenv("TRACKER_FAULT_MARK", str(tmp_path / "mark"))
+    logger = RunLogger(str(tmp_path / "s"), experiment="layers")
+    layer_rule = FAST.for_layers()
+    r = profile_network(logger, TINY, 1, FAST, layers=True, layer_rule=layer_rule, timeout_s=4, input_size=64)
+    assert r.network.status == "FAILED" and r.network.tags["tracker.failure_reason"] == "timeout"
+    each = layer_rule.warmup_cap_s + layer_rule.time_cap_s
+    assert r.network.tags["tracker.failure_message"] == (
+        "no result within 4 s: the time ran out while its layers were measured, after the network's own measurement "
+        f"(which took up to 2.5 s with its child's start), then each of its layers alone up to {each:g} s (its warm-up "
+        "and sampling caps): a network has tens to hundreds of them; give it more (--timeout), or a lower --time-cap")
+
+
 def test_a_timeout_is_measured_again_under_a_larger_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A timeout failure records its limit (tag tracker.timeout_s). Until 0.9.8 it answered whatever the
     new limit: a boundary under a larger --timeout reused it (its line without "reused"), and a campaign

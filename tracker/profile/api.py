@@ -413,10 +413,22 @@ def measure_planned(
             return log(record, [], result.partial)
         if not result.ok:
             message = result.message
-            if result.reason == "timeout" and timeout_s < (takes := rule.warmup_cap_s + rule.time_cap_s + CHILD_START_S):
+            takes = rule.warmup_cap_s + rule.time_cap_s + CHILD_START_S
+            each = (layer_rule or rule).warmup_cap_s + (layer_rule or rule).time_cap_s  # a layer alone, at most
+            # its layers, where asked for: as many as its network has, each measured alone after the network (a
+            # hint of the network's time alone, and none past it, until 0.9.8)
+            per_layer = (f", then each of its layers alone up to {each:g} s (its warm-up and sampling caps)"
+                         if layers else "")
+            if result.reason == "timeout" and layers and result.partial is not None:
+                # the network measured, the time ran out in its layers: how many it has is the child's to know
+                message = (f"{message}: the time ran out while its layers were measured, after the network's own "
+                           f"measurement (which took up to {takes:g} s with its child's start){per_layer}: a network "
+                           "has tens to hundreds of them; give it more (--timeout), or a lower --time-cap")
+            elif result.reason == "timeout" and timeout_s < takes:
                 message = (f"{message}: a time limit under what a measurement may take, its warm-up up to "
                            f"{rule.warmup_cap_s:g} s, its sampling up to {rule.time_cap_s:g} s (--time-cap, a campaign's time_cap_s) and its child's "
-                           f"start about {CHILD_START_S:g} s; give it at least {takes:g} s (--timeout, a campaign's timeout_s)")
+                           f"start about {CHILD_START_S:g} s{per_layer}; give it at least {takes:g} s "
+                           f"{'and more for its layers ' if layers else ''}(--timeout, a campaign's timeout_s)")
             failed = failed_record(p.spec, p.model_hash, p.mode_id, rule, p.keys, result.reason or "crash", message,
                                    result.stderr_tail, start, p.threads, p.allocator)
             if result.reason == "timeout":  # its limit: a larger one measures it again (since 0.9.8)
