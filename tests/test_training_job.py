@@ -856,3 +856,63 @@ def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(
         out = _cli(runs, "profile", "training", str(_job(tmp_path, "bad", model=model)))
         assert out.exit_code == 1 and str(out.exception) == message, out.exception
     assert len(client.search_runs([client.get_experiment_by_name("Default").experiment_id], max_results=1000)) == before
+
+
+@pytest.mark.parametrize(("fmt", "edit", "said"), [
+    ("coco", [0, 0, float("inf"), 10], "bbox [0, 0, inf, 10]: [x, y, width, height] has a coordinate that is not a "
+                                       "finite number"),
+    ("coco", [0, 0, float("nan"), 10], "bbox [0, 0, nan, 10]: [x, y, width, height] has a coordinate that is not a "
+                                       "finite number"),
+    # finite, but infinite as the float32 a detector trains on
+    ("coco", [0, 0, 1e308, 10], "bbox [0, 0, 1e+308, 10]: [x, y, width, height] is not inside the image, 64x64 pixels"),
+    ("coco", [-1e30, 0, 2e30, 10], "bbox [-1e+30, 0, 2e+30, 10]: [x, y, width, height] is not inside the image, 64x64 pixels"),
+    ("voc", "inf", "box [{x0}, {y0}, inf, {y1}] has a coordinate that is not a finite number"),
+    ("voc", "1e300", "box [{x0}, {y0}, 1e+300, {y1}] is not inside the image, 64x64 pixels"),
+])
+def test_a_box_not_finite_or_outside_its_image_is_a_broken_annotation(tmp_path: Path, fmt: str, edit: object,
+                                                                      said: str) -> None:
+    """An infinite, NaN or huge box coordinate (JSON's Infinity, a width of 1e308, VOC's <xmax>inf</xmax>)
+    is a broken annotation, its file named: until 0.9.8 it was trained on and crashed the measuring
+    child with SIGSEGV (``FAILED (crash: child ended by signal 11)``)."""
+    import re
+
+    from tracker.data.datasets import Bad, open_dataset
+    from tracker.data.synth import synth
+
+    synth(tmp_path / "det", "detection", 2, size=64)
+    ann = tmp_path / "det" / "annotations.json"
+    coco = json.loads(ann.read_text())
+    first = next(a for a in coco["annotations"] if a["image_id"] == coco["images"][0]["id"])
+    if fmt == "coco":
+        first["bbox"] = edit
+        ann.write_text(json.dumps(coco))  # Infinity, NaN: as Python's json writes and reads them
+        source = "annotations.json"
+    else:
+        xml = tmp_path / "det" / "Annotations" / "00000.xml"
+        text = xml.read_text()
+        corners = [float(re.search(f"<{k}>([^<]*)</{k}>", text)[1]) for k in ("xmin", "ymin", "ymax")]
+        xml.write_text(re.sub("<xmax>[^<]*</xmax>", f"<xmax>{edit}</xmax>", text, count=1))
+        said = said.format(**dict(zip(("x0", "y0", "y1"), corners)))
+        source = "00000.xml"
+    data = open_dataset(tmp_path / "det", fmt, 64)
+    bad = data[0]
+    assert isinstance(bad, Bad) and bad.reason == f"{source}: broken annotation ({said})", bad
+    assert not isinstance(data[1], Bad)  # the other image's boxes are inside it
+
+
+def test_a_job_skips_an_image_whose_box_is_infinite(tmp_path: Path) -> None:
+    """The job the box crashed (signal 11, until 0.9.8) finishes, the image skipped with its annotation named."""
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "det"), "--kind", "detection", "--images", "4", "--size", "64")
+    ann = tmp_path / "det" / "annotations.json"
+    coco = json.loads(ann.read_text())
+    coco["annotations"][0]["bbox"] = [0, 0, float("inf"), 10]
+    ann.write_text(json.dumps(coco))
+    job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=4, steps=1, data="det", fmt="coco")
+    out = _cli(runs, "profile", "training", str(job), "--format", "json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
+    assert r["status"] == "FINISHED" and r["steps"] == 1, r
+    assert [s["reason"] for s in r["skipped_files"]] == [
+        "annotations.json: broken annotation (bbox [0, 0, inf, 10]: [x, y, width, height] has a coordinate that is "
+        "not a finite number)"], r["skipped_files"]

@@ -8,6 +8,7 @@ sets aside, and the training loop either reports and skips it or fails the run w
 from __future__ import annotations
 
 import json
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,8 @@ def undecodable(path: Path, exc: Exception) -> Bad:
 
 
 def _image(path: Path, size: int) -> Any:
-    """Decode, resize, tensor, normalise: the usual torchvision transform."""
+    """Decode, resize, tensor, normalise: the usual torchvision transform; with the image's size as
+    decoded (width, height)."""
     import torch
     from PIL import Image
 
@@ -49,8 +51,7 @@ def _image(path: Path, size: int) -> Any:
         img = img.convert("RGB")
         width, height = img.size
         img = img.resize((size, size))
-    t = F.normalize(F.to_tensor(img), MEAN, STD)
-    return t, torch.tensor([size / width, size / height, size / width, size / height])
+    return F.normalize(F.to_tensor(img), MEAN, STD), (width, height)
 
 
 class ClassificationFolder:
@@ -78,20 +79,39 @@ class ClassificationFolder:
         return image, label
 
 
-Box = tuple[list[float], int]  # (x0, y0, x1, y1) in the file's pixels, 1-based label
+#: (x0, y0, x1, y1) in the file's pixels, 1-based label, and (its annotation file, the box as that file
+#: writes it): what a box outside its image is said with when the image is read
+Box = tuple[list[float], int, tuple[str, str]]
+#: How far a box may reach past its image's edge, in the image's pixels: VOC's corners are 1-based
+#: (xmax is the width at most), a COCO box's x + width may pass the width by a rounding.
+EDGE_SLACK_PX = 1.0
 
 
 def _box(xyxy: list[float], label: Any, source: str, written: list[float] | None = None) -> Box | str:
     """A checked box, or why the annotation is broken, the box as its file writes it (``written``,
     COCO's [x, y, width, height]; a COCO box was said as corners, which the file does not hold,
-    until 0.9.6)."""
+    until 0.9.6). A coordinate that is not a finite number is broken (since 0.9.8: an infinite one
+    was trained on, and crashed the measuring child with SIGSEGV inside torchvision)."""
+    said = f"box {xyxy}" if written is None else f"bbox {written}: [x, y, width, height]"
+    if not all(math.isfinite(v) for v in xyxy):
+        return f"{source}: broken annotation ({said} has a coordinate that is not a finite number)"
     x0, y0, x1, y1 = xyxy
     if not (x1 > x0 and y1 > y0):
-        return (f"{source}: broken annotation (empty box {xyxy})" if written is None else
-                f"{source}: broken annotation (empty bbox {written}: [x, y, width, height])")
+        return f"{source}: broken annotation (empty {said})"
     if not isinstance(label, int) or label < 1:
         return f"{source}: broken annotation (unknown category {label!r})"
-    return [float(x0), float(y0), float(x1), float(y1)], label
+    return [float(x0), float(y0), float(x1), float(y1)], label, (source, said)
+
+
+def _outside(objects: list[Box], width: int, height: int) -> str | None:
+    """Why a box of an image ``width`` x ``height`` is broken where one is not inside it (give or take
+    :data:`EDGE_SLACK_PX`): a huge one (a width of 1e308, finite, infinite as the float32 the detector
+    trains on) crashed the measuring child until 0.9.8; None where each is inside."""
+    for (x0, y0, x1, y1), _, (source, said) in objects:
+        if not (-EDGE_SLACK_PX <= x0 and -EDGE_SLACK_PX <= y0 and x1 <= width + EDGE_SLACK_PX
+                and y1 <= height + EDGE_SLACK_PX):
+            return f"{source}: broken annotation ({said} is not inside the image, {width}x{height} pixels)"
+    return None
 
 
 def _first_error(objects: list[Box | str]) -> list[Box] | str:
@@ -155,7 +175,8 @@ class Detection:
         objects: dict[Any, list[Box | str]] = {i: [] for i in images}
         for a in data.get("annotations", []):
             bbox, lab = a.get("bbox"), label.get(a.get("category_id"))
-            if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, (int, float)) for v in bbox):
+            if not isinstance(bbox, list) or len(bbox) != 4 or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox):
                 box: Box | str = f"{ann.name}: broken annotation (bbox {bbox!r} is not [x, y, width, height])"
             elif lab is None:  # a label the network has no class for: torchvision's IndexError mid-step until 0.9.1
                 box = (f"{ann.name}: broken annotation (category_id {a.get('category_id')!r} is none of its categories' "
@@ -197,13 +218,16 @@ class Detection:
         if isinstance(objects, str):
             return Bad(str(path), objects)
         try:
-            image, scale = _image(path, self.size)
+            image, (width, height) = _image(path, self.size)
         except MemoryError:
             raise
         except Exception as exc:  # noqa: BLE001
             return undecodable(path, exc)
-        boxes = torch.tensor([b for b, _ in objects], dtype=torch.float32).reshape(-1, 4) * scale
-        return image, {"boxes": boxes, "labels": torch.tensor([lab for _, lab in objects], dtype=torch.int64)}
+        if (outside := _outside(objects, width, height)) is not None:
+            return Bad(str(path), outside)
+        scale = torch.tensor([self.size / width, self.size / height] * 2)
+        boxes = torch.tensor([b for b, _, _ in objects], dtype=torch.float32).reshape(-1, 4) * scale
+        return image, {"boxes": boxes, "labels": torch.tensor([lab for _, lab, _ in objects], dtype=torch.int64)}
 
 
 def open_dataset(root: Path, fmt: str, size: int) -> Any:
