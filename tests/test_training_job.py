@@ -410,7 +410,10 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     # a section that is no table: a traceback until 0.9.3
     ('model = "resnet18"\ntraining = 5\n[data]\npath = "."\n', "job.toml: [training] should be a table of keys, got training = 5"),
     ('model = "resnet18"\ndata = "x"\n', "job.toml: [data] should be a table of keys, got data = 'x'"),
-    ('model = "resnet18"\n[data]\npath = "."\nimage_size = 0\n', "job.toml: [data].image_size must be at least 1, got 0"),
+    ('model = "resnet18"\n[data]\npath = "."\nimage_size = 0\n', "job.toml: [data].image_size must be from 1 to 8192, got 0"),
+    # each image failed to resize and was skipped, and the job was a FINISHED run of no step, until 0.9.8
+    ('model = "resnet18"\n[data]\npath = "."\nimage_size = 99999999999\n',
+     "job.toml: [data].image_size must be from 1 to 8192, got 99999999999"),
 ])
 def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "job.toml"
@@ -916,3 +919,36 @@ def test_a_job_skips_an_image_whose_box_is_infinite(tmp_path: Path) -> None:
     assert [s["reason"] for s in r["skipped_files"]] == [
         "annotations.json: broken annotation (bbox [0, 0, inf, 10]: [x, y, width, height] has a coordinate that is "
         "not a finite number)"], r["skipped_files"]
+
+
+def test_a_job_whose_every_item_is_skipped_fails_and_is_measured_again(tmp_path: Path) -> None:
+    """A job whose every image is corrupt measured no step: a FAILED run (bad_input), status 3, not a
+    FINISHED one tagged stop_reason epochs and read back as measured (until 0.9.8)."""
+    from tests.test_cli import in_process
+
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "4", "--size", "32")
+    for image in (tmp_path / "cls").glob("*/*.jpg"):
+        image.write_bytes(b"this is not a jpeg")
+    job = _job(tmp_path, "job", bs=2, steps=0, epochs=1, size=32)
+    ids = []
+    for _ in range(2):
+        done = in_process(["--tracking-uri", str(runs), "profile", "training", str(job)], tmp_path)
+        assert done.returncode == 3, (done.stdout, done.stderr)
+        assert done.stdout.startswith("FAILED: no step measured (bad_input: every item of the dataset was skipped (4 "
+                                      "files named in skipped_files.json)) (run "), done.stdout
+        ids.append(done.stdout.split("(run ")[1][:12])
+    assert ids[0] != ids[1]  # measured again: a failed run is not read back
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = next(r for r in client.search_runs([client.get_experiment_by_name("Default").experiment_id])
+               if r.info.run_id.startswith(ids[0]))
+    assert run.info.status == "FAILED" and run.data.tags["tracker.failure_reason"] == "bad_input"
+    assert "tracker.stop_reason" not in run.data.tags and run.data.tags["tracker.skipped_files"] == "4"
+
+
+def test_a_job_line_of_no_step_and_no_reason_says_no_none(capsys: pytest.CaptureFixture[str]) -> None:
+    """A FINISHED run of no step (logged so until 0.9.8, and read back from such a store) said "(None)"."""
+    from tracker.cli.profile import _job_line
+
+    _job_line({"status": "FINISHED", "steps": 0, "reason": None, "run_id": "0123456789abcdef", "skipped_files": []})
+    assert capsys.readouterr().out == "FINISHED: no step measured (run 0123456789ab)\n"

@@ -510,6 +510,8 @@ def _job_line(r: dict[str, Any]) -> None:
         _job_notes(r)
     else:
         why = f": {r['failure_message']}" if r.get("failure_message") else ""
-        typer.echo(f"{r['status']}: no step measured ({r['reason']}{why}) (run {r['run_id'][:12]})")
+        # a FINISHED run of no step (logged so until 0.9.8, and read back) has no reason: "(None)" was said
+        ended = f" ({r['reason']}{why})" if r["reason"] else ""
+        typer.echo(f"{r['status']}: no step measured{ended} (run {r['run_id'][:12]})")
     for s in r["skipped_files"]:
         typer.echo(f"skipped {s['file']}: {s['reason']}", err=True)

@@ -34,6 +34,7 @@ from typing import Any, Callable
 from tracker.console import counted
 from tracker.errors import ConfigError, MeasurementError
 from tracker.settings import MAX_BATCH
+from tracker.zoo.generator import MAX_SPEC_SIZE
 
 TOP = {"model": str}
 TRAINING = {"num_epochs": int, "batch_size": int, "prefetch_factor": int, "num_workers": int, "device": str,
@@ -45,6 +46,12 @@ MODE_FIELDS = ("threads", "allocator")
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 #: Steps at a job's start left out of its statistics and samples (kept as their warm-up): the set-up.
 WARMUP_STEPS = 1
+#: The most of a setting a job file takes: a batch as --batch-size does (any was taken until 0.9.7), and an
+#: image size as a network's spec its input_size (MAX_SPEC_SIZE: the job's image_size is its network's input;
+#: since 0.9.8, before which 99999999999 was taken, each image failed to resize and was skipped, and the job
+#: was a FINISHED run of no step). Not data synth's MAX_SIZE_PX, a bound on the files it draws: a job resizes
+#: files of any size, a real dataset's larger ones too.
+MOST = {"batch_size": MAX_BATCH, "image_size": MAX_SPEC_SIZE}
 
 
 @dataclass
@@ -128,7 +135,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
                        ("memory_limit_mb", 0), ("prefetch_factor", 1), ("step_timeout_s", 0), ("threads", 0)):
         # named with its section, as every other key (``image_size must be at least 1`` until 0.9.3)
         check_bound(where, f"[{'data' if key == 'image_size' else 'training'}].{key}", getattr(cfg, key), least=least,
-                    most=MAX_BATCH if key == "batch_size" else None)  # as --batch-size (taken until 0.9.7)
+                    most=MOST.get(key))
     check_bound(where, "[training].learning_rate", cfg.learning_rate, above=0)
     check_limit_mb(where, "[training].memory_limit_mb", cfg.memory_limit_mb)
     check_num_workers(cfg.num_workers, f"{where}: [training].num_workers")
@@ -447,6 +454,15 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     elif end.get("failure"):
         message = end["failure"][1]
         record.fail(*end["failure"])
+    elif not steps:  # its loop ran out with no step: each batch's every item skipped (a corrupt JPEG each, a COCO
+        # file whose every annotation is broken) or none at all. A FINISHED run of no step until 0.9.8, tagged
+        # stop_reason epochs and read back as measured: a job's run is FINISHED with a step measured
+        if skipped:
+            message = (f"every item of the dataset was skipped ({counted(len(skipped), 'file')} named in "
+                       "skipped_files.json)")
+        else:
+            message = "its loop ended before any step was measured"
+        record.fail("bad_input" if skipped else "error", "\n".join(x for x in (message, child.stderr_tail) if x))
     if record.status == "FAILED" and message.strip():
         record.tags[FAILURE_MESSAGE_TAG] = message.strip().splitlines()[0][:500]
     return _finish(logger, record, cfg, steps, skipped, end)
