@@ -952,3 +952,49 @@ def test_a_job_line_of_no_step_and_no_reason_says_no_none(capsys: pytest.Capture
 
     _job_line({"status": "FINISHED", "steps": 0, "reason": None, "run_id": "0123456789abcdef", "skipped_files": []})
     assert capsys.readouterr().out == "FINISHED: no step measured (run 0123456789ab)\n"
+
+
+SHAPES = {"images": [{"id": 1, "file_name": "00000.jpg"}], "categories": [{"id": 1, "name": "circle"}],
+          "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 20, 20]}]}
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    # each a traceback until 0.9.8: KeyError, AttributeError, AttributeError, AttributeError, RecursionError
+    (json.dumps({**SHAPES, "categories": [{"id": 1}]}), 'a category has no "name": {"id": 1}'),
+    (json.dumps({**SHAPES, "annotations": {"a": 1}}), '"annotations" is an object, not an array'),
+    (json.dumps({**SHAPES, "annotations": "abc"}), '"annotations" is a string, not an array'),
+    (json.dumps({**SHAPES, "annotations": [5]}), 'an entry of "annotations" is 5, not an object'),
+    (json.dumps({**SHAPES, "images": [{"id": [1], "file_name": "00000.jpg"}]}),
+     'an entry of "images" has no "id" (a whole number): {"id": [1], "file_name": "00000.jpg"}'),
+    (json.dumps([SHAPES]), 'the file holds an array, not an object with "images", "annotations" and "categories"'),
+    ("[" * 100000 + "]" * 100000, "JSON nested too deeply to read"),
+])
+def test_a_coco_file_of_another_shape_is_refused_in_one_line(tmp_path: Path, text: str, said: str) -> None:
+    """A COCO annotation file of another shape than COCO's refuses the job in one line naming it, from
+    `profile training` and a loader campaign's --dry-run alike."""
+    from tests.test_cli import in_process
+    from tracker.data.synth import synth
+
+    synth(tmp_path / "det", "detection", 1, size=64)
+    ann = tmp_path / "det" / "annotations.json"
+    ann.write_text(text)
+    job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=1, data="det", fmt="coco")
+    for command in (["profile", "training", str(job)], ["campaign", "loader", str(job), "--dry-run"]):
+        refused = in_process(["--tracking-uri", str(tmp_path / "runs"), *command], tmp_path)
+        # the last line: MLflow's own INFO lines come before it where the command made the store
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr and refused.stderr.splitlines()[-1] == (
+            f"error: {job}: {ann}: not a COCO annotation file ({said})"), refused.stderr
+
+
+def test_a_coco_category_id_of_another_kind_is_a_broken_annotation(tmp_path: Path) -> None:
+    """An annotation whose category_id is a list (unhashable: a TypeError's traceback until 0.9.8) is
+    a broken annotation, as an id none of its categories has is."""
+    from tracker.data.datasets import Bad, open_dataset
+    from tracker.data.synth import synth
+
+    synth(tmp_path / "det", "detection", 1, size=64)
+    ann = tmp_path / "det" / "annotations.json"
+    ann.write_text(json.dumps({**SHAPES, "annotations": [{**SHAPES["annotations"][0], "category_id": [1]}]}))
+    bad = open_dataset(tmp_path / "det", "coco", 64)[0]
+    assert isinstance(bad, Bad) and bad.reason == (
+        "annotations.json: broken annotation (category_id [1] is none of its categories' ids)"), bad

@@ -110,6 +110,9 @@ def _read_file(path: Path) -> list[Mapping]:
                           "writes") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:  # arrays in arrays past Python's recursion limit: a traceback until 0.9.8
+        raise ConfigError(f"{path}: JSON nested too deeply to read; a mapping file is a list of mappings, as "
+                          "`tracker mapping generate --out` writes") from None
     if not isinstance(data, list):
         raise ConfigError(f"{path}: expected a list of mappings (as `tracker mapping generate --out` writes)")
     if not data:  # exit 0 with nothing said until 0.9.3

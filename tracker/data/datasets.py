@@ -137,6 +137,49 @@ def _xml_fault(xml: Path, exc: Exception) -> str:
     return str(exc)
 
 
+class NotCoco(Exception):
+    """What makes a JSON file no COCO annotation file: said in its one line (``_read_coco``)."""
+
+
+def _json_kind(value: Any) -> str:
+    """What JSON calls the kind of ``value`` (as ``json`` reads it)."""
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _id(value: Any) -> bool:
+    """Whether ``value`` can be a COCO id (of an image, a category): a whole number or a string."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+def _coco_tables(data: Any) -> tuple[dict[Any, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A COCO file's images by id, its categories by id and its annotations, once their shapes are
+    checked: each a list of objects, an image and a category with an id, a category with a name
+    (since 0.9.8: a category without a name, "annotations" an object or a string, an annotation
+    that is a number, ended the command in a traceback). ``NotCoco`` says what is not so."""
+    if not isinstance(data, dict):
+        raise NotCoco(f"the file holds {_json_kind(data)}, not an object with \"images\", \"annotations\" "
+                      "and \"categories\"")
+    for key in ("images", "categories"):
+        if key not in data:
+            raise NotCoco(f"no \"{key}\"")
+    annotations = data.get("annotations") or []
+    for key, value in (("images", data["images"]), ("categories", data["categories"]), ("annotations", annotations)):
+        if not isinstance(value, list):
+            raise NotCoco(f"\"{key}\" is {_json_kind(value)}, not an array")
+        for item in value:
+            if not isinstance(item, dict):
+                raise NotCoco(f"an entry of \"{key}\" is {json.dumps(item)[:60]}, not an object")
+            if key != "annotations" and not _id(item.get("id")):
+                raise NotCoco(f"an entry of \"{key}\" has no \"id\" (a whole number): {json.dumps(item)[:60]}")
+            if key == "categories" and not isinstance(item.get("name"), str):
+                raise NotCoco(f"a category has no \"name\": {json.dumps(item)[:60]}")
+    categories = data["categories"]
+    if len({type(c["id"]) for c in categories}) > 1:
+        raise NotCoco("its categories' ids are of more than one kind (whole numbers and strings)")
+    return {im["id"]: im for im in data["images"]}, sorted(categories, key=lambda c: c["id"]), annotations
+
+
 class Detection:
     """Boxes (x0, y0, x1, y1, scaled to the resized image) and 1-based labels per image."""
 
@@ -156,25 +199,29 @@ class Detection:
         try:
             # its bytes, which json reads as UTF-8 (a byte-order mark read past, UTF-16 and -32 told by it)
             data = json.loads(ann.read_bytes())
-            images = {im["id"]: im for im in data["images"]}
-            categories = sorted(data["categories"], key=lambda c: c["id"])
+            images, categories, annotations = _coco_tables(data)
         except FileNotFoundError:
             raise ConfigError(f"{root}: no annotations.json (coco layout: DIR/images/, DIR/annotations.json)") from None
         except OSError as exc:  # a folder of that name, a file not readable: a traceback until 0.9.6
             raise ConfigError(f"{ann}: cannot read it ({os_reason(exc)})") from None
         except UnicodeDecodeError as exc:  # a file saved as latin-1, say: a traceback until 0.9.6
             raise ConfigError(f"{ann}: not a COCO annotation file ({not_utf8(exc)}; JSON is UTF-8 text)") from None
+        except NotCoco as exc:
+            raise ConfigError(f"{ann}: not a COCO annotation file ({exc})") from None
+        except RecursionError:  # JSON nested past Python's recursion limit: a traceback until 0.9.8
+            raise ConfigError(f"{ann}: not a COCO annotation file (JSON nested too deeply to read)") from None
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
-        if not data.get("annotations"):  # trained on no box at all, FINISHED without a word, until 0.9.6: a
+        if not annotations:  # trained on no box at all, FINISHED without a word, until 0.9.6: a
             # detector's step without boxes skips most of its losses, so its time is not a detection step's
             raise ConfigError(f"{ann}: no annotations (\"annotations\" is empty or missing): a detection job "
                               "trains on boxes")
         self.classes = [c["name"] for c in categories]
         label = {c["id"]: i + 1 for i, c in enumerate(categories)}
         objects: dict[Any, list[Box | str]] = {i: [] for i in images}
-        for a in data.get("annotations", []):
-            bbox, lab = a.get("bbox"), label.get(a.get("category_id"))
+        for a in annotations:
+            category = a.get("category_id")  # an id of any other kind (a list, say: unhashable) is none of them
+            bbox, lab = a.get("bbox"), label.get(category) if _id(category) else None
             if not isinstance(bbox, list) or len(bbox) != 4 or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox):
                 box: Box | str = f"{ann.name}: broken annotation (bbox {bbox!r} is not [x, y, width, height])"
@@ -183,7 +230,8 @@ class Detection:
                        "ids)")
             else:
                 box = _box([bbox[0], bbox[1], bbox[0] + bbox[2], bbox[1] + bbox[3]], lab, ann.name, bbox)
-            objects.setdefault(a.get("image_id"), []).append(box)
+            if _id(a.get("image_id")):  # an annotation of no image listed is no image's, as an unknown id is
+                objects.setdefault(a.get("image_id"), []).append(box)
         for image_id, im in images.items():
             self.entries.append((root / "images" / str(im.get("file_name")), _first_error(objects.get(image_id, []))))
 
