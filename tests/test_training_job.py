@@ -513,6 +513,9 @@ def test_an_empty_sweep_list_is_refused(tmp_path: Path, sweep: str, extra: list[
     ("batch_size = [4, 2000000]", [], "{job}: [sweep].batch_size must be from 1 to 1048576, got 2000000"),
     ("", ["--batch-size", "4,0"], "--batch-size must be from 1 to 1048576, got 0"),
     ("prefetch_factor = [2, 0]", [], "{job}: [sweep].prefetch_factor must be at least 1, got 0"),
+    # a boolean is no number (said "workers True: to measure", measured, then refused by the child, until 0.9.8)
+    ("num_workers = [true, 0]", [], "{job}: [sweep].num_workers should be a list of whole numbers, got [True, 0]"),
+    ("batch_size = [false]", [], "{job}: [sweep].batch_size should be a list of whole numbers, got [False]"),
 ])
 def test_a_sweep_value_out_of_bounds_is_said_as_a_job_files_own(tmp_path: Path, sweep: str, extra: list[str],
                                                                  said: str) -> None:

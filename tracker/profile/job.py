@@ -236,8 +236,11 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
     out = {}
     for key in ("num_workers", "prefetch_factor", "batch_size"):
         values = raw.get(key)
-        if values is not None and (not isinstance(values, list) or not all(isinstance(v, int) for v in values)):
-            raise ConfigError(f"{path}: [sweep].{key} should be a list of whole numbers")
+        # true or false is no number of workers (TOML's booleans are Python's, ints too: `num_workers = [true, 0]`
+        # was said "workers True: to measure", and measured until the child refused it, until 0.9.8)
+        if values is not None and (not isinstance(values, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in values)):
+            raise ConfigError(f"{path}: [sweep].{key} should be a list of whole numbers, got {values!r:.80}")
         if values is not None:
             check_sweep(key, values, f"{path}: [sweep].{key}")
             out[key] = values
