@@ -1001,3 +1001,25 @@ def test_a_coco_category_id_of_another_kind_is_a_broken_annotation(tmp_path: Pat
     bad = open_dataset(tmp_path / "det", "coco", 64)[0]
     assert isinstance(bad, Bad) and bad.reason == (
         "annotations.json: broken annotation (category_id [1] is none of its categories' ids)"), bad
+
+
+def test_a_voc_dataset_of_no_object_is_refused(tmp_path: Path) -> None:
+    """VOC files without an <object> each are refused as a COCO file without annotations is (since
+    0.9.6): a detector trained on no box, FINISHED, until 0.9.8; one file with an object is enough."""
+    import re
+
+    from tests.test_cli import in_process
+    from tracker.data.datasets import open_dataset
+    from tracker.data.synth import synth
+
+    synth(tmp_path / "det", "detection", 3, size=64)
+    files = sorted((tmp_path / "det" / "Annotations").glob("*.xml"))
+    for xml in files[1:]:
+        xml.write_text(re.sub(r"<object>.*?</object>", "", xml.read_text(), flags=re.S))
+    assert len(open_dataset(tmp_path / "det", "voc", 64)) == 3
+    files[0].write_text(re.sub(r"<object>.*?</object>", "", files[0].read_text(), flags=re.S))
+    job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=1, data="det", fmt="voc")
+    refused = in_process(["--tracking-uri", str(tmp_path / "runs"), "profile", "training", str(job)], tmp_path)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr and refused.stderr.splitlines()[-1] == (
+        f"error: {job}: {tmp_path / 'det' / 'Annotations'}: no <object> in any of its 3 .xml files: a detection job "
+        "trains on boxes"), refused.stderr

@@ -251,6 +251,11 @@ class Detection:
                 parsed.append((images / (tree.findtext("filename") or xml.stem + ".jpg"), xml.name, objs))
             except (ET.ParseError, AttributeError, TypeError, ValueError, OSError) as exc:
                 parsed.append((images / (xml.stem + ".jpg"), xml.name, f"{xml.name}: broken annotation ({_xml_fault(xml, exc)})"))
+        if not any(objs for _, _, objs in parsed if not isinstance(objs, str)):  # trained on no box at all, FINISHED
+            # without a word, until 0.9.8, as a COCO file without annotations is refused (since 0.9.6)
+            broken = sum(isinstance(objs, str) for _, _, objs in parsed)
+            raise ConfigError(f"{folder}: no <object> in any of its {len(files)} .xml files"
+                              f"{f' ({broken} of them broken)' if broken else ''}: a detection job trains on boxes")
         self.classes = sorted({name for _, _, objs in parsed if not isinstance(objs, str) for name, _ in objs})
         for path, source, objs in parsed:
             self.entries.append((path, objs if isinstance(objs, str) else _first_error(
