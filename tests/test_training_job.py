@@ -410,6 +410,8 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     # a section that is no table: a traceback until 0.9.3
     ('model = "resnet18"\ntraining = 5\n[data]\npath = "."\n', "job.toml: [training] should be a table of keys, got training = 5"),
     ('model = "resnet18"\ndata = "x"\n', "job.toml: [data] should be a table of keys, got data = 'x'"),
+    # the job file named, as a bad key's line names it (not until 0.9.8)
+    ('model = "resnet19"\n[data]\npath = "."\n', "job.toml: model: unknown model 'resnet19'; did you mean resnet18"),
     ('model = "resnet18"\n[data]\npath = "."\nimage_size = 0\n', "job.toml: [data].image_size must be from 1 to 8192, got 0"),
     # each image failed to resize and was skipped, and the job was a FINISHED run of no step, until 0.9.8
     ('model = "resnet18"\n[data]\npath = "."\nimage_size = 99999999999\n',
@@ -854,13 +856,14 @@ def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(
                            ("missing.py:Small", f"model: network file {tmp_path}/missing.py does not exist")):
         out = _cli(runs, "profile", "training", str(_job(tmp_path, "bad", model=model)))
         assert out.exit_code == 1 and str(out.exception) == f"{tmp_path}/bad.toml: {message}", out.exception
-    # one that does not build is bad input, one line, no run (a FAILED run, "no step measured", until 0.9.3)
+    # one that does not build is bad input, one line, no run (a FAILED run, "no step measured", until 0.9.3),
+    # naming the job file (not until 0.9.8)
     (tmp_path / "notnet.py").write_text("NOT_A_NET = 5\n\n\ndef broken():\n    raise ValueError('no such width')\n")
     before = len(client.search_runs([client.get_experiment_by_name("Default").experiment_id], max_results=1000))
     for model, message in (("notnet.py:NOT_A_NET", "notnet.py:NOT_A_NET could not build the network: TypeError: 'int' object is not callable"),
                            ("notnet.py:broken", "notnet.py:broken could not build the network: ValueError: no such width")):
         out = _cli(runs, "profile", "training", str(_job(tmp_path, "bad", model=model)))
-        assert out.exit_code == 1 and str(out.exception) == message, out.exception
+        assert out.exit_code == 1 and str(out.exception) == f"{tmp_path}/bad.toml: model: {message}", out.exception
     assert len(client.search_runs([client.get_experiment_by_name("Default").experiment_id], max_results=1000)) == before
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.console import counted
-from tracker.errors import ConfigError, MeasurementError
+from tracker.errors import ConfigError, MeasurementError, UnknownModelError
 from tracker.settings import MAX_BATCH
 from tracker.zoo.generator import MAX_SPEC_SIZE
 
@@ -157,7 +157,10 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     cfg.network_spec = job_network(cfg.model, path.parent, where)
     if cfg.network_spec is not None:
         return cfg
-    check_model_name(cfg.model)  # last: the zoo's names cost an import of torchvision (seconds)
+    try:  # last: the zoo's names cost an import of torchvision (seconds)
+        check_model_name(cfg.model)
+    except UnknownModelError as exc:  # the job file named, as a bad key's line names it (not until 0.9.8)
+        raise UnknownModelError(f"{where}: model: {exc}") from None
     from tracker.zoo import segmentation_models
 
     if cfg.model in segmentation_models():
@@ -387,8 +390,11 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         from tracker.zoo.spec import spec_ref
 
         # a network of one's own that does not build is bad input, one line, as for `profile network` (a
-        # FAILED run, "no step measured", until 0.9.3)
-        spec_ref(cfg.network_spec).build()
+        # FAILED run, "no step measured", until 0.9.3), naming the job file as a bad key does (since 0.9.8)
+        try:
+            spec_ref(cfg.network_spec).build()
+        except ConfigError as exc:
+            raise ConfigError(f"{cfg.source}: model: {exc}" if cfg.source else str(exc)) from None
     num_classes = len(dataset.classes) + (1 if detection else 0)
     if cfg.network_spec is None:
         model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
