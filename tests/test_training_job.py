@@ -410,6 +410,11 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
     # a section that is no table: a traceback until 0.9.3
     ('model = "resnet18"\ntraining = 5\n[data]\npath = "."\n', "job.toml: [training] should be a table of keys, got training = 5"),
     ('model = "resnet18"\ndata = "x"\n', "job.toml: [data] should be a table of keys, got data = 'x'"),
+    # a ValueError's traceback (embedded null byte) until 0.9.8
+    ('model = "resnet18"\n[data]\npath = "a\\u0000b"\n',
+     "job.toml: [data].path 'a\\x00b' holds a NUL character, which no file name can"),
+    ('model = "a\\u0000b.py:Net"\n[data]\npath = "."\n',
+     "job.toml: model 'a\\x00b.py:Net' holds a NUL character, which no file name can"),
     # the job file named, as a bad key's line names it (not until 0.9.8)
     ('model = "resnet19"\n[data]\npath = "."\n', "job.toml: model: unknown model 'resnet19'; did you mean resnet18"),
     ('model = "resnet18"\n[data]\npath = "."\nimage_size = 0\n', "job.toml: [data].image_size must be from 1 to 8192, got 0"),

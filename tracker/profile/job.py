@@ -125,6 +125,9 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
                           "a spec file or FILE.py:NAME)")
     if "path" not in data:
         raise ConfigError(f"{where}: missing key [data].path")
+    for label, value in (("model", raw["model"]), ("[data].path", data["path"])):
+        if "\x00" in value:  # a ValueError's traceback (embedded null byte) until 0.9.8
+            raise ConfigError(f"{where}: {label} {value!r} holds a NUL character, which no file name can")
     cfg = JobConfig(model=raw["model"], data_path=(path.parent / data["path"]).resolve(), source=str(path))
     for key in ("format", "image_size", "on_error"):
         if key in data:
