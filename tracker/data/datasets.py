@@ -40,7 +40,6 @@ def undecodable(path: Path, exc: Exception) -> Bad:
 def _image(path: Path, size: int) -> Any:
     """Decode, resize, tensor, normalise: the usual torchvision transform; with the image's size as
     decoded (width, height)."""
-    import torch
     from PIL import Image
 
     from tracker.zoo.torchvision_zoo import import_torchvision
