@@ -139,3 +139,34 @@ def test_an_out_of_memory_batch_is_drawn_on_the_line_of_its_own_memory_cap() -> 
     assert [(line["label"], line["oom_batch"]) for line in lines] == [("squeezenet1_1, no cap", None),
                                                                        ("squeezenet1_1, cap +300 MB", 128)]
     assert "cap" not in title
+
+
+def test_a_loader_picture_holds_each_input_size_apart() -> None:
+    """resnet18 trained on one folder at 128 and 64 px (workers 0) and at 64 px with a worker: until
+    0.9.8 two bars both labelled "workers 0 · prefetch 2 · bs4", the 128 px one drawn under the 64 px
+    one, and the picture logged on the first size's fastest run alone."""
+    import duckdb
+
+    from tracker.report.build import loader_pictures
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE data_loading (model VARCHAR, dataset VARCHAR, device VARCHAR, mode VARCHAR, input_size BIGINT, "
+                "num_workers BIGINT, prefetch_factor BIGINT, batch_size BIGINT, data_wait_fraction DOUBLE, "
+                "images_per_s DOUBLE, run_id VARCHAR, is_best BOOLEAN)")
+    con.execute("INSERT INTO data_loading VALUES ('resnet18', 'imagefolder:shapes', 'cpu', 'cpu-t1', 128, 0, 2, 4, 0.01, 6.9, "
+                "'big', true), ('resnet18', 'imagefolder:shapes', 'cpu', 'cpu-t1', 64, 0, 2, 4, 0.02, 27.6, 'small', true), "
+                "('resnet18', 'imagefolder:shapes', 'cpu', 'cpu-t1', 64, 1, 2, 4, 0.02, 25.3, 'worker', false)")
+    (picture,) = loader_pictures(con)
+    title, settings = picture.args
+    assert [s["label"] for s in settings] == ["64 px · workers 0 · prefetch 2 · bs4", "64 px · workers 1 · prefetch 2 · bs4",
+                                              "128 px · workers 0 · prefetch 2 · bs4"]
+    assert title == "resnet18 on imagefolder:shapes (cpu-t1)" and picture.caption.endswith(", at 2 input sizes")
+    assert picture.run_ids == ["small", "big"]  # the fastest setting of each size
+    assert picture.draw(*picture.args)[:8] == b"\x89PNG\r\n\x1a\n"
+    # one size: said once, in the title; a picture of one-step jobs alone (none is_best) is drawn, logged on none
+    con.execute("DELETE FROM data_loading WHERE input_size = 128")
+    con.execute("UPDATE data_loading SET is_best = false")
+    (picture,) = loader_pictures(con)
+    title, settings = picture.args
+    assert title == "resnet18 on imagefolder:shapes (cpu-t1), 64 px" and picture.run_ids == []
+    assert [s["label"] for s in settings] == ["workers 0 · prefetch 2 · bs4", "workers 1 · prefetch 2 · bs4"]

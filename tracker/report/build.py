@@ -234,20 +234,30 @@ def layer_pictures(con: Any) -> list[Picture]:
 def loader_pictures(con: Any) -> list[Picture]:
     from tracker.report.plots import data_wait_png
 
-    rows = _rows(con, "SELECT * FROM data_loading ORDER BY model, dataset, device, mode, num_workers, prefetch_factor, "
-                      "batch_size")
+    rows = _rows(con, "SELECT * FROM data_loading ORDER BY model, dataset, device, mode, input_size, num_workers, "
+                      "prefetch_factor, batch_size")
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:  # one picture per device mode: a job's threads and allocator change its step time
         groups.setdefault((r["model"], str(r["dataset"]), r["mode"] or r["device"]), []).append(r)
     pictures = []
     for (model, dataset, mode), settings in sorted(groups.items()):
+        # a setting is its loader settings at one input size: sizes apart, each labelled with its own where
+        # the picture has several and said in the title where it has one, as batch pictures' lines are
+        # (until 0.9.8 a 64 and a 128 px job of one loader setting were two bars of one label, drawn over
+        # each other, and the picture was logged on the first size's fastest run alone)
+        sizes = {s["input_size"] for s in settings}
         for s in settings:
-            s["label"] = f"workers {s['num_workers']} · prefetch {s['prefetch_factor']} · bs{s['batch_size']}"
-        title = f"{model} on {Path(dataset).name} ({mode})"
-        best = next(s for s in settings if s["is_best"])
+            s["label"] = ((f"{s['input_size']} px · " if len(sizes) > 1 and s["input_size"] else "")
+                          + f"workers {s['num_workers']} · prefetch {s['prefetch_factor']} · bs{s['batch_size']}")
+        size = next(iter(sizes))
+        title = f"{model} on {Path(dataset).name} ({mode})" + (f", {size} px" if len(sizes) == 1 and size else "")
+        # the fastest setting of each input size (data_loading's is_best); none where every job was its
+        # set-up step alone (a StopIteration, no report, until 0.9.8)
+        best = [s["run_id"] for s in settings if s["is_best"]]
         pictures.append(Picture(f"loaders/{slug(model)}-{slug(Path(dataset).name)}-{slug(mode)}.png",
-                                f"{title}: share of step time waiting for data per loader setting",
-                                [best["run_id"]], data_wait_png, (title, settings)))
+                                f"{title}: share of step time waiting for data per loader setting"
+                                + (f", at {len(sizes)} input sizes" if len(sizes) > 1 else ""),
+                                best, data_wait_png, (title, settings)))
     return pictures
 
 

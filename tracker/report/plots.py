@@ -222,7 +222,7 @@ def predicted_vs_measured_png(title: str, measured: Sequence[float], predicted: 
 def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
     """Share of step time spent waiting for data per loader setting, throughput beside it.
 
-    ``settings``: ``label``, ``data_wait_fraction``, ``images_per_s`` and ``is_best``.
+    ``settings``: ``label``, ``data_wait_fraction``, ``images_per_s``, ``is_best`` and ``input_size``.
     """
     plt = _pyplot()
     fig, (ax_wait, ax_tp) = plt.subplots(1, 2, figsize=(10, max(3.2, 0.35 * len(settings) + 1.2)), sharey=True)
@@ -232,7 +232,8 @@ def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
     ax_wait.set(xlabel="time waiting for data (% of step)", xlim=(0, 100), title=title)
     ax_wait.title.set_fontsize(10)
     ax_tp.barh(labels, [s["images_per_s"] for s in settings], color=colours)
-    ax_tp.set(xlabel="images/s", title="throughput (green: fastest setting)")
+    apart = len({s.get("input_size") for s in settings}) > 1  # data_loading's is_best: the fastest of each input size
+    ax_tp.set(xlabel="images/s", title="throughput (green: fastest setting" + (" of each input size)" if apart else ")"))
     ax_tp.title.set_fontsize(9)
     ax_wait.invert_yaxis()  # the first setting on top (the axes share y)
     for ax in (ax_wait, ax_tp):
