@@ -316,3 +316,36 @@ def test_a_timeout_that_cannot_cover_the_window_is_refused_before_anything_runs(
     with pytest.raises(ConfigError, match=r"^--timeout 3: cannot cover --warmup 0 \+ --duration 3 = 3 s"):
         run_workloads(logger, [Workload(m, 1, 0.5, 0.0), Workload(m, 1, 3.0, 0.0)], timeout_s=3)
     assert logger.measured("mapping", statuses=("FINISHED", "FAILED")) == set()  # not even the first one ran
+
+
+def test_generate_draws_at_most_max_draws_and_its_ctrl_c_says_what_is_true(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracker.cli.mapping as cli
+    import tracker.profile.mapping as mapping
+    import tracker.zoo.spec as spec
+    from tracker.profile.mapping import MAX_DRAWS
+
+    # any number was drawn until 0.9.8: 100,000,000 x 1,000 grew to 1 GB in 8 s
+    GenerateOptions(sets=MAX_DRAWS // 2, samples=2).check()
+    with pytest.raises(ConfigError, match=f"at most {MAX_DRAWS:,} mappings"):
+        GenerateOptions(sets=MAX_DRAWS // 2 + 1, samples=2).check()
+    assert one_line(["mapping", "generate", "--sets", "100000000", "--samples", "1000"], tmp_path) == (
+        f"error: --sets 100000000 x --samples 1000: at most {MAX_DRAWS:,} mappings are drawn at once (each a workload "
+        "of its own): draw fewer")
+    assert "at most" in one_line(["mapping", "run", "--sets", str(MAX_DRAWS), "--samples", "2"], tmp_path)
+    assert not (tmp_path / "runs").exists()
+    # a Ctrl-C said main's "what was logged before is kept" until 0.9.8: generate logs nothing
+    args = ["mapping", "generate", "--models", "squeezenet1_1", "--single"]
+
+    def ctrl_c(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    for where, module, name, out, says in [
+            ("drawing", mapping, "generate", [], "interrupted: generate logs nothing, and the mappings were not all printed"),
+            ("writing", spec, "write_whole", ["--out", "m.json"], "interrupted: generate logs nothing, and --out m.json was not written"),
+            ("printing", cli, "_say", ["--out", "m.json"], "interrupted: generate logs nothing; the mappings are written to m.json")]:
+        with monkeypatch.context() as patched:
+            patched.setattr(module, name, ctrl_c)
+            proc = in_process([*args, *out], tmp_path)
+        assert proc.returncode == 130 and proc.stderr == says + "\n", (where, proc)
+        assert (tmp_path / "m.json").exists() == (where == "printing"), where

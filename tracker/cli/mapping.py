@@ -81,20 +81,29 @@ def generate(
     opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
     if out is not None and out.is_dir():  # before the draw (after its note, as "error: Is a directory: mf", until 0.9.6)
         raise ConfigError(f"--out {out} is a folder: give a file name (e.g. {out / 'mappings.json'})")
-    mappings = draw(opts, _gpu())
-    data = [m.to_json() | {"mapping": m.compact()} for m in mappings]
-    if out is not None:
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:  # the file system's words alone, not naming --out, until 0.9.6
-            raise ConfigError(f"--out {out}: cannot write the mappings ({os_reason(exc)})") from None
-    _say(opts.notes)  # once the mappings are written: a refusal is its one line
-    if fmt is OutputFormat.json:
-        emit_json(data)
-    else:
-        for m in mappings:
-            typer.echo(m.compact())
+    written = False
+    try:
+        mappings = draw(opts, _gpu())
+        data = [m.to_json() | {"mapping": m.compact()} for m in mappings]
+        if out is not None:
+            from tracker.zoo.spec import write_whole
+
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                write_whole(out, json.dumps(data, indent=2) + "\n")  # whole or not at all, a Ctrl-C in it too
+            except OSError as exc:  # the file system's words alone, not naming --out, until 0.9.6
+                raise ConfigError(f"--out {out}: cannot write the mappings ({os_reason(exc)})") from None
+            written = True
+        _say(opts.notes)  # once the mappings are written: a refusal is its one line
+        if fmt is OutputFormat.json:
+            emit_json(data)
+        else:
+            for m in mappings:
+                typer.echo(m.compact())
+    except KeyboardInterrupt:  # main's "what was logged before is kept" until 0.9.8: generate logs nothing
+        exit_interrupted("interrupted: generate logs nothing" + (
+            f"; the mappings are written to {out}" if written else
+            f", and --out {out} was not written" if out is not None else ", and the mappings were not all printed"))
 
 
 def _read_file(path: Path) -> list[Mapping]:

@@ -37,6 +37,10 @@ DEFAULT_NUM_NETS = (2, 6)
 MAX_NETS = 32
 #: Why, as a refusal says it.
 MAX_NETS_WHY = "all in one child, a thread each: more share the device too thinly to be measured"
+#: the most mappings one draw may try, ``--sets`` x ``--samples``: each is a workload ``run`` measures for
+#: its warm-up and window (12 s by default: 100,000 are some two weeks), and ``generate`` holds them all
+#: to write them; any number was taken until 0.9.8 (100,000,000 x 1,000 grew to 1 GB in 8 s)
+MAX_DRAWS = 100_000
 #: a model "fits" when its float32 weights, times the most networks of a workload, take at
 #: most this share of the device's memory (activations and the other stages need the rest)
 FIT_SHARE = 0.25
@@ -334,6 +338,9 @@ class GenerateOptions:
                               f"({MAX_NETS_WHY})")
         if self.sets < 1 or self.samples < 1:
             raise ConfigError("--sets and --samples must be at least 1")
+        if self.sets * self.samples > MAX_DRAWS:
+            raise ConfigError(f"--sets {self.sets} x --samples {self.samples}: at most {MAX_DRAWS:,} mappings are drawn at "
+                              "once (each a workload of its own): draw fewer")
         if self.max_split is not None and self.max_split < 0:
             raise ConfigError("--max-split must be >= 0")
         w = self.device_priorities
