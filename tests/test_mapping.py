@@ -349,3 +349,26 @@ def test_generate_draws_at_most_max_draws_and_its_ctrl_c_says_what_is_true(tmp_p
             proc = in_process([*args, *out], tmp_path)
         assert proc.returncode == 130 and proc.stderr == says + "\n", (where, proc)
         assert (tmp_path / "m.json").exists() == (where == "printing"), where
+
+
+def test_a_networks_own_errors_name_where_it_was_given(tmp_path: Path) -> None:
+    from tracker.errors import UnknownModelError
+    from tracker.profile.mapping import from_json
+
+    # an unknown model, no network at all and a missing file were said without the mapping or network until 0.9.8
+    def file_net(net: dict) -> dict:
+        return {"networks": [{"model": "squeezenet1_1", "split": 3, "devices": ["cpu", "cpu"]}, net]}
+
+    with pytest.raises(UnknownModelError, match=re.escape("m.json[0]: network 2 (resnet18@3:cpu): unknown model 'resnet18@3:cpu'")):
+        validate(from_json(file_net({"model": "resnet18@3:cpu", "split": 3, "devices": ["cpu", "cpu"]}), "m.json[0]"), gpu=False)
+    with pytest.raises(ConfigError) as info:
+        validate(from_json(file_net({"model": "nofile.py:Net", "split": 1, "devices": ["cpu", "cpu"]}), "m.json[0]"), gpu=False)
+    assert str(info.value) == "m.json[0]: network 2 (nofile.py:Net): network file nofile.py does not exist"
+    with pytest.raises(ConfigError) as info:
+        validate(from_json({"networks": []}, "m.json[1]"), gpu=False)
+    assert str(info.value) == "m.json[1]: a mapping needs at least one network"
+    with pytest.raises(UnknownModelError, match=r"^mapping entry 'nosuch:cpu': unknown model 'nosuch'"):
+        parse_mapping("squeezenet1_1:cpu,nosuch:cpu")
+    (tmp_path / "m.json").write_text(json.dumps([file_net({"model": "squeezenet1_1", "split": 3, "devices": ["cpu", "cpu"]}),
+                                                 {"networks": []}]))
+    assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == "error: m.json[1]: a mapping needs at least one network"

@@ -23,10 +23,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tracker.console import counted
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, UnknownModelError
 from tracker.profile.device import canonical_device
 
 DEVICES = ("cpu", "cuda")
@@ -121,8 +121,8 @@ def parse_net(text: str) -> NetMapping:
     devices = (first, second or first)
     given = f"mapping entry {text.strip()!r}"
     if not at:  # the whole network on one device
-        _check_model(model)
-        return NetMapping(model, layer_count(model), devices, given)
+        with _named(given):
+            return NetMapping(model, layer_count(model), devices, given)
     try:
         split = int(split_text)
     except ValueError:
@@ -202,6 +202,16 @@ def _known_keys(data: dict[str, Any], known: tuple[str, ...], where: str) -> Non
     if unknown:
         raise ConfigError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
                           f"(known: {', '.join(known)})")
+
+
+@contextlib.contextmanager
+def _named(label: str) -> Iterator[None]:
+    """A network's errors (an unknown model, a missing file, one that cannot be traced) prefixed with
+    ``label``, where it was given (said without it until 0.9.8: ``unknown model 'x'`` of a file's network)."""
+    try:
+        yield
+    except (ConfigError, UnknownModelError) as exc:
+        raise type(exc)(f"{label}: {exc}") from None
 
 
 def _check_model(model: str) -> bool:
@@ -292,19 +302,22 @@ def _layer_count(model: str, spec_json: str | None) -> int:
 
 def validate(mapping: Mapping, gpu: bool) -> None:
     """One clear error for an unknown model or device, a split out of range, or CUDA without a GPU."""
-    if not mapping.networks:
-        raise ConfigError("a mapping needs at least one network")
+    if not mapping.networks:  # unnamed until 0.9.8
+        raise ConfigError(f"{mapping.given}: a mapping needs at least one network" if mapping.given else
+                          "a mapping needs at least one network")
     if len(mapping.networks) > MAX_NETS:  # taken, however many, until 0.9.6
         raise ConfigError(f"{mapping.given or 'a mapping'}: {len(mapping.networks)} networks; a workload runs at most "
                           f"{MAX_NETS} at once ({MAX_NETS_WHY})")
     for net in mapping.networks:
-        _check_model(net.model)
+        with _named(net.label):
+            _check_model(net.model)
         for d in net.devices:
             if d not in DEVICES and not (d.startswith("cuda:") and d[5:].isdigit()):
                 raise ConfigError(f"{net.label}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
             if d.startswith("cuda") and not gpu:
                 raise ConfigError(f"{net.label}: device {d} is not available on this machine (no CUDA GPU)")
-        n = layer_count(net.model)
+        with _named(net.label):
+            n = layer_count(net.model)
         if net.layers is not None and net.layers != n:  # split elsewhere in it without a word until 0.9.6
             raise ConfigError(f"{net.label}: the file says {net.model} has {net.layers} layers, and it has {n} here "
                               "(another version of it, or of torchvision): its split would fall elsewhere; draw the "
