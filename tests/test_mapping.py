@@ -372,3 +372,22 @@ def test_a_networks_own_errors_name_where_it_was_given(tmp_path: Path) -> None:
     (tmp_path / "m.json").write_text(json.dumps([file_net({"model": "squeezenet1_1", "split": 3, "devices": ["cpu", "cpu"]}),
                                                  {"networks": []}]))
     assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == "error: m.json[1]: a mapping needs at least one network"
+
+
+def test_the_readmes_given_mappings_say_where_they_run() -> None:
+    """The README's `mapping run --mapping "resnet18@30:cpu>cuda,..."` was "one given workload", and it
+    said "on a machine without a GPU every stage is cpu", true of drawn mappings only: that one is refused
+    there. Each given mapping in it now runs on a CPU, or is said to be a GPU machine's, refused as it says."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    given = re.findall(r'tracker mapping run --mapping "([^"]+)"([^\n|]*)', readme)
+    assert len(given) >= 3
+    for text, rest in given:
+        mapping = parse_mapping(text)
+        if not mapping.uses_cuda:
+            validate(mapping, gpu=False)
+            continue
+        assert "on a GPU" in rest, (text, rest)
+        with pytest.raises(ConfigError) as info:
+            validate(mapping, gpu=False)
+        assert f"`{info.value}`" in " ".join(readme.split()), str(info.value)
+    assert "every stage of a drawn mapping is `cpu`" in " ".join(readme.split())
