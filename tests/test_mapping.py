@@ -391,3 +391,22 @@ def test_the_readmes_given_mappings_say_where_they_run() -> None:
             validate(mapping, gpu=False)
         assert f"`{info.value}`" in " ".join(readme.split()), str(info.value)
     assert "every stage of a drawn mapping is `cpu`" in " ".join(readme.split())
+
+
+def test_a_mapping_file_may_hold_one_mapping(tmp_path: Path) -> None:
+    from tracker.cli.mapping import _read_file
+
+    # the README's {"networks": [...]} alone was refused, "expected a list of mappings", until 0.9.8
+    net = {"model": "squeezenet1_1", "split": 3, "devices": ["cpu", "cpu"]}
+    (tmp_path / "one.json").write_text(json.dumps({"networks": [net]}))
+    (one,) = _read_file(tmp_path / "one.json")
+    assert one.compact() == "squeezenet1_1@3:cpu>cpu" and one.given == str(tmp_path / "one.json")
+    (tmp_path / "list.json").write_text(json.dumps([{"networks": [net]}]))  # as a list of one
+    assert [m.compact() for m in _read_file(tmp_path / "list.json")] == [one.compact()]
+    (tmp_path / "m.json").write_text(json.dumps({"networks": [net | {"devices": ["cpu", "tpu"]}]}))
+    assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == (
+        "error: m.json: network 1 (squeezenet1_1): unknown device 'tpu' (known: cpu, cuda, cuda:N)")
+    (tmp_path / "m.json").write_text("3")
+    assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == (
+        'error: m.json: expected a mapping {"networks": [...]} or a list of them (as `tracker mapping generate --out` '
+        "writes)")

@@ -122,8 +122,11 @@ def _read_file(path: Path) -> list[Mapping]:
     except RecursionError:  # arrays in arrays past Python's recursion limit: a traceback until 0.9.8
         raise ConfigError(f"{path}: JSON nested too deeply to read; a mapping file is a list of mappings, as "
                           "`tracker mapping generate --out` writes") from None
+    if isinstance(data, dict):  # one mapping, as the README shows it (refused, "expected a list", until 0.9.8)
+        return [from_json(data, str(path))]
     if not isinstance(data, list):
-        raise ConfigError(f"{path}: expected a list of mappings (as `tracker mapping generate --out` writes)")
+        raise ConfigError(f"{path}: expected a mapping {{\"networks\": [...]}} or a list of them (as `tracker mapping "
+                          "generate --out` writes)")
     if not data:  # exit 0 with nothing said until 0.9.3
         raise ConfigError(f"{path}: holds no mapping (an empty list)")
     return [from_json(item, f"{path}[{i}]") for i, item in enumerate(data)]
