@@ -411,7 +411,7 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert odd == [{"x": None, "l": [1, 2]}]  # not Infinity, which is no JSON
     # in a CSV as DuckDB's export writes them, apart from a value that is absent (all empty until 0.9.6)
     edges = "SELECT 1/0 AS a, -1/0 AS b, 'nan'::DOUBLE AS c, NULL::DOUBLE AS d, ['nan'::DOUBLE] AS l"
-    assert runner.invoke(app, ["sql", edges, "--format", "csv"]).output.splitlines() == ["a,b,c,d,l", "inf,-inf,nan,,[null]"]
+    assert runner.invoke(app, ["sql", edges, "--format", "csv"]).output.splitlines() == ["a,b,c,d,l", "inf,-inf,nan,,[NaN]"]
     two = runner.invoke(app, ["sql", "SELECT 1; SELECT 2"])  # DuckDB ran both and answered the last
     assert two.exit_code == 1 and "the query holds 2 statements: give one" in str(two.exception)
     by_suffix = tmp_path / "out" / "m.csv"  # a file's suffix says its format (a table went into it), its folder made
@@ -702,3 +702,27 @@ def test_an_interrupted_first_load_says_no_warehouse_was_made(tmp_path: Path, mo
     real(wh, open_source(resolve_location(str(runs))))
     later = CliRunner().invoke(app, args)
     assert later.exit_code == 130 and f"the warehouse {wh} is as it was before it" in later.output
+
+
+def test_a_nan_in_a_list_is_told_from_an_absent_value_as_in_a_plain_column() -> None:
+    """`sql ... --format csv` wrote a list's NaN as null, an absent value's word, where a plain NaN
+    column wrote nan (until 0.9.8). A list or struct in a CSV cell is JSON text: its NaN and
+    infinities are NaN, Infinity and -Infinity now, which Python's json and DuckDB read back; in
+    --format json every NaN and infinity is null, in a list as in a plain column (JSON has neither)."""
+    import csv
+    import io
+
+    import duckdb
+
+    from tracker.warehouse.query import render
+
+    con = duckdb.connect()
+    table = con.sql("SELECT ['nan'::DOUBLE, 1.5, 'inf'::DOUBLE, '-inf'::DOUBLE, NULL] AS l, 'nan'::DOUBLE AS d, "
+                    "{'a': 'nan'::DOUBLE, 'b': NULL::DOUBLE} AS s").to_arrow_table()
+    header, row = csv.reader(io.StringIO(render(table, "csv")))
+    assert header == ["l", "d", "s"] and row == ["[NaN, 1.5, Infinity, -Infinity, null]", "nan", '{"a": NaN, "b": null}']
+    back = json.loads(row[0])
+    assert back[0] != back[0] and back[1:] == [1.5, float("inf"), float("-inf"), None]
+    assert con.execute("SELECT ?::JSON::DOUBLE[]", [row[0]]).fetchone()[0][2:] == [float("inf"), float("-inf"), None]
+    assert json.loads(render(table, "json")) == [{"l": [None, 1.5, None, None, None], "d": None,
+                                                   "s": {"a": None, "b": None}}]

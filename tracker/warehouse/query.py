@@ -109,27 +109,30 @@ def distinct_names(names: list[str]) -> list[str]:
     return out
 
 
-def _plain(value: Any) -> Any:
-    """A value JSON and CSV can hold: NaN and infinities are null (absent: not valid JSON), bytes
-    their hex, and nested lists and structs JSON in a CSV cell."""
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+def _plain(value: Any, finite: bool = True) -> Any:
+    """A value JSON and CSV can hold: NaN and infinities are null (absent: not valid JSON) where
+    ``finite``, bytes their hex, and nested lists and structs JSON in a CSV cell."""
+    if finite and isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, finite) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, finite) for v in value]
     return value
 
 
 def _cell(value: Any) -> Any:
     """A CSV cell: NaN and infinities as ``nan``, ``inf`` and ``-inf``, as DuckDB's own CSV export
     (``warehouse export``) writes them and pandas reads them back (until 0.9.6 an empty cell, read
-    back as a value that is absent); the rest as :func:`_plain` makes it."""
+    back as a value that is absent); a list or struct as JSON text, NaN and infinities in it as
+    ``NaN``, ``Infinity`` and ``-Infinity`` (JSON has no word for them: these are the ones Python's
+    ``json`` and DuckDB's JSON read back; until 0.9.8 ``null``, an absent value's); the rest as
+    :func:`_plain` makes it."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if value != value else "inf" if value > 0 else "-inf"
-    value = _plain(value)
+    value = _plain(value, finite=False)
     return json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
 
 
