@@ -195,7 +195,7 @@ def test_a_mapping_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert "unknown device 'tpu'" in one_line(["mapping", "run", "--file", "bom.json"], tmp_path)
     (tmp_path / "deep.json").write_text("[" * 100000 + "]" * 100000)  # a RecursionError's traceback until 0.9.8
     assert one_line(["mapping", "run", "--file", "deep.json"], tmp_path) == (
-        "error: deep.json: JSON nested too deeply to read; a mapping file is a list of mappings, as "
+        "error: deep.json: JSON nested too deeply to read; a mapping file is a mapping or a list of them, as "
         "`tracker mapping generate --out` writes")
     assert not (tmp_path / "runs").exists()
 

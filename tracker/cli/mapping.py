@@ -120,7 +120,7 @@ def _read_file(path: Path) -> list[Mapping]:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     except RecursionError:  # arrays in arrays past Python's recursion limit: a traceback until 0.9.8
-        raise ConfigError(f"{path}: JSON nested too deeply to read; a mapping file is a list of mappings, as "
+        raise ConfigError(f"{path}: JSON nested too deeply to read; a mapping file is a mapping or a list of them, as "
                           "`tracker mapping generate --out` writes") from None
     if isinstance(data, dict):  # one mapping, as the README shows it (refused, "expected a list", until 0.9.8)
         return [from_json(data, str(path))]
