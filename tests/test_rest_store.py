@@ -17,7 +17,7 @@ from tracker.log.logger import RunLogger
 from tracker.log.record import RunRecord
 from tracker.log.reference import log_with_client
 
-from tests.conftest import ENV, free_port, layer_record, network_record
+from tests.conftest import ENV, free_port, layer_record, network_record, sigint_default
 from tests.test_sql_store import comparable
 
 
@@ -192,8 +192,14 @@ def test_a_ctrl_c_as_the_server_takes_the_runs_says_where_they_are(
 
     monkeypatch.setattr(rest_store.RestStore, "call", call)
     logger = RunLogger(mlflow_server, experiment=f"ctrl-c-{at}", environment=ENV)
-    with pytest.raises(KeyboardInterrupt) as info:
-        logger.log(records)
+    # Ctrl-C as Python takes it from a terminal: a suite started in the background (`make test &`, as CI
+    # starts it) and its xdist workers inherit SIGINT ignored
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            logger.log(records)
+    finally:
+        signal.signal(signal.SIGINT, before)
     client = MlflowClient(mlflow_server)
     runs = client.search_runs([logger.experiment.experiment_id])
     if at == "last":
@@ -237,7 +243,7 @@ def test_a_profile_interrupted_as_its_run_is_written_prints_its_figures(mlflow_s
     said = subprocess.run([sys.executable, "-c", CTRL_C_AS_WRITTEN, "--tracking-uri", mlflow_server, "-e", "ctrl-c-cli",
                            "profile", "network", "squeezenet1_1", "--input-size", "32", "--time-cap", "0.3",
                            "--format", "json"],
-                          cwd=root, capture_output=True, text=True, timeout=300,
+                          cwd=root, capture_output=True, text=True, timeout=300, preexec_fn=sigint_default,
                           env={**os.environ, "PYTHONPATH": str(root), "TRACKER_RUNS_DIR": str(tmp_path / "runs")})
     assert said.returncode == 130, said.stderr
     assert said.stderr.strip().splitlines()[-1] == ("interrupted as its run was written: the tracking server has it "
