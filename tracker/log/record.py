@@ -39,6 +39,11 @@ CHILD_NOTE_TAG = "tracker.child_note"
 #: What ended a FAILED measurement, in a line: the child's exception (``AttributeError: ...``) or why
 #: it was stopped (``no result within 600 s``); its stderr's tail is ``tracker.stderr_tail`` (0.8.5).
 FAILURE_MESSAGE_TAG = "tracker.failure_message"
+#: Why a FAILED measurement failed (``oom``, ``killed``, ``crash``, ``error``, ``timeout``, ``bad_input``).
+FAILURE_REASON_TAG = "tracker.failure_reason"
+#: A ``timeout`` failure's time limit (seconds, ``--timeout``, a campaign's ``timeout_s``; since 0.9.8):
+#: under a larger one the configuration may finish, so the failure does not answer it.
+TIMEOUT_TAG = "tracker.timeout_s"
 
 #: Where a run keeps the description of its network, and the tag that says it has one.
 DESCRIPTION_ARTIFACT = "description/description.json"
@@ -106,7 +111,7 @@ class RunRecord:
     def fail(self, reason: str, stderr_tail: str | None = None) -> RunRecord:
         """Mark the record FAILED with a reason (``oom``, ``crash``, ``timeout``, ...)."""
         self.status = "FAILED"
-        self.tags["tracker.failure_reason"] = reason
+        self.tags[FAILURE_REASON_TAG] = reason
         if stderr_tail:
             self.tags["tracker.stderr_tail"] = stderr_tail[-4000:]
         return self

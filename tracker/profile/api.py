@@ -13,26 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
-from tracker.log.record import (CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, LAYERS_METRIC, REPEAT_KEY_TAG,
-                                RunRecord, config_key, now_ms)
-
-#: The tag that says why a FAILED run failed (``oom``, ``killed``, ``crash``, ``error``, ``timeout``).
-FAILURE_REASON_TAG = "tracker.failure_reason"
-#: A ``timeout`` failure's time limit (seconds, ``--timeout``, a campaign's ``timeout_s``; since 0.9.8):
-#: under a larger one the configuration may finish, so the failure does not answer it (``timed_out_under``).
-TIMEOUT_TAG = "tracker.timeout_s"
-
-
-def timed_out_under(record: RunRecord, timeout_s: float) -> bool:
-    """Whether ``record`` is a ``timeout`` failure under a smaller time limit than ``timeout_s``: measured
-    again under it, not reused (until 0.9.8 any recorded timeout was). A timeout logged before 0.9.8
-    carries no limit, and answers as it did."""
-    if record.tags.get(FAILURE_REASON_TAG) != "timeout":
-        return False
-    try:
-        return float(record.tags[TIMEOUT_TAG]) < timeout_s
-    except (KeyError, ValueError):
-        return False
+from tracker.log.record import (CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, FAILURE_REASON_TAG,
+                                LAYERS_METRIC, REPEAT_KEY_TAG, TIMEOUT_TAG, RunRecord, config_key, now_ms)
 from tracker.profile.network import NetworkSpec, check_format
 from tracker.profile.stats import MIN_SAMPLES, Stopping
 
@@ -128,7 +110,7 @@ class ProfileResult:
         if CHILD_NOTE_TAG in self.network.tags:  # what its run says of how its child ended (unsaid until 0.9.8)
             out["child_note"] = self.network.tags[CHILD_NOTE_TAG]
         if self.network.status != "FINISHED":
-            out["failure_reason"] = self.network.tags.get("tracker.failure_reason")
+            out["failure_reason"] = self.network.tags.get(FAILURE_REASON_TAG)
             if FAILURE_MESSAGE_TAG in self.network.tags:  # what ended it, in a line (0.8.5)
                 out["failure_message"] = self.network.tags[FAILURE_MESSAGE_TAG]
         if "memory_limit_mb" in self.network.params:  # measured under a memory cap (tracker.profile.memcap)
@@ -603,7 +585,7 @@ def find_boundary(
         if res.network.status == "FINISHED":
             ok, bs = bs, bs * 2
             continue
-        bad, reason = bs, res.network.tags.get("tracker.failure_reason")
+        bad, reason = bs, res.network.tags.get(FAILURE_REASON_TAG)
         break
     if search and ok is None and bad is not None and reason == "oom":
         bs = bad // 2
@@ -612,7 +594,7 @@ def find_boundary(
             if res.network.status == "FINISHED":
                 ok = bs
                 break
-            bad, reason = bs, res.network.tags.get("tracker.failure_reason")
+            bad, reason = bs, res.network.tags.get(FAILURE_REASON_TAG)
             if reason != "oom":  # another failure ends the search: it is the answer
                 break
             bs //= 2
@@ -638,3 +620,15 @@ def boundary_evidence(record: RunRecord) -> bool:
     again: an out-of-memory failure (it would come again), not a kill from outside, a crash or an error (a
     timeout is not evidence, but answers where it would come again: ``timed_out_under``)."""
     return record.tags.get(FAILURE_REASON_TAG) == "oom"
+
+
+def timed_out_under(record: RunRecord, timeout_s: float) -> bool:
+    """Whether ``record`` is a ``timeout`` failure under a smaller time limit than ``timeout_s``: measured
+    again under it, not reused (until 0.9.8 any recorded timeout was). A timeout logged before 0.9.8
+    carries no limit, and answers as it did."""
+    if record.tags.get(FAILURE_REASON_TAG) != "timeout":
+        return False
+    try:
+        return float(record.tags[TIMEOUT_TAG]) < timeout_s
+    except (KeyError, ValueError):
+        return False

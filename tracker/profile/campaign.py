@@ -502,7 +502,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     if failed_keys and logger is not None:
         # a timeout under a smaller limit than this campaign's may finish under it: measured again (skipped
         # as failed until 0.9.8, its timeout_s raised or not)
-        from tracker.profile.api import TIMEOUT_TAG, timed_out_under
+        from tracker.log.record import TIMEOUT_TAG
+        from tracker.profile.api import timed_out_under
 
         for key in measured(statuses=("FAILED",), having=TIMEOUT_TAG):
             if (record := logger.find(key, "FAILED")) is not None and timed_out_under(record, c.timeout_s):
