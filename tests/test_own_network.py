@@ -506,7 +506,8 @@ def test_a_mapping_runs_networks_of_ones_own_at_once(tmp_path: Path) -> None:
     params = MlflowClient(resolve_location(str(store)).uri).get_run(w["run_id"]).data.params
     assert (params["net0.model"], params["net1.model"]) == ("mynet.Net", "lenet.lenet")
     missing = _cli(store, "mapping", "run", "--mapping", f"{tmp_path}/none.py:Net:cpu")
-    assert str(missing.exception) == f"network file {tmp_path}/none.py does not exist"
+    # the entry it was given in said first (since 0.9.8)
+    assert str(missing.exception) == f"mapping entry '{tmp_path}/none.py:Net:cpu': network file {tmp_path}/none.py does not exist"
 
 
 def test_a_mapping_knows_a_network_of_ones_own_by_its_content_not_its_path(tmp_path: Path, monkeypatch) -> None:
