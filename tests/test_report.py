@@ -150,12 +150,13 @@ def test_a_loader_picture_holds_each_input_size_apart() -> None:
     from tracker.report.build import loader_pictures
 
     con = duckdb.connect()
-    con.execute("CREATE TABLE data_loading (model VARCHAR, dataset VARCHAR, device VARCHAR, mode VARCHAR, input_size BIGINT, "
-                "num_workers BIGINT, prefetch_factor BIGINT, batch_size BIGINT, data_wait_fraction DOUBLE, "
+    con.execute("CREATE TABLE data_loading (model VARCHAR, dataset VARCHAR, data_path VARCHAR, device VARCHAR, mode VARCHAR, "
+                "input_size BIGINT, num_workers BIGINT, prefetch_factor BIGINT, batch_size BIGINT, data_wait_fraction DOUBLE, "
                 "images_per_s DOUBLE, run_id VARCHAR, is_best BOOLEAN)")
-    con.execute("INSERT INTO data_loading VALUES ('resnet18', 'imagefolder:shapes', 'cpu', 'cpu-t1', 128, 0, 2, 4, 0.01, 6.9, "
-                "'big', true), ('resnet18', 'imagefolder:shapes', 'cpu', 'cpu-t1', 64, 0, 2, 4, 0.02, 27.6, 'small', true), "
-                "('resnet18', 'imagefolder:shapes', 'cpu', 'cpu-t1', 64, 1, 2, 4, 0.02, 25.3, 'worker', false)")
+    con.execute("INSERT INTO data_loading VALUES ('resnet18', 'imagefolder:shapes', '/d/shapes', 'cpu', 'cpu-t1', 128, 0, 2, 4, "
+                "0.01, 6.9, 'big', true), ('resnet18', 'imagefolder:shapes', '/d/shapes', 'cpu', 'cpu-t1', 64, 0, 2, 4, 0.02, "
+                "27.6, 'small', true), ('resnet18', 'imagefolder:shapes', '/d/shapes', 'cpu', 'cpu-t1', 64, 1, 2, 4, 0.02, 25.3, "
+                "'worker', false)")
     (picture,) = loader_pictures(con)
     title, settings = picture.args
     assert [s["label"] for s in settings] == ["64 px · workers 0 · prefetch 2 · bs4", "64 px · workers 1 · prefetch 2 · bs4",

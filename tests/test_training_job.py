@@ -1031,3 +1031,69 @@ def test_a_voc_dataset_of_no_object_is_refused(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "Traceback" not in refused.stderr and refused.stderr.splitlines()[-1] == (
         f"error: {job}: {tmp_path / 'det' / 'Annotations'}: no <object> in any of its 3 .xml files: a detection job "
         "trains on boxes"), refused.stderr
+
+
+def test_two_datasets_of_one_folder_name_are_two_in_the_warehouse_and_the_report(tmp_path: Path) -> None:
+    """a/shapes and b/shapes, one job file's settings on each: both imagefolder:shapes, they were one
+    dataset in data_loading until 0.9.8, the older job's row hidden as the same setting's, and one
+    loader picture; since then a job logs its folder (data_path), and a run logged before (none) is
+    grouped by its dataset alone, still loaded."""
+    import sqlite3
+
+    import duckdb
+
+    from tracker.report.build import loader_pictures
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    for folder, images, size in (("a", 8, 64), ("b", 6, 32)):
+        out = _cli(runs, "data", "synth", str(tmp_path / folder / "shapes"), "--kind", "classification", "--images",
+                   str(images), "--size", str(size))
+        assert out.exit_code == 0, out.output
+    ids = {}
+    for folder in ("a", "b"):
+        out = _cli(runs, "profile", "training", str(_job(tmp_path, f"job-{folder}", data=f"{folder}/shapes", bs=2, size=32)),
+                   "--format", "json")
+        assert out.exit_code == 0, out.output
+        ids[folder] = json.loads(out.stdout)["run_id"]
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    for folder, run_id in ids.items():
+        params = client.get_run(run_id).data.params
+        assert params["dataset"] == "imagefolder:shapes"  # as before: existing runs' and keys' dataset
+        assert params["data_path"] == str((tmp_path / folder / "shapes").resolve())
+    compared = _cli(runs, "runs", "compare", ids["a"][:8], ids["b"][:8], "--format", "json")
+    assert json.loads(compared.stdout)["configuration_differences"] == [  # none listed until 0.9.8
+        {"key": "data_path", "a": str((tmp_path / "a" / "shapes").resolve()), "b": str((tmp_path / "b" / "shapes").resolve())}]
+    assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
+    query = "SELECT dataset, data_path, run_id FROM data_loading ORDER BY data_path NULLS FIRST"
+    rows = json.loads(runner.invoke(app, ["sql", query, "--warehouse", str(wh), "--format", "json"]).stdout)
+    assert [(x["dataset"], x["data_path"], x["run_id"]) for x in rows] == [
+        ("imagefolder:shapes", str((tmp_path / folder / "shapes").resolve()), ids[folder]) for folder in ("a", "b")]
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        pictures = loader_pictures(con)
+    finally:
+        con.close()
+    assert len({p.path for p in pictures}) == 2 and sorted(p.run_ids for p in pictures) == sorted([[i] for i in ids.values()])
+    assert sorted(p.args[0].split(" (")[0] for p in pictures) == [
+        f"mobilenet_v3_small on imagefolder:{(tmp_path / folder / 'shapes').resolve()}" for folder in ("a", "b")]
+
+    # a's run as one logged before 0.9.8, without data_path: loaded, grouped by its dataset alone
+    db = sqlite3.connect(runs / "mlflow.db")
+    with db:
+        assert db.execute("DELETE FROM params WHERE run_uuid = ? AND key = 'data_path'", (ids["a"],)).rowcount == 1
+    db.close()
+    older = tmp_path / "older.duckdb"
+    assert _cli(runs, "warehouse", "load", "--warehouse", str(older)).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["sql", query, "--warehouse", str(older), "--format", "json"]).stdout)
+    assert [(x["data_path"], x["run_id"]) for x in rows] == [(None, ids["a"]), (str((tmp_path / "b" / "shapes").resolve()),
+                                                                              ids["b"])]
+    con = duckdb.connect(str(older), read_only=True)
+    try:
+        pictures = loader_pictures(con)
+    finally:
+        con.close()
+    by_run = {p.run_ids[0]: p for p in pictures}
+    assert by_run.keys() == set(ids.values())  # the older run's picture its plain name and title, b's by its folder
+    assert by_run[ids["a"]].path.startswith("loaders/mobilenet_v3_small-imagefolder_shapes-cpu")
+    assert by_run[ids["a"]].args[0].startswith("mobilenet_v3_small on imagefolder:shapes (")
+    assert by_run[ids["b"]].args[0].startswith(f"mobilenet_v3_small on imagefolder:{(tmp_path / 'b' / 'shapes').resolve()} (")

@@ -50,9 +50,10 @@ METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s",
            "step_time_ms", "data_wait_frac")  # a training job's step and its wait for data (since 0.9.1)
 #: Parameters that make a configuration (differences are shown, not warned about). Since 0.9.1 a
 #: memory cap (two runs apart by it alone read as one configuration) and a training job's loader
-#: settings and dataset (two jobs apart by their prefetch factor listed no difference).
+#: settings and dataset (two jobs apart by their prefetch factor listed no difference); since 0.9.8 its
+#: dataset's folder (two folders of one name listed none).
 CONFIGURATION = ("model", "model_hash", "batch_size", "input_size", "input_shape", "phase", "device", "precision", "mode",
-                 "memory_limit_mb", "dataset", "num_workers", "prefetch_factor", "num_epochs", "max_steps",
+                 "memory_limit_mb", "dataset", "data_path", "num_workers", "prefetch_factor", "num_epochs", "max_steps",
                  "layer_index", "layer_name", "op_type")  # a layer's own (two layers read as one shape apart until 0.9.4)
 #: What a run's environment is: its env.* tags and these.
 ENVIRONMENT_TAGS = ("tracker.version",)

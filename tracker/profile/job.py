@@ -88,6 +88,8 @@ class JobConfig:
                 "num_epochs": self.num_epochs, "num_workers": self.num_workers,
                 "prefetch_factor": self.prefetch_factor, "max_steps": self.max_steps, "learning_rate": self.learning_rate,
                 "dataset": f"{self.data_format}:{self.data_path.name}",
+                # the folder itself (since 0.9.8): two datasets of one folder name were one in the warehouse
+                "data_path": str(self.data_path),
                 **({"memory_limit_mb": float(self.memory_limit_mb)} if self.memory_limit_mb else {})}
 
     def digest(self) -> str:

@@ -10,7 +10,8 @@ What is drawn, and where each picture is logged (under ``report/`` in the run's 
 - ``fingerprints/<name>-v<version>.png``: held-out predicted against measured values of each
   registered fingerprint version (training logs the same picture on the version's run).
 - ``loaders/<model>-<dataset>-<device>.png``: the data-wait share per loader setting;
-  logged on the fastest setting's run.
+  logged on the fastest setting's run. Two folders of one name (``<dataset>`` is the format and
+  the folder's name) are a picture each, named with a digest of their folder.
 - ``pareto/<space>-<source>.png``: a search space's accuracy-latency frontier (``tracker
   searchspace report`` logs it on its own run).
 
@@ -33,6 +34,7 @@ import html
 import json
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -234,13 +236,21 @@ def layer_pictures(con: Any) -> list[Picture]:
 def loader_pictures(con: Any) -> list[Picture]:
     from tracker.report.plots import data_wait_png
 
-    rows = _rows(con, "SELECT * FROM data_loading ORDER BY model, dataset, device, mode, input_size, num_workers, "
-                      "prefetch_factor, batch_size")
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in rows:  # one picture per device mode: a job's threads and allocator change its step time
-        groups.setdefault((r["model"], str(r["dataset"]), r["mode"] or r["device"]), []).append(r)
+    rows = _rows(con, "SELECT * FROM data_loading ORDER BY model, dataset, data_path NULLS FIRST, device, mode, "
+                      "input_size, num_workers, prefetch_factor, batch_size")
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:  # one picture per dataset and device mode: a job's threads and allocator change its step time
+        # a dataset is its folder (data_path, since 0.9.8; two folders of one name were one picture, the
+        # older's bars hidden); a job logged before then has its dataset alone ("" sorts it first)
+        groups.setdefault((r["model"], str(r["dataset"]), r["data_path"] or "", r["mode"] or r["device"]), []).append(r)
+    # datasets of one name (format:folder name) in one picture's place: each said by its folder
+    places = Counter((model, dataset, mode) for model, dataset, _, mode in groups)
     pictures = []
-    for (model, dataset, mode), settings in sorted(groups.items()):
+    for (model, dataset, folder, mode), settings in sorted(groups.items()):
+        shared = places[model, dataset, mode] > 1
+        name = Path(dataset).name
+        if shared and folder:  # imagefolder:/data/a/shapes, its file named with its folder's digest
+            name = f"{dataset.split(':', 1)[0]}:{folder}" if ":" in dataset else folder
         # a setting is its loader settings at one input size: sizes apart, each labelled with its own where
         # the picture has several and said in the title where it has one, as batch pictures' lines are
         # (until 0.9.8 a 64 and a 128 px job of one loader setting were two bars of one label, drawn over
@@ -250,11 +260,12 @@ def loader_pictures(con: Any) -> list[Picture]:
             s["label"] = ((f"{s['input_size']} px · " if len(sizes) > 1 and s["input_size"] else "")
                           + f"workers {s['num_workers']} · prefetch {s['prefetch_factor']} · bs{s['batch_size']}")
         size = next(iter(sizes))
-        title = f"{model} on {Path(dataset).name} ({mode})" + (f", {size} px" if len(sizes) == 1 and size else "")
+        title = f"{model} on {name} ({mode})" + (f", {size} px" if len(sizes) == 1 and size else "")
+        digest = f"-{hashlib.sha256(folder.encode()).hexdigest()[:8]}" if shared and folder else ""
         # the fastest setting of each input size (data_loading's is_best); none where every job was its
         # set-up step alone (a StopIteration, no report, until 0.9.8)
         best = [s["run_id"] for s in settings if s["is_best"]]
-        pictures.append(Picture(f"loaders/{slug(model)}-{slug(Path(dataset).name)}-{slug(mode)}.png",
+        pictures.append(Picture(f"loaders/{slug(model)}-{slug(Path(dataset).name)}{digest}-{slug(mode)}.png",
                                 f"{title}: share of step time waiting for data per loader setting"
                                 + (f", at {len(sizes)} input sizes" if len(sizes) > 1 else ""),
                                 best, data_wait_png, (title, settings)))
