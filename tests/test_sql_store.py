@@ -409,3 +409,93 @@ def test_sync_says_in_one_line_what_is_wrong_with_an_outbox_file(tmp_path: Path)
     logger.log([network_record("resnet18", 1)])
     assert logger.measured("network") == {network_record("resnet18", 1).config_key}
     logger.close()
+
+
+def _ctrl_c_in_the_write(monkeypatch: pytest.MonkeyPatch, *, at_table: str = "metrics") -> list[str]:
+    """The embedded store's write transaction, a Ctrl-C landing in it as the ``at_table`` rows go in
+    (SIGINT to the main thread, acted on by Python as soon as the insert returns); what was inserted."""
+    import signal
+    import threading
+
+    from tracker.log import sql_store
+
+    real = sql_store.SqlStore.transaction
+    inserted: list[str] = []
+
+    def transaction(self: sql_store.SqlStore, work):  # type: ignore[no-untyped-def]
+        def interrupted_work(conn):  # type: ignore[no-untyped-def]
+            execute = conn.execute
+
+            def execute_then_ctrl_c(statement, *args, **kwargs):  # type: ignore[no-untyped-def]
+                result = execute(statement, *args, **kwargs)
+                inserted.append(statement.table.name)
+                if statement.table.name == at_table:
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+                return result
+
+            conn.execute = execute_then_ctrl_c
+            return work(conn)
+
+        return real(self, interrupted_work)
+
+    monkeypatch.setattr(sql_store.SqlStore, "transaction", transaction)
+    return inserted
+
+
+def test_a_ctrl_c_while_the_store_takes_a_batch_acts_once_it_has_it_whole(
+        logger: RunLogger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C as the rows go in rolled the transaction back until 0.9.8: the batch lost (a KILLED
+    job's run and its steps, to a second Ctrl-C) as the command said "what was logged before is kept".
+    It acts once the batch is written whole, the exception saying so (``logged``, as a server's)."""
+    import signal
+
+    net = network_record(batch_size=8)
+    records = [net, *(layer_record(net, i) for i in range(2))]
+    inserted = _ctrl_c_in_the_write(monkeypatch)
+    # Ctrl-C as Python takes it from a terminal (CI's workers inherit SIGINT ignored)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            logger.log(records)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler put back
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert inserted == ["runs", "tags", "params", "metrics", "latest_metrics"]  # it landed mid-write, and waited
+    client = MlflowClient(logger.location.uri)
+    runs = {r.info.run_id: r for r in client.search_runs([logger.experiment.experiment_id])}
+    assert sorted(runs) == sorted(r.run_id for r in records) == sorted(info.value.logged)  # type: ignore[attr-defined]
+    assert runs[net.run_id].data.metrics["latency_ms"] == net.metrics["latency_ms"]
+
+
+def test_a_ctrl_c_while_the_store_is_locked_acts_before_it_is_waited_on_again(
+        logger: RunLogger, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held while the store takes a batch, a Ctrl-C is not held through the locked store's retries
+    (up to 20 minutes): it acts at the first, nothing of the batch written."""
+    import signal
+    import threading
+
+    import sqlalchemy
+
+    from tracker.log import sql_store
+
+    logger.log([network_record(batch_size=1)])  # the store made, before its lock is lost
+    real = sql_store.SqlStore.transaction
+    tries: list[int] = []
+
+    def transaction(self: sql_store.SqlStore, work):  # type: ignore[no-untyped-def]
+        def locked(conn):  # type: ignore[no-untyped-def]  # another writer holds the store past the busy wait
+            tries.append(len(tries))
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+            raise sqlalchemy.exc.OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
+
+        return real(self, locked)
+
+    monkeypatch.setattr(sql_store.time, "sleep", lambda s: None)
+    monkeypatch.setattr(sql_store.SqlStore, "transaction", transaction)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            logger.log([network_record(batch_size=2)])
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert tries == [0] and not hasattr(info.value, "logged")

@@ -1097,3 +1097,49 @@ def test_two_datasets_of_one_folder_name_are_two_in_the_warehouse_and_the_report
     assert by_run[ids["a"]].path.startswith("loaders/mobilenet_v3_small-imagefolder_shapes-cpu")
     assert by_run[ids["a"]].args[0].startswith("mobilenet_v3_small on imagefolder:shapes (")
     assert by_run[ids["b"]].args[0].startswith(f"mobilenet_v3_small on imagefolder:{(tmp_path / 'b' / 'shapes').resolve()} (")
+
+
+def test_a_second_ctrl_c_while_the_killed_run_is_written_keeps_it_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C at the job's third step, then Ctrl-C again as the store takes its KILLED run: the second
+    rolled the write back until 0.9.8, the run and its steps lost while the command said "what was
+    logged before is kept". It acts once the run is written whole; the job's result is its KILLED run,
+    said as the first Ctrl-C's (the job's line, status 130)."""
+    import signal
+    import threading
+
+    from tests.test_sql_store import _ctrl_c_in_the_write
+    from tracker.log.logger import RunLogger
+    from tracker.profile.job import load_job, run_job
+
+    runs = tmp_path / "runs"
+    _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
+    job = _job(tmp_path, "long", bs=2, steps=100000, size=32)
+    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 100000"))
+    logger = RunLogger(str(runs))
+    logger.log([])  # the store made (its mode run logged by the job before any Ctrl-C)
+    inserted = _ctrl_c_in_the_write(monkeypatch)
+    steps: list[int] = []
+
+    def progress(done: int, total: int | None, rate: float) -> None:
+        steps.append(done)
+        if done == 3:  # the first Ctrl-C: passed on to the measuring child, which ends its loop
+            inserted.clear()
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal gives it (CI: ignored)
+    try:
+        try:
+            result = run_job(logger, load_job(job), progress)
+        except KeyboardInterrupt:  # a failure of this test, not pytest's own Ctrl-C (which ends the session)
+            pytest.fail("the second Ctrl-C left the job, its KILLED run's line unsaid")
+    finally:
+        signal.signal(signal.SIGINT, before)
+        logger.close()
+    assert inserted == ["runs", "tags", "params", "metrics", "latest_metrics"]  # the second landed in the write
+    assert result.status == "KILLED" and result.reason == "interrupted" and result.steps == len(steps) >= 3
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    [run] = client.search_runs([client.get_experiment_by_name("Default").experiment_id], "tags.`tracker.kind` = 'training'")
+    assert run.info.run_id == result.run_id and run.info.status == "KILLED"
+    assert run.data.tags["tracker.failure_reason"] == "interrupted"
+    assert len(client.get_metric_history(run.info.run_id, "step_total_ms")) == result.steps

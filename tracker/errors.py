@@ -98,6 +98,59 @@ def sigint_handled(handler: Callable[[int, Any], Any] | signal.Handlers) -> Iter
         signal.signal(signal.SIGINT, previous)
 
 
+class _Held:
+    """The signals one :func:`signals_deferred` block holds, and the handlers they are due to."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        self.previous: dict[int, Callable[[int, Any], Any]] = {}
+
+    def deliver(self) -> None:
+        """Act on what is held, as its handler would have (SIGTERM's where both came): raises."""
+        if self.signals:
+            signum = signal.SIGTERM if signal.SIGTERM in self.signals else self.signals[0]
+            self.signals.clear()
+            self.previous[signum](signum, None)
+
+
+_deferrals: list[_Held] = []
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held inside the block, then acted on once it has ended, as they would have
+    been (a Ctrl-C's KeyboardInterrupt, the command's :class:`Terminated`): for a write that must be
+    whole, a batch of runs logged to a SQL store (a second Ctrl-C there rolled the KILLED run of an
+    interrupted job back, its steps lost, as the command said "what was logged before is kept", until
+    0.9.8). :func:`act_on_held_signals` acts on them inside the block where nothing is half done (a
+    store locked, waited on again). Off the main thread, or for a signal whose handler is not
+    Python's (ignored, or the system's default), nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = _Held()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            held.previous[signum] = handler
+            signal.signal(signum, lambda got, frame: held.signals.append(got))
+    _deferrals.append(held)
+    try:
+        yield
+    finally:
+        _deferrals.pop()
+        for signum, handler in held.previous.items():
+            signal.signal(signum, handler)
+    held.deliver()  # once the block has ended whole (an exception out of it goes on as it was)
+
+
+def act_on_held_signals() -> None:
+    """Inside :func:`signals_deferred`, where its work may stop with nothing half done: a signal held
+    so far is acted on now (its KeyboardInterrupt raised here), not once the block ends."""
+    if _deferrals and threading.current_thread() is threading.main_thread():
+        _deferrals[-1].deliver()
+
+
 def interrupted(exc: BaseException | None) -> bool:
     """Whether ``exc`` is a Ctrl-C or was raised while one was handled. DuckDB turns a Ctrl-C during
     a query into an error ("Query interrupted", or "... failed: KeyboardInterrupt:" while it reads a

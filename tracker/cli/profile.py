@@ -298,8 +298,10 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
             raise
         _report(logged.as_dict(), fmt)
         runs, them = ("runs were", "them") if logged.layers else ("run was", "it")
-        exit_interrupted(f"interrupted as its {runs} written: the tracking server has {them} whole (none waits in the "
-                         "outbox)")
+        if state(ctx).logger().location.is_http:
+            exit_interrupted(f"interrupted as its {runs} written: the tracking server has {them} whole (none waits in "
+                             "the outbox)")
+        exit_interrupted(f"interrupted as its {runs} written: the store has {them} whole")  # an embedded one (0.9.8)
     _report(result.as_dict(), fmt)
     if result.network.status == "FAILED":
         raise typer.Exit(MEASUREMENT_FAILED)

@@ -189,10 +189,27 @@ class RunLogger:
             if journal is not None:
                 journal.unlink(missing_ok=True)
         else:
+            from tracker.errors import signals_deferred
+
+            # a Ctrl-C (or SIGTERM) while the store takes the batch is acted on once it has it whole, the
+            # records carrying their ids and the exception saying so (``logged``, as a server's): it
+            # rolled the write back until 0.9.8 (an interrupted job's KILLED run, its steps, lost to a
+            # second Ctrl-C, as the command said "what was logged before is kept")
+            whole = False
             try:
-                ids = self.store.write(self.experiment, final)
-            except (StoreError, OSError) as exc:  # a full disk, a database locked past its wait
-                ids = self._keep_unwritten(final, exc)
+                with signals_deferred():
+                    try:
+                        ids = self.store.write(self.experiment, final)
+                    except (StoreError, OSError) as exc:  # a full disk, a database locked past its wait
+                        ids = self._keep_unwritten(final, exc)
+                    for record, run_id in zip(records, ids):
+                        record.run_id = run_id
+                    whole = not self.outboxed.intersection(ids)
+            except KeyboardInterrupt as exc:
+                if whole:
+                    exc.logged = list(ids)  # type: ignore[attr-defined]  # for the caller
+                raise
+            return ids
         for record, run_id in zip(records, ids):
             record.run_id = run_id
         return ids

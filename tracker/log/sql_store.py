@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.cache import cache_dir
 from tracker.console import named
-from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError, first_line, os_reason
+from tracker.errors import (ExperimentDeletedError, NothingLoggedError, StoreError, act_on_held_signals, first_line,
+                            os_reason)
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path, redacted
@@ -260,6 +261,9 @@ class SqlStore:
             except sqlalchemy.exc.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise StoreError(f"write to {self.name} failed: {first_line(exc.orig)}") from None
+                # nothing of it written: a Ctrl-C held meanwhile (RunLogger.log's signals_deferred) acts
+                # here, not after up to LOCK_RETRIES more waits
+                act_on_held_signals()
                 time.sleep(random.uniform(0.05, 0.5) * (attempt + 1))
         raise StoreError(f"{self.name} stayed locked; nothing more was written")
 
@@ -340,6 +344,8 @@ class SqlStore:
                         conn.execute(tables[name].insert(), rows[name])
 
             self.transaction(insert)
+            if start + RUNS_PER_TRANSACTION < len(records):
+                act_on_held_signals()  # between transactions, each whole: a large batch stops at a Ctrl-C
         return [r.run_id for r in records]
 
     def _write_artifacts(self, artifact_uri: str, artifacts: dict[str, bytes | str | Path]) -> None:

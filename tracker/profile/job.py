@@ -804,7 +804,16 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         keep_own_code(record, cfg.network_spec)  # its code as trained (its own, or its base's), as profile keeps it
         if not is_own_spec(cfg.network_spec):  # a spec file's network: the spec as read
             record.artifacts["network_spec.json"] = json.dumps(cfg.network_spec, indent=2)
-    logger.log([record])
+    try:
+        logger.log([record])
+    except KeyboardInterrupt as exc:
+        from tracker.errors import Terminated
+
+        # a second Ctrl-C as the store took the KILLED run of a job the first ended, acted on once the store
+        # had it whole (``logged``; RunLogger.log): said as the first is, the job's line and status 130, not
+        # main's "what was logged before is kept" of a run rolled back (lost until 0.9.8)
+        if record.status != "KILLED" or isinstance(exc, Terminated) or getattr(exc, "logged", None) is None:
+            raise
     result = JobResult.of_run(record.run_id, record.status, len(steps), record.metrics, skipped,
                               record.tags.get("tracker.failure_reason"), cfg, record.params.get("mode"))
     from tracker.log.record import FAILURE_MESSAGE_TAG
