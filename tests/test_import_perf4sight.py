@@ -14,9 +14,11 @@ from tracker.describe.graph import Description
 from tracker.imports.perf4sight import read_configs, read_descriptions, records
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "perf4sight-tx2"
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/datasets/perf4sight-tx2 is not beside this checkout")
+#: The tests of the real files; the others write small perf4sight folders of their own, and run where the data is absent.
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="../shared/datasets/perf4sight-tx2 is not beside this checkout")
 
 
+@needs_data
 def test_reading_collapses_duplicates_and_keeps_failures() -> None:
     configs = read_configs(DATA)
     raw = {}
@@ -31,6 +33,7 @@ def test_reading_collapses_duplicates_and_keeps_failures() -> None:
     assert configs[failed].latency == [] and configs[failed].latency_failed >= 1
 
 
+@needs_data
 def test_duplicates_collapsed_counts_every_repeated_row() -> None:
     rows, configs = 0, set()
     for kind in ("latency", "memory"):
@@ -43,6 +46,7 @@ def test_duplicates_collapsed_counts_every_repeated_row() -> None:
     assert stats["duplicates_collapsed"] == rows - len(configs) > 200  # failed repeats too (99 until 0.9.6)
 
 
+@needs_data
 def test_imported_descriptions_have_the_same_rows_as_traced_ones() -> None:
     from tracker.describe import describe
 
@@ -56,6 +60,7 @@ def test_imported_descriptions_have_the_same_rows_as_traced_ones() -> None:
     assert sum(r["flops"] for r in a) == sum(r["flops"] for r in b)
 
 
+@needs_data
 def test_import_twice_adds_nothing(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["--tracking-uri", str(tmp_path / "store"), "import", "perf4sight", str(DATA), "--format", "json"]
@@ -111,6 +116,7 @@ def test_import_twice_adds_nothing(tmp_path: Path) -> None:
     assert r18["smallest_failed_batch"] > r18["largest_fitting_batch"] >= 220, r18
 
 
+@needs_data
 def test_a_wrong_folder_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), "import", "perf4sight", str(tmp_path)])
     assert result.exit_code != 0 and "not a perf4sight TX2 folder" in str(result.exception)
@@ -126,6 +132,7 @@ def _spoilt(tmp_path: Path, name: str, spoil) -> str:  # noqa: ANN001
     return str(folder)
 
 
+@needs_data
 def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is_touched(tmp_path: Path) -> None:
     import gzip
 
@@ -168,7 +175,7 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
          "has no bs (fewer cells than its header)"),
         (maybe, f"latency/{first}: line 2: passed 'Maybe' is neither True nor False"),
         (cell("bs", "x"), f"latency/{first}: batch size 'x' is not a whole number"),
-        (lambda f: (f / "latency" / first).rename(f / "latency" / "foo-gt.csv"),
+        (lambda f: [(f / kind / first).rename(f / kind / "foo-gt.csv") for kind in ("latency", "memory")],
          "latency/foo-gt.csv: not a perf4sight file name, NETWORK_PCT-gt.csv (resnet50_30-gt.csv)"),
         (lambda f: (f / "memory" / first).write_bytes((f / "memory" / first).read_bytes() + b"\xff\xfe"),
          f"memory/{first}: not UTF-8 text"),
@@ -183,3 +190,58 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
     assert not (tmp_path / "s").exists()  # checked before the store was made
     missing = CliRunner().invoke(app, ["import", "perf4sight", str(tmp_path / "nowhere")])
     assert str(missing.exception) == f"{tmp_path / 'nowhere'} does not exist"
+
+
+LATENCY = "passed|latency|test_var|bs|dataset|net_name|model\n"
+MEMORY = "passed|mem_alloc|mem_reserved|mem_used|mem_avail|free|capacity|test_var|bs|dataset|net_name|model\n"
+
+
+def small_folder(folder: Path, networks: tuple[str, ...] = ("squeezenet_50", "resnet18_0")) -> Path:
+    """A perf4sight folder as perf4sight writes one, small: each network measured at batch 2 and 4, in
+    latency/ and memory/, and no architecture."""
+    import gzip
+
+    for kind in ("latency", "memory"):
+        (folder / kind).mkdir(parents=True)
+    for net in networks:
+        family = net.rsplit("_", 1)[0]
+        (folder / "latency" / f"{net}-gt.csv").write_text(LATENCY + "".join(
+            f"True|{30.5 * bs}|latency|{bs}|imagenet|{family}|/m/{net}.py\n" for bs in (2, 4)))
+        (folder / "memory" / f"{net}-gt.csv").write_text(MEMORY + "".join(
+            f"True|{41.0 * bs}|{51.2 * bs}|{1400.0 + bs}|7171.5|4757.0|7859.0|memory|{bs}|imagenet|{family}|/m/{net}.py\n"
+            for bs in (2, 4)))
+    (folder / "architectures.json.gz").write_bytes(gzip.compress(b"[]"))
+    return folder
+
+
+def _import(tmp_path: Path, folder: Path):  # noqa: ANN202
+    return CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), "import", "perf4sight", str(folder),
+                                    "--format", "json"])
+
+
+def test_a_small_folder_imports_each_network_and_batch_size(tmp_path: Path) -> None:
+    result = _import(tmp_path, small_folder(tmp_path / "p"))
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.stdout)
+    assert stats["imported"] == stats["configurations"] == 4 and stats["without_architecture"] == 4
+
+
+def test_a_folder_without_memory_or_with_a_network_half_measured_is_refused_before_the_store_is_made(
+        tmp_path: Path) -> None:
+    """Its runs were imported without memory, which a later import of the whole folder could not add
+    (importing twice adds nothing), until 0.9.8."""
+    import shutil
+
+    no_memory = small_folder(tmp_path / "a")
+    shutil.rmtree(no_memory / "memory")
+    result = _import(tmp_path, no_memory)
+    assert result.exit_code == 1 and str(result.exception) == f"{no_memory} has no memory/ folder: not a perf4sight TX2 folder"
+
+    half = small_folder(tmp_path / "b", ("squeezenet_50", "resnet18_0", "googlenet_10"))
+    (half / "memory" / "resnet18_0-gt.csv").unlink()
+    (half / "latency" / "googlenet_10-gt.csv").unlink()
+    result = _import(tmp_path, half)
+    assert result.exit_code == 1 and str(result.exception).startswith(
+        f"{half}: resnet18_0-gt.csv in latency/ without its memory/ file; googlenet_10-gt.csv in memory/ without its "
+        "latency/ file"), result.exception
+    assert not (tmp_path / "s").exists()  # refused before the store was made

@@ -154,6 +154,25 @@ def _number(path: Path, row: dict[str, str], column: str, least: float = 0.0) ->
     return value
 
 
+def unpaired(lat_dir: Path, mem_dir: Path) -> None:
+    """A ConfigError in one line where a network has a latency CSV and no memory CSV, or the reverse:
+    its runs would be imported without the half that is missing, for good, since importing again skips
+    every configuration present (they were, without a word, until 0.9.8). Refused rather than warned
+    of: the folder is incomplete (perf4sight writes both for each network), and completing it after
+    an import could not add what was missing."""
+    lat = {p.name for p in lat_dir.glob("*-gt.csv")}
+    mem = {p.name for p in mem_dir.glob("*-gt.csv")}
+    if lat == mem:
+        return
+    def said(names: set[str], folder: str) -> str:
+        listed = sorted(names)
+        return ", ".join(listed[:3]) + (f" and {len(listed) - 3} more" if len(listed) > 3 else "") + f" in {folder}/"
+    missing = [f"{said(lat - mem, 'latency')} without its memory/ file" if lat - mem else "",
+               f"{said(mem - lat, 'memory')} without its latency/ file" if mem - lat else ""]
+    raise ConfigError(f"{lat_dir.parent}: {'; '.join(m for m in missing if m)} (perf4sight writes both for each network; "
+                      "a network imported with one alone could not be completed by importing again)")
+
+
 def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[tuple[str, int], Config]:
     """Every (network, batch size) of the CSVs; ``capacities_mb`` collects the memory rows' ``capacity``
     column (the board's physical memory, MB)."""
@@ -161,6 +180,11 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
     lat_dir, mem_dir = folder / "latency", folder / "memory"
     if not lat_dir.is_dir():
         raise ConfigError(f"{folder} has no latency/ folder: not a perf4sight TX2 folder")
+    # memory/ was optional until 0.9.8: its runs were imported without memory, and as importing twice
+    # adds nothing (each configuration present is skipped), the memory could never be added after
+    if not mem_dir.is_dir():
+        raise ConfigError(f"{folder} has no memory/ folder: not a perf4sight TX2 folder")
+    unpaired(lat_dir, mem_dir)
 
     def config(path: Path, row: dict[str, str]) -> Config:
         network = path.name.removesuffix("-gt.csv")
@@ -182,7 +206,7 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
                 c.latency.append(_number(path, row, "latency"))
             else:
                 c.latency_failed += 1
-    for path in sorted(mem_dir.glob("*-gt.csv")) if mem_dir.is_dir() else []:
+    for path in sorted(mem_dir.glob("*-gt.csv")):
         for row in _rows(path):
             c = config(path, row)
             if capacities_mb is not None:
