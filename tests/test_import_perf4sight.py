@@ -245,3 +245,16 @@ def test_a_folder_without_memory_or_with_a_network_half_measured_is_refused_befo
         f"{half}: resnet18_0-gt.csv in latency/ without its memory/ file; googlenet_10-gt.csv in memory/ without its "
         "latency/ file"), result.exception
     assert not (tmp_path / "s").exists()  # refused before the store was made
+
+
+def test_two_lines_run_together_are_refused_naming_the_line(tmp_path: Path) -> None:
+    """A newline lost between two rows (``sed -i '3{N;s/\\n//}'``) put the second row's cells under no
+    column, and its measurement was dropped without a word, until 0.9.8."""
+    folder = small_folder(tmp_path / "p")
+    path = folder / "latency" / "squeezenet_50-gt.csv"
+    head, first, second = path.read_text().splitlines(keepends=True)
+    path.write_text(head + first.rstrip("\n") + second)
+    result = _import(tmp_path, folder)
+    assert result.exit_code == 1 and str(result.exception) == (
+        f"{path}: line 2 has more cells than its header (13 for 7; two lines run together?)"), result.exception
+    assert not (tmp_path / "s").exists()

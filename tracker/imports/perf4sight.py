@@ -125,7 +125,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
     try:
         with path.open(newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh, delimiter="|")
-            rows, header = list(reader), reader.fieldnames or []  # read while open (an empty file: a traceback until 0.9.3)
+            # read while open (an empty file: a traceback until 0.9.3), each row with the line it ends on
+            numbered = [(reader.line_num, row) for row in reader]
+            header = reader.fieldnames or []
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: {not_utf8(exc)}") from None
     except (OSError, csv.Error) as exc:
@@ -133,12 +135,15 @@ def _rows(path: Path) -> list[dict[str, str]]:
     if missing := [c for c in COLUMNS[path.parent.name] if c not in header]:
         raise ConfigError(f"{path}: no column {', '.join(missing)} (its header: {'|'.join(header) or 'none'}; "
                           "perf4sight's CSVs are '|'-delimited)")
-    for line, row in enumerate(rows, 2):  # a row short of cells (None in them): a traceback until 0.9.3
+    for line, row in numbered:  # a row short of cells (None in them): a traceback until 0.9.3
         if short := [c for c in COLUMNS[path.parent.name] if row.get(c) is None]:
             raise ConfigError(f"{path}: line {line} has no {', '.join(short)} (fewer cells than its header)")
+        if None in row:  # two lines run together (a newline lost): one measurement dropped without a word until 0.9.8
+            raise ConfigError(f"{path}: line {line} has more cells than its header ({len(header) + len(row[None])} "
+                              f"for {len(header)}; two lines run together?)")
         if row["passed"] not in ("True", "False"):  # anything else was a failure, its value lost, until 0.9.3
             raise ConfigError(f"{path}: line {line}: passed {row['passed']!r} is neither True nor False")
-    return rows
+    return [row for _, row in numbered]
 
 
 def _number(path: Path, row: dict[str, str], column: str, least: float = 0.0) -> float:
