@@ -258,3 +258,17 @@ def test_two_lines_run_together_are_refused_naming_the_line(tmp_path: Path) -> N
     assert result.exit_code == 1 and str(result.exception) == (
         f"{path}: line 2 has more cells than its header (13 for 7; two lines run together?)"), result.exception
     assert not (tmp_path / "s").exists()
+
+
+def test_a_folder_with_nothing_to_import_is_refused_before_the_store_is_made(tmp_path: Path) -> None:
+    """It imported nothing, status 0, and made an empty experiment, until 0.9.8."""
+    empty = small_folder(tmp_path / "a", ())
+    result = _import(tmp_path, empty)
+    assert result.exit_code == 1 and str(result.exception) == (
+        f"{empty}: latency/ and memory/ hold no *-gt.csv file: nothing to import"), result.exception
+    headers = small_folder(tmp_path / "b", ("squeezenet_50",))
+    (headers / "latency" / "squeezenet_50-gt.csv").write_text(LATENCY)
+    (headers / "memory" / "squeezenet_50-gt.csv").write_text(MEMORY)
+    result = _import(tmp_path, headers)
+    assert result.exit_code == 1 and str(result.exception) == f"{headers}: its CSVs hold no rows: nothing to import"
+    assert not (tmp_path / "s").exists()

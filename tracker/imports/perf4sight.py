@@ -224,6 +224,10 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
                 c.memory.append((used, alloc, reserved))
             else:
                 c.memory_failed += 1
+    if not configs:  # imported nothing with status 0, an empty experiment made, until 0.9.8
+        found = any(lat_dir.glob("*-gt.csv"))
+        raise ConfigError(f"{folder}: " + ("its CSVs hold no rows" if found else "latency/ and memory/ hold no *-gt.csv "
+                                           "file") + ": nothing to import")
     return configs
 
 
