@@ -272,3 +272,14 @@ def test_a_folder_with_nothing_to_import_is_refused_before_the_store_is_made(tmp
     result = _import(tmp_path, headers)
     assert result.exit_code == 1 and str(result.exception) == f"{headers}: its CSVs hold no rows: nothing to import"
     assert not (tmp_path / "s").exists()
+
+
+def test_a_byte_order_mark_before_a_header_is_read_past(tmp_path: Path) -> None:
+    """It was read as part of the first column's name: "no column passed", until 0.9.8."""
+    folder = small_folder(tmp_path / "p")
+    for kind in ("latency", "memory"):
+        path = folder / kind / "squeezenet_50-gt.csv"
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    result = _import(tmp_path, folder)
+    assert result.exit_code == 0, result.exception
+    assert json.loads(result.stdout)["imported"] == 4

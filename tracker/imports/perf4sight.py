@@ -123,7 +123,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
     """A CSV's rows, or a ConfigError naming the file: not text, or without a column its folder's
     CSVs have (a file with another header was skipped without a word until 0.8.9)."""
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        # a byte-order mark before the header (a file saved by a spreadsheet) is not part of its first
+        # column (until 0.9.8: "no column passed (its header: \ufeffpassed|...)")
+        with path.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.DictReader(fh, delimiter="|")
             # read while open (an empty file: a traceback until 0.9.3), each row with the line it ends on
             numbered = [(reader.line_num, row) for row in reader]
