@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 
-from tracker.errors import TrackerError
+from tracker.errors import TrackerError, terminate
 from tracker.settings import mlflow_path, resolve_location
 
 HOST = "127.0.0.1"
@@ -78,20 +78,18 @@ def serve_ui(tracking_uri: str | None, port: int) -> None:
     # The server runs in its own process group with its workers; whatever stops us
     # (Ctrl-C, SIGTERM) stops the whole group, so no worker is left behind.
     proc = subprocess.Popen(cmd, start_new_session=True, env=ui_environment())
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # SIGTERM as the tracker command takes it (tracker.errors.terminate: a Ctrl-C, marked so that the
+    # command ends with 143), here too where the command's own handler is not set (a CliRunner)
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
         code = proc.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # said by the command, status 130 (143 for SIGTERM); it returned, status 0, until 0.9.8
         stop_process_group(proc)
-        return
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
     if code not in (0, -2, 130):
         raise TrackerError(f"the MLflow UI exited with status {code}")
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def stop_process_group(proc: subprocess.Popen) -> None:

@@ -84,7 +84,10 @@ def ui(
     """Start the MLflow UI on the tracking store (127.0.0.1 only)."""
     from tracker.ui import serve_ui
 
-    serve_ui(state(ctx).tracking_uri, port)
+    try:
+        serve_ui(state(ctx).tracking_uri, port)
+    except KeyboardInterrupt:  # how the UI is meant to stop: status 130 (SIGTERM 143) as any command (0 until 0.9.8)
+        exit_interrupted("interrupted: the MLflow UI is stopped, its server's processes with it")
 
 
 @app.command()
