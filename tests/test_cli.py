@@ -1010,3 +1010,15 @@ def test_a_misplaced_option_of_tracker_is_said_with_the_command_line_to_give(tmp
              "-e is an option of tracker itself, not of runs list: give it before the command (tracker -e VALUE runs list)")):
         out = in_process(args, tmp_path)
         assert out.returncode == 2 and out.stderr == f"error: {line}\n", out.stderr
+
+
+@pytest.mark.parametrize("args", [["zoo", "list"], ["zoo", "list", "--format", "json"], ["--help"]])
+def test_a_closed_pipe_ends_a_command_quietly_with_status_141(tmp_path: Path, args: list[str]) -> None:
+    """`tracker runs show RUN | head -1`: the reader gone before the command wrote, it exited 1 without a
+    word (rich's table, click's echo) or with Python's "Exception ignored ... BrokenPipeError" (the
+    buffer flushed at exit), until 0.9.8; now 141, as the shell says of any program a closed pipe ends."""
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the command writes
+    proc = subprocess.run([*TRACKER, *args], cwd=tmp_path, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, ""), (args, proc.returncode, proc.stderr)

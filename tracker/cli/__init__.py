@@ -30,6 +30,52 @@ def interrupted_line() -> str:
             "tracker sync sends them)\n")
 
 
+#: The status of a command whose output was cut off by its reader (``tracker runs show RUN | head -1``):
+#: 128 + SIGPIPE, what the shell says of any program a closed pipe ended (``yes | head -1``), and what
+#: a Python program that leaves SIGPIPE to its default ends with. Not 0: the output was not all written.
+BROKEN_PIPE = 141
+
+
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe its reader has closed (the system reports an error on its
+    writing end), or was put on the null device after a write to one failed (rich's way)."""
+    import os
+    import select
+
+    try:
+        fd = sys.__stdout__.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if any(events & select.POLLERR for _, events in poller.poll(0)):
+            return True
+        null, out = os.stat(os.devnull), os.fstat(fd)
+        return (out.st_rdev, out.st_ino) == (null.st_rdev, null.st_ino)
+    except (AttributeError, OSError, ValueError):  # no stdout, or one that is not a file
+        return False
+
+
+def broken_pipe(exc: BaseException) -> bool:
+    """Whether ``exc`` ends a command because its standard output was closed: a BrokenPipeError
+    (what was buffered, written as the command ends), or the status 1 click and rich exit with, in
+    silence, once a write to a closed pipe failed (1, and nothing on stderr, until 0.9.8)."""
+    if isinstance(exc, SystemExit):
+        exc = exc.__context__ if exc.code == 1 else None  # type: ignore[assignment]
+    return isinstance(exc, BrokenPipeError) and stdout_closed()
+
+
+def end_quietly_on_broken_pipe() -> None:
+    """Python's "Note on SIGPIPE" (the signal module's docs): the rest of the output goes to the null
+    device, so that the interpreter's own flush at exit does not fail once more; status 141."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass
+    sys.exit(BROKEN_PIPE)
+
+
 def main() -> None:
     """The console script: a Ctrl-C during a command, or while typer and the commands load (its
     first half-second), is one line and status 130. Once the command has ended, a Ctrl-C is
@@ -45,10 +91,18 @@ def main() -> None:
     try:
         from tracker.cli.app import main as run
 
-        run()
+        try:
+            run()
+        finally:  # what is buffered, written while a closed pipe can still be said quietly
+            if sys.stdout is not None:
+                sys.stdout.flush()
     except KeyboardInterrupt:
         sys.stderr.write(interrupted_line())
         sys.exit(143 if was_terminated() else 130)
+    except BaseException as exc:  # a reader that closed the pipe (`| head -1`): once for every command
+        if broken_pipe(exc):
+            end_quietly_on_broken_pipe()
+        raise
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)

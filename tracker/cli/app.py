@@ -222,7 +222,9 @@ def main() -> None:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(1)
     except OSError as exc:  # the file system said no where no command expected it: still one line
-        if verbose:
+        from tracker.cli import broken_pipe
+
+        if verbose or broken_pipe(exc):  # a closed stdout: tracker.cli.main ends quietly, status 141
             raise
         sys.stderr.write(f"error: {os_reason(exc)}\n")
         sys.exit(1)
