@@ -1022,3 +1022,25 @@ def test_a_closed_pipe_ends_a_command_quietly_with_status_141(tmp_path: Path, ar
     proc = subprocess.run([*TRACKER, *args], cwd=tmp_path, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
     os.close(write)
     assert (proc.returncode, proc.stderr) == (141, ""), (args, proc.returncode, proc.stderr)
+
+
+def _ctrl_c(*args: object, **kwargs: object) -> None:
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(("args", "where", "line"), [
+    (["store", "info"], "tracker.cli.options.State.logger", "nothing is written by this command"),
+    (["runs", "list"], "tracker.cli.options.State.logger", "nothing is written by this command"),
+    (["runs", "show", "abcdef"], "tracker.cli.options.State.logger", "nothing is written by this command"),
+    (["runs", "compare", "abcdef", "fedcba"], "tracker.cli.options.State.logger", "nothing is written by this command"),
+    (["fingerprint", "list"], "tracker.cli.options.State.location", "nothing is written by this command"),
+    (["device", "show"], "tracker.profile.inventory.device_report", "nothing is written by this command"),
+    (["views"], "tracker.warehouse.query.list_views", "nothing is written by this command"),
+    (["sql", "SELECT 1"], "tracker.settings.warehouse_path", "the warehouse, opened read-only, is as it was"),
+])
+def test_a_command_that_writes_nothing_says_so_when_interrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 args: list[str], where: str, line: str) -> None:
+    """main's "interrupted: what was logged before is kept", of commands that log nothing, until 0.9.8."""
+    monkeypatch.setattr(where, _ctrl_c)
+    result = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), *args])
+    assert (result.exit_code, result.stderr) == (130, f"interrupted: {line}\n"), (args, result.exit_code, result.output)

@@ -283,3 +283,27 @@ def test_a_byte_order_mark_before_a_header_is_read_past(tmp_path: Path) -> None:
     result = _import(tmp_path, folder)
     assert result.exit_code == 0, result.exception
     assert json.loads(result.stdout)["imported"] == 4
+
+
+def test_an_import_interrupted_says_how_many_runs_it_imported_and_the_same_command_imports_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said main's "interrupted: what was logged before is kept", not how much, until 0.9.8."""
+    from tracker.imports import perf4sight
+    from tracker.log.logger import RunLogger
+
+    folder = small_folder(tmp_path / "p")
+    log = RunLogger.log
+
+    def second_batch_interrupted(self: RunLogger, records, environment=None):  # noqa: ANN001, ANN202
+        if self.measured(kind="training", statuses=("FINISHED", "FAILED")):
+            raise KeyboardInterrupt
+        return log(self, records, environment)
+
+    monkeypatch.setattr(perf4sight, "RUNS_PER_BATCH", 3)
+    monkeypatch.setattr(RunLogger, "log", second_batch_interrupted)
+    result = _import(tmp_path, folder)
+    assert (result.exit_code, result.stderr) == (130, "interrupted: 3 of 4 runs imported into experiment perf4sight-tx2; "
+                                                      "run the same command again to import the rest\n"), result.output
+    monkeypatch.setattr(RunLogger, "log", log)
+    again = json.loads(_import(tmp_path, folder).stdout)
+    assert (again["imported"], again["already_present"]) == (1, 3)

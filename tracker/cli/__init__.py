@@ -12,10 +12,9 @@ STARTED_S = time.time()
 INTERRUPTED_LINE = "interrupted: what was logged before is kept\n"
 
 
-def interrupted_line() -> str:
-    """:data:`INTERRUPTED_LINE`, and where runs wait in the outbox (a write to a server cut short:
-    the rest of its batch), that ``tracker sync`` sends them (unsaid until 0.9.2). The batches this
-    command wrote only (every file in it, another server's too, until 0.9.4: said by a predict)."""
+def outbox_note() -> str:
+    """Where runs this command wrote wait in the outbox (a write to a server cut short), what to add
+    to a line saying it was interrupted; else nothing."""
     try:
         from tracker.log.outbox import outbox_dir
 
@@ -23,11 +22,17 @@ def interrupted_line() -> str:
     except Exception:  # noqa: BLE001 - what is said on the way out never fails the way out
         waiting = 0
     if not waiting:
-        return INTERRUPTED_LINE
+        return ""
     from tracker.console import counted
 
-    return (INTERRUPTED_LINE.rstrip("\n") + f"; runs wait in the outbox ({counted(waiting, 'batch', 'batches')}: "
-            "tracker sync sends them)\n")
+    return f"; runs wait in the outbox ({counted(waiting, 'batch', 'batches')}: tracker sync sends them)"
+
+
+def interrupted_line() -> str:
+    """:data:`INTERRUPTED_LINE`, and where runs wait in the outbox (a write to a server cut short:
+    the rest of its batch), that ``tracker sync`` sends them (unsaid until 0.9.2). The batches this
+    command wrote only (every file in it, another server's too, until 0.9.4: said by a predict)."""
+    return INTERRUPTED_LINE.rstrip("\n") + outbox_note() + "\n"
 
 
 #: The status of a command whose output was cut off by its reader (``tracker runs show RUN | head -1``):

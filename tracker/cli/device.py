@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import Allocator, FormatOption, OutputFormat, device_name, emit_json
+from tracker.cli.options import Allocator, FormatOption, OutputFormat, device_name, emit_json, reads_only
 
 app = typer.Typer(help="This machine's devices: what a measurement on each records, its mode, what moves it.",
                   no_args_is_help=True)
@@ -15,6 +15,7 @@ app = typer.Typer(help="This machine's devices: what a measurement on each recor
 @app.command("show", help="What a measurement on DEVICE records here, measuring nothing.\n\nIts device mode, each "
                            "telemetry metric measured (with its reading now) or absent (and why), the memory cap it "
                            "would get, and what moves measurements on this machine. Reads; changes nothing.")
+@reads_only
 def show(
     device: Annotated[str, typer.Argument(callback=device_name, help="cpu, cuda or cuda:N (CUDA device N).")] = "cpu",
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads of the mode; default: torch's.")] = None,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, model_reference, state
+from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, model_reference, reads_only, state
 from tracker.cli.warehouse import WarehouseOption
 from tracker.console import counted
 from tracker.fingerprint.runtime import TARGETS
@@ -128,6 +128,7 @@ def _note_unloaded(path: Path, location: StoreLocation) -> None:
 
 
 @app.command("list")
+@reads_only
 def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
     """Registered fingerprints with their versions, aliases and held-out metrics."""
     uri = _uri(ctx, read_only=True)  # a store that is not there is said before MLflow is imported

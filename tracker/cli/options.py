@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TypeVar
 
 import typer
 
@@ -18,6 +18,9 @@ from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH
 if TYPE_CHECKING:
     from tracker.log.logger import RunLogger
     from tracker.settings import StoreLocation
+
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class OutputFormat(str, Enum):
@@ -59,6 +62,31 @@ def logging_nothing(what: str) -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         exit_interrupted(f"interrupted: {what}")
+
+
+#: What a command that writes nothing (runs list, runs show, store info, device show, views, ...) says
+#: when Ctrl-C stops it: main's "what was logged before is kept" until 0.9.8, of commands that log nothing.
+READ_ONLY_LINE = "interrupted: nothing is written by this command"
+
+
+def says_when_interrupted(line: str) -> Callable[[F], F]:
+    """A command's one declaration of what its Ctrl-C (or SIGTERM) says, put under its ``@app.command``:
+    ``line``, status 130 (143), as :func:`logging_nothing` does for a block, in place of main's generic
+    line. A line the command says itself (:func:`exit_interrupted`) is said instead."""
+    import functools
+
+    def declare(command: F) -> F:
+        @functools.wraps(command)  # its signature and annotations, as Typer reads them
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with logging_nothing(line.removeprefix("interrupted: ")):
+                return command(*args, **kwargs)
+        return run  # type: ignore[return-value]
+
+    return declare
+
+
+#: :func:`says_when_interrupted` for a command that only reads.
+reads_only = says_when_interrupted(READ_ONLY_LINE)
 
 
 def interrupt_said() -> bool:

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, reads_only, state
 from tracker.console import counted, named
 
 app = typer.Typer(help="The tracking store: where it is, its schema, its experiments.", no_args_is_help=True)
@@ -14,6 +14,7 @@ runs_app = typer.Typer(help="Runs in the current experiment.", no_args_is_help=T
 
 
 @app.command("info")
+@reads_only
 def info(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None:
     """Show the store's URI, schema version and experiment."""
     from tracker.log.inspect import store_info
@@ -46,6 +47,7 @@ def relocate(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
 
 
 @runs_app.command("list")
+@reads_only
 def list_runs(
     ctx: typer.Context,
     kind: Annotated[Optional[str], typer.Option(help="Only runs of this kind (network, layer, ...).")] = None,
@@ -124,6 +126,7 @@ def _why(run: dict[str, Any]) -> str:
 
 
 @runs_app.command("show")
+@reads_only
 def show(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="The run: its id, or its first 6 characters or more.")],
@@ -176,6 +179,7 @@ def show(
 
 
 @runs_app.command("compare")
+@reads_only
 def compare(
     ctx: typer.Context,
     run_a: Annotated[str, typer.Argument(help="The reference run: its id, or its first 6 characters or more.")],

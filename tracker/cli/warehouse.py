@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, reads_only, says_when_interrupted, state
 from tracker.console import counted
 
 app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking store, export it.", no_args_is_help=True)
@@ -92,6 +92,7 @@ def export_cmd(
     typer.echo(f"wrote {counted(len(written), EXPORT_NAMES[fmt] + ' file')} to {folder}")
 
 
+@says_when_interrupted("interrupted: the warehouse, opened read-only, is as it was")
 def sql(
     ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="One SQL statement, e.g. \"SELECT * FROM latest_measurements\".")],
@@ -149,6 +150,7 @@ def sql(
         sys.stdout.write(text)
 
 
+@reads_only
 def views(ctx: typer.Context, warehouse: WarehouseOption = None, fmt: FormatOption = OutputFormat.table) -> None:
     """List the warehouse's SQL views with what each one is."""
     from tracker.settings import warehouse_path

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, reads_only, state
 from tracker.console import counted
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
@@ -48,6 +48,7 @@ def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
 
 
 @app.command("list")
+@reads_only
 def list_models(family: Annotated[Family, typer.Option(help="Which models.")] = Family.all, fmt: FormatOption = OutputFormat.table) -> None:
     """List the torchvision models the zoo can build (without weights)."""
     from tracker.zoo import all_models, classification_models, detection_models, segmentation_models

@@ -313,15 +313,30 @@ def prepare(folder: Path) -> Prepared:
     return Prepared(recs, stats, capacities_mb)
 
 
+#: Runs logged in one batch (one transaction of an embedded store): an import stopped by Ctrl-C keeps
+#: the batches written whole, and says how many runs they hold.
+RUNS_PER_BATCH = 500
+
+
 def import_perf4sight(logger: RunLogger, folder: Path, prepared: Prepared | None = None) -> dict[str, int]:
     """Import the folder (or what :func:`prepare` read of it) into the logger's experiment; returns
-    counts of what was done."""
+    counts of what was done. A Ctrl-C (KeyboardInterrupt) goes on up carrying ``imported``, the runs
+    written before it, and ``to_import``, the runs this import had to write: the same import again
+    writes the rest (the configurations present are skipped)."""
     prepared = prepared or prepare(folder)
     recs, stats, capacities_mb = prepared.records, dict(prepared.stats), prepared.capacities_mb
     present = logger.measured(kind="training", statuses=("FINISHED", "FAILED"))
     new = [r for r in recs if r.config_key not in present]
-    if new:
-        logger.log(new, environment=environment(capacities_mb))
+    done = 0
+    try:
+        for start in range(0, len(new), RUNS_PER_BATCH):
+            batch = new[start:start + RUNS_PER_BATCH]
+            logger.log(batch, environment=environment(capacities_mb))
+            done += len(batch)
+    except KeyboardInterrupt as exc:
+        exc.imported = done + len(getattr(exc, "logged", ()))  # type: ignore[attr-defined]  # a batch written whole
+        exc.to_import = len(new)  # type: ignore[attr-defined]
+        raise
     stats["imported"] = len(new)
     stats["already_present"] = len(recs) - len(new)
     return stats
