@@ -1044,3 +1044,26 @@ def test_a_command_that_writes_nothing_says_so_when_interrupted(tmp_path: Path, 
     monkeypatch.setattr(where, _ctrl_c)
     result = CliRunner().invoke(app, ["--tracking-uri", str(tmp_path / "s"), *args])
     assert (result.exit_code, result.stderr) == (130, f"interrupted: {line}\n"), (args, result.exit_code, result.output)
+
+
+def test_runs_list_names_the_option_mlflow_cannot_read(tmp_path: Path) -> None:
+    """--where and --order-by are each read by MLflow's parser before the search: an ordering by a
+    bare metric name was said as --where's fault where both were given (until 0.9.8)."""
+    from tests.conftest import network_record
+
+    store = tmp_path / "store"
+    with RunLogger(str(store), "cli") as logger:
+        logger.log([network_record("squeezenet1_1", 1)])
+    base = ["--tracking-uri", str(store), "-e", "cli", "runs", "list"]
+    for args, option, said in (
+        (["--where", "params.model = 'squeezenet1_1'", "--order-by", "latency_ms ASC"], "--order-by",
+         "Invalid attribute key 'latency_ms'"),
+        (["--where", "params.model = ", "--order-by", "metrics.latency_ms ASC"], "--where", "Invalid clause(s)"),
+        (["--order-by", "latency_ms ASC"], "--order-by", "Invalid attribute key 'latency_ms'"),
+    ):
+        out = runner.invoke(app, [*base, *args])
+        assert out.exit_code == 1 and str(out.exception).startswith(f"{option}: MLflow cannot search by it: "), out.exception
+        assert said in str(out.exception)
+    good = runner.invoke(app, [*base, "--where", "params.model = 'squeezenet1_1'", "--order-by", "metrics.latency_ms ASC",
+                               "--format", "json"])
+    assert good.exit_code == 0 and len(json.loads(good.stdout)) == 1, good.output

@@ -87,6 +87,7 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
                        + ([] if children else [f"tags.`{PARENT_TAG}` IS NULL"])
                        + ([f"attributes.status = '{status.upper()}'"] if status else [])
                        + ([f"{where.strip()}"] if where and where.strip() else []))
+    _check_search(where, order_by)
     client = MlflowClient(logger.location.uri)
     runs: list[Any] = []
     token = None
@@ -99,14 +100,9 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
             token = page.token
             if not token:
                 break
-    except MlflowException as exc:
-        # the one MLflow names, where both were given ("--where or --order-by" until 0.9.4)
+    except MlflowException as exc:  # what MLflow's own parsing let through, and its search refused
         given = [x for x, value in (("--where", where), ("--order-by", order_by)) if value]
-        if len(given) == 2:
-            given = ["--order-by" if "order_by" in str(exc.message).lower() else "--where"]
-        what = given[0] if given else "the search"
-        raise TrackerError(f"{what}: MLflow cannot search by it: {first_line(exc.message)} (its syntax: "
-                           "params.model = 'resnet18' AND metrics.latency_ms < 20; order: metrics.latency_ms ASC)") from None
+        raise TrackerError(_unsearchable(" or ".join(given) if given else "the search", exc)) from None
     return [
         {
             "run_id": r.info.run_id,
@@ -121,6 +117,27 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
         }
         for r in runs
     ]
+
+
+def _unsearchable(option: str, exc: Any) -> str:
+    return (f"{option}: MLflow cannot search by it: {first_line(exc.message)} (its syntax: "
+            "params.model = 'resnet18' AND metrics.latency_ms < 20; order: metrics.latency_ms ASC)")
+
+
+def _check_search(where: str | None, order_by: str | None) -> None:
+    """Each of ``--where`` and ``--order-by`` read by MLflow's own parser before the search, so that
+    the one it cannot read is named (until 0.9.8 an ordering MLflow refused, "latency_ms ASC", was
+    said as --where's where both were given: the option was guessed from MLflow's message)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.search_utils import SearchUtils
+
+    for option, value, parse in (("--where", where, SearchUtils.parse_search_filter),
+                                 ("--order-by", order_by, SearchUtils.parse_order_by_for_search_runs)):
+        if value and value.strip():
+            try:
+                parse(value.strip())
+            except MlflowException as exc:
+                raise TrackerError(_unsearchable(option, exc)) from None
 
 
 def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
