@@ -171,3 +171,48 @@ def test_a_store_in_a_folder_named_with_url_characters_keeps_everything_in_that_
     asked = tmp_path / "why?" / "runs"
     code, out = _cli(asked, "warehouse", "load")
     assert code == 1 and out.startswith(f"cannot keep a warehouse at {asked / 'warehouse.duckdb'}: DuckDB reads"), out
+
+
+def test_a_store_relocate_cannot_read_or_write_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy cut short, one on a read-only mount, and one another process holds locked: each a
+    line, worded as the commands that read a store word it (SQLite's and SQLAlchemy's tracebacks
+    until 0.9.8); nothing changed."""
+    import subprocess
+
+    import tracker.log.sql_store as sql_store
+
+    original = tmp_path / "a" / "runs"
+    _log(original, "resnet18")
+    cut = tmp_path / "cut" / "runs"
+    cut.mkdir(parents=True)
+    (cut / "mlflow.db").write_bytes((original / "mlflow.db").read_bytes()[:100_000])  # head -c 100000
+    code, out = _cli(cut, "store", "relocate")
+    assert (code, out) == (1, f"cannot read tracking database sqlite:///{cut / 'mlflow.db'}: database disk image is "
+                              "malformed"), out
+
+    locked = tmp_path / "locked" / "runs"
+    shutil.copytree(original, locked)
+    before = _paths(locked)
+    monkeypatch.setattr(sql_store, "BUSY_TIMEOUT_S", 0.5)  # a wait for the lock of half a second, not a minute
+    with closing(sqlite3.connect(locked / "mlflow.db", isolation_level=None)) as other:
+        other.execute("BEGIN EXCLUSIVE")
+        code, out = _cli(locked, "store", "relocate")
+        other.execute("ROLLBACK")
+    assert (code, out) == (1, f"tracking store {locked / 'mlflow.db'} is locked by another process (a command writing "
+                              "to it, or an open MLflow UI's write): nothing was changed; run store relocate again once "
+                              "it is done"), out
+    assert _paths(locked) == before
+
+    copy = tmp_path / "copy" / "runs"
+    shutil.copytree(original, copy)
+    mounted = tmp_path / "ro"
+    mounted.mkdir()
+    if subprocess.run(["mount", "--bind", str(copy), str(mounted)], capture_output=True).returncode != 0:
+        return  # not root, or no mount namespace: the two above are this test's
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(mounted)], capture_output=True).returncode == 0:
+            code, out = _cli(mounted, "store", "relocate")
+            assert code == 1 and out.startswith(f"cannot open tracking store {mounted / 'mlflow.db'}: its folder "
+                                                f"{mounted} is not writable"), out
+    finally:
+        subprocess.run(["umount", str(mounted)], capture_output=True)

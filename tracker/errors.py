@@ -179,6 +179,11 @@ class StoreError(TrackerError):
     """The tracking store cannot be used: unreachable, unsupported URI or schema version."""
 
 
+class StoreLockedError(StoreError):
+    """An embedded store's write lock stayed held by another process past every wait (its
+    ``SqlStore.transaction``): nothing of the write was made."""
+
+
 class NothingLoggedError(StoreError):
     """What a command that only reads asks for was never written: no embedded store in the folder,
     or no experiment of that name in the store."""

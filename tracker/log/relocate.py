@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import StoreError
-from tracker.settings import StoreLocation, local_path, mlflow_path, sqlite_read_only
+from tracker.errors import StoreError, StoreLockedError, first_line
+from tracker.settings import StoreLocation, local_path, mlflow_path, redacted, sqlite_read_only
 
 #: The columns that hold absolute artifact paths, per table (MLflow's schema, pinned).
 PATH_COLUMNS = (
@@ -91,8 +91,11 @@ def old_roots(location: StoreLocation) -> set[Path]:
 
     if not location.is_sqlite or not location.db_path.is_file():
         return set()
-    with closing(sqlite3.connect(sqlite_read_only(location.db_path), uri=True)) as conn:
-        found = {moved_from(location, row[0]) for row in conn.execute("SELECT artifact_location FROM experiments")}
+    try:
+        with closing(sqlite3.connect(sqlite_read_only(location.db_path), uri=True)) as conn:
+            found = {moved_from(location, row[0]) for row in conn.execute("SELECT artifact_location FROM experiments")}
+    except sqlite3.Error as exc:  # a store cut short, or unreadable: said as the commands that read it say it
+        raise StoreError(f"cannot read tracking database {redacted(location.uri)}: {first_line(exc)}") from None
     return {p for p in found if p is not None}
 
 
@@ -105,14 +108,20 @@ def relocate(location: StoreLocation) -> list[Relocation]:
     if not location.is_sqlite:
         raise StoreError(f"{location.uri} is not an embedded store: a tracking server keeps its own artifact paths")
     location.require()
-    roots = old_roots(location)
-    if not roots:
-        return []
-    new_root = Path(str(location.artifact_root))
     store = SqlStore(location)
     try:
-        with store.engine().connect() as conn:
-            uris = [row[0] for row in conn.execute(sqlalchemy.text("SELECT artifact_uri FROM runs"))]
+        # opened as every command opens it: a store cut short, read-only or not MLflow's is one line, said
+        # as they say it (tracebacks until 0.9.8)
+        store.schema_version()
+        roots = old_roots(location)
+        if not roots:
+            return []
+        new_root = Path(str(location.artifact_root))
+        with store.reading() as conn:  # beside a writer, without its lock
+            try:
+                uris = [row[0] for row in conn.execute(sqlalchemy.text("SELECT artifact_uri FROM runs"))]
+            except sqlalchemy.exc.DatabaseError as exc:
+                raise StoreError(f"cannot read tracking database {store.name}: {first_line(exc.orig)}") from None
         for old in sorted(roots):
             under = [p for p in (_local(u) for u in uris) if p is not None and old in p.parents]
             there = sum(1 for p in under if (new_root / p.relative_to(old)).exists())
@@ -141,6 +150,14 @@ def relocate(location: StoreLocation) -> list[Relocation]:
                 done.append(Relocation(str(old), str(new_root), rows))
             return done
 
-        return store.transaction(rewrite)
+        try:  # one wait for the lock (BUSY_TIMEOUT_S), not a logger's twenty: someone is waiting for the answer
+            return store.transaction(rewrite, attempts=1)
+        except sqlalchemy.exc.DatabaseError as exc:  # a page cut short met by the rewrite: rolled back
+            raise StoreError(f"cannot write tracking database {store.name}: {first_line(exc.orig)} (nothing was "
+                             "changed)") from None
+        except StoreLockedError:
+            raise StoreLockedError(f"tracking store {store.db_path} is locked by another process (a command writing to "
+                                   "it, or an open MLflow UI's write): nothing was changed; run store relocate again "
+                                   "once it is done") from None
     finally:
         store.close()

@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.cache import cache_dir
 from tracker.console import named
-from tracker.errors import (ExperimentDeletedError, NothingLoggedError, StoreError, act_on_held_signals, first_line,
-                            os_reason)
+from tracker.errors import (ExperimentDeletedError, NothingLoggedError, StoreError, StoreLockedError, act_on_held_signals,
+                            first_line, os_reason)
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path, redacted
@@ -171,6 +171,10 @@ class SqlStore:
         except sqlalchemy.exc.OperationalError as exc:
             raise StoreError(f"cannot read tracking store {self.name}: {first_line(exc.orig)}") from None
 
+    def reading(self) -> Any:
+        """A connection whose transactions only read (see :meth:`_reading`), for code outside the store."""
+        return self._reading()
+
     def schema_version(self) -> str:
         self.engine()
         return self._read_schema_version()
@@ -250,11 +254,12 @@ class SqlStore:
             }
         return self._tables
 
-    def transaction(self, work: Callable[[Any], T]) -> T:
-        """Run ``work(conn)`` in one write transaction, retried whole while the database is locked."""
+    def transaction(self, work: Callable[[Any], T], attempts: int = LOCK_RETRIES) -> T:
+        """Run ``work(conn)`` in one write transaction, retried whole while the database is locked
+        (``attempts`` waits of ``BUSY_TIMEOUT_S`` in all; then :class:`StoreLockedError`)."""
         import sqlalchemy
 
-        for attempt in range(LOCK_RETRIES):
+        for attempt in range(attempts):
             try:
                 with self.engine().begin() as conn:
                     return work(conn)
@@ -265,7 +270,7 @@ class SqlStore:
                 # here, not after up to LOCK_RETRIES more waits
                 act_on_held_signals()
                 time.sleep(random.uniform(0.05, 0.5) * (attempt + 1))
-        raise StoreError(f"{self.name} stayed locked; nothing more was written")
+        raise StoreLockedError(f"{self.name} stayed locked; nothing more was written")
 
     def close(self) -> None:
         if self._engine is not None:
