@@ -282,3 +282,29 @@ def test_two_runs_apart_by_their_memory_cap_alone_say_so(tmp_path: Path) -> None
                                                  {"key": "prefetch_factor", "a": "2", "b": "4"}]
     rows = {r["metric"]: r for r in data["metrics"]}
     assert rows["step_time_ms"]["change_rel"] == pytest.approx(-1 / 6) and rows["data_wait_frac"]["b"] == 0.05
+
+
+
+def _store_of_experiments(store: Path) -> tuple[str, list[str], MlflowClient]:
+    """A network run in experiment demo, three in experiment other, and a client of the store."""
+    with RunLogger(str(store), experiment="demo", environment=ENV) as logger:
+        [here] = logger.log([network_record(batch_size=1)])
+    with RunLogger(str(store), experiment="other", environment=ENV) as logger:
+        there = logger.log([network_record(batch_size=b) for b in (2, 4, 8)])
+    return here, there, MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+
+
+def test_a_prefix_of_another_kinds_run_in_any_experiment_is_said_as_that_kind(tmp_path: Path) -> None:
+    """A prefix of a fingerprint's or another experiment's mode run is said as that run's kind, as
+    its full id is ("no measurement run" until 0.9.8: only this experiment's runs of the record
+    kinds were looked at)."""
+    here, _, client = _store_of_experiments(tmp_path / "s")
+    base = ["--tracking-uri", str(tmp_path / "s"), "-e", "demo", "runs", "compare"]
+    for experiment, kind in (("fingerprints", "fingerprint"), ("modes", "mode")):
+        rid = client.create_run(client.create_experiment(experiment), tags={"tracker.kind": kind}).info.run_id
+        client.set_terminated(rid)
+        for ref in (rid, rid[:8]):
+            out = runner.invoke(app, [*base, ref, here])
+            assert out.exit_code == 1 and isinstance(out.exception, TrackerError), out.output
+            assert f"run {rid[:12]} is a {kind} run" in str(out.exception), out.exception
+

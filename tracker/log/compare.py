@@ -104,6 +104,7 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
 
     found = named(store.runs_with_prefix(experiment, ref, kinds))
+    others = None
     if not found:  # in another experiment, as a full id is found (until 0.9.1: "no run", for the id profile printed)
         others = [e for e in client.search_experiments() if str(e.experiment_id) != str(experiment.experiment_id)]
         found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
@@ -115,10 +116,15 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         deleted = client.search_runs([experiment.experiment_id], "", run_view_type=ViewType.DELETED_ONLY, max_results=1000)
         found = [r.info.run_id for r in deleted if r.info.run_id.startswith(ref) and r.data.tags.get(KIND_TAG) in kinds]
     if not found and kinds == MEASURED_KINDS:  # a run of another kind (a mode run, say): said as that (until 0.9.2, "no run")
-        from tracker.log.schema import KINDS
+        from tracker.log.inspect import KINDS  # a fingerprint's run too, in any experiment (until 0.9.8: this one's
+        # runs of the record kinds only, the rest "no measurement run")
 
-        if other := store.runs_with_prefix(experiment, ref, tuple(k for k in KINDS if k not in kinds)):
-            raise TrackerError(f"run {other[0][0][:12]} is a {other[0][1]} run, not a measurement: give a "
+        rest = tuple(k for k in KINDS if k not in kinds)
+        if others is None:
+            others = [e for e in client.search_experiments() if str(e.experiment_id) != str(experiment.experiment_id)]
+        other = next((hit for e in (experiment, *others) for hit in store.runs_with_prefix(e, ref, rest)), None)
+        if other is not None:
+            raise TrackerError(f"run {other[0][:12]} is a {other[1]} run, not a measurement: give a "
                                f"{', '.join(kinds[:-1])} or {kinds[-1]} run")
     if not found:
         what = "measurement run" if kinds == MEASURED_KINDS else "run"
