@@ -308,3 +308,21 @@ def test_a_prefix_of_another_kinds_run_in_any_experiment_is_said_as_that_kind(tm
             assert out.exit_code == 1 and isinstance(out.exception, TrackerError), out.output
             assert f"run {rid[:12]} is a {kind} run" in str(out.exception), out.exception
 
+
+def test_a_deleted_run_of_another_experiment_is_found_by_a_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deleted run of another experiment is found by a prefix of its id, past a page of deleted
+    runs (until 0.9.8 only this experiment's first 1000 deleted runs were looked at)."""
+    import tracker.log.inspect as inspect
+
+    here, gone, client = _store_of_experiments(tmp_path / "s")
+    for rid in gone:
+        client.delete_run(rid)
+    base = ["--tracking-uri", str(tmp_path / "s"), "-e", "demo", "runs"]
+    monkeypatch.setattr(inspect, "SEARCH_MOST", 2)  # deleted runs read two a page
+    for rid in gone:
+        shown = runner.invoke(app, [*base, "show", rid[:8], "--format", "json"])
+        assert shown.exit_code == 0, (shown.output, shown.exception)
+        data = json.loads(shown.stdout)
+        assert data["run_id"] == rid and data["deleted"] and data["experiment"] == "other"
+    out = runner.invoke(app, [*base, "compare", here[:8], gone[-1][:8], "--format", "json"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["b"]["deleted"], (out.output, out.exception)

@@ -110,11 +110,9 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
     if not found:  # the id it had in the outbox, which the command that measured it printed (unfound until 0.9.2)
         found = _sent_as(client, ref)
-    if not found:  # a deleted run (MLflow's soft delete), as its full id is found (unfound until 0.9.2)
-        from mlflow.entities import ViewType
-
-        deleted = client.search_runs([experiment.experiment_id], "", run_view_type=ViewType.DELETED_ONLY, max_results=1000)
-        found = [r.info.run_id for r in deleted if r.info.run_id.startswith(ref) and r.data.tags.get(KIND_TAG) in kinds]
+    if not found:  # a deleted run (MLflow's soft delete), as its full id is found (unfound until 0.9.2); of any
+        # experiment, every page (until 0.9.8 the current experiment's first 1000 deleted runs only)
+        found = named(_deleted_with_prefix(client, ref, kinds))
     if not found and kinds == MEASURED_KINDS:  # a run of another kind (a mode run, say): said as that (until 0.9.2, "no run")
         from tracker.log.inspect import KINDS  # a fingerprint's run too, in any experiment (until 0.9.8: this one's
         # runs of the record kinds only, the rest "no measurement run")
@@ -133,6 +131,26 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         raise TrackerError(f"{ref} names {len(found)} runs ({', '.join(rid[:12] for rid in found[:4])}"
                            f"{', ...' if len(found) > 4 else ''}): give more of its id")
     return client.get_run(found[0])
+
+
+def _deleted_with_prefix(client: Any, ref: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(run id, kind) of the deleted runs of ``kinds`` whose id starts with ``ref``, in every
+    experiment of the store (a deleted one's too), read page by page."""
+    from mlflow.entities import ViewType
+
+    from tracker.log.inspect import SEARCH_MOST
+
+    experiments = [str(e.experiment_id) for e in client.search_experiments(view_type=ViewType.ALL)]
+    found, token = [], None
+    while experiments:
+        page = client.search_runs(experiments, "", run_view_type=ViewType.DELETED_ONLY, max_results=SEARCH_MOST,
+                                  page_token=token)
+        found += [(r.info.run_id, r.data.tags.get(KIND_TAG, "")) for r in page
+                  if r.info.run_id.startswith(ref) and r.data.tags.get(KIND_TAG) in kinds]
+        token = page.token
+        if not token:
+            break
+    return sorted(found)
 
 
 def _sent_as(client: Any, ref: str) -> list[str]:
