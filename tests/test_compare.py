@@ -326,3 +326,38 @@ def test_a_deleted_run_of_another_experiment_is_found_by_a_prefix(tmp_path: Path
         assert data["run_id"] == rid and data["deleted"] and data["experiment"] == "other"
     out = runner.invoke(app, [*base, "compare", here[:8], gone[-1][:8], "--format", "json"])
     assert out.exit_code == 0 and json.loads(out.stdout)["b"]["deleted"], (out.output, out.exception)
+
+
+def test_a_run_whose_samples_are_damaged_is_shown_whole_and_compared_without_them(tmp_path: Path) -> None:
+    """A samples artifact cut short or garbled refused the whole run in runs show and runs compare,
+    garbled as "lacks or garbles could not convert string to float: 'a'" (until 0.9.8): the run is
+    shown whole beside a note, and compared without its samples, said so."""
+    from tracker.log.samples import samples_json
+
+    store = tmp_path / "s"
+    whole = samples_json({"stop_reason": "precision", "block_n": 1, "warmup_ms": [1.0, 1.1],
+                          "samples_ms": [1.0 + i / 100 for i in range(30)]})
+    cut, garbled, good = network_record(batch_size=1), network_record(batch_size=2), network_record(batch_size=4)
+    cut.artifacts[SAMPLES_ARTIFACT] = whole[:50]
+    garbled.artifacts[SAMPLES_ARTIFACT] = json.dumps({"format": 1, "samples_ms": [1, 2, "a"]})
+    good.artifacts[SAMPLES_ARTIFACT] = whole
+    with RunLogger(str(store), experiment="dmg", environment=ENV) as logger:
+        logger.log([cut, garbled, good])
+    base = ["--tracking-uri", str(store), "-e", "dmg", "runs"]
+    for record, said in ((cut, f"{SAMPLES_ARTIFACT} is not JSON ("),
+                         (garbled, f"{SAMPLES_ARTIFACT}'s samples_ms holds 'a', not a number")):
+        shown = runner.invoke(app, [*base, "show", record.run_id[:8], "--format", "json"])
+        assert shown.exit_code == 0, (shown.output, shown.exception)
+        data = json.loads(shown.stdout)
+        assert data["samples"] is None and data["samples_unreadable"].startswith(said), data["samples_unreadable"]
+        assert data["params"]["batch_size"] == str(record.params["batch_size"]) and data["metrics"]["latency_ms"] == 12.5
+        assert SAMPLES_ARTIFACT in data["artifacts"]
+        text = runner.invoke(app, [*base, "show", record.run_id[:8]]).stdout
+        assert f"  raw samples unreadable: {said}" in text and "params:" in text and "metrics:" in text, text
+        compared = runner.invoke(app, [*base, "compare", good.run_id[:8], record.run_id[:8]])
+        assert compared.exit_code == 0, (compared.output, compared.exception)
+        line = compared.stdout.splitlines()[1]
+        assert line.startswith(f"B: {record.run_id[:12]}") and f"(raw samples unreadable: {said}" in line, line
+        assert line.endswith("judged without them)") and "latency +0.0 %" in compared.stdout, compared.stdout
+    with pytest.raises(TrackerError, match="samples_ms holds 'a', not a number"):
+        read_samples(json.dumps({"format": 1, "samples_ms": [1, 2, "a"]}), "x")

@@ -194,6 +194,11 @@ class ExperimentDeletedError(StoreError):
     for an unreachable server (its runs went to the outbox until 0.9.2)."""
 
 
+class DamagedArtifactError(TrackerError):
+    """A run's artifact that tracker reads back (its raw samples) is cut short or garbled: the run
+    is shown, and compared, without it."""
+
+
 class ConfigError(TrackerError):
     """A configuration file or option is malformed (the message names the key)."""
 

@@ -153,6 +153,8 @@ def show(
         typer.echo(f"  nested under {data['parent_run_id']}")
     if data["layer_runs"]:
         typer.echo(f"  {counted(data['layer_runs'], 'layer run')} nested under it")
+    if data["samples_unreadable"]:  # the run shown whole beside it (since 0.9.8)
+        typer.echo(f"  raw samples unreadable: {data['samples_unreadable']}")
     if s := data["samples"]:
         span = f", {s['min_ms']:.4g} to {s['max_ms']:.4g} ms" if s["count"] else ""
         typer.echo(f"  raw samples: {s['count']} after {s['warmup_count']} warm-up, {s['block_n']} per block, "
@@ -204,7 +206,8 @@ def compare(
         s = data[side]
         mode = f" · {s['mode']}" if s["mode"] else ""  # an imported run has none ("· None" until 0.9.2)
         typer.echo(f"{side.upper()}: {s['run_id'][:12]}  {s['name']}{mode}"
-                   + ("" if s["samples"] else "  (no raw samples kept)")
+                   + (f"  (raw samples unreadable: {s['samples_unreadable']}; judged without them)"
+                      if s.get("samples_unreadable") else "" if s["samples"] else "  (no raw samples kept)")
                    + ("  (interrupted: what it measured before)" if s["status"] == "KILLED" else "")
                    + ("  (deleted)" if s["deleted"] else ""))
     for title, rows in (("configurations differ", data["configuration_differences"]),

@@ -35,7 +35,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.errors import TrackerError
+from tracker.errors import DamagedArtifactError, TrackerError
 from tracker.log.record import KEY_TAG, KIND_TAG
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
 from tracker.log.store import is_run_id_prefix
@@ -79,6 +79,7 @@ class Side:
     ops: dict[str, Any] | None = None  # the torch.profiler operator table (trace/ops.json), if traced
     status: str = "FINISHED"  # KILLED: interrupted, compared on what it kept (a training job's steps)
     deleted: bool = False  # deleted in the store (found by its id): compared, and said (unsaid until 0.9.4)
+    samples_unreadable: str | None = None  # why its samples artifact could not be read (judged without it)
 
     def environment(self) -> dict[str, str]:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
@@ -179,10 +180,13 @@ def _side(client: Any, uri: str, run: Any) -> Side:
     if kind not in MEASURED_KINDS or "latency_ms" not in run.data.metrics:
         what = f"a {kind} run" if kind else "not a tracker run"
         raise TrackerError(f"run {rid[:12]} is {what}, without a latency: compare network, training or layer runs")
-    samples = None
+    samples = unreadable = None
     if any(a.path == SAMPLES_ARTIFACT for a in client.list_artifacts(rid, SAMPLES_ARTIFACT.split("/")[0])):
-        with downloaded(uri, rid, SAMPLES_ARTIFACT) as local:
-            samples = read_samples(local.read_text(), f"run {rid[:12]}")
+        try:
+            with downloaded(uri, rid, SAMPLES_ARTIFACT) as local:
+                samples = read_samples(local.read_text(), f"run {rid[:12]}")
+        except DamagedArtifactError as exc:  # judged without them, and said (the comparison refused until 0.9.8)
+            unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
     medians = [float(run.data.metrics["latency_ms"])]
     key = tags.get(KEY_TAG)
     if key:
@@ -217,7 +221,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
         except Exception:  # noqa: BLE001 - an operator table gone or unreadable: compared without it
             ops = None
     return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,
-                medians, layers, ops, run.info.status, run.info.lifecycle_stage == "deleted")
+                medians, layers, ops, run.info.status, run.info.lifecycle_stage == "deleted", unreadable)
 
 
 def compare_layers(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], top: int = TOP) -> dict[str, Any]:
@@ -408,7 +412,8 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         metrics.append(row)
     return {
         **{side: {"run_id": s.run_id, "name": s.name, "kind": s.kind, "mode": s.params.get("mode"),
-                  "status": s.status, "deleted": s.deleted, "samples": s.samples is not None}
+                  "status": s.status, "deleted": s.deleted, "samples": s.samples is not None,
+                  "samples_unreadable": s.samples_unreadable}
            for side, s in (("a", a), ("b", b))},
         "configuration_differences": _differences(a.params, b.params, CONFIGURATION),
         "environment_differences": _differences(a.environment(), b.environment()),

@@ -157,14 +157,18 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     run = resolve_run(client, logger.store, logger.experiment, ref, KINDS)
     rid, tags = run.info.run_id, run.data.tags
     artifacts = _artifact_files(client, rid)
-    samples = None
+    samples = unreadable = None
     if SAMPLES_ARTIFACT in artifacts:
-        with downloaded(logger.location.uri, rid, SAMPLES_ARTIFACT) as local:
-            kept = read_samples(local.read_text(), f"run {rid[:12]}")
-        values = sorted(kept.samples_ms)
-        samples = {"count": len(values), "warmup_count": len(kept.warmup_ms), "block_n": kept.block_n,
-                   "stop_reason": kept.stop_reason, "min_ms": values[0] if values else None,
-                   "max_ms": values[-1] if values else None}
+        try:
+            with downloaded(logger.location.uri, rid, SAMPLES_ARTIFACT) as local:
+                kept = read_samples(local.read_text(), f"run {rid[:12]}")
+        except TrackerError as exc:  # damaged, or a newer format: the run shown whole beside it (refused until 0.9.8)
+            unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
+        else:
+            values = sorted(kept.samples_ms)
+            samples = {"count": len(values), "warmup_count": len(kept.warmup_ms), "block_n": kept.block_n,
+                       "stop_reason": kept.stop_reason, "min_ms": values[0] if values else None,
+                       "max_ms": values[-1] if values else None}
     layers = 0
     if tags.get(KIND_TAG) in ("network", "training"):  # its layer runs: as many as the network has layers
         layers = _count(client, run.info.experiment_id, f"tags.`{PARENT_TAG}` = '{rid}' AND tags.`{KIND_TAG}` = 'layer'")
@@ -180,7 +184,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
             "tags": {k: v for k, v in sorted(tags.items()) if k.startswith("tracker.")
                      and k not in ("tracker.stderr_tail", "tracker.failure_reason")},
             "environment": {k.removeprefix("env."): v for k, v in sorted(tags.items()) if k.startswith("env.")},
-            "layer_runs": layers, "samples": samples, "artifacts": artifacts}
+            "layer_runs": layers, "samples": samples, "samples_unreadable": unreadable, "artifacts": artifacts}
 
 
 def layer_runs(client: Any, experiment_id: str, run_id: str) -> list[Any]:

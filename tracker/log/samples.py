@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tracker.errors import TrackerError
+from tracker.errors import DamagedArtifactError, TrackerError
 
 SAMPLES_ARTIFACT = "samples/latency_ms.json"
 SAMPLES_FORMAT = 1
@@ -48,24 +48,49 @@ def samples_json(timing: dict[str, Any]) -> str:
 
 
 def read_samples(text: str, where: str) -> Samples:
-    """The samples artifact's text, checked; ``where`` names it in errors (a run id)."""
+    """The samples artifact's text, checked; ``where`` names it in errors (a run id). One cut short
+    or garbled is :class:`DamagedArtifactError`, naming what is wrong ("lacks or garbles could not
+    convert string to float: 'a'" until 0.9.8); one in a format this tracker does not read, a TrackerError."""
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} is not JSON ({exc})") from None
+        raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT} is not JSON ({exc}): cut short?") from None
     found = data.get("format") if isinstance(data, dict) else None
     if found != SAMPLES_FORMAT:
         raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} is in format {found!r}, which this tracker does not read "
                            f"(it reads format {SAMPLES_FORMAT}): a newer tracker wrote it?")
+
+    def numbers(key: str, default: Any = None) -> list[float] | None:
+        values = data.get(key, default)
+        if values is None:
+            return None
+        if not isinstance(values, list):
+            raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT}'s {key} is not a list of numbers")
+        try:
+            return [float(v) for v in values]
+        except (TypeError, ValueError):
+            bad = next(v for v in values if not _is_number(v))
+            raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT}'s {key} holds {bad!r}, not a number") from None
+
+    if "samples_ms" not in data:
+        raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT} lacks samples_ms")
+    samples, warmup, host = numbers("samples_ms"), numbers("warmup_ms", []), numbers("host_ms")
     try:
-        samples = [float(v) for v in data["samples_ms"]]
-        warmup = [float(v) for v in data.get("warmup_ms", [])]
         block_n = int(data.get("block_n", 1))
-        host = [float(v) for v in data["host_ms"]] if data.get("host_ms") is not None else None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} lacks or garbles {exc}") from None
+    except (TypeError, ValueError):
+        raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT}'s block_n is {data['block_n']!r}, not a whole "
+                                   "number") from None
+    assert samples is not None and warmup is not None
     if not samples or block_n < 1:
-        raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} holds no samples")
+        raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT} holds no samples")
     if host is not None and len(host) != len(samples):
-        raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} holds {len(host)} host parts for {len(samples)} samples")
+        raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT} holds {len(host)} host parts for {len(samples)} samples")
     return Samples(samples, warmup, block_n, str(data.get("stop_reason", "")), host)
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
