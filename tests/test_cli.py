@@ -1067,3 +1067,19 @@ def test_runs_list_names_the_option_mlflow_cannot_read(tmp_path: Path) -> None:
     good = runner.invoke(app, [*base, "--where", "params.model = 'squeezenet1_1'", "--order-by", "metrics.latency_ms ASC",
                                "--format", "json"])
     assert good.exit_code == 0 and len(json.loads(good.stdout)) == 1, good.output
+
+
+def test_runs_list_keeps_a_long_run_name_on_one_row_in_a_pipe(tmp_path: Path) -> None:
+    """In a pipe or a file the table is as wide as its names need: a name past 120 columns was
+    wrapped over two rows (until 0.9.8)."""
+    from tests.conftest import network_record
+
+    store = tmp_path / "store"
+    long = network_record("resnet18", 1)
+    long.name = " · ".join(f"part{i} of a long run name" for i in range(8))
+    with RunLogger(str(store), "cli") as logger:
+        logger.log([long, network_record("resnet18", 2)])
+    table = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list"])
+    assert table.exit_code == 0, table.output
+    [row] = [line for line in table.stdout.splitlines() if long.run_id[:12] in line]
+    assert long.name in row and " FINISHED " in row and "12.500" in row, table.stdout

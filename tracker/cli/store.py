@@ -96,13 +96,19 @@ def list_runs(
     from tracker.console import wide_console
 
     failures = any(r["failure_reason"] for r in rows)
-    table = Table("run_id", "kind", "name", "mode", "status", "latency_ms", *(["why"] if failures else []))
+    header = ("run_id", "kind", "name", "mode", "status", "latency_ms", *(["why"] if failures else []))
+    table = Table(*header)
+    cells = []
     for r in rows:
         lat = r["metrics"].get("latency_ms")
         why = [_why(r)] if failures else []
-        table.add_row(r["run_id"][:12], r["kind"], r["name"], r["params"].get("mode", ""), r["status"],
-                      f"{lat:.3f}" if lat is not None else "", *why)
-    wide_console(200 if failures else 120).print(table)  # a pipe or a log: names, modes and reasons whole
+        cells.append((r["run_id"][:12], r["kind"], r["name"] or "", r["params"].get("mode", ""), r["status"],
+                      f"{lat:.3f}" if lat is not None else "", *why))
+        table.add_row(*cells[-1])
+    # a pipe or a log: names, modes and reasons whole, the table as wide as they need (a long name was
+    # wrapped over two rows past 120 columns until 0.9.8)
+    needed = sum(max(len(h), *(len(row[i]) for row in cells)) + 3 for i, h in enumerate(header)) + 1
+    wide_console(max(200 if failures else 120, needed)).print(table)
 
 
 def _said(value: Any) -> str:
