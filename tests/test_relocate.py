@@ -69,6 +69,11 @@ def test_a_moved_store_is_refused_until_relocated_then_writes_in_its_own_folder(
         "(or draw without logging: --no-log)") and not (tmp_path / "a").exists()
     code, out = _cli(new, "store", "info", "--format", "json")
     assert code == 0 and json.loads(out)["moved_from"] == str(old)
+    # runs show looks for a run's artifacts where the store was: it listed none without a word until 0.9.8
+    shown = CliRunner().invoke(app, ["--tracking-uri", str(new), "-e", "moved", "runs", "show", first])
+    assert shown.exit_code == 0 and shown.stderr.startswith(f"note: this store ({new}) was moved or copied from {old}"), \
+        shown.stderr
+    assert "are looked for where it was" in shown.stderr
 
     code, out = _cli(new, "store", "relocate", "--format", "json")
     assert code == 0, out
@@ -80,6 +85,7 @@ def test_a_moved_store_is_refused_until_relocated_then_writes_in_its_own_folder(
     assert _cli(new, "store", "relocate") == (0, f"nothing to relocate: every experiment keeps its artifacts in "
                                                  f"{new / 'artifacts'}\n")
     assert "moved_from" not in json.loads(_cli(new, "store", "info", "--format", "json")[1])
+    assert CliRunner().invoke(app, ["--tracking-uri", str(new), "-e", "moved", "runs", "show", first]).stderr == ""
 
     client = MlflowClient(resolve_location(str(new)).uri)
     assert Path(client.download_artifacts(first, "notes/note.txt", str(tmp_path))).read_text() == "measured resnet18"

@@ -131,6 +131,17 @@ def _why(run: dict[str, Any]) -> str:
     return run["failure_reason"] + (f": {clipped(last, WHY_CHARS)}" if last else "")
 
 
+def _say_if_moved(logger: Any) -> None:
+    """A store moved or copied since its runs were logged, not yet relocated: their artifacts (raw
+    samples, files) are looked for where it was, and shown or judged as absent where they are not
+    there; said on stderr, as ``store info`` says it (nothing was said, until 0.9.8)."""
+    from tracker.log.relocate import moved_message, old_roots
+
+    if old := sorted(old_roots(logger.location)):
+        typer.echo(f"note: {moved_message(logger.location, old[0])}; until then its runs' artifacts (raw samples, "
+                   "files) are looked for where it was", err=True)
+
+
 @runs_app.command("show")
 @reads_only
 def show(
@@ -143,7 +154,9 @@ def show(
 
     from tracker.log.inspect import show_run
 
-    data = show_run(state(ctx).logger(read_only=True), run)
+    logger = state(ctx).logger(read_only=True)
+    data = show_run(logger, run)
+    _say_if_moved(logger)
     if fmt is OutputFormat.json:
         emit_json(data)
         return
@@ -201,6 +214,7 @@ def compare(
 
     logger = state(ctx).logger(read_only=True)
     data = compare_runs(logger.store, logger.experiment, run_a, run_b)
+    _say_if_moved(logger)
     if fmt is OutputFormat.json:
         emit_json(data)
         return
