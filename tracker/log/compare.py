@@ -105,7 +105,7 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
 
     found = named(store.runs_with_prefix(experiment, ref, kinds))
-    others = None
+    others: list[Any] = []  # the other experiments, listed where this one has no such run (below: it has none)
     if not found:  # in another experiment, as a full id is found (until 0.9.1: "no run", for the id profile printed)
         others = [e for e in client.search_experiments() if str(e.experiment_id) != str(experiment.experiment_id)]
         found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
@@ -119,8 +119,6 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
         # runs of the record kinds only, the rest "no measurement run")
 
         rest = tuple(k for k in KINDS if k not in kinds)
-        if others is None:
-            others = [e for e in client.search_experiments() if str(e.experiment_id) != str(experiment.experiment_id)]
         other = next((hit for e in (experiment, *others) for hit in store.runs_with_prefix(e, ref, rest)), None)
         if other is not None:
             raise TrackerError(f"run {other[0][:12]} is a {other[1]} run, not a measurement: give a "
