@@ -188,6 +188,8 @@ class RunLogger:
                 raise
             if journal is not None:
                 journal.unlink(missing_ok=True)
+            for record, run_id in zip(records, ids):
+                record.run_id = run_id
         else:
             from tracker.errors import signals_deferred
 
@@ -209,9 +211,6 @@ class RunLogger:
                 if whole:
                     exc.logged = list(ids)  # type: ignore[attr-defined]  # for the caller
                 raise
-            return ids
-        for record, run_id in zip(records, ids):
-            record.run_id = run_id
         return ids
 
     def _keep_unwritten(self, final: list[FinalRecord], exc: Exception) -> list[str]:
