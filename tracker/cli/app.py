@@ -26,7 +26,7 @@ from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
-from tracker.cli.options import FormatOption, OutputFormat, State, emit_json, exit_interrupted, state
+from tracker.cli.options import FormatOption, OutputFormat, State, emit_json, exit_interrupted, logging_nothing, state
 
 app = typer.Typer(
     name="tracker",
@@ -84,10 +84,9 @@ def ui(
     """Start the MLflow UI on the tracking store (127.0.0.1 only)."""
     from tracker.ui import serve_ui
 
-    try:
+    # how the UI is meant to stop: status 130 (SIGTERM 143) as any command (0 until 0.9.8)
+    with logging_nothing("the MLflow UI is stopped, its server's processes with it"):
         serve_ui(state(ctx).tracking_uri, port)
-    except KeyboardInterrupt:  # how the UI is meant to stop: status 130 (SIGTERM 143) as any command (0 until 0.9.8)
-        exit_interrupted("interrupted: the MLflow UI is stopped, its server's processes with it")
 
 
 @app.command()
