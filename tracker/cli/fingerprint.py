@@ -281,7 +281,7 @@ def predict(
 
     Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each; --under keeps those within a budget and --sort ranks them (a search's candidates)."""
     from tracker.errors import ConfigError
-    from tracker.fingerprint.predict import predict_grid
+    from tracker.fingerprint.predict import fit_figure, predict_grid
 
     if largest:
         given = [opt for opt, value in (("--batch-size", batch_sizes), ("--features", features), ("--use", use),
@@ -313,9 +313,9 @@ def predict(
     total = len(results)
     # a memory target whose readings saturate (a hinge trend) is budgeted and ranked by what it needs, the
     # figure its fit verdicts compare (by the capped reading until 0.9.8: kept what it said would not fit)
-    results = [r for r in results if all(_fit_figure(r, t) <= v for t, v in budgets.items())]
+    results = [r for r in results if all(fit_figure(r, t) <= v for t, v in budgets.items())]
     if sort:
-        results.sort(key=lambda r: _fit_figure(r, sort))
+        results.sort(key=lambda r: fit_figure(r, sort))
     if budgets:  # on stderr, JSON or not (it was a table's only until 0.9.2)
         typer.echo(f"{len(results)} of {counted(total, 'configuration')} predicted under "
                    + " and ".join(f"{t} {v:g}" for t, v in budgets.items()), err=True)
@@ -327,12 +327,6 @@ def predict(
         _prediction_table(results)
     else:
         _prediction_lines(results[0], features)
-
-
-def _fit_figure(result: dict, target: str) -> float:
-    """What ``--under`` and ``--sort`` compare of a target: a memory target's demand where its
-    readings saturate (``memory_demand_mb``, a hinge trend), else its prediction."""
-    return result.get("memory_demand_mb", {}).get(target, result["predictions"][target])
 
 
 #: What each column of a peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) counts.

@@ -577,6 +577,13 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     return out
 
 
+def fit_figure(result: dict[str, Any], target: str) -> float:
+    """What a question of fit compares of a target in one of :func:`predict_grid`'s results (a memory
+    budget, an order by memory, the largest batch under a limit): a memory target's demand where its
+    readings saturate (``memory_demand_mb``, a hinge trend), else its prediction."""
+    return result.get("memory_demand_mb", {}).get(target, result["predictions"][target])
+
+
 def check_models(models: dict[str, Champion], phase: str, device: str, dtype: str = "float32") -> None:
     """Each of ``models`` (by target) a version of that target for ``phase``, ``device`` and
     ``dtype``, as its registered name says (``registered_name``): a version of the device mode a
@@ -701,8 +708,7 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
                 for result in predict_grid(tracking_uri, [ref], todo, phase, device, models=models, dtype=dtype,
                                            descriptions=[desc]):
                     predicted[result["batch_size"]] = result
-            return [predicted[s]["memory_demand_mb"].get("peak_mem_mb", predicted[s]["predictions"]["peak_mem_mb"])
-                    for s in sizes]
+            return [fit_figure(predicted[s], "peak_mem_mb") for s in sizes]
 
         found = {name: largest_under(peak_mb, limit, max_batch) for name, limit in limits.items()}
         # the first size over a limit (largest_under predicted it) is over by the floor alone: what
