@@ -103,13 +103,18 @@ def is_own_spec(spec: dict[str, Any] | None) -> bool:
     return spec is not None and spec.get("kind") == "module"
 
 
-def own_code_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The spec of the network of your own whose code ``spec``'s network runs: its own (kind
-    ``module``), or that of the network it was pruned from (``base_spec``, through any number of
-    prunings); None for a network of the zoo's or generated."""
-    while spec is not None and not is_own_spec(spec):
+def base_of_kind(spec: dict[str, Any] | None, kind: str) -> dict[str, Any] | None:
+    """``spec`` where it is of ``kind``, or the spec of that kind its network was pruned from
+    (``base_spec``, through any number of prunings); None where there is none."""
+    while spec is not None and spec.get("kind") != kind:
         spec = spec.get("base_spec") if spec.get("kind") == "pruned" else None
     return spec
+
+
+def own_code_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The spec of the network of your own whose code ``spec``'s network runs: its own (kind
+    ``module``), or that of the network it was pruned from; None for a network of the zoo's or generated."""
+    return base_of_kind(spec, "module")
 
 
 def call_arguments(text: str, ref: str) -> tuple[list[Any], dict[str, Any]]:
@@ -286,11 +291,8 @@ def not_images(ref: ModelRef, why: str) -> ConfigError:
 
 def generated_spec(spec: dict[str, Any] | None) -> dict[str, Any] | None:
     """The generated network's spec that ``spec``'s network is built from: its own (kind
-    ``generated``), or that of the network it was pruned from (``base_spec``, through any number of
-    prunings); None for any other network."""
-    while spec is not None and spec.get("kind") != "generated":
-        spec = spec.get("base_spec") if spec.get("kind") == "pruned" else None
-    return spec
+    ``generated``), or that of the network it was pruned from; None for any other network."""
+    return base_of_kind(spec, "generated")
 
 
 def check_input_size(ref: ModelRef, input_size: int | None) -> None:
