@@ -292,12 +292,12 @@ def measure_planned(
     timeout_s: float = 600.0,
     reuse: bool = True,
     campaign: str | None = None,
-    reuse_failed: bool | Callable[[RunRecord], bool] = False,
+    reuse_failed: Callable[[RunRecord], bool] | None = None,
     repeat_key: str | None = None,
     trace: bool = False,
 ) -> ProfileResult:
     """Measure ``p`` in a child process and log it (with its layers), unless ``reuse`` finds it
-    measured. ``reuse_failed``: a FAILED run answers too (True), or those it says yes to (a
+    measured. ``reuse_failed``: a FAILED run answers too where it says yes to it (a
     boundary's: an out-of-memory failure, not a kill that would not come again). ``repeat_key`` marks a deliberate repeat of a configuration (see REPEAT_KEY_TAG).
     ``trace``: the child also traces a few iterations with torch.profiler after measuring
     (``tracker.profile.trace``), and the trace and its operator table are artifacts of the run."""
@@ -309,11 +309,11 @@ def measure_planned(
 
     def answered() -> RunRecord | None:
         """A run logged before that answers this request, if any."""
-        for status in ("FINISHED", "FAILED") if reuse_failed else ("FINISHED",):
+        for status in ("FINISHED", "FAILED") if reuse_failed is not None else ("FINISHED",):
             existing = logger.find(p.config_key, status)
             # A whole-network run measured without its layers does not answer a request for layers.
             if existing is not None and not (layers and status == "FINISHED" and not has_layers(existing)):
-                if status == "FAILED" and callable(reuse_failed) and not reuse_failed(existing):
+                if status == "FAILED" and not reuse_failed(existing):  # type: ignore[misc]  # not None: FAILED asked
                     continue
                 return existing
         return None
