@@ -230,7 +230,7 @@ def check_sweep(key: str, values: list[int], where: str) -> None:
     if not values:  # taken for no list at all, the job's own value measured, until 0.9.6
         raise ConfigError(f"{where} is empty: name at least one value, or leave it out")
     for value in values:  # a batch size at most as --batch-size (taken until 0.9.7), said as [training]'s (0.9.8)
-        check_bound("", where, value, least=SWEEP_LEAST[key], most=MAX_BATCH if key == "batch_size" else None)
+        check_bound("", where, value, least=SWEEP_LEAST[key], most=MOST.get(key))
     if key == "num_workers":
         for value in values:
             check_num_workers(value, where)
