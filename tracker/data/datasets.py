@@ -78,9 +78,10 @@ class ClassificationFolder:
         return image, label
 
 
-#: (x0, y0, x1, y1) in the file's pixels, 1-based label, and (its annotation file, the box as that file
-#: writes it): what a box outside its image is said with when the image is read
-Box = tuple[list[float], int, tuple[str, str]]
+#: (x0, y0, x1, y1) in the file's pixels, 1-based label, and (its annotation file, its corners as read,
+#: the box as a COCO file writes it or None): what a box outside its image is said with when the image
+#: is read (:func:`_said`, made then, not for every box)
+Box = tuple[list[float], int, tuple[str, list[float], "list[float] | None"]]
 #: How far a box may reach past its image's edge, in the image's pixels: VOC's corners are 1-based
 #: (xmax is the width at most), a COCO box's x + width may pass the width by a rounding.
 EDGE_SLACK_PX = 1.0
@@ -91,25 +92,29 @@ def _box(xyxy: list[float], label: Any, source: str, written: list[float] | None
     COCO's [x, y, width, height]; a COCO box was said as corners, which the file does not hold,
     until 0.9.6). A coordinate that is not a finite number is broken (since 0.9.8: an infinite one
     was trained on, and crashed the measuring child with SIGSEGV inside torchvision)."""
-    said = f"box {xyxy}" if written is None else f"bbox {written}: [x, y, width, height]"
     if not all(math.isfinite(v) for v in xyxy):
-        return f"{source}: broken annotation ({said} has a coordinate that is not a finite number)"
+        return f"{source}: broken annotation ({_said(xyxy, written)} has a coordinate that is not a finite number)"
     x0, y0, x1, y1 = xyxy
     if not (x1 > x0 and y1 > y0):
-        return f"{source}: broken annotation (empty {said})"
+        return f"{source}: broken annotation (empty {_said(xyxy, written)})"
     if not isinstance(label, int) or label < 1:
         return f"{source}: broken annotation (unknown category {label!r})"
-    return [float(x0), float(y0), float(x1), float(y1)], label, (source, said)
+    return [float(x0), float(y0), float(x1), float(y1)], label, (source, xyxy, written)
+
+
+def _said(xyxy: list[float], written: list[float] | None) -> str:
+    """A box as its file writes it: VOC's corners, COCO's [x, y, width, height]."""
+    return f"box {xyxy}" if written is None else f"bbox {written}: [x, y, width, height]"
 
 
 def _outside(objects: list[Box], width: int, height: int) -> str | None:
     """Why a box of an image ``width`` x ``height`` is broken where one is not inside it (give or take
     :data:`EDGE_SLACK_PX`): a huge one (a width of 1e308, finite, infinite as the float32 the detector
     trains on) crashed the measuring child until 0.9.8; None where each is inside."""
-    for (x0, y0, x1, y1), _, (source, said) in objects:
+    for (x0, y0, x1, y1), _, (source, xyxy, written) in objects:
         if not (-EDGE_SLACK_PX <= x0 and -EDGE_SLACK_PX <= y0 and x1 <= width + EDGE_SLACK_PX
                 and y1 <= height + EDGE_SLACK_PX):
-            return f"{source}: broken annotation ({said} is not inside the image, {width}x{height} pixels)"
+            return f"{source}: broken annotation ({_said(xyxy, written)} is not inside the image, {width}x{height} pixels)"
     return None
 
 
