@@ -327,11 +327,11 @@ def import_perf4sight(logger: RunLogger, folder: Path, prepared: Prepared | None
     recs, stats, capacities_mb = prepared.records, dict(prepared.stats), prepared.capacities_mb
     present = logger.measured(kind="training", statuses=("FINISHED", "FAILED"))
     new = [r for r in recs if r.config_key not in present]
-    done = 0
+    done, env = 0, environment(capacities_mb)
     try:
         for start in range(0, len(new), RUNS_PER_BATCH):
             batch = new[start:start + RUNS_PER_BATCH]
-            logger.log(batch, environment=environment(capacities_mb))
+            logger.log(batch, environment=env)
             done += len(batch)
     except KeyboardInterrupt as exc:
         exc.imported = done + len(getattr(exc, "logged", ()))  # type: ignore[attr-defined]  # a batch written whole
