@@ -174,6 +174,34 @@ def test_a_fingerprint_learns_from_the_experiments_it_is_told(tmp_path: Path) ->
     assert out.exit_code == 1 and "in bfloat16 in the warehouse; latency_ms was measured on: " in str(out.exception)
 
 
+def test_a_store_in_a_folder_of_a_percent_sign_predicts_from_its_champion(tmp_path: Path) -> None:
+    """MLflow keeps an embedded store's model folder as a plain path with a ``%`` written ``%25``
+    (it percent-decodes plain paths too). tracker predict read that path as written, so a store
+    under a folder with a ``%`` in its name could not load its champion ("cannot load its model
+    from the store's artifacts ... were they moved?"), until 0.9.8; spaces, a ``#`` and non-ASCII
+    beside it."""
+    runs, wh = _measure(tmp_path / "a 10%41 ü#b", ("squeezenet1_0", "squeezenet1_1", "resnet18"), "pct")
+    uri = resolve_location(str(runs)).uri
+    first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(runs / "mlflow.db")) as db:
+        (stored,), = db.execute("SELECT storage_location FROM model_versions").fetchall()
+    assert "%2541" in stored and "ü#b" in stored  # as MLflow keeps it: what this reads back
+    runner = CliRunner()
+    said = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "1",
+                               "--input-size", "64", "--format", "json"])
+    assert said.exit_code == 0, said.output
+    answer = json.loads(said.stdout)
+    assert answer["model_versions"] == {"latency_ms": f"{first.name}/{first.version}"}
+    # a configuration it learnt from: about what was measured
+    assert answer["predictions"]["latency_ms"] == pytest.approx(_latency(_flops(described("resnet18", 64)), 1), rel=0.1)
+    named = runner.invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--batch-size", "1", "--input-size",
+                                "64", "--format", "json", "--use", f"{first.name}/{first.version}"])
+    assert named.exit_code == 0 and json.loads(named.stdout)["predictions"] == answer["predictions"], named.output
+
+
 def test_a_fingerprint_told_its_experiments_learns_their_measurements_alone(tmp_path: Path) -> None:
     """The same configurations measured again later in another experiment (a slower machine, say):
     told to learn from the first, a fingerprint kept only the rows whose latest run was in it (none

@@ -181,17 +181,17 @@ def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict
 def _local_fingerprint(version: Any) -> Any:
     """The version's fingerprint read from its model's folder on this machine, without MLflow, or
     None where it has none such (a server's, a cloud store's, a layout this does not know)."""
-    from urllib.parse import unquote, urlparse
-
     from tracker.fingerprint.runtime import read_fingerprint
+    from tracker.settings import local_path
 
     location = version.storage_location if isinstance(version, RegisteredVersion) else None
     if not location:
         return None
-    parsed = urlparse(location)
-    if parsed.scheme not in ("", "file"):
+    # a plain path is percent-decoded too, as MLflow reads it: a store under /tmp/a%b keeps /tmp/a%25b (its
+    # folder taken as written, "cannot load its model", until 0.9.8)
+    folder = local_path(location)
+    if folder is None:
         return None
-    folder = Path(unquote(parsed.path) if parsed.scheme else location)
     import yaml
 
     try:
