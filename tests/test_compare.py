@@ -328,6 +328,41 @@ def test_a_deleted_run_of_another_experiment_is_found_by_a_prefix(tmp_path: Path
     assert out.exit_code == 0 and json.loads(out.stdout)["b"]["deleted"], (out.output, out.exception)
 
 
+def test_a_run_of_an_old_experiment_is_found_in_a_store_of_more_than_a_thousand(tmp_path: Path) -> None:
+    """MLflow's client lists 1000 experiments a call, the newest first: in a store of more, a run
+    of an older experiment (active or deleted) was "no run whose id starts with" it, and store info
+    counted 1000 experiments, until 0.9.8. And a search of every experiment at once binds each id
+    as a SQL variable: past the database's bound (SQLite before 3.32.0: 999) MLflow's error; the
+    experiments are searched a few at a time."""
+    import sqlite3
+
+    from sqlalchemy import event
+    from sqlalchemy.pool import Pool
+
+    here, gone, client = _store_of_experiments(tmp_path / "s")
+    for rid in gone:
+        client.delete_run(rid)
+    for i in range(1000):  # newer than demo and other: listed before them
+        client.create_experiment(f"newer-{i:04d}")
+    base = ["--tracking-uri", str(tmp_path / "s"), "-e", "newer-0999", "runs"]
+    for rid, deleted in ((here, False), (gone[0], True)):
+        shown = runner.invoke(app, [*base, "show", rid[:8], "--format", "json"])
+        assert shown.exit_code == 0, (shown.output, shown.exception)
+        assert (json.loads(shown.stdout)["run_id"], json.loads(shown.stdout)["deleted"]) == (rid, deleted)
+    info = runner.invoke(app, ["--tracking-uri", str(tmp_path / "s"), "store", "info", "--format", "json"])
+    assert info.exit_code == 0 and json.loads(info.stdout)["experiments"] == 1003, info.output  # Default too
+
+    def older_sqlite(dbapi_connection: sqlite3.Connection, *_: object) -> None:
+        dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # SQLite's bound before 3.32.0
+
+    event.listen(Pool, "checkout", older_sqlite)
+    try:
+        shown = runner.invoke(app, [*base, "show", gone[1][:8], "--format", "json"])
+    finally:
+        event.remove(Pool, "checkout", older_sqlite)
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["run_id"] == gone[1], (shown.output, shown.exception)
+
+
 def test_a_run_whose_samples_are_damaged_is_shown_whole_and_compared_without_them(tmp_path: Path) -> None:
     """A samples artifact cut short or garbled refused the whole run in runs show and runs compare,
     garbled as "lacks or garbles could not convert string to float: 'a'" (until 0.9.8): the run is

@@ -107,12 +107,16 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
     found = named(store.runs_with_prefix(experiment, ref, kinds))
     others: list[Any] = []  # the other experiments, listed where this one has no such run (below: it has none)
     if not found:  # in another experiment, as a full id is found (until 0.9.1: "no run", for the id profile printed)
-        others = [e for e in client.search_experiments() if str(e.experiment_id) != str(experiment.experiment_id)]
+        from tracker.log.search import every_experiment
+
+        # every page of them (until 0.9.8 the newest 1000: a store of more left its oldest unsearched)
+        others = [e for e in every_experiment(client) if str(e.experiment_id) != str(experiment.experiment_id)]
         found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
     if not found:  # the id it had in the outbox, which the command that measured it printed (unfound until 0.9.2)
         found = _sent_as(client, ref)
     if not found:  # a deleted run (MLflow's soft delete), as its full id is found (unfound until 0.9.2); of any
-        # experiment, every page (until 0.9.8 the current experiment's first 1000 deleted runs only)
+        # experiment, every page (until 0.9.8 the current experiment's first 1000 deleted runs only, then those of
+        # the newest 1000 experiments only)
         found = named(_deleted_with_prefix(client, ref, kinds))
     if not found and kinds == MEASURED_KINDS:  # a run of another kind (a mode run, say): said as that (until 0.9.2, "no run")
         from tracker.log.inspect import KINDS  # a fingerprint's run too, in any experiment (until 0.9.8: this one's
@@ -134,22 +138,16 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
 
 def _deleted_with_prefix(client: Any, ref: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
     """(run id, kind) of the deleted runs of ``kinds`` whose id starts with ``ref``, in every
-    experiment of the store (a deleted one's too), read page by page."""
+    experiment of the store (a deleted one's too), read page by page, a few experiments a search."""
     from mlflow.entities import ViewType
 
     from tracker.log.inspect import SEARCH_MOST
+    from tracker.log.search import every_experiment, runs_of
 
-    experiments = [str(e.experiment_id) for e in client.search_experiments(view_type=ViewType.ALL)]
-    found, token = [], None
-    while experiments:
-        page = client.search_runs(experiments, "", run_view_type=ViewType.DELETED_ONLY, max_results=SEARCH_MOST,
-                                  page_token=token)
-        found += [(r.info.run_id, r.data.tags.get(KIND_TAG, "")) for r in page
-                  if r.info.run_id.startswith(ref) and r.data.tags.get(KIND_TAG) in kinds]
-        token = page.token
-        if not token:
-            break
-    return sorted(found)
+    experiments = [str(e.experiment_id) for e in every_experiment(client, ViewType.ALL)]
+    return sorted((r.info.run_id, r.data.tags.get(KIND_TAG, ""))
+                  for r in runs_of(client, experiments, "", ViewType.DELETED_ONLY, SEARCH_MOST)
+                  if r.info.run_id.startswith(ref) and r.data.tags.get(KIND_TAG) in kinds)
 
 
 def _sent_as(client: Any, ref: str) -> list[str]:
@@ -157,11 +155,12 @@ def _sent_as(client: Any, ref: str) -> list[str]:
     measured them printed, while the server was unreachable) starts with ``ref``: their tag
     ``tracker.write`` is ``BATCH/OUTBOX_ID``."""
     from tracker.log.outbox import WRITE_TAG
+    from tracker.log.search import every_experiment, runs_of
 
-    experiments = [str(e.experiment_id) for e in client.search_experiments()]
-    if not experiments or not is_run_id_prefix(ref):
+    if not is_run_id_prefix(ref):
         return []
-    runs = client.search_runs(experiments, f"tags.`{WRITE_TAG}` LIKE '%/{ref}%'", max_results=10)
+    experiments = [str(e.experiment_id) for e in every_experiment(client)]
+    runs = runs_of(client, experiments, f"tags.`{WRITE_TAG}` LIKE '%/{ref}%'")
     return [r.info.run_id for r in runs if r.data.tags.get(WRITE_TAG, "").rpartition("/")[2].startswith(ref)]
 
 

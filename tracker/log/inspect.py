@@ -31,7 +31,9 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
         info["moved_from"] = ", ".join(str(p.parent) for p in sorted(moved))
     info["experiment"] = logger.experiment.name
     info["experiment_id"] = logger.experiment.experiment_id
-    names = [e.name for e in client.search_experiments()]
+    from tracker.log.search import every_experiment
+
+    names = [e.name for e in every_experiment(client)]  # every page (the newest 1000 until 0.9.8)
     info["experiments"] = len(names)
     info["experiment_names"] = sorted(names, key=str.lower)  # a list (one string until 0.9.4: "a, b" read as two)
     info["runs_in_experiment"] = _count(client, logger.experiment.experiment_id)
@@ -209,8 +211,10 @@ def experiments_with_runs(logger: RunLogger) -> list[str]:
     current experiment holds none)."""
     from mlflow.tracking import MlflowClient
 
+    from tracker.log.search import every_experiment
+
     client = MlflowClient(logger.location.uri)
-    return [e.name for e in client.search_experiments()
+    return [e.name for e in every_experiment(client)
             if client.search_runs([e.experiment_id], max_results=1)]
 
 

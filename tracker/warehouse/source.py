@@ -224,18 +224,13 @@ class ApiSource:
             from mlflow.entities import ViewType
             from mlflow.tracking import MlflowClient
 
+            from tracker.log.search import every_experiment, runs_of
+
             client = MlflowClient(self.uri)
             try:
-                experiments = client.search_experiments(view_type=ViewType.ALL)
-                names = {e.experiment_id: e.name for e in experiments}
-                runs: list[Any] = []
-                token = None
-                while True:
-                    page = client.search_runs(list(names), run_view_type=ViewType.ALL, max_results=self.PAGE, page_token=token)
-                    runs.extend(page)
-                    token = page.token
-                    if not token:
-                        break
+                # every experiment (a server's newest 1000 until 0.9.8), searched a few at a time
+                names = {e.experiment_id: e.name for e in every_experiment(client, ViewType.ALL)}
+                runs = list(runs_of(client, list(names), "", ViewType.ALL, self.PAGE))
             except Exception as exc:
                 from tracker.log.rest_store import mlflow_http_line
 

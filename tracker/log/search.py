@@ -1,0 +1,54 @@
+"""Searches of a whole store through MLflow's client, whatever the number of its experiments.
+
+``MlflowClient.search_experiments`` answers 1000 experiments a call unless told otherwise, the
+newest first: a store of more had its oldest left out of every search of "any experiment" (until
+0.9.8). And a run search binds each experiment id it is given as a variable of one SQL query,
+which some databases bound (SQLite before 3.32.0: 999 variables; builds since: 32766 unless
+raised; SQL Server: 2100), and some hosted servers refuse a search of many (MLflow issue #13590):
+so a search of many experiments is made a few at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+#: The most experiment ids one run search is given (what a store of more is searched in chunks of).
+EXPERIMENTS_PER_SEARCH = 100
+
+#: The most experiments one ``search_experiments`` call is asked for (MLflow's SQL store takes up to 50000).
+EXPERIMENTS_PER_PAGE = 1000
+
+
+def every_experiment(client: Any, view_type: int | None = None) -> list[Any]:
+    """Every experiment of the store (active ones unless ``view_type`` says otherwise), page by page."""
+    from mlflow.entities import ViewType
+
+    found: list[Any] = []
+    token = None
+    while True:
+        page = client.search_experiments(view_type=ViewType.ACTIVE_ONLY if view_type is None else view_type,
+                                         max_results=EXPERIMENTS_PER_PAGE, page_token=token)
+        found.extend(page)
+        token = page.token
+        if not token:
+            return found
+
+
+def runs_of(client: Any, experiment_ids: Sequence[str], filter_string: str = "", view_type: int | None = None,
+            page: int = 1000) -> Iterator[Any]:
+    """Every run of ``experiment_ids`` that the filter matches (active ones unless ``view_type`` says
+    otherwise), ``EXPERIMENTS_PER_SEARCH`` experiments a search, ``page`` runs a call."""
+    from mlflow.entities import ViewType
+
+    ids = [str(e) for e in experiment_ids]
+    for start in range(0, len(ids), EXPERIMENTS_PER_SEARCH):
+        token = None
+        while True:
+            found = client.search_runs(ids[start:start + EXPERIMENTS_PER_SEARCH], filter_string,
+                                       run_view_type=ViewType.ACTIVE_ONLY if view_type is None else view_type,
+                                       max_results=page, page_token=token)
+            yield from found
+            token = found.token
+            if not token:
+                break
