@@ -664,6 +664,21 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
     assert not (tmp_path / "fresh").exists() and not list(tmp_path.glob("*:*"))  # no store, no "sqlite:" or ":memory:"
 
 
+def test_the_load_a_warehouse_never_loaded_is_told_to_run_names_it_as_a_shell_reads_it(tmp_path: Path) -> None:
+    """A DuckDB file in a folder with a space in its name: the load the line suggests quotes it
+    (two words, the command failing when pasted, until 0.9.8)."""
+    import shlex
+
+    import duckdb
+
+    (tmp_path / "team share").mkdir()
+    duckdb.connect(str(tmp_path / "team share" / "wh.duckdb")).close()
+    proc = in_process(["views", "-w", "team share/wh.duckdb"], tmp_path)
+    assert proc.returncode == 1 and "never loaded" in proc.stderr, proc.stderr
+    command = proc.stderr.strip().rsplit("(it has no runs table): ", 1)[1]
+    assert shlex.split(command) == ["tracker", "warehouse", "load", "-w", str(tmp_path / "team share" / "wh.duckdb")]
+
+
 def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
     import socket
 

@@ -1089,6 +1089,9 @@ def test_the_command_that_measures_a_largest_batch_names_what_profile_takes() ->
         f"--device DEVICE {tail}")
     for device in ("cpu", "cuda"):
         assert f"--device {device} " in command(device, None, None) and is_device_name(device)
+    # a network file in a folder with a space: one word when pasted (two until 0.9.8)
+    spaced = boundary_command("my nets/net.py", "inference", "cpu", Champion("n", "1", [], None), 4)
+    assert spaced == f"tracker profile boundary 'my nets/net.py' --phase inference --device cpu {tail.replace('12', '4')}"
 
 
 def _inference_floor_mb(desc, bs: int, activations: str = "live_activation_bytes") -> float:  # noqa: ANN001

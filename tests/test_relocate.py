@@ -17,7 +17,7 @@ from tests.conftest import ENV, network_record
 from tracker.cli.app import app
 from tracker.errors import StoreError
 from tracker.log.logger import RunLogger
-from tracker.log.relocate import moved_from
+from tracker.log.relocate import moved_from, moved_message
 from tracker.settings import resolve_location
 
 
@@ -92,6 +92,31 @@ def test_a_moved_store_is_refused_until_relocated_then_writes_in_its_own_folder(
     second = _log(new, "resnet34")
     assert (new / "artifacts" / "1" / second / "artifacts" / "notes" / "note.txt").read_text() == "measured resnet34"
     assert not (tmp_path / "a").exists()
+
+
+def test_the_relocate_command_a_moved_store_is_told_to_run_pastes_into_a_shell_as_one(tmp_path: Path) -> None:
+    """A store copied to a folder with a space in its name: the command the refusal suggests
+    quotes the folder, so that a shell reads it as one word (until 0.9.8 it was split in two,
+    ``--tracking-uri /tmp/moved`` and ``copy ü``, and failed when pasted)."""
+    import re
+    import shlex
+
+    original, copy = tmp_path / "a" / "runs", tmp_path / "moved copy ü"
+    _log(original, "resnet18")
+    shutil.copytree(original, copy)
+
+    code, out = _cli(copy, "profile", "network", "squeezenet1_1", "--batch-size", "1")
+    assert code == 1 and f"run `tracker --tracking-uri {shlex.quote(str(copy))} store relocate` to keep them" in out, out
+    [command] = re.findall(r"`(tracker [^`]*)`", out)
+    words = shlex.split(command)
+    assert words == ["tracker", "--tracking-uri", str(copy), "store", "relocate"]
+    pasted = CliRunner().invoke(app, words[1:])
+    assert pasted.exit_code == 0 and pasted.output.startswith(f"{original / 'artifacts'} -> {copy / 'artifacts'}: "), \
+        pasted.output
+    assert all(p.startswith(str(copy)) for p in _paths(copy))
+    plain = tmp_path / "b"  # a path a shell reads as one word stays as it is
+    assert f"run `tracker --tracking-uri {plain} store relocate`" in moved_message(resolve_location(str(plain)),
+                                                                                 original / "artifacts")
 
 
 def test_a_copy_is_told_apart_from_its_original_and_needs_its_artifacts(tmp_path: Path) -> None:

@@ -527,3 +527,37 @@ def test_tracker_s_client_waits_and_backs_off_as_mlflow_s_variables_say(monkeypa
     monkeypatch.setattr(rest_store.random, "random", lambda: 0.5)
     assert [rest_store.backoff_s(n, 2, 1.0) for n in (1, 2, 3)] == [0.0, 4.5, 8.5]
     assert rest_store.backoff_s(2, 0, 3.0) == 1.5 and rest_store.backoff_s(9, 2, 1.0) == 120.0
+
+
+def test_the_sync_commands_said_of_other_servers_paste_into_a_shell_as_one_word() -> None:
+    """A server URI with a space in its path or an ``&`` in its query, named in a command sync
+    suggests, is quoted: a shell read ``&`` as the end of the command and a space as two words
+    (until 0.9.8)."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+    from tracker.log.outbox import pending, spool
+
+    server = f"http://127.0.0.1:{free_port()}/ml flow"  # behind a proxy at a path with a space
+    logger = RunLogger(server, experiment="offline", environment=ENV)
+    assert logger.offline
+    logger.log([network_record("resnet18", 1)])
+    database = f"postgresql://127.0.0.1:{free_port()}/tracker?sslmode=disable&connect_timeout=1"
+    spool(database, "offline", [network_record("resnet18", 2).finalize(ENV)], "database down")
+    assert sorted(item.uri for item in pending()) == sorted([server, database])
+
+    other = CliRunner().invoke(app, ["--tracking-uri", f"http://127.0.0.1:{free_port()}", "sync"])
+    assert other.exit_code == 0, other.output
+    said = [line.split(": ", 1)[1] for line in other.output.splitlines() if "wait for another server" in line]
+    assert sorted(shlex.split(command) for command in said) == sorted(
+        ["tracker", "--tracking-uri", uri, "sync"] for uri in (server, database)), other.output
+    assert f"tracker --tracking-uri {shlex.quote(server)} sync" in said
+
+    refused = CliRunner().invoke(app, ["--tracking-uri", database, "sync"])
+    line = str(refused.exception)
+    assert refused.exit_code == 1 and "keeps no credentials" in line, refused.output
+    command = line.rsplit("give the URI with them, ", 1)[1].removesuffix(")")
+    assert shlex.split(command) == ["tracker", "--tracking-uri", database.replace("//", "//USER:PASSWORD@"), "sync"], line
+    assert len(pending()) == 2  # nothing lost

@@ -43,3 +43,18 @@ def per(value: float, word: str, unit: str) -> str:
     step``): whole from 10 up, two significant digits under (``0`` said of 0.59 until 0.9.4)."""
     text = f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
     return f"{text} {word if text == '1' else word + 's'} per {unit}"
+
+
+def shell_word(value: object) -> str:
+    """``value`` as one word of a command a message suggests, to be pasted into a shell: quoted
+    where it must be (a folder ``moved copy ü``, a name with a ``'`` or a ``$``), as it is where it
+    need not (``runs``, ``/tmp/store``, ``http://host:5000``). Until 0.9.8 a path with a space
+    was split into two words when pasted."""
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def shell_line(*words: object) -> str:
+    """The words of a command, each as :func:`shell_word` writes it, joined by spaces."""
+    return " ".join(shell_word(w) for w in words)

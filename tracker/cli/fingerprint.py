@@ -8,7 +8,7 @@ import typer
 
 from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, model_reference, reads_only, state
 from tracker.cli.warehouse import WarehouseOption
-from tracker.console import counted
+from tracker.console import counted, shell_word
 from tracker.fingerprint.runtime import TARGETS
 from tracker.settings import MAX_BATCH
 
@@ -173,7 +173,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    "train left out", err=True)
     for name, number in held:  # said only in the count above, while predict failed, until 0.9.8
         typer.echo(f"note: {name} version {number}, left out, holds the champion alias: tracker predict cannot use "
-                   f"it; tracker fingerprint promote {name} VERSION moves the alias to a version of train's", err=True)
+                   f"it; tracker fingerprint promote {shell_word(name)} VERSION moves the alias to a version of train's", err=True)
     if fmt is OutputFormat.json:
         emit_json(rows)
         return

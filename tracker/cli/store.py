@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, reads_only, state
-from tracker.console import counted, named
+from tracker.console import counted, named, shell_word
 
 app = typer.Typer(help="The tracking store: where it is, its schema, its experiments.", no_args_is_help=True)
 runs_app = typer.Typer(help="Runs in the current experiment.", no_args_is_help=True)
@@ -313,4 +313,4 @@ def sync(ctx: typer.Context) -> None:
                    "sync: left to it")
     for other, files in sorted(report.others.items()):  # it said "0 files left" of an outbox that was not empty
         typer.echo(f"{counted(files, 'outbox file')} wait for another server: "
-                   f"tracker --tracking-uri {other} sync")
+                   f"tracker --tracking-uri {shell_word(other)} sync")

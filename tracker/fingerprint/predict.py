@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracker.console import shell_line, shell_word
 from tracker.describe.features import BATCH_ANYWHERE_VERSION, counted_anew
 from tracker.fingerprint.dataset import (
     TARGETS,
@@ -215,7 +216,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     if not made_by_train(version.tags):  # the alias moved by hand (the MLflow UI): "cannot load ... moved?" until 0.9.4
         raise FingerprintError(f"{where} was not registered by tracker fingerprint train (no features tag): tracker "
                                f"predict cannot use it; move the champion alias to one of train's (tracker "
-                               f"fingerprint promote {name} VERSION)")
+                               f"fingerprint promote {shell_word(name)} VERSION)")
     from lightgbm.basic import LightGBMError  # read_fingerprint's import: lightgbm is loaded with the booster
 
     try:
@@ -660,14 +661,14 @@ def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: 
     named = re.search(r"(?:^|-)(cpu|cuda(\d+))(?:-|$)", mode or "")
     on = (device if is_device_name(device) else kinds[0] if len(kinds) == 1 and is_device_name(kinds[0])
           else None if named is None else "cpu" if named[1] == "cpu" else f"cuda:{named[2]}")
-    args = ["tracker profile boundary", ref, "--phase", phase, "--device", on or "DEVICE"]
+    args = [ref, "--phase", phase, "--device", on or "DEVICE"]
     if mode and (threads := re.search(r"(?:^|-)t(\d+)(?:-|$)", mode)):
         args += ["--threads", threads[1]]
     if mode and mode.endswith("-retain"):
         args += ["--allocator", "retain"]
     if input_size:
         args += ["--input-size", str(input_size)]
-    command = " ".join([*args, "--start", str(start), "--search"])
+    command = "tracker profile boundary " + shell_line(*args, "--start", start, "--search")  # a ref a path with a space: quoted
     return command if on else f"on {device} (its DEVICE: cpu or cuda, as its runs ran): {command}"
 
 

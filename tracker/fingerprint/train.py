@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator
 
-from tracker.console import counted
+from tracker.console import counted, shell_word
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
@@ -852,7 +852,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     except (MlflowException, OSError, ValueError, TypeError):  # its artifacts are gone or unreadable (a traceback until 0.9.8)
         return False, (f"version {current.version} stays champion: the networks it learnt from cannot be read (its "
                        f"run's evaluation/networks.json), so the two cannot be compared; tracker fingerprint promote "
-                       f"{name} {version} makes this one champion")
+                       f"{shell_word(name)} {version} makes this one champion")
     networks = frame["model_hash"].to_numpy()
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():

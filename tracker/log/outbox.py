@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
+from tracker.console import shell_word
 from tracker.errors import ExperimentDeletedError, StoreError, os_reason
 from tracker.log.record import KEY_TAG, LAYERS_METRIC, REPEAT_KEY_TAG, FinalRecord
 from tracker.settings import runs_dir
@@ -259,7 +260,7 @@ def _without_credentials(exc: StoreError, location: Any, item: Spooled) -> Store
     how to give them; any other failure as it was."""
     if location.uri == item.uri and not (location.is_http or location.is_sqlite):  # a database server's
         return StoreError(f"{exc} (outbox file {item.path} keeps no credentials: give the URI with them, "
-                          f"tracker --tracking-uri {_with_user(item.uri)} sync)")
+                          f"tracker --tracking-uri {shell_word(_with_user(item.uri))} sync)")
     return exc
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracker.console import shell_word
 from tracker.errors import StoreError, StoreLockedError, first_line
 from tracker.settings import StoreLocation, local_path, mlflow_path, redacted, sqlite_read_only
 
@@ -73,7 +74,7 @@ def moved_from(location: StoreLocation, artifact_location: str) -> Path | None:
 
 def moved_message(location: StoreLocation, old_root: Path) -> str:
     return (f"this store ({location.db_path.parent}) was moved or copied from {old_root.parent}: its artifacts "
-            f"would go to {old_root}; run `tracker --tracking-uri {location.db_path.parent} store relocate` "
+            f"would go to {old_root}; run `tracker --tracking-uri {shell_word(location.db_path.parent)} store relocate` "
             f"to keep them in {location.artifact_root}")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 from tracker.cache import cache_dir
-from tracker.console import named
+from tracker.console import named, shell_word
 from tracker.errors import (ExperimentDeletedError, NothingLoggedError, StoreError, StoreLockedError, act_on_held_signals,
                             first_line, os_reason)
 from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
@@ -232,7 +232,7 @@ class SqlStore:
             raise StoreError(
                 f"tracking store schema version {version} is not supported: tracker writes "
                 f"schema {SUPPORTED_SCHEMA} (MLflow {SUPPORTED_MLFLOW}); "
-                f"migrate the store with `mlflow db upgrade {self.location.uri}` using that MLflow"
+                f"migrate the store with `mlflow db upgrade {shell_word(self.location.uri)}` using that MLflow"
             )
 
     def tables(self) -> Any:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from tracker.console import counted
+from tracker.console import counted, shell_word
 from tracker.errors import ConfigError, MeasurementError, UnknownModelError
 from tracker.settings import MAX_BATCH
 from tracker.zoo.generator import MAX_SPEC_SIZE
@@ -171,7 +171,7 @@ def load_job(path: Path, **overrides: Any) -> JobConfig:
     if cfg.model in segmentation_models():
         raise ConfigError(f"{where}: model {cfg.model!r} is a segmentation network, and a training job trains on "
                           "classification folders or detection boxes, not masks: `tracker profile network "
-                          f"{cfg.model} --phase training` measures its step on random per-pixel classes")
+                          f"{shell_word(cfg.model)} --phase training` measures its step on random per-pixel classes")
     return cfg
 
 

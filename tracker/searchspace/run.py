@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from tracker.console import shell_word
 from tracker.errors import NothingLoggedError, TrackerError, first_line, is_oom
 from tracker.log.record import FAILURE_MESSAGE_TAG
 from tracker.profile.records import beside_other_work
@@ -338,7 +339,7 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
         latency = f"{chosen} latency" if source else "a latency (measured or predicted)"
         option = " --latency predicted" if source == "predicted" else ""  # a run that measures was named until 0.9.7
         raise NothingLoggedError(f"search space {space.name}: no candidate of the file has both accuracy and {latency} in the "
-                           f"warehouse; run `tracker searchspace run {space.path}{option}` (then the report loads the "
+                           f"warehouse; run `tracker searchspace run {shell_word(space.path)}{option}` (then the report loads the "
                            "warehouse)")
     shared = shared_primitives(space, rows)
     out: dict[str, Any] = {

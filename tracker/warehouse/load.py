@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracker.console import shell_word
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import SchemaError, StoreError, first_paragraph, interrupted, os_reason, sigint_handled
 from tracker.log.schema import KINDS
@@ -99,7 +100,7 @@ def connect_loaded(path: Path) -> Any:
                        ).fetchall()[0][0]:  # fetchall: a result left unfinished holds the connection
         con.close()
         raise StoreError(f"{path} is a DuckDB database that tracker never loaded (it has no runs table): "
-                         f"tracker warehouse load -w {path}")
+                         f"tracker warehouse load -w {shell_word(path)}")
     return con
 
 
