@@ -307,3 +307,29 @@ def test_an_import_interrupted_says_how_many_runs_it_imported_and_the_same_comma
     monkeypatch.setattr(RunLogger, "log", log)
     again = json.loads(_import(tmp_path, folder).stdout)
     assert (again["imported"], again["already_present"]) == (1, 3)
+
+
+def test_an_import_to_a_server_that_cannot_take_it_says_its_runs_wait_in_the_outbox(tmp_path: Path) -> None:
+    """A server down (or one refusing the writes): the runs go to the outbox, and the summary says
+    how many of the folder's runs wait there, in its table and its JSON; until 0.9.8 it said
+    "imported: 4, already present: 0" as if the server had them."""
+    from tests.conftest import free_port
+    from tracker.log.outbox import pending
+
+    folder = small_folder(tmp_path / "p")
+    server = f"http://127.0.0.1:{free_port()}"
+    args = ["--tracking-uri", server, "import", "perf4sight", str(folder)]
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 0, table.output
+    assert "runs go to the outbox" in table.stderr
+    assert table.stdout.strip().endswith("imported: 4, already present: 0, in outbox: 4"), table.stdout
+    assert sum(len(item.records) for item in pending()) == 4
+    # imported again while the server is still down: found in the outbox, not written twice, and said to wait there
+    again = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert again.exit_code == 0, again.output
+    stats = json.loads(again.stdout)
+    assert (stats["imported"], stats["already_present"], stats["in_outbox"]) == (0, 4, 4)
+    assert sum(len(item.records) for item in pending()) == 4
+    # a store that takes them: none waits
+    stored = json.loads(_import(tmp_path, folder).stdout)
+    assert (stored["imported"], stored["in_outbox"]) == (4, 0)

@@ -247,8 +247,9 @@ def _import_tx2(console: Any, tracking_uri: str | None, folder: Path) -> dict[st
         stats = import_perf4sight(tx2, folder)
     finally:
         tx2.close()
-    console.print(f"  perf4sight TX2 data: {stats['imported']} runs imported, {stats['already_present']} already there "
-                  f"(experiment {TX2_EXPERIMENT!r})")
+    waiting = f", {stats['in_outbox']} waiting in the outbox (tracker sync sends them)" if stats["in_outbox"] else ""
+    console.print(f"  perf4sight TX2 data: {stats['imported']} runs imported, {stats['already_present']} already there"
+                  f"{waiting} (experiment {TX2_EXPERIMENT!r})")
     return stats
 
 

@@ -320,7 +320,8 @@ RUNS_PER_BATCH = 500
 
 def import_perf4sight(logger: RunLogger, folder: Path, prepared: Prepared | None = None) -> dict[str, int]:
     """Import the folder (or what :func:`prepare` read of it) into the logger's experiment; returns
-    counts of what was done. A Ctrl-C (KeyboardInterrupt) goes on up carrying ``imported``, the runs
+    counts of what was done (``in_outbox``: the folder's runs waiting in the outbox, not yet in the
+    store). A Ctrl-C (KeyboardInterrupt) goes on up carrying ``imported``, the runs
     written before it, and ``to_import``, the runs this import had to write: the same import again
     writes the rest (the configurations present are skipped)."""
     prepared = prepared or prepare(folder)
@@ -339,4 +340,14 @@ def import_perf4sight(logger: RunLogger, folder: Path, prepared: Prepared | None
         raise
     stats["imported"] = len(new)
     stats["already_present"] = len(recs) - len(new)
+    # where the store could not take them (a server down or refusing the writes): how many of the folder's
+    # runs, imported now or before, wait in the outbox for `tracker sync` (said only in a warning until 0.9.8)
+    stats["in_outbox"] = len(_waiting(logger) & {r.config_key for r in recs})
     return stats
+
+
+def _waiting(logger: RunLogger) -> set[str]:
+    """The config keys of the training runs waiting in the outbox for the logger's store and experiment."""
+    from tracker.log.outbox import spooled_keys
+
+    return spooled_keys(logger.location.uri, logger.experiment_name, "training", ("FINISHED", "FAILED"))
