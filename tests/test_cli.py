@@ -679,6 +679,28 @@ def test_the_load_a_warehouse_never_loaded_is_told_to_run_names_it_as_a_shell_re
     assert shlex.split(command) == ["tracker", "warehouse", "load", "-w", str(tmp_path / "team share" / "wh.duckdb")]
 
 
+def test_a_blank_tracking_uri_is_refused_and_an_empty_one_is_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tracking URI of spaces, given or in MLFLOW_TRACKING_URI, is refused in one line, as an
+    experiment named by spaces is, before anything is written (a store was made in a folder named
+    " " until 0.9.8); an empty one is no URI: the embedded store in runs/."""
+    from tests.test_import_perf4sight import small_folder
+
+    small_folder(tmp_path / "mini")
+    refusal = "error: a tracking URI needs a store, got ' ' (--tracking-uri or MLFLOW_TRACKING_URI):"
+    given = in_process(["--tracking-uri", " ", "-e", "ws", "import", "perf4sight", "mini"], tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", " \t")
+    from_environment = in_process(["-e", "ws", "import", "perf4sight", "mini"], tmp_path)
+    for proc, shown in ((given, "' '"), (from_environment, "' \\t'")):
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith(refusal.replace("' '", shown)), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mini"]  # no store, in " " or runs/
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
+    empty = in_process(["-e", "ws", "import", "perf4sight", "mini", "--format", "json"], tmp_path)
+    assert empty.returncode == 0 and json.loads(empty.stdout)["imported"] == 4, empty.stderr
+    assert (tmp_path / "runs" / "mlflow.db").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["mini", "runs"]
+
+
 def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
     import socket
 

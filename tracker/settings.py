@@ -261,6 +261,9 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
     if not uri:
         return embedded_location()
+    if not uri.strip():  # a store was made in a folder named " " until 0.9.8; an empty one is runs/
+        raise StoreError(f"a tracking URI needs a store, got {uri!r} (--tracking-uri or MLFLOW_TRACKING_URI): a folder, "
+                         "sqlite:///PATH.db or http(s)://HOST:PORT; unset or empty, it is runs/")
     # A URI's scheme leads it; a path with a colon later in it (``/data/run 12:30``) is a folder.
     scheme = uri.split(":", 1)[0].lower() if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", uri) else ""
     if scheme in ("http", "https") and "@" in uri.partition("://")[2].partition("/")[0]:
