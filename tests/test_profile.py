@@ -1433,3 +1433,38 @@ def test_a_configuration_asked_for_more_samples_than_it_was_measured_to_is_measu
     for rule in (more, FAST):
         again = profile_network(logger, TINY, 1, rule, input_size=64, timeout_s=300)
         assert again.reused and again.network.run_id == second.network.run_id
+
+
+def test_every_measurement_and_its_layers_carry_the_machines_speed_beside_them(tmp_path: Path) -> None:
+    """The speed probe (tracker.profile.probe) is timed before and after the network's window and
+    after its layers: the network run, each layer run and the samples artifact carry it, in the
+    warehouse too; a probe slower than the machine's speed could make it is no probe of it."""
+    from tracker.log.samples import SAMPLES_ARTIFACT
+    from tracker.profile.probe import PROBE_RUNS, PROBE_TAG, PROBE_VERSION
+    from tracker.warehouse.load import connect_loaded, load
+    from tracker.settings import resolve_location
+    from tracker.warehouse.source import open_source
+
+    store = str(tmp_path / "s")
+    logger = RunLogger(store)
+    r = profile_network(logger, TINY, 1, FAST, layers=True, layer_rule=FAST.for_layers(), timeout_s=120,
+                        input_size=64)
+    client = MlflowClient(logger.location.uri)
+    run = client.get_run(r.network.run_id)
+    assert run.data.metrics["speed_probe_count"] == 2 * PROBE_RUNS and run.data.tags[PROBE_TAG] == str(PROBE_VERSION)
+    assert 0.05 < run.data.metrics["speed_probe_ms"] < 100, run.data.metrics["speed_probe_ms"]
+    samples = json.loads(Path(client.download_artifacts(r.network.run_id, SAMPLES_ARTIFACT, str(tmp_path))).read_text())
+    assert len(samples["speed_probe_ms"]) == 2 * PROBE_RUNS and samples["speed_probe_version"] == PROBE_VERSION
+    layers = client.search_runs([run.info.experiment_id], f"tags.mlflow.parentRunId = '{r.network.run_id}'")
+    assert layers and all(lr.data.metrics["speed_probe_count"] == 2 * PROBE_RUNS for lr in layers)
+    assert len({lr.data.metrics["speed_probe_ms"] for lr in layers}) == 1  # one probe brackets the layers' window
+    warehouse = tmp_path / "w.duckdb"
+    load(warehouse, open_source(resolve_location(store)))
+    con = connect_loaded(warehouse)
+    try:
+        network = con.sql("SELECT speed_probe_ms FROM measurements").fetchall()
+        layer_probes = con.sql("SELECT DISTINCT speed_probe_ms FROM layer_runs").fetchall()
+    finally:
+        con.close()
+    assert network == [(pytest.approx(run.data.metrics["speed_probe_ms"]),)]
+    assert layer_probes == [(pytest.approx(layers[0].data.metrics["speed_probe_ms"]),)]

@@ -12,6 +12,8 @@ Samples are in time order; ``block_n`` consecutive samples make one block of abo
 A training job's samples (since tracker 0.7.3) are its steps' iteration times, one a block.
 ``host_ms`` (on a device, since tracker 0.8.4; optional, so format 1 still): each sample's host
 part, the step's call until it returned, before the device was waited on.
+``speed_probe_ms`` and ``speed_probe_version`` (since tracker 0.9.9; optional, so format 1 still):
+the speed probe's samples, timed just before and just after the window (``tracker.profile.probe``).
 Runs logged before tracker 0.7.2, layer runs and imported runs have no samples artifact.
 """
 
@@ -36,14 +38,17 @@ class Samples:
     host_ms: list[float] | None = None
 
 
-def samples_json(timing: dict[str, Any]) -> str:
-    """The artifact of a child's timing (``tracker.profile.timing``): samples to the nanosecond."""
+def samples_json(timing: dict[str, Any], speed_probe: dict[str, Any] | None = None) -> str:
+    """The artifact of a child's timing (``tracker.profile.timing``): samples to the nanosecond;
+    ``speed_probe``: the probe's samples beside it (``tracker.profile.probe``), where it ran one."""
     return json.dumps({
         "format": SAMPLES_FORMAT, "unit": "ms", "block_n": int(timing.get("block_n", 1)),
         "stop_reason": timing["stop_reason"],
         "warmup_ms": [round(float(v), 6) for v in timing["warmup_ms"]],
         "samples_ms": [round(float(v), 6) for v in timing["samples_ms"]],
         **({"host_ms": [round(float(v), 6) for v in timing["host_ms"]]} if timing.get("host_ms") else {}),
+        **({"speed_probe_ms": speed_probe["samples_ms"], "speed_probe_version": int(speed_probe["version"])}
+           if speed_probe and speed_probe.get("samples_ms") else {}),
     }, separators=(",", ":"))
 
 

@@ -425,7 +425,7 @@ def measure_planned(
             record.tags[CHILD_NOTE_TAG] = result.message
         with_description(record)
         logged = log(record, layer_records(record, p.spec, p.model_hash, p.mode_id, payload.get("layers", []),
-                                           software_versions()), payload)
+                                           software_versions(), payload.get("layers_speed_probe")), payload)
         logged.trace = traced.summary if traced is not None else None
         return logged
 

@@ -9,6 +9,7 @@ from tracker.console import counted
 from tracker.log.record import FAILURE_MESSAGE_TAG, LAYERS_METRIC, SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
+from tracker.profile.probe import PROBE_TAG, probe_metrics
 from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, Summary, host_share, summarize
 from tracker.zoo.spec import shape_text
 
@@ -202,12 +203,15 @@ def measured_record(
     if "memory_cap_used_mb" in memory:  # how much of a resident or device memory cap it used (tracker.profile.memcap)
         metrics["memory_cap_used_mb"] = memory["memory_cap_used_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
+    probe = payload.get("speed_probe")
+    metrics.update(probe_metrics(probe["samples_ms"] if probe else None))
     record = RunRecord(
         kind=kind_of(spec),
         name=run_name(spec, threads, allocator),
         params=base_params(spec, model_hash, mode, rule),
         metrics=metrics,
-        tags={"tracker.stop_reason": timing["stop_reason"], "tracker.source": "measured"},
+        tags={"tracker.stop_reason": timing["stop_reason"], "tracker.source": "measured",
+              **({PROBE_TAG: str(probe["version"])} if "speed_probe_ms" in metrics else {})},
         key_fields=keys,
         description=(
             f"{spec.model} {spec.phase} at batch {spec.batch_size} ({_inputs(spec)}) on {spec.device} ({mode}): median "
@@ -217,7 +221,7 @@ def measured_record(
         start_time_ms=start_ms,
         end_time_ms=now_ms(),
     )
-    record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing)  # every figure above derives from them
+    record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing, probe)  # every figure above derives from them
     record.description += host_bound_note(metrics)
     if beside_other_work(metrics):  # said where the UI shows the run
         record.description += (f" Other processes took {metrics['cpu_util_others_pct']:.0f} % of the machine's CPU "
@@ -263,8 +267,12 @@ OP_TYPE_CHARS = 250
 
 
 def layer_records(
-    parent: RunRecord, spec: NetworkSpec, model_hash: str, mode: str, layers: list[dict[str, Any]], versions: dict[str, str]
+    parent: RunRecord, spec: NetworkSpec, model_hash: str, mode: str, layers: list[dict[str, Any]], versions: dict[str, str],
+    speed_probe: dict[str, Any] | None = None,
 ) -> list[RunRecord]:
+    """A layer run per measured layer; ``speed_probe``: the probe bracketing the layers' window (the
+    payload's ``layers_speed_probe``), each layer's ``speed_probe_ms``."""
+    probe = probe_metrics(speed_probe["samples_ms"] if speed_probe else None)
     summaries = [timing_summary(l["timing"]) for l in layers]
     total = sum(s.median for s in summaries)
     records = []
@@ -279,6 +287,7 @@ def layer_records(
         if total:
             metrics["share_of_layers_pct"] = 100.0 * median / total  # of the sum of layers, not the network's
         metrics.update(telemetry_metrics(layer.get("telemetry", {}), int(m["samples_count"]), LAYER_TELEMETRY))
+        metrics.update(probe)
         records.append(
             RunRecord(
                 kind="layer",
@@ -301,7 +310,8 @@ def layer_records(
                     "mode": mode,
                 },
                 metrics=metrics,
-                tags={"tracker.stop_reason": layer["timing"]["stop_reason"], "tracker.source": "measured"},
+                tags={"tracker.stop_reason": layer["timing"]["stop_reason"], "tracker.source": "measured",
+                      **({PROBE_TAG: str(speed_probe["version"])} if probe and speed_probe else {})},
                 key_fields=key_fields(spec, model_hash, mode, versions, layer_index=layer["index"]),
                 description=(
                     f"Layer {layer['index']} of {spec.model}, {layer['name']} ({layer['op_type'][:OP_TYPE_CHARS]}, "
