@@ -2,6 +2,7 @@
 -- measurement_features gives the configuration's row), with the experiment it was logged in:
 -- what a fingerprint's label is the median of. measurement_labels takes it over them all; a
 -- fingerprint trained on named experiments (fingerprint train --from-experiment) over theirs alone.
+-- speed_probe_ms: the machine's speed when it measured (tracker.profile.probe; NULL before 0.9.9).
 SELECT
     l.run_id,
     m.run_id AS measurement_run_id,
@@ -14,6 +15,7 @@ SELECT
     m.network_mem_mb,
     m.power_w,
     m.energy_per_iter_j,
-    m.gpu_util_pct
+    m.gpu_util_pct,
+    m.speed_probe_ms
 FROM latest_measurements l
 JOIN measurements m USING (config_key)

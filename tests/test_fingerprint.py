@@ -1833,3 +1833,100 @@ def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_l
         second.champion_reason
     [old] = compared
     assert sorted(old) == pytest.approx(sorted(r["predictions"]["latency_ms"] for r in expected), rel=1e-9)
+
+
+def _probed_store(tmp_path: Path, probed: dict[str, list[tuple[float, float | None]]]) -> tuple[Path, Path]:
+    """A store of ``{network: [(latency_ms, speed_probe_ms or None), ...]}`` at batch 2 (each
+    pair one repeat of its configuration), loaded into a warehouse."""
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-speed", environment=ENV)
+    for name, repeats in probed.items():
+        desc = described(name, 64)
+        for k, (latency, probe) in enumerate(repeats):
+            r = network_record(name, 2)
+            r.params["model_hash"] = desc.description_hash
+            r.metrics["latency_ms"] = latency
+            if probe is not None:
+                r.metrics.update(speed_probe_ms=probe, speed_probe_count=30.0)
+            r.tags["tracker.repeat_key"] = f"r{k}"
+            if k == 0:
+                r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            logger.log([r])
+    load(wh, open_source(resolve_location(str(runs))))
+    return runs, wh
+
+
+def test_latency_labels_are_put_at_the_machines_median_speed_where_every_measurement_timed_the_probe(
+        tmp_path: Path) -> None:
+    """The machine slowed down between repeats (its probe 1.0, 1.5, 2.0 ms) and the network with it
+    (4, 6, 8 ms): in the machine's units the network did not change. Labels are the median of latency
+    over probe, times the median probe of the rows (1.5 ms); as measured, beside; and all as measured
+    where one measurement has no probe (a run of tracker 0.9.8), or when asked."""
+    from tracker.fingerprint.dataset import feature_columns
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5), (9.0, 2.0)],
+                                        "resnet18": [(10.0, 1.0)], "mobilenet_v2": [(30.0, 2.0)]})
+    rows = training_rows(wh, "latency_ms", "inference", "cpu").set_index("model")
+    assert rows.attrs["speed_reference_ms"] == 1.5
+    assert rows["latency_ms"].to_dict() == pytest.approx({"squeezenet1_1": 6.0, "resnet18": 15.0, "mobilenet_v2": 22.5})
+    assert rows["measured_latency_ms"].to_dict() == pytest.approx({"squeezenet1_1": 6.0, "resnet18": 10.0,
+                                                                   "mobilenet_v2": 30.0})
+    assert not {"label_probe_ratio", "label_speed_probe_ms", "measured_latency_ms"} & set(
+        feature_columns(list(rows.columns), "latency_ms"))  # what the label is made of is no feature
+    raw = training_rows(wh, "latency_ms", "inference", "cpu", as_measured=True).set_index("model")
+    assert "speed_reference_ms" not in raw.attrs and raw.loc["resnet18", "latency_ms"] == 10.0
+
+    result = train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
+    assert result.speed_reference_ms == 1.5 and "as_measured_mape_pct" in result.evaluation
+    version = MlflowClient(resolve_location(str(runs)).uri).get_model_version(result.name, result.version)
+    assert version.tags["speed_reference_ms"] == "1.5" and version.tags["speed_probe_version"] == "1"
+    at = {}
+    for extra in ([], ["--speed-probe-ms", "3"]):
+        out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size",
+                                       "64", "--format", "json", *extra])
+        assert out.exit_code == 0, out.output
+        data = json.loads(out.stdout)
+        assert data["speed_reference_ms"] == {"latency_ms": 1.5}
+        at[bool(extra)] = data["predictions"]["latency_ms"]
+    assert at[True] == pytest.approx(2 * at[False])  # at a machine half as fast
+    said = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64"])
+    assert "at the machine's median speed over the runs" in said.stdout and "speed probe 1.5 ms" in said.stdout
+
+
+def test_labels_stay_as_measured_where_a_measurement_timed_no_probe(tmp_path: Path) -> None:
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, None)],
+                                        "resnet18": [(10.0, 1.0)], "mobilenet_v2": [(30.0, 2.0)]})
+    rows = training_rows(wh, "latency_ms", "inference", "cpu").set_index("model")
+    assert "speed_reference_ms" not in rows.attrs and "measured_latency_ms" not in rows.columns
+    assert rows["latency_ms"].to_dict() == pytest.approx({"squeezenet1_1": 5.0, "resnet18": 10.0, "mobilenet_v2": 30.0})
+
+
+def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp_path: Path) -> None:
+    """A layer's label is its median of latency over the probe that bracketed the layers, times the
+    network labels' reference; a layer none of whose repeats timed one stays as measured."""
+    from tracker.describe.features import node_rows
+    from tracker.fingerprint.layers import load_layer_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-layer-speed", environment=ENV)
+    desc = described("squeezenet1_1", 64)
+    modules = [r for r in node_rows(desc) if r["op"] == "call_module"][:2]
+    net = network_record("squeezenet1_1", 2)
+    net.params["model_hash"] = desc.description_hash
+    net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+    layers = []
+    for i, row in enumerate(modules):
+        layer = layer_record(net, i, model="squeezenet1_1")
+        layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"], batch_size=2)
+        layer.metrics["latency_ms"] = 2.0
+        if i == 0:
+            layer.metrics.update(speed_probe_ms=4.0, speed_probe_count=30.0)
+        layers.append(layer)
+    logger.log([net, *layers])
+    load(wh, open_source(resolve_location(str(runs))))
+    as_measured = load_layer_rows(wh, "inference", "cpu").set_index("layer_index")["latency_ms"].to_dict()
+    at_speed = load_layer_rows(wh, "inference", "cpu", 1.0).set_index("layer_index")["latency_ms"].to_dict()
+    assert as_measured == {0: 2.0, 1: 2.0} and at_speed == {0: 0.5, 1: 2.0}

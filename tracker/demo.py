@@ -279,8 +279,14 @@ def _fingerprint(console: Any, warehouse: Path, uri: str, target: str, phase: st
     console.print(f"  fingerprint {name}: version {result.version}, held-out networks MAPE {e['mape_pct']:.1f} % "
                   f"({e['within_10pct']:.0f} % within ±10 %, ExtraTrees {result.baseline['mape_pct']:.1f} %); "
                   + ("champion: " if result.champion else "not champion: ") + result.champion_reason)
+    if "as_measured_mape_pct" in e:  # its labels put at the machine's median speed: as measured, beside
+        console.print(f"    (latency put at the machine's median speed, speed probe {result.speed_reference_ms:.3g} ms; "
+                      f"against the latencies as measured: {e['as_measured_mape_pct']:.1f} %, "
+                      f"{e['as_measured_within_10pct']:.0f} % within ±10 %)")
     return {"name": name, "version": result.version, "reused": False, "champion": result.champion,
-            "heldout_mape_pct": e["mape_pct"], "heldout_within_10pct": e["within_10pct"]}
+            "heldout_mape_pct": e["mape_pct"], "heldout_within_10pct": e["within_10pct"],
+            **({"speed_reference_ms": result.speed_reference_ms, "heldout_as_measured_mape_pct": e["as_measured_mape_pct"],
+                "heldout_as_measured_within_10pct": e["as_measured_within_10pct"]} if "as_measured_mape_pct" in e else {})}
 
 
 def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
@@ -291,15 +297,16 @@ def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
     con = connect(warehouse, read_only=True)
     try:
         cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb, network_mem_mb, "
-                          "run_id "
+                          "run_id, speed_probe_ms "
                           "FROM latest_measurements WHERE phase = $phase AND device = $device "
                           "AND ($mode IS NULL OR mode = $mode) AND list_contains($names, model)",
                           {"phase": phase, "device": device, "names": names, "mode": mode})
         rows = cur.fetchall()
     finally:
         con.close()
-    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "network_mem_mb": own, "run_id": rid}
-            for m, b, lat, ci, mem, own, rid in rows}
+    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "network_mem_mb": own, "run_id": rid,
+                          "speed_probe_ms": probe}
+            for m, b, lat, ci, mem, own, rid, probe in rows}
 
 
 def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]], uri: str, unseen: list[Unseen],
@@ -326,13 +333,18 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
             m = measured.get((u.name, bs))
             if m is None:
                 continue  # its measurement failed: nothing to compare with
-            result = predict(uri, u.ref, bs, "inference", "cpu", models=models)
+            # latency at the machine's speed when the network was measured (its speed probe), where the
+            # fingerprint learnt at a reference speed: what is compared is the network, not the machine's moods
+            result = predict(uri, u.ref, bs, "inference", "cpu", models=models, speed_probe_ms=m.get("speed_probe_ms"))
             p, beyond = result["predictions"], result["outside_trained_range"]
+            reference = result["speed_reference_ms"].get("latency_ms")
             row = {"model": u.name, "origin": u.origin, "batch_size": bs, "measured_latency_ms": m["latency_ms"],
                    "predicted_latency_ms": p.get("latency_ms"), "measured_peak_mem_mb": m["peak_mem_mb"],
                    "predicted_peak_mem_mb": p.get("peak_mem_mb"), "measured_network_mem_mb": m["network_mem_mb"],
                    "predicted_network_mem_mb": p.get("network_mem_mb"),
                    "outside_trained_range": {t: sorted(found) for t, found in beyond.items()}}
+            if reference is not None and "at_speed_probe_ms" in result and p.get("latency_ms"):
+                row["predicted_latency_at_reference_ms"] = p["latency_ms"] * reference / result["at_speed_probe_ms"]
             rows.append(row)
             table.add_row(u.name, u.origin, str(bs), f"{m['latency_ms']:.2f} ±{100 * (m['ci_rel'] or 0):.0f}%",
                           *_pair(row["predicted_latency_ms"], m["latency_ms"], ".2f", "latency_ms" in beyond),
@@ -348,6 +360,12 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
         if errs:
             console.print(f"  {what} of unseen networks: MAPE {100 * sum(errs) / len(errs):.1f} %, "
                           f"{sum(e <= 0.1 for e in errs)} of {len(errs)} within ±10 %")
+    at_reference = [abs(r["predicted_latency_at_reference_ms"] / r["measured_latency_ms"] - 1) for r in rows
+                    if r.get("predicted_latency_at_reference_ms") and r["measured_latency_ms"]]
+    if at_reference:  # the latency predicted at the machine's median speed, against each as it was measured
+        console.print("  latency predicted at the speed each was measured at (its speed probe); at the machine's median "
+                      f"speed instead: MAPE {100 * sum(at_reference) / len(at_reference):.1f} %, "
+                      f"{sum(e <= 0.1 for e in at_reference)} of {len(at_reference)} within ±10 %")
     return rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -57,6 +58,9 @@ def train_cmd(
     plots: Annotated[bool, typer.Option(
         "--plots/--no-plots", help="Draw the held-out evaluation's pictures among the run's artifacts "
                                    "(about a second a version on a small machine).")] = True,
+    as_measured: Annotated[bool, typer.Option(
+        "--as-measured", help="Learn latency as measured: by default, where every measurement timed the speed probe "
+                              "beside it, each is put at the machine's median speed first (the README's *Fingerprints*).")] = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Train, evaluate on held-out networks, register, and promote if it beats the champion."""
@@ -69,7 +73,8 @@ def train_cmd(
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
     _note_unloaded(path, location)
     result = train(path, target, phase.value, device, location.uri,
-                   exclude=exclude or (), dtype=dtype.value, plots=plots, experiments=experiments or ())
+                   exclude=exclude or (), dtype=dtype.value, plots=plots, experiments=experiments or (),
+                   as_measured=as_measured)
     if result.left_out_imprecise:  # said where too few were left alone until 0.9.2
         from tracker.profile.stats import IMPRECISE_CI_REL
 
@@ -83,6 +88,10 @@ def train_cmd(
     typer.echo(f"{result.name} version {result.version} (method {result.method}): held-out networks MAPE {e['mape_pct']:.2f} %, "
                f"RMSPE {e['rmspe_pct']:.2f} %, {e['within_10pct']:.0f} % within ±10 % ({int(e['rows'])} rows); "
                f"ExtraTrees baseline MAPE {b['mape_pct']:.2f} %")
+    if "as_measured_mape_pct" in e:
+        typer.echo(f"  latency put at the machine's median speed over its runs (speed probe {result.speed_reference_ms:.3g} ms); "
+                   f"against the latencies as measured: MAPE {e['as_measured_mape_pct']:.2f} %, "
+                   f"{e['as_measured_within_10pct']:.0f} % within ±10 %")
     if len(result.by_family) > 1:
         typer.echo(f"  {'held out, by family':<28} {'rows':>5} {'MAPE':>8} {'RMSPE':>8} {'within ±10 %':>13}")
         for fam, s in sorted(result.by_family.items(), key=lambda kv: -kv[1]["mape_pct"]):
@@ -276,6 +285,10 @@ def predict(
                                                      "this registered version instead of the champion (repeatable), "
                                                      "e.g. latency_ms-inference-cpu/2: versions compared without "
                                                      "promoting.")] = None,
+    speed_probe_ms: Annotated[Optional[float], typer.Option(
+        "--speed-probe-ms", help="Latency at the machine's speed when its speed probe took "
+        "this long (a run's speed_probe_ms): a version that learnt at a reference speed predicts at that speed "
+        "otherwise.")] = None,
 ) -> None:
     """Predict latency, memory and power of a network without running it.
 
@@ -285,12 +298,15 @@ def predict(
 
     if largest:
         given = [opt for opt, value in (("--batch-size", batch_sizes), ("--features", features), ("--use", use),
-                                        ("--under", under), ("--sort", sort)) if value]
+                                        ("--under", under), ("--sort", sort), ("--speed-probe-ms", speed_probe_ms))
+                 if value]
         if given:  # --under and --sort were let by, unheeded, until 0.9.2
             raise ConfigError(f"--largest-batch answers one thing, the largest batch size, with the champions: leave "
                               f"out {' and '.join(given)}")
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
+    if speed_probe_ms is not None and not (math.isfinite(speed_probe_ms) and speed_probe_ms > 0):
+        raise ConfigError(f"--speed-probe-ms must be a positive number of ms, got {speed_probe_ms:g}")
     sizes = batch_sizes or [1]
     models = list(dict.fromkeys(models))  # a network named twice is predicted once, as a batch size is (0.9.4)
     # predict_grid predicts a batch size given twice once; a budget or an order makes a list, whatever it holds
@@ -304,7 +320,7 @@ def predict(
     uri = _uri(ctx)
     chosen = _chosen_models(uri, use, phase.value, device, dtype.value) if use else None
     results = predict_grid(uri, list(models), sizes, phase.value, device, input_size, chosen, with_features=features,
-                           dtype=dtype.value, progress=_describing_progress())
+                           dtype=dtype.value, progress=_describing_progress(), speed_probe_ms=speed_probe_ms)
     for target in [*budgets, *([sort] if sort else [])]:
         if target not in results[0]["predictions"]:
             raise ConfigError(f"no {target} fingerprint for phase {phase.value!r} on device {device!r} to "
@@ -327,6 +343,19 @@ def predict(
         _prediction_table(results)
     else:
         _prediction_lines(results[0], features)
+    if fmt is OutputFormat.table and results:
+        _speed_note(results[0])
+
+
+def _speed_note(result: dict) -> None:
+    """What speed a latency is predicted at, where its version learnt at a reference speed."""
+    for target, reference in result.get("speed_reference_ms", {}).items():
+        if "at_speed_probe_ms" in result:
+            typer.echo(f"note: {target} at the machine's speed when its speed probe takes {result['at_speed_probe_ms']:.4g} "
+                       f"ms ({result['model_versions'][target]} learnt at {reference:.4g} ms)")
+        else:
+            typer.echo(f"note: {target} at the machine's median speed over the runs {result['model_versions'][target]} "
+                       f"learnt from (its speed probe {reference:.4g} ms; --speed-probe-ms for another)")
 
 
 #: What each column of a peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) counts.

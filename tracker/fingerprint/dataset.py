@@ -31,7 +31,8 @@ FLOOR_ONLY = {"live_activation_bytes", "batch_live_activation_bytes"}
 #: Columns of the view that are not features: identities, targets and measurement quality.
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", "label_experiments",
-                "label_run_ids", *TARGETS}
+                "label_run_ids", "label_probe_ratio", "label_speed_probe_ms", "label_probed_repeats",
+                "measured_latency_ms", *TARGETS}
 
 
 #: Features whose span in the training rows a version records (tag ``trained_ranges``), so that a
@@ -207,7 +208,9 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         labels = (f"(SELECT run_id, CAST(count(*) AS BIGINT) AS repeats, median({target}) AS {target}, "
                   "arg_max(experiment, end_time) AS experiment, arg_max(latency_ci_rel, end_time) AS latency_ci_rel, "
                   "arg_max(samples_count, end_time) AS samples_count, list_sort(list_distinct(list(experiment))) "
-                  "AS label_experiments, list_sort(list(measurement_run_id)) AS label_run_ids "
+                  "AS label_experiments, list_sort(list(measurement_run_id)) AS label_run_ids, "
+                  "median(latency_ms / speed_probe_ms) AS latency_probe_ratio, median(speed_probe_ms) AS speed_probe_ms, "
+                  "CAST(count(speed_probe_ms) AS BIGINT) AS probed_repeats "
                   f"FROM {LABELLED_VIEW} WHERE list_contains($experiments, experiment) GROUP BY run_id)")
         replaced = (f"l.{target} AS {target}, l.experiment AS experiment, l.latency_ci_rel AS latency_ci_rel, "
                     "l.samples_count AS samples_count")
@@ -217,7 +220,8 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     con = connect_loaded(warehouse)
     try:
         frame = con.sql(
-            f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra} "
+            f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra}, l.latency_probe_ratio AS label_probe_ratio, "
+            "l.speed_probe_ms AS label_speed_probe_ms, l.probed_repeats AS label_probed_repeats "
             f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
             f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
@@ -251,6 +255,29 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         listed = ", ".join(f"{mode} ({counted(count, 'row')})" for mode, count in sorted(modes.items()))
         raise FingerprintError(f"the {phase} measurements of {target} on {device!r} ran in {len(modes)} device modes: "
                                f"{listed}; a fingerprint learns one: give its mode as --device")
+    return frame
+
+
+def speed_reference_ms(frame: Any) -> float | None:
+    """The probe time a latency fingerprint's labels are put at (``at_reference_speed``): the median of
+    its rows' probes, where every measurement each label is the median of timed the speed probe beside
+    it (``tracker.profile.probe``, since 0.9.9); None where one did not (imports, older runs, a GPU's
+    runs measured before): their labels stay as measured."""
+    if frame.empty or "label_probe_ratio" not in frame.columns:
+        return None
+    probed = frame["label_probe_ratio"].notna() & (frame["label_probed_repeats"] == frame["label_repeats"])
+    return float(frame["label_speed_probe_ms"].median()) if bool(probed.all()) else None
+
+
+def at_reference_speed(frame: Any, reference_ms: float) -> Any:
+    """``frame`` with each latency label put at the machine's reference speed: its measurements'
+    median of latency over probe, times ``reference_ms``. What the machine's speed did between them
+    (this VM: 17.0 ms and 22.8 ms for one network an hour apart, the probe 1.7 and 2.3 ms) is taken
+    out of what a fingerprint learns; the label as measured stays, ``measured_latency_ms``."""
+    frame = frame.copy()
+    frame["measured_latency_ms"] = frame["latency_ms"]
+    frame["latency_ms"] = frame["label_probe_ratio"].astype(float) * reference_ms
+    frame.attrs["speed_reference_ms"] = reference_ms
     return frame
 
 

@@ -30,16 +30,20 @@ LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "m
                 "subsample": 1.0, "colsample_bytree": 1.0, "verbose": -1, "random_state": 0, "n_jobs": 1}
 
 
-def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
+def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms: float | None = None) -> Any:
     """Measured layer rows of one phase and device (possibly none; ``device`` matches as in
     ``dataset.load_rows``); each layer's latency is the median over its configuration's repeats
-    (``label_repeats`` of them), as the network labels are."""
+    (``label_repeats`` of them), as the network labels are. ``speed_reference_ms``: the network
+    labels were put at that probe time (``dataset.at_reference_speed``), and so is each layer whose
+    repeats timed the probe (its median of latency over probe times it); one that none did stays as
+    measured."""
     from tracker.warehouse.load import connect_loaded
 
     con = connect_loaded(warehouse)
     try:
-        return con.sql(
-            f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats "
+        rows = con.sql(
+            f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats, "
+            "l.latency_probe_ratio AS label_probe_ratio "
             f"FROM {LAYER_VIEW} f JOIN {LAYER_LABEL_VIEW} l USING (run_id) "
             "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
@@ -47,6 +51,10 @@ def load_layer_rows(warehouse: Path, phase: str, device: str) -> Any:
         ).df()
     finally:
         con.close()
+    if speed_reference_ms is not None and not rows.empty:
+        ratio = rows["label_probe_ratio"].astype(float)
+        rows["latency_ms"] = (ratio * speed_reference_ms).where(ratio.notna(), rows["latency_ms"])
+    return rows
 
 
 #: Fewest training configurations with layer runs for the calibration's terms per call and per

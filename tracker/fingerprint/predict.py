@@ -47,6 +47,9 @@ class Champion:
     # run's ``device`` (cpu, cuda:0, jetson-tx2 for perf4sight's imports) and the device mode id
     devices: tuple[str, ...] | None = None
     mode: str | None = None
+    # a latency version's reference speed (tag speed_reference_ms, since 0.9.9): its labels were put at the
+    # speed probe's time of the machine's median speed over its runs, and so are its predictions; None: as measured
+    speed_reference_ms: float | None = None
 
     def predict(self, rows: Any, layer_rows: Any = None, saturated: bool = True) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -245,7 +248,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
             raise FingerprintError(f"{name} version {version.version}: unreadable node_rows_version tag "
                                    f"{version.tags['node_rows_version']!r} (expected a whole number); retrain with "
                                    "tracker fingerprint train") from None
-    for tag in ("device_memory_mb", "largest_peak_mb"):
+    for tag in ("device_memory_mb", "largest_peak_mb", "speed_reference_ms"):
         if tag in version.tags:
             try:
                 value = float(version.tags[tag])
@@ -253,7 +256,8 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                 value = math.nan
             if not (math.isfinite(value) and value > 0):  # a limit of NaN would let everything fit
                 raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
-                                       f"{version.tags[tag]!r} (expected MB, a positive number); retrain with "
+                                       f"{version.tags[tag]!r} (expected {'ms' if tag.endswith('_ms') else 'MB'}, a "
+                                       "positive number); retrain with "
                                        "tracker fingerprint train")
             setattr(champ, tag, value)
     if version.tags.get("devices"):
@@ -432,17 +436,17 @@ def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None)
 
 def predict(tracking_uri: str | None, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None,
             models: dict[str, Champion] | None = None, with_features: bool = False,
-            dtype: str = "float32") -> dict[str, Any]:
+            dtype: str = "float32", speed_probe_ms: float | None = None) -> dict[str, Any]:
     """Predictions of every target with a champion; ``models`` (from :func:`champions`) saves
-    loading them again when many networks are predicted."""
+    loading them again when many networks are predicted (``speed_probe_ms``: see :func:`predict_grid`)."""
     return predict_many(tracking_uri, [ref], batch_size, phase, device, input_size, models,
-                        with_features=with_features, dtype=dtype)[0]
+                        with_features=with_features, dtype=dtype, speed_probe_ms=speed_probe_ms)[0]
 
 
 def predict_many(tracking_uri: str | None, refs: list[str], batch_size: int, phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False,
-                 dtype: str = "float32") -> list[dict[str, Any]]:
+                 dtype: str = "float32", speed_probe_ms: float | None = None) -> list[dict[str, Any]]:
     """:func:`predict` of each network in ``refs``, in order, their features made in one pass of
     the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters).
     ``descriptions``: the networks' ``Description``s where the caller has them already (``refs``
@@ -450,7 +454,7 @@ def predict_many(tracking_uri: str | None, refs: list[str], batch_size: int, pha
     row's features (``features``: the input a registered version takes through MLflow; a value
     the description lacks is None)."""
     return predict_grid(tracking_uri, refs, [batch_size], phase, device, input_size, models, descriptions,
-                        with_features, dtype)
+                        with_features, dtype, speed_probe_ms=speed_probe_ms)
 
 
 def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
@@ -468,12 +472,16 @@ def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
 def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequence[int], phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False,
-                 dtype: str = "float32", progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+                 dtype: str = "float32", progress: Callable[[int, int], None] | None = None,
+                 speed_probe_ms: float | None = None) -> list[dict[str, Any]]:
     """:func:`predict_many` at each of ``batch_sizes``: one result per network and batch size,
     network by network in the order of ``refs``, each network's batch sizes in the order given (a
     batch size given twice is predicted once). The champions are loaded and each network described
     once, and all configurations share one pass of the feature SQL. ``progress(done, total)`` is
-    called as each network is described (a network not described before takes up to a second or two)."""
+    called as each network is described (a network not described before takes up to a second or two).
+    ``speed_probe_ms``: the latency of a version that learnt at a reference speed (``speed_reference_ms``)
+    at the machine's speed when the speed probe took that long instead (a run's ``speed_probe_ms``):
+    scaled by it over the reference."""
     from tracker.describe import described
     from tracker.fingerprint.runtime import LAYER_INPUTS, LAYERS
 
@@ -504,6 +512,14 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     rows, layer_rows = configuration_rows(descs, built, phase, device,
                                           with_layers=with_features or any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)
+    references = {t: m.speed_reference_ms for t, m in models.items() if m.speed_reference_ms is not None}
+    if speed_probe_ms is not None:
+        if not (math.isfinite(speed_probe_ms) and speed_probe_ms > 0):
+            raise FingerprintError(f"a speed probe's time is a positive number of ms, got {speed_probe_ms!r}")
+        for p in predictions:
+            for t, reference in references.items():
+                if t in p:
+                    p[t] *= speed_probe_ms / reference
     elapsed_ms = 1000 * (time.perf_counter() - t0) / max(len(rows), 1)
     index = {(d, bs): i for i, (d, bs) in enumerate((d, bs) for d in range(len(descs)) for bs in built)}
     scaled: dict[int, dict[str, int]] = {}
@@ -570,6 +586,10 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             # Per target predicted past the largest batch its version learnt: that batch (the target
             # predicted there, times this batch over it)
             "scaled_from_batch": scaled.get(i, {}),
+            # Per target whose version learnt at a reference speed, the speed probe's time there (ms): the
+            # prediction is the latency at that speed, or at ``at_speed_probe_ms``'s where one was given
+            "speed_reference_ms": dict(references),
+            **({"at_speed_probe_ms": speed_probe_ms} if speed_probe_ms is not None and references else {}),
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:

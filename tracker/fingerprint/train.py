@@ -30,16 +30,19 @@ from tracker.fingerprint.dataset import (
     MEMORY_TARGETS,
     TARGETS,
     FingerprintError,
+    at_reference_speed,
     family,
     feature_columns,
     load_rows,
     memory_limits,
+    speed_reference_ms,
     trained_ranges,
     view_hash,
     view_sql,
 )
 from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
 from tracker.fingerprint.runtime import LAYER_FEATURES, MEMORY_FLOOR_COLUMNS, capped, floored, memory_floor_mb
+from tracker.profile.probe import PROBE_VERSION
 from tracker.profile.stats import IMPRECISE_CI_REL
 
 EXPERIMENT = "fingerprints"
@@ -264,7 +267,7 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
 
     if target != "latency_ms":
         return "network", pred, {}, None
-    layer_rows = layers.load_layer_rows(warehouse, phase, device)
+    layer_rows = layers.load_layer_rows(warehouse, phase, device, frame.attrs.get("speed_reference_ms"))
     layer_rows = layer_rows[layer_rows["parent_run_id"].isin(set(frame["run_id"]))]
     if layer_rows.empty:
         return "network", pred, {}, None
@@ -312,6 +315,8 @@ class TrainResult:
     left_out_imprecise: int = 0
     #: the measurements there were before (its rows, and those left out)
     measured_rows: int = 0
+    #: the speed probe's time its latency labels were put at (``dataset.at_reference_speed``); None: as measured
+    speed_reference_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As ``train --format json`` prints it: ``memory_floor`` a boolean and ``memory_floor_not_why``
@@ -328,13 +333,16 @@ MIN_NETWORKS = 3
 
 
 def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude: Collection[str] = (),
-                  mode: str | None = None, dtype: str = "float32", experiments: Collection[str] = ()) -> Any:
+                  mode: str | None = None, dtype: str = "float32", experiments: Collection[str] = (),
+                  as_measured: bool = False) -> Any:
     """The rows a fingerprint learns from: the view's rows less the networks in ``exclude`` (names;
     one that has no row, a misspelling say, is an error rather than silently kept nowhere) and,
     for latency, less measurements too imprecise to learn from (``stats.IMPRECISE_CI_REL``);
     ``experiments``: only what was measured in them, each one named having some (since 0.9.0; every
     experiment otherwise): the rows of configurations measured in them, labelled by those
-    measurements alone (``load_rows``)."""
+    measurements alone (``load_rows``). A latency's labels are put at the machine's reference speed
+    where every measurement timed the speed probe beside it (``dataset.at_reference_speed``; attrs
+    ``speed_reference_ms``), unless ``as_measured`` (since 0.9.9)."""
     if experiments:
         frame = load_rows(warehouse, target, phase, device, mode, dtype, experiments, empty_ok=True)
         found = {e for names in frame["label_experiments"] for e in names}
@@ -378,6 +386,8 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
                                # the networks left out by hand said too (unsaid until 0.9.4)
                                + (f"; --exclude left out {', '.join(sorted(exclude))}" if exclude else "")
                                + ": measure more (tracker campaign run) and load them (tracker warehouse load)")
+    if target == "latency_ms" and not as_measured and (reference := speed_reference_ms(frame)) is not None:
+        frame = at_reference_speed(frame, reference)
     frame.attrs["left_out_imprecise"], frame.attrs["measured_rows"] = left_out
     return frame
 
@@ -592,6 +602,10 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
     pred = capped(target, pred)  # as tracker predict caps it
     evaluation = {**scores(y, pred), **layer_eval,
                   **{f"selection_{name.replace('+', '_')}_mape_pct": v for name, v in candidates.items()}}
+    if "measured_latency_ms" in frame.columns:  # labels put at the reference speed: against them as measured too
+        as_measured = scores(frame["measured_latency_ms"].to_numpy(float), pred)
+        evaluation["as_measured_mape_pct"] = as_measured["mape_pct"]
+        evaluation["as_measured_within_10pct"] = as_measured["within_10pct"]
     baseline = scores(y, out_of_fold(x, y, networks, extra_trees))
     by_family = {f: scores(y[families == f], pred[families == f]) for f in sorted(set(families))}
     if selection_split == "family":
@@ -604,13 +618,14 @@ def evaluate(warehouse: Path, frame: Any, target: str, phase: str, device: str) 
 
 def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: str,
           exclude: Collection[str] = (), mode: str | None = None, dtype: str = "float32",
-          plots: bool = True, experiments: Collection[str] = ()) -> TrainResult:
+          plots: bool = True, experiments: Collection[str] = (), as_measured: bool = False) -> TrainResult:
     """Train, evaluate on held-out networks, register and maybe promote; networks named in
     ``exclude`` are left out entirely (to be predicted later as never seen). ``mode``: learn
     only that device mode's measurements, registered under ``device`` all the same (the demo's
     own, in a store where other modes were measured too). ``plots``: draw the held-out
     evaluation's pictures among the run's artifacts (``fingerprint train --no-plots`` leaves them
-    out: about a second a version on a small machine, for a script that retrains often)."""
+    out: about a second a version on a small machine, for a script that retrains often). ``as_measured``:
+    a latency's labels as measured, not put at the machine's reference speed (``training_rows``)."""
     import mlflow
     import numpy as np
     from mlflow.tracking import MlflowClient
@@ -621,7 +636,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
     from tracker.settings import resolve_location
 
     # The rows first: a train that has nothing to learn from creates nothing in the store.
-    frame = training_rows(warehouse, target, phase, device, exclude, mode, dtype, experiments)
+    frame = training_rows(warehouse, target, phase, device, exclude, mode, dtype, experiments, as_measured)
     left_out = (int(frame.attrs["left_out_imprecise"]), int(frame.attrs["measured_rows"]))
     # Through tracker's store, so an embedded store keeps the artifacts in its own folder; a
     # store moved from elsewhere is refused before anything is trained.
@@ -633,6 +648,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
         store.close()
     require_here(location, experiment.artifact_location)
     held = evaluate(warehouse, frame, target, phase, device)
+    reference_ms = frame.attrs.get("speed_reference_ms")
     # what it was told to learn from, kept in the run's params and the version's tags
     told = {**({"excluded_networks": names_tag(exclude)} if exclude else {}),
             **({"experiments": names_tag(experiments)} if experiments else {})}
@@ -666,6 +682,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 mlflow.log_params({"target": target, "unit": TARGETS[target], "phase": phase, "device": device,
                                    "rows": len(frame), "max_ci_rel": IMPRECISE_CI_REL, "networks": len(set(networks)), "features_count": len(features),
                                    "target_scale": "log", "method": method, "network_model": network_model,
+                                   "labels": "at_reference_speed" if reference_ms is not None else "as_measured",
                                    "network_model_selection_split": selection_split,
                                    "split": f"GroupKFold({min(FOLDS, len(set(networks)))}) by network",
                                    **told,
@@ -681,6 +698,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     (folder / "runs.json").write_text(json.dumps(learnt_runs(frame)))
                     (folder / "by_family.json").write_text(json.dumps(by_family, indent=2))
                     held = frame[["model", "model_hash", "batch_size"]].assign(measured=y, predicted=pred)
+                    if reference_ms is not None:  # measured: put at the reference speed; as the machine ran it, beside
+                        held["measured_as_run"] = frame["measured_latency_ms"].to_numpy(float)
                     held.to_csv(folder / "heldout_predictions.csv", index=False)
                     if plots:
                         _plots(folder, name, TARGETS[target], y, pred, families, features, final)
@@ -704,6 +723,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                 **({"mode": str(frame["mode"].dropna().iloc[0])} if frame["mode"].notna().any() else {}),
                                 "trained_ranges": json.dumps(trained_ranges(frame, features)),
                                 **({"trend": trend.to_json()} if trend is not None else {}),
+                                **({"speed_reference_ms": f"{reference_ms:.6g}", "speed_probe_version": str(PROBE_VERSION)}
+                                   if reference_ms is not None else {}),
                                 **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
                                 **({"memory_floor": floor_text} if floor_text is not None else {}),
                                 **({"memory_floor_columns": ",".join(floor_columns)} if floor_columns else {}),
@@ -749,7 +770,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                 _withdraw(client, name, run_id, interrupted(exc))
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
-                       method, floor_text, *left_out)
+                       method, floor_text, *left_out, reference_ms)
 
 
 def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:
