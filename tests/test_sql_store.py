@@ -167,8 +167,18 @@ def test_an_unsupported_schema_version_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "s" / "mlflow.db"
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE alembic_version SET version_num = 'abc123'")
-    with pytest.raises(StoreError, match=f"abc123 is not supported.*{SUPPORTED_SCHEMA}"):
+    with pytest.raises(StoreError, match=f"abc123 is not supported.*{SUPPORTED_SCHEMA}") as refused:
         RunLogger(str(tmp_path / "s"), experiment="x", environment=ENV)
+    assert f"`mlflow db upgrade sqlite:///{db}`" in str(refused.value)
+
+
+def test_the_upgrade_command_a_refusal_gives_hides_a_databases_password() -> None:
+    """Printed whole until 0.9.9: the password of postgresql://USER:PW@HOST/DB in an error line."""
+    from tracker.log.sql_store import upgrade_command
+
+    said = upgrade_command("postgresql://tracker:s3cret&x@db.example:5432/mlflow")
+    assert "s3cret" not in said
+    assert said == "`mlflow db upgrade 'postgresql://tracker:***@db.example:5432/mlflow'` (its password where *** stands)"
 
 
 def test_a_file_that_is_not_a_store_is_refused(tmp_path: Path) -> None:

@@ -232,7 +232,7 @@ class SqlStore:
             raise StoreError(
                 f"tracking store schema version {version} is not supported: tracker writes "
                 f"schema {SUPPORTED_SCHEMA} (MLflow {SUPPORTED_MLFLOW}); "
-                f"migrate the store with `mlflow db upgrade {shell_word(self.location.uri)}` using that MLflow"
+                f"migrate the store with {upgrade_command(self.location.uri)} using that MLflow"
             )
 
     def tables(self) -> Any:
@@ -515,3 +515,10 @@ def _rows(records: list[FinalRecord], experiment_id: int, artifact_uris: dict[st
                 {"key": key, "value": value, "timestamp": ts, "step": step, "is_nan": False, "run_uuid": r.run_id}
             )
     return rows
+
+
+def upgrade_command(uri: str) -> str:
+    """The ``mlflow db upgrade`` command for the store at ``uri``, quoted for a shell, a database's
+    password as ``***`` (it was printed whole until 0.9.9) with a word saying what to put there."""
+    shown = redacted(uri)
+    return f"`mlflow db upgrade {shell_word(shown)}`" + (" (its password where *** stands)" if shown != uri else "")
