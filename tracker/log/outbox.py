@@ -257,8 +257,10 @@ def _claim(path: Path) -> int | None:
 
 def _without_credentials(exc: StoreError, location: Any, item: Spooled) -> StoreError:
     """Where a database refused the URI the outbox kept without its credentials, the line says
-    how to give them; any other failure as it was."""
-    if location.uri == item.uri and not (location.is_http or location.is_sqlite):  # a database server's
+    how to give them; any other failure as it was (a database that is down said so too until 0.9.9,
+    pointing at credentials where none were asked for)."""
+    asked = any(word in str(exc).lower() for word in ("password", "authentication"))
+    if asked and location.uri == item.uri and not (location.is_http or location.is_sqlite):  # a database server's
         return StoreError(f"{exc} (outbox file {item.path} keeps no credentials: give the URI with them, "
                           f"tracker --tracking-uri {shell_word(_with_user(item.uri))} sync)")
     return exc
