@@ -410,3 +410,30 @@ def test_a_mapping_file_may_hold_one_mapping(tmp_path: Path) -> None:
     assert one_line(["mapping", "run", "--file", "m.json"], tmp_path) == (
         'error: m.json: expected a mapping {"networks": [...]} or a list of them (as `tracker mapping generate --out` '
         "writes)")
+
+
+def test_a_mapping_on_cuda_n_reads_that_gpu() -> None:
+    """A mapping whose stages use cuda:1 reads cuda:1's mode and telemetry (GPU 0's until 0.9.8); one that
+    uses two GPUs reads the first it names and says so in its run."""
+    from tracker.environment import cuda_index
+    from tracker.profile.mapping import Workload, workload_record
+    from tracker.profile.modes import read_mode
+
+    on_one = parse_mapping("squeezenet1_1@30:cpu>cuda:1")
+    assert on_one.read_device == "cuda:1" and cuda_index(on_one.read_device) == 1 and on_one.unread_note() is None
+    w = Workload(on_one, threads=1)
+    assert w.device() == "cuda:1" and w.name().endswith("· cuda:1")
+    mode = read_mode(w.device(), threads=1)
+    assert mode.device == "cuda:1" and mode.mode_id.startswith("cuda1-")
+    record = workload_record(w, mode.mode_id, None, 0, ("crash", "x", ""))
+    assert record.params["device"] == "cuda:1" and "tracker.gpus_unread" not in record.tags
+    assert parse_mapping("squeezenet1_1@30:cpu>cuda").read_device == "cuda"  # cuda:0 is cuda, as before
+    assert parse_mapping("squeezenet1_1@30:cpu>cpu").read_device == "cpu"
+    assert cuda_index(parse_mapping("squeezenet1_1@30:cpu>cpu").read_device) is None  # no GPU read
+
+    two = Workload(parse_mapping("squeezenet1_1@30:cuda:2>cpu,squeezenet1_1@20:cuda>cuda:2"), threads=1)
+    assert two.mapping.gpus == ("cuda:2", "cuda") and two.device() == "cuda:2"
+    record = workload_record(two, "cuda2-t1", None, 0, ("crash", "x", ""))
+    assert record.tags["tracker.gpus_unread"] == "cuda"
+    assert "its stages use 2 GPUs (cuda:2, cuda): the mode, GPU power, utilisation and memory are cuda:2's alone " \
+           "(cuda not read)" in record.description

@@ -90,6 +90,26 @@ class Mapping:
     def uses_cuda(self) -> bool:
         return any(d.startswith("cuda") for n in self.networks for d in n.devices)
 
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """The CUDA devices its stages name, each once, in the order they are first named."""
+        return tuple(dict.fromkeys(d for n in self.networks for d in n.devices if d.startswith("cuda")))
+
+    @property
+    def read_device(self) -> str:
+        """The device whose mode, power, utilisation and memory a run of it reads: the first GPU its
+        stages name (``cuda:1`` for ``resnet18@30:cpu>cuda:1``; until 0.9.8 GPU 0's were read for every
+        mapping), else ``cpu``. One of two GPUs named is read alone (``unread_note``)."""
+        return self.gpus[0] if self.gpus else "cpu"
+
+    def unread_note(self) -> str | None:
+        """Where its stages use more than one GPU, what a run of it says of those it does not read."""
+        if len(self.gpus) < 2:
+            return None
+        others = ", ".join(self.gpus[1:])
+        return (f"its stages use {len(self.gpus)} GPUs ({', '.join(self.gpus)}): the mode, GPU power, utilisation and "
+                f"memory are {self.read_device}'s alone ({others} not read)")
+
 
 def mapping_description(mapping: Mapping, duration_s: float, warmup_s: float,
                         specs: dict[str, dict[str, Any]] | None = None) -> str:
@@ -534,7 +554,10 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     mapping = parse_mapping(job["mapping"])
     batch_size = int(job.get("batch_size", 1))
     warmup_s, duration_s = float(job.get("warmup_s", 0.0)), float(job["duration_s"])
-    mode = read_mode("cuda" if mapping.uses_cuda else "cpu", threads=job.get("threads"), allocator=job.get("allocator"))
+    from tracker.environment import cuda_index
+
+    device = mapping.read_device  # the GPU its stages name, not GPU 0 whichever they name (until 0.9.8)
+    mode = read_mode(device, threads=job.get("threads"), allocator=job.get("allocator"))
     nets = [_Net(n, batch_size) for n in mapping.networks]
     peak_reset = reset_peak_rss()  # the networks built: their own peak from here
     window = {"open": float("inf"), "close": float("inf")}
@@ -557,7 +580,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
 
     threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(len(nets))]
     with TelemetrySampler(interval_s=float(job.get("telemetry_interval_s", 0.02)),
-                          gpu_index=0 if mapping.uses_cuda else None) as sampler:
+                          gpu_index=cuda_index(device)) as sampler:
         for t in threads:
             t.start()
         stop.wait(warmup_s)
@@ -589,7 +612,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     if peak_reset:  # absent where its peak could not be started afresh
         memory["peak_rss_mb"] = peak_rss_mb()
     if mapping.uses_cuda:
-        memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
     return {"mapping": mapping.compact(), "networks": networks, "window_s": window["close"] - window["open"],
             "mode": {"device": mode.device, "mode_id": mode.mode_id}, "memory": memory,
             "telemetry": sampler.summary(start_ns, end_ns), "telemetry_series": sampler.series_json(start_ns, end_ns)}
@@ -621,7 +644,8 @@ class Workload:
         self.specs = self.specs or read_specs(self.mapping)
 
     def device(self) -> str:
-        return "cuda" if self.mapping.uses_cuda else "cpu"
+        """The device whose mode the workload runs in and whose telemetry it reads (``Mapping.read_device``)."""
+        return self.mapping.read_device
 
     def key_fields(self, mode_id: str) -> dict[str, Any]:
         from tracker.environment import software_versions
@@ -660,6 +684,9 @@ def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, s
     record = RunRecord(kind="mapping", name=w.name(), params=_params(w, mode_id), key_fields=w.key_fields(mode_id),
                        tags={"tracker.source": "measured"}, start_time_ms=start_ms, end_time_ms=now_ms(),
                        description=mapping_description(w.mapping, w.duration_s, w.warmup_s, w.specs))
+    if (note := w.mapping.unread_note()) is not None:  # two GPUs, one read: said in the run
+        record.tags["tracker.gpus_unread"] = ",".join(w.mapping.gpus[1:])
+        record.description += f" Read: {w.mapping.read_device}; {note}."
     record.artifacts["mapping.json"] = json.dumps(w.mapping.to_json(w.specs), indent=2)
     if failure is not None:
         reason, message, tail = failure
