@@ -657,3 +657,39 @@ def test_cpu_work_reads_no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     with TelemetrySampler(interval_s=0.02, gpu_index=0) as gpu:  # the same fake, read when asked
         wait_samples(gpu, 3)
     assert "nvml" in gpu.sources and gpu.summary()["gpu_power_w"] > 0
+
+
+def _fake_tegrastats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """A stand-in ``tegrastats`` on PATH running the shell ``body``."""
+    script = tmp_path / "tegrastats"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+
+
+def _sample_until_board(tel: TelemetrySampler, lines: int = 4) -> None:
+    with tel:
+        deadline = time.perf_counter() + 3
+        while time.perf_counter() < deadline and sum(x.source == TEGRASTATS for x in tel.samples) < lines:
+            time.sleep(0.05)
+
+
+def test_a_cpu_measurement_on_a_jetson_reads_no_gpu_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tegrastats' GR3D load is the GPU's: a measurement on the CPU alone (no gpu_index) records none
+    (it recorded the idle GPU's, 63 % here, until 0.9.8), in its summary and its series; its board power stays."""
+    _fake_tegrastats(tmp_path, monkeypatch, f"while true; do echo '{ORIN}'; sleep 0.02; done")
+    cpu = TelemetrySampler(interval_s=0.02)
+    _sample_until_board(cpu)
+    s, series = cpu.summary(), cpu.series()
+    assert "gpu_util_pct" not in s and "gpu_util_pct" not in series
+    assert s["board_power_w"] == pytest.approx(12.479) and "board_power_w" in series
+    gpu = TelemetrySampler(interval_s=0.02, gpu_index=0)  # no NVML here: the Jetson's load is tegrastats'
+    _sample_until_board(gpu)
+    assert gpu.summary()["gpu_util_pct"] == pytest.approx(63) and gpu.series()["gpu_util_pct"][0][1] == pytest.approx(63)
+
+    from tracker.profile.inventory import device_report
+
+    report = device_report("cpu", threads=1, window_s=0.3)
+    assert "gpu_util_pct" not in report["measured"]
+    assert report["absent"]["gpu_util_pct"].startswith("read for a measurement on a CUDA device only")
+    assert report["measured"]["board_power_w"]["source"] == "tegrastats"

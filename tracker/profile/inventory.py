@@ -198,8 +198,8 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
     if "nvml" not in sources:
         if index is not None:
             reasons["nvml"] = nvml_reason() or f"NVML cannot read {device}"
-        elif gpus:
-            reasons["nvml"] = "read for a measurement on a CUDA device only (an idle GPU's power is not the CPU's)"
+        elif gpus or "tegrastats" in sources:  # a Jetson's GR3D load too (marked measured, of the idle GPU, until 0.9.8)
+            reasons["nvml"] = "read for a measurement on a CUDA device only (an idle GPU's load and power are not the CPU's)"
         else:
             reasons["nvml"] = "no NVIDIA GPU here"
     if "tegrastats" not in sources:

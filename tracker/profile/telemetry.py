@@ -262,8 +262,10 @@ def summarize(
     start_ns: int | None = None,
     end_ns: int | None = None,
     settle_s: float = 0.0,
+    gpu: bool = True,
 ) -> dict[str, float]:
-    """Aggregate samples in [start_ns + settle_s, end_ns]; see :meth:`TelemetrySampler.summary`."""
+    """Aggregate samples in [start_ns + settle_s, end_ns]; see :meth:`TelemetrySampler.summary`.
+    ``gpu`` False (a measurement on the CPU alone): no GPU reading, not tegrastats' GR3D load either."""
     lo, hi, window = _in_window(samples, start_ns, end_ns, settle_s)
     span_s = max(hi - lo, 0) / 1e9  # energies cover the whole window, not only from its first sample to its last
     system = [s for s in window if s.source == SYSTEM]
@@ -293,7 +295,7 @@ def summarize(
 
     # GPU (NVML); on Jetson the GPU load comes from tegrastats' GR3D_FREQ instead.
     mean(system, "gpu_util_pct", "gpu_util_pct")
-    if "gpu_util_pct" not in out:
+    if "gpu_util_pct" not in out and gpu:  # a CPU measurement's is the idle GPU's: absent (0 until 0.9.8)
         mean(tegra, "gpu_util_pct", "gpu_util_pct")
     peak(system, "gpu_mem_used_mb", "gpu_mem_used_peak_mb")
     mean(system, "gpu_sm_clock_mhz", "gpu_sm_clock_mhz")
@@ -354,12 +356,14 @@ def series(
     end_ns: int | None = None,
     settle_s: float = 0.0,
     points: int = SERIES_POINTS,
+    gpu: bool = True,
 ) -> dict[str, list[tuple[int, float]]]:
     """The readings over the window as time series, ``{name: [(ms since the window's start,
     value), ...]}``, each at most ``points`` long (consecutive samples averaged over equal
     stretches of the window): the machine's and the process's CPU and memory, the CPU others took
     (where the process read its own), CPU package power between RAPL readings, the GPU's (NVML)
-    and the board's (tegrastats). A series only of what was read; none for a window without samples."""
+    and the board's (tegrastats; its GPU load only where ``gpu``, as :func:`summarize`'s). A series
+    only of what was read; none for a window without samples."""
     lo, hi, window = _in_window(samples, start_ns, end_ns, settle_s)
     raw: dict[str, list[tuple[int, float]]] = {}
 
@@ -384,7 +388,7 @@ def series(
             if span_s > 0:
                 add("cpu_power_w", s.t_ns, (r["cpu_energy_counter_j"] - previous.readings["cpu_energy_counter_j"]) / span_s)
         previous = s
-    if "gpu_util_pct" not in raw and "board_gpu_util_pct" in raw:  # a Jetson's GPU load, as summarize takes it
+    if "gpu_util_pct" not in raw and "board_gpu_util_pct" in raw and gpu:  # a Jetson's GPU load, as summarize takes it
         raw["gpu_util_pct"] = raw["board_gpu_util_pct"]
     raw.pop("board_gpu_util_pct", None)
     width_ns = max(hi - lo, 1) / max(points, 1)
@@ -599,9 +603,9 @@ class TelemetrySampler:
     {'cpu_util_pct': 63.1, 'proc_rss_peak_mb': 412.0, ..., 'telemetry_samples_count': 48.0}
 
     ``gpu_index`` is the CUDA device index of this process that the measured work runs on,
-    sampled through NVML where there is an NVIDIA driver. None (work on the CPU alone) reads
-    no GPU, so that an idle GPU's power never counts in the ``power_w`` of a CPU
-    measurement. ``samples`` holds every raw :class:`Sample` for logging histories.
+    sampled through NVML where there is an NVIDIA driver (on a Jetson, tegrastats' GR3D load).
+    None (work on the CPU alone) reads no GPU, so that an idle GPU's power or load never counts
+    in a CPU measurement (a Jetson's board power stays: it is the board's). ``samples`` holds every raw :class:`Sample` for logging histories.
     """
 
     def __init__(self, interval_s: float = 0.02, gpu_index: int | None = None, settle_s: float = 0.0) -> None:
@@ -761,7 +765,7 @@ class TelemetrySampler:
     def series(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, list[tuple[int, float]]]:
         """The readings over [start_ns, end_ns], less the first ``settle_s`` seconds, as time
         series (see :func:`series`); the window defaults as :meth:`summary`'s."""
-        return series(*self._window(start_ns, end_ns), self.settle_s)
+        return series(*self._window(start_ns, end_ns), self.settle_s, gpu=self.gpu_index is not None)
 
     def series_json(self, start_ns: int | None = None, end_ns: int | None = None) -> dict[str, Any]:
         """:meth:`series` with the wall-clock time its milliseconds count from (``start_ms``, ms
@@ -788,7 +792,7 @@ class TelemetrySampler:
         Energies cover the window, the readings at its edges held out to its ends; an energy
         counter is used only where it ticked ``MIN_COUNTER_TICKS`` times in the window.
         """
-        return summarize(*self._window(start_ns, end_ns), self.settle_s)
+        return summarize(*self._window(start_ns, end_ns), self.settle_s, gpu=self.gpu_index is not None)
 
     def _window(self, start_ns: int | None, end_ns: int | None) -> tuple[list[Sample], int | None, int]:
         """The samples so far, and the window: the sampler's own start and stop (or now while it
