@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import random
 import threading
 import time
@@ -377,8 +378,10 @@ class GenerateOptions:
         if self.max_split is not None and self.max_split < 0:
             raise ConfigError("--max-split must be >= 0")
         w = self.device_priorities
-        if len(w) != 2 or min(w) < 0 or sum(w) <= 0:
-            raise ConfigError(f"--device-priorities {','.join(map(str, w))}: need two weights >= 0 (cpu, cuda), not both 0")
+        # nan or inf taken until 0.9.8 (unused without a GPU; a traceback from random.choices on one)
+        if len(w) != 2 or not all(math.isfinite(v) for v in w) or min(w) < 0 or sum(w) <= 0:
+            raise ConfigError(f"--device-priorities {','.join(map(str, w))}: need two finite weights >= 0 (cpu, cuda), "
+                              "not both 0")
 
 
 def parse_priorities(text: str) -> tuple[float, float]:
@@ -388,6 +391,8 @@ def parse_priorities(text: str) -> tuple[float, float]:
         raise ConfigError(f"--device-priorities {text!r}: expected two numbers, e.g. 0.4,0.6") from None
     if len(values) != 2:
         raise ConfigError(f"--device-priorities {text!r}: expected two numbers (cpu, cuda), e.g. 0.4,0.6")
+    if not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"--device-priorities {text!r}: expected two finite numbers (cpu, cuda), e.g. 0.4,0.6")
     return values[0], values[1]
 
 
