@@ -693,3 +693,29 @@ def test_a_cpu_measurement_on_a_jetson_reads_no_gpu_load(tmp_path: Path, monkeyp
     assert "gpu_util_pct" not in report["measured"]
     assert report["absent"]["gpu_util_pct"].startswith("read for a measurement on a CUDA device only")
     assert report["measured"]["board_power_w"]["source"] == "tegrastats"
+
+
+def test_a_tegrastats_that_fails_is_no_source_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tegrastats that exits at once with an error was a source that "gave no board_power_w" until
+    0.9.8, and one that could not be started was "no tegrastats on the PATH": each now says what failed."""
+    from tracker.profile.inventory import device_report
+
+    _fake_tegrastats(tmp_path, monkeypatch, "echo 'starting' >&2\necho 'tegrastats: Permission denied' >&2\nexit 1")
+    with TelemetrySampler(interval_s=0.02) as tel:
+        time.sleep(0.3)
+    assert "tegrastats" not in tel.sources
+    assert tel.source_errors == {"tegrastats": "tegrastats exited with status 1: tegrastats: Permission denied"}
+    report = device_report("cpu", threads=1, window_s=0.3)
+    assert "tegrastats" not in report["telemetry_sources"]
+    assert report["absent"]["board_power_w"] == "tegrastats exited with status 1: tegrastats: Permission denied"
+
+    (tmp_path / "tegrastats").write_text("#!/no/such/shell\n")  # found on the PATH, and cannot be started
+    with TelemetrySampler(interval_s=0.02) as tel:
+        time.sleep(0.05)
+    assert "tegrastats" not in tel.sources
+    assert tel.source_errors["tegrastats"] == f"{tmp_path / 'tegrastats'} could not be started (No such file or directory)"
+
+    _fake_tegrastats(tmp_path, monkeypatch, f"while true; do echo '{ORIN}'; sleep 0.02; done")  # a working one
+    tel = TelemetrySampler(interval_s=0.02)
+    _sample_until_board(tel)
+    assert "tegrastats" in tel.sources and tel.source_errors == {}

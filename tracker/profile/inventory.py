@@ -203,7 +203,7 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
         else:
             reasons["nvml"] = "no NVIDIA GPU here"
     if "tegrastats" not in sources:
-        reasons["tegrastats"] = "no tegrastats on the PATH (a Jetson's)"
+        reasons["tegrastats"] = sampler.source_errors.get("tegrastats") or "no tegrastats on the PATH (a Jetson's)"
     measured, absent = {}, {}
     for metric, source in TELEMETRY.items():
         key = summary_key(metric)

@@ -591,6 +591,7 @@ class _Running:
     stop: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     tegra: subprocess.Popen[str] | None = None
+    tegra_stderr: Any = None  # a temporary file: a pipe left unread could fill and stall tegrastats
     nvml: _Nvml | None = None
 
 
@@ -620,6 +621,8 @@ class TelemetrySampler:
         self.start_ns: int | None = None
         self.end_ns: int | None = None
         self.sources: list[str] = []  #: names of the sources that could be opened
+        #: why a source found here gave nothing (``{"tegrastats": "tegrastats exited with status 1: ..."}``)
+        self.source_errors: dict[str, str] = {}
         self._lock = threading.Lock()
         self._running: _Running | None = None
         self._readers: list[Reader] = []
@@ -643,6 +646,7 @@ class TelemetrySampler:
         running = _Running()
         self.samples = []
         self.sources = []
+        self.source_errors = {}
         self.end_ns = None
         readers: list[Reader] = []
 
@@ -673,19 +677,25 @@ class TelemetrySampler:
         self._readers = readers
 
         if exe := shutil.which("tegrastats"):
+            import tempfile  # noqa: PLC0415
+
             interval_ms = max(1, round(self.interval_s * 1000))
+            running.tegra_stderr = tempfile.TemporaryFile()
             try:
                 running.tegra = subprocess.Popen(
                     [exe, "--interval", str(interval_ms)],
                     stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
+                    stderr=running.tegra_stderr,
                     stdin=subprocess.DEVNULL,
                     text=True,
                     errors="replace",  # a byte that is not UTF-8 costs its line, not the reader (until 0.9.4)
                     bufsize=1,
                 )
-            except OSError:
+            except OSError as exc:  # found, and could not be started: said, not "no tegrastats" (until 0.9.8)
                 running.tegra = None
+                running.tegra_stderr.close()
+                running.tegra_stderr = None
+                self.source_errors["tegrastats"] = f"{exe} could not be started ({exc.strerror or exc})"
             if running.tegra is not None:
                 self.sources.append("tegrastats")
                 reader = threading.Thread(
@@ -705,7 +715,8 @@ class TelemetrySampler:
             return
         self.end_ns = time.perf_counter_ns()
         running.stop.set()
-        if running.tegra is not None:
+        ended = running.tegra.poll() if running.tegra is not None else None  # on its own, before it was stopped
+        if running.tegra is not None and ended is None:
             running.tegra.terminate()
             try:
                 running.tegra.wait(timeout=2)
@@ -718,6 +729,18 @@ class TelemetrySampler:
             self.samples[:] = [x for x in self.samples if x.t_ns <= self.end_ns]
         if running.tegra is not None and running.tegra.stdout is not None:
             running.tegra.stdout.close()
+        if running.tegra_stderr is not None:
+            if ended is not None and not any(x.source == TEGRASTATS for x in self.samples):
+                # it gave nothing and ended: no source, and why (a source that "gave no board_power_w"
+                # until 0.9.8, "Permission denied" unsaid)
+                self.sources = [x for x in self.sources if x != TEGRASTATS]
+                running.tegra_stderr.seek(0, 2)
+                running.tegra_stderr.seek(max(0, running.tegra_stderr.tell() - 4096))
+                last = next((line.strip() for line in reversed(
+                    running.tegra_stderr.read().decode("utf-8", "replace").splitlines()) if line.strip()), "")
+                self.source_errors[TEGRASTATS] = (f"tegrastats exited with status {ended}"
+                                                  + (f": {last[:200]}" if last else " (nothing on its stderr)"))
+            running.tegra_stderr.close()
         if running.nvml is not None:
             running.nvml.close()
 
