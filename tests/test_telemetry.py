@@ -719,3 +719,22 @@ def test_a_tegrastats_that_fails_is_no_source_and_says_why(tmp_path: Path, monke
     tel = TelemetrySampler(interval_s=0.02)
     _sample_until_board(tel)
     assert "tegrastats" in tel.sources and tel.source_errors == {}
+
+
+def test_a_board_without_an_input_rail_says_which_rails_it_gave(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AGX Orin's line names no VDD_IN/POM_5V_IN: its board power is absent, and device show says why
+    with the rails it gave (tegrastats "gave no board_power_w (not supported by the device)" until 0.9.8)."""
+    from tracker.profile.inventory import device_report
+
+    agx = Sample(0, {**parse_tegrastats(AGX_ORIN)}, TEGRASTATS)
+    reason = telemetry.board_rail_reason([agx])
+    assert reason is not None and reason.startswith("no VDD_IN/POM_5V_IN rail in tegrastats' lines (it gave: VDD_GPU_SOC)")
+    assert telemetry.board_rail_reason([Sample(0, {"board_power_w": 5.0}, TEGRASTATS)]) is None
+    assert telemetry.board_rail_reason([Sample(0, {"cpu_util_pct": 5.0})]) is None  # no tegrastats at all
+
+    line = AGX_ORIN + " VDD_CPU_CV 400mW/400mW"
+    _fake_tegrastats(tmp_path, monkeypatch, f"while true; do echo '{line}'; sleep 0.02; done")
+    report = device_report("cpu", threads=1, window_s=0.3)
+    assert "tegrastats" in report["telemetry_sources"]
+    assert report["absent"]["board_power_w"].startswith(
+        "no VDD_IN/POM_5V_IN rail in tegrastats' lines (it gave: VDD_CPU_CV, VDD_GPU_SOC)")

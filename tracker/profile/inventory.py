@@ -180,7 +180,7 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
     from tracker.profile.device import check_device
     from tracker.profile.memcap import planned_kind
     from tracker.profile.modes import allocator_available, describe_mode, read_mode, validate_allocator
-    from tracker.profile.telemetry import TelemetrySampler
+    from tracker.profile.telemetry import TelemetrySampler, board_rail_reason
 
     check_device(device)
     if allocator is not None:
@@ -222,6 +222,8 @@ def device_report(device: str = "cpu", threads: int | None = None, allocator: st
             # this process has children (a zygote it started), a measuring child has none
             here = "no reading here (this process has children); a measuring child, which has none, reads it"
             measured[metric] = {"source": source, "now": None, "no_reading": here}
+        elif metric == "board_power_w" and (no_rail := board_rail_reason(sampler.samples)) is not None:
+            absent[metric] = no_rail  # "gave no board_power_w ... (not supported by the device)" until 0.9.8
         else:
             absent[metric] = _absent_reason(metric, source, sources, reasons)
     kind = "cpu" if index is None else "cuda"

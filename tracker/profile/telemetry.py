@@ -76,7 +76,9 @@ _INT_RE = re.compile(r"^\d+$")
 _MEM_SCALE = {"k": 1 / 1024, "K": 1 / 1024, "M": 1.0, "G": 1024.0}
 #: Load fields named ``<X>_FREQ`` and the key prefix they get.
 _LOAD_PREFIX = {"GR3D": "gpu", "EMC": "emc"}
-#: Board input rails, best first: VDD_IN (Xavier, Orin, TX2), POM_5V_IN (TX1, Nano).
+#: Board input rails, best first: VDD_IN (TX2, Orin, Orin Nano), POM_5V_IN (TX1, Nano). AGX Orin and
+#: AGX Xavier print no input rail (their rails are the GPU's, CPU's, SoC's, ...): no board power there,
+#: not a sum of rails that may miss part of the board.
 BOARD_RAILS = ("VDD_IN", "POM_5V_IN")
 
 
@@ -187,6 +189,19 @@ def rail_for_board(parsed: dict[str, float]) -> float | None:
         if value is not None:
             return value / 1000.0
     return None
+
+
+def board_rail_reason(samples: Sequence[Sample]) -> str | None:
+    """Why tegrastats' samples give no board power: its lines name no input rail (``BOARD_RAILS``),
+    and the rails they name; None where one gave board power, or there is no tegrastats sample."""
+    tegra = [s for s in samples if s.source == TEGRASTATS]
+    if not tegra or any("board_power_w" in s.readings for s in tegra):
+        return None
+    rails = sorted({k[len("power_"):-len("_mw")].upper() for s in tegra for k in s.readings
+                    if k.startswith("power_") and k.endswith("_mw") and not k.endswith("_avg_mw")})
+    return (f"no {'/'.join(BOARD_RAILS)} rail in tegrastats' lines ("
+            + (f"it gave: {', '.join(rails)}" if rails else "it gave no power rail")
+            + "): this board's input power is not printed (AGX Orin, AGX Xavier)")
 
 
 # --------------------------------------------------------------------------------------------
