@@ -738,3 +738,30 @@ def test_a_board_without_an_input_rail_says_which_rails_it_gave(tmp_path: Path, 
     assert "tegrastats" in report["telemetry_sources"]
     assert report["absent"]["board_power_w"].startswith(
         "no VDD_IN/POM_5V_IN rail in tegrastats' lines (it gave: VDD_CPU_CV, VDD_GPU_SOC)")
+
+
+def test_parser_drops_what_is_out_of_range_or_unclear() -> None:
+    """Until 0.9.8: ``VDD_IN 5297`` was an engine clock (``vdd_in_freq_mhz``), an unclosed ``(`` swallowed
+    the rest of the line, loads over 100 % and rails of 10**23 mW were taken, and a field named twice kept
+    its last reading. Now: no clock of a rail, a group skipped only where it closes soon, out-of-range
+    readings dropped, and the first of a field named twice kept."""
+    bare = parse_tegrastats("RAM 1404/7860MB GR3D_FREQ 5% VDD_IN 5297 APE 150")
+    assert not any(k.startswith("vdd_in") or k.startswith("power_vdd_in") for k in bare)
+    assert bare["ape_freq_mhz"] == 150 and bare["gpu_util_pct"] == 5
+
+    unclosed = parse_tegrastats("RAM 1404/7860MB (lfb 236x4MB SWAP 0/3930MB CPU [10%@1000,20%@1000] GR3D_FREQ 40% "
+                                "VDD_IN 5000/5000")
+    assert unclosed["gpu_util_pct"] == 40 and unclosed["power_vdd_in_mw"] == 5000
+    assert unclosed["cpu_util_pct"] == pytest.approx(15)
+    assert rail_for_board(parse_tegrastats(TX2_LOAD)) == pytest.approx(5.297)  # closed groups still skipped
+
+    over = parse_tegrastats("RAM 1404/7860MB GR3D_FREQ 250% CPU [150%@1,20%@1000] EMC_FREQ 101%@1600 "
+                            "VDD_IN 99999999999999999999999/1 VDD_SOC 700/99999999999999999999")
+    assert "gpu_util_pct" not in over and "emc_util_pct" not in over and "emc_freq_mhz" not in over
+    assert "cpu0_util_pct" not in over and over["cpu1_util_pct"] == 20 and over["cpu_util_pct"] == 20
+    assert not any(k.startswith("power_") for k in over) and rail_for_board(over) is None
+
+    twice = parse_tegrastats("RAM 1000/7860MB RAM 2000/7860MB GR3D_FREQ 10% GR3D_FREQ 90% VDD_IN 4000/4100 "
+                             "VDD_IN 9000mW CPU [10%@1000] CPU [90%@2000] GPU@30C GPU@60C")
+    assert twice["ram_used_mb"] == 1000 and twice["gpu_util_pct"] == 10 and twice["cpu_util_pct"] == 10
+    assert (twice["power_vdd_in_mw"], twice["power_vdd_in_avg_mw"]) == (4000, 4100) and twice["temp_gpu_c"] == 30

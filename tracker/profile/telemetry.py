@@ -80,6 +80,13 @@ _LOAD_PREFIX = {"GR3D": "gpu", "EMC": "emc"}
 #: AGX Xavier print no input rail (their rails are the GPU's, CPU's, SoC's, ...): no board power there,
 #: not a sum of rails that may miss part of the board.
 BOARD_RAILS = ("VDD_IN", "POM_5V_IN")
+#: Rail names (``VDD_IN``, ``POM_5V_GPU``, ``VIN_SYS_5V0``): never an engine clock, whatever follows them.
+_RAIL_NAME_RE = re.compile(r"^(VDD|POM|VIN)_")
+#: The most a rail may read, in mW (1 kW: a Jetson draws tens of W); past it the reading is no reading.
+MAX_RAIL_MW = 1_000_000.0
+#: Tokens a parenthesised group (``(lfb 236x4MB)``, ``(cached 0MB)``) may span: an unclosed ``(`` skips
+#: itself alone, not the rest of the line (its GPU load and rails were lost until 0.9.8).
+_GROUP_MAX_TOKENS = 4
 
 
 def _mem_mb(text: str) -> tuple[float, float] | None:
@@ -114,51 +121,70 @@ def parse_tegrastats(line: str) -> dict[str, float]:
 
 
 def _parse_tokens(tokens: list[str], out: dict[str, float]) -> None:
+    # A field named twice in a line (RAM, CPU, GR3D_FREQ, a rail, a sensor) keeps its first reading: the
+    # second is passed over, not taken in its place (the last won, without a word, until 0.9.8). A reading
+    # out of its range (a load over 100 %, a rail over MAX_RAIL_MW) is dropped: absent, not stored.
+    seen: set[str] = set()
+
+    def first(name: str) -> bool:
+        if name in seen:
+            return False
+        seen.add(name)
+        return True
+
     i, n = 0, len(tokens)
     while i < n:
         tok = tokens[i]
         nxt = tokens[i + 1] if i + 1 < n else ""
-        if tok.startswith("("):  # "(lfb 236x4MB)", "(cached 0MB)": skip the group
-            while i < n and not tokens[i].endswith(")"):
-                i += 1
-            i += 1
+        if tok.startswith("("):  # "(lfb 236x4MB)", "(cached 0MB)": skip the group, if it closes soon
+            end = next((k for k in range(i, min(n, i + _GROUP_MAX_TOKENS)) if tokens[k].endswith(")")), None)
+            i = i + 1 if end is None else end + 1
             continue
         if tok in ("RAM", "SWAP") and (mem := _mem_mb(nxt)):
             key = tok.lower()
-            out[f"{key}_used_mb"], out[f"{key}_total_mb"] = mem
+            if first(tok):
+                out[f"{key}_used_mb"], out[f"{key}_total_mb"] = mem
             i += 2
             continue
         if tok == "CPU" and nxt.startswith("[") and nxt.endswith("]"):
-            _parse_cores(nxt[1:-1], out)
+            if first(tok):
+                _parse_cores(nxt[1:-1], out)
             i += 2
             continue
         if tok.endswith("_FREQ") and (m := _LOAD_RE.match(nxt)):
             name = tok[: -len("_FREQ")]
             prefix = _LOAD_PREFIX.get(name, name.lower())
-            out[f"{prefix}_util_pct"] = float(m.group(1))
-            if m.group(2):
-                freqs = [float(f) for f in m.group(2).split(",") if f]
-                if freqs:
-                    out[f"{prefix}_freq_mhz"] = sum(freqs) / len(freqs)
+            if first(tok) and float(m.group(1)) <= 100:
+                out[f"{prefix}_util_pct"] = float(m.group(1))
+                if m.group(2):
+                    freqs = [float(f) for f in m.group(2).split(",") if f]
+                    if freqs:
+                        out[f"{prefix}_freq_mhz"] = sum(freqs) / len(freqs)
             i += 2
             continue
         if m := _TEMP_RE.match(tok):
             value = float(m.group(2))
-            if value > _TEGRA_ABSENT_TEMP:
+            if first(f"temp_{m.group(1).lower()}") and value > _TEGRA_ABSENT_TEMP:
                 out[f"temp_{m.group(1).lower()}_c"] = value
             i += 1
             continue
         if _NAME_RE.match(tok):
             if (m := _RAIL_RE.match(nxt)) and (m.group(2) or m.group(3) is not None):
                 rail = tok.lower()
-                out[f"power_{rail}_mw"] = float(m.group(1))
-                if m.group(3) is not None:
-                    out[f"power_{rail}_avg_mw"] = float(m.group(3))
+                now, avg = float(m.group(1)), None if m.group(3) is None else float(m.group(3))
+                if first(tok) and now <= MAX_RAIL_MW and (avg is None or avg <= MAX_RAIL_MW):
+                    out[f"power_{rail}_mw"] = now
+                    if avg is not None:
+                        out[f"power_{rail}_avg_mw"] = avg
                 i += 2
+                continue
+            if _RAIL_NAME_RE.match(tok):  # "VDD_IN 5297": a rail without its unit or average, no clock
+                i += 2 if _INT_RE.match(nxt) else 1
                 continue
             if _INT_RE.match(nxt):  # an engine clock: "APE 150", "NVDEC 1203", "VIC_FREQ 729"
                 name = tok[: -len("_FREQ")] if tok.endswith("_FREQ") else tok
-                out[f"{name.lower()}_freq_mhz"] = float(nxt)
+                if first(tok):
+                    out[f"{name.lower()}_freq_mhz"] = float(nxt)
                 i += 2
                 continue
         i += 1
@@ -171,6 +197,8 @@ def _parse_cores(text: str, out: dict[str, float]) -> None:
         if not m:  # "off" or unknown: the core is not reported
             continue
         load = float(m.group(1))
+        if load > 100:  # no core is busier than busy: the reading is dropped, the core not reported
+            continue
         loads.append(load)
         out[f"cpu{index}_util_pct"] = load
         if m.group(2):
