@@ -447,3 +447,34 @@ def test_device_priorities_must_be_finite(tmp_path: Path, weights: str) -> None:
     with pytest.raises(ConfigError, match="need two finite weights >= 0"):
         a, b = (float(v) for v in weights.split(","))
         GenerateOptions(device_priorities=(a, b)).check()
+
+
+@pytest.mark.alone  # it reads the machine's CPU, another process burning a core
+def test_mapping_run_says_what_other_processes_took_and_why_a_workload_timed_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until 0.9.8 a mapping run logged others' CPU as a series and not as its metric, and said nothing
+    of it; a timeout was "FAILED (timeout)" alone; and a given CPU mapping got the drawn ones' note
+    "no CUDA GPU on this machine"."""
+    from tests.conftest import busy_elsewhere
+
+    mapping = "squeezenet1_1@10:cpu>cpu"
+    with busy_elsewhere():
+        proc = in_process(["--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", mapping,
+                           "--duration", "1", "--warmup", "0", "--threads", "1"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no CUDA GPU" not in proc.stderr  # a given mapping names its devices
+    said = re.search(r"note: other processes took (\d+) % of this machine's CPU while it was measured", proc.stderr)
+    assert said, proc.stderr
+    run_id = re.search(r"run ([0-9a-f]{12})", proc.stdout).group(1)
+    client = MlflowClient(resolve_location(str(tmp_path / "runs")).uri)
+    [run] = [r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+             if r.info.run_id.startswith(run_id)]
+    assert round(run.data.metrics["cpu_util_others_pct"]) == int(said.group(1)) and int(said.group(1)) >= 10
+
+    monkeypatch.setenv("TRACKER_FAULT", "hang")
+    proc = in_process(["--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", mapping,
+                       "--duration", "0.5", "--warmup", "0", "--timeout", "2"], tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout.startswith(
+        f"{mapping}: FAILED (timeout): no result within 2 s: its child starts, builds and traces 1 network, then runs "
+        "0 s of warm-up and 0.5 s of window; give it at least 121.5 s (--timeout); run "), proc.stdout

@@ -159,12 +159,13 @@ def run(
     Workloads already measured are skipped, so an interrupted run resumes."""
     from tracker.profile.mapping import Workload, check_timeout, generate as draw, parse_mapping, validate
     from tracker.profile.modes import validate_threads
+    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 
     if threads is not None:  # before any note is said (refused after "no CUDA GPU ...", two lines, until 0.9.6)
         validate_threads(threads)
     check_timeout(timeout, duration, warmup)  # each workload a FAILED run of reason timeout until 0.9.6
     gpu = _gpu()
-    notes = ["no CUDA GPU on this machine: every stage runs on cpu"] if not gpu else []
+    notes: list[str] = []  # a given mapping's devices are its own: the no-GPU note is a drawn one's (said of any until 0.9.8)
     if mapping or file:
         from tracker.errors import ConfigError
 
@@ -197,10 +198,16 @@ def run(
         if fmt is OutputFormat.json:
             return
         if r["status"] != "FINISHED":
-            typer.echo(f"{r['mapping']}: {r['status']} ({r['reason']}); run {r['run_id'][:12]}")
+            said = f": {r['message']}" if r.get("message") else ""  # "(timeout)" alone until 0.9.8
+            typer.echo(f"{r['mapping']}: {r['status']} ({r['reason']}){said}; run {r['run_id'][:12]}")
             return
         note = " (already measured: reused)" if r["reused"] else ""
         typer.echo(f"{r['mapping']}: {r['total_throughput_per_s']:.1f} images/s in all{note}; run {r['run_id'][:12]}")
+        others = r.get("cpu_util_others_pct")
+        if others is not None and others >= OTHERS_CPU_NOTE_PCT:  # unsaid, and unkept, until 0.9.8
+            typer.echo(f"note: other processes took {others:.0f} % of this machine's CPU while it was measured: they "
+                       "compete for its cores, caches and memory, so its networks may be slower than the machine alone "
+                       "would run them (tracker device show; the run keeps cpu_util_others_pct)", err=True)
         idle = [f"{n['model']}@{n['split']}" for n in r["networks"] if not n["inf_count"]]
         if idle:  # FINISHED and silent until 0.9.3
             typer.echo(f"note: {', '.join(idle)} finished no inference in the {duration:g} s window: its figures are "

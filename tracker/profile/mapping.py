@@ -627,7 +627,7 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
 
 NET_FIGURES = ("inf_count", "avg_inf_ms", "avg_transfer_ms", "throughput_per_s", "stage0_ms", "stage1_ms")
 NET_INFO = ("params", "macs", "flops", "functional_layers", "layers")
-MAPPING_TELEMETRY = ("cpu_util_pct", "gpu_util_pct", "power_w", "cpu_power_w", "gpu_power_w", "board_power_w",
+MAPPING_TELEMETRY = ("cpu_util_pct", "cpu_util_others_pct", "gpu_util_pct", "power_w", "cpu_power_w", "gpu_power_w", "board_power_w",
                      "proc_rss_peak_mb", "sys_mem_used_peak_mb", "gpu_mem_used_peak_mb", "telemetry_samples_count")
 
 
@@ -694,8 +694,12 @@ def workload_record(w: Workload, mode_id: str, payload: dict[str, Any] | None, s
         record.description += f" Read: {w.mapping.read_device}; {note}."
     record.artifacts["mapping.json"] = json.dumps(w.mapping.to_json(w.specs), indent=2)
     if failure is not None:
+        from tracker.log.record import FAILURE_MESSAGE_TAG
+
         reason, message, tail = failure
         record.name += f" · {reason}"
+        if message:  # what ended it, in a line, as a network run's (its stderr's tail alone until 0.9.8)
+            record.tags[FAILURE_MESSAGE_TAG] = message.strip().splitlines()[0][:500]
         return record.fail(reason, tail or message)
     assert payload is not None
     total = 0.0
@@ -725,14 +729,26 @@ def result_of(record: Any, reused: bool) -> dict[str, Any]:
             value = record.metrics.get(f"net{i}.{k}")
             row[k] = (int(value) if k == "inf_count" else value) if value is not None else None
         nets.append(row)
+    from tracker.log.record import FAILURE_MESSAGE_TAG
+
     return {"run_id": record.run_id, "mapping": record.params.get("mapping"), "status": record.status,
-            "reason": record.tags.get("tracker.failure_reason"), "reused": reused,
-            "total_throughput_per_s": record.metrics.get("total_throughput_per_s"), "networks": nets}
+            "reason": record.tags.get("tracker.failure_reason"), "message": record.tags.get(FAILURE_MESSAGE_TAG),
+            "reused": reused, "total_throughput_per_s": record.metrics.get("total_throughput_per_s"),
+            "cpu_util_others_pct": record.metrics.get("cpu_util_others_pct"), "networks": nets}
 
 
 def default_timeout_s(duration_s: float, warmup_s: float) -> float:
     """A workload's child's time limit unless one is given: start-up, warm-up and window, with room."""
     return 120.0 + 3 * (duration_s + warmup_s)
+
+
+def timeout_message(message: str, timeout_s: float, w: Workload) -> str:
+    """A workload's timeout, said with what its child had to do within it and what to give it (until
+    0.9.8 ``FAILED (timeout)`` alone)."""
+    default = default_timeout_s(w.duration_s, w.warmup_s)
+    more = default if timeout_s < default else 2 * timeout_s
+    return (f"{message}: its child starts, builds and traces {counted(len(w.mapping.networks), 'network')}, then runs "
+            f"{w.warmup_s:g} s of warm-up and {w.duration_s:g} s of window; give it at least {more:g} s (--timeout)")
 
 
 def check_timeout(timeout_s: float | None, duration_s: float, warmup_s: float) -> None:
@@ -767,7 +783,10 @@ def run_workloads(logger: Any, workloads: list[Workload], timeout_s: float | Non
             limit = timeout_s or default_timeout_s(w.duration_s, w.warmup_s)
             child = run_child(w.job(), timeout_s=limit, devices={d for n in w.mapping.networks for d in n.devices})
             start += round(1000 * child.device_wait_s)
-            failure = None if child.ok else (child.reason or "crash", child.message, child.stderr_tail)
+            message = child.message
+            if not child.ok and child.reason == "timeout":
+                message = timeout_message(child.message or f"no result within {limit:g} s", limit, w)
+            failure = None if child.ok else (child.reason or "crash", message, child.stderr_tail)
             record = workload_record(w, mode_id, child.payload if child.ok else None, start, failure)
             record.tags.update(threads_tags(w.threads))  # the measuring child's, not this process's
             if campaign:
