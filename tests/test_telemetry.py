@@ -765,3 +765,23 @@ def test_parser_drops_what_is_out_of_range_or_unclear() -> None:
                              "VDD_IN 9000mW CPU [10%@1000] CPU [90%@2000] GPU@30C GPU@60C")
     assert twice["ram_used_mb"] == 1000 and twice["gpu_util_pct"] == 10 and twice["cpu_util_pct"] == 10
     assert (twice["power_vdd_in_mw"], twice["power_vdd_in_avg_mw"]) == (4000, 4100) and twice["temp_gpu_c"] == 30
+
+
+def test_an_overlong_tegrastats_line_is_not_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output without a newline was held whole, without limit, until 0.9.8: a line longer than
+    MAX_TEGRA_LINE_CHARS is passed over, in pieces, and the lines after it are read."""
+    import psutil
+
+    pad = telemetry.MAX_TEGRA_LINE_CHARS + 10
+    _fake_tegrastats(tmp_path, monkeypatch, f"printf '%s%{pad}s\\n' '{ORIN}' ''\n"
+                                            f"while true; do echo '{TX2_LOAD}'; sleep 0.02; done")
+    tel = TelemetrySampler(interval_s=0.02)
+    _sample_until_board(tel, lines=3)
+    board = [x.readings for x in tel.samples if x.source == TEGRASTATS]
+    assert board and all(r["board_power_w"] == pytest.approx(5.297) for r in board)  # the ORIN line, overlong, passed over
+
+    _fake_tegrastats(tmp_path, monkeypatch, "yes x | tr -d '\\n'")  # no newline, ever
+    before = psutil.Process().memory_info().rss
+    with TelemetrySampler(interval_s=0.02):
+        time.sleep(1.0)
+    assert psutil.Process().memory_info().rss - before < 50 * 2**20

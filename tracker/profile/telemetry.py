@@ -43,6 +43,11 @@ MIN_COUNTER_TICKS = 3
 SYSTEM = "system"
 TEGRASTATS = "tegrastats"
 
+#: The longest tegrastats line read, in characters (a real one is under 1,000): a longer one is passed
+#: over, read in pieces of this size, so that output without a newline is not held without limit
+#: (it was, until 0.9.8).
+MAX_TEGRA_LINE_CHARS = 64 * 1024
+
 #: tegrastats' reading for a sensor that is not there.
 _TEGRA_ABSENT_TEMP = -256.0
 
@@ -812,9 +817,16 @@ class TelemetrySampler:
 
     def _read_tegrastats(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
+        overlong = False  # in the middle of a line longer than MAX_TEGRA_LINE_CHARS
         try:
-            for line in proc.stdout:
+            while line := proc.stdout.readline(MAX_TEGRA_LINE_CHARS):
                 t_ns = time.perf_counter_ns()
+                if not line.endswith("\n") and len(line) >= MAX_TEGRA_LINE_CHARS:
+                    overlong = True  # this piece, and those after it up to its newline, are passed over
+                    continue
+                if overlong:  # the last piece of an overlong line
+                    overlong = False
+                    continue
                 parsed = parse_tegrastats(line)
                 if not parsed:
                     continue
