@@ -262,7 +262,8 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     assert spread["repeats"] == 2 and spread["repeat_spread_rel"] == pytest.approx(medians[1] / medians[0] - 1)
     assert (spread["input_size"], spread["precision"]) == (224, "float32")  # what else tells repeats apart
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
-    per_probe = sorted(r["latency_ms"] / client.get_run(r["run_id"]).data.metrics["speed_probe_ms"] for r in (data, repeat))
+    assert data["speed_probe_ms"] == client.get_run(data["run_id"]).data.metrics["speed_probe_ms"]  # in its JSON too
+    per_probe = sorted(r["latency_ms"] / r["speed_probe_ms"] for r in (data, repeat))
     assert spread["probe_spread_rel"] == pytest.approx(per_probe[1] / per_probe[0] - 1)  # the machine's speed taken out
 
     listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--kind", "network", "--format", "json"])

@@ -102,6 +102,8 @@ class ProfileResult:
             out["page_faults_per_iter_count"] = m["page_faults_per_iter_count"]
         if "host_share_pct" in m:  # on a device: how much of each iteration the host's launching took
             out["host_share_pct"] = m["host_share_pct"]
+        if "speed_probe_ms" in m:  # the machine's speed beside the window (tracker.profile.probe, since 0.9.9)
+            out["speed_probe_ms"] = m["speed_probe_ms"]
         for name in TELEMETRY_SHOWN:  # where this machine measured them (absent, never zero, where not)
             if name in m:
                 out[name] = m[name]
