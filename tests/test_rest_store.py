@@ -5,7 +5,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -568,3 +568,100 @@ def test_the_sync_commands_said_of_other_servers_paste_into_a_shell_as_one_word(
     command = str(asked).rsplit("give the URI with them, ", 1)[1].removesuffix(")")
     assert shlex.split(command) == ["tracker", "--tracking-uri", database.replace("//", "//USER:PASSWORD@"), "sync"], line
     assert len(pending()) == 2  # nothing lost
+
+
+#: What a fault-injecting proxy does with a request: None forwards it; a status answers it with that status and
+#: a page of HTML, unforwarded; DROP forwards it, then closes the connection without an answer (the server acted,
+#: its reply lost).
+DROP = "drop"
+
+
+def forwarding(upstream: str, fault: Callable[[str, str], int | str | None]) -> type:
+    """A request handler that forwards every request to ``upstream`` (a real server), save those
+    ``fault(method, path)`` says otherwise (see :data:`DROP`)."""
+    import requests
+
+    class Forward(Quiet):
+        def _forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            said = fault(self.command, self.path)
+            if isinstance(said, int):
+                page = b"<!DOCTYPE HTML>\n<html>\n<head><title>Error</title></head>\n<body>No</body>\n</html>\n"
+                self.send_response(said)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                return
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+            answer = requests.request(self.command, upstream + self.path, data=body, headers=headers, timeout=60)
+            if said == DROP:  # the server has acted; the client hears nothing (a worker dying, a connection cut)
+                self.close_connection = True
+                return
+            self.send_response(answer.status_code)
+            for key, value in answer.headers.items():
+                if key.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(answer.content)))
+            self.end_headers()
+            self.wfile.write(answer.content)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _forward
+
+    return Forward
+
+
+def with_notes(record: RunRecord) -> RunRecord:
+    record.artifacts["notes.txt"] = "hello"
+    return record
+
+
+@pytest.mark.parametrize("status", [501, 500])
+def test_a_server_refusing_artifacts_spools_the_batch_and_sync_sends_it_once_it_takes_them(
+    mlflow_server: str, status: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server whose artifact uploads fail (its artifact store a plain file: 500s; a proxy that takes
+    no PUT: 501) ended a measurement in MLflow's traceback or its HTML page, the batch said to have been
+    "interrupted" in the outbox, the run left RUNNING on the server, and `sync` failed the same way,
+    until 0.9.8. Now the refusal is a write failure as any other: one warning line, the batch in the
+    outbox with the true reason, the half-written run deleted (as sync deletes what a write cut short
+    left); `sync` says it in one line while the server refuses, and sends the batch once it takes it."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+    from tracker.log.outbox import pending
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # MLflow's client gives up on a 500 at once
+    refusing = [True]
+    handler = forwarding(mlflow_server, lambda method, path: status if method == "PUT" and refusing[0] else None)
+    experiment = f"artifacts-refused-{status}"
+    with serving(handler) as uri:
+        logger = RunLogger(uri, experiment=experiment, environment=ENV)
+        net = with_notes(network_record("resnet18", status))
+        ids = logger.log([net, layer_record(net, 0)])  # no exception: the caller goes on
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("warning: ") and "<" not in err, err
+        reason = f"tracking server {uri} refused the artifacts of run {net.name!r}: HTTP {status}"
+        assert reason in err and "runs go to the outbox" in err, err
+        [waiting] = pending()
+        assert waiting.reason.startswith(reason) and "\n" not in waiting.reason and "<" not in waiting.reason
+        assert sorted(r.run_id for r in waiting.records) == sorted(ids) and logger.outboxed == set(ids)
+        client = MlflowClient(mlflow_server)
+        exp = client.get_experiment_by_name(experiment)
+        assert client.search_runs([exp.experiment_id]) == []  # the run it made is deleted, not left RUNNING
+
+        runner = CliRunner()
+        refused = runner.invoke(app, ["--tracking-uri", uri, "sync"])
+        assert refused.exit_code == 1 and isinstance(refused.exception, StoreError), refused.output
+        assert str(refused.exception).startswith(reason) and "\n" not in str(refused.exception)
+        assert len(pending()) == 1 and client.search_runs([exp.experiment_id]) == []
+
+        refusing[0] = False
+        sent = runner.invoke(app, ["--tracking-uri", uri, "sync"])
+        assert sent.exit_code == 0 and "sent 2 runs" in sent.output, sent.output
+    assert pending() == []
+    runs = client.search_runs([exp.experiment_id])
+    assert len(runs) == 2 and {r.info.status for r in runs} == {"FINISHED"}
+    [parent] = [r for r in runs if r.data.tags["tracker.kind"] == "network"]
+    assert [a.path for a in client.list_artifacts(parent.info.run_id)] == ["notes.txt"]

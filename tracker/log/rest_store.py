@@ -10,6 +10,7 @@ them: as often, as far apart and each waited on as long as MLflow's ``MLFLOW_HTT
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -214,29 +215,51 @@ class RestStore:
         metrics = [
             {"key": k, "value": v, "timestamp": ts, "step": step} for k, v, ts, step in r.metric_points()
         ]
-        while params or metrics:
-            p_chunk, params = params[:MAX_PARAMS_PER_BATCH], params[MAX_PARAMS_PER_BATCH:]
-            room = min(MAX_METRICS_PER_BATCH, MAX_ENTITIES_PER_BATCH - len(p_chunk))
-            m_chunk, metrics = metrics[:room], metrics[room:]
-            self.call("POST", "runs/log-batch", {"run_id": run_id, "params": p_chunk, "metrics": m_chunk})
-        if r.artifacts:
-            self._log_artifacts(run_id, r.artifacts)
-        self.call("POST", "runs/update", {"run_id": run_id, "status": r.status, "end_time": r.end_time_ms})
+        try:
+            while params or metrics:
+                p_chunk, params = params[:MAX_PARAMS_PER_BATCH], params[MAX_PARAMS_PER_BATCH:]
+                room = min(MAX_METRICS_PER_BATCH, MAX_ENTITIES_PER_BATCH - len(p_chunk))
+                m_chunk, metrics = metrics[:room], metrics[room:]
+                self.call("POST", "runs/log-batch", {"run_id": run_id, "params": p_chunk, "metrics": m_chunk})
+            if r.artifacts:
+                self._log_artifacts(run_id, r.name, r.artifacts)
+            self.call("POST", "runs/update", {"run_id": run_id, "status": r.status, "end_time": r.end_time_ms})
+        except StoreError:
+            # the batch goes to the outbox, to be sent whole again: the run begun here goes, as `tracker sync`
+            # deletes what a write cut short left (a server refusing artifacts kept a RUNNING run until 0.9.8)
+            self._discard(run_id)
+            raise
         if done is not None:
             done[r.run_id] = run_id
         return run_id
 
-    def _log_artifacts(self, run_id: str, artifacts: dict) -> None:
+    def _discard(self, run_id: str) -> None:
+        """Delete a run this write began and could not finish, where the server takes it at one try
+        within :data:`HEALTH_TIMEOUT_S`; else it stays, RUNNING, for `tracker sync` to delete."""
+        import requests
+
+        url = f"{self.location.uri}/api/2.0/mlflow/runs/delete"
+        with contextlib.suppress(requests.RequestException):
+            self.session.post(url, json={"run_id": run_id}, timeout=HEALTH_TIMEOUT_S)
+
+    def _log_artifacts(self, run_id: str, name: str, artifacts: dict) -> None:
+        """Upload a run's artifacts through MLflow's client; its failure (the server's artifact store
+        refusing them, a proxy taking no PUT) a StoreError in one line: MLflow's exception, or
+        requests' with the server's HTML page, until 0.9.8 (a traceback, the batch said interrupted)."""
         import tempfile
         from pathlib import Path
 
+        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
 
         from tracker.log.store import write_artifacts_locally
 
         with tempfile.TemporaryDirectory() as tmp:
             write_artifacts_locally(Path(tmp), artifacts)
-            MlflowClient(self.location.uri).log_artifacts(run_id, tmp)
+            try:
+                MlflowClient(self.location.uri).log_artifacts(run_id, tmp)
+            except (MlflowException, OSError) as exc:  # requests' exceptions are OSErrors
+                raise StoreError(artifacts_failed_line(self.location.uri, name, exc)) from None
 
     def _search(self, experiment: Experiment, flt: str) -> Iterator[dict[str, Any]]:
         """Every run (as the REST API gives it) of the experiment that the filter matches, page by page."""
@@ -416,6 +439,38 @@ def mlflow_http_line(uri: str | None, exc: BaseException) -> str | None:
     if found := _MLFLOW_RETRIES.search(text):
         return f"tracking server{f' {uri}' if uri else ''}: {found[1]} failed after MLflow's retries ({found[2]})"
     return None
+
+
+def artifacts_failed_line(uri: str, name: str, exc: BaseException) -> str:
+    """Why the artifacts of the run ``name`` did not reach the tracking server at ``uri``, in one line:
+    the status the server (or a proxy before it) refused them with, and its own words where they are
+    MLflow's or plain text (not its page of HTML); or why they could not be sent."""
+    import requests
+
+    from tracker.errors import os_reason
+
+    response = getattr(exc, "response", None)
+    if isinstance(exc, requests.HTTPError) and response is not None:  # MLflow's client: no retry of this status
+        status = response.status_code
+        if status in (401, 403):
+            return refused_line(status, f"the artifacts of run {name!r}", None)
+        try:
+            said = response.json().get("message") or ""
+        except (ValueError, AttributeError):  # not JSON, or not MLflow's object
+            said = "" if response.text.lstrip()[:1] == "<" else " ".join(response.text.split())[:200]
+        reason = f" {response.reason}" if response.reason else ""
+        return f"tracking server {uri} refused the artifacts of run {name!r}: HTTP {status}{reason}" + (
+            f": {said}" if said else "")
+    text = str(getattr(exc, "message", exc))
+    if found := re.search(r"too many (\d+) error responses", text):  # a status MLflow's client retries, to the end
+        return (f"tracking server {uri} refused the artifacts of run {name!r}: HTTP {found[1]} to each of MLflow's "
+                "tries")
+    if line := mlflow_http_line(uri, exc):  # the run's artifact location asked, and refused
+        return f"{line} (the artifacts of run {name!r})"
+    if isinstance(exc, OSError) and not isinstance(exc, requests.RequestException):  # an artifact folder of the
+        return f"cannot write the artifacts of run {name!r} for {uri}: {os_reason(exc)}"  # server's, mounted here
+    first = (text.strip().splitlines() or [type(exc).__name__])[0]
+    return f"could not send the artifacts of run {name!r} to tracking server {uri}: {_reason(Exception(first))}"
 
 
 def _reason(exc: Exception) -> str:
