@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -110,12 +111,12 @@ from tracker.log.logger import RunLogger
 real = rest_store.RestStore.call
 finished = []
 
-def call(self, method, endpoint, body=None, query=None):
+def call(self, method, endpoint, body=None, query=None, **kw):
     if endpoint == "runs/update":
         finished.append(body["run_id"])
         if len(finished) == 2:  # the network run and one layer run written; the others not, or half
             os.kill(os.getpid(), signal.SIGKILL)
-    return real(self, method, endpoint, body, query)
+    return real(self, method, endpoint, body, query, **kw)
 
 rest_store.RestStore.call = call
 net = network_record("resnet18", 1)
@@ -183,12 +184,12 @@ def test_a_ctrl_c_as_the_server_takes_the_runs_says_where_they_are(
     stop_at = 3 if at == "last" else 1  # the last layer's update, or the network run's (its layers then never begun)
 
     def call(self: rest_store.RestStore, method: str, endpoint: str, body: dict | None = None,
-             query: dict | None = None) -> dict:
+             query: dict | None = None, **kw: Any) -> dict:
         if endpoint == "runs/update":
             updated.append(body["run_id"])  # type: ignore[index]
             if len(updated) == stop_at:  # a Ctrl-C, while this thread goes on writing the run
                 signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # type: ignore[arg-type]
-        return real(self, method, endpoint, body, query)
+        return real(self, method, endpoint, body, query, **kw)
 
     monkeypatch.setattr(rest_store.RestStore, "call", call)
     logger = RunLogger(mlflow_server, experiment=f"ctrl-c-{at}", environment=ENV)
@@ -220,10 +221,10 @@ from tracker.log import rest_store
 real = rest_store.RestStore.call
 network = []
 
-def call(self, method, endpoint, body=None, query=None):
+def call(self, method, endpoint, body=None, query=None, **kw):
     if endpoint == "runs/update" and body["run_id"] in network:  # a Ctrl-C while the server takes the network
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # run, which this thread goes on writing
-    answer = real(self, method, endpoint, body, query)
+    answer = real(self, method, endpoint, body, query, **kw)
     if endpoint == "runs/create" and {"key": "tracker.kind", "value": "network"} in body["tags"]:
         network.append(answer["run"]["info"]["run_id"])
     return answer
@@ -665,3 +666,71 @@ def test_a_server_refusing_artifacts_spools_the_batch_and_sync_sends_it_once_it_
     assert len(runs) == 2 and {r.info.status for r in runs} == {"FINISHED"}
     [parent] = [r for r in runs if r.data.tags["tracker.kind"] == "network"]
     assert [a.path for a in client.list_artifacts(parent.info.run_id)] == ["notes.txt"]
+
+
+def test_a_run_made_though_its_answer_was_lost_is_not_made_twice(mlflow_server: str) -> None:
+    """A runs/create the server acted on, its answer lost (the connection closed, a worker dying), was
+    tried again, and made a second run: an empty RUNNING run stayed beside the real one for good (sync
+    never saw it), until 0.9.8. Now a retry of runs/create first looks for the run by its write's tag."""
+    import threading
+
+    from tracker.log.outbox import pending
+
+    lock, creates = threading.Lock(), []
+
+    def fault(method: str, path: str) -> str | None:
+        if path != "/api/2.0/mlflow/runs/create":
+            return None
+        with lock:
+            creates.append(path)
+            return DROP if len(creates) == 2 else None  # a layer run's: made, its answer lost
+
+    with serving(forwarding(mlflow_server, fault)) as uri:
+        logger = RunLogger(uri, experiment="answer-lost", environment=ENV)
+        net = network_record("resnet18", 1)
+        records = [net, layer_record(net, 0), layer_record(net, 1)]
+        ids = logger.log(records)
+    assert pending() == [] and not logger.outboxed
+    client = MlflowClient(mlflow_server)
+    runs = client.search_runs([logger.experiment.experiment_id])
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in runs]
+    assert sorted(r.info.run_id for r in runs) == sorted(ids) and len(creates) == 3
+    assert all(r.data.metrics["latency_ms"] > 0 for r in runs)  # the run found again was written whole
+
+
+def test_a_run_whose_making_cannot_be_asked_is_not_made_twice_and_sync_sends_it_once(
+    mlflow_server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where the answer to a runs/create was lost and the server cannot then be asked whether it made
+    the run, runs/create is not tried again: the batch waits in the outbox, and `sync` deletes the run
+    that try made (RUNNING, tagged with the batch) before it sends the batch whole."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+    from tracker.log.outbox import pending
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    broken = [True]
+
+    def fault(method: str, path: str) -> int | str | None:
+        if broken[0] and path == "/api/2.0/mlflow/runs/create":
+            return DROP
+        return 503 if broken[0] and path == "/api/2.0/mlflow/runs/search" else None
+
+    with serving(forwarding(mlflow_server, fault)) as uri:
+        logger = RunLogger(uri, experiment="answer-lost-unasked", environment=ENV)
+        net = network_record("resnet18", 1)
+        logger.log([net])
+        err = capsys.readouterr().err
+        assert f"tracking server {uri}: runs/create failed after one try (the connection was closed without an " \
+               "answer)" in err, err
+        assert "not tried again: whether the server had acted on it could not be asked" in err, err
+        client = MlflowClient(mlflow_server)
+        [made] = client.search_runs([logger.experiment.experiment_id])  # the one try's run, and no second
+        assert made.info.status == "RUNNING" and len(pending()) == 1
+        broken[0] = False
+        sent = CliRunner().invoke(app, ["--tracking-uri", uri, "sync"])
+        assert sent.exit_code == 0 and "sent 1 run" in sent.output and "deleted 1 unfinished run" in sent.output, \
+            sent.output
+    [run] = client.search_runs([logger.experiment.experiment_id])
+    assert run.info.status == "FINISHED" and run.info.run_id != made.info.run_id and pending() == []

@@ -5,7 +5,9 @@ their layer runs) and parent ids are mapped on the way. Within a level, runs are
 by a pool of threads over one keep-alive HTTP session; each run costs create (with all
 tags), one log-batch per 100 params / 1000 metrics, and update (status, end time).
 Transient failures (connection resets, timeouts, 429, 5xx) are retried as MLflow's client retries
-them: as often, as far apart and each waited on as long as MLflow's ``MLFLOW_HTTP_REQUEST_*`` variables say.
+them: as often, as far apart and each waited on as long as MLflow's ``MLFLOW_HTTP_REQUEST_*`` variables say;
+a runs/create only once the server says it has no run of that write (its ``tracker.write`` tag): the
+server may have made it, its answer lost.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -113,7 +115,11 @@ class RestStore:
         self.session = new_session(workers)
         check_reachable(location.uri, self.session)
 
-    def call(self, method: str, endpoint: str, body: dict | None = None, query: dict | None = None) -> dict:
+    def call(self, method: str, endpoint: str, body: dict | None = None, query: dict | None = None,
+             made: Callable[[], dict | None] | None = None) -> dict:
+        """The server's answer to one request, tried again where it failed for a passing reason.
+        ``made``: for a request that is not to be acted on twice (runs/create), asked before each
+        retry what the server made of an earlier try whose answer was lost (its answer, or None)."""
         import requests
 
         url = f"{self.location.uri}/api/2.0/mlflow/{endpoint}"
@@ -128,6 +134,16 @@ class RestStore:
         for attempt in range(tries):
             if attempt:
                 time.sleep(backoff_s(attempt, factor, jitter))
+                if made is not None:
+                    try:
+                        earlier = made()
+                    except StoreError:  # not to be known: a retry might act twice (and a write cut short
+                        said = "one try" if attempt == 1 else f"{attempt} tries"  # leaves its runs to sync)
+                        raise StoreError(f"tracking server {self.location.uri}: {endpoint} failed after {said} "
+                                         f"({last}), not tried again: whether the server had acted on it could not "
+                                         "be asked") from None
+                    if earlier is not None:
+                        return earlier
             try:
                 response = self.session.request(method, url, json=body, params=query, timeout=timeout)
             except requests.RequestException as exc:
@@ -196,9 +212,19 @@ class RestStore:
 
     def _write_one(self, experiment: Experiment, r: FinalRecord, ids: dict[str, str],
                    done: dict[str, str] | None = None) -> str:
+        from tracker.log.outbox import WRITE_TAG
+
         tags = dict(r.tags)
         if r.parent_id:
             tags[PARENT_TAG] = ids.get(r.parent_id, r.parent_id)
+        mark = tags.get(WRITE_TAG)
+
+        def made() -> dict | None:
+            # the run an earlier try made, its answer lost (a connection closed after the server acted): a
+            # retry made a second, empty and RUNNING for good, until 0.9.8
+            found = next(self._search(experiment, f"tags.`{WRITE_TAG}` = '{_quote(mark)}'"), None)  # type: ignore[arg-type]
+            return {"run": found} if found is not None else None
+
         created = self.call(
             "POST",
             "runs/create",
@@ -209,6 +235,7 @@ class RestStore:
                 "start_time": r.start_time_ms,
                 "tags": [{"key": k, "value": v} for k, v in tags.items()],
             },
+            made=made if mark else None,  # a record of an outbox file older than 0.9.0 has none: tried as before
         )
         run_id = created["run"]["info"]["run_id"]
         params = [{"key": k, "value": v} for k, v in r.params.items()]
@@ -481,4 +508,6 @@ def _reason(exc: Exception) -> str:
         return "unknown host"
     if "timed out" in text.lower():
         return "timed out"
+    if "RemoteDisconnected" in text:  # said as urllib3's tuple, ('Connection aborted.', RemoteDisconnected(...)), until 0.9.8
+        return "the connection was closed without an answer"
     return text.splitlines()[0][:200]
