@@ -498,7 +498,19 @@ def describe_module(model: Any, name: str, input_size: int = 224, in_channels: i
                     input_shape: tuple[int, ...] | None = None, input_vocab: int | None = None) -> Description:
     """Describe a module: torch.fx first, leaf-module hooks where tracing fails. Its input: one image
     ``(1, in_channels, input_size, input_size)``, or one input of ``input_shape`` (token ids where
-    ``input_vocab`` says how many), or ``example`` (structured input: hooks only)."""
+    ``input_vocab`` says how many), or ``example`` (structured input: hooks only).
+
+    What the network's ``forward`` prints goes to stderr, as what it prints as it is built does: on
+    stdout it came before a command's JSON (``describe --format json``) until 0.9.8."""
+    import contextlib
+    import sys
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return _describe_module(model, name, input_size, in_channels, example, input_shape, input_vocab)
+
+
+def _describe_module(model: Any, name: str, input_size: int, in_channels: int, example: Any,
+                     input_shape: tuple[int, ...] | None, input_vocab: int | None) -> Description:
     from tracker.zoo.spec import input_batch
 
     shape_of_one = [1, *(input_shape or (in_channels, input_size, input_size))]

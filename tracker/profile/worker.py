@@ -43,9 +43,28 @@ EXIT_ERROR = 4
 FAULT_CGROUP_MB = 1536  # the memory the ``oomkill`` fault takes before it is killed, where a cgroup can hold it
 
 
-def _write_line(prefix: str, payload: dict[str, Any]) -> None:
-    sys.stdout.write(prefix + json.dumps(payload, default=str) + "\n")
+#: Where the result and event lines go: the child's stdout as it started, set apart by
+#: :func:`keep_protocol` (its stdout then goes to stderr); None until then (sys.stdout).
+_PROTOCOL: Any = None
+
+
+def keep_protocol() -> None:
+    """Keep the child's stdout for its result and event lines alone, and send what anything else
+    writes there (a network's ``print`` in its ``forward``, a library's C code) to stderr: a print
+    without a newline ran into the result line, which was lost, and a line a network printed could
+    pass for a result (until 0.9.8)."""
+    global _PROTOCOL
+    if _PROTOCOL is not None:
+        return
     sys.stdout.flush()
+    _PROTOCOL = os.fdopen(os.dup(1), "w", encoding="utf-8", closefd=True)
+    os.dup2(2, 1)
+
+
+def _write_line(prefix: str, payload: dict[str, Any]) -> None:
+    stream = _PROTOCOL if _PROTOCOL is not None else sys.stdout
+    stream.write(prefix + json.dumps(payload, default=str) + "\n")
+    stream.flush()
 
 
 def _emit(payload: dict[str, Any]) -> None:
@@ -298,6 +317,7 @@ def main(forked: bool = False) -> int:
     if not forked:
         die_with_parent()
     job = json.loads(sys.stdin.read())
+    keep_protocol()
     cap = Cap()  # the memory cap set, if any (a training job sets its own)
     try:
         from tracker.profile.measure import run_job

@@ -172,7 +172,16 @@ class _Analysis:
 
 
 def _trace(model: nn.Module, input_size: int, in_channels: int = 3) -> Any:
-    """The model traced by torch.fx, with shapes from one forward pass in eval mode."""
+    """The model traced by torch.fx, with shapes from one forward pass in eval mode. What its
+    ``forward`` prints goes to stderr (before ``zoo prune --format json``'s JSON until 0.9.8)."""
+    import contextlib
+    import sys
+
+    with contextlib.redirect_stdout(sys.stderr):
+        return _traced(model, input_size, in_channels)
+
+
+def _traced(model: nn.Module, input_size: int, in_channels: int) -> Any:
     import torch
     import torch.fx
 
