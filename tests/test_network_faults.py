@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from tracker.cli.app import app
+from tracker.errors import ConfigError
 
 runner = CliRunner()
 
@@ -43,3 +44,40 @@ def test_what_a_networks_forward_prints_keeps_out_of_the_json(tmp_path: Path) ->
     measured = _cli(tmp_path / "s", "profile", "network", f"{net}:Net", "-b", "1", "--format", "json")
     assert measured.exit_code == 0, measured.output  # the print ran into the child's result line, which was lost
     assert json.loads(measured.stdout)["status"] == "FINISHED"
+
+
+GOOD = "import torch.nn as nn\nINPUT_SIZE = 32\ndef Net():\n    return nn.Sequential(nn.Conv2d(3, 8, 3), nn.Conv2d(8, 4, 3))\n"
+
+
+def _module_spec(folder: Path) -> dict:
+    (folder / "good.py").write_text(GOOD)
+    return {"format": "tracker.netspec/1", "kind": "module", "name": "good.Net", "callable": "Net",
+            "file": str(folder / "good.py"), "source": GOOD, "input_size": 32}
+
+
+def test_a_hand_edited_spec_of_a_network_of_ones_own_is_refused_in_one_line(tmp_path: Path) -> None:
+    good = _module_spec(tmp_path)
+    pruned = {"format": "tracker.netspec/1", "kind": "pruned", "name": "good.Net-p50-l1-s0", "base": "good.Net",
+              "ratio": 0.5, "method": "l1", "seed": 0, "widths": {"0": 4, "1": 4}, "input_size": 32, "base_spec": good}
+    without = lambda spec, key: {k: v for k, v in spec.items() if k != key}  # noqa: E731
+    cases = {
+        "nofile": (without(good, "file"), "network spec of kind 'module' has no 'file'"),
+        "nocallable": (without(good, "callable"), "network spec of kind 'module' has no 'callable'"),
+        "nosource": (without(good, "source"), "network spec of kind 'module' has no 'source'"),
+        "argsonly": ({**good, "args": 5}, "spec key 'args' without 'kwargs'"),
+        "argsint": ({**good, "args": 5, "kwargs": {}}, "spec key 'args' must be a list"),
+        "bslist": ({**pruned, "base_spec": [1]}, "spec key 'base_spec' must be the spec of the network pruned"),
+        "bsname": ({**pruned, "base_spec": "resnet18"}, "spec key 'base_spec' must be the spec of the network pruned"),
+        "bsnocallable": ({**pruned, "base_spec": without(good, "callable")},
+                         "base_spec: network spec of kind 'module' has no 'callable'"),
+    }
+    for name, (spec, said) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(spec))
+        result = _cli(tmp_path / "s", "describe", str(path))  # the library's error, which the CLI's entry says in one line
+        assert isinstance(result.exception, ConfigError), (name, result.exception)
+        assert said in str(result.exception) and str(path) in str(result.exception), (name, result.exception)
+        assert "\n" not in str(result.exception)
+    path = tmp_path / "pruned.json"
+    path.write_text(json.dumps(pruned))
+    assert _cli(tmp_path / "s", "describe", str(path)).exit_code == 0  # as written, it is read

@@ -511,12 +511,29 @@ def read_spec(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not a network spec: not JSON ({exc})") from None
     if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
         raise ConfigError(f"{path} is not a network spec (format should be {SPEC_FORMAT!r})")
+    check_spec(spec, str(path))
+    return spec
+
+
+def check_spec(spec: dict[str, Any], where: str) -> None:
+    """The checks of :func:`read_spec` past its format, ``where`` naming the file (and for the
+    spec a pruned one carries, ``base_spec``, which is checked as a spec of its own: a list or a
+    name there, or its network's file missing, was a traceback until 0.9.8)."""
+    path = where
     for key in ("kind", "name"):
         if key not in spec:
             raise ConfigError(f"{path}: network spec has no {key!r}")
     check_fields(spec, str(path))
     if spec["kind"] not in ("generated", "pruned", "module"):  # said without the file until 0.9.6
         raise ConfigError(f"{path}: unknown kind {spec['kind']!r} (expected generated, pruned or module)")
+    if spec["kind"] == "module":
+        check_module_fields(spec, path)
+    if spec["kind"] == "pruned" and "base_spec" in spec:
+        base = spec["base_spec"]
+        if not isinstance(base, dict):
+            raise ConfigError(f"{path}: spec key 'base_spec' must be the spec of the network pruned (a mapping), "
+                              f"got {base!r:.80}")
+        check_spec(base, f"{path}: base_spec")
     if spec["kind"] == "pruned":  # a ratio of 150 or widths of none were read as a pruned network until 0.9.6
         from tracker.zoo.pruning import check_ratio
 
@@ -539,7 +556,34 @@ def read_spec(path: Path) -> dict[str, Any]:
             validate_spec(spec)
         except ConfigError as exc:
             raise ConfigError(f"{path}: {exc}") from None
-    return spec
+
+
+def check_module_fields(spec: dict[str, Any], where: str) -> None:
+    """The keys a spec of kind ``module`` (a network of your own) must have, of their types: its
+    file's path and text, the callable that builds it, and the arguments it is called with (a
+    list and a mapping, together). A spec edited by hand without one was a KeyError until 0.9.8."""
+    for key, what in (("file", "the path of the network's file"), ("source", "the text of the network's file"),
+                      ("callable", "the name of the callable that builds the network")):
+        if key not in spec:
+            raise ConfigError(f"{where}: network spec of kind 'module' has no {key!r} ({what})")
+        value = spec[key]
+        if not isinstance(value, str) or (key != "source" and not value.strip()):
+            raise ConfigError(f"{where}: spec key {key!r} must be {what} (text), got {value!r:.80}")
+    if not spec["callable"].isidentifier():
+        raise ConfigError(f"{where}: spec key 'callable' must be a Python name, got {spec['callable']!r:.80}")
+    if ("args" in spec) != ("kwargs" in spec):
+        given, lacking = ("args", "kwargs") if "args" in spec else ("kwargs", "args")
+        raise ConfigError(f"{where}: spec key {given!r} without {lacking!r}: a network's arguments are both, "
+                          "a list by position and a mapping by keyword")
+    if "args" in spec and not isinstance(spec["args"], list):
+        raise ConfigError(f"{where}: spec key 'args' must be a list (the arguments by position), got {spec['args']!r:.80}")
+    if "kwargs" in spec and not isinstance(spec["kwargs"], dict):
+        raise ConfigError(f"{where}: spec key 'kwargs' must be a mapping (the arguments by keyword), "
+                          f"got {spec['kwargs']!r:.80}")
+    modules = spec.get("modules")
+    if modules is not None and (not isinstance(modules, dict)
+                                or not all(isinstance(k, str) and isinstance(v, str) for k, v in modules.items())):
+        raise ConfigError(f"{where}: spec key 'modules' must map each module beside the network's file to its text")
 
 
 def check_fields(spec: dict[str, Any], where: str) -> None:
