@@ -81,3 +81,35 @@ def test_a_hand_edited_spec_of_a_network_of_ones_own_is_refused_in_one_line(tmp_
     path = tmp_path / "pruned.json"
     path.write_text(json.dumps(pruned))
     assert _cli(tmp_path / "s", "describe", str(path)).exit_code == 0  # as written, it is read
+
+
+BAD_LINEAR = '''import torch.nn as nn
+INPUT_SIZE = 32
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(100, 10)
+    def forward(self, x):
+        return self.fc(self.c(x).flatten(1))
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.c(x)
+        return x
+'''
+
+
+def test_a_network_prune_cannot_run_or_trace_is_one_line_naming_it(tmp_path: Path) -> None:
+    net = tmp_path / "badlin.py"
+    net.write_text(BAD_LINEAR)
+    cases = {"Net": "badlin.Net does not run on a 1x3x32x32 input: RuntimeError: mat1 and mat2 shapes cannot be "
+                    "multiplied (1x8192 and 100x10)",  # six lines of torch.fx's, naming the class Net, until 0.9.8
+             "Branchy": "badlin.Branchy cannot be traced by torch.fx, so it cannot be pruned: TraceError: "}
+    for name, said in cases.items():
+        result = _cli(tmp_path / "s", "zoo", "prune", f"{net}:{name}", "--ratios", "50", "--out", str(tmp_path / "p"))
+        assert isinstance(result.exception, ConfigError), result.exception
+        assert str(result.exception).startswith(said) and "\n" not in str(result.exception), str(result.exception)

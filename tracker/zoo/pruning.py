@@ -171,27 +171,33 @@ class _Analysis:
         return ChannelGroup(convs=convs, channels=self.uf.size[root], prunable=reason is None, reason=reason)
 
 
-def _trace(model: nn.Module, input_size: int, in_channels: int = 3) -> Any:
+def _trace(model: nn.Module, input_size: int, in_channels: int = 3, name: str | None = None) -> Any:
     """The model traced by torch.fx, with shapes from one forward pass in eval mode. What its
-    ``forward`` prints goes to stderr (before ``zoo prune --format json``'s JSON until 0.9.8)."""
+    ``forward`` prints goes to stderr (before ``zoo prune --format json``'s JSON until 0.9.8).
+    ``name``: the network's, as its reference says it, for the errors (else its class's)."""
     import contextlib
     import sys
 
     with contextlib.redirect_stdout(sys.stderr):
-        return _traced(model, input_size, in_channels)
+        return _traced(model, input_size, in_channels, name or f"model {type(model).__name__}")
 
 
-def _traced(model: nn.Module, input_size: int, in_channels: int) -> Any:
+def _first_line(exc: BaseException) -> str:
+    """An exception in one line, as describe says it: its type and its message's first line (torch.fx
+    adds lines of the graph's code and advice on tracing tools: six lines in ``zoo prune``'s error
+    until 0.9.8)."""
+    text = str(exc).strip()
+    return type(exc).__name__ + (f": {text.splitlines()[0][:200]}" if text else "")
+
+
+def _traced(model: nn.Module, input_size: int, in_channels: int, name: str) -> Any:
     import torch
     import torch.fx
 
     try:
         gm = torch.fx.symbolic_trace(model)
     except Exception as exc:  # noqa: BLE001 - torch.fx raises many kinds
-        raise ConfigError(
-            f"model {type(model).__name__} cannot be traced by torch.fx, so it cannot be pruned: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+        raise ConfigError(f"{name} cannot be traced by torch.fx, so it cannot be pruned: {_first_line(exc)}") from None
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
@@ -205,10 +211,8 @@ def _traced(model: nn.Module, input_size: int, in_channels: int) -> Any:
         with torch.no_grad():
             propagate_shapes(gm, x)
     except Exception as exc:  # noqa: BLE001
-        raise ConfigError(
-            f"model {type(model).__name__} does not run on a 1x{in_channels}x{input_size}x{input_size} input: "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
+        raise ConfigError(f"{name} does not run on a 1x{in_channels}x{input_size}x{input_size} input: "
+                          f"{_first_line(exc)}") from None
     finally:
         for module, mode in modes.items():
             module.training = mode
@@ -219,12 +223,12 @@ def _name(target: Any) -> str:
     return target if isinstance(target, str) else getattr(target, "__name__", "")
 
 
-def _analyse(model: nn.Module, input_size: int = 224, in_channels: int = 3) -> _Analysis:
+def _analyse(model: nn.Module, input_size: int = 224, in_channels: int = 3, name: str | None = None) -> _Analysis:
     import torch
     from torch import nn
     from torch.fx.node import Node, map_aggregate
 
-    gm = _trace(model, input_size, in_channels)
+    gm = _trace(model, input_size, in_channels, name)
     uf = _UnionFind()
     res = _Analysis(uf)
     spaces: dict[Any, _Space | None] = {}
@@ -672,7 +676,7 @@ def width_map(model: nn.Module) -> dict[str, int]:
 
 def apply_widths(
     model: nn.Module, widths: dict[str, int], method: str = "l1", seed: int = 0, *, input_size: int = 224,
-    in_channels: int = 3,
+    in_channels: int = 3, name: str | None = None,
 ) -> nn.Module:
     """A pruned copy of ``model`` whose convs have the given output widths.
 
@@ -682,7 +686,7 @@ def apply_widths(
     a width for a layer that is not prunable raise ConfigError naming the layer. The channels kept
     are chosen as in ``prune``.
     """
-    res, kept = _plan_widths(model, widths, method, seed, input_size, in_channels)
+    res, kept = _plan_widths(model, widths, method, seed, input_size, in_channels, name)
     return _rebuild(model, res, kept)
 
 
@@ -735,20 +739,22 @@ def _ratio_widths(model: nn.Module, res: _Analysis, ratio: float) -> dict[str, i
 
 
 def _plan_ratio(
-    model: nn.Module, ratio: float, method: str, seed: int, input_size: int, in_channels: int = 3
+    model: nn.Module, ratio: float, method: str, seed: int, input_size: int, in_channels: int = 3,
+    name: str | None = None,
 ) -> tuple[_Analysis, dict[int, list[int]]]:
     check_ratio(ratio)
     _check_method(method, seed)
-    res = _analyse(model, input_size, in_channels)
+    res = _analyse(model, input_size, in_channels, name)
     widths = _ratio_widths(model, res, ratio)
     return res, _choose(model, res, _group_widths(model, res, widths), method, seed)
 
 
 def _plan_widths(
-    model: nn.Module, widths: dict[str, int], method: str, seed: int, input_size: int, in_channels: int = 3
+    model: nn.Module, widths: dict[str, int], method: str, seed: int, input_size: int, in_channels: int = 3,
+    name: str | None = None,
 ) -> tuple[_Analysis, dict[int, list[int]]]:
     _check_method(method, seed)
-    res = _analyse(model, input_size, in_channels)
+    res = _analyse(model, input_size, in_channels, name)
     return res, _choose(model, res, _group_widths(model, res, widths), method, seed)
 
 
@@ -772,7 +778,7 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
     base = ref.build()
     if not width_map(base):  # "wrote 1 pruned spec" of a network with nothing to prune until 0.9.6
         raise ConfigError(f"{ref.name} has no convolution (Conv2d) to prune: pruning removes convolutions' filters")
-    res, kept = _plan_ratio(base, ratio, method, seed, size, ref.in_channels)
+    res, kept = _plan_ratio(base, ratio, method, seed, size, ref.in_channels, ref.name)
     if ratio > 0 and not any(res.group(root).prunable for root in res.roots()):
         # "wrote 1 pruned spec" of convnext_tiny, vit_b_16 and swin_t, each the unpruned network under a
         # pruned name and ratio, until 0.9.7
@@ -817,10 +823,10 @@ def build_pruned(spec: dict[str, Any]) -> nn.Module:
         base = ref.build()
         _check_covered(base, spec["widths"])
         return apply_widths(base, spec["widths"], spec.get("method", "l1"), spec.get("seed", 0),
-                            input_size=ref.input_size, in_channels=ref.in_channels)
+                            input_size=ref.input_size, in_channels=ref.in_channels, name=ref.name)
     model = build_model(spec["base"])
     _check_covered(model, spec["widths"])
-    return apply_widths(model, spec["widths"], spec.get("method", "l1"), spec.get("seed", 0))
+    return apply_widths(model, spec["widths"], spec.get("method", "l1"), spec.get("seed", 0), name=str(spec["base"]))
 
 
 def _check_covered(model: nn.Module, widths: Any) -> None:
