@@ -113,3 +113,59 @@ def test_a_network_prune_cannot_run_or_trace_is_one_line_naming_it(tmp_path: Pat
         result = _cli(tmp_path / "s", "zoo", "prune", f"{net}:{name}", "--ratios", "50", "--out", str(tmp_path / "p"))
         assert isinstance(result.exception, ConfigError), result.exception
         assert str(result.exception).startswith(said) and "\n" not in str(result.exception), str(result.exception)
+
+
+def _tied_networks() -> dict:
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Tied(nn.Module):  # a language model's head tied to its embedding
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = nn.Embedding(1000, 64)
+            self.head = nn.Linear(64, 1000, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.emb(x))
+
+    class Branchy(Tied):  # the same, that torch.fx cannot trace: hooks describe it
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.emb(x)
+            return self.head(y) if y.sum() != 0 else y
+
+    class Again(nn.Module):  # a convolution's weight given to F.conv2d too
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(3, 3, 3, padding=1, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return F.conv2d(self.c(x), self.c.weight, padding=1)
+
+    class Twice(nn.Module):  # a module called twice: its work twice, its weights once
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(3, 3, 3, padding=1, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c(self.c(x))
+
+    return {"tied": Tied(), "branchy": Branchy(), "again": Again(), "twice": Twice()}
+
+
+def test_weights_tied_or_used_twice_are_counted_once() -> None:
+    from tracker.describe.features import aggregates
+    from tracker.describe.graph import describe_module
+
+    nets = _tied_networks()
+    for name in ("tied", "branchy"):
+        desc = describe_module(nets[name], name, input_shape=(16,), input_vocab=1000)
+        assert desc.method == ("hooks" if name == "branchy" else "fx")
+        feats = aggregates(desc)
+        assert feats["params"] == 64_000 and feats["weight_bytes"] == 4 * 64_000, (name, feats)  # 128,000 until 0.9.8
+    for name in ("again", "twice"):
+        desc = describe_module(nets[name], name, input_size=8)
+        feats = aggregates(desc)
+        assert feats["params"] == 81, (name, feats)
+        assert feats["macs"] == 2 * 81 * 64, (name, feats)  # each call's work counted

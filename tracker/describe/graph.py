@@ -382,9 +382,18 @@ def propagated_shape(node: Any) -> tuple[int, ...] | None:
     return meta.get("shape") if meta is not None else None
 
 
-def _params(module: Any) -> int:
-    """Parameters of a leaf call: torch.fx keeps some containers whole (MultiheadAttention)."""
-    return int(sum(p.numel() for p in module.parameters()))
+def _new_params(tensors: Any, counted: set[int]) -> int:
+    """The elements of those of ``tensors`` (parameters: a leaf call's, whole where torch.fx keeps a
+    container whole, MultiheadAttention) not yet ``counted``, each then counted: a
+    tensor is counted once by its identity, however many modules hold it or calls use it (a tied
+    language model head, ``head.weight = emb.weight``, and a convolution's weight also given to
+    ``F.conv2d`` were counted twice, in params and weight_bytes, until 0.9.8)."""
+    total = 0
+    for p in tensors:
+        if id(p) not in counted:
+            counted.add(id(p))
+            total += int(p.numel())
+    return total
 
 
 def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None) -> Description:
@@ -398,15 +407,14 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
     modules = dict(gm.named_modules())
     nodes: list[Node] = []
     shapes: dict[str, list[int] | None] = {}  # each node's output shape, by name, as the nodes are made
-    counted: set[str] = set()  # a module called twice shares its weights: count them once
+    counted: set[int] = set()  # each parameter once (a module called twice, weights tied): their ids
     for fx_node in gm.graph.nodes:
         inputs = [a.name for a in fx_node.all_input_nodes]
         shape = propagated_shape(fx_node)
         out_shape = list(shape) if shape is not None else None
         if fx_node.op == "call_module":
             mod = modules[fx_node.target]
-            params = 0 if fx_node.target in counted else _params(mod)
-            counted.add(str(fx_node.target))
+            params = _new_params(mod.parameters(), counted)
             attrs = _attrs_of_module(mod, [shapes.get(i) for i in inputs])
             nodes.append(Node(fx_node.name, "call_module", type(mod).__name__, inputs, out_shape, attrs, params,
                               str(fx_node.target)))
@@ -429,7 +437,7 @@ def trace_fx(model: Any, name: str, input_shape: list[int], example: Any = None)
             value = gm
             for part in str(fx_node.target).split("."):
                 value = getattr(value, part)
-            count = int(value.numel()) if isinstance(value, torch.nn.Parameter) else 0
+            count = _new_params([value], counted) if isinstance(value, torch.nn.Parameter) else 0
             nodes.append(Node(fx_node.name, "get_attr", "get_attr", inputs, _shape(value), params=count, target=str(fx_node.target)))
         else:  # placeholder, output
             if fx_node.op == "output" and out_shape is None and inputs:
@@ -466,6 +474,7 @@ def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = No
     nodes: list[Node] = [Node("x", "placeholder", "placeholder", [], list(input_shape))]
     names = {m: n for n, m in model.named_modules()}
     counts: dict[str, int] = {}
+    counted: set[int] = set()  # each parameter once (a module called twice, weights tied): their ids
 
     def hook(module: Any, args: tuple, output: Any) -> None:
         qual = names.get(module, type(module).__name__)
@@ -473,7 +482,7 @@ def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = No
         node_name = qual.replace(".", "_") + (f"_{counts[qual] - 1}" if counts[qual] > 1 else "")
         ins = [produced[id(a)] for a in args if torch.is_tensor(a) and id(a) in produced]
         out = output if torch.is_tensor(output) else None
-        params = _params(module) if counts[qual] == 1 else 0  # shared weights count once
+        params = _new_params(module.parameters(), counted)  # shared weights count once
         nodes.append(Node(node_name, "call_module", type(module).__name__, ins or [], _shape(out),
                           _attrs_of_module(module, [_shape(a) for a in args if torch.is_tensor(a)]), params, qual))
         if out is not None:
