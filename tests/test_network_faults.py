@@ -169,3 +169,23 @@ def test_weights_tied_or_used_twice_are_counted_once() -> None:
         feats = aggregates(desc)
         assert feats["params"] == 81, (name, feats)
         assert feats["macs"] == 2 * 81 * 64, (name, feats)  # each call's work counted
+
+
+def test_parameters_of_modules_never_called_are_said_to_be_left_out() -> None:
+    from torch import nn
+
+    from tracker.describe.graph import describe_module
+
+    class Spare(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(3, 8, 3, padding=1)
+            self.spare = nn.Linear(1000, 1000)  # never called
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            return self.c(x)
+
+    desc = describe_module(Spare(), "spare", input_size=8)
+    assert desc.method == "fx" and sum(n.params for n in desc.nodes) == 224
+    assert "1,001,000 parameters belong to modules the network never calls: params leaves them out" in desc.notes
+    assert describe_module(nn.Conv2d(3, 8, 3), "conv", input_size=8).notes == []  # every one called: no note

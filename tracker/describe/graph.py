@@ -527,9 +527,15 @@ def _describe_module(model: Any, name: str, input_size: int, in_channels: int, e
     model = model.eval()
     if example is None:
         try:
-            return _uncounted(trace_fx(model, name, shape_of_one, ids))
+            desc = trace_fx(model, name, shape_of_one, ids)
         except Exception as exc:  # data-dependent control flow, unsupported ops
             reason = f"torch.fx could not trace {name} ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); described with module hooks"
+        else:
+            unused = _held(model) - sum(n.params for n in desc.nodes)
+            if unused > 0:  # left out without a word until 0.9.8 (an nn.Linear(1000, 1000) never called)
+                desc.notes.append(f"{unused:,} parameters belong to modules the network never calls: params leaves "
+                                  "them out")
+            return _uncounted(desc)
     else:
         reason = f"{name} takes structured input; described with module hooks"
     try:
@@ -542,10 +548,15 @@ def _describe_module(model: Any, name: str, input_size: int, in_channels: int, e
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise ConfigError(f"{name} cannot run on {shape}: {type(exc).__name__}{': ' + first if first else ''}") from None
     desc.notes.append(reason)
-    missing = int(sum(p.numel() for p in model.parameters())) - sum(n.params for n in desc.nodes)
+    missing = _held(model) - sum(n.params for n in desc.nodes)
     if missing > 0:  # weights of modules that are not leaves (MultiheadAttention's projection), or not called
         desc.notes.append(f"{missing:,} parameters belong to no leaf module called: their work is not counted")
     return _uncounted(desc)
+
+
+def _held(model: Any) -> int:
+    """The parameters a network holds, each tensor once."""
+    return int(sum(p.numel() for p in model.parameters()))
 
 
 def _uncounted(desc: Description) -> Description:
