@@ -189,3 +189,33 @@ def test_parameters_of_modules_never_called_are_said_to_be_left_out() -> None:
     assert desc.method == "fx" and sum(n.params for n in desc.nodes) == 224
     assert "1,001,000 parameters belong to modules the network never calls: params leaves them out" in desc.notes
     assert describe_module(nn.Conv2d(3, 8, 3), "conv", input_size=8).notes == []  # every one called: no note
+
+
+def test_input_constants_tracker_cannot_read_or_spec_would_refuse_are_refused_up_front(tmp_path: Path) -> None:
+    from tracker.zoo.spec import module_spec
+
+    net = "\ndef Net():\n    return nn.Conv2d(3, 4, 3)\n"
+    (tmp_path / "cfg.py").write_text("INPUT_SIZE = 40\n")
+    files = {  # each described at 224 without a word until 0.9.8
+        "ifsize": ("import torch.nn as nn\nif True:\n    INPUT_SIZE = 40\n", "INPUT_SIZE is set in a way tracker does "
+                   "not read (line 3, inside a block): assign it at the top level of the file, INPUT_SIZE = value"),
+        "forsize": ("import torch.nn as nn\nfor INPUT_CHANNELS in (1,):\n    pass\n", "INPUT_CHANNELS is set in a way "
+                    "tracker does not read (line 2, by a for or with)"),
+        "impsize": ("import torch.nn as nn\nfrom cfg import INPUT_SIZE\n", "INPUT_SIZE is set in a way tracker does not "
+                    "read (line 2, imported)"),
+        # a spec written, then refused by every command ("must be at most 8,192"), until 0.9.8
+        "big": ("import torch.nn as nn\nINPUT_SIZE = 8200\n", "INPUT_SIZE should be a whole number of pixels, at most "
+                "8,192, got 8200"),
+    }
+    for name, (head, said) in files.items():
+        (tmp_path / f"{name}.py").write_text(head + net)
+        try:
+            module_spec(f"{tmp_path}/{name}.py:Net")
+        except ConfigError as exc:
+            assert str(exc).startswith(f"network file {tmp_path}/{name}.py: {said}"), str(exc)
+        else:
+            raise AssertionError(f"{name}.py was read")
+    # under the script's guard, or inside a function, it is not the file's: read as it is
+    (tmp_path / "guarded.py").write_text("import torch.nn as nn\nINPUT_SIZE = 40\nif __name__ == '__main__':\n"
+                                         "    INPUT_SIZE = 64\ndef f():\n    INPUT_SIZE = 8\n" + net)
+    assert module_spec(f"{tmp_path}/guarded.py:Net")["input_size"] == 40

@@ -179,7 +179,7 @@ def module_spec(ref: str) -> dict[str, Any]:
         raise ConfigError(f"network file {path} defines no {attr!r} at its top level")
     assigned = input_constants(tree, path)
 
-    def whole(key: str, default: int, least: int, what: str) -> int:
+    def whole(key: str, default: int, least: int, what: str, most: int | None = None) -> int:
         if key not in assigned:
             return default
         try:  # a literal, -3 too (said to be an expression until 0.9.6)
@@ -191,10 +191,14 @@ def module_spec(ref: str) -> dict[str, Any]:
         if not (type(value) is int and value >= least):
             raise ConfigError(f"network file {path}: {key} should be a whole number of {what}, at least {least}, "
                               f"got {value!r}")
+        if most is not None and value > most:  # the bound every spec's is held to (a spec written, then
+            # refused by every command, until 0.9.8)
+            raise ConfigError(f"network file {path}: {key} should be a whole number of {what}, at most {most:,}, "
+                              f"got {value!r}")
         return value
 
-    size = whole("INPUT_SIZE", DEFAULT_INPUT_SIZE, 8, "pixels")
-    channels = whole("INPUT_CHANNELS", 3, 1, "channels")
+    size = whole("INPUT_SIZE", DEFAULT_INPUT_SIZE, 8, "pixels", MAX_SPEC_SIZE)
+    channels = whole("INPUT_CHANNELS", 3, 1, "channels", MAX_SPEC_SIZE)
     vocab = whole("INPUT_VOCAB", 0, 2, "token ids") or None
     shape = _input_shape(assigned, path, vocab)
     spec = {"format": SPEC_FORMAT, "kind": "module", "name": f"{path.stem}.{attr}", "callable": attr,
@@ -237,7 +241,52 @@ def input_constants(tree: ast.Module, path: Path) -> dict[str, ast.expr]:
                 name = sorted(named)[0]
                 raise ConfigError(f"network file {path}: {name} is set in a way tracker does not read (line "
                                   f"{node.lineno}): give it on a line of its own, {name} = value")
+    for node, name in _bound_elsewhere(tree):  # described at 224 without a word until 0.9.8
+        how = ("imported" if isinstance(node, (ast.Import, ast.ImportFrom)) else "by a for or with"
+               if isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)) else "inside a block")
+        raise ConfigError(f"network file {path}: {name} is set in a way tracker does not read (line {node.lineno}, "
+                          f"{how}): assign it at the top level of the file, {name} = value")
     return out
+
+
+def _bound_elsewhere(tree: ast.Module) -> Iterator[tuple[ast.AST, str]]:
+    """The statements that bind an input constant at the module's level other than by a top-level
+    assignment (which :func:`input_constants` reads): an import of it (``from cfg import
+    INPUT_SIZE``), a ``for`` or ``with`` naming it, or an assignment inside an ``if``, ``for``,
+    ``while``, ``with``, ``try`` or ``match`` block; not inside a function or a class (their own
+    names), nor under ``if __name__ == "__main__":`` (not run as the network is built)."""
+    constants = set(INPUT_CONSTANTS)
+
+    def bound(node: ast.AST) -> set[str]:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return {(a.asname or a.name).split(".")[0] for a in node.names} & constants
+        targets: list[Any] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} & constants
+
+    def main_guard(node: ast.AST) -> bool:
+        return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(node.test)
+
+    def walk(body: list[Any], top: bool) -> Iterator[tuple[ast.AST, str]]:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or main_guard(node):
+                continue
+            direct = top and isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))  # input_constants' own
+            if not direct and (names := bound(node)):
+                yield node, sorted(names)[0]
+            for block in ("body", "orelse", "finalbody", "handlers", "cases"):
+                inner = getattr(node, block, None)
+                if isinstance(inner, list):
+                    yield from walk(inner, False)
+            if isinstance(node, ast.ExceptHandler) and node.name in constants:
+                yield node, node.name
+
+    yield from walk(tree.body, True)
 
 
 #: The ranks an ``INPUT_SHAPE`` may have: one input without its batch dimension.
