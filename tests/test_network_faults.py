@@ -3,6 +3,8 @@ keys their specs lack, what tracker cannot read of them, each said in one line, 
 hold counted once and whole."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -219,3 +221,22 @@ def test_input_constants_tracker_cannot_read_or_spec_would_refuse_are_refused_up
     (tmp_path / "guarded.py").write_text("import torch.nn as nn\nINPUT_SIZE = 40\nif __name__ == '__main__':\n"
                                          "    INPUT_SIZE = 64\ndef f():\n    INPUT_SIZE = 8\n" + net)
     assert module_spec(f"{tmp_path}/guarded.py:Net")["input_size"] == 40
+
+
+def test_a_network_that_ends_the_process_or_raises_a_base_exception_as_it_is_built_is_one_line(tmp_path: Path) -> None:
+    import os
+
+    real = os._exit
+    (tmp_path / "ends.py").write_text("import os\nimport torch.nn as nn\nINPUT_SIZE = 32\ndef Net():\n    os._exit(0)\n")
+    (tmp_path / "base.py").write_text("INPUT_SIZE = 32\nclass Stop(BaseException):\n    pass\n"
+                                      "def Net():\n    raise Stop('custom base')\n")
+    # in a process of its own: it ended tracker, saying nothing, with status 0
+    ends = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(tmp_path / "s"), "describe",
+                           f"{tmp_path}/ends.py:Net"], capture_output=True, text=True, timeout=300)
+    assert ends.returncode == 1 and ends.stderr.startswith("error: ends.py:Net exited (os._exit(0)) instead of building "
+                                                           "the network") and ends.stderr.count("\n") == 1, ends.stderr
+    result = _cli(tmp_path / "s", "describe", f"{tmp_path}/base.py:Net")  # a traceback until 0.9.8
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert str(result.exception) == "base.py:Net could not build the network: Stop: custom base"
+    ended = _cli(tmp_path / "s", "describe", f"{tmp_path}/ends.py:Net")
+    assert isinstance(ended.exception, ConfigError) and os._exit is real  # given back once the network is built

@@ -501,6 +501,33 @@ def top_level_names(body: list[Any]) -> set[str]:
     return names
 
 
+class _HardExit(SystemExit):
+    """``os._exit`` called by a network's code as it is built, raised in its place (:func:`_hard_exit_refused`)."""
+
+
+@contextlib.contextmanager
+def _hard_exit_refused() -> Iterator[None]:
+    """Inside the block ``os._exit`` raises :class:`_HardExit` (a ``SystemExit``) instead of ending the
+    process: a network file calling it as it was built ended describe or profile at once, saying
+    nothing, with status 0 (until 0.9.8). Only this thread's calls are refused; others end the process
+    as they always do."""
+    import os
+    import threading
+
+    real, caller = os._exit, threading.get_ident()
+
+    def refused(code: int) -> None:
+        if threading.get_ident() != caller:
+            real(code)
+        raise _HardExit(code)
+
+    os._exit = refused  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def build_module(spec: dict[str, Any]) -> Any:
     """The network of a ``module`` spec: its file's text as planned, run as a module of its own (its
     folder first on the import path, for the files beside it), and its callable called. It runs
@@ -524,16 +551,19 @@ def build_module(spec: dict[str, Any]) -> Any:
     argv, sys.argv = sys.argv, [str(file)]
     try:
         # What it prints goes to stderr: on stdout it came before a command's JSON until 0.9.3.
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), _hard_exit_refused():
             exec(compile(spec["source"], str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own network
             network = getattr(module, spec["callable"])(*spec.get("args", ()), **spec.get("kwargs", {}))
     except ConfigError:
         raise
     except SystemExit as exc:
-        raise ConfigError(f"{where} exited (sys.exit({exc.code!r})) instead of building the network: a network file "
+        how = "os._exit" if isinstance(exc, _HardExit) else "sys.exit"  # os._exit ended tracker without a word (0.9.8)
+        raise ConfigError(f"{where} exited ({how}({exc.code!r})) instead of building the network: a network file "
                           "runs as it is imported, so what should run only as a script belongs under "
                           "`if __name__ == \"__main__\":`") from None
-    except Exception as exc:  # the user's code: its error, in one line
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's code: its error, in one line (a BaseException's own: a traceback until 0.9.8)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ConfigError(f"{where} could not build the network: {type(exc).__name__}{': ' + first if first else ''}") from None
     finally:
