@@ -240,3 +240,26 @@ def test_a_network_that_ends_the_process_or_raises_a_base_exception_as_it_is_bui
     assert str(result.exception) == "base.py:Net could not build the network: Stop: custom base"
     ended = _cli(tmp_path / "s", "describe", f"{tmp_path}/ends.py:Net")
     assert isinstance(ended.exception, ConfigError) and os._exit is real  # given back once the network is built
+
+
+def test_a_generated_spec_with_keys_it_does_not_build_is_refused_and_its_in_channels_built(tmp_path: Path) -> None:
+    from tracker.describe import describe_ref
+    from tracker.zoo.generator import generate_spec
+    from tracker.zoo.spec import resolve
+
+    spec = generate_spec(1, 0, input_size=32)
+    cases = {  # each passed over without a word until 0.9.8
+        "top": ({**spec, "num_classs": 10}, "unknown spec key(s) num_classs (a generated network's spec takes "),
+        "stem": ({**spec, "stem": {**spec["stem"], "groups": 2}}, "spec key 'stem': unknown key(s) groups"),
+        "head": ({**spec, "head": {**spec["head"], "activation": "relu"}}, "spec key 'head': unknown key(s) activation"),
+    }
+    for name, (bad, said) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(bad))
+        result = _cli(tmp_path / "s", "describe", str(path))
+        assert isinstance(result.exception, ConfigError), (name, result.exception)
+        assert str(result.exception).startswith(f"{path}: {said}"), str(result.exception)
+    grey = tmp_path / "grey.json"  # its stem was built for 3 channels: "expected input to have 3 channels"
+    grey.write_text(json.dumps({**spec, "in_channels": 1}))
+    desc = describe_ref(resolve(str(grey)), 32)
+    assert desc.input_shape == [1, 1, 32, 32] and desc.nodes[1].attrs["in_channels"] == 1

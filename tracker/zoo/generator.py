@@ -219,6 +219,22 @@ def _odd_kernel(mapping: dict[str, Any], key: str, path: str) -> int:
     return value
 
 
+#: The keys a generated network's spec may have, at its top level, in its stem and in its head:
+#: another (a misspelt one, one of another kind's) was passed over without a word until 0.9.8, as a
+#: stage's were until 0.9.7. ``search_space``: the search space a candidate is of.
+TOP_KEYS = ("format", "kind", "name", "seed", "index", "search_space", "input_size", "in_channels", "num_classes",
+            "stem", "stages", "head")
+STEM_KEYS = ("channels", "kernel", "stride", "activation")
+HEAD_KEYS = ("pool", "dropout")
+
+
+def _known_keys(mapping: dict[str, Any], known: tuple[str, ...], path: str) -> None:
+    if unknown := sorted(set(mapping) - set(known), key=str):
+        where = f"spec key {path!r}: unknown" if path else "unknown spec"
+        raise ConfigError(f"{where} key(s) {', '.join(map(str, unknown))} (a generated network's {path or 'spec'} "
+                          f"takes {', '.join(known)})")
+
+
 def _validate_stage(stage: Any, path: str) -> None:
     if not isinstance(stage, dict):
         raise ConfigError(f"spec key {path!r} must be an object, got {type(stage).__name__}")
@@ -268,8 +284,12 @@ def validate_spec(spec: Any) -> None:
         raise ConfigError(f"spec key 'format' must be {FORMAT!r}, got {spec['format']!r}")
     if _get(spec, "kind", "kind") != KIND:
         raise ConfigError(f"spec key 'kind' must be {KIND!r}, got {spec['kind']!r}")
+    _known_keys(spec, TOP_KEYS, "")
     _int(spec, "num_classes", "num_classes", maximum=MAX_CLASSES)
+    if "in_channels" in spec:  # its stem's input (3 where not said)
+        _int(spec, "in_channels", "in_channels")
     stem = _dict(spec, "stem", "stem")
+    _known_keys(stem, STEM_KEYS, "stem")
     _int(stem, "channels", "stem.channels")
     _odd_kernel(stem, "kernel", "stem.kernel")
     _int(stem, "stride", "stem.stride")
@@ -286,6 +306,7 @@ def validate_spec(spec: Any) -> None:
     if "input_size" in spec:
         check_least_input_size(_int(spec, "input_size", "input_size"), stem["stride"], len(stages), "spec key 'input_size'")
     head = _dict(spec, "head", "head")
+    _known_keys(head, HEAD_KEYS, "head")
     if _get(head, "pool", "head.pool") != "avg":
         raise ConfigError(f"spec key 'head.pool' must be 'avg', got {head['pool']!r}")
     dropout = _get(head, "dropout", "head.dropout")
@@ -497,7 +518,8 @@ def build_generated(spec: dict[str, Any]) -> nn.Module:
     m = _torch_modules()
     stem_spec = spec["stem"]
     act = stem_spec["activation"]
-    stem = m["ConvBNAct"](3, stem_spec["channels"], stem_spec["kernel"], stem_spec["stride"], act)
+    # its input's channels (since 0.9.8: a spec's in_channels was read as the input's, and a stem of 3 built)
+    stem = m["ConvBNAct"](spec.get("in_channels", 3), stem_spec["channels"], stem_spec["kernel"], stem_spec["stride"], act)
     stages = []
     cin = stem_spec["channels"]
     for stage in spec["stages"]:
