@@ -263,3 +263,11 @@ def test_a_generated_spec_with_keys_it_does_not_build_is_refused_and_its_in_chan
     grey.write_text(json.dumps({**spec, "in_channels": 1}))
     desc = describe_ref(resolve(str(grey)), 32)
     assert desc.input_shape == [1, 1, 32, 32] and desc.nodes[1].attrs["in_channels"] == 1
+
+
+def test_a_spec_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    result = _cli(tmp_path / "s", "describe", str(deep))  # a RecursionError's traceback until 0.9.8
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == f"{deep} is not a network spec: JSON nested deeper than Python reads"

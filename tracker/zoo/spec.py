@@ -588,6 +588,8 @@ def read_spec(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read network spec {path}: {exc.strerror}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path} is not a network spec: not JSON ({exc})") from None
+    except RecursionError:  # '[' * 100000: a traceback until 0.9.8
+        raise ConfigError(f"{path} is not a network spec: JSON nested deeper than Python reads") from None
     if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
         raise ConfigError(f"{path} is not a network spec (format should be {SPEC_FORMAT!r})")
     check_spec(spec, str(path))
