@@ -271,3 +271,14 @@ def test_a_spec_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
     result = _cli(tmp_path / "s", "describe", str(deep))  # a RecursionError's traceback until 0.9.8
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == f"{deep} is not a network spec: JSON nested deeper than Python reads"
+
+
+def test_a_network_given_too_little_memory_to_be_described_says_so(tmp_path: Path) -> None:
+    net = tmp_path / "greedy.py"
+    net.write_text("import torch\nimport torch.nn as nn\nINPUT_SIZE = 32\nclass Net(nn.Module):\n"
+                   "    def __init__(self):\n        super().__init__()\n        self.c = nn.Conv2d(3, 4, 3)\n"
+                   "    def forward(self, x):\n        return self.c(x) + torch.ones(2 ** 60, dtype=torch.uint8).sum()\n")
+    result = _cli(tmp_path / "s", "describe", f"{net}:Net")  # "cannot run on a 1x3x32x32 input: RuntimeError: ..."
+    assert isinstance(result.exception, ConfigError), result.exception
+    assert str(result.exception) == ("network greedy.Net needs more memory than this machine gives to be described at "
+                                     f"32 px (an allocation of {2 ** 60:,} bytes failed)"), str(result.exception)
