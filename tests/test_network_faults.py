@@ -282,3 +282,18 @@ def test_a_network_given_too_little_memory_to_be_described_says_so(tmp_path: Pat
     assert isinstance(result.exception, ConfigError), result.exception
     assert str(result.exception) == ("network greedy.Net needs more memory than this machine gives to be described at "
                                      f"32 px (an allocation of {2 ** 60:,} bytes failed)"), str(result.exception)
+
+
+def test_pruning_percentages_that_would_be_named_alike_are_refused() -> None:
+    from tracker.zoo.pruning import ratios_from_percentages
+
+    assert ratios_from_percentages([0, 12.5, 0.5], "--ratios") == [0.0, 0.125, 0.005]
+    for values, said in (([1e-9], "--ratios: 1e-09 would be named p0, as the unpruned network"),  # p0's file written over
+                         ([0, 1e-9], "--ratios: 1e-09 and 0 would both be named p0"),
+                         ([12.5, 12.5000000001], "would both be named p12.5")):
+        try:
+            ratios_from_percentages(values, "--ratios")
+        except ConfigError as exc:
+            assert said in str(exc), str(exc)
+        else:
+            raise AssertionError(values)

@@ -459,7 +459,16 @@ def ratios_from_percentages(values: list[Any], label: str) -> list[float]:
         number = isinstance(v, numbers.Real) and not isinstance(v, bool)
         if not number or not 0 <= v < 100:
             raise ConfigError(f"{label} are percentages from 0 to under 100, got {f'{v:g}' if number else repr(v)}")
-    return list(dict.fromkeys(float(v) / 100 for v in values))
+    ratios = list(dict.fromkeys(float(v) / 100 for v in values))
+    named: dict[str, float] = {}
+    for ratio in ratios:  # 1e-9 was named p0, as the unpruned network, and its spec written over that one's (0.9.8)
+        if (other := named.setdefault(percent_label(ratio), ratio)) != ratio:
+            raise ConfigError(f"{label}: {ratio * 100:g} and {other * 100:g} would both be named "
+                              f"p{percent_label(ratio)}: percentages are named to 6 decimals")
+        if ratio > 0 and percent_label(ratio) == "0":
+            raise ConfigError(f"{label}: {ratio * 100:g} would be named p0, as the unpruned network: percentages "
+                              "are named to 6 decimals")
+    return ratios
 
 
 def percent_label(ratio: float) -> str:
