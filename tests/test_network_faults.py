@@ -297,3 +297,27 @@ def test_pruning_percentages_that_would_be_named_alike_are_refused() -> None:
             assert said in str(exc), str(exc)
         else:
             raise AssertionError(values)
+
+
+def test_the_graph_artifact_is_strict_json_where_a_network_has_infinite_constants() -> None:
+    import torch
+    from torch import nn
+
+    from tracker.describe.graph import describe_module
+
+    class Clamped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(3, 4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.c(x).clamp(min=float("-inf"), max=float("inf")) * float("nan")
+
+    desc = describe_module(Clamped(), "clamped", input_size=8)
+
+    def strict(name: str) -> None:
+        raise ValueError(f"not strict JSON: {name}")
+
+    graph = json.loads(desc.graph_artifact(), parse_constant=strict)  # Infinity and NaN until 0.9.8
+    clamp = next(n for n in graph["nodes"] if n["kind"] == "clamp")
+    assert clamp["attrs"] == {"min": "-inf", "max": "inf"} and graph["graph"]["description_hash"] == desc.description_hash

@@ -110,7 +110,21 @@ class Description:
 
         data = nx.node_link_data(self.to_networkx(), edges="edges")
         data["graph"]["description_hash"] = self.description_hash
-        return json.dumps(data, default=str)
+        return json.dumps(_finite(data), default=str, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each float that is no finite number (a constant ``float("inf")`` a network
+    clamps with) written as Python names it, a string (``"inf"``, ``"-inf"``, ``"nan"``): the graph
+    artifact is JSON other tools read, which has no Infinity or NaN (written as such until 0.9.8). The
+    description's hash, computed from the nodes as traced, is the same."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 # -- tracing ------------------------------------------------------------------------------
