@@ -316,3 +316,43 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
     assert len(client.search_runs([client.get_experiment_by_name("ss").experiment_id],
                                   "tags.`tracker.kind` = 'searchspace'")) == 1
     logger.close()
+
+
+def test_a_loss_gone_nan_is_that_candidates_failed_run_and_the_others_train(tmp_path: Path) -> None:
+    """A learning rate whose loss goes NaN: each such candidate is a FAILED accuracy run "loss is nan",
+    every candidate tried (the log's refusal of the NaN ended the whole run, nothing logged, until
+    0.9.8); a run the log refuses is logged FAILED without its figures and the run goes on."""
+    import math
+
+    from tracker.log.logger import RunLogger
+    from tracker.searchspace.run import Tally, _log, accuracy_record, candidate_hashes
+    from tracker.searchspace.space import load_space
+
+    space = tmp_path / "lr.toml"
+    space.write_text(SPACE.replace("[accuracy]", "[accuracy]\nlearning_rate = 1e4"))
+    runs = tmp_path / "runs"
+    out = _cli(runs, "searchspace", "run", str(space), "--skip-latency", "--format", "json")
+    tally = json.loads(out.stdout)
+    assert tally["accuracy_done"] == 4 and len(tally["failed"]) >= 2, out.output  # here 3: one stays finite
+    assert any(m.startswith("accuracy: loss is nan at epoch 1 of 1") for m in tally["failures"].values())
+    assert all(re.match(r"accuracy: loss is (nan|inf) at epoch 1 of 1 \(learning_rate 10000: a smaller one\)$", m)
+               for m in tally["failures"].values()), tally["failures"]
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    exp = client.get_experiment_by_name("searchspace-tiny").experiment_id
+    failed = client.search_runs([exp], "tags.`tracker.kind` = 'accuracy' AND attributes.status = 'FAILED'")
+    assert sorted(r.data.params["model"] for r in failed) == sorted(tally["failed"])
+    assert all("val_accuracy" not in r.data.metrics for r in failed)
+    again = json.loads(_cli(runs, "searchspace", "run", str(space), "--skip-latency", "--format", "json").stdout)
+    # each failed one tried again, none ends the run
+    assert (again["accuracy_done"], again["accuracy_skipped"], again["failed"]) == (len(failed), 4 - len(failed), tally["failed"])
+
+    loaded = load_space(space)
+    c = loaded.candidates()[0]
+    record = accuracy_record(loaded, c, candidate_hashes(loaded)[c.name])
+    record.metrics.update(val_accuracy=0.1, train_loss=math.nan, train_time_s=1.0)
+    logger, refused = RunLogger(str(runs), experiment="refused"), Tally()
+    _log(logger, record, c.name, "accuracy", refused)
+    logger.close()
+    assert refused.failed == [c.name] and "metric 'train_loss' is nan" in refused.failures[c.name]
+    run = client.get_run(record.run_id)
+    assert run.info.status == "FAILED" and not run.data.metrics

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, MeasurementError
 
 VAL_SHARE = 0.2
 
@@ -76,7 +76,9 @@ class AccuracyResult:
 def train_and_evaluate(spec: dict[str, Any], split: Split, epochs: int, batch_size: int, learning_rate: float,
                        seed: int) -> AccuracyResult:
     """Train the candidate ``epochs`` times over the training split (SGD, momentum 0.9, cosine
-    schedule) and score it on the validation split."""
+    schedule) and score it on the validation split. A loss that leaves the finite numbers (a learning
+    rate too large) is a MeasurementError: such a model's accuracy is a guess's, not a measurement
+    (its ~10 % was invented, and its NaN loss, refused by the log, ended the whole run until 0.9.8)."""
     import torch
 
     from tracker.zoo.generator import build_generated
@@ -92,12 +94,15 @@ def train_and_evaluate(spec: dict[str, Any], split: Split, epochs: int, batch_si
     g = torch.Generator().manual_seed(seed)
     t0 = time.perf_counter()
     loss = torch.tensor(0.0)
-    for _ in range(epochs):
+    for epoch in range(epochs):
         order = torch.randperm(len(split.y_train), generator=g)
         for i in range(0, len(order), batch_size):
             batch = order[i:i + batch_size]
             optimizer.zero_grad(set_to_none=True)
             loss = criterion(model(split.x_train[batch]), split.y_train[batch])
+            if not bool(torch.isfinite(loss)):
+                raise MeasurementError(f"loss is {float(loss.detach())} at epoch {epoch + 1} of {epochs} (learning_rate "
+                                       f"{learning_rate:g}: a smaller one)")
             loss.backward()
             optimizer.step()
             schedule.step()

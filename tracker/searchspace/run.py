@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.console import shell_word
-from tracker.errors import NothingLoggedError, TrackerError, first_line, is_oom
+from tracker.errors import MeasurementError, NothingLoggedError, SchemaError, TrackerError, first_line, is_oom
 from tracker.log.record import FAILURE_MESSAGE_TAG
 from tracker.profile.records import beside_other_work
 from tracker.profile.stats import IMPRECISE_CI_REL
@@ -139,6 +139,12 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             record.start_time_ms = now_ms()
             try:
                 result = train_and_evaluate(c.spec, split, b.epochs, b.batch_size, b.learning_rate, b.seed)
+            except MeasurementError as exc:  # a loss gone NaN: this candidate's FAILED run (the whole run, since
+                # the log refused its NaN, until 0.9.8)
+                record.fail("error", str(exc))
+                record.tags[FAILURE_MESSAGE_TAG] = first_line(exc)[:300]
+                tally.failed.append(c.name)
+                tally.failures[c.name] = f"accuracy: {record.tags[FAILURE_MESSAGE_TAG]}"
             except TrackerError:
                 raise
             except Exception as exc:  # a fault of this candidate's training ends it alone (the campaign, with a
@@ -151,7 +157,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 record.metrics.update(val_accuracy=result.val_accuracy, train_loss=result.train_loss,
                                       train_time_s=result.train_time_s)
             record.end_time_ms = now_ms()
-            logger.log([record])
+            _log(logger, record, c.name, "accuracy", tally)
             tally.accuracy_done += 1
     if not skip_latency:
         from tracker.profile.modes import read_mode
@@ -195,9 +201,29 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             if beside_other_work(record.metrics):
                 tally.beside_other_work.append(c.name)
             tally.device_time_s += record.metrics.get("device_time_s", 0.0)
-            logger.log([record])
+            _log(logger, record, c.name, "latency", tally)
             tally.latency_done += 1
     return tally
+
+
+def _log(logger: Any, record: Any, name: str, what: str, tally: Tally) -> None:
+    """Log a candidate's run; one the log refuses (a figure it cannot take) is logged FAILED without its
+    figures, and said, and the run goes on to the next candidate (the refusal ended it until 0.9.8)."""
+    try:
+        logger.log([record])
+        return
+    except SchemaError as exc:
+        refused = first_line(exc)[:300]
+    record.metrics.clear()
+    record.fail("error", refused)
+    record.tags[FAILURE_MESSAGE_TAG] = f"not logged as measured: {refused}"
+    if name not in tally.failed:
+        tally.failed.append(name)
+    tally.failures[name] = "; ".join(filter(None, (tally.failures.get(name), f"{what}: {record.tags[FAILURE_MESSAGE_TAG]}")))
+    try:
+        logger.log([record])
+    except SchemaError:  # not even FAILED: said in the summary alone
+        pass
 
 
 def _split(space: SearchSpace) -> Any:
