@@ -270,13 +270,14 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
     kept better ones off it, and a frontier measured on two threads was compared with one predicted
     by a fingerprint of one thread without a word, until 0.9.0."""
     from tracker.log.logger import RunLogger
-    from tracker.searchspace.run import _candidate_record, accuracy_record, candidate_hashes, report
+    from tracker.searchspace.run import _candidate_record, accuracy_record, candidate_hashes, measured_mode, report
     from tracker.searchspace.space import load_space
     from tracker.warehouse.load import load
     from tracker.warehouse.source import open_source
 
     (tmp_path / "tiny.toml").write_text(SPACE)
     space = load_space(tmp_path / "tiny.toml")
+    mode = measured_mode(space)  # the report places the file's own mode's measurements (since 0.9.8): cpu-t1 here
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="ss")
     cands = space.candidates()
@@ -289,9 +290,9 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
         acc = accuracy_record(space, c, hashes[c.name])
         acc.params.update(train_count=100, val_count=20)
         acc.metrics.update(val_accuracy=accuracy, train_loss=0.1, train_time_s=1.0)
-        measured = _candidate_record(space, c, hashes[c.name], "measured", "cpu-t2")
+        measured = _candidate_record(space, c, hashes[c.name], "measured", mode)
         measured.metrics.update(latency_ms=latency_ms, latency_ci_rel=ci_rel, device_time_s=0.5)
-        predicted = _candidate_record(space, c, hashes[c.name], "predicted", None, "latency_ms-inference-cpu/1", "cpu-t1")
+        predicted = _candidate_record(space, c, hashes[c.name], "predicted", None, "latency_ms-inference-cpu/1", "cpu-t2")
         predicted.metrics.update(latency_ms=latency_ms, device_time_s=0.01)
         logger.log([acc, measured, predicted])
     load(wh, open_source(resolve_location(str(runs))))
@@ -300,14 +301,14 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
     assert on == {cands[1].name, cands[2].name, cands[3].name}  # the imprecise one off, and keeping none off
     assert [c["imprecise"] for c in out["candidates"]] == [True, False, False, False]
     cmp = out["comparison"]
-    assert cmp["modes_differ"] and (cmp["measured_modes"], cmp["predicted_modes"]) == (["cpu-t2"], ["cpu-t1"])
+    assert cmp["modes_differ"] and (cmp["measured_modes"], cmp["predicted_modes"]) == ([mode], ["cpu-t2"])
     # predicted (no CI), the fastest dominates every other: a frontier of one, which the measured one lacks
-    assert cmp["shared_frontier"] == 0 and cmp["predicted_frontier"] == [cands[0].name] and out["modes"] == ["cpu-t2"]
+    assert cmp["shared_frontier"] == 0 and cmp["predicted_frontier"] == [cands[0].name] and out["modes"] == [mode]
     assert out["logged"] is True
     shown = _cli(runs, "-e", "ss", "searchspace", "report", str(tmp_path / "tiny.toml"), "--warehouse", str(wh),
                  "--latency", "measured")
     assert shown.exit_code == 0, shown.output
-    assert "note: measured in mode cpu-t2, predicted by a fingerprint that learnt cpu-t1" in shown.stdout
+    assert f"note: measured in mode {mode}, predicted by a fingerprint that learnt cpu-t2" in shown.stdout
     assert "1 of 4 candidates measured too imprecisely to place" in shown.stdout
     assert "0 candidate(s) on both, of 1 predicted and 3 measured (Jaccard 0.00" in shown.stdout
     # the same rows again: the run logged before, not one more alike
@@ -356,3 +357,59 @@ def test_a_loss_gone_nan_is_that_candidates_failed_run_and_the_others_train(tmp_
     assert refused.failed == [c.name] and "metric 'train_loss' is nan" in refused.failures[c.name]
     run = client.get_run(record.run_id)
     assert run.info.status == "FAILED" and not run.data.metrics
+
+
+def test_the_report_places_the_files_own_budget_and_mode(tmp_path: Path) -> None:
+    """Figures of another [accuracy] budget (2 epochs) and another [latency] mode (2 threads) stood in
+    the report of a file asking for 1 epoch on 1 thread, the newest of any budget or mode taken, and a
+    re-run of the file did not bring its own back (until 0.9.8): the view keeps a row per budget and
+    mode, the report places the file's own, and says so where only others are there."""
+    from tracker.log.logger import RunLogger
+    from tracker.searchspace.run import _candidate_record, accuracy_record, candidate_hashes, measured_mode, report
+    from tracker.searchspace.space import load_space
+    from tracker.errors import NothingLoggedError
+    from tracker.warehouse.load import connect_loaded, load
+    from tracker.warehouse.source import open_source
+
+    own, other = tmp_path / "own.toml", tmp_path / "other.toml"
+    own.write_text(SPACE)
+    other.write_text(SPACE.replace("epochs = 1", "epochs = 2").replace("threads = 1", "threads = 2"))
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="ss")
+
+    def log(path: Path, accuracy: float, latency_ms: float, mode: str) -> None:
+        space = load_space(path)
+        hashes = candidate_hashes(space)
+        for i, c in enumerate(space.candidates()):
+            acc = accuracy_record(space, c, hashes[c.name])
+            acc.metrics.update(val_accuracy=accuracy + i / 100, train_loss=0.1)
+            lat = _candidate_record(space, c, hashes[c.name], "measured", mode)
+            lat.metrics.update(latency_ms=latency_ms + i, latency_ci_rel=0.01)
+            logger.log([acc, lat])
+
+    own_space = load_space(own)
+    log(own, 0.5, 1.0, measured_mode(own_space))  # the file's own: 1 epoch, its mode here
+    log(other, 0.9, 10.0, "cpu-t2")  # then another budget and mode, newer
+    load(wh, open_source(resolve_location(str(runs))))
+    out = report(logger, wh, own_space, "measured")
+    assert sorted(c["accuracy"] for c in out["candidates"]) == [0.5, 0.51, 0.52, 0.53]
+    assert sorted(c["latency_ms"] for c in out["candidates"]) == [1.0, 2.0, 3.0, 4.0]
+    assert out["modes"] == [measured_mode(own_space)]
+    con = connect_loaded(wh)
+    try:  # each budget beside each mode in the view, a row each, with the budget's columns
+        rows = con.execute("SELECT epochs, learning_rate, seed, accuracy_batch_size, mode, count(*), "
+                           "count(*) FILTER (WHERE current) FROM searchspace_candidates GROUP BY ALL ORDER BY ALL").fetchall()
+    finally:
+        con.close()
+    ours = measured_mode(own_space)
+    assert rows == sorted([(1, 0.05, 0, 128, ours, 4, 0), (1, 0.05, 0, 128, "cpu-t2", 4, 0),
+                           (2, 0.05, 0, 128, ours, 4, 0), (2, 0.05, 0, 128, "cpu-t2", 4, 4)])
+    # a file whose own budget is not there: said, the others not placed
+    third = tmp_path / "third.toml"
+    third.write_text(SPACE.replace("epochs = 1", "epochs = 3"))
+    with pytest.raises(NothingLoggedError, match=re.escape(
+            "no candidate of the file has both accuracy and measured latency in the warehouse (it has this space's figures "
+            "of another [accuracy] budget or [latency] mode only, not placed: the file asks for digits, 3 epochs, batch "
+            f"128, learning_rate 0.05, seed 0, mode {ours}); run `tracker searchspace run ")):
+        report(logger, wh, load_space(third), "measured")
+    logger.close()

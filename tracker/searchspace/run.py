@@ -309,24 +309,43 @@ def _predict(uri: str, space: SearchSpace, registered: dict[str, Any], todo: lis
 
 # --------------------------------------------------------------------------- report
 
+def measured_mode(space: SearchSpace) -> str:
+    """The device mode a measured candidate of the space is keyed by here (``run``'s), or one line why not."""
+    from tracker.profile.modes import read_mode
+
+    try:
+        return read_mode(space.latency.device, threads=space.latency.threads, allocator=space.latency.allocator).mode_id
+    except TrackerError as exc:
+        raise TrackerError(f"{space.path}: the device mode of its [latency] cannot be read on this machine ({first_line(exc)}): "
+                           "report where its candidates were measured, or --latency predicted") from None
+
+
 def frontier_rows(warehouse: Path, space: SearchSpace, source: str,
-                  hashes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+                  hashes: dict[str, str] | None = None, mode: str | None = None) -> list[dict[str, Any]]:
     """The file's candidates (``hashes``: name -> description hash, made here unless given) with an accuracy and a ``source``
     latency in the warehouse, each marked ``on_frontier`` among them alone: the view keeps every
     version of a space's candidates, and one dropped from the file or edited since was placed beside
-    them until 0.9.7."""
+    them until 0.9.7. Only figures of the file's own run keys: its [accuracy] budget and, measured,
+    the device mode ``mode`` (:func:`measured_mode`) its [latency] runs in (the newest of any budget or
+    mode was placed until 0.9.8)."""
     from tracker.warehouse.load import connect_loaded
 
     if hashes is None:
         hashes = candidate_hashes(space)
+    if source == "measured" and mode is None:
+        mode = measured_mode(space)
+    b = space.accuracy
     con = connect_loaded(warehouse)
     try:
         cur = con.execute(
             "SELECT model, model_hash, candidate, accuracy, latency_ms, device_time_s, outside_trained_range, "
             "latency_ci_rel, imprecise, mode, fingerprint_mode, cpu_util_others_pct "
             "FROM searchspace_candidates "
-            "WHERE search_space = ? AND latency_source = ? AND device = ? AND batch_size = ? ORDER BY latency_ms, model",
-            [space.name, source, space.latency.device, space.latency.batch_size])
+            "WHERE search_space = ? AND latency_source = ? AND device = ? AND batch_size = ? "
+            "AND dataset = ? AND epochs = ? AND accuracy_batch_size = ? AND learning_rate = ? AND seed = ? "
+            "AND (latency_source <> 'measured' OR mode = ?) ORDER BY latency_ms, model",
+            [space.name, source, space.latency.device, space.latency.batch_size, b.dataset, b.epochs, b.batch_size,
+             float(b.learning_rate), b.seed, mode])
         names = [d[0] for d in cur.description]
         rows = [r for r in (dict(zip(names, r)) for r in cur.fetchall()) if hashes.get(r["model"]) == r["model_hash"]]
     finally:
@@ -339,6 +358,17 @@ def frontier_rows(warehouse: Path, space: SearchSpace, source: str,
             not o["imprecise"] and o["accuracy"] >= r["accuracy"] and o["latency_ms"] <= r["latency_ms"]
             and (o["accuracy"] > r["accuracy"] or o["latency_ms"] < r["latency_ms"]) for o in rows)
     return rows
+
+
+def _any_rows(warehouse: Path, name: str) -> bool:
+    """Whether the view has any row of the space ``name``, of any budget or mode."""
+    from tracker.warehouse.load import connect_loaded
+
+    con = connect_loaded(warehouse)
+    try:
+        return con.execute("SELECT count(*) FROM searchspace_candidates WHERE search_space = ?", [name]).fetchone()[0] > 0
+    finally:
+        con.close()
 
 
 def shared_primitives(space: SearchSpace, rows: list[dict[str, Any]]) -> dict[str, list[str]]:
@@ -358,15 +388,30 @@ def report(logger: Any, warehouse: Path, space: SearchSpace, source: str | None 
     from tracker.searchspace.plot import pareto_png
 
     hashes = candidate_hashes(space)
-    by_source = {s: frontier_rows(warehouse, space, s, hashes) for s in SOURCES}
+    mode, unreadable = None, None
+    try:
+        mode = measured_mode(space)
+    except TrackerError as exc:  # measured figures cannot be told apart here: predicted ones alone, where asked for
+        if source == "measured":
+            raise
+        unreadable = exc
+    by_source = {"measured": frontier_rows(warehouse, space, "measured", hashes, mode) if mode else [],
+                 "predicted": frontier_rows(warehouse, space, "predicted", hashes)}
+    if unreadable is not None and source is None and not by_source["predicted"]:
+        raise unreadable
     chosen = source or ("measured" if by_source["measured"] else "predicted")
     rows = by_source[chosen]
     if not rows:  # "predicted latency" was said of a space never run, where neither was there (until 0.9.5)
         latency = f"{chosen} latency" if source else "a latency (measured or predicted)"
         option = " --latency predicted" if source == "predicted" else ""  # a run that measures was named until 0.9.7
-        raise NothingLoggedError(f"search space {space.name}: no candidate of the file has both accuracy and {latency} in the "
-                           f"warehouse; run `tracker searchspace run {shell_word(space.path)}{option}` (then the report loads the "
-                           "warehouse)")
+        b = space.accuracy
+        other = (f" (it has this space's figures of another [accuracy] budget or [latency] mode only, not placed: the file "
+                 f"asks for {b.dataset}, {b.epochs} epochs, batch {b.batch_size}, learning_rate {b.learning_rate:g}, seed "
+                 f"{b.seed}{f', mode {mode}' if mode and source != 'predicted' else ''})"
+                 if _any_rows(warehouse, space.name) else "")
+        raise NothingLoggedError(f"search space {space.name}: no candidate of the file has both accuracy and {latency} in "
+                                 f"the warehouse{other}; run `tracker searchspace run {shell_word(space.path)}{option}` (then the "
+                                 "report loads the warehouse)")
     shared = shared_primitives(space, rows)
     out: dict[str, Any] = {
         "search_space": space.name, "latency_source": chosen, "device": space.latency.device,
