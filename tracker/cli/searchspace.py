@@ -61,12 +61,15 @@ def run(
     data = {"search_space": space.name, "candidates": len(space.candidates()), "latency_source": latency.value, **tally.as_dict()}
     if quiet:
         emit_json(data)
+        _exit_failed(tally)
         return
+    # each kind's own failures (one count of failed candidates was said as the latency's until 0.9.8)
     accuracy = ("accuracy skipped" if skip_accuracy else
-                f"accuracy {tally.accuracy_done} trained, {tally.accuracy_skipped} already there")
+                f"accuracy {tally.accuracy_done} trained, {tally.accuracy_skipped} already there, "
+                f"{tally.accuracy_failed} failed")
     latency_part = ("latency skipped" if skip_latency else
                     f"latency ({latency.value}) {tally.latency_done} new, {tally.latency_skipped} already there, "
-                    f"{len(tally.failed)} failed; {tally.device_time_s:.1f} s of device time")
+                    f"{tally.latency_failed} failed; {tally.device_time_s:.1f} s of device time")
     typer.echo(f"{space.name}: {data['candidates']} candidates; {accuracy}; {latency_part}")
     for name in tally.failed:  # counted alone until 0.9.7 (--format json: failures)
         typer.echo(f"  failed: {name}: {tally.failures.get(name, 'see its run')}")
@@ -84,6 +87,15 @@ def run(
         typer.echo(f"note: {len(tally.imprecise)} measured latencies have a 95 % CI wider than "
                    f"{100 * IMPRECISE_CI_REL:g} %: left off the frontier (measure again with a longer --time-cap, "
                    f"or on a quieter machine): {some(tally.imprecise)}")
+    _exit_failed(tally)
+
+
+def _exit_failed(tally: Any) -> None:
+    """Status 3 where a candidate's accuracy or latency was logged FAILED, as a measurement's (0 until 0.9.8)."""
+    from tracker.cli.options import MEASUREMENT_FAILED
+
+    if tally.accuracy_failed or tally.latency_failed:
+        raise typer.Exit(MEASUREMENT_FAILED)
 
 
 def some(names: list[str], most: int = 5) -> str:

@@ -26,6 +26,10 @@ class Tally:
     latency_done: int = 0
     latency_skipped: int = 0
     failed: list[str] = field(default_factory=list)
+    #: how many accuracy runs and latency runs of this run were FAILED, each kind its own (since 0.9.8: one
+    #: count of failed candidates was said as the latency's)
+    accuracy_failed: int = 0
+    latency_failed: int = 0
     #: what ended each failed candidate's accuracy or latency, in a line (since 0.9.7)
     failures: dict[str, str] = field(default_factory=dict)
     #: predicted candidates whose features lie beyond what their fingerprint learnt from
@@ -144,6 +148,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 record.fail("error", str(exc))
                 record.tags[FAILURE_MESSAGE_TAG] = first_line(exc)[:300]
                 tally.failed.append(c.name)
+                tally.accuracy_failed += 1
                 tally.failures[c.name] = f"accuracy: {record.tags[FAILURE_MESSAGE_TAG]}"
             except TrackerError:
                 raise
@@ -151,6 +156,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 # traceback, until 0.9.7): a loss past float's range, a batch norm given one value, memory
                 _failed(record, exc)
                 tally.failed.append(c.name)
+                tally.accuracy_failed += 1
                 tally.failures[c.name] = f"accuracy: {record.tags[FAILURE_MESSAGE_TAG]}"
             else:
                 record.params.update(train_count=result.train_count, val_count=result.val_count)
@@ -190,6 +196,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 say(f"latency (measured) {c.name}")
                 _measure(logger, space, record, paths[c.name], time_cap_s)
             if record.status != "FINISHED":
+                tally.latency_failed += 1
                 if c.name not in tally.failed:
                     tally.failed.append(c.name)
                 message = record.tags.get(FAILURE_MESSAGE_TAG) or record.tags.get("tracker.failure_reason", "failed")
@@ -214,6 +221,11 @@ def _log(logger: Any, record: Any, name: str, what: str, tally: Tally) -> None:
         return
     except SchemaError as exc:
         refused = first_line(exc)[:300]
+    if record.status == "FINISHED":  # counted FAILED from here
+        if what == "accuracy":
+            tally.accuracy_failed += 1
+        else:
+            tally.latency_failed += 1
     record.metrics.clear()
     record.fail("error", refused)
     record.tags[FAILURE_MESSAGE_TAG] = f"not logged as measured: {refused}"
