@@ -417,3 +417,40 @@ def test_the_report_places_the_files_own_budget_and_mode(tmp_path: Path) -> None
             f"128, learning_rate 0.05, seed 0, mode {ours}); run `tracker searchspace run ")):
         report(logger, wh, load_space(third), "measured")
     logger.close()
+
+
+def test_an_imprecise_candidate_is_measured_again_with_a_longer_time_cap(tmp_path: Path) -> None:
+    """The note advised measuring imprecise candidates again with a longer --time-cap, but a re-run
+    counted them as already there, and said nothing of them (until 0.9.8): a run whose --time-cap is
+    longer than the one an imprecise candidate had measures it again; one it does not is named again."""
+    from tracker.log.logger import RunLogger
+    from tracker.searchspace.run import _candidate_record, candidate_hashes, measured_mode
+    from tracker.searchspace.space import load_space
+
+    path, runs = tmp_path / "tiny.toml", tmp_path / "runs"
+    path.write_text(SPACE)
+    space = load_space(path)
+    cands, hashes, mode = space.candidates(), candidate_hashes(space), measured_mode(space)
+    logger = RunLogger(str(runs), experiment="searchspace-tiny")
+    # two imprecise under a 0.1 s cap, one imprecise of a store before caps were recorded (5 s), one precise
+    for c, ci_rel, cap in zip(cands, (0.9, 0.8, 0.7, 0.01), (0.1, 0.1, None, 0.1)):
+        record = _candidate_record(space, c, hashes[c.name], "measured", mode)
+        if cap is not None:
+            record.params["time_cap_s"] = cap
+        record.metrics.update(latency_ms=1.0, latency_ci_rel=ci_rel, device_time_s=0.1)
+        logger.log([record])
+    logger.close()
+    out = _cli(runs, "searchspace", "run", str(path), "--skip-accuracy", "--time-cap", "0.2", "--format", "json")
+    assert out.exit_code == 0, out.output
+    tally = json.loads(out.stdout)
+    assert tally["measured_again"] == [cands[0].name, cands[1].name]
+    assert (tally["latency_done"], tally["latency_skipped"]) == (2, 2) and cands[2].name in tally["imprecise"]
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    newest = client.search_runs([client.get_experiment_by_name("searchspace-tiny").experiment_id],
+                                f"params.model = '{cands[0].name}' AND tags.`tracker.kind` = 'candidate'", order_by=["attributes.start_time DESC"])
+    assert len(newest) == 2 and newest[0].data.params["time_cap_s"] == "0.2"
+    # the same cap again: nothing measured, the imprecise one named again
+    again = _cli(runs, "searchspace", "run", str(path), "--skip-accuracy", "--time-cap", "0.2")
+    assert again.exit_code == 0 and "latency (measured) 0 new, 4 already there" in again.stdout, again.output
+    assert re.search(r"note: \d measured latencies have a 95 % CI wider than 25 %: left off the frontier \(measure again "
+                     r"with a longer --time-cap, or on a quieter machine\): .*" + re.escape(cands[2].name), again.stdout)

@@ -83,6 +83,9 @@ def run(
     if tally.beside_other_work:
         typer.echo(f"note: {len(tally.beside_other_work)} of {tally.latency_done} candidates were measured while other "
                    f"processes took {OTHERS_CPU_NOTE_PCT:g} % or more of the CPU: {some(tally.beside_other_work)}")
+    if tally.measured_again:
+        typer.echo(f"note: {len(tally.measured_again)} imprecise candidates measured again, with a --time-cap of "
+                   f"{time_cap:g} s, longer than before: {some(tally.measured_again)}")
     if tally.imprecise:
         typer.echo(f"note: {len(tally.imprecise)} measured latencies have a 95 % CI wider than "
                    f"{100 * IMPRECISE_CI_REL:g} %: left off the frontier (measure again with a longer --time-cap, "
