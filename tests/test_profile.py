@@ -1073,7 +1073,11 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
      "[networks.prune].ratios needs at least one percentage"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 2, input_size = 16 }",
      "[networks.generate]: input_size must be at least 32"),
-    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 0 }", "[networks.generate].count must be at least 1"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 0 }",
+     "[networks.generate].count must be from 1 to 100000, got 0"),
+    # unbounded (a dry run of 100,000,000 hung drawing them) until 0.9.8: zoo generate --count's bound
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 100000000 }",
+     "[networks.generate].count must be from 1 to 100000, got 100000000"),
     # since 0.9.1: a name that is none (an experiment it cannot make) or a path (its specs' folder outside the file's)
     ('name = "bad"', 'name = ""', "[campaign].name '' should be a name, not empty nor a path"),
     ('name = "bad"', 'name = "../../elsewhere"', "[campaign].name '../../elsewhere' should be a name, not empty nor a path"),

@@ -48,6 +48,8 @@ SECTIONS = {
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
+#: the most networks ``[networks.generate]`` draws: ``zoo generate --count``'s bound
+MAX_GENERATE_COUNT = 100_000
 PRUNE_KEYS = {"model": str, "ratios": list, "method": str, "seed": int}
 
 
@@ -320,7 +322,8 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
 
         g = typed_table("networks.generate", nets["generate"], GENERATE_KEYS, where)
         count = int(g.get("count", 10))
-        check_bound(where, "[networks.generate].count", count, least=1)
+        # as zoo generate --count (unbounded, a dry run of 100,000,000 hung drawing them, until 0.9.8)
+        check_bound(where, "[networks.generate].count", count, least=1, most=MAX_GENERATE_COUNT)
         try:
             specs = generate(count, int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
         except ConfigError as e:
