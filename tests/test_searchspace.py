@@ -235,6 +235,14 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("error: no latency_ms fingerprint for phase 'inference' on device 'cpu'")
     assert proc.stderr.strip().endswith("or use --latency measured")
+    # with the accuracy table too: said before any candidate is trained (after all of them until 0.9.8)
+    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(space), "--latency", "predicted",
+                   cwd=tmp_path)
+    assert proc.returncode == 1 and proc.stderr.startswith("error: no latency_ms fingerprint for phase 'inference'")
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "tiny").exists(), proc.stderr
+    client = MlflowClient(resolve_location(str(tmp_path / "runs")).uri)
+    exp = client.get_experiment_by_name("searchspace-tiny")
+    assert exp is None or not client.search_runs([exp.experiment_id], "tags.`tracker.kind` = 'accuracy'")
 
 
 def test_a_candidate_whose_training_fails_ends_alone_and_is_said(tmp_path: Path) -> None:

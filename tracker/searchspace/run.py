@@ -132,6 +132,15 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
         from tracker.profile.modes import validate_threads
 
         validate_threads(space.latency.threads, f"{space.path}: [latency].threads =")
+    registered = None
+    if latency == "predicted" and not skip_latency:
+        from tracker.profile.modes import read_mode
+
+        # the champion looked up before any candidate is trained (a store without one failed after the whole
+        # accuracy table was trained, until 0.9.8); its model is loaded only where a prediction is missing
+        registered = _latency_champion(logger.location.uri, space.latency.device,
+                                       read_mode(space.latency.device, threads=space.latency.threads,
+                                                 allocator=space.latency.allocator).mode_id)
     say = progress or (lambda _: None)
     paths = write_specs(space, specs_dir)
     tally = Tally()
@@ -176,13 +185,13 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
     if not skip_latency:
         from tracker.profile.modes import read_mode
 
-        mode, registered, version, learnt_mode = None, None, None, None
+        mode, version, learnt_mode = None, None, None
         wanted = read_mode(space.latency.device, threads=space.latency.threads,
                            allocator=space.latency.allocator).mode_id
         if latency == "measured":
             mode = tally.mode = wanted
-        else:  # the version is read now, its model loaded only if a candidate lacks its prediction
-            registered = _latency_champion(logger.location.uri, space.latency.device, wanted)
+        else:  # the version read before training, its model loaded only if a candidate lacks its prediction
+            assert registered is not None
             version = f"{registered['latency_ms'].name}/{registered['latency_ms'].version}"
             learnt_mode = tally.mode = registered["latency_ms"].tags.get("mode") or None
             if learnt_mode is not None and learnt_mode != wanted:  # the space's threads and allocator, unheeded until 0.9.2
