@@ -462,3 +462,23 @@ def test_an_imprecise_candidate_is_measured_again_with_a_longer_time_cap(tmp_pat
     assert again.exit_code == 0 and "latency (measured) 0 new, 4 already there" in again.stdout, again.output
     assert re.search(r"note: \d measured latencies have a 95 % CI wider than 25 %: left off the frontier \(measure again "
                      r"with a longer --time-cap, or on a quieter machine\): .*" + re.escape(cands[2].name), again.stdout)
+
+
+def test_an_image_folder_with_nothing_to_train_on_is_one_line(tmp_path: Path) -> None:
+    """One image a class: the stratified split holds every image out, and each candidate was a FAILED
+    run ("Expected positive integer total_steps, but got 0") at every re-run, until 0.9.8."""
+    from PIL import Image
+
+    for label in ("a", "b"):
+        (tmp_path / "imgs" / label).mkdir(parents=True)
+        Image.new("RGB", (8, 8), (40, 90, 200) if label == "a" else (200, 40, 90)).save(tmp_path / "imgs" / label / "0.png")
+    space = tmp_path / "imgs.toml"
+    space.write_text(SPACE.replace("[accuracy]", '[accuracy]\ndataset = "imgs"'))
+    runs = tmp_path / "runs"
+    out = _cli(runs, "searchspace", "run", str(space), "--skip-latency")
+    assert out.exit_code == 1 and str(out.exception) == (
+        "[accuracy].dataset 'imgs': its 2 image(s) in 2 class(es) are all held out for validation (20% of each class, at "
+        "least one): none left to train on; give each class two images or more"), out.output
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    exp = client.get_experiment_by_name("searchspace-tiny")
+    assert exp is None or not client.search_runs([exp.experiment_id], "tags.`tracker.kind` = 'accuracy'")

@@ -61,6 +61,10 @@ def load_split(dataset: str, input_size: int, seed: int, base: str = ".") -> Spl
         val += rng.choice(idx, size=max(1, int(round(VAL_SHARE * len(idx)))), replace=False).tolist()
     mask = torch.zeros(len(y), dtype=torch.bool)
     mask[val] = True
+    if bool(mask.all()):  # every candidate a FAILED run ("total_steps, but got 0"), at every re-run, until 0.9.8
+        raise ConfigError(f"[accuracy].dataset {dataset!r}: its {len(y)} image(s) in {len(y.unique())} class(es) are all "
+                          f"held out for validation ({VAL_SHARE:.0%} of each class, at least one): none left to train on; "
+                          "give each class two images or more")
     return Split(x[~mask], y[~mask], x[mask], y[mask], int(y.max()) + 1)
 
 
