@@ -195,6 +195,9 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     for old, new, message in [("epochs = 1", "epochs = 0", "[accuracy].epochs must be at least 1, got 0"),
                               ("[accuracy]", "[accuracy]\nlearning_rate = -0.5", "[accuracy].learning_rate must be greater than 0"),
                               ("input_size = 16", "input_size = 4", "spec key 'input_size' must be at least 8"),
+                              # any name starting with cuda passed until 0.9.8 (as a campaign's devices since)
+                              ("[latency]", '[latency]\ndevice = "cudaXYZ"', "[latency].device: unknown device 'cudaXYZ' "
+                               "(cpu, cuda, cuda:N)"),
                               ("width = 32", "width = 32\ndepth = 0", "positions[1].depth: at least 1, got 0"),
                               ("input_size = 16", "input_sise = 16", "unknown key input_sise (known: name, input_size, "
                                "num_classes, activation, stem_channels, enumerate; tables: [[positions]], [accuracy], [latency])"),
@@ -218,6 +221,8 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
             load_space(bad)
     # [latency].threads this machine lacks: before any candidate is trained (after all of them, said as
     # "--threads", until 0.9.7)
+    bad.write_text(SPACE.replace("[latency]", '[latency]\ndevice = "cuda:0"'))
+    assert load_space(bad).latency.device == "cuda"  # one device, one key: cuda:0 is cuda (until 0.9.8 two)
     bad.write_text(SPACE.replace("threads = 1", "threads = 999"))
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
     assert proc.returncode == 1 and proc.stderr.startswith(f"error: {bad}: [latency].threads = 999: expected a whole "

@@ -264,8 +264,13 @@ def load_space(path: Path) -> SearchSpace:
                         **{k: v for k, v in raw.items() if k != "name"})
     if space.enumerate not in ("all", "per-position"):
         raise ConfigError(f"{where}: enumerate must be all or per-position, got {space.enumerate!r}")
-    if not (space.latency.device == "cpu" or space.latency.device.startswith("cuda")):
-        raise ConfigError(f"{where}: [latency].device must be cpu or cuda, got {space.latency.device!r}")
+    from tracker.profile.device import canonical_device, is_device_name
+
+    # as a campaign's devices (since 0.9.8: any name starting with cuda passed, cudaXYZ too, and cuda:0 was not
+    # cuda, its candidates keyed and reported apart)
+    if not is_device_name(space.latency.device):
+        raise ConfigError(f"{where}: [latency].device: unknown device {space.latency.device!r} (cpu, cuda, cuda:N)")
+    space.latency.device = canonical_device(space.latency.device)
     if space.latency.allocator is not None:
         from tracker.profile.modes import ALLOCATORS
 
