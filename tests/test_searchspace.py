@@ -487,3 +487,16 @@ def test_an_image_folder_with_nothing_to_train_on_is_one_line(tmp_path: Path) ->
     client = MlflowClient(resolve_location(str(runs)).uri)
     exp = client.get_experiment_by_name("searchspace-tiny")
     assert exp is None or not client.search_runs([exp.experiment_id], "tags.`tracker.kind` = 'accuracy'")
+
+
+def test_two_candidates_of_one_network_are_refused(tmp_path: Path) -> None:
+    """["vgg", {name = "vgg2", style = "vgg"}]: one network under two names, trained and measured twice
+    until 0.9.8; refused in one line naming both, before anything is written."""
+    space = tmp_path / "twin.toml"
+    space.write_text(SPACE.replace('candidates = ["vgg", "mobilenet"]', 'candidates = ["vgg", {name = "vgg2", style = "vgg"}]'))
+    for args in (["run", str(space), "--skip-latency"], ["report", str(space), "--warehouse", str(tmp_path / "w.duckdb")]):
+        out = _cli(tmp_path / "runs", "searchspace", *args)
+        assert out.exit_code == 1 and re.fullmatch(
+            re.escape(f"{space}: candidates tiny-vgg-vgg and tiny-vgg2-vgg are the same network (model_hash ")
+            + r"[0-9a-f]+\): keep one of their primitives", str(out.exception)), out.output
+    assert not (tmp_path / "tiny").exists() and not (tmp_path / "w.duckdb").exists()  # no spec file, no warehouse

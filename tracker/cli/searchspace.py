@@ -137,7 +137,7 @@ def report_cmd(
     from tracker.warehouse.load import load
     from tracker.warehouse.source import open_source
 
-    from tracker.errors import NothingLoggedError
+    from tracker.errors import ConfigError, NothingLoggedError
 
     space, st = _open(ctx, space_file)
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
@@ -145,9 +145,9 @@ def report_cmd(
     load(path, open_source(resolve_location(st.tracking_uri), None))
     try:  # the store's experiment opened (made) only where there is a frontier to log
         out = report(st.logger, path, space, latency.value if latency else None)
-    except NothingLoggedError:
+    except (NothingLoggedError, ConfigError):
         # nothing to report leaves nothing made: no warehouse nor its folders where there were none (its
-        # experiment and a warehouse were made until 0.9.8)
+        # experiment and a warehouse were made until 0.9.8); nor does a space refused (one network twice)
         _remove(made)
         raise
     if fmt is OutputFormat.json:

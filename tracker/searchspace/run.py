@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.console import shell_word
-from tracker.errors import MeasurementError, NothingLoggedError, SchemaError, TrackerError, first_line, is_oom
+from tracker.errors import ConfigError, MeasurementError, NothingLoggedError, SchemaError, TrackerError, first_line, is_oom
 from tracker.log.record import FAILURE_MESSAGE_TAG
 from tracker.profile.records import beside_other_work
 from tracker.profile.stats import IMPRECISE_CI_REL
@@ -71,8 +71,16 @@ def describe_candidates(space: SearchSpace) -> dict[str, tuple[str, str, str]]:
 
 
 def candidate_hashes(space: SearchSpace, described: dict[str, tuple[str, str, str]] | None = None) -> dict[str, str]:
-    """Each candidate's description hash, from ``described`` (:func:`describe_candidates`) where given."""
-    return {name: model_hash for name, (_, model_hash, _) in (described or describe_candidates(space)).items()}
+    """Each candidate's description hash, from ``described`` (:func:`describe_candidates`) where given; two
+    candidates of one network (``["vgg", {name = "vgg2", style = "vgg"}]``) are a ConfigError naming both (each
+    was trained and measured, until 0.9.8)."""
+    hashes = {name: model_hash for name, (_, model_hash, _) in (described or describe_candidates(space)).items()}
+    first: dict[str, str] = {}
+    for name, model_hash in hashes.items():
+        if (other := first.setdefault(model_hash, name)) != name:
+            raise ConfigError(f"{space.path}: candidates {other} and {name} are the same network (model_hash {model_hash}): "
+                              "keep one of their primitives")
+    return hashes
 
 
 def accuracy_record(space: SearchSpace, c: Candidate, model_hash: str) -> Any:
@@ -142,11 +150,11 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                                        read_mode(space.latency.device, threads=space.latency.threads,
                                                  allocator=space.latency.allocator).mode_id)
     say = progress or (lambda _: None)
-    paths = write_specs(space, specs_dir)
-    tally = Tally()
     candidates = space.candidates()
     described = describe_candidates(space)
-    hashes = candidate_hashes(space, described)
+    hashes = candidate_hashes(space, described)  # one network twice: refused before any spec file is written
+    paths = write_specs(space, specs_dir)
+    tally = Tally()
     if not skip_accuracy:
         done = logger.measured(kind="accuracy")
         b = space.accuracy
