@@ -195,6 +195,10 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     for old, new, message in [("epochs = 1", "epochs = 0", "[accuracy].epochs must be at least 1, got 0"),
                               ("[accuracy]", "[accuracy]\nlearning_rate = -0.5", "[accuracy].learning_rate must be greater than 0"),
                               ("input_size = 16", "input_size = 4", "spec key 'input_size' must be at least 8"),
+                              # any name passed until 0.9.8 (the report's "  : vgg on the frontier")
+                              ('name = "a"', 'name = ""', "positions[0].name: lower-case letters, digits and _ (e.g. "
+                               "stage1), got ''"),
+                              ('name = "b"', 'name = "Stage B"', "positions[1].name: lower-case letters, digits and _"),
                               # any name starting with cuda passed until 0.9.8 (as a campaign's devices since)
                               ("[latency]", '[latency]\ndevice = "cudaXYZ"', "[latency].device: unknown device 'cudaXYZ' "
                                "(cpu, cuda, cuda:N)"),

@@ -251,6 +251,8 @@ def load_space(path: Path) -> SearchSpace:
         for key in ("name", "width", "candidates"):
             if key not in pos:
                 raise ConfigError(f"{at}: missing key {key}")
+        if not SLUG.fullmatch(pos["name"]):  # as a candidate's (name = "" was "  : vgg on the frontier" until 0.9.8)
+            raise ConfigError(f"{at}.name: lower-case letters, digits and _ (e.g. stage1), got {pos['name']!r}")
         prims = [_primitive(c, f"{at}.candidates[{j}]") for j, c in enumerate(pos["candidates"])]
         names = [p.name for p in prims]
         if not prims or len(set(names)) != len(names) or not all(SLUG.match(n) for n in names):
