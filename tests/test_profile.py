@@ -1082,6 +1082,9 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ('name = "bad"', 'name = ""', "[campaign].name '' should be a name, not empty nor a path"),
     ('name = "bad"', 'name = "../../elsewhere"', "[campaign].name '../../elsewhere' should be a name, not empty nor a path"),
     ('name = "bad"', 'name = "a\\tb"', "[campaign].name 'a\\tb' should be a name, not empty nor a path"),
+    # passed a dry run, and the real one failed making the experiment, until 0.9.8
+    ('name = "bad"', f'name = "{"a" * 501}"', "[campaign].name is 501 characters long: it names the experiment, whose "
+     "name MLflow takes up to 500 characters"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "zoo = [1]", "[networks].zoo: 1 is not a model name (a string)"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "nope.json", ratios = [10] }',
      "[networks.prune].model: "),
@@ -1472,3 +1475,13 @@ def test_every_measurement_and_its_layers_carry_the_machines_speed_beside_them(t
         con.close()
     assert network == [(pytest.approx(run.data.metrics["speed_probe_ms"]),)]
     assert layer_probes == [(pytest.approx(layers[0].data.metrics["speed_probe_ms"]),)]
+
+
+def test_a_campaign_name_is_bounded_by_mlflows_experiment_name() -> None:
+    """load_campaign's bound on [campaign].name is MLflow's on an experiment's name (not imported, to keep
+    mlflow out of a dry run): one that moves is caught here."""
+    from mlflow.utils.validation import MAX_EXPERIMENT_NAME_LENGTH
+
+    from tracker.profile.campaign import MAX_EXPERIMENT_NAME_LENGTH as ours
+
+    assert ours == MAX_EXPERIMENT_NAME_LENGTH

@@ -48,6 +48,8 @@ SECTIONS = {
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
+#: the longest experiment name MLflow takes (``mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH``), a campaign's name
+MAX_EXPERIMENT_NAME_LENGTH = 500
 #: the most networks ``[networks.generate]`` draws: ``zoo generate --count``'s bound
 MAX_GENERATE_COUNT = 100_000
 PRUNE_KEYS = {"model": str, "ratios": list, "method": str, "seed": int}
@@ -176,6 +178,10 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
             or not c.name.isprintable()):  # a tab or a newline in an experiment's name taken until 0.9.3
         raise ConfigError(f"{where}: [campaign].name {c.name!r} should be a name, not empty nor a path (it names the "
                           "experiment, and the folder beside the file its generated networks' specs go to)")
+    if len(c.name) > MAX_EXPERIMENT_NAME_LENGTH:  # passed a dry run, and the real one failed making the experiment
+        # (until 0.9.8)
+        raise ConfigError(f"{where}: [campaign].name is {len(c.name):,} characters long: it names the experiment, whose "
+                          f"name MLflow takes up to {MAX_EXPERIMENT_NAME_LENGTH} characters")
     for key in ("batch_sizes", "phases", "devices"):
         if key in m:
             setattr(c, key, list(m[key]))
