@@ -899,8 +899,9 @@ def test_a_network_interrupted_while_its_layers_are_measured_keeps_the_network(t
     if how == "ctrl-c":
         assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
         assert summary["interrupted"] and summary["measured"] == 1 and summary["runs"] == [
-            {"network": "squeezenet1_1", "batch_size": 1, "phase": "inference", "device": "cpu", "repeat": 1,
-             "status": "FINISHED", "run_id": run.info.run_id, "without_layers": True}]
+            {"network": "squeezenet1_1", "batch_size": 1, "phase": "inference", "input_size": 32, "device": "cpu",
+             "threads": None, "dtype": "float32", "repeat": 1, "status": "FINISHED", "run_id": run.info.run_id,
+             "without_layers": True}]
         assert run.data.tags["tracker.child_note"].startswith("interrupted while its layers were measured")
     else:
         assert proc.returncode == 0 and not summary["interrupted"] and summary["measured"] == 1, (summary, err[-2000:])
@@ -1247,6 +1248,11 @@ def test_repeats_are_measured_in_rounds_and_resume(tmp_path: Path) -> None:
     # the JSON names the runs it logged, in the order measured (it carried none until 0.9.2)
     assert [(x["run_id"], x["batch_size"], x["repeat"], x["status"]) for x in first["runs"]] == [
         (r.info.run_id, int(r.data.params["batch_size"]), 1 + k // 2, "FINISHED") for k, r in enumerate(runs)]
+    # each as a dry run plans it: its input size, threads and dtype too (two runs of two input sizes were alike
+    # but for their run ids until 0.9.8)
+    planned = cli("campaign", "run", str(path), "--format", "json", "--dry-run")["configurations"]
+    fields = ("network", "batch_size", "phase", "input_size", "device", "threads", "dtype", "repeat")
+    assert [{k: x[k] for k in fields} for x in first["runs"]] == [{k: x[k] for k in fields} for x in planned]
     again = cli("campaign", "run", str(path), "--format", "json")
     assert again == {**again, "total": 4, "measured": 0, "skipped": 4, "runs": []}
     # a shard without a network says so, as its dry run does (until 0.9.2: "0 measured, ... of 0")

@@ -475,10 +475,14 @@ def check_campaign(c: Campaign, shard: tuple[int, int] = (1, 1)) -> None:
         planned_kind()
 
 
-def run_entry(network: str, batch_size: int, phase: str, device: str, repeat: int, result: Any,
+def run_entry(network: str, batch_size: int, phase: str, device: str, repeat: int, result: Any, *,
+              input_size: int | None = None, threads: int | None = None, dtype: str = "float32",
               **extra: Any) -> dict[str, Any]:
-    """A run a campaign logged, as its JSON lists it: where the run waits in the outbox, said so."""
-    return {"network": network, "batch_size": batch_size, "phase": phase, "device": device, "repeat": repeat,
+    """A run a campaign logged, as its JSON lists it (its input size, threads and dtype as a dry run's
+    plan says them: two runs of two input sizes were alike but for their run ids until 0.9.8): where
+    the run waits in the outbox, said so."""
+    return {"network": network, "batch_size": batch_size, "phase": phase, "input_size": input_size, "device": device,
+            "threads": threads, "dtype": dtype, "repeat": repeat,
             "status": result.network.status, "run_id": result.network.run_id, **extra,
             **({"in_outbox": True} if result.in_outbox else {})}
 
@@ -594,7 +598,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                                               repeat_key=repeat_key, trace=tracing)
                     except KeyboardInterrupt as exc:  # the network kept without its layers is counted
                         if (kept := getattr(exc, "kept", None)) is not None:
-                            tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, kept, without_layers=True))
+                            tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, kept, input_size=p.spec.input_size,
+                                                        threads=threads, dtype=dtype, without_layers=True))
                             tally.measured += 1
                         raise
                     if res.reused:  # measured by another process while this one waited for the device
@@ -603,7 +608,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         if progress:
                             progress(label, tally)
                         continue
-                    tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, res))
+                    tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, res, input_size=p.spec.input_size,
+                                                threads=threads, dtype=dtype))
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
