@@ -61,7 +61,6 @@ def run(
     data = {"search_space": space.name, "candidates": len(space.candidates()), "latency_source": latency.value, **tally.as_dict()}
     if quiet:
         emit_json(data)
-        _exit_failed(tally)
         return
     # each kind's own failures (one count of failed candidates was said as the latency's until 0.9.8)
     accuracy = ("accuracy skipped" if skip_accuracy else
@@ -90,15 +89,6 @@ def run(
         typer.echo(f"note: {len(tally.imprecise)} measured latencies have a 95 % CI wider than "
                    f"{100 * IMPRECISE_CI_REL:g} %: left off the frontier (measure again with a longer --time-cap, "
                    f"or on a quieter machine): {some(tally.imprecise)}")
-    _exit_failed(tally)
-
-
-def _exit_failed(tally: Any) -> None:
-    """Status 3 where a candidate's accuracy or latency was logged FAILED, as a measurement's (0 until 0.9.8)."""
-    from tracker.cli.options import MEASUREMENT_FAILED
-
-    if tally.accuracy_failed or tally.latency_failed:
-        raise typer.Exit(MEASUREMENT_FAILED)
 
 
 def some(names: list[str], most: int = 5) -> str:
