@@ -904,3 +904,48 @@ def test_the_work_a_network_does_between_its_modules_is_timed_as_function_layers
     learnt = json.loads(_cli(store, "sql", "SELECT layer_index, kind FROM layer_features ORDER BY layer_index",
                              "--format", "json").stdout)
     assert [(r["layer_index"], r["kind"]) for r in learnt] == [(0, "Conv2d"), (3, "Conv2d"), (6, "Linear")]
+
+
+THREADED_NET = '''\
+import threading
+import time
+
+from torch import nn
+
+threading.Thread(target=time.sleep, args=(3600,), name="imported").start()
+threading.Thread(target=time.sleep, args=(3600,), name="a-daemon", daemon=True).start()
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        threading.Thread(target=threading.Event().wait, name="built").start()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def broken():
+    threading.Thread(target=threading.Event().wait, name="broken").start()
+    raise RuntimeError("no such layer")
+'''
+
+
+def test_a_network_file_that_leaves_a_thread_running_does_not_hold_the_command(tmp_path: Path) -> None:
+    """A network file that starts a thread, no daemon, that never ends (at its import, in its
+    network's ``__init__``): the command's work done, tracker waited for it at its exit, forever,
+    until 0.9.8. It ends, with its status, and says which threads it left running."""
+    (tmp_path / "threaded.py").write_text(THREADED_NET)
+    proc = subprocess.run([sys.executable, "-m", "tracker", "describe", "./threaded.py:Net", "--input-size", "32",
+                           "--format", "json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["params"] == 3 * 4 * 9 + 4, proc.stderr
+    assert proc.stderr == ("note: a network file left threads running, imported (started by threaded.py), built (started "
+                           "by threaded.py): tracker ends without waiting for them\n")
+    # a network that fails to be built once its threads started: its line and status, as without them
+    proc = subprocess.run([sys.executable, "-m", "tracker", "describe", "./threaded.py:broken"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (1, "error: threaded.py:broken could not build the network: RuntimeError: no "
+                                                 "such layer\nnote: a network file left threads running, imported (started "
+                                                 "by threaded.py), broken (started by threaded.py): tracker ends without "
+                                                 "waiting for them\n")

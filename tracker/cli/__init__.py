@@ -111,3 +111,20 @@ def main() -> None:
     finally:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+        say_network_threads()
+
+
+def say_network_threads() -> None:
+    """Where a network file of the user's (``describe ./net.py:Net``) started a thread that is no
+    daemon and still runs, the command ends without waiting for it (it waited, forever for a server's
+    or a sleeping one's, until 0.9.8), and says so on stderr."""
+    if "tracker.zoo.spec" not in sys.modules:  # no network file was built by this command
+        return
+    from tracker.zoo.spec import release_network_threads
+
+    if left := release_network_threads():
+        try:
+            sys.stderr.write(f"note: a network file left {'a thread' if len(left) == 1 else 'threads'} running, "
+                             f"{', '.join(left)}: tracker ends without waiting for {'it' if len(left) == 1 else 'them'}\n")
+        except (OSError, ValueError):
+            pass

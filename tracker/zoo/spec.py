@@ -528,6 +528,30 @@ def _hard_exit_refused() -> Iterator[None]:
         os._exit = real
 
 
+#: The threads a network file started (as it was run, or as its callable built the network) that
+#: were running when it was done, with the file that started them: a thread that is not a daemon
+#: holds a process at its exit, the command's work done (``tracker describe ./net.py`` waited for it,
+#: forever for a server's or a sleeping one's, until 0.9.8). See :func:`release_network_threads`.
+NETWORK_THREADS: dict[Any, str] = {}
+
+
+def release_network_threads() -> list[str]:
+    """Let this process end without waiting for the threads network files started that still run
+    and are not daemons (:data:`NETWORK_THREADS`): they are left out of those the interpreter joins
+    at its exit, and stop with it as daemon threads do. Each such thread's name and file, to be
+    said; none where there are none."""
+    import threading
+
+    running = {t: file for t, file in NETWORK_THREADS.items() if t.is_alive() and not t.daemon}
+    locks = getattr(threading, "_shutdown_locks", None)  # what threading._shutdown joins (Python 3.11 and 3.12)
+    if not running or locks is None:
+        return []
+    with threading._shutdown_locks_lock:  # type: ignore[attr-defined]
+        for thread in running:
+            locks.discard(thread._tstate_lock)  # type: ignore[attr-defined]
+    return [f"{thread.name} (started by {file})" for thread, file in running.items()]
+
+
 def build_module(spec: dict[str, Any]) -> Any:
     """The network of a ``module`` spec: its file's text as planned, run as a module of its own (its
     folder first on the import path, for the files beside it), and its callable called. It runs
@@ -535,6 +559,7 @@ def build_module(spec: dict[str, Any]) -> Any:
     reads none of them), and its exiting (``sys.exit``, a parser's error) is one line, not tracker
     ending without a word."""
     import sys
+    import threading
     import types
 
     import torch
@@ -549,6 +574,7 @@ def build_module(spec: dict[str, Any]) -> Any:
     before = set(sys.modules)
     sys.modules[module.__name__] = module  # as an import would: dataclasses, pickle and typing look it up
     argv, sys.argv = sys.argv, [str(file)]
+    threads = set(threading.enumerate())
     try:
         # What it prints goes to stderr: on stdout it came before a command's JSON until 0.9.3.
         with contextlib.redirect_stdout(sys.stderr), _hard_exit_refused():
@@ -568,6 +594,7 @@ def build_module(spec: dict[str, Any]) -> Any:
         raise ConfigError(f"{where} could not build the network: {type(exc).__name__}{': ' + first if first else ''}") from None
     finally:
         sys.argv = argv
+        NETWORK_THREADS.update((t, file.name) for t in threading.enumerate() if t not in threads)  # as started
         with contextlib.suppress(ValueError):
             sys.path.remove(str(file.parent))
         with contextlib.suppress(ValueError):
