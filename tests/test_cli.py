@@ -1087,6 +1087,29 @@ def test_a_command_that_writes_nothing_says_so_when_interrupted(tmp_path: Path, 
     assert (result.exit_code, result.stderr) == (130, f"interrupted: {line}\n"), (args, result.exit_code, result.output)
 
 
+def test_a_query_a_ctrl_c_stopped_is_said_as_the_commands_interrupt(capsys: pytest.CaptureFixture[str]) -> None:
+    """DuckDB turns a Ctrl-C in a query into an error of its own, not a KeyboardInterrupt: in a command
+    that writes nothing (predict's in-memory warehouse) it was said as main's "what was logged before
+    is kept" (until 0.9.8). Here DuckDB's own interrupt stops a query of minutes."""
+    import threading
+
+    import duckdb
+    import typer
+
+    from tracker.cli.options import READ_ONLY_LINE, logging_nothing
+
+    con = duckdb.connect()
+    timer = threading.Timer(1.0, con.interrupt)
+    timer.start()
+    try:
+        with pytest.raises(typer.Exit) as stopped, logging_nothing(READ_ONLY_LINE.removeprefix("interrupted: ")):
+            con.execute("SELECT sum(hash(range)) FROM range(50000000000)").fetchall()
+    finally:
+        timer.cancel()
+        con.close()
+    assert stopped.value.exit_code == 130 and capsys.readouterr().err == f"{READ_ONLY_LINE}\n"
+
+
 def test_runs_list_names_the_option_mlflow_cannot_read(tmp_path: Path) -> None:
     """--where and --order-by are each read by MLflow's parser before the search: an ordering by a
     bare metric name was said as --where's fault where both were given (until 0.9.8)."""

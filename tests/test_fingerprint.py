@@ -1930,3 +1930,24 @@ def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp
     as_measured = load_layer_rows(wh, "inference", "cpu").set_index("layer_index")["latency_ms"].to_dict()
     at_speed = load_layer_rows(wh, "inference", "cpu", 1.0).set_index("layer_index")["latency_ms"].to_dict()
     assert as_measured == {0: 2.0, 1: 2.0} and at_speed == {0: 0.5, 1: 2.0}
+
+
+def test_predict_stopped_by_ctrl_c_says_it_wrote_nothing(tmp_path: Path) -> None:
+    """A Ctrl-C in predict said main's "what was logged before is kept" (until 0.9.8), of a command that
+    writes nothing. Here a real SIGINT lands while it builds the network to describe it (the network's
+    own code sends it)."""
+    import hashlib
+
+    from tests.conftest import sigint_default
+
+    runs, wh = _measure(tmp_path, ("squeezenet1_0", "squeezenet1_1", "resnet18"), "fpc")
+    train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
+    (tmp_path / "stops.py").write_text("import os\nimport signal\nimport time\n\nfrom torch import nn\n\n\n"
+                                       "def net():\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(30)\n"
+                                       "    return nn.Conv2d(3, 4, 3)\n")
+    store = hashlib.sha256((runs / "mlflow.db").read_bytes()).hexdigest()
+    proc = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(runs), "predict", "./stops.py:net",
+                           "--input-size", "64"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          preexec_fn=sigint_default)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "interrupted: nothing is written by this command\n")
+    assert hashlib.sha256((runs / "mlflow.db").read_bytes()).hexdigest() == store

@@ -171,3 +171,79 @@ def test_a_loader_picture_holds_each_input_size_apart() -> None:
     title, settings = picture.args
     assert title == "resnet18 on imagefolder:shapes (cpu-t1), 64 px" and picture.run_ids == []
     assert [s["label"] for s in settings] == ["workers 0 · prefetch 2 · bs4", "workers 1 · prefetch 2 · bs4"]
+
+
+#: A ``sitecustomize`` that sends its process a real SIGINT at the Nth audit event ``SIGINT_EVENT`` (``open``
+#: for writing, ``sqlite3.connect``) of a path that holds ``SIGINT_WHERE`` (N: ``SIGINT_AT``): a Ctrl-C
+#: that lands there for sure.
+SIGINT_AT_AN_EVENT = """\
+import os, signal, sys
+
+seen = []
+
+
+def hook(event, args):
+    if event != os.environ["SIGINT_EVENT"] or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+        return
+    path = os.fsdecode(os.fspath(args[0]))
+    if event == "open":
+        mode, flags = args[1], args[2]
+        if not (("w" in mode) if isinstance(mode, str) else flags & (os.O_WRONLY | os.O_RDWR)):
+            return
+    if os.environ["SIGINT_WHERE"] in path:
+        seen.append(path)
+        if len(seen) == int(os.environ["SIGINT_AT"]):
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+if os.environ.get("SIGINT_EVENT"):
+    sys.addaudithook(hook)
+"""
+
+
+def test_a_report_stopped_by_ctrl_c_says_what_it_kept_and_goes_on_from_there(tmp_path: Path) -> None:
+    """A Ctrl-C in a report said main's "what was logged before is kept" (until 0.9.8), and the next
+    report drew and logged everything again: its manifest was written at its end only. It says the
+    pictures it drew and logged, keeps them whole and in its manifest, and the next report does the rest."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import network_record, sigint_default
+    from tracker.log.logger import RunLogger
+
+    store, folder, wh = tmp_path / "store", tmp_path / "pictures", tmp_path / "w.duckdb"
+    with RunLogger(str(store), "rep") as logger:  # three families, a batch picture each, logged on its batch-2 run
+        logger.log([network_record(model, bs) for model in ("resnet18", "mobilenet_v2", "squeezenet1_1") for bs in (1, 2)])
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(SIGINT_AT_AN_EVENT)
+    base = [sys.executable, "-m", "tracker", "--tracking-uri", str(store), "report", str(folder), "--warehouse", str(wh)]
+
+    def report(event: str = "", where: str = "", at: int = 0, *args: str) -> subprocess.CompletedProcess:
+        path = os.pathsep.join(p for p in (str(tmp_path / "hook"), os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "SIGINT_EVENT": event, "SIGINT_WHERE": where, "SIGINT_AT": str(at)}
+        return subprocess.run([*base, *args], env=env, capture_output=True, text=True, timeout=300, preexec_fn=sigint_default)
+
+    # as the load reads the store: the load's line, nothing drawn
+    stopped = report("sqlite3.connect", "mlflow.db?mode=ro", 1)
+    assert (stopped.returncode, stopped.stdout) == (130, ""), stopped.stderr
+    assert stopped.stderr == f"interrupted: the load stopped; no warehouse was made at {wh}, and no picture was drawn\n"
+    assert not wh.exists() and not folder.exists()
+    # as it writes its second picture: the first is kept, whole, and the next report draws the two others
+    stopped = report("open", str(folder), 2)
+    assert (stopped.returncode, stopped.stdout) == (130, ""), stopped.stderr
+    assert stopped.stderr == (f"interrupted: the report stopped; kept: 1 picture drawn whole into {folder}; run the same "
+                              "command again for the rest\n")
+    (kept,) = (folder / "batch").iterdir()
+    assert kept.read_bytes().startswith(b"\x89PNG") and kept.read_bytes().endswith(b"IEND\xaeB`\x82")
+    assert sorted(p.name for p in folder.iterdir()) == [".tracker-report.json", "batch"]
+    # as it logs its second picture on a run: what it drew and the one it logged are kept
+    stopped = report("open", f"{os.sep}report{os.sep}", 2)
+    assert (stopped.returncode, stopped.stdout) == (130, ""), stopped.stderr
+    assert stopped.stderr == (f"interrupted: the report stopped; kept: 2 pictures drawn whole into {folder} and 1 picture "
+                              "logged on its run; run the same command again for the rest\n")
+    done = report("", "", 0, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["pictures"], result["drawn"], result["unchanged"], result["logged"]) == (3, 0, 3, 2), result
+    assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]

@@ -256,6 +256,7 @@ def _pct(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f} %"
 
 
+@reads_only  # main's "what was logged before is kept" until 0.9.8
 def predict(
     ctx: typer.Context,
     models: Annotated[list[str], typer.Argument(callback=model_reference,

@@ -58,9 +58,16 @@ def logging_nothing(what: str) -> Iterator[None]:
     """The body of a command that logs nothing (describe, zoo generate, zoo prune): a Ctrl-C there
     says ``interrupted: WHAT``, not main's "what was logged before is kept" (said until 0.9.7, of
     commands that log nothing), with status 130 (143 for SIGTERM)."""
+    from tracker.errors import TrackerError, interrupted
+
     try:
         yield
     except KeyboardInterrupt:
+        exit_interrupted(f"interrupted: {what}")
+    except Exception as exc:  # DuckDB's error for a Ctrl-C in a query (predict's in-memory warehouse), not
+        # the command's own line (typer.Exit) or error, said while one was handled
+        if isinstance(exc, (typer.Exit, TrackerError)) or not interrupted(exc):
+            raise
         exit_interrupted(f"interrupted: {what}")
 
 

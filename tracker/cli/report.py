@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, state
-from tracker.cli.warehouse import WarehouseOption
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
+from tracker.cli.warehouse import WarehouseOption, load_stopped
 from tracker.console import counted
 
 
@@ -21,8 +21,8 @@ def report(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Draw latency/memory vs batch size, layer breakdowns, fingerprint accuracy, data waits and Pareto frontiers."""
-    from tracker.errors import ConfigError
-    from tracker.report.build import build_report, report_counts
+    from tracker.errors import ConfigError, interrupted
+    from tracker.report.build import ReportInterrupted, build_report, report_counts
     from tracker.settings import resolve_location, warehouse_path
 
     if not folder_text.strip():  # "" was the current folder, written into (until 0.9.6)
@@ -34,8 +34,17 @@ def report(
         from tracker.warehouse.load import load as load_warehouse
         from tracker.warehouse.source import open_source
 
-        load_warehouse(path, open_source(location))
-    result = build_report(path, folder, location.uri, log=log)
+        first = not path.exists()
+        try:
+            load_warehouse(path, open_source(location))
+        except BaseException as exc:  # a Ctrl-C (a SIGTERM) in it: said as a load's, then nothing drawn (until 0.9.8
+            if not interrupted(exc):  # main's "what was logged before is kept")
+                raise
+            exit_interrupted(f"interrupted: {load_stopped(path, first)}, and no picture was drawn")
+    try:
+        result = build_report(path, folder, location.uri, log=log)
+    except ReportInterrupted as stop:  # what was drawn and logged is kept (said as main's "what was logged" until 0.9.8)
+        exit_interrupted(interrupted_report(stop, folder, log))
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return
@@ -44,3 +53,15 @@ def report(
     typer.echo(f"{counted(d['pictures'], 'picture')} in {folder} ({kinds}; {report_counts(d)}). Open {d['index']}")
     for line in result.log_errors:
         typer.echo(f"not logged: {line}", err=True)
+
+
+def interrupted_report(stop: Any, folder: Path, log: bool) -> str:
+    """What a report stopped by Ctrl-C (``ReportInterrupted``) says: the pictures it drew and logged
+    before it, kept (each whole, and in the folder's manifest, so that the next report neither draws
+    nor logs them again)."""
+    kept = [part for part in (f"{counted(stop.drawn, 'picture')} drawn whole into {folder}" if stop.drawn else "",
+                              f"{counted(stop.logged, 'picture')} logged on {'its run' if stop.logged == 1 else 'their runs'}"
+                              if stop.logged else "") if part]
+    if not kept:
+        return f"interrupted: the report stopped before it drew{' or logged' if log else ''} a picture; run the same command again"
+    return f"interrupted: the report stopped; kept: {' and '.join(kept)}; run the same command again for the rest"

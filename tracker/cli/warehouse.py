@@ -36,6 +36,13 @@ class QueryFormat(str, Enum):
     parquet = "parquet"
 
 
+def load_stopped(path: Path, first: bool) -> str:
+    """What an interrupted load of the warehouse at ``path`` (``first``: none was there) left: a load
+    is one transaction, and a first load leaves none ("is as it was before it" of a warehouse that
+    was not, until 0.9.6)."""
+    return f"the load stopped; {f'no warehouse was made at {path}' if first else f'the warehouse {path} is as it was before it'}"
+
+
 @app.command("load")
 def load_cmd(
     ctx: typer.Context,
@@ -58,8 +65,7 @@ def load_cmd(
     try:
         report = load(path, open_source(resolve_location(state(ctx).tracking_uri), backend_store_uri), full=full)
     except KeyboardInterrupt:  # said as a load's ("what was logged before is kept" until 0.9.4): one transaction
-        # a first load leaves none ("is as it was before it" of a warehouse that was not, until 0.9.6)
-        exit_interrupted(f"interrupted: the load stopped; {f'no warehouse was made at {path}' if first else f'the warehouse {path} is as it was before it'}")
+        exit_interrupted(f"interrupted: {load_stopped(path, first)}")
     if fmt is OutputFormat.json:
         emit_json({"warehouse": str(path), **report.to_dict()})
         return

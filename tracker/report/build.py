@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tracker.console import counted
-from tracker.errors import StoreError, TrackerError
+from tracker.errors import StoreError, TrackerError, interrupted
 
 #: Most layer breakdowns drawn: the latest network runs with layers come first.
 MAX_LAYER_PLOTS = 40
@@ -76,6 +76,16 @@ def _source_digest(module_name: str) -> bytes:
     module = sys.modules[module_name]
     source = Path(module.__file__).read_bytes() if getattr(module, "__file__", None) else b""
     return hashlib.sha256(source).digest()
+
+
+class ReportInterrupted(KeyboardInterrupt):
+    """A Ctrl-C (or SIGTERM) that stopped :func:`build_report`: what it had done by then is kept, each
+    picture whole, and the folder's manifest says so, so that the same command, run again, draws and
+    logs only the rest."""
+
+    def __init__(self, drawn: int, logged: int) -> None:
+        super().__init__()
+        self.drawn, self.logged = drawn, logged
 
 
 @dataclass
@@ -336,13 +346,16 @@ def write_index(folder: Path, pictures: list[Picture]) -> None:
                   f"<figcaption>{html.escape(p.caption)}</figcaption></figure>" for p in mine]
     if not pictures:
         parts.append("<p>Nothing to draw yet: measure something, then run tracker report again.</p>")
-    (folder / INDEX).write_text("\n".join(parts) + "\n")
+    from tracker.zoo.spec import write_whole
+
+    write_whole(folder / INDEX, "\n".join(parts) + "\n")
 
 
 def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = True) -> Report:
     """Draw everything the warehouse holds into ``folder``; with ``log``, attach each picture
     to the run it describes. A picture that cannot be logged is reported, never fatal."""
     from tracker.warehouse.load import connect_loaded
+    from tracker.zoo.spec import write_whole
 
     if not warehouse.exists():
         raise TrackerError(f"no warehouse at {warehouse}: run tracker warehouse load first")
@@ -362,46 +375,58 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TrackerError(f"cannot make the report folder {folder}: {exc.strerror}") from None
-    con = connect_loaded(warehouse)
-    try:
-        pictures = batch_pictures(con) + layer_pictures(con) + loader_pictures(con) + pareto_pictures(con)
-    finally:
-        con.close()
-    pictures += fingerprint_pictures(tracking_uri)
-    before = read_manifest(folder)
+    drawn, logged = 0, 0
+    before: dict[str, dict[str, Any]] | None = None
     now: dict[str, dict[str, Any]] = {}
-    for p in pictures:
-        key, target, kept = p.key, folder / p.path, before.get(p.path, {})
-        if kept.get("key") != key or not target.is_file():
-            p.drawn, kept = True, {}
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(p.draw(*p.args))
-        # runs that hold this very picture already (under this tracking URI)
-        held = set(kept.get("logged_on", {}).get(tracking_uri, []))
-        now[p.path] = {"key": key, "logged_on": {tracking_uri: sorted(held & set(p.run_ids))}}
-    removed = 0
-    for path in set(before) - set(now):  # written by the previous report, not drawn by this one
-        stale = folder / path
-        if stale.is_file() and stale.resolve().is_relative_to(folder.resolve()):
-            stale.unlink()
-            removed += 1
-    write_index(folder, pictures)
-    logged, errors = 0, []
-    if log:
-        from mlflow.tracking import MlflowClient
+    try:
+        con = connect_loaded(warehouse)
+        try:
+            pictures = batch_pictures(con) + layer_pictures(con) + loader_pictures(con) + pareto_pictures(con)
+        finally:
+            con.close()
+        pictures += fingerprint_pictures(tracking_uri)
+        before = read_manifest(folder)
+        for p in pictures:
+            key, target, kept = p.key, folder / p.path, before.get(p.path, {})
+            if kept.get("key") != key or not target.is_file():
+                p.drawn, kept = True, {}
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_whole(target, p.draw(*p.args))  # whole or not at all: a Ctrl-C in it too (cut short until 0.9.8)
+                drawn += 1
+            # runs that hold this very picture already (under this tracking URI)
+            held = set(kept.get("logged_on", {}).get(tracking_uri, []))
+            now[p.path] = {"key": key, "logged_on": {tracking_uri: sorted(held & set(p.run_ids))}}
+        removed = 0
+        for path in set(before) - set(now):  # written by the previous report, not drawn by this one
+            stale = folder / path
+            if stale.is_file() and stale.resolve().is_relative_to(folder.resolve()):
+                stale.unlink()
+                removed += 1
+        write_index(folder, pictures)
+        errors: list[str] = []
+        if log:
+            from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(tracking_uri)
-        for p in pictures:  # the file in the folder is logged as it is (report/<its name> on the run)
-            done = now[p.path]["logged_on"][tracking_uri]
-            for run_id in p.run_ids:
-                if run_id in done:
-                    continue
-                try:
-                    client.log_artifact(run_id, str(folder / p.path), "report")
-                    logged += 1
-                    done.append(run_id)
-                except Exception as exc:  # noqa: BLE001 - one run that cannot take it does not stop the rest
-                    errors.append(f"{p.path} on run {run_id}: {str(exc).splitlines()[0][:200]}")
+            client = MlflowClient(tracking_uri)
+            for p in pictures:  # the file in the folder is logged as it is (report/<its name> on the run)
+                done = now[p.path]["logged_on"][tracking_uri]
+                for run_id in p.run_ids:
+                    if run_id in done:
+                        continue
+                    try:
+                        client.log_artifact(run_id, str(folder / p.path), "report")
+                        logged += 1
+                        done.append(run_id)
+                    except Exception as exc:  # noqa: BLE001 - one run that cannot take it does not stop the rest
+                        if interrupted(exc):
+                            raise
+                        errors.append(f"{p.path} on run {run_id}: {str(exc).splitlines()[0][:200]}")
+    except BaseException as exc:
+        if not interrupted(exc):
+            raise
+        if before is not None:  # what was drawn and logged, said for the next report (until 0.9.8 drawn and logged again)
+            write_manifest(folder, {**before, **now})
+        raise ReportInterrupted(drawn, logged) from None
     write_manifest(folder, now)
     return Report(folder, pictures, logged, errors, removed)
 
@@ -425,4 +450,6 @@ def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def write_manifest(folder: Path, pictures: dict[str, dict[str, Any]]) -> None:
-    (folder / MANIFEST).write_text(json.dumps({"format": MANIFEST_FORMAT, "pictures": pictures}, indent=1, sort_keys=True))
+    from tracker.zoo.spec import write_whole
+
+    write_whole(folder / MANIFEST, json.dumps({"format": MANIFEST_FORMAT, "pictures": pictures}, indent=1, sort_keys=True))

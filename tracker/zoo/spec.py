@@ -841,10 +841,10 @@ def write_specs(specs: list[dict[str, Any]], folder: Path, replace: bool = True)
     return list(texts)
 
 
-def write_whole(path: Path, text: str) -> None:
-    """``text`` as ``path``, whole or not at all: written to a temporary file beside it, then put in
-    its place (``os.replace``). A Ctrl-C or a full disk in a write left the file empty or cut short
-    until 0.9.7, which the same command, run again, refused as "another network of that name"."""
+def write_whole(path: Path, text: str | bytes) -> None:
+    """``text`` (UTF-8) or bytes as ``path``, whole or not at all: written to a temporary file beside
+    it, then put in its place (``os.replace``). A Ctrl-C or a full disk in a write left the file empty
+    or cut short until 0.9.7, which the same command, run again, refused as "another network of that name"."""
     import os
     import tempfile
 
@@ -853,8 +853,8 @@ def write_whole(path: Path, text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)  # as write_text made it (mkstemp's is 0600)
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
+        with os.fdopen(fd, "wb") as file:
+            file.write(text if isinstance(text, bytes) else text.encode("utf-8"))
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
