@@ -510,14 +510,15 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["device", "show", "gpu"], 2, "'gpu' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "cuda:7"], 1, "device 'cuda:7' is not available on this machine"),
         # an option's name, not a campaign key's (until 0.9.2: "threads = 4096")
-        (["device", "show", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number from 1 to"),
-        (["profile", "network", "resnet18", "--threads", "4096"], 1, "error: --threads 4096: expected a whole number"),
+        # a usage error, status 2, as the parser's own for a value out of its range (1 until 0.9.8)
+        (["device", "show", "--threads", "4096"], 2, "error: --threads 4096: expected a whole number from 1 to"),
+        (["profile", "network", "resnet18", "--threads", "4096"], 2, "error: --threads 4096: expected a whole number"),
         (["profile", "network", "resnet18", "--memory-limit-mb", "1e30"], 2,
          "error: Invalid value for '--memory-limit-mb': must be at most 1,073,741,824 MB (1 PiB), got 1e+30"),
-        # 0 as 4096: tracker's line and status 1 (click's "Input should be greater than or equal to 1", 2, until 0.9.5)
-        (["profile", "network", "resnet18", "--threads", "0"], 1, "error: --threads 0: expected a whole number from 1 to"),
+        # 0 as 4096: tracker's line (click's "Input should be greater than or equal to 1" until 0.9.5), status 2
+        (["profile", "network", "resnet18", "--threads", "0"], 2, "error: --threads 0: expected a whole number from 1 to"),
         # before a store and an experiment are made (after, until 0.9.6)
-        *[(["--tracking-uri", "fresh", "-e", "new", "profile", command, "squeezenet1_1", "--threads", "4096"], 1,
+        *[(["--tracking-uri", "fresh", "-e", "new", "profile", command, "squeezenet1_1", "--threads", "4096"], 2,
            "error: --threads 4096: expected a whole number from 1 to") for command in ("network", "layers", "boundary")],
         (["profile", "network", "resnet18", "--device", "cuda:0"], 1,
          "device 'cuda' (cuda:0) is not available on this machine (no CUDA GPU)"),
@@ -551,9 +552,9 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
          "cannot open tracking database postgresql://u:***@127.0.0.1:"),
         (["--tracking-uri", f"http://u:s3cret@127.0.0.1:{free_port()}", "store", "info"], 1,
          "the tracking URI carries credentials: give them as MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
-        (["runs", "list", "--kind", "gizmo"], 1, "unknown run kind 'gizmo'"),
-        (["runs", "list", "--where", "params.model = "], 1, "--where: MLflow cannot search by it: "),
-        (["runs", "list", "--status", "done"], 1, "unknown run status 'done': expected one of RUNNING"),
+        (["runs", "list", "--kind", "gizmo"], 2, "unknown run kind 'gizmo'"),
+        (["runs", "list", "--where", "params.model = "], 2, "--where: MLflow cannot search by it: "),
+        (["runs", "list", "--status", "done"], 2, "unknown run status 'done': expected one of RUNNING"),
         (["runs", "show", "abc"], 1, "'abc' is not a run id: give a run id or its first 6 characters"),
         # a command that only reads leaves no new empty store behind
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
@@ -584,24 +585,24 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         # a DuckDB file tracker never loaded: a traceback, or no views at all, until 0.9.4
         *[(args, 1, f"{tmp_path / 'wh.duckdb'} is a DuckDB database that tracker never loaded (it has no runs table)")
           for args in (["views", "-w", "wh.duckdb"], ["fingerprint", "train", "--target", "latency_ms", "-w", "wh.duckdb"])],
-        (["campaign", "run", "zoo.toml", "--shard", ""], 1,
+        (["campaign", "run", "zoo.toml", "--shard", ""], 2,
          "--shard takes I/N, e.g. 2/4; got ''"),  # not the whole campaign, as if --shard were not given
-        (["campaign", "run", "zoo.toml", "--shard", "2/0"], 1,
+        (["campaign", "run", "zoo.toml", "--shard", "2/0"], 2,
          "--shard 2/0: N, the number of shards, must be at least 1"),  # "I must be between 1 and N" until 0.9.3
         # a file of something else, however small (DuckDB's own words: "Cannot launch in-memory database")
         (["sql", "SELECT 1", "--warehouse", "README.md"], 1,
          f"{tmp_path / 'README.md'} is not a DuckDB database: a warehouse is the file `tracker warehouse load` makes"),
         (["predict", "resnet18", "--phase", "trainig"], 2, "'trainig' is not one of 'inference', 'training'"),
         # predict's options that were let by unheeded, or the last of two kept, until 0.9.2
-        (["predict", "resnet18", "--under", "latency_ms=5", "--under", "latency_ms=50"], 1,
+        (["predict", "resnet18", "--under", "latency_ms=5", "--under", "latency_ms=50"], 2,
          "--under latency_ms given twice (5 and 50): one budget a target"),
-        (["predict", "resnet18", "--under", "latency_ms=0"], 1, "'latency_ms=0': the budget must be a finite number above 0"),
-        (["predict", "resnet18", "--largest-batch", "--under", "peak_mem_mb=5", "--sort", "latency_ms"], 1,
+        (["predict", "resnet18", "--under", "latency_ms=0"], 2, "'latency_ms=0': the budget must be a finite number above 0"),
+        (["predict", "resnet18", "--largest-batch", "--under", "peak_mem_mb=5", "--sort", "latency_ms"], 2,
          "--largest-batch answers one thing, the largest batch size, with the champions: leave out --under and --sort"),
-        (["predict", "resnet18", "--use", "latency_ms-inference-cpu/1", "--use", "latency_ms-inference-cpu/2"], 1,
+        (["predict", "resnet18", "--use", "latency_ms-inference-cpu/1", "--use", "latency_ms-inference-cpu/2"], 2,
          "--use names two versions of latency_ms: one version a target"),
         # read as version 3 of "latency_ms-inference-cpu/2", and said to be of another device, until 0.9.4
-        (["predict", "resnet18", "--use", "latency_ms-inference-cpu/2/3"], 1,
+        (["predict", "resnet18", "--use", "latency_ms-inference-cpu/2/3"], 2,
          "'latency_ms-inference-cpu/2/3': expected a registered fingerprint and its version, NAME/VERSION"),
         # DuckDB's overflow, a traceback, until 0.9.4
         (["predict", "resnet18", "-b", "3000000000"], 2, "Input should be less than or equal to 1048576"),
@@ -615,8 +616,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["--tracking-uri", "fresh", "campaign", "run", "big.toml"], 1,
          "big.toml: [measure].batch_sizes must be from 1 to 1048576, got 2000000"),  # in check_bound's words (0.9.8)
         (["--tracking-uri", "fresh", "campaign", "loader", str(Path(__file__).parents[1] / "experiments" / "train-classification.toml"), "--batch-size",
-          "4,2000000"], 1, "--batch-size must be from 1 to 1048576, got 2000000"),
-        (["predict", "resnet18", "--features", "--sort", "latency_ms"], 1,
+          "4,2000000"], 2, "--batch-size must be from 1 to 1048576, got 2000000"),  # as -b's of the others (1 until 0.9.8)
+        (["predict", "resnet18", "--features", "--sort", "latency_ms"], 2,
          "--features prints one configuration's features as a table"),
         # without pydantic's "Value error, " inside Typer's sentence (until 0.9.2)
         (["runs", "list", "--format", "xml"], 2, "Invalid value for '--format': 'xml' is not one of 'table', 'json'."),
@@ -640,6 +641,35 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
          f"cannot open warehouse {tmp_path / 'README.md' / 'w.duckdb'}: Not a directory: {tmp_path / 'README.md'}"),
         (["warehouse", "export", "README.md/parquet", "--warehouse", "wh.duckdb"], 1,
          "error: Not a directory: README.md/parquet"),
+        # an option's value tracker checks, or options that do not go together: a usage error, status 2, as
+        # the parser's own for a value out of its range (1 until 0.9.8, beside 2 for --batch-size 0)
+        *[(args, 2, said) for args, said in (
+            (["--tracking-uri", "fresh", "describe", "squeezenet1_1", "--input-size", "100000"],
+             "Input should be less than or equal to 8192"),  # tried, and said as memory not given, status 1
+            (["--tracking-uri", "fresh", "predict", "squeezenet1_1", "--input-size", "100000"],
+             "Input should be less than or equal to 8192"),
+            (["zoo", "generate", "--input-size", "16", "--out", "gen"], "--input-size: input_size must be at least 32"),
+            (["zoo", "prune", "squeezenet1_1", "--ratios", "150", "--out", "pr"],
+             "--ratios are percentages from 0 to under 100, got 150"),
+            (["zoo", "prune", "squeezenet1_1", "--ratios", "0,x", "--out", "pr"], "--ratios takes percentages"),
+            (["zoo", "prune", "squeezenet1_1", "--method", "best", "--out", "pr"], "unknown pruning method 'best'"),
+            (["zoo", "prune", "squeezenet1_1", "--seed", "5", "--out", "pr"], "a seed is for method random, got seed 5"),
+            (["data", "synth", "shapes", "--images", "0"], "--images must be from 1 to 100,000, got 0"),
+            (["data", "synth", "shapes", "--size", "8"], "--size must be from 32 to 4096 pixels, got 8"),
+            (["--tracking-uri", "fresh", "mapping", "run", "--mapping", "squeezenet1_1:cpu", "--duration", "5",
+              "--timeout", "5"], "--timeout 5: cannot cover --warmup 2 + --duration 5"),
+            (["--tracking-uri", "fresh", "mapping", "run", "--mapping", "squeezenet1_1:cpu", "--sets", "2"],
+             "--sets is for mappings drawn at random"),
+            (["mapping", "generate", "--device-priorities", "0.4"], "--device-priorities '0.4': expected two numbers"),
+            (["mapping", "generate", "--num-nets-range", "3", "1"], "--num-nets-range 3 1: need 1 <= A <= B"),
+            (["predict", "resnet18", "--sort", "speed"], "--sort 'speed': not a target"),
+            (["predict", "resnet18", "--under", "latency=3"], "--under 'latency=3': expected TARGET=VALUE"),
+            (["predict", "resnet18", "--use", "latency_ms-inference-cuda/1"],
+             "--use latency_ms-inference-cuda/1: not a fingerprint of inference on 'cpu'"),
+            (["sql", "SELECT $bs", "--param", "bs", "--warehouse", "wh.duckdb"], "--param 'bs': give NAME=VALUE"),
+            (["sql", "SELECT 1", "--format", "parquet", "--warehouse", "wh.duckdb"], "--format parquet writes a file"),
+            (["sql", "SELECT 1", "--output", "out.xlsx", "--warehouse", "wh.duckdb"], "--output out.xlsx: tracker writes"),
+            (["--tracking-uri", "fresh", "runs", "list", "--kind", "gizmo"], "unknown run kind 'gizmo'"))],
     ]
     (tmp_path / "README.md").write_text("not a folder")
     (tmp_path / "zoo.toml").write_text('[networks]\nzoo = ["squeezenet1_1"]\n')  # writes no spec file beside it
@@ -666,6 +696,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (args, proc.stderr)
         assert "Traceback" not in proc.stderr
     assert not (tmp_path / "fresh").exists() and not list(tmp_path.glob("*:*"))  # no store, no "sqlite:" or ":memory:"
+    assert not any((tmp_path / name).exists() for name in ("gen", "pr", "shapes", "experiments"))  # nothing written
 
 
 def test_the_load_a_warehouse_never_loaded_is_told_to_run_names_it_as_a_shell_reads_it(tmp_path: Path) -> None:

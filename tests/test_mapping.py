@@ -141,7 +141,7 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
         assert str(info.value) == f"m.json[0]: {message}"
     # what draws mappings, with mappings given: refused (ignored, unchecked, until 0.9.3)
     proc = run_cli("mapping", "run", "--mapping", "squeezenet1_1:cpu", "--models", "nosuch", cwd=tmp_path)
-    assert proc.returncode == 1 and ("error: --models is for mappings drawn at random; the mappings of --mapping are "
+    assert proc.returncode == 2 and ("error: --models is for mappings drawn at random; the mappings of --mapping are "
                                      "given whole: leave it out") in proc.stderr
     (tmp_path / "empty.json").write_text("[]")
     proc = run_cli("mapping", "run", "--file", str(tmp_path / "empty.json"), cwd=tmp_path)
@@ -150,7 +150,7 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "split index -2 is out of range" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     proc = run_cli("mapping", "generate", "--device-priorities", "0.4", cwd=tmp_path)
-    assert proc.returncode == 1 and "--device-priorities" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2 and "--device-priorities" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     # options that would be passed over are refused (without a word until 0.9.5)
     for args, said in ((["--single", "--num-nets-range", "2", "3"], "--num-nets-range is for workloads of several "
                         "networks; --single runs each alone: give one"),
@@ -176,11 +176,13 @@ def test_a_workload_that_runs_out_of_memory_fails_alone(tmp_path: Path, monkeypa
     assert run.info.status == "FAILED" and run.data.params["batch_size"] == "4"
 
 
-def one_line(args: list[str], cwd: Path) -> str:
-    """``tracker ARGS`` in this process, refused: its one line of stderr (status 1, nothing on stdout)."""
+def one_line(args: list[str], cwd: Path, status: int = 1) -> str:
+    """``tracker ARGS`` in this process, refused: its one line of stderr (``status``: 1, or 2 for a usage
+    error, an option's value; nothing on stdout)."""
     proc = in_process(args, cwd)
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 1 and len(lines) == 1 and not proc.stdout, (args, proc.returncode, proc.stdout, proc.stderr)
+    assert proc.returncode == status and len(lines) == 1 and not proc.stdout, (args, proc.returncode, proc.stdout,
+                                                                                 proc.stderr)
     return lines[0]
 
 
@@ -239,7 +241,7 @@ def test_mapping_run_options_are_checked_before_any_note(tmp_path: Path) -> None
 
     # one line, the note that every stage runs on cpu not said first (two lines until 0.9.6)
     for value in ("0", "-1", str((os.cpu_count() or 1) + 1)):
-        line = one_line(["mapping", "run", "--mapping", "squeezenet1_1:cpu", "--threads", value], tmp_path)
+        line = one_line(["mapping", "run", "--mapping", "squeezenet1_1:cpu", "--threads", value], tmp_path, status=2)
         assert line.startswith(f"error: --threads {value}: expected a whole number from 1 to"), line
 
 
@@ -290,7 +292,7 @@ def test_a_workload_runs_at_most_max_nets_networks(tmp_path: Path) -> None:
 
     # one workload of ~50,000 networks was drawn, and any number given was taken, until 0.9.6
     assert one_line(["mapping", "generate", "--num-nets-range", "2", "100000", "--models", "mobilenet_v3_small,squeezenet1_1"],
-                    tmp_path) == (f"error: --num-nets-range 2 100000: a workload runs at most {MAX_NETS} networks at once "
+                    tmp_path, status=2) == (f"error: --num-nets-range 2 100000: a workload runs at most {MAX_NETS} networks at once "
                                   "(all in one child, a thread each: more share the device too thinly to be measured)")
     assert len(generate(GenerateOptions(models=["squeezenet1_1"], num_nets=(MAX_NETS, MAX_NETS), max_split=0), False)[0].networks) == MAX_NETS
     many = ",".join(["squeezenet1_1:cpu"] * (MAX_NETS + 1))
@@ -307,7 +309,7 @@ def test_a_timeout_that_cannot_cover_the_window_is_refused_before_anything_runs(
 
     # taken, then each workload a FAILED run of reason timeout, until 0.9.6
     assert one_line(["--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "squeezenet1_1:cpu",
-                     "--duration", "30", "--timeout", "5"], tmp_path) == (
+                     "--duration", "30", "--timeout", "5"], tmp_path, status=2) == (
         "error: --timeout 5: cannot cover --warmup 2 + --duration 30 = 32 s, let alone the child's start-up: give more, "
         "or leave it out (default: 120 + 3 x (warm-up + duration) = 216 s)")
     assert not (tmp_path / "runs").exists()
@@ -329,10 +331,10 @@ def test_generate_draws_at_most_max_draws_and_its_ctrl_c_says_what_is_true(tmp_p
     GenerateOptions(sets=MAX_DRAWS // 2, samples=2).check()
     with pytest.raises(ConfigError, match=f"at most {MAX_DRAWS:,} mappings"):
         GenerateOptions(sets=MAX_DRAWS // 2 + 1, samples=2).check()
-    assert one_line(["mapping", "generate", "--sets", "100000000", "--samples", "1000"], tmp_path) == (
+    assert one_line(["mapping", "generate", "--sets", "100000000", "--samples", "1000"], tmp_path, status=2) == (
         f"error: --sets 100000000 x --samples 1000: at most {MAX_DRAWS:,} mappings are drawn at once (each a workload "
         "of its own): draw fewer")
-    assert "at most" in one_line(["mapping", "run", "--sets", str(MAX_DRAWS), "--samples", "2"], tmp_path)
+    assert "at most" in one_line(["mapping", "run", "--sets", str(MAX_DRAWS), "--samples", "2"], tmp_path, status=2)
     assert not (tmp_path / "runs").exists()
     # a Ctrl-C said main's "what was logged before is kept" until 0.9.8: generate logs nothing
     args = ["mapping", "generate", "--models", "squeezenet1_1", "--single"]

@@ -203,6 +203,14 @@ class ConfigError(TrackerError):
     """A configuration file or option is malformed (the message names the key)."""
 
 
+class OptionError(ConfigError):
+    """A command-line option's value the command cannot take (out of its range, not of its form), or
+    options that do not go together: a usage error, said in one line with status 2, as the command
+    line's parser says its own (``--batch-size 0``); until 0.9.8 those tracker checks itself
+    (``--threads 4096``, ``--ratios 150``) were 1. What a file, the store or the machine holds is a
+    ConfigError or another TrackerError, status 1."""
+
+
 class UnknownModelError(TrackerError):
     """A model name that the zoo does not know (the message suggests the closest names)."""
 

@@ -27,6 +27,14 @@ DEFAULT_EXPERIMENT = "Default"
 #: 10^20 times too large.
 MAX_BATCH = 1 << 20
 
+#: The largest whole number a spec file may give any size (a width, channels, a depth, a kernel, an
+#: input size), and --input-size too (since 0.9.8: 100,000 px was tried, and said as memory not given,
+#: status 1): ten times the widest a drawn spec has (320), more than any torchvision network's (2,048
+#: to 4,096), and a 3x3 convolution of it both ways is 2.4 GB of weights. Until 0.9.7 any size was
+#: read, and a width of 10**12 asked the allocator for 512 TB: a traceback from describe, profile
+#: (after it made a store), predict and zoo prune.
+MAX_SPEC_SIZE = 8192
+
 
 #: The numeric ``MLFLOW_HTTP_REQUEST_*`` variables MLflow (3.17.2) reads at each request, as it reads
 #: them: their type, least value, and most (a number, or the internal variable MLflow takes it from,

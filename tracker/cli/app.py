@@ -174,7 +174,7 @@ def _misplaced_option(option: str, args: list[str], ctx: Any = None) -> str:
 
 def main() -> None:
     from tracker.cli.options import INTERRUPTED, TERMINATED, interrupt_said
-    from tracker.errors import TrackerError, interrupted, os_reason, was_terminated
+    from tracker.errors import OptionError, TrackerError, interrupted, os_reason, was_terminated
 
     import os
 
@@ -215,6 +215,9 @@ def main() -> None:
         if message:  # a bare `tracker` has already printed its help
             sys.stderr.write(f"error: {message}\n")
         sys.exit(getattr(exc, "exit_code", 2))
+    except OptionError as exc:  # an option's value tracker checks: a usage error, as the parser's own (1 until 0.9.8)
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(2)
     except TrackerError as exc:
         if verbose:
             raise

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, state
 from tracker.console import clipped, counted
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
@@ -144,17 +144,18 @@ def loader(
 ) -> None:
     """Find the data-loading bottleneck: the job at every num_workers x prefetch_factor x batch_size (resumable)."""
     from tracker.cli.profile import run_training_job
-    from tracker.errors import ConfigError
+    from tracker.errors import OptionError
     from tracker.profile.job import check_sweep, run_loader_campaign, sweep_of
 
     sweep = sweep_of(path) if path.is_file() else {}
     for key, text in (("num_workers", num_workers), ("prefetch_factor", prefetch_factor), ("batch_size", batch_size)):
         if text is not None:  # an empty one is refused (check_sweep), not passed over as none (until 0.9.6)
-            try:
+            try:  # each a usage error, status 2 (1 until 0.9.8)
                 sweep[key] = [int(v) for v in text.split(",")] if text.strip() else []
             except ValueError:
-                raise ConfigError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
-            check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")
+                raise OptionError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
+            with option_values():
+                check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")
     logger = _dry_run_logger(state(ctx))[0] if dry_run else state(ctx).logger()
     results = run_loader_campaign(logger, path, sweep,
                                   lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import Allocator, FormatOption, OutputFormat, device_name, emit_json, reads_only
+from tracker.cli.options import Allocator, FormatOption, OutputFormat, device_name, emit_json, option_values, reads_only
 
 app = typer.Typer(help="This machine's devices: what a measurement on each records, its mode, what moves it.",
                   no_args_is_help=True)
@@ -26,7 +26,11 @@ def show(
     """``tracker.profile.inventory.device_report``, as a table or JSON."""
     from tracker.environment import cuda_index
     from tracker.profile.inventory import PROBE_INTERVAL_S, device_report
+    from tracker.profile.modes import validate_threads
 
+    if threads is not None:
+        with option_values():
+            validate_threads(threads)
     report = device_report(device, threads=threads, allocator=allocator.value if allocator else None)
     if fmt is OutputFormat.json:
         emit_json(report)

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, model_reference, reads_only, state
+from tracker.cli.options import (Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, model_reference,
+                                 option_values, reads_only, state)
 from tracker.cli.warehouse import WarehouseOption
 from tracker.console import counted, shell_word
 from tracker.fingerprint.runtime import TARGETS
@@ -294,15 +295,16 @@ def predict(
     """Predict latency, memory and power of a network without running it.
 
     Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each; --under keeps those within a budget and --sort ranks them (a search's candidates)."""
-    from tracker.errors import ConfigError
+    from tracker.errors import ConfigError, OptionError
     from tracker.fingerprint.predict import fit_figure, predict_grid
 
+    # its options' values, and options that do not go together: usage errors, status 2 (1 until 0.9.8)
     if largest:
         given = [opt for opt, value in (("--batch-size", batch_sizes), ("--features", features), ("--use", use),
                                         ("--under", under), ("--sort", sort), ("--speed-probe-ms", speed_probe_ms))
                  if value]
         if given:  # --under and --sort were let by, unheeded, until 0.9.2
-            raise ConfigError(f"--largest-batch answers one thing, the largest batch size, with the champions: leave "
+            raise OptionError(f"--largest-batch answers one thing, the largest batch size, with the champions: leave "
                               f"out {' and '.join(given)}")
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
@@ -313,11 +315,11 @@ def predict(
     # predict_grid predicts a batch size given twice once; a budget or an order makes a list, whatever it holds
     several = len(models) * len(set(sizes)) > 1 or bool(under) or sort is not None
     if several and features and fmt is OutputFormat.table:  # (dropped unsaid with --under or --sort until 0.9.2)
-        raise ConfigError("--features prints one configuration's features as a table: give one network and one "
+        raise OptionError("--features prints one configuration's features as a table: give one network and one "
                           "--batch-size, or add --format json")
     budgets = _budgets(under or [])
     if sort is not None and sort not in TARGETS:
-        raise ConfigError(f"--sort {sort!r}: not a target; one of {', '.join(TARGETS)}")
+        raise OptionError(f"--sort {sort!r}: not a target; one of {', '.join(TARGETS)}")
     uri = _uri(ctx)
     chosen = _chosen_models(uri, use, phase.value, device, dtype.value) if use else None
     results = predict_grid(uri, list(models), sizes, phase.value, device, input_size, chosen, with_features=features,
@@ -442,7 +444,7 @@ def _prediction_lines(result: dict, features: bool) -> None:
 def _chosen_models(uri: str, use: list[str], phase: str, device: str, dtype: str) -> dict[str, Any]:
     """The champions of this phase and device, each target named by a ``--use NAME/VERSION`` answered
     by that version instead; loaded."""
-    from tracker.errors import ConfigError
+    from tracker.errors import OptionError
     from tracker.fingerprint.dataset import FingerprintError
     from tracker.fingerprint.predict import champion_versions, load_champions, registered_versions, split_version
     from tracker.fingerprint.train import registered_name
@@ -450,16 +452,17 @@ def _chosen_models(uri: str, use: list[str], phase: str, device: str, dtype: str
     targets = []
     use = list(dict.fromkeys(use))  # a version named twice is one (said as "two versions" until 0.9.4)
     for text in use:  # the name first: a version of another phase or device is said before the store is read
-        name = split_version(text)[0]
+        with option_values():  # its form, and its name against --phase and --device: usage errors (1 until 0.9.8)
+            name = split_version(text)[0]
         target = name.split("-", 1)[0]
         targets.append(target)
         if name and (target not in TARGETS or registered_name(target, phase, device, dtype) != name):
             expected = registered_name(target, phase, device, dtype) if target in TARGETS else "TARGET-PHASE-DEVICE"
-            raise ConfigError(f"--use {text}: not a fingerprint of {phase} on {device!r}"
+            raise OptionError(f"--use {text}: not a fingerprint of {phase} on {device!r}"
                               + (f" in {dtype}" if dtype != "float32" else "") + f" (that would be {expected}); "
                               "give --phase and --device as it learnt them")
     if twice := sorted({t for t in targets if targets.count(t) > 1}):  # the last one answered, unsaid, until 0.9.2
-        raise ConfigError(f"--use names two versions of {twice[0]}: one version a target (to compare two, predict "
+        raise OptionError(f"--use names two versions of {twice[0]}: one version a target (to compare two, predict "
                           "with each in turn)")
     chosen = {name.split("-", 1)[0]: version for name, version in registered_versions(uri, use).items()}
     try:
@@ -490,25 +493,25 @@ def _describing_progress() -> Any:
 
 
 def _budgets(items: list[str]) -> dict[str, float]:
-    """``--under TARGET=VALUE`` options as {target: value}; a wrong one is a ConfigError naming it."""
+    """``--under TARGET=VALUE`` options as {target: value}; a wrong one is an OptionError naming it (a usage error)."""
     import math
 
-    from tracker.errors import ConfigError
+    from tracker.errors import OptionError
 
     out: dict[str, float] = {}
     for item in items:
         target, sep, value = item.partition("=")
         target = target.strip()
         if not sep or target not in TARGETS:
-            raise ConfigError(f"--under {item!r}: expected TARGET=VALUE, TARGET one of {', '.join(TARGETS)}")
+            raise OptionError(f"--under {item!r}: expected TARGET=VALUE, TARGET one of {', '.join(TARGETS)}")
         try:
             budget = float(value)
         except ValueError:
-            raise ConfigError(f"--under {item!r}: {value.strip()!r} is not a number") from None
+            raise OptionError(f"--under {item!r}: {value.strip()!r} is not a number") from None
         if not math.isfinite(budget) or budget <= 0:  # 0 and below kept nothing, unsaid, until 0.9.2
-            raise ConfigError(f"--under {item!r}: the budget must be a finite number above 0")
+            raise OptionError(f"--under {item!r}: the budget must be a finite number above 0")
         if target in out:  # the last one was kept, unsaid, until 0.9.2
-            raise ConfigError(f"--under {target} given twice ({out[target]:g} and {budget:g}): one budget a target")
+            raise OptionError(f"--under {target} given twice ({out[target]:g} and {budget:g}): one budget a target")
         out[target] = budget
     return out
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption, BatchSizeOption, FormatOption,
-                                 OutputFormat, emit_json, exit_interrupted, finite, state)
+                                 OutputFormat, emit_json, exit_interrupted, finite, option_values, state)
 from tracker.console import counted
 
 if TYPE_CHECKING:
@@ -33,18 +33,21 @@ MaxSplitOption = Annotated[Optional[int], typer.Option("--max-split", min=0, hel
 
 def _options(seed: int, num_nets: tuple[int, int] | None, models: str | None, priorities: str, sets: int,
              samples: int, single: bool, gpu_only: bool, max_split: int | None) -> GenerateOptions:
-    from tracker.errors import ConfigError
+    from tracker.errors import OptionError
     from tracker.profile.mapping import GenerateOptions, parse_priorities
 
     # each passed over without a word until 0.9.5
     if single and num_nets is not None:
-        raise ConfigError("--num-nets-range is for workloads of several networks; --single runs each alone: give one")
+        raise OptionError("--num-nets-range is for workloads of several networks; --single runs each alone: give one")
     names = [m.strip() for m in models.split(",") if m.strip()] if models is not None else None
     if names == []:  # "" drew from the default list
-        raise ConfigError("--models names no model: give a comma list of zoo names, or leave it out for the default list")
-    return GenerateOptions(seed=seed, num_nets=num_nets or (2, 6), models=names,
-                           device_priorities=parse_priorities(priorities), sets=sets, samples=samples, single=single,
-                           gpu_only=gpu_only, max_split=max_split)
+        raise OptionError("--models names no model: give a comma list of zoo names, or leave it out for the default list")
+    with option_values():
+        options = GenerateOptions(seed=seed, num_nets=num_nets or (2, 6), models=names,
+                                  device_priorities=parse_priorities(priorities), sets=sets, samples=samples,
+                                  single=single, gpu_only=gpu_only, max_split=max_split)
+        options.check()
+    return options
 
 
 def _gpu() -> bool:
@@ -161,18 +164,19 @@ def run(
     from tracker.profile.modes import validate_threads
     from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 
-    if threads is not None:  # before any note is said (refused after "no CUDA GPU ...", two lines, until 0.9.6)
-        validate_threads(threads)
-    check_timeout(timeout, duration, warmup)  # each workload a FAILED run of reason timeout until 0.9.6
+    with option_values():
+        if threads is not None:  # before any note is said (refused after "no CUDA GPU ...", two lines, until 0.9.6)
+            validate_threads(threads)
+        check_timeout(timeout, duration, warmup)  # each workload a FAILED run of reason timeout until 0.9.6
     gpu = _gpu()
     notes: list[str] = []  # a given mapping's devices are its own: the no-GPU note is a drawn one's (said of any until 0.9.8)
     if mapping or file:
-        from tracker.errors import ConfigError
+        from tracker.errors import OptionError
 
         drawing = [name for name in ("seed", "num_nets", "models", "device_priorities", "sets", "samples", "single",
                                      "gpu_only", "max_split") if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"]
         if drawing:  # ignored, unchecked, until 0.9.3
-            raise ConfigError(f"--{drawing[0].replace('_', '-')} is for mappings drawn at random; the mappings of "
+            raise OptionError(f"--{drawing[0].replace('_', '-')} is for mappings drawn at random; the mappings of "
                               f"{'--mapping' if mapping else '--file'} are given whole: leave it out")
         mappings = [parse_mapping(m) for m in mapping or []] + (_read_file(file) if file else [])
     else:

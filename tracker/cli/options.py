@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TypeVar
 import typer
 
 from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES_FOR_CI
-from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH
+from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH, MAX_SPEC_SIZE
 
 if TYPE_CHECKING:
     from tracker.log.logger import RunLogger
@@ -69,6 +69,21 @@ def logging_nothing(what: str) -> Iterator[None]:
         if isinstance(exc, (typer.Exit, TrackerError)) or not interrupted(exc):
             raise
         exit_interrupted(f"interrupted: {what}")
+
+
+@contextmanager
+def option_values() -> Iterator[None]:
+    """Around the library's check of command-line options' values (the same check a campaign's or a
+    job's keys get, a ConfigError there): its error is a usage error, :class:`~tracker.errors.OptionError`,
+    status 2, as the parser's own for a value out of its range (status 1 until 0.9.8)."""
+    from tracker.errors import OptionError, TrackerError
+
+    try:
+        yield
+    except OptionError:
+        raise
+    except TrackerError as exc:
+        raise OptionError(str(exc)) from None
 
 
 #: What a command that writes nothing (runs list, runs show, store info, device show, views, ...) says
@@ -162,9 +177,12 @@ def memory_limit(value: float | None) -> float | None:
 DeviceOption = Annotated[str, typer.Option(
     "--device", callback=device_name, help="Device to run on: cpu, cuda, or cuda:N (CUDA device N).")]
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as a table or as JSON.")]
+#: a network's input size at most as a spec file's (MAX_SPEC_SIZE): 100,000 px was tried, and said as memory not
+#: given ("cannot run on a 1x3x100000x100000 input"), status 1, until 0.9.8
 InputSizeOption = Annotated[Optional[int], typer.Option(
-    "--input-size", min=8, help="Input resolution S of the (N, C, S, S) images (default: the network's own: 224, "
-                                "299 for inception_v3, a spec's, a file's INPUT_SIZE).")]
+    "--input-size", min=8, max=MAX_SPEC_SIZE,
+    help="Input resolution S of the (N, C, S, S) images (default: the network's own: 224, 299 for inception_v3, a "
+         "spec's, a file's INPUT_SIZE).")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, max=MAX_BATCH, help="Images per iteration.")]
 class Dtype(str, Enum):
     """The number formats a network may run in (``profile.network.DTYPES``, repeated here so that

@@ -27,6 +27,7 @@ from tracker.cli.options import (
     finite,
     memory_limit,
     model_reference,
+    option_values,
     state,
 )
 from tracker.console import counted, per
@@ -70,7 +71,8 @@ def _check(model: str, device: str, input_size: int | None = None, phase: Phase 
     model_ref = resolve(model)
     check_device(device)
     if threads is not None:  # refused after the store and the experiment were made, until 0.9.6
-        validate_threads(threads)
+        with option_values():
+            validate_threads(threads)
     check_format(dtype.value, phase.value, device)  # int8 in training: before the store, as plan says it
     # the environment's settings too (a bad one refused after the store, a mode run and the experiment
     # were made, until 0.9.8): TRACKER_ZYGOTE, TRACKER_ZYGOTE_IDLE_S where zygotes are on (prestart

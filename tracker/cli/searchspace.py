@@ -47,12 +47,13 @@ def run(
     from tracker.profile.stats import IMPRECISE_CI_REL
     from tracker.searchspace.run import run_space
 
-    from tracker.errors import ConfigError
+    from tracker.errors import OptionError
 
+    # usage errors, status 2 (1 until 0.9.8)
     if skip_accuracy and skip_latency:  # did nothing and ended 0 until 0.9.5
-        raise ConfigError("--skip-accuracy and --skip-latency together leave nothing to fill: give one at most")
+        raise OptionError("--skip-accuracy and --skip-latency together leave nothing to fill: give one at most")
     if specs is not None and not specs.strip():  # "" was the current folder, written into (until 0.9.7)
-        raise ConfigError("--specs names no folder: give the folder for the spec files (. for this one)")
+        raise OptionError("--specs names no folder: give the folder for the spec files (. for this one)")
     space, st = _open(ctx, space_file)
     folder = Path(specs) if specs is not None else space_file.parent / space.name / "networks"
     quiet = fmt is OutputFormat.json

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, reads_only, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, option_values, reads_only, state
 from tracker.console import counted, named, shell_word
 
 app = typer.Typer(help="The tracking store: where it is, its schema, its experiments.", no_args_is_help=True)
@@ -60,12 +60,14 @@ def list_runs(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """List runs of the experiment, newest first; a run that failed says why; a network's layer runs with --kind layer."""
-    from tracker.log.inspect import list_runs as _list
+    from tracker.log.inspect import check_list_options, list_runs as _list
 
     st = state(ctx)
     kind = kind.lower() if kind else kind  # as --status takes any case
     # blank is none, for both (a blank --order-by was MLflow's "Invalid order_by clause ''" until 0.9.4)
     where, order_by = (x.strip() if x and x.strip() else None for x in (where, order_by))
+    with option_values():  # usage errors, status 2, said before the store is read (1 until 0.9.8)
+        check_list_options(kind, status, where, order_by)
     rows = _list(st.logger(read_only=True), kind=kind, limit=limit + 1, status=status, where=where, order_by=order_by)
     more, rows = len(rows) > limit, rows[:limit]  # a list cut at --limit says so (silently until 0.9.1)
     if more:  # on stderr, in JSON too (in a table only until 0.9.4); in the order asked for

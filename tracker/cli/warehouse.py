@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, reads_only, says_when_interrupted, state
+from tracker.cli.options import (FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, reads_only,
+                                 says_when_interrupted, state)
 from tracker.console import counted
 
 app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking store, export it.", no_args_is_help=True)
@@ -112,24 +113,25 @@ def sql(
         "(repeatable): 'WHERE batch_size = $bs' --param bs=8.")] = None,
 ) -> None:
     """Run a SQL query on the warehouse, opened read-only."""
-    from tracker.errors import QueryError, os_reason
+    from tracker.errors import OptionError, QueryError, os_reason
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import check_output, parse_params, query as run_query, render, write_parquet
 
-    params = parse_params(param or [])
+    with option_values():  # --param, --output and --format as given: usage errors, status 2 (1 until 0.9.8)
+        params = parse_params(param or [])
     files = {f.value for f in QueryFormat} - {"table"}
     suffix = output.suffix.lower().lstrip(".") if output is not None else ""
     if fmt is None:  # a file's suffix says its format (a table went into out.csv until 0.9.1)
         if output is not None and suffix not in files:  # the table's text went into out.xlsx until 0.9.4
-            raise QueryError(f"--output {output}: tracker writes {', '.join(f'.{f}' for f in sorted(files))} files; "
+            raise OptionError(f"--output {output}: tracker writes {', '.join(f'.{f}' for f in sorted(files))} files; "
                              "for another name say which (--format csv, json, parquet, or table for the table's text)")
         fmt = QueryFormat(suffix) if suffix in files else QueryFormat.table
     elif suffix in files and suffix != fmt.value:
         # CSV went into out.parquet without a word until 0.9.6
-        raise QueryError(f"--output {output} with --format {fmt.value}: its suffix says {suffix}; give a file "
+        raise OptionError(f"--output {output} with --format {fmt.value}: its suffix says {suffix}; give a file "
                          f"name ending .{fmt.value}, or leave --format out")
     if fmt is QueryFormat.parquet and output is None:
-        raise QueryError("--format parquet writes a file: give --output FILE.parquet")
+        raise OptionError("--format parquet writes a file: give --output FILE.parquet")
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
     if output is not None:
         check_output(output, path)

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, reads_only, state
+from tracker.cli.options import (FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, option_values,
+                                 reads_only, state)
 from tracker.console import counted
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
@@ -72,15 +73,15 @@ def generate(
 ) -> None:
     """Generate PerfSeer-style random CNNs and write one JSON spec each."""
     with logging_nothing(GENERATED_KEPT):
-        from tracker.errors import ConfigError
+        from tracker.errors import ConfigError, OptionError
         from tracker.zoo.generator import generate as gen
         from tracker.zoo.spec import write_specs
 
         folder = _out(ctx, out, "generated")  # a bad one said before the networks are drawn
         try:  # the generator knows its least input size (checked there, and for campaigns)
             specs = gen(count, seed, input_size=input_size)
-        except ConfigError as e:
-            raise ConfigError(f"--input-size: {e}") from None
+        except ConfigError as e:  # a usage error, status 2 (1 until 0.9.8)
+            raise OptionError(f"--input-size: {e}") from None
         paths = write_specs(specs, folder, replace=False)
         if fmt is OutputFormat.json:
             emit_json([str(p) for p in paths])
@@ -89,17 +90,19 @@ def generate(
 
 
 def _ratios(text: str) -> list[float]:
-    from tracker.errors import ConfigError
+    """--ratios as ratios; a bad one is a usage error, status 2 (1 until 0.9.8)."""
+    from tracker.errors import OptionError
     from tracker.zoo.pruning import ratios_from_percentages
 
     items = text.split(",")
     if text.strip() and not all(t.strip() for t in items):  # passed over without a word until 0.9.6
-        raise ConfigError(f"--ratios {text!r}: an empty entry (two commas together, or one at an end)")
+        raise OptionError(f"--ratios {text!r}: an empty entry (two commas together, or one at an end)")
     try:
         values = [float(t) for t in items if t.strip()]
     except ValueError:
-        raise ConfigError(f"--ratios takes percentages separated by commas, e.g. 0,10,50; got {text!r}") from None
-    return ratios_from_percentages(values, "--ratios")
+        raise OptionError(f"--ratios takes percentages separated by commas, e.g. 0,10,50; got {text!r}") from None
+    with option_values():
+        return ratios_from_percentages(values, "--ratios")
 
 
 @app.command("prune")
@@ -114,12 +117,15 @@ def prune(
 ) -> None:
     """Channel-prune a network at several ratios and write one JSON spec each."""
     with logging_nothing(GENERATED_KEPT):
-        from tracker.zoo.pruning import pruned_spec
+        from tracker.zoo.pruning import check_method, pruned_spec
         from tracker.zoo.spec import resolve, write_specs
 
+        fractions = _ratios(ratios)
+        with option_values():  # --method and --seed: usage errors (status 1 until 0.9.8)
+            check_method(method, seed)
         resolve(model)  # an unknown name or a bad file: one line before anything is built
         folder = _out(ctx, out, "pruned")  # and a bad folder
-        specs = [pruned_spec(model, r, method=method, seed=seed) for r in _ratios(ratios)]
+        specs = [pruned_spec(model, r, method=method, seed=seed) for r in fractions]
         paths = write_specs(specs, folder, replace=False)
         if fmt is OutputFormat.json:
             emit_json([str(p) for p in paths])

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import ConfigError, os_reason
+from tracker.errors import ConfigError, OptionError, os_reason
 
 CLASSES = ("circle", "square", "triangle")
 MIN_SIZE_PX = 32
@@ -105,12 +105,13 @@ def synth(folder: Path, kind: str, images: int, size: int = 160, seed: int = 0) 
     """Write ``images`` JPEGs (and annotations) under ``folder``; returns what was written."""
     from PIL import ImageDraw
 
+    # the command's options: usage errors, status 2 (1 until 0.9.8)
     if kind not in ("detection", "classification"):
-        raise ConfigError(f"--kind must be detection or classification, got {kind!r}")
+        raise OptionError(f"--kind must be detection or classification, got {kind!r}")
     if not 1 <= images <= MAX_IMAGES:
-        raise ConfigError(f"--images must be from 1 to {MAX_IMAGES:,}, got {images}")
+        raise OptionError(f"--images must be from 1 to {MAX_IMAGES:,}, got {images}")
     if not MIN_SIZE_PX <= size <= MAX_SIZE_PX:
-        raise ConfigError(f"--size must be from {MIN_SIZE_PX} to {MAX_SIZE_PX} pixels, got {size}")
+        raise OptionError(f"--size must be from {MIN_SIZE_PX} to {MAX_SIZE_PX} pixels, got {size}")
     rng = random.Random(seed)
     _clear(folder, kind, images)
     # Ctrl-C (or SIGTERM) mid-way: the files of the image being written are removed, and the exception

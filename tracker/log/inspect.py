@@ -77,10 +77,7 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
 
     from tracker.log.record import PARENT_TAG
 
-    if kind is not None and kind not in KINDS:
-        raise TrackerError(f"unknown run kind {kind!r}: expected one of {', '.join(KINDS)}")
-    if status is not None and status.upper() not in RUN_STATUSES:
-        raise TrackerError(f"unknown run status {status!r}: expected one of {', '.join(RUN_STATUSES)}")
+    check_list_options(kind, status, where, order_by)
     # a network's layer runs are its children, listed by --kind layer (or a --where naming the
     # parent), as the MLflow UI folds nested runs under their parent; before 0.9.4 they were listed
     # too, and a network's hundred layers hid it and every older run
@@ -89,7 +86,6 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
                        + ([] if children else [f"tags.`{PARENT_TAG}` IS NULL"])
                        + ([f"attributes.status = '{status.upper()}'"] if status else [])
                        + ([f"{where.strip()}"] if where and where.strip() else []))
-    _check_search(where, order_by)
     client = MlflowClient(logger.location.uri)
     runs: list[Any] = []
     token = None
@@ -126,10 +122,22 @@ def _unsearchable(option: str, exc: Any) -> str:
             "params.model = 'resnet18' AND metrics.latency_ms < 20; order: metrics.latency_ms ASC)")
 
 
+def check_list_options(kind: str | None, status: str | None, where: str | None, order_by: str | None) -> None:
+    """A TrackerError naming the first of ``runs list``'s ``--kind``, ``--status``, ``--where`` and
+    ``--order-by`` that cannot be searched by, read without the store."""
+    if kind is not None and kind not in KINDS:
+        raise TrackerError(f"unknown run kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if status is not None and status.upper() not in RUN_STATUSES:
+        raise TrackerError(f"unknown run status {status!r}: expected one of {', '.join(RUN_STATUSES)}")
+    _check_search(where, order_by)
+
+
 def _check_search(where: str | None, order_by: str | None) -> None:
     """Each of ``--where`` and ``--order-by`` read by MLflow's own parser before the search, so that
     the one it cannot read is named (until 0.9.8 an ordering MLflow refused, "latency_ms ASC", was
     said as --where's where both were given: the option was guessed from MLflow's message)."""
+    if not (where and where.strip()) and not (order_by and order_by.strip()):
+        return  # nothing to read (and MLflow not imported: a store that is not there is said at once)
     from mlflow.exceptions import MlflowException
     from mlflow.utils.search_utils import SearchUtils
 

@@ -39,6 +39,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from tracker.errors import ConfigError
+from tracker.settings import MAX_SPEC_SIZE  # the largest size a spec file may give (--input-size's too)
 
 if TYPE_CHECKING:
     import torch
@@ -188,12 +189,6 @@ def _get(mapping: dict[str, Any], key: str, path: str) -> Any:
     return mapping[key]
 
 
-#: The largest whole number a spec file may give any size (a width, channels, a depth, a kernel, an
-#: input size): ten times the widest a drawn spec has (320), more than any torchvision network's
-#: (2,048 to 4,096), and a 3x3 convolution of it both ways is 2.4 GB of weights. Until 0.9.7 any size
-#: was read, and a width of 10**12 asked the allocator for 512 TB: a traceback from describe,
-#: profile (after it made a store), predict and zoo prune.
-MAX_SPEC_SIZE = 8192
 #: The most classes its head may score: ImageNet-21k's 21,841 and more.
 MAX_CLASSES = 100_000
 

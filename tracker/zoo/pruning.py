@@ -450,6 +450,16 @@ def _check_method(method: str, seed: int) -> None:
         raise ConfigError(f"pruning seed must be an integer, got {seed!r}")
 
 
+def check_method(method: str, seed: int) -> None:
+    """A ConfigError unless ``method`` is a pruning method and ``seed`` one it takes: l1's filters are
+    the same whatever the seed, so a seed other than 0 with it is refused (named -s5, the same network
+    as -s0, until 0.9.4)."""
+    _check_method(method, seed)
+    if method == "l1" and seed != 0:
+        raise ConfigError(f"a seed is for method random, got seed {seed} with l1: l1 keeps the filters of "
+                          "largest L1 norm, the same whatever the seed")
+
+
 def ratios_from_percentages(values: list[Any], label: str) -> list[float]:
     """Pruning percentages (0 to under 100: a campaign's list, ``zoo prune --ratios``) as ratios, each
     once (a percentage named twice is one network)."""
@@ -774,10 +784,7 @@ def pruned_spec(base: str, ratio: float, method: str = "l1", seed: int = 0) -> d
     from tracker.zoo.spec import resolve
 
     check_ratio(ratio)
-    _check_method(method, seed)
-    if method == "l1" and seed != 0:  # named -s5, the same network as -s0 (until 0.9.4)
-        raise ConfigError(f"a seed is for method random, got seed {seed} with l1: l1 keeps the filters of "
-                          "largest L1 norm, the same whatever the seed")
+    check_method(method, seed)
     ref = resolve(base)
     if ref.input_shape is not None:
         from tracker.zoo.spec import not_images
