@@ -1892,6 +1892,12 @@ def test_latency_labels_are_put_at_the_machines_median_speed_where_every_measure
     assert at[True] == pytest.approx(2 * at[False])  # at a machine half as fast
     said = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64"])
     assert "at the machine's median speed over the runs" in said.stdout and "speed probe 1.5 ms" in said.stdout
+    from tracker.errors import OptionError
+
+    for bad in ("0", "-1", "nan"):  # a usage error, before anything is loaded
+        refused = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--speed-probe-ms", bad])
+        assert isinstance(refused.exception, OptionError), refused.output  # main says it, status 2
+        assert str(refused.exception).startswith("--speed-probe-ms must be a positive number of ms")
 
 
 def test_labels_stay_as_measured_where_a_measurement_timed_no_probe(tmp_path: Path) -> None:

@@ -309,7 +309,7 @@ def predict(
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
     if speed_probe_ms is not None and not (math.isfinite(speed_probe_ms) and speed_probe_ms > 0):
-        raise ConfigError(f"--speed-probe-ms must be a positive number of ms, got {speed_probe_ms:g}")
+        raise OptionError(f"--speed-probe-ms must be a positive number of ms, got {speed_probe_ms:g}")
     sizes = batch_sizes or [1]
     models = list(dict.fromkeys(models))  # a network named twice is predicted once, as a batch size is (0.9.4)
     # predict_grid predicts a batch size given twice once; a budget or an order makes a list, whatever it holds
