@@ -130,6 +130,7 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     tally = json.loads(spooled.stdout)  # each run says it waits in the outbox (said only on stderr until 0.9.5)
     assert (tally["measured"], tally["failed"], tally["skipped"]) == (1, 0, 0)
     assert [(r["network"], r.get("in_outbox")) for r in tally["runs"]] == [("squeezenet1_1", True)]
+    assert tally["in_outbox"] == 1  # and counted where the summary says it (a warning per run alone until 0.9.9)
     again = runner.invoke(app, ["--tracking-uri", uri, "-e", "offline", "profile", "network", "squeezenet1_1",
                                 "--time-cap", "0.3", "--precision", "0.2", "--format", "json"])
     reused = json.loads(again.stdout)  # found in the outbox: reused, and said to wait there

@@ -52,6 +52,9 @@ def run(
         sharded = f" (shard {shard_ij[0]}/{shard_ij[1]})" if shard_ij[1] > 1 else ""  # its counts are the shard's (0.9.5)
         typer.echo(f"{campaign.name}{sharded}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped "
                    f"of {tally.total}")
+        if tally.in_outbox:  # said by a warning as each was logged, not in the summary, until 0.9.9
+            typer.echo(f"note: {counted(tally.in_outbox, 'run')} of them wait in the outbox: the store could not take "
+                       "them; tracker sync sends them")
         if tally.beside_other_work:
             from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 

@@ -402,6 +402,8 @@ class Tally:
     skipped: int = 0  # already measured, or past a failure in a till_first_fail chain
     #: of those measured, how many while other processes took ``OTHERS_CPU_NOTE_PCT`` or more of the CPU
     beside_other_work: int = 0
+    #: of those measured or failed, how many wait in the outbox for ``tracker sync`` (a server down)
+    in_outbox: int = 0
     interrupted: bool = False
     #: a dry run's configurations in the order a run would take them, each with its PLAN_STATES state
     planned: list[dict[str, Any]] = field(default_factory=list)
@@ -410,7 +412,8 @@ class Tally:
 
     def as_dict(self) -> dict[str, Any]:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
-                "beside_other_work": self.beside_other_work, "interrupted": self.interrupted, "runs": self.runs}
+                "beside_other_work": self.beside_other_work, "in_outbox": self.in_outbox, "interrupted": self.interrupted,
+                "runs": self.runs}
 
     def plan_counts(self) -> dict[str, int]:
         """How many configurations a dry run found in each state (those with none left out)."""
@@ -613,6 +616,8 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         continue
                     tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, res, input_size=p.spec.input_size,
                                                 threads=threads, dtype=dtype))
+                    if res.in_outbox:  # logged to the outbox (the server down), not yet in the store
+                        tally.in_outbox += 1
                     if res.network.status == "FINISHED":
                         tally.measured += 1
                         done_keys.add(p.config_key)
