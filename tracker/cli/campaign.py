@@ -53,8 +53,8 @@ def run(
         typer.echo(f"{campaign.name}{sharded}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} skipped "
                    f"of {tally.total}")
         if tally.in_outbox:  # said by a warning as each was logged, not in the summary, until 0.9.9
-            typer.echo(f"note: {counted(tally.in_outbox, 'run')} of them wait in the outbox: the store could not take "
-                       "them; tracker sync sends them")
+            typer.echo(f"note: {tally.in_outbox} of them {'waits' if tally.in_outbox == 1 else 'wait'} in the outbox, "
+                       "the store not taking them: tracker sync sends them")
         if tally.beside_other_work:
             from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 
