@@ -1491,3 +1491,17 @@ def test_a_campaign_name_is_bounded_by_mlflows_experiment_name() -> None:
     from tracker.profile.campaign import MAX_EXPERIMENT_NAME_LENGTH as ours
 
     assert ours == MAX_EXPERIMENT_NAME_LENGTH
+
+
+def test_a_probe_that_fails_ends_the_probe_not_the_measurement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A speed probe's fault (out of device memory beside a network near its limit, here injected) leaves
+    the measurement whole, without a probe, and says why on its run."""
+    from tracker.profile.probe import PROBE_ERROR_TAG
+
+    monkeypatch.setenv("TRACKER_FAULT", "noprobe")
+    logger = RunLogger(str(tmp_path / "s"))
+    r = profile_network(logger, TINY, 1, FAST, layers=True, layer_rule=FAST.for_layers(), timeout_s=120, input_size=64)
+    assert r.network.status == "FINISHED" and r.network.metrics["latency_ms"] > 0
+    assert "speed_probe_ms" not in r.network.metrics and r.layers
+    assert all("speed_probe_ms" not in layer.metrics for layer in r.layers)
+    assert r.network.tags[PROBE_ERROR_TAG] == "RuntimeError: injected: the probe failed (TRACKER_FAULT)"

@@ -168,7 +168,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     mode = read_mode(device, allocator=job.get("allocator"))
     # the machine's speed beside the window (tracker.profile.probe), built before the run's seed is
     # set and before what the process held is read: its few MB are the process's, not the network's
-    probe = SpeedProbe(device) if job.get("speed_probe", True) else None
+    probe = SpeedProbe(device)
     torch.manual_seed(0)
     if job.get("network_spec") is not None:  # the spec as planned, not the file as it may be now
         from tracker.zoo.spec import spec_ref
@@ -190,8 +190,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     preload_own_code(spec.phase, spec.precision)  # the worker did, before its cap; run in-process, here
     # what the process held before the network was built (the interpreter, torch, the thread pool):
     # its peak over this is the network's own, network_mem_mb (since 0.9.0)
-    if probe is not None:
-        probe.sample()  # before: the probe's own warm-up is its first, untimed run
+    probe.sample()  # before: the probe's own warm-up is its first, untimed run
     held_mb = current_rss_mb() if not device.startswith("cuda") else None
     model = ref.build(spec.input_size)  # a detector computes at it (0.8.5)
     model = in_format(model, spec)  # cast to its number format, or quantized (int8)
@@ -213,7 +212,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     if cuda:
         memory["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20
-    after_network: list[float] = probe.sample() if probe is not None else []  # after the peaks were read
+    after_network = probe.sample()  # after the peaks were read
     result: dict[str, Any] = {
         "model_name": ref.name,
         "spec": asdict(spec),
@@ -223,8 +222,10 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "telemetry": sampler.summary(*timing.window_ns),
         "telemetry_series": sampler.series_json(*timing.window_ns),
     }
-    if probe is not None:
+    if probe.samples_ms:
         result["speed_probe"] = probe_json(probe.samples_ms)
+    elif probe.error:  # the probe failed: the measurement stands, without it
+        result["speed_probe_error"] = probe.error
     if job.get("trace_dir"):  # after the measurement, its peak and telemetry: the profiler costs them nothing
         from tracker.profile.trace import trace_step
         from tracker.profile.worker import injected_fault
@@ -255,8 +256,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         layer_rule = Stopping(**job.get("layer_rule", job.get("rule", {})))
         with TelemetrySampler(interval_s=job.get("telemetry_interval_s", 0.02), gpu_index=gpu_index) as layer_sampler:
             calls = profile_layers(model, spec, layer_rule)
-        if probe is not None:  # the layers' window is bracketed by the probe after the network and this one
-            result["layers_speed_probe"] = probe_json(after_network + probe.sample())
+        after_layers = probe.sample()  # the layers' window is bracketed by the probe after the network and this one
+        if after_network and after_layers:
+            result["layers_speed_probe"] = probe_json(after_network + after_layers)
         result["layers"] = [
             {
                 "index": c.index,

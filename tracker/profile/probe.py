@@ -6,8 +6,10 @@ beside it, from what the other processes, the host's neighbours and its clocks d
 measurement's own CI cannot see that (it is the spread within its window), and a fingerprint
 learns it as if it were the network's. So the measuring child also times a fixed workload,
 the *probe*, the same on every run of a device (a convolution, a depthwise one, a pointwise
-one and a linear layer, fixed weights, float32, on the measurement's own threads), right
-before and right after its window: ``speed_probe_ms`` is the median of those samples.
+one and a linear layer, fixed weights, float32, on the measurement's own threads), just
+before the network is built (before what the process holds is read, so that nothing of the
+probe counts as the network's memory) and just after its window: ``speed_probe_ms`` is the
+median of those samples.
 On that VM, two seconds apart, log latency and log probe correlated 0.9, and a network's
 latency divided by the probe varied a third less than its latency did.
 
@@ -28,6 +30,8 @@ from typing import Any
 PROBE_VERSION = 1
 #: The tag naming the probe's version on a run that has one.
 PROBE_TAG = "tracker.speed_probe"
+#: The tag of a run whose probe failed (its measurement stands, without a probe): why.
+PROBE_ERROR_TAG = "tracker.speed_probe_error"
 #: Timed runs per bracket (before and after a window), after one untimed run.
 PROBE_RUNS = 15
 #: The probe's input: one image of 32 channels at 56 x 56 on a CPU (about 1.7 ms on this VM's
@@ -37,8 +41,12 @@ PROBE_SHAPE_CUDA = (64, 32, 56, 56)
 
 
 class SpeedProbe:
-    """The fixed workload on ``device``; build it before the network (its memory is the
-    process's, not the network's) and ``sample()`` it on each side of a window."""
+    """The fixed workload for ``device``; build it before the network and ``sample()`` it before the
+    network is built and after its window. Its weights and input stay on the CPU between brackets:
+    on a GPU they are moved there for a bracket and let go after it (the allocator's cache emptied),
+    so the network's peak and a device cap never count them. A bracket that fails (out of device
+    memory beside a network near its limit, say) ends the probe, not the measurement: ``error`` says
+    why and the run has no probe."""
 
     def __init__(self, device: str = "cpu") -> None:
         import torch
@@ -54,27 +62,54 @@ class SpeedProbe:
         with torch.no_grad():  # fixed weights, drawn from the probe's own generator: the run's seed is left alone
             for p in module.parameters():
                 p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
-        shape = PROBE_SHAPE_CUDA if device.startswith("cuda") else PROBE_SHAPE_CPU
-        self.module = module.eval().to(device)
-        self.x = torch.randn(shape, generator=generator).to(device)
+        self.device = device
+        self.module = module.eval()
+        self.x = torch.randn(PROBE_SHAPE_CUDA if device.startswith("cuda") else PROBE_SHAPE_CPU, generator=generator)
         self.sync = device_sync(device)
         self.samples_ms: list[float] = []
+        self.error: str | None = None
 
     def sample(self, runs: int = PROBE_RUNS) -> list[float]:
-        """Time ``runs`` runs (after one untimed); each is also kept in ``samples_ms``."""
+        """Time ``runs`` runs (after one untimed); each is also kept in ``samples_ms``. None once a
+        bracket has failed (``error``; the samples before it dropped too: a probe is whole or absent)."""
+        if self.error is not None:
+            return []
+        try:
+            out = self._timed(runs)
+        except Exception as exc:  # noqa: BLE001  the probe's fault is the probe's, never the measurement's
+            text = str(exc).strip().splitlines()
+            self.error = f"{type(exc).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
+            self.samples_ms.clear()
+            return []
+        self.samples_ms.extend(out)
+        return out
+
+    def _timed(self, runs: int) -> list[float]:
         import torch
 
+        from tracker.profile.worker import injected_fault
+
+        if injected_fault() == "noprobe":  # for tests: a probe that fails
+            raise RuntimeError("injected: the probe failed (TRACKER_FAULT)")
+        cuda = self.device.startswith("cuda")
         clock = time.perf_counter_ns
         out: list[float] = []
-        with torch.inference_mode():
-            self.module(self.x)
-            for _ in range(runs):
-                self.sync()
-                t0 = clock()
-                self.module(self.x)
-                self.sync()
-                out.append((clock() - t0) / 1e6)
-        self.samples_ms.extend(out)
+        module = self.module.to(self.device) if cuda else self.module  # nn.Module.to moves it in place
+        x = self.x.to(self.device) if cuda else self.x
+        try:
+            with torch.inference_mode():
+                module(x)
+                for _ in range(runs):
+                    self.sync()
+                    t0 = clock()
+                    module(x)
+                    self.sync()
+                    out.append((clock() - t0) / 1e6)
+        finally:
+            if cuda:
+                self.module.to("cpu")
+                del x
+                torch.cuda.empty_cache()
         return out
 
 

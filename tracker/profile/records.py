@@ -9,7 +9,7 @@ from tracker.console import counted
 from tracker.log.record import FAILURE_MESSAGE_TAG, LAYERS_METRIC, SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
-from tracker.profile.probe import PROBE_TAG, probe_metrics
+from tracker.profile.probe import PROBE_ERROR_TAG, PROBE_TAG, probe_metrics
 from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, Summary, host_share, summarize
 from tracker.zoo.spec import shape_text
 
@@ -211,7 +211,8 @@ def measured_record(
         params=base_params(spec, model_hash, mode, rule),
         metrics=metrics,
         tags={"tracker.stop_reason": timing["stop_reason"], "tracker.source": "measured",
-              **({PROBE_TAG: str(probe["version"])} if "speed_probe_ms" in metrics else {})},
+              **({PROBE_TAG: str(probe["version"])} if "speed_probe_ms" in metrics else {}),
+              **({PROBE_ERROR_TAG: str(payload["speed_probe_error"])[:500]} if payload.get("speed_probe_error") else {})},
         key_fields=keys,
         description=(
             f"{spec.model} {spec.phase} at batch {spec.batch_size} ({_inputs(spec)}) on {spec.device} ({mode}): median "
