@@ -6,12 +6,13 @@
 -- networks: the layer sums and the network labels they are calibrated on then come from the
 -- same repeats. Read only when training; predictions never touch it. latency_probe_ratio: the median of
 -- each repeat's latency over the speed probe that bracketed its layers (tracker.profile.probe; NULL where
--- none had one, before 0.9.9), as measurement_labels has it.
+-- none had one, before 0.9.9), probed_repeats how many had one, as measurement_labels has them.
 SELECT
     cur.run_id,
     CAST(count(*) AS BIGINT) AS repeats,
     median(l.latency_ms) AS latency_ms,
-    median(l.latency_ms / l.speed_probe_ms) AS latency_probe_ratio
+    median(l.latency_ms / l.speed_probe_ms) AS latency_probe_ratio,
+    CAST(count(l.speed_probe_ms) AS BIGINT) AS probed_repeats
 FROM layer_runs cur
 JOIN latest_measurements lm ON lm.run_id = cur.parent_run_id
 JOIN measurements m ON m.config_key = lm.config_key

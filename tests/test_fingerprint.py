@@ -1889,6 +1889,8 @@ def test_latency_labels_are_put_at_the_machines_median_speed_where_every_measure
         data = json.loads(out.stdout)
         assert data["speed_reference_ms"] == {"latency_ms": 1.5}
         at[bool(extra)] = data["predictions"]["latency_ms"]
+        if extra:  # the figure at the reference speed beside it
+            assert data["predictions_at_reference_speed"]["latency_ms"] == pytest.approx(at[False])
     assert at[True] == pytest.approx(2 * at[False])  # at a machine half as fast
     said = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64"])
     assert "at the machine's median speed over the runs" in said.stdout and "speed probe 1.5 ms" in said.stdout
@@ -1908,11 +1910,18 @@ def test_labels_stay_as_measured_where_a_measurement_timed_no_probe(tmp_path: Pa
     rows = training_rows(wh, "latency_ms", "inference", "cpu").set_index("model")
     assert "speed_reference_ms" not in rows.attrs and "measured_latency_ms" not in rows.columns
     assert rows["latency_ms"].to_dict() == pytest.approx({"squeezenet1_1": 5.0, "resnet18": 10.0, "mobilenet_v2": 30.0})
+    result = train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
+    assert result.speed_reference_ms is None and "as_measured_mape_pct" not in result.evaluation
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64",
+                                   "--speed-probe-ms", "3", "--format", "json"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["speed_reference_ms"] == {}, out.output
+    assert "--speed-probe-ms changes nothing" in out.stderr  # not silently ignored
 
 
 def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp_path: Path) -> None:
     """A layer's label is its median of latency over the probe that bracketed the layers, times the
-    network labels' reference; a layer none of whose repeats timed one stays as measured."""
+    network labels' reference, where every layer timed one; where one did not, every layer stays as
+    measured (a network's sum of layers in one unit)."""
     from tracker.describe.features import node_rows
     from tracker.fingerprint.layers import load_layer_rows
 
@@ -1928,14 +1937,18 @@ def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp
         layer = layer_record(net, i, model="squeezenet1_1")
         layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"], batch_size=2)
         layer.metrics["latency_ms"] = 2.0
-        if i == 0:
-            layer.metrics.update(speed_probe_ms=4.0, speed_probe_count=30.0)
+        layer.metrics.update(speed_probe_ms=4.0, speed_probe_count=30.0)
         layers.append(layer)
     logger.log([net, *layers])
     load(wh, open_source(resolve_location(str(runs))))
     as_measured = load_layer_rows(wh, "inference", "cpu").set_index("layer_index")["latency_ms"].to_dict()
     at_speed = load_layer_rows(wh, "inference", "cpu", 1.0).set_index("layer_index")["latency_ms"].to_dict()
-    assert as_measured == {0: 2.0, 1: 2.0} and at_speed == {0: 0.5, 1: 2.0}
+    assert as_measured == {0: 2.0, 1: 2.0} and at_speed == {0: 0.5, 1: 0.5}
+    con = duckdb.connect(str(wh))
+    con.execute("UPDATE layer_runs SET speed_probe_ms = NULL WHERE layer_index = 1")  # a layer without a probe
+    con.close()
+    mixed = load_layer_rows(wh, "inference", "cpu", 1.0).set_index("layer_index")["latency_ms"].to_dict()
+    assert mixed == {0: 2.0, 1: 2.0}  # all as measured: one unit in a network's sum
 
 
 def test_predict_stopped_by_ctrl_c_says_it_wrote_nothing(tmp_path: Path) -> None:
@@ -1957,3 +1970,24 @@ def test_predict_stopped_by_ctrl_c_says_it_wrote_nothing(tmp_path: Path) -> None
                           preexec_fn=sigint_default)
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "interrupted: nothing is written by this command\n")
     assert hashlib.sha256((runs / "mlflow.db").read_bytes()).hexdigest() == store
+
+
+def test_a_champion_that_learnt_in_other_units_is_compared_in_this_versions() -> None:
+    """Both at a reference speed: its predictions put at this version's; the champion as measured and
+    this one at a reference: each scored on its own labels (until 0.9.9's first release a champion's
+    predictions in its units were scored on this version's)."""
+    import numpy as np
+    import pandas as pd
+
+    from tracker.fingerprint.train import _in_its_units
+
+    rows = pd.DataFrame({"measured_latency_ms": [10.0, 20.0]})
+    rows.attrs["speed_reference_ms"] = 2.0
+    old, y = np.array([5.0, 10.0]), np.array([6.0, 12.0])
+    scaled, on = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
+    assert list(scaled) == [10.0, 20.0] and on is y
+    same, measured = _in_its_units({}, rows, old, y)
+    assert same is old and list(measured) == [10.0, 20.0]
+    rows.attrs.clear()
+    untouched, labels = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
+    assert untouched is old and labels is y

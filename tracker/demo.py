@@ -337,14 +337,13 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
             # fingerprint learnt at a reference speed: what is compared is the network, not the machine's moods
             result = predict(uri, u.ref, bs, "inference", "cpu", models=models, speed_probe_ms=m.get("speed_probe_ms"))
             p, beyond = result["predictions"], result["outside_trained_range"]
-            reference = result["speed_reference_ms"].get("latency_ms")
             row = {"model": u.name, "origin": u.origin, "batch_size": bs, "measured_latency_ms": m["latency_ms"],
                    "predicted_latency_ms": p.get("latency_ms"), "measured_peak_mem_mb": m["peak_mem_mb"],
                    "predicted_peak_mem_mb": p.get("peak_mem_mb"), "measured_network_mem_mb": m["network_mem_mb"],
                    "predicted_network_mem_mb": p.get("network_mem_mb"),
                    "outside_trained_range": {t: sorted(found) for t, found in beyond.items()}}
-            if reference is not None and "at_speed_probe_ms" in result and p.get("latency_ms"):
-                row["predicted_latency_at_reference_ms"] = p["latency_ms"] * reference / result["at_speed_probe_ms"]
+            if "latency_ms" in result.get("predictions_at_reference_speed", {}):
+                row["predicted_latency_at_reference_ms"] = result["predictions_at_reference_speed"]["latency_ms"]
             rows.append(row)
             table.add_row(u.name, u.origin, str(bs), f"{m['latency_ms']:.2f} ±{100 * (m['ci_rel'] or 0):.0f}%",
                           *_pair(row["predicted_latency_ms"], m["latency_ms"], ".2f", "latency_ms" in beyond),

@@ -301,8 +301,8 @@ def predict(
     # its options' values, and options that do not go together: usage errors, status 2 (1 until 0.9.8)
     if largest:
         given = [opt for opt, value in (("--batch-size", batch_sizes), ("--features", features), ("--use", use),
-                                        ("--under", under), ("--sort", sort), ("--speed-probe-ms", speed_probe_ms))
-                 if value]
+                                        ("--under", under), ("--sort", sort),
+                                        ("--speed-probe-ms", speed_probe_ms is not None)) if value]
         if given:  # --under and --sort were let by, unheeded, until 0.9.2
             raise OptionError(f"--largest-batch answers one thing, the largest batch size, with the champions: leave "
                               f"out {' and '.join(given)}")
@@ -324,6 +324,9 @@ def predict(
     chosen = _chosen_models(uri, use, phase.value, device, dtype.value) if use else None
     results = predict_grid(uri, list(models), sizes, phase.value, device, input_size, chosen, with_features=features,
                            dtype=dtype.value, progress=_describing_progress(), speed_probe_ms=speed_probe_ms)
+    if speed_probe_ms is not None and not results[0]["speed_reference_ms"]:  # a JSON reader is told too, on stderr
+        typer.echo("note: no version used learnt at a reference speed (their latencies are as measured, or no "
+                   "latency was predicted): --speed-probe-ms changes nothing", err=True)
     for target in [*budgets, *([sort] if sort else [])]:
         if target not in results[0]["predictions"]:
             raise ConfigError(f"no {target} fingerprint for phase {phase.value!r} on device {device!r} to "

@@ -34,16 +34,17 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
     """Measured layer rows of one phase and device (possibly none; ``device`` matches as in
     ``dataset.load_rows``); each layer's latency is the median over its configuration's repeats
     (``label_repeats`` of them), as the network labels are. ``speed_reference_ms``: the network
-    labels were put at that probe time (``dataset.at_reference_speed``), and so is each layer whose
-    repeats timed the probe (its median of latency over probe times it); one that none did stays as
-    measured."""
+    labels were put at that probe time (``dataset.at_reference_speed``), and so are the layers (each
+    one's median of latency over probe times it) where every repeat of every layer timed the probe, as
+    for the network labels; else every layer stays as measured (one network's sum of layers in two
+    units, some put at the reference and some not, until it was released)."""
     from tracker.warehouse.load import connect_loaded
 
     con = connect_loaded(warehouse)
     try:
         rows = con.sql(
             f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats, "
-            "l.latency_probe_ratio AS label_probe_ratio "
+            "l.latency_probe_ratio AS label_probe_ratio, l.probed_repeats AS label_probed_repeats "
             f"FROM {LAYER_VIEW} f JOIN {LAYER_LABEL_VIEW} l USING (run_id) "
             "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
@@ -51,9 +52,10 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
         ).df()
     finally:
         con.close()
-    if speed_reference_ms is not None and not rows.empty:
-        ratio = rows["label_probe_ratio"].astype(float)
-        rows["latency_ms"] = (ratio * speed_reference_ms).where(ratio.notna(), rows["latency_ms"])
+    ratio = rows["label_probe_ratio"].astype(float)
+    if (speed_reference_ms is not None and not rows.empty and bool(ratio.notna().all())
+            and bool((rows["label_probed_repeats"] == rows["label_repeats"]).all())):
+        rows["latency_ms"] = ratio * speed_reference_ms
     return rows
 
 

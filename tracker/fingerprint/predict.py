@@ -589,7 +589,10 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             # Per target whose version learnt at a reference speed, the speed probe's time there (ms): the
             # prediction is the latency at that speed, or at ``at_speed_probe_ms``'s where one was given
             "speed_reference_ms": dict(references),
-            **({"at_speed_probe_ms": speed_probe_ms} if speed_probe_ms is not None and references else {}),
+            **({"at_speed_probe_ms": speed_probe_ms,  # and each such target at its version's reference speed, beside
+                "predictions_at_reference_speed": {t: predictions[i][t] * r / speed_probe_ms
+                                                   for t, r in references.items() if t in predictions[i]}}
+               if speed_probe_ms is not None and references else {}),
             "predict_ms": round(elapsed_ms, 2),
         })
         if with_features:

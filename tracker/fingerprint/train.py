@@ -888,16 +888,36 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
                                if champ.layer is not None else None)
     held = len(set(networks[unseen]))
     how = f" ({champ.method}-level)" if champ.method != "network" else ""
+    old, y_old = _in_its_units(current.tags, frame[unseen], old, y[unseen])
     return _verdict(client, name, version, y[unseen], pred[unseen], old,
                     f"beats version {current.version}{how} on {counted(held, 'network')} it never saw",
-                    f"version {current.version}{how} stays champion on {counted(held, 'unseen network')}")
+                    f"version {current.version}{how} stays champion on {counted(held, 'unseen network')}", y_old)
+
+
+def _in_its_units(tags: dict[str, str], rows: Any, old: Any, y: Any) -> tuple[Any, Any]:
+    """The champion's predictions ``old`` of ``rows`` and the labels to score them on, where the two
+    versions' latencies are in other units (since 0.9.9): both at a reference speed, its predictions
+    put at this version's (times the ratio of the two); this one at a reference speed and the champion
+    as measured, the champion scored on the latencies as measured (``measured_latency_ms``); else as
+    they are (this one as measured: the champion's reference is the same machine's median speed)."""
+    reference = rows.attrs.get("speed_reference_ms")
+    try:
+        theirs = float(tags["speed_reference_ms"]) if "speed_reference_ms" in tags else None
+    except ValueError:
+        theirs = None
+    if reference is None:
+        return old, y
+    if theirs is not None and theirs > 0:
+        return old * (reference / theirs), y
+    return old, rows["measured_latency_ms"].to_numpy(float)
 
 
 def _verdict(client: Any, name: str, version: str, y: Any, new: Any, old: Any, beats: str,
-             stays: str) -> tuple[bool, str]:
+             stays: str, y_old: Any = None) -> tuple[bool, str]:
     """Move ``champion`` to ``version`` if its predictions ``new`` have a lower MAPE on ``y`` than
-    the champion's ``old``; the reason opens with ``beats`` or ``stays`` and gives both MAPEs."""
-    new_mape, old_mape = scores(y, new)["mape_pct"], scores(y, old)["mape_pct"]
+    the champion's ``old`` (on ``y_old`` where the champion's latencies are as measured and this
+    one's at a reference speed); the reason opens with ``beats`` or ``stays`` and gives both MAPEs."""
+    new_mape, old_mape = scores(y, new)["mape_pct"], scores(y if y_old is None else y_old, old)["mape_pct"]
     if new_mape < old_mape:
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"{beats}: MAPE {new_mape:.2f} % vs {old_mape:.2f} %"
@@ -928,8 +948,9 @@ def _compare_held_out(client: Any, uri: str, name: str, version: str, current: A
         return False, nothing
     count = len(set(frame["model_hash"].to_numpy()[both]))
     on = f"on the {count} networks both held out (it has seen every network)"
-    return _verdict(client, name, version, y[both], pred[both], old[both], f"beats version {current.version} {on}",
-                    f"version {current.version} stays champion {on}")
+    old, y_old = _in_its_units(current.tags, frame[both], old[both], y[both])
+    return _verdict(client, name, version, y[both], pred[both], old, f"beats version {current.version} {on}",
+                    f"version {current.version} stays champion {on}", y_old)
 
 
 def _plots(folder: Path, title: str, unit: str, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:
