@@ -17,7 +17,7 @@
 -- name, a width-24 latency beside a width-16 accuracy).
 -- A figure is of its run's key: an accuracy of one [accuracy] budget (dataset, epochs, batch size,
 -- learning rate, seed: accuracy_batch_size, learning_rate and seed beside epochs and dataset) and a
--- measured latency of one device mode are each their own row (since 0.9.8; before, the newest of any
+-- measured latency of one device mode are each their own row (since 0.9.9; before, the newest of any
 -- budget and mode stood for every one, so a file's report showed another file's 2 epochs on 2
 -- threads, and a re-run of its own did not bring them back): current where it is the budget and
 -- version of the candidate's newest accuracy run and the mode of its newest latency, the frontier

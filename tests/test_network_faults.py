@@ -240,6 +240,18 @@ def test_a_network_that_ends_the_process_or_raises_a_base_exception_as_it_is_bui
     assert str(result.exception) == "base.py:Net could not build the network: Stop: custom base"
     ended = _cli(tmp_path / "s", "describe", f"{tmp_path}/ends.py:Net")
     assert isinstance(ended.exception, ConfigError) and os._exit is real  # given back once the network is built
+    # a child it forks as it is built (a multiprocessing worker) still ends with os._exit, as it must: refused
+    # there too, it ran on into tracker's own code (its thread id is the caller's)
+    (tmp_path / "forks.py").write_text(
+        "import multiprocessing as mp\nimport torch.nn as nn\nINPUT_SIZE = 32\n"
+        "def _width(q):\n    q.put(4)\n"
+        "def Net():\n    ctx = mp.get_context('fork')\n    q = ctx.Queue()\n"
+        "    p = ctx.Process(target=_width, args=(q,))\n    p.start()\n    width = q.get(timeout=60)\n    p.join(60)\n"
+        "    assert p.exitcode == 0, p.exitcode\n    return nn.Conv2d(3, width, 3)\n")
+    forks = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(tmp_path / "s"), "describe",
+                            f"{tmp_path}/forks.py:Net", "--format", "json"], capture_output=True, text=True, timeout=300)
+    assert forks.returncode == 0 and "exited" not in forks.stderr, forks.stderr
+    assert json.loads(forks.stdout)["params"] == 3 * 4 * 9 + 4
 
 
 def test_a_generated_spec_with_keys_it_does_not_build_is_refused_and_its_in_channels_built(tmp_path: Path) -> None:

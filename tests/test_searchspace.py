@@ -294,7 +294,7 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
 
     (tmp_path / "tiny.toml").write_text(SPACE)
     space = load_space(tmp_path / "tiny.toml")
-    mode = measured_mode(space)  # the report places the file's own mode's measurements (since 0.9.8): cpu-t1 here
+    mode = measured_mode(space)  # the report places the file's own mode's measurements (since 0.9.9): cpu-t1 here
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="ss")
     cands = space.candidates()

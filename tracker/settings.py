@@ -28,7 +28,7 @@ DEFAULT_EXPERIMENT = "Default"
 MAX_BATCH = 1 << 20
 
 #: The largest whole number a spec file may give any size (a width, channels, a depth, a kernel, an
-#: input size), and --input-size too (since 0.9.8: 100,000 px was tried, and said as memory not given,
+#: input size), and --input-size too (since 0.9.9: 100,000 px was tried, and said as memory not given,
 #: status 1): ten times the widest a drawn spec has (320), more than any torchvision network's (2,048
 #: to 4,096), and a 3x3 convolution of it both ways is 2.4 GB of weights. Until 0.9.7 any size was
 #: read, and a width of 10**12 asked the allocator for 512 TB: a traceback from describe, profile

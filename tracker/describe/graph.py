@@ -557,8 +557,8 @@ def _describe_module(model: Any, name: str, input_size: int, in_channels: int, e
     except Exception as exc:  # it does not run on this input at all: bad input, said in one line
         from tracker.errors import ConfigError, allocation_failed
 
-        if allocation_failed(exc) is not None:  # memory not given: the caller says so (describe_ref); said as
-            raise  # "cannot run on" the input, the allocator's words, until 0.9.8
+        if isinstance(exc, (MemoryError, RuntimeError)) and allocation_failed(exc) is not None:  # memory not given:
+            raise  # the caller says so (describe_ref); said as "cannot run on" the input, the allocator's words, until 0.9.8
 
         kind = " of token ids" if input_vocab else ""
         shape = "its example input" if example is not None else f"a {'x'.join(map(str, shape_of_one))} input{kind}"

@@ -28,7 +28,7 @@ class Tally:
     latency_done: int = 0
     latency_skipped: int = 0
     failed: list[str] = field(default_factory=list)
-    #: how many accuracy runs and latency runs of this run were FAILED, each kind its own (since 0.9.8: one
+    #: how many accuracy runs and latency runs of this run were FAILED, each kind its own (since 0.9.9: one
     #: count of failed candidates was said as the latency's)
     accuracy_failed: int = 0
     latency_failed: int = 0
@@ -38,7 +38,7 @@ class Tally:
     extrapolated: list[str] = field(default_factory=list)
     #: measured candidates whose CI is wider than stats.IMPRECISE_CI_REL: left off the frontier (since 0.9.0)
     imprecise: list[str] = field(default_factory=list)
-    #: imprecise candidates already there measured again, this run's --time-cap longer than theirs (since 0.9.8;
+    #: imprecise candidates already there measured again, this run's --time-cap longer than theirs (since 0.9.9;
     #: counted as already there, and the note's advice to measure them with a longer cap was unheeded, until then)
     measured_again: list[str] = field(default_factory=list)
     #: measured candidates that other processes took records.OTHERS_CPU_NOTE_PCT or more of the CPU beside

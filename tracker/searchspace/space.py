@@ -268,7 +268,7 @@ def load_space(path: Path) -> SearchSpace:
         raise ConfigError(f"{where}: enumerate must be all or per-position, got {space.enumerate!r}")
     from tracker.profile.device import canonical_device, is_device_name
 
-    # as a campaign's devices (since 0.9.8: any name starting with cuda passed, cudaXYZ too, and cuda:0 was not
+    # as a campaign's devices (since 0.9.9: any name starting with cuda passed, cudaXYZ too, and cuda:0 was not
     # cuda, its candidates keyed and reported apart)
     if not is_device_name(space.latency.device):
         raise ConfigError(f"{where}: [latency].device: unknown device {space.latency.device!r} (cpu, cuda, cuda:N)")

@@ -513,7 +513,7 @@ def build_generated(spec: dict[str, Any]) -> nn.Module:
     m = _torch_modules()
     stem_spec = spec["stem"]
     act = stem_spec["activation"]
-    # its input's channels (since 0.9.8: a spec's in_channels was read as the input's, and a stem of 3 built)
+    # its input's channels (since 0.9.9: a spec's in_channels was read as the input's, and a stem of 3 built)
     stem = m["ConvBNAct"](spec.get("in_channels", 3), stem_spec["channels"], stem_spec["kernel"], stem_spec["stride"], act)
     stages = []
     cin = stem_spec["channels"]

@@ -510,14 +510,15 @@ def _hard_exit_refused() -> Iterator[None]:
     """Inside the block ``os._exit`` raises :class:`_HardExit` (a ``SystemExit``) instead of ending the
     process: a network file calling it as it was built ended describe or profile at once, saying
     nothing, with status 0 (until 0.9.8). Only this thread's calls are refused; others end the process
-    as they always do."""
+    as they always do, and so does a child forked meanwhile (a multiprocessing worker ends with os._exit;
+    it kept the caller's thread id)."""
     import os
     import threading
 
-    real, caller = os._exit, threading.get_ident()
+    real, caller, pid = os._exit, threading.get_ident(), os.getpid()
 
     def refused(code: int) -> None:
-        if threading.get_ident() != caller:
+        if threading.get_ident() != caller or os.getpid() != pid:
             real(code)
         raise _HardExit(code)
 
