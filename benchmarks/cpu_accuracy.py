@@ -93,6 +93,10 @@ def main() -> None:
         "target_mape_pct": TARGET_MAPE_PCT, "target_within_10pct": TARGET_WITHIN_10PCT, "min_networks": MIN_NETWORKS,
         "meets_target": bool(networks >= MIN_NETWORKS and ev["mape_pct"] <= TARGET_MAPE_PCT
                              and ev["within_10pct"] >= TARGET_WITHIN_10PCT),
+        # the target was set on labels as measured: judged on them too, where the labels were put at a speed
+        **({"meets_target_learnt_as_measured": bool(networks >= MIN_NETWORKS and raw["mape_pct"] <= TARGET_MAPE_PCT
+                                                    and raw["within_10pct"] >= TARGET_WITHIN_10PCT)}
+           if raw is not None else {}),
     }))
 
 
