@@ -444,8 +444,8 @@ def test_a_mapping_on_cuda_n_reads_that_gpu() -> None:
 @pytest.mark.parametrize("weights", ["nan,1", "inf,1", "1,-inf"])
 def test_device_priorities_must_be_finite(tmp_path: Path, weights: str) -> None:
     """nan and inf were taken without a word (a traceback, "Total of weights must be finite", on a GPU) until 0.9.8."""
-    assert one_line(["mapping", "generate", "--device-priorities", weights, "--models", "squeezenet1_1"], tmp_path) == (
-        f"error: --device-priorities '{weights}': expected two finite numbers (cpu, cuda), e.g. 0.4,0.6")
+    assert one_line(["mapping", "generate", "--device-priorities", weights, "--models", "squeezenet1_1"], tmp_path,
+                    status=2) == f"error: --device-priorities '{weights}': expected two finite numbers (cpu, cuda), e.g. 0.4,0.6"
     with pytest.raises(ConfigError, match="need two finite weights >= 0"):
         a, b = (float(v) for v in weights.split(","))
         GenerateOptions(device_priorities=(a, b)).check()
