@@ -1823,9 +1823,9 @@ def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_l
     compared: list[Any] = []
     verdict = fingerprint_train._verdict
 
-    def kept(client, name, version, y, new, old, beats, stays):  # noqa: ANN001, ANN202
+    def kept(client, name, version, y, new, old, beats, stays, y_old=None):  # noqa: ANN001, ANN202
         compared.append(old)
-        return verdict(client, name, version, y, new, old, beats, stays)
+        return verdict(client, name, version, y, new, old, beats, stays, y_old)
 
     monkeypatch.setattr(fingerprint_train, "_verdict", kept)
     second = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
