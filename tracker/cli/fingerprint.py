@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -296,7 +295,7 @@ def predict(
 
     Several networks and batch sizes: the champions loaded once, a row (JSON: an object) each; --under keeps those within a budget and --sort ranks them (a search's candidates)."""
     from tracker.errors import ConfigError, OptionError
-    from tracker.fingerprint.predict import fit_figure, predict_grid
+    from tracker.fingerprint.predict import check_speed_probe_ms, fit_figure, predict_grid
 
     # its options' values, and options that do not go together: usage errors, status 2 (1 until 0.9.8)
     if largest:
@@ -308,8 +307,8 @@ def predict(
                               f"out {' and '.join(given)}")
         _largest_batch(_uri(ctx), models, phase.value, device, input_size, fmt, dtype.value)
         return
-    if speed_probe_ms is not None and not (math.isfinite(speed_probe_ms) and speed_probe_ms > 0):
-        raise OptionError(f"--speed-probe-ms must be a positive number of ms, got {speed_probe_ms:g}")
+    with option_values():  # a usage error, status 2
+        check_speed_probe_ms(speed_probe_ms, "--speed-probe-ms")
     sizes = batch_sizes or [1]
     models = list(dict.fromkeys(models))  # a network named twice is predicted once, as a batch size is (0.9.4)
     # predict_grid predicts a batch size given twice once; a budget or an order makes a list, whatever it holds

@@ -263,10 +263,18 @@ def speed_reference_ms(frame: Any) -> float | None:
     its rows' probes, where every measurement each label is the median of timed the speed probe beside
     it (``tracker.profile.probe``, since 0.9.9); None where one did not (imports, older runs, a GPU's
     runs measured before): their labels stay as measured."""
-    if frame.empty or "label_probe_ratio" not in frame.columns:
+    if not fully_probed(frame):
         return None
-    probed = frame["label_probe_ratio"].notna() & (frame["label_probed_repeats"] == frame["label_repeats"])
-    return float(frame["label_speed_probe_ms"].median()) if bool(probed.all()) else None
+    return float(frame["label_speed_probe_ms"].median())
+
+
+def fully_probed(rows: Any) -> bool:
+    """Whether every label of ``rows`` (network rows of ``load_rows``, layer rows of
+    ``layers.load_layer_rows``) is the median over repeats that each timed the speed probe: only
+    then are they put at a reference speed, all of them (one unit in what a model learns)."""
+    if rows.empty or "label_probe_ratio" not in rows.columns:
+        return False
+    return bool((rows["label_probe_ratio"].notna() & (rows["label_probed_repeats"] == rows["label_repeats"])).all())
 
 
 def at_reference_speed(frame: Any, reference_ms: float) -> Any:

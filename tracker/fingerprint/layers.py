@@ -38,6 +38,7 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
     one's median of latency over probe times it) where every repeat of every layer timed the probe, as
     for the network labels; else every layer stays as measured (one network's sum of layers in two
     units, some put at the reference and some not, until it was released)."""
+    from tracker.fingerprint.dataset import fully_probed
     from tracker.warehouse.load import connect_loaded
 
     con = connect_loaded(warehouse)
@@ -52,10 +53,8 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
         ).df()
     finally:
         con.close()
-    ratio = rows["label_probe_ratio"].astype(float)
-    if (speed_reference_ms is not None and not rows.empty and bool(ratio.notna().all())
-            and bool((rows["label_probed_repeats"] == rows["label_repeats"]).all())):
-        rows["latency_ms"] = ratio * speed_reference_ms
+    if speed_reference_ms is not None and fully_probed(rows):
+        rows["latency_ms"] = rows["label_probe_ratio"].astype(float) * speed_reference_ms
     return rows
 
 

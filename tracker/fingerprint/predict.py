@@ -487,6 +487,7 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
 
     if descriptions is not None and len(descriptions) != len(refs):
         raise ValueError(f"{len(descriptions)} descriptions for {len(refs)} networks")
+    check_speed_probe_ms(speed_probe_ms)  # before anything is loaded (after the predictions until it was released)
     sizes = list(dict.fromkeys(int(bs) for bs in batch_sizes))
     if not sizes or min(sizes) < 1:
         raise FingerprintError(f"batch sizes must be whole numbers of at least 1, got {list(batch_sizes)}")
@@ -514,8 +515,6 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     predictions = predict_rows(models, rows, layer_rows)
     references = {t: m.speed_reference_ms for t, m in models.items() if m.speed_reference_ms is not None}
     if speed_probe_ms is not None:
-        if not (math.isfinite(speed_probe_ms) and speed_probe_ms > 0):
-            raise FingerprintError(f"a speed probe's time is a positive number of ms, got {speed_probe_ms!r}")
         for p in predictions:
             for t, reference in references.items():
                 if t in p:
@@ -599,6 +598,13 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             calls = layer_rows[layer_rows["parent_run_id"] == row["run_id"]][LAYER_INPUTS].to_dict("records")
             out[-1]["features"] = {**_plain(row[features].to_dict()), LAYERS: [_plain(call) for call in calls]}
     return out
+
+
+def check_speed_probe_ms(value: float | None, name: str = "speed_probe_ms") -> None:
+    """A speed probe's time to predict at (``predict_grid``'s ``speed_probe_ms``, ``predict
+    --speed-probe-ms``: ``name``) is a positive, finite number of ms, or None."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise FingerprintError(f"{name} must be a positive number of ms, got {value:g}")
 
 
 def fit_figure(result: dict[str, Any], target: str) -> float:
