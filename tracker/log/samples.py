@@ -13,7 +13,8 @@ A training job's samples (since tracker 0.7.3) are its steps' iteration times, o
 ``host_ms`` (on a device, since tracker 0.8.4; optional, so format 1 still): each sample's host
 part, the step's call until it returned, before the device was waited on.
 ``speed_probe_ms`` and ``speed_probe_version`` (since tracker 0.9.9; optional, so format 1 still):
-the speed probe's samples, timed just before and just after the window (``tracker.profile.probe``).
+the speed probe's samples, timed just before the network was built and just after the window
+(``tracker.profile.probe``).
 Runs logged before tracker 0.7.2, layer runs and imported runs have no samples artifact.
 """
 
