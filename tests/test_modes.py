@@ -315,3 +315,25 @@ def test_the_cli_offers_every_allocator_mode_and_no_other() -> None:
     from tracker.profile.modes import ALLOCATORS
 
     assert [a.value for a in Allocator] == list(ALLOCATORS)
+
+
+@pytest.mark.parametrize("omp, mkl", [("1", None), (str((os.cpu_count() or 1) + 1), None), (None, None), ("1", "2")])
+def test_a_new_process_reads_torchs_threads_and_versions_as_torch_says_them(omp: str | None, mkl: str | None) -> None:
+    """A measurement's parent reads torch's thread count and versions (its mode id and its
+    configuration keys) without importing torch where the environment says them (since 0.9.10):
+    the same figures torch gives, whatever OMP_NUM_THREADS and MKL_NUM_THREADS say."""
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env.update({k: v for k, v in (("OMP_NUM_THREADS", omp), ("MKL_NUM_THREADS", mkl)) if v is not None})
+    code = ("import json, sys; from tracker.environment import torch_threads, torch_versions; "
+            "ours = [torch_threads(), *torch_versions()]; imported = 'torch' in sys.modules; import torch; "
+            "print(json.dumps([ours, [torch.get_num_threads(), torch.__version__, torch.version.cuda], imported]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    ours, torchs, imported = json.loads(out.stdout)
+    assert ours == torchs
+    said = omp is not None and omp.isdigit() and int(omp) <= len(os.sched_getaffinity(0)) and mkl is None
+    assert imported is not said  # torch asked only where the environment does not say

@@ -185,12 +185,14 @@ def capture_environment(with_torch: bool = True) -> dict[str, str]:
         env["env.memory_total_mb"] = str(total)
     env.update(kernel_memory_settings())
     if with_torch:
-        import torch
+        version, cuda = torch_versions()
+        env["env.torch_version"] = version
+        env["env.threads"] = str(torch_threads())
+        if cuda and gpu_device_nodes():  # a CUDA build where a GPU may be: torch says whether one is
+            import torch
 
-        env["env.torch_version"] = torch.__version__
-        env["env.threads"] = str(torch.get_num_threads())
-        if torch.version.cuda and torch.cuda.is_available():
-            env["env.cuda_version"] = torch.version.cuda
+            if torch.cuda.is_available():
+                env["env.cuda_version"] = cuda
     env.update(nvml_info())
     return env
 
@@ -212,8 +214,58 @@ JOB_MEASUREMENT_PROTOCOL = 3
 def software_versions() -> dict[str, str]:
     """The software part of a configuration key: results from other versions (of torch, CUDA,
     Python, tracker's ``MEASUREMENT_PROTOCOL``) are not reused."""
+    torch_version, cuda = torch_versions()
+    # Keys made before tracker 0.3.0 lack this field: a key with it differs from them all.
+    return {"torch": torch_version, "cuda": cuda or "none", "python": platform.python_version(),
+            "measurement": str(MEASUREMENT_PROTOCOL)}
+
+
+def gpu_device_nodes() -> bool:
+    """Whether this machine has a device file through which CUDA reaches a GPU: NVIDIA's driver
+    (``/dev/nvidia*``), a Jetson's (``/dev/nvhost-*``, ``/dev/nvgpu``) or WSL's (``/dev/dxg``).
+    Without one torch finds no GPU, and is not imported (about 2 s here) to say so."""
+    dev = Path("/dev")
+    return any(any(dev.glob(pattern)) for pattern in ("nvidia*", "nvhost-*", "nvgpu*", "dxg"))
+
+
+def torch_threads() -> int:
+    """torch's intra-op thread count in this process (``torch.get_num_threads()``). Where torch is
+    not imported yet (a measurement's parent process, ``tracker profile network``, needs no more
+    of it; importing it takes about 2 s here), read from the environment where ``OMP_NUM_THREADS``
+    names a whole number from 1 to the CPUs this process may run on and ``MKL_NUM_THREADS`` is
+    unset or the same: torch starts with that many. Anything else (unset, or more than the CPUs,
+    which torch lowers) is asked of torch."""
+    import re
+    import sys
+
+    if "torch" not in sys.modules:
+        omp, mkl = os.environ.get("OMP_NUM_THREADS", ""), os.environ.get("MKL_NUM_THREADS", "")
+        usable = min(os.cpu_count() or 1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+        if re.fullmatch(r"[1-9][0-9]{0,3}", omp) and int(omp) <= usable and mkl in ("", omp):
+            return int(omp)
     import torch
 
-    # Keys made before tracker 0.3.0 lack this field: a key with it differs from them all.
-    return {"torch": torch.__version__, "cuda": torch.version.cuda or "none", "python": platform.python_version(),
-            "measurement": str(MEASUREMENT_PROTOCOL)}
+    return int(torch.get_num_threads())
+
+
+def torch_versions() -> tuple[str, str | None]:
+    """torch's version and the CUDA it was built with (``torch.__version__``, ``torch.version.cuda``).
+    Where torch is not imported yet, read from its ``version.py`` alone, which sets plain values
+    and imports nothing of torch: importing torch takes about 2 s here, and a measurement's
+    parent process (``tracker profile network``) needs no more of it. Asked of torch itself where
+    that file cannot be read."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec("torch")
+            folder = Path(list(spec.submodule_search_locations or [])[0])  # type: ignore[union-attr]
+            values: dict[str, Any] = {}
+            exec(compile((folder / "version.py").read_text(), str(folder / "version.py"), "exec"), values)
+            return str(values["__version__"]), values.get("cuda")
+        except Exception:  # noqa: BLE001 - any other layout: torch answers itself
+            import torch
+    return str(torch.__version__), torch.version.cuda

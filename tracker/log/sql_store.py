@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import posixpath
 import random
 import shutil
 import time
@@ -236,22 +237,17 @@ class SqlStore:
             )
 
     def tables(self) -> Any:
+        """The five tables a run's rows go to, as the database itself defines them (reflected: MLflow's
+        models would import all of MLflow, about 2 s here, for five table definitions; the schema
+        version was checked when the store was opened)."""
         if self._tables is None:
-            from mlflow.store.tracking.dbmodels.models import (
-                SqlLatestMetric,
-                SqlMetric,
-                SqlParam,
-                SqlRun,
-                SqlTag,
-            )
+            import sqlalchemy
 
-            self._tables = {
-                "runs": SqlRun.__table__,
-                "tags": SqlTag.__table__,
-                "params": SqlParam.__table__,
-                "metrics": SqlMetric.__table__,
-                "latest_metrics": SqlLatestMetric.__table__,
-            }
+            metadata = sqlalchemy.MetaData()
+            names = ("runs", "tags", "params", "metrics", "latest_metrics")
+            with self._reading() as conn:
+                metadata.reflect(bind=conn, only=names)
+            self._tables = {name: metadata.tables[name] for name in names}
         return self._tables
 
     def transaction(self, work: Callable[[Any], T], attempts: int = LOCK_RETRIES) -> T:
@@ -329,11 +325,7 @@ class SqlStore:
     def write(self, experiment: Experiment, records: list[FinalRecord], known: dict[str, str] | None = None) -> list[str]:
         """Write the records, each batch of runs in one transaction (``known``: unused here, where a
         record's id is its run's)."""
-        from mlflow.utils.uri import append_to_uri_path
-
-        artifact_uris = {
-            r.run_id: append_to_uri_path(experiment.artifact_location, r.run_id, "artifacts") for r in records
-        }
+        artifact_uris = {r.run_id: run_artifact_uri(experiment.artifact_location, r.run_id) for r in records}
         # Artifacts land first: a run row never points at files that are not there.
         for r in records:
             if r.artifacts:
@@ -515,6 +507,17 @@ def _rows(records: list[FinalRecord], experiment_id: int, artifact_uris: dict[st
                 {"key": key, "value": value, "timestamp": ts, "step": step, "is_nan": False, "run_uuid": r.run_id}
             )
     return rows
+
+
+def run_artifact_uri(location: str, run_id: str) -> str:
+    """Where a run of the experiment whose artifacts lie at ``location`` keeps its own, as MLflow
+    says it (``append_to_uri_path(location, run_id, "artifacts")``); a local folder's, the
+    embedded store's, joined here without importing MLflow."""
+    if location.startswith("/") and not any(c in location for c in "?#"):  # a path: no scheme, no query
+        return posixpath.join(location, run_id, "artifacts")
+    from mlflow.utils.uri import append_to_uri_path
+
+    return append_to_uri_path(location, run_id, "artifacts")
 
 
 def upgrade_command(uri: str) -> str:

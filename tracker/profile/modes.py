@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracker.console import counted
-from tracker.environment import cuda_index, nvml, nvml_handle, nvml_text
+from tracker.environment import cuda_index, nvml, nvml_handle, nvml_text, torch_threads
 from tracker.errors import ConfigError
 from tracker.profile.device import is_device_name
 
@@ -296,9 +296,7 @@ def read_mode(device: str = "cpu", threads: int | None = None, allocator: str | 
     if (index := cuda_index(spec)) is not None:
         params.update(read_gpu(index))
     if threads is None:
-        import torch
-
-        params["cpu_threads"] = int(torch.get_num_threads())
+        params["cpu_threads"] = torch_threads()
     else:
         params["cpu_threads"] = validate_threads(threads)
     params.update(read_cpu_freq())
