@@ -73,12 +73,39 @@ def _alone(item: pytest.Item | None) -> bool:
     return item is not None and item.get_closest_marker("alone") is not None
 
 
+def _module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a fixture made once per module (a demo's store, measured networks)."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs)
+
+
+def _in_group(item: pytest.Item, name: str) -> None:
+    """Put ``item`` in xdist's group ``name`` (``--dist loadgroup``: a group's tests run in one
+    worker). xdist 3.8 writes the group into ``item._nodeid``, which pytest 9.2 no longer reads (its
+    ids are ``NodeId`` objects): there the id is given the group here, as xdist's scheduler reads it
+    (``ID@GROUP``). Until 0.9.10 no group took: the ``alone`` tests ran in either worker."""
+    item.add_marker(pytest.mark.xdist_group(name))
+    if not getattr(item.config.option, "loadgroup", False) or "@" in item.nodeid:
+        return  # not a worker of --dist loadgroup, or in a group already
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # a pytest whose ids are strings, which xdist's own hook reaches
+        return
+    if isinstance(getattr(item, "_id", None), NodeId):
+        item._id = NodeId.parse(f"{item.nodeid}@{name}")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The ``alone`` tests go to one worker together (``--dist loadgroup``), one after another,
-    so that the suite's lock is taken exclusively once for a run of them (``_Turns``)."""
+    so that the suite's lock is taken exclusively once for a run of them (``_Turns``). The tests
+    of a module that share a fixture made once per module go to one worker together too: split
+    over two, each worker made it (the quick demo's store twice, 35 s)."""
     for item in items:
         if _alone(item):
-            item.add_marker(pytest.mark.xdist_group("alone"))
+            _in_group(item, "alone")
+        elif _module_fixture(item):
+            _in_group(item, f"module-{item.module.__name__ if item.module else item.nodeid}")
 
 
 class _Turns:
