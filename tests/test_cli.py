@@ -72,7 +72,10 @@ def test_a_measurements_own_process_imports_neither_torch_nor_mlflow(tmp_path: P
     env.pop("MLFLOW_TRACKING_URI", None)
     args = ["--tracking-uri", str(tmp_path / "s"), "profile", "network", "squeezenet1_1", "--input-size", "64",
             "--time-cap", "0.3", "--precision", "0.5", "--format", "json"]
+    from tracker.describe import described_json
+
     monkeypatch.setenv("TRACKER_CACHE_DIR", env["TRACKER_CACHE_DIR"])
+    described_json.cache_clear()  # described in this process before, it would not be written to that cache
     first = runner.invoke(app, [*args, "-b", "1"])  # the store made, the network described, here
     assert first.exit_code == 0, first.output
     code = ("import json, runpy, sys\ncode = 0\n"
