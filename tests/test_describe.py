@@ -837,3 +837,26 @@ def test_the_cache_keeps_its_newest_entries_and_a_cache_that_cannot_be_written_i
     monkeypatch.setenv("TRACKER_CACHE_DIR", str(tmp_path / "file"))
     cache.write_json("d/1.json", {"i": 1}, keep=8)  # says nothing, raises nothing
     assert cache.read_json("d/1.json") is None
+
+
+def test_tracker_describe_reads_a_network_described_before_without_torch(tmp_path: Path) -> None:
+    """`tracker describe` goes through tracker's cache as predict does (since 0.9.10: it built and
+    traced the network each time, about 2 s of torch's import): a second process says the same
+    without importing torch."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRACKER_CACHE_DIR": str(tmp_path / "cache")}
+    code = ("import json, runpy, sys\nsys.argv = ['tracker', 'describe', 'squeezenet1_1', '--input-size', '64', "
+            "'--format', 'json']\ntry:\n    runpy.run_module('tracker', run_name='__main__')\n"
+            "except SystemExit:\n    pass\nprint(json.dumps('torch' in sys.modules), file=sys.stderr)")
+
+    def describe_once() -> tuple[dict, bool]:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout), json.loads(out.stderr.strip().splitlines()[-1])
+
+    (first, imported), (again, imported_again) = describe_once(), describe_once()
+    assert imported and not imported_again
+    assert again == first and first["model"] == "squeezenet1_1" and first["input_size"] == 64 and first["flops"] > 0
