@@ -235,3 +235,19 @@ def test_the_demo_measures_with_the_c_librarys_own_allocator_where_it_cannot_ret
     assert plan.allocator is None and plan.threads == 1 and note and "no glibc mallopt" in note
     assert modes.read_mode("cpu", plan.threads, plan.allocator).mode_id.startswith("cpu-t1")
     assert "retain" not in modes.read_mode("cpu", plan.threads, plan.allocator).mode_id
+
+
+def test_the_next_steps_name_the_demos_store_and_report(tmp_path: Path) -> None:
+    """After `tracker --tracking-uri X demo` each next step names that store (none did until 0.9.10,
+    and pasted they read the default store), and the report command its own folder."""
+    from rich.console import Console
+
+    from tracker.demo import _next_steps
+
+    console = Console(record=True, width=200)
+    _next_steps(console, [], 4, ("resnet18", "a" * 32, "b" * 32), store=["--tracking-uri", str(tmp_path / "my store")],
+                report_folder=tmp_path / "my store" / "report")
+    lines = [line.strip() for line in console.export_text().splitlines() if line.strip().startswith("tracker")]
+    assert len(lines) >= 7 and all(line.startswith(f"tracker --tracking-uri '{tmp_path / 'my store'}' ") for line in lines)
+    assert f"report '{tmp_path / 'my store' / 'report'}'" in "\n".join(lines)
+    assert any(" -e demo runs compare aaaaaaaa bbbbbbbb" in line for line in lines)

@@ -1047,7 +1047,7 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     batch = found["largest_batch"]["largest_peak_measured"]
     assert 1 <= batch < 8 < found["largest_batch"]["device_memory"] and found["beyond_max_batch"] == []
     assert found["measure_command"] == ("tracker profile boundary mnasnet0_5 --phase inference --device cuda "
-                                        f"--input-size 64 --start {batch} --search")  # as profile takes it
+                                        f"--input-size 64 --start {batch} --search")  # as profile takes it (the default store: none named)
     edge = json.loads(CliRunner().invoke(app, [*args[:6], "-b", str(batch), "-b", str(batch + 1), "--input-size", "64",
                                                "--format", "json"]).stdout)
     assert edge[0]["predictions"]["peak_mem_mb"] == pytest.approx(found["predicted_peak_mb"]["largest_peak_measured"])
@@ -1092,6 +1092,27 @@ def test_the_command_that_measures_a_largest_batch_names_what_profile_takes() ->
     # a network file in a folder with a space: one word when pasted (two until 0.9.8)
     spaced = boundary_command("my nets/net.py", "inference", "cpu", Champion("n", "1", [], None), 4)
     assert spaced == f"tracker profile boundary 'my nets/net.py' --phase inference --device cpu {tail.replace('12', '4')}"
+
+
+def test_a_suggested_command_names_the_store_where_a_command_would_find_another(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command tracker suggests (predict's measure command, the demo's next steps) names the store
+    it read where a command given no --tracking-uri would find another (none named until 0.9.10: after
+    `tracker --tracking-uri X ...`, pasted, it read or wrote the default store): an embedded store by
+    its folder, a database's password as ***."""
+    from tracker.fingerprint.predict import Champion, boundary_command
+    from tracker.settings import resolve_location, store_words
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("TRACKER_RUNS_DIR", str(tmp_path / "runs"))
+    default, other = resolve_location(None).uri, resolve_location(str(tmp_path / "my store")).uri
+    assert store_words(default) == [] and store_words(other) == ["--tracking-uri", str(tmp_path / "my store")]
+    assert store_words("postgresql://me:pw@db/mlflow") == ["--tracking-uri", "postgresql://me:***@db/mlflow"]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")  # what a command finds by itself
+    assert store_words("http://127.0.0.1:5000") == [] and store_words(default)[0] == "--tracking-uri"
+    command = boundary_command("resnet18", "inference", "cpu", Champion("n", "1", [], None), 4, tracking_uri=other)
+    assert command == f"tracker --tracking-uri '{tmp_path / 'my store'}' profile boundary resnet18 --phase inference " \
+                      "--device cpu --start 4 --search"
 
 
 def _inference_floor_mb(desc, bs: int, activations: str = "live_activation_bytes") -> float:  # noqa: ANN001

@@ -147,7 +147,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
 
     from tracker.log.logger import RunLogger
     from tracker.profile.campaign import campaign_progress, run_campaign
-    from tracker.settings import runs_dir, warehouse_path
+    from tracker.settings import runs_dir, store_words, warehouse_path
 
     console = wide_console(132, stderr=to_stderr)  # a log file or CI: wide enough for the table
     folder = runs_folder or runs_dir()
@@ -230,7 +230,8 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     small, large = min(plan.batch_sizes), max(plan.batch_sizes)
     pair = next(((u.name, measured[(u.name, small)]["run_id"], measured[(u.name, large)]["run_id"]) for u in unseen
                  if small != large and (u.name, small) in measured and (u.name, large) in measured), None)
-    _next_steps(console, unseen, max(plan.batch_sizes), pair, memory="peak_mem_mb" in plan.targets)
+    _next_steps(console, unseen, max(plan.batch_sizes), pair, memory="peak_mem_mb" in plan.targets,
+                store=store_words(uri), report_folder=report_folder)
     return summary
 
 
@@ -381,13 +382,21 @@ NEXT_COLUMN = 44
 
 
 def _next_steps(console: Any, unseen: list[Unseen], batch_size: int, pair: tuple[str, str, str] | None = None,
-                memory: bool = True) -> None:
+                memory: bool = True, store: list[str] | None = None, report_folder: Path | None = None) -> None:
     """What to try next, each command's words at ``NEXT_COLUMN``; ``pair``: a network and two of its
     runs (ids) to compare; ``memory``: whether a memory fingerprint was learnt (``--largest-batch``
-    needs one)."""
+    needs one); ``store``: the words naming the demo's store (``settings.store_words``), after
+    ``tracker`` in each command; ``report_folder``: where the demo drew its report."""
+    import os
+
     from rich.text import Text
 
+    from tracker.console import shell_line, shell_word
+
     example = unseen[0].name if unseen and unseen[0].origin == "zoo" else "resnet50"
+    report = "runs/report" if report_folder is None else os.path.relpath(report_folder)
+    if report.startswith(".."):  # outside the folder the demo ran in: where it is
+        report = str(report_folder)
     steps = [("tracker ui", "browse the runs: experiment 'demo', layer runs nested under their network,"),
              ("", "Models tab: fingerprints with their 'champion' alias"),
              ('tracker sql "SELECT model, batch_size, latency_ms, peak_mem_mb FROM latest_measurements '
@@ -397,13 +406,15 @@ def _next_steps(console: Any, unseen: list[Unseen], batch_size: int, pair: tuple
     if memory:
         steps.append((f"tracker predict {example} --largest-batch", "the largest batch predicted to fit in memory"))
     steps += [("tracker profile network squeezenet1_1 --trace", "where its time goes, operator by operator (torch.profiler)"),
-              ("tracker report runs/report", "the pictures again (open runs/report/index.html)"),
+              (f"tracker report {shell_word(report)}", f"the pictures again (open {os.path.join(report, 'index.html')})"),
               ("tracker views", "every SQL view of the warehouse")]
     if pair:
         steps.append((f"tracker -e {EXPERIMENT} runs compare {pair[1][:8]} {pair[2][:8]}",
                       f"{pair[0]} at two batch sizes side by side (pyperf-style)"))
     lines = []
+    program = "tracker" + (f" {shell_line(*store)}" if store else "")
     for command, words in steps:
+        command = program + command.removeprefix("tracker") if command.startswith("tracker") else command
         if words and len(command) + 2 > NEXT_COLUMN:  # the words on a line of their own, at the column
             lines += [f"  {command}", " " * (NEXT_COLUMN + 2) + words]
         else:

@@ -264,6 +264,23 @@ def redacted(uri: str) -> str:
     return uri.replace(f":{password}@", ":***@") if password else uri
 
 
+def store_words(uri: str) -> list[str]:
+    """The words that name the store at ``uri`` (a location's URI) in a command suggested to the
+    user: none where a command given no ``--tracking-uri`` finds that store by itself (the default,
+    or ``MLFLOW_TRACKING_URI``'s), else ``--tracking-uri`` and the store, an embedded store by its
+    folder, a password as ``***``. A suggested command named no store until 0.9.10, so after
+    ``tracker --tracking-uri X demo`` its next steps read the default store."""
+    try:
+        if resolve_location(None).uri == uri:
+            return []
+    except StoreError:  # MLFLOW_TRACKING_URI names no store a command could open: name this one
+        pass
+    shown = redacted(uri)
+    if shown.startswith("sqlite:///") and (db := sqlite_path(shown)).name == "mlflow.db" and "?" not in shown:
+        shown = str(db.parent)  # tracker's own layout: its folder, as it is given
+    return ["--tracking-uri", shown]
+
+
 def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
     """Turn what the user gave (or nothing) into a store location."""
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""

@@ -673,7 +673,7 @@ def largest_under(peak_mb: Any, limit_mb: float, max_batch: int = MAX_PREDICTED_
 
 
 def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: int,
-                     input_size: int | None = None) -> str:
+                     input_size: int | None = None, tracking_uri: str | None = None) -> str:
     """The ``tracker profile boundary ... --search`` that measures what :func:`largest_batch` predicted
     for ``ref``, from ``start``, on the device and in the mode ``champ``'s runs were measured in:
     ``device`` where it is one ``profile`` takes (cpu, cuda, cuda:N), else the one device its runs
@@ -683,6 +683,7 @@ def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: 
     import re
 
     from tracker.profile.device import is_device_name
+    from tracker.settings import store_words
 
     kinds = champ.devices or ()
     mode = champ.mode or (None if is_device_name(device) else device)
@@ -697,7 +698,9 @@ def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: 
         args += ["--allocator", "retain"]
     if input_size:
         args += ["--input-size", str(input_size)]
-    command = "tracker profile boundary " + shell_line(*args, "--start", start, "--search")  # a ref a path with a space: quoted
+    # a ref a path with a space: quoted; the store the fingerprint read (since 0.9.10), where a command finds another
+    store = store_words(tracking_uri) if tracking_uri else []
+    command = "tracker " + shell_line(*store, "profile", "boundary", *args, "--start", start, "--search")
     return command if on else f"on {device} (its DEVICE: cpu or cuda, as its runs ran): {command}"
 
 
@@ -762,5 +765,6 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
             "memory_floor_columns": list(champ.floor_columns or ()),
         })
         if starts := [b for b in found.values() if b]:  # where to start measuring it: the smaller answer
-            out[-1]["measure_command"] = boundary_command(ref, phase, device, champ, min(starts), input_size)
+            out[-1]["measure_command"] = boundary_command(ref, phase, device, champ, min(starts), input_size,
+                                                          tracking_uri)
     return out
