@@ -150,7 +150,7 @@ def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_tab
     # command run with another environment would start another zygote (tracker.profile.zygote_client)
     monkeypatch.setenv("COLUMNS", "80")
     args = ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "resnet18", "--batch-size", "1",
-            "--time-cap", "0.5", "--precision", "0.1", "--threads", "1"]
+            "--input-size", "64", "--time-cap", "0.5", "--precision", "0.1", "--threads", "1"]
     first = json.loads(runner.invoke(app, [*args, "--format", "json"]).stdout)
     assert "trace" not in first
     result = runner.invoke(app, [*args, "--trace", "--format", "json"])

@@ -28,7 +28,7 @@ def test_two_measured_runs_are_compared_on_their_samples(tmp_path: Path) -> None
     from tracker.profile.stats import summarize
 
     base = ["--tracking-uri", str(tmp_path / "s"), "-e", "cmp"]
-    quick = ["--time-cap", "0.5", "--precision", "0.1", "--threads", "1", "--format", "json"]
+    quick = ["--input-size", "96", "--time-cap", "0.5", "--precision", "0.1", "--threads", "1", "--format", "json"]
 
     def measure(batch: int, *extra: str, command: str = "network") -> str:
         out = runner.invoke(app, [*base, "profile", command, "squeezenet1_1", "--batch-size", str(batch), *quick, *extra])
