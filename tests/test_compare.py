@@ -71,10 +71,19 @@ def test_two_measured_runs_are_compared_on_their_samples(tmp_path: Path) -> None
     assert ops["time_basis"] == "self_cpu_ms" and ops["total_b_ms"] > ops["total_a_ms"] > 0
     assert abs(ops["top"][0]["change_ms"]) == max(abs(r["change_ms"]) for r in ops["top"])
 
-    repeat = json.loads(runner.invoke(app, [*base, "runs", "compare", one, again, "--format", "json"]).stdout)["latency"]
+    repeat_data = json.loads(runner.invoke(app, [*base, "runs", "compare", one, again, "--format", "json"]).stdout)
+    repeat = repeat_data["latency"]
     assert repeat["same_configuration"] and repeat["repeat_drift_rel"] is None  # its change is the drift itself
+    # each measured beside the speed probe: the machine's speed, and the change at it (since 0.9.10)
+    speed = data["machine_speed"]
+    probes = [client.get_run(r).data.metrics["speed_probe_ms"] for r in (one, four)]
+    assert speed["probe_change_rel"] == pytest.approx(probes[1] / probes[0] - 1)
+    assert speed["latency_change_rel"] == pytest.approx(
+        (metrics_four := client.get_run(four).data.metrics)["latency_ms"] / probes[1] / (metrics["latency_ms"] / probes[0]) - 1)
+    assert rows["speed_probe_ms"]["a"] == probes[0] and metrics_four["speed_probe_ms"] == probes[1]
     text = runner.invoke(app, [*base, "runs", "compare", one, four])
     assert text.exit_code == 0 and "configurations differ: batch_size 1 -> 4" in text.stdout
+    assert "machine speed: the speed probe " in text.stdout and "at the machine's speed (latency over probe)" in text.stdout
     assert "latency +" in text.stdout and ": significant (" in text.stdout
     assert f"layers: {layers['matched']} matched by name" in text.stdout and "operators (torch.profiler" in text.stdout
     # two layer runs: their CIs (relative half-widths) judged, and the layers' own differences said
@@ -396,3 +405,25 @@ def test_a_run_whose_samples_are_damaged_is_shown_whole_and_compared_without_the
         assert line.endswith("judged without them)") and "latency +0.0 %" in compared.stdout, compared.stdout
     with pytest.raises(TrackerError, match="samples_ms holds 'a', not a number"):
         read_samples(json.dumps({"format": 1, "samples_ms": [1, 2, "a"]}), "x")
+
+
+def test_a_comparison_puts_the_latency_change_at_the_machines_speed() -> None:
+    """Two runs that each timed the speed probe: how far the machine moved between them, and the
+    latency change at its speed (latency over probe), warned of past PROBE_MOVED_REL; probes of two
+    versions are not compared, and a run without one leaves it out (since 0.9.10)."""
+    from tracker.log.compare import PROBE_MOVED_REL, machine_speed
+    from tracker.profile.probe import PROBE_TAG
+
+    def probed(run_id: str, latency: float, probe: float | None, version: str = "1") -> Side:
+        side = _side(run_id, latency, 0.01)
+        if probe is not None:
+            side.metrics["speed_probe_ms"], side.tags[PROBE_TAG] = probe, version
+        return side
+
+    slow = machine_speed(probed("a", 10.0, 1.6), probed("b", 13.0, 2.0))  # the machine 25 % slower, latency 30 %
+    assert slow["probe_change_rel"] == pytest.approx(0.25) and slow["latency_change_rel"] == pytest.approx(1.3 / 1.25 - 1)
+    assert slow["moved"] and PROBE_MOVED_REL < 0.25
+    steady = machine_speed(probed("a", 10.0, 1.6), probed("b", 13.0, 1.62))
+    assert not steady["moved"] and steady["latency_change_rel"] == pytest.approx(1.3 / (1.62 / 1.6) - 1)
+    assert machine_speed(probed("a", 10.0, 1.6), probed("b", 13.0, None)) == {}
+    assert machine_speed(probed("a", 10.0, 1.6), probed("b", 13.0, 2.0, "2")) == {"probe_versions": ["1", "2"]}

@@ -254,6 +254,14 @@ def compare(
     wide_console(100).print(table)
     lat = data["latency"]
     typer.echo(f"latency {100 * lat['change_rel']:+.1f} % ({lat['ratio']:.3f}x): {lat['verdict']} ({lat['why']})")
+    if speed := data["machine_speed"]:
+        if "probe_versions" in speed:
+            typer.echo("machine speed: not compared (speed probes of versions "
+                       f"{' and '.join(str(v) for v in speed['probe_versions'])}: other units)")
+        else:
+            typer.echo(f"{'WARNING: ' if speed['moved'] else ''}machine speed: the speed probe {100 * speed['probe_change_rel']:+.1f} % "
+                       f"from A to B; at the machine's speed (latency over probe) latency {100 * speed['latency_change_rel']:+.1f} %"
+                       + (": a change may be the machine's" if speed["moved"] else ""))
     if "layers" in data:
         ly = data["layers"]
         unmatched = f"; {ly['only_a']} only in A, {ly['only_b']} only in B" if ly["only_a"] or ly["only_b"] else ""

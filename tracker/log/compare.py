@@ -22,6 +22,11 @@ Otherwise the change is *significant*. Other metrics (throughput, peak memory, p
 utilisation, page faults) are single values per run: shown with their change, no verdict. A
 metric one run lacks is absent there, never zero.
 
+Where both runs timed the speed probe (``tracker.profile.probe``, since 0.9.10 here), the machine's
+speed is compared as well: how far the probe moved, and the latency change at the machine's speed
+(latency over probe), with a warning where the machine moved by more than ``PROBE_MOVED_REL``: on
+a shared machine two runs minutes apart can differ by its speed alone.
+
 Where both runs hold more, it is compared too: their layer runs (nested under them, matched by
 layer name; the ``TOP`` that moved most, each marked where the two layers' CIs do not overlap),
 and their torch.profiler operator tables (``--trace``: matched by operator, self time per
@@ -46,8 +51,12 @@ ALPHA = 0.05
 #: Metrics shown besides latency, where a run has them.
 METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s", "peak_mem_mb", "network_mem_mb",
            "energy_per_iter_j", "power_w", "cpu_util_pct", "cpu_util_others_pct", "gpu_util_pct",
-           "page_faults_per_iter_count", "host_share_pct",
+           "page_faults_per_iter_count", "host_share_pct", "speed_probe_ms",  # the machine's speed (0.9.10)
            "step_time_ms", "data_wait_frac")  # a training job's step and its wait for data (since 0.9.1)
+#: How far the machine's speed may move between two runs (their speed probes' medians, relative) before a
+#: comparison warns that a latency change may be the machine's: the probe's own median moves by a few per
+#: cent between brackets of one measurement on a quiet machine.
+PROBE_MOVED_REL = 0.05
 #: Parameters that make a configuration (differences are shown, not warned about). Since 0.9.1 a
 #: memory cap (two runs apart by it alone read as one configuration) and a training job's loader
 #: settings and dataset (two jobs apart by their prefetch factor listed no difference); since 0.9.8 its
@@ -377,6 +386,26 @@ def _host_bound(a: Side, b: Side) -> dict[str, float | None]:
     return {"a": a.metrics.get("host_share_pct"), "b": b.metrics.get("host_share_pct")}
 
 
+def machine_speed(a: Side, b: Side) -> dict[str, Any]:
+    """The machine's speed when each side was measured (its speed probe, ``tracker.profile.probe``),
+    where both timed a probe of one version: how far it moved (``probe_change_rel``), the latency
+    change at the machine's speed (``latency_change_rel``: of latency over probe, the unit a
+    fingerprint learns in), and whether the machine moved by more than ``PROBE_MOVED_REL``. Probes of
+    two versions are other units: only their versions are said. Empty where either has none (runs
+    before tracker 0.9.9, imports, a probe that failed)."""
+    from tracker.profile.probe import PROBE_TAG
+
+    pa, pb = a.metrics.get("speed_probe_ms"), b.metrics.get("speed_probe_ms")
+    if not (pa and pb and pa > 0 and pb > 0 and math.isfinite(pa) and math.isfinite(pb)):
+        return {}
+    versions = [a.tags.get(PROBE_TAG), b.tags.get(PROBE_TAG)]
+    if versions[0] != versions[1]:
+        return {"probe_versions": versions}
+    moved = pb / pa - 1.0
+    at_speed = (b.metrics["latency_ms"] / pb) / (a.metrics["latency_ms"] / pa) - 1.0
+    return {"probe_change_rel": moved, "latency_change_rel": at_speed, "moved": abs(moved) > PROBE_MOVED_REL}
+
+
 def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[str, Any]:
     """Runs ``ref_a`` and ``ref_b`` of ``experiment`` in ``store`` (``tracker.log.store``) compared
     (B against A): differences of configuration and environment, every metric both or either has,
@@ -418,6 +447,7 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         "host_bound": _host_bound(a, b),
         "metrics": metrics,
         "latency": latency_verdict(a, b),
+        "machine_speed": machine_speed(a, b),
         **({"layers": compare_layers(a.layers, b.layers)} if a.layers and b.layers else {}),
         **({"operators": ops} if ops else {}),
         **({"kernels": kernels} if kernels else {}),
