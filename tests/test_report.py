@@ -34,10 +34,11 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
     layered = measure("layers", 1)
     measure("network", 2)
     first = report()
-    assert first["by_kind"] == {"batch": 1, "layers": 1} and first["drawn"] == 2 and first["unchanged"] == 0
+    # the machine's speed, the probe beside each measurement, too (since 0.9.10; logged on no run)
+    assert first["by_kind"] == {"batch": 1, "layers": 1, "speed": 1} and first["drawn"] == 3 and first["unchanged"] == 0
     assert first["logged"] == 2  # the batch picture on the batch-2 run, the layer breakdown on the layered run
     again = report()
-    assert (again["drawn"], again["unchanged"], again["logged"], again["removed"]) == (0, 2, 0, 0)
+    assert (again["drawn"], again["unchanged"], again["logged"], again["removed"]) == (0, 3, 0, 0)
 
     # A picture the previous report wrote and this one does not draw goes; what tracker did not write stays.
     manifest = json.loads((folder / ".tracker-report.json").read_text())
@@ -47,7 +48,9 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
     (folder / "notes.txt").write_text("mine")
     batch4 = measure("network", 4)
     third = report()
-    assert (third["drawn"], third["unchanged"], third["removed"]) == (1, 1, 1), third  # the batch picture: a third batch
+    # the batch picture (a third batch) and the speed picture (a third probe), drawn again
+    assert (third["drawn"], third["unchanged"], third["removed"]) == (2, 1, 1), third
+    assert [p.name for p in (folder / "speed").iterdir()] == ["cpu-t1.png"]
     assert third["logged"] == 1 and not (folder / "layers" / "gone.png").exists() and (folder / "notes.txt").exists()
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     (batch_png,) = (folder / "batch").iterdir()  # named after the family, phase and device
@@ -59,7 +62,7 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
     assert report()["drawn"] == 1
     (folder / ".tracker-report.json").write_text("{not json")
     redrawn = report()
-    assert redrawn["drawn"] == 2 and redrawn["logged"] == 2
+    assert redrawn["drawn"] == 3 and redrawn["logged"] == 2
 
     # The same network at another input size: a line of its own in the same picture, told apart by its size
     # (two lines both labelled squeezenet1_1 until 0.8.9); what they share (the mode) said once in the title.
@@ -68,14 +71,18 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
                                   "--input-size", "64", *quick])
         assert out.exit_code == 0, out.output
     report()
-    from tracker.report.build import batch_pictures
+    from tracker.report.build import batch_pictures, speed_pictures
     from tracker.warehouse.load import connect
 
     con = connect(tmp_path / "w.duckdb", read_only=True)
     try:
         (picture,) = batch_pictures(con)
+        (speed,) = speed_pictures(con)
     finally:
         con.close()
+    probes = [r["speed_probe_ms"] for r in speed.args[1]]  # each whole measurement's probe, in time order
+    assert len(probes) == 5 and all(p > 0 for p in probes) and speed.run_ids == []
+    assert [r["end_time"] for r in speed.args[1]] == sorted(r["end_time"] for r in speed.args[1])
     title, lines = picture.args
     assert [line["label"] for line in lines] == ["squeezenet1_1 64 px", "squeezenet1_1 224 px"]
     assert [line["batch_sizes"] for line in lines] == [[1, 2], [1, 2, 4]] and ", mode cpu-t1" in title

@@ -14,10 +14,12 @@ What is drawn, and where each picture is logged (under ``report/`` in the run's 
   the folder's name) are a picture each, named with a digest of their folder.
 - ``pareto/<space>-<source>.png``: a search space's accuracy-latency frontier (``tracker
   searchspace report`` logs it on its own run).
+- ``speed/<mode>.png``: the machine's speed over time in a device mode, the speed probe timed
+  beside each measurement (since 0.9.10; logged on no run).
 
 An ``index.html`` lists every picture with a caption. Rows come from the warehouse's views
 (``latest_measurements``, ``oom_boundary``, ``layer_latency``, ``data_loading``,
-``searchspace_candidates``) with bound parameters only.
+``searchspace_candidates``, ``whole_network_runs``) with bound parameters only.
 
 Drawing is most of a report's time (about 10 s for the demo's 63 pictures here), so a picture
 is keyed by what it is drawn from (its rows, title and the drawing module's source): the folder's
@@ -282,6 +284,22 @@ def loader_pictures(con: Any) -> list[Picture]:
     return pictures
 
 
+def speed_pictures(con: Any) -> list[Picture]:
+    """A picture per device mode whose measurements timed the speed probe: the machine's speed over
+    time, which a fingerprint's labels are put at (the median) and ``runs compare`` weighs."""
+    from tracker.report.plots import machine_speed_png
+
+    rows = _rows(con, "SELECT COALESCE(mode, device) AS mode, end_time, speed_probe_ms FROM whole_network_runs "
+                      "WHERE status = 'FINISHED' AND speed_probe_ms > 0 ORDER BY mode, end_time, run_id")
+    modes: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        modes.setdefault(str(r["mode"]), []).append(r)
+    return [Picture(f"speed/{slug(mode)}.png",
+                    f"{mode}: the machine's speed over time, the speed probe beside each of {counted(len(runs), 'measurement')}",
+                    [], machine_speed_png, (f"{mode}: the speed probe beside each measurement", runs))
+            for mode, runs in sorted(modes.items())]
+
+
 def pareto_pictures(con: Any) -> list[Picture]:
     from tracker.searchspace.plot import pareto_png
 
@@ -381,7 +399,8 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
     try:
         con = connect_loaded(warehouse)
         try:
-            pictures = batch_pictures(con) + layer_pictures(con) + loader_pictures(con) + pareto_pictures(con)
+            pictures = (batch_pictures(con) + layer_pictures(con) + loader_pictures(con) + pareto_pictures(con)
+                        + speed_pictures(con))
         finally:
             con.close()
         pictures += fingerprint_pictures(tracking_uri)

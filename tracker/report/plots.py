@@ -240,3 +240,26 @@ def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
         ax.grid(alpha=0.3, axis="x")
         ax.tick_params(axis="y", labelsize=8)
     return _png(fig)
+
+
+def machine_speed_png(title: str, runs: Sequence[dict[str, Any]]) -> bytes:
+    """The machine's speed over time: the speed probe's median beside each measurement (``runs``:
+    ``end_time``, a datetime, and ``speed_probe_ms``, in time order), their median as a line, the
+    10th and 90th percentiles as a band."""
+    import statistics
+
+    plt = _pyplot()
+    probes = [float(r["speed_probe_ms"]) for r in runs]
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    ax.plot([r["end_time"] for r in runs], probes, ".", ms=4, alpha=0.6, color="C0")
+    median = statistics.median(probes)
+    ax.axhline(median, color="C3", lw=1, label=f"median {median:.3g} ms")
+    if len(probes) >= 10:
+        deciles = statistics.quantiles(probes, n=10)
+        ax.axhspan(deciles[0], deciles[-1], color="C3", alpha=0.08, label=f"10th-90th percentile {deciles[0]:.3g}-{deciles[-1]:.3g} ms")
+    ax.set(ylabel="speed probe (ms; higher: slower)", title=title)
+    ax.title.set_fontsize(10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.autofmt_xdate()
+    return _png(fig)
