@@ -69,3 +69,45 @@ def test_one_device_has_one_name_wherever_it_is_given(tmp_path: Path) -> None:
     assert load_campaign(path).devices == ["cpu", "cuda", "cuda:1"]  # cuda and cuda:0 measured once
     mapping = from_json({"networks": [{"model": "squeezenet1_1", "split": 3, "devices": ["cuda:0", "cpu"]}]}, "m.json")
     assert mapping.networks[0].compact() == "squeezenet1_1@3:cuda>cpu"  # its compact form parses back
+
+
+def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehouses(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """`tracker device speed`: the speed probe timed alone in a measuring child, in the mode a
+    measurement with those settings runs in (since 0.9.10), beside the median of the warehouse's
+    finished measurements in that mode that timed one; the figure predict --speed-probe-ms takes."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from tests.conftest import ENV, network_record
+    from tracker.cli.app import app
+    from tracker.log.logger import RunLogger
+    from tracker.profile.probe import PROBE_RUNS, SPEED_NOW_BRACKETS
+
+    runs = tmp_path / "runs"
+    base = ["--tracking-uri", str(runs)]
+    alone = json.loads(CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1", "--format", "json"]).stdout)
+    assert alone["mode"] == "cpu-t1" and alone["speed_probe_count"] == SPEED_NOW_BRACKETS * PROBE_RUNS
+    low, high = alone["quartiles_ms"]
+    assert 0 < low <= alone["speed_probe_ms"] <= high and alone["warehouse"] is None and "slower_than_usual_rel" not in alone
+    records = [network_record("resnet18", 1, speed_probe_ms=2.0), network_record("resnet18", 2, speed_probe_ms=3.0),
+               network_record("resnet18", 4, speed_probe_ms=9.0), network_record("resnet18", 8)]  # the last, no probe
+    for r in records:
+        r.params["mode"] = "cpu-t1"
+    records[2].params["mode"] = "cpu-t2"  # another mode's: not this one's speed
+    logger = RunLogger(str(runs), experiment="e", environment=ENV)
+    logger.log(records)
+    logger.close()
+    assert CliRunner().invoke(app, [*base, "warehouse", "load"]).exit_code == 0
+    out = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1", "--format", "json"])
+    now = json.loads(out.stdout)
+    assert (now["warehouse"]["speed_probe_ms"], now["warehouse"]["measurements"]) == (2.5, 2)
+    assert now["slower_than_usual_rel"] == now["speed_probe_ms"] / 2.5 - 1
+    text = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
+    assert text.exit_code == 0 and text.stdout.startswith("speed probe on cpu in mode cpu-t1: ")
+    assert "the warehouse's 2 measurements in this mode: median 2.5 ms; this machine is " in text.stdout
+    assert "predict at this speed: tracker predict MODEL --device cpu-t1 --speed-probe-ms " in text.stdout
+    monkeypatch.setenv("TRACKER_FAULT", "noprobe")  # a probe that fails: one line, nothing invented
+    failed = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
+    assert failed.exit_code == 1 and str(failed.exception).startswith(
+        "the speed probe failed on cpu: RuntimeError: injected: the probe failed"), failed.exception

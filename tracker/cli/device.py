@@ -8,6 +8,22 @@ import typer
 
 from tracker.cli.options import Allocator, FormatOption, OutputFormat, device_name, emit_json, option_values, reads_only
 
+#: The device and mode a command of this group reads, as ``profile`` takes them.
+DeviceArgument = Annotated[str, typer.Argument(callback=device_name, help="cpu, cuda or cuda:N (CUDA device N).")]
+ThreadsOption = Annotated[Optional[int], typer.Option("--threads", help="CPU threads of the mode; default: torch's.")]
+AllocatorOption = Annotated[Optional[Allocator], typer.Option(
+    "--allocator", help="The C allocator of the mode (system or retain); default: the C library's own.")]
+
+
+def _checked(threads: int | None) -> None:
+    """``--threads`` within this machine's CPUs: a usage error otherwise."""
+    from tracker.profile.modes import validate_threads
+
+    if threads is not None:
+        with option_values():
+            validate_threads(threads)
+
+
 app = typer.Typer(help="This machine's devices: what a measurement on each records, its mode, what moves it.",
                   no_args_is_help=True)
 
@@ -17,20 +33,16 @@ app = typer.Typer(help="This machine's devices: what a measurement on each recor
                            "would get, and what moves measurements on this machine. Reads; changes nothing.")
 @reads_only
 def show(
-    device: Annotated[str, typer.Argument(callback=device_name, help="cpu, cuda or cuda:N (CUDA device N).")] = "cpu",
-    threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads of the mode; default: torch's.")] = None,
-    allocator: Annotated[Optional[Allocator], typer.Option(
-        "--allocator", help="The C allocator of the mode (system or retain); default: the C library's own.")] = None,
+    device: DeviceArgument = "cpu",
+    threads: ThreadsOption = None,
+    allocator: AllocatorOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """``tracker.profile.inventory.device_report``, as a table or JSON."""
     from tracker.environment import cuda_index
     from tracker.profile.inventory import PROBE_INTERVAL_S, device_report
-    from tracker.profile.modes import validate_threads
 
-    if threads is not None:
-        with option_values():
-            validate_threads(threads)
+    _checked(threads)
     report = device_report(device, threads=threads, allocator=allocator.value if allocator else None)
     if fmt is OutputFormat.json:
         emit_json(report)
@@ -60,3 +72,44 @@ def show(
         typer.echo("what moves measurements here (tracker reads these, and sets none):")
         for line in report["notes"]:
             typer.echo(f"  - {line}")
+
+
+@app.command("speed", help="The machine's speed now: the speed probe every measurement times beside its window, "
+                            "timed alone.\n\nIn the mode a measurement with these settings runs in, holding the device "
+                            "as a measurement does; beside the median of the warehouse's measurements in that mode. "
+                            "Its figure is what tracker predict --speed-probe-ms takes. Logs nothing.")
+@reads_only
+def speed(
+    ctx: typer.Context,
+    device: DeviceArgument = "cpu",
+    threads: ThreadsOption = None,
+    allocator: AllocatorOption = None,
+    fmt: FormatOption = OutputFormat.table,
+) -> None:
+    """``tracker.profile.probe.speed_now``, beside ``measured_speed`` of the store's warehouse."""
+    from tracker.cli.options import state
+    from tracker.console import shell_line
+    from tracker.profile.probe import measured_speed, speed_now
+    from tracker.settings import warehouse_path
+
+    _checked(threads)
+    warehouse = warehouse_path(None, state(ctx).location().uri)
+    now = speed_now(device, threads, allocator.value if allocator else None)
+    usual = measured_speed(warehouse, now["mode"])
+    now["warehouse"] = {"path": str(warehouse), **usual} if usual else None
+    if usual:
+        now["slower_than_usual_rel"] = now["speed_probe_ms"] / usual["speed_probe_ms"] - 1.0
+    if fmt is OutputFormat.json:
+        emit_json(now)
+        return
+    low, high = now["quartiles_ms"]
+    typer.echo(f"speed probe on {device} in mode {now['mode']}: {now['speed_probe_ms']:.4g} ms (median of "
+               f"{now['speed_probe_count']} runs; quartiles {low:.4g} to {high:.4g} ms; higher is slower)")
+    if usual:
+        change = now["slower_than_usual_rel"]
+        typer.echo(f"the warehouse's {usual['measurements']:,} measurements in this mode: median {usual['speed_probe_ms']:.4g} ms; "
+                   f"this machine is {100 * abs(change):.1f} % {'slower' if change >= 0 else 'faster'} now")
+    else:
+        typer.echo(f"the warehouse ({warehouse}) holds no measurement in this mode with a speed probe to compare with")
+    typer.echo("predict at this speed: tracker " + shell_line("predict", "MODEL", "--device", now["mode"], "--speed-probe-ms",
+                                                                  f"{now['speed_probe_ms']:.4g}"))

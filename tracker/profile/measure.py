@@ -153,7 +153,7 @@ def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from tracker.profile.modes import apply_allocator, apply_threads, read_mode
+    from tracker.profile.modes import enter_mode
     from tracker.profile.network import NetworkSpec, in_format, preload_own_code, profile_layers
     from tracker.profile.probe import SpeedProbe, probe_json
     from tracker.profile.telemetry import TelemetrySampler
@@ -161,11 +161,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
     # The allocator before anything allocates (the thread pool, the network), as the job and
     # workload children do: all their memory is kept the same way.
-    apply_allocator(job.get("allocator"))
-    if job.get("threads"):
-        apply_threads(int(job["threads"]))
+    mode = enter_mode(job)
     device = job.get("device", "cpu")
-    mode = read_mode(device, allocator=job.get("allocator"))
     # the machine's speed beside the window (tracker.profile.probe), built before the run's seed is
     # set and before what the process held is read: its few MB are the process's, not the network's
     probe = SpeedProbe(device)

@@ -103,6 +103,15 @@ def validate_threads(threads: Any, label: str = "--threads") -> int:
     return threads
 
 
+def enter_mode(job: dict[str, Any]) -> DeviceMode:
+    """In a measuring child: the mode a job of a network or of the speed probe asks for set up (its C
+    allocator first, before anything allocates, then its thread count) and read back."""
+    apply_allocator(job.get("allocator"))
+    if job.get("threads"):
+        apply_threads(int(job["threads"]))
+    return read_mode(job.get("device", "cpu"), allocator=job.get("allocator"))
+
+
 def apply_threads(threads: int) -> None:
     """Set torch's intra-op thread count: the one mode setting the tracker makes, explicitly."""
     import torch

@@ -123,3 +123,63 @@ def probe_metrics(samples_ms: list[float] | None) -> dict[str, float]:
 
 def probe_json(samples_ms: list[float]) -> dict[str, Any]:
     return {"version": PROBE_VERSION, "samples_ms": [round(float(v), 6) for v in samples_ms]}
+
+
+#: Brackets of PROBE_RUNS that ``tracker device speed`` times: as many as a measurement with its layers.
+SPEED_NOW_BRACKETS = 3
+
+
+def time_now(job: dict[str, Any]) -> dict[str, Any]:
+    """In a measuring child (job kind ``probe``): the speed probe alone, in the mode a measurement of
+    ``job`` would run in (its allocator, threads and device), ``SPEED_NOW_BRACKETS`` brackets of
+    ``PROBE_RUNS``: the machine's speed now, in the unit every run's ``speed_probe_ms`` is."""
+    from tracker.profile.modes import enter_mode
+
+    mode = enter_mode(job)
+    probe = SpeedProbe(job.get("device", "cpu"))
+    for _ in range(SPEED_NOW_BRACKETS):
+        probe.sample()
+    if probe.error is not None:
+        return {"mode": mode.mode_id, "speed_probe_error": probe.error}
+    return {"mode": mode.mode_id, "speed_probe": probe_json(probe.samples_ms)}
+
+
+def speed_now(device: str = "cpu", threads: int | None = None, allocator: str | None = None,
+              timeout_s: float = 120.0) -> dict[str, Any]:
+    """The machine's speed now (``tracker device speed``): the speed probe timed in a measuring child
+    in the mode a measurement with these settings would run in, holding the device as a measurement
+    does (so it never runs beside one of this machine's). Its median, in the unit of every run's
+    ``speed_probe_ms``: what ``tracker predict --speed-probe-ms`` takes. A probe that fails is a
+    MeasurementError."""
+    from tracker.errors import MeasurementError
+    from tracker.profile.child import run_child
+
+    job = {"kind": "probe", "device": device, "threads": threads, "allocator": allocator}
+    result = run_child(job, timeout_s=timeout_s)
+    payload = result.payload or {}
+    if not result.ok or "speed_probe" not in payload:
+        why = payload.get("speed_probe_error") or result.message or result.reason or "no result"
+        raise MeasurementError(f"the speed probe failed on {device}: {why}")
+    samples = [float(v) for v in payload["speed_probe"]["samples_ms"]]
+    quartiles = statistics.quantiles(samples, n=4)
+    return {"device": device, "mode": payload["mode"], "speed_probe_ms": float(statistics.median(samples)),
+            "speed_probe_count": len(samples), "quartiles_ms": [quartiles[0], quartiles[2]],
+            "speed_probe_version": int(payload["speed_probe"]["version"]), "device_wait_s": result.device_wait_s}
+
+
+def measured_speed(warehouse: Any, mode: str) -> dict[str, Any] | None:
+    """The speed probe's median over the warehouse's finished whole measurements in ``mode`` and how
+    many there are (the machine's usual speed there, which a latency fingerprint's labels are put
+    near); None where it holds none (or there is no warehouse)."""
+    from tracker.warehouse.load import connect_loaded
+
+    if not warehouse.exists():
+        return None
+    con = connect_loaded(warehouse)
+    try:
+        ((median, count),) = con.execute(
+            "SELECT median(speed_probe_ms), count(*) FROM whole_network_runs WHERE mode = $mode "
+            "AND status = 'FINISHED' AND speed_probe_ms > 0", {"mode": mode}).fetchall()
+    finally:
+        con.close()
+    return {"speed_probe_ms": float(median), "measurements": int(count)} if count else None

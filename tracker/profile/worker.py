@@ -339,6 +339,10 @@ def main(forked: bool = False) -> int:
             from tracker.profile.job import train
 
             result = train(job)
+        elif job.get("kind") == "probe":  # tracker device speed: the speed probe alone
+            from tracker.profile.probe import time_now
+
+            result = time_now(job)
         else:
             result = run_job(job)
     except BaseException as exc:  # noqa: BLE001  every failure becomes a result line
