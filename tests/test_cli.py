@@ -534,8 +534,8 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["profile", "network", "resnet18", "--time-cap", "inf"], 2, "'--time-cap': must be a finite number, got inf"),
         (["profile", "boundary", "resnet18", "--memory-limit-mb", "inf"], 2, "'--memory-limit-mb': must be a finite number"),
         (["mapping", "run", "--mapping", "resnet18@3:cpu>cpu", "--duration", "inf"], 2, "'--duration': must be a finite"),
-        # an empty entry was dropped silently until 0.9.2
-        (["mapping", "run", "--mapping", "resnet18@3:cpu>cpu,", "--duration", "1"], 1,
+        # an empty entry was dropped silently until 0.9.2; a usage error, status 2 (1 until 0.9.10)
+        (["mapping", "run", "--mapping", "resnet18@3:cpu>cpu,", "--duration", "1"], 2,
          "mapping 'resnet18@3:cpu>cpu,': entry 2 of 2 is empty (two commas together, or one at an end)"),
         (["profile", "layers", "resnet18", "--device", "cuda:x"], 2, "'cuda:x' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "gpu"], 2, "'gpu' is not a device: cpu, cuda or cuda:N"),
@@ -563,17 +563,18 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
           for args in (["predict", "resnet18"], ["fingerprint", "list"], ["warehouse", "load", "-w", "w.duckdb"],
                        ["fingerprint", "train", "--target", "latency_ms", "-w", "w.duckdb"],
                        ["campaign", "run", "zoo.toml", "--dry-run"])],
-        (["--tracking-uri", "ftp://example", "store", "info"], 1, "unsupported tracking URI"),
-        (["--tracking-uri", "http://", "store", "info"], 1, "tracking URI 'http://' names no server: http://HOST:PORT"),
+        # a tracking URI malformed on its face: a usage error, status 2 (1 until 0.9.10)
+        (["--tracking-uri", "ftp://example", "store", "info"], 2, "unsupported tracking URI"),
+        (["--tracking-uri", "http://", "store", "info"], 2, "tracking URI 'http://' names no server: http://HOST:PORT"),
         # no file named "sqlite:" or ":memory:" made (until 0.9.2)
-        (["--tracking-uri", "sqlite://", "store", "info"], 1, "tracking URI 'sqlite://' names no database file"),
-        (["--tracking-uri", "sqlite:///:memory:", "profile", "network", "squeezenet1_1"], 1,
+        (["--tracking-uri", "sqlite://", "store", "info"], 2, "tracking URI 'sqlite://' names no database file"),
+        (["--tracking-uri", "sqlite:///:memory:", "profile", "network", "squeezenet1_1"], 2,
          "tracking URI 'sqlite:///:memory:' names no database file"),
         # a host's place, or no slashes: not a path (a store made at ./sqlite:/relative.db until 0.9.7)
-        *[(["--tracking-uri", uri, "runs", "list"], 1, f"tracking URI {uri!r} is not a SQLite file's URI: "
+        *[(["--tracking-uri", uri, "runs", "list"], 2, f"tracking URI {uri!r} is not a SQLite file's URI: "
            "sqlite:///PATH.db (three slashes, then a relative path) or sqlite:////ABSOLUTE/PATH.db")
           for uri in ("sqlite://relative.db", "sqlite:relative.db")],
-        (["--tracking-uri", "sqlite://relative.db", "profile", "network", "squeezenet1_1"], 1,
+        (["--tracking-uri", "sqlite://relative.db", "profile", "network", "squeezenet1_1"], 2,
          "tracking URI 'sqlite://relative.db' is not a SQLite file's URI"),
         # a PostgreSQL store that refuses: one line (an AssertionError's traceback until 0.9.1)
         (["--tracking-uri", f"postgresql://u@127.0.0.1:{free_port()}/db", "runs", "list"], 1,
@@ -581,12 +582,12 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         # a password is never said (since 0.9.2), and a server's credentials are refused in the URI
         (["--tracking-uri", f"postgresql://u:s3cret@127.0.0.1:{free_port()}/db", "runs", "list"], 1,
          "cannot open tracking database postgresql://u:***@127.0.0.1:"),
-        (["--tracking-uri", f"http://u:s3cret@127.0.0.1:{free_port()}", "store", "info"], 1,
+        (["--tracking-uri", f"http://u:s3cret@127.0.0.1:{free_port()}", "store", "info"], 2,
          "the tracking URI carries credentials: give them as MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD"),
         (["runs", "list", "--kind", "gizmo"], 2, "unknown run kind 'gizmo'"),
         (["runs", "list", "--where", "params.model = "], 2, "--where: MLflow cannot search by it: "),
         (["runs", "list", "--status", "done"], 2, "unknown run status 'done': expected one of RUNNING"),
-        (["runs", "show", "abc"], 1, "'abc' is not a run id: give a run id or its first 6 characters"),
+        (["runs", "show", "abc"], 2, "'abc' is not a run id: give a run id or its first 6 characters"),
         # a command that only reads leaves no new empty store behind
         (["--tracking-uri", "fresh", "fingerprint", "list"], 1, "no tracking store at"),
         (["--tracking-uri", "fresh", "fingerprint", "promote", "latency_ms-inference-cpu", "2"], 1, "no tracking store at"),
@@ -598,7 +599,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         # tracking URI" alone)
         (["warehouse", "load", "-w", "w.duckdb", "--backend-store-uri", "postgresql://u:s3cret@127.0.0.1:5998/db"], 1,
          "--backend-store-uri (TRACKER_BACKEND_STORE_URI) postgresql://u:***@127.0.0.1:5998/db is the database behind"),
-        (["warehouse", "load", "-w", "w.duckdb", "--backend-store-uri", "bogus://x"], 1,
+        (["warehouse", "load", "-w", "w.duckdb", "--backend-store-uri", "bogus://x"], 2,
          "--backend-store-uri (TRACKER_BACKEND_STORE_URI) bogus://x: unsupported tracking URI 'bogus://x'"),
         # a query beginning with its comment line is said as such ("No such option: -- best ..." until 0.9.6)
         (["sql", "-- best\nSELECT 1"], 2, "'-- best' was read as an option: a query that begins with a -- comment goes "
@@ -609,7 +610,7 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
         (["report", "pics", "--no-load", "--warehouse", "none.duckdb"], 1, "no warehouse at"),
         (["report", "README.md", "--no-load", "--warehouse", "wh.duckdb"], 1, "README.md exists and is not a folder"),
         (["demo", "--tx2", "."], 2, "holds no architectures.json.gz"),
-        (["sql", " ; ", "--warehouse", "wh.duckdb"], 1, "the query is empty"),
+        (["sql", " ; ", "--warehouse", "wh.duckdb"], 2, "QUERY ' ; ' is empty"),
         # held by another process (this test's): DuckDB's lock message pointed at its own CLI until 0.9.4
         (["sql", "SELECT 1", "--warehouse", "held.duckdb"], 1,
          f"cannot open warehouse {tmp_path / 'held.duckdb'}: another process has it open ("),
@@ -758,13 +759,69 @@ def test_a_blank_tracking_uri_is_refused_and_an_empty_one_is_runs(tmp_path: Path
     from_environment = in_process(["-e", "ws", "import", "perf4sight", "mini"], tmp_path)
     for proc, shown in ((given, "' '"), (from_environment, "' \\t'")):
         lines = proc.stderr.splitlines()
-        assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr  # a usage error (1 until 0.9.10)
         assert lines[0].startswith(refusal.replace("' '", shown)), proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mini"]  # no store, in " " or runs/
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "")
     empty = in_process(["-e", "ws", "import", "perf4sight", "mini", "--format", "json"], tmp_path)
     assert empty.returncode == 0 and json.loads(empty.stdout)["imported"] == 4, empty.stderr
     assert (tmp_path / "runs" / "mlflow.db").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["mini", "runs"]
+
+
+def test_what_the_command_line_gave_wrong_on_its_face_is_a_usage_error_and_nothing_is_done(tmp_path: Path) -> None:
+    """An argument or an option's value wrong on its face (empty, out of its range, not of its form), or
+    options that do not go together: one line, status 2, as the parser says its own, before a store is
+    read or made, and nothing written (each was status 1, or taken, until 0.9.10: "" for a folder wrote
+    into the current one, a negative seed was taken for its positive). What a file, the store or the
+    machine holds stays status 1."""
+    seeds = [(args, seed) for args in (["zoo", "generate", "-n", "1", "--out", "gen"],
+                                       ["zoo", "prune", "squeezenet1_1", "--method", "random", "--ratios", "0", "--out", "pr"],
+                                       ["data", "synth", "shapes", "--images", "1"], ["mapping", "generate"],
+                                       ["mapping", "run"])
+             for seed in ("-1", str(2**32))]
+    usage = [
+        (["report", ""], "FOLDER '' names no folder: give the folder to write the pictures into (. for this one)"),
+        (["report", "  "], "FOLDER '  ' names no folder"),
+        (["warehouse", "export", "", "--format", "csv"], "FOLDER '' names no folder: give the folder to write the CSV"),
+        (["data", "synth", "", "--images", "1"], "FOLDER '' names no folder: give the folder to write the dataset into"),
+        (["sql", ""], "QUERY '' is empty: give one SQL statement"),
+        (["zoo", "generate", "-n", "1", "--out", ""], "--out '' names no folder: give the folder for the specs"),
+        (["zoo", "prune", "squeezenet1_1", "--ratios", "0", "--out", " "], "--out ' ' names no folder"),
+        (["mapping", "generate", "--out", ""], "--out '' names no file: give the JSON file to write the mappings into"),
+        (["-e", "a/b", "zoo", "generate", "-n", "1"], "-e 'a/b' names a folder, and the specs' default folder"),
+        (["--tracking-uri", " ", "runs", "list"], "a tracking URI needs a store, got ' '"),
+        (["--tracking-uri", "ftp://x", "predict", "squeezenet1_1"], "unsupported tracking URI 'ftp://x'"),
+        (["warehouse", "load", "--backend-store-uri", "ftp://x"],
+         "--backend-store-uri (TRACKER_BACKEND_STORE_URI) ftp://x: unsupported tracking URI 'ftp://x'"),
+        (["mapping", "run", "--mapping", "garbage"], "mapping entry 'garbage': expected model@split:device>device"),
+        (["mapping", "run", "--mapping", "squeezenet1_1@x:cpu"], "split index 'x' is not a whole number"),
+        (["mapping", "run", "--mapping", "squeezenet1_1@3:cpu>cpu>cpu"], "3 devices; a network is split between two"),
+        (["mapping", "run", "--mapping", ""], "mapping '': a mapping needs at least one network"),
+        (["mapping", "run", "--mapping", "squeezenet1_1:tpu"], "unknown device 'tpu' (known: cpu, cuda, cuda:N)"),
+        (["mapping", "run", "--mapping", "squeezenet1_1@67:cpu"], "split index 67 is out of range for squeezenet1_1 (0..66"),
+        (["runs", "show", ""], "'' is not a run id"),  # not "no tracking store at ...": its form first
+        (["runs", "compare", "abcdef", "xyz"], "'xyz' is not a run id"),
+        (["fingerprint", "train", "--target", "latency"], "--target 'latency': not a target; one of latency_ms, "),
+        (["profile", "network", "squeezenet1_1", "--dtype", "int8", "--phase", "training"],
+         "dtype int8: a network quantized to int8 (torch.ao's x86 backend) runs inference on a CPU, not training"),
+        (["describe", ""], "Invalid value for 'model': '' names no network: give a zoo name, a spec file or FILE.py:NAME"),
+        (["profile", "layers", " "], "Invalid value for 'model': ' ' names no network"),
+        *[([*args, "--seed", seed], "Invalid value for '--seed'") for args, seed in seeds],
+    ]
+    (tmp_path / "m.json").write_text('{"networks": [{"model": "squeezenet1_1", "split": 67, "devices": ["cpu", "cpu"]}]}')
+    not_usage = [  # the file's, the store's: status 1 as before
+        (["mapping", "run", "--file", "m.json"], "m.json: network 1 (squeezenet1_1): split index 67 is out of range"),
+        (["mapping", "run", "--mapping", "nosuch:cpu"], "mapping entry 'nosuch:cpu': unknown model 'nosuch'"),
+        (["--tracking-uri", "nowhere", "runs", "list"], "no tracking store at"),
+        (["runs", "show", "abcdef"], "no tracking store at"),
+    ]
+    for cases, code in ((usage, 2), (not_usage, 1)):
+        for args, message in cases:
+            proc = in_process(args, tmp_path)
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == code and len(lines) == 1 and not proc.stdout, (args, proc.returncode, proc.stderr)
+            assert lines[0].startswith("error: ") and message in lines[0], (args, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]  # no store, no spec, no image, no mapping file
 
 
 def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:

@@ -119,10 +119,11 @@ def test_describe_json_and_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                          ("./resnet18", "network spec ./resnet18 does not exist"),  # the zoo's until 0.9.4
                          (str(tmp_path), f"network spec {tmp_path} is a folder, not a file"),
                          ("nets", "network spec nets is a folder, not a file"),
-                         ("/dev/null", "network spec /dev/null is not a regular file"),  # "does not exist" until 0.9.6
-                         ("", "no network named (an empty name): give a zoo name, a spec file or FILE.py:NAME")]:
+                         ("/dev/null", "network spec /dev/null is not a regular file")]:  # "does not exist" until 0.9.6
         result = runner.invoke(app, ["describe", ref])
         assert result.exit_code != 0 and str(result.exception).startswith(message), result.exception
+    empty = runner.invoke(app, ["describe", ""])  # a usage error naming the argument, status 2 (1 until 0.9.10)
+    assert empty.exit_code == 2 and "Invalid value for 'model': '' names no network" in empty.output, empty.output
     # A spec's keys of the wrong type are one line (a traceback from int() until 0.9.3), and a name
     # with a folder in it is refused: `zoo prune` wrote its spec outside --out
     good = json.loads(runner.invoke(app, ["zoo", "generate", "-n", "1", "--input-size", "64", "--out", "g",

@@ -147,7 +147,7 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
     proc = run_cli("mapping", "run", "--file", str(tmp_path / "empty.json"), cwd=tmp_path)
     assert proc.returncode == 1 and f"{tmp_path / 'empty.json'}: holds no mapping (an empty list)" in proc.stderr
     proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "resnet18@-2:cpu>cpu", cwd=tmp_path)
-    assert proc.returncode == 1 and "split index -2 is out of range" in proc.stderr
+    assert proc.returncode == 2 and "split index -2 is out of range" in proc.stderr  # a usage error (1 until 0.9.10)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     proc = run_cli("mapping", "generate", "--device-priorities", "0.4", cwd=tmp_path)
     assert proc.returncode == 2 and "--device-priorities" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
@@ -271,7 +271,7 @@ def test_a_bad_network_is_named_as_it_was_given(tmp_path: Path) -> None:
         validate(from_json({"networks": [{"model": "squeezenet1_1", "split": 3, "devices": ["cpu", "tpu"]}]}, "m.json[0]"), gpu=False)
     assert str(info.value) == "m.json[0]: network 1 (squeezenet1_1): unknown device 'tpu' (known: cpu, cuda, cuda:N)"
     assert parse_mapping("squeezenet1_1:cpu") == parse_mapping("squeezenet1_1@66:cpu>cpu")  # where it was given is no part of it
-    assert one_line(["mapping", "run", "--mapping", "squeezenet1_1:tpu"], tmp_path) == (
+    assert one_line(["mapping", "run", "--mapping", "squeezenet1_1:tpu"], tmp_path, status=2) == (
         "error: mapping entry 'squeezenet1_1:tpu': unknown device 'tpu' (known: cpu, cuda, cuda:N)")
 
 

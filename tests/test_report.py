@@ -92,7 +92,7 @@ def test_a_report_draws_and_logs_only_what_changed(tmp_path: Path) -> None:
     other = tmp_path / "other"
     (other / "index.html").mkdir(parents=True)
     for where, message in ((str(other), f"{other / 'index.html'} is a folder: the report writes its index.html there"),
-                           ("", "no folder named: give the folder to write the pictures into")):
+                           ("", "FOLDER '' names no folder: give the folder to write the pictures into")):
         refused = runner.invoke(app, [*base, "report", where, "--no-load", "--warehouse", str(tmp_path / "w.duckdb")])
         assert refused.exit_code == 1 and str(refused.exception).startswith(message), refused.exception
     assert [p.name for p in other.iterdir()] == ["index.html"]

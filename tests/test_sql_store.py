@@ -407,6 +407,14 @@ def test_sync_says_in_one_line_what_is_wrong_with_an_outbox_file(tmp_path: Path)
     out = CliRunner().invoke(app, ["sync"])
     assert out.exit_code == 1 and f"is for the store {gone}, which is not there" in str(out.exception)
     assert not gone.exists()
+    # a file's URI malformed is the file's fault, status 1: not a usage error, as --tracking-uri's is (0.9.10)
+    from tracker.errors import OptionError
+
+    broken.write_text(json.dumps({"format": FORMAT, "uri": "ftp://x", "experiment": "e", "records": []}))
+    out = CliRunner().invoke(app, ["sync"])
+    assert not isinstance(out.exception, OptionError) and str(out.exception) == (
+        f"outbox file {broken}: unsupported tracking URI 'ftp://x': use http(s)://HOST:PORT for a tracking server, "
+        "sqlite:///PATH.db or a folder for an embedded store, or postgresql://... for a database; move it away to go on")
     # a file that is not UTF-8 is one line too (a UnicodeDecodeError's traceback until 0.9.2) ...
     broken.write_bytes(b"\xff")
     out = CliRunner().invoke(app, ["sync"])

@@ -362,7 +362,7 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert text.exit_code == 0 and (tmp_path / "out.txt").read_text().endswith("(1 row)\n")
     for empty in (";", "-- a comment alone", "/* another */"):  # a comment alone gave "(0 rows)" until 0.9.4
         refused = runner.invoke(app, ["sql", "--", empty])
-        assert refused.exit_code == 1 and str(refused.exception).startswith("the query is empty"), empty
+        assert refused.exit_code == 1 and ("is empty" in str(refused.exception)), empty
     one = runner.invoke(app, ["sql", "SELECT 1 AS a"])
     assert one.exit_code == 0 and one.output.rstrip().endswith("(1 row)")
     typo = runner.invoke(app, ["sql", "SELEC 1"])
@@ -451,7 +451,7 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert blocked.exit_code == 1 and str(blocked.exception).startswith(f"{tmp_path / 'blocked' / 'runs.csv'} is a folder")
     assert [p.name for p in (tmp_path / "blocked").iterdir()] == ["runs.csv"]
     nowhere = runner.invoke(app, ["warehouse", "export", ""])  # the current folder, written into, until 0.9.4
-    assert nowhere.exit_code == 1 and str(nowhere.exception).startswith("no folder named")
+    assert nowhere.exit_code == 1 and str(nowhere.exception).startswith("FOLDER '' names no folder")
     other = tmp_path / "other.duckdb"  # a DuckDB file of something else: refused before a file is written
     duckdb.connect(str(other)).execute("CREATE TABLE t (a INT)").close()
     foreign = runner.invoke(app, ["warehouse", "export", str(tmp_path / "pq2"), "-w", str(other)])

@@ -204,11 +204,19 @@ class ConfigError(TrackerError):
 
 
 class OptionError(ConfigError):
-    """A command-line option's value the command cannot take (out of its range, not of its form), or
-    options that do not go together: a usage error, said in one line with status 2, as the command
-    line's parser says its own (``--batch-size 0``); until 0.9.8 those tracker checks itself
-    (``--threads 4096``, ``--ratios 150``) were 1. What a file, the store or the machine holds is a
-    ConfigError or another TrackerError, status 1."""
+    """A command-line option's (or argument's) value the command cannot take (out of its range, not of
+    its form, empty), or options that do not go together: a usage error, said in one line with status
+    2, as the command line's parser says its own (``--batch-size 0``); until 0.9.8 those tracker checks
+    itself (``--threads 4096``, ``--ratios 150``) were 1, and until 0.9.10 some more (``report ""``,
+    ``--mapping garbage``). What a file, the store or the machine holds is a ConfigError or another
+    TrackerError, status 1."""
+
+
+class TrackingUriError(OptionError, StoreError):
+    """A tracking URI malformed on its face (blank, an unknown scheme, no server or database file named,
+    credentials in it): what ``--tracking-uri`` (or MLFLOW_TRACKING_URI, its environment variable) was
+    given, a usage error, status 2 (1 until 0.9.10). A StoreError too, as it was. A store that cannot
+    be opened or reached is a StoreError, status 1."""
 
 
 class UnknownModelError(TrackerError):

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracker.errors import ConfigError, StoreError
+from tracker.errors import ConfigError, StoreError, TrackingUriError
 
 #: The project root when running from a checkout (``pip install -e .``).
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +34,12 @@ MAX_BATCH = 1 << 20
 #: read, and a width of 10**12 asked the allocator for 512 TB: a traceback from describe, profile
 #: (after it made a store), predict and zoo prune.
 MAX_SPEC_SIZE = 8192
+
+#: The largest seed a command's --seed takes (zoo generate, zoo prune, data synth, mapping), as a search
+#: space's [accuracy].seed: one numpy's and torch's generators both take. Python's random, which draws
+#: them, takes -N as N: until 0.9.10 --seed -1 was taken without a word (zoo prune's and data synth's
+#: the same as --seed 1, under another name), and any number of digits.
+MAX_SEED = 2**32 - 1
 
 
 #: The numeric ``MLFLOW_HTTP_REQUEST_*`` variables MLflow (3.17.2) reads at each request, as it reads
@@ -282,35 +288,37 @@ def store_words(uri: str) -> list[str]:
 
 
 def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
-    """Turn what the user gave (or nothing) into a store location."""
+    """Turn what the user gave (or nothing) into a store location. A URI malformed on its face is a
+    :class:`~tracker.errors.TrackingUriError` (a usage error where the command line gave it); whether
+    the store is there or reachable is asked later (:meth:`StoreLocation.require`)."""
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
     if not uri:
         return embedded_location()
     if not uri.strip():  # a store was made in a folder named " " until 0.9.8; an empty one is runs/
-        raise StoreError(f"a tracking URI needs a store, got {uri!r} (--tracking-uri or MLFLOW_TRACKING_URI): a folder, "
-                         "sqlite:///PATH.db or http(s)://HOST:PORT; unset or empty, it is runs/")
+        raise TrackingUriError(f"a tracking URI needs a store, got {uri!r} (--tracking-uri or MLFLOW_TRACKING_URI): "
+                               "a folder, sqlite:///PATH.db or http(s)://HOST:PORT; unset or empty, it is runs/")
     # A URI's scheme leads it; a path with a colon later in it (``/data/run 12:30``) is a folder.
     scheme = uri.split(":", 1)[0].lower() if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", uri) else ""
     if scheme in ("http", "https") and "@" in uri.partition("://")[2].partition("/")[0]:
         # said in messages and kept in the outbox (since 0.9.2 refused, as the README always had it)
-        raise StoreError("the tracking URI carries credentials: give them as MLFLOW_TRACKING_USERNAME and "
-                         "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN), never in the URI")
+        raise TrackingUriError("the tracking URI carries credentials: give them as MLFLOW_TRACKING_USERNAME and "
+                               "MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN), never in the URI")
     if scheme in ("http", "https") and not uri.partition("://")[2].partition("/")[0]:
         # "cannot reach tracking server http::" (its slashes stripped) until 0.9.4
-        raise StoreError(f"tracking URI {uri!r} names no server: {scheme}://HOST:PORT")
+        raise TrackingUriError(f"tracking URI {uri!r} names no server: {scheme}://HOST:PORT")
     if scheme in ("http", "https", "postgresql", "postgresql+psycopg2", "mysql", "mssql"):
         return StoreLocation(uri=uri.rstrip("/"))
     if scheme == "sqlite":
         rest = uri.partition(":")[2]
         named = rest.lstrip("/").split("?", 1)[0]
         if not named or named == ":memory:":  # a file "sqlite:" or ":memory:" was made until 0.9.2
-            raise StoreError(f"tracking URI {uri!r} names no database file: sqlite:///PATH.db (an in-memory "
-                             "database would keep nothing)")
+            raise TrackingUriError(f"tracking URI {uri!r} names no database file: sqlite:///PATH.db (an in-memory "
+                                   "database would keep nothing)")
         if not rest.startswith("///"):
             # sqlite://relative.db (a host's place) or sqlite:relative.db was taken for a path, a store made
             # at ./sqlite:/relative.db, until 0.9.7
-            raise StoreError(f"tracking URI {uri!r} is not a SQLite file's URI: sqlite:///PATH.db (three slashes, "
-                             "then a relative path) or sqlite:////ABSOLUTE/PATH.db")
+            raise TrackingUriError(f"tracking URI {uri!r} is not a SQLite file's URI: sqlite:///PATH.db (three "
+                                   "slashes, then a relative path) or sqlite:////ABSOLUTE/PATH.db")
         uri = f"sqlite:{rest}"  # SQLITE:///a.db: the scheme as sqlite_path reads it
         db_path = sqlite_path(uri).resolve()
         query = uri.partition("?")[2]  # SQLAlchemy's options (timeout=30): kept for the engine, not part of the path
@@ -320,12 +328,12 @@ def resolve_location(tracking_uri: str | None = None) -> StoreLocation:
         # A folder is taken as an embedded store of tracker's own layout.
         folder = local_path(uri) if scheme == "file" else Path(uri)  # a file: URI is percent-encoded
         if folder is None:
-            raise StoreError(f"unsupported tracking URI {uri!r}: a file: URI must name a folder on this machine")
+            raise TrackingUriError(f"unsupported tracking URI {uri!r}: a file: URI must name a folder on this machine")
         if folder.suffix == ".db":
             db_path = folder.resolve()
             return StoreLocation(uri=sqlite_uri(db_path), artifact_root=str(db_path.parent / "artifacts"))
         return embedded_location(folder)
-    raise StoreError(
+    raise TrackingUriError(
         f"unsupported tracking URI {uri!r}: use http(s)://HOST:PORT for a tracking server, "
         "sqlite:///PATH.db or a folder for an embedded store, or postgresql://... for a database"
     )

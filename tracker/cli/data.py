@@ -9,22 +9,28 @@ import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json
 from tracker.console import counted
+from tracker.settings import MAX_SEED
 
 app = typer.Typer(help="Image datasets on disk for training jobs.", no_args_is_help=True)
 
 
 @app.command("synth")
 def synth(
-    folder: Annotated[Path, typer.Argument(help="Folder to write the dataset into.")],
+    folder_text: Annotated[str, typer.Argument(metavar="FOLDER", help="Folder to write the dataset into.")],
     kind: Annotated[str, typer.Option(help="detection (COCO JSON + VOC XML) or classification (class folders).")] = "detection",
     images: Annotated[int, typer.Option(help="Number of JPEG images.")] = 32,
     size: Annotated[int, typer.Option(help="Image side in pixels.")] = 160,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Random seed.")] = 0,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Write a small realistic dataset (JPEG images with objects and their annotations); nothing is downloaded."""
     from tracker.data.synth import synth as write
+    from tracker.errors import OptionError
 
+    if not folder_text.strip():  # "" was the current folder, written into (until 0.9.10)
+        raise OptionError(f"FOLDER {folder_text!r} names no folder: give the folder to write the dataset into (. for "
+                          "this one)")
+    folder = Path(folder_text)
     try:
         info = write(folder, kind, images, size, seed)
     except KeyboardInterrupt as exc:  # "what was logged before is kept" until 0.9.6: synth logs nothing

@@ -64,9 +64,12 @@ def train_cmd(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Train, evaluate on held-out networks, register, and promote if it beats the champion."""
+    from tracker.errors import OptionError
     from tracker.fingerprint.train import train
     from tracker.settings import warehouse_path
 
+    if target not in TARGETS:  # as predict's --sort: a usage error, status 2 (1 until 0.9.10)
+        raise OptionError(f"--target {target!r}: not a target; one of {', '.join(TARGETS)}")
     location = state(ctx).location()
     if location.is_http:  # it registers the model there: a server that does not answer is said before training
         location.require()

@@ -11,6 +11,7 @@ import typer
 from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption, BatchSizeOption, FormatOption,
                                  OutputFormat, emit_json, exit_interrupted, finite, option_values, state)
 from tracker.console import counted
+from tracker.settings import MAX_SEED
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping
@@ -19,7 +20,8 @@ app = typer.Typer(help="Multi-DNN workloads: draw mappings (networks, split laye
                   no_args_is_help=True)
 EXPERIMENT = "multi-dnn"
 
-SeedOption = Annotated[int, typer.Option(help="Seed of the draw: the same options and seed give the same mappings.")]
+SeedOption = Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Seed of the draw: the same options and seed give the "
+                                                                  "same mappings.")]
 NumNetsOption = Annotated[Optional[tuple[int, int]], typer.Option(
     "--num-nets-range", help="Fewest and most networks per workload (default: 2 6; at most 32, all run at once in one child).")]
 ModelsOption = Annotated[Optional[str], typer.Option(help="Comma list of zoo models to draw from (default: the classification models that fit the device).")]
@@ -72,15 +74,20 @@ def generate(
     single: SingleOption = False,
     gpu_only: GpuOnlyOption = False,
     max_split: MaxSplitOption = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write the mappings to this JSON file (for `mapping run --file`).")] = None,
+    out_text: Annotated[Optional[str], typer.Option(
+        "--out", metavar="FILE", help="Write the mappings to this JSON file (for `mapping run --file`).")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Draw mappings at random from a seed (nothing is measured).
 
     A network run whole is written model@N:cpu>cpu, N its layer count: the same as model:cpu."""
-    from tracker.errors import ConfigError, os_reason
+    from tracker.errors import ConfigError, OptionError, os_reason
     from tracker.profile.mapping import generate as draw
 
+    if out_text is not None and not out_text.strip():  # "--out . is a folder", status 1, until 0.9.10
+        raise OptionError(f"--out {out_text!r} names no file: give the JSON file to write the mappings into "
+                          "(e.g. mappings.json)")
+    out = Path(out_text) if out_text is not None else None
     opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
     if out is not None and out.is_dir():  # before the draw (after its note, as "error: Is a directory: mf", until 0.9.6)
         raise ConfigError(f"--out {out} is a folder: give a file name (e.g. {out / 'mappings.json'})")
@@ -178,13 +185,14 @@ def run(
         if drawing:  # ignored, unchecked, until 0.9.3
             raise OptionError(f"--{drawing[0].replace('_', '-')} is for mappings drawn at random; the mappings of "
                               f"{'--mapping' if mapping else '--file'} are given whole: leave it out")
-        mappings = [parse_mapping(m) for m in mapping or []] + (_read_file(file) if file else [])
+        typed = [parse_mapping(m) for m in mapping or []]  # its form: a usage error, status 2 (1 until 0.9.10)
+        mappings = typed + (_read_file(file) if file else [])
     else:
         opts = _options(seed, num_nets, models, device_priorities, sets, samples, single, gpu_only, max_split)
-        mappings = draw(opts, gpu)
+        typed, mappings = [], draw(opts, gpu)
         notes = opts.notes
-    for m in mappings:
-        validate(m, gpu)  # every mapping checked before the first is measured
+    for i, m in enumerate(mappings):
+        validate(m, gpu, typed=i < len(typed))  # every mapping checked before the first is measured
     from tracker.profile import zygote_client
 
     zygote_client.prestart()

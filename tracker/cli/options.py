@@ -153,10 +153,13 @@ def finite(value: float | None) -> float | None:
 def model_reference(value: Any) -> Any:
     """A MODEL argument (one, or a list of them), as given; where one is a zoo name and a file or
     folder of that name is in the current folder, a note on stderr that the zoo's network is taken
-    and how to name the file (``./NAME``). Until 0.9.8 the file was taken instead, without a word."""
+    and how to name the file (``./NAME``). Until 0.9.8 the file was taken instead, without a word.
+    An empty one is a usage error naming the argument (status 1 until 0.9.10)."""
     from tracker.zoo.spec import shadowed_file
 
     for ref in value if isinstance(value, (list, tuple)) else [value] if value is not None else []:
+        if not str(ref).strip():
+            raise typer.BadParameter(f"{str(ref)!r} names no network: give a zoo name, a spec file or FILE.py:NAME")
         if note := shadowed_file(str(ref)):
             typer.echo(f"note: {note}", err=True)
     return value

@@ -73,7 +73,8 @@ def _check(model: str, device: str, input_size: int | None = None, phase: Phase 
     if threads is not None:  # refused after the store and the experiment were made, until 0.9.6
         with option_values():
             validate_threads(threads)
-    check_format(dtype.value, phase.value, device)  # int8 in training: before the store, as plan says it
+    with option_values():  # options that do not go together: a usage error, status 2 (1 until 0.9.10)
+        check_format(dtype.value, phase.value, device)  # int8 in training: before the store, as plan says it
     # the environment's settings too (a bad one refused after the store, a mode run and the experiment
     # were made, until 0.9.8): TRACKER_ZYGOTE, TRACKER_ZYGOTE_IDLE_S where zygotes are on (prestart
     # passes over them), TRACKER_MEMORY_CAP where capped

@@ -21,12 +21,13 @@ def report(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Draw latency/memory vs batch size, layer breakdowns, fingerprint accuracy, data waits and Pareto frontiers."""
-    from tracker.errors import ConfigError, interrupted
+    from tracker.errors import OptionError, interrupted
     from tracker.report.build import ReportInterrupted, build_report, report_counts
     from tracker.settings import resolve_location, warehouse_path
 
-    if not folder_text.strip():  # "" was the current folder, written into (until 0.9.6)
-        raise ConfigError("no folder named: give the folder to write the pictures into (. for this one)")
+    if not folder_text.strip():  # "" was the current folder, written into (until 0.9.6); status 2 (1 until 0.9.10)
+        raise OptionError(f"FOLDER {folder_text!r} names no folder: give the folder to write the pictures into (. for "
+                          "this one)")
     folder = Path(folder_text)
     location = resolve_location(state(ctx).tracking_uri)
     path = warehouse_path(warehouse, state(ctx).tracking_uri)

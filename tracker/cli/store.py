@@ -154,8 +154,11 @@ def show(
     """One run whole: configuration, figures, samples, why it failed, layers, environment, artifacts."""
     import datetime
 
+    from tracker.log.compare import check_run_reference
     from tracker.log.inspect import show_run
 
+    with option_values():  # not a run id's form: a usage error, status 2, before the store is read (1 until 0.9.10)
+        check_run_reference(run)
     logger = state(ctx).logger(read_only=True)
     data = show_run(logger, run)
     _say_if_moved(logger)
@@ -212,8 +215,11 @@ def compare(
     """Compare two measurement runs, pyperf-style.
 
     Configuration and environment differences first, then each metric's change and whether the latency change is significant."""
-    from tracker.log.compare import compare_runs
+    from tracker.log.compare import check_run_reference, compare_runs
 
+    with option_values():  # as runs show's RUN
+        check_run_reference(run_a)
+        check_run_reference(run_b)
     logger = state(ctx).logger(read_only=True)
     data = compare_runs(logger.store, logger.experiment, run_a, run_b)
     _say_if_moved(logger)

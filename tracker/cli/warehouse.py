@@ -89,12 +89,13 @@ def export_cmd(
         "--format", help="parquet, csv (a header row) or json (an object a line).")] = ExportFormat.parquet,
 ) -> None:
     """Write every table and view of the warehouse as Parquet (or CSV, or JSON) files."""
-    from tracker.errors import ConfigError
+    from tracker.errors import OptionError
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import export
 
-    if not folder.strip():  # "" was the current folder, 41 files written there (until 0.9.4)
-        raise ConfigError("no folder named: give the folder to write the Parquet files into (. for this one)")
+    if not folder.strip():  # "" was the current folder, 41 files written there (until 0.9.4); status 2 (1 until 0.9.10)
+        raise OptionError(f"FOLDER {folder!r} names no folder: give the folder to write the {EXPORT_NAMES[fmt]} files "
+                          "into (. for this one)")
     written = export(warehouse_path(warehouse, state(ctx).tracking_uri), Path(folder), fmt.value)
     typer.echo(f"wrote {counted(len(written), EXPORT_NAMES[fmt] + ' file')} to {folder}")
 
@@ -117,6 +118,8 @@ def sql(
     from tracker.settings import warehouse_path
     from tracker.warehouse.query import check_output, parse_params, query as run_query, render, write_parquet
 
+    if not query.replace(";", " ").strip():  # as the query would refuse it, but a usage error, status 2 (1 until 0.9.10)
+        raise OptionError(f"QUERY {query!r} is empty: give one SQL statement, e.g. \"SELECT * FROM latest_measurements\"")
     with option_values():  # --param, --output and --format as given: usage errors, status 2 (1 until 0.9.8)
         params = parse_params(param or [])
     files = {f.value for f in QueryFormat} - {"table"}

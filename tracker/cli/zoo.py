@@ -11,6 +11,7 @@ import typer
 from tracker.cli.options import (FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, option_values,
                                  reads_only, state)
 from tracker.console import counted
+from tracker.settings import MAX_SEED
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
 
@@ -26,13 +27,19 @@ class Family(str, Enum):
 GENERATED_KEPT = ("nothing is logged by this command; the spec files written are whole: run the same command again "
                   "to write the rest")
 
-OutOption = Annotated[Optional[Path], typer.Option("--out", help="Folder for the specs. Default: experiments/<experiment>/networks (experiments/generated/networks or experiments/pruned/networks in the Default experiment).")]
+OutOption = Annotated[Optional[str], typer.Option("--out", metavar="FOLDER", help="Folder for the specs. Default: experiments/<experiment>/networks (experiments/generated/networks or experiments/pruned/networks in the Default experiment).")]
 
 
-def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
-    if out is not None:
-        from tracker.errors import ConfigError
+def _out(ctx: typer.Context, out_text: str | None, default_name: str) -> Path:
+    """The folder for the specs: --out, else the experiment's. An --out of nothing, or an experiment that
+    names a folder, is a usage error, status 2 ("" was the current folder, written into, and -e's status
+    1, until 0.9.10); a file where the folder should be is not."""
+    from tracker.errors import ConfigError, OptionError
 
+    if out_text is not None:
+        if not out_text.strip():
+            raise OptionError(f"--out {out_text!r} names no folder: give the folder for the specs (. for this one)")
+        out = Path(out_text)
         # a file where the folder or one above it should be: "Not a directory: afile.txt" until 0.9.6
         there = next((p for p in (out, *out.parents) if p.exists()), None)
         if there is not None and not there.is_dir():
@@ -41,9 +48,8 @@ def _out(ctx: typer.Context, out: Path | None, default_name: str) -> Path:
         return out
     exp = state(ctx).experiment
     if exp.strip() in (".", "..") or any(c in exp for c in "/\\\n"):  # -e ../../escape wrote outside experiments/,
-        from tracker.errors import ConfigError  # -e /abs/path there, until 0.9.7
-
-        raise ConfigError(f"-e {exp!r} names a folder, and the specs' default folder, experiments/<experiment>/networks, "
+        # -e /abs/path there, until 0.9.7
+        raise OptionError(f"-e {exp!r} names a folder, and the specs' default folder, experiments/<experiment>/networks, "
                           "is made of it: give --out, or an experiment of a plain name")
     return Path("experiments") / (default_name if exp == "Default" else exp) / "networks"
 
@@ -66,7 +72,7 @@ def list_models(family: Annotated[Family, typer.Option(help="Which models.")] = 
 def generate(
     ctx: typer.Context,
     count: Annotated[int, typer.Option("--count", "-n", min=1, max=100000, help="How many networks.")] = 10,
-    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same seed gives the same networks.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", "-s", min=0, max=MAX_SEED, help="Seed: the same seed gives the same networks.")] = 0,
     input_size: Annotated[int, typer.Option(help="Input resolution (at least 32: the generator's stem and stages halve it 5 times).")] = 224,
     out: OutOption = None,
     fmt: FormatOption = OutputFormat.table,
@@ -111,7 +117,7 @@ def prune(
     model: Annotated[str, typer.Argument(callback=model_reference, help="Zoo model, spec file or FILE.py:NAME (a network of your own) to prune.")],
     ratios: Annotated[str, typer.Option(help="Pruning percentages, comma separated, e.g. 0,10,50.")] = "0,25,50,75",
     method: Annotated[str, typer.Option(help="Filter selection: l1 or random.")] = "l1",
-    seed: Annotated[int, typer.Option(help="Seed of random selection (--method random).")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Seed of random selection (--method random).")] = 0,
     out: OutOption = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:

@@ -94,12 +94,22 @@ class Side:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
 
 
+def check_run_reference(ref: str) -> None:
+    """A TrackerError unless ``ref`` is of a run id's form: 32 characters, or a prefix of at least
+    ``MIN_PREFIX`` hex digits (what is in the store is asked after)."""
+    given, ref = ref, ref.strip().lower()
+    if len(ref) != 32 and (len(ref) < MIN_PREFIX or not is_run_id_prefix(ref)):
+        raise TrackerError(f"{given.strip()!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
+                           "(tracker runs list shows them)")
+
+
 def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple[str, ...] = MEASURED_KINDS) -> Any:
     """The run a full id or a unique prefix (of at least ``MIN_PREFIX`` characters) names,
     looked up among the experiment's runs of ``kinds`` (measurement runs unless told): in the
     store's own index (one query on a database; a scan of run ids through a tracking server),
     then read whole."""
-    given, ref = ref, ref.strip().lower()  # said as given ("...ee8xx" of "...ee8XX" until 0.9.4)
+    check_run_reference(ref)  # said as given ("...ee8xx" of "...ee8XX" until 0.9.4)
+    ref = ref.strip().lower()
     if len(ref) == 32:
         try:
             return client.get_run(ref)
@@ -107,9 +117,6 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
             if sent := _sent_as(client, ref):  # the id a run had in the outbox
                 return client.get_run(sent[0])
             raise TrackerError(f"no run {ref} in this store") from None
-    if len(ref) < MIN_PREFIX or not is_run_id_prefix(ref):
-        raise TrackerError(f"{given.strip()!r} is not a run id: give a run id or its first {MIN_PREFIX} characters or more "
-                           "(tracker runs list shows them)")
     def named(matches: list[tuple[str, str]]) -> list[str]:  # layer runs (the many) only when nothing else
         return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
 

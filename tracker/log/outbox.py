@@ -31,7 +31,7 @@ from urllib.parse import urlparse, urlunparse
 from tracker.console import shell_word
 from tracker.errors import ExperimentDeletedError, StoreError, os_reason
 from tracker.log.record import KEY_TAG, LAYERS_METRIC, REPEAT_KEY_TAG, FinalRecord
-from tracker.settings import runs_dir
+from tracker.settings import StoreLocation, runs_dir
 
 FORMAT = "tracker.outbox/1"
 #: The tag on every run sent to a server: ``<batch>/<record id>`` (the batch: its outbox file's stem).
@@ -271,11 +271,24 @@ def _with_user(uri: str) -> str:
     return urlunparse(parsed._replace(netloc=f"USER:PASSWORD@{parsed.netloc}"))
 
 
+def _location(item: Spooled, uri: str | None) -> StoreLocation:
+    """Where ``item`` goes: the store ``uri`` names (the command line's), else the one its file names;
+    a file's URI that is malformed is the file's fault, a StoreError, not a usage error (status 1)."""
+    from tracker.errors import TrackingUriError
+    from tracker.settings import resolve_location
+
+    if uri is not None:
+        return resolve_location(uri)
+    try:
+        return resolve_location(item.uri)
+    except TrackingUriError as exc:
+        raise StoreError(f"outbox file {item.path}: {exc}; move it away to go on") from None
+
+
 def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
     """Send every spooled batch (for ``uri`` only, if given, opened by it with its credentials);
     stop at the first failure."""
     from tracker.log.store import open_store
-    from tracker.settings import resolve_location
 
     target = None if uri is None else strip_credentials(uri)
     items: list[Spooled] = []
@@ -301,7 +314,7 @@ def sync(uri: str | None = None, folder: Path | None = None) -> SyncReport:
                 continue
             # The URI given, with its credentials (the file keeps none): until 0.9.3 the file's own was
             # opened, and a database's batch could not be sent, its password being left out of it.
-            location = resolve_location(uri if uri is not None else item.uri)
+            location = _location(item, uri)
             if location.is_sqlite and location.db_path is not None and not location.db_path.is_file():
                 # an embedded store moved or deleted since: a new empty one was made there until 0.9.1
                 raise StoreError(f"outbox file {item.path} is for the store {location.db_path.parent}, which is not "

@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any, Callable, Iterator
 
 from tracker.console import counted
-from tracker.errors import ConfigError, UnknownModelError
+from tracker.errors import ConfigError, OptionError, UnknownModelError
 from tracker.profile.device import canonical_device
 
 DEVICES = ("cpu", "cuda")
@@ -125,18 +125,21 @@ def mapping_description(mapping: Mapping, duration_s: float, warmup_s: float,
 
 
 def parse_net(text: str) -> NetMapping:
-    """``model@split:dev>dev`` (a whole network on one device: ``model:cpu``)."""
+    """``model@split:dev>dev`` (a whole network on one device: ``model:cpu``). Text not of that form is
+    an :class:`OptionError` (typed on the command line, ``--mapping``, a usage error; a file's
+    ``"mapping"`` is said as the file's, a ConfigError, by :func:`from_json`); a network that cannot be
+    read (an unknown name, a spec file's contents) is the error its reading raises."""
     import re
 
     # the devices after the first colon that starts them all: `cuda:1` is one (until 0.9.3 the entry
     # was cut at its last colon, and a mapping naming cuda:N, as `mapping` params log it, was refused)
     found = re.search(r":(?P<devs>[A-Za-z][\w.-]*(?::\d+)?(?:>[A-Za-z][\w.-]*(?::\d+)?)*)$", text.strip())
     if found is None or found.start() == 0:
-        raise ConfigError(f"mapping entry {text!r}: expected model@split:device>device")
+        raise OptionError(f"mapping entry {text!r}: expected model@split:device>device")
     head, devs = text.strip()[:found.start()], found.group("devs")
     model, at, split_text = head.partition("@")
     if devs.count(">") > 1:
-        raise ConfigError(f"mapping entry {text!r}: {devs.count('>') + 1} devices; a network is split between two "
+        raise OptionError(f"mapping entry {text!r}: {devs.count('>') + 1} devices; a network is split between two "
                           "stages at most (device>device)")
     first, _, second = devs.partition(">")
     devices = (first, second or first)
@@ -147,13 +150,14 @@ def parse_net(text: str) -> NetMapping:
     try:
         split = int(split_text)
     except ValueError:
-        raise ConfigError(f"mapping entry {text!r}: split index {split_text!r} is not a whole number") from None
+        raise OptionError(f"mapping entry {text!r}: split index {split_text!r} is not a whole number") from None
     return NetMapping(model, split, devices, given)
 
 
 def parse_mapping(text: str) -> Mapping:
     """Networks apart by commas, but for those inside a network of your own's arguments
-    (``mynet.py:Net(width=2, depth=3)@4:cpu>cuda``, since 0.9.1)."""
+    (``mynet.py:Net(width=2, depth=3)@4:cpu>cuda``, since 0.9.1). Its form's errors are
+    :class:`OptionError` (see :func:`parse_net`)."""
     parts, depth, start = [], 0, 0
     for i, char in enumerate(text):
         depth += (char in "([{") - (char in ")]}")
@@ -163,7 +167,7 @@ def parse_mapping(text: str) -> Mapping:
     parts.append(text[start:])
     if len(parts) > 1 and any(not part.strip() for part in parts):  # dropped silently until 0.9.2
         k = next(i for i, part in enumerate(parts) if not part.strip())
-        raise ConfigError(f"mapping {text!r}: entry {k + 1} of {len(parts)} is empty (two commas together, or one "
+        raise OptionError(f"mapping {text!r}: entry {k + 1} of {len(parts)} is empty (two commas together, or one "
                           "at an end)")
     shown = text if len(text) <= 60 else text[:57] + "..."
     return Mapping(tuple(parse_net(part) for part in parts if part.strip()), f"mapping {shown!r}")
@@ -321,20 +325,25 @@ def _layer_count(model: str, spec_json: str | None) -> int:
     return len(_trace(model, None if spec_json is None else spec_ref(json.loads(spec_json)))[2])
 
 
-def validate(mapping: Mapping, gpu: bool) -> None:
-    """One clear error for an unknown model or device, a split out of range, or CUDA without a GPU."""
+def validate(mapping: Mapping, gpu: bool, typed: bool = False) -> None:
+    """One clear error for an unknown model or device, a split out of range, or CUDA without a GPU.
+    ``typed``: the mapping was given on the command line (``--mapping``): what is wrong with its own
+    values (no network, too many, a device that is none, a split out of range) is a usage error,
+    :class:`OptionError` (status 2; 1 until 0.9.10); a network that cannot be read, or a GPU this
+    machine lacks, is not."""
+    bad = OptionError if typed else ConfigError
     if not mapping.networks:  # unnamed until 0.9.8
-        raise ConfigError(f"{mapping.given}: a mapping needs at least one network" if mapping.given else
-                          "a mapping needs at least one network")
+        raise bad(f"{mapping.given}: a mapping needs at least one network" if mapping.given else
+                  "a mapping needs at least one network")
     if len(mapping.networks) > MAX_NETS:  # taken, however many, until 0.9.6
-        raise ConfigError(f"{mapping.given or 'a mapping'}: {len(mapping.networks)} networks; a workload runs at most "
-                          f"{MAX_NETS} at once ({MAX_NETS_WHY})")
+        raise bad(f"{mapping.given or 'a mapping'}: {len(mapping.networks)} networks; a workload runs at most "
+                  f"{MAX_NETS} at once ({MAX_NETS_WHY})")
     for net in mapping.networks:
         with _named(net.label):
             _check_model(net.model)
         for d in net.devices:
             if d not in DEVICES and not (d.startswith("cuda:") and d[5:].isdigit()):
-                raise ConfigError(f"{net.label}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
+                raise bad(f"{net.label}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
             if d.startswith("cuda") and not gpu:
                 raise ConfigError(f"{net.label}: device {d} is not available on this machine (no CUDA GPU)")
         with _named(net.label):
@@ -344,8 +353,7 @@ def validate(mapping: Mapping, gpu: bool) -> None:
                               "(another version of it, or of torchvision): its split would fall elsewhere; draw the "
                               "mapping again (tracker mapping generate --out)")
         if not 0 <= net.split <= n:
-            raise ConfigError(f"{net.label}: split index {net.split} is out of range for {net.model} "
-                              f"(0..{n}, its {n} layers)")
+            raise bad(f"{net.label}: split index {net.split} is out of range for {net.model} (0..{n}, its {n} layers)")
 
 
 # --------------------------------------------------------------------------- generation

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Collection
 
 from tracker.errors import ConfigError
-from tracker.settings import MAX_BATCH
+from tracker.settings import MAX_BATCH, MAX_SEED
 
 TOP = {"name": str, "input_size": int, "num_classes": int, "activation": str, "stem_channels": int, "enumerate": str}
 POSITION = {"name": str, "width": int, "depth": int, "candidates": list}
@@ -56,7 +56,7 @@ SLUG = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 #: without a word until 0.9.7
 MAX_CANDIDATES = 4096
 #: a seed numpy's and torch's generators both take
-SEED_BELOW = 2**32
+SEED_BELOW = MAX_SEED + 1
 
 
 @dataclass(frozen=True)

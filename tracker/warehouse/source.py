@@ -342,14 +342,14 @@ def _libpq_uri(uri: str) -> str:
 def open_source(location: StoreLocation, backend_store_uri: str | None = None) -> Source:
     """The fastest source for a store: its database when reachable, else the MLflow API."""
     if backend_store_uri and not location.is_http:
-        from tracker.errors import TrackerError
+        from tracker.errors import TrackerError, TrackingUriError
         from tracker.settings import redacted, resolve_location
 
         option = f"--backend-store-uri (TRACKER_BACKEND_STORE_URI) {redacted(backend_store_uri)}"  # its password
         try:  # never said (until 0.9.6 it was, here), and a bad one said as this option's, not --tracking-uri's
             backend = resolve_location(backend_store_uri).uri
-        except TrackerError as exc:
-            raise StoreError(f"{option}: {exc}") from None
+        except TrackerError as exc:  # one malformed on its face a usage error, status 2, as --tracking-uri's (1 until 0.9.10)
+            raise (TrackingUriError if isinstance(exc, TrackingUriError) else StoreError)(f"{option}: {exc}") from None
         # the store's own database is read already; another's runs would go into this store's warehouse,
         # and the next load without it would put this store's back (until 0.9.1)
         if backend != location.uri:
