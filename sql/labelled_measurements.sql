@@ -1,7 +1,8 @@
 -- Every FINISHED measurement of a configuration beside its latest run (run_id, the key
 -- measurement_features gives the configuration's row), with the experiment it was logged in:
 -- what a fingerprint's label is the median of. measurement_labels takes it over them all; a
--- fingerprint trained on named experiments (fingerprint train --from-experiment) over theirs alone.
+-- fingerprint trained on named experiments (fingerprint train --from-experiment) over theirs alone,
+-- both through the table macro measurement_labels_of.
 -- speed_probe_ms: the machine's speed when it measured (tracker.profile.probe; NULL before 0.9.9).
 SELECT
     l.run_id,

@@ -6,17 +6,18 @@
 -- latency_probe_ratio: the median of each measurement's latency over the speed probe timed beside it
 -- (tracker.profile.probe), the latency in the machine's units, which its speed moving between repeats
 -- moves less; speed_probe_ms the probe's median, probed_repeats how many repeats had one (since 0.9.9).
+-- Since 0.9.10 the medians are those of the table macro measurement_labels_of over every experiment
+-- (fingerprint train --from-experiment calls it with the experiments named).
 SELECT
     run_id,
-    CAST(count(*) AS BIGINT) AS repeats,
-    median(latency_ms) AS latency_ms,
-    median(peak_mem_mb) AS peak_mem_mb,
-    median(network_mem_mb) AS network_mem_mb,
-    median(power_w) AS power_w,
-    median(energy_per_iter_j) AS energy_per_iter_j,
-    median(gpu_util_pct) AS gpu_util_pct,
-    median(latency_ms / speed_probe_ms) AS latency_probe_ratio,
-    median(speed_probe_ms) AS speed_probe_ms,
-    CAST(count(speed_probe_ms) AS BIGINT) AS probed_repeats
-FROM labelled_measurements
-GROUP BY run_id
+    repeats,
+    latency_ms,
+    peak_mem_mb,
+    network_mem_mb,
+    power_w,
+    energy_per_iter_j,
+    gpu_util_pct,
+    latency_probe_ratio,
+    speed_probe_ms,
+    probed_repeats
+FROM measurement_labels_of(CAST(NULL AS VARCHAR[]))

@@ -228,6 +228,97 @@ def test_a_fingerprint_told_its_experiments_learns_their_measurements_alone(tmp_
         learnt_runs(first) + learnt_runs(later)) and runs_digest(first) != runs_digest(later)
 
 
+def _repeats_store(runs: Path, wh: Path, repeats: list[tuple[str, str, float, float | None]]) -> list[str]:
+    """``repeats`` (experiment, network, latency_ms, speed_probe_ms or None) logged in that order, each one
+    a repeat of its network at batch 2 with a peak, a power and a CI of its own, then loaded; their run ids."""
+    loggers: dict[str, RunLogger] = {}
+    run_ids = []
+    for k, (experiment, name, latency, probe) in enumerate(repeats):
+        desc = described(name, 64)
+        r = network_record(name, 2, peak_mem_mb=500.0 + 10 * k, power_w=5.0 + k, latency_ci_rel=0.01 * (k + 1))
+        r.params["model_hash"] = desc.description_hash
+        r.metrics["latency_ms"] = latency
+        if probe is not None:
+            r.metrics.update(speed_probe_ms=probe, speed_probe_count=30.0)
+        r.tags["tracker.repeat_key"] = f"r{k}"
+        r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+        logger = loggers.setdefault(experiment, RunLogger(str(runs), experiment=experiment, environment=ENV))
+        logger.log([r])
+        run_ids.append(r.run_id)
+    for logger in loggers.values():
+        logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    return run_ids
+
+
+def test_labels_of_named_experiments_are_the_views_labels_over_their_measurements(tmp_path: Path) -> None:
+    """One SQL definition of a configuration's labels (the table macro measurement_labels_of, since
+    0.9.10; its medians had a twin in Python, which every new column had to be added to): the view
+    measurement_labels is it over every experiment, and --from-experiment over the experiments named.
+    Where they hold every measurement both give the same rows; where another experiment measured the
+    same configuration, each gives the median of its own."""
+    import pandas as pd
+
+    from tracker.fingerprint.dataset import load_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    one = _repeats_store(runs, wh, [("one", "squeezenet1_1", 4.0, 1.0), ("one", "squeezenet1_1", 6.0, 1.5),
+                                    ("one", "squeezenet1_1", 9.0, None), ("one", "resnet18", 10.0, 1.0),
+                                    ("one", "resnet18", 12.0, 2.0), ("one", "mobilenet_v3_small", 3.0, None)])
+    extras = ["label_experiments", "label_run_ids"]
+    for target in ("latency_ms", "peak_mem_mb", "power_w"):
+        every = load_rows(wh, target, "inference", "cpu")
+        named = load_rows(wh, target, "inference", "cpu", experiments=["one"])
+        assert list(named["label_experiments"].map(list)) == [["one"]] * 3
+        pd.testing.assert_frame_equal(named.drop(columns=extras), every, check_exact=True)
+    assert list(every["model"]) == ["mobilenet_v3_small", "resnet18", "squeezenet1_1"]
+    assert list(every["label_repeats"]) == [1, 2, 3] and list(every["power_w"]) == [10.0, 8.5, 6.0]
+    latency = load_rows(wh, "latency_ms", "inference", "cpu", experiments=["one"])
+    assert list(latency["latency_ms"]) == [3.0, 11.0, 6.0] and list(latency["label_probed_repeats"]) == [0, 2, 2]
+    assert list(latency["label_probe_ratio"].fillna(-1)) == [-1, 8.0, 4.0]  # median of 10/1, 12/2; of 4/1, 6/1.5
+    assert [sorted(ids) for ids in latency["label_run_ids"]] == [sorted(one[5:]), sorted(one[3:5]), sorted(one[:3])]
+
+    # squeezenet1_1 measured again, later, in another experiment (a slower machine)
+    two = _repeats_store(runs, wh, [("two", "squeezenet1_1", 20.0, 2.0), ("two", "squeezenet1_1", 24.0, None)])
+    every = load_rows(wh, "latency_ms", "inference", "cpu").set_index("model")
+    named_one = load_rows(wh, "latency_ms", "inference", "cpu", experiments=["one"]).set_index("model")
+    named_two = load_rows(wh, "latency_ms", "inference", "cpu", experiments=["two"]).set_index("model")
+    named_both = load_rows(wh, "latency_ms", "inference", "cpu", experiments=["two", "one"]).set_index("model")
+    pd.testing.assert_frame_equal(named_both.drop(columns=extras), every, check_exact=True)
+    assert (every.loc["squeezenet1_1", "latency_ms"], every.loc["squeezenet1_1", "label_repeats"]) == (9.0, 5)
+    assert list(named_both.loc["squeezenet1_1", "label_experiments"]) == ["one", "two"]
+    # each experiment's own: its median, its repeats, its newest measurement's experiment and CI, its runs
+    assert list(named_two.index) == ["squeezenet1_1"]
+    sq_one, sq_two = named_one.loc["squeezenet1_1"], named_two.loc["squeezenet1_1"]
+    assert sq_one["run_id"] == sq_two["run_id"] == every.loc["squeezenet1_1", "run_id"]  # keyed by the latest run
+    assert (sq_one["latency_ms"], sq_one["label_repeats"], sq_one["experiment"], sq_one["latency_ci_rel"]) == (6.0, 3, "one", 0.03)
+    assert (sq_two["latency_ms"], sq_two["label_repeats"], sq_two["experiment"], sq_two["latency_ci_rel"]) == (22.0, 2, "two", 0.02)
+    assert (sq_one["label_probe_ratio"], sq_two["label_probe_ratio"], sq_two["label_probed_repeats"]) == (4.0, 10.0, 1)
+    assert sorted(sq_one["label_run_ids"]) == sorted(one[:3]) and sorted(sq_two["label_run_ids"]) == sorted(two)
+    assert every.loc["squeezenet1_1", "experiment"] == "two"  # the view's rows: the latest run's
+    pd.testing.assert_frame_equal(named_one.drop(index="squeezenet1_1"), named_both.drop(index="squeezenet1_1"),
+                                  check_exact=True)  # the others, measured in "one" alone, as they were
+
+    # the same definition in SQL: the view is the macro over every experiment; tracker sql calls it too
+    with duckdb.connect(str(wh), read_only=True) as con:
+        view = con.sql("SELECT * FROM measurement_labels ORDER BY run_id").fetchall()
+        assert view == con.sql("SELECT * EXCLUDE (experiment, latency_ci_rel, samples_count, label_experiments, "
+                               "label_run_ids) FROM measurement_labels_of(['one', 'two']) ORDER BY run_id").fetchall()
+        assert [c[0] for c in con.sql("DESCRIBE measurement_labels").fetchall()] == [
+            "run_id", "repeats", "latency_ms", "peak_mem_mb", "network_mem_mb", "power_w", "energy_per_iter_j",
+            "gpu_util_pct", "latency_probe_ratio", "speed_probe_ms", "probed_repeats"]
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "sql", "-w", str(wh), "--format", "json",
+                                   "SELECT latency_ms, repeats, label_experiments FROM measurement_labels_of(['two'])"])
+    assert out.exit_code == 0 and json.loads(out.output) == [{"latency_ms": 22.0, "repeats": 2, "label_experiments": ["two"]}]
+
+    # a warehouse last loaded by tracker 0.9.9 has no macro: one line saying to load it again
+    with duckdb.connect(str(wh)) as con:
+        con.execute("DROP MACRO TABLE measurement_labels_of")
+    with pytest.raises(FingerprintError, match=r"has no measurement_labels_of, which learning from named experiments "
+                                               r"reads .*: tracker warehouse load -w "):
+        load_rows(wh, "latency_ms", "inference", "cpu", experiments=["one"])
+
+
 def test_a_fingerprint_of_the_networks_own_memory(tmp_path: Path) -> None:
     """On a CPU a run's peak is mostly the process (about 550 MB for any small network): the part
     the network added, network_mem_mb, is a target of its own since 0.9.1, learnt and predicted
@@ -308,7 +399,8 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     assert client.get_registered_model(first.name).description.startswith("Predicts latency_ms (ms)")
     artifacts = {a.path for a in client.list_artifacts(first.run_id, "evaluation")}
     assert {"evaluation/predicted_vs_measured.png", "evaluation/feature_importance.png",
-            "evaluation/measurement_features.sql", "evaluation/heldout_predictions.csv"} <= artifacts
+            "evaluation/measurement_features.sql", "evaluation/heldout_predictions.csv",
+            "evaluation/measurement_labels_of.sql"} <= artifacts  # the labels' macro too (0.9.10)
     # the version's run is listed and shown as any other (a kind fingerprint train logs through MLflow)
     runner = CliRunner()
     store = ["--tracking-uri", str(runs), "-e", "fingerprints"]

@@ -19,7 +19,7 @@ from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord
 from tracker.settings import resolve_location
 from tracker.warehouse.load import connect, ensure_tables, load
 from tracker.warehouse.source import open_source
-from tracker.warehouse.views import create_views, read_views
+from tracker.warehouse.views import create_views, read_sql_files, read_views
 
 
 def _load(runs: Path, wh: Path, full: bool = False):
@@ -39,6 +39,40 @@ def test_every_view_builds_on_an_empty_warehouse(tmp_path: Path) -> None:
         assert con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0] == 0
     comments = dict(con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
     assert all(comments[n] for n in names)
+    # the table macros the views read (measurement_labels_of, since 0.9.10): made, with their header as comment
+    macros = {v.name: v for v in read_sql_files() if v.kind == "macro"}
+    assert "measurement_labels_of" in macros and not set(macros) & set(names)
+    made = dict(con.execute("SELECT function_name, comment FROM duckdb_functions() WHERE function_type = 'table_macro' "
+                            "AND schema_name = 'main'").fetchall())
+    assert {n: made.get(n) for n in macros} == {n: m.comment for n, m in macros.items()}
+    assert con.execute("SELECT count(*) FROM measurement_labels_of(NULL)").fetchall() == [(0,)]
+
+
+def test_a_table_macro_of_sql_is_made_before_the_views_that_read_it(tmp_path: Path) -> None:
+    """A file of sql/ may hold one table macro named after it, which a view reads (a view file that began
+    with anything but a SELECT was refused until 0.9.10); one misnamed, or anything else, is one line."""
+    folder = tmp_path / "sql"
+    folder.mkdir()
+    # alphabetically the view comes first: it is made after the macro it names
+    (folder / "a_view.sql").write_text("-- Runs of the batch sizes named, counted.\nSELECT count(*) AS n FROM z_of([2, 4])\n")
+    (folder / "z_of.sql").write_text("-- Runs of some batch sizes.\n-- z_of(sizes): a list of batch sizes.\n"
+                                     "CREATE MACRO z_of(sizes) AS TABLE\nSELECT run_id\nFROM network_runs\n"
+                                     "WHERE list_contains(CAST(sizes AS BIGINT[]), batch_size);\n")
+    con = connect(tmp_path / "w.duckdb")
+    ensure_tables(con)
+    assert create_views(con, folder) == ["a_view"]
+    con.execute("INSERT INTO network_runs (run_id, status, batch_size) VALUES ('r1', 'FINISHED', 2), ('r2', 'FINISHED', 8)")
+    assert con.execute("SELECT n FROM a_view").fetchall() == [(1,)]
+    assert con.execute("SELECT run_id FROM z_of([8])").fetchall() == [("r2",)]
+    assert con.execute("SELECT comment FROM duckdb_functions() WHERE function_name = 'z_of'").fetchall() == [
+        ("Runs of some batch sizes. z_of(sizes): a list of batch sizes.",)]
+    assert [v.name for v in read_views(folder)] == ["a_view"]
+    (folder / "z_of.sql").write_text("-- Misnamed.\nCREATE MACRO y_of(sizes) AS TABLE SELECT 1\n")
+    with pytest.raises(StoreError, match=r"^z_of\.sql: a macro file holds the macro named after it \(z_of\), not y_of$"):
+        read_sql_files(folder)
+    (folder / "z_of.sql").write_text("-- A scalar macro.\nCREATE MACRO z_of(a) AS a + 1\n")
+    with pytest.raises(StoreError, match=r"^z_of\.sql: a view file holds one SELECT after its header comment"):
+        read_sql_files(folder)
 
 
 def test_a_store_of_failed_runs_alone_loads(tmp_path: Path) -> None:

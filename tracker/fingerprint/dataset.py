@@ -24,6 +24,10 @@ VIEW = "measurement_features"
 LABEL_VIEW = "measurement_labels"
 #: Every measurement a label may be the median of, with its experiment (since 0.9.1).
 LABELLED_VIEW = "labelled_measurements"
+#: The labels over the named experiments' measurements alone (a table macro; ``LABEL_VIEW`` is it over
+#: every experiment's): what ``load_rows`` learns from with experiments named (since 0.9.10; a twin of
+#: the view's medians in Python before).
+LABELS_MACRO = "measurement_labels_of"
 #: Columns of the view that only a peak memory's floor reads (runtime.MEMORY_FLOOR_COLUMNS), no
 #: model: added in 0.7.9, they leave every model's features as they were. A row's features (no
 #: target named) carry them, for MLflow's pyfunc of a version that keeps a floor.
@@ -107,9 +111,11 @@ def view_sql(view: str = VIEW) -> str:
 
 
 def view_hash(*views: str) -> str:
-    """Digest of what a fingerprint trains on: by default the features view and the labels view
-    (a layer-level model's ``layer_features`` and ``layer_labels`` are hashed apart)."""
-    return hashlib.sha256("".join(view_sql(v) for v in views or (VIEW, LABEL_VIEW, LABELLED_VIEW)).encode()).hexdigest()[:16]
+    """Digest of what a fingerprint trains on: by default the features view and the labels view, with
+    what the labels are taken over and the macro that takes them (a layer-level model's ``layer_features``
+    and ``layer_labels`` are hashed apart)."""
+    return hashlib.sha256("".join(view_sql(v) for v in views or (VIEW, LABEL_VIEW, LABELLED_VIEW, LABELS_MACRO)
+                                  ).encode()).hexdigest()[:16]
 
 
 #: Features only the memory target learns from: the activation bytes autograd keeps for the
@@ -200,18 +206,14 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     configuration's latest run was in one of them, and its label was the median over every
     experiment's repeats (a test set measured again later moved the labels learnt from).
     ``empty_ok``: no rows is an empty frame, not an error."""
+    import duckdb
+
     from tracker.warehouse.load import connect_loaded
 
     if target not in TARGETS:
         raise FingerprintError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
-    if experiments:  # measurement_labels' median, over the named experiments' measurements alone
-        labels = (f"(SELECT run_id, CAST(count(*) AS BIGINT) AS repeats, median({target}) AS {target}, "
-                  "arg_max(experiment, end_time) AS experiment, arg_max(latency_ci_rel, end_time) AS latency_ci_rel, "
-                  "arg_max(samples_count, end_time) AS samples_count, list_sort(list_distinct(list(experiment))) "
-                  "AS label_experiments, list_sort(list(measurement_run_id)) AS label_run_ids, "
-                  "median(latency_ms / speed_probe_ms) AS latency_probe_ratio, median(speed_probe_ms) AS speed_probe_ms, "
-                  "CAST(count(speed_probe_ms) AS BIGINT) AS probed_repeats "
-                  f"FROM {LABELLED_VIEW} WHERE list_contains($experiments, experiment) GROUP BY run_id)")
+    if experiments:  # measurement_labels' medians, over the named experiments' measurements alone (its macro)
+        labels = f"{LABELS_MACRO}($experiments)"
         replaced = (f"l.{target} AS {target}, l.experiment AS experiment, l.latency_ci_rel AS latency_ci_rel, "
                     "l.samples_count AS samples_count")
         extra, params = ", l.label_experiments, l.label_run_ids", {"experiments": sorted(set(experiments))}
@@ -219,15 +221,24 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         labels, replaced, extra, params = LABEL_VIEW, f"l.{target} AS {target}", "", {}
     con = connect_loaded(warehouse)
     try:
-        frame = con.sql(
-            f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra}, l.latency_probe_ratio AS label_probe_ratio, "
-            "l.speed_probe_ms AS label_speed_probe_ms, l.probed_repeats AS label_probed_repeats "
-            f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
-            f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
-            f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
-            f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
-            params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
-        ).df()
+        try:
+            frame = con.sql(
+                f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra}, l.latency_probe_ratio AS label_probe_ratio, "
+                "l.speed_probe_ms AS label_speed_probe_ms, l.probed_repeats AS label_probed_repeats "
+                f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
+                f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
+                f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
+                f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
+                params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
+            ).df()
+        except duckdb.CatalogException as exc:
+            if experiments and LABELS_MACRO in str(exc):  # a warehouse last loaded by tracker 0.9.9 or before
+                from tracker.console import shell_word
+
+                raise FingerprintError(f"the warehouse {warehouse} has no {LABELS_MACRO}, which learning from named "
+                                       "experiments reads (a load by tracker 0.9.10 or later makes it): tracker "
+                                       f"warehouse load -w {shell_word(warehouse)}") from None
+            raise
         # where the target itself was measured, in which mode (every device and phase until 0.9.2: "no
         # inference measurements of energy_per_iter_j on 'cpu'; measured: cpu/... (inference)"), and whether
         # anything was: read only to say why there are no rows

@@ -27,6 +27,7 @@ from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
     LABEL_VIEW,
     LABELLED_VIEW,
+    LABELS_MACRO,
     MEMORY_TARGETS,
     TARGETS,
     FingerprintError,
@@ -692,6 +693,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                     (folder / "measurement_features.sql").write_text(view_sql())
                     (folder / "measurement_labels.sql").write_text(view_sql(LABEL_VIEW))
                     (folder / "labelled_measurements.sql").write_text(view_sql(LABELLED_VIEW))
+                    (folder / f"{LABELS_MACRO}.sql").write_text(view_sql(LABELS_MACRO))
                     (folder / "features.json").write_text(json.dumps({"features": features, "target": target,
                                                                       "unit": TARGETS[target]}, indent=2))
                     (folder / "networks.json").write_text(json.dumps(sorted(set(networks))))

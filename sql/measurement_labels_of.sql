@@ -1,0 +1,30 @@
+-- A table macro, not a view: measurement_labels_of(experiments), the labels a fingerprint learns from,
+-- per configuration, taken over the measurements of the experiments named alone (a list of their names;
+-- NULL: every experiment's). measurement_labels is measurement_labels_of(NULL); fingerprint train
+-- --from-experiment calls it with the experiments it was told (since 0.9.10 the one definition of both,
+-- which had a twin in Python until then). Beside measurement_labels' columns: experiment, latency_ci_rel
+-- and samples_count of the newest of those measurements, label_experiments (the experiments named that
+-- measured it) and label_run_ids (the runs its labels are the median of). Example:
+-- SELECT * FROM measurement_labels_of(['demo']).
+CREATE MACRO measurement_labels_of(experiments) AS TABLE
+SELECT
+    run_id,
+    CAST(count(*) AS BIGINT) AS repeats,
+    median(latency_ms) AS latency_ms,
+    median(peak_mem_mb) AS peak_mem_mb,
+    median(network_mem_mb) AS network_mem_mb,
+    median(power_w) AS power_w,
+    median(energy_per_iter_j) AS energy_per_iter_j,
+    median(gpu_util_pct) AS gpu_util_pct,
+    median(latency_ms / speed_probe_ms) AS latency_probe_ratio,
+    median(speed_probe_ms) AS speed_probe_ms,
+    CAST(count(speed_probe_ms) AS BIGINT) AS probed_repeats,
+    arg_max(experiment, end_time) AS experiment,
+    arg_max(latency_ci_rel, end_time) AS latency_ci_rel,
+    arg_max(samples_count, end_time) AS samples_count,
+    list_sort(list_distinct(list(experiment))) AS label_experiments,
+    list_sort(list(measurement_run_id)) AS label_run_ids
+FROM labelled_measurements
+WHERE CAST(experiments AS VARCHAR[]) IS NULL
+    OR list_contains(CAST(experiments AS VARCHAR[]), experiment)
+GROUP BY run_id
