@@ -1460,7 +1460,8 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     version = MlflowClient(uri).get_model_version(result.name, result.version)
     assert version.tags["method"] == result.method
     # The layer views it learnt from are hashed beside the network views, which keep their hash.
-    assert version.tags["layer_view_sha256"] == view_hash("layer_features", "layer_labels") != version.tags["view_sha256"]
+    assert version.tags["layer_view_sha256"] == view_hash("layer_features", "layer_labels", "layer_labels_of") != \
+        version.tags["view_sha256"]
     assert version.tags["view_sha256"] == view_hash()
     # Through MLflow it answers as tracker predict does when a row carries its module calls (tracker
     # predict --features prints them), and with its network-level model when not; its description says so.
@@ -1623,6 +1624,101 @@ def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path)
     assert list(rows["run_id"]) == [layer.run_id for layer in layers]
     assert list(rows["label_repeats"]) == [4, 4, 4]
     assert list(rows["latency_ms"]) == [3.5 * (i + 1) for i in range(3)]  # median of 1, 2, 5, 7 (x (i + 1))
+
+
+def _layered_experiment(runs: Path, wh: Path, experiment: str, scale: float) -> dict[str, tuple[str, list[str]]]:
+    """Three networks at batch 2 measured in ``experiment`` with three module layers each, layer i taking
+    ``scale * (i + 1) * k`` ms (k the network's number) and the whole network 1.5 times their sum, then loaded;
+    per network, its run id and its layer runs' ids."""
+    from tracker.describe.features import node_rows
+
+    logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
+    logged = {}
+    for k, name in enumerate(("squeezenet1_1", "resnet18", "mobilenet_v3_small"), start=1):
+        desc = described(name, 64)
+        modules = [r for r in node_rows(desc) if r["op"] == "call_module"][:3]
+        net = network_record(name, 2)
+        net.params["model_hash"] = desc.description_hash
+        net.metrics["latency_ms"] = 1.5 * sum(scale * (i + 1) * k for i in range(3))
+        net.tags["tracker.repeat_key"] = experiment
+        net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+        layers = []
+        for i, row in enumerate(modules):
+            layer = layer_record(net, i, model=name)
+            layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"],
+                                batch_size=2)
+            layer.metrics["latency_ms"] = scale * (i + 1) * k
+            layer.key_fields = {"model": name, "experiment": experiment, "layer": i}
+            layers.append(layer)
+        logger.log([net, *layers])
+        logged[name] = (net.run_id, [layer.run_id for layer in layers])
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    return logged
+
+
+def test_the_layer_level_learns_the_named_experiments_layers_alone(tmp_path: Path) -> None:
+    """--from-experiment took the network labels from the experiments named (0.9.1), but each layer's label
+    was its median over every experiment's layer runs, and the calibration paired the named experiments'
+    network latency with that sum, until 0.9.10. The layer labels are now the table macro layer_labels_of
+    over the experiments the network labels were taken over, which the view layer_labels reads over all."""
+    import pandas as pd
+
+    from tracker.fingerprint.layers import calibration, load_layer_rows, training_layer_rows
+    from tracker.fingerprint.train import learnt_runs, training_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    one = _layered_experiment(runs, wh, "one", 1.0)
+
+    def layer_rows(*experiments: str) -> pd.DataFrame:
+        frame = training_rows(wh, "latency_ms", "inference", "cpu", experiments=experiments)
+        return training_layer_rows(wh, frame, "inference", "cpu").set_index("run_id").sort_index()
+
+    def factor(*experiments: str) -> float:  # the calibration, as train fits it: frame's latency against the sums
+        frame = training_rows(wh, "latency_ms", "inference", "cpu", experiments=experiments)
+        rows = training_layer_rows(wh, frame, "inference", "cpu")
+        return calibration(rows, dict(zip(frame["run_id"], frame["latency_ms"])))[0]
+
+    # one experiment holding everything: the same rows with it named as without
+    every, named = layer_rows(), layer_rows("one")
+    assert len(every) == 9 and set(every.index) == {rid for _, ids in one.values() for rid in ids}
+    pd.testing.assert_frame_equal(named.drop(columns=["label_experiments", "label_run_ids"]), every, check_exact=True)
+    assert all(list(ids) == [rid] for rid, ids in named["label_run_ids"].items())
+    assert factor() == factor("one") == pytest.approx(1.5)
+
+    # every network measured again, later, in another experiment, its layers and itself three times as slow
+    two = _layered_experiment(runs, wh, "two", 3.0)
+    every, named_one, named_two = layer_rows(), layer_rows("one"), layer_rows("two")
+    latest_layers = {rid for _, ids in two.values() for rid in ids}  # keyed by the latest measurement's layers
+    assert set(every.index) == set(named_one.index) == set(named_two.index) == latest_layers
+    for name, k in (("squeezenet1_1", 1), ("resnet18", 2), ("mobilenet_v3_small", 3)):
+        for i, rid in enumerate(two[name][1]):
+            assert (every.loc[rid, "latency_ms"], every.loc[rid, "label_repeats"]) == (2.0 * (i + 1) * k, 2)
+            assert (named_one.loc[rid, "latency_ms"], named_one.loc[rid, "label_repeats"]) == (1.0 * (i + 1) * k, 1)
+            assert (named_two.loc[rid, "latency_ms"], named_two.loc[rid, "label_repeats"]) == (3.0 * (i + 1) * k, 1)
+            assert list(named_one.loc[rid, "label_run_ids"]) == [one[name][1][i]]
+            assert list(named_two.loc[rid, "label_run_ids"]) == [rid]
+    assert set(named_one["label_experiments"].map(tuple)) == {("one",)}
+    assert set(named_two["label_experiments"].map(tuple)) == {("two",)}
+    # the calibration pairs each network's latency with the sum of its layers in the same experiments
+    # (one's network labels against both experiments' layers: 0.75, two's: 2.25, until 0.9.10)
+    assert factor("one") == factor("two") == factor() == factor("one", "two") == pytest.approx(1.5)
+    # what the version records it learnt from (runs.json): the measurements whose layers it learnt
+    assert learnt_runs(training_rows(wh, "latency_ms", "inference", "cpu", experiments=["one"])) == sorted(
+        net for net, _ in one.values())
+    # the view is the macro over every experiment, its columns as they were; tracker sql calls the macro
+    with duckdb.connect(str(wh), read_only=True) as con:
+        assert [c[0] for c in con.sql("DESCRIBE layer_labels").fetchall()] == [
+            "run_id", "repeats", "latency_ms", "latency_probe_ratio", "probed_repeats"]
+        assert con.sql("SELECT * FROM layer_labels ORDER BY run_id").fetchall() == con.sql(
+            "SELECT * EXCLUDE (label_experiments, label_run_ids) FROM layer_labels_of(['two', 'one']) ORDER BY run_id"
+        ).fetchall()
+    # a warehouse loaded before the macro: one line saying to load it again
+    with duckdb.connect(str(wh)) as con:
+        con.execute("DROP MACRO TABLE layer_labels_of")
+    with pytest.raises(FingerprintError, match=r"has no layer_labels_of, which learning from named experiments "
+                                               r"reads .*: tracker warehouse load -w "):
+        load_layer_rows(wh, "inference", "cpu", experiments=["one"])
 
 
 def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) -> None:

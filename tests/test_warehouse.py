@@ -39,13 +39,14 @@ def test_every_view_builds_on_an_empty_warehouse(tmp_path: Path) -> None:
         assert con.execute(f'SELECT count(*) FROM "{name}"').fetchall()[0][0] == 0
     comments = dict(con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal").fetchall())
     assert all(comments[n] for n in names)
-    # the table macros the views read (measurement_labels_of, since 0.9.10): made, with their header as comment
+    # the table macros the views read (measurement_labels_of, layer_labels_of, since 0.9.10): made, with their header as comment
     macros = {v.name: v for v in read_sql_files() if v.kind == "macro"}
-    assert "measurement_labels_of" in macros and not set(macros) & set(names)
+    assert {"measurement_labels_of", "layer_labels_of"} <= set(macros) and not set(macros) & set(names)
     made = dict(con.execute("SELECT function_name, comment FROM duckdb_functions() WHERE function_type = 'table_macro' "
                             "AND schema_name = 'main'").fetchall())
     assert {n: made.get(n) for n in macros} == {n: m.comment for n, m in macros.items()}
     assert con.execute("SELECT count(*) FROM measurement_labels_of(NULL)").fetchall() == [(0,)]
+    assert con.execute("SELECT count(*) FROM layer_labels_of(['demo'])").fetchall() == [(0,)]
 
 
 def test_a_table_macro_of_sql_is_made_before_the_views_that_read_it(tmp_path: Path) -> None:

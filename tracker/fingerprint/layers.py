@@ -15,14 +15,24 @@ version carries, so that it answers where tracker is not installed; fitting it l
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from tracker.fingerprint.runtime import LayerModel, call_sums, layer_matrix  # with the layer model's inputs (served alone too)
+from tracker.fingerprint.runtime import (  # with the layer model's inputs (served alone too)
+    FingerprintError,
+    LayerModel,
+    call_sums,
+    layer_matrix,
+)
 
 LAYER_VIEW = "layer_features"
 #: The labels: per layer, the median of its configuration's repeated measurements (training only).
 LAYER_LABEL_VIEW = "layer_labels"
+#: The labels over the named experiments' measurements alone (a table macro; ``LAYER_LABEL_VIEW`` is it
+#: over every experiment's): what ``load_layer_rows`` learns from with experiments named (since 0.9.10;
+#: every experiment's layers before, whatever the network labels were taken over).
+LAYER_LABELS_MACRO = "layer_labels_of"
 #: Every row and every column in each tree: the fit does not depend on a seed. With rows and columns
 #: sampled (0.8 each) the held-out share within +-10 % on cpu-forty (retaining mode) moved from
 #: 89.2 to 91.7 % between five seeds; without, it is 91.7 % (MAPE 4.3 %).
@@ -30,32 +40,63 @@ LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "m
                 "subsample": 1.0, "colsample_bytree": 1.0, "verbose": -1, "random_state": 0, "n_jobs": 1}
 
 
-def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms: float | None = None) -> Any:
+def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms: float | None = None,
+                    experiments: Collection[str] = ()) -> Any:
     """Measured layer rows of one phase and device (possibly none; ``device`` matches as in
     ``dataset.load_rows``); each layer's latency is the median over its configuration's repeats
     (``label_repeats`` of them), as the network labels are. ``speed_reference_ms``: the network
     labels were put at that probe time (``dataset.at_reference_speed``), and so are the layers (each
     one's median of latency over probe times it) where every repeat of every layer timed the probe, as
     for the network labels; else every layer stays as measured (one network's sum of layers in two
-    units, some put at the reference and some not, until it was released)."""
+    units, some put at the reference and some not, until it was released). ``experiments``: each
+    layer's median over the measurements of those experiments alone, as ``dataset.load_rows`` takes the
+    network labels (since 0.9.10: the layers of every experiment before, which the calibration then
+    paired with the named experiments' network latencies); ``label_experiments`` and ``label_run_ids``
+    (the layer runs) say what each label came from."""
+    import duckdb
+
     from tracker.fingerprint.dataset import fully_probed
     from tracker.warehouse.load import connect_loaded
 
+    if experiments:  # layer_labels' medians, over the named experiments' measurements alone (its macro)
+        labels, extra = f"{LAYER_LABELS_MACRO}($experiments)", ", l.label_experiments, l.label_run_ids"
+        params = {"experiments": sorted(set(experiments))}
+    else:
+        labels, extra, params = LAYER_LABEL_VIEW, "", {}
     con = connect_loaded(warehouse)
     try:
         rows = con.sql(
             f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats, "
-            "l.latency_probe_ratio AS label_probe_ratio, l.probed_repeats AS label_probed_repeats "
-            f"FROM {LAYER_VIEW} f JOIN {LAYER_LABEL_VIEW} l USING (run_id) "
+            f"l.latency_probe_ratio AS label_probe_ratio, l.probed_repeats AS label_probed_repeats{extra} "
+            f"FROM {LAYER_VIEW} f JOIN {labels} l USING (run_id) "
             "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
-            params={"phase": phase, "device": device},
+            params={"phase": phase, "device": device, **params},
         ).df()
+    except duckdb.CatalogException as exc:
+        if experiments and LAYER_LABELS_MACRO in str(exc):  # a warehouse loaded before the macro was made
+            from tracker.console import shell_word
+
+            raise FingerprintError(f"the warehouse {warehouse} has no {LAYER_LABELS_MACRO}, which learning from named "
+                                   "experiments reads (a load by tracker 0.9.10 or later makes it): tracker "
+                                   f"warehouse load -w {shell_word(warehouse)}") from None
+        raise
     finally:
         con.close()
     if speed_reference_ms is not None and fully_probed(rows):
         rows["latency_ms"] = rows["label_probe_ratio"].astype(float) * speed_reference_ms
     return rows
+
+
+def training_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) -> Any:
+    """The layer rows of the configurations of ``frame`` (``train.training_rows``), labelled as its network
+    labels are: over the measurements of the experiments it was taken over (attrs ``experiments``; every
+    experiment's layers until 0.9.10, while the network labels were the named experiments') and at its
+    reference speed (attrs ``speed_reference_ms``), so that the calibration pairs each network's latency
+    with a sum of its layers measured in the same experiments."""
+    rows = load_layer_rows(warehouse, phase, device, frame.attrs.get("speed_reference_ms"),
+                           frame.attrs.get("experiments", ()))
+    return rows[rows["parent_run_id"].isin(set(frame["run_id"]))]
 
 
 #: Fewest training configurations with layer runs for the calibration's terms per call and per

@@ -41,7 +41,7 @@ from tracker.fingerprint.dataset import (
     view_hash,
     view_sql,
 )
-from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_VIEW
+from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_LABELS_MACRO, LAYER_VIEW
 from tracker.fingerprint.runtime import LAYER_FEATURES, MEMORY_FLOOR_COLUMNS, capped, floored, memory_floor_mb
 from tracker.profile.probe import PROBE_VERSION
 from tracker.profile.stats import IMPRECISE_CI_REL
@@ -268,8 +268,8 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
 
     if target != "latency_ms":
         return "network", pred, {}, None
-    layer_rows = layers.load_layer_rows(warehouse, phase, device, frame.attrs.get("speed_reference_ms"))
-    layer_rows = layer_rows[layer_rows["parent_run_id"].isin(set(frame["run_id"]))]
+    # the layers of the experiments the network labels were taken over (every one's until 0.9.10)
+    layer_rows = layers.training_layer_rows(warehouse, frame, phase, device)
     if layer_rows.empty:
         return "network", pred, {}, None
     layer_pred = layers.out_of_fold(layer_rows, frame, networks)
@@ -341,9 +341,10 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     for latency, less measurements too imprecise to learn from (``stats.IMPRECISE_CI_REL``);
     ``experiments``: only what was measured in them, each one named having some (since 0.9.0; every
     experiment otherwise): the rows of configurations measured in them, labelled by those
-    measurements alone (``load_rows``). A latency's labels are put at the machine's reference speed
-    where every measurement timed the speed probe beside it (``dataset.at_reference_speed``; attrs
-    ``speed_reference_ms``), unless ``as_measured`` (since 0.9.9)."""
+    measurements alone (``load_rows``), and so are their layers' (attrs ``experiments``, which the layer
+    level reads: ``layers.load_layer_rows``, since 0.9.10). A latency's labels are put at the machine's
+    reference speed where every measurement timed the speed probe beside it (``dataset.at_reference_speed``;
+    attrs ``speed_reference_ms``), unless ``as_measured`` (since 0.9.9)."""
     if experiments:
         frame = load_rows(warehouse, target, phase, device, mode, dtype, experiments, empty_ok=True)
         found = {e for names in frame["label_experiments"] for e in names}
@@ -390,6 +391,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     if target == "latency_ms" and not as_measured and (reference := speed_reference_ms(frame)) is not None:
         frame = at_reference_speed(frame, reference)
     frame.attrs["left_out_imprecise"], frame.attrs["measured_rows"] = left_out
+    frame.attrs["experiments"] = tuple(sorted(set(experiments)))
     return frame
 
 
@@ -710,8 +712,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                         layer_model.booster.save_model(str(folder / "layer_model" / "booster.txt"))
                         (folder / "layer_model" / "calibration.json").write_text(json.dumps(
                             {"method": method, **layer_model.calibration(), "features": LAYER_FEATURES,
-                             "view": LAYER_VIEW, "labels": LAYER_LABEL_VIEW}, indent=2))
-                        for view in (LAYER_VIEW, LAYER_LABEL_VIEW):
+                             "view": LAYER_VIEW,  # the labels of the experiments named (its tag), or every one's
+                             "labels": LAYER_LABELS_MACRO if experiments else LAYER_LABEL_VIEW}, indent=2))
+                        for view in (LAYER_VIEW, LAYER_LABEL_VIEW, LAYER_LABELS_MACRO):
                             (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
                     mlflow.log_artifacts(str(folder), "evaluation")
                 version_tags = {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
@@ -732,8 +735,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                 **({"memory_floor_columns": ",".join(floor_columns)} if floor_columns else {}),
                                 **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                    if oom_runs else {}),
-                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW)} if layer_model is not None
-                                   else {}),
+                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW, LAYER_LABELS_MACRO)}
+                                   if layer_model is not None else {}),
                                 **told}  # what it was told to learn from (0.9.0; the run's params before)
                 # The version's tags are written with it (one request, and no version without them).
                 info = _log_served_model(name, final.booster_, spec_json(target, phase, device, features, method,

@@ -5,8 +5,8 @@ the header becomes the view's comment, which ``tracker views`` lists. A view tha
 another view is created after it.
 
 A file may instead hold one table macro, ``CREATE MACRO name(parameters) AS TABLE SELECT ...``,
-named after the file (since 0.9.10: ``measurement_labels_of``, the labels over named experiments,
-which ``measurement_labels`` reads): one SQL definition that a view reads and a query calls with
+named after the file (since 0.9.10: ``measurement_labels_of`` and ``layer_labels_of``, the labels over
+named experiments, which ``measurement_labels`` and ``layer_labels`` read): one SQL definition that a view reads and a query calls with
 bound values. It is created before the views that name it, its header its comment.
 """
 
