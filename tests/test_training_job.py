@@ -215,6 +215,11 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
     client = MlflowClient(resolve_location(str(runs)).uri)
     keys = {client.get_run(r["run_id"]).data.tags["tracker.config_key"] for r in results.values()}
     assert len(keys) == 2
+    # each run's name says its image size and its mode's settings, as a network run's does: the two jobs
+    # were one name, `mobilenet_v3_small · job · bs4 · w0 p2 · cpu`, in runs list and the MLflow UI until 0.9.10
+    names = {a: client.get_run(r["run_id"]).info.run_name for a, r in results.items()}
+    assert names == {"system": "mobilenet_v3_small · job · bs4 · 96px · w0 p2 · cpu · t1",
+                     "retain": "mobilenet_v3_small · job · bs4 · 96px · w0 p2 · cpu · t1 · retain"}, names
     assert client.get_run(retain["run_id"]).data.metrics["page_faults_per_iter_count"] == retain["page_faults_per_iter_count"]
     for r in results.values():  # each job keeps its iterations as raw samples, one a block
         kept = read_samples(Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path))).read_text(), "job")
