@@ -158,8 +158,11 @@ def test_bad_runs_to_compare_are_one_line_errors(tmp_path: Path) -> None:
     done, failed, newer = network_record(batch_size=1), network_record(batch_size=2), network_record(batch_size=4)
     failed.metrics.clear()
     failed.fail("oom")
+    memory_alone = network_record(batch_size=8, peak_mem_mb=900.0)  # as an import's memory-only configuration
+    memory_alone.kind, memory_alone.params["phase"] = "training", "training"
+    del memory_alone.metrics["latency_ms"], memory_alone.metrics["latency_ci_rel"]
     newer.artifacts[SAMPLES_ARTIFACT] = json.dumps({"format": 2, "samples_ms": [1.0]})
-    logger.log([done, failed, newer])
+    logger.log([done, failed, newer, memory_alone])
     base = ["--tracking-uri", str(store), "-e", "bad", "runs", "compare"]
     cases = [
         ([done.run_id, done.run_id[:6]], "are the same run"),
@@ -167,6 +170,9 @@ def test_bad_runs_to_compare_are_one_line_errors(tmp_path: Path) -> None:
         (["ffffffff", done.run_id], "no measurement run whose id starts with ffffffff in experiment 'bad' or any other"),
         ([done.run_id, failed.run_id], "is FAILED (oom): nothing measured to compare"),
         ([done.run_id, newer.run_id], "is in format 2, which this tracker does not read"),
+        # a run of a measured kind without a latency is said as that, not told to give a run of its own kind
+        ([done.run_id, memory_alone.run_id], f"run {memory_alone.run_id[:12]} is a training run that has no latency "
+                                             "(it measured memory alone, say): nothing to judge a change in latency on"),
     ]
     for args, message in cases:  # the library's errors (the entry point prints each as one line)
         out = runner.invoke(app, [*base, *args])

@@ -226,6 +226,20 @@ def test_a_small_folder_imports_each_network_and_batch_size(tmp_path: Path) -> N
     assert stats["imported"] == stats["configurations"] == 4 and stats["without_architecture"] == 4
 
 
+def test_runs_show_says_an_imported_run_was_imported_not_how_long_the_import_took(tmp_path: Path) -> None:
+    """Its start and end are when it was imported (MLflow's), not when the TX2 measured it: `runs show` said
+    `started 2026-11-29 07:01:42, 15.9 s`, the seconds the import itself took, until 0.9.10."""
+    assert _import(tmp_path, small_folder(tmp_path / "p")).exit_code == 0
+    cli = ["--tracking-uri", str(tmp_path / "s"), "-e", "perf4sight-tx2", "runs"]
+    listed = CliRunner().invoke(app, [*cli, "list", "--format", "json"])
+    run_id = json.loads(listed.stdout)[0]["run_id"]
+    shown = CliRunner().invoke(app, [*cli, "show", run_id[:8]])
+    assert shown.exit_code == 0, shown.output
+    said = shown.stdout.splitlines()[1]
+    assert said.endswith(")") and "(experiment 'perf4sight-tx2', imported from perf4sight 20" in said, said
+    assert "started" not in said and not said.endswith(" s)"), said
+
+
 def test_a_folder_without_memory_or_with_a_network_half_measured_is_refused_before_the_store_is_made(
         tmp_path: Path) -> None:
     """Its runs were imported without memory, which a later import of the whole folder could not add

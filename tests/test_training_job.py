@@ -215,6 +215,11 @@ def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path
     client = MlflowClient(resolve_location(str(runs)).uri)
     keys = {client.get_run(r["run_id"]).data.tags["tracker.config_key"] for r in results.values()}
     assert len(keys) == 2
+    # each run's name says its image size and its mode's settings, as a network run's does: the two jobs
+    # were one name, `mobilenet_v3_small · job · bs4 · w0 p2 · cpu`, in runs list and the MLflow UI until 0.9.10
+    names = {a: client.get_run(r["run_id"]).info.run_name for a, r in results.items()}
+    assert names == {"system": "mobilenet_v3_small · job · bs4 · 96px · w0 p2 · cpu · t1",
+                     "retain": "mobilenet_v3_small · job · bs4 · 96px · w0 p2 · cpu · t1 · retain"}, names
     assert client.get_run(retain["run_id"]).data.metrics["page_faults_per_iter_count"] == retain["page_faults_per_iter_count"]
     for r in results.values():  # each job keeps its iterations as raw samples, one a block
         kept = read_samples(Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path))).read_text(), "job")
@@ -717,6 +722,47 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     both = json.loads(compared.stdout)
     assert (both["a"]["status"], both["b"]["status"]) == ("KILLED", "FINISHED")
     assert next(m["a"] for m in both["metrics"] if m["metric"] == "latency_ms") == run.data.metrics["latency_ms"]
+
+
+def test_ctrl_c_before_the_first_step_says_no_step_is_kept(tmp_path: Path) -> None:
+    """A job interrupted in its first step (its set-up) logs a KILLED run of no step, and says so: it said
+    `KILLED: no step measured` and then `the steps measured before are kept in that run` until 0.9.10."""
+    import signal
+    import subprocess
+    import time
+
+    from tests.conftest import sigint_default
+    from tests.test_cli import TRACKER
+
+    runs, started = tmp_path / "runs", tmp_path / "in-forward"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "4",
+                "--size", "32").exit_code == 0
+    (tmp_path / "slow.py").write_text(f"""import pathlib, time
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Linear(3, 3)
+    def forward(self, x):
+        pathlib.Path({str(started)!r}).touch()
+        time.sleep(120)
+        return self.f(x.mean((2, 3)))
+""")
+    job = _job(tmp_path, "slow", model="slow.py:Net", bs=2, size=32)
+    proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), "profile", "training", str(job)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    try:
+        deadline = time.time() + 120
+        while not started.exists() and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert started.exists(), proc.communicate()[1][-2000:] if proc.poll() is not None else "no forward"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and out.startswith("KILLED: no step measured (interrupted)"), (out, err[-2000:])
+    assert err.strip().splitlines()[-1] == ("interrupted before its first step was measured: that run is logged "
+                                            "KILLED, with no step"), err[-2000:]
 
 
 def _running(p: psutil.Process) -> bool:

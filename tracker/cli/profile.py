@@ -463,8 +463,9 @@ def training(
         emit_json(result)
     else:
         _job_line(result)
-    if result["status"] == "KILLED":
-        exit_interrupted("interrupted: the steps measured before are kept in that run")
+    if result["status"] == "KILLED":  # before its first step, none to keep (said as kept until 0.9.10)
+        exit_interrupted("interrupted: the steps measured before are kept in that run" if result["steps"] else
+                         "interrupted before its first step was measured: that run is logged KILLED, with no step")
     if result["status"] == "FAILED":
         raise typer.Exit(MEASUREMENT_FAILED)
 

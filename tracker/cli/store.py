@@ -167,10 +167,15 @@ def show(
         return
     started = datetime.datetime.fromtimestamp(data["start_time_ms"] / 1000).isoformat(sep=" ", timespec="seconds")
     took = f", {(data['end_time_ms'] - data['start_time_ms']) / 1000:.1f} s" if data["end_time_ms"] else ""
+    when = f"started {started}{took}"
+    if (source := data["tags"].get("tracker.source", "")).startswith("import:"):
+        # measured elsewhere: its times are the import's, not the measurement's (said as "started ..., 15.9 s",
+        # the import's own seconds, until 0.9.10)
+        when = f"imported from {source.removeprefix('import:')} {started}"
     reason = f" ({data['failure_reason']})" if data["failure_reason"] else ""
     deleted = " · deleted (MLflow's trash: the warehouse leaves it out)" if data["deleted"] else ""
     typer.echo(f"run {data['run_id']} · {data['kind'] or 'not a tracker run'} · {data['status']}{reason}{deleted}")
-    typer.echo(f"  {data['name']} (experiment {data['experiment']!r}, started {started}{took})")
+    typer.echo(f"  {data['name']} (experiment {data['experiment']!r}, {when})")
     if data["description"]:  # what the MLflow UI shows above the run (since 0.9.1 here too)
         typer.echo(f"  {data['description']}")
     if data["parent_run_id"]:

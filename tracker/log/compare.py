@@ -190,9 +190,13 @@ def _side(client: Any, uri: str, run: Any) -> Side:
     if run.info.status != "FINISHED" and not (run.info.status == "KILLED" and "latency_ms" in run.data.metrics):
         reason = tags.get("tracker.failure_reason")
         raise TrackerError(f"run {rid[:12]} is {run.info.status}{f' ({reason})' if reason else ''}: nothing measured to compare")
-    if kind not in MEASURED_KINDS or "latency_ms" not in run.data.metrics:
+    if kind not in MEASURED_KINDS:
         what = f"a {kind} run" if kind else "not a tracker run"
         raise TrackerError(f"run {rid[:12]} is {what}, without a latency: compare network, training or layer runs")
+    if "latency_ms" not in run.data.metrics:  # an import's memory alone, say: told to compare a training run it was
+        # (`is a training run, without a latency: compare network, training or layer runs` until 0.9.10)
+        raise TrackerError(f"run {rid[:12]} is a {kind} run that has no latency (it measured memory alone, say): nothing "
+                           f"to judge a change in latency on; `tracker runs show {rid[:12]}` shows what it has")
     samples = unreadable = None
     if any(a.path == SAMPLES_ARTIFACT for a in client.list_artifacts(rid, SAMPLES_ARTIFACT.split("/")[0])):
         try:

@@ -257,6 +257,19 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
     return out
 
 
+def job_run_name(cfg: JobConfig) -> str:
+    """``resnet18 · job · bs8 · 112px · w0 p2 · cpu``: the image size after the batch where it is not
+    224 pixels, and the mode's settings the job asked for after the device (``cpu · t1 · retain``), as a
+    network run's name says them (:func:`tracker.profile.records.run_name`). Until 0.9.10 neither was
+    said: jobs at two image sizes or in two modes had one name in ``runs list`` and the MLflow UI."""
+    from tracker.profile.records import USUAL_INPUT_SIZE
+
+    size = f" · {cfg.image_size}px" if cfg.image_size != USUAL_INPUT_SIZE else ""
+    settings = (f" · t{cfg.threads}" if cfg.threads else "") + (f" · {cfg.allocator}" if cfg.allocator != "system" else "")
+    return (f"{cfg.model_name} · job · bs{cfg.batch_size}{size} · w{cfg.num_workers} p{cfg.prefetch_factor} · "
+            f"{cfg.device}{settings}")
+
+
 def job_key_fields(cfg: JobConfig) -> dict[str, Any]:
     """A job's configuration key fields: the same settings make the same key (campaigns resume on
     it), and, as for networks, results from other software versions or measurement protocols are
@@ -409,8 +422,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         model_hash = hashlib.sha256(f"{spec_json(unplaced(cfg.network_spec))}:{cfg.image_size}".encode()).hexdigest()[:16]
     # the device mode the job runs in, as for networks (threads: torch's default unless the job sets them)
     mode_id = ensure_mode_logged(logger, cfg.device, cfg.threads or None, cfg.allocator)
-    record = RunRecord(kind="training", name=f"{cfg.model_name} · job · bs{cfg.batch_size} · w{cfg.num_workers} "
-                                             f"p{cfg.prefetch_factor} · {cfg.device}",
+    record = RunRecord(kind="training", name=job_run_name(cfg),
                        params={**cfg.params(), "model_hash": model_hash, "mode": mode_id},
                        tags={"tracker.job": "training", "tracker.job_config": cfg.source,
                              "tracker.job_digest": cfg.digest(), "tracker.source": "measured"},
