@@ -244,7 +244,7 @@ def test_the_next_steps_name_the_demos_store_and_report(tmp_path: Path) -> None:
 
     from tracker.demo import _next_steps
 
-    console = Console(record=True, width=200)
+    console = Console(record=True, width=2000)  # a long folder's commands on one line each
     _next_steps(console, [], 4, ("resnet18", "a" * 32, "b" * 32), store=["--tracking-uri", str(tmp_path / "my store")],
                 report_folder=tmp_path / "my store" / "report")
     lines = [line.strip() for line in console.export_text().splitlines() if line.strip().startswith("tracker")]

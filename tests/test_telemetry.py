@@ -616,7 +616,9 @@ def test_sampler_nvml_readings(monkeypatch: pytest.MonkeyPatch, visible: str | N
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     with TelemetrySampler(interval_s=0.02, gpu_index=gpu_index) as tel:
-        time.sleep(0.2)
+        deadline = time.monotonic() + 30  # samples enough for an energy (0.2 s gave too few beside other work)
+        while sum("gpu_power_w" in x.readings for x in list(tel.samples)) < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
     assert fake.inits == 0  # shut down again
     s = tel.summary()
     assert "nvml" in tel.sources
