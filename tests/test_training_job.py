@@ -1189,3 +1189,20 @@ def test_a_second_ctrl_c_while_the_killed_run_is_written_keeps_it_whole(
     assert run.info.run_id == result.run_id and run.info.status == "KILLED"
     assert run.data.tags["tracker.failure_reason"] == "interrupted"
     assert len(client.get_metric_history(run.info.run_id, "step_total_ms")) == result.steps
+
+
+def test_every_step_of_a_job_is_a_whole_batch(tmp_path: Path) -> None:
+    """An epoch's last, partial batch is dropped (since 0.9.10): a step of fewer images is another
+    configuration than the job's batch size, and a batch of one image failed the network's batch
+    norm in training (5 images at batch 2: 'Expected more than 1 value per channel'), the whole job
+    with it. A dataset smaller than a batch is one step of all of it, as before."""
+    from tracker.profile.job import steps_per_epoch
+
+    assert [steps_per_epoch(n, 2) for n in (1, 2, 5, 6)] == [1, 1, 2, 3]
+    runs = tmp_path / "runs"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "5",
+                "--size", "32").exit_code == 0
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "odd", bs=2, steps=0, epochs=2, size=32)), "--format", "json")
+    assert out.exit_code == 0, out.output
+    run = json.loads(out.stdout)
+    assert run["status"] == "FINISHED" and run["steps"] == 4, run  # two whole batches an epoch, two epochs

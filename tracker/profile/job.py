@@ -257,6 +257,14 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
     return out
 
 
+def steps_per_epoch(images: int, batch_size: int) -> int:
+    """Steps of an epoch over ``images``: whole batches alone where there is one at least (the loader
+    drops the last, partial one: a step of fewer images is another configuration than the job's batch
+    size, and a batch of one image fails a network's batch norm in training, the whole job with it,
+    until 0.9.10); a dataset smaller than one batch is one step of all of it."""
+    return images // batch_size if images >= batch_size else 1
+
+
 def job_run_name(cfg: JobConfig) -> str:
     """``resnet18 · job · bs8 · 112px · w0 p2 · cpu``: the image size after the batch where it is not
     224 pixels, and the mode's settings the job asked for after the device (``cpu · t1 · retain``), as a
@@ -388,7 +396,6 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     child, which ends its loop and reports, and the run is KILLED with the steps measured so far.
     In a child, the CPU peak memory is the job's own, not that of this process (MLflow, the store,
     the jobs of a loader campaign before it), and a crash ends this job, not the campaign."""
-    import math
     import tempfile
 
     from tracker.data.datasets import save_index
@@ -436,7 +443,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
 
         record.tags[REPEAT_KEY_TAG] = f"{key}#{uuid.uuid4().hex[:12]}"
         record.name += " · again"  # told apart from the first in the UI, as a network's repeat (since 0.9.3)
-    total = cfg.max_steps or cfg.num_epochs * math.ceil(len(dataset) / cfg.batch_size)
+    total = cfg.max_steps or cfg.num_epochs * steps_per_epoch(len(dataset), cfg.batch_size)
     steps: list[dict[str, float]] = []
     skipped: list[dict[str, str]] = []
 
@@ -577,6 +584,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     criterion = torch.nn.CrossEntropyLoss()
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=cfg.batch_size, shuffle=True, num_workers=cfg.num_workers,
+        drop_last=len(dataset) >= cfg.batch_size,  # every step a whole batch (see steps_per_epoch)
         prefetch_factor=cfg.prefetch_factor if cfg.num_workers else None,
         collate_fn=collate_detection if detection else collate_classification,
         pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0),
