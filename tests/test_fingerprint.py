@@ -2009,10 +2009,16 @@ def test_latency_labels_are_put_at_the_machines_median_speed_where_every_measure
     assert "at the machine's median speed over the runs" in said.stdout and "speed probe 1.5 ms" in said.stdout
     from tracker.errors import OptionError
 
-    for bad in ("0", "-1", "nan"):  # a usage error, before anything is loaded
-        refused = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--speed-probe-ms", bad])
+    # a usage error, before anything is loaded; 1e308 answered a latency of inf, Infinity in the JSON (until 0.9.10)
+    for bad in ("0", "-1", "nan", "1e308", "60001"):
+        refused = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--speed-probe-ms", bad,
+                                           "--format", "json"])
         assert isinstance(refused.exception, OptionError), refused.output  # main says it, status 2
-        assert str(refused.exception).startswith("--speed-probe-ms must be a positive number of ms")
+        assert str(refused.exception).startswith("--speed-probe-ms must be a positive number of ms, at most 60,000")
+    slowest = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size",
+                                       "64", "--speed-probe-ms", "60000", "--format", "json"])
+    assert slowest.exit_code == 0, slowest.output
+    assert json.loads(slowest.stdout)["predictions"]["latency_ms"] == pytest.approx(40_000 * at[False])
 
 
 def test_labels_stay_as_measured_where_a_measurement_timed_no_probe(tmp_path: Path) -> None:
