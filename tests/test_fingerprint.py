@@ -2105,10 +2105,46 @@ def test_latency_labels_are_put_at_the_machines_median_speed_where_every_measure
     assert "at the machine's median speed over the runs" in said.stdout and "speed probe 1.5 ms" in said.stdout
     from tracker.errors import OptionError
 
-    for bad in ("0", "-1", "nan"):  # a usage error, before anything is loaded
-        refused = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--speed-probe-ms", bad])
+    # a usage error, before anything is loaded; 1e308 answered a latency of inf, Infinity in the JSON (until 0.9.10)
+    for bad in ("0", "-1", "nan", "1e308", "60001"):
+        refused = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "--speed-probe-ms", bad,
+                                           "--format", "json"])
         assert isinstance(refused.exception, OptionError), refused.output  # main says it, status 2
-        assert str(refused.exception).startswith("--speed-probe-ms must be a positive number of ms")
+        assert str(refused.exception).startswith("--speed-probe-ms must be a positive number of ms, at most 60,000")
+    slowest = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size",
+                                       "64", "--speed-probe-ms", "60000", "--format", "json"])
+    assert slowest.exit_code == 0, slowest.output
+    assert json.loads(slowest.stdout)["predictions"]["latency_ms"] == pytest.approx(40_000 * at[False])
+
+
+def test_a_latency_fingerprint_trained_again_on_the_same_runs_does_not_beat_its_twin(tmp_path: Path) -> None:
+    """The reference speed was tagged to 6 digits, so a champion compared with its twin (the same runs
+    trained again) had its predictions put at a speed a millionth off, and the twin "beat" it,
+    "MAPE 49.99 % vs 49.99 %" (until 0.9.10). The tag is the speed to the last bit, and a version beats
+    the champion only by what the reason can say."""
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.1, 1.23456789), (6.3, 1.87654321)],
+                                        "resnet18": [(10.7, 1.13579246)], "mobilenet_v2": [(30.3, 2.46813579)]})
+    uri = resolve_location(str(runs)).uri
+    first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    tag = MlflowClient(uri).get_model_version(first.name, first.version).tags["speed_reference_ms"]
+    assert float(tag) == first.speed_reference_ms and len(tag) > 8
+    twin = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    assert twin.evaluation["mape_pct"] == first.evaluation["mape_pct"]
+    assert not twin.champion and twin.champion_reason.startswith(f"version {first.version} stays champion"), \
+        twin.champion_reason
+    assert str(MlflowClient(uri).get_model_version_by_alias(first.name, CHAMPION).version) == first.version
+    import numpy as np
+
+    from tracker.fingerprint.train import _verdict
+
+    y = np.array([10.0, 20.0])  # a millionth of a point ahead stays behind; a hundredth beats it
+    kept, reason = _verdict(None, "x", "2", y, np.array([11.0, 22.0]), np.array([11.0, 22.0000001]), "beats", "stays")
+    assert (kept, reason) == (False, "stays: 10.00 % vs 10.00 %")
+    ahead = MlflowClient(uri)
+    kept, reason = _verdict(ahead, first.name, twin.version, y, np.array([11.0, 22.0]), np.array([11.0, 22.004]),
+                            "beats", "stays")
+    assert (kept, reason) == (True, "beats: MAPE 10.00 % vs 10.01 %")
+    assert str(ahead.get_model_version_by_alias(first.name, CHAMPION).version) == twin.version
 
 
 def test_labels_stay_as_measured_where_a_measurement_timed_no_probe(tmp_path: Path) -> None:

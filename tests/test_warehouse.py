@@ -494,6 +494,50 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert not list((tmp_path / "pq2").iterdir())
 
 
+def test_an_export_stopped_by_ctrl_c_says_how_many_files_it_wrote(tmp_path: Path) -> None:
+    """A Ctrl-C during an export said main's "what was logged before is kept" (until 0.9.10), of a
+    command that logs nothing and had written some of its files. Here a real SIGINT lands while the
+    last view is written (a view of the user's own, slow to compute), after every other file: the line
+    says how many of how many were written, and the older file of that view stays as it was."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import sigint_default
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = _logger(runs)
+    logger.log([network_record("resnet18", 1)])
+    logger.close()
+    _load(runs, wh)
+    with duckdb.connect(str(wh)) as con:  # sorted last, and seconds to compute: the signal lands in its COPY
+        con.execute("CREATE VIEW zz_slow AS SELECT sum(hash(i)) AS h FROM range(100000000000) t(i)")
+        total = con.execute("SELECT (SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main') + "
+                            "(SELECT count(*) FROM duckdb_views() WHERE NOT internal AND schema_name = 'main')").fetchone()[0]
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "zz_slow.csv").write_text("an older export\n")
+    proc = subprocess.Popen([sys.executable, "-m", "tracker", "warehouse", "export", str(out), "--format", "csv",
+                             "-w", str(wh)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_default)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(out.glob("*.csv"))) < total and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the last of the others finished, the slow view's COPY under way
+        os.kill(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, stdout) == (130, ""), stderr
+    assert stderr == (f"interrupted: the export stopped; {total - 1} of {total} CSV files written to {out}, each whole; "
+                      "run the same command again to write them all\n")
+    assert (out / "zz_slow.csv").read_text() == "an older export\n"
+    assert duckdb.sql(f"SELECT count(*) FROM read_csv('{out / 'runs.csv'}')").fetchall() == [(1,)]
+
+
 def test_each_embedded_store_has_its_own_default_warehouse(tmp_path: Path) -> None:
     """Loading another store's folder never overwrites the default store's warehouse."""
     from typer.testing import CliRunner

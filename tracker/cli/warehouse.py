@@ -5,13 +5,16 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from tracker.cli.options import (FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, reads_only,
                                  says_when_interrupted, state)
 from tracker.console import counted
+
+if TYPE_CHECKING:
+    from tracker.warehouse.query import ExportProgress
 
 app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking store, export it.", no_args_is_help=True)
 
@@ -91,13 +94,29 @@ def export_cmd(
     """Write every table and view of the warehouse as Parquet (or CSV, or JSON) files."""
     from tracker.errors import OptionError
     from tracker.settings import warehouse_path
-    from tracker.warehouse.query import export
+    from tracker.warehouse.query import ExportProgress, export
 
     if not folder.strip():  # "" was the current folder, 41 files written there (until 0.9.4); status 2 (1 until 0.9.10)
         raise OptionError(f"FOLDER {folder!r} names no folder: give the folder to write the {EXPORT_NAMES[fmt]} files "
                           "into (. for this one)")
-    written = export(warehouse_path(warehouse, state(ctx).tracking_uri), Path(folder), fmt.value)
+    progress = ExportProgress()
+    try:
+        written = export(warehouse_path(warehouse, state(ctx).tracking_uri), Path(folder), fmt.value, progress)
+    except KeyboardInterrupt:  # main's "what was logged before is kept" until 0.9.10, of a command that logs nothing
+        exit_interrupted(f"interrupted: {export_stopped(progress, EXPORT_NAMES[fmt], folder)}")
     typer.echo(f"wrote {counted(len(written), EXPORT_NAMES[fmt] + ' file')} to {folder}")
+
+
+def export_stopped(progress: ExportProgress, kind: str, folder: str) -> str:
+    """What an interrupted export (``progress``) of ``kind`` files into ``folder`` left: the files
+    it wrote, each whole, of how many."""
+    done = len(progress.written)
+    if progress.total is None:
+        return f"the export stopped before it wrote a file into {folder}"
+    if done >= progress.total:
+        return f"all {counted(done, kind + ' file')} were written to {folder} before it stopped"
+    return (f"the export stopped; {done} of {counted(progress.total, kind + ' file')} written to {folder}, each whole; "
+            "run the same command again to write them all")
 
 
 @says_when_interrupted("interrupted: the warehouse, opened read-only, is as it was")

@@ -600,11 +600,18 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     return out
 
 
+#: The longest speed probe a prediction is put at: the probe is about 2 ms of work here, so a minute is a
+#: machine 30,000 times slower. Past it a figure such as 1e308 gave latencies of inf (``Infinity`` in
+#: predict's JSON, which no JSON reader takes) until 0.9.10.
+MAX_SPEED_PROBE_MS = 60_000.0
+
+
 def check_speed_probe_ms(value: float | None, name: str = "speed_probe_ms") -> None:
     """A speed probe's time to predict at (``predict_grid``'s ``speed_probe_ms``, ``predict
-    --speed-probe-ms``: ``name``) is a positive, finite number of ms, or None."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise FingerprintError(f"{name} must be a positive number of ms, got {value:g}")
+    --speed-probe-ms``: ``name``) is a positive, finite number of ms up to ``MAX_SPEED_PROBE_MS``, or None."""
+    if value is not None and not (math.isfinite(value) and 0 < value <= MAX_SPEED_PROBE_MS):
+        raise FingerprintError(f"{name} must be a positive number of ms, at most {MAX_SPEED_PROBE_MS:,.0f}, "
+                               f"got {value:g}")
 
 
 def fit_figure(result: dict[str, Any], target: str) -> float:

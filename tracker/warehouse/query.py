@@ -8,6 +8,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -216,16 +217,35 @@ def list_views(path: Path) -> list[dict[str, str]]:
 EXPORT_FORMATS = {"parquet": "FORMAT parquet", "csv": "FORMAT csv, HEADER true", "json": "FORMAT json"}
 
 
-def export(path: Path, folder: Path, fmt: str = "parquet") -> list[Path]:
+@dataclass
+class ExportProgress:
+    """How far an export went, kept by its caller, so that a Ctrl-C can say it: ``total``, the
+    tables and views to write (None before they are read), and ``written``, those written whole."""
+    total: int | None = None
+    written: list[Path] = field(default_factory=list)
+
+
+def _file_state(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def export(path: Path, folder: Path, fmt: str = "parquet", progress: ExportProgress | None = None) -> list[Path]:
     """Every table and view of the warehouse as ``folder/NAME.parquet`` (or ``.csv``, with a header
-    row, or ``.json``, an object a line)."""
+    row, or ``.json``, an object a line). DuckDB writes each file whole or not at all (over an older
+    file, beside it first, then in its place): a file counts as written (``progress.written``) once it
+    is there anew, a Ctrl-C in the moment after DuckDB finished it included."""
     import duckdb
 
     if fmt not in EXPORT_FORMATS:
         raise QueryError(f"--format {fmt}: export writes {', '.join(EXPORT_FORMATS)}")
 
+    progress = ExportProgress() if progress is None else progress
+    written = progress.written
     con = connect(path, read_only=True)
-    written = []
     try:
         folder.mkdir(parents=True, exist_ok=True)
         names = [r[0] for r in con.execute(
@@ -237,11 +257,20 @@ def export(path: Path, folder: Path, fmt: str = "parquet") -> list[Path]:
         # a folder where a file goes: said before any is written (after 33 of 41 until 0.9.6)
         if blocked := [folder / f"{name}.{fmt}" for name in sorted(names) if (folder / f"{name}.{fmt}").is_dir()]:
             raise StoreError(f"{blocked[0]} is a folder, where export writes a file; move it away")
+        progress.total = len(names)
         for name in sorted(names):
             out = folder / f"{name}.{fmt}"
-            con.execute(f"COPY ({_export_select(con, name, fmt)}) TO '{_sql_path(out)}' ({EXPORT_FORMATS[fmt]})")
-            written.append(out)
-    except duckdb.Error as exc:
+            before = _file_state(out)
+            try:
+                con.execute(f"COPY ({_export_select(con, name, fmt)}) TO '{_sql_path(out)}' ({EXPORT_FORMATS[fmt]})")
+            finally:  # a Ctrl-C just after DuckDB put the file in place: written all the same
+                if _file_state(out) not in (None, before):
+                    written.append(out)
+    except (duckdb.Error, RuntimeError) as exc:
+        if interrupted(exc):  # DuckDB's error for a Ctrl-C in a query ("Query interrupted"): a Ctrl-C, said as one
+            raise KeyboardInterrupt from None
+        if not isinstance(exc, duckdb.Error):
+            raise
         raise StoreError(f"export failed: {first_paragraph(str(exc))}") from None
     finally:
         con.close()
