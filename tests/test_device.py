@@ -105,8 +105,10 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert now["slower_than_usual_rel"] == now["speed_probe_ms"] / 2.5 - 1
     text = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
     assert text.exit_code == 0 and text.stdout.startswith("speed probe on cpu in mode cpu-t1: ")
-    assert "the warehouse's 2 measurements in this mode: median 2.5 ms; this machine is " in text.stdout
-    assert "predict at this speed: tracker predict MODEL --device cpu-t1 --speed-probe-ms " in text.stdout
+    assert "the warehouse's 2 measurements in this mode: median 2.5 ms; the probe takes " in text.stdout
+    assert ("% longer now: this machine is slower than usual" in text.stdout
+            or "% less time now: this machine runs " in text.stdout)
+    assert "predict at this speed (a fingerprint of mode cpu-t1): tracker predict MODEL --device cpu --speed-probe-ms " in text.stdout
     monkeypatch.setenv("TRACKER_FAULT", "noprobe")  # a probe that fails: one line, nothing invented
     failed = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
     assert failed.exit_code == 1 and str(failed.exception).startswith(

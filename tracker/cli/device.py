@@ -107,9 +107,14 @@ def speed(
                f"{now['speed_probe_count']} runs; quartiles {low:.4g} to {high:.4g} ms; higher is slower)")
     if usual:
         change = now["slower_than_usual_rel"]
+        how = (f"the probe takes {100 * change:.1f} % longer now: this machine is slower than usual" if change >= 0 else
+               f"the probe takes {100 * -change:.1f} % less time now: this machine runs {1 / (1 + change):.3g} times as "
+               "fast as usual")
         typer.echo(f"the warehouse's {usual['measurements']:,} measurements in this mode: median {usual['speed_probe_ms']:.4g} ms; "
-                   f"this machine is {100 * abs(change):.1f} % {'slower' if change >= 0 else 'faster'} now")
+                   + how)
     else:
         typer.echo(f"the warehouse ({warehouse}) holds no measurement in this mode with a speed probe to compare with")
-    typer.echo("predict at this speed: tracker " + shell_line("predict", "MODEL", "--device", now["mode"], "--speed-probe-ms",
-                                                                  f"{now['speed_probe_ms']:.4g}"))
+    # the fingerprints of the device (registered by device, as `fingerprint train --device cpu` names them); one
+    # learnt in this mode alone is named by the mode (--device cpu-t1) in predict instead
+    typer.echo(f"predict at this speed (a fingerprint of mode {now['mode']}): tracker "
+               + shell_line("predict", "MODEL", "--device", device, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
