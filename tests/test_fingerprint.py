@@ -1060,7 +1060,8 @@ def _cuda_runs(peak_mb: Any) -> list[Any]:
     return records
 
 
-def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_path: Path) -> None:
+def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs record the machine's memory and the GPU's (``env.*``); a CUDA run's device memory in
     the warehouse is the GPU's, a CPU run's the machine's. A peak-memory fingerprint records the
     device memory of what it learnt from, and a prediction above it says it cannot fit; where the
@@ -1140,6 +1141,14 @@ def test_a_memory_prediction_above_the_devices_memory_says_it_would_not_fit(tmp_
     assert 1 <= batch < 8 < found["largest_batch"]["device_memory"] and found["beyond_max_batch"] == []
     assert found["measure_command"] == ("tracker profile boundary mnasnet0_5 --phase inference --device cuda "
                                         f"--input-size 64 --start {batch} --search")  # as profile takes it (the default store: none named)
+    # a store a command would not find by itself is named (since 0.9.10); this process's training had MLflow set
+    # MLFLOW_TRACKING_URI to it, which a new process's environment lacks: cleared here
+    monkeypatch.setenv("TRACKER_RUNS_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    named = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "mnasnet0_5", "--device", "cuda",
+                                                "--input-size", "64", "--largest-batch", "--format", "json"]).stdout)
+    assert named["measure_command"] == found["measure_command"].replace("tracker ", f"tracker --tracking-uri {runs} ", 1)
+    monkeypatch.setenv("TRACKER_RUNS_DIR", str(runs))
     edge = json.loads(CliRunner().invoke(app, [*args[:6], "-b", str(batch), "-b", str(batch + 1), "--input-size", "64",
                                                "--format", "json"]).stdout)
     assert edge[0]["predictions"]["peak_mem_mb"] == pytest.approx(found["predicted_peak_mb"]["largest_peak_measured"])
@@ -1202,7 +1211,7 @@ def test_a_suggested_command_names_the_store_where_a_command_would_find_another(
     assert store_words("postgresql://me:pw@db/mlflow") == ["--tracking-uri", "postgresql://me:***@db/mlflow"]
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")  # what a command finds by itself
     assert store_words("http://127.0.0.1:5000") == [] and store_words(default)[0] == "--tracking-uri"
-    command = boundary_command("resnet18", "inference", "cpu", Champion("n", "1", [], None), 4, tracking_uri=other)
+    command = boundary_command("resnet18", "inference", "cpu", Champion("n", "1", [], None), 4, store=store_words(other))
     assert command == f"tracker --tracking-uri '{tmp_path / 'my store'}' profile boundary resnet18 --phase inference " \
                       "--device cpu --start 4 --search"
 

@@ -159,6 +159,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     logger = RunLogger(tracking_uri, EXPERIMENT)
     logger.require_artifacts_here()
     uri = logger.location.uri
+    store = store_words(uri)  # before MLflow, training a fingerprint, sets MLFLOW_TRACKING_URI to this store
     started = time.monotonic()
     steps: dict[str, float] = {}
     summary: dict[str, Any] = {"store": uri, "experiment": EXPERIMENT, "warehouse": str(warehouse)}
@@ -231,7 +232,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     pair = next(((u.name, measured[(u.name, small)]["run_id"], measured[(u.name, large)]["run_id"]) for u in unseen
                  if small != large and (u.name, small) in measured and (u.name, large) in measured), None)
     _next_steps(console, unseen, max(plan.batch_sizes), pair, memory="peak_mem_mb" in plan.targets,
-                store=store_words(uri), report_folder=report_folder)
+                store=store, report_folder=report_folder)
     return summary
 
 

@@ -275,7 +275,9 @@ def store_words(uri: str) -> list[str]:
     user: none where a command given no ``--tracking-uri`` finds that store by itself (the default,
     or ``MLFLOW_TRACKING_URI``'s), else ``--tracking-uri`` and the store, an embedded store by its
     folder, a password as ``***``. A suggested command named no store until 0.9.10, so after
-    ``tracker --tracking-uri X demo`` its next steps read the default store."""
+    ``tracker --tracking-uri X demo`` its next steps read the default store. Ask it before MLflow's
+    ``set_tracking_uri`` runs in this process (training or loading a fingerprint): that sets
+    ``MLFLOW_TRACKING_URI`` to the store, which would then read as the one a command finds by itself."""
     try:
         if resolve_location(None).uri == uri:
             return []

@@ -680,7 +680,7 @@ def largest_under(peak_mb: Any, limit_mb: float, max_batch: int = MAX_PREDICTED_
 
 
 def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: int,
-                     input_size: int | None = None, tracking_uri: str | None = None) -> str:
+                     input_size: int | None = None, store: Sequence[str] = ()) -> str:
     """The ``tracker profile boundary ... --search`` that measures what :func:`largest_batch` predicted
     for ``ref``, from ``start``, on the device and in the mode ``champ``'s runs were measured in:
     ``device`` where it is one ``profile`` takes (cpu, cuda, cuda:N), else the one device its runs
@@ -690,7 +690,6 @@ def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: 
     import re
 
     from tracker.profile.device import is_device_name
-    from tracker.settings import store_words
 
     kinds = champ.devices or ()
     mode = champ.mode or (None if is_device_name(device) else device)
@@ -705,8 +704,8 @@ def boundary_command(ref: str, phase: str, device: str, champ: Champion, start: 
         args += ["--allocator", "retain"]
     if input_size:
         args += ["--input-size", str(input_size)]
-    # a ref a path with a space: quoted; the store the fingerprint read (since 0.9.10), where a command finds another
-    store = store_words(tracking_uri) if tracking_uri else []
+    # a ref a path with a space: quoted; ``store``: the words naming the store the fingerprint read where a
+    # command finds another (settings.store_words; since 0.9.10)
     command = "tracker " + shell_line(*store, "profile", "boundary", *args, "--start", start, "--search")
     return command if on else f"on {device} (its DEVICE: cpu or cuda, as its runs ran): {command}"
 
@@ -725,9 +724,11 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
     tensors do; ``over_by_memory_floor`` says, per limit, where that floor alone put the first
     size over it (the model's prediction had stopped growing: past ``learnt_batch_sizes``)."""
     from tracker.describe import described
+    from tracker.settings import store_words
 
     if max_batch < 1:
         raise FingerprintError(f"the largest batch size to try must be at least 1, got {max_batch}")
+    store = store_words(tracking_uri)  # before MLflow, loading a champion, sets MLFLOW_TRACKING_URI to this store
     model_refs = _model_refs(refs, input_size)
     models = champions(tracking_uri, phase, device, targets=("peak_mem_mb",), dtype=dtype)
     champ = models["peak_mem_mb"]
@@ -772,6 +773,5 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
             "memory_floor_columns": list(champ.floor_columns or ()),
         })
         if starts := [b for b in found.values() if b]:  # where to start measuring it: the smaller answer
-            out[-1]["measure_command"] = boundary_command(ref, phase, device, champ, min(starts), input_size,
-                                                          tracking_uri)
+            out[-1]["measure_command"] = boundary_command(ref, phase, device, champ, min(starts), input_size, store)
     return out
