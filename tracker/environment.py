@@ -259,13 +259,20 @@ def torch_versions() -> tuple[str, str | None]:
     torch = sys.modules.get("torch")
     if torch is None:
         try:
-            import importlib.util
-
-            spec = importlib.util.find_spec("torch")
-            folder = Path(list(spec.submodule_search_locations or [])[0])  # type: ignore[union-attr]
-            values: dict[str, Any] = {}
-            exec(compile((folder / "version.py").read_text(), str(folder / "version.py"), "exec"), values)
-            return str(values["__version__"]), values.get("cuda")
+            return _torch_version_file()
         except Exception:  # noqa: BLE001 - any other layout: torch answers itself
             import torch
     return str(torch.__version__), torch.version.cuda
+
+
+@cache
+def _torch_version_file() -> tuple[str, str | None]:
+    """``__version__`` and ``cuda`` of the installed torch's ``version.py``, read once a process (a
+    measurement's key, its mode run's and its run's tags each ask)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    folder = Path(list(spec.submodule_search_locations or [])[0])  # type: ignore[union-attr]
+    values: dict[str, Any] = {}
+    exec(compile((folder / "version.py").read_text(), str(folder / "version.py"), "exec"), values)
+    return str(values["__version__"]), values.get("cuda")

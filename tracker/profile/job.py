@@ -558,15 +558,13 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.profile.timing import device_sync
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.memcap import oom_kill_watch
-    from tracker.profile.modes import apply_allocator, apply_threads
+    from tracker.profile.modes import apply_mode
     from tracker.profile.worker import (cap_memory, emit_event, inject_fault, loader_fault,
                                         loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
 
     cfg = JobConfig(**{**job["config"], "data_path": Path(job["config"]["data_path"])})
-    apply_allocator(cfg.allocator)
-    if cfg.threads:
-        apply_threads(cfg.threads)
+    apply_mode(cfg.allocator, cfg.threads)
     # as the parent scanned it (``run_job``), else scanned here
     index = job.get("dataset_index")
     dataset = load_index(Path(index)) if index else open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)

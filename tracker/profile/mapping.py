@@ -555,15 +555,13 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
     """All networks of ``job["mapping"]`` at once, one thread each; the sampling window opens after the warm-up."""
     import torch
 
-    from tracker.profile.modes import apply_allocator, apply_threads, read_mode
+    from tracker.profile.modes import apply_mode, read_mode
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.worker import peak_rss_mb, reset_peak_rss
 
-    apply_allocator(job.get("allocator"))  # before the networks are built
+    apply_mode(job.get("allocator"), job.get("threads"))  # before the networks are built
     _CARRIED.clear()
     _CARRIED.update(job.get("specs") or {})
-    if job.get("threads"):
-        apply_threads(int(job["threads"]))
     mapping = parse_mapping(job["mapping"])
     batch_size = int(job.get("batch_size", 1))
     warmup_s, duration_s = float(job.get("warmup_s", 0.0)), float(job["duration_s"])

@@ -103,12 +103,18 @@ def validate_threads(threads: Any, label: str = "--threads") -> int:
     return threads
 
 
+def apply_mode(allocator: str | None, threads: int | None) -> None:
+    """In a measuring child: the mode's settings tracker makes, its C allocator first, before anything
+    allocates, then its thread count (none: torch's own)."""
+    apply_allocator(allocator)
+    if threads:
+        apply_threads(int(threads))
+
+
 def enter_mode(job: dict[str, Any]) -> DeviceMode:
-    """In a measuring child: the mode a job of a network or of the speed probe asks for set up (its C
-    allocator first, before anything allocates, then its thread count) and read back."""
-    apply_allocator(job.get("allocator"))
-    if job.get("threads"):
-        apply_threads(int(job["threads"]))
+    """In a measuring child: the mode a job of a network or of the speed probe asks for set up
+    (:func:`apply_mode`) and read back."""
+    apply_mode(job.get("allocator"), job.get("threads"))
     return read_mode(job.get("device", "cpu"), allocator=job.get("allocator"))
 
 
