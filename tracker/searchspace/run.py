@@ -140,15 +140,15 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
         from tracker.profile.modes import validate_threads
 
         validate_threads(space.latency.threads, f"{space.path}: [latency].threads =")
-    registered = None
-    if latency == "predicted" and not skip_latency:
+    registered, wanted = None, None
+    if not skip_latency:  # the device mode its latencies are measured in, or were learnt in
         from tracker.profile.modes import read_mode
 
+        wanted = read_mode(space.latency.device, threads=space.latency.threads, allocator=space.latency.allocator).mode_id
+    if latency == "predicted" and wanted is not None:
         # the champion looked up before any candidate is trained (a store without one failed after the whole
         # accuracy table was trained, until 0.9.8); its model is loaded only where a prediction is missing
-        registered = _latency_champion(logger.location.uri, space.latency.device,
-                                       read_mode(space.latency.device, threads=space.latency.threads,
-                                                 allocator=space.latency.allocator).mode_id)
+        registered = _latency_champion(logger.location.uri, space.latency.device, wanted)
     say = progress or (lambda _: None)
     candidates = space.candidates()
     described = describe_candidates(space)
@@ -190,12 +190,8 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             record.end_time_ms = now_ms()
             _log(logger, record, c.name, "accuracy", tally)
             tally.accuracy_done += 1
-    if not skip_latency:
-        from tracker.profile.modes import read_mode
-
+    if wanted is not None:
         mode, version, learnt_mode = None, None, None
-        wanted = read_mode(space.latency.device, threads=space.latency.threads,
-                           allocator=space.latency.allocator).mode_id
         if latency == "measured":
             mode = tally.mode = wanted
         else:  # the version read before training, its model loaded only if a candidate lacks its prediction
