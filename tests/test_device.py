@@ -108,7 +108,28 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert "the warehouse's 2 measurements in this mode: median 2.5 ms; the probe takes " in text.stdout
     assert ("% longer now: this machine is slower than usual" in text.stdout
             or "% less time now: this machine runs " in text.stdout)
-    assert "predict at this speed (a fingerprint of mode cpu-t1): tracker predict MODEL --device cpu --speed-probe-ms " in text.stdout
+    assert now["fingerprints"] == [] and "no latency fingerprint of cpu in mode cpu-t1 learnt at a reference speed" in text.stdout
+    # the latency champions predict --device cpu loads (since 0.9.11): each beside the speed now, where it is of this mode
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    for name, tags in (("latency_ms-inference-cpu", {"mode": "cpu-t1", "speed_reference_ms": "2.0"}),
+                       ("latency_ms-training-cpu", {"mode": "cpu-t2", "speed_reference_ms": "3.0"}),
+                       ("latency_ms-inference-cpu-t1", {"mode": "cpu-t1"})):
+        client.create_registered_model(name)
+        client.create_model_version(name, source=str(tmp_path), tags=tags)
+        client.set_registered_model_alias(name, "champion", "1")
+    now = json.loads(CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1", "--format", "json"]).stdout)
+    by_name = {f["name"]: f for f in now["fingerprints"]}
+    assert set(by_name) == {"latency_ms-inference-cpu", "latency_ms-training-cpu", "latency_ms-inference-cpu-t1"}
+    assert by_name["latency_ms-inference-cpu"]["slower_than_reference_rel"] == now["speed_probe_ms"] / 2.0 - 1
+    assert "slower_than_reference_rel" not in by_name["latency_ms-training-cpu"]  # another mode's
+    assert by_name["latency_ms-inference-cpu-t1"]["speed_reference_ms"] is None  # learnt as measured
+    text = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"]).stdout
+    assert "latency_ms-inference-cpu version 1 learnt at speed probe 2 ms: at this speed its latencies are " in text
+    assert "latency_ms-training-cpu version 1 learnt in mode cpu-t2, not this one" in text
+    assert "latency_ms-inference-cpu-t1 version 1 learnt its latencies as measured" in text
+    assert "predict at this speed: tracker predict MODEL --device cpu --speed-probe-ms " in text
     monkeypatch.setenv("TRACKER_FAULT", "noprobe")  # a probe that fails: one line, nothing invented
     failed = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
     assert failed.exit_code == 1 and str(failed.exception).startswith(

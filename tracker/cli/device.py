@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -76,7 +76,8 @@ def show(
 
 @app.command("speed", help="The machine's speed now: the speed probe every measurement times beside its window, "
                             "timed alone.\n\nIn the mode a measurement with these settings runs in, holding the device "
-                            "as a measurement does; beside the median of the warehouse's measurements in that mode. "
+                            "as a measurement does; beside the median of the warehouse's measurements in that mode and the "
+                            "reference speed of each latency fingerprint predict --device loads. "
                             "Its figure is what tracker predict --speed-probe-ms takes. Logs nothing.")
 @reads_only
 def speed(
@@ -93,12 +94,17 @@ def speed(
     from tracker.settings import warehouse_path
 
     _checked(threads)
-    warehouse = warehouse_path(None, state(ctx).location().uri)
+    uri = state(ctx).location().uri
+    warehouse = warehouse_path(None, uri)
     now = speed_now(device, threads, allocator.value if allocator else None)
     usual = measured_speed(warehouse, now["mode"])
     now["warehouse"] = {"path": str(warehouse), **usual} if usual else None
     if usual:
         now["slower_than_usual_rel"] = now["speed_probe_ms"] / usual["speed_probe_ms"] - 1.0
+    fingerprints, unread = _latency_fingerprints(uri, device, now)
+    now["fingerprints"] = fingerprints
+    if unread:
+        now["fingerprints_error"] = unread
     if fmt is OutputFormat.json:
         emit_json(now)
         return
@@ -114,7 +120,47 @@ def speed(
                    + how)
     else:
         typer.echo(f"the warehouse ({warehouse}) holds no measurement in this mode with a speed probe to compare with")
-    # the fingerprints of the device (registered by device, as `fingerprint train --device cpu` names them); one
-    # learnt in this mode alone is named by the mode (--device cpu-t1) in predict instead
-    typer.echo(f"predict at this speed (a fingerprint of mode {now['mode']}): tracker "
-               + shell_line("predict", "MODEL", "--device", device, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
+    if unread:
+        typer.echo(f"cannot read the store's fingerprints: {unread}")
+    for f in fingerprints:
+        where = f"{f['name']} version {f['version']}"
+        if f["mode"] is not None and f["mode"] != now["mode"]:
+            typer.echo(f"{where} learnt in mode {f['mode']}, not this one: its predictions are of that mode")
+        elif f["speed_reference_ms"] is None:
+            typer.echo(f"{where} learnt its latencies as measured, with no reference speed: --speed-probe-ms "
+                       "does not move its predictions")
+        else:
+            change = f["slower_than_reference_rel"]
+            typer.echo(f"{where} learnt at speed probe {f['speed_reference_ms']:.4g} ms: at this speed its latencies "
+                       + (f"are {100 * change:.1f} % longer" if change >= 0 else f"are {100 * -change:.1f} % shorter"))
+    usable = [f for f in fingerprints if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"])]
+    if usable:
+        # predict names a fingerprint by its registered device part: the device, or a mode learnt alone (--device cpu-t1)
+        named = usable[0]["name"].split("-", 2)[2]
+        typer.echo("predict at this speed: tracker "
+                   + shell_line("predict", "MODEL", "--device", named, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
+    elif not unread:
+        typer.echo(f"no latency fingerprint of {device} in mode {now['mode']} learnt at a reference speed, for predict "
+                   f"--speed-probe-ms to use: tracker fingerprint train --target latency_ms --device {device}, on "
+                   "measurements of this mode")
+
+
+def _latency_fingerprints(uri: str, device: str, now: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The latency champions predict --device loads for ``device`` (or for the mode measured alone),
+    each beside the speed now; and why they could not be read (a server down), where they could not.
+    A store nothing was logged to has none."""
+    from tracker.errors import NothingLoggedError, TrackerError, first_line
+    from tracker.fingerprint.predict import latency_references
+
+    try:
+        found = latency_references(uri, device, now["mode"])
+    except NothingLoggedError:
+        return [], None
+    except TrackerError as exc:
+        return [], first_line(exc)
+    except Exception as exc:  # noqa: BLE001  MLflow's client refusing (a server's error): the probe's figure stands
+        return [], f"{type(exc).__name__}: {first_line(exc)}"
+    for f in found:  # a version of another mode answers for that mode: not compared with this one's speed
+        if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"]):
+            f["slower_than_reference_rel"] = now["speed_probe_ms"] / f["speed_reference_ms"] - 1.0
+    return found, None

@@ -349,6 +349,59 @@ def champion_versions(tracking_uri: str | None, phase: str, device: str, targets
     return found
 
 
+def latency_references(tracking_uri: str | None, device: str, mode: str | None = None) -> list[dict[str, Any]]:
+    """The latency champions ``tracker predict ... --device DEVICE`` (or ``--device MODE``) loads, in
+    either phase, float32, as ``tracker device speed`` compares them with the machine's speed now
+    (since 0.9.11): each one's registered name, version, the mode its runs were measured in (tag
+    ``mode``) and the probe speed its labels were put at (tag ``speed_reference_ms``; None: it learnt
+    as measured). Read from an embedded store's database without MLflow, else by MLflow's client."""
+    from tracker.settings import resolve_location
+
+    location = resolve_location(tracking_uri)
+    location.require()
+    names = [registered_name("latency_ms", phase, where) for where in dict.fromkeys((device, mode or device))
+             for phase in ("inference", "training")]
+    read: dict[str, Any] = {}
+    if location.is_sqlite and location.db_path is not None:
+        read = sqlite_champions(location.db_path, names)
+    if not read and not (location.is_sqlite and location.db_path is not None and location.db_path.is_file()
+                         and _registry_readable(location.db_path)):
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(location.uri)
+        read = {name: version for name in names if (version := champion_version(client, name)) is not None}
+    found = []
+    for name in names:
+        if (version := read.get(name)) is None:
+            continue
+        tags = version.tags
+        try:
+            reference = float(tags["speed_reference_ms"]) if "speed_reference_ms" in tags else None
+        except ValueError:
+            reference = None
+        if reference is not None and not (math.isfinite(reference) and reference > 0):
+            reference = None
+        found.append({"name": name, "version": str(version.version), "mode": tags.get("mode") or None,
+                      "speed_reference_ms": reference})
+    return found
+
+
+def _registry_readable(db: Path) -> bool:
+    """Whether an embedded store's database has MLflow's registry tables as sqlite_versions reads
+    them (so none found there is none registered, and MLflow's client need not be asked)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+    return {"model_versions", "registered_model_aliases", "model_version_tags"} <= tables
+
+
 def load_champions(tracking_uri: str | None, versions: dict[str, Any]) -> dict[str, Champion]:
     """The models of :func:`champion_versions`' ``versions`` (exactly those versions, wherever the
     alias has moved since), with the feature SQL ready for the first prediction."""
