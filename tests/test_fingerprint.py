@@ -2124,6 +2124,14 @@ def test_latency_labels_are_put_at_the_machines_median_speed_where_every_measure
                                        "64", "--speed-probe-ms", "60000", "--format", "json"])
     assert slowest.exit_code == 0, slowest.output
     assert json.loads(slowest.stdout)["predictions"]["latency_ms"] == pytest.approx(40_000 * at[False])
+    # fingerprint list says how each latency version's labels were put (since 0.9.11)
+    train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False, as_measured=True)
+    listed = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format",
+                                                 "json"]).stdout)
+    assert {r["version"]: r["speed_reference_ms"] for r in listed if r["name"] == result.name} == {"1": 1.5, "2": None}
+    table = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout.splitlines()
+    mine = {line.split()[1]: line for line in table if line.startswith(result.name)}  # newest first
+    assert mine["v1"].endswith("; at speed probe 1.5 ms") and mine["v2"].endswith("; latencies as measured")
 
 
 def test_a_latency_fingerprint_trained_again_on_the_same_runs_does_not_beat_its_twin(tmp_path: Path) -> None:

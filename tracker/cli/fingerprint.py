@@ -167,7 +167,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
                          **{key: _number(tags.get(key)) for key in ("heldout_mape_pct", "heldout_within_10pct",
                                                                     "baseline_extratrees_mape_pct", "device_memory_mb",
-                                                                    "largest_peak_mb")},
+                                                                    "largest_peak_mb", "speed_reference_ms")},
                          "networks": None if (count := _number(tags.get("networks"))) is None else int(count),
                          "method": tags.get("method", "network"),
                          "promoted": tags.get("promoted"), "format": version_format(tags),
@@ -198,9 +198,20 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    f"(ExtraTrees {_pct(r['baseline_extratrees_mape_pct'])}, {networks} networks"
                    + (f", mode {r['mode']}" if r["mode"] else "") + ")"
                    + ("; promoted by hand" if r["promoted"] else "")
+                   + _speed(r)
                    + ("; never below its tensors' floor" if r["memory_floor"] else "")
                    + _limits(r)
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
+
+
+def _speed(row: dict[str, Any]) -> str:
+    """How a latency version's labels were put (since 0.9.11): at the machine's median speed over its
+    runs (its reference, which predict --speed-probe-ms scales from), or as measured."""
+    if not row["name"].startswith("latency_ms-"):
+        return ""
+    if row["speed_reference_ms"] is not None:
+        return f"; at speed probe {row['speed_reference_ms']:.4g} ms"
+    return "; latencies as measured"
 
 
 def _number(text: str | None) -> float | None:
