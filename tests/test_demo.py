@@ -86,15 +86,21 @@ def test_quick_demo_measures_learns_predicts_and_reuses(demo_store: tuple[Path, 
     con.close()
     assert unseen_hashes and not unseen_hashes & learnt
 
-    # run twice (here, as the suggested commands were): nothing measured or trained again
-    again = CliRunner().invoke(app, ["demo", "--quick", "--format", "json"],
-                               env={"TRACKER_RUNS_DIR": str(folder / "runs"), "MLFLOW_TRACKING_URI": None})
+    # run twice, from another folder, naming the store: nothing measured or trained again, and its files (the
+    # report, the network specs) are the store's, where they were (./runs of the current folder until 0.9.11)
+    elsewhere = folder / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    again = CliRunner().invoke(app, ["--tracking-uri", str(folder / "runs"), "demo", "--quick", "--format", "json"],
+                               env={"TRACKER_RUNS_DIR": None, "MLFLOW_TRACKING_URI": None})
     assert again.exit_code == 0, (again.output, again.exception)
+    assert not any(elsewhere.iterdir()), list(elsewhere.rglob("*"))
     second = json.loads(again.stdout)
     assert all(t["measured"] == 0 and t["failed"] == 0 for t in second["campaigns"].values()), second["campaigns"]
     assert second["fingerprints"][0]["reused"] and second["fingerprints"][0]["version"] == fp["version"]
     assert {r["model"] for r in second["unseen"]} == unseen
     redrawn = second["report"]
+    assert redrawn["folder"] == report["folder"] == str(folder / "runs" / "report"), redrawn
     assert (redrawn["drawn"], redrawn["logged"], redrawn["unchanged"]) == (0, 0, report["pictures"]), redrawn
 
 

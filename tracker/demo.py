@@ -147,12 +147,14 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
 
     from tracker.log.logger import RunLogger
     from tracker.profile.campaign import campaign_progress, run_campaign
-    from tracker.settings import runs_dir, store_words, warehouse_path
+    from tracker.settings import store_files, store_words, warehouse_path
 
     console = wide_console(132, stderr=to_stderr)  # a log file or CI: wide enough for the table
-    folder = runs_folder or runs_dir()
     warehouse = warehouse_path(warehouse, tracking_uri)  # refused here, not after the measuring
-    report_folder = report_folder or folder / "report"
+    # with the store (./runs of the current folder until 0.9.11, whatever store --tracking-uri named)
+    beside, suffix = store_files(tracking_uri)
+    folder = runs_folder or beside
+    report_folder = report_folder or folder / f"report{suffix}"
     from tracker.profile import zygote_client
 
     zygote_client.prestart()  # its imports overlap the store's opening and the networks' describing

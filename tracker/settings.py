@@ -120,6 +120,18 @@ def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None 
     return usable_warehouse(path)  # before a command reads the store for it
 
 
+def store_files(tracking_uri: str | None = None) -> tuple[Path, str]:
+    """Where files that belong with a store's runs go (the demo's network specs and report, since
+    0.9.11; ``./runs`` of the current folder before, whatever the store): the folder of an embedded
+    store's database, else ``runs/``; and a suffix naming the store among others there, as the
+    warehouse's name does (``""`` for ``mlflow.db``, ``-NAME`` beside ``NAME.db``, ``-HOST-PORT`` for a server)."""
+    location = resolve_location(tracking_uri)
+    db = location.db_path
+    if db is None:
+        return runs_dir(), f"-{location.server_name}"
+    return db.parent, "" if db.stem == "mlflow" else f"-{db.stem}"
+
+
 def usable_warehouse(path: Path) -> Path:
     """``path``, unless DuckDB cannot keep a database there: it takes a ``?`` in a file's path for
     the start of its options and writes its journal elsewhere (seen with DuckDB 2.0.0)."""
