@@ -1469,8 +1469,8 @@ def test_layer_level_fingerprint_sums_layers_and_serves_predict(tmp_path: Path, 
     version = MlflowClient(uri).get_model_version(result.name, result.version)
     assert version.tags["method"] == result.method
     # The layer views it learnt from are hashed beside the network views, which keep their hash.
-    assert version.tags["layer_view_sha256"] == view_hash("layer_features", "layer_labels", "layer_labels_of") != \
-        version.tags["view_sha256"]
+    assert version.tags["layer_view_sha256"] == view_hash("layer_features", "layer_labels", "layer_labels_of",
+                                                          "latest_layer_measurements") != version.tags["view_sha256"]
     assert version.tags["view_sha256"] == view_hash()
     # Through MLflow it answers as tracker predict does when a row carries its module calls (tracker
     # predict --features prints them), and with its network-level model when not; its description says so.
@@ -1577,8 +1577,8 @@ def test_two_names_of_one_architecture_are_one_network(tmp_path: Path) -> None:
 
 def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> None:
     """Three measurements of one configuration with its layers, and a fourth without: the
-    layer-level fingerprint learns the latest run's layers, each labelled with its median over
-    the three that ran layers, as the network label is the median over all four."""
+    layer-level fingerprint learns the layers of the latest run that ran them, each labelled with
+    its median over the three that ran layers, as the network label is the median over all four."""
     from tracker.describe.features import node_rows
     from tracker.fingerprint.dataset import load_rows
     from tracker.fingerprint.layers import load_layer_rows
@@ -1608,9 +1608,15 @@ def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path)
     load(wh, open_source(resolve_location(str(runs))))
 
     (latest,) = load_rows(wh, "latency_ms", "inference", "cpu")["run_id"]
-    rows = load_layer_rows(wh, "inference", "cpu")
-    # Layers of the latest network run: the fourth round measured none, so the view has none of it.
-    assert rows.empty or set(rows["parent_run_id"]) <= {latest}
+    rows = load_layer_rows(wh, "inference", "cpu").sort_values("layer_index")
+    # The fourth round measured no layers: those of the third stand for the configuration, under the
+    # run that measured them (until 0.9.11 the view had none: keyed by the latest run, the fourth)
+    assert list(rows["run_id"]) == [layer.run_id for layer in newest]
+    assert set(rows["parent_run_id"]) == {newest[0].parent_id} != {latest} == set(rows["config_run_id"])
+    assert list(rows["label_repeats"]) == [3, 3, 3]
+    assert list(rows["latency_ms"]) == [2.0 * (i + 1) for i in range(3)]  # median of 2, 1, 5 (x (i + 1))
+    # the whole network beside them, over the same three rounds (10, 11, 12 ms), not the four
+    assert list(rows["network_latency_ms"]) == [11.0] * 3
     net_rows = load_rows(wh, "latency_ms", "inference", "cpu")
     assert (net_rows.loc[0, "latency_ms"], net_rows.loc[0, "label_repeats"]) == (11.5, 4)
 
@@ -1635,18 +1641,24 @@ def test_layer_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path)
     assert list(rows["latency_ms"]) == [3.5 * (i + 1) for i in range(3)]  # median of 1, 2, 5, 7 (x (i + 1))
 
 
-def _layered_experiment(runs: Path, wh: Path, experiment: str, scale: float) -> dict[str, tuple[str, list[str]]]:
+#: The networks of ``_layered_experiment`` (k = 1, 2, 3).
+LAYERED_THREE = ("squeezenet1_1", "resnet18", "mobilenet_v3_small")
+
+
+def _layered_experiment(runs: Path, wh: Path, experiment: str, scale: float,
+                        probe_ms: float | None = None) -> dict[str, tuple[str, list[str]]]:
     """Three networks at batch 2 measured in ``experiment`` with three module layers each, layer i taking
     ``scale * (i + 1) * k`` ms (k the network's number) and the whole network 1.5 times their sum, then loaded;
-    per network, its run id and its layer runs' ids."""
+    per network, its run id and its layer runs' ids. ``probe_ms``: every run timed the speed probe at that."""
     from tracker.describe.features import node_rows
 
     logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     logged = {}
-    for k, name in enumerate(("squeezenet1_1", "resnet18", "mobilenet_v3_small"), start=1):
+    probe = {} if probe_ms is None else {"speed_probe_ms": probe_ms, "speed_probe_count": 30.0}
+    for k, name in enumerate(LAYERED_THREE, start=1):
         desc = described(name, 64)
         modules = [r for r in node_rows(desc) if r["op"] == "call_module"][:3]
-        net = network_record(name, 2)
+        net = network_record(name, 2, **probe)
         net.params["model_hash"] = desc.description_hash
         net.metrics["latency_ms"] = 1.5 * sum(scale * (i + 1) * k for i in range(3))
         net.tags["tracker.repeat_key"] = experiment
@@ -1656,7 +1668,7 @@ def _layered_experiment(runs: Path, wh: Path, experiment: str, scale: float) -> 
             layer = layer_record(net, i, model=name)
             layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"],
                                 batch_size=2)
-            layer.metrics["latency_ms"] = scale * (i + 1) * k
+            layer.metrics.update(latency_ms=scale * (i + 1) * k, **probe)
             layer.key_fields = {"model": name, "experiment": experiment, "layer": i}
             layers.append(layer)
         logger.log([net, *layers])
@@ -1664,6 +1676,115 @@ def _layered_experiment(runs: Path, wh: Path, experiment: str, scale: float) -> 
     logger.close()
     load(wh, open_source(resolve_location(str(runs))))
     return logged
+
+
+def _whole_only(runs: Path, wh: Path, experiment: str, times: float, probe_ms: float | None = None) -> dict[str, str]:
+    """The networks of ``_layered_experiment`` measured whole only in ``experiment`` (same configurations, no
+    layer runs), each ``times`` as slow as there at scale 1 (9 k ms), then loaded; per network, its run id."""
+    logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
+    logged = {}
+    for k, name in enumerate(LAYERED_THREE, start=1):
+        net = network_record(name, 2, **({} if probe_ms is None else {"speed_probe_ms": probe_ms, "speed_probe_count": 30.0}))
+        net.params["model_hash"] = described(name, 64).description_hash
+        net.metrics["latency_ms"] = times * 9.0 * k
+        net.tags["tracker.repeat_key"] = f"{experiment}-whole"
+        logger.log([net])
+        logged[name] = net.run_id
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    return logged
+
+
+def test_a_configuration_measured_again_whole_only_keeps_its_layers(tmp_path: Path) -> None:
+    """`profile layers X`, then X measured again whole only, later (`profile network X` in another experiment,
+    a campaign's repeat without layers): its layer runs dropped out of layer_features and layer_labels, both
+    keyed by the configuration's latest measurement, and the layer level learnt nothing of X, until 0.9.11.
+    They stay with the measurement that ran them (parent_run_id), beside the configuration's latest
+    (config_run_id, its network row); --from-experiment still takes the named experiments' runs alone."""
+    import numpy as np
+
+    from tracker.fingerprint.layers import out_of_fold, training_layer_rows
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    one = _layered_experiment(runs, wh, "one", 1.0)
+    two = _whole_only(runs, wh, "two", 4.0)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        assert con.sql("SELECT count(*) FROM latest_measurements WHERE experiment = 'two'").fetchall() == [(3,)]
+        features = set(con.sql("SELECT run_id, parent_run_id, config_run_id FROM layer_features").fetchall())
+        labels = {r[0]: r[1:] for r in con.sql(
+            "SELECT run_id, repeats, latency_ms, network_latency_ms FROM layer_labels").fetchall()}
+    assert features == {(rid, net, two[name]) for name, (net, ids) in one.items() for rid in ids}
+    assert labels == {rid: (1, (i + 1) * k, 9.0 * k)  # the whole network measured with them: one's, not two's
+                      for k, name in enumerate(LAYERED_THREE, start=1) for i, rid in enumerate(one[name][1])}
+
+    for experiments in ((), ("one",), ("one", "two")):
+        frame = training_rows(wh, "latency_ms", "inference", "cpu", experiments=experiments)
+        rows = training_layer_rows(wh, frame, "inference", "cpu")
+        assert set(rows["run_id"]) == {rid for _, ids in one.values() for rid in ids}, experiments
+        assert set(rows["config_run_id"]) == set(frame["run_id"]) == set(two.values())
+        # each network held out as train holds them out has its sum of layers predicted
+        held_out = out_of_fold(rows, frame, frame["model_hash"].to_numpy())
+        assert not np.isnan(held_out).any() and (held_out > 0).all(), experiments
+    # two measured no layers: learning from it alone, the layer level has none (not one's)
+    frame = training_rows(wh, "latency_ms", "inference", "cpu", experiments=("two",))
+    assert training_layer_rows(wh, frame, "inference", "cpu").empty
+
+    # measured with layers again, later (three times as slow): its layers stand for the configuration,
+    # labelled with the median over both measurements that ran them
+    three = _layered_experiment(runs, wh, "three", 3.0)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        features = set(con.sql("SELECT run_id, parent_run_id, config_run_id FROM layer_features").fetchall())
+        labels = {r[0]: r[1:] for r in con.sql("SELECT run_id, repeats, latency_ms FROM layer_labels").fetchall()}
+    assert features == {(rid, net, net) for net, ids in three.values() for rid in ids}
+    assert labels == {rid: (2, 2.0 * (i + 1) * k)
+                      for k, name in enumerate(LAYERED_THREE, start=1) for i, rid in enumerate(three[name][1])}
+
+
+def test_the_calibration_pairs_the_layers_with_the_whole_network_measured_with_them(tmp_path: Path) -> None:
+    """The calibration paired the sum of a configuration's layer labels (medians over its measurements that
+    ran layers) with its network label (the median over all its measurements, those measured whole only
+    too), until 0.9.11: here 4.5 times the sum as measured, 2.625 at the reference speed, where each whole
+    network measured with its layers took 1.5 times their sum. It pairs them with the whole network of the
+    same measurements now, in the same unit, and a later measurement whole only changes nothing."""
+    from tracker.fingerprint.layers import calibration, fit, training_layer_rows
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    _whole_only(runs, wh, "whole", 5.0, probe_ms=4.0)  # first whole only, five times as slow (probe 4 ms)
+    one = _layered_experiment(runs, wh, "one", 1.0, probe_ms=2.0)  # then with layers, the whole 1.5 times their sum
+
+    def calibrated(*experiments: str, as_measured: bool = False) -> dict[str, float]:
+        """The calibration as fingerprint train fits it, on the layer rows it reads beside its network rows."""
+        frame = training_rows(wh, "latency_ms", "inference", "cpu", experiments=experiments, as_measured=as_measured)
+        assert (frame.attrs.get("speed_reference_ms") is None) == as_measured  # every run timed the probe
+        rows = training_layer_rows(wh, frame, "inference", "cpu")
+        assert len(rows) == 9
+        # beside each layer, the whole network of the measurements its label is the median of, in its unit
+        sums = rows.groupby("parent_run_id")["latency_ms"].sum()
+        whole = rows.groupby("parent_run_id")["network_latency_ms"].agg(["min", "max"])
+        assert set(sums.index) == {net for net, _ in one.values()}
+        assert (whole["min"] == whole["max"]).all() and list(whole["min"] / sums) == pytest.approx([1.5] * 3)
+        return fit(rows).calibration()
+
+    def as_until_0_9_11(*experiments: str, as_measured: bool = False) -> float:
+        """The factor of the pairing before: each sum of layers against its configuration's network label."""
+        frame = training_rows(wh, "latency_ms", "inference", "cpu", experiments=experiments, as_measured=as_measured)
+        rows = training_layer_rows(wh, frame, "inference", "cpu")
+        label = dict(zip(frame["run_id"], frame["latency_ms"]))
+        return calibration(rows, {p: label[c] for p, c in zip(rows["parent_run_id"], rows["config_run_id"])})[0]
+
+    assert as_until_0_9_11(as_measured=True) == pytest.approx(4.5) and as_until_0_9_11() == pytest.approx(2.625)
+    expected = {"factor": pytest.approx(1.5), "per_call_ms": 0.0, "per_out_mb_ms": 0.0}
+    for experiments in ((), ("one",), ("one", "whole")):
+        assert calibrated(*experiments, as_measured=True) == expected, experiments
+        # at the reference speed (3 ms, the labels' probes' median): the layers' and the whole network's
+        # latency over their probes, both times it
+        assert calibrated(*experiments) == expected, experiments
+    # measured again whole only, later, ten times as slow: the layers keep their own whole network
+    _whole_only(runs, wh, "two", 10.0, probe_ms=2.0)
+    for experiments in ((), ("one", "two")):
+        assert calibrated(*experiments, as_measured=True) == calibrated(*experiments) == expected, experiments
 
 
 def test_the_layer_level_learns_the_named_experiments_layers_alone(tmp_path: Path) -> None:
@@ -1717,8 +1838,9 @@ def test_the_layer_level_learns_the_named_experiments_layers_alone(tmp_path: Pat
         net for net, _ in one.values())
     # the view is the macro over every experiment, its columns as they were; tracker sql calls the macro
     with duckdb.connect(str(wh), read_only=True) as con:
-        assert [c[0] for c in con.sql("DESCRIBE layer_labels").fetchall()] == [
-            "run_id", "repeats", "latency_ms", "latency_probe_ratio", "probed_repeats"]
+        assert [c[0] for c in con.sql("DESCRIBE layer_labels").fetchall()] == [  # the whole network's since 0.9.11
+            "run_id", "repeats", "latency_ms", "latency_probe_ratio", "probed_repeats", "network_latency_ms",
+            "network_probe_ratio", "network_probed_repeats"]
         assert con.sql("SELECT * FROM layer_labels ORDER BY run_id").fetchall() == con.sql(
             "SELECT * EXCLUDE (label_experiments, label_run_ids) FROM layer_labels_of(['two', 'one']) ORDER BY run_id"
         ).fetchall()
@@ -1728,6 +1850,15 @@ def test_the_layer_level_learns_the_named_experiments_layers_alone(tmp_path: Pat
     with pytest.raises(FingerprintError, match=r"has no layer_labels_of, which learning from named experiments "
                                                r"reads .*: tracker warehouse load -w "):
         load_layer_rows(wh, "inference", "cpu", experiments=["one"])
+    # its layer labels as tracker 0.9.10 made them, without the whole network's latency: one line too
+    with duckdb.connect(str(wh)) as con:
+        con.execute("CREATE OR REPLACE VIEW layer_labels AS SELECT run_id, 1 AS repeats, latency_ms, "
+                    "NULL AS latency_probe_ratio, 0 AS probed_repeats FROM layer_runs")
+    with pytest.raises(FingerprintError, match=r"has the layer labels of an older tracker, without network_latency_ms, "
+                                               r".*: tracker warehouse load -w "):
+        load_layer_rows(wh, "inference", "cpu")
+    load(wh, open_source(resolve_location(str(runs))))  # which a load makes anew
+    assert len(load_layer_rows(wh, "inference", "cpu", experiments=["one"])) == 9
 
 
 def test_a_measured_configuration_is_predicted_like_a_new_one(tmp_path: Path) -> None:

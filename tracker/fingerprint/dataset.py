@@ -113,7 +113,8 @@ def view_sql(view: str = VIEW) -> str:
 def view_hash(*views: str) -> str:
     """Digest of what a fingerprint trains on: by default the features view and the labels view, with
     what the labels are taken over and the macro that takes them (a layer-level model's ``layer_features``,
-    ``layer_labels`` and ``layer_labels_of`` are hashed apart)."""
+    ``layer_labels``, ``layer_labels_of`` and, since 0.9.11, ``latest_layer_measurements`` are hashed apart:
+    ``layers.LAYER_VIEWS``)."""
     return hashlib.sha256("".join(view_sql(v) for v in views or (VIEW, LABEL_VIEW, LABELLED_VIEW, LABELS_MACRO)
                                   ).encode()).hexdigest()[:16]
 

@@ -41,7 +41,7 @@ from tracker.fingerprint.dataset import (
     view_hash,
     view_sql,
 )
-from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_LABELS_MACRO, LAYER_VIEW
+from tracker.fingerprint.layers import LAYER_LABEL_VIEW, LAYER_LABELS_MACRO, LAYER_VIEW, LAYER_VIEWS
 from tracker.fingerprint.runtime import LAYER_FEATURES, MEMORY_FLOOR_COLUMNS, capped, floored, memory_floor_mb
 from tracker.profile.probe import PROBE_VERSION
 from tracker.profile.stats import IMPRECISE_CI_REL
@@ -294,7 +294,9 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
         return method, pred, comparison, None
     kept = pred.copy()
     kept[has] = candidates[method]
-    model = layers.fit(layer_rows, dict(zip(frame["run_id"], frame["latency_ms"])))
+    # calibrated on the whole networks measured with the layers (since 0.9.11: on the network labels, the
+    # median over every measurement of a configuration, those without layers too)
+    model = layers.fit(layer_rows)
     return method, kept, comparison, model
 
 
@@ -714,7 +716,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                             {"method": method, **layer_model.calibration(), "features": LAYER_FEATURES,
                              "view": LAYER_VIEW,  # the labels of the experiments named (its tag), or every one's
                              "labels": LAYER_LABELS_MACRO if experiments else LAYER_LABEL_VIEW}, indent=2))
-                        for view in (LAYER_VIEW, LAYER_LABEL_VIEW, LAYER_LABELS_MACRO):
+                        for view in LAYER_VIEWS:
                             (folder / "layer_model" / f"{view}.sql").write_text(view_sql(view))
                     mlflow.log_artifacts(str(folder), "evaluation")
                 version_tags = {"heldout_mape_pct": evaluation["mape_pct"], "heldout_within_10pct": evaluation["within_10pct"],
@@ -737,7 +739,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                 **({"memory_floor_columns": ",".join(floor_columns)} if floor_columns else {}),
                                 **({"largest_peak_mb": f"{float(np.max(y)):.1f}", "oom_runs": str(oom_runs)}
                                    if oom_runs else {}),
-                                **({"layer_view_sha256": view_hash(LAYER_VIEW, LAYER_LABEL_VIEW, LAYER_LABELS_MACRO)}
+                                **({"layer_view_sha256": view_hash(*LAYER_VIEWS)}
                                    if layer_model is not None else {}),
                                 **told}  # what it was told to learn from (0.9.0; the run's params before)
                 # The version's tags are written with it (one request, and no version without them).
