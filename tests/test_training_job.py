@@ -132,18 +132,19 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     assert [x["num_workers"] for x in rows] == [0, 1] and sum(x["is_best"] for x in rows) == 1
     assert [x["steps"] for x in rows] == [3, 3]  # every step measured, the set-up one too
 
-    # One batch larger than the dataset, one epoch: one step, the set-up alone. Until 0.9.1 its line gave its
-    # figures as any job's, its IQR was 0, its stop reason max_steps, and data_loading called it the best setting.
-    lone = _cli(runs, "profile", "training", str(_job(tmp_path, "lone", bs=16, epochs=1)))
+    # One batch of the whole dataset, one epoch: one step, the set-up alone (a batch larger than the dataset, one
+    # step of all of it, until 0.9.11: refused since). Until 0.9.1 its line gave its figures as any job's, its IQR
+    # was 0, its stop reason max_steps, and data_loading called it the best setting.
+    lone = _cli(runs, "profile", "training", str(_job(tmp_path, "lone", bs=12, epochs=1)))
     assert lone.exit_code == 0 and "FINISHED: 1 step, the set-up alone (its figures are the set-up's" in lone.stdout
     assert lone.stdout.startswith("FINISHED: ")  # its progress bar on stderr (a blank line on stdout until 0.9.3)
     [run] = [r for r in client.search_runs([client.get_experiment_by_name("Default").experiment_id])
-             if r.data.params.get("batch_size") == "16"]
+             if r.data.params.get("batch_size") == "12"]
     assert run.data.tags["tracker.stop_reason"] == "epochs" and "latency_iqr_ms" not in run.data.metrics
     assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
     rows = json.loads(runner.invoke(app, ["sql", "SELECT batch_size, is_best, steps FROM data_loading ORDER BY batch_size, "
                                           "is_best", "--warehouse", str(wh), "--format", "json"]).stdout)
-    assert [(x["batch_size"], x["is_best"], x["steps"]) for x in rows] == [(4, False, 3), (4, True, 3), (16, False, 1)]
+    assert [(x["batch_size"], x["is_best"], x["steps"]) for x in rows] == [(4, False, 3), (4, True, 3), (12, False, 1)]
 
 
 def test_a_gpu_jobs_host_share_is_of_its_compute_and_absent_where_a_step_has_none() -> None:
@@ -363,13 +364,15 @@ def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> 
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
     bad = sorted((tmp_path / "cls").glob("*/*.jpg"))[0]
     bad.write_bytes(b"this is not a jpeg")
-    out = _cli(runs, "profile", "training", str(_job(tmp_path, "skip", bs=8, steps=2)), "--format", "json")
+    # batch 4: of an epoch's two batches, the one without the bad file is whole (at batch 8, each batch was 7
+    # images, timed as 8 until 0.9.11; since, no step is whole: test_a_short_batch_is_skipped_not_timed)
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "skip", bs=4, steps=2)), "--format", "json")
     r = json.loads(out.stdout)
     assert r["status"] == "FINISHED" and [s["file"] for s in r["skipped_files"]] == [str(bad)]
-    again = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "skip", bs=8, steps=2)), "--format",
+    again = json.loads(_cli(runs, "profile", "training", str(_job(tmp_path, "skip", bs=4, steps=2)), "--format",
                             "json").stdout)
     assert again["reused"] and again["run_id"] == r["run_id"] and again["skipped_files"] == r["skipped_files"]
-    out = _cli(runs, "profile", "training", str(_job(tmp_path, "fail", bs=8, steps=2, on_error="fail")), "--format", "json")
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "fail", bs=4, steps=2, on_error="fail")), "--format", "json")
     r = json.loads(out.stdout)
     assert r["status"] == "FAILED" and r["reason"] == "bad_input"
     # said once (it read "bad_input: bad_input: ..." until 0.9.1), and not listed as skipped: it was not
@@ -961,18 +964,21 @@ def test_a_box_not_finite_or_outside_its_image_is_a_broken_annotation(tmp_path: 
 
 
 def test_a_job_skips_an_image_whose_box_is_infinite(tmp_path: Path) -> None:
-    """The job the box crashed (signal 11, until 0.9.8) finishes, the image skipped with its annotation named."""
+    """The job the box crashed (signal 11, until 0.9.8) finishes, the image skipped with its annotation named
+    (at batch 2, one epoch: the batch it leaves short is skipped, not timed, since 0.9.11; at batch 4 each
+    batch was short, a step of 3 images timed as 4 until then)."""
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "det"), "--kind", "detection", "--images", "4", "--size", "64")
     ann = tmp_path / "det" / "annotations.json"
     coco = json.loads(ann.read_text())
     coco["annotations"][0]["bbox"] = [0, 0, float("inf"), 10]
     ann.write_text(json.dumps(coco))
-    job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=4, steps=1, data="det", fmt="coco")
+    job = _job(tmp_path, "det", model="fasterrcnn_mobilenet_v3_large_320_fpn", bs=2, steps=0, epochs=1, data="det",
+               fmt="coco")
     out = _cli(runs, "profile", "training", str(job), "--format", "json")
     assert out.exit_code == 0, out.output
     r = json.loads(out.stdout)
-    assert r["status"] == "FINISHED" and r["steps"] == 1, r
+    assert r["status"] == "FINISHED" and r["steps"] == 1 and r["skipped_steps"] == 1, r
     assert [s["reason"] for s in r["skipped_files"]] == [
         "annotations.json: broken annotation (bbox [0, 0, inf, 10]: [x, y, width, height] has a coordinate that is "
         "not a finite number)"], r["skipped_files"]
@@ -1195,10 +1201,11 @@ def test_every_step_of_a_job_is_a_whole_batch(tmp_path: Path) -> None:
     """An epoch's last, partial batch is dropped (since 0.9.10): a step of fewer images is another
     configuration than the job's batch size, and a batch of one image failed the network's batch
     norm in training (5 images at batch 2: 'Expected more than 1 value per channel'), the whole job
-    with it. A dataset smaller than a batch is one step of all of it, as before."""
+    with it. A dataset smaller than a batch, one step of all of it until 0.9.11, is refused since
+    (test_a_dataset_smaller_than_a_batch_is_refused_before_anything_runs)."""
     from tracker.profile.job import steps_per_epoch
 
-    assert [steps_per_epoch(n, 2) for n in (1, 2, 5, 6)] == [1, 1, 2, 3]
+    assert [steps_per_epoch(n, 2) for n in (2, 5, 6)] == [1, 2, 3]
     runs = tmp_path / "runs"
     assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "5",
                 "--size", "32").exit_code == 0
@@ -1206,3 +1213,80 @@ def test_every_step_of_a_job_is_a_whole_batch(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     run = json.loads(out.stdout)
     assert run["status"] == "FINISHED" and run["steps"] == 4, run  # two whole batches an epoch, two epochs
+
+
+def test_a_dataset_smaller_than_a_batch_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """5 images at batch 8 were one step of 5 images an epoch, logged as batch 8 (a measurement of another
+    configuration under the job's label) until 0.9.11. Since then the job is refused in one line naming the
+    dataset, its images and the batch, a usage error (status 2) before any run is logged; in a loader
+    campaign that setting alone is refused, and the campaign goes on to the next."""
+    from tests.conftest import count_runs
+    from tests.test_cli import in_process
+    from tracker.cli.campaign import LOADER_MESSAGE_CHARS
+    from tracker.console import clipped
+
+    runs, data = tmp_path / "runs", tmp_path / "cls"
+    assert _cli(runs, "data", "synth", str(data), "--kind", "classification", "--images", "5", "--size",
+                "32").exit_code == 0
+    job = _job(tmp_path, "job", bs=8, steps=2, size=32)
+    said = (f"dataset {data} holds 5 images, fewer than one batch of 8: each step would train on all 5, measured as "
+            "batch 8; give a batch size of at most 5, or more images")
+    refused = in_process(["--tracking-uri", str(runs), "profile", "training", str(job)], tmp_path)
+    # the last line: MLflow's own INFO lines come before it where the command made the store
+    assert (refused.returncode, refused.stdout, refused.stderr.splitlines()[-1]) == (2, "", f"error: {job}: {said}"), \
+        refused
+    assert "Traceback" not in refused.stderr and refused.stderr.count("error: ") == 1
+    assert count_runs(runs, "training") == count_runs(runs, "mode") == 0  # nothing measured, nor its mode logged
+    planned = _cli(runs, "campaign", "loader", str(job), "--batch-size", "2,8", "--dry-run")
+    assert planned.exit_code == 0 and planned.stdout.splitlines() == [  # cut as a failed setting's message is
+        "workers 0 prefetch 2 batch 2: to measure",
+        f"workers 0 prefetch 2 batch 8: refused ({clipped(said, LOADER_MESSAGE_CHARS)})",
+        "dry run, nothing measured: 1 of 2 settings to measure"], planned.output
+    swept = _cli(runs, "campaign", "loader", str(job), "--batch-size", "8,2", "--format", "json")
+    assert swept.exit_code == 0, swept.output
+    first, second = json.loads(swept.stdout)
+    assert first == {"num_workers": 0, "prefetch_factor": 2, "batch_size": 8, "status": "refused",
+                     "failure_message": said}, first
+    assert (second["batch_size"], second["status"], second["steps"]) == (2, "FINISHED", 2), second
+    assert count_runs(runs, "training") == 1
+
+
+def test_a_batch_a_bad_image_leaves_short_is_skipped_and_counted_not_timed(tmp_path: Path) -> None:
+    """A corrupt image skipped by the collate function left its batch short: 6 images at batch 2, one
+    corrupt, made a batch of one image an epoch, which failed mobilenet_v3_small's batch norm at 32 px
+    ("Expected more than 1 value per channel") and the whole job with it, and any short batch was timed
+    as the job's batch size (until 0.9.11). Such a batch is now skipped, not timed, and counted (the run's
+    tag tracker.skipped_steps, the result's skipped_steps, a line on stderr); a job none of whose batches
+    is whole fails (bad_input) in one line."""
+    from tests.test_cli import in_process
+
+    runs, data = tmp_path / "runs", tmp_path / "cls"
+    assert _cli(runs, "data", "synth", str(data), "--kind", "classification", "--images", "6", "--size",
+                "32").exit_code == 0
+    bad = sorted(data.glob("*/*.jpg"))[0]
+    bad.write_bytes(b"this is not a jpeg")
+    job = _job(tmp_path, "job", bs=2, steps=0, epochs=2, size=32)
+    out = _cli(runs, "profile", "training", str(job), "--format", "json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
+    # two epochs of three batches, the one holding the bad image skipped: 4 steps of 2 images
+    assert (r["status"], r["steps"], r["skipped_steps"]) == ("FINISHED", 4, 2), r
+    assert [s["file"] for s in r["skipped_files"]] == [str(bad)]
+    run = MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"])
+    assert run.data.tags["tracker.skipped_steps"] == "2" and run.data.metrics["samples_count"] == 3
+    assert "2 steps skipped, not timed: a bad file left each batch short of 2 images." in run.data.tags[
+        "mlflow.note.content"]
+    again = in_process(["--tracking-uri", str(runs), "profile", "training", str(job)], tmp_path)  # read back
+    assert again.returncode == 0 and "already measured: reused" in again.stdout, again
+    assert again.stderr.splitlines() == [
+        f"skipped {bad}: cannot decode image (UnidentifiedImageError: cannot identify image file '{bad.name}')",
+        "skipped 2 steps, not timed: a bad file left each batch short of 2 images"], again.stderr
+
+    # batch 6: each epoch's one batch is 5 images, none whole (two steps of 5 images logged as batch 6 until 0.9.11)
+    whole = _job(tmp_path, "whole", bs=6, steps=0, epochs=2, size=32)
+    out = _cli(runs, "profile", "training", str(whole), "--format", "json")
+    assert out.exit_code == 3, out.output
+    r = json.loads(out.stdout)
+    assert (r["status"], r["reason"], r["steps"], r["skipped_steps"]) == ("FAILED", "bad_input", 0, 2), r
+    assert r["failure_message"] == ("no whole batch of 6 images to time: each batch held a bad file, skipped (2 short "
+                                    "batches not timed; 1 file named in skipped_files.json)"), r["failure_message"]

@@ -219,6 +219,18 @@ class TrackingUriError(OptionError, StoreError):
     be opened or reached is a StoreError, status 1."""
 
 
+class DatasetSmallerThanBatchError(OptionError):
+    """A training job whose dataset holds fewer images than one batch (since 0.9.11): each step would
+    train on all of them under the job's batch size, another configuration measured under its label.
+    Refused before anything is measured, a usage error (status 2) from ``profile training``; a loader
+    campaign ends that setting alone with it (``refused``). ``detail`` is the line without the job
+    file: the dataset, its images and the batch size."""
+
+    def __init__(self, detail: str, where: str = "") -> None:
+        super().__init__(f"{where}{detail}")
+        self.detail = detail
+
+
 class UnknownModelError(TrackerError):
     """A model name that the zoo does not know (the message suggests the closest names)."""
 

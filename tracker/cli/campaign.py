@@ -123,6 +123,8 @@ def _loader_line(r: dict[str, Any]) -> str:
     median step is the usual one; the data wait share and the throughput are of all its steps after
     the first (a stalled step counts in them: it is time the loader cost), so they need not agree."""
     where = f"workers {r['num_workers']} prefetch {r['prefetch_factor']} batch {r['batch_size']}"
+    if r["status"] == "refused":  # refused before anything ran: no run (since 0.9.11, a batch larger than the dataset)
+        return f"{where}: refused ({clipped(r['failure_message'], LOADER_MESSAGE_CHARS)})"
     # what ended it, as profile training's line says it, cut to a line's worth (the reason alone until 0.9.6)
     why = f": {clipped(r['failure_message'], LOADER_MESSAGE_CHARS)}" if r.get("failure_message") else ""
     ended = r["status"] + (f" ({r['reason']}{why})" if r.get("reason") else "")

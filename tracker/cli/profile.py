@@ -521,3 +521,8 @@ def _job_line(r: dict[str, Any]) -> None:
         typer.echo(f"{r['status']}: no step measured{ended} (run {r['run_id'][:12]})")
     for s in r["skipped_files"]:
         typer.echo(f"skipped {s['file']}: {s['reason']}", err=True)
+    if (short := r.get("skipped_steps")) and r["steps"]:  # since 0.9.11 (timed under the job's batch size before);
+        # a job of none says it in its failure
+        batch = r.get("config", {}).get("batch_size")
+        typer.echo(f"skipped {counted(short, 'step')}, not timed: a bad file left {'its batch' if short == 1 else 'each batch'}"
+                   f" short{f' of {batch} images' if batch else ''}", err=True)

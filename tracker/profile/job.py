@@ -10,6 +10,10 @@
     [data]      path (relative to the config file), format (imagefolder|coco|voc), image_size,
                 on_error ("skip": report the file and go on; "fail": the run fails with it)
 
+Every step is a whole batch of ``batch_size`` images: a dataset smaller than one batch is refused
+before anything runs, and a batch a skipped bad file left short is not timed but counted (the tag
+``tracker.skipped_steps``), since 0.9.11.
+
 Each step's time is split into data wait (the loader's ``next``), host-to-device copy,
 forward (with the loss), backward and optimizer, the device synchronised around each part.
 One MLflow run of kind ``training`` per job: the config as params, per-step figures as
@@ -46,6 +50,8 @@ MODE_FIELDS = ("threads", "allocator")
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 #: Steps at a job's start left out of its statistics and samples (kept as their warm-up): the set-up.
 WARMUP_STEPS = 1
+#: The tag counting a job's steps skipped, not timed, because a bad file left their batch short (since 0.9.11)
+SKIPPED_STEPS_TAG = "tracker.skipped_steps"
 #: The most of a setting a job file takes: a batch as --batch-size does (any was taken until 0.9.7), and an
 #: image size as a network's spec its input_size (MAX_SPEC_SIZE: the job's image_size is its network's input;
 #: since 0.9.8, before which 99999999999 was taken, each image failed to resize and was skipped, and the job
@@ -258,11 +264,25 @@ def sweep_of(path: Path) -> dict[str, list[int]]:
 
 
 def steps_per_epoch(images: int, batch_size: int) -> int:
-    """Steps of an epoch over ``images``: whole batches alone where there is one at least (the loader
-    drops the last, partial one: a step of fewer images is another configuration than the job's batch
-    size, and a batch of one image fails a network's batch norm in training, the whole job with it,
-    until 0.9.10); a dataset smaller than one batch is one step of all of it."""
-    return images // batch_size if images >= batch_size else 1
+    """Steps of an epoch over ``images``: whole batches alone (the loader drops the last, partial one:
+    a step of fewer images is another configuration than the job's batch size, and a batch of one image
+    fails a network's batch norm in training, the whole job with it, until 0.9.10). A dataset smaller
+    than one batch is refused (:func:`check_batch_fits`; until 0.9.11 it was one step of all of it,
+    measured as the job's batch size)."""
+    return images // batch_size
+
+
+def check_batch_fits(cfg: JobConfig, images: int) -> None:
+    """A :class:`DatasetSmallerThanBatchError` naming the dataset, its image count and the job's batch
+    size where the dataset holds fewer ``images`` than one batch: no step would be a whole batch."""
+    from tracker.errors import DatasetSmallerThanBatchError
+
+    batch = cfg.batch_size
+    if images < batch:
+        raise DatasetSmallerThanBatchError(
+            f"dataset {cfg.data_path} holds {counted(images, 'image')}, fewer than one batch of {batch}: each step "
+            f"would train on {'it' if images == 1 else f'all {images}'}, measured as batch {batch}; give a batch size "
+            f"of at most {images}, or more images", f"{cfg.source}: " if cfg.source else "")
 
 
 def job_run_name(cfg: JobConfig) -> str:
@@ -310,9 +330,12 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
     measured again, the same work)."""
     import itertools
 
+    from tracker.errors import DatasetSmallerThanBatchError
+
     base = load_job(path)
-    if dry_run:  # what the first job measured would refuse, said rather than "to measure" (until 0.9.6)
-        job_dataset(base)
+    images = None
+    if dry_run:  # what the first job measured would refuse, said rather than "to measure" (until 0.9.6); the
+        images = len(job_dataset(base, check_batch=False))  # batch each setting's own (below)
     # a value named twice is one setting (measured once but listed, and in a dry run counted, twice until 0.9.3)
     grid = {k: list(dict.fromkeys(sweep.get(k, [getattr(base, k)]))) for k in ("num_workers", "prefetch_factor", "batch_size")}
     done = logger.measured(statuses=("FINISHED",)) if logger is not None else set()
@@ -321,15 +344,22 @@ def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
         if nw == 0 and pf != grid["prefetch_factor"][0]:
             continue
         cfg = load_job(path, num_workers=nw, prefetch_factor=pf, batch_size=bs)
-        if (measured := job_config_key(cfg) in done) or dry_run:
-            status = "skipped (measured)" if measured else "to measure"
-            results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, "status": status})
+        setting = {"num_workers": nw, "prefetch_factor": pf, "batch_size": bs}
+        try:
+            if images is not None:
+                check_batch_fits(cfg, images)
+            if (measured := job_config_key(cfg) in done) or dry_run:
+                results.append({**setting, "status": "skipped (measured)" if measured else "to measure"})
+                continue
+            r = run(cfg)
+        except DatasetSmallerThanBatchError as exc:  # that setting alone, refused before anything of it ran (since
+            # 0.9.11: measured as one step of the whole dataset under its batch size until then)
+            results.append({**setting, "status": "refused", "failure_message": exc.detail})
             continue
-        r = run(cfg)
         # what ended a failed one too, as profile training says it (its line said the reason alone until 0.9.6)
         results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, **{k: r.get(k) for k in (
-            "run_id", "status", "reason", "failure_message", "steps", "median_step_ms", "data_wait_fraction",
-            "images_per_s")}})
+            "run_id", "status", "reason", "failure_message", "steps", "skipped_steps", "median_step_ms",
+            "data_wait_fraction", "images_per_s")}})
         if r["status"] == "KILLED":
             break
     return results
@@ -367,20 +397,23 @@ class JobResult:
     cpu_util_others_pct: float | None = None
     #: the loader workers' own memory (USS) at its peak, beside peak_mem_mb, the main process's (since 0.9.2)
     workers_mem_peak_mb: float | None = None
+    #: batches a bad file left short of the batch size, skipped rather than timed (since 0.9.11)
+    skipped_steps: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def of_run(cls, run_id: str, status: str, steps: int, metrics: dict[str, float], skipped: list[dict[str, str]],
-               reason: str | None, cfg: JobConfig, mode: str | None, reused: bool = False) -> "JobResult":
+               reason: str | None, cfg: JobConfig, mode: str | None, reused: bool = False,
+               skipped_steps: int = 0) -> "JobResult":
         """The result of a job's run from its summary metrics (``_finish``'s, or a run read back)."""
         return cls(run_id, status, steps, metrics.get("step_time_ms"), metrics.get("data_wait_frac"),
                    metrics.get("throughput_per_s"), metrics.get("peak_mem_mb"), skipped, reason, cfg.params(), mode,
                    metrics.get("page_faults_per_iter_count"), reused, metrics.get("host_share_pct"),
                    latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)),
                    latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"),
-                   workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"))
+                   workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"), skipped_steps=skipped_steps)
 
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,
@@ -406,7 +439,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     from tracker.profile.memcap import CAP_TAG
     from tracker.zoo import detection_models
 
-    dataset = job_dataset(cfg)  # ConfigError before any run
+    dataset = job_dataset(cfg)  # ConfigError before any run (a dataset smaller than a batch too)
     detection = cfg.network_spec is None and cfg.model in detection_models()
     key = job_config_key(cfg)
     if not again and (measured := logger.find(key, "FINISHED")) is not None:
@@ -446,6 +479,7 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     total = cfg.max_steps or cfg.num_epochs * steps_per_epoch(len(dataset), cfg.batch_size)
     steps: list[dict[str, float]] = []
     skipped: list[dict[str, str]] = []
+    short: list[dict[str, float]] = []  # batches a bad file left short, not timed (train's "short_batch")
 
     def on_event(event: dict[str, Any]) -> None:
         if "step" in event:
@@ -454,6 +488,8 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
                 progress(len(steps), total, event["step"]["images"] / (1e-3 * event["step"]["step_time_ms"]))
         elif "skipped" in event:
             skipped.append(event["skipped"])
+        elif "short_batch" in event:
+            short.append(event["short_batch"])
 
     config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
     with tempfile.TemporaryDirectory(prefix="tracker-job-") as scratch:
@@ -490,7 +526,11 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     elif not steps:  # its loop ran out with no step: each batch's every item skipped (a corrupt JPEG each, a COCO
         # file whose every annotation is broken) or none at all. A FINISHED run of no step until 0.9.8, tagged
         # stop_reason epochs and read back as measured: a job's run is FINISHED with a step measured
-        if skipped:
+        if short:  # each batch short of the batch size, a bad file in it: none to time (measured so until 0.9.11)
+            message = (f"no whole batch of {cfg.batch_size} images to time: each batch held a bad file, skipped "
+                       f"({counted(len(short), 'short batch', 'short batches')} not timed; "
+                       f"{counted(len(skipped), 'file')} named in skipped_files.json)")
+        elif skipped:
             message = (f"every item of the dataset was skipped ({counted(len(skipped), 'file')} named in "
                        "skipped_files.json)")
         else:
@@ -498,15 +538,16 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
         record.fail("bad_input" if skipped else "error", "\n".join(x for x in (message, child.stderr_tail) if x))
     if record.status == "FAILED" and message.strip():
         record.tags[FAILURE_MESSAGE_TAG] = message.strip().splitlines()[0][:500]
-    return _finish(logger, record, cfg, steps, skipped, end)
+    return _finish(logger, record, cfg, steps, skipped, end, len(short))
 
 
-def job_dataset(cfg: JobConfig) -> Any:
+def job_dataset(cfg: JobConfig, check_batch: bool = True) -> Any:
     """The job's dataset, scanned and its annotations parsed, once what would refuse the job before
     anything runs is checked: a dataset that cannot be read (an annotation file that is not one, a
     layout without its files), a model of another task than the dataset's layout, a device this
-    machine lacks. ``run_job`` measures on it; a loader campaign's dry run checks it (until 0.9.6 a
-    dry run said "to measure" of a job that could not run)."""
+    machine lacks, and (``check_batch``) a dataset smaller than one batch (:func:`check_batch_fits`).
+    ``run_job`` measures on it; a loader campaign's dry run checks it (until 0.9.6 a dry run said "to
+    measure" of a job that could not run), and each setting's batch size against it."""
     import torch
 
     from tracker.data.datasets import open_dataset
@@ -524,6 +565,8 @@ def job_dataset(cfg: JobConfig) -> Any:
                           "layout")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError(f"{where}[training].device {cfg.device} is not available on this machine (no CUDA)")
+    if check_batch:
+        check_batch_fits(cfg, len(dataset))
     return dataset
 
 
@@ -582,7 +625,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     criterion = torch.nn.CrossEntropyLoss()
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=cfg.batch_size, shuffle=True, num_workers=cfg.num_workers,
-        drop_last=len(dataset) >= cfg.batch_size,  # every step a whole batch (see steps_per_epoch)
+        drop_last=True,  # every step a whole batch (see steps_per_epoch; a smaller dataset is refused)
         prefetch_factor=cfg.prefetch_factor if cfg.num_workers else None,
         collate_fn=collate_detection if detection else collate_classification,
         pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0),
@@ -620,6 +663,10 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                         skipped.add(b.path)
                         emit_event({"skipped": {"file": b.path, "reason": b.reason}})
                 if images is None:
+                    continue
+                if len(images) < cfg.batch_size:  # a bad file left it short: another configuration than the
+                    # job's batch size, and one image fails batch norm in training (the whole job until 0.9.11)
+                    emit_event({"short_batch": {"images": float(len(images)), "epoch": float(epoch)}})
                     continue
                 if detection:
                     images = [im.to(cfg.device, non_blocking=True) for im in images]
@@ -747,13 +794,15 @@ def _reused(run: Any, cfg: JobConfig, tracking_uri: str) -> JobResult:
         with downloaded(tracking_uri, run.run_id, "skipped_files.json") as path:
             skipped = json.loads(path.read_text())
     return JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, skipped, None,
-                            cfg, run.params.get("mode"), reused=True)
+                            cfg, run.params.get("mode"), reused=True,
+                            skipped_steps=int(run.tags.get(SKIPPED_STEPS_TAG, "0")))
 
 
 def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],
-            end: dict[str, Any]) -> JobResult:
+            end: dict[str, Any], short: int = 0) -> JobResult:
     """Log the run: the steps the child streamed, and what its last line said (``end``: empty where
-    the child died, so its peak memory, telemetry and loop time are absent, not guessed)."""
+    the child died, so its peak memory, telemetry and loop time are absent, not guessed); ``short``:
+    the batches a bad file left short of the batch size, skipped rather than timed."""
     from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
     from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics
     from tracker.profile.stats import summarize
@@ -813,6 +862,10 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     if skipped:
         record.artifacts["skipped_files.json"] = json.dumps(skipped, indent=2)
         record.tags["tracker.skipped_files"] = str(len(skipped))
+    if short:  # as the files are counted: a tag where any (since 0.9.11)
+        record.tags[SKIPPED_STEPS_TAG] = str(short)
+        record.description += (f" {counted(short, 'step')} skipped, not timed: a bad file left "
+                               f"{'its batch' if short == 1 else 'each batch'} short of {cfg.batch_size} images.")
     record.artifacts["job_config.json"] = json.dumps({k: str(v) for k, v in asdict(cfg).items() if k != "network_spec"},
                                                      indent=2)
     if cfg.network_spec is not None:
@@ -833,7 +886,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         if record.status != "KILLED" or isinstance(exc, Terminated) or getattr(exc, "logged", None) is None:
             raise
     result = JobResult.of_run(record.run_id, record.status, len(steps), record.metrics, skipped,
-                              record.tags.get("tracker.failure_reason"), cfg, record.params.get("mode"))
+                              record.tags.get("tracker.failure_reason"), cfg, record.params.get("mode"), skipped_steps=short)
     from tracker.log.record import FAILURE_MESSAGE_TAG
 
     result.failure_message = record.tags.get(FAILURE_MESSAGE_TAG)
