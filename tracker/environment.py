@@ -207,8 +207,11 @@ MEASUREMENT_PROTOCOL = 2
 #: besides the above. 2 (tracker 0.4.0): a job runs in a measuring child, so its CPU peak memory
 #: is that child's, no longer that of the tracker process (MLflow, the store, the CLI). 3 (tracker
 #: 0.7.4): a job's statistics (its latency, step parts, data wait share, throughput) leave its first
-#: step out, the set-up, as its telemetry did (``job.WARMUP_STEPS``).
-JOB_MEASUREMENT_PROTOCOL = 3
+#: step out, the set-up, as its telemetry did (``job.WARMUP_STEPS``). 4 (tracker 0.9.11): every timed
+#: step is a whole batch of the job's batch size (an epoch's last, partial batch dropped since 0.9.10,
+#: a batch a bad file left short not timed, a dataset smaller than a batch refused): a step of fewer
+#: images was timed and labelled with the job's batch size before.
+JOB_MEASUREMENT_PROTOCOL = 4
 
 
 def software_versions() -> dict[str, str]:
