@@ -382,7 +382,8 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
     # The network-level model is the candidate with the lower held-out MAPE; a trend is stored with it.
     candidates = {"lgbm": first.evaluation["selection_lgbm_mape_pct"],
                   "trend+lgbm": first.evaluation["selection_trend_lgbm_mape_pct"],
-                  "additive+lgbm": first.evaluation["selection_additive_lgbm_mape_pct"]}
+                  "additive+lgbm": first.evaluation["selection_additive_lgbm_mape_pct"],
+                  "factored+lgbm": first.evaluation["selection_factored_lgbm_mape_pct"]}
     chosen = version.tags["network_model"]
     if chosen == "lgbm":  # no trend beat LightGBM alone by the margin
         assert min(candidates.values()) > (1 - SELECTION_MARGIN) * candidates["lgbm"] - 1e-9
@@ -390,7 +391,8 @@ def test_train_registers_a_champion_and_predicts_a_network_never_run(measured: t
         assert candidates[chosen] == min(candidates.values()) <= (1 - SELECTION_MARGIN) * candidates["lgbm"]
     assert ("trend" in version.tags) == (chosen != "lgbm")
     if "trend" in version.tags:  # the kind of trend the candidate's name says
-        assert json.loads(version.tags["trend"])["kind"] == {"trend+lgbm": "loglinear", "additive+lgbm": "additive"}[
+        assert json.loads(version.tags["trend"])["kind"] == {"trend+lgbm": "loglinear", "additive+lgbm": "additive",
+                                                              "factored+lgbm": "factored"}[
             version.tags["network_model"]]
     with downloaded(uri, first.run_id, "evaluation/runs.json") as path:
         used = json.loads(path.read_text())

@@ -264,3 +264,41 @@ def test_hinge_trend_saturates_at_the_largest_peak_and_round_trips_through_json(
     assert np.exp(trend(big, saturated=False)).max() > 2 * 6200.0
     again = Trend.from_json(trend.to_json())
     assert np.allclose(again(x), trend(x)) and again.kind == "hinge"
+
+
+def test_a_factored_trend_scales_the_work_per_batch_size_and_round_trips_through_json() -> None:
+    """A GPU's training step: a fixed cost plus the batch's work, whose time per unit falls as the
+    batch fills the device (a factor per batch size, shared by every network). The factored trend
+    recovers it, where the additive trend (one cost per unit at every batch size) cannot; it is
+    offered for a time target, not for a memory target (whose hinge scales per batch size)."""
+    import pandas as pd
+
+    from tracker.fingerprint.runtime import FACTORED_FEATURES
+    from tracker.fingerprint.train import network_candidates
+
+    rng = np.random.default_rng(4)
+    n = 400
+    x = pd.DataFrame({"batch_size": rng.choice([2, 4, 8, 16, 32, 64, 128], n).astype(float),
+                      "params": rng.uniform(1e6, 3e7, n), "flops": 10 ** rng.uniform(8.5, 10, n)})
+    x["activation_bytes"] = x["flops"] / 40
+    x["batch_flops"] = x["flops"] * x["batch_size"]
+    x["batch_activation_bytes"] = x["activation_bytes"] * x["batch_size"]
+    x["batch_saved_activation_bytes"] = x["batch_activation_bytes"] / 2
+    efficiency = 1 + 2 / np.sqrt(x["batch_size"].to_numpy())  # small batches cost more per sample
+    y = 40 + 1e-6 * x["params"].to_numpy() + 2e-8 * efficiency * x["batch_flops"].to_numpy()
+    factored = Trend.fit(x, np.log(y), "factored")
+    assert factored.features == FACTORED_FEATURES and len(factored.factors) == len(factored.batches) == 7
+    assert np.median(np.abs(np.exp(factored(x)) / y - 1)) < 0.01
+    assert np.median(np.abs(np.exp(Trend.fit(x, np.log(y), "additive")(x)) / y - 1)) > 0.05
+    # a batch size between two learnt: its factor interpolated between theirs
+    between = x.assign(batch_size=48.0, batch_flops=x["flops"] * 48, batch_activation_bytes=x["activation_bytes"] * 48)
+    truth = 40 + 1e-6 * x["params"] + 2e-8 * (1 + 2 / np.sqrt(48)) * between["batch_flops"]
+    assert np.median(np.abs(np.exp(factored(between)) / truth - 1)) < 0.03
+    again = Trend.from_json(factored.to_json())
+    assert np.allclose(again(x), factored(x)) and again.kind == "factored"
+    with pytest.raises(ValueError, match="one factor per batch size"):
+        Trend.from_json('{"kind": "factored", "intercept": 1, "coef": [1, 1, 1], "features": '
+                        '["params", "batch_flops", "batch_activation_bytes"], "batches": [2, 4], "factors": [0]}')
+    assert "factored+lgbm" in network_candidates(x.columns)
+    memory = [*x.columns, "batch_kept_activation_bytes", "batch_largest_activation_bytes"]
+    assert "factored+lgbm" not in network_candidates(memory) and "factored+lgbm" not in network_candidates(memory, True)

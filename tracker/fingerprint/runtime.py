@@ -251,8 +251,12 @@ def additive_features(columns: Any) -> tuple[str, ...]:
     return MEMORY_ADDITIVE_FEATURES if set(MEMORY_ADDITIVE_FEATURES) <= set(columns) else ADDITIVE_FEATURES
 
 
+#: What a factored trend is a sum of: a fixed part (the intercept and the weights) and the work
+#: and activations of the batch, scaled by a factor per batch size.
+FACTORED_FEATURES = ("params", "batch_flops", "batch_activation_bytes")
+
 #: The kinds of trend a version may carry (its JSON's ``kind``).
-TREND_KINDS = ("loglinear", "additive", "hinge")
+TREND_KINDS = ("loglinear", "additive", "hinge", "factored")
 #: A hinge trend's smoothing of its batch factors: the penalty on the difference of neighbouring
 #: batch sizes' log factors (and a tenth of it on each factor's distance from 1).
 HINGE_SMOOTHING = 0.1
@@ -288,7 +292,7 @@ def _raw(x: Any, features: tuple[str, ...]) -> Any:
 
 @dataclass(frozen=True)
 class Trend:
-    """A smooth trend of log(target) under the network-level booster, of one of two kinds:
+    """A smooth trend of log(target) under the network-level booster, of one of these kinds:
 
     - ``loglinear``: a power law, ``log(target) = intercept + coef . log1p(features)`` (ridge);
     - ``additive``: a sum with non-negative terms, ``target = intercept + coef . features``
@@ -297,6 +301,9 @@ class Trend:
       and the weights plus the saved activations of each sample, and a step's time a launch
       overhead plus the work. Unlike a power law it keeps the fixed part apart, so a network
       far smaller or larger than those seen is not scaled as if it had none.
+    - ``hinge`` (memory): ``_fit_hinge``;
+    - ``factored``: ``_fit_factored``, a fixed part plus the batch's work times a factor per
+      batch size (``_line`` without the hinge's floor and ceiling).
     """
 
     intercept: float
@@ -304,8 +311,8 @@ class Trend:
     features: tuple[str, ...] = TREND_FEATURES
     kind: str = "loglinear"
     floor: float = 0.0  # additive only: the least value the sum is held at (positive); hinge: its floor
-    #: hinge only: (floor's softness, ceiling, ceiling's softness), the batch sizes learnt and the
-    #: log factor of each on the per-sample terms
+    #: hinge only: (floor's softness, ceiling, ceiling's softness); hinge and factored: the batch
+    #: sizes learnt and the log factor of each on the per-sample terms
     shape: tuple[float, ...] = ()
     batches: tuple[float, ...] = ()
     factors: tuple[float, ...] = ()
@@ -318,6 +325,8 @@ class Trend:
 
         if self.kind == "hinge":
             return np.log(self._hinge(_raw(x, self.features), x["batch_size"].to_numpy(float), saturated=saturated))
+        if self.kind == "factored":
+            return np.log(np.maximum(self._line(_raw(x, self.features), x["batch_size"].to_numpy(float)), HINGE_LEAST))
         if self.kind == "additive":
             return np.log(np.maximum(self.intercept + _raw(x, self.features) @ np.asarray(self.coef), self.floor))
         return self.intercept + _logs(x, self.features) @ np.asarray(self.coef)
@@ -330,6 +339,8 @@ class Trend:
             return cls._fit_additive(x, np.exp(np.asarray(log_y, float)))
         if kind == "hinge":
             return cls._fit_hinge(x, np.exp(np.asarray(log_y, float)))
+        if kind == "factored":
+            return cls._fit_factored(x, np.exp(np.asarray(log_y, float)))
         if kind != "loglinear":
             raise ValueError(f"unknown trend kind {kind!r}: expected one of {', '.join(TREND_KINDS)}")
         from sklearn.linear_model import Ridge
@@ -359,16 +370,23 @@ class Trend:
         return cls(float(coef[0]), tuple(float(c) for c in coef[1:]), features, "additive",
                    float(fitted.min()) / 2)
 
-    def _hinge(self, raw: Any, batch: Any, factors: Any = None, saturated: bool = True) -> Any:
-        """A hinge trend's value: a fixed part (the intercept and the first term, the weights) plus
-        the per-sample terms times their batch size's factor, held over a floor and under a ceiling
-        by soft corners."""
+    def _line(self, raw: Any, batch: Any, factors: Any = None) -> Any:
+        """A hinge or factored trend's line: a fixed part (the intercept and the first term, the
+        weights) plus the per-sample terms times their batch size's factor (a batch size between
+        those learnt interpolated in log batch size, one past them held at the nearest)."""
         import numpy as np
 
         coef = np.asarray(self.coef)
         if factors is None:
             factors = np.interp(np.log(np.maximum(batch, 1.0)), np.log(self.batches), self.factors)
-        u = self.intercept + raw[:, :1] @ coef[:1] + np.exp(factors) * (raw[:, 1:] @ coef[1:])
+        return self.intercept + raw[:, :1] @ coef[:1] + np.exp(factors) * (raw[:, 1:] @ coef[1:])
+
+    def _hinge(self, raw: Any, batch: Any, factors: Any = None, saturated: bool = True) -> Any:
+        """A hinge trend's value: its line (``_line``) held over a floor and under a ceiling by
+        soft corners."""
+        import numpy as np
+
+        u = self._line(raw, batch, factors)
         kf, ceiling, kc = self.shape
         held = _softmax(u, self.floor, kf)
         # a soft ceiling's corner lies up to kc x log 2 under it: held above 0 (whose log a fit's
@@ -413,10 +431,45 @@ class Trend:
 
         return trend(least_squares(residuals, p0, bounds=(lo, hi), max_nfev=5000).x)
 
+    @classmethod
+    def _fit_factored(cls, x: Any, y: Any) -> "Trend":
+        """``intercept + weights + factor(batch) * (batch FLOPs, batch activation bytes)``: a fixed
+        cost plus the batch's work, whose cost per unit each batch size scales by a factor shared
+        by every network (a GPU's small batches do not fill it; smoothed across batch sizes as the
+        hinge's are). Least squares of the log error, non-negative terms."""
+        import numpy as np
+        from scipy.optimize import least_squares
+
+        features = FACTORED_FEATURES
+        raw = _raw(x, features)
+        scale = raw.max(axis=0)
+        scale[scale <= 0] = 1.0
+        batch = x["batch_size"].to_numpy(float)
+        batches = np.unique(batch)
+        at = np.searchsorted(batches, batch)
+        n, nb = raw.shape[1], len(batches)
+        p0 = np.r_[y.min() / 2, np.full(n, y.mean() / (n + 1)), np.zeros(nb)]
+        lo = np.r_[np.zeros(n + 1), np.full(nb, -2.0)]
+        hi = np.r_[np.full(n + 1, np.inf), np.full(nb, 2.0)]
+        p0 = np.clip(p0, lo + 1e-9, hi - 1e-9)
+
+        def trend(p: Any) -> "Trend":
+            return cls(float(p[0]), tuple(float(c) for c in p[1:n + 1] / scale), features, "factored",
+                       batches=tuple(float(b) for b in batches), factors=tuple(float(g) for g in p[n + 1:]))
+
+        def residuals(p: Any) -> Any:
+            g = p[n + 1:]
+            fitted = np.maximum(trend(p)._line(raw, batch, g[at]), HINGE_LEAST)
+            return np.r_[np.log(fitted) - np.log(y), HINGE_SMOOTHING * np.diff(g), 0.1 * HINGE_SMOOTHING * g]
+
+        return trend(least_squares(residuals, p0, bounds=(lo, hi), max_nfev=5000).x)
+
     def to_json(self) -> str:
         extra = {"floor": self.floor} if self.kind in ("additive", "hinge") else {}
         if self.kind == "hinge":
             extra.update(shape=list(self.shape), batches=list(self.batches), factors=list(self.factors))
+        if self.kind == "factored":
+            extra.update(batches=list(self.batches), factors=list(self.factors))
         return json.dumps({"kind": self.kind, "features": list(self.features), "intercept": self.intercept,
                            "coef": list(self.coef), **extra})
 
@@ -429,6 +482,11 @@ class Trend:
         coef, features = tuple(float(c) for c in data["coef"]), tuple(data["features"])
         if len(coef) != len(features):
             raise ValueError(f"{len(coef)} coefficients for {len(features)} features")
+        if kind == "factored":
+            batches, factors = (tuple(float(v) for v in data[k]) for k in ("batches", "factors"))
+            if not batches or len(batches) != len(factors):
+                raise ValueError("a factored trend needs one factor per batch size")
+            return cls(float(data["intercept"]), coef, features, kind, batches=batches, factors=factors)
         if kind == "hinge":
             shape, batches, factors = (tuple(float(v) for v in data[k]) for k in ("shape", "batches", "factors"))
             if len(shape) != 3 or not batches or len(batches) != len(factors):
