@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, path_of, state
 from tracker.console import clipped, counted
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
@@ -17,7 +17,7 @@ app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases 
 @app.command("run")
 def run(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
+    path: Annotated[Path, typer.Argument(parser=path_of("the campaign file, e.g. experiments/zoo-dozen.toml"), help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
     shard: Annotated[Optional[str], typer.Option(help="Run shard I of N (by network), e.g. 1/2.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure nothing: list each configuration with what a "
                                           "run would do (measured, failed, to measure).")] = False,
@@ -137,7 +137,7 @@ def _loader_line(r: dict[str, Any]) -> str:
 @app.command("loader")
 def loader(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],
+    path: Annotated[Path, typer.Argument(parser=path_of("the training job file, e.g. experiments/train-classification.toml"), help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],
     num_workers: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].num_workers.")] = None,
     prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].prefetch_factor.")] = None,
     batch_size: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].batch_size.")] = None,

@@ -28,6 +28,7 @@ from tracker.cli.options import (
     memory_limit,
     model_reference,
     option_values,
+    path_of,
     state,
 )
 from tracker.console import counted, per
@@ -446,7 +447,7 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again
 @app.command("training")
 def training(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(help="Training job file, e.g. experiments/train-detection.toml.")],
+    config: Annotated[Path, typer.Argument(parser=path_of("the training job file, e.g. experiments/train-detection.toml"), help="Training job file, e.g. experiments/train-detection.toml.")],
     fmt: FormatOption = OutputFormat.table,
     again: Annotated[bool, typer.Option(
         "--again", help="Run the job even if it was measured: a new run beside the old ones, named '· again' (a "
