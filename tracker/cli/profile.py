@@ -455,11 +455,18 @@ def training(
 ) -> None:
     """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
     from tracker.profile import zygote_client
+    from tracker.profile.devicelock import waiting_for
     from tracker.profile.job import load_job
 
     cfg = load_job(config)
     zygote_client.prestart()
-    result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)
+    try:
+        result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)
+    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11
+        if (device := waiting_for(exc)) is None:
+            raise
+        exit_interrupted(f"interrupted while waiting for {device}, which another tracker process was measuring on: "
+                         "the job measured nothing, and no run of it is logged")
     if fmt is OutputFormat.json:
         emit_json(result)
     else:
