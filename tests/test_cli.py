@@ -824,6 +824,40 @@ def test_what_the_command_line_gave_wrong_on_its_face_is_a_usage_error_and_nothi
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]  # no store, no spec, no image, no mapping file
 
 
+def test_an_empty_path_is_a_usage_error_before_anything_is_read_or_made(tmp_path: Path) -> None:
+    """Every PATH argument and option of a file or folder: "" (or blanks) is one line naming it, status 2,
+    before anything is read or made. Until 0.9.11 "" was Path(""), the current folder: `campaign run ""`
+    said "cannot read campaign .: Is a directory", `views -w ""` opened the current folder as a warehouse,
+    each status 1. And SQL of comments alone (`sql -- "-- best runs"`) is refused as "" is: status 2, no
+    warehouse needed (status 1 until 0.9.11, and said only once a warehouse was there)."""
+    empty = [
+        (["campaign", "run", ""], "Invalid value for 'path': '' is an empty path: give the campaign file, e.g. "
+                                  "experiments/zoo-dozen.toml"),
+        (["campaign", "loader", " "], "Invalid value for 'path': ' ' is an empty path: give the training job file"),
+        (["profile", "training", ""], "Invalid value for 'config': '' is an empty path: give the training job file"),
+        (["searchspace", "run", ""], "Invalid value for 'space_file': '' is an empty path: give the search space file"),
+        (["searchspace", "report", ""], "Invalid value for 'space_file': '' is an empty path"),
+        (["searchspace", "report", "s.toml", "--warehouse", ""], "Invalid value for '--warehouse': '' is an empty path"),
+        (["import", "perf4sight", ""], "Invalid value for 'path': '' is an empty path: give perf4sight's TX2 data folder"),
+        (["demo", "--tx2", ""], "Invalid value for '--tx2': '' is an empty path"),  # ". holds no ..." until 0.9.11
+        (["mapping", "run", "--file", ""], "Invalid value for '--file': '' is an empty path: give the mapping file"),
+        (["sql", "SELECT 1", "-o", ""], "Invalid value for '--output' / '-o': '' is an empty path"),
+        *[([*command, flag, ""], "Invalid value for '--warehouse' / '-w': '' is an empty path: give the DuckDB file, "
+                                 "or leave --warehouse out")
+          for command in (["views"], ["sql", "SELECT 1"], ["warehouse", "load"], ["warehouse", "export", "out"],
+                          ["report", "pics"], ["fingerprint", "train", "--target", "latency_ms"])
+          for flag in ("-w", "--warehouse")],
+        (["sql", "--", "-- best runs"], "QUERY '-- best runs' holds no statement, only comments: give one SQL statement"),
+        (["sql", "/* none */ ;"], "QUERY '/* none */ ;' holds no statement, only comments"),
+    ]
+    for args, message in empty:
+        proc = in_process(args, tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and not proc.stdout, (args, proc.returncode, proc.stderr)
+        assert lines[0] == f"error: {message}" or lines[0].startswith(f"error: {message}"), (args, proc.stderr)
+    assert list(tmp_path.iterdir()) == []  # no store, no warehouse, nothing written
+
+
 def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
     import socket
 

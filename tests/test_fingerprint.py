@@ -1409,6 +1409,55 @@ def test_a_train_stopped_part_way_leaves_no_version_half_made(mlflow_server: str
     assert str(client.get_model_version_by_alias(name, CHAMPION).version) == first["version"]
     assert statuses() == ["FINISHED", "KILLED", "KILLED"]
 
+
+#: ``tracker ARGS...`` in a process that takes Ctrl-C as a terminal gives it (CI starts the suite with
+#: SIGINT ignored), sent to itself by a real SIGINT just after train's step AT (a function of
+#: tracker.fingerprint.train) has run.
+CTRL_C_AFTER = """\
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import tracker.fingerprint.train as fingerprint_train
+step = getattr(fingerprint_train, sys.argv[1])
+def then_ctrl_c(*args, **kwargs):
+    out = step(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(60)
+    return out
+setattr(fingerprint_train, sys.argv[1], then_ctrl_c)
+from tracker.cli import main
+sys.argv = ["tracker", *sys.argv[2:]]
+main()
+"""
+
+
+def test_a_train_stopped_by_ctrl_c_says_nothing_is_registered(tmp_path: Path) -> None:
+    """`fingerprint train` stopped by Ctrl-C registers nothing: stopped before its run (while it evaluates),
+    there is no run; stopped once its version is registered, the version is withdrawn and its run ends
+    KILLED. Each says so, status 130: main's "what was logged before is kept" until 0.9.11."""
+    runs, wh = _measure(tmp_path, ("squeezenet1_0", "squeezenet1_1", "resnet18"), "stopped", {"resnet18": (1, 2)})
+    uri = resolve_location(str(runs)).uri
+    client = MlflowClient(uri)
+    args = ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms", "--warehouse", str(wh),
+            "--no-plots"]
+
+    def fingerprint_runs() -> list[Any]:
+        experiment = client.get_experiment_by_name("fingerprints")
+        return [] if experiment is None else client.search_runs([experiment.experiment_id])
+
+    before = subprocess.run([sys.executable, "-c", CTRL_C_AFTER, "evaluate", *args], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=600)
+    assert (before.returncode, before.stdout, before.stderr.strip().splitlines()[-1:]) == (
+        130, "", ["interrupted: nothing is registered, and no fingerprint run is logged"]), before.stderr[-2000:]
+    assert fingerprint_runs() == [] and client.search_registered_models() == []
+
+    registered = subprocess.run([sys.executable, "-c", CTRL_C_AFTER, "_log_served_model", *args], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=600)
+    [run] = fingerprint_runs()
+    assert run.info.status == "KILLED" and client.search_registered_models() == []  # withdrawn, its empty model too
+    assert (registered.returncode, registered.stdout, registered.stderr.strip().splitlines()[-1:]) == (
+        130, "", [f"interrupted: nothing is registered; its run {run.info.run_id[:12]} (experiment fingerprints) is "
+                  "logged KILLED"]), registered.stderr[-2000:]
+
 LAYERED = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1", "shufflenet_v2_x0_5", "mnasnet0_5",
            "regnet_x_400mf", "googlenet")
 

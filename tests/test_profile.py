@@ -1079,6 +1079,17 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     # unbounded (a dry run of 100,000,000 hung drawing them) until 0.9.8: zoo generate --count's bound
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 100000000 }",
      "[networks.generate].count must be from 1 to 100000, got 100000000"),
+    # zoo generate's and zoo prune's --seed bounds (0 to 2**32 - 1): -1, and 2**32 and past, taken until 0.9.11
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 1, seed = -1 }",
+     "[networks.generate].seed must be from 0 to 4294967295, got -1"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 1, seed = 4294967296 }",
+     "[networks.generate].seed must be from 0 to 4294967295, got 4294967296"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]',
+     'prune = { model = "squeezenet1_1", method = "random", ratios = [10], seed = -3 }',
+     "[networks.prune].seed must be from 0 to 4294967295, got -3"),
+    ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]',
+     'prune = { model = "squeezenet1_1", method = "random", ratios = [10], seed = 9223372036854775807 }',
+     "[networks.prune].seed must be from 0 to 4294967295, got 9223372036854775807"),
     # since 0.9.1: a name that is none (an experiment it cannot make) or a path (its specs' folder outside the file's)
     ('name = "bad"', 'name = ""', "[campaign].name '' should be a name, not empty nor a path"),
     ('name = "bad"', 'name = "../../elsewhere"', "[campaign].name '../../elsewhere' should be a name, not empty nor a path"),

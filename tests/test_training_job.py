@@ -727,9 +727,11 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     assert next(m["a"] for m in both["metrics"] if m["metric"] == "latency_ms") == run.data.metrics["latency_ms"]
 
 
-def test_ctrl_c_before_the_first_step_says_no_step_is_kept(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["profile training", "campaign loader"])
+def test_ctrl_c_before_the_first_step_says_no_step_is_kept(tmp_path: Path, command: str) -> None:
     """A job interrupted in its first step (its set-up) logs a KILLED run of no step, and says so: it said
-    `KILLED: no step measured` and then `the steps measured before are kept in that run` until 0.9.10."""
+    `KILLED: no step measured` and then `the steps measured before are kept in that run` until 0.9.10, and
+    a loader campaign's setting "the steps of the one interrupted in its run" until 0.9.11."""
     import signal
     import subprocess
     import time
@@ -752,7 +754,7 @@ class Net(nn.Module):
         return self.f(x.mean((2, 3)))
 """)
     job = _job(tmp_path, "slow", model="slow.py:Net", bs=2, size=32)
-    proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), "profile", "training", str(job)], cwd=tmp_path,
+    proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), *command.split(), str(job)], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
         deadline = time.time() + 120
@@ -763,9 +765,64 @@ class Net(nn.Module):
         out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 130 and out.startswith("KILLED: no step measured (interrupted)"), (out, err[-2000:])
-    assert err.strip().splitlines()[-1] == ("interrupted before its first step was measured: that run is logged "
-                                            "KILLED, with no step"), err[-2000:]
+    line, said = {
+        "profile training": ("KILLED: no step measured (interrupted)",
+                             "interrupted before its first step was measured: that run is logged KILLED, with no step"),
+        "campaign loader": ("workers 0 prefetch 2 batch 2: KILLED (interrupted), before any step was measured",
+                            "interrupted: the settings measured before are kept; the one interrupted measured no step "
+                            "(its run is logged KILLED, with none); run the campaign again to go on")}[command]
+    assert proc.returncode == 130 and out.startswith(line), (out, err[-2000:])
+    assert err.strip().splitlines()[-1] == said, err[-2000:]
+
+
+@pytest.mark.parametrize("command", ["profile training", "campaign loader"])
+def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path: Path, command: str) -> None:
+    """A job interrupted while it waits for its device (another tracker process measuring on it) has
+    measured nothing and logged no run of it, and says so: main's "what was logged before is kept" until
+    0.9.11. The device's lock is this test's, in a lock folder of its own (TMPDIR), so that no other
+    tracker process on the machine waits for it."""
+    import fcntl
+    import os
+    import signal
+    import subprocess
+
+    from tests.conftest import sigint_default
+    from tests.test_cli import TRACKER
+
+    runs, temp = tmp_path / "runs", tmp_path / "tmp"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "4",
+                "--size", "32").exit_code == 0
+    job = _job(tmp_path, "job", bs=2, size=32)
+    (temp / "tracker-devices").mkdir(parents=True)
+    fd = os.open(temp / "tracker-devices" / "cpu.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # this test measures on the CPU, as far as tracker can tell
+        os.write(fd, f"{os.getpid()}\n".encode())
+        proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), *command.split(), str(job)], cwd=tmp_path,
+                                env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=sigint_default)
+        try:
+            waiting = f"note: another tracker process (pid {os.getpid()}) is measuring on cpu: waiting for it"
+            lines = []
+            while not (lines and lines[-1].startswith(waiting)):
+                line = proc.stderr.readline()  # the note is said once the wait begins; '' once the process ended
+                assert line, (proc.wait(timeout=60), lines)
+                lines.append(line)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+    finally:
+        os.close(fd)
+    said = {"profile training": "interrupted while waiting for cpu, which another tracker process was measuring on: "
+                                "the job measured nothing, and no run of it is logged",
+            "campaign loader": "interrupted while waiting for cpu, which another tracker process was measuring on: "
+                               "the settings measured before are kept, the next measured nothing; run the campaign "
+                               "again to go on"}[command]
+    assert proc.returncode == 130 and not out and err.strip().splitlines() == [said], (proc.returncode, out, err[-2000:])
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert client.search_runs(experiments, "tags.`tracker.job` = 'training'") == []  # no run of the job at all
 
 
 def _running(p: psutil.Process) -> bool:

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import ENV, layer_record, network_record
 from tracker.describe import describe
-from tracker.errors import StoreError
+from tracker.errors import OptionError, StoreError
 from tracker.log.logger import RunLogger
 from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord
 from tracker.settings import resolve_location
@@ -395,9 +395,10 @@ def test_cli_load_query_views_export_and_a_read_only_warehouse(tmp_path: Path) -
     assert runner.invoke(app, ["sql", "SELECT 1 AS a", "--format", "csv"]).output == "a\n1\n"  # CRLF until 0.9.6
     text = runner.invoke(app, ["sql", "SELECT 1 AS a", "-o", str(tmp_path / "out.txt"), "--format", "table"])
     assert text.exit_code == 0 and (tmp_path / "out.txt").read_text().endswith("(1 row)\n")
-    for empty in (";", "-- a comment alone", "/* another */"):  # a comment alone gave "(0 rows)" until 0.9.4
-        refused = runner.invoke(app, ["sql", "--", empty])
-        assert refused.exit_code == 1 and ("is empty" in str(refused.exception)), empty
+    for empty, said in ((";", "is empty"), ("-- a comment alone", "holds no statement, only comments"),
+                        ("/* another */", "holds no statement, only comments")):  # "(0 rows)" until 0.9.4
+        refused = runner.invoke(app, ["sql", "--", empty])  # a usage error (OptionError: status 2 through main)
+        assert isinstance(refused.exception, OptionError) and f"{empty!r} {said}" in str(refused.exception), empty
     one = runner.invoke(app, ["sql", "SELECT 1 AS a"])
     assert one.exit_code == 0 and one.output.rstrip().endswith("(1 row)")
     typo = runner.invoke(app, ["sql", "SELEC 1"])

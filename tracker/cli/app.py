@@ -26,7 +26,8 @@ from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
-from tracker.cli.options import FormatOption, OutputFormat, State, emit_json, exit_interrupted, logging_nothing, state
+from tracker.cli.options import (FormatOption, OutputFormat, State, emit_json, exit_interrupted, logging_nothing,
+                                 path_of, state)
 
 app = typer.Typer(
     name="tracker",
@@ -93,7 +94,7 @@ def ui(
 def demo(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="Seven small networks at batch 1, no TX2 data (about a minute).")] = False,
-    tx2: Annotated[Optional[Path], typer.Option("--tx2", help="perf4sight's TX2 data folder. Default: ../shared/datasets/perf4sight-tx2.")] = None,
+    tx2: Annotated[Optional[Path], typer.Option("--tx2", parser=path_of("perf4sight's TX2 data folder"), help="perf4sight's TX2 data folder. Default: ../shared/datasets/perf4sight-tx2.")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """The main job: measure a dozen networks and more, load the warehouse, train fingerprints, predict unseen networks."""

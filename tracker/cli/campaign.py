@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, path_of, state
 from tracker.console import clipped, counted
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
@@ -17,7 +17,7 @@ app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases 
 @app.command("run")
 def run(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
+    path: Annotated[Path, typer.Argument(parser=path_of("the campaign file, e.g. experiments/zoo-dozen.toml"), help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
     shard: Annotated[Optional[str], typer.Option(help="Run shard I of N (by network), e.g. 1/2.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure nothing: list each configuration with what a "
                                           "run would do (measured, failed, to measure).")] = False,
@@ -139,7 +139,7 @@ def _loader_line(r: dict[str, Any]) -> str:
 @app.command("loader")
 def loader(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],
+    path: Annotated[Path, typer.Argument(parser=path_of("the training job file, e.g. experiments/train-classification.toml"), help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],
     num_workers: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].num_workers.")] = None,
     prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].prefetch_factor.")] = None,
     batch_size: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].batch_size.")] = None,
@@ -150,6 +150,7 @@ def loader(
     """Find the data-loading bottleneck: the job at every num_workers x prefetch_factor x batch_size (resumable)."""
     from tracker.cli.profile import run_training_job
     from tracker.errors import OptionError
+    from tracker.profile.devicelock import waiting_for
     from tracker.profile.job import check_sweep, run_loader_campaign, sweep_of
 
     sweep = sweep_of(path) if path.is_file() else {}
@@ -162,9 +163,16 @@ def loader(
             with option_values():
                 check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")
     logger = _dry_run_logger(state(ctx))[0] if dry_run else state(ctx).logger()
-    results = run_loader_campaign(logger, path, sweep,
-                                  lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
-    interrupted = any(r["status"] == "KILLED" for r in results)
+    try:
+        results = run_loader_campaign(logger, path, sweep,
+                                      lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
+    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11
+        if (device := waiting_for(exc)) is None:
+            raise
+        exit_interrupted(f"interrupted while waiting for {device}, which another tracker process was measuring on: "
+                         "the settings measured before are kept, the next measured nothing; run the campaign again "
+                         "to go on")
+    killed = next((r for r in results if r["status"] == "KILLED"), None)  # the one interrupted, the last
     if fmt is OutputFormat.json:
         emit_json(results)
     else:
@@ -173,8 +181,11 @@ def loader(
         if dry_run:
             typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of "
                        f"{counted(len(results), 'setting')} to measure")
-        elif not interrupted:
+        elif killed is None:
             typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")
-    if interrupted:  # status 0 until 0.9.5, as if it had ended
+    if killed is not None:  # status 0 until 0.9.5, as if it had ended
+        # one stopped before its first step has none to keep (said as kept until 0.9.11)
         exit_interrupted("interrupted: the settings measured before are kept, and the steps of the one "
-                         "interrupted in its run; run the campaign again to go on")
+                         "interrupted in its run; run the campaign again to go on" if killed.get("steps") else
+                         "interrupted: the settings measured before are kept; the one interrupted measured no step "
+                         "(its run is logged KILLED, with none); run the campaign again to go on")

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import (Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, model_reference,
-                                 option_values, reads_only, state)
+from tracker.cli.options import (Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, exit_interrupted,
+                                 model_reference, option_values, reads_only, state)
 from tracker.cli.warehouse import WarehouseOption
 from tracker.console import counted, shell_word
 from tracker.fingerprint.runtime import TARGETS
@@ -64,8 +64,8 @@ def train_cmd(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Train, evaluate on held-out networks, register, and promote if it beats the champion."""
-    from tracker.errors import OptionError
-    from tracker.fingerprint.train import train
+    from tracker.errors import OptionError, TrackerError, interrupted
+    from tracker.fingerprint.train import stopped_train, train
     from tracker.settings import warehouse_path
 
     if target not in TARGETS:  # as predict's --sort: a usage error, status 2 (1 until 0.9.10)
@@ -74,10 +74,17 @@ def train_cmd(
     if location.is_http:  # it registers the model there: a server that does not answer is said before training
         location.require()
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
-    _note_unloaded(path, location)
-    result = train(path, target, phase.value, device, location.uri,
-                   exclude=exclude or (), dtype=dtype.value, plots=plots, experiments=experiments or (),
-                   as_measured=as_measured)
+    try:
+        _note_unloaded(path, location)
+        result = train(path, target, phase.value, device, location.uri,
+                       exclude=exclude or (), dtype=dtype.value, plots=plots, experiments=experiments or (),
+                       as_measured=as_measured)
+    except Exception as exc:  # DuckDB's error for a Ctrl-C in a query, said as a Ctrl-C
+        if isinstance(exc, TrackerError) or not interrupted(exc):
+            raise
+        exit_interrupted(f"interrupted: {stopped_train(exc)}")
+    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11, where nothing is
+        exit_interrupted(f"interrupted: {stopped_train(exc)}")
     if result.left_out_imprecise:  # said where too few were left alone until 0.9.2
         from tracker.profile.stats import IMPRECISE_CI_REL
 

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, logging_nothing, state
+from tracker.cli.options import (FormatOption, OutputFormat, emit_json, exit_interrupted, logging_nothing, path_of,
+                                 state)
 
 app = typer.Typer(help="Import measurements made elsewhere.", no_args_is_help=True)
 
@@ -15,7 +16,7 @@ app = typer.Typer(help="Import measurements made elsewhere.", no_args_is_help=Tr
 @app.command("perf4sight")
 def perf4sight(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="Folder with latency/, memory/ and architectures.json.gz.")],
+    path: Annotated[Path, typer.Argument(parser=path_of("perf4sight's TX2 data folder"), help="Folder with latency/, memory/ and architectures.json.gz.")],
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Import perf4sight's Jetson TX2 training profiles (one training run per network and batch size)."""

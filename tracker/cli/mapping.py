@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption, BatchSizeOption, FormatOption,
-                                 OutputFormat, emit_json, exit_interrupted, finite, option_values, state)
+                                 OutputFormat, emit_json, exit_interrupted, finite, option_values, path_of,
+                                 state)
 from tracker.console import counted
 from tracker.settings import MAX_SEED
 
@@ -154,7 +155,7 @@ def run(
     single: SingleOption = False,
     gpu_only: GpuOnlyOption = False,
     max_split: MaxSplitOption = None,
-    file: Annotated[Optional[Path], typer.Option("--file", help="Run the mappings of this file instead of drawing them.")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", parser=path_of("the mapping file (JSON, as mapping generate --out writes)"), help="Run the mappings of this file instead of drawing them.")] = None,
     mapping: Annotated[Optional[list[str]], typer.Option("--mapping", help="Run this mapping, e.g. resnet18@30:cpu>cpu,mobilenet_v2:cpu (repeatable).")] = None,
     batch_size: BatchSizeOption = 1,
     duration: Annotated[float, typer.Option("--duration", min=0.1, callback=finite, help="Seconds of sampling per workload.")] = 10.0,

@@ -28,6 +28,7 @@ from tracker.cli.options import (
     memory_limit,
     model_reference,
     option_values,
+    path_of,
     state,
 )
 from tracker.console import counted, per
@@ -446,7 +447,7 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again
 @app.command("training")
 def training(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(help="Training job file, e.g. experiments/train-detection.toml.")],
+    config: Annotated[Path, typer.Argument(parser=path_of("the training job file, e.g. experiments/train-detection.toml"), help="Training job file, e.g. experiments/train-detection.toml.")],
     fmt: FormatOption = OutputFormat.table,
     again: Annotated[bool, typer.Option(
         "--again", help="Run the job even if it was measured: a new run beside the old ones, named '· again' (a "
@@ -454,11 +455,18 @@ def training(
 ) -> None:
     """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
     from tracker.profile import zygote_client
+    from tracker.profile.devicelock import waiting_for
     from tracker.profile.job import load_job
 
     cfg = load_job(config)
     zygote_client.prestart()
-    result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)
+    try:
+        result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)
+    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11
+        if (device := waiting_for(exc)) is None:
+            raise
+        exit_interrupted(f"interrupted while waiting for {device}, which another tracker process was measuring on: "
+                         "the job measured nothing, and no run of it is logged")
     if fmt is OutputFormat.json:
         emit_json(result)
     else:

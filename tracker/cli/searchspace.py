@@ -8,11 +8,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, finite, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, finite, path_of, state
 
 app = typer.Typer(help="Search-space profiling: what each candidate costs and is worth, and the frontier worth keeping.",
                   no_args_is_help=True)
-SpaceArg = Annotated[Path, typer.Argument(help="Search space file, e.g. experiments/searchspace-digits.toml.")]
+SpaceArg = Annotated[Path, typer.Argument(parser=path_of("the search space file, e.g. experiments/searchspace-digits.toml"), help="Search space file, e.g. experiments/searchspace-digits.toml.")]
 
 
 def _open(ctx: typer.Context, space_file: Path) -> tuple[Any, Any]:
@@ -118,7 +118,7 @@ def report_cmd(
     ctx: typer.Context,
     space_file: SpaceArg,
     latency: Annotated[Optional[LatencySource], typer.Option(help="Which latency the frontier uses (default: measured where there is any).")] = None,
-    warehouse: Annotated[Optional[Path], typer.Option(help="DuckDB warehouse (default: warehouse.duckdb in the embedded store's folder); loaded first.")] = None,
+    warehouse: Annotated[Optional[Path], typer.Option(parser=path_of("the DuckDB file, or leave --warehouse out"), help="DuckDB warehouse (default: warehouse.duckdb in the embedded store's folder); loaded first.")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Load the warehouse, print the Pareto frontier and the primitives on it per position, log the plot."""

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from tracker.cli.options import (FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, reads_only,
-                                 says_when_interrupted, state)
+                                 path_of, says_when_interrupted, state)
 from tracker.console import counted
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking 
 
 WarehouseOption = Annotated[
     Optional[Path],
-    typer.Option("--warehouse", "-w", help="DuckDB file. Default: TRACKER_WAREHOUSE, else warehouse.duckdb in the embedded store's folder (runs/); for a server, runs/warehouse-HOST-PORT.duckdb."),
+    typer.Option("--warehouse", "-w", parser=path_of("the DuckDB file, or leave --warehouse out"), help="DuckDB file. Default: TRACKER_WAREHOUSE, else warehouse.duckdb in the embedded store's folder (runs/); for a server, runs/warehouse-HOST-PORT.duckdb."),
 ]
 
 
@@ -127,7 +127,7 @@ def sql(
     fmt: Annotated[Optional[QueryFormat], typer.Option(
         "--format", help="table, json, csv, or parquet (needs --output). Default: the --output file's suffix (.csv, .json, "
         ".parquet), else table.")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the result to this file.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", parser=path_of("the file to write the result to"), help="Write the result to this file.")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
         "--param", metavar="NAME=VALUE", help="A value for the query's $NAME, bound, not pasted into the SQL "
         "(repeatable): 'WHERE batch_size = $bs' --param bs=8.")] = None,
@@ -135,10 +135,13 @@ def sql(
     """Run a SQL query on the warehouse, opened read-only."""
     from tracker.errors import OptionError, QueryError, os_reason
     from tracker.settings import warehouse_path
-    from tracker.warehouse.query import check_output, parse_params, query as run_query, render, write_parquet
+    from tracker.warehouse.query import (check_output, holds_no_statement, parse_params, query as run_query, render,
+                                         write_parquet)
 
-    if not query.replace(";", " ").strip():  # as the query would refuse it, but a usage error, status 2 (1 until 0.9.10)
-        raise OptionError(f"QUERY {query!r} is empty: give one SQL statement, e.g. \"SELECT * FROM latest_measurements\"")
+    if holds_no_statement(query):  # as the query would refuse it, but a usage error, status 2 (1 until 0.9.10; a
+        # comment alone, `sql -- "-- best runs"`, 1 until 0.9.11, and said only once a warehouse was there)
+        what = "is empty" if not query.replace(";", " ").strip() else "holds no statement, only comments"
+        raise OptionError(f"QUERY {query!r} {what}: give one SQL statement, e.g. \"SELECT * FROM latest_measurements\"")
     with option_values():  # --param, --output and --format as given: usage errors, status 2 (1 until 0.9.8)
         params = parse_params(param or [])
     files = {f.value for f in QueryFormat} - {"table"}

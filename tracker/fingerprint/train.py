@@ -791,19 +791,39 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
             champion, reason = _maybe_promote(client, tracking_uri, name, version, frame, y, pred, (warehouse, phase, device))
         except BaseException as exc:  # a Ctrl-C or a store error part-way: no version is left half made
             if run_id is not None:
-                _withdraw(client, name, run_id, interrupted(exc))
+                kept = _withdraw(client, name, run_id, interrupted(exc))
+                if interrupted(exc):  # what the command says of it (``stopped_train``)
+                    with contextlib.suppress(AttributeError, TypeError):
+                        exc.fingerprint_run = (name, run_id, kept)  # type: ignore[attr-defined]
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method, floor_text, *left_out, reference_ms)
 
 
-def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:
+def stopped_train(exc: BaseException) -> str:
+    """What a ``fingerprint train`` stopped by Ctrl-C (``exc``) left: nothing registered, its run (where it
+    had one) KILLED; a version already champion kept; or, where the store did not answer the withdrawal, a
+    version perhaps left. Main's "what was logged before is kept" until 0.9.11, where nothing was."""
+    name, run_id, kept = getattr(exc, "fingerprint_run", (None, None, []))
+    if run_id is None:  # stopped before its run was made (reading the warehouse, training, evaluating)
+        return "nothing is registered, and no fingerprint run is logged"
+    run = f"its run {run_id[:12]} (experiment {EXPERIMENT}) is logged KILLED"
+    if kept is None:
+        return (f"its run {run_id[:12]} (experiment {EXPERIMENT}) could not be withdrawn whole, the store did not "
+                f"answer: a version of {name} it registered may be left, never compared (tracker fingerprint list)")
+    if kept:  # made champion just before the Ctrl-C
+        return f"version {', '.join(kept)} of {name} was made champion before it stopped, and stays registered; {run}"
+    return f"nothing is registered; {run}"
+
+
+def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> list[str] | None:
     """Undo a train stopped between its run and its comparison with the champion: delete the
     versions the run registered (never compared, perhaps without the tags ``tracker predict``
     reads), unless one already holds the alias; delete the registered model if that leaves it
     empty; end the run KILLED (``killed``: a Ctrl-C, which waits meanwhile) or FAILED. Each
     request to a tracking server is tried once, with a short timeout: a server that is what
-    failed leaves the first error to be reported, not minutes of retries."""
+    failed leaves the first error to be reported, not minutes of retries. The versions of the run
+    it kept (the champion); None where the store failed part way."""
     import os
     import signal
 
@@ -812,21 +832,26 @@ def _withdraw(client: Any, name: str, run_id: str, killed: bool) -> None:
     with sigint_handled(signal.SIG_IGN) if killed else contextlib.nullcontext():  # a second Ctrl-C waits
         saved = {key: os.environ.get(key) for key in _ONE_TRY}
         os.environ.update(_ONE_TRY)
+        kept: list[str] = []
+        failed = False
         try:
             for version in client.search_model_versions(f"name = '{name}' and run_id = '{run_id}'"):
                 if CHAMPION not in (version.aliases or []):
                     client.delete_model_version(name, version.version)
+                else:
+                    kept.append(str(version.version))
             if not client.search_model_versions(f"name = '{name}'"):
                 client.delete_registered_model(name)
             client.set_terminated(run_id, RunStatus.to_string(RunStatus.KILLED if killed else RunStatus.FAILED))
         except Exception:  # noqa: BLE001 - the store may be what failed; the caller re-raises the first error
-            pass
+            failed = True
         finally:
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+    return None if failed else kept
 
 
 #: MLflow's HTTP settings while a stopped train is undone (it reads them at each request).

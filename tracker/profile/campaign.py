@@ -36,7 +36,7 @@ from tracker.errors import ConfigError, not_utf8
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI
-from tracker.settings import MAX_BATCH
+from tracker.settings import MAX_BATCH, MAX_SEED
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -330,8 +330,10 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
         count = int(g.get("count", 10))
         # as zoo generate --count (unbounded, a dry run of 100,000,000 hung drawing them, until 0.9.8)
         check_bound(where, "[networks.generate].count", count, least=1, most=MAX_GENERATE_COUNT)
+        seed = int(g.get("seed", 0))  # as zoo generate --seed (a negative one, or one past 2**32, taken until 0.9.11)
+        check_bound(where, "[networks.generate].seed", seed, least=0, most=MAX_SEED)
         try:
-            specs = generate(count, int(g.get("seed", 0)), input_size=int(g.get("input_size", 224)))
+            specs = generate(count, seed, input_size=int(g.get("input_size", 224)))
         except ConfigError as e:
             raise ConfigError(f"{where}: [networks.generate]: {e}") from None
         refs += written(specs, folder)
@@ -358,9 +360,11 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
                     raise UnknownModelError(f"{where}: [networks.prune].model: {e}") from None
                 base = pr["model"]
         ratios = ratios_from_percentages(list(pr.get("ratios", [0])), f"{where}: [networks.prune].ratios")
+        seed = int(pr.get("seed", 0))  # as zoo prune --seed (taken, whatever its sign or size, until 0.9.11)
+        check_bound(where, "[networks.prune].seed", seed, least=0, most=MAX_SEED)
         try:
             with planned_specs(unwritten or {}):  # its model may be a generated one a dry run planned
-                specs = [pruned_spec(base, r, method=pr.get("method", "l1"), seed=int(pr.get("seed", 0))) for r in ratios]
+                specs = [pruned_spec(base, r, method=pr.get("method", "l1"), seed=seed) for r in ratios]
         except ConfigError as e:
             raise ConfigError(f"{where}: [networks.prune]: {e}") from None
         refs += written(specs, folder)

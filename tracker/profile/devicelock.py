@@ -125,16 +125,22 @@ def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
         return
     waited_from = None
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if waited_from is None:
-                    waited_from = time.monotonic()
-                    say(f"{_holder(fd)} is measuring on {device}: waiting for it (two measurements at once on "
-                        f"one device would each time the other's work too)")
-                time.sleep(POLL_S)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if waited_from is None:
+                        waited_from = time.monotonic()
+                        say(f"{_holder(fd)} is measuring on {device}: waiting for it (two measurements at once on "
+                            f"one device would each time the other's work too)")
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt as exc:  # a Ctrl-C (a SIGTERM) before the device was this process's: nothing of
+            # its measurement has begun, which the command may say (``waiting_for_device``)
+            if waited_from is not None:
+                exc.waiting_for_device = device  # type: ignore[attr-defined]
+            raise
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
@@ -153,7 +159,9 @@ def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
 def measuring_on(devices: Iterable[str], say: Callable[[str], None] | None = None) -> Iterator[float]:
     """Hold each of ``devices``' locks (in name order) for the block; yields how long this
     process waited for them (seconds). ``say`` (default: a note on stderr) is told once per
-    device it waits for, naming the process it waits for."""
+    device it waits for, naming the process it waits for. A Ctrl-C (KeyboardInterrupt, or the
+    command's Terminated) while it waits for one goes on with ``waiting_for_device``, that device,
+    set on it (:func:`waiting_for`)."""
     import importlib.util
 
     if importlib.util.find_spec("fcntl") is None:
@@ -166,3 +174,9 @@ def measuring_on(devices: Iterable[str], say: Callable[[str], None] | None = Non
         for _, device in names:
             waited += stack.enter_context(_locked(device, say or _say_once))
         yield waited
+
+
+def waiting_for(exc: BaseException) -> str | None:
+    """The device a Ctrl-C (``exc``) stopped this process waiting for, its measurement not begun
+    (see :func:`measuring_on`); None for one that landed anywhere else."""
+    return getattr(exc, "waiting_for_device", None)

@@ -17,6 +17,23 @@ from tracker.warehouse.load import connect, connect_loaded, interruptible
 from tracker.warehouse.tables import TABLES
 
 
+def holds_no_statement(sql: str) -> bool:
+    """Whether ``sql`` holds no statement to run: blank, semicolons, or comments alone (``-- best runs``),
+    as DuckDB's own parser reads it, with no warehouse opened. SQL it cannot parse is left to the query
+    to say (False)."""
+    if not sql.replace(";", " ").strip():
+        return True
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        return not con.extract_statements(sql)
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+
+
 def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
     """Run one query on the warehouse opened read-only; an Arrow table of the result, its columns
     named apart (a second ``run_id`` of a join is ``run_id_1``, as DuckDB names them in Parquet:
