@@ -775,12 +775,12 @@ class Net(nn.Module):
     assert err.strip().splitlines()[-1] == said, err[-2000:]
 
 
-@pytest.mark.parametrize("command", ["profile training", "campaign loader"])
+@pytest.mark.parametrize("command", ["profile training", "campaign loader", "profile network"])
 def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path: Path, command: str) -> None:
-    """A job interrupted while it waits for its device (another tracker process measuring on it) has
-    measured nothing and logged no run of it, and says so: main's "what was logged before is kept" until
-    0.9.11. The device's lock is this test's, in a lock folder of its own (TMPDIR), so that no other
-    tracker process on the machine waits for it."""
+    """A job (or a network's measurement) interrupted while it waits for its device (another tracker
+    process measuring on it) has measured nothing and logged no run of it, and says so: main's "what was
+    logged before is kept" until 0.9.11. The device's lock is this test's, in a lock folder of its own
+    (TMPDIR), so that no other tracker process on the machine waits for it."""
     import fcntl
     import os
     import signal
@@ -798,7 +798,8 @@ def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # this test measures on the CPU, as far as tracker can tell
         os.write(fd, f"{os.getpid()}\n".encode())
-        proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), *command.split(), str(job)], cwd=tmp_path,
+        what = ["squeezenet1_1", "--input-size", "32"] if command == "profile network" else [str(job)]
+        proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), *command.split(), *what], cwd=tmp_path,
                                 env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, preexec_fn=sigint_default)
         try:
@@ -818,11 +819,14 @@ def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path:
                                 "the job measured nothing, and no run of it is logged",
             "campaign loader": "interrupted while waiting for cpu, which another tracker process was measuring on: "
                                "the settings measured before are kept, the next measured nothing; run the campaign "
-                               "again to go on"}[command]
+                               "again to go on",
+            "profile network": "interrupted while waiting for cpu, which another tracker process was measuring on: "
+                               "nothing was measured, and no run of it is logged"}[command]
     assert proc.returncode == 130 and not out and err.strip().splitlines() == [said], (proc.returncode, out, err[-2000:])
     client = MlflowClient(resolve_location(str(runs)).uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
-    assert client.search_runs(experiments, "tags.`tracker.job` = 'training'") == []  # no run of the job at all
+    of_it = "tags.`tracker.kind` = 'network'" if command == "profile network" else "tags.`tracker.job` = 'training'"
+    assert client.search_runs(experiments, of_it) == []  # no run of it at all
 
 
 def _running(p: psutil.Process) -> bool:

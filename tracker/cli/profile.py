@@ -296,6 +296,11 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
                                  memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace,
                                  input_size=input_size, dtype=dtype.value)
     except KeyboardInterrupt as exc:
+        from tracker.profile.devicelock import waiting_for
+
+        if (waited := waiting_for(exc)) is not None:  # main's "what was logged before is kept" until 0.9.11
+            exit_interrupted(f"interrupted while waiting for {waited}, which another tracker process was measuring "
+                             "on: nothing was measured, and no run of it is logged")
         # a Ctrl-C while the server took the runs, which it took whole: their figures, and where they are (said to
         # wait in the outbox, without figures, until 0.9.8)
         if (logged := getattr(exc, "logged_result", None)) is None:
