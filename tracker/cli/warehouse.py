@@ -135,13 +135,17 @@ def sql(
     """Run a SQL query on the warehouse, opened read-only."""
     from tracker.errors import OptionError, QueryError, os_reason
     from tracker.settings import warehouse_path
-    from tracker.warehouse.query import (check_output, holds_no_statement, parse_params, query as run_query, render,
-                                         write_parquet)
+    from tracker.warehouse.query import (check_output, parse_params, query as run_query, render,
+                                         statement_count, write_parquet)
 
-    if holds_no_statement(query):  # as the query would refuse it, but a usage error, status 2 (1 until 0.9.10; a
+    count = statement_count(query)
+    if count == 0:  # as the query would refuse it, but a usage error, status 2 (1 until 0.9.10; a
         # comment alone, `sql -- "-- best runs"`, 1 until 0.9.11, and said only once a warehouse was there)
         what = "is empty" if not query.replace(";", " ").strip() else "holds no statement, only comments"
         raise OptionError(f"QUERY {query!r} {what}: give one SQL statement, e.g. \"SELECT * FROM latest_measurements\"")
+    if count is not None and count > 1:  # as the query would refuse it (DuckDB would run them all and answer the
+        # last), but a usage error, status 2 (1 until 0.9.11, said only once a warehouse was there)
+        raise OptionError(f"QUERY holds {count} statements: give one (tracker sql runs each on its own)")
     with option_values():  # --param, --output and --format as given: usage errors, status 2 (1 until 0.9.8)
         params = parse_params(param or [])
     files = {f.value for f in QueryFormat} - {"table"}

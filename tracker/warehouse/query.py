@@ -17,19 +17,19 @@ from tracker.warehouse.load import connect, connect_loaded, interruptible
 from tracker.warehouse.tables import TABLES
 
 
-def holds_no_statement(sql: str) -> bool:
-    """Whether ``sql`` holds no statement to run: blank, semicolons, or comments alone (``-- best runs``),
-    as DuckDB's own parser reads it, with no warehouse opened. SQL it cannot parse is left to the query
-    to say (False)."""
+def statement_count(sql: str) -> int | None:
+    """How many statements ``sql`` holds, as DuckDB's own parser reads it, with no warehouse opened: 0
+    for blank, semicolons, or comments alone (``-- best runs``); None for SQL it cannot parse, left to
+    the query to say."""
     if not sql.replace(";", " ").strip():
-        return True
+        return 0
     import duckdb
 
     con = duckdb.connect(":memory:")
     try:
-        return not con.extract_statements(sql)
+        return len(con.extract_statements(sql))
     except duckdb.Error:
-        return False
+        return None
     finally:
         con.close()
 
