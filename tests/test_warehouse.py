@@ -599,6 +599,9 @@ def test_each_tracking_server_has_its_own_default_warehouse(tmp_path: Path) -> N
         mp.setenv("TRACKER_RUNS_DIR", "")
         mp.chdir(tmp_path)
         assert runs_dir() == tmp_path / "runs"
+        for blank in ("", " "):  # TRACKER_WAREHOUSE blank: unset (" " was a file named " " until 0.9.11)
+            mp.setenv("TRACKER_WAREHOUSE", blank)
+            assert warehouse_path() == tmp_path / "runs" / "warehouse.duckdb"
     # two databases in one folder, a warehouse each (one, shared, until 0.9.2)
     assert [warehouse_path(tracking_uri=f"sqlite:///{tmp_path / name}") for name in ("a.db", "b.db", "mlflow.db")] == [
         tmp_path / "warehouse-a.duckdb", tmp_path / "warehouse-b.duckdb", tmp_path / "warehouse.duckdb"]

@@ -107,7 +107,8 @@ def warehouse_path(explicit: str | Path | None = None, tracking_uri: str | None 
     beside a database ``NAME.db`` of another name), else, for a server,
     ``runs/warehouse-HOST-PORT.duckdb``. So each store and each server has its own warehouse: a
     load from one never counts another's runs as deleted."""
-    chosen = explicit or os.environ.get("TRACKER_WAREHOUSE")
+    # set but blank: unset, as TRACKER_RUNS_DIR (" " was a file named " " in the current folder until 0.9.11)
+    chosen = explicit or os.environ.get("TRACKER_WAREHOUSE", "").strip() or None
     if chosen:
         path = Path(chosen).resolve()
     else:
