@@ -290,6 +290,20 @@ def _raw(x: Any, features: tuple[str, ...]) -> Any:
     return np.nan_to_num(x[list(features)].to_numpy(float), nan=0.0).clip(min=0)
 
 
+def _per_batch(x: Any, features: tuple[str, ...]) -> tuple[Any, Any, Any, Any, Any]:
+    """What a trend with a factor per batch size (hinge, factored) is fitted on: the rows' raw
+    ``features``, each column's scale (its largest value; 1 where none is positive), their batch
+    sizes, the distinct batch sizes in order and each row's index among them."""
+    import numpy as np
+
+    raw = _raw(x, features)
+    scale = raw.max(axis=0)
+    scale[scale <= 0] = 1.0
+    batch = x["batch_size"].to_numpy(float)
+    batches = np.unique(batch)
+    return raw, scale, batch, batches, np.searchsorted(batches, batch)
+
+
 @dataclass(frozen=True)
 class Trend:
     """A smooth trend of log(target) under the network-level booster, of one of these kinds:
@@ -406,12 +420,7 @@ class Trend:
         from scipy.optimize import least_squares
 
         features = additive_features(x.columns)
-        raw = _raw(x, features)
-        scale = raw.max(axis=0)
-        scale[scale <= 0] = 1.0
-        batch = x["batch_size"].to_numpy(float)
-        batches = np.unique(batch)
-        at = np.searchsorted(batches, batch)
+        raw, scale, batch, batches, at = _per_batch(x, features)
         n, nb = raw.shape[1], len(batches)
         ceiling = float(y.max())
         p0 = np.r_[0.8 * y.min(), np.full(n, y.mean() / (n + 1)), y.min(), 50.0, 100.0, np.zeros(nb)]
@@ -441,12 +450,7 @@ class Trend:
         from scipy.optimize import least_squares
 
         features = FACTORED_FEATURES
-        raw = _raw(x, features)
-        scale = raw.max(axis=0)
-        scale[scale <= 0] = 1.0
-        batch = x["batch_size"].to_numpy(float)
-        batches = np.unique(batch)
-        at = np.searchsorted(batches, batch)
+        raw, scale, batch, batches, at = _per_batch(x, features)
         n, nb = raw.shape[1], len(batches)
         p0 = np.r_[y.min() / 2, np.full(n, y.mean() / (n + 1)), np.zeros(nb)]
         lo = np.r_[np.zeros(n + 1), np.full(nb, -2.0)]
