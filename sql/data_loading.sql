@@ -10,6 +10,9 @@
 -- A dataset is its folder (data_path, the resolved path) since 0.9.8: two folders of one name,
 -- both dataset imagefolder:shapes, were one dataset, the older job's rows hidden by the newer's;
 -- a job logged before then has no data_path and is grouped by its dataset alone.
+-- speed_probe_ms: the speed probe's median beside the job's steps (tracker.profile.probe: a fixed
+-- workload, the machine's speed when it measured, timed just before its first step and just after its
+-- last; since tracker 0.9.11), in the unit of every measurement's; NULL before then and where it failed.
 SELECT
     t.model, t.dataset, t.data_path, t.device, t.mode, CAST(t.input_size AS BIGINT) AS input_size,
     CAST(t.num_workers AS BIGINT) AS num_workers,
@@ -20,6 +23,7 @@ SELECT
     CAST(t.step_time_ms AS DOUBLE) AS median_step_ms,
     CAST(t.data_wait_ms AS DOUBLE) AS median_data_wait_ms,
     CAST(t.peak_mem_mb AS DOUBLE) AS peak_mem_mb,
+    CAST(t.speed_probe_ms AS DOUBLE) AS speed_probe_ms,
     CAST(t.samples_count + COALESCE(t.warmup_count, 0) AS BIGINT) AS steps,
     t.run_id,
     COALESCE(t.warmup_count, 0) > 0 AND rank() OVER (

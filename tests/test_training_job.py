@@ -715,6 +715,9 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     assert "tracker.stop_reason" not in run.data.tags  # its samples say "interrupted"; the tag said "epochs" until 0.9.6
     assert len(client.get_metric_history(r["run_id"], "step_total_ms")) == r["steps"]
     assert run.data.metrics["samples_count"] == r["steps"] - 1 and run.data.metrics["warmup_count"] == 1
+    # its speed probe is whole or absent: interrupted, its second bracket is not taken (since 0.9.11)
+    assert not {k for k in run.data.metrics if k.startswith("speed_probe")} and r.get("speed_probe_ms") is None
+    assert not {k for k in run.data.tags if k.startswith("tracker.speed_probe")}
     if command == "campaign loader":
         return
     # compared on the steps it kept, with a job run to the end ("nothing measured to compare" until 0.9.3)
@@ -724,6 +727,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     assert compared.exit_code == 0, compared.output
     both = json.loads(compared.stdout)
     assert (both["a"]["status"], both["b"]["status"]) == ("KILLED", "FINISHED")
+    assert both["machine_speed"] == {}  # one of them has no probe: the machine's speed is not compared
     assert next(m["a"] for m in both["metrics"] if m["metric"] == "latency_ms") == run.data.metrics["latency_ms"]
 
 
@@ -1351,3 +1355,94 @@ def test_a_batch_a_bad_image_leaves_short_is_skipped_and_counted_not_timed(tmp_p
     assert (r["status"], r["reason"], r["steps"], r["skipped_steps"]) == ("FAILED", "bad_input", 0, 2), r
     assert r["failure_message"] == ("no whole batch of 6 images to time: each batch held a bad file, skipped (2 short "
                                     "batches not timed; 1 file named in skipped_files.json)"), r["failure_message"]
+
+
+def test_a_jobs_run_carries_the_machines_speed_beside_its_steps_compared_and_in_the_warehouse(tmp_path: Path) -> None:
+    """A training job times the speed probe (tracker.profile.probe) just before its first step and just after
+    its last, as a network measurement does beside its window (jobs had none until 0.9.11): its run has
+    speed_probe_ms and speed_probe_count, the probe's version as a tag, the samples beside its iterations, its
+    JSON the median; two jobs are compared at the machine's speed, and data_loading and measurements have it."""
+    from tracker.profile.probe import PROBE_ERROR_TAG, PROBE_RUNS, PROBE_TAG, PROBE_VERSION
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8",
+                "--size", "32").exit_code == 0
+    results = []
+    for bs in (2, 4):
+        out = _cli(runs, "profile", "training", str(_job(tmp_path, f"bs{bs}", bs=bs, steps=3, size=32)), "--format", "json")
+        assert out.exit_code == 0, out.output
+        results.append(json.loads(out.stdout))
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    probes = []
+    for r in results:
+        run = client.get_run(r["run_id"])
+        assert r["status"] == "FINISHED" and r["steps"] == 3
+        metrics, tags = run.data.metrics, run.data.tags
+        assert metrics["speed_probe_count"] == 2 * PROBE_RUNS and tags[PROBE_TAG] == str(PROBE_VERSION)
+        assert 0.05 < metrics["speed_probe_ms"] < 100 and PROBE_ERROR_TAG not in tags, metrics
+        assert r["speed_probe_ms"] == metrics["speed_probe_ms"]  # in its JSON too, as profile network's
+        kept = json.loads(Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path))).read_text())
+        assert len(kept["speed_probe_ms"]) == 2 * PROBE_RUNS and kept["speed_probe_version"] == PROBE_VERSION
+        assert statistics.median(kept["speed_probe_ms"]) == pytest.approx(metrics["speed_probe_ms"], rel=1e-6)
+        assert len(kept["samples_ms"]) == 2  # its iterations as before: the probe is beside them, not among them
+        probes.append(metrics["speed_probe_ms"])
+    a, b = (r["run_id"] for r in results)
+    compared = _cli(runs, "runs", "compare", a, b, "--format", "json")
+    assert compared.exit_code == 0, compared.output
+    data = json.loads(compared.stdout)
+    speed = data["machine_speed"]  # empty for two jobs until 0.9.11
+    assert speed["probe_change_rel"] == pytest.approx(probes[1] / probes[0] - 1)
+    latencies = [r["latency_ms"] for r in results]
+    assert speed["latency_change_rel"] == pytest.approx(latencies[1] / probes[1] / (latencies[0] / probes[0]) - 1)
+    rows = {m["metric"]: m for m in data["metrics"]}
+    assert (rows["speed_probe_ms"]["a"], rows["speed_probe_ms"]["b"]) == tuple(probes)
+    text = _cli(runs, "runs", "compare", a, b)
+    assert text.exit_code == 0 and "machine speed: the speed probe " in text.stdout, text.output
+    assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
+    for view in ("data_loading", "measurements"):
+        rows = json.loads(runner.invoke(app, ["sql", f"SELECT run_id, speed_probe_ms FROM {view} ORDER BY batch_size",
+                                              "--warehouse", str(wh), "--format", "json"]).stdout)
+        assert [(x["run_id"], x["speed_probe_ms"]) for x in rows] == [
+            (r["run_id"], pytest.approx(p)) for r, p in zip(results, probes)], (view, rows)
+
+
+def test_a_job_whose_probe_fails_finishes_without_one_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A speed probe that fails (out of device memory beside a job near its limit, say; here injected) ends the
+    probe, not the job: FINISHED with its steps, no speed_probe_ms (never a zero), the tag saying why, no
+    probe samples, nothing in the warehouse's column."""
+    from tracker.profile.probe import PROBE_ERROR_TAG, PROBE_TAG
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8",
+                "--size", "32").exit_code == 0
+    monkeypatch.setenv("TRACKER_FAULT", "noprobe")
+    out = _cli(runs, "profile", "training", str(_job(tmp_path, "job", bs=2, steps=3, size=32)), "--format", "json")
+    assert out.exit_code == 0, out.output
+    r = json.loads(out.stdout)
+    assert r["status"] == "FINISHED" and r["steps"] == 3 and r["latency_ms"] > 0 and r["speed_probe_ms"] is None
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    run = client.get_run(r["run_id"])
+    assert not {"speed_probe_ms", "speed_probe_count"} & set(run.data.metrics) and PROBE_TAG not in run.data.tags
+    assert run.data.tags[PROBE_ERROR_TAG] == "RuntimeError: injected: the probe failed (TRACKER_FAULT)"
+    kept = json.loads(Path(client.download_artifacts(r["run_id"], SAMPLES_ARTIFACT, str(tmp_path))).read_text())
+    assert "speed_probe_ms" not in kept and len(kept["samples_ms"]) == 2
+    monkeypatch.delenv("TRACKER_FAULT")
+    assert _cli(runs, "warehouse", "load", "--warehouse", str(wh)).exit_code == 0
+    rows = json.loads(runner.invoke(app, ["sql", "SELECT run_id, speed_probe_ms FROM data_loading", "--warehouse", str(wh),
+                                          "--format", "json"]).stdout)
+    assert rows == [{"run_id": r["run_id"], "speed_probe_ms": None}]
+
+
+def test_the_speed_probe_leaves_torchs_global_generator_as_it_found_it() -> None:
+    """A training job builds its probe after its network, with no seed set after it: the probe's layers' own
+    initialisation drew from torch's global generator, which the job's steps (dropout) draw from next. Its
+    fixed weights come from its own generator, and the global one is left as it was: the probe takes nothing
+    from the job it is beside."""
+    import torch
+
+    from tracker.profile.probe import SpeedProbe
+
+    torch.manual_seed(7)
+    before = torch.random.get_rng_state()
+    SpeedProbe("cpu")
+    assert torch.equal(torch.random.get_rng_state(), before)

@@ -403,7 +403,7 @@ def machine_speed(a: Side, b: Side) -> dict[str, Any]:
     change at the machine's speed (``latency_change_rel``: of latency over probe, the unit a
     fingerprint learns in), and whether the machine moved by more than ``PROBE_MOVED_REL``. Probes of
     two versions are other units: only their versions are said. Empty where either has none (runs
-    before tracker 0.9.9, imports, a probe that failed)."""
+    before tracker 0.9.9, training jobs before 0.9.11, imports, a probe that failed)."""
     from tracker.profile.probe import PROBE_TAG
 
     pa, pb = a.metrics.get("speed_probe_ms"), b.metrics.get("speed_probe_ms")

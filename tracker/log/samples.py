@@ -14,7 +14,8 @@ A training job's samples (since tracker 0.7.3) are its steps' iteration times, o
 part, the step's call until it returned, before the device was waited on.
 ``speed_probe_ms`` and ``speed_probe_version`` (since tracker 0.9.9; optional, so format 1 still):
 the speed probe's samples, timed just before the network was built and just after the window
-(``tracker.profile.probe``).
+(``tracker.profile.probe``); a training job's (since tracker 0.9.11) just before its first step and
+just after its last.
 Runs logged before tracker 0.7.2, layer runs and imported runs have no samples artifact.
 """
 

@@ -399,6 +399,8 @@ class JobResult:
     workers_mem_peak_mb: float | None = None
     #: batches a bad file left short of the batch size, skipped rather than timed (since 0.9.11)
     skipped_steps: int = 0
+    #: the machine's speed beside the steps: the speed probe's median (tracker.profile.probe, since 0.9.11)
+    speed_probe_ms: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -413,7 +415,8 @@ class JobResult:
                    metrics.get("page_faults_per_iter_count"), reused, metrics.get("host_share_pct"),
                    latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)),
                    latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"),
-                   workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"), skipped_steps=skipped_steps)
+                   workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"), skipped_steps=skipped_steps,
+                   speed_probe_ms=metrics.get("speed_probe_ms"))
 
 
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,
@@ -590,8 +593,11 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     """The measuring child's part of a training job (``worker``, kind ``training``): build the
     model, optimizer and loader, then run the steps, each step and each bad file an event line as
     it is measured. Returns how the loop ended (``failure``: reason and message, or None;
-    ``interrupted``), the telemetry and page faults over the steps after the first, and the peak
-    memory. The job's mode settings (allocator, threads) are applied first, before anything is built."""
+    ``interrupted``), the telemetry and page faults over the steps after the first, the peak
+    memory, and the speed probe timed just before the first step and just after the last
+    (``speed_probe``, or ``speed_probe_error`` where it failed; neither where no step was measured or
+    the job was interrupted). The job's mode settings (allocator, threads) are applied first, before
+    anything is built."""
     import resource
 
     import torch
@@ -602,6 +608,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.memcap import oom_kill_watch
     from tracker.profile.modes import apply_mode
+    from tracker.profile.probe import SpeedProbe, probe_json
     from tracker.profile.worker import (cap_memory, emit_event, inject_fault, loader_fault,
                                         loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
@@ -631,6 +638,11 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         pin_memory=cfg.device.startswith("cuda"), generator=torch.Generator().manual_seed(0),
         worker_init_fn=loader_fault if loader_fault_wanted() else None)
     sync = device_sync(cfg.device)
+    # the machine's speed beside the steps (tracker.profile.probe, since 0.9.11), in the job's mode: one bracket
+    # here, before the peaks start afresh, the telemetry and the loop's clock (nothing of it is the job's memory,
+    # window or time), one after the last step once its peaks are read
+    probe = SpeedProbe(cfg.device)
+    probe.sample()
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
     peak_reset = reset_peak_rss()  # the CPU peak counts from here: the model, optimizer and loader built
@@ -644,6 +656,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     failure: list[str] | None = None
     interrupted = False
     faults_first = faults_last = 0  # minor page faults at the end of the first step, and of the last
+    it: Any = None  # the loader's iterator: its workers, if any, live as long as it does
     cap = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"), cfg.device)
     oom_killed = oom_kill_watch()  # a loader worker the kernel kills for memory is an oom (below)
     try:
@@ -748,9 +761,24 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
         memory["page_faults_per_iter_count"] = faults_per_step
     if cap_used_mb is not None:
         memory["memory_cap_used_mb"] = cap_used_mb
+    # The probe's second bracket, after the peaks were read, the telemetry stopped and the cap lifted: of a job
+    # that measured a step and was not interrupted (a probe is whole or absent). Loader workers that a job ended
+    # by max_steps left prefetching are ended first, so that they do not time themselves into the probe.
+    it = None
+    speed_probe: dict[str, Any] = {}
+    if steps and not interrupted:
+        try:
+            probe.sample()
+        except KeyboardInterrupt:  # Ctrl-C as the probe ran: the job was interrupted, its probe half-taken
+            interrupted = True
+        else:
+            if probe.samples_ms:
+                speed_probe["speed_probe"] = probe_json(probe.samples_ms)
+            elif probe.error:  # the probe failed: the job's measurement stands, without it
+                speed_probe["speed_probe_error"] = probe.error
     # the series over every step, the first too (the charts show the set-up the figures leave out)
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
-            "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s,
+            "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s, **speed_probe,
             **({"memory_cap": cap.kind} if cap.kind else {})}
 
 
@@ -804,6 +832,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     the child died, so its peak memory, telemetry and loop time are absent, not guessed); ``short``:
     the batches a bad file left short of the batch size, skipped rather than timed."""
     from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
+    from tracker.profile.probe import PROBE_ERROR_TAG, PROBE_TAG, probe_metrics
     from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics
     from tracker.profile.stats import summarize
 
@@ -843,6 +872,13 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         if end.get("telemetry"):
             summary.update({k: v for k, v in telemetry_metrics(end["telemetry"], end["telemetry_steps"]).items()
                             if k not in summary})
+        # the machine's speed beside the steps (tracker.profile.probe, since 0.9.11), as a network run's
+        probe = end.get("speed_probe")
+        summary.update(probe_metrics(probe["samples_ms"] if probe else None))
+        if "speed_probe_ms" in summary:
+            record.tags[PROBE_TAG] = str(probe["version"])
+        elif end.get("speed_probe_error"):  # the probe failed: the job stands, without it
+            record.tags[PROBE_ERROR_TAG] = str(end["speed_probe_error"])[:500]
         record.metrics.update(summary)
         record.description += (f" Median iteration {summary['latency_ms']:.3f} ms (step less its data wait; median "
                                f"step {summary['step_time_ms']:.3f} ms, {100 * summary['data_wait_frac']:.1f} % of the "
@@ -851,7 +887,8 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         # network runs' blocks do): what ``runs compare`` tests two jobs on
         record.artifacts[SAMPLES_ARTIFACT] = samples_json({
             "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason") or record.tags["tracker.stop_reason"],
-            "warmup_ms": [_iteration_ms(s) for s in warmup], "samples_ms": [_iteration_ms(s) for s in steady]})
+            "warmup_ms": [_iteration_ms(s) for s in warmup], "samples_ms": [_iteration_ms(s) for s in steady]},
+            probe if "speed_probe_ms" in summary else None)
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
         # of the steady steps, as every statistic (until 0.9.2 the first epoch's counted the set-up step)

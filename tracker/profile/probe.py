@@ -9,7 +9,9 @@ the *probe*, the same on every run of a device (a convolution, a depthwise one, 
 one and a linear layer, fixed weights, float32, on the measurement's own threads), just
 before the network is built (before what the process holds is read, so that nothing of the
 probe counts as the network's memory) and just after its window: ``speed_probe_ms`` is the
-median of those samples.
+median of those samples. A training job's child (since 0.9.11) times it just before its first step
+(before its peak memory starts afresh, its telemetry and its loop's clock) and just after its last
+(once its peaks are read): a job that measured no step, or was interrupted, has none.
 On that VM, two seconds apart, log latency and log probe correlated 0.9, and a network's
 latency divided by the probe varied a third less than its latency did.
 
@@ -54,10 +56,13 @@ class SpeedProbe:
         from tracker.profile.timing import device_sync
 
         generator = torch.Generator().manual_seed(PROBE_VERSION)
-        layers = [torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(),
-                  torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU(),
-                  torch.nn.Conv2d(64, 32, 1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-                  torch.nn.Linear(32, 10)]
+        # the layers' own initialisation draws from torch's global generator, whose state is put back: a training
+        # job builds its probe after its network, and its steps' dropout draws from it next (since 0.9.11)
+        with torch.random.fork_rng(devices=[]):
+            layers = [torch.nn.Conv2d(32, 64, 3, padding=1), torch.nn.ReLU(),
+                      torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU(),
+                      torch.nn.Conv2d(64, 32, 1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                      torch.nn.Linear(32, 10)]
         module = torch.nn.Sequential(*layers)
         with torch.no_grad():  # fixed weights, drawn from the probe's own generator: the run's seed is left alone
             for p in module.parameters():
