@@ -3,7 +3,8 @@
 -- what a fingerprint's label is the median of. measurement_labels takes it over them all; a
 -- fingerprint trained on named experiments (fingerprint train --from-experiment) over theirs alone,
 -- both through the table macro measurement_labels_of.
--- speed_probe_ms: the machine's speed when it measured (tracker.profile.probe; NULL before 0.9.9).
+-- speed_probe_ms: the machine's speed when it measured (tracker.profile.probe; NULL before 0.9.9),
+-- speed_probe_version the version of that probe, its unit (NULL where none; since 0.9.11).
 SELECT
     l.run_id,
     m.run_id AS measurement_run_id,
@@ -17,6 +18,7 @@ SELECT
     m.power_w,
     m.energy_per_iter_j,
     m.gpu_util_pct,
-    m.speed_probe_ms
+    m.speed_probe_ms,
+    m.speed_probe_version
 FROM latest_measurements l
 JOIN measurements m USING (config_key)

@@ -10,7 +10,8 @@
 -- predictions never touch it. latency_probe_ratio: the median of
 -- each repeat's latency over the speed probe that bracketed its layers (tracker.profile.probe; NULL where
 -- none had one, before 0.9.9), probed_repeats how many had one, as measurement_labels has them, and
--- network_probe_ratio, network_probed_repeats the same of the whole network's latency.
+-- network_probe_ratio, network_probed_repeats the same of the whole network's latency; speed_probe_version and
+-- network_speed_probe_version the probes' version, where the repeats share one (else NULL; since 0.9.11).
 -- Since 0.9.10 the medians are those of the table macro layer_labels_of over every experiment
 -- (fingerprint train --from-experiment calls it with the experiments named).
 SELECT
@@ -19,7 +20,9 @@ SELECT
     latency_ms,
     latency_probe_ratio,
     probed_repeats,
+    speed_probe_version,
     network_latency_ms,
     network_probe_ratio,
-    network_probed_repeats
+    network_probed_repeats,
+    network_speed_probe_version
 FROM layer_labels_of(CAST(NULL AS VARCHAR[]))

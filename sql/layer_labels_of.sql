@@ -13,7 +13,9 @@
 -- beside the network and network_probed_repeats how many had one: what the calibration pairs the sum of the
 -- layers with (since 0.9.11; before, the network's label, the median over every measurement of it, those
 -- measured whole only too). Beside layer_labels' columns: label_experiments (the experiments named that
--- measured the layer) and label_run_ids (the layer runs its label is the median of). Example:
+-- measured the layer) and label_run_ids (the layer runs its label is the median of). speed_probe_version and
+-- network_speed_probe_version (since 0.9.11): the version of the probe every repeat of the layer, and of the
+-- whole network, that timed one timed, where they share one and each says which; NULL otherwise. Example:
 -- SELECT * FROM layer_labels_of(['demo']).
 CREATE MACRO layer_labels_of(experiments) AS TABLE
 SELECT
@@ -22,9 +24,13 @@ SELECT
     median(l.latency_ms) AS latency_ms,
     median(l.latency_ms / l.speed_probe_ms) AS latency_probe_ratio,
     CAST(count(l.speed_probe_ms) AS BIGINT) AS probed_repeats,
+    CASE WHEN count(l.speed_probe_version) = count(l.speed_probe_ms) AND min(l.speed_probe_version) = max(l.speed_probe_version)
+         THEN min(l.speed_probe_version) END AS speed_probe_version,
     median(m.latency_ms) AS network_latency_ms,
     median(m.latency_ms / m.speed_probe_ms) AS network_probe_ratio,
     CAST(count(m.speed_probe_ms) AS BIGINT) AS network_probed_repeats,
+    CASE WHEN count(m.speed_probe_version) = count(m.speed_probe_ms) AND min(m.speed_probe_version) = max(m.speed_probe_version)
+         THEN min(m.speed_probe_version) END AS network_speed_probe_version,
     list_sort(list_distinct(list(m.experiment))) AS label_experiments,
     list_sort(list(l.run_id)) AS label_run_ids
 FROM layer_runs cur

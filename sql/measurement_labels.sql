@@ -5,7 +5,8 @@
 -- steadier label. Read only when training; predictions never touch it.
 -- latency_probe_ratio: the median of each measurement's latency over the speed probe timed beside it
 -- (tracker.profile.probe), the latency in the machine's units, which its speed moving between repeats
--- moves less; speed_probe_ms the probe's median, probed_repeats how many repeats had one (since 0.9.9).
+-- moves less; speed_probe_ms the probe's median, probed_repeats how many repeats had one (since 0.9.9);
+-- speed_probe_version the probe's version where every repeat with one timed that one (else NULL; since 0.9.11).
 -- Since 0.9.10 the medians are those of the table macro measurement_labels_of over every experiment
 -- (fingerprint train --from-experiment calls it with the experiments named).
 SELECT
@@ -19,5 +20,6 @@ SELECT
     gpu_util_pct,
     latency_probe_ratio,
     speed_probe_ms,
-    probed_repeats
+    probed_repeats,
+    speed_probe_version
 FROM measurement_labels_of(CAST(NULL AS VARCHAR[]))

@@ -4,7 +4,9 @@
 -- --from-experiment calls it with the experiments it was told (since 0.9.10 the one definition of both,
 -- which had a twin in Python until then). Beside measurement_labels' columns: experiment, latency_ci_rel
 -- and samples_count of the newest of those measurements, label_experiments (the experiments named that
--- measured it) and label_run_ids (the runs its labels are the median of). Example:
+-- measured it) and label_run_ids (the runs its labels are the median of). speed_probe_version (since
+-- 0.9.11): the version of the speed probe every repeat that timed one timed, where they share one and each
+-- says which (its unit: the ratio and the median probe mean something only then); NULL otherwise. Example:
 -- SELECT * FROM measurement_labels_of(['demo']).
 CREATE MACRO measurement_labels_of(experiments) AS TABLE
 SELECT
@@ -19,6 +21,8 @@ SELECT
     median(latency_ms / speed_probe_ms) AS latency_probe_ratio,
     median(speed_probe_ms) AS speed_probe_ms,
     CAST(count(speed_probe_ms) AS BIGINT) AS probed_repeats,
+    CASE WHEN count(speed_probe_version) = count(speed_probe_ms) AND min(speed_probe_version) = max(speed_probe_version)
+         THEN min(speed_probe_version) END AS speed_probe_version,
     arg_max(experiment, end_time) AS experiment,
     arg_max(latency_ci_rel, end_time) AS latency_ci_rel,
     arg_max(samples_count, end_time) AS samples_count,

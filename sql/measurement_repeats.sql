@@ -5,7 +5,8 @@
 -- input_size and precision (the number format) tell apart repeats of one network at one batch size
 -- that its key keeps apart (since tracker 0.8.9 shown here). probe_spread_rel: the same spread of each
 -- repeat's latency over the speed probe timed beside it (tracker.profile.probe, since 0.9.9), where every
--- repeat has one, else NULL: what is left of the spread once the machine's own speed is taken out.
+-- repeat has one, else NULL: what is left of the spread once the machine's own speed is taken out (since
+-- 0.9.11 only where every repeat's probe is of one version, speed_probe_version: another version is another unit).
 SELECT
     config_key,
     any_value(model) AS model,
@@ -20,7 +21,8 @@ SELECT
     median(latency_ms) AS median_latency_ms,
     max(latency_ms) AS max_latency_ms,
     CAST(max(latency_ms) / min(latency_ms) - 1.0 AS DOUBLE) AS repeat_spread_rel,
-    CAST(CASE WHEN count(speed_probe_ms) = count(*)
+    CAST(CASE WHEN count(speed_probe_ms) = count(*) AND count(speed_probe_version) = count(*)
+                   AND min(speed_probe_version) = max(speed_probe_version)
               THEN max(latency_ms / speed_probe_ms) / min(latency_ms / speed_probe_ms) - 1.0 END AS DOUBLE)
         AS probe_spread_rel,
     max(latency_ci_rel) AS max_ci_rel,

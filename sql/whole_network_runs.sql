@@ -20,6 +20,8 @@
 -- the host's CPU, not the device); NULL on a CPU (the host is the device) and for runs before tracker 0.8.4.
 -- speed_probe_ms: the speed probe's median beside the window (tracker.profile.probe: a fixed workload, the
 -- machine's speed when it measured; since tracker 0.9.9); NULL for imports and older runs.
+-- speed_probe_version: the version of that probe (tag tracker.speed_probe; tracker.profile.probe.PROBE_VERSION),
+-- its unit: probes of two versions are not compared; NULL where the run has no probe (since tracker 0.9.11).
 -- A RUNNING run is left out: tracker writes a run once it is measured, so one still RUNNING is a write cut
 -- short (a process killed while it wrote to a tracking server), never a measurement under way.
 WITH whole AS (
@@ -28,7 +30,7 @@ WITH whole AS (
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
            peak_mem_mb, network_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
            stop_reason,
-           page_faults_per_iter_count, host_share_pct, speed_probe_ms,
+           page_faults_per_iter_count, host_share_pct, speed_probe_ms, speed_probe_version,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM network_runs
     UNION ALL BY NAME
@@ -37,7 +39,7 @@ WITH whole AS (
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
            peak_mem_mb, network_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
            stop_reason,
-           page_faults_per_iter_count, host_share_pct, speed_probe_ms,
+           page_faults_per_iter_count, host_share_pct, speed_probe_ms, speed_probe_version,
            memory_limit_mb, memory_cap, memory_cap_used_mb
     FROM training_runs
 )

@@ -192,6 +192,16 @@ def network_record(model: str = "resnet18", batch_size: int = 1, **metrics: floa
     )
 
 
+def timed_probe(record: RunRecord, probe_ms: float, version: int | None = None) -> RunRecord:
+    """``record`` as tracker writes a run that timed the speed probe: ``speed_probe_ms`` and its count,
+    and the tag naming the probe's version (``version``; this tracker's, PROBE_VERSION, by default)."""
+    from tracker.profile.probe import PROBE_TAG, PROBE_VERSION
+
+    record.metrics.update(speed_probe_ms=probe_ms, speed_probe_count=30.0)
+    record.tags[PROBE_TAG] = str(PROBE_VERSION if version is None else version)
+    return record
+
+
 def layer_record(parent: RunRecord | str, index: int, model: str = "resnet18") -> RunRecord:
     return RunRecord(
         kind="layer",

@@ -79,7 +79,7 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
 
     from typer.testing import CliRunner
 
-    from tests.conftest import ENV, network_record
+    from tests.conftest import ENV, network_record, timed_probe
     from tracker.cli.app import app
     from tracker.log.logger import RunLogger
     from tracker.profile.probe import PROBE_RUNS, SPEED_NOW_BRACKETS
@@ -90,11 +90,13 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert alone["mode"] == "cpu-t1" and alone["speed_probe_count"] == SPEED_NOW_BRACKETS * PROBE_RUNS
     low, high = alone["quartiles_ms"]
     assert 0 < low <= alone["speed_probe_ms"] <= high and alone["warehouse"] is None and "slower_than_usual_rel" not in alone
-    records = [network_record("resnet18", 1, speed_probe_ms=2.0), network_record("resnet18", 2, speed_probe_ms=3.0),
-               network_record("resnet18", 4, speed_probe_ms=9.0), network_record("resnet18", 8)]  # the last, no probe
+    records = [timed_probe(network_record("resnet18", 1), 2.0), timed_probe(network_record("resnet18", 2), 3.0),
+               timed_probe(network_record("resnet18", 4), 9.0), network_record("resnet18", 8),  # the last, no probe
+               timed_probe(network_record("resnet18", 16), 40.0, version=2)]
     for r in records:
         r.params["mode"] = "cpu-t1"
     records[2].params["mode"] = "cpu-t2"  # another mode's: not this one's speed
+    # another version of the probe, another unit: not this one's speed either (its median was over all, until 0.9.11)
     logger = RunLogger(str(runs), experiment="e", environment=ENV)
     logger.log(records)
     logger.close()
@@ -102,18 +104,21 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     out = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1", "--format", "json"])
     now = json.loads(out.stdout)
     assert (now["warehouse"]["speed_probe_ms"], now["warehouse"]["measurements"]) == (2.5, 2)
+    assert (now["speed_probe_version"], now["warehouse"]["speed_probe_version"], now["warehouse"]["other_versions"]) == (1, 1, 1)
     assert now["slower_than_usual_rel"] == now["speed_probe_ms"] / 2.5 - 1
     text = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
     assert text.exit_code == 0 and text.stdout.startswith("speed probe on cpu in mode cpu-t1: ")
     assert "the warehouse's 2 measurements in this mode: median 2.5 ms; the probe takes " in text.stdout
     assert ("% longer now: this machine is slower than usual" in text.stdout
             or "% less time now: this machine runs " in text.stdout)
+    assert ("1 measurement in this mode timed another version of the speed probe than this one's (1): another unit, "
+            "left out\n") in text.stdout
     assert now["fingerprints"] == [] and "no latency fingerprint of cpu in mode cpu-t1 learnt at a reference speed" in text.stdout
     # the latency champions predict --device cpu loads (since 0.9.11): each beside the speed now, where it is of this mode
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
-    for name, tags in (("latency_ms-inference-cpu", {"mode": "cpu-t1", "speed_reference_ms": "2.0"}),
+    for name, tags in (("latency_ms-inference-cpu", {"mode": "cpu-t1", "speed_reference_ms": "2.0", "speed_probe_version": "1"}),
                        ("latency_ms-training-cpu", {"mode": "cpu-t2", "speed_reference_ms": "3.0"}),
                        ("latency_ms-inference-cpu-t1", {"mode": "cpu-t1"})):
         client.create_registered_model(name)
@@ -130,6 +135,24 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert "latency_ms-training-cpu version 1 learnt in mode cpu-t2, not this one" in text
     assert "latency_ms-inference-cpu-t1 version 1 learnt its latencies as measured" in text
     assert "predict at this speed: tracker predict MODEL --device cpu --speed-probe-ms " in text
+    # one learnt at the speed of another version of the probe: another unit, not compared (since 0.9.11)
+    client.set_model_version_tag("latency_ms-inference-cpu", "1", "speed_probe_version", "2")
+    now = json.loads(CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1", "--format", "json"]).stdout)
+    assert "slower_than_reference_rel" not in {f["name"]: f for f in now["fingerprints"]}["latency_ms-inference-cpu"]
+    text = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"]).stdout
+    assert ("latency_ms-inference-cpu version 1 learnt at the speed of speed probe version 2, not this one's (1): "
+            "another unit, not compared") in text and "predict at this speed" not in text
+    # a warehouse whose views an older tracker made: said, beside the probe's figure (since 0.9.11)
+    import duckdb
+
+    from tracker.settings import warehouse_path
+
+    with duckdb.connect(str(warehouse_path(None, str(runs)))) as con:
+        con.execute("CREATE OR REPLACE VIEW whole_network_runs AS SELECT run_id, mode, status, speed_probe_ms FROM network_runs")
+    old = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
+    assert old.exit_code == 0 and old.stdout.startswith("speed probe on cpu in mode cpu-t1: "), old.output
+    assert ("cannot compare with the warehouse's measurements: the warehouse " in old.stdout
+            and "has the views of an older tracker, without speed_probe_version" in old.stdout)
     monkeypatch.setenv("TRACKER_FAULT", "noprobe")  # a probe that fails: one line, nothing invented
     failed = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
     assert failed.exit_code == 1 and str(failed.exception).startswith(

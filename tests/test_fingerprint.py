@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.conftest import ENV, layer_record, network_record
+from tests.conftest import ENV, layer_record, network_record, timed_probe
 from tracker.cli.app import app
 from tracker.describe import described as described_once
 from tracker.errors import ConfigError
@@ -239,7 +239,7 @@ def _repeats_store(runs: Path, wh: Path, repeats: list[tuple[str, str, float, fl
         r.params["model_hash"] = desc.description_hash
         r.metrics["latency_ms"] = latency
         if probe is not None:
-            r.metrics.update(speed_probe_ms=probe, speed_probe_count=30.0)
+            timed_probe(r, probe)
         r.tags["tracker.repeat_key"] = f"r{k}"
         r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
         logger = loggers.setdefault(experiment, RunLogger(str(runs), experiment=experiment, environment=ENV))
@@ -306,7 +306,7 @@ def test_labels_of_named_experiments_are_the_views_labels_over_their_measurement
                                "label_run_ids) FROM measurement_labels_of(['one', 'two']) ORDER BY run_id").fetchall()
         assert [c[0] for c in con.sql("DESCRIBE measurement_labels").fetchall()] == [
             "run_id", "repeats", "latency_ms", "peak_mem_mb", "network_mem_mb", "power_w", "energy_per_iter_j",
-            "gpu_util_pct", "latency_probe_ratio", "speed_probe_ms", "probed_repeats"]
+            "gpu_util_pct", "latency_probe_ratio", "speed_probe_ms", "probed_repeats", "speed_probe_version"]
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "sql", "-w", str(wh), "--format", "json",
                                    "SELECT latency_ms, repeats, label_experiments FROM measurement_labels_of(['two'])"])
     assert out.exit_code == 0 and json.loads(out.output) == [{"latency_ms": 22.0, "repeats": 2, "label_experiments": ["two"]}]
@@ -1705,11 +1705,12 @@ def _layered_experiment(runs: Path, wh: Path, experiment: str, scale: float,
 
     logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     logged = {}
-    probe = {} if probe_ms is None else {"speed_probe_ms": probe_ms, "speed_probe_count": 30.0}
     for k, name in enumerate(LAYERED_THREE, start=1):
         desc = described(name, 64)
         modules = [r for r in node_rows(desc) if r["op"] == "call_module"][:3]
-        net = network_record(name, 2, **probe)
+        net = network_record(name, 2)
+        if probe_ms is not None:
+            timed_probe(net, probe_ms)
         net.params["model_hash"] = desc.description_hash
         net.metrics["latency_ms"] = 1.5 * sum(scale * (i + 1) * k for i in range(3))
         net.tags["tracker.repeat_key"] = experiment
@@ -1719,7 +1720,9 @@ def _layered_experiment(runs: Path, wh: Path, experiment: str, scale: float,
             layer = layer_record(net, i, model=name)
             layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"],
                                 batch_size=2)
-            layer.metrics.update(latency_ms=scale * (i + 1) * k, **probe)
+            layer.metrics.update(latency_ms=scale * (i + 1) * k)
+            if probe_ms is not None:
+                timed_probe(layer, probe_ms)
             layer.key_fields = {"model": name, "experiment": experiment, "layer": i}
             layers.append(layer)
         logger.log([net, *layers])
@@ -1735,7 +1738,9 @@ def _whole_only(runs: Path, wh: Path, experiment: str, times: float, probe_ms: f
     logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     logged = {}
     for k, name in enumerate(LAYERED_THREE, start=1):
-        net = network_record(name, 2, **({} if probe_ms is None else {"speed_probe_ms": probe_ms, "speed_probe_count": 30.0}))
+        net = network_record(name, 2)
+        if probe_ms is not None:
+            timed_probe(net, probe_ms)
         net.params["model_hash"] = described(name, 64).description_hash
         net.metrics["latency_ms"] = times * 9.0 * k
         net.tags["tracker.repeat_key"] = f"{experiment}-whole"
@@ -1890,8 +1895,8 @@ def test_the_layer_level_learns_the_named_experiments_layers_alone(tmp_path: Pat
     # the view is the macro over every experiment, its columns as they were; tracker sql calls the macro
     with duckdb.connect(str(wh), read_only=True) as con:
         assert [c[0] for c in con.sql("DESCRIBE layer_labels").fetchall()] == [  # the whole network's since 0.9.11
-            "run_id", "repeats", "latency_ms", "latency_probe_ratio", "probed_repeats", "network_latency_ms",
-            "network_probe_ratio", "network_probed_repeats"]
+            "run_id", "repeats", "latency_ms", "latency_probe_ratio", "probed_repeats", "speed_probe_version",
+            "network_latency_ms", "network_probe_ratio", "network_probed_repeats", "network_speed_probe_version"]
         assert con.sql("SELECT * FROM layer_labels ORDER BY run_id").fetchall() == con.sql(
             "SELECT * EXCLUDE (label_experiments, label_run_ids) FROM layer_labels_of(['two', 'one']) ORDER BY run_id"
         ).fetchall()
@@ -2235,9 +2240,11 @@ def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_l
     assert sorted(old) == pytest.approx(sorted(r["predictions"]["latency_ms"] for r in expected), rel=1e-9)
 
 
-def _probed_store(tmp_path: Path, probed: dict[str, list[tuple[float, float | None]]]) -> tuple[Path, Path]:
+def _probed_store(tmp_path: Path, probed: dict[str, list[tuple[float, float | None]]],
+                  versions: dict[str, int] | None = None) -> tuple[Path, Path]:
     """A store of ``{network: [(latency_ms, speed_probe_ms or None), ...]}`` at batch 2 (each
-    pair one repeat of its configuration), loaded into a warehouse."""
+    pair one repeat of its configuration), loaded into a warehouse; each probe of this tracker's
+    version, or of ``versions[network]``'s."""
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     logger = RunLogger(str(runs), experiment="fp-speed", environment=ENV)
     for name, repeats in probed.items():
@@ -2247,7 +2254,7 @@ def _probed_store(tmp_path: Path, probed: dict[str, list[tuple[float, float | No
             r.params["model_hash"] = desc.description_hash
             r.metrics["latency_ms"] = latency
             if probe is not None:
-                r.metrics.update(speed_probe_ms=probe, speed_probe_count=30.0)
+                timed_probe(r, probe, (versions or {}).get(name))
             r.tags["tracker.repeat_key"] = f"r{k}"
             if k == 0:
                 r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
@@ -2356,10 +2363,61 @@ def test_labels_stay_as_measured_where_a_measurement_timed_no_probe(tmp_path: Pa
     assert rows["latency_ms"].to_dict() == pytest.approx({"squeezenet1_1": 5.0, "resnet18": 10.0, "mobilenet_v2": 30.0})
     result = train(wh, "latency_ms", "inference", "cpu", resolve_location(str(runs)).uri, plots=False)
     assert result.speed_reference_ms is None and "as_measured_mape_pct" not in result.evaluation
+    assert result.as_measured_why == ("1 of its 3 labels has measurements without a speed probe (runs before tracker "
+                                      "0.9.9, imports, a probe that failed)")  # said on train's line (since 0.9.11)
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64",
                                    "--speed-probe-ms", "3", "--format", "json"])
     assert out.exit_code == 0 and json.loads(out.stdout)["speed_reference_ms"] == {}, out.output
     assert "--speed-probe-ms changes nothing" in out.stderr  # not silently ignored
+
+
+def test_labels_stay_as_measured_where_a_measurement_timed_another_probe_version(tmp_path: Path) -> None:
+    """A run whose probe is of another version (tag tracker.speed_probe 2) times another workload, another
+    unit: its ratio of latency over probe was put at one median speed with version 1's (resnet18 here at
+    10 / 4 * 1.25 ms), until 0.9.11. Now every label stays as measured, as where a run has no probe, and
+    train says why on its line about the labels; a warehouse whose views an older tracker made is one line."""
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 4.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)]}, versions={"resnet18": 2})
+    rows = training_rows(wh, "latency_ms", "inference", "cpu").set_index("model")
+    assert "speed_reference_ms" not in rows.attrs and "measured_latency_ms" not in rows.columns
+    assert rows["latency_ms"].to_dict() == pytest.approx({"squeezenet1_1": 5.0, "resnet18": 10.0, "mobilenet_v2": 30.0})
+    assert rows["label_speed_probe_version"].to_dict() == {"squeezenet1_1": 1, "resnet18": 2, "mobilenet_v2": 1}
+    assert rows.attrs["as_measured_why"] == ("1 of its 3 labels has measurements that timed speed probe version 2, not "
+                                             "this tracker's version 1 (another unit)")
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
+                                   "--device", "cpu", "-w", str(wh), "--no-plots"])
+    assert out.exit_code == 0, out.output
+    assert ("  latency learnt as measured, not at the machine's median speed: 1 of its 3 labels has measurements that "
+            "timed speed probe version 2, not this tracker's version 1 (another unit)\n") in out.stdout
+    name = "latency_ms-inference-cpu"
+    assert "speed_reference_ms" not in MlflowClient(resolve_location(str(runs)).uri).get_model_version(name, "1").tags
+    # the repeats of one label of two versions: no version of theirs, no reference either
+    mixed, mixed_wh = _probed_store(tmp_path / "mixed", {"squeezenet1_1": [(4.0, 1.0)], "resnet18": [(10.0, 1.0)],
+                                                         "mobilenet_v2": [(30.0, 2.0)]})
+    logger = RunLogger(str(mixed), experiment="fp-speed", environment=ENV)
+    again = timed_probe(network_record("squeezenet1_1", 2, latency_ms=6.0), 1.5, version=2)
+    again.params["model_hash"] = described("squeezenet1_1", 64).description_hash
+    again.tags["tracker.repeat_key"] = "r1"
+    logger.log([again])
+    load(mixed_wh, open_source(resolve_location(str(mixed))))
+    rows = training_rows(mixed_wh, "latency_ms", "inference", "cpu").set_index("model")
+    assert "speed_reference_ms" not in rows.attrs and rows.loc["squeezenet1_1", "label_repeats"] == 2
+    assert rows.attrs["as_measured_why"].startswith("1 of its 3 labels has measurements that timed speed probes of "
+                                                    "versions that differ or go unsaid")
+    # all of this tracker's version (the repeat's tag said so by hand): at the median speed again
+    MlflowClient(resolve_location(str(mixed)).uri).set_tag(again.run_id, "tracker.speed_probe", "1")
+    load(mixed_wh, open_source(resolve_location(str(mixed))))
+    rows = training_rows(mixed_wh, "latency_ms", "inference", "cpu")
+    assert rows.attrs["speed_reference_ms"] == 1.25 and rows.attrs["speed_probe_version"] == 1  # of 1.25, 1 and 2
+    assert rows.attrs["as_measured_why"] is None
+    with duckdb.connect(str(mixed_wh)) as con:  # its views as tracker 0.9.10 made them, without the version
+        con.execute("CREATE OR REPLACE VIEW measurement_labels AS SELECT * EXCLUDE (speed_probe_version) "
+                    "FROM measurement_labels_of(NULL)")
+    with pytest.raises(FingerprintError, match=r"has the views of an older tracker, without speed_probe_version .*: "
+                                               r"tracker warehouse load -w "):
+        training_rows(mixed_wh, "latency_ms", "inference", "cpu")
 
 
 def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp_path: Path) -> None:
@@ -2381,7 +2439,7 @@ def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp
         layer = layer_record(net, i, model="squeezenet1_1")
         layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"], batch_size=2)
         layer.metrics["latency_ms"] = 2.0
-        layer.metrics.update(speed_probe_ms=4.0, speed_probe_count=30.0)
+        timed_probe(layer, 4.0)
         layers.append(layer)
     logger.log([net, *layers])
     load(wh, open_source(resolve_location(str(runs))))
@@ -2393,6 +2451,11 @@ def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp
     con.close()
     mixed = load_layer_rows(wh, "inference", "cpu", 1.0).set_index("layer_index")["latency_ms"].to_dict()
     assert mixed == {0: 2.0, 1: 2.0}  # all as measured: one unit in a network's sum
+    con = duckdb.connect(str(wh))  # a layer that timed another version of the probe: another unit (since 0.9.11)
+    con.execute("UPDATE layer_runs SET speed_probe_ms = 4.0, speed_probe_version = 2 WHERE layer_index = 1")
+    con.close()
+    other = load_layer_rows(wh, "inference", "cpu", 1.0).set_index("layer_index")
+    assert other["latency_ms"].to_dict() == {0: 2.0, 1: 2.0} and other["label_speed_probe_version"].to_dict() == {0: 1, 1: 2}
 
 
 def test_predict_stopped_by_ctrl_c_says_it_wrote_nothing(tmp_path: Path) -> None:

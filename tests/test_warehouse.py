@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ENV, layer_record, network_record
+from tests.conftest import ENV, layer_record, network_record, timed_probe
 from tracker.describe import describe
 from tracker.errors import OptionError, StoreError
 from tracker.log.logger import RunLogger
@@ -202,6 +202,58 @@ def test_full_then_incremental_load_with_types_failures_and_deletions(tmp_path: 
     assert "repeat_key" in {r[0] for r in con.execute("DESCRIBE network_runs").fetchall()}
     assert con.execute("SELECT count(*) FROM network_runs").fetchall()[0][0] == 3
     con.close()
+
+
+def test_the_speed_probes_version_is_a_column_where_its_time_is(tmp_path: Path) -> None:
+    """Another version of the speed probe is another unit, and the warehouse had its time, speed_probe_ms,
+    but not its version (the tag's text in a column speed_probe of the typed tables alone, until 0.9.11):
+    speed_probe_version, an integer, NULL where a run has no probe, in the typed tables, whole_network_runs
+    and the views over it; repeats of two versions have no probe_spread_rel. A warehouse an older tracker
+    loaded says so where the column is read, and its next load loads it again in full."""
+    from tracker.profile.probe import measured_speed
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    log = _logger(runs)
+    one = timed_probe(network_record("resnet18", 1, latency_ms=10.0), 2.0)
+    layers = [timed_probe(layer_record(one, 0), 2.5), layer_record(one, 1)]  # the second layer without a probe
+    two = timed_probe(network_record("resnet18", 1, latency_ms=20.0), 3.0, version=2)  # a repeat, another probe
+    two.tags["tracker.repeat_key"] = "r1"
+    same = [timed_probe(network_record("mobilenet_v2", 1, latency_ms=latency), probe) for latency, probe in ((8.0, 1.0), (9.0, 1.5))]
+    same[1].tags["tracker.repeat_key"] = "r1"
+    bare = network_record("squeezenet1_1", 1)  # no probe (a run of tracker 0.9.8, an import)
+    log.log([one, *layers, two, *same, bare])
+    log.close()
+    assert _load(runs, wh).mode == "full"
+    with duckdb.connect(str(wh), read_only=True) as con:
+        for table in ("network_runs", "layer_runs", "training_runs"):
+            types = dict(con.sql(f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = "
+                                 f"'{table}'").fetchall())
+            assert types.get("speed_probe_version") == "INTEGER" and "speed_probe" not in types, table
+        version = dict(con.sql("SELECT run_id, speed_probe_version FROM whole_network_runs").fetchall())
+        assert version == {one.run_id: 1, two.run_id: 2, same[0].run_id: 1, same[1].run_id: 1, bare.run_id: None}
+        assert dict(con.sql("SELECT run_id, speed_probe_version FROM measurements").fetchall()) == version
+        assert dict(con.sql("SELECT layer_index, speed_probe_version FROM layer_runs").fetchall()) == {0: 1, 1: None}
+        spread = dict(con.sql("SELECT model, probe_spread_rel FROM measurement_repeats").fetchall())
+        assert spread["resnet18"] is None and spread["mobilenet_v2"] == pytest.approx((8.0 / 1.0) / (9.0 / 1.5) - 1)
+    # the machine's usual speed in a mode: over its own probe version's measurements alone
+    assert measured_speed(wh, "cpu-t2") == {"speed_probe_ms": 1.5, "measurements": 3, "speed_probe_version": 1,
+                                            "other_versions": 1}
+    assert measured_speed(wh, "cpu-t2", 2) == {"speed_probe_ms": 3.0, "measurements": 1, "speed_probe_version": 2,
+                                               "other_versions": 3}
+
+    with duckdb.connect(str(wh)) as con:  # as tracker 0.9.10 left it: the tag's text, views without the version
+        for table in ("network_runs", "training_runs", "layer_runs"):
+            con.execute(f"ALTER TABLE {table} DROP COLUMN speed_probe_version")
+            con.execute(f"ALTER TABLE {table} ADD COLUMN speed_probe VARCHAR")
+        con.execute("CREATE OR REPLACE VIEW whole_network_runs AS SELECT run_id, mode, status, speed_probe_ms FROM network_runs")
+    with pytest.raises(StoreError, match=r"has the views of an older tracker, without speed_probe_version .*: "
+                                         r"tracker warehouse load -w "):
+        measured_speed(wh, "cpu-t2")
+    upgraded = _load(runs, wh)
+    assert (upgraded.mode, upgraded.runs_changed) == ("full", 7)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        assert dict(con.sql("SELECT run_id, speed_probe_version FROM whole_network_runs").fetchall()) == version
+    assert measured_speed(wh, "cpu-t2")["speed_probe_ms"] == 1.5
 
 
 def test_device_and_mode_views_carry_power_and_gpu_utilisation(tmp_path: Path) -> None:

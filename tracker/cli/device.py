@@ -89,7 +89,8 @@ def speed(
 ) -> None:
     """``tracker.profile.probe.speed_now``, beside ``measured_speed`` of the store's warehouse."""
     from tracker.cli.options import state
-    from tracker.console import shell_line
+    from tracker.console import counted, shell_line
+    from tracker.errors import TrackerError, first_line
     from tracker.profile.probe import measured_speed, speed_now
     from tracker.settings import warehouse_path
 
@@ -97,9 +98,14 @@ def speed(
     uri = state(ctx).location().uri
     warehouse = warehouse_path(None, uri)
     now = speed_now(device, threads, allocator.value if allocator else None)
-    usual = measured_speed(warehouse, now["mode"])
+    try:  # its own probe's version alone (every version's until 0.9.11): another version is another unit
+        usual, unread_warehouse = measured_speed(warehouse, now["mode"], now["speed_probe_version"]), None
+    except TrackerError as exc:  # a warehouse an older tracker loaded, say: the probe's figure stands
+        usual, unread_warehouse = None, first_line(exc)
     now["warehouse"] = {"path": str(warehouse), **usual} if usual else None
-    if usual:
+    if unread_warehouse:
+        now["warehouse_error"] = unread_warehouse
+    if usual and usual["measurements"]:
         now["slower_than_usual_rel"] = now["speed_probe_ms"] / usual["speed_probe_ms"] - 1.0
     fingerprints, unread = _latency_fingerprints(uri, device, now)
     now["fingerprints"] = fingerprints
@@ -111,15 +117,23 @@ def speed(
     low, high = now["quartiles_ms"]
     typer.echo(f"speed probe on {device} in mode {now['mode']}: {now['speed_probe_ms']:.4g} ms (median of "
                f"{now['speed_probe_count']} runs; quartiles {low:.4g} to {high:.4g} ms; higher is slower)")
-    if usual:
+    others = usual["other_versions"] if usual else 0
+    left_out = (f"{counted(others, 'measurement')} in this mode timed another version of the speed probe than "
+                f"this one's ({now['speed_probe_version']}): another unit, left out")
+    if usual and usual["measurements"]:
         change = now["slower_than_usual_rel"]
         how = (f"the probe takes {100 * change:.1f} % longer now: this machine is slower than usual" if change >= 0 else
                f"the probe takes {100 * -change:.1f} % less time now: this machine runs {1 / (1 + change):.3g} times as "
                "fast as usual")
         typer.echo(f"the warehouse's {usual['measurements']:,} measurements in this mode: median {usual['speed_probe_ms']:.4g} ms; "
                    + how)
+        if others:
+            typer.echo(left_out)
+    elif unread_warehouse:
+        typer.echo(f"cannot compare with the warehouse's measurements: {unread_warehouse}")
     else:
-        typer.echo(f"the warehouse ({warehouse}) holds no measurement in this mode with a speed probe to compare with")
+        typer.echo(f"the warehouse ({warehouse}) holds no measurement in this mode with a speed probe to compare with"
+                   + (f" ({left_out})" if others else ""))
     if unread:
         typer.echo(f"cannot read the store's fingerprints: {unread}")
     for f in fingerprints:
@@ -129,11 +143,15 @@ def speed(
         elif f["speed_reference_ms"] is None:
             typer.echo(f"{where} learnt its latencies as measured, with no reference speed: --speed-probe-ms "
                        "does not move its predictions")
+        elif not _same_probe(f, now):
+            typer.echo(f"{where} learnt at the speed of speed probe version {f['speed_probe_version']}, not this one's "
+                       f"({now['speed_probe_version']}): another unit, not compared")
         else:
             change = f["slower_than_reference_rel"]
             typer.echo(f"{where} learnt at speed probe {f['speed_reference_ms']:.4g} ms: at this speed its latencies "
                        + (f"are {100 * change:.1f} % longer" if change >= 0 else f"are {100 * -change:.1f} % shorter"))
-    usable = [f for f in fingerprints if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"])]
+    usable = [f for f in fingerprints if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"])
+              and _same_probe(f, now)]
     if usable:
         # predict names a fingerprint by its registered device part: the device, or a mode learnt alone (--device cpu-t1)
         named = usable[0]["name"].split("-", 2)[2]
@@ -160,7 +178,14 @@ def _latency_fingerprints(uri: str, device: str, now: dict[str, Any]) -> tuple[l
         return [], first_line(exc)
     except Exception as exc:  # noqa: BLE001  MLflow's client refusing (a server's error): the probe's figure stands
         return [], f"{type(exc).__name__}: {first_line(exc)}"
-    for f in found:  # a version of another mode answers for that mode: not compared with this one's speed
-        if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"]):
+    for f in found:  # a version of another mode answers for that mode, one learnt at another probe version's speed
+        # in another unit: neither compared with this one's speed
+        if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"]) and _same_probe(f, now):
             f["slower_than_reference_rel"] = now["speed_probe_ms"] / f["speed_reference_ms"] - 1.0
     return found, None
+
+
+def _same_probe(fingerprint: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether a latency fingerprint's reference speed is in the unit of the probe timed now: of its
+    version, or of no version said (a version's tag, written with its reference since 0.9.9)."""
+    return fingerprint.get("speed_probe_version") in (None, now["speed_probe_version"])

@@ -36,6 +36,7 @@ FLOOR_ONLY = {"live_activation_bytes", "batch_live_activation_bytes"}
 NOT_FEATURES = {"run_id", "experiment", "phase", "device", "device_name", "mode", "precision", "model", "model_hash",
                 "latency_ci_rel", "samples_count", "input_size", "threads", "label_repeats", "label_experiments",
                 "label_run_ids", "label_probe_ratio", "label_speed_probe_ms", "label_probed_repeats",
+                "label_speed_probe_version",
                 "measured_latency_ms", *TARGETS}
 
 
@@ -225,7 +226,8 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         try:
             frame = con.sql(
                 f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra}, l.latency_probe_ratio AS label_probe_ratio, "
-                "l.speed_probe_ms AS label_speed_probe_ms, l.probed_repeats AS label_probed_repeats "
+                "l.speed_probe_ms AS label_speed_probe_ms, l.probed_repeats AS label_probed_repeats, "
+                "l.speed_probe_version AS label_speed_probe_version "
                 f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
                 f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
                 f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
@@ -239,6 +241,12 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
                 raise FingerprintError(f"the warehouse {warehouse} has no {LABELS_MACRO}, which learning from named "
                                        "experiments reads (a load by tracker 0.9.10 or later makes it): tracker "
                                        f"warehouse load -w {shell_word(warehouse)}") from None
+            raise
+        except duckdb.BinderException as exc:
+            if "speed_probe_version" in str(exc):  # its views made by tracker 0.9.10 or before (a load makes them anew)
+                from tracker.warehouse.load import older_probe_views
+
+                raise FingerprintError(older_probe_views(warehouse)) from None
             raise
         # where the target itself was measured, in which mode (every device and phase until 0.9.2: "no
         # inference measurements of energy_per_iter_j on 'cpu'; measured: cpu/... (inference)"), and whether
@@ -272,21 +280,67 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
 
 def speed_reference_ms(frame: Any) -> float | None:
     """The probe time a latency fingerprint's labels are put at (``at_reference_speed``): the median of
-    its rows' probes, where every measurement each label is the median of timed the speed probe beside
-    it (``tracker.profile.probe``, since 0.9.9); None where one did not (imports, older runs, a GPU's
-    runs measured before): their labels stay as measured."""
+    its rows' probes, where every measurement each label is the median of timed this tracker's speed
+    probe beside it (``tracker.profile.probe``, since 0.9.9; of its version, ``PROBE_VERSION``, since
+    0.9.11: another version's is another unit); None where one did not (imports, older runs, a GPU's
+    runs measured before, a probe of another version): their labels stay as measured
+    (:func:`unprobed_why` says why)."""
     if not fully_probed(frame):
         return None
     return float(frame["label_speed_probe_ms"].median())
 
 
+def _probed(rows: Any, ratio: str = "label_probe_ratio", repeats: str = "label_probed_repeats",
+            version: str = "label_speed_probe_version") -> Any:
+    """Per row, whether its label is the median over repeats that each timed this tracker's speed
+    probe (its ``PROBE_VERSION``), and which of them say so."""
+    from tracker.profile.probe import PROBE_VERSION
+
+    timed = rows[ratio].notna() & (rows[repeats] == rows["label_repeats"])
+    return timed, timed & rows[version].eq(PROBE_VERSION).fillna(False).astype(bool)
+
+
 def fully_probed(rows: Any) -> bool:
     """Whether every label of ``rows`` (network rows of ``load_rows``, layer rows of
-    ``layers.load_layer_rows``) is the median over repeats that each timed the speed probe: only
-    then are they put at a reference speed, all of them (one unit in what a model learns)."""
+    ``layers.load_layer_rows``) is the median over repeats that each timed the speed probe, of this
+    tracker's version (since 0.9.11; the version was not looked at before): only then are they put at a
+    reference speed, all of them (one unit in what a model learns)."""
     if rows.empty or "label_probe_ratio" not in rows.columns:
         return False
-    return bool((rows["label_probe_ratio"].notna() & (rows["label_probed_repeats"] == rows["label_repeats"])).all())
+    return bool(_probed(rows)[1].all())
+
+
+def network_probed(rows: Any) -> Any:
+    """Per layer row of ``layers.load_layer_rows``, whether the whole network's latency over the same
+    repeats (``network_latency_ms``) is the median over repeats that each timed this tracker's probe."""
+    return _probed(rows, "label_network_probe_ratio", "label_network_probed_repeats",
+                   "label_network_speed_probe_version")[1]
+
+
+def unprobed_why(rows: Any) -> str | None:
+    """Why the latency labels of ``rows`` stay as measured though not asked to (``fully_probed`` false):
+    how many were measured without a speed probe, and how many with a probe of another version than this
+    tracker's; None where they can be put at a reference speed, and where no measurement of theirs timed a
+    probe (imports, runs before 0.9.9: there was never a speed to put them at)."""
+    from tracker.profile.probe import PROBE_VERSION
+
+    if rows.empty or "label_probe_ratio" not in rows.columns or fully_probed(rows):
+        return None
+    if not (rows["label_probed_repeats"] > 0).any():
+        return None
+    timed, current = _probed(rows)
+    total = counted(len(rows), "label")
+    why = []
+    if missing := int((~timed).sum()):
+        why.append(f"{missing} of its {total} {'has' if missing == 1 else 'have'} measurements without a speed probe (runs before tracker 0.9.9, "
+                   "imports, a probe that failed)")
+    if other := int((timed & ~current).sum()):
+        versions = sorted({int(v) for v in rows.loc[timed & ~current, "label_speed_probe_version"].dropna()})
+        which = (f"speed probe version {', '.join(map(str, versions))}" if versions else
+                 "speed probes of versions that differ or go unsaid")
+        why.append(f"{other} of its {total} {'has' if other == 1 else 'have'} measurements that timed {which}, not this tracker's version "
+                   f"{PROBE_VERSION} (another unit)")
+    return "; ".join(why)
 
 
 def at_reference_speed(frame: Any, reference_ms: float) -> Any:
@@ -298,6 +352,10 @@ def at_reference_speed(frame: Any, reference_ms: float) -> Any:
     frame["measured_latency_ms"] = frame["latency_ms"]
     frame["latency_ms"] = frame["label_probe_ratio"].astype(float) * reference_ms
     frame.attrs["speed_reference_ms"] = reference_ms
+    # the probe's version its runs timed (one, ``speed_reference_ms`` takes none else): the reference's unit
+    versions = frame["label_speed_probe_version"].dropna().unique() if "label_speed_probe_version" in frame.columns else []
+    if len(versions) == 1:
+        frame.attrs["speed_probe_version"] = int(versions[0])
     return frame
 
 

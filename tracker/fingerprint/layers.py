@@ -59,16 +59,17 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
     before, over its repeats without layers too, and a configuration measured again whole only had no
     layer rows at all). ``speed_reference_ms``: the network
     labels were put at that probe time (``dataset.at_reference_speed``), and so are the layers (each
-    one's median of latency over probe times it) where every repeat of every layer timed the probe, as
-    for the network labels; else every layer stays as measured (one network's sum of layers in two
-    units, some put at the reference and some not, until it was released). ``experiments``: each
+    one's median of latency over probe times it) where every repeat of every layer timed the probe, of
+    this tracker's version (since 0.9.11), as for the network labels; else every layer stays as
+    measured (one network's sum of layers in two units, some put at the reference and some not, until
+    it was released). ``experiments``: each
     layer's median over the measurements of those experiments alone, as ``dataset.load_rows`` takes the
     network labels (since 0.9.10: the layers of every experiment before, which the calibration then
     paired with the named experiments' network latencies); ``label_experiments`` and ``label_run_ids``
     (the layer runs) say what each label came from."""
     import duckdb
 
-    from tracker.fingerprint.dataset import fully_probed
+    from tracker.fingerprint.dataset import fully_probed, network_probed
     from tracker.warehouse.load import connect_loaded
 
     if experiments:  # layer_labels' medians, over the named experiments' measurements alone (its macro)
@@ -82,7 +83,8 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
             f"SELECT f.* REPLACE (l.latency_ms AS latency_ms), l.repeats AS label_repeats, "
             f"l.latency_probe_ratio AS label_probe_ratio, l.probed_repeats AS label_probed_repeats, "
             "l.network_latency_ms, l.network_probe_ratio AS label_network_probe_ratio, "
-            f"l.network_probed_repeats AS label_network_probed_repeats{extra} "
+            "l.network_probed_repeats AS label_network_probed_repeats, l.speed_probe_version AS label_speed_probe_version, "
+            f"l.network_speed_probe_version AS label_network_speed_probe_version{extra} "
             f"FROM {LAYER_VIEW} f JOIN {labels} l USING (run_id) "
             "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
             "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
@@ -97,6 +99,10 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
                                    f"warehouse load -w {shell_word(warehouse)}") from None
         raise
     except duckdb.BinderException as exc:
+        if "speed_probe_version" in str(exc):  # its views made by tracker 0.9.10 or before (a load makes them anew)
+            from tracker.warehouse.load import older_probe_views
+
+            raise FingerprintError(older_probe_views(warehouse)) from None
         if "network_latency_ms" in str(exc):  # its views made by tracker 0.9.10 or before (a load makes them anew)
             from tracker.console import shell_word
 
@@ -108,9 +114,10 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
         con.close()
     if speed_reference_ms is not None and fully_probed(rows):
         rows["latency_ms"] = rows["label_probe_ratio"].astype(float) * speed_reference_ms
-        # the whole network in the same unit, where each measurement that ran the layers timed its probe
-        # (else unknown, and the configuration is left out of the calibration: never one unit against another)
-        probed = rows["label_network_probed_repeats"] == rows["label_repeats"]
+        # the whole network in the same unit, where each measurement that ran the layers timed its probe, of this
+        # tracker's version (else unknown, and the configuration is left out of the calibration: never one unit
+        # against another)
+        probed = network_probed(rows)
         rows["network_latency_ms"] = (rows["label_network_probe_ratio"].astype(float) * speed_reference_ms).where(probed)
     return rows
 

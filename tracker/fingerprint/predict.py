@@ -353,8 +353,9 @@ def latency_references(tracking_uri: str | None, device: str, mode: str | None =
     """The latency champions ``tracker predict ... --device DEVICE`` (or ``--device MODE``) loads, in
     either phase, float32, as ``tracker device speed`` compares them with the machine's speed now
     (since 0.9.11): each one's registered name, version, the mode its runs were measured in (tag
-    ``mode``) and the probe speed its labels were put at (tag ``speed_reference_ms``; None: it learnt
-    as measured). Read from an embedded store's database without MLflow, else by MLflow's client."""
+    ``mode``), the probe speed its labels were put at (tag ``speed_reference_ms``; None: it learnt
+    as measured) and that probe's version (tag ``speed_probe_version``; None where it has none). Read
+    from an embedded store's database without MLflow, else by MLflow's client."""
     from tracker.settings import resolve_location
 
     location = resolve_location(tracking_uri)
@@ -381,8 +382,12 @@ def latency_references(tracking_uri: str | None, device: str, mode: str | None =
             reference = None
         if reference is not None and not (math.isfinite(reference) and reference > 0):
             reference = None
+        try:  # the probe version of its reference (written with it since 0.9.9)
+            probe_version = int(tags["speed_probe_version"]) if reference is not None and "speed_probe_version" in tags else None
+        except ValueError:
+            probe_version = None
         found.append({"name": name, "version": str(version.version), "mode": tags.get("mode") or None,
-                      "speed_reference_ms": reference})
+                      "speed_reference_ms": reference, "speed_probe_version": probe_version})
     return found
 
 

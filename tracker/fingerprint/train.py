@@ -38,6 +38,7 @@ from tracker.fingerprint.dataset import (
     memory_limits,
     speed_reference_ms,
     trained_ranges,
+    unprobed_why,
     view_hash,
     view_sql,
 )
@@ -335,6 +336,9 @@ class TrainResult:
     measured_rows: int = 0
     #: the speed probe's time its latency labels were put at (``dataset.at_reference_speed``); None: as measured
     speed_reference_ms: float | None = None
+    #: why its latency labels stay as measured though --as-measured was not given (``dataset.unprobed_why``:
+    #: measurements without a probe, or with another version's; since 0.9.11); None otherwise
+    as_measured_why: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As ``train --format json`` prints it: ``memory_floor`` a boolean and ``memory_floor_not_why``
@@ -361,7 +365,8 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     measurements alone (``load_rows``), and so are their layers' (attrs ``experiments``, which the layer
     level reads: ``layers.load_layer_rows``, since 0.9.10). A latency's labels are put at the machine's
     reference speed where every measurement timed the speed probe beside it (``dataset.at_reference_speed``;
-    attrs ``speed_reference_ms``), unless ``as_measured`` (since 0.9.9)."""
+    attrs ``speed_reference_ms``), unless ``as_measured`` (since 0.9.9); where they cannot be, attrs
+    ``as_measured_why`` says why (since 0.9.11: without a probe, or with another version's)."""
     if experiments:
         frame = load_rows(warehouse, target, phase, device, mode, dtype, experiments, empty_ok=True)
         found = {e for names in frame["label_experiments"] for e in names}
@@ -405,8 +410,13 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
                                # the networks left out by hand said too (unsaid until 0.9.4)
                                + (f"; --exclude left out {', '.join(sorted(exclude))}" if exclude else "")
                                + ": measure more (tracker campaign run) and load them (tracker warehouse load)")
-    if target == "latency_ms" and not as_measured and (reference := speed_reference_ms(frame)) is not None:
-        frame = at_reference_speed(frame, reference)
+    why = None
+    if target == "latency_ms" and not as_measured:
+        if (reference := speed_reference_ms(frame)) is not None:
+            frame = at_reference_speed(frame, reference)
+        else:
+            why = unprobed_why(frame)
+    frame.attrs["as_measured_why"] = why
     frame.attrs["left_out_imprecise"], frame.attrs["measured_rows"] = left_out
     frame.attrs["experiments"] = tuple(sorted(set(experiments)))
     return frame
@@ -747,7 +757,9 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                                 **({"trend": trend.to_json()} if trend is not None else {}),
                                 # to the last bit (6 digits until 0.9.10: a champion compared with a version trained again on the same
                                 # runs was put at a speed a millionth off its own, and lost to its twin on that alone)
-                                **({"speed_reference_ms": repr(float(reference_ms)), "speed_probe_version": str(PROBE_VERSION)}
+                                # and the version of the probe its runs timed (PROBE_VERSION, whatever they timed, until 0.9.11)
+                                **({"speed_reference_ms": repr(float(reference_ms)),
+                                    "speed_probe_version": str(frame.attrs.get("speed_probe_version", PROBE_VERSION))}
                                    if reference_ms is not None else {}),
                                 **({"device_memory_mb": f"{memory_mb:.0f}"} if memory_mb is not None else {}),
                                 **({"memory_floor": floor_text} if floor_text is not None else {}),
@@ -797,7 +809,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                         exc.fingerprint_run = (name, run_id, kept)  # type: ignore[attr-defined]
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
-                       method, floor_text, *left_out, reference_ms)
+                       method, floor_text, *left_out, reference_ms, frame.attrs.get("as_measured_why"))
 
 
 def stopped_train(exc: BaseException) -> str:

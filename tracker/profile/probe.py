@@ -172,19 +172,35 @@ def speed_now(device: str = "cpu", threads: int | None = None, allocator: str | 
             "speed_probe_version": int(payload["speed_probe"]["version"]), "device_wait_s": result.device_wait_s}
 
 
-def measured_speed(warehouse: Any, mode: str) -> dict[str, Any] | None:
-    """The speed probe's median over the warehouse's finished whole measurements in ``mode`` and how
-    many there are (the machine's usual speed there, which a latency fingerprint's labels are put
-    near); None where it holds none (or there is no warehouse)."""
-    from tracker.warehouse.load import connect_loaded
+def measured_speed(warehouse: Any, mode: str, version: int = PROBE_VERSION) -> dict[str, Any] | None:
+    """The speed probe's median over the warehouse's finished whole measurements in ``mode`` that timed
+    the probe of ``version`` (another version's is another unit: left out since 0.9.11, counted in
+    ``other_versions``) and how many there are (the machine's usual speed there, which a latency
+    fingerprint's labels are put near); None where it holds none of either (or there is no warehouse).
+    A warehouse whose views an older tracker made (no ``speed_probe_version``) is a StoreError saying
+    to load it."""
+    import duckdb
+
+    from tracker.errors import StoreError
+    from tracker.warehouse.load import connect_loaded, older_probe_views
 
     if not warehouse.exists():
         return None
     con = connect_loaded(warehouse)
     try:
-        ((median, count),) = con.execute(
-            "SELECT median(speed_probe_ms), count(*) FROM whole_network_runs WHERE mode = $mode "
-            "AND status = 'FINISHED' AND speed_probe_ms > 0", {"mode": mode}).fetchall()
+        ((median, count, others),) = con.execute(
+            "SELECT median(speed_probe_ms) FILTER (WHERE speed_probe_version = $version), "
+            "count(*) FILTER (WHERE speed_probe_version = $version), "
+            "count(*) FILTER (WHERE speed_probe_version IS DISTINCT FROM $version) FROM whole_network_runs "
+            "WHERE mode = $mode AND status = 'FINISHED' AND speed_probe_ms > 0",
+            {"mode": mode, "version": int(version)}).fetchall()
+    except duckdb.BinderException as exc:
+        if "speed_probe_version" not in str(exc):
+            raise
+        raise StoreError(older_probe_views(warehouse)) from None
     finally:
         con.close()
-    return {"speed_probe_ms": float(median), "measurements": int(count)} if count else None
+    if not count and not others:
+        return None
+    return {"speed_probe_ms": float(median) if count else None, "measurements": int(count),
+            "speed_probe_version": int(version), "other_versions": int(others)}

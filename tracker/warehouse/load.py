@@ -104,6 +104,14 @@ def connect_loaded(path: Path) -> Any:
     return con
 
 
+def older_probe_views(path: Path) -> str:
+    """What to say of a warehouse whose views an older tracker made, read where the speed probe's
+    version is (``speed_probe_version``, since 0.9.11): a load makes them anew."""
+    return (f"the warehouse {path} has the views of an older tracker, without speed_probe_version (the speed "
+            "probe's version, which tracker 0.9.11 reads before it compares probes; a load by tracker 0.9.11 or later "
+            f"adds it): tracker warehouse load -w {shell_word(path)}")
+
+
 @contextmanager
 def interruptible(con: Any) -> Iterator[None]:
     """A Ctrl-C, or a SIGTERM where the command takes it as one, stops the connection's query.

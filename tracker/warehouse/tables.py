@@ -84,6 +84,10 @@ BASE_DDL = (
 RUN_COLUMNS = ("run_id", "experiment", "run_name", "status", "failure_reason", "parent_run_id", "config_key",
                "campaign", "source", "start_time", "end_time")
 RUN_COLUMN_TYPES = {"start_time": "TIMESTAMP", "end_time": "TIMESTAMP"}
+#: Tags whose typed column is named and typed otherwise than the tag (``tracker.`` taken off, the
+#: schema's type): the speed probe's version (``tracker.profile.probe.PROBE_TAG``), an integer
+#: under the name that says what it is (since 0.9.11; column ``speed_probe``, text, before).
+TAG_COLUMNS: dict[str, tuple[str, str]] = {"tracker.speed_probe": ("speed_probe_version", "INTEGER")}
 
 
 def table_name(kind: str) -> str:
@@ -121,8 +125,10 @@ def typed_columns(kind: str) -> list[tuple[str, str, str]]:
             "tracker.kind", "tracker.schema", "tracker.version", "tracker.config_key", "tracker.failure_reason",
             "tracker.campaign", "tracker.source", "tracker.stderr_tail", "tracker.description",
         ):
-            column = name.removeprefix("tracker.")
-            cols.append((column, SQL_TYPES.get(spec.type, "VARCHAR"), "tags"))
+            column, sql_type = TAG_COLUMNS.get(name, (name.removeprefix("tracker."), SQL_TYPES.get(spec.type, "VARCHAR")))
+            if column in taken:
+                continue
+            cols.append((column, sql_type, "tags"))
             taken.add(column)
     return cols
 
@@ -137,7 +143,7 @@ def typed_insert(kind: str) -> str:
     schema = load_schema(kind)
     columns = typed_columns(kind)
     selects = []
-    for column, _, origin in columns:
+    for column, sql_type, origin in columns:
         if origin == "runs":
             selects.append(f"r.{_quote(column)}")
         elif origin == "params":
@@ -145,8 +151,9 @@ def typed_insert(kind: str) -> str:
         elif origin == "metrics":
             selects.append(f"m.{_quote(column)}")
         else:
-            spec = schema.tags[f"tracker.{column}"]
-            selects.append(f"{_cast(spec, f't.{_quote(column)}')} AS {_quote(column)}")
+            value = f"t.{_quote(column)}"
+            selects.append((f"TRY_CAST({value} AS {sql_type})" if sql_type != "VARCHAR" else value)
+                           + f" AS {_quote(column)}")
 
     def pivot(table: str, names: list[str], alias_of: dict[str, str] | None = None) -> str:
         alias_of = alias_of or {}
@@ -161,11 +168,12 @@ def typed_insert(kind: str) -> str:
     params = [c for c, _, o in columns if o == "params"]
     metrics = [c for c, _, o in columns if o == "metrics"]
     tags = [c for c, _, o in columns if o == "tags"]
+    tag_of = {column: name for name, (column, _) in TAG_COLUMNS.items()}
     return (
         f"INSERT INTO {table_name(kind)} BY NAME\nSELECT {', '.join(selects)}\nFROM runs r\n"
         f"LEFT JOIN {pivot('params', params)} p USING (run_id)\n"
         f"LEFT JOIN {pivot('metrics', metrics)} m USING (run_id)\n"
-        f"LEFT JOIN {pivot('tags', tags, {t: f'tracker.{t}' for t in tags})} t USING (run_id)\n"
+        f"LEFT JOIN {pivot('tags', tags, {t: tag_of.get(t, f'tracker.{t}') for t in tags})} t USING (run_id)\n"
         f"WHERE r.kind = {_literal(kind)} AND r.run_id IN (SELECT run_id FROM changed)"
     )
 
