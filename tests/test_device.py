@@ -109,6 +109,10 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert ("% longer now: this machine is slower than usual" in text.stdout
             or "% less time now: this machine runs " in text.stdout)
     assert now["fingerprints"] == [] and "no latency fingerprint of cpu in mode cpu-t1 learnt at a reference speed" in text.stdout
+    # the command it names learns this mode alone (--device cpu was refused where the store held two modes, as
+    # here, and learnt the other mode where the store held that alone, until 0.9.11)
+    assert "tracker fingerprint train --target latency_ms --device cpu-t1 learns one from this mode's measurements" \
+        in text.stdout
     # the latency champions predict --device cpu loads (since 0.9.11): each beside the speed now, where it is of this mode
     from mlflow.tracking import MlflowClient
 

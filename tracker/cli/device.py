@@ -140,9 +140,12 @@ def speed(
         typer.echo("predict at this speed: tracker "
                    + shell_line("predict", "MODEL", "--device", named, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
     elif not unread:
+        # the mode as --device: it learns this mode's measurements alone, as latency_ms-PHASE-MODE, which this
+        # finds (--device cpu, named until 0.9.11, was refused where the store held two modes, and learnt the
+        # store's one mode where that was another)
         typer.echo(f"no latency fingerprint of {device} in mode {now['mode']} learnt at a reference speed, for predict "
-                   f"--speed-probe-ms to use: tracker fingerprint train --target latency_ms --device {device}, on "
-                   "measurements of this mode")
+                   f"--speed-probe-ms to use: tracker fingerprint train --target latency_ms --device {now['mode']} "
+                   "learns one from this mode's measurements")
 
 
 def _latency_fingerprints(uri: str, device: str, now: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
