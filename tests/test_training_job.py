@@ -137,6 +137,9 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     # was 0, its stop reason max_steps, and data_loading called it the best setting.
     lone = _cli(runs, "profile", "training", str(_job(tmp_path, "lone", bs=12, epochs=1)))
     assert lone.exit_code == 0 and "FINISHED: 1 step, the set-up alone (its figures are the set-up's" in lone.stdout
+    # what gives it more: two batches of images or a second epoch (its max_steps, 3, only caps them; it asked
+    # for more images than one batch or max_steps of 2 or more, both of which it had or gave one step, until 0.9.11)
+    assert "give it two batches of images or more (24 at batch 12), or num_epochs of 2 or more)" in lone.stdout
     assert lone.stdout.startswith("FINISHED: ")  # its progress bar on stderr (a blank line on stdout until 0.9.3)
     [run] = [r for r in client.search_runs([client.get_experiment_by_name("Default").experiment_id])
              if r.data.params.get("batch_size") == "12"]
@@ -145,6 +148,10 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     rows = json.loads(runner.invoke(app, ["sql", "SELECT batch_size, is_best, steps FROM data_loading ORDER BY batch_size, "
                                           "is_best", "--warehouse", str(wh), "--format", "json"]).stdout)
     assert [(x["batch_size"], x["is_best"], x["steps"]) for x in rows] == [(4, False, 3), (4, True, 3), (12, False, 1)]
+    # capped at one step, its max_steps is what gives it more
+    capped = _cli(runs, "profile", "training", str(_job(tmp_path, "capped", steps=1)))
+    assert capped.exit_code == 0 and "1 step, the set-up alone (its figures are the set-up's, which a job leaves " \
+        "out when it has more: give it max_steps of 2 or more)" in capped.stdout, capped.output
 
 
 def test_a_gpu_jobs_host_share_is_of_its_compute_and_absent_where_a_step_has_none() -> None:
