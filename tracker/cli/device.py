@@ -135,10 +135,12 @@ def speed(
                        + (f"are {100 * change:.1f} % longer" if change >= 0 else f"are {100 * -change:.1f} % shorter"))
     usable = [f for f in fingerprints if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"])]
     if usable:
-        # predict names a fingerprint by its registered device part: the device, or a mode learnt alone (--device cpu-t1)
-        named = usable[0]["name"].split("-", 2)[2]
+        # predict names a fingerprint by its phase (an inference one first) and its registered device part: the
+        # device, or a mode learnt alone (--device cpu-t1); a training one's line lacked --phase training until 0.9.11
+        _, phase, named = usable[0]["name"].split("-", 2)
         typer.echo("predict at this speed: tracker "
-                   + shell_line("predict", "MODEL", "--device", named, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
+                   + shell_line("predict", "MODEL", *(["--phase", phase] if phase != "inference" else []), "--device",
+                                named, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
     elif not unread:
         # the mode as --device: it learns this mode's measurements alone, as latency_ms-PHASE-MODE, which this
         # finds (--device cpu, named until 0.9.11, was refused where the store held two modes, and learnt the
