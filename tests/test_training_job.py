@@ -786,7 +786,7 @@ class Net(nn.Module):
     assert err.strip().splitlines()[-1] == said, err[-2000:]
 
 
-@pytest.mark.parametrize("command", ["profile training", "campaign loader", "profile network"])
+@pytest.mark.parametrize("command", ["profile training", "campaign loader", "profile network", "profile boundary"])
 def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path: Path, command: str) -> None:
     """A job (or a network's measurement) interrupted while it waits for its device (another tracker
     process measuring on it) has measured nothing and logged no run of it, and says so: main's "what was
@@ -809,7 +809,8 @@ def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # this test measures on the CPU, as far as tracker can tell
         os.write(fd, f"{os.getpid()}\n".encode())
-        what = ["squeezenet1_1", "--input-size", "32"] if command == "profile network" else [str(job)]
+        what = {"profile network": ["squeezenet1_1", "--input-size", "32"],
+                "profile boundary": ["squeezenet1_1", "--input-size", "32", "--max-batch", "2"]}.get(command, [str(job)])
         proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), *command.split(), *what], cwd=tmp_path,
                                 env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, preexec_fn=sigint_default)
@@ -832,11 +833,16 @@ def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path:
                                "the settings measured before are kept, the next measured nothing; run the campaign "
                                "again to go on",
             "profile network": "interrupted while waiting for cpu, which another tracker process was measuring on: "
-                               "nothing was measured, and no run of it is logged"}[command]
+                               "nothing was measured, and no run of it is logged",
+            # since 0.9.11 too (main's "what was logged before is kept" before)
+            "profile boundary": "interrupted while waiting for cpu, which another tracker process was measuring on: "
+                                "the batch sizes measured before are kept, the next measured nothing; run the same "
+                                "command again to go on"}[command]
     assert proc.returncode == 130 and not out and err.strip().splitlines() == [said], (proc.returncode, out, err[-2000:])
     client = MlflowClient(resolve_location(str(runs)).uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
-    of_it = "tags.`tracker.kind` = 'network'" if command == "profile network" else "tags.`tracker.job` = 'training'"
+    of_it = ("tags.`tracker.kind` = 'network'" if command in ("profile network", "profile boundary")
+             else "tags.`tracker.job` = 'training'")
     assert client.search_runs(experiments, of_it) == []  # no run of it at all
 
 

@@ -396,10 +396,19 @@ def boundary(
         raise typer.BadParameter(f"{start} is over --max-batch {max_batch}: no batch size would be tried",
                                  param_hint="'--start'")
     _check(model, device, input_size, phase, dtype, threads, memory_limit_mb)
-    result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
-                           phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
-                           search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value,
-                           input_size=input_size, dtype=dtype.value)
+    try:
+        result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
+                               phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
+                               search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb,
+                               allocator=allocator.value, input_size=input_size, dtype=dtype.value)
+    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11, as profile network's
+        from tracker.profile.devicelock import waiting_for
+
+        if (waited := waiting_for(exc)) is None:
+            raise
+        exit_interrupted(f"interrupted while waiting for {waited}, which another tracker process was measuring on: "
+                         "the batch sizes measured before are kept, the next measured nothing; run the same command "
+                         "again to go on")
     data = result.as_dict()
     if fmt is OutputFormat.json:
         emit_json(data)
