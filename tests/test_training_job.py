@@ -1359,6 +1359,12 @@ def test_a_batch_a_bad_image_leaves_short_is_skipped_and_counted_not_timed(tmp_p
     assert again.stderr.splitlines() == [
         f"skipped {bad}: cannot decode image (UnidentifiedImageError: cannot identify image file '{bad.name}')",
         "skipped 2 steps, not timed: a bad file left each batch short of 2 images"], again.stderr
+    # a loader campaign's setting says them on its line too (nothing of them until 0.9.11): at batch 3, each
+    # epoch's batch holding the bad image is short, two steps of two epochs timed
+    sweep = _cli(runs, "campaign", "loader", str(job), "--batch-size", "3")
+    assert sweep.exit_code == 0, sweep.output
+    [line] = [x for x in sweep.stdout.splitlines() if x.startswith("workers 0 prefetch 2 batch 3: ")]
+    assert line.endswith(" images/s; 2 steps skipped, not timed: a bad file left each batch short"), line
 
     # batch 6: each epoch's one batch is 5 images, none whole (two steps of 5 images logged as batch 6 until 0.9.11)
     whole = _job(tmp_path, "whole", bs=6, steps=0, epochs=2, size=32)
