@@ -114,6 +114,10 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert ("1 measurement in this mode timed another version of the speed probe than this one's (1): another unit, "
             "left out\n") in text.stdout
     assert now["fingerprints"] == [] and "no latency fingerprint of cpu in mode cpu-t1 learnt at a reference speed" in text.stdout
+    # the command it names learns this mode alone (--device cpu was refused where the store held two modes, as
+    # here, and learnt the other mode where the store held that alone, until 0.9.11)
+    assert "tracker fingerprint train --target latency_ms --device cpu-t1 learns one from this mode's measurements" \
+        in text.stdout
     # the latency champions predict --device cpu loads (since 0.9.11): each beside the speed now, where it is of this mode
     from mlflow.tracking import MlflowClient
 
@@ -157,3 +161,24 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     failed = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
     assert failed.exit_code == 1 and str(failed.exception).startswith(
         "the speed probe failed on cpu: RuntimeError: injected: the probe failed"), failed.exception
+
+
+def test_device_speed_gives_a_training_fingerprints_phase_to_predict(tmp_path: Path) -> None:
+    """Where the one latency fingerprint of this mode learnt at a reference speed is a training step's, the
+    predict line `tracker device speed` gives names its phase: without --phase training it asked for the
+    inference fingerprint, which is not there (until 0.9.11)."""
+    from mlflow.tracking import MlflowClient
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    runs = tmp_path / "runs"
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    client.create_registered_model("latency_ms-training-cpu")
+    client.create_model_version("latency_ms-training-cpu", source=str(tmp_path),
+                                tags={"mode": "cpu-t1", "speed_reference_ms": "2.0"})
+    client.set_registered_model_alias("latency_ms-training-cpu", "champion", "1")
+    text = CliRunner().invoke(app, ["--tracking-uri", str(runs), "device", "speed", "--threads", "1"])
+    assert text.exit_code == 0, text.output
+    assert "latency_ms-training-cpu version 1 learnt at speed probe 2 ms: at this speed its latencies are " in text.stdout
+    assert "predict at this speed: tracker predict MODEL --phase training --device cpu --speed-probe-ms " in text.stdout

@@ -137,6 +137,9 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     # was 0, its stop reason max_steps, and data_loading called it the best setting.
     lone = _cli(runs, "profile", "training", str(_job(tmp_path, "lone", bs=12, epochs=1)))
     assert lone.exit_code == 0 and "FINISHED: 1 step, the set-up alone (its figures are the set-up's" in lone.stdout
+    # what gives it more: two batches of images or a second epoch (its max_steps, 3, only caps them; it asked
+    # for more images than one batch or max_steps of 2 or more, both of which it had or gave one step, until 0.9.11)
+    assert "give it two batches of images or more (24 at batch 12), or num_epochs of 2 or more)" in lone.stdout
     assert lone.stdout.startswith("FINISHED: ")  # its progress bar on stderr (a blank line on stdout until 0.9.3)
     [run] = [r for r in client.search_runs([client.get_experiment_by_name("Default").experiment_id])
              if r.data.params.get("batch_size") == "12"]
@@ -145,6 +148,10 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     rows = json.loads(runner.invoke(app, ["sql", "SELECT batch_size, is_best, steps FROM data_loading ORDER BY batch_size, "
                                           "is_best", "--warehouse", str(wh), "--format", "json"]).stdout)
     assert [(x["batch_size"], x["is_best"], x["steps"]) for x in rows] == [(4, False, 3), (4, True, 3), (12, False, 1)]
+    # capped at one step, its max_steps is what gives it more
+    capped = _cli(runs, "profile", "training", str(_job(tmp_path, "capped", steps=1)))
+    assert capped.exit_code == 0 and "1 step, the set-up alone (its figures are the set-up's, which a job leaves " \
+        "out when it has more: give it max_steps of 2 or more)" in capped.stdout, capped.output
 
 
 def test_a_gpu_jobs_host_share_is_of_its_compute_and_absent_where_a_step_has_none() -> None:
@@ -779,7 +786,7 @@ class Net(nn.Module):
     assert err.strip().splitlines()[-1] == said, err[-2000:]
 
 
-@pytest.mark.parametrize("command", ["profile training", "campaign loader", "profile network"])
+@pytest.mark.parametrize("command", ["profile training", "campaign loader", "profile network", "profile boundary"])
 def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path: Path, command: str) -> None:
     """A job (or a network's measurement) interrupted while it waits for its device (another tracker
     process measuring on it) has measured nothing and logged no run of it, and says so: main's "what was
@@ -802,7 +809,8 @@ def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # this test measures on the CPU, as far as tracker can tell
         os.write(fd, f"{os.getpid()}\n".encode())
-        what = ["squeezenet1_1", "--input-size", "32"] if command == "profile network" else [str(job)]
+        what = {"profile network": ["squeezenet1_1", "--input-size", "32"],
+                "profile boundary": ["squeezenet1_1", "--input-size", "32", "--max-batch", "2"]}.get(command, [str(job)])
         proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), *command.split(), *what], cwd=tmp_path,
                                 env={**os.environ, "TMPDIR": str(temp)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, preexec_fn=sigint_default)
@@ -825,11 +833,16 @@ def test_ctrl_c_while_waiting_for_the_device_says_nothing_was_measured(tmp_path:
                                "the settings measured before are kept, the next measured nothing; run the campaign "
                                "again to go on",
             "profile network": "interrupted while waiting for cpu, which another tracker process was measuring on: "
-                               "nothing was measured, and no run of it is logged"}[command]
+                               "nothing was measured, and no run of it is logged",
+            # since 0.9.11 too (main's "what was logged before is kept" before)
+            "profile boundary": "interrupted while waiting for cpu, which another tracker process was measuring on: "
+                                "the batch sizes measured before are kept, the next measured nothing; run the same "
+                                "command again to go on"}[command]
     assert proc.returncode == 130 and not out and err.strip().splitlines() == [said], (proc.returncode, out, err[-2000:])
     client = MlflowClient(resolve_location(str(runs)).uri)
     experiments = [e.experiment_id for e in client.search_experiments()]
-    of_it = "tags.`tracker.kind` = 'network'" if command == "profile network" else "tags.`tracker.job` = 'training'"
+    of_it = ("tags.`tracker.kind` = 'network'" if command in ("profile network", "profile boundary")
+             else "tags.`tracker.job` = 'training'")
     assert client.search_runs(experiments, of_it) == []  # no run of it at all
 
 
@@ -1346,6 +1359,12 @@ def test_a_batch_a_bad_image_leaves_short_is_skipped_and_counted_not_timed(tmp_p
     assert again.stderr.splitlines() == [
         f"skipped {bad}: cannot decode image (UnidentifiedImageError: cannot identify image file '{bad.name}')",
         "skipped 2 steps, not timed: a bad file left each batch short of 2 images"], again.stderr
+    # a loader campaign's setting says them on its line too (nothing of them until 0.9.11): at batch 3, each
+    # epoch's batch holding the bad image is short, two steps of two epochs timed
+    sweep = _cli(runs, "campaign", "loader", str(job), "--batch-size", "3")
+    assert sweep.exit_code == 0, sweep.output
+    [line] = [x for x in sweep.stdout.splitlines() if x.startswith("workers 0 prefetch 2 batch 3: ")]
+    assert line.endswith(" images/s; 2 steps skipped, not timed: a bad file left each batch short"), line
 
     # batch 6: each epoch's one batch is 5 images, none whole (two steps of 5 images logged as batch 6 until 0.9.11)
     whole = _job(tmp_path, "whole", bs=6, steps=0, epochs=2, size=32)

@@ -133,7 +133,13 @@ def _loader_line(r: dict[str, Any]) -> str:
                                       else "")
     figures = (f"median step {r['median_step_ms']:.1f} ms; over its measured steps: data wait "
                f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s")
-    return f"{where}: {figures}" + ("" if r["status"] == "FINISHED" else f", then {ended} after {r['steps']} steps")
+    # batches a bad file left short, not timed (since 0.9.11): said as profile training says them, where this
+    # setting's line said nothing of them, its figures of fewer steps than the others'
+    short = r.get("skipped_steps") or 0
+    batches = "its batch" if short == 1 else "each batch"
+    skipped = f"; {counted(short, 'step')} skipped, not timed: a bad file left {batches} short" if short else ""
+    return (f"{where}: {figures}{skipped}"
+            + ("" if r["status"] == "FINISHED" else f", then {ended} after {r['steps']} steps"))
 
 
 @app.command("loader")

@@ -153,14 +153,19 @@ def speed(
     usable = [f for f in fingerprints if f["speed_reference_ms"] is not None and f["mode"] in (None, now["mode"])
               and _same_probe(f, now)]
     if usable:
-        # predict names a fingerprint by its registered device part: the device, or a mode learnt alone (--device cpu-t1)
-        named = usable[0]["name"].split("-", 2)[2]
+        # predict names a fingerprint by its phase (an inference one first) and its registered device part: the
+        # device, or a mode learnt alone (--device cpu-t1); a training one's line lacked --phase training until 0.9.11
+        _, phase, named = usable[0]["name"].split("-", 2)
         typer.echo("predict at this speed: tracker "
-                   + shell_line("predict", "MODEL", "--device", named, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
+                   + shell_line("predict", "MODEL", *(["--phase", phase] if phase != "inference" else []), "--device",
+                                named, "--speed-probe-ms", f"{now['speed_probe_ms']:.4g}"))
     elif not unread:
+        # the mode as --device: it learns this mode's measurements alone, as latency_ms-PHASE-MODE, which this
+        # finds (--device cpu, named until 0.9.11, was refused where the store held two modes, and learnt the
+        # store's one mode where that was another)
         typer.echo(f"no latency fingerprint of {device} in mode {now['mode']} learnt at a reference speed, for predict "
-                   f"--speed-probe-ms to use: tracker fingerprint train --target latency_ms --device {device}, on "
-                   "measurements of this mode")
+                   f"--speed-probe-ms to use: tracker fingerprint train --target latency_ms --device {now['mode']} "
+                   "learns one from this mode's measurements")
 
 
 def _latency_fingerprints(uri: str, device: str, now: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:

@@ -396,10 +396,19 @@ def boundary(
         raise typer.BadParameter(f"{start} is over --max-batch {max_batch}: no batch size would be tried",
                                  param_hint="'--start'")
     _check(model, device, input_size, phase, dtype, threads, memory_limit_mb)
-    result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
-                           phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
-                           search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb, allocator=allocator.value,
-                           input_size=input_size, dtype=dtype.value)
+    try:
+        result = find_boundary(state(ctx).logger(), model, Stopping(target_ci_rel=precision, time_cap_s=time_cap),
+                               phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
+                               search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb,
+                               allocator=allocator.value, input_size=input_size, dtype=dtype.value)
+    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11, as profile network's
+        from tracker.profile.devicelock import waiting_for
+
+        if (waited := waiting_for(exc)) is None:
+            raise
+        exit_interrupted(f"interrupted while waiting for {waited}, which another tracker process was measuring on: "
+                         "the batch sizes measured before are kept, the next measured nothing; run the same command "
+                         "again to go on")
     data = result.as_dict()
     if fmt is OutputFormat.json:
         emit_json(data)
@@ -504,6 +513,17 @@ def _other_work_note(others_pct: float, slower: str) -> str:
             "cpu_util_others_pct)")
 
 
+def _more_steps(config: dict[str, Any]) -> str:
+    """What gives a job of one step more: max_steps only caps its steps, and an epoch is its whole batches
+    alone (the last, partial one dropped), so more images than one batch but fewer than two, or a larger
+    max_steps, gave the same single step (both were what its line asked for until 0.9.11)."""
+    if config.get("max_steps") == 1:
+        return "max_steps of 2 or more"
+    batch = config.get("batch_size")
+    return (f"two batches of images or more{f' ({2 * batch} at batch {batch})' if batch else ''}, or num_epochs of 2 "
+            "or more")
+
+
 def _job_line(r: dict[str, Any]) -> None:
     """One line for a job; a child that died took its peak memory with it, so none is shown."""
     if r["steps"]:
@@ -521,7 +541,7 @@ def _job_line(r: dict[str, Any]) -> None:
         steps = f"{r['steps']} steps" + (f" ({counted(set_up, 'set-up step')} left out)" if set_up else "")
         if r["steps"] == 1:  # its figures are the set-up step's: workers starting, kernels warming (0.9.1 says so)
             steps = ("1 step, the set-up alone (its figures are the set-up's, which a job leaves out when it has more: "
-                     "give it more images than one batch, or max_steps of 2 or more)")
+                     f"give it {_more_steps(r.get('config', {}))})")
         iteration = f" (iteration {r['latency_ms']:.1f} ms, its wait for data left out)" if r.get("latency_ms") else ""
         typer.echo(f"{status}: {steps}, median step {r['median_step_ms']:.1f} ms{iteration}, data wait "
                    f"{100 * r['data_wait_fraction']:.1f} %, {r['images_per_s']:.1f} images/s{peak}"

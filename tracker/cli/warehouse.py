@@ -145,7 +145,8 @@ def sql(
         raise OptionError(f"QUERY {query!r} {what}: give one SQL statement, e.g. \"SELECT * FROM latest_measurements\"")
     if count is not None and count > 1:  # as the query would refuse it (DuckDB would run them all and answer the
         # last), but a usage error, status 2 (1 until 0.9.11, said only once a warehouse was there)
-        raise OptionError(f"QUERY holds {count} statements: give one (tracker sql runs each on its own)")
+        raise OptionError(f"QUERY holds {count} statements: tracker sql runs one; give each to a tracker sql of its "
+                          "own")
     with option_values():  # --param, --output and --format as given: usage errors, status 2 (1 until 0.9.8)
         params = parse_params(param or [])
     files = {f.value for f in QueryFormat} - {"table"}

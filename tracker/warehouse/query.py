@@ -55,8 +55,8 @@ def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
                 raise QueryError('the query is empty (a comment alone): give one SQL statement, e.g. '
                                  '"SELECT * FROM latest_measurements"')
             if len(statements) > 1:  # DuckDB would run them all and answer the last
-                raise QueryError(f"the query holds {len(statements)} statements: give one (tracker sql runs each "
-                                 "on its own)")
+                raise QueryError(f"the query holds {len(statements)} statements: tracker sql runs one; give each to "
+                                 "a tracker sql of its own")
             relation = con.sql(sql, params=dict(params)) if params else con.sql(sql)
             if relation is None:  # a statement without rows (SET, PRAGMA ...)
                 import pyarrow as pa
