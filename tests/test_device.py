@@ -90,6 +90,8 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert alone["mode"] == "cpu-t1" and alone["speed_probe_count"] == SPEED_NOW_BRACKETS * PROBE_RUNS
     low, high = alone["quartiles_ms"]
     assert 0 < low <= alone["speed_probe_ms"] <= high and alone["warehouse"] is None and "slower_than_usual_rel" not in alone
+    said = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"]).stdout  # no warehouse yet: said so
+    assert f"no warehouse at {runs / 'warehouse.duckdb'} to compare with: tracker warehouse load makes it" in said
     records = [timed_probe(network_record("resnet18", 1), 2.0), timed_probe(network_record("resnet18", 2), 3.0),
                timed_probe(network_record("resnet18", 4), 9.0), network_record("resnet18", 8),  # the last, no probe
                timed_probe(network_record("resnet18", 16), 40.0, version=2)]

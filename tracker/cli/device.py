@@ -131,6 +131,8 @@ def speed(
             typer.echo(left_out)
     elif unread_warehouse:
         typer.echo(f"cannot compare with the warehouse's measurements: {unread_warehouse}")
+    elif not warehouse.exists():  # "holds no measurement in this mode" until 0.9.11, of a file not there
+        typer.echo(f"no warehouse at {warehouse} to compare with: tracker warehouse load makes it from the store's runs")
     else:
         typer.echo(f"the warehouse ({warehouse}) holds no measurement in this mode with a speed probe to compare with"
                    + (f" ({left_out})" if others else ""))
