@@ -190,6 +190,26 @@ def family(model: str) -> str:
     return re.sub(r"([_-](p|pruned)?\d+(\.\d+)?)+$", "", model_) or model
 
 
+def older_views(warehouse: Path, exc: Exception, macro: str | None = None) -> FingerprintError | None:
+    """What to say, in one line, where a query of the labels failed on a warehouse an older tracker
+    loaded (a load makes its views anew): ``macro`` (the labels macro the query called, named experiments
+    only) not there (tracker 0.9.9 or before), or a view without ``speed_probe_version`` (0.9.10 or
+    before); None where ``exc`` is anything else. The network and the layer labels' queries both ask it."""
+    import duckdb
+
+    if isinstance(exc, duckdb.CatalogException) and macro is not None and macro in str(exc):
+        from tracker.console import shell_word
+
+        return FingerprintError(f"the warehouse {warehouse} has no {macro}, which learning from named experiments "
+                                f"reads (a load by tracker 0.9.10 or later makes it): tracker warehouse load -w "
+                                f"{shell_word(warehouse)}")
+    if isinstance(exc, duckdb.BinderException) and "speed_probe_version" in str(exc):
+        from tracker.warehouse.load import older_probe_views
+
+        return FingerprintError(older_probe_views(warehouse))
+    return None
+
+
 def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str | None = None,
               dtype: str = "float32", experiments: Collection[str] = (), empty_ok: bool = False) -> Any:
     """Measured rows of one target, phase and device (``device`` matches device, device_name or a
@@ -234,19 +254,9 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
                 f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
                 params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
             ).df()
-        except duckdb.CatalogException as exc:
-            if experiments and LABELS_MACRO in str(exc):  # a warehouse last loaded by tracker 0.9.9 or before
-                from tracker.console import shell_word
-
-                raise FingerprintError(f"the warehouse {warehouse} has no {LABELS_MACRO}, which learning from named "
-                                       "experiments reads (a load by tracker 0.9.10 or later makes it): tracker "
-                                       f"warehouse load -w {shell_word(warehouse)}") from None
-            raise
-        except duckdb.BinderException as exc:
-            if "speed_probe_version" in str(exc):  # its views made by tracker 0.9.10 or before (a load makes them anew)
-                from tracker.warehouse.load import older_probe_views
-
-                raise FingerprintError(older_probe_views(warehouse)) from None
+        except duckdb.Error as exc:
+            if (older := older_views(warehouse, exc, LABELS_MACRO if experiments else None)) is not None:
+                raise older from None
             raise
         # where the target itself was measured, in which mode (every device and phase until 0.9.2: "no
         # inference measurements of energy_per_iter_j on 'cpu'; measured: cpu/... (inference)"), and whether

@@ -69,7 +69,7 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
     (the layer runs) say what each label came from."""
     import duckdb
 
-    from tracker.fingerprint.dataset import fully_probed, network_probed
+    from tracker.fingerprint.dataset import fully_probed, network_probed, older_views
     from tracker.warehouse.load import connect_loaded
 
     if experiments:  # layer_labels' medians, over the named experiments' measurements alone (its macro)
@@ -90,20 +90,10 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
             "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
             params={"phase": phase, "device": device, **params},
         ).df()
-    except duckdb.CatalogException as exc:
-        if experiments and LAYER_LABELS_MACRO in str(exc):  # a warehouse loaded before the macro was made
-            from tracker.console import shell_word
-
-            raise FingerprintError(f"the warehouse {warehouse} has no {LAYER_LABELS_MACRO}, which learning from named "
-                                   "experiments reads (a load by tracker 0.9.10 or later makes it): tracker "
-                                   f"warehouse load -w {shell_word(warehouse)}") from None
-        raise
-    except duckdb.BinderException as exc:
-        if "speed_probe_version" in str(exc):  # its views made by tracker 0.9.10 or before (a load makes them anew)
-            from tracker.warehouse.load import older_probe_views
-
-            raise FingerprintError(older_probe_views(warehouse)) from None
-        if "network_latency_ms" in str(exc):  # its views made by tracker 0.9.10 or before (a load makes them anew)
+    except duckdb.Error as exc:
+        if (older := older_views(warehouse, exc, LAYER_LABELS_MACRO if experiments else None)) is not None:
+            raise older from None
+        if isinstance(exc, duckdb.BinderException) and "network_latency_ms" in str(exc):  # views of 0.9.10 or before
             from tracker.console import shell_word
 
             raise FingerprintError(f"the warehouse {warehouse} has the layer labels of an older tracker, without "
