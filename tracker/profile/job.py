@@ -608,7 +608,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.profile.memcap import oom_kill_watch
     from tracker.profile.modes import apply_mode
-    from tracker.profile.probe import SpeedProbe, probe_json
+    from tracker.profile.probe import SpeedProbe, probe_payload
     from tracker.profile.worker import (cap_memory, emit_event, inject_fault, loader_fault,
                                         loader_fault_wanted, loader_worker_killed, peak_rss_mb, reset_peak_rss)
     from tracker.zoo import build_model, detection_models
@@ -771,11 +771,8 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
             probe.sample()
         except KeyboardInterrupt:  # Ctrl-C as the probe ran: the job was interrupted, its probe half-taken
             interrupted = True
-        else:
-            if probe.samples_ms:
-                speed_probe["speed_probe"] = probe_json(probe.samples_ms)
-            elif probe.error:  # the probe failed: the job's measurement stands, without it
-                speed_probe["speed_probe_error"] = probe.error
+        else:  # or why the probe failed: the job's measurement stands, without it
+            speed_probe = probe_payload(probe)
     # the series over every step, the first too (the charts show the set-up the figures leave out)
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
             "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s, **speed_probe,
@@ -832,7 +829,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     the child died, so its peak memory, telemetry and loop time are absent, not guessed); ``short``:
     the batches a bad file left short of the batch size, skipped rather than timed."""
     from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
-    from tracker.profile.probe import PROBE_ERROR_TAG, PROBE_TAG, probe_metrics
+    from tracker.profile.probe import probe_record
     from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics
     from tracker.profile.stats import summarize
 
@@ -873,12 +870,9 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
             summary.update({k: v for k, v in telemetry_metrics(end["telemetry"], end["telemetry_steps"]).items()
                             if k not in summary})
         # the machine's speed beside the steps (tracker.profile.probe, since 0.9.11), as a network run's
-        probe = end.get("speed_probe")
-        summary.update(probe_metrics(probe["samples_ms"] if probe else None))
-        if "speed_probe_ms" in summary:
-            record.tags[PROBE_TAG] = str(probe["version"])
-        elif end.get("speed_probe_error"):  # the probe failed: the job stands, without it
-            record.tags[PROBE_ERROR_TAG] = str(end["speed_probe_error"])[:500]
+        probe_figures, probe_tags = probe_record(end)  # or why the probe failed: the job stands, without it
+        summary.update(probe_figures)
+        record.tags.update(probe_tags)
         record.metrics.update(summary)
         record.description += (f" Median iteration {summary['latency_ms']:.3f} ms (step less its data wait; median "
                                f"step {summary['step_time_ms']:.3f} ms, {100 * summary['data_wait_frac']:.1f} % of the "
@@ -888,7 +882,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         record.artifacts[SAMPLES_ARTIFACT] = samples_json({
             "block_n": 1, "stop_reason": record.tags.get("tracker.failure_reason") or record.tags["tracker.stop_reason"],
             "warmup_ms": [_iteration_ms(s) for s in warmup], "samples_ms": [_iteration_ms(s) for s in steady]},
-            probe if "speed_probe_ms" in summary else None)
+            end.get("speed_probe"))
         per_step = {f"step_{p}": p for p in STEP_PARTS} | {"step_total_ms": "step_time_ms", "step_loss": "loss"}
         record.history = {name: [(i, s[key]) for i, s in enumerate(steps)] for name, key in per_step.items()}
         # of the steady steps, as every statistic (until 0.9.2 the first epoch's counted the set-up step)

@@ -155,7 +155,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
 
     from tracker.profile.modes import enter_mode
     from tracker.profile.network import NetworkSpec, in_format, preload_own_code, profile_layers
-    from tracker.profile.probe import SpeedProbe, probe_json
+    from tracker.profile.probe import SpeedProbe, probe_json, probe_payload
     from tracker.profile.telemetry import TelemetrySampler
     from tracker.zoo import resolve
 
@@ -219,10 +219,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "telemetry": sampler.summary(*timing.window_ns),
         "telemetry_series": sampler.series_json(*timing.window_ns),
     }
-    if probe.samples_ms:
-        result["speed_probe"] = probe_json(probe.samples_ms)
-    elif probe.error:  # the probe failed: the measurement stands, without it
-        result["speed_probe_error"] = probe.error
+    result.update(probe_payload(probe))  # or why the probe failed: the measurement stands, without it
     if job.get("trace_dir"):  # after the measurement, its peak and telemetry: the profiler costs them nothing
         from tracker.profile.trace import trace_step
         from tracker.profile.worker import injected_fault

@@ -130,6 +130,28 @@ def probe_json(samples_ms: list[float]) -> dict[str, Any]:
     return {"version": PROBE_VERSION, "samples_ms": [round(float(v), 6) for v in samples_ms]}
 
 
+def probe_payload(probe: SpeedProbe) -> dict[str, Any]:
+    """What a measuring child sends of its probe: ``speed_probe`` (its samples, :func:`probe_json`), or
+    ``speed_probe_error`` where it failed (the measurement stands without it); nothing where it took no
+    sample. A network's, a training job's and ``device speed``'s child each send it so."""
+    if probe.samples_ms:
+        return {"speed_probe": probe_json(probe.samples_ms)}
+    return {"speed_probe_error": probe.error} if probe.error else {}
+
+
+def probe_record(payload: dict[str, Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """A run's probe metrics and tags from its child's payload (:func:`probe_payload`): ``speed_probe_ms``
+    and its count with the probe's version (``PROBE_TAG``), or why it failed (``PROBE_ERROR_TAG``);
+    neither where there is none. A network's run and a training job's run are given them so."""
+    probe = payload.get("speed_probe")
+    metrics = probe_metrics(probe["samples_ms"] if probe else None)
+    if metrics:
+        return metrics, {PROBE_TAG: str(probe["version"])}
+    if payload.get("speed_probe_error"):
+        return metrics, {PROBE_ERROR_TAG: str(payload["speed_probe_error"])[:500]}
+    return metrics, {}
+
+
 #: Brackets of PROBE_RUNS that ``tracker device speed`` times: as many as a measurement with its layers.
 SPEED_NOW_BRACKETS = 3
 
@@ -144,9 +166,7 @@ def time_now(job: dict[str, Any]) -> dict[str, Any]:
     probe = SpeedProbe(job.get("device", "cpu"))
     for _ in range(SPEED_NOW_BRACKETS):
         probe.sample()
-    if probe.error is not None:
-        return {"mode": mode.mode_id, "speed_probe_error": probe.error}
-    return {"mode": mode.mode_id, "speed_probe": probe_json(probe.samples_ms)}
+    return {"mode": mode.mode_id, **probe_payload(probe)}
 
 
 def speed_now(device: str = "cpu", threads: int | None = None, allocator: str | None = None,

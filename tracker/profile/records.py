@@ -9,7 +9,7 @@ from tracker.console import counted
 from tracker.log.record import FAILURE_MESSAGE_TAG, LAYERS_METRIC, SYSTEM_PREFIX, RunRecord, now_ms
 from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
-from tracker.profile.probe import PROBE_ERROR_TAG, PROBE_TAG, probe_metrics
+from tracker.profile.probe import PROBE_TAG, probe_metrics, probe_record
 from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, Summary, host_share, summarize
 from tracker.zoo.spec import shape_text
 
@@ -203,16 +203,15 @@ def measured_record(
     if "memory_cap_used_mb" in memory:  # how much of a resident or device memory cap it used (tracker.profile.memcap)
         metrics["memory_cap_used_mb"] = memory["memory_cap_used_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
-    probe = payload.get("speed_probe")
-    metrics.update(probe_metrics(probe["samples_ms"] if probe else None))
+    probe_figures, probe_tags = probe_record(payload)
+    metrics.update(probe_figures)
     record = RunRecord(
         kind=kind_of(spec),
         name=run_name(spec, threads, allocator),
         params=base_params(spec, model_hash, mode, rule),
         metrics=metrics,
         tags={"tracker.stop_reason": timing["stop_reason"], "tracker.source": "measured",
-              **({PROBE_TAG: str(probe["version"])} if "speed_probe_ms" in metrics else {}),
-              **({PROBE_ERROR_TAG: str(payload["speed_probe_error"])[:500]} if payload.get("speed_probe_error") else {})},
+              **probe_tags},
         key_fields=keys,
         description=(
             f"{spec.model} {spec.phase} at batch {spec.batch_size} ({_inputs(spec)}) on {spec.device} ({mode}): median "
@@ -222,7 +221,7 @@ def measured_record(
         start_time_ms=start_ms,
         end_time_ms=now_ms(),
     )
-    record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing, probe)  # every figure above derives from them
+    record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing, payload.get("speed_probe"))  # every figure above derives from them
     record.description += host_bound_note(metrics)
     if beside_other_work(metrics):  # said where the UI shows the run
         record.description += (f" Other processes took {metrics['cpu_util_others_pct']:.0f} % of the machine's CPU "
