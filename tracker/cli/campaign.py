@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_interrupted, option_values, path_of, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_if_waiting, exit_interrupted, option_values, path_of, state
 from tracker.console import clipped, counted
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
@@ -156,7 +156,6 @@ def loader(
     """Find the data-loading bottleneck: the job at every num_workers x prefetch_factor x batch_size (resumable)."""
     from tracker.cli.profile import run_training_job
     from tracker.errors import OptionError
-    from tracker.profile.devicelock import waiting_for
     from tracker.profile.job import check_sweep, run_loader_campaign, sweep_of
 
     sweep = sweep_of(path) if path.is_file() else {}
@@ -172,12 +171,10 @@ def loader(
     try:
         results = run_loader_campaign(logger, path, sweep,
                                       lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
-    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11
-        if (device := waiting_for(exc)) is None:
-            raise
-        exit_interrupted(f"interrupted while waiting for {device}, which another tracker process was measuring on: "
-                         "the settings measured before are kept, the next measured nothing; run the campaign again "
-                         "to go on")
+    except KeyboardInterrupt as exc:
+        exit_if_waiting(exc, "the settings measured before are kept, the next measured nothing; run the campaign "
+                             "again to go on")
+        raise
     killed = next((r for r in results if r["status"] == "KILLED"), None)  # the one interrupted, the last
     if fmt is OutputFormat.json:
         emit_json(results)

@@ -54,6 +54,16 @@ def exit_interrupted(message: str) -> NoReturn:
     raise typer.Exit(TERMINATED if was_terminated() else INTERRUPTED)
 
 
+def exit_if_waiting(exc: BaseException, what: str) -> None:
+    """End a command whose Ctrl-C (``exc``) landed while it waited for its device, another tracker process
+    measuring on it (``devicelock.waiting_for``), with a line saying so and ``what`` that left; return for
+    one that landed anywhere else (main's "what was logged before is kept" for each until 0.9.11)."""
+    from tracker.profile.devicelock import waiting_for
+
+    if (device := waiting_for(exc)) is not None:
+        exit_interrupted(f"interrupted while waiting for {device}, which another tracker process was measuring on: {what}")
+
+
 @contextmanager
 def logging_nothing(what: str) -> Iterator[None]:
     """The body of a command that logs nothing (describe, zoo generate, zoo prune): a Ctrl-C there

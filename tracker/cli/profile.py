@@ -23,6 +23,7 @@ from tracker.cli.options import (
     PrecisionOption,
     TimeCapOption,
     emit_json,
+    exit_if_waiting,
     exit_interrupted,
     finite,
     memory_limit,
@@ -296,11 +297,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
                                  memory_limit_mb=memory_limit_mb, again=again, allocator=allocator.value, trace=trace,
                                  input_size=input_size, dtype=dtype.value)
     except KeyboardInterrupt as exc:
-        from tracker.profile.devicelock import waiting_for
-
-        if (waited := waiting_for(exc)) is not None:  # main's "what was logged before is kept" until 0.9.11
-            exit_interrupted(f"interrupted while waiting for {waited}, which another tracker process was measuring "
-                             "on: nothing was measured, and no run of it is logged")
+        exit_if_waiting(exc, "nothing was measured, and no run of it is logged")
         # a Ctrl-C while the server took the runs, which it took whole: their figures, and where they are (said to
         # wait in the outbox, without figures, until 0.9.8)
         if (logged := getattr(exc, "logged_result", None)) is None:
@@ -401,14 +398,10 @@ def boundary(
                                phase=phase.value, device=device, threads=threads, start=start, max_batch=max_batch,
                                search=search, timeout_s=timeout, memory_limit_mb=memory_limit_mb,
                                allocator=allocator.value, input_size=input_size, dtype=dtype.value)
-    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11, as profile network's
-        from tracker.profile.devicelock import waiting_for
-
-        if (waited := waiting_for(exc)) is None:
-            raise
-        exit_interrupted(f"interrupted while waiting for {waited}, which another tracker process was measuring on: "
-                         "the batch sizes measured before are kept, the next measured nothing; run the same command "
-                         "again to go on")
+    except KeyboardInterrupt as exc:
+        exit_if_waiting(exc, "the batch sizes measured before are kept, the next measured nothing; run the same "
+                             "command again to go on")
+        raise
     data = result.as_dict()
     if fmt is OutputFormat.json:
         emit_json(data)
@@ -469,18 +462,15 @@ def training(
 ) -> None:
     """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
     from tracker.profile import zygote_client
-    from tracker.profile.devicelock import waiting_for
     from tracker.profile.job import load_job
 
     cfg = load_job(config)
     zygote_client.prestart()
     try:
         result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)
-    except KeyboardInterrupt as exc:  # main's "what was logged before is kept" until 0.9.11
-        if (device := waiting_for(exc)) is None:
-            raise
-        exit_interrupted(f"interrupted while waiting for {device}, which another tracker process was measuring on: "
-                         "the job measured nothing, and no run of it is logged")
+    except KeyboardInterrupt as exc:
+        exit_if_waiting(exc, "the job measured nothing, and no run of it is logged")
+        raise
     if fmt is OutputFormat.json:
         emit_json(result)
     else:
