@@ -51,9 +51,9 @@ def train_cmd(
     phase: PhaseOption = Phase.inference,
     warehouse: WarehouseOption = None,
     exclude: Annotated[Optional[list[str]], typer.Option(
-        "--exclude", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
+        "--exclude", metavar="NETWORK", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
     experiments: Annotated[Optional[list[str]], typer.Option(
-        "--from-experiment", help="Learn only from this experiment's measurements (repeatable; default: every "
+        "--from-experiment", metavar="EXPERIMENT", help="Learn only from this experiment's measurements (repeatable; default: every "
                                   "experiment in the warehouse).")] = None,
     dtype: DtypeOption = Dtype.float32,
     plots: Annotated[bool, typer.Option(
@@ -303,7 +303,7 @@ def predict(
     models: Annotated[list[str], typer.Argument(callback=model_reference,
         help="Zoo name, spec file or FILE.py:NAME (a network of your own); several: each is predicted.")],
     batch_sizes: Annotated[Optional[list[int]], typer.Option(
-        "--batch-size", "-b", min=1, max=MAX_BATCH, help="Images per iteration (repeatable: each is predicted). "
+        "--batch-size", "-b", metavar="N", min=1, max=MAX_BATCH, help="Images per iteration (repeatable: each is predicted). "
         "Default: 1.")] = None,
     phase: PhaseOption = Phase.inference,
     device: DeviceOption = "cpu",
