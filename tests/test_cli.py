@@ -140,6 +140,37 @@ def test_help_texts_have_no_line_break_within_a_paragraph() -> None:
     assert not broken, broken
 
 
+def test_help_names_paths_files_and_folders_not_python_types() -> None:
+    """Every command's --help: a path argument or option shows FILE or FOLDER, and a repeatable or
+    two-valued option a word of what it takes, where Typer shows a type (``<Path>``, ``<list[str]>``,
+    ``<int,int>``) until given one (until 0.9.12: ``campaign run [OPTIONS] {path}`` with ``path <Path>``,
+    ``--warehouse <Path>``, ``--exclude <list[str]>``)."""
+    import typer.main
+
+    def paths(command: object, path: list[str]) -> list[list[str]]:
+        found = [path]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += paths(sub, [*path, name])
+        return found
+
+    commands = paths(typer.main.get_command(app), [])
+    assert len(commands) > 40 and ["campaign", "run"] in commands and ["warehouse", "load"] in commands
+    shown: dict[str, str] = {}
+    for path in commands:
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"})
+        assert result.exit_code == 0, (path, result.output)
+        shown[" ".join(path)] = result.output
+    for command, text in shown.items():
+        assert not re.search(r"<(Path|path|class|typing|pathlib)\b", text, re.IGNORECASE), (command, text)
+        for row in text.splitlines():  # an option's row: its type or metavar column
+            if re.match(r"│\s+--", row):
+                assert not re.search(r"<(list|tuple)\[|<\w+,\w+>", row), (command, row)
+    assert "campaign run [OPTIONS] {FILE}" in shown["campaign run"]
+    assert "import perf4sight [OPTIONS] {FOLDER}" in shown["import perf4sight"]
+    assert re.search(r"--warehouse\s+-w\s+FILE\s", shown["warehouse load"])
+    assert re.search(r"--num-nets-range\s+MIN MAX\s", shown["mapping run"])
+
+
 def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_table(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--trace``: torch.profiler's Chrome trace and operator table are artifacts of the network run
@@ -831,14 +862,14 @@ def test_an_empty_path_is_a_usage_error_before_anything_is_read_or_made(tmp_path
     each status 1. And SQL of comments alone (`sql -- "-- best runs"`) is refused as "" is: status 2, no
     warehouse needed (status 1 until 0.9.11, and said only once a warehouse was there)."""
     empty = [
-        (["campaign", "run", ""], "Invalid value for 'path': '' is an empty path: give the campaign file, e.g. "
+        (["campaign", "run", ""], "Invalid value for 'FILE': '' is an empty path: give the campaign file, e.g. "
                                   "experiments/zoo-dozen.toml"),
-        (["campaign", "loader", " "], "Invalid value for 'path': ' ' is an empty path: give the training job file"),
-        (["profile", "training", ""], "Invalid value for 'config': '' is an empty path: give the training job file"),
-        (["searchspace", "run", ""], "Invalid value for 'space_file': '' is an empty path: give the search space file"),
-        (["searchspace", "report", ""], "Invalid value for 'space_file': '' is an empty path"),
+        (["campaign", "loader", " "], "Invalid value for 'FILE': ' ' is an empty path: give the training job file"),
+        (["profile", "training", ""], "Invalid value for 'FILE': '' is an empty path: give the training job file"),
+        (["searchspace", "run", ""], "Invalid value for 'FILE': '' is an empty path: give the search space file"),
+        (["searchspace", "report", ""], "Invalid value for 'FILE': '' is an empty path"),
         (["searchspace", "report", "s.toml", "--warehouse", ""], "Invalid value for '--warehouse': '' is an empty path"),
-        (["import", "perf4sight", ""], "Invalid value for 'path': '' is an empty path: give perf4sight's TX2 data folder"),
+        (["import", "perf4sight", ""], "Invalid value for 'FOLDER': '' is an empty path: give perf4sight's TX2 data folder"),
         (["demo", "--tx2", ""], "Invalid value for '--tx2': '' is an empty path"),  # ". holds no ..." until 0.9.11
         (["mapping", "run", "--file", ""], "Invalid value for '--file': '' is an empty path: give the mapping file"),
         (["sql", "SELECT 1", "-o", ""], "Invalid value for '--output' / '-o': '' is an empty path"),

@@ -315,6 +315,41 @@ def test_a_bad_width_of_a_pruned_spec_is_named_by_its_layer(tmp_path: Path) -> N
     assert said == f"{odd}: spec key 'widths': layer '{'x' * 58}… has -1 channels; each must be a whole number from 1 to 8,192"
 
 
+def test_a_spec_seed_outside_what_zoo_takes_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    """A pruned spec's seed (the draw of its filters) and a generated one's are whole numbers from 0 to
+    2**32-1, as ``--seed`` and a campaign file's seeds: until 0.9.12 a pruned spec's -1 was built as
+    seed 1's network, one past 2**32 taken, and one not a whole number said only as its network was
+    built, the file unnamed ("pruned network ...: pruning seed must be an integer"); status 1, a bad file."""
+    pruned = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", "50", "--method", "random", "--seed", "3",
+                                 "--out", str(tmp_path / "p"), "--format", "json"])
+    generated = runner.invoke(app, ["zoo", "generate", "--count", "1", "--seed", "7", "--input-size", "64",
+                                    "--out", str(tmp_path / "g"), "--format", "json"])
+    assert pruned.exit_code == 0 and generated.exit_code == 0, pruned.output + generated.output
+    odd = tmp_path / "odd.json"
+    for made in (pruned, generated):
+        spec = json.loads(Path(json.loads(made.stdout)[0]).read_text())
+        for seed, rule in ((-1, "must be from 0 to 4294967295, got -1"),
+                           (2**32, "must be from 0 to 4294967295, got 4294967296"),
+                           (1.5, "must be a whole number from 0 to 4294967295, got 1.5"),
+                           ("3", "must be a whole number from 0 to 4294967295, got '3'"),
+                           (True, "must be a whole number from 0 to 4294967295, got True")):
+            odd.write_text(json.dumps({**spec, "seed": seed}))
+            for args in (["describe", str(odd)], ["--tracking-uri", str(tmp_path / "runs"), "profile", "network", str(odd)]):
+                refused = runner.invoke(app, args)
+                assert refused.exit_code == 1 and str(refused.exception) == f"{odd}: spec key 'seed' {rule}", (
+                    args, seed, refused.exception)
+        odd.write_text(json.dumps({**spec, "seed": 2**32 - 1}))  # the largest is taken
+        assert runner.invoke(app, ["describe", str(odd)]).exit_code == 0
+    # a pruned spec's base_spec is checked as a spec of its own: its seed too
+    base = json.loads(Path(json.loads(generated.stdout)[0]).read_text())
+    spec = json.loads(Path(json.loads(pruned.stdout)[0]).read_text())
+    odd.write_text(json.dumps({**spec, "base_spec": {**base, "seed": -5}}))
+    refused = runner.invoke(app, ["describe", str(odd)])
+    assert refused.exit_code == 1 and str(refused.exception) == (
+        f"{odd}: base_spec: spec key 'seed' must be from 0 to 4294967295, got -5"), refused.exception
+    assert not (tmp_path / "runs").exists()  # nothing measured, no store made
+
+
 def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel_classes(tmp_path: Path) -> None:
     """Since 0.8.5 the zoo has torchvision's segmentation networks (a tensor in, a dict out), built
     without weights for them or their backbone: described (FLOPs as torch's FLOP counter counts

@@ -2205,6 +2205,36 @@ def test_list_says_where_the_champion_sits_on_a_version_it_leaves_out(tmp_path: 
         f"fingerprint promote {name} VERSION moves the alias to a version of train's"]
 
 
+def test_list_shows_a_malformed_numeric_tag_as_unreadable_never_nan(tmp_path: Path) -> None:
+    """A version's numeric tag that is not a finite number of its kind (``nan``, ``inf``, a speed
+    reference of 0, a count of 2.5) is absent from ``fingerprint list`` and named unreadable: the table
+    showed ``MAPE nan %`` and ``at speed probe inf ms``, the JSON ``NaN`` and ``Infinity`` (not JSON),
+    and a networks tag of ``nan`` was a traceback, until 0.9.12."""
+    names = ("squeezenet1_1", "mobilenet_v3_small", "shufflenet_v2_x0_5", "mnasnet0_5")
+    runs, wh = _measure(tmp_path, names)
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    client = MlflowClient(uri)
+    args = ["--tracking-uri", str(runs), "fingerprint", "list"]
+    for tags in ({"heldout_mape_pct": "nan", "speed_reference_ms": "inf", "networks": "nan"},
+                 {"heldout_mape_pct": "-inf", "speed_reference_ms": "0", "networks": "2.5"}):
+        for key, text in tags.items():
+            client.set_model_version_tag(result.name, result.version, key, text)
+        table = CliRunner().invoke(app, args)
+        assert table.exit_code == 0, table.output
+        line = table.stdout.splitlines()[-1]
+        assert "nan" not in line.lower() and "inf " not in line, line
+        assert "MAPE ?, " in line and "? networks" in line, line
+        assert "speed probe" not in line and "latencies as measured" not in line, line
+        assert line.endswith("; unreadable tags: heldout_mape_pct, speed_reference_ms, networks"), line
+        listed = CliRunner().invoke(app, [*args, "--format", "json"])
+        assert listed.exit_code == 0, listed.output
+        row, = json.loads(listed.stdout, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+        assert (row["heldout_mape_pct"], row["speed_reference_ms"], row["networks"]) == (None, None, None)
+        assert row["unreadable_tags"] == ["heldout_mape_pct", "speed_reference_ms", "networks"]
+        assert row["heldout_within_10pct"] is not None and row["baseline_extratrees_mape_pct"] is not None
+
+
 def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_learnt(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A new version that learnt larger batches is compared with the champion's predictions as

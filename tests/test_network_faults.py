@@ -333,3 +333,39 @@ def test_the_graph_artifact_is_strict_json_where_a_network_has_infinite_constant
     graph = json.loads(desc.graph_artifact(), parse_constant=strict)  # Infinity and NaN until 0.9.8
     clamp = next(n for n in graph["nodes"] if n["kind"] == "clamp")
     assert clamp["attrs"] == {"min": "-inf", "max": "inf"} and graph["graph"]["description_hash"] == desc.description_hash
+
+
+CLAMPED = '''import torch
+from torch import nn
+
+
+class Clamped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c(x).clamp(min=float("-inf"), max=float("inf")) * torch.nan_to_num(x.mean(), nan=float("nan"))
+'''
+
+
+def test_a_description_of_a_network_with_infinite_constants_is_strict_json_of_the_same_hash(tmp_path: Path) -> None:
+    """A network of one's own that clamps with float("inf"): its description, as a measured run logs it
+    (description/description.json), wrote the constants as Infinity and NaN until 0.9.12, which strict
+    JSON readers refuse; they are null, absent, and the description read back has the hash traced."""
+    from tracker.describe import described, described_json, describe_ref, spec_json
+    from tracker.zoo import resolve
+
+    (tmp_path / "clamped.py").write_text(CLAMPED)
+    ref = resolve(f"{tmp_path}/clamped.py:Clamped")
+    traced = describe_ref(ref, 8)
+    assert {"min": float("-inf"), "max": float("inf")} in [n.attrs for n in traced.nodes]  # what the trace holds
+
+    def strict(name: str) -> None:
+        raise ValueError(f"not strict JSON: {name}")
+
+    name, model_hash, text = described_json(ref.name, spec_json(ref.spec), 8)  # the artifact's text
+    logged = json.loads(text, parse_constant=strict)
+    assert [n["attrs"] for n in logged["nodes"] if n["kind"] == "clamp"] == [{"min": None, "max": None}]
+    assert [n["attrs"] for n in logged["nodes"] if n["kind"] == "nan_to_num"] == [{"nan": None}]
+    assert model_hash == logged["description_hash"] == traced.description_hash == described(ref, 8).description_hash

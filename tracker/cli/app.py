@@ -94,7 +94,7 @@ def ui(
 def demo(
     ctx: typer.Context,
     quick: Annotated[bool, typer.Option("--quick", help="Seven small networks at batch 1, no TX2 data (about a minute).")] = False,
-    tx2: Annotated[Optional[Path], typer.Option("--tx2", parser=path_of("perf4sight's TX2 data folder"), help="perf4sight's TX2 data folder. Default: ../shared/datasets/perf4sight-tx2.")] = None,
+    tx2: Annotated[Optional[Path], typer.Option("--tx2", metavar="FOLDER", parser=path_of("perf4sight's TX2 data folder"), help="perf4sight's TX2 data folder. Default: ../shared/datasets/perf4sight-tx2.")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """The main job: measure a dozen networks and more, load the warehouse, train fingerprints, predict unseen networks."""

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_if_waiting, exit_interrupted, option_values, path_of, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_if_waiting, exit_interrupted, option_values, path_text, state
 from tracker.console import clipped, counted
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
@@ -17,7 +17,7 @@ app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases 
 @app.command("run")
 def run(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(parser=path_of("the campaign file, e.g. experiments/zoo-dozen.toml"), help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
+    file_text: Annotated[str, typer.Argument(metavar="FILE", parser=path_text("the campaign file, e.g. experiments/zoo-dozen.toml"), help="Campaign file, e.g. experiments/zoo-dozen.toml.")],
     shard: Annotated[Optional[str], typer.Option(help="Run shard I of N (by network), e.g. 1/2.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Measure nothing: list each configuration with what a "
                                           "run would do (measured, failed, to measure).")] = False,
@@ -28,6 +28,7 @@ def run(
     from tracker.profile.campaign import (campaign_progress, chains, check_campaign, load_campaign, parse_shard,
                                          run_campaign)
 
+    path = Path(file_text)
     campaign = load_campaign(path, dry_run=dry_run)  # a dry run writes no spec file (it did until 0.9.8)
     shard_ij = parse_shard(shard)
     st = state(ctx)
@@ -145,7 +146,7 @@ def _loader_line(r: dict[str, Any]) -> str:
 @app.command("loader")
 def loader(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(parser=path_of("the training job file, e.g. experiments/train-classification.toml"), help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],
+    file_text: Annotated[str, typer.Argument(metavar="FILE", parser=path_text("the training job file, e.g. experiments/train-classification.toml"), help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],
     num_workers: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].num_workers.")] = None,
     prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].prefetch_factor.")] = None,
     batch_size: Annotated[Optional[str], typer.Option(help="Comma list, replaces \\[sweep].batch_size.")] = None,
@@ -158,6 +159,7 @@ def loader(
     from tracker.errors import OptionError
     from tracker.profile.job import check_sweep, run_loader_campaign, sweep_of
 
+    path = Path(file_text)
     sweep = sweep_of(path) if path.is_file() else {}
     for key, text in (("num_workers", num_workers), ("prefetch_factor", prefetch_factor), ("batch_size", batch_size)):
         if text is not None:  # an empty one is refused (check_sweep), not passed over as none (until 0.9.6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -50,9 +51,9 @@ def train_cmd(
     phase: PhaseOption = Phase.inference,
     warehouse: WarehouseOption = None,
     exclude: Annotated[Optional[list[str]], typer.Option(
-        "--exclude", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
+        "--exclude", metavar="NETWORK", help="Leave this network out of training entirely (repeatable), to predict it later as unseen.")] = None,
     experiments: Annotated[Optional[list[str]], typer.Option(
-        "--from-experiment", help="Learn only from this experiment's measurements (repeatable; default: every "
+        "--from-experiment", metavar="EXPERIMENT", help="Learn only from this experiment's measurements (repeatable; default: every "
                                   "experiment in the warehouse).")] = None,
     dtype: DtypeOption = Dtype.float32,
     plots: Annotated[bool, typer.Option(
@@ -172,12 +173,16 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                 if str((model.aliases or {}).get(CHAMPION)) == number:
                     held.append((model.name, number))
                 continue
+            figures = {key: _number(tags.get(key), positive=key in POSITIVE_TAGS) for key in NUMERIC_TAGS}
+            if figures["networks"] is not None and not (figures["networks"].is_integer() and figures["networks"] >= 0):
+                figures["networks"] = None  # a count is a whole number
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
-                         **{key: _number(tags.get(key)) for key in ("heldout_mape_pct", "heldout_within_10pct",
-                                                                    "baseline_extratrees_mape_pct", "device_memory_mb",
-                                                                    "largest_peak_mb", "speed_reference_ms")},
-                         "networks": None if (count := _number(tags.get("networks"))) is None else int(count),
+                         **{key: figures[key] for key in NUMERIC_TAGS if key != "networks"},
+                         "networks": None if (count := figures["networks"]) is None else int(count),
+                         # the numeric tags it has that are not numbers of their kind (since 0.9.12; shown as
+                         # nan or inf, JSON NaN or Infinity, or a traceback for networks, until then)
+                         "unreadable_tags": [key for key in NUMERIC_TAGS if key in tags and figures[key] is None],
                          "method": tags.get("method", "network"),
                          "promoted": tags.get("promoted"), "format": version_format(tags),
                          # a boolean, and why not where it keeps none (the tag's text, "true" or "false (...)",
@@ -210,7 +215,8 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    + _speed(r)
                    + ("; never below its tensors' floor" if r["memory_floor"] else "")
                    + _limits(r)
-                   + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else ""))
+                   + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else "")
+                   + (f"; unreadable tags: {', '.join(r['unreadable_tags'])}" if r["unreadable_tags"] else ""))
 
 
 def _speed(row: dict[str, Any]) -> str:
@@ -220,15 +226,27 @@ def _speed(row: dict[str, Any]) -> str:
         return ""
     if row["speed_reference_ms"] is not None:
         return f"; at speed probe {row['speed_reference_ms']:.4g} ms"
+    if "speed_reference_ms" in row["unreadable_tags"]:  # a reference it has, unread: not "as measured"
+        return ""
     return "; latencies as measured"
 
 
-def _number(text: str | None) -> float | None:
-    """A numeric tag as a number; None where it is absent or not a number."""
+# a version's numeric tags that list shows, and those of them that are a positive amount (as predict reads them)
+NUMERIC_TAGS = ("heldout_mape_pct", "heldout_within_10pct", "baseline_extratrees_mape_pct", "device_memory_mb",
+                "largest_peak_mb", "speed_reference_ms", "networks")
+POSITIVE_TAGS = ("device_memory_mb", "largest_peak_mb", "speed_reference_ms")
+
+
+def _number(text: str | None, positive: bool = False) -> float | None:
+    """A numeric tag as a number; None where it is absent or not a finite number (``nan``, ``inf``:
+    shown as they are, and not valid JSON, until 0.9.12), or, ``positive``, not above 0."""
     try:
-        return None if text is None else float(text)
+        value = None if text is None else float(text)
     except ValueError:
         return None
+    if value is None or not math.isfinite(value) or (positive and value <= 0):
+        return None
+    return value
 
 
 def _when(ms: int | None) -> str | None:
@@ -285,7 +303,7 @@ def predict(
     models: Annotated[list[str], typer.Argument(callback=model_reference,
         help="Zoo name, spec file or FILE.py:NAME (a network of your own); several: each is predicted.")],
     batch_sizes: Annotated[Optional[list[int]], typer.Option(
-        "--batch-size", "-b", min=1, max=MAX_BATCH, help="Images per iteration (repeatable: each is predicted). "
+        "--batch-size", "-b", metavar="N", min=1, max=MAX_BATCH, help="Images per iteration (repeatable: each is predicted). "
         "Default: 1.")] = None,
     phase: PhaseOption = Phase.inference,
     device: DeviceOption = "cpu",

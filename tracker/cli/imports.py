@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tracker.cli.options import (FormatOption, OutputFormat, emit_json, exit_interrupted, logging_nothing, path_of,
+from tracker.cli.options import (FormatOption, OutputFormat, emit_json, exit_interrupted, logging_nothing, path_text,
                                  state)
 
 app = typer.Typer(help="Import measurements made elsewhere.", no_args_is_help=True)
@@ -16,12 +16,13 @@ app = typer.Typer(help="Import measurements made elsewhere.", no_args_is_help=Tr
 @app.command("perf4sight")
 def perf4sight(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(parser=path_of("perf4sight's TX2 data folder"), help="Folder with latency/, memory/ and architectures.json.gz.")],
+    folder_text: Annotated[str, typer.Argument(metavar="FOLDER", parser=path_text("perf4sight's TX2 data folder"), help="Folder with latency/, memory/ and architectures.json.gz.")],
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Import perf4sight's Jetson TX2 training profiles (one training run per network and batch size)."""
     from tracker.imports.perf4sight import import_perf4sight, prepare
 
+    path = Path(folder_text)
     with logging_nothing("the folder was being read; nothing was imported"):
         prepared = prepare(path)  # a wrong folder or a file it cannot read is refused before the store is touched
     st = state(ctx)

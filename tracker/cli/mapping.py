@@ -24,7 +24,7 @@ EXPERIMENT = "multi-dnn"
 SeedOption = Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Seed of the draw: the same options and seed give the "
                                                                   "same mappings.")]
 NumNetsOption = Annotated[Optional[tuple[int, int]], typer.Option(
-    "--num-nets-range", help="Fewest and most networks per workload (default: 2 6; at most 32, all run at once in one child).")]
+    "--num-nets-range", metavar="MIN MAX", help="Fewest and most networks per workload (default: 2 6; at most 32, all run at once in one child).")]
 ModelsOption = Annotated[Optional[str], typer.Option(help="Comma list of zoo models to draw from (default: the classification models that fit the device).")]
 PrioritiesOption = Annotated[str, typer.Option("--device-priorities", help="Weights of cpu and cuda for each stage, e.g. 0.4,0.6.")]
 SetsOption = Annotated[int, typer.Option(min=1, help="Sets of networks to draw.")]
@@ -155,8 +155,8 @@ def run(
     single: SingleOption = False,
     gpu_only: GpuOnlyOption = False,
     max_split: MaxSplitOption = None,
-    file: Annotated[Optional[Path], typer.Option("--file", parser=path_of("the mapping file (JSON, as mapping generate --out writes)"), help="Run the mappings of this file instead of drawing them.")] = None,
-    mapping: Annotated[Optional[list[str]], typer.Option("--mapping", help="Run this mapping, e.g. resnet18@30:cpu>cpu,mobilenet_v2:cpu (repeatable).")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", metavar="FILE", parser=path_of("the mapping file (JSON, as mapping generate --out writes)"), help="Run the mappings of this file instead of drawing them.")] = None,
+    mapping: Annotated[Optional[list[str]], typer.Option("--mapping", metavar="MAPPING", help="Run this mapping, e.g. resnet18@30:cpu>cpu,mobilenet_v2:cpu (repeatable).")] = None,
     batch_size: BatchSizeOption = 1,
     duration: Annotated[float, typer.Option("--duration", min=0.1, callback=finite, help="Seconds of sampling per workload.")] = 10.0,
     warmup: Annotated[float, typer.Option("--warmup", min=0.0, callback=finite, help="Seconds of warm-up before sampling.")] = 2.0,

@@ -176,17 +176,27 @@ def model_reference(value: Any) -> Any:
     return value
 
 
-def path_of(what: str) -> Callable[[str], Path]:
-    """The ``parser`` of a PATH argument or option (``typer.Argument(parser=path_of("the campaign file"))``):
-    the path as given, or a usage error, status 2, where it is empty or blank, said before anything is
-    read or made. Path("") is ".", the current folder: ``campaign run ""`` said "cannot read campaign .:
-    Is a directory", ``views -w ""`` opened the current folder as a warehouse, status 1, until 0.9.11."""
-    def parse(value: str) -> Path:
+def path_text(what: str) -> Callable[[str], str]:
+    """The ``parser`` of a FILE or FOLDER argument (``typer.Argument(metavar="FILE",
+    parser=path_text("the campaign file"))``, of type ``str``, made a Path by its command: Typer's help
+    shows an argument's type, ``<Path>`` for a Path, until 0.9.12): the text as given, or a usage error,
+    status 2, where it is empty or blank, said before anything is read or made. Path("") is ".", the
+    current folder: ``campaign run ""`` said "cannot read campaign .: Is a directory", ``views -w ""``
+    opened the current folder as a warehouse, status 1, until 0.9.11."""
+    def parse(value: str) -> str:
         if not str(value).strip():
             raise typer.BadParameter(f"{str(value)!r} is an empty path: give {what}")
-        return Path(value)
+        return value
 
     return parse
+
+
+def path_of(what: str) -> Callable[[str], Path]:
+    """The ``parser`` of a FILE or FOLDER option (``typer.Option("--file", metavar="FILE",
+    parser=path_of("the mapping file"))``: its help shows the metavar where it would show ``<Path>``):
+    :func:`path_text`'s check, the path as given."""
+    text = path_text(what)
+    return lambda value: Path(text(value))
 
 
 def memory_limit(value: float | None) -> float | None:

@@ -29,7 +29,7 @@ from tracker.cli.options import (
     memory_limit,
     model_reference,
     option_values,
-    path_of,
+    path_text,
     state,
 )
 from tracker.console import counted, per
@@ -454,7 +454,7 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again
 @app.command("training")
 def training(
     ctx: typer.Context,
-    config: Annotated[Path, typer.Argument(parser=path_of("the training job file, e.g. experiments/train-detection.toml"), help="Training job file, e.g. experiments/train-detection.toml.")],
+    config_text: Annotated[str, typer.Argument(metavar="FILE", parser=path_text("the training job file, e.g. experiments/train-detection.toml"), help="Training job file, e.g. experiments/train-detection.toml.")],
     fmt: FormatOption = OutputFormat.table,
     again: Annotated[bool, typer.Option(
         "--again", help="Run the job even if it was measured: a new run beside the old ones, named '· again' (a "
@@ -464,7 +464,7 @@ def training(
     from tracker.profile import zygote_client
     from tracker.profile.job import load_job
 
-    cfg = load_job(config)
+    cfg = load_job(Path(config_text))
     zygote_client.prestart()
     try:
         result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)

@@ -8,11 +8,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import FormatOption, OutputFormat, emit_json, finite, path_of, state
+from tracker.cli.options import FormatOption, OutputFormat, emit_json, finite, path_of, path_text, state
 
 app = typer.Typer(help="Search-space profiling: what each candidate costs and is worth, and the frontier worth keeping.",
                   no_args_is_help=True)
-SpaceArg = Annotated[Path, typer.Argument(parser=path_of("the search space file, e.g. experiments/searchspace-digits.toml"), help="Search space file, e.g. experiments/searchspace-digits.toml.")]
+SpaceArg = Annotated[str, typer.Argument(metavar="FILE", parser=path_text("the search space file, e.g. experiments/searchspace-digits.toml"), help="Search space file, e.g. experiments/searchspace-digits.toml.")]
 
 
 def _open(ctx: typer.Context, space_file: Path) -> tuple[Any, Any]:
@@ -34,7 +34,7 @@ class LatencySource(str, Enum):
 @app.command("run")
 def run(
     ctx: typer.Context,
-    space_file: SpaceArg,
+    space_text: SpaceArg,
     latency: Annotated[LatencySource, typer.Option(help="measured by the profilers, or predicted by the registered fingerprints.")] = LatencySource.measured,
     skip_accuracy: Annotated[bool, typer.Option("--skip-accuracy", help="Only the latency table.")] = False,
     skip_latency: Annotated[bool, typer.Option("--skip-latency", help="Only the accuracy table.")] = False,
@@ -54,6 +54,7 @@ def run(
         raise OptionError("--skip-accuracy and --skip-latency together leave nothing to fill: give one at most")
     if specs is not None and not specs.strip():  # "" was the current folder, written into (until 0.9.7)
         raise OptionError("--specs names no folder: give the folder for the spec files (. for this one)")
+    space_file = Path(space_text)
     space, st = _open(ctx, space_file)
     folder = Path(specs) if specs is not None else space_file.parent / space.name / "networks"
     quiet = fmt is OutputFormat.json
@@ -116,9 +117,9 @@ def _remove(made: list[Path]) -> None:
 @app.command("report")
 def report_cmd(
     ctx: typer.Context,
-    space_file: SpaceArg,
+    space_text: SpaceArg,
     latency: Annotated[Optional[LatencySource], typer.Option(help="Which latency the frontier uses (default: measured where there is any).")] = None,
-    warehouse: Annotated[Optional[Path], typer.Option(parser=path_of("the DuckDB file, or leave --warehouse out"), help="DuckDB warehouse (default: warehouse.duckdb in the embedded store's folder); loaded first.")] = None,
+    warehouse: Annotated[Optional[Path], typer.Option(metavar="FILE", parser=path_of("the DuckDB file, or leave --warehouse out"), help="DuckDB warehouse (default: warehouse.duckdb in the embedded store's folder); loaded first.")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Load the warehouse, print the Pareto frontier and the primitives on it per position, log the plot."""
@@ -130,7 +131,7 @@ def report_cmd(
 
     from tracker.errors import ConfigError, NothingLoggedError
 
-    space, st = _open(ctx, space_file)
+    space, st = _open(ctx, Path(space_text))
     path = warehouse_path(warehouse, state(ctx).tracking_uri)
     made = [path, *(folder for folder in path.parents if not folder.exists())] if not path.exists() else []
     load(path, open_source(resolve_location(st.tracking_uri), None))

@@ -20,7 +20,7 @@ app = typer.Typer(help="The DuckDB warehouse of runs: load it from the tracking 
 
 WarehouseOption = Annotated[
     Optional[Path],
-    typer.Option("--warehouse", "-w", parser=path_of("the DuckDB file, or leave --warehouse out"), help="DuckDB file. Default: TRACKER_WAREHOUSE, else warehouse.duckdb in the embedded store's folder (runs/); for a server, runs/warehouse-HOST-PORT.duckdb."),
+    typer.Option("--warehouse", "-w", metavar="FILE", parser=path_of("the DuckDB file, or leave --warehouse out"), help="DuckDB file. Default: TRACKER_WAREHOUSE, else warehouse.duckdb in the embedded store's folder (runs/); for a server, runs/warehouse-HOST-PORT.duckdb."),
 ]
 
 
@@ -127,7 +127,7 @@ def sql(
     fmt: Annotated[Optional[QueryFormat], typer.Option(
         "--format", help="table, json, csv, or parquet (needs --output). Default: the --output file's suffix (.csv, .json, "
         ".parquet), else table.")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", parser=path_of("the file to write the result to"), help="Write the result to this file.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="FILE", parser=path_of("the file to write the result to"), help="Write the result to this file.")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
         "--param", metavar="NAME=VALUE", help="A value for the query's $NAME, bound, not pasted into the SQL "
         "(repeatable): 'WHERE batch_size = $bs' --param bs=8.")] = None,

@@ -86,7 +86,7 @@ def described_json(name: str, network_spec_json: str | None, input_size: int) ->
             return hit[0], hit[1], hit[2]
     model_ref = resolve(name) if network_spec_json is None else spec_ref(json.loads(network_spec_json))
     desc = describe_ref(model_ref, input_size)  # as tracker predict describes it
-    described = (model_ref.name, desc.description_hash, json.dumps(desc.to_json()))
+    described = (model_ref.name, desc.description_hash, desc.to_json_text())
     if entry is not None:
         cache.write_json(entry, list(described), keep=DESCRIPTIONS_KEPT)
     return described

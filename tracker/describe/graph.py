@@ -75,6 +75,9 @@ class Description:
         return [(src, n.name) for n in self.nodes for src in n.inputs]
 
     def to_json(self) -> dict[str, Any]:
+        """The description as ``description/description.json`` holds it: a constant of a node that is no
+        finite number (``clamp(max=float("inf"))``) is null, absent, as JSON has no Infinity or NaN
+        (written as such until 0.9.12, which strict readers refuse); its hash is the one traced."""
         return {
             "format": FORMAT,
             "name": self.name,
@@ -82,17 +85,26 @@ class Description:
             "method": self.method,
             "notes": self.notes,
             "description_hash": self.description_hash,
-            "nodes": [asdict(n) for n in self.nodes],
+            "nodes": [_nulled(asdict(n)) for n in self.nodes],
         }
+
+    def to_json_text(self) -> str:
+        """:meth:`to_json` as JSON text, strict: no Infinity or NaN."""
+        return json.dumps(self.to_json(), allow_nan=False)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Description:
+        """A description :meth:`to_json` wrote; its hash the one it says (of the nodes as traced: a
+        constant written null, not finite, would hash otherwise)."""
         from tracker.errors import ConfigError
 
         if data.get("format") != FORMAT:
             raise ConfigError(f"not a network description (format {data.get('format')!r}, expected {FORMAT})")
         nodes = [Node(**n) for n in data["nodes"]]
-        return cls(data["name"], list(data["input_shape"]), nodes, data["method"], list(data.get("notes", [])))
+        desc = cls(data["name"], list(data["input_shape"]), nodes, data["method"], list(data.get("notes", [])))
+        if isinstance(data.get("description_hash"), str):
+            desc.__dict__["description_hash"] = data["description_hash"]  # the cached_property's value
+        return desc
 
     def to_networkx(self) -> Any:
         """A networkx DiGraph with the node fields as node attributes (PerfSeer's dataset form)."""
@@ -111,6 +123,17 @@ class Description:
         data = nx.node_link_data(self.to_networkx(), edges="edges")
         data["graph"]["description_hash"] = self.description_hash
         return json.dumps(_finite(data), default=str, allow_nan=False)
+
+
+def _nulled(value: Any) -> Any:
+    """``value`` with each float that is no finite number None (:meth:`Description.to_json`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nulled(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nulled(v) for v in value]
+    return value
 
 
 def _finite(value: Any) -> Any:

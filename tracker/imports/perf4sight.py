@@ -290,7 +290,7 @@ def records(folder: Path, capacities_mb: set[float] | None = None) -> tuple[list
         elif network not in described:
             described.add(network)
             record.artifacts["description/graph.json"] = desc.graph_artifact()
-            record.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+            record.artifacts[DESCRIPTION_ARTIFACT] = desc.to_json_text()
         out.append(record)
     return out, stats
 

@@ -714,6 +714,24 @@ def check_fields(spec: dict[str, Any], where: str) -> None:
     base = spec.get("base")
     if "base" in spec and (not isinstance(base, str) or not base.strip()):
         raise ConfigError(f"{where}: spec key 'base' must name the network pruned, got {base!r}")
+    check_seed(spec, where)
+
+
+def check_seed(spec: dict[str, Any], where: str) -> None:
+    """A spec's ``seed`` (a pruned network's: the draw of its filters, method random; a generated
+    one's: its draw with its index) is one ``zoo prune --seed`` and ``zoo generate --seed`` take, a
+    whole number from 0 to 2**32-1, said as a campaign file's seed is. Until 0.9.12 a pruned spec's
+    seed of -1 was built as seed 1's (Python's random takes a seed's absolute value), one past 2**32
+    taken, and one not a whole number refused only once its network was built, its file unnamed."""
+    if "seed" not in spec:
+        return
+    from tracker.settings import MAX_SEED
+
+    seed = spec["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"{where}: spec key 'seed' must be a whole number from 0 to {MAX_SEED}, got {seed!r:.80}")
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{where}: spec key 'seed' must be from 0 to {MAX_SEED}, got {seed!r}")
 
 
 def names_a_file(ref: str) -> bool:
