@@ -1465,3 +1465,59 @@ def test_the_speed_probe_leaves_torchs_global_generator_as_it_found_it() -> None
     before = torch.random.get_rng_state()
     SpeedProbe("cpu")
     assert torch.equal(torch.random.get_rng_state(), before)
+
+
+def _probe_inputs_alive() -> int:
+    """How many tensors of the CPU speed probe's input shape this process holds (none of a job's own at batch 2)."""
+    import gc
+
+    import torch
+
+    from tracker.profile.probe import PROBE_SHAPE_CPU
+
+    return sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor) and tuple(o.shape) == PROBE_SHAPE_CPU)
+
+
+def test_a_jobs_steps_hold_none_of_the_speed_probe_and_its_probe_stays_the_same(tmp_path: Path) -> None:
+    """A training job held its speed probe's layers and input from its first bracket to its second, over its
+    steps, so its peak memory counted them (about 0.5 MB on a CPU, 26 MB of host memory beside a GPU) until
+    0.9.12. The probe is released after its first bracket and built again, the same workload, for its second:
+    no step sees a tensor of it, and the job still has both brackets' samples."""
+    import contextlib
+
+    import torch
+
+    from tracker.profile.job import load_job, train
+    from tracker.profile.probe import PROBE_RUNS, SpeedProbe
+
+    probe = SpeedProbe("cpu")
+    weights, x = [p.detach().clone() for p in probe.module.parameters()], probe.x.clone()
+    assert _probe_inputs_alive() >= 1  # the scan below sees a probe's input where one is held
+    probe.sample(2)
+    probe.release()
+    assert probe.module is None and probe.x is None and len(probe.samples_ms) == 2
+    probe.sample(2)  # built again: the same weights and input (seeded), its samples added to the first bracket's
+    assert len(probe.samples_ms) == 4 and torch.equal(probe.x, x)
+    assert all(torch.equal(a, b) for a, b in zip(probe.module.parameters(), weights, strict=True))
+    del probe, weights, x
+
+    assert _cli(tmp_path / "runs", "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images",
+                "8", "--size", "32").exit_code == 0
+    cfg = load_job(_job(tmp_path, "job", bs=2, steps=3, size=32))
+    config = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()}
+    alive_at_steps: list[int] = []
+
+    class Events:  # the child's event lines (worker.emit_event): at each step, the probe's tensors this process holds
+        def write(self, line: str) -> int:
+            if '"step"' in line:
+                alive_at_steps.append(_probe_inputs_alive())
+            return len(line)
+
+        def flush(self) -> None:
+            pass
+
+    with contextlib.redirect_stdout(Events()):
+        end = train({"kind": "training", "batch_size": cfg.batch_size, "config": config})
+    assert end.get("failure") is None and not end["interrupted"], end
+    assert alive_at_steps == [0, 0, 0]
+    assert len(end["speed_probe"]["samples_ms"]) == 2 * PROBE_RUNS, end  # both brackets, as before

@@ -640,9 +640,12 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     sync = device_sync(cfg.device)
     # the machine's speed beside the steps (tracker.profile.probe, since 0.9.11), in the job's mode: one bracket
     # here, before the peaks start afresh, the telemetry and the loop's clock (nothing of it is the job's memory,
-    # window or time), one after the last step once its peaks are read
+    # window or time), one after the last step once its peaks are read. Released between them: none of its tensors
+    # is held over the steps, so the job's peak memory (and a memory cap) never counts them (it did until 0.9.12);
+    # the second bracket builds the same workload again (seeded: the same weights and input)
     probe = SpeedProbe(cfg.device)
     probe.sample()
+    probe.release()
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
     peak_reset = reset_peak_rss()  # the CPU peak counts from here: the model, optimizer and loader built
