@@ -1296,7 +1296,8 @@ def test_every_step_of_a_job_is_a_whole_batch(tmp_path: Path) -> None:
 def test_a_dataset_smaller_than_a_batch_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """5 images at batch 8 were one step of 5 images an epoch, logged as batch 8 (a measurement of another
     configuration under the job's label) until 0.9.11. Since then the job is refused in one line naming the
-    dataset, its images and the batch, a usage error (status 2) before any run is logged; in a loader
+    dataset, its images and the batch before any run is logged, status 1 as any other bad value of a job file
+    (since 0.9.12: a usage error, status 2, until then, as if a command-line option were wrong); in a loader
     campaign that setting alone is refused, and the campaign goes on to the next."""
     from tests.conftest import count_runs
     from tests.test_cli import in_process
@@ -1311,7 +1312,7 @@ def test_a_dataset_smaller_than_a_batch_is_refused_before_anything_runs(tmp_path
             "batch 8; give a batch size of at most 5, or more images")
     refused = in_process(["--tracking-uri", str(runs), "profile", "training", str(job)], tmp_path)
     # the last line: MLflow's own INFO lines come before it where the command made the store
-    assert (refused.returncode, refused.stdout, refused.stderr.splitlines()[-1]) == (2, "", f"error: {job}: {said}"), \
+    assert (refused.returncode, refused.stdout, refused.stderr.splitlines()[-1]) == (1, "", f"error: {job}: {said}"), \
         refused
     assert "Traceback" not in refused.stderr and refused.stderr.count("error: ") == 1
     assert count_runs(runs, "training") == count_runs(runs, "mode") == 0  # nothing measured, nor its mode logged
