@@ -167,10 +167,13 @@ def loader(
                 raise OptionError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
             with option_values():
                 check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")
-    logger = _dry_run_logger(state(ctx))[0] if dry_run else state(ctx).logger()
+    st = state(ctx)
+    # opened once the job is checked, and only where a setting is left to measure (no store for a refused one)
+    open_logger = (lambda: _dry_run_logger(st)[0]) if dry_run else st.logger
     try:
-        results = run_loader_campaign(logger, path, sweep,
-                                      lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
+        results = run_loader_campaign(
+            open_logger, path, sweep,
+            lambda cfg, dataset: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, dataset=dataset), dry_run)
     except KeyboardInterrupt as exc:
         exit_if_waiting(exc, "the settings measured before are kept, the next measured nothing; run the campaign "
                              "again to go on")
