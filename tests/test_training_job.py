@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
@@ -1550,3 +1551,36 @@ def test_a_refused_job_makes_no_store(tmp_path: Path, command: list[str], job: d
     assert refused.stderr.startswith(f"error: {path}: {said.format(data=data)}") and refused.stderr.count("\n") == 1, \
         refused.stderr
     assert not runs.exists() and sorted(tmp_path.iterdir()) == before
+
+
+def test_a_loader_campaign_that_measures_no_setting_fails(tmp_path: Path) -> None:
+    """A loader campaign none of whose settings is measured (each refused or failed) ends with status 1 and a
+    closing line saying so (0 until 0.9.12, with its line to load the warehouse, as one that measured); one
+    refused for every setting makes no store. A setting measured, now or before, makes it a campaign that
+    measured."""
+    from tests.test_cli import in_process
+
+    runs, data = tmp_path / "runs", tmp_path / "cls"
+    assert _cli(runs, "data", "synth", str(data), "--kind", "classification", "--images", "5", "--size",
+                "32").exit_code == 0
+    (tmp_path / "own.py").write_text(OWN)
+    few = _job(tmp_path, "few", model="own.py:one_class", bs=2, steps=2, size=32)  # fails: scores too few classes
+
+    def loader(job: Path, *args: str) -> subprocess.CompletedProcess:
+        return in_process(["--tracking-uri", str(runs), "campaign", "loader", str(job), *args], tmp_path)
+
+    refused = loader(few, "--batch-size", "6,8", "--format", "json")
+    assert refused.returncode == 1 and [r["status"] for r in json.loads(refused.stdout)] == ["refused"] * 2, refused
+    assert refused.stderr == ("error: nothing measured: each of the 2 settings was refused (each entry's "
+                              "failure_message says why)\n"), refused.stderr
+    assert not runs.exists()
+    failed = loader(few, "--batch-size", "2,8")
+    assert failed.returncode == 1, failed
+    assert [line.split(": ", 1)[1].split(" ")[0] for line in failed.stdout.splitlines()] == ["FAILED", "refused"], \
+        failed.stdout  # no line to load the warehouse
+    assert failed.stderr.splitlines()[-1] == "error: nothing measured: 1 setting refused, 1 failed (each line says why)"
+    good = _job(tmp_path, "good", model="own.py:Small", bs=2, steps=2, size=32)
+    measured = loader(good, "--batch-size", "2,8")
+    assert measured.returncode == 0 and measured.stdout.splitlines()[-1].startswith("tracker warehouse load"), measured
+    again = loader(good, "--batch-size", "2,8")  # measured before, and refused: measured
+    assert again.returncode == 0 and again.stdout.splitlines()[0].endswith(": skipped (measured)"), again
