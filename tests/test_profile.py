@@ -1516,3 +1516,33 @@ def test_a_probe_that_fails_ends_the_probe_not_the_measurement(tmp_path: Path, m
     assert "speed_probe_ms" not in r.network.metrics and r.layers
     assert all("speed_probe_ms" not in layer.metrics for layer in r.layers)
     assert r.network.tags[PROBE_ERROR_TAG] == "RuntimeError: injected: the probe failed (TRACKER_FAULT)"
+
+
+def test_a_campaign_whose_every_measurement_failed_fails(tmp_path: Path) -> None:
+    """A campaign every configuration of which it measured failed, none measured before, ends with status 1 and a
+    line saying nothing was measured (0 until 0.9.12, as one that measured); one measured before counts as
+    measured, and a campaign with nothing left to do (each failed before) is no failure."""
+    path = campaign_file(tmp_path, "doomed", tff=False)
+    text = path.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'zoo = ["squeezenet1_1"]')
+
+    def run(batch_sizes: str, fault: str | None) -> subprocess.CompletedProcess:
+        path.write_text(text.replace("batch_sizes = [1, 2, 4]", f"batch_sizes = {batch_sizes}"))
+        return tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), cwd=tmp_path,
+                       env={"TRACKER_FAULT": fault} if fault else None)
+
+    measured = run("[1]", None)
+    assert measured.returncode == 0 and "doomed: 1 measured, 0 failed, 0 skipped of 1" in measured.stdout, measured
+    reused = run("[1, 2]", "oom")  # batch 1 measured before, batch 2 fails (an injected out-of-memory)
+    assert reused.returncode == 0 and "doomed: 0 measured, 1 failed, 1 skipped of 2" in reused.stdout, reused
+    failed = run("[2, 4, 8]", "oom")  # batch 2 failed before, 4 and 8 fail now
+    assert (failed.returncode, failed.stdout) == (1, "doomed: 0 measured, 2 failed, 1 skipped of 3\n"), failed
+    assert failed.stderr.splitlines()[-1] == (
+        "error: nothing measured: each of the 2 configurations measured failed, and 1 more was skipped, failed before "
+        "or past a failure (their runs say why: tracker -e doomed runs list --status FAILED)"), failed.stderr
+    assert len(network_runs(tmp_path / "s", "doomed")) == 4
+    one = run("[16]", "oom")
+    assert one.returncode == 1 and one.stderr.splitlines()[-1].startswith(
+        "error: nothing measured: the one configuration measured failed (their runs say why: "), one.stderr
+    nothing_to_do = run("[2, 4, 8]", None)  # each failed before: skipped, nothing measured nor failed
+    assert nothing_to_do.returncode == 0 and "doomed: 0 measured, 0 failed, 3 skipped of 3" in nothing_to_do.stdout, \
+        nothing_to_do

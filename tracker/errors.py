@@ -219,12 +219,14 @@ class TrackingUriError(OptionError, StoreError):
     be opened or reached is a StoreError, status 1."""
 
 
-class DatasetSmallerThanBatchError(OptionError):
+class DatasetSmallerThanBatchError(ConfigError):
     """A training job whose dataset holds fewer images than one batch (since 0.9.11): each step would
     train on all of them under the job's batch size, another configuration measured under its label.
-    Refused before anything is measured, a usage error (status 2) from ``profile training``; a loader
-    campaign ends that setting alone with it (``refused``). ``detail`` is the line without the job
-    file: the dataset, its images and the batch size."""
+    Refused before anything is measured: from ``profile training``, whose batch size is its job file's,
+    a bad file's status 1 as any other bad value of it (since 0.9.12; a usage error, status 2, until
+    then); a loader campaign ends that setting alone with it (``refused``), its batch size the file's or
+    ``--batch-size``'s. ``detail`` is the line without the job file: the dataset, its images and the
+    batch size."""
 
     def __init__(self, detail: str, where: str = "") -> None:
         super().__init__(f"{where}{detail}")

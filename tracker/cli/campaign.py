@@ -64,6 +64,16 @@ def run(
                        "to measure them again: profile network ... --again, or a campaign's repeats")
     if tally.interrupted:
         exit_interrupted("interrupted: what was measured is kept; run the same command again to resume")
+    if tally.nothing_measured():  # status 0 until 0.9.12, as if it had measured
+        from tracker.console import shell_word
+
+        what = ("the one configuration measured failed" if tally.failed == 1 else
+                f"each of the {tally.failed} configurations measured failed")
+        if tally.skipped:  # none measured before (nothing_measured): each failed before, or past a failure
+            what += f", and {counted(tally.skipped, 'more was', 'more were')} skipped, failed before or past a failure"
+        typer.echo(f"error: nothing measured: {what} (their runs say why: tracker -e "
+                   f"{shell_word(logger.experiment_name)} runs list --status FAILED)", err=True)
+        raise typer.Exit(1)
 
 
 def _dry_run_logger(st: Any) -> tuple[Any, str | None]:
@@ -143,6 +153,22 @@ def _loader_line(r: dict[str, Any]) -> str:
             + ("" if r["status"] == "FINISHED" else f", then {ended} after {r['steps']} steps"))
 
 
+def _nothing_measured(results: list[dict[str, Any]], fmt: OutputFormat) -> str | None:
+    """The closing line of a loader campaign none of whose settings is measured, each refused or failed (its
+    status 1 since 0.9.12); None where one is: measured now, or before (``skipped (measured)``)."""
+    if any(r["status"] in ("FINISHED", "skipped (measured)") for r in results):
+        return None
+    refused = sum(r["status"] == "refused" for r in results)
+    failed = len(results) - refused
+    where = "each entry's failure_message" if fmt is OutputFormat.json else "each line"
+    if not failed or not refused:
+        n, ended = (refused, "was refused") if refused else (failed, "failed")
+        what = f"{'the one setting' if n == 1 else f'each of the {n} settings'} {ended}"
+    else:
+        what = f"{counted(refused, 'setting')} refused, {failed} failed"
+    return f"nothing measured: {what} ({where} says why)"
+
+
 @app.command("loader")
 def loader(
     ctx: typer.Context,
@@ -169,15 +195,19 @@ def loader(
                 raise OptionError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
             with option_values():
                 check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")
-    logger = _dry_run_logger(state(ctx))[0] if dry_run else state(ctx).logger()
+    st = state(ctx)
+    # opened once the job is checked, and only where a setting is left to measure (no store for a refused one)
+    open_logger = (lambda: _dry_run_logger(st)[0]) if dry_run else st.logger
     try:
-        results = run_loader_campaign(logger, path, sweep,
-                                      lambda cfg: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json), dry_run)
+        results = run_loader_campaign(
+            open_logger, path, sweep,
+            lambda cfg, dataset: run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, dataset=dataset), dry_run)
     except KeyboardInterrupt as exc:
         exit_if_waiting(exc, "the settings measured before are kept, the next measured nothing; run the campaign "
                              "again to go on")
         raise
     killed = next((r for r in results if r["status"] == "KILLED"), None)  # the one interrupted, the last
+    nothing = None if dry_run or killed is not None else _nothing_measured(results, fmt)
     if fmt is OutputFormat.json:
         emit_json(results)
     else:
@@ -186,8 +216,11 @@ def loader(
         if dry_run:
             typer.echo(f"dry run, nothing measured: {sum(r['status'] == 'to measure' for r in results)} of "
                        f"{counted(len(results), 'setting')} to measure")
-        elif killed is None:
+        elif killed is None and nothing is None:
             typer.echo("tracker warehouse load, then: tracker sql 'SELECT * FROM data_loading'")
+    if nothing is not None:  # status 0 until 0.9.12, as if it had measured
+        typer.echo(f"error: {nothing}", err=True)
+        raise typer.Exit(1)
     if killed is not None:  # status 0 until 0.9.5, as if it had ended
         # one stopped before its first step has none to keep (said as kept until 0.9.11)
         exit_interrupted("interrupted: the settings measured before are kept, and the steps of the one "

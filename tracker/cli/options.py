@@ -38,7 +38,8 @@ INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGIN
 #: The exit status of a command that measured one configuration (or workload) and logged it FAILED
 #: (out of memory, a crash, a timeout, bad input): its run and line are the outcome, and a script can
 #: tell (0 until 0.9.1). A campaign, whose faults end one measurement each, and a boundary, whose
-#: failures are what it looks for, end with 0.
+#: failures are what it looks for, end with 0; a campaign that measured nothing, each of its configurations
+#: failed (or refused), none measured before, ends with 1 (since 0.9.12).
 MEASUREMENT_FAILED = 3
 TERMINATED = 143  # and by SIGTERM (128 + SIGTERM)
 _interrupt_said: list[bool] = []

@@ -428,8 +428,10 @@ def _boundary_line(data: dict[str, Any], max_batch: int) -> str:
     return f"largest batch size that fits{cap}: {ok}; first failure: {failed} ({reason})"
 
 
-def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again: bool = False) -> dict[str, Any]:
-    """One training job with a rich progress bar (throughput, ETA); Ctrl-C keeps the steps measured."""
+def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again: bool = False,
+                     dataset: Any = None) -> dict[str, Any]:
+    """One training job with a rich progress bar (throughput, ETA); Ctrl-C keeps the steps measured.
+    ``dataset``: the job's, checked before the store was opened (``job.check_job``), else checked here."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from tracker.profile.job import run_job
@@ -448,7 +450,7 @@ def run_training_job(ctx: typer.Context, config: Any, quiet: bool = False, again
         def progress(done: int, total: int | None, rate: float) -> None:
             bar.update(task, completed=done, total=total, rate=rate)
 
-        return run_job(state(ctx).logger(), config, progress, again=again).as_dict()
+        return run_job(state(ctx).logger(), config, progress, again=again, dataset=dataset).as_dict()
 
 
 @app.command("training")
@@ -462,12 +464,15 @@ def training(
 ) -> None:
     """Profile one training job: data wait, copy, forward, backward, optimizer per step (one training run)."""
     from tracker.profile import zygote_client
-    from tracker.profile.job import load_job
+    from tracker.profile.job import check_job, load_job
 
     cfg = load_job(Path(config_text))
     zygote_client.prestart()
+    # what refuses the job (its dataset, a batch larger than it, its network), before the store is opened: a
+    # refused job made a store in a fresh folder until 0.9.12
+    dataset = check_job(cfg)
     try:
-        result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again)
+        result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again, dataset=dataset)
     except KeyboardInterrupt as exc:
         exit_if_waiting(exc, "the job measured nothing, and no run of it is logged")
         raise

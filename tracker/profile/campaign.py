@@ -404,6 +404,9 @@ class Tally:
     measured: int = 0
     failed: int = 0
     skipped: int = 0  # already measured, or past a failure in a till_first_fail chain
+    #: of those skipped, how many were measured before (by an earlier run, or another process meanwhile): a
+    #: campaign that measured nothing new but has them is not one that measured nothing (``nothing_measured``)
+    reused: int = 0
     #: of those measured, how many while other processes took ``OTHERS_CPU_NOTE_PCT`` or more of the CPU
     beside_other_work: int = 0
     #: of those measured or failed, how many wait in the outbox for ``tracker sync`` (a server down)
@@ -418,6 +421,11 @@ class Tally:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
                 "beside_other_work": self.beside_other_work, "in_outbox": self.in_outbox, "interrupted": self.interrupted,
                 "runs": self.runs}
+
+    def nothing_measured(self) -> bool:
+        """Whether every configuration this run took on failed: none measured now or before, and one failed
+        now (a campaign with nothing left to do, or interrupted, is not one)."""
+        return bool(self.failed) and not self.measured and not self.reused and not self.interrupted
 
     def plan_counts(self) -> dict[str, int]:
         """How many configurations a dry run found in each state (those with none left out)."""
@@ -580,6 +588,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     again = "to measure again: without its trace"
                 if done:
                     tally.skipped += 1
+                    tally.reused += 1
                     planned("measured", p)
                 elif p.config_key not in done_keys and (p.config_key in failed_keys or repeat_key):
                     tally.skipped += 1  # failed, or not measured once: nothing to repeat
@@ -614,6 +623,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         raise
                     if res.reused:  # measured by another process while this one waited for the device
                         tally.skipped += 1
+                        tally.reused += 1
                         done_keys.add(p.config_key)
                         if progress:
                             progress(label, tally)

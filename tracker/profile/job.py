@@ -321,43 +321,52 @@ def job_config_key(cfg: JobConfig) -> str:
     return config_key({"kind": "training", **job_key_fields(cfg)})
 
 
-def run_loader_campaign(logger: Any, path: Path, sweep: dict[str, list[int]],
-                        run: Callable[[JobConfig], dict[str, Any]], dry_run: bool = False) -> list[dict[str, Any]]:
-    """Every num_workers x prefetch_factor x batch_size setting of a job not yet measured;
-    ``dry_run``: none measured, each not measured before said ``to measure`` (``logger`` None: a
-    store or experiment with nothing in it yet). Without workers a loader prefetches nothing, so
-    ``num_workers`` 0 is measured at the first prefetch factor alone (since 0.9.1: each factor was
-    measured again, the same work)."""
+def run_loader_campaign(open_logger: Callable[[], Any], path: Path, sweep: dict[str, list[int]],
+                        run: Callable[[JobConfig, Any], dict[str, Any]], dry_run: bool = False) -> list[dict[str, Any]]:
+    """Every num_workers x prefetch_factor x batch_size setting of a job not yet measured, each ``run``
+    with the job's dataset (:func:`check_job`'s); ``dry_run``: none measured, each not measured before
+    said ``to measure``. ``open_logger`` opens the store (for a dry run: None where there is none or its
+    experiment holds nothing yet), called once what refuses the job is checked (the job file, its dataset,
+    its network) and only where a setting is left to measure or plan: a campaign refused, or each of whose
+    settings is refused, makes no store (since 0.9.12; until then it was made first). Without workers a
+    loader prefetches nothing, so ``num_workers`` 0 is measured at the first prefetch factor alone (since
+    0.9.1: each factor was measured again, the same work)."""
     import itertools
 
     from tracker.errors import DatasetSmallerThanBatchError
 
     base = load_job(path)
-    images = None
-    if dry_run:  # what the first job measured would refuse, said rather than "to measure" (until 0.9.6); the
-        images = len(job_dataset(base, check_batch=False))  # batch each setting's own (below)
+    # what would refuse every setting, before the store is opened: the dataset scanned once, each setting's batch
+    # checked against it (a dry run said "to measure" of a job that could not run until 0.9.6)
+    dataset = job_dataset(base, check_batch=False)
+    check_network_builds(base)
     # a value named twice is one setting (measured once but listed, and in a dry run counted, twice until 0.9.3)
     grid = {k: list(dict.fromkeys(sweep.get(k, [getattr(base, k)]))) for k in ("num_workers", "prefetch_factor", "batch_size")}
-    done = logger.measured(statuses=("FINISHED",)) if logger is not None else set()
-    results = []
+    settings: list[tuple[dict[str, int], JobConfig, DatasetSmallerThanBatchError | None]] = []
     for nw, pf, bs in itertools.product(*grid.values()):
         if nw == 0 and pf != grid["prefetch_factor"][0]:
             continue
         cfg = load_job(path, num_workers=nw, prefetch_factor=pf, batch_size=bs)
-        setting = {"num_workers": nw, "prefetch_factor": pf, "batch_size": bs}
         try:
-            if images is not None:
-                check_batch_fits(cfg, images)
-            if (measured := job_config_key(cfg) in done) or dry_run:
-                results.append({**setting, "status": "skipped (measured)" if measured else "to measure"})
-                continue
-            r = run(cfg)
+            check_batch_fits(cfg, len(dataset))
         except DatasetSmallerThanBatchError as exc:  # that setting alone, refused before anything of it ran (since
             # 0.9.11: measured as one step of the whole dataset under its batch size until then)
-            results.append({**setting, "status": "refused", "failure_message": exc.detail})
+            settings.append(({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs}, cfg, exc))
+        else:
+            settings.append(({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs}, cfg, None))
+    logger = open_logger() if any(refused is None for _, _, refused in settings) else None
+    done = logger.measured(statuses=("FINISHED",)) if logger is not None else set()
+    results: list[dict[str, Any]] = []
+    for setting, cfg, refused in settings:
+        if refused is not None:
+            results.append({**setting, "status": "refused", "failure_message": refused.detail})
             continue
+        if (measured := job_config_key(cfg) in done) or dry_run:
+            results.append({**setting, "status": "skipped (measured)" if measured else "to measure"})
+            continue
+        r = run(cfg, dataset)
         # what ended a failed one too, as profile training says it (its line said the reason alone until 0.9.6)
-        results.append({"num_workers": nw, "prefetch_factor": pf, "batch_size": bs, **{k: r.get(k) for k in (
+        results.append({**setting, **{k: r.get(k) for k in (
             "run_id", "status", "reason", "failure_message", "steps", "skipped_steps", "median_step_ms",
             "data_wait_fraction", "images_per_s")}})
         if r["status"] == "KILLED":
@@ -419,8 +428,31 @@ class JobResult:
                    speed_probe_ms=metrics.get("speed_probe_ms"))
 
 
+def check_network_builds(cfg: JobConfig) -> None:
+    """A network of one's own (``FILE.py:NAME``) that does not build is bad input, one line, as for
+    `profile network` (a FAILED run, "no step measured", until 0.9.3), naming the job file as a bad key
+    does (since 0.9.8): a ConfigError."""
+    if cfg.network_spec is not None and cfg.network_spec.get("kind") == "module":
+        from tracker.zoo.spec import spec_ref
+
+        try:
+            spec_ref(cfg.network_spec).build()
+        except ConfigError as exc:
+            raise ConfigError(f"{cfg.source}: model: {exc}" if cfg.source else str(exc)) from None
+
+
+def check_job(cfg: JobConfig) -> Any:
+    """What refuses a job before anything of it runs or is logged (``job_dataset``'s checks, a dataset
+    smaller than its batch among them, and a network of one's own that does not build), each a
+    ConfigError; its dataset, scanned, where none does. ``profile training`` checks a job so before it
+    opens the store (since 0.9.12: a refused job made a store in a fresh folder until then)."""
+    dataset = job_dataset(cfg)
+    check_network_builds(cfg)
+    return dataset
+
+
 def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, float], None] | None = None,
-            again: bool = False) -> JobResult:
+            again: bool = False, dataset: Any = None) -> JobResult:
     """Train ``cfg.model`` on the dataset in a measuring child (``train``) and log one ``training``
     run; never raises for a measurement fault. A job measured before (a FINISHED run of the same
     key: the same job file settings, software and protocol) is read back, not measured again
@@ -431,7 +463,9 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     was killed is kept (the run then fails with the child's reason); Ctrl-C is passed on to the
     child, which ends its loop and reports, and the run is KILLED with the steps measured so far.
     In a child, the CPU peak memory is the job's own, not that of this process (MLflow, the store,
-    the jobs of a loader campaign before it), and a crash ends this job, not the campaign."""
+    the jobs of a loader campaign before it), and a crash ends this job, not the campaign. ``dataset``:
+    the job's, where the caller checked it (:func:`check_job`, or a loader campaign each setting's batch
+    against it) before it opened the store; else it is checked here."""
     import tempfile
 
     from tracker.data.datasets import save_index
@@ -442,20 +476,12 @@ def run_job(logger: Any, cfg: JobConfig, progress: Callable[[int, int | None, fl
     from tracker.profile.memcap import CAP_TAG
     from tracker.zoo import detection_models
 
-    dataset = job_dataset(cfg)  # ConfigError before any run (a dataset smaller than a batch too)
+    if dataset is None:  # ConfigError before any run (a dataset smaller than a batch too)
+        dataset = check_job(cfg)
     detection = cfg.network_spec is None and cfg.model in detection_models()
     key = job_config_key(cfg)
     if not again and (measured := logger.find(key, "FINISHED")) is not None:
         return _reused(measured, cfg, logger.location.uri)
-    if cfg.network_spec is not None and cfg.network_spec.get("kind") == "module":
-        from tracker.zoo.spec import spec_ref
-
-        # a network of one's own that does not build is bad input, one line, as for `profile network` (a
-        # FAILED run, "no step measured", until 0.9.3), naming the job file as a bad key does (since 0.9.8)
-        try:
-            spec_ref(cfg.network_spec).build()
-        except ConfigError as exc:
-            raise ConfigError(f"{cfg.source}: model: {exc}" if cfg.source else str(exc)) from None
     num_classes = len(dataset.classes) + (1 if detection else 0)
     if cfg.network_spec is None:
         model_hash = hashlib.sha256(f"{cfg.model}:{num_classes}:{cfg.image_size}".encode()).hexdigest()[:16]
@@ -549,8 +575,8 @@ def job_dataset(cfg: JobConfig, check_batch: bool = True) -> Any:
     anything runs is checked: a dataset that cannot be read (an annotation file that is not one, a
     layout without its files), a model of another task than the dataset's layout, a device this
     machine lacks, and (``check_batch``) a dataset smaller than one batch (:func:`check_batch_fits`).
-    ``run_job`` measures on it; a loader campaign's dry run checks it (until 0.9.6 a dry run said "to
-    measure" of a job that could not run), and each setting's batch size against it."""
+    ``run_job`` measures on it; a loader campaign checks it once, before it opens the store, and each
+    setting's batch size against it (until 0.9.6 a dry run said "to measure" of a job that could not run)."""
     import torch
 
     from tracker.data.datasets import open_dataset
@@ -640,9 +666,12 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     sync = device_sync(cfg.device)
     # the machine's speed beside the steps (tracker.profile.probe, since 0.9.11), in the job's mode: one bracket
     # here, before the peaks start afresh, the telemetry and the loop's clock (nothing of it is the job's memory,
-    # window or time), one after the last step once its peaks are read
+    # window or time), one after the last step once its peaks are read. Released between them: none of its tensors
+    # is held over the steps, so the job's peak memory (and a memory cap) never counts them (it did until 0.9.12);
+    # the second bracket builds the same workload again (seeded: the same weights and input)
     probe = SpeedProbe(cfg.device)
     probe.sample()
+    probe.release()
     if cuda := cfg.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats(cfg.device)
     peak_reset = reset_peak_rss()  # the CPU peak counts from here: the model, optimizer and loader built

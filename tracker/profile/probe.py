@@ -11,7 +11,8 @@ before the network is built (before what the process holds is read, so that noth
 probe counts as the network's memory) and just after its window: ``speed_probe_ms`` is the
 median of those samples. A training job's child (since 0.9.11) times it just before its first step
 (before its peak memory starts afresh, its telemetry and its loop's clock) and just after its last
-(once its peaks are read): a job that measured no step, or was interrupted, has none.
+(once its peaks are read), holding none of it over its steps (since 0.9.12: its peak memory counted the
+probe's tensors until then): a job that measured no step, or was interrupted, has none.
 On that VM, two seconds apart, log latency and log probe correlated 0.9, and a network's
 latency divided by the probe varied a third less than its latency did.
 
@@ -46,14 +47,24 @@ class SpeedProbe:
     """The fixed workload for ``device``; build it before the network and ``sample()`` it before the
     network is built and after its window. Its weights and input stay on the CPU between brackets:
     on a GPU they are moved there for a bracket and let go after it (the allocator's cache emptied),
-    so the network's peak and a device cap never count them. A bracket that fails (out of device
+    so the network's peak and a device cap never count them; ``release()`` lets go of them between
+    brackets (a training job's, whose steps then hold none of it). A bracket that fails (out of device
     memory beside a network near its limit, say) ends the probe, not the measurement: ``error`` says
     why and the run has no probe."""
 
     def __init__(self, device: str = "cpu") -> None:
-        import torch
-
         from tracker.profile.timing import device_sync
+
+        self.device = device
+        self.sync = device_sync(device)
+        self.samples_ms: list[float] = []
+        self.error: str | None = None
+        self.module, self.x = self._build()
+
+    def _build(self) -> tuple[Any, Any]:
+        """The workload: its layers and input, on the CPU, the same at every build (drawn from a generator
+        seeded with PROBE_VERSION)."""
+        import torch
 
         generator = torch.Generator().manual_seed(PROBE_VERSION)
         # the layers' own initialisation draws from torch's global generator, whose state is put back: a training
@@ -67,12 +78,15 @@ class SpeedProbe:
         with torch.no_grad():  # fixed weights, drawn from the probe's own generator: the run's seed is left alone
             for p in module.parameters():
                 p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
-        self.device = device
-        self.module = module.eval()
-        self.x = torch.randn(PROBE_SHAPE_CUDA if device.startswith("cuda") else PROBE_SHAPE_CPU, generator=generator)
-        self.sync = device_sync(device)
-        self.samples_ms: list[float] = []
-        self.error: str | None = None
+        x = torch.randn(PROBE_SHAPE_CUDA if self.device.startswith("cuda") else PROBE_SHAPE_CPU, generator=generator)
+        return module.eval(), x
+
+    def release(self) -> None:
+        """Let go of the workload's layers and input (its samples and error kept): the next ``sample()``
+        builds them again, the same. A training job releases its probe between its brackets, so that none
+        of it is held over its steps: its peak memory and its memory cap never count it (since 0.9.12;
+        until then a job held it, about 0.5 MB on a CPU and 26 MB of host memory beside a GPU)."""
+        self.module = self.x = None
 
     def sample(self, runs: int = PROBE_RUNS) -> list[float]:
         """Time ``runs`` runs (after one untimed); each is also kept in ``samples_ms``. None once a
@@ -80,6 +94,8 @@ class SpeedProbe:
         if self.error is not None:
             return []
         try:
+            if self.module is None:  # released after its last bracket: built again, the same workload
+                self.module, self.x = self._build()
             out = self._timed(runs)
         except Exception as exc:  # noqa: BLE001  the probe's fault is the probe's, never the measurement's
             text = str(exc).strip().splitlines()
