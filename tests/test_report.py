@@ -254,3 +254,36 @@ def test_a_report_stopped_by_ctrl_c_says_what_it_kept_and_goes_on_from_there(tmp
     result = json.loads(done.stdout)
     assert (result["pictures"], result["drawn"], result["unchanged"], result["logged"]) == (3, 0, 3, 2), result
     assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+def _probed_runs(tmp_path: Path, probes: list[tuple[str, float, int]]) -> tuple[Path, Path]:
+    """A store of finished whole measurements, each ``(mode, speed_probe_ms, probe version)``, as tracker
+    logs them (the probe's time and its version's tag), loaded into a warehouse."""
+    from tests.conftest import ENV, network_record, timed_probe
+    from tracker.log.logger import RunLogger
+    from tracker.settings import resolve_location
+    from tracker.warehouse.load import load
+    from tracker.warehouse.source import open_source
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="speed", environment=ENV)
+    for i, (mode, probe_ms, version) in enumerate(probes):
+        record = timed_probe(network_record(f"net{i}", 1), probe_ms, version)  # no batch picture
+        record.params["mode"] = mode
+        logger.log([record])
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    return runs, wh
+
+
+def test_the_reports_page_lists_the_speed_pictures(tmp_path: Path) -> None:
+    """index.html had no section for speed/: its pictures were drawn into the folder and on no page
+    (until 0.9.12)."""
+    from tracker.report.build import build_report
+    from tracker.settings import resolve_location
+
+    runs, wh = _probed_runs(tmp_path, [("cpu-t2", 1.0, 1), ("cpu-t2", 1.2, 1)])
+    report = build_report(wh, tmp_path / "pictures", resolve_location(str(runs)).uri, log=False)
+    assert [p.path for p in report.pictures] == ["speed/cpu-t2.png"]
+    page = (tmp_path / "pictures" / "index.html").read_text()
+    assert "<h2>The machine&#x27;s speed</h2>" in page and "src='speed/cpu-t2.png'" in page
