@@ -2450,6 +2450,62 @@ def test_labels_stay_as_measured_where_a_measurement_timed_another_probe_version
         training_rows(mixed_wh, "latency_ms", "inference", "cpu")
 
 
+def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerprint_learnt_at(tmp_path: Path) -> None:
+    """``--speed-probe-ms X`` is a time of this tracker's probe (what ``tracker device speed`` prints); a
+    version whose reference speed is a time of another probe version (tag speed_probe_version 2, as a
+    tracker with another probe registers it) was rescaled by X over it all the same, across two units (until
+    0.9.12). Now predict refuses in one line naming both versions and what to do; without the option it
+    answers at the version's own speed, as before."""
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)]})
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    base = ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64", "--format", "json"]
+    same = CliRunner().invoke(app, [*base, "--speed-probe-ms", "3"])
+    assert same.exit_code == 0, same.output  # of this tracker's version: rescaled
+    MlflowClient(uri).set_model_version_tag(result.name, result.version, "speed_probe_version", "2")
+    refused = CliRunner().invoke(app, [*base, "--speed-probe-ms", "3"])
+    assert refused.exit_code == 1 and isinstance(refused.exception, FingerprintError), refused.output
+    assert str(refused.exception) == (
+        f"{result.name} version {result.version} learnt at the speed of speed probe version 2, and the speed probe "
+        "time given is of this tracker's version 1: another unit, not rescaled; predict without --speed-probe-ms (at "
+        "the speed it learnt at), or train one from measurements of probe version 1 (tracker fingerprint train)")
+    plain = CliRunner().invoke(app, base)
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(plain.stdout)["predictions"]["latency_ms"] == pytest.approx(
+        json.loads(same.stdout)["predictions_at_reference_speed"]["latency_ms"])
+    # a run's probe time, of its run's version (the demo's): of version 2, rescaled; of version 1, refused
+    from tracker.fingerprint.predict import predict
+
+    at_two = predict(uri, "resnet34", 2, "inference", "cpu", 64, speed_probe_ms=3.0, speed_probe_version=2)
+    assert at_two["predictions"]["latency_ms"] == pytest.approx(
+        3.0 / result.speed_reference_ms * json.loads(plain.stdout)["predictions"]["latency_ms"])
+    with pytest.raises(FingerprintError, match=r"speed probe time given is of its run's version 1: another unit"):
+        predict(uri, "resnet34", 2, "inference", "cpu", 64, speed_probe_ms=3.0, speed_probe_version=1)
+    # the demo predicts an unseen network at its run's speed: where the run timed another probe version than the
+    # fingerprint learnt at, at the fingerprint's own speed instead, and said
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from tracker import demo
+
+    measured = {("resnet34", 2): {"latency_ms": 20.0, "ci_rel": 0.01, "peak_mem_mb": None, "network_mem_mb": None,
+                                  "run_id": "r", "speed_probe_ms": 3.0, "speed_probe_version": 1}}
+    shown = io.StringIO()
+    (row,) = demo._unseen_table(Console(file=shown, width=300), measured, uri, [demo.Unseen("resnet34", "resnet34", "zoo")],
+                                SimpleNamespace(batch_sizes=(2,)))
+    assert row["predicted_latency_ms"] == pytest.approx(predict(uri, "resnet34", 2, "inference", "cpu")["predictions"]["latency_ms"])
+    assert "predicted_latency_at_reference_ms" not in row
+    assert ("1 latency predicted at the fingerprint's median speed, not at the speed each was measured at "
+            f"({result.name} version {result.version} learnt at the speed of speed probe version 2") in shown.getvalue()
+    MlflowClient(uri).set_model_version_tag(result.name, result.version, "speed_probe_version", "two")
+    unreadable = CliRunner().invoke(app, base)
+    assert unreadable.exit_code == 1 and str(unreadable.exception).startswith(
+        f"{result.name} version {result.version}: unreadable speed_probe_version tag 'two'"), unreadable.output
+
+
 def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp_path: Path) -> None:
     """A layer's label is its median of latency over the probe that bracketed the layers, times the
     network labels' reference, where every layer timed one; where one did not, every layer stays as
