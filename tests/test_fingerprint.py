@@ -2258,9 +2258,9 @@ def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_l
     compared: list[Any] = []
     verdict = fingerprint_train._verdict
 
-    def kept(client, name, version, y, new, old, beats, stays, y_old=None):  # noqa: ANN001, ANN202
+    def kept(client, name, version, y, new, old, beats, stays, y_old=None, note=""):  # noqa: ANN001, ANN202
         compared.append(old)
-        return verdict(client, name, version, y, new, old, beats, stays, y_old)
+        return verdict(client, name, version, y, new, old, beats, stays, y_old, note)
 
     monkeypatch.setattr(fingerprint_train, "_verdict", kept)
     second = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
@@ -2504,6 +2504,42 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
     unreadable = CliRunner().invoke(app, base)
     assert unreadable.exit_code == 1 and str(unreadable.exception).startswith(
         f"{result.name} version {result.version}: unreadable speed_probe_version tag 'two'"), unreadable.output
+
+
+def test_a_champion_learnt_at_another_probe_versions_speed_is_compared_as_measured_not_rescaled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """train put the champion's predictions at the challenger's reference speed by the ratio of the two
+    reference times whatever probe version each was a time of (until 0.9.12): with the champion's a time of
+    probe version 2 (125 ms, another workload), its predictions were divided by 100 and it lost on that. Two
+    units are not rescaled now: the champion is scored on the latencies as measured, as one learnt as
+    measured is, and the reason says so."""
+    import numpy as np
+
+    from tracker.fingerprint import train as fingerprint_train
+
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)]})
+    uri = resolve_location(str(runs)).uri
+    first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    client = MlflowClient(uri)
+    for tag, value in (("speed_probe_version", "2"), ("speed_reference_ms", "125.0")):  # as a tracker of probe 2 tags it
+        client.set_model_version_tag(first.name, first.version, tag, value)
+    compared: list[tuple[Any, Any, Any]] = []
+    verdict = fingerprint_train._verdict
+
+    def kept(client, name, version, y, new, old, beats, stays, *rest):  # noqa: ANN001, ANN002, ANN202
+        compared.append((new, old, rest[0] if rest else None))
+        return verdict(client, name, version, y, new, old, beats, stays, *rest)
+
+    monkeypatch.setattr(fingerprint_train, "_verdict", kept)
+    second = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)  # the same runs: its twin
+    [(new, old, y_old)] = compared
+    assert np.asarray(old) == pytest.approx(np.asarray(new))  # the twin's predictions, not a hundredth of them
+    rows = fingerprint_train.training_rows(wh, "latency_ms", "inference", "cpu")
+    assert sorted(y_old) == pytest.approx(sorted(rows["measured_latency_ms"]))  # scored as measured
+    assert second.champion_reason.endswith(
+        f" (version {first.version} learnt at the speed of speed probe version 2, this one at version 1's: another "
+        f"unit, so version {first.version} is scored on the latencies as measured, not rescaled)"), second.champion_reason
 
 
 def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp_path: Path) -> None:
