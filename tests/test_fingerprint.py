@@ -2580,6 +2580,51 @@ def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp
     assert other["latency_ms"].to_dict() == {0: 2.0, 1: 2.0} and other["label_speed_probe_version"].to_dict() == {0: 1, 1: 2}
 
 
+def _layered_store(tmp_path: Path, nets: dict[str, tuple[float, float, float | None, int | None]]) -> tuple[Path, Path]:
+    """A store of one measurement per network at batch 2, ``{network: (latency_ms, its speed_probe_ms, its
+    layers' speed_probe_ms or None, their probe version or None: this tracker's)}``, its first three module
+    calls measured alone (each a tenth of the network's latency), loaded into a warehouse."""
+    from tracker.describe.features import node_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-layer-speed", environment=ENV)
+    for name, (latency, probe, layer_probe, version) in nets.items():
+        desc = described(name, 64)
+        net = timed_probe(network_record(name, 2, latency_ms=latency), probe)
+        net.params["model_hash"] = desc.description_hash
+        net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+        layers = []
+        for i, row in enumerate([r for r in node_rows(desc) if r["op"] == "call_module"][:3]):
+            layer = layer_record(net, i, model=name)
+            layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"],
+                                batch_size=2)
+            layer.metrics["latency_ms"] = latency / 10
+            if layer_probe is not None:
+                timed_probe(layer, layer_probe, version)
+            layers.append(layer)
+        logger.log([net, *layers])
+    load(wh, open_source(resolve_location(str(runs))))
+    return runs, wh
+
+
+def test_layer_labels_are_put_at_the_reference_speed_by_the_layers_of_the_networks_learnt_alone(tmp_path: Path) -> None:
+    """Whether the layer labels could be put at the network labels' reference speed was asked of every
+    layer of the phase and device, those of a network left out with --exclude too: one network's layers
+    without a probe kept every layer as measured while the network labels were put at the reference (until
+    0.9.12). Now it is asked of the layers of the networks learnt alone."""
+    from tracker.fingerprint.layers import training_layer_rows
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _layered_store(tmp_path, {"squeezenet1_1": (4.0, 1.0, 1.0, None), "resnet18": (10.0, 1.0, 1.0, None),
+                                         "mobilenet_v2": (30.0, 2.0, 2.0, None), "resnet34": (50.0, 2.0, None, None)})
+    frame = training_rows(wh, "latency_ms", "inference", "cpu", exclude=["resnet34"])
+    assert frame.attrs["speed_reference_ms"] == 1.0
+    rows = training_layer_rows(wh, frame, "inference", "cpu")
+    assert set(rows["model"]) == {"squeezenet1_1", "resnet18", "mobilenet_v2"}
+    at_speed = rows.groupby("model")["latency_ms"].first().to_dict()  # a tenth of the network over its probe
+    assert at_speed == pytest.approx({"squeezenet1_1": 0.4, "resnet18": 1.0, "mobilenet_v2": 1.5})
+
+
 def test_predict_stopped_by_ctrl_c_says_it_wrote_nothing(tmp_path: Path) -> None:
     """A Ctrl-C in predict said main's "what was logged before is kept" (until 0.9.8), of a command that
     writes nothing. Here a real SIGINT lands while it builds the network to describe it (the network's

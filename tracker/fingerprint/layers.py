@@ -49,7 +49,7 @@ LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "m
 
 
 def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms: float | None = None,
-                    experiments: Collection[str] = ()) -> Any:
+                    experiments: Collection[str] = (), configs: Collection[str] | None = None) -> Any:
     """Measured layer rows of one phase and device (possibly none; ``device`` matches as in
     ``dataset.load_rows``): those of each configuration's latest measurement that ran its layers
     (``parent_run_id``; ``config_run_id`` the configuration's latest measurement, its network row),
@@ -66,7 +66,10 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
     layer's median over the measurements of those experiments alone, as ``dataset.load_rows`` takes the
     network labels (since 0.9.10: the layers of every experiment before, which the calibration then
     paired with the named experiments' network latencies); ``label_experiments`` and ``label_run_ids``
-    (the layer runs) say what each label came from."""
+    (the layer runs) say what each label came from. ``configs``: the layers of those configurations alone
+    (their ``config_run_id``s), taken before the layers are put at the reference speed, so that whether they
+    can be is asked of them alone (since 0.9.12: of every layer of the phase and device before, a network
+    left out with --exclude or measured in another mode included)."""
     import duckdb
 
     from tracker.fingerprint.dataset import fully_probed, network_probed, older_views
@@ -102,6 +105,8 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
         raise
     finally:
         con.close()
+    if configs is not None:
+        rows = rows[rows["config_run_id"].isin(set(configs))].copy()
     if speed_reference_ms is not None and fully_probed(rows):
         rows["latency_ms"] = rows["label_probe_ratio"].astype(float) * speed_reference_ms
         # the whole network in the same unit, where each measurement that ran the layers timed its probe, of this
@@ -129,9 +134,8 @@ def training_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) ->
     was taken over (attrs ``experiments``; every experiment's layers until 0.9.10, while the network labels
     were the named experiments') and at its reference speed (attrs ``speed_reference_ms``), so that the
     calibration pairs each sum of layers with the latency of the whole network measured with them."""
-    rows = load_layer_rows(warehouse, phase, device, frame.attrs.get("speed_reference_ms"),
-                           frame.attrs.get("experiments", ()))
-    return rows[rows["config_run_id"].isin(set(frame["run_id"]))]
+    return load_layer_rows(warehouse, phase, device, frame.attrs.get("speed_reference_ms"),
+                           frame.attrs.get("experiments", ()), configs=frame["run_id"])
 
 
 #: Fewest training configurations with layer runs for the calibration's terms per call and per
