@@ -2625,6 +2625,40 @@ def test_layer_labels_are_put_at_the_reference_speed_by_the_layers_of_the_networ
     assert at_speed == pytest.approx({"squeezenet1_1": 0.4, "resnet18": 1.0, "mobilenet_v2": 1.5})
 
 
+def test_train_says_why_the_layer_labels_stay_as_measured_where_the_network_labels_are_put_at_the_reference(
+        tmp_path: Path) -> None:
+    """The network labels put at the machine's median speed, the layer labels kept as measured (a layer
+    without a probe, or with another version's) were said nowhere (until 0.9.12), where the network labels
+    kept so are (as_measured_why): train says it in a line now (JSON layers_as_measured_why)."""
+    from tracker.fingerprint.layers import training_layer_rows
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _layered_store(tmp_path, {"squeezenet1_1": (4.0, 1.0, None, None), "resnet18": (10.0, 1.0, 1.0, 2),
+                                         "mobilenet_v2": (30.0, 2.0, 2.0, None)})
+    frame = training_rows(wh, "latency_ms", "inference", "cpu")
+    rows = training_layer_rows(wh, frame, "inference", "cpu")
+    assert frame.attrs["speed_reference_ms"] == 1.0 and rows.groupby("model")["latency_ms"].first().to_dict() == \
+        pytest.approx({"squeezenet1_1": 0.4, "resnet18": 1.0, "mobilenet_v2": 3.0})  # as measured
+    why = ("3 of its 9 layer labels have measurements without a speed probe (runs before tracker 0.9.9, imports, a "
+           "probe that failed); 3 of its 9 layer labels have measurements that timed speed probe version 2, not this "
+           "tracker's version 1 (another unit)")
+    assert rows.attrs["as_measured_why"] == why
+    base = ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms", "--device", "cpu", "-w",
+            str(wh), "--no-plots"]
+    out = CliRunner().invoke(app, base)
+    assert out.exit_code == 0, out.output
+    assert f"\n  layer latencies learnt as measured, not at the network labels' median speed: {why}\n" in out.stdout
+    assert "latency learnt as measured" not in out.stdout  # the network labels were put at it
+    said = CliRunner().invoke(app, [*base, "--format", "json"])
+    assert said.exit_code == 0 and json.loads(said.stdout)["layers_as_measured_why"] == why, said.output
+    # every layer of this tracker's probe: at the reference, nothing said
+    fine, fine_wh = _layered_store(tmp_path / "fine", {"squeezenet1_1": (4.0, 1.0, 1.0, None),
+                                                       "resnet18": (10.0, 1.0, 1.0, None),
+                                                       "mobilenet_v2": (30.0, 2.0, 2.0, None)})
+    frame = training_rows(fine_wh, "latency_ms", "inference", "cpu")
+    assert training_layer_rows(fine_wh, frame, "inference", "cpu").attrs["as_measured_why"] is None
+
+
 def test_predict_stopped_by_ctrl_c_says_it_wrote_nothing(tmp_path: Path) -> None:
     """A Ctrl-C in predict said main's "what was logged before is kept" (until 0.9.8), of a command that
     writes nothing. Here a real SIGINT lands while it builds the network to describe it (the network's

@@ -69,10 +69,13 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
     (the layer runs) say what each label came from. ``configs``: the layers of those configurations alone
     (their ``config_run_id``s), taken before the layers are put at the reference speed, so that whether they
     can be is asked of them alone (since 0.9.12: of every layer of the phase and device before, a network
-    left out with --exclude or measured in another mode included)."""
+    left out with --exclude or measured in another mode included). Where a ``speed_reference_ms`` is given
+    and the layers stay as measured, attrs ``as_measured_why`` says why in a line (how many layer labels
+    have measurements without a probe or with another version's: ``dataset.unprobed_why``; since 0.9.12,
+    said nowhere before); else it is None."""
     import duckdb
 
-    from tracker.fingerprint.dataset import fully_probed, network_probed, older_views
+    from tracker.fingerprint.dataset import fully_probed, network_probed, older_views, unprobed_why
     from tracker.warehouse.load import connect_loaded
 
     if experiments:  # layer_labels' medians, over the named experiments' measurements alone (its macro)
@@ -107,13 +110,17 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
         con.close()
     if configs is not None:
         rows = rows[rows["config_run_id"].isin(set(configs))].copy()
-    if speed_reference_ms is not None and fully_probed(rows):
+    why = None
+    if speed_reference_ms is not None and not fully_probed(rows):
+        why = unprobed_why(rows, "layer label", none_timed=True)
+    elif speed_reference_ms is not None:
         rows["latency_ms"] = rows["label_probe_ratio"].astype(float) * speed_reference_ms
         # the whole network in the same unit, where each measurement that ran the layers timed its probe, of this
         # tracker's version (else unknown, and the configuration is left out of the calibration: never one unit
         # against another)
         probed = network_probed(rows)
         rows["network_latency_ms"] = (rows["label_network_probe_ratio"].astype(float) * speed_reference_ms).where(probed)
+    rows.attrs["as_measured_why"] = why
     return rows
 
 

@@ -286,6 +286,8 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
         return "network", pred, {}, None
     # the layers of the experiments the network labels were taken over (every one's until 0.9.10)
     layer_rows = layers.training_layer_rows(warehouse, frame, phase, device)
+    # where the network labels were put at the reference speed and the layers could not be: why (since 0.9.12)
+    frame.attrs["layers_as_measured_why"] = None if layer_rows.empty else layer_rows.attrs.get("as_measured_why")
     if layer_rows.empty:
         return "network", pred, {}, None
     layer_pred = layers.out_of_fold(layer_rows, frame, networks)
@@ -339,6 +341,10 @@ class TrainResult:
     #: why its latency labels stay as measured though --as-measured was not given (``dataset.unprobed_why``:
     #: measurements without a probe, or with another version's; since 0.9.11); None otherwise
     as_measured_why: str | None = None
+    #: why its layer labels stay as measured where its network labels were put at the reference speed
+    #: (``layers.load_layer_rows``: layers without a probe, or with another version's; since 0.9.12, said
+    #: nowhere before); None otherwise
+    layers_as_measured_why: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As ``train --format json`` prints it: ``memory_floor`` a boolean and ``memory_floor_not_why``
@@ -809,7 +815,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                         exc.fingerprint_run = (name, run_id, kept)  # type: ignore[attr-defined]
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
-                       method, floor_text, *left_out, reference_ms, frame.attrs.get("as_measured_why"))
+                       method, floor_text, *left_out, reference_ms, frame.attrs.get("as_measured_why"),
+                       frame.attrs.get("layers_as_measured_why"))
 
 
 def stopped_train(exc: BaseException) -> str:
