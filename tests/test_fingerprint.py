@@ -2258,9 +2258,9 @@ def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_l
     compared: list[Any] = []
     verdict = fingerprint_train._verdict
 
-    def kept(client, name, version, y, new, old, beats, stays, y_old=None):  # noqa: ANN001, ANN202
+    def kept(client, name, version, y, new, old, beats, stays, y_old=None, note=""):  # noqa: ANN001, ANN202
         compared.append(old)
-        return verdict(client, name, version, y, new, old, beats, stays, y_old)
+        return verdict(client, name, version, y, new, old, beats, stays, y_old, note)
 
     monkeypatch.setattr(fingerprint_train, "_verdict", kept)
     second = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
@@ -2450,6 +2450,98 @@ def test_labels_stay_as_measured_where_a_measurement_timed_another_probe_version
         training_rows(mixed_wh, "latency_ms", "inference", "cpu")
 
 
+def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerprint_learnt_at(tmp_path: Path) -> None:
+    """``--speed-probe-ms X`` is a time of this tracker's probe (what ``tracker device speed`` prints); a
+    version whose reference speed is a time of another probe version (tag speed_probe_version 2, as a
+    tracker with another probe registers it) was rescaled by X over it all the same, across two units (until
+    0.9.12). Now predict refuses in one line naming both versions and what to do; without the option it
+    answers at the version's own speed, as before."""
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)]})
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    base = ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64", "--format", "json"]
+    same = CliRunner().invoke(app, [*base, "--speed-probe-ms", "3"])
+    assert same.exit_code == 0, same.output  # of this tracker's version: rescaled
+    MlflowClient(uri).set_model_version_tag(result.name, result.version, "speed_probe_version", "2")
+    refused = CliRunner().invoke(app, [*base, "--speed-probe-ms", "3"])
+    assert refused.exit_code == 1 and isinstance(refused.exception, FingerprintError), refused.output
+    assert str(refused.exception) == (
+        f"{result.name} version {result.version} learnt at the speed of speed probe version 2, and the speed probe "
+        "time given is of this tracker's version 1: another unit, not rescaled; predict without --speed-probe-ms (at "
+        "the speed it learnt at), or train one from measurements of probe version 1 (tracker fingerprint train)")
+    plain = CliRunner().invoke(app, base)
+    assert plain.exit_code == 0, plain.output
+    assert json.loads(plain.stdout)["predictions"]["latency_ms"] == pytest.approx(
+        json.loads(same.stdout)["predictions_at_reference_speed"]["latency_ms"])
+    # a run's probe time, of its run's version (the demo's): of version 2, rescaled; of version 1, refused
+    from tracker.fingerprint.predict import predict
+
+    at_two = predict(uri, "resnet34", 2, "inference", "cpu", 64, speed_probe_ms=3.0, speed_probe_version=2)
+    assert at_two["predictions"]["latency_ms"] == pytest.approx(
+        3.0 / result.speed_reference_ms * json.loads(plain.stdout)["predictions"]["latency_ms"])
+    with pytest.raises(FingerprintError, match=r"speed probe time given is of its run's version 1: another unit"):
+        predict(uri, "resnet34", 2, "inference", "cpu", 64, speed_probe_ms=3.0, speed_probe_version=1)
+    # the demo predicts an unseen network at its run's speed: where the run timed another probe version than the
+    # fingerprint learnt at, at the fingerprint's own speed instead, and said
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from tracker import demo
+
+    measured = {("resnet34", 2): {"latency_ms": 20.0, "ci_rel": 0.01, "peak_mem_mb": None, "network_mem_mb": None,
+                                  "run_id": "r", "speed_probe_ms": 3.0, "speed_probe_version": 1}}
+    shown = io.StringIO()
+    (row,) = demo._unseen_table(Console(file=shown, width=300), measured, uri, [demo.Unseen("resnet34", "resnet34", "zoo")],
+                                SimpleNamespace(batch_sizes=(2,)))
+    assert row["predicted_latency_ms"] == pytest.approx(predict(uri, "resnet34", 2, "inference", "cpu")["predictions"]["latency_ms"])
+    assert "predicted_latency_at_reference_ms" not in row
+    assert ("1 latency predicted at the fingerprint's median speed, not at the speed each was measured at "
+            f"({result.name} version {result.version} learnt at the speed of speed probe version 2") in shown.getvalue()
+    MlflowClient(uri).set_model_version_tag(result.name, result.version, "speed_probe_version", "two")
+    unreadable = CliRunner().invoke(app, base)
+    assert unreadable.exit_code == 1 and str(unreadable.exception).startswith(
+        f"{result.name} version {result.version}: unreadable speed_probe_version tag 'two'"), unreadable.output
+
+
+def test_a_champion_learnt_at_another_probe_versions_speed_is_compared_as_measured_not_rescaled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """train put the champion's predictions at the challenger's reference speed by the ratio of the two
+    reference times whatever probe version each was a time of (until 0.9.12): with the champion's a time of
+    probe version 2 (125 ms, another workload), its predictions were divided by 100 and it lost on that. Two
+    units are not rescaled now: the champion is scored on the latencies as measured, as one learnt as
+    measured is, and the reason says so."""
+    import numpy as np
+
+    from tracker.fingerprint import train as fingerprint_train
+
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)]})
+    uri = resolve_location(str(runs)).uri
+    first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    client = MlflowClient(uri)
+    for tag, value in (("speed_probe_version", "2"), ("speed_reference_ms", "125.0")):  # as a tracker of probe 2 tags it
+        client.set_model_version_tag(first.name, first.version, tag, value)
+    compared: list[tuple[Any, Any, Any]] = []
+    verdict = fingerprint_train._verdict
+
+    def kept(client, name, version, y, new, old, beats, stays, *rest):  # noqa: ANN001, ANN002, ANN202
+        compared.append((new, old, rest[0] if rest else None))
+        return verdict(client, name, version, y, new, old, beats, stays, *rest)
+
+    monkeypatch.setattr(fingerprint_train, "_verdict", kept)
+    second = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)  # the same runs: its twin
+    [(new, old, y_old)] = compared
+    assert np.asarray(old) == pytest.approx(np.asarray(new))  # the twin's predictions, not a hundredth of them
+    rows = fingerprint_train.training_rows(wh, "latency_ms", "inference", "cpu")
+    assert sorted(y_old) == pytest.approx(sorted(rows["measured_latency_ms"]))  # scored as measured
+    assert second.champion_reason.endswith(
+        f" (version {first.version} learnt at the speed of speed probe version 2, this one at version 1's: another "
+        f"unit, so version {first.version} is scored on the latencies as measured, not rescaled)"), second.champion_reason
+
+
 def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp_path: Path) -> None:
     """A layer's label is its median of latency over the probe that bracketed the layers, times the
     network labels' reference, where every layer timed one; where one did not, every layer stays as
@@ -2486,6 +2578,85 @@ def test_layer_labels_are_put_at_the_reference_speed_with_the_network_labels(tmp
     con.close()
     other = load_layer_rows(wh, "inference", "cpu", 1.0).set_index("layer_index")
     assert other["latency_ms"].to_dict() == {0: 2.0, 1: 2.0} and other["label_speed_probe_version"].to_dict() == {0: 1, 1: 2}
+
+
+def _layered_store(tmp_path: Path, nets: dict[str, tuple[float, float, float | None, int | None]]) -> tuple[Path, Path]:
+    """A store of one measurement per network at batch 2, ``{network: (latency_ms, its speed_probe_ms, its
+    layers' speed_probe_ms or None, their probe version or None: this tracker's)}``, its first three module
+    calls measured alone (each a tenth of the network's latency), loaded into a warehouse."""
+    from tracker.describe.features import node_rows
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-layer-speed", environment=ENV)
+    for name, (latency, probe, layer_probe, version) in nets.items():
+        desc = described(name, 64)
+        net = timed_probe(network_record(name, 2, latency_ms=latency), probe)
+        net.params["model_hash"] = desc.description_hash
+        net.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+        layers = []
+        for i, row in enumerate([r for r in node_rows(desc) if r["op"] == "call_module"][:3]):
+            layer = layer_record(net, i, model=name)
+            layer.params.update(model_hash=desc.description_hash, layer_name=row["target"], op_type=row["kind"],
+                                batch_size=2)
+            layer.metrics["latency_ms"] = latency / 10
+            if layer_probe is not None:
+                timed_probe(layer, layer_probe, version)
+            layers.append(layer)
+        logger.log([net, *layers])
+    load(wh, open_source(resolve_location(str(runs))))
+    return runs, wh
+
+
+def test_layer_labels_are_put_at_the_reference_speed_by_the_layers_of_the_networks_learnt_alone(tmp_path: Path) -> None:
+    """Whether the layer labels could be put at the network labels' reference speed was asked of every
+    layer of the phase and device, those of a network left out with --exclude too: one network's layers
+    without a probe kept every layer as measured while the network labels were put at the reference (until
+    0.9.12). Now it is asked of the layers of the networks learnt alone."""
+    from tracker.fingerprint.layers import training_layer_rows
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _layered_store(tmp_path, {"squeezenet1_1": (4.0, 1.0, 1.0, None), "resnet18": (10.0, 1.0, 1.0, None),
+                                         "mobilenet_v2": (30.0, 2.0, 2.0, None), "resnet34": (50.0, 2.0, None, None)})
+    frame = training_rows(wh, "latency_ms", "inference", "cpu", exclude=["resnet34"])
+    assert frame.attrs["speed_reference_ms"] == 1.0
+    rows = training_layer_rows(wh, frame, "inference", "cpu")
+    assert set(rows["model"]) == {"squeezenet1_1", "resnet18", "mobilenet_v2"}
+    at_speed = rows.groupby("model")["latency_ms"].first().to_dict()  # a tenth of the network over its probe
+    assert at_speed == pytest.approx({"squeezenet1_1": 0.4, "resnet18": 1.0, "mobilenet_v2": 1.5})
+
+
+def test_train_says_why_the_layer_labels_stay_as_measured_where_the_network_labels_are_put_at_the_reference(
+        tmp_path: Path) -> None:
+    """The network labels put at the machine's median speed, the layer labels kept as measured (a layer
+    without a probe, or with another version's) were said nowhere (until 0.9.12), where the network labels
+    kept so are (as_measured_why): train says it in a line now (JSON layers_as_measured_why)."""
+    from tracker.fingerprint.layers import training_layer_rows
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _layered_store(tmp_path, {"squeezenet1_1": (4.0, 1.0, None, None), "resnet18": (10.0, 1.0, 1.0, 2),
+                                         "mobilenet_v2": (30.0, 2.0, 2.0, None)})
+    frame = training_rows(wh, "latency_ms", "inference", "cpu")
+    rows = training_layer_rows(wh, frame, "inference", "cpu")
+    assert frame.attrs["speed_reference_ms"] == 1.0 and rows.groupby("model")["latency_ms"].first().to_dict() == \
+        pytest.approx({"squeezenet1_1": 0.4, "resnet18": 1.0, "mobilenet_v2": 3.0})  # as measured
+    why = ("3 of its 9 layer labels have measurements without a speed probe (runs before tracker 0.9.9, imports, a "
+           "probe that failed); 3 of its 9 layer labels have measurements that timed speed probe version 2, not this "
+           "tracker's version 1 (another unit)")
+    assert rows.attrs["as_measured_why"] == why
+    base = ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms", "--device", "cpu", "-w",
+            str(wh), "--no-plots"]
+    out = CliRunner().invoke(app, base)
+    assert out.exit_code == 0, out.output
+    assert f"\n  layer latencies learnt as measured, not at the network labels' median speed: {why}\n" in out.stdout
+    assert "latency learnt as measured" not in out.stdout  # the network labels were put at it
+    said = CliRunner().invoke(app, [*base, "--format", "json"])
+    assert said.exit_code == 0 and json.loads(said.stdout)["layers_as_measured_why"] == why, said.output
+    # every layer of this tracker's probe: at the reference, nothing said
+    fine, fine_wh = _layered_store(tmp_path / "fine", {"squeezenet1_1": (4.0, 1.0, 1.0, None),
+                                                       "resnet18": (10.0, 1.0, 1.0, None),
+                                                       "mobilenet_v2": (30.0, 2.0, 2.0, None)})
+    frame = training_rows(fine_wh, "latency_ms", "inference", "cpu")
+    assert training_layer_rows(fine_wh, frame, "inference", "cpu").attrs["as_measured_why"] is None
 
 
 def test_predict_stopped_by_ctrl_c_says_it_wrote_nothing(tmp_path: Path) -> None:

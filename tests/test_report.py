@@ -254,3 +254,78 @@ def test_a_report_stopped_by_ctrl_c_says_what_it_kept_and_goes_on_from_there(tmp
     result = json.loads(done.stdout)
     assert (result["pictures"], result["drawn"], result["unchanged"], result["logged"]) == (3, 0, 3, 2), result
     assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp")]
+
+
+def _probed_runs(tmp_path: Path, probes: list[tuple[str, float, int | None]]) -> tuple[Path, Path]:
+    """A store of finished whole measurements, each ``(mode, speed_probe_ms, probe version)``, as tracker
+    logs them (the probe's time and its version's tag; None: no tag, a version unsaid), loaded into a
+    warehouse."""
+    from tests.conftest import ENV, network_record, timed_probe
+    from tracker.log.logger import RunLogger
+    from tracker.profile.probe import PROBE_TAG
+    from tracker.settings import resolve_location
+    from tracker.warehouse.load import load
+    from tracker.warehouse.source import open_source
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="speed", environment=ENV)
+    for i, (mode, probe_ms, version) in enumerate(probes):
+        record = timed_probe(network_record(f"net{i}", 1), probe_ms, version)  # no batch picture
+        record.params["mode"] = mode
+        if version is None:
+            del record.tags[PROBE_TAG]
+        logger.log([record])
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    return runs, wh
+
+
+def test_the_reports_page_lists_the_speed_pictures(tmp_path: Path) -> None:
+    """index.html had no section for speed/: its pictures were drawn into the folder and on no page
+    (until 0.9.12)."""
+    from tracker.report.build import build_report
+    from tracker.settings import resolve_location
+
+    runs, wh = _probed_runs(tmp_path, [("cpu-t2", 1.0, 1), ("cpu-t2", 1.2, 1)])
+    report = build_report(wh, tmp_path / "pictures", resolve_location(str(runs)).uri, log=False)
+    assert [p.path for p in report.pictures] == ["speed/cpu-t2.png"]
+    page = (tmp_path / "pictures" / "index.html").read_text()
+    assert "<h2>The machine&#x27;s speed</h2>" in page and "src='speed/cpu-t2.png'" in page
+
+
+def test_the_speed_pictures_draw_this_trackers_probe_version_alone_and_say_what_they_left_out(tmp_path: Path) -> None:
+    """A measurement that timed another version of the speed probe timed another workload, another unit:
+    its probe was drawn on the same axis as this version's, the median line over both (until 0.9.12).
+    Now a mode's picture draws this tracker's version alone, its caption says how many it left out, and
+    the report says each mode's left out in a line (on stderr, in its JSON and on its page), a mode with
+    none of this version, so no picture, included."""
+    # cpu-t4's second: a probe whose version goes unsaid (its tag removed by hand), no unit known either
+    runs, wh = _probed_runs(tmp_path, [("cpu-t2", 1.0, 1), ("cpu-t2", 5.0, 2), ("cpu-t2", 1.2, 1), ("cpu-t2", 6.0, 2),
+                                       ("cpu-t4", 7.0, 2), ("cpu-t4", 8.0, None)])
+    folder = tmp_path / "pictures"
+    out = runner.invoke(app, ["--tracking-uri", str(runs), "report", str(folder), "--warehouse", str(wh), "--no-log",
+                              "--format", "json"])
+    assert out.exit_code == 0, out.output
+    said = json.loads(out.stdout)
+    assert said["by_kind"] == {"speed": 1}
+    lines = ["2 measurements in mode cpu-t2 timed speed probe version 2, not this tracker's version 1: another unit, "
+             "left out of speed/cpu-t2.png",
+             "2 measurements in mode cpu-t4 timed speed probe version 2 and a probe of no version said, not this "
+             "tracker's version 1: another unit, left out of the report (no measurement of this version there to draw)"]
+    assert said["left_out"] == lines
+    assert out.stderr.splitlines() == [f"note: {line}" for line in lines]
+    page = (folder / "index.html").read_text()
+    assert "<h2>Left out</h2>" in page and "left out of speed/cpu-t2.png" in page
+    assert sorted(p.name for p in (folder / "speed").iterdir()) == ["cpu-t2.png"]
+
+    from tracker.report.build import speed_pictures
+    from tracker.warehouse.load import connect
+
+    con = connect(wh, read_only=True)
+    try:
+        (picture,) = speed_pictures(con)
+    finally:
+        con.close()
+    assert [r["speed_probe_ms"] for r in picture.args[1]] == [1.0, 1.2]  # version 1's, in time order
+    assert picture.caption == ("cpu-t2: the machine's speed over time, the speed probe (version 1) beside each of 2 "
+                               "measurements; 2 measurements of another probe version left out")

@@ -301,7 +301,7 @@ def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
     con = connect(warehouse, read_only=True)
     try:
         cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb, network_mem_mb, "
-                          "run_id, speed_probe_ms "
+                          "run_id, speed_probe_ms, speed_probe_version "
                           "FROM latest_measurements WHERE phase = $phase AND device = $device "
                           "AND ($mode IS NULL OR mode = $mode) AND list_contains($names, model)",
                           {"phase": phase, "device": device, "names": names, "mode": mode})
@@ -309,8 +309,8 @@ def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
     finally:
         con.close()
     return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "network_mem_mb": own, "run_id": rid,
-                          "speed_probe_ms": probe}
-            for m, b, lat, ci, mem, own, rid, probe in rows}
+                          "speed_probe_ms": probe, "speed_probe_version": version}
+            for m, b, lat, ci, mem, own, rid, probe, version in rows}
 
 
 def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]], uri: str, unseen: list[Unseen],
@@ -319,7 +319,7 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
     (``measured``: their rows from :func:`measured_rows`)."""
     from rich.table import Table
 
-    from tracker.fingerprint.predict import champions, predict
+    from tracker.fingerprint.predict import champions, check_probe_versions, predict
 
     if not unseen:
         return []
@@ -332,6 +332,7 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
     for col in ("network", "origin", "batch", "measured ms", "predicted ms", "error", "measured MB", "predicted MB", "error "):
         table.add_column(col, justify="left" if col in ("network", "origin") else "right")
     rows = []
+    other_probe: list[str] = []  # why a run's probe could not put a prediction at its speed (another probe version)
     for u in unseen:
         for bs in plan.batch_sizes:
             m = measured.get((u.name, bs))
@@ -339,7 +340,15 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
                 continue  # its measurement failed: nothing to compare with
             # latency at the machine's speed when the network was measured (its speed probe), where the
             # fingerprint learnt at a reference speed: what is compared is the network, not the machine's moods
-            result = predict(uri, u.ref, bs, "inference", "cpu", models=models, speed_probe_ms=m.get("speed_probe_ms"))
+            probe_ms = m.get("speed_probe_ms")
+            if probe_ms is not None:  # a run that timed another version of the probe than the fingerprint learnt at:
+                try:  # predicted at the fingerprint's reference speed instead, and said (rescaled until 0.9.12)
+                    check_probe_versions(models, m.get("speed_probe_version"))
+                except TrackerError as exc:
+                    other_probe.append(str(exc).split(":")[0])
+                    probe_ms = None
+            result = predict(uri, u.ref, bs, "inference", "cpu", models=models, speed_probe_ms=probe_ms,
+                             speed_probe_version=m.get("speed_probe_version"))
             p, beyond = result["predictions"], result["outside_trained_range"]
             row = {"model": u.name, "origin": u.origin, "batch_size": bs, "measured_latency_ms": m["latency_ms"],
                    "predicted_latency_ms": p.get("latency_ms"), "measured_peak_mem_mb": m["peak_mem_mb"],
@@ -363,6 +372,11 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
         if errs:
             console.print(f"  {what} of unseen networks: MAPE {100 * sum(errs) / len(errs):.1f} %, "
                           f"{sum(e <= 0.1 for e in errs)} of {len(errs)} within ±10 %")
+    if other_probe:
+        from tracker.console import counted
+
+        console.print(f"  {counted(len(other_probe), 'latency', 'latencies')} predicted at the fingerprint's median speed, "
+                      f"not at the speed each was measured at ({other_probe[0]})")
     at_reference = [abs(r["predicted_latency_at_reference_ms"] / r["measured_latency_ms"] - 1) for r in rows
                     if r.get("predicted_latency_at_reference_ms") and r["measured_latency_ms"]]
     if at_reference:  # the latency predicted at the machine's median speed, against each as it was measured

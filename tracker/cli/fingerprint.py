@@ -105,6 +105,9 @@ def train_cmd(
                    f"{e['as_measured_within_10pct']:.0f} % within ±10 %")
     elif result.as_measured_why:  # not put at the machine's median speed, though not asked to learn as measured
         typer.echo(f"  latency learnt as measured, not at the machine's median speed: {result.as_measured_why}")
+    if result.layers_as_measured_why:  # the network labels put at it, the layers not (said nowhere until 0.9.12)
+        typer.echo(f"  layer latencies learnt as measured, not at the network labels' median speed: "
+                   f"{result.layers_as_measured_why}")
     if len(result.by_family) > 1:
         typer.echo(f"  {'held out, by family':<28} {'rows':>5} {'MAPE':>8} {'RMSPE':>8} {'within ±10 %':>13}")
         for fam, s in sorted(result.by_family.items(), key=lambda kv: -kv[1]["mape_pct"]):

@@ -46,6 +46,8 @@ def report(
         result = build_report(path, folder, location.uri, log=log)
     except ReportInterrupted as stop:  # what was drawn and logged is kept (said as main's "what was logged" until 0.9.8)
         exit_interrupted(interrupted_report(stop, folder, log))
+    for line in result.left_out:  # what the pictures leave out (another speed probe version's measurements), JSON or not
+        typer.echo(f"note: {line}", err=True)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return

@@ -327,19 +327,21 @@ def network_probed(rows: Any) -> Any:
                    "label_network_speed_probe_version")[1]
 
 
-def unprobed_why(rows: Any) -> str | None:
+def unprobed_why(rows: Any, noun: str = "label", none_timed: bool = False) -> str | None:
     """Why the latency labels of ``rows`` stay as measured though not asked to (``fully_probed`` false):
     how many were measured without a speed probe, and how many with a probe of another version than this
     tracker's; None where they can be put at a reference speed, and where no measurement of theirs timed a
-    probe (imports, runs before 0.9.9: there was never a speed to put them at)."""
+    probe (imports, runs before 0.9.9: there was never a speed to put them at) unless ``none_timed`` (the
+    layer labels of network labels that were put at one: said then too). ``noun``: what a row is called
+    (``layer label`` for ``layers.load_layer_rows``' rows)."""
     from tracker.profile.probe import PROBE_VERSION
 
     if rows.empty or "label_probe_ratio" not in rows.columns or fully_probed(rows):
         return None
-    if not (rows["label_probed_repeats"] > 0).any():
+    if not none_timed and not (rows["label_probed_repeats"] > 0).any():
         return None
     timed, current = _probed(rows)
-    total = counted(len(rows), "label")
+    total = counted(len(rows), noun)
     why = []
     if missing := int((~timed).sum()):
         why.append(f"{missing} of its {total} {'has' if missing == 1 else 'have'} measurements without a speed probe (runs before tracker 0.9.9, "

@@ -49,7 +49,7 @@ LAYER_PARAMS = {"n_estimators": 600, "learning_rate": 0.05, "num_leaves": 31, "m
 
 
 def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms: float | None = None,
-                    experiments: Collection[str] = ()) -> Any:
+                    experiments: Collection[str] = (), configs: Collection[str] | None = None) -> Any:
     """Measured layer rows of one phase and device (possibly none; ``device`` matches as in
     ``dataset.load_rows``): those of each configuration's latest measurement that ran its layers
     (``parent_run_id``; ``config_run_id`` the configuration's latest measurement, its network row),
@@ -66,10 +66,16 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
     layer's median over the measurements of those experiments alone, as ``dataset.load_rows`` takes the
     network labels (since 0.9.10: the layers of every experiment before, which the calibration then
     paired with the named experiments' network latencies); ``label_experiments`` and ``label_run_ids``
-    (the layer runs) say what each label came from."""
+    (the layer runs) say what each label came from. ``configs``: the layers of those configurations alone
+    (their ``config_run_id``s), taken before the layers are put at the reference speed, so that whether they
+    can be is asked of them alone (since 0.9.12: of every layer of the phase and device before, a network
+    left out with --exclude or measured in another mode included). Where a ``speed_reference_ms`` is given
+    and the layers stay as measured, attrs ``as_measured_why`` says why in a line (how many layer labels
+    have measurements without a probe or with another version's: ``dataset.unprobed_why``; since 0.9.12,
+    said nowhere before); else it is None."""
     import duckdb
 
-    from tracker.fingerprint.dataset import fully_probed, network_probed, older_views
+    from tracker.fingerprint.dataset import fully_probed, network_probed, older_views, unprobed_why
     from tracker.warehouse.load import connect_loaded
 
     if experiments:  # layer_labels' medians, over the named experiments' measurements alone (its macro)
@@ -102,13 +108,19 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
         raise
     finally:
         con.close()
-    if speed_reference_ms is not None and fully_probed(rows):
+    if configs is not None:
+        rows = rows[rows["config_run_id"].isin(set(configs))].copy()
+    why = None
+    if speed_reference_ms is not None and not fully_probed(rows):
+        why = unprobed_why(rows, "layer label", none_timed=True)
+    elif speed_reference_ms is not None:
         rows["latency_ms"] = rows["label_probe_ratio"].astype(float) * speed_reference_ms
         # the whole network in the same unit, where each measurement that ran the layers timed its probe, of this
         # tracker's version (else unknown, and the configuration is left out of the calibration: never one unit
         # against another)
         probed = network_probed(rows)
         rows["network_latency_ms"] = (rows["label_network_probe_ratio"].astype(float) * speed_reference_ms).where(probed)
+    rows.attrs["as_measured_why"] = why
     return rows
 
 
@@ -129,9 +141,8 @@ def training_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) ->
     was taken over (attrs ``experiments``; every experiment's layers until 0.9.10, while the network labels
     were the named experiments') and at its reference speed (attrs ``speed_reference_ms``), so that the
     calibration pairs each sum of layers with the latency of the whole network measured with them."""
-    rows = load_layer_rows(warehouse, phase, device, frame.attrs.get("speed_reference_ms"),
-                           frame.attrs.get("experiments", ()))
-    return rows[rows["config_run_id"].isin(set(frame["run_id"]))]
+    return load_layer_rows(warehouse, phase, device, frame.attrs.get("speed_reference_ms"),
+                           frame.attrs.get("experiments", ()), configs=frame["run_id"])
 
 
 #: Fewest training configurations with layer runs for the calibration's terms per call and per

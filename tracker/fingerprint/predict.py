@@ -50,6 +50,9 @@ class Champion:
     # a latency version's reference speed (tag speed_reference_ms, since 0.9.9): its labels were put at the
     # speed probe's time of the machine's median speed over its runs, and so are its predictions; None: as measured
     speed_reference_ms: float | None = None
+    # the version of the speed probe whose time that reference is (tag speed_probe_version, written with it since
+    # 0.9.9; None: not said, taken as this tracker's): another version's probe is another unit
+    speed_probe_version: int | None = None
 
     def predict(self, rows: Any, layer_rows: Any = None, saturated: bool = True) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
@@ -260,6 +263,13 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                                        "positive number); retrain with "
                                        "tracker fingerprint train")
             setattr(champ, tag, value)
+    if "speed_probe_version" in version.tags:  # read since 0.9.12: --speed-probe-ms is refused across versions
+        try:
+            champ.speed_probe_version = int(version.tags["speed_probe_version"])
+        except ValueError:
+            raise FingerprintError(f"{name} version {version.version}: unreadable speed_probe_version tag "
+                                   f"{version.tags['speed_probe_version']!r} (expected a whole number); retrain with "
+                                   "tracker fingerprint train") from None
     if version.tags.get("devices"):
         champ.devices = tuple(version.tags["devices"].split(","))
     champ.mode = version.tags.get("mode") or None
@@ -494,17 +504,21 @@ def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None)
 
 def predict(tracking_uri: str | None, ref: str, batch_size: int, phase: str, device: str, input_size: int | None = None,
             models: dict[str, Champion] | None = None, with_features: bool = False,
-            dtype: str = "float32", speed_probe_ms: float | None = None) -> dict[str, Any]:
+            dtype: str = "float32", speed_probe_ms: float | None = None,
+            speed_probe_version: int | None = None) -> dict[str, Any]:
     """Predictions of every target with a champion; ``models`` (from :func:`champions`) saves
-    loading them again when many networks are predicted (``speed_probe_ms``: see :func:`predict_grid`)."""
+    loading them again when many networks are predicted (``speed_probe_ms`` and ``speed_probe_version``:
+    see :func:`predict_grid`)."""
     return predict_many(tracking_uri, [ref], batch_size, phase, device, input_size, models,
-                        with_features=with_features, dtype=dtype, speed_probe_ms=speed_probe_ms)[0]
+                        with_features=with_features, dtype=dtype, speed_probe_ms=speed_probe_ms,
+                        speed_probe_version=speed_probe_version)[0]
 
 
 def predict_many(tracking_uri: str | None, refs: list[str], batch_size: int, phase: str, device: str,
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False,
-                 dtype: str = "float32", speed_probe_ms: float | None = None) -> list[dict[str, Any]]:
+                 dtype: str = "float32", speed_probe_ms: float | None = None,
+                 speed_probe_version: int | None = None) -> list[dict[str, Any]]:
     """:func:`predict` of each network in ``refs``, in order, their features made in one pass of
     the feature SQL (``predict_ms`` is then each network's share of that pass and the boosters).
     ``descriptions``: the networks' ``Description``s where the caller has them already (``refs``
@@ -512,7 +526,7 @@ def predict_many(tracking_uri: str | None, refs: list[str], batch_size: int, pha
     row's features (``features``: the input a registered version takes through MLflow; a value
     the description lacks is None)."""
     return predict_grid(tracking_uri, refs, [batch_size], phase, device, input_size, models, descriptions,
-                        with_features, dtype, speed_probe_ms=speed_probe_ms)
+                        with_features, dtype, speed_probe_ms=speed_probe_ms, speed_probe_version=speed_probe_version)
 
 
 def _model_refs(refs: list[str], input_size: int | None) -> list[Any]:
@@ -531,7 +545,7 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
                  input_size: int | None = None, models: dict[str, Champion] | None = None,
                  descriptions: list[Any] | None = None, with_features: bool = False,
                  dtype: str = "float32", progress: Callable[[int, int], None] | None = None,
-                 speed_probe_ms: float | None = None) -> list[dict[str, Any]]:
+                 speed_probe_ms: float | None = None, speed_probe_version: int | None = None) -> list[dict[str, Any]]:
     """:func:`predict_many` at each of ``batch_sizes``: one result per network and batch size,
     network by network in the order of ``refs``, each network's batch sizes in the order given (a
     batch size given twice is predicted once). The champions are loaded and each network described
@@ -539,7 +553,10 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     called as each network is described (a network not described before takes up to a second or two).
     ``speed_probe_ms``: the latency of a version that learnt at a reference speed (``speed_reference_ms``)
     at the machine's speed when the speed probe took that long instead (a run's ``speed_probe_ms``):
-    scaled by it over the reference."""
+    scaled by it over the reference. It is a time of this tracker's probe (``PROBE_VERSION``, what ``tracker
+    device speed`` times), or of ``speed_probe_version``'s where given (a run's): a version whose reference is
+    another probe version's time is another unit, and is refused (a FingerprintError, before any network is
+    described; rescaled across the two until 0.9.12)."""
     from tracker.describe import described
     from tracker.fingerprint.runtime import LAYER_INPUTS, LAYERS
 
@@ -554,6 +571,8 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
         models = champions(tracking_uri, phase, device, dtype=dtype)
     else:
         check_models(models, phase, device, dtype)
+    if speed_probe_ms is not None:
+        check_probe_versions(models, speed_probe_version)
     if descriptions is not None:
         descs = descriptions
     else:
@@ -670,6 +689,26 @@ def check_speed_probe_ms(value: float | None, name: str = "speed_probe_ms") -> N
     if value is not None and not (math.isfinite(value) and 0 < value <= MAX_SPEED_PROBE_MS):
         raise FingerprintError(f"{name} must be a positive number of ms, at most {MAX_SPEED_PROBE_MS:,.0f}, "
                                f"got {value:g}")
+
+
+def check_probe_versions(models: dict[str, Champion], version: int | None = None) -> None:
+    """A speed probe's time of ``version`` (None: this tracker's, ``PROBE_VERSION``) can put the latency of
+    each of ``models`` that learnt at a reference speed at the machine's speed then only where that reference
+    is a time of the same probe version (its tag ``speed_probe_version``; a reference without one is taken as
+    this tracker's, as ``tracker device speed`` takes it): else a FingerprintError saying both versions and
+    what to do."""
+    from tracker.profile.probe import PROBE_VERSION
+
+    given = PROBE_VERSION if version is None else int(version)
+    for m in models.values():
+        theirs = PROBE_VERSION if m.speed_probe_version is None else m.speed_probe_version
+        if m.speed_reference_ms is not None and theirs != given:
+            mine = "this tracker's" if version is None else "its run's"
+            raise FingerprintError(
+                f"{m.name} version {m.version} learnt at the speed of speed probe version {theirs}, and the "
+                f"speed probe time given is of {mine} version {given}: another unit, not rescaled; predict without "
+                f"--speed-probe-ms (at the speed it learnt at), or train one from measurements of probe version "
+                f"{given} (tracker fingerprint train)")
 
 
 def fit_figure(result: dict[str, Any], target: str) -> float:

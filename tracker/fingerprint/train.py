@@ -286,6 +286,8 @@ def _layer_level(warehouse: Path, frame: Any, target: str, phase: str, device: s
         return "network", pred, {}, None
     # the layers of the experiments the network labels were taken over (every one's until 0.9.10)
     layer_rows = layers.training_layer_rows(warehouse, frame, phase, device)
+    # where the network labels were put at the reference speed and the layers could not be: why (since 0.9.12)
+    frame.attrs["layers_as_measured_why"] = None if layer_rows.empty else layer_rows.attrs.get("as_measured_why")
     if layer_rows.empty:
         return "network", pred, {}, None
     layer_pred = layers.out_of_fold(layer_rows, frame, networks)
@@ -339,6 +341,10 @@ class TrainResult:
     #: why its latency labels stay as measured though --as-measured was not given (``dataset.unprobed_why``:
     #: measurements without a probe, or with another version's; since 0.9.11); None otherwise
     as_measured_why: str | None = None
+    #: why its layer labels stay as measured where its network labels were put at the reference speed
+    #: (``layers.load_layer_rows``: layers without a probe, or with another version's; since 0.9.12, said
+    #: nowhere before); None otherwise
+    layers_as_measured_why: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As ``train --format json`` prints it: ``memory_floor`` a boolean and ``memory_floor_not_why``
@@ -809,7 +815,8 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
                         exc.fingerprint_run = (name, run_id, kept)  # type: ignore[attr-defined]
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
-                       method, floor_text, *left_out, reference_ms, frame.attrs.get("as_measured_why"))
+                       method, floor_text, *left_out, reference_ms, frame.attrs.get("as_measured_why"),
+                       frame.attrs.get("layers_as_measured_why"))
 
 
 def stopped_train(exc: BaseException) -> str:
@@ -949,42 +956,53 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
                                if champ.layer is not None else None)
     held = len(set(networks[unseen]))
     how = f" ({champ.method}-level)" if champ.method != "network" else ""
-    old, y_old = _in_its_units(current.tags, frame[unseen], old, y[unseen])
+    old, y_old, note = _in_its_units(current.tags, frame[unseen], old, y[unseen], current.version)
     return _verdict(client, name, version, y[unseen], pred[unseen], old,
                     f"beats version {current.version}{how} on {counted(held, 'network')} it never saw",
-                    f"version {current.version}{how} stays champion on {counted(held, 'unseen network')}", y_old)
+                    f"version {current.version}{how} stays champion on {counted(held, 'unseen network')}", y_old, note)
 
 
-def _in_its_units(tags: dict[str, str], rows: Any, old: Any, y: Any) -> tuple[Any, Any]:
+def _in_its_units(tags: dict[str, str], rows: Any, old: Any, y: Any, champion: str = "") -> tuple[Any, Any, str]:
     """The champion's predictions ``old`` of ``rows`` and the labels to score them on, where the two
-    versions' latencies are in other units (since 0.9.9): both at a reference speed, its predictions
-    put at this version's (times the ratio of the two); this one at a reference speed and the champion
-    as measured, the champion scored on the latencies as measured (``measured_latency_ms``); else as
-    they are (this one as measured: the champion's reference is the same machine's median speed)."""
+    versions' latencies are in other units (since 0.9.9): both at a reference speed of one probe version,
+    its predictions put at this version's (times the ratio of the two); this one at a reference speed and
+    the champion as measured, the champion scored on the latencies as measured (``measured_latency_ms``);
+    else as they are (this one as measured: the champion's reference is the same machine's median speed).
+    Both at a reference speed, but times of two versions of the speed probe (tags ``speed_probe_version``;
+    a reference without one is taken as this tracker's): two units that no ratio puts together, so not
+    rescaled but compared as measured, as a champion learnt as measured is (rescaled by the two times until
+    0.9.12), and the third item says so for the verdict's reason (``champion``: the champion's version);
+    else it is empty."""
     reference = rows.attrs.get("speed_reference_ms")
     try:
         theirs = float(tags["speed_reference_ms"]) if "speed_reference_ms" in tags else None
     except ValueError:
         theirs = None
     if reference is None:
-        return old, y
+        return old, y, ""
     if theirs is not None and theirs > 0:
-        return old * (reference / theirs), y
-    return old, rows["measured_latency_ms"].to_numpy(float)
+        ours_version = str(rows.attrs.get("speed_probe_version", PROBE_VERSION))
+        their_version = tags.get("speed_probe_version", str(PROBE_VERSION)).strip()
+        if their_version == ours_version:
+            return old * (reference / theirs), y, ""
+        return old, rows["measured_latency_ms"].to_numpy(float), (
+            f" (version {champion} learnt at the speed of speed probe version {their_version}, this one at version "
+            f"{ours_version}'s: another unit, so version {champion} is scored on the latencies as measured, not rescaled)")
+    return old, rows["measured_latency_ms"].to_numpy(float), ""
 
 
 def _verdict(client: Any, name: str, version: str, y: Any, new: Any, old: Any, beats: str,
-             stays: str, y_old: Any = None) -> tuple[bool, str]:
+             stays: str, y_old: Any = None, note: str = "") -> tuple[bool, str]:
     """Move ``champion`` to ``version`` if its predictions ``new`` have a lower MAPE on ``y`` than
     the champion's ``old`` (on ``y_old`` where the champion's latencies are as measured and this
     one's at a reference speed), lower at the 0.01 point the reason gives both in (since 0.9.10);
-    the reason opens with ``beats`` or ``stays`` and gives both MAPEs."""
+    the reason opens with ``beats`` or ``stays``, gives both MAPEs and ends with ``note``."""
     new_mape, old_mape = scores(y, new)["mape_pct"], scores(y if y_old is None else y_old, old)["mape_pct"]
     # better as the reason says them, to 0.01 point: a twin a rounding error ahead "beat" it, "49.99 % vs 49.99 %"
     if round(new_mape, 2) < round(old_mape, 2):
         client.set_registered_model_alias(name, CHAMPION, version)
-        return True, f"{beats}: MAPE {new_mape:.2f} % vs {old_mape:.2f} %"
-    return False, f"{stays}: {old_mape:.2f} % vs {new_mape:.2f} %"
+        return True, f"{beats}: MAPE {new_mape:.2f} % vs {old_mape:.2f} %{note}"
+    return False, f"{stays}: {old_mape:.2f} % vs {new_mape:.2f} %{note}"
 
 
 def _compare_held_out(client: Any, uri: str, name: str, version: str, current: Any, frame: Any, y: Any,
@@ -1011,9 +1029,9 @@ def _compare_held_out(client: Any, uri: str, name: str, version: str, current: A
         return False, nothing
     count = len(set(frame["model_hash"].to_numpy()[both]))
     on = f"on the {count} networks both held out (it has seen every network)"
-    old, y_old = _in_its_units(current.tags, frame[both], old[both], y[both])
+    old, y_old, note = _in_its_units(current.tags, frame[both], old[both], y[both], current.version)
     return _verdict(client, name, version, y[both], pred[both], old, f"beats version {current.version} {on}",
-                    f"version {current.version} stays champion {on}", y_old)
+                    f"version {current.version} stays champion {on}", y_old, note)
 
 
 def _plots(folder: Path, title: str, unit: str, y: Any, pred: Any, families: Any, features: list[str], model: Any) -> None:

@@ -97,6 +97,8 @@ class Report:
     logged: int
     log_errors: list[str]
     removed: int = 0  # pictures of the previous report not drawn any more
+    # what was left out of the pictures, a line each (measurements that timed another speed probe version)
+    left_out: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         kinds: dict[str, int] = {}
@@ -105,7 +107,7 @@ class Report:
         drawn = sum(p.drawn for p in self.pictures)
         return {"folder": str(self.folder), "pictures": len(self.pictures), "by_kind": kinds, "drawn": drawn,
                 "unchanged": len(self.pictures) - drawn, "removed": self.removed, "logged": self.logged,
-                "index": str(self.folder / INDEX), "log_errors": self.log_errors}
+                "index": str(self.folder / INDEX), "log_errors": self.log_errors, "left_out": self.left_out}
 
 
 def slug(text: str) -> str:
@@ -284,20 +286,49 @@ def loader_pictures(con: Any) -> list[Picture]:
     return pictures
 
 
-def speed_pictures(con: Any) -> list[Picture]:
-    """A picture per device mode whose measurements timed the speed probe: the machine's speed over
-    time, which a fingerprint's labels are put at (the median) and ``runs compare`` weighs."""
+def speed_pictures(con: Any, left_out: list[str] | None = None) -> list[Picture]:
+    """A picture per device mode whose measurements timed this tracker's speed probe (its
+    ``PROBE_VERSION``): the machine's speed over time, which a fingerprint's labels are put at (the
+    median) and ``runs compare`` weighs. A measurement that timed another version of the probe timed
+    another workload, another unit: left out of the picture (every version's probes were drawn on one
+    axis until 0.9.12), its caption saying how many; each mode's such measurements are also said, in a
+    line, in ``left_out`` (where given), which the report prints and its page shows, a mode with no
+    measurement of this version (so no picture) included."""
+    from tracker.profile.probe import PROBE_VERSION
     from tracker.report.plots import machine_speed_png
 
-    rows = _rows(con, "SELECT COALESCE(mode, device) AS mode, end_time, speed_probe_ms FROM whole_network_runs "
-                      "WHERE status = 'FINISHED' AND speed_probe_ms > 0 ORDER BY mode, end_time, run_id")
+    rows = _rows(con, "SELECT COALESCE(mode, device) AS mode, end_time, speed_probe_ms, speed_probe_version "
+                      "FROM whole_network_runs WHERE status = 'FINISHED' AND speed_probe_ms > 0 "
+                      "ORDER BY mode, end_time, run_id")
     modes: dict[str, list[dict[str, Any]]] = {}
+    others: dict[str, Counter] = {}
     for r in rows:
-        modes.setdefault(str(r["mode"]), []).append(r)
-    return [Picture(f"speed/{slug(mode)}.png",
-                    f"{mode}: the machine's speed over time, the speed probe beside each of {counted(len(runs), 'measurement')}",
-                    [], machine_speed_png, (f"{mode}: the speed probe beside each measurement", runs))
-            for mode, runs in sorted(modes.items())]
+        version = r.pop("speed_probe_version")
+        if version == PROBE_VERSION:
+            modes.setdefault(str(r["mode"]), []).append(r)
+        else:  # another version's probe, or one whose version goes unsaid: another unit
+            others.setdefault(str(r["mode"]), Counter())["unsaid" if version is None else str(version)] += 1
+    pictures = []
+    for mode in sorted(set(modes) | set(others)):
+        runs, other = modes.get(mode, []), others.get(mode)
+        what = ""
+        if other:
+            versions = sorted(v for v in other if v != "unsaid")
+            which = (" and ".join(([f"speed probe version {', '.join(versions)}"] if versions else [])
+                                  + (["a probe of no version said"] if "unsaid" in other else [])))
+            what = (f"{counted(sum(other.values()), 'measurement')} in mode {mode} timed {which}, not this "
+                    f"tracker's version {PROBE_VERSION}: another unit, left out of "
+                    + (f"speed/{slug(mode)}.png" if runs else "the report (no measurement of this version there to draw)"))
+            if left_out is not None:
+                left_out.append(what)
+        if runs:
+            pictures.append(Picture(
+                f"speed/{slug(mode)}.png",
+                f"{mode}: the machine's speed over time, the speed probe (version {PROBE_VERSION}) beside each of "
+                f"{counted(len(runs), 'measurement')}"
+                + (f"; {counted(sum(other.values()), 'measurement')} of another probe version left out" if other else ""),
+                [], machine_speed_png, (f"{mode}: the speed probe (version {PROBE_VERSION}) beside each measurement", runs)))
+    return pictures
 
 
 def pareto_pictures(con: Any) -> list[Picture]:
@@ -348,10 +379,12 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
     return pictures
 
 
-def write_index(folder: Path, pictures: list[Picture]) -> None:
+def write_index(folder: Path, pictures: list[Picture], left_out: list[str] = ()) -> None:
+    """The page listing ``pictures`` by kind, each with its caption, and what was left out of them
+    (``left_out``, a line each: ``Report.left_out``) under its own heading."""
     sections = {"batch": "Latency and memory against batch size", "layers": "Layer-wise latency",
                 "fingerprints": "Fingerprints: predicted against measured", "loaders": "Data loading",
-                "pareto": "Search-space Pareto frontiers"}
+                "pareto": "Search-space Pareto frontiers", "speed": "The machine's speed"}  # on no section, so not on the page, until 0.9.12
     parts = ["<!doctype html><meta charset='utf-8'><title>tracker report</title>",
              "<style>body{font-family:sans-serif;margin:2em}figure{display:inline-block;margin:1em}"
              "img{max-width:900px;border:1px solid #ccc}</style><h1>tracker report</h1>"]
@@ -362,6 +395,8 @@ def write_index(folder: Path, pictures: list[Picture]) -> None:
         parts.append(f"<h2>{html.escape(heading)}</h2>")
         parts += [f"<figure><img src='{html.escape(p.path)}' alt='{html.escape(p.caption)}'>"
                   f"<figcaption>{html.escape(p.caption)}</figcaption></figure>" for p in mine]
+    if left_out:
+        parts.append("<h2>Left out</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in left_out) + "</ul>")
     if not pictures:
         parts.append("<p>Nothing to draw yet: measure something, then run tracker report again.</p>")
     from tracker.zoo.spec import write_whole
@@ -394,13 +429,14 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
     except OSError as exc:
         raise TrackerError(f"cannot make the report folder {folder}: {exc.strerror}") from None
     drawn, logged = 0, 0
+    left_out: list[str] = []
     before: dict[str, dict[str, Any]] | None = None
     now: dict[str, dict[str, Any]] = {}
     try:
         con = connect_loaded(warehouse)
         try:
             pictures = (batch_pictures(con) + layer_pictures(con) + loader_pictures(con) + pareto_pictures(con)
-                        + speed_pictures(con))
+                        + speed_pictures(con, left_out))
         finally:
             con.close()
         pictures += fingerprint_pictures(tracking_uri)
@@ -421,7 +457,7 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
             if stale.is_file() and stale.resolve().is_relative_to(folder.resolve()):
                 stale.unlink()
                 removed += 1
-        write_index(folder, pictures)
+        write_index(folder, pictures, left_out)
         errors: list[str] = []
         if log:
             from mlflow.tracking import MlflowClient
@@ -447,7 +483,7 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
             write_manifest(folder, {**before, **now})
         raise ReportInterrupted(drawn, logged) from None
     write_manifest(folder, now)
-    return Report(folder, pictures, logged, errors, removed)
+    return Report(folder, pictures, logged, errors, removed, left_out)
 
 
 def report_counts(d: dict[str, Any]) -> str:
