@@ -1821,7 +1821,7 @@ def test_the_calibration_pairs_the_layers_with_the_whole_network_measured_with_t
         whole = rows.groupby("parent_run_id")["network_latency_ms"].agg(["min", "max"])
         assert set(sums.index) == {net for net, _ in one.values()}
         assert (whole["min"] == whole["max"]).all() and list(whole["min"] / sums) == pytest.approx([1.5] * 3)
-        return fit(rows).calibration()
+        return {k: v for k, v in fit(rows).calibration().items() if k != "work"}
 
     def as_until_0_9_11(*experiments: str, as_measured: bool = False) -> float:
         """The factor of the pairing before: each sum of layers against its configuration's network label."""
@@ -2045,6 +2045,48 @@ def test_the_layer_calibration_has_a_cost_per_call_and_per_mb_and_falls_back_to_
     assert old.calibration() == {"factor": 1.3, "per_call_ms": 0.0, "per_out_mb_ms": 0.0}
     new = LayerModel(None, 1.2, 0.02, 0.05)
     assert new.calibrate(np.array([10.0]), np.array([100.0]), np.array([20.0])) == pytest.approx([15.0])
+
+
+def test_the_layer_model_learns_a_calls_time_per_unit_of_work_and_so_holds_for_sizes_it_never_saw() -> None:
+    """A module call's latency is learnt over its work (FLOPs, elementwise ops and bytes,
+    runtime.LAYER_WORK): convolutions and poolings of a size beyond every one fitted are predicted
+    at their own cost, where a booster of the latency itself gave them the largest it saw. A
+    version's calibration carries the work (format 5); one written before (format 4) is a booster
+    of the latency itself, and a work this tracker does not know is refused."""
+    import numpy as np
+    import pandas as pd
+
+    from tracker.fingerprint.layers import fit
+    from tracker.fingerprint.runtime import FORMAT, LAYER_NUMBERS, LAYER_WORK, FingerprintError, LayerModel
+
+    def calls(sizes: Any, parent: str) -> pd.DataFrame:
+        rows = []
+        for i, size in enumerate(sizes):
+            for category, kind, flops, ops in (("conv", "Conv2d", 2e6 * size, 0.0), ("pool", "MaxPool2d", 0.0, 1e5 * size)):
+                row = {c: 1.0 for c in LAYER_NUMBERS}
+                row.update(category=category, kind=kind, parent_run_id=f"{parent}{i}", out_h=7.0 * size,
+                           layer_batch_flops=flops, layer_batch_elementwise_ops=ops, layer_batch_bytes=4e4 * size,
+                           layer_batch_out_bytes=1e4 * size,
+                           # 20 GFLOP/s for a convolution; 2.5 ns an elementwise op
+                           latency_ms=flops / 2e7 + ops * 2.5e-6)
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    seen, beyond = calls(np.linspace(1, 8, 40), "s"), calls([16.0, 32.0], "b")
+    model = fit(seen, {p: 1.0 for p in seen["parent_run_id"]})
+    assert model.work == {**LAYER_WORK, "floor": pytest.approx(1000.0)} and model.calibration()["work"] == model.work
+    truth = beyond["latency_ms"].to_numpy()
+    # trees of the latency itself answer at most the largest they saw, under 60 % of each of these
+    largest = beyond["category"].map(seen.groupby("category")["latency_ms"].max()).to_numpy()
+    assert np.all(largest < 0.6 * truth)
+    assert model.call_latency(beyond) == pytest.approx(truth, rel=0.1)
+    # a version's spec: format 5 carries the work; format 4 and before, none (the latency itself)
+    assert FORMAT == 5
+    read = LayerModel.from_calibration(model.booster, model.calibration())
+    assert read.work == model.work and np.array_equal(read.call_latency(beyond), model.call_latency(beyond))
+    assert LayerModel.from_calibration(model.booster, {"factor": 1.0}).work is None
+    with pytest.raises(FingerprintError, match="layer work .* is not one this tracker reads"):
+        LayerModel.from_calibration(model.booster, {"factor": 1.0, "work": {"layer_batch_flops": 1.0}})
 
 
 def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get_their_own_columns() -> None:

@@ -1,6 +1,7 @@
 """The layer-level fingerprint, after nn-Meter: predict each layer, sum over the network.
 
-A LightGBM regressor of ``log(latency_ms)`` of one module call, fitted on the rows of the
+A LightGBM regressor of ``log(latency_ms / work)`` of one module call (its work: FLOPs,
+elementwise ops and bytes, ``runtime.LAYER_WORK``; of ``log(latency_ms)`` until 0.9.12), fitted on the rows of the
 ``layer_features`` view (layer runs joined with their module's node features). A network
 is predicted from the sum of its module calls by a calibration fitted on the training
 networks' measured layers (``calibration``): a factor on the sum, a cost per call and a cost per
@@ -22,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from tracker.fingerprint.runtime import (  # with the layer model's inputs (served alone too)
+    LAYER_WORK,
+    LAYER_WORK_FLOOR,
     FingerprintError,
     LayerModel,
     call_sums,
     layer_matrix,
+    layer_work,
 )
 
 LAYER_VIEW = "layer_features"
@@ -154,14 +158,17 @@ def fit(layer_rows: Any, network_latency: dict[str, float] | None = None) -> Lay
     """Fit on measured layers; ``network_latency`` maps parent run id to its whole-network latency
     (by default :func:`measured_whole`: that of the measurements that ran the layers).
 
-    The calibration from the sum of a network's isolated layers to its whole latency is fitted on
+    Each call's latency is learnt over its work (``runtime.LAYER_WORK``: log(latency / work)). The
+    calibration from the sum of a network's isolated layers to its whole latency is fitted on
     the measured layers: ``factor * sum + per_call_ms * calls + per_out_mb_ms * MB written``,
     non-negative, least squares on the relative error (``calibration``)."""
     import numpy as np
     from lightgbm import LGBMRegressor
 
-    model = LGBMRegressor(**LAYER_PARAMS).fit(layer_matrix(layer_rows), np.log(layer_rows["latency_ms"].to_numpy(float)))
-    return LayerModel(model.booster_, *calibration(layer_rows, network_latency))
+    work = {**LAYER_WORK, "floor": LAYER_WORK_FLOOR}
+    per_work = np.log(layer_rows["latency_ms"].to_numpy(float)) - np.log(layer_work(layer_rows, work))
+    model = LGBMRegressor(**LAYER_PARAMS).fit(layer_matrix(layer_rows), per_work)
+    return LayerModel(model.booster_, *calibration(layer_rows, network_latency), work=work)
 
 
 def calibration(layer_rows: Any, network_latency: dict[str, float] | None = None) -> tuple[float, float, float]:
