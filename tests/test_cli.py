@@ -1331,3 +1331,34 @@ def test_runs_list_keeps_a_long_run_name_on_one_row_in_a_pipe(tmp_path: Path) ->
     assert table.exit_code == 0, table.output
     [row] = [line for line in table.stdout.splitlines() if long.run_id[:12] in line]
     assert long.name in row and " FINISHED " in row and "12.500" in row, table.stdout
+
+
+def _strict_json(text: str):  # noqa: ANN202
+    """``text`` read as strict JSON readers read it: NaN and Infinity are no JSON."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_nan_logged_to_a_run_is_null_in_the_json_of_runs_list_and_show(tmp_path: Path) -> None:
+    """A run of the experiment logged by MLflow itself (a user's training script) may carry a NaN
+    metric (a loss that diverged): runs list and runs show wrote it as NaN, which strict JSON readers
+    refuse (until 0.9.12); it is null, absent, and the other metrics as they were."""
+    from tests.conftest import network_record
+
+    store = tmp_path / "store"
+    with RunLogger(str(store), "cli") as logger:
+        logger.log([network_record("resnet18", 1)])
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    run_id = client.create_run(client.get_experiment_by_name("cli").experiment_id, run_name="diverged").info.run_id
+    client.log_metric(run_id, "loss", float("nan"))
+    client.log_metric(run_id, "accuracy", 0.25)
+    client.set_terminated(run_id)
+    listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    [mine] = [r for r in _strict_json(listed.stdout) if r["run_id"] == run_id]
+    assert mine["metrics"] == {"loss": None, "accuracy": 0.25}
+    shown = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show", run_id, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert _strict_json(shown.stdout)["metrics"] == {"loss": None, "accuracy": 0.25}

@@ -287,5 +287,25 @@ def state(ctx: typer.Context) -> State:
     return obj if isinstance(obj, State) else State()
 
 
+def _finite_only(value: Any) -> Any:
+    """``value`` with every float that is not finite (NaN, an infinity; Python's or numpy's) made None,
+    through its dicts, lists and tuples; a finite numpy float made Python's (``default=str`` wrote it as
+    a string)."""
+    import math
+
+    if isinstance(value, float):  # numpy's float64 too
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_only(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_only(item) for item in value]
+    numpy = sys.modules.get("numpy")  # numpy's other floats; none where numpy was never imported
+    if numpy is not None and isinstance(value, numpy.floating):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    """``data`` as JSON on stdout: a number that is not finite is null, absent (written as NaN or
+    Infinity, which strict JSON readers refuse, until 0.9.12); ``allow_nan=False`` the guard."""
+    sys.stdout.write(json.dumps(_finite_only(data), indent=2, default=str, allow_nan=False) + "\n")
