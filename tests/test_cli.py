@@ -144,7 +144,7 @@ def test_help_names_paths_files_and_folders_not_python_types() -> None:
     """Every command's --help: a path argument or option shows FILE or FOLDER, and a repeatable or
     two-valued option a word of what it takes, where Typer shows a type (``<Path>``, ``<list[str]>``,
     ``<int,int>``) until given one (until 0.9.12: ``campaign run [OPTIONS] {path}`` with ``path <Path>``,
-    ``--warehouse <Path>``, ``--exclude <list[str]>``)."""
+    ``--warehouse <Path>``, ``--exclude <list[str]>``, ``predict``'s ``models... <list[str]>``)."""
     import typer.main
 
     def paths(command: object, path: list[str]) -> list[list[str]]:
@@ -162,6 +162,8 @@ def test_help_names_paths_files_and_folders_not_python_types() -> None:
         shown[" ".join(path)] = result.output
     for command, text in shown.items():
         assert not re.search(r"<(Path|path|class|typing|pathlib)\b", text, re.IGNORECASE), (command, text)
+        # an argument's row too: predict's models... showed <list[str]> until 0.9.12
+        assert not re.search(r"<(list|tuple)\[", text), (command, text)
         for row in text.splitlines():  # an option's row: its type or metavar column
             if re.match(r"│\s+--", row):
                 assert not re.search(r"<(list|tuple)\[|<\w+,\w+>", row), (command, row)
@@ -169,6 +171,9 @@ def test_help_names_paths_files_and_folders_not_python_types() -> None:
     assert "import perf4sight [OPTIONS] {FOLDER}" in shown["import perf4sight"]
     assert re.search(r"--warehouse\s+-w\s+FILE\s", shown["warehouse load"])
     assert re.search(r"--num-nets-range\s+MIN MAX\s", shown["mapping run"])
+    # an argument of several values: its values' type, as an option of several values shows it
+    assert "predict [OPTIONS] {model}..." in shown["predict"]
+    assert re.search(r"│ \*\s+model\s+<str>\.\.\.\s+Zoo name", shown["predict"]), shown["predict"]
 
 
 def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_table(

@@ -140,6 +140,27 @@ AllocatorOption = Annotated[Allocator, typer.Option(
                         "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
 
 
+def _repeated_type(self: Any, ctx: Any) -> str:
+    """An argument of several values' type column: its values' type, ``<str>...``, as Typer shows an
+    option of several values'."""
+    from typing import get_args
+
+    (each,) = get_args(self.type_descriptor.annotation)
+    return f"<{self._bare_type(each)}>..."
+
+
+class RepeatedArgumentsNamed(typer.core.TyperCommand):
+    """The ``cls`` of a command with an argument of several values (``list[str]``: ``predict MODEL...``),
+    whose --help would show its Python type, ``<list[str]>``, in the type column, whatever its metavar
+    (Typer takes an argument's column from its type alone): there it shows its values' type and ``...``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument) and param.type_descriptor.is_list:
+                param.display_type_rich = _repeated_type.__get__(param)  # this argument's, not the class's
+
+
 def device_name(value: str) -> str:
     """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), in its one name (``cuda:0`` is
     ``cuda``), or a usage error naming it: whether this machine has it is checked after
