@@ -144,7 +144,7 @@ def test_help_names_paths_files_and_folders_not_python_types() -> None:
     """Every command's --help: a path argument or option shows FILE or FOLDER, and a repeatable or
     two-valued option a word of what it takes, where Typer shows a type (``<Path>``, ``<list[str]>``,
     ``<int,int>``) until given one (until 0.9.12: ``campaign run [OPTIONS] {path}`` with ``path <Path>``,
-    ``--warehouse <Path>``, ``--exclude <list[str]>``)."""
+    ``--warehouse <Path>``, ``--exclude <list[str]>``, ``predict``'s ``models... <list[str]>``)."""
     import typer.main
 
     def paths(command: object, path: list[str]) -> list[list[str]]:
@@ -162,6 +162,8 @@ def test_help_names_paths_files_and_folders_not_python_types() -> None:
         shown[" ".join(path)] = result.output
     for command, text in shown.items():
         assert not re.search(r"<(Path|path|class|typing|pathlib)\b", text, re.IGNORECASE), (command, text)
+        # an argument's row too: predict's models... showed <list[str]> until 0.9.12
+        assert not re.search(r"<(list|tuple)\[", text), (command, text)
         for row in text.splitlines():  # an option's row: its type or metavar column
             if re.match(r"│\s+--", row):
                 assert not re.search(r"<(list|tuple)\[|<\w+,\w+>", row), (command, row)
@@ -169,6 +171,9 @@ def test_help_names_paths_files_and_folders_not_python_types() -> None:
     assert "import perf4sight [OPTIONS] {FOLDER}" in shown["import perf4sight"]
     assert re.search(r"--warehouse\s+-w\s+FILE\s", shown["warehouse load"])
     assert re.search(r"--num-nets-range\s+MIN MAX\s", shown["mapping run"])
+    # an argument of several values: its values' type, as an option of several values shows it
+    assert "predict [OPTIONS] {model}..." in shown["predict"]
+    assert re.search(r"│ \*\s+model\s+<str>\.\.\.\s+Zoo name", shown["predict"]), shown["predict"]
 
 
 def test_a_trace_is_taken_after_the_measurement_and_logged_with_its_operator_table(
@@ -1331,3 +1336,34 @@ def test_runs_list_keeps_a_long_run_name_on_one_row_in_a_pipe(tmp_path: Path) ->
     assert table.exit_code == 0, table.output
     [row] = [line for line in table.stdout.splitlines() if long.run_id[:12] in line]
     assert long.name in row and " FINISHED " in row and "12.500" in row, table.stdout
+
+
+def _strict_json(text: str):  # noqa: ANN202
+    """``text`` read as strict JSON readers read it: NaN and Infinity are no JSON."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_nan_logged_to_a_run_is_null_in_the_json_of_runs_list_and_show(tmp_path: Path) -> None:
+    """A run of the experiment logged by MLflow itself (a user's training script) may carry a NaN
+    metric (a loss that diverged): runs list and runs show wrote it as NaN, which strict JSON readers
+    refuse (until 0.9.12); it is null, absent, and the other metrics as they were."""
+    from tests.conftest import network_record
+
+    store = tmp_path / "store"
+    with RunLogger(str(store), "cli") as logger:
+        logger.log([network_record("resnet18", 1)])
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    run_id = client.create_run(client.get_experiment_by_name("cli").experiment_id, run_name="diverged").info.run_id
+    client.log_metric(run_id, "loss", float("nan"))
+    client.log_metric(run_id, "accuracy", 0.25)
+    client.set_terminated(run_id)
+    listed = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "list", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    [mine] = [r for r in _strict_json(listed.stdout) if r["run_id"] == run_id]
+    assert mine["metrics"] == {"loss": None, "accuracy": 0.25}
+    shown = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show", run_id, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert _strict_json(shown.stdout)["metrics"] == {"loss": None, "accuracy": 0.25}

@@ -350,6 +350,30 @@ def test_a_spec_seed_outside_what_zoo_takes_is_one_line_naming_the_file(tmp_path
     assert not (tmp_path / "runs").exists()  # nothing measured, no store made
 
 
+def test_a_pruned_spec_of_l1_with_a_seed_is_refused_as_zoo_prune_refuses_it(tmp_path: Path) -> None:
+    """l1 keeps the filters of largest L1 norm, whatever the seed: ``zoo prune --seed 5`` refuses it, and
+    a spec file saying it was taken, its network built as seed 0's, until 0.9.12; it is refused in the
+    same words, naming the file, status 1 (a bad file), before anything is measured; so is a method that
+    is none, said until then only once the network was built, the file unnamed."""
+    made = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", "50", "--out", str(tmp_path / "p"),
+                               "--format", "json"])
+    assert made.exit_code == 0, made.output
+    spec = json.loads(Path(json.loads(made.stdout)[0]).read_text())
+    assert (spec["method"], spec["seed"]) == ("l1", 0)
+    odd = tmp_path / "odd.json"
+    for changed, said in (({"seed": 5}, "a seed is for method random, got seed 5 with l1: l1 keeps the filters of "
+                                        "largest L1 norm, the same whatever the seed"),
+                          ({"method": "l2"}, "unknown pruning method 'l2'; use one of l1, random")):
+        odd.write_text(json.dumps({**spec, **changed}))
+        for args in (["describe", str(odd)], ["zoo", "prune", str(odd), "--ratios", "25", "--out", str(tmp_path / "q")],
+                     ["--tracking-uri", str(tmp_path / "runs"), "profile", "network", str(odd)]):
+            refused = runner.invoke(app, args)
+            assert refused.exit_code == 1 and str(refused.exception) == f"{odd}: {said}", (args, refused.exception)
+    odd.write_text(json.dumps({**spec, "method": "random", "seed": 5}))  # a seed is random's draw
+    assert runner.invoke(app, ["describe", str(odd)]).exit_code == 0
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "q").exists()  # nothing measured or written
+
+
 def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel_classes(tmp_path: Path) -> None:
     """Since 0.8.5 the zoo has torchvision's segmentation networks (a tensor in, a dict out), built
     without weights for them or their backbone: described (FLOPs as torch's FLOP counter counts

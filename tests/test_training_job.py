@@ -190,6 +190,29 @@ def test_a_measured_job_is_read_back_unless_measured_again(tmp_path: Path) -> No
     assert len(runs_listed) == 2
 
 
+def test_two_runs_of_a_job_train_the_same_network_on_the_same_batches(tmp_path: Path) -> None:
+    """A job's network is built from a seeded generator, as a network's measurement is, and trained on the
+    loader's seeded order of batches: two runs of one job log the same loss at every step on a CPU (dropout's
+    draws too: mobilenet_v3_small has dropout), over two epochs, each shuffled. torch draws its initial seed
+    afresh in each process, and until 0.9.12 two runs trained two networks, their losses apart from step 1:
+    each run a command of its own, as a user runs them (the children one process forks, from its zygote,
+    had one seed)."""
+    runs = tmp_path / "runs"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8",
+                "--size", "64").exit_code == 0
+    job = str(_job(tmp_path, "job", steps=4, epochs=2))
+    ids = []
+    for again in ([], ["--again"]):
+        out = run_cli("--tracking-uri", str(runs), "profile", "training", job, *again, "--format", "json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        ids.append(json.loads(out.stdout)["run_id"])
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    losses = [[m.value for m in sorted(client.get_metric_history(run_id, "step_loss"), key=lambda m: m.step)]
+              for run_id in ids]
+    assert len(losses[0]) == 4 and len(set(losses[0])) > 1, losses  # four steps, trained: a loss that moves
+    assert losses[1] == losses[0]
+
+
 def test_a_job_runs_in_the_cpu_mode_it_names_and_counts_its_page_faults(tmp_path: Path) -> None:
     """[training] threads and allocator are the job's mode, as --threads and --allocator are a
     network's: applied in the child, written in the mode id, part of the job's key (a default job

@@ -26,8 +26,8 @@ from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
-from tracker.cli.options import (FormatOption, OutputFormat, State, emit_json, exit_interrupted, logging_nothing,
-                                 path_of, state)
+from tracker.cli.options import (FormatOption, OutputFormat, RepeatedArgumentsNamed, State, emit_json, exit_interrupted,
+                                 logging_nothing, path_of, state)
 
 app = typer.Typer(
     name="tracker",
@@ -52,7 +52,7 @@ app.command("sql")(warehouse_cli.sql)
 app.command("views")(warehouse_cli.views)
 app.command("sync")(store_cli.sync)
 app.add_typer(fingerprint_cli.app, name="fingerprint")
-app.command("predict")(fingerprint_cli.predict)
+app.command("predict", cls=RepeatedArgumentsNamed)(fingerprint_cli.predict)  # <list[str]> until 0.9.12
 app.command("report")(report_cli.report)
 
 

@@ -303,7 +303,7 @@ def _pct(value: float | None) -> str:
 @reads_only  # main's "what was logged before is kept" until 0.9.8
 def predict(
     ctx: typer.Context,
-    models: Annotated[list[str], typer.Argument(callback=model_reference,
+    models: Annotated[list[str], typer.Argument(callback=model_reference, metavar="model",
         help="Zoo name, spec file or FILE.py:NAME (a network of your own); several: each is predicted.")],
     batch_sizes: Annotated[Optional[list[int]], typer.Option(
         "--batch-size", "-b", metavar="N", min=1, max=MAX_BATCH, help="Images per iteration (repeatable: each is predicted). "

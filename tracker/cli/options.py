@@ -140,6 +140,27 @@ AllocatorOption = Annotated[Allocator, typer.Option(
                         "default; retain, kept for reuse (glibc mallopt), as jemalloc or tcmalloc would.")]
 
 
+def _repeated_type(self: Any, ctx: Any) -> str:
+    """An argument of several values' type column: its values' type, ``<str>...``, as Typer shows an
+    option of several values'."""
+    from typing import get_args
+
+    (each,) = get_args(self.type_descriptor.annotation)
+    return f"<{self._bare_type(each)}>..."
+
+
+class RepeatedArgumentsNamed(typer.core.TyperCommand):
+    """The ``cls`` of a command with an argument of several values (``list[str]``: ``predict MODEL...``),
+    whose --help would show its Python type, ``<list[str]>``, in the type column, whatever its metavar
+    (Typer takes an argument's column from its type alone): there it shows its values' type and ``...``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument) and param.type_descriptor.is_list:
+                param.display_type_rich = _repeated_type.__get__(param)  # this argument's, not the class's
+
+
 def device_name(value: str) -> str:
     """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), in its one name (``cuda:0`` is
     ``cuda``), or a usage error naming it: whether this machine has it is checked after
@@ -287,5 +308,25 @@ def state(ctx: typer.Context) -> State:
     return obj if isinstance(obj, State) else State()
 
 
+def _finite_only(value: Any) -> Any:
+    """``value`` with every float that is not finite (NaN, an infinity; Python's or numpy's) made None,
+    through its dicts, lists and tuples; a finite numpy float made Python's (``default=str`` wrote it as
+    a string)."""
+    import math
+
+    if isinstance(value, float):  # numpy's float64 too
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite_only(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_only(item) for item in value]
+    numpy = sys.modules.get("numpy")  # numpy's other floats; none where numpy was never imported
+    if numpy is not None and isinstance(value, numpy.floating):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    """``data`` as JSON on stdout: a number that is not finite is null, absent (written as NaN or
+    Infinity, which strict JSON readers refuse, until 0.9.12); ``allow_nan=False`` the guard."""
+    sys.stdout.write(json.dumps(_finite_only(data), indent=2, default=str, allow_nan=False) + "\n")

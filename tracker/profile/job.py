@@ -646,6 +646,11 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     dataset = load_index(Path(index)) if index else open_dataset(cfg.data_path, cfg.data_format, cfg.image_size)
     detection = cfg.network_spec is None and cfg.model in detection_models()
     num_classes = len(dataset.classes) + (1 if detection else 0)
+    # torch's global generator seeded, as a network's measurement seeds it: the network's weights, its dropout's
+    # draws and a detector's sampled boxes are the same in every run of the job, which trains on the same batches
+    # (the loader's own generator), so two runs' losses are the same on a CPU. torch draws its initial seed afresh
+    # in each process: two runs of a job trained two networks until 0.9.12, their losses apart from the first step
+    torch.manual_seed(0)
     if cfg.network_spec is not None:  # a spec file's or a file's network, as the job file was read
         from tracker.zoo.spec import spec_ref
 

@@ -644,9 +644,14 @@ def check_spec(spec: dict[str, Any], where: str) -> None:
                               f"got {base!r:.80}")
         check_spec(base, f"{path}: base_spec")
     if spec["kind"] == "pruned":  # a ratio of 150 or widths of none were read as a pruned network until 0.9.6
-        from tracker.zoo.pruning import check_ratio
+        from tracker.zoo.pruning import check_method, check_ratio
 
         check_ratio(spec.get("ratio", 0.0), f"{path}: spec key 'ratio'")
+        try:  # the seed a valid one (check_fields); as zoo prune --method and --seed are checked: a seed with l1
+            # was taken, the network built as seed 0's, and an unknown method said, unnamed, once built (until 0.9.12)
+            check_method(spec.get("method", "l1"), spec.get("seed", 0))
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from None
         widths = spec.get("widths")
         if not isinstance(widths, dict) or not widths:
             raise ConfigError(f"{path}: spec key 'widths' must map each convolution of the base to its channels "
