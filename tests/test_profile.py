@@ -1546,3 +1546,65 @@ def test_a_campaign_whose_every_measurement_failed_fails(tmp_path: Path) -> None
     nothing_to_do = run("[2, 4, 8]", None)  # each failed before: skipped, nothing measured nor failed
     assert nothing_to_do.returncode == 0 and "doomed: 0 measured, 0 failed, 3 skipped of 3" in nothing_to_do.stdout, \
         nothing_to_do
+
+
+#: A network of one's own whose first module writes, at every call, how many tensors of the speed probe's
+#: (its CPU input, its first convolution's weight) the process holds: to a file beside it.
+WATCHED_NET = '''import gc
+from pathlib import Path
+
+import torch
+from torch import nn
+
+INPUT_SIZE = 16
+SHAPES = {(1, 32, 56, 56), (64, 32, 3, 3)}
+
+
+class Watch(nn.Module):
+    def forward(self, x):
+        alive = sum(1 for o in gc.get_objects() if issubclass(type(o), torch.Tensor) and tuple(o.shape) in SHAPES)
+        with open(Path(__file__).with_suffix(".seen"), "a") as fh:
+            fh.write(f"{alive}\\n")
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.watch = Watch()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.conv(self.watch(x)), 1), 1))
+'''
+
+
+def test_a_networks_window_and_its_layers_hold_none_of_the_speed_probe(tmp_path: Path) -> None:
+    """A network's measuring child held its speed probe's layers and input from its first bracket to its last,
+    over the network's window and its layers' (inside its peak_rss_mb: about 0.5 MB on a CPU, 26 MB of host
+    memory beside a GPU) until 0.9.12. It is released after each bracket and built again for the next: no call of
+    the network or of its layers sees a tensor of it, and the run still has every bracket's samples."""
+    from tracker.profile.api import job_for, plan
+    from tracker.profile.measure import run_job
+    from tracker.profile.probe import PROBE_RUNS, SpeedProbe
+
+    net = tmp_path / "watched.py"
+    net.write_text(WATCHED_NET)
+    seen = net.with_suffix(".seen")
+    probe = SpeedProbe("cpu")  # the file's scan sees a probe's tensors where they are held
+    exec(compile(WATCHED_NET, str(net), "exec"), scope := {"__file__": str(net)})
+    scope["Watch"]()(None)
+    assert seen.read_text() == "2\n"
+    del probe, scope
+
+    planned = plan(f"{net}:Net", 1)  # its description runs it once
+    seen.unlink()
+    payload = run_job(job_for(planned, FAST, True, FAST.for_layers()))  # what the child runs, here in-process
+    calls = [int(line) for line in seen.read_text().split()]
+    # the network's warm-up and samples, then its layers' (the watch among them): more than the samples alone
+    assert len(calls) > len(payload["timing"]["samples_ms"]) + len(payload["timing"]["warmup_ms"])
+    assert set(calls) == {0}
+    assert len(payload["speed_probe"]["samples_ms"]) == 2 * PROBE_RUNS  # before and after the window, as before
+    assert len(payload["layers_speed_probe"]["samples_ms"]) == 2 * PROBE_RUNS  # after it and after the layers
+    assert payload["layers"] and payload["memory"]["network_mem_mb"] >= 0

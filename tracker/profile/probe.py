@@ -9,8 +9,10 @@ the *probe*, the same on every run of a device (a convolution, a depthwise one, 
 one and a linear layer, fixed weights, float32, on the measurement's own threads), just
 before the network is built (before what the process holds is read, so that nothing of the
 probe counts as the network's memory) and just after its window: ``speed_probe_ms`` is the
-median of those samples. A training job's child (since 0.9.11) times it just before its first step
-(before its peak memory starts afresh, its telemetry and its loop's clock) and just after its last
+median of those samples. It is released after each bracket (since 0.9.12: until then the network's
+window and its layers' held it, inside the run's ``peak_rss_mb``). A training job's child (since
+0.9.11) times it just before its first step (before its peak memory starts afresh, its telemetry
+and its loop's clock) and just after its last
 (once its peaks are read), holding none of it over its steps (since 0.9.12: its peak memory counted the
 probe's tensors until then): a job that measured no step, or was interrupted, has none.
 On that VM, two seconds apart, log latency and log probe correlated 0.9, and a network's
@@ -48,9 +50,9 @@ class SpeedProbe:
     network is built and after its window. Its weights and input stay on the CPU between brackets:
     on a GPU they are moved there for a bracket and let go after it (the allocator's cache emptied),
     so the network's peak and a device cap never count them; ``release()`` lets go of them between
-    brackets (a training job's, whose steps then hold none of it). A bracket that fails (out of device
-    memory beside a network near its limit, say) ends the probe, not the measurement: ``error`` says
-    why and the run has no probe."""
+    brackets (a network's and a training job's, whose windows then hold none of it). A bracket that
+    fails (out of device memory beside a network near its limit, say) ends the probe, not the
+    measurement: ``error`` says why and the run has no probe."""
 
     def __init__(self, device: str = "cpu") -> None:
         from tracker.profile.timing import device_sync
@@ -83,9 +85,10 @@ class SpeedProbe:
 
     def release(self) -> None:
         """Let go of the workload's layers and input (its samples and error kept): the next ``sample()``
-        builds them again, the same. A training job releases its probe between its brackets, so that none
-        of it is held over its steps: its peak memory and its memory cap never count it (since 0.9.12;
-        until then a job held it, about 0.5 MB on a CPU and 26 MB of host memory beside a GPU)."""
+        builds them again, the same. A network's run and a training job release their probe after each
+        bracket, so that none of it is held over their windows: their peak memory and their memory cap
+        never count it (since 0.9.12; until then they held it, about 0.5 MB on a CPU and 26 MB of host
+        memory beside a GPU)."""
         self.module = self.x = None
 
     def sample(self, runs: int = PROBE_RUNS) -> list[float]:

@@ -234,15 +234,10 @@ def current_rss_mb() -> float | None:
     return _status_mb("VmRSS")
 
 
-def reset_peak_rss() -> bool:
-    """Start this process's peak resident memory afresh from what it holds now (Linux 4.0 and
-    later: 5 written to ``/proc/self/clear_refs``), so that what building a network took and gave
-    back (a pruned network is traced and copied from its unpruned base) is not counted as the
-    network's. Garbage is collected and glibc's allocator hands its free memory back to the system
-    first: freed, it would still be resident. False where the reset cannot be made: ``peak_rss_mb``
-    is then the peak since the program started, which would count what building the network took
-    and gave back (a forked child: the zygote's pages it mapped too), another quantity; callers
-    then report no CPU peak."""
+def give_back_freed() -> None:
+    """Collect garbage and hand glibc's free memory back to the system: what was freed is then no
+    longer resident, so ``VmRSS`` read next holds none of it (``reset_peak_rss`` starts its peak so;
+    a network's run reads what it holds before its network is built so, since 0.9.12)."""
     import ctypes
     import gc
 
@@ -252,6 +247,18 @@ def reset_peak_rss() -> bool:
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:  # glibc's; other C libraries give memory back on their own terms
         trim(0)
+
+
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident memory afresh from what it holds now (Linux 4.0 and
+    later: 5 written to ``/proc/self/clear_refs``), so that what building a network took and gave
+    back (a pruned network is traced and copied from its unpruned base) is not counted as the
+    network's. Garbage is collected and glibc's allocator hands its free memory back to the system
+    first: freed, it would still be resident. False where the reset cannot be made: ``peak_rss_mb``
+    is then the peak since the program started, which would count what building the network took
+    and gave back (a forked child: the zygote's pages it mapped too), another quantity; callers
+    then report no CPU peak."""
+    give_back_freed()
     try:
         if injected_fault() == "noreset":  # for tests: a kernel without the reset
             raise OSError("injected: no /proc/self/clear_refs (TRACKER_FAULT)")
