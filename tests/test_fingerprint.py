@@ -2548,6 +2548,60 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
         f"{result.name} version {result.version}: unreadable speed_probe_version tag 'two'"), unreadable.output
 
 
+def test_device_speed_says_a_latency_fingerprints_unreadable_speed_tags_as_predict_refuses_them(tmp_path: Path) -> None:
+    """`tracker device speed` read a latency version's speed_reference_ms tag that is not a positive number as no
+    reference, and said the version "learnt its latencies as measured" (it did not), and an unreadable
+    speed_probe_version tag as this tracker's version, comparing it, while predict refuses both (until 0.9.12).
+    It says the tag is unreadable now, naming it and the version, and compares nothing, as fingerprint list
+    names its unreadable tags."""
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)]})
+    uri = resolve_location(str(runs)).uri
+    result = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    client = MlflowClient(uri)
+    speed = ["--tracking-uri", str(runs), "device", "speed", "--threads", "2"]  # the runs' mode, cpu-t2
+    where = f"{result.name} version {result.version}"
+
+    def fingerprint(said: dict) -> dict:
+        (f,) = [f for f in said["fingerprints"] if f["name"] == result.name]
+        return f
+
+    now = json.loads(CliRunner().invoke(app, [*speed, "--format", "json"]).stdout)
+    assert now["mode"] == "cpu-t2" and fingerprint(now)["unreadable_tags"] == []  # read: compared
+    assert fingerprint(now)["slower_than_reference_rel"] == now["speed_probe_ms"] / result.speed_reference_ms - 1
+
+    client.set_model_version_tag(result.name, result.version, "speed_reference_ms", "fast")
+    text = CliRunner().invoke(app, speed)
+    assert text.exit_code == 0, text.output
+    assert (f"{where}: unreadable speed_reference_ms tag, not compared (predict refuses it; retrain with tracker "
+            "fingerprint train)\n") in text.stdout
+    assert "learnt its latencies as measured" not in text.stdout and "predict at this speed" not in text.stdout
+    f = fingerprint(json.loads(CliRunner().invoke(app, [*speed, "--format", "json"]).stdout))
+    assert f["unreadable_tags"] == ["speed_reference_ms"] and f["speed_reference_ms"] is None
+    assert "slower_than_reference_rel" not in f
+    predicted = CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size",
+                                         "64"])
+    assert predicted.exit_code == 1 and str(predicted.exception).startswith(
+        f"{where}: unreadable speed_reference_ms tag 'fast'"), predicted.output
+    listed = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format",
+                                                 "json"]).stdout)
+    assert [r["unreadable_tags"] for r in listed if r["name"] == result.name] == [["speed_reference_ms"]]
+
+    # a reference read, of a probe version unread: taken as this tracker's version and compared until 0.9.12
+    client.set_model_version_tag(result.name, result.version, "speed_reference_ms", str(result.speed_reference_ms))
+    client.set_model_version_tag(result.name, result.version, "speed_probe_version", "two")
+    text = CliRunner().invoke(app, speed)
+    assert text.exit_code == 0, text.output
+    assert f"{where}: unreadable speed_probe_version tag, not compared (predict refuses it; " in text.stdout
+    assert "learnt at speed probe" not in text.stdout and "predict at this speed" not in text.stdout
+    f = fingerprint(json.loads(CliRunner().invoke(app, [*speed, "--format", "json"]).stdout))
+    assert f["unreadable_tags"] == ["speed_probe_version"] and "slower_than_reference_rel" not in f
+    assert f["speed_reference_ms"] is None and f["speed_probe_version"] is None
+    client.set_model_version_tag(result.name, result.version, "speed_reference_ms", "0")  # both: said together
+    assert (f"{where}: unreadable speed_reference_ms and speed_probe_version tags, not compared"
+            in CliRunner().invoke(app, speed).stdout)
+
+
 def test_a_champion_learnt_at_another_probe_versions_speed_is_compared_as_measured_not_rescaled(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """train put the champion's predictions at the challenger's reference speed by the ratio of the two

@@ -140,7 +140,11 @@ def speed(
         typer.echo(f"cannot read the store's fingerprints: {unread}")
     for f in fingerprints:
         where = f"{f['name']} version {f['version']}"
-        if f["mode"] is not None and f["mode"] != now["mode"]:
+        if f["unreadable_tags"]:  # said to have learnt as measured, or at this probe version's speed, until 0.9.12
+            typer.echo(f"{where}: unreadable {' and '.join(f['unreadable_tags'])} "
+                       f"{'tags' if len(f['unreadable_tags']) > 1 else 'tag'}, not compared (predict refuses it; "
+                       "retrain with tracker fingerprint train)")
+        elif f["mode"] is not None and f["mode"] != now["mode"]:
             typer.echo(f"{where} learnt in mode {f['mode']}, not this one: its predictions are of that mode")
         elif f["speed_reference_ms"] is None:
             typer.echo(f"{where} learnt its latencies as measured, with no reference speed: --speed-probe-ms "

@@ -364,8 +364,11 @@ def latency_references(tracking_uri: str | None, device: str, mode: str | None =
     either phase, float32, as ``tracker device speed`` compares them with the machine's speed now
     (since 0.9.11): each one's registered name, version, the mode its runs were measured in (tag
     ``mode``), the probe speed its labels were put at (tag ``speed_reference_ms``; None: it learnt
-    as measured) and that probe's version (tag ``speed_probe_version``; None where it has none). Read
-    from an embedded store's database without MLflow, else by MLflow's client."""
+    as measured, or its tag is unreadable) and that probe's version (tag ``speed_probe_version``; None
+    where it has none or it is unreadable), and ``unreadable_tags``: those two of its tags that it has
+    and that are not what predict reads (a positive number of ms, a whole number), which predict refuses
+    (since 0.9.12: a reference unread was said to be none, a version unread taken as this tracker's).
+    Read from an embedded store's database without MLflow, else by MLflow's client."""
     from tracker.settings import resolve_location
 
     location = resolve_location(tracking_uri)
@@ -386,18 +389,25 @@ def latency_references(tracking_uri: str | None, device: str, mode: str | None =
         if (version := read.get(name)) is None:
             continue
         tags = version.tags
-        try:
-            reference = float(tags["speed_reference_ms"]) if "speed_reference_ms" in tags else None
-        except ValueError:
-            reference = None
-        if reference is not None and not (math.isfinite(reference) and reference > 0):
-            reference = None
-        try:  # the probe version of its reference (written with it since 0.9.9)
-            probe_version = int(tags["speed_probe_version"]) if reference is not None and "speed_probe_version" in tags else None
-        except ValueError:
-            probe_version = None
+        reference, probe_version, unreadable = None, None, []
+        if "speed_reference_ms" in tags:  # as load_champion reads it: a positive number of ms, else refused
+            try:
+                reference = float(tags["speed_reference_ms"])
+            except ValueError:
+                reference = math.nan
+            if not (math.isfinite(reference) and reference > 0):
+                reference = None
+                unreadable.append("speed_reference_ms")
+        if "speed_probe_version" in tags:  # the probe version of its reference (written with it since 0.9.9)
+            try:
+                probe_version = int(tags["speed_probe_version"])
+            except ValueError:
+                unreadable.append("speed_probe_version")
+        if reference is None or unreadable:  # no reference read, or one of an unread unit: none compared
+            reference = probe_version = None
         found.append({"name": name, "version": str(version.version), "mode": tags.get("mode") or None,
-                      "speed_reference_ms": reference, "speed_probe_version": probe_version})
+                      "speed_reference_ms": reference, "speed_probe_version": probe_version,
+                      "unreadable_tags": unreadable})
     return found
 
 
