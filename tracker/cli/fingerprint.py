@@ -177,12 +177,13 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                     held.append((model.name, number))
                 continue
             figures = {key: _number(tags.get(key), positive=key in POSITIVE_TAGS) for key in NUMERIC_TAGS}
-            if figures["networks"] is not None and not (figures["networks"].is_integer() and figures["networks"] >= 0):
-                figures["networks"] = None  # a count is a whole number
+            for whole in WHOLE_TAGS:  # a count and a version are whole numbers
+                if figures[whole] is not None and not (figures[whole].is_integer() and figures[whole] >= 0):
+                    figures[whole] = None
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
-                         **{key: figures[key] for key in NUMERIC_TAGS if key != "networks"},
-                         "networks": None if (count := figures["networks"]) is None else int(count),
+                         **{key: figures[key] for key in NUMERIC_TAGS if key not in WHOLE_TAGS},
+                         **{key: None if figures[key] is None else int(figures[key]) for key in WHOLE_TAGS},
                          # the numeric tags it has that are not numbers of their kind (since 0.9.12; shown as
                          # nan or inf, JSON NaN or Infinity, or a traceback for networks, until then)
                          "unreadable_tags": [key for key in NUMERIC_TAGS if key in tags and figures[key] is None],
@@ -236,8 +237,11 @@ def _speed(row: dict[str, Any]) -> str:
 
 # a version's numeric tags that list shows, and those of them that are a positive amount (as predict reads them)
 NUMERIC_TAGS = ("heldout_mape_pct", "heldout_within_10pct", "baseline_extratrees_mape_pct", "device_memory_mb",
-                "largest_peak_mb", "speed_reference_ms", "networks")
+                "largest_peak_mb", "speed_reference_ms", "speed_probe_version", "networks")
 POSITIVE_TAGS = ("device_memory_mb", "largest_peak_mb", "speed_reference_ms")
+# those of them that are whole numbers (the speed probe's version since 0.9.12: unlisted, and an unreadable one
+# unsaid, while predict refused it)
+WHOLE_TAGS = ("speed_probe_version", "networks")
 
 
 def _number(text: str | None, positive: bool = False) -> float | None:
