@@ -244,13 +244,16 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         except ValueError as exc:
             raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
                                    "retrain with tracker fingerprint train") from None
-    if "node_rows_version" in version.tags:
-        try:
-            champ.node_rows_version = int(version.tags["node_rows_version"])
-        except ValueError:
-            raise FingerprintError(f"{name} version {version.version}: unreadable node_rows_version tag "
-                                   f"{version.tags['node_rows_version']!r} (expected a whole number); retrain with "
-                                   "tracker fingerprint train") from None
+    # whole numbers: the node rows' version, and the speed probe's (read since 0.9.12: --speed-probe-ms is refused
+    # across versions)
+    for tag in ("node_rows_version", "speed_probe_version"):
+        if tag in version.tags:
+            try:
+                setattr(champ, tag, int(version.tags[tag]))
+            except ValueError:
+                raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
+                                       f"{version.tags[tag]!r} (expected a whole number); retrain with "
+                                       "tracker fingerprint train") from None
     for tag in ("device_memory_mb", "largest_peak_mb", "speed_reference_ms"):
         if tag in version.tags:
             try:
@@ -263,13 +266,6 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
                                        "positive number); retrain with "
                                        "tracker fingerprint train")
             setattr(champ, tag, value)
-    if "speed_probe_version" in version.tags:  # read since 0.9.12: --speed-probe-ms is refused across versions
-        try:
-            champ.speed_probe_version = int(version.tags["speed_probe_version"])
-        except ValueError:
-            raise FingerprintError(f"{name} version {version.version}: unreadable speed_probe_version tag "
-                                   f"{version.tags['speed_probe_version']!r} (expected a whole number); retrain with "
-                                   "tracker fingerprint train") from None
     if version.tags.get("devices"):
         champ.devices = tuple(version.tags["devices"].split(","))
     champ.mode = version.tags.get("mode") or None
