@@ -2517,6 +2517,16 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
     assert plain.exit_code == 0, plain.output
     assert json.loads(plain.stdout)["predictions"]["latency_ms"] == pytest.approx(
         json.loads(same.stdout)["predictions_at_reference_speed"]["latency_ms"])
+    # its note and JSON say the reference's probe version, and that --speed-probe-ms cannot move it (the note
+    # offered "--speed-probe-ms for another", which was then refused, until 0.9.12's last)
+    assert json.loads(plain.stdout)["speed_probe_version"] == {"latency_ms": 2}
+    assert json.loads(same.stdout)["speed_probe_version"] == {"latency_ms": 1}
+    table = CliRunner().invoke(app, base[:-2])
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines()[-1] == (
+        f"note: latency_ms at the machine's median speed over the runs {result.name}/{result.version} learnt from "
+        f"(its speed probe {result.speed_reference_ms:.4g} ms, a time of speed probe version 2: --speed-probe-ms, a "
+        "time of this tracker's version 1, cannot put it at another speed)"), table.stdout
     # a run's probe time, of its run's version (the demo's): of version 2, rescaled; of version 1, refused
     from tracker.fingerprint.predict import predict
 
