@@ -2089,6 +2089,15 @@ def test_the_layer_model_learns_a_calls_time_per_unit_of_work_and_so_holds_for_s
         LayerModel.from_calibration(model.booster, {"factor": 1.0, "work": {"layer_batch_flops": 1.0}})
 
 
+def test_the_readme_names_the_format_train_registers() -> None:
+    """The README's paragraph on serving a version said `format` 4 after the layer model's work made every
+    version train registers format 5 (0.9.12): a reader serving one, or checking its tag, read another
+    number than the registry shows."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    said = re.search(r"A registered version is an MLflow pyfunc model \(version tag `format` (\d+)", readme)
+    assert said is not None and int(said.group(1)) == FORMAT, said
+
+
 def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get_their_own_columns() -> None:
     """A module call's channels padded to the CPU's vector block, over its channels (40 -> 48/40),
     NaN where it has none; its module class coded (SiLU apart from ReLU, an unknown class after
