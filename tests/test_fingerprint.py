@@ -2536,6 +2536,14 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
         f"note: latency_ms at the machine's median speed over the runs {result.name}/{result.version} learnt from "
         f"(its speed probe {result.speed_reference_ms:.4g} ms, a time of speed probe version 2: --speed-probe-ms, a "
         "time of this tracker's version 1, cannot put it at another speed)"), table.stdout
+    # and fingerprint list says it beside the reference, which it gave alone (since 0.9.12's last)
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"])
+    assert listed.exit_code == 0 and listed.stdout.splitlines()[-1].endswith(
+        f"; at speed probe {result.speed_reference_ms:.4g} ms (probe version 2, not this tracker's 1: predict "
+        "--speed-probe-ms cannot move it)"), listed.stdout
+    (row,) = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format",
+                                                 "json"]).stdout)
+    assert (row["speed_probe_version"], row["unreadable_tags"]) == (2, [])
     # a run's probe time, of its run's version (the demo's): of version 2, rescaled; of version 1, refused
     from tracker.fingerprint.predict import predict
 
@@ -2566,6 +2574,9 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
     unreadable = CliRunner().invoke(app, base)
     assert unreadable.exit_code == 1 and str(unreadable.exception).startswith(
         f"{result.name} version {result.version}: unreadable speed_probe_version tag 'two'"), unreadable.output
+    (row,) = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format",
+                                                 "json"]).stdout)
+    assert (row["speed_probe_version"], row["unreadable_tags"]) == (None, ["speed_probe_version"])
 
 
 def test_device_speed_says_a_latency_fingerprints_unreadable_speed_tags_as_predict_refuses_them(tmp_path: Path) -> None:

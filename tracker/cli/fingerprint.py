@@ -229,7 +229,12 @@ def _speed(row: dict[str, Any]) -> str:
     if not row["name"].startswith("latency_ms-"):
         return ""
     if row["speed_reference_ms"] is not None:
-        return f"; at speed probe {row['speed_reference_ms']:.4g} ms"
+        from tracker.profile.probe import PROBE_VERSION
+
+        version = row.get("speed_probe_version")
+        return (f"; at speed probe {row['speed_reference_ms']:.4g} ms"
+                + (f" (probe version {version}, not this tracker's {PROBE_VERSION}: predict --speed-probe-ms "
+                   "cannot move it)" if version not in (None, PROBE_VERSION) else ""))
     if "speed_reference_ms" in row["unreadable_tags"]:  # a reference it has, unread: not "as measured"
         return ""
     return "; latencies as measured"
