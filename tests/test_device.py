@@ -90,6 +90,8 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert alone["mode"] == "cpu-t1" and alone["speed_probe_count"] == SPEED_NOW_BRACKETS * PROBE_RUNS
     low, high = alone["quartiles_ms"]
     assert 0 < low <= alone["speed_probe_ms"] <= high and alone["warehouse"] is None and "slower_than_usual_rel" not in alone
+    ci_low, ci_high = alone["median_ci_ms"]  # the CI of the median, within the quartiles
+    assert low <= ci_low <= alone["speed_probe_ms"] <= ci_high <= high
     said = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"]).stdout  # no warehouse yet: said so
     assert f"no warehouse at {runs / 'warehouse.duckdb'} to compare with: tracker warehouse load makes it" in said
     records = [timed_probe(network_record("resnet18", 1), 2.0), timed_probe(network_record("resnet18", 2), 3.0),
@@ -112,7 +114,8 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     assert text.exit_code == 0 and text.stdout.startswith("speed probe on cpu in mode cpu-t1: ")
     assert "the warehouse's 2 measurements in this mode: median 2.5 ms; the probe takes " in text.stdout
     assert ("% longer now: this machine is slower than usual" in text.stdout
-            or "% less time now: this machine runs " in text.stdout)
+            or "% less time now: this machine runs " in text.stdout
+            or "this machine runs about as fast as usual" in text.stdout)  # a loaded machine's probe near 2.5 ms
     assert ("1 measurement in this mode timed another version of the speed probe than this one's (1): another unit, "
             "left out\n") in text.stdout
     assert now["fingerprints"] == [] and "no latency fingerprint of cpu in mode cpu-t1 learnt at a reference speed" in text.stdout
@@ -163,6 +166,22 @@ def test_device_speed_times_the_probe_in_a_measurements_mode_beside_the_warehous
     failed = CliRunner().invoke(app, [*base, "device", "speed", "--threads", "1"])
     assert failed.exit_code == 1 and str(failed.exception).startswith(
         "the speed probe failed on cpu: RuntimeError: injected: the probe failed"), failed.exception
+
+
+def test_device_speed_says_a_usual_speed_within_the_probes_ci_is_as_usual() -> None:
+    """`device speed` called the machine slower (or faster) than usual whatever the difference: a probe 0.6 %
+    over the warehouse's median, inside the 95 % CI of its own median, was "this machine is slower than usual"
+    until 0.9.12. Within that CI it says the machine runs about as fast as usual, the difference given; outside
+    it, slower or faster as before."""
+    from tracker.cli.device import _speed_change
+
+    now = {"speed_probe_ms": 1.627, "median_ci_ms": [1.60, 1.65]}
+    assert _speed_change(now, 1.617) == ("the probe takes 0.6 % longer now, within the 95 % CI of its median (1.6 to "
+                                         "1.65 ms): this machine runs about as fast as usual")
+    assert _speed_change(now, 1.64) == ("the probe takes 0.8 % less time now, within the 95 % CI of its median (1.6 to "
+                                        "1.65 ms): this machine runs about as fast as usual")
+    assert _speed_change(now, 1.5) == "the probe takes 8.5 % longer now: this machine is slower than usual"
+    assert _speed_change(now, 2.0) == "the probe takes 18.6 % less time now: this machine runs 1.23 times as fast as usual"
 
 
 def test_device_speed_gives_a_training_fingerprints_phase_to_predict(tmp_path: Path) -> None:

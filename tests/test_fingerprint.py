@@ -2089,6 +2089,15 @@ def test_the_layer_model_learns_a_calls_time_per_unit_of_work_and_so_holds_for_s
         LayerModel.from_calibration(model.booster, {"factor": 1.0, "work": {"layer_batch_flops": 1.0}})
 
 
+def test_the_readme_names_the_format_train_registers() -> None:
+    """The README's paragraph on serving a version said `format` 4 after the layer model's work made every
+    version train registers format 5 (0.9.12): a reader serving one, or checking its tag, read another
+    number than the registry shows."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    said = re.search(r"A registered version is an MLflow pyfunc model \(version tag `format` (\d+)", readme)
+    assert said is not None and int(said.group(1)) == FORMAT, said
+
+
 def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get_their_own_columns() -> None:
     """A module call's channels padded to the CPU's vector block, over its channels (40 -> 48/40),
     NaN where it has none; its module class coded (SiLU apart from ReLU, an unknown class after
@@ -2517,6 +2526,24 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
     assert plain.exit_code == 0, plain.output
     assert json.loads(plain.stdout)["predictions"]["latency_ms"] == pytest.approx(
         json.loads(same.stdout)["predictions_at_reference_speed"]["latency_ms"])
+    # its note and JSON say the reference's probe version, and that --speed-probe-ms cannot move it (the note
+    # offered "--speed-probe-ms for another", which was then refused, until 0.9.12's last)
+    assert json.loads(plain.stdout)["speed_probe_version"] == {"latency_ms": 2}
+    assert json.loads(same.stdout)["speed_probe_version"] == {"latency_ms": 1}
+    table = CliRunner().invoke(app, base[:-2])
+    assert table.exit_code == 0, table.output
+    assert table.stdout.splitlines()[-1] == (
+        f"note: latency_ms at the machine's median speed over the runs {result.name}/{result.version} learnt from "
+        f"(its speed probe {result.speed_reference_ms:.4g} ms, a time of speed probe version 2: --speed-probe-ms, a "
+        "time of this tracker's version 1, cannot put it at another speed)"), table.stdout
+    # and fingerprint list says it beside the reference, which it gave alone (since 0.9.12's last)
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"])
+    assert listed.exit_code == 0 and listed.stdout.splitlines()[-1].endswith(
+        f"; at speed probe {result.speed_reference_ms:.4g} ms (probe version 2, not this tracker's 1: predict "
+        "--speed-probe-ms cannot move it)"), listed.stdout
+    (row,) = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format",
+                                                 "json"]).stdout)
+    assert (row["speed_probe_version"], row["unreadable_tags"]) == (2, [])
     # a run's probe time, of its run's version (the demo's): of version 2, rescaled; of version 1, refused
     from tracker.fingerprint.predict import predict
 
@@ -2547,6 +2574,9 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
     unreadable = CliRunner().invoke(app, base)
     assert unreadable.exit_code == 1 and str(unreadable.exception).startswith(
         f"{result.name} version {result.version}: unreadable speed_probe_version tag 'two'"), unreadable.output
+    (row,) = json.loads(CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format",
+                                                 "json"]).stdout)
+    assert (row["speed_probe_version"], row["unreadable_tags"]) == (None, ["speed_probe_version"])
 
 
 def test_device_speed_says_a_latency_fingerprints_unreadable_speed_tags_as_predict_refuses_them(tmp_path: Path) -> None:

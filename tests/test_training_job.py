@@ -1576,6 +1576,33 @@ def test_a_refused_job_makes_no_store(tmp_path: Path, command: list[str], job: d
     assert not runs.exists() and sorted(tmp_path.iterdir()) == before
 
 
+@pytest.mark.parametrize("command", [["profile", "training"], ["campaign", "loader"]])
+def test_an_image_size_the_network_cannot_take_refuses_the_job(tmp_path: Path, command: list[str]) -> None:
+    """A job's [data].image_size its network cannot take is refused as `profile network --input-size` refuses
+    it, in one line naming the job file, status 1, before the store is made: until 0.9.12 a generated network
+    under the least size its stem and stages take was trained at it (FINISHED, status 0, at 8 px), and a
+    network that cannot run on such an image failed as a measurement (status 3, "no step measured", a store
+    made)."""
+    from tests.test_cli import in_process
+    from tracker.zoo.generator import generate_spec
+
+    runs, data = tmp_path / "runs", tmp_path / "cls"
+    assert _cli(runs, "data", "synth", str(data), "--kind", "classification", "--images", "5", "--size",
+                "32").exit_code == 0
+    spec = generate_spec(0, 0, input_size=32)
+    (tmp_path / "gen.json").write_text(json.dumps(spec))
+    for model, size, said in [
+        ("gen.json", 8, f"{spec['name']}: input_size must be at least 32 (the stem's stride times 2 for each of 4 "
+                        "stages), got 8"),
+        ("squeezenet1_1", 4, "squeezenet1_1 cannot run on a 1x3x4x4 input: RuntimeError: "),
+    ]:
+        path = _job(tmp_path, "job", model=model, bs=2, steps=2, size=size)
+        refused = in_process(["--tracking-uri", str(runs), *command, str(path)], tmp_path)
+        assert (refused.returncode, refused.stdout) == (1, ""), refused
+        assert refused.stderr.startswith(f"error: {path}: [data].image_size: {said}"), refused.stderr
+        assert refused.stderr.count("\n") == 1 and not runs.exists(), refused.stderr
+
+
 def test_a_loader_campaign_that_measures_no_setting_fails(tmp_path: Path) -> None:
     """A loader campaign none of whose settings is measured (each refused or failed) ends with status 1 and a
     closing line saying so (0 until 0.9.12, with its line to load the warehouse, as one that measured); one

@@ -849,6 +849,29 @@ def test_an_interrupted_first_load_says_no_warehouse_was_made(tmp_path: Path, mo
     assert later.exit_code == 130 and f"the warehouse {wh} is as it was before it" in later.output
 
 
+def test_a_sum_of_integers_and_a_decimal_are_json_numbers() -> None:
+    """DuckDB's sum of integers is a HUGEINT and a literal such as 1.5 a DECIMAL, both read as Python's
+    Decimal, which `sql --format json` wrote as strings ("187", "1.5") until 0.9.12: a reader adding them
+    up failed. They are numbers now, a whole one exactly (past 2**64 too), in a list or struct as in a plain
+    column; a CSV cell keeps a decimal's digits as written."""
+    import csv
+    import io
+
+    import duckdb
+
+    from tracker.warehouse.query import render
+
+    con = duckdb.connect()
+    table = con.sql("SELECT sum(b) AS s, 1.5 AS d, 2.00 AS w, '123456789012345678901234567890'::HUGEINT AS h, "
+                    "[0.25, 1.5] AS l, {'a': 1.5} AS st FROM (VALUES (2), (185)) t(b)").to_arrow_table()
+    text = render(table, "json")
+    assert json.loads(text) == [{"s": 187, "d": 1.5, "w": 2.0, "h": 123456789012345678901234567890,
+                                 "l": [0.25, 1.5], "st": {"a": 1.5}}], text
+    assert '"s": 187,' in text and '"h": 123456789012345678901234567890,' in text  # not "187", nor a float
+    header, row = csv.reader(io.StringIO(render(table, "csv")))
+    assert header[:4] == ["s", "d", "w", "h"] and row[:4] == ["187", "1.5", "2.00", "123456789012345678901234567890"]
+
+
 def test_a_nan_in_a_list_is_told_from_an_absent_value_as_in_a_plain_column() -> None:
     """`sql ... --format csv` wrote a list's NaN as null, an absent value's word, where a plain NaN
     column wrote nan (until 0.9.8). A list or struct in a CSV cell is JSON text: its NaN and

@@ -121,12 +121,8 @@ def speed(
     left_out = (f"{counted(others, 'measurement')} in this mode timed another version of the speed probe than "
                 f"this one's ({now['speed_probe_version']}): another unit, left out")
     if usual and usual["measurements"]:
-        change = now["slower_than_usual_rel"]
-        how = (f"the probe takes {100 * change:.1f} % longer now: this machine is slower than usual" if change >= 0 else
-               f"the probe takes {100 * -change:.1f} % less time now: this machine runs {1 / (1 + change):.3g} times as "
-               "fast as usual")
         typer.echo(f"the warehouse's {usual['measurements']:,} measurements in this mode: median {usual['speed_probe_ms']:.4g} ms; "
-                   + how)
+                   + _speed_change(now, usual["speed_probe_ms"]))
         if others:
             typer.echo(left_out)
     elif unread_warehouse:
@@ -172,6 +168,22 @@ def speed(
         typer.echo(f"no latency fingerprint of {device} in mode {now['mode']} learnt at a reference speed, for predict "
                    f"--speed-probe-ms to use: tracker fingerprint train --target latency_ms --device {now['mode']} "
                    "learns one from this mode's measurements")
+
+
+def _speed_change(now: dict[str, Any], usual_ms: float) -> str:
+    """How the speed probe now (``speed_now``'s) compares with the warehouse's median ``usual_ms``: slower
+    or faster than usual, by how much; where ``usual_ms`` lies within the 95 % CI of the probe's median now
+    (``median_ci_ms``), about as fast as usual, the difference said (since 0.9.12: 0.6 % within that CI was
+    "this machine is slower than usual")."""
+    change = now["speed_probe_ms"] / usual_ms - 1.0
+    low, high = now.get("median_ci_ms") or (None, None)
+    if low is not None and low <= usual_ms <= high:
+        return (f"the probe takes {100 * abs(change):.1f} % {'longer' if change >= 0 else 'less time'} now, within the "
+                f"95 % CI of its median ({low:.4g} to {high:.4g} ms): this machine runs about as fast as usual")
+    if change >= 0:
+        return f"the probe takes {100 * change:.1f} % longer now: this machine is slower than usual"
+    return (f"the probe takes {100 * -change:.1f} % less time now: this machine runs {1 / (1 + change):.3g} times as "
+            "fast as usual")
 
 
 def _latency_fingerprints(uri: str, device: str, now: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:

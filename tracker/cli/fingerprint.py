@@ -229,7 +229,12 @@ def _speed(row: dict[str, Any]) -> str:
     if not row["name"].startswith("latency_ms-"):
         return ""
     if row["speed_reference_ms"] is not None:
-        return f"; at speed probe {row['speed_reference_ms']:.4g} ms"
+        from tracker.profile.probe import PROBE_VERSION
+
+        version = row.get("speed_probe_version")
+        return (f"; at speed probe {row['speed_reference_ms']:.4g} ms"
+                + (f" (probe version {version}, not this tracker's {PROBE_VERSION}: predict --speed-probe-ms "
+                   "cannot move it)" if version not in (None, PROBE_VERSION) else ""))
     if "speed_reference_ms" in row["unreadable_tags"]:  # a reference it has, unread: not "as measured"
         return ""
     return "; latencies as measured"
@@ -401,14 +406,22 @@ def predict(
 
 
 def _speed_note(result: dict) -> None:
-    """What speed a latency is predicted at, where its version learnt at a reference speed."""
+    """What speed a latency is predicted at, where its version learnt at a reference speed; where that
+    reference is a time of another speed probe version than this tracker's, that --speed-probe-ms cannot
+    move it (since 0.9.12: the note offered --speed-probe-ms, which predict then refused)."""
+    from tracker.profile.probe import PROBE_VERSION
+
     for target, reference in result.get("speed_reference_ms", {}).items():
         if "at_speed_probe_ms" in result:
             typer.echo(f"note: {target} at the machine's speed when its speed probe takes {result['at_speed_probe_ms']:.4g} "
                        f"ms ({result['model_versions'][target]} learnt at {reference:.4g} ms)")
-        else:
-            typer.echo(f"note: {target} at the machine's median speed over the runs {result['model_versions'][target]} "
-                       f"learnt from (its speed probe {reference:.4g} ms; --speed-probe-ms for another)")
+            continue
+        version = result.get("speed_probe_version", {}).get(target)
+        how = (f"its speed probe {reference:.4g} ms; --speed-probe-ms for another" if version in (None, PROBE_VERSION)
+               else f"its speed probe {reference:.4g} ms, a time of speed probe version {version}: --speed-probe-ms, "
+                    f"a time of this tracker's version {PROBE_VERSION}, cannot put it at another speed")
+        typer.echo(f"note: {target} at the machine's median speed over the runs {result['model_versions'][target]} "
+                   f"learnt from ({how})")
 
 
 #: What each column of a peak memory's floor (fingerprint.runtime.MEMORY_FLOOR_COLUMNS) counts.

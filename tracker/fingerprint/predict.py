@@ -597,6 +597,7 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
                                           with_layers=with_features or any(m.layer is not None for m in models.values()))
     predictions = predict_rows(models, rows, layer_rows)
     references = {t: m.speed_reference_ms for t, m in models.items() if m.speed_reference_ms is not None}
+    probe_versions = {t: models[t].speed_probe_version for t in references}
     if speed_probe_ms is not None:
         for p in predictions:
             for t, reference in references.items():
@@ -671,6 +672,9 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             # Per target whose version learnt at a reference speed, the speed probe's time there (ms): the
             # prediction is the latency at that speed, or at ``at_speed_probe_ms``'s where one was given
             "speed_reference_ms": dict(references),
+            # and the version of the speed probe that time is of (its tag speed_probe_version; None where it has
+            # none, taken as this tracker's): --speed-probe-ms, a time of this tracker's, moves one of it alone
+            "speed_probe_version": dict(probe_versions),
             **({"at_speed_probe_ms": speed_probe_ms,  # and each such target at its version's reference speed, beside
                 "predictions_at_reference_speed": {t: predictions[i][t] * r / speed_probe_ms
                                                    for t, r in references.items() if t in predictions[i]}}

@@ -340,6 +340,7 @@ def run_loader_campaign(open_logger: Callable[[], Any], path: Path, sweep: dict[
     # checked against it (a dry run said "to measure" of a job that could not run until 0.9.6)
     dataset = job_dataset(base, check_batch=False)
     check_network_builds(base)
+    check_network_input(base)  # the image size is every setting's
     # a value named twice is one setting (measured once but listed, and in a dry run counted, twice until 0.9.3)
     grid = {k: list(dict.fromkeys(sweep.get(k, [getattr(base, k)]))) for k in ("num_workers", "prefetch_factor", "batch_size")}
     settings: list[tuple[dict[str, int], JobConfig, DatasetSmallerThanBatchError | None]] = []
@@ -441,13 +442,41 @@ def check_network_builds(cfg: JobConfig) -> None:
             raise ConfigError(f"{cfg.source}: model: {exc}" if cfg.source else str(exc)) from None
 
 
+def check_network_input(cfg: JobConfig) -> None:
+    """A job's ``[data].image_size`` its network cannot take is bad input, one line naming the job file, a
+    ConfigError, as ``profile network --input-size`` says it: a generated network (or one pruned from it)
+    under the least size its stem and stages take (``check_input_size``), and a zoo network, or one generated
+    or pruned from one, that cannot run on such an image (squeezenet1_1 at 4 px: ``describe_early``, its
+    description cached). Until 0.9.12 the first was trained at that size (FINISHED) and the second failed as a
+    measurement, "no step measured", status 3, a store made. A network of one's own code is not run here (its
+    forward is the job's own, in the measuring child: what it does there, a Ctrl-C, is the job's), and a
+    detection network resizes its images to its own transform's size."""
+    from tracker.profile.api import describe_early
+    from tracker.zoo import detection_models
+    from tracker.zoo.spec import base_of_kind, check_input_size, spec_ref
+
+    if cfg.network_spec is None and cfg.model in detection_models():
+        return
+    try:
+        if cfg.network_spec is None:
+            describe_early(cfg.model, cfg.image_size)
+        elif base_of_kind(cfg.network_spec, "module") is not None:
+            check_input_size(spec_ref(cfg.network_spec), cfg.image_size)
+        else:
+            describe_early(spec_ref(cfg.network_spec), cfg.image_size)
+    except ConfigError as exc:
+        raise ConfigError(f"{cfg.source}: [data].image_size: {exc}" if cfg.source else str(exc)) from None
+
+
 def check_job(cfg: JobConfig) -> Any:
     """What refuses a job before anything of it runs or is logged (``job_dataset``'s checks, a dataset
-    smaller than its batch among them, and a network of one's own that does not build), each a
-    ConfigError; its dataset, scanned, where none does. ``profile training`` checks a job so before it
-    opens the store (since 0.9.12: a refused job made a store in a fresh folder until then)."""
+    smaller than its batch among them, a network of one's own that does not build, and an image size its
+    network cannot take), each a ConfigError; its dataset, scanned, where none does. ``profile training``
+    checks a job so before it opens the store (since 0.9.12: a refused job made a store in a fresh folder
+    until then)."""
     dataset = job_dataset(cfg)
     check_network_builds(cfg)
+    check_network_input(cfg)
     return dataset
 
 

@@ -204,10 +204,15 @@ def speed_now(device: str = "cpu", threads: int | None = None, allocator: str | 
     if not result.ok or "speed_probe" not in payload:
         why = payload.get("speed_probe_error") or result.message or result.reason or "no result"
         raise MeasurementError(f"the speed probe failed on {device}: {why}")
+    from tracker.profile.stats import median_ci
+
     samples = [float(v) for v in payload["speed_probe"]["samples_ms"]]
     quartiles = statistics.quantiles(samples, n=4)
     return {"device": device, "mode": payload["mode"], "speed_probe_ms": float(statistics.median(samples)),
             "speed_probe_count": len(samples), "quartiles_ms": [quartiles[0], quartiles[2]],
+            # the 95 % CI of that median (order statistics, as a measurement's): a usual speed inside it is one
+            # this probe cannot tell from the speed now (since 0.9.12)
+            "median_ci_ms": list(median_ci(sorted(samples))),
             "speed_probe_version": int(payload["speed_probe"]["version"]), "device_wait_s": result.device_wait_s}
 
 

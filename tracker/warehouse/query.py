@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +130,16 @@ def distinct_names(names: list[str]) -> list[str]:
 
 def _plain(value: Any, finite: bool = True) -> Any:
     """A value JSON and CSV can hold: NaN and infinities are null (absent: not valid JSON) where
-    ``finite``, bytes their hex, and nested lists and structs JSON in a CSV cell."""
+    ``finite``, bytes their hex, and nested lists and structs JSON in a CSV cell. Where ``finite`` (JSON),
+    a DECIMAL or a HUGEINT (DuckDB's ``sum`` of integers, a literal such as ``1.5``), which arrive as
+    Python's Decimal, is a number: a whole one (no digits after the point) an int, exactly, another a
+    float (a string, ``"187"``, until 0.9.12); a CSV cell keeps its digits as written."""
     if finite and isinstance(value, float) and not math.isfinite(value):
         return None
+    if finite and isinstance(value, Decimal):
+        if not value.is_finite():
+            return None
+        return int(value) if value.as_tuple().exponent >= 0 else float(value)
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
     if isinstance(value, dict):
