@@ -975,17 +975,19 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
     assert f"v{old}" in noted and f"v{result.version}" not in noted
 
     # A format from a newer tracker: refused in one line, by predict and by promote; nothing moves.
-    for tag, shown in (("2b", "2b"), ("5", 5)):  # fingerprint list shows what it cannot read, as written
+    newer = FORMAT + 1
+    for tag, shown in (("2b", "2b"), (str(newer), newer)):  # fingerprint list shows what it cannot read, as written
         client.set_model_version_tag(result.name, old, "format", tag)
         listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
         assert {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}[old] == shown
-    with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '5', which this "
-                                                         "tracker does not read (it reads 1, 2, 3, 4); upgrade tracker")):
+    known = ", ".join(map(str, range(1, FORMAT + 1)))
+    with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '{newer}', which this "
+                                                         f"tracker does not read (it reads {known}); upgrade tracker")):
         CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", result.name, old],
                            catch_exceptions=False)
     client.set_registered_model_alias(result.name, CHAMPION, old)
     try:
-        with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '5'")):
+        with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '{newer}'")):
             CliRunner().invoke(app, ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"],
                                catch_exceptions=False)
         # Its model's files gone (a store moved or copied keeps their old paths): one line as well.
@@ -2821,10 +2823,10 @@ def test_a_champion_that_learnt_in_other_units_is_compared_in_this_versions() ->
     rows = pd.DataFrame({"measured_latency_ms": [10.0, 20.0]})
     rows.attrs["speed_reference_ms"] = 2.0
     old, y = np.array([5.0, 10.0]), np.array([6.0, 12.0])
-    scaled, on = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
-    assert list(scaled) == [10.0, 20.0] and on is y
-    same, measured = _in_its_units({}, rows, old, y)
-    assert same is old and list(measured) == [10.0, 20.0]
+    scaled, on, note = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
+    assert list(scaled) == [10.0, 20.0] and on is y and note == ""
+    same, measured, note = _in_its_units({}, rows, old, y)
+    assert same is old and list(measured) == [10.0, 20.0] and note == ""
     rows.attrs.clear()
-    untouched, labels = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
-    assert untouched is old and labels is y
+    untouched, labels, note = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
+    assert untouched is old and labels is y and note == ""
