@@ -2504,6 +2504,30 @@ def test_labels_stay_as_measured_where_a_measurement_timed_another_probe_version
         training_rows(mixed_wh, "latency_ms", "inference", "cpu")
 
 
+def test_a_warehouse_of_another_trackers_node_rows_is_refused_for_training(tmp_path: Path) -> None:
+    """Node rows computed by another description (``NODE_ROWS_VERSION``) are refused in one line that says
+    to load the warehouse: a version learnt from them was tagged with this tracker's version and given this
+    tracker's features at predict (until 0.9.12); a load computes them again, and training goes on."""
+    from tracker.describe.features import NODE_ROWS_VERSION
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 1.0)]})
+    assert len(training_rows(wh, "latency_ms", "inference", "cpu")) == 3
+    with duckdb.connect(str(wh)) as con:  # as a tracker of the version before left them
+        con.execute("UPDATE node_rows_version SET version = ?", [NODE_ROWS_VERSION - 1])
+    out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms",
+                                   "--device", "cpu", "-w", str(wh), "--no-plots"])
+    assert out.exit_code == 1 and isinstance(out.exception, FingerprintError), out.output  # the CLI's one line
+    assert str(out.exception) == (f"the warehouse {wh} has node rows of another tracker's description (version "
+                                  f"{NODE_ROWS_VERSION - 1}, this tracker's {NODE_ROWS_VERSION}), which a fingerprint "
+                                  "learnt from them would not be given at predict; a load by this tracker describes "
+                                  f"every network again: tracker warehouse load -w {wh}")
+    assert not MlflowClient(resolve_location(str(runs)).uri).search_registered_models()  # nothing registered
+    load(wh, open_source(resolve_location(str(runs))))
+    assert len(training_rows(wh, "latency_ms", "inference", "cpu")) == 3
+
+
 def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerprint_learnt_at(tmp_path: Path) -> None:
     """``--speed-probe-ms X`` is a time of this tracker's probe (what ``tracker device speed`` prints); a
     version whose reference speed is a time of another probe version (tag speed_probe_version 2, as a

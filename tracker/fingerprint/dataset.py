@@ -210,6 +210,24 @@ def older_views(warehouse: Path, exc: Exception, macro: str | None = None) -> Fi
     return None
 
 
+def check_node_rows(con: Any, warehouse: Path) -> None:
+    """Refuse a warehouse whose node rows another ``NODE_ROWS_VERSION`` computed (a load by this tracker
+    computes them again): a version learnt from them would be tagged with this tracker's version and given
+    this tracker's features at predict, another description than it learnt (since 0.9.12; until then it
+    learnt from them)."""
+    from tracker.console import shell_word
+    from tracker.describe.features import NODE_ROWS_VERSION
+
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
+    recorded = (con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
+                if "node_rows_version" in tables else None)
+    if recorded != NODE_ROWS_VERSION:
+        raise FingerprintError(f"the warehouse {warehouse} has node rows of another tracker's description (version "
+                               f"{recorded if recorded is not None else 'unknown'}, this tracker's {NODE_ROWS_VERSION}), "
+                               "which a fingerprint learnt from them would not be given at predict; a load by this tracker "
+                               f"describes every network again: tracker warehouse load -w {shell_word(warehouse)}")
+
+
 def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str | None = None,
               dtype: str = "float32", experiments: Collection[str] = (), empty_ok: bool = False) -> Any:
     """Measured rows of one target, phase and device (``device`` matches device, device_name or a
@@ -243,6 +261,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         labels, replaced, extra, params = LABEL_VIEW, f"l.{target} AS {target}", "", {}
     con = connect_loaded(warehouse)
     try:
+        check_node_rows(con, warehouse)
         try:
             frame = con.sql(
                 f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra}, l.latency_probe_ratio AS label_probe_ratio, "
