@@ -219,11 +219,12 @@ def check_node_rows(con: Any, warehouse: Path) -> None:
     from tracker.describe.features import NODE_ROWS_VERSION
 
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
-    recorded = (con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
-                if "node_rows_version" in tables else None)
-    if recorded != NODE_ROWS_VERSION:
+    if "node_rows_version" not in tables:  # none kept before 0.8.0, or no load at all: its views say what is wrong
+        return
+    recorded = con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
+    if recorded is not None and recorded != NODE_ROWS_VERSION:
         raise FingerprintError(f"the warehouse {warehouse} has node rows of another tracker's description (version "
-                               f"{recorded if recorded is not None else 'unknown'}, this tracker's {NODE_ROWS_VERSION}), "
+                               f"{recorded}, this tracker's {NODE_ROWS_VERSION}), "
                                "which a fingerprint learnt from them would not be given at predict; a load by this tracker "
                                f"describes every network again: tracker warehouse load -w {shell_word(warehouse)}")
 
