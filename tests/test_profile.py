@@ -1542,7 +1542,7 @@ def test_a_campaign_whose_every_measurement_failed_fails(tmp_path: Path) -> None
     assert len(network_runs(tmp_path / "s", "doomed")) == 4
     one = run("[16]", "oom")
     assert one.returncode == 1 and one.stderr.splitlines()[-1].startswith(
-        "error: nothing measured: the one configuration measured failed (their runs say why: "), one.stderr
+        "error: nothing measured: the one configuration measured failed (its run says why: "), one.stderr
     nothing_to_do = run("[2, 4, 8]", None)  # each failed before: skipped, nothing measured nor failed
     assert nothing_to_do.returncode == 0 and "doomed: 0 measured, 0 failed, 3 skipped of 3" in nothing_to_do.stdout, \
         nothing_to_do

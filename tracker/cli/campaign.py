@@ -71,7 +71,8 @@ def run(
                 f"each of the {tally.failed} configurations measured failed")
         if tally.skipped:  # none measured before (nothing_measured): each failed before, or past a failure
             what += f", and {counted(tally.skipped, 'more was', 'more were')} skipped, failed before or past a failure"
-        typer.echo(f"error: nothing measured: {what} (their runs say why: tracker -e "
+        says = "its run says" if tally.failed == 1 and not tally.skipped else "their runs say"
+        typer.echo(f"error: nothing measured: {what} ({says} why: tracker -e "
                    f"{shell_word(logger.experiment_name)} runs list --status FAILED)", err=True)
         raise typer.Exit(1)
 
