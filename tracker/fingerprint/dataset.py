@@ -217,11 +217,11 @@ def check_node_rows(con: Any, warehouse: Path) -> None:
     learnt from them)."""
     from tracker.console import shell_word
     from tracker.describe.features import NODE_ROWS_VERSION
+    from tracker.warehouse.load import recorded_node_rows_version
 
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main'").fetchall()}
-    if "node_rows_version" not in tables:  # none kept before 0.8.0, or no load at all: its views say what is wrong
-        return
-    recorded = con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
+    # none kept before 0.8.0, or no load at all: its views say what is wrong
+    recorded = recorded_node_rows_version(con, tables)
     if recorded is not None and recorded != NODE_ROWS_VERSION:
         raise FingerprintError(f"the warehouse {warehouse} has node rows of another tracker's description (version "
                                f"{recorded}, this tracker's {NODE_ROWS_VERSION}), "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +104,14 @@ def connect_loaded(path: Path) -> Any:
     return con
 
 
+def recorded_node_rows_version(con: Any, tables: Collection[str]) -> int | None:
+    """The ``NODE_ROWS_VERSION`` that computed the warehouse's node rows, of its ``tables`` (their names);
+    None where it keeps none (before 0.8.0, or never loaded)."""
+    if "node_rows_version" not in tables:
+        return None
+    return con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
+
+
 def older_probe_views(path: Path) -> str:
     """What to say of a warehouse whose views an older tracker made, read where the speed probe's
     version is (``speed_probe_version``, since 0.9.11): a load makes them anew."""
@@ -156,9 +164,7 @@ def ensure_tables(con: Any) -> bool:
         if have and have != want:
             con.execute(f'DROP TABLE "{name}"')
             remade = True
-    # the NODE_ROWS_VERSION that computed its node rows (none kept before 0.8.0)
-    recorded = (con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
-                if "node_rows_version" in existing else None)
+    recorded = recorded_node_rows_version(con, existing)
     if "network_nodes" in existing and recorded != NODE_ROWS_VERSION:
         remade = True  # node rows another version's features computed: every network is described again
     if existing and not {"trace_ops", "trace_kernels"} <= existing.keys():
