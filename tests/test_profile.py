@@ -797,6 +797,21 @@ def test_a_dry_run_writes_no_spec_file_and_says_what_a_run_would_write(tmp_path:
                                         cwd=tmp_path).stdout
 
 
+def test_a_bad_shard_is_refused_before_any_spec_file_is_written(tmp_path: Path) -> None:
+    """``campaign run FILE --shard 3/2`` wrote the spec files of ``[networks.generate]`` before it
+    refused the shard (until 0.9.13): a usage error leaves the folder as it was."""
+    path = tmp_path / "gp.toml"
+    path.write_text('[campaign]\nname = "gp"\n[networks.generate]\ncount = 2\nseed = 4\ninput_size = 64\n'
+                    "[measure]\nbatch_sizes = [1]\n")
+    for shard, says in (("3/2", "--shard 3/2: I must be between 1 and N"), ("x", "--shard takes I/N")):
+        for extra in ((), ("--dry-run",)):
+            proc = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--shard", shard, *extra,
+                           cwd=tmp_path)
+            # in this process the OptionError is the result's exception (status 2 from the real CLI: test_cli)
+            assert proc.returncode != 0 and says in proc.stderr, proc.stderr
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["gp.toml"]  # no spec, no folder, no store
+
+
 def test_a_failing_configuration_ends_its_chain_not_the_campaign(tmp_path: Path) -> None:
     """A failure ends its till_first_fail chain; a dry run (--dry-run) says what a run would do with
     each configuration, before it (no store yet, and none made) and after it."""

@@ -29,8 +29,8 @@ def run(
                                          run_campaign)
 
     path = Path(file_text)
+    shard_ij = parse_shard(shard)  # before the file is loaded: a bad shard wrote its spec files until 0.9.13
     campaign = load_campaign(path, dry_run=dry_run)  # a dry run writes no spec file (it did until 0.9.8)
-    shard_ij = parse_shard(shard)
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = campaign.name
