@@ -480,6 +480,9 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
                              f"{os.cpu_count() or 1} CPUs of this machine), got 100000"),
     # as --batch-size: any size was taken until 0.9.7
     ("batch_size = 99999999999", "[training].batch_size must be from 1 to 1048576, got 99999999999"),
+    # past a float's range: trained at, and the run lost when MLflow refused the param, until 0.9.13
+    ("learning_rate = 1" + "0" * 400, "[training].learning_rate must be a finite number, got 1" + "0" * 79),
+    ("batch_size = 1" + "0" * 400, "[training].batch_size must be from 1 to 1048576, got 1" + "0" * 79),
 ])
 def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
     from tracker.errors import ConfigError

@@ -97,6 +97,10 @@ def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], wh
         want = schema[key]
         ok = isinstance(value, want) and not (want in (int, float) and isinstance(value, bool))
         if want is float and isinstance(value, int) and not isinstance(value, bool):
+            try:  # a whole number past a float's range (`learning_rate = 1` and 400 zeros) is no float:
+                float(value)  # taken until 0.9.13, and a job trained at it lost its run when it was logged
+            except OverflowError:
+                raise ConfigError(f"{where}: {prefix}{key} must be a finite number, got {value!r:.80}") from None
             ok = True
         if not ok:
             raise ConfigError(f"{where}: {prefix}{key} should be {want.__name__}, got {value!r}")
@@ -112,10 +116,13 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
     """A ConfigError naming ``label`` (``[table].key``) and its rule unless ``value`` is finite, at
     least ``least``, greater than ``above``, less than ``below`` and at most ``most`` (each where given).
     ``where`` "" (``label`` says it all: ``--batch-size``, ``FILE: [sweep].batch_size``): no prefix."""
-    if math.isfinite(value) and ((least is None or value >= least) and (above is None or value > above)
-                                 and (below is None or value < below) and (most is None or value <= most)):
+    # a whole number is finite however large (math.isfinite of one past a float's range raised
+    # OverflowError, a traceback, until 0.9.13: a campaign file's `repeats = 1e400` written out)
+    finite = isinstance(value, int) or math.isfinite(value)
+    if finite and ((least is None or value >= least) and (above is None or value > above)
+                   and (below is None or value < below) and (most is None or value <= most)):
         return
-    if math.isinf(value):
+    if not finite and math.isinf(value):
         rule = "a finite number"
     elif most is not None:
         rule = f"from {above if above is not None else least} to {most}"
@@ -125,7 +132,7 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
         rule = f"at least {least}"
     else:
         rule = f"greater than {above}"
-    raise ConfigError(f"{f'{where}: ' if where else ''}{label} must be {rule}{hint}, got {value!r}")
+    raise ConfigError(f"{f'{where}: ' if where else ''}{label} must be {rule}{hint}, got {value!r:.80}")
 
 
 def check_limit_mb(where: str, label: str, value: float) -> None:
@@ -241,10 +248,9 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
         # --min-samples' bounds (1,000,000 was taken until 0.9.8)
         check_bound(where, "[measure].min_samples", c.min_samples, least=MIN_SAMPLES_FOR_CI, most=MAX_SAMPLES)
     c.repeats = int(m.get("repeats", 1))
-    check_bound(where, "[measure].repeats", c.repeats, least=1)
-    if c.repeats > MAX_REPEATS:  # a dry run of a million repeats listed them for minutes (until 0.9.2)
-        raise ConfigError(f"{where}: [measure].repeats must be at most {MAX_REPEATS} (each repeat is a whole pass "
-                          f"over the campaign), got {c.repeats}")
+    # at most MAX_REPEATS: a dry run of a million repeats listed them for minutes (until 0.9.2)
+    check_bound(where, "[measure].repeats", c.repeats, least=1, most=MAX_REPEATS,
+                hint=" (each repeat is a whole pass over the campaign)")
     c.networks = network_refs(nets, c.name, path, where, c.unwritten if dry_run else None)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
