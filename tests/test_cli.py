@@ -1367,3 +1367,38 @@ def test_a_nan_logged_to_a_run_is_null_in_the_json_of_runs_list_and_show(tmp_pat
     shown = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "runs", "show", run_id, "--format", "json"])
     assert shown.exit_code == 0, shown.output
     assert _strict_json(shown.stdout)["metrics"] == {"loss": None, "accuracy": 0.25}
+
+
+def test_an_infinity_logged_to_a_run_is_shown_infinite_by_runs_list_show_and_compare(tmp_path: Path) -> None:
+    """MLflow's SQL store keeps an infinite metric (a user's script's ``log_metric("x", float("inf"))``)
+    as the largest float, 1.797e308: runs list printed its 309 digits, and runs list, show and compare
+    carried it as that number, in JSON too (until 0.9.13); it is infinite, null in JSON."""
+    from tests.conftest import network_record
+
+    store = tmp_path / "store"
+    a, b = network_record("resnet18", 1), network_record("resnet18", 2)
+    with RunLogger(str(store), "cli") as logger:
+        logger.log([a, b])
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    run_id = client.create_run(client.get_experiment_by_name("cli").experiment_id, run_name="blown").info.run_id
+    client.log_metric(run_id, "latency_ms", float("inf"))
+    client.log_metric(run_id, "loss", float("-inf"))
+    client.log_metric(run_id, "accuracy", 0.25)
+    client.set_terminated(run_id)
+    client.log_metric(b.run_id, "peak_mem_mb", float("inf"))
+    base = ["--tracking-uri", str(store), "-e", "cli", "runs"]
+    table = runner.invoke(app, [*base, "list"])
+    assert table.exit_code == 0, table.output
+    [row] = [line for line in table.stdout.splitlines() if run_id[:12] in line]
+    assert " inf " in row and "1797" not in table.stdout, table.stdout
+    listed = runner.invoke(app, [*base, "list", "--format", "json"])
+    [mine] = [r for r in _strict_json(listed.stdout) if r["run_id"] == run_id]
+    assert mine["metrics"] == {"latency_ms": None, "loss": None, "accuracy": 0.25}
+    shown = runner.invoke(app, [*base, "show", run_id])
+    assert shown.exit_code == 0 and re.search(r"loss\s+-inf\n", shown.stdout), shown.output
+    assert _strict_json(runner.invoke(app, [*base, "show", run_id, "--format", "json"]).stdout)["metrics"] == {
+        "latency_ms": None, "loss": None, "accuracy": 0.25}
+    compared = runner.invoke(app, [*base, "compare", a.run_id, b.run_id])
+    assert compared.exit_code == 0 and re.search(r"peak_mem_mb\s+absent\s+inf\s*\n", compared.stdout), compared.output
+    rows = _strict_json(runner.invoke(app, [*base, "compare", a.run_id, b.run_id, "--format", "json"]).stdout)["metrics"]
+    assert {"metric": "peak_mem_mb", "a": None, "b": None} in rows

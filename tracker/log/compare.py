@@ -182,18 +182,19 @@ def _sent_as(client: Any, ref: str) -> list[str]:
 
 def _side(client: Any, uri: str, run: Any) -> Side:
     from tracker.log.artifacts import downloaded
+    from tracker.log.inspect import layer_runs, run_metrics
 
-    rid, tags = run.info.run_id, run.data.tags
+    rid, tags, metrics = run.info.run_id, run.data.tags, run_metrics(run)
     kind = tags.get(KIND_TAG, "")
     # An interrupted run that kept what it measured (a training job's steps) compares on those
     # (refused as "nothing measured" until 0.9.3); a failure has nothing.
-    if run.info.status != "FINISHED" and not (run.info.status == "KILLED" and "latency_ms" in run.data.metrics):
+    if run.info.status != "FINISHED" and not (run.info.status == "KILLED" and "latency_ms" in metrics):
         reason = tags.get("tracker.failure_reason")
         raise TrackerError(f"run {rid[:12]} is {run.info.status}{f' ({reason})' if reason else ''}: nothing measured to compare")
     if kind not in MEASURED_KINDS:
         what = f"a {kind} run" if kind else "not a tracker run"
         raise TrackerError(f"run {rid[:12]} is {what}, without a latency: compare network, training or layer runs")
-    if "latency_ms" not in run.data.metrics:  # an import's memory alone, say: told to compare a training run it was
+    if "latency_ms" not in metrics:  # an import's memory alone, say: told to compare a training run it was
         # (`is a training run, without a latency: compare network, training or layer runs` until 0.9.10)
         raise TrackerError(f"run {rid[:12]} is a {kind} run that has no latency (it measured memory alone, say): nothing "
                            f"to judge a change in latency on; `tracker runs show {rid[:12]}` shows what it has")
@@ -204,28 +205,27 @@ def _side(client: Any, uri: str, run: Any) -> Side:
                 samples = read_samples(local.read_text(), f"run {rid[:12]}")
         except DamagedArtifactError as exc:  # judged without them, and said (the comparison refused until 0.9.8)
             unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
-    medians = [float(run.data.metrics["latency_ms"])]
+    medians = [float(metrics["latency_ms"])]
     key = tags.get(KEY_TAG)
     if key:
         others = client.search_runs([run.info.experiment_id], f"tags.`{KEY_TAG}` = '{key}' "
                                     f"AND tags.`{KIND_TAG}` = '{kind}' AND attributes.status = 'FINISHED'",
                                     max_results=1000)
-        medians = [float(r.data.metrics["latency_ms"]) for r in others if "latency_ms" in r.data.metrics] or medians
+        medians = [float(m["latency_ms"]) for m in map(run_metrics, others) if "latency_ms" in m] or medians
     layers: dict[str, dict[str, Any]] | None = None
     if kind != "layer":
-        from tracker.log.inspect import layer_runs
-
         named: dict[str, dict[str, Any]] = {}
         for r in layer_runs(client, run.info.experiment_id, rid):
-            if "latency_ms" not in r.data.metrics:
+            shown = run_metrics(r)
+            if "latency_ms" not in shown:
                 continue
             name = base = r.data.params.get("layer_name", r.info.run_id)
             k = 1
             while name in named:  # a module called twice: its second call is name#2
                 k += 1
                 name = f"{base}#{k}"
-            named[name] = {"op_type": r.data.params.get("op_type"), "latency_ms": r.data.metrics["latency_ms"],
-                            "latency_ci_rel": r.data.metrics.get("latency_ci_rel")}
+            named[name] = {"op_type": r.data.params.get("op_type"), "latency_ms": shown["latency_ms"],
+                            "latency_ci_rel": shown.get("latency_ci_rel")}
         layers = named or None
     ops = None
     ops_path = tags.get(TRACE_TAG)
@@ -237,7 +237,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
                 ops = normalized(json.loads(local.read_text()))
         except Exception:  # noqa: BLE001 - an operator table gone or unreadable: compared without it
             ops = None
-    return Side(rid, run.info.run_name, kind, dict(run.data.params), dict(run.data.metrics), dict(tags), samples,
+    return Side(rid, run.info.run_name, kind, dict(run.data.params), metrics, dict(tags), samples,
                 medians, layers, ops, run.info.status, run.info.lifecycle_stage == "deleted", unreadable)
 
 
@@ -442,8 +442,8 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
         if va is None and vb is None:
             continue
         row: dict[str, Any] = {"metric": name, "a": va, "b": vb}
-        if va is not None and vb is not None and va != 0:
-            row["change_rel"] = vb / va - 1.0
+        if va is not None and vb is not None and va != 0 and not (math.isinf(va) and math.isinf(vb)):
+            row["change_rel"] = vb / va - 1.0  # none between two infinities (NaN, "+nan %")
         if name == "latency_ms":
             row["a_ci_rel"], row["b_ci_rel"] = a.metrics.get("latency_ci_rel"), b.metrics.get("latency_ci_rel")
         metrics.append(row)

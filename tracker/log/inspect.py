@@ -40,6 +40,19 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
     return info
 
 
+def run_metrics(run: Any) -> dict[str, float]:
+    """A run's metrics (MLflow's run) as tracker shows them (runs list, show and compare): a value at or
+    past the largest float is infinite. MLflow's SQL store keeps an infinity (``log_metric("x",
+    float("inf"))`` in a user's script) as the largest float, +-1.797e308, which was shown as that number,
+    309 digits in a table, until 0.9.13; JSON writes it null, as it does NaN."""
+    import math
+    import sys
+
+    most = sys.float_info.max
+    return {k: math.copysign(math.inf, v) if isinstance(v, float) and abs(v) >= most else v
+            for k, v in run.data.metrics.items()}
+
+
 #: The most runs MLflow returns from one search (``max_results``); more are read page by page.
 SEARCH_MOST = 50_000
 
@@ -109,7 +122,7 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
             "status": r.info.status,
             "parent_run_id": r.data.tags.get("mlflow.parentRunId"),
             "params": r.data.params,
-            "metrics": r.data.metrics,
+            "metrics": run_metrics(r),
             "failure_reason": r.data.tags.get("tracker.failure_reason"),
             "stderr_tail": r.data.tags.get("tracker.stderr_tail"),
         }
@@ -189,7 +202,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
             "end_time_ms": run.info.end_time, "parent_run_id": tags.get(PARENT_TAG),
             "failure_reason": tags.get("tracker.failure_reason"), "stderr_tail": tags.get("tracker.stderr_tail"),
             "params": dict(sorted(run.data.params.items())),
-            "metrics": {k: v for k, v in sorted(run.data.metrics.items()) if not k.startswith(SYSTEM_PREFIX)},
+            "metrics": {k: v for k, v in sorted(run_metrics(run).items()) if not k.startswith(SYSTEM_PREFIX)},
             "system_metrics": sorted(k.removeprefix(SYSTEM_PREFIX) for k in run.data.metrics if k.startswith(SYSTEM_PREFIX)),
             "tags": {k: v for k, v in sorted(tags.items()) if k.startswith("tracker.")
                      and k not in ("tracker.stderr_tail", "tracker.failure_reason")},
