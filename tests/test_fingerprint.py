@@ -976,10 +976,13 @@ def test_a_registered_fingerprint_answers_in_its_unit_through_mlflow(measured: t
 
     # A format from a newer tracker: refused in one line, by predict and by promote; nothing moves.
     newer = FORMAT + 1
-    for tag, shown in (("2b", "2b"), (str(newer), newer)):  # fingerprint list shows what it cannot read, as written
+    # fingerprint list shows a newer format's number, and one that is no whole number as unreadable (its text
+    # until 0.9.13)
+    for tag, shown in (("2b", (None, ["format"])), (str(newer), (newer, []))):
         client.set_model_version_tag(result.name, old, "format", tag)
         listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
-        assert {r["version"]: r["format"] for r in json.loads(listed.stdout) if r["name"] == result.name}[old] == shown
+        assert {r["version"]: (r["format"], r["unreadable_tags"]) for r in json.loads(listed.stdout)
+                if r["name"] == result.name}[old] == shown
     known = ", ".join(map(str, range(1, FORMAT + 1)))
     with pytest.raises(FingerprintError, match=re.escape(f"{result.name} version {old} has format '{newer}', which this "
                                                          f"tracker does not read (it reads {known}); upgrade tracker")):
@@ -2235,6 +2238,29 @@ def test_train_json_says_the_memory_floor_as_list_does() -> None:
     assert [(d["memory_floor"], d["memory_floor_not_why"]) for d in map(printed, (
         "true", "false (3 runs measured below it)", None))] == [(True, None), (False, "3 runs measured below it"),
                                                                  (None, None)]
+
+
+def test_list_gives_a_format_that_is_not_a_whole_number_as_unreadable(tmp_path: Path) -> None:
+    """A version's format tag that is not a whole number is null in ``fingerprint list --format json`` and
+    named in ``unreadable_tags``, as its other numeric tags are: its text was given as the format (until
+    0.9.13), and a digit int cannot read (``²``) was a traceback, for list and predict alike."""
+    from tracker.fingerprint.served import model_format
+
+    runs = tmp_path / "runs"
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    name = "latency_ms-inference-cpu"
+    client.create_registered_model(name)
+    for form in ("two", "2", "\u00b2"):
+        client.create_model_version(name, str(tmp_path / "model"), tags={"features": "a,b", "format": form})
+    args = ["--tracking-uri", str(runs), "fingerprint", "list"]
+    listed = CliRunner().invoke(app, [*args, "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert {r["version"]: (r["format"], r["unreadable_tags"]) for r in json.loads(listed.stdout)} == {
+        "1": (None, ["format"]), "2": (2, []), "3": (None, ["format"])}
+    table = CliRunner().invoke(app, args)
+    assert table.exit_code == 0 and table.stdout.count("; unreadable tags: format\n") == 2, table.output
+    with pytest.raises(FingerprintError, match="has format '\u00b2', which this tracker does not read"):
+        model_format({"format": "\u00b2"}, f"{name} version 3")
 
 
 def test_list_says_where_the_champion_sits_on_a_version_it_leaves_out(tmp_path: Path) -> None:

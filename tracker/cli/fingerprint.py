@@ -180,15 +180,17 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
             for whole in WHOLE_TAGS:  # a count and a version are whole numbers
                 if figures[whole] is not None and not (figures[whole].is_integer() and figures[whole] >= 0):
                     figures[whole] = None
+            form = version_format(tags)  # a whole number, else unreadable (its text in JSON until 0.9.13)
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
                          **{key: figures[key] for key in NUMERIC_TAGS if key not in WHOLE_TAGS},
                          **{key: None if figures[key] is None else int(figures[key]) for key in WHOLE_TAGS},
                          # the numeric tags it has that are not numbers of their kind (since 0.9.12; shown as
                          # nan or inf, JSON NaN or Infinity, or a traceback for networks, until then)
-                         "unreadable_tags": [key for key in NUMERIC_TAGS if key in tags and figures[key] is None],
+                         "unreadable_tags": [key for key in NUMERIC_TAGS if key in tags and figures[key] is None]
+                         + ([] if isinstance(form, int) else ["format"]),
                          "method": tags.get("method", "network"),
-                         "promoted": tags.get("promoted"), "format": version_format(tags),
+                         "promoted": tags.get("promoted"), "format": form if isinstance(form, int) else None,
                          # a boolean, and why not where it keeps none (the tag's text, "true" or "false (...)",
                          # until 0.9.6)
                          "memory_floor": floor_kept(tags.get("memory_floor")),

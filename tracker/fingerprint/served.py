@@ -108,9 +108,10 @@ def made_by_train(tags: dict[str, str]) -> bool:
 
 def version_format(tags: dict[str, str]) -> int | str:
     """A registered version's format from its tags (no ``format`` tag: 1), as written when it is
-    not a number."""
+    not a whole number in ASCII digits (one in others, ``²``, was a traceback until 0.9.13: isdigit took it,
+    int did not)."""
     text = tags.get("format", "1")
-    return int(text) if text.isdigit() else text
+    return int(text) if text.isascii() and text.isdigit() else text
 
 
 def model_format(tags: dict[str, str], where: str) -> int:
