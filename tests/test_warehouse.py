@@ -872,6 +872,25 @@ def test_a_sum_of_integers_and_a_decimal_are_json_numbers() -> None:
     assert header[:4] == ["s", "d", "w", "h"] and row[:4] == ["187", "1.5", "2.00", "123456789012345678901234567890"]
 
 
+def test_the_sql_table_shows_a_decimal_in_a_list_or_struct_as_duckdb_does(tmp_path: Path) -> None:
+    """`tracker sql`'s table showed a DECIMAL inside a list or struct as Python's repr,
+    ``[Decimal('1.50')]``, and a date there as ``datetime.date(2024, 1, 2)`` (until 0.9.13): each is
+    its text, as DuckDB shows it, an absent one NULL; a plain column as it was."""
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    wh = tmp_path / "wh.duckdb"
+    duckdb.connect(str(wh)).close()
+    query = ("SELECT [1.50::DECIMAL(4,2), NULL] AS l, {'a': 1.50::DECIMAL(4,2), 'b': 'x'} AS s, "
+             "1.50::DECIMAL(4,2) AS d, [DATE '2024-01-02'] AS dates, [0.5::DOUBLE] AS f, NULL AS n")
+    shown = CliRunner().invoke(app, ["sql", query, "--warehouse", str(wh)])
+    assert shown.exit_code == 0, shown.output
+    row = shown.stdout.splitlines()[3]
+    assert [cell.strip() for cell in row.strip("│").split("│")] == [
+        "[1.50, NULL]", "{'a': 1.50, 'b': 'x'}", "1.50", "[2024-01-02]", "[0.5]", ""], shown.stdout
+
+
 def test_a_nan_in_a_list_is_told_from_an_absent_value_as_in_a_plain_column() -> None:
     """`sql ... --format csv` wrote a list's NaN as null, an absent value's word, where a plain NaN
     column wrote nan (until 0.9.8). A list or struct in a CSV cell is JSON text: its NaN and

@@ -162,6 +162,33 @@ def _cell(value: Any) -> Any:
     return json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
 
 
+def table_cell(value: Any) -> str:
+    """A value as ``tracker sql``'s table shows it: absent empty, a float in 6 significant digits, the rest
+    as its text. In a list or struct each value is shown as DuckDB shows it: a DECIMAL's digits (``[1.50]``,
+    not Python's ``[Decimal('1.50')]``, until 0.9.13), a date or time as its text, an absent one NULL; a
+    string quoted, a float as Python writes it."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return _nested(value) if isinstance(value, (list, dict, tuple)) else str(value)
+
+
+def _nested(value: Any) -> str:
+    """A value inside a list or struct (a MAP's entries are pairs) as :func:`table_cell` shows it."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_nested(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_nested, value)) + "]"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(map(_nested, value)) + ")"
+    if isinstance(value, (str, bool, int, float)):
+        return repr(value)
+    return str(value)  # a Decimal, a date, a time, a UUID: their text, not Python's repr
+
+
 def render(table: Any, fmt: str) -> str:
     """A result as JSON (a list of objects; NaN and infinities null) or CSV."""
     if fmt == "csv":
