@@ -117,36 +117,26 @@ class Description:
         return g
 
     def graph_artifact(self) -> str:
-        """The graph as networkx node-link JSON, readable with ``networkx.node_link_graph``."""
+        """The graph as networkx node-link JSON, readable with ``networkx.node_link_graph``: a constant
+        that is no finite number is null, as in :meth:`to_json` (through the same :func:`_nulled`), so
+        that a description traced and one read back from a run's description.json give one graph (the
+        first wrote ``"inf"``, a string, until 0.9.13); the hash is the one traced."""
         import networkx as nx
 
         data = nx.node_link_data(self.to_networkx(), edges="edges")
         data["graph"]["description_hash"] = self.description_hash
-        return json.dumps(_finite(data), default=str, allow_nan=False)
+        return json.dumps(_nulled(data), default=str, allow_nan=False)
 
 
 def _nulled(value: Any) -> Any:
-    """``value`` with each float that is no finite number None (:meth:`Description.to_json`)."""
+    """``value`` with each float that is no finite number None (:meth:`Description.to_json` and
+    :meth:`Description.graph_artifact`: JSON has no Infinity or NaN)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {k: _nulled(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_nulled(v) for v in value]
-    return value
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with each float that is no finite number (a constant ``float("inf")`` a network
-    clamps with) written as Python names it, a string (``"inf"``, ``"-inf"``, ``"nan"``): the graph
-    artifact is JSON other tools read, which has no Infinity or NaN (written as such until 0.9.8). The
-    description's hash, computed from the nodes as traced, is the same."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
     return value
 
 
