@@ -433,3 +433,27 @@ def test_a_comparison_puts_the_latency_change_at_the_machines_speed() -> None:
     assert not steady["moved"] and steady["latency_change_rel"] == pytest.approx(1.3 / (1.62 / 1.6) - 1)
     assert machine_speed(probed("a", 10.0, 1.6), probed("b", 13.0, None)) == {}
     assert machine_speed(probed("a", 10.0, 1.6), probed("b", 13.0, 2.0, "2")) == {"probe_versions": ["1", "2"]}
+
+
+def test_a_prefix_of_a_run_tracker_did_not_make_is_found_as_its_full_id_is(tmp_path: Path) -> None:
+    """A run a user's own MLflow script logged into the store (no tracker kind tag) is found by a
+    prefix of its id, in this experiment or another, and deleted too, as its full id is; runs compare
+    says it is no tracker run (until 0.9.13: "no run whose id starts with", the prefix search looked
+    at runs of tracker's kinds alone)."""
+    here, _, client = _store_of_experiments(tmp_path / "s")
+    mine = [client.create_run(client.get_experiment_by_name(e).experiment_id, run_name="own").info.run_id
+            for e in ("demo", "other", "other")]
+    for rid in mine:
+        client.log_metric(rid, "loss", 0.5)
+        client.set_terminated(rid)
+    client.delete_run(mine[2])
+    base = ["--tracking-uri", str(tmp_path / "s"), "-e", "demo", "runs"]
+    for rid, experiment in zip(mine, ("demo", "other", "other")):
+        shown = runner.invoke(app, [*base, "show", rid[:6], "--format", "json"])
+        assert shown.exit_code == 0, (shown.output, shown.exception)
+        data = json.loads(shown.stdout)
+        assert (data["run_id"], data["kind"], data["experiment"], data["metrics"]) == (rid, "", experiment, {"loss": 0.5})
+        assert data["deleted"] == (rid == mine[2])
+    out = runner.invoke(app, [*base, "compare", here[:8], mine[1][:8]])
+    assert out.exit_code == 1 and isinstance(out.exception, TrackerError), out.output
+    assert f"run {mine[1][:12]} is not a tracker run, not a measurement" in str(out.exception), out.exception

@@ -175,13 +175,21 @@ def test_device_speed_says_a_usual_speed_within_the_probes_ci_is_as_usual() -> N
     it, slower or faster as before."""
     from tracker.cli.device import _speed_change
 
-    now = {"speed_probe_ms": 1.627, "median_ci_ms": [1.60, 1.65]}
-    assert _speed_change(now, 1.617) == ("the probe takes 0.6 % longer now, within the 95 % CI of its median (1.6 to "
-                                         "1.65 ms): this machine runs about as fast as usual")
-    assert _speed_change(now, 1.64) == ("the probe takes 0.8 % less time now, within the 95 % CI of its median (1.6 to "
-                                        "1.65 ms): this machine runs about as fast as usual")
-    assert _speed_change(now, 1.5) == "the probe takes 8.5 % longer now: this machine is slower than usual"
-    assert _speed_change(now, 2.0) == "the probe takes 18.6 % less time now: this machine runs 1.23 times as fast as usual"
+    now = {"device": "cpu", "mode": "cpu-t1", "speed_probe_ms": 1.627, "speed_probe_count": 60, "quartiles_ms": [1.59, 1.67],
+           "median_ci_ms": [1.60, 1.65], "speed_probe_version": 1, "device_wait_s": 0.0}  # speed_now's
+
+    def beside(usual_ms: float) -> dict[str, object]:  # and the warehouse's median beside it, as device speed puts it
+        return {**now, "warehouse": {"path": "runs/warehouse.duckdb", "speed_probe_ms": usual_ms, "measurements": 40,
+                                     "speed_probe_version": 1, "other_versions": 0},
+                "slower_than_usual_rel": now["speed_probe_ms"] / usual_ms - 1.0}
+
+    assert _speed_change(beside(1.617)) == ("the probe takes 0.6 % longer now, within the 95 % CI of its median (1.6 to "
+                                            "1.65 ms): this machine runs about as fast as usual")
+    assert _speed_change(beside(1.64)) == ("the probe takes 0.8 % less time now, within the 95 % CI of its median (1.6 "
+                                           "to 1.65 ms): this machine runs about as fast as usual")
+    assert _speed_change(beside(1.5)) == "the probe takes 8.5 % longer now: this machine is slower than usual"
+    assert _speed_change(beside(2.0)) == ("the probe takes 18.6 % less time now: this machine runs 1.23 times as fast as "
+                                          "usual")
 
 
 def test_device_speed_gives_a_training_fingerprints_phase_to_predict(tmp_path: Path) -> None:

@@ -90,6 +90,13 @@ def test_measured_keys_over_http_cover_failed_runs_when_asked(mlflow_server: str
     shown = show_run(logger, failed.run_id[:8])
     assert (shown["run_id"], shown["status"], shown["failure_reason"], shown["kind"]) == (failed.run_id, "FAILED", "oom", "network")
     assert shown["params"] == {k: str(v) for k, v in failed.params.items()}
+    # a run tracker did not make (a user's own MLflow script's) is found by a prefix too, as its full id is
+    client = MlflowClient(mlflow_server)
+    own = client.create_run(logger.experiment.experiment_id, run_name="own").info.run_id
+    client.set_terminated(own)
+    assert logger.store.runs_with_prefix(logger.experiment, own[:6], None) == [(own, "")]
+    mine = show_run(logger, own[:8])
+    assert (mine["run_id"], mine["kind"]) == (own, "")
 
 
 def test_a_missing_experiment_over_http_is_nothing_logged(mlflow_server: str) -> None:

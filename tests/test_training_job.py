@@ -1579,6 +1579,45 @@ def test_a_refused_job_makes_no_store(tmp_path: Path, command: list[str], job: d
     assert not runs.exists() and sorted(tmp_path.iterdir()) == before
 
 
+#: ``tracker ARGS`` (after the file's name) in a fresh interpreter (no zygote of the suite's to reuse); then the
+#: processes it started, one command line a line, written to the file: seen as Python starts them (audit events),
+#: after waiting for the thread that starts the zygote in the background (``zygote_client.prestart``), so a start
+#: racing the command's end is seen.
+STARTED = """
+import sys, threading
+from pathlib import Path
+started, listed = [], Path(sys.argv.pop(1))
+sys.addaudithook(lambda event, args: started.append(" ".join(map(str, args[1]))) if event == "subprocess.Popen" else None)
+from tracker.cli.app import main
+sys.argv, code = ["tracker", *sys.argv[1:]], 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+for t in threading.enumerate():
+    if t.name == "tracker-zygote-prestart":
+        t.join()
+listed.write_text("\\n".join(started))
+sys.exit(code)
+"""
+
+
+def test_a_refused_job_starts_no_zygote(tmp_path: Path) -> None:
+    """A job refused for its dataset (here a folder of no class) started the zygote first, in the background,
+    which imported torch and torchvision for nothing (until 0.9.13): the job is checked before it is started."""
+    import sys
+
+    (tmp_path / "cls").mkdir()
+    path = _job(tmp_path, "job")
+    listed = tmp_path / "started.txt"
+    proc = subprocess.run([sys.executable, "-c", STARTED, str(listed), "--tracking-uri", str(tmp_path / "runs"), "profile",
+                           "training", str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc
+    assert proc.stderr.startswith(f"error: {path}: {tmp_path / 'cls'}: no class folders"), proc.stderr
+    started = listed.read_text().splitlines()
+    assert not [c for c in started if "tracker.profile.zygote" in c], started
+
+
 @pytest.mark.parametrize("command", [["profile", "training"], ["campaign", "loader"]])
 def test_an_image_size_the_network_cannot_take_refuses_the_job(tmp_path: Path, command: list[str]) -> None:
     """A job's [data].image_size its network cannot take is refused as `profile network --input-size` refuses

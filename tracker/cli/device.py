@@ -122,7 +122,7 @@ def speed(
                 f"this one's ({now['speed_probe_version']}): another unit, left out")
     if usual and usual["measurements"]:
         typer.echo(f"the warehouse's {usual['measurements']:,} measurements in this mode: median {usual['speed_probe_ms']:.4g} ms; "
-                   + _speed_change(now, usual["speed_probe_ms"]))
+                   + _speed_change(now))
         if others:
             typer.echo(left_out)
     elif unread_warehouse:
@@ -170,12 +170,13 @@ def speed(
                    "learns one from this mode's measurements")
 
 
-def _speed_change(now: dict[str, Any], usual_ms: float) -> str:
-    """How the speed probe now (``speed_now``'s) compares with the warehouse's median ``usual_ms``: slower
-    or faster than usual, by how much; where ``usual_ms`` lies within the 95 % CI of the probe's median now
-    (``median_ci_ms``), about as fast as usual, the difference said (since 0.9.12: 0.6 % within that CI was
-    "this machine is slower than usual")."""
-    change = now["speed_probe_ms"] / usual_ms - 1.0
+def _speed_change(now: dict[str, Any]) -> str:
+    """How the speed probe now compares with the warehouse's median, ``now`` as ``device speed`` gives it
+    (``speed_now``'s, beside its ``warehouse`` and its ``slower_than_usual_rel``): slower or faster than usual,
+    by how much; where the usual speed lies within the 95 % CI of the probe's median now (``median_ci_ms``),
+    about as fast as usual, the difference said (since 0.9.12: 0.6 % within that CI was "this machine is
+    slower than usual")."""
+    usual_ms, change = now["warehouse"]["speed_probe_ms"], now["slower_than_usual_rel"]
     low, high = now.get("median_ci_ms") or (None, None)
     if low is not None and low <= usual_ms <= high:
         return (f"the probe takes {100 * abs(change):.1f} % {'longer' if change >= 0 else 'less time'} now, within the "

@@ -467,10 +467,11 @@ def training(
     from tracker.profile.job import check_job, load_job
 
     cfg = load_job(Path(config_text))
-    zygote_client.prestart()
     # what refuses the job (its dataset, a batch larger than it, its network), before the store is opened: a
-    # refused job made a store in a fresh folder until 0.9.12
+    # refused job made a store in a fresh folder until 0.9.12; and before the zygote is started (a refused job
+    # started one, which imported torch and torchvision for nothing, until 0.9.13)
     dataset = check_job(cfg)
+    zygote_client.prestart()
     try:
         result = run_training_job(ctx, cfg, quiet=fmt is OutputFormat.json, again=again, dataset=dataset)
     except KeyboardInterrupt as exc:

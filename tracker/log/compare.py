@@ -103,11 +103,12 @@ def check_run_reference(ref: str) -> None:
                            "(tracker runs list shows them)")
 
 
-def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple[str, ...] = MEASURED_KINDS) -> Any:
+def resolve_run(client: Any, store: Any, experiment: Any, ref: str,
+                kinds: tuple[str, ...] | None = MEASURED_KINDS) -> Any:
     """The run a full id or a unique prefix (of at least ``MIN_PREFIX`` characters) names,
-    looked up among the experiment's runs of ``kinds`` (measurement runs unless told): in the
-    store's own index (one query on a database; a scan of run ids through a tracking server),
-    then read whole."""
+    looked up among the experiment's runs of ``kinds`` (measurement runs unless told; every run,
+    tracker's or not, where None): in the store's own index (one query on a database; a scan of
+    run ids through a tracking server), then read whole."""
     check_run_reference(ref)  # said as given ("...ee8xx" of "...ee8XX" until 0.9.4)
     ref = ref.strip().lower()
     if len(ref) == 32:
@@ -140,8 +141,12 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
 
         rest = tuple(k for k in KINDS if k not in kinds)
         other = next((hit for e in (experiment, *others) for hit in store.runs_with_prefix(e, ref, rest)), None)
+        # a run tracker did not make (a user's own MLflow script's), as its full id is (until 0.9.13, "no measurement run")
+        other = other or next((hit for e in (experiment, *others) for hit in store.runs_with_prefix(e, ref, None)
+                               if hit[1] not in kinds), None)
         if other is not None:
-            raise TrackerError(f"run {other[0][:12]} is a {other[1]} run, not a measurement: give a "
+            what = f"a {other[1]} run" if other[1] else "not a tracker run"
+            raise TrackerError(f"run {other[0][:12]} is {what}, not a measurement: give a "
                                f"{', '.join(kinds[:-1])} or {kinds[-1]} run")
     if not found:
         what = "measurement run" if kinds == MEASURED_KINDS else "run"
@@ -152,9 +157,10 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str, kinds: tuple
     return client.get_run(found[0])
 
 
-def _deleted_with_prefix(client: Any, ref: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(run id, kind) of the deleted runs of ``kinds`` whose id starts with ``ref``, in every
-    experiment of the store (a deleted one's too), read page by page, a few experiments a search."""
+def _deleted_with_prefix(client: Any, ref: str, kinds: tuple[str, ...] | None) -> list[tuple[str, str]]:
+    """(run id, kind) of the deleted runs of ``kinds`` (of any kind, or none, where None) whose id
+    starts with ``ref``, in every experiment of the store (a deleted one's too), read page by page,
+    a few experiments a search."""
     from mlflow.entities import ViewType
 
     from tracker.log.inspect import SEARCH_MOST
@@ -163,7 +169,7 @@ def _deleted_with_prefix(client: Any, ref: str, kinds: tuple[str, ...]) -> list[
     experiments = [str(e.experiment_id) for e in every_experiment(client, ViewType.ALL)]
     return sorted((r.info.run_id, r.data.tags.get(KIND_TAG, ""))
                   for r in runs_of(client, experiments, "", ViewType.DELETED_ONLY, SEARCH_MOST)
-                  if r.info.run_id.startswith(ref) and r.data.tags.get(KIND_TAG) in kinds)
+                  if r.info.run_id.startswith(ref) and (kinds is None or r.data.tags.get(KIND_TAG) in kinds))
 
 
 def _sent_as(client: Any, ref: str) -> list[str]:

@@ -177,7 +177,9 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
 
     client = MlflowClient(logger.location.uri)
-    run = resolve_run(client, logger.store, logger.experiment, ref, KINDS)
+    # any run, tracker's or not, as its full id is (a prefix of a run of the user's own MLflow script found none
+    # until 0.9.13)
+    run = resolve_run(client, logger.store, logger.experiment, ref, None)
     rid, tags = run.info.run_id, run.data.tags
     artifacts = _artifact_files(client, rid)
     samples = unreadable = None

@@ -332,8 +332,13 @@ class RestStore:
                     keys.add(tags[tag])
         return keys
 
-    def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
-        # the server's search matches no id prefix: every run of the kind, page by page
+    def runs_with_prefix(self, experiment: Experiment, prefix: str,
+                         kinds: tuple[str, ...] | None) -> list[tuple[str, str]]:
+        # the server's search matches no id prefix: every run of the kind (of any kind, or none, where kinds
+        # is None), page by page
+        if kinds is None:
+            return sorted((run["info"]["run_id"], _tags(run).get(KIND_TAG, "")) for run in self._search(experiment, "")
+                          if run["info"]["run_id"].startswith(prefix))
         return sorted((run["info"]["run_id"], kind) for kind in kinds
                       for run in self._search(experiment, f"tags.`{KIND_TAG}` = '{_quote(kind)}'")
                       if run["info"]["run_id"].startswith(prefix))

@@ -386,17 +386,23 @@ class SqlStore:
         with self._reading() as conn:
             return {row[0] for row in conn.execute(query, args)}
 
-    def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+    def runs_with_prefix(self, experiment: Experiment, prefix: str,
+                         kinds: tuple[str, ...] | None) -> list[tuple[str, str]]:
         import sqlalchemy
 
         if not is_run_id_prefix(prefix):  # no LIKE wildcard reaches the query
             raise ValueError(f"not a run id prefix: {prefix!r}")
-        query = sqlalchemy.text(
-            "SELECT r.run_uuid, k.value FROM runs r JOIN tags k ON k.run_uuid = r.run_uuid AND k.key = :kind_tag "
-            "WHERE r.experiment_id = :exp AND r.lifecycle_stage = 'active' AND r.run_uuid LIKE :pattern "
-            "AND k.value IN :kinds ORDER BY r.run_uuid"
-        ).bindparams(sqlalchemy.bindparam("kinds", expanding=True))
-        args = {"kind_tag": KIND_TAG, "exp": int(experiment.experiment_id), "pattern": prefix + "%", "kinds": list(kinds)}
+        # every run, with tracker's kind tag or not (a run of the user's own MLflow script), where kinds is None
+        sql = ("SELECT r.run_uuid, COALESCE(k.value, '') FROM runs r "
+               "LEFT JOIN tags k ON k.run_uuid = r.run_uuid AND k.key = :kind_tag "
+               "WHERE r.experiment_id = :exp AND r.lifecycle_stage = 'active' AND r.run_uuid LIKE :pattern")
+        args: dict[str, Any] = {"kind_tag": KIND_TAG, "exp": int(experiment.experiment_id), "pattern": prefix + "%"}
+        if kinds is not None:
+            sql += " AND k.value IN :kinds"
+            args["kinds"] = list(kinds)
+        query = sqlalchemy.text(sql + " ORDER BY r.run_uuid")
+        if kinds is not None:
+            query = query.bindparams(sqlalchemy.bindparam("kinds", expanding=True))
         with self._reading() as conn:
             return [(str(row[0]), str(row[1])) for row in conn.execute(query, args)]
 

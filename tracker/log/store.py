@@ -66,9 +66,11 @@ class Store(Protocol):
         shows above its runs), replacing any."""
         ...
 
-    def runs_with_prefix(self, experiment: Experiment, prefix: str, kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+    def runs_with_prefix(self, experiment: Experiment, prefix: str,
+                         kinds: tuple[str, ...] | None) -> list[tuple[str, str]]:
         """(run id, kind) of the experiment's active runs of these kinds whose id starts with
-        ``prefix`` (lower-case hex), by id."""
+        ``prefix`` (lower-case hex), by id; with ``kinds`` None, of every run, tracker's or not
+        (a run without tracker's kind tag, logged by MLflow itself, has kind "")."""
         ...
 
     def close(self) -> None: ...
