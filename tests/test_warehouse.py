@@ -889,6 +889,13 @@ def test_the_sql_table_shows_a_decimal_in_a_list_or_struct_as_duckdb_does(tmp_pa
     row = shown.stdout.splitlines()[3]
     assert [cell.strip() for cell in row.strip("│").split("│")] == [
         "[1.50, NULL]", "{'a': 1.50, 'b': 'x'}", "1.50", "[2024-01-02]", "[0.5]", ""], shown.stdout
+    # a CSV cell's JSON text: a DECIMAL there a number, as --format json writes one (a string, "1.50", until
+    # 0.9.13), a whole one whole; a plain DECIMAL column keeps its digits
+    csv_out = CliRunner().invoke(app, ["sql", query.replace("NULL] AS l", "NULL, 2::DECIMAL(4,0)] AS l")
+                                       + ", [3::DECIMAL(4,0)] AS w", "--warehouse", str(wh), "--format", "csv"])
+    assert csv_out.exit_code == 0, csv_out.output
+    assert csv_out.stdout.splitlines()[1] == ('"[1.5, null, 2.0]","{""a"": 1.5, ""b"": ""x""}",1.50,'
+                                              '"[""2024-01-02""]",[0.5],,[3]'), csv_out.stdout
 
 
 def test_a_nan_in_a_list_is_told_from_an_absent_value_as_in_a_plain_column() -> None:

@@ -159,7 +159,16 @@ def _cell(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if value != value else "inf" if value > 0 else "-inf"
     value = _plain(value, finite=False)
-    return json.dumps(value, default=str) if isinstance(value, (dict, list)) else value
+    return json.dumps(value, default=_json_default) if isinstance(value, (dict, list)) else value
+
+
+def _json_default(value: Any) -> Any:
+    """What JSON text of a list or struct in a CSV cell writes for a value JSON has no type for: a
+    DECIMAL a number (a string, ``["1.50"]``, until 0.9.13), whole where it has no digits after the point
+    (exactly, as :func:`_plain` makes one for JSON); anything else (a date, a UUID) its text."""
+    if isinstance(value, Decimal):
+        return int(value) if value.is_finite() and value.as_tuple().exponent >= 0 else float(value)
+    return str(value)
 
 
 def table_cell(value: Any) -> str:
