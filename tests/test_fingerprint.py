@@ -251,6 +251,28 @@ def _repeats_store(runs: Path, wh: Path, repeats: list[tuple[str, str, float, fl
     return run_ids
 
 
+def test_an_infinity_logged_by_hand_is_infinite_in_the_warehouse_and_no_label(tmp_path: Path) -> None:
+    """MLflow's SQL store keeps an infinite metric (a user's ``log_metric``) as the largest float: the
+    warehouse loaded it as that number, and a peak of 1.8e308 MB was a label to train on (until 0.9.13).
+    It is infinite in the warehouse, as runs list shows it, and no configuration's label."""
+    from tracker.fingerprint.dataset import load_rows
+
+    runs, wh = _measure(tmp_path, ("squeezenet1_1", "resnet18"), batches={"squeezenet1_1": (1, 2), "resnet18": (1, 2)})
+    client = MlflowClient(f"sqlite:///{runs / 'mlflow.db'}")
+    [blown] = client.search_runs([client.get_experiment_by_name("fp").experiment_id],
+                                 "params.model = 'squeezenet1_1' AND params.batch_size = '2'")
+    client.log_metric(blown.info.run_id, "peak_mem_mb", float("inf"))
+    client.log_metric(blown.info.run_id, "loss", float("-inf"))
+    load(wh, open_source(resolve_location(str(runs))))
+    with duckdb.connect(str(wh), read_only=True) as con:
+        values = dict(con.execute("SELECT key, value FROM metrics WHERE run_id = $r AND key IN ('peak_mem_mb', 'loss')",
+                                  {"r": blown.info.run_id}).fetchall())
+    assert values == {"peak_mem_mb": float("inf"), "loss": float("-inf")}
+    peaks = load_rows(wh, "peak_mem_mb", "inference", "cpu")
+    assert len(peaks) == 3 and blown.info.run_id not in set(peaks["run_id"]), peaks[["model", "batch_size"]]
+    assert len(load_rows(wh, "latency_ms", "inference", "cpu")) == 4  # its latency is still a label
+
+
 def test_labels_of_named_experiments_are_the_views_labels_over_their_measurements(tmp_path: Path) -> None:
     """One SQL definition of a configuration's labels (the table macro measurement_labels_of, since
     0.9.10; its medians had a twin in Python, which every new column had to be added to): the view

@@ -271,7 +271,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
                 f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
                 f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
                 f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
-                f"AND l.{target} IS NOT NULL AND l.{target} > 0 ORDER BY f.model, f.batch_size",
+                f"AND l.{target} IS NOT NULL AND l.{target} > 0 AND isfinite(l.{target}) ORDER BY f.model, f.batch_size",
                 params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
             ).df()
         except duckdb.Error as exc:
@@ -284,7 +284,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         devices, measured = [], 0
         if frame.empty:
             devices = con.sql(f"SELECT DISTINCT device, device_name, mode, phase, COALESCE(precision, 'float32') "
-                              f"FROM {VIEW} WHERE {target} IS NOT NULL AND {target} > 0").fetchall()
+                              f"FROM {VIEW} WHERE {target} IS NOT NULL AND {target} > 0 AND isfinite({target})").fetchall()
             measured = con.sql(f"SELECT count(*) FROM {VIEW}").fetchall()[0][0]
     finally:
         con.close()

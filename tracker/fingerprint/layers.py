@@ -97,7 +97,7 @@ def load_layer_rows(warehouse: Path, phase: str, device: str, speed_reference_ms
             f"l.network_speed_probe_version AS label_network_speed_probe_version{extra} "
             f"FROM {LAYER_VIEW} f JOIN {labels} l USING (run_id) "
             "WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
-            "AND l.latency_ms > 0 ORDER BY f.parent_run_id, f.layer_index",
+            "AND l.latency_ms > 0 AND isfinite(l.latency_ms) ORDER BY f.parent_run_id, f.layer_index",
             params={"phase": phase, "device": device, **params},
         ).df()
     except duckdb.Error as exc:

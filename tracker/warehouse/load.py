@@ -18,6 +18,7 @@ kernels into ``trace_kernels``.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager, suppress
@@ -307,10 +308,13 @@ def _insert_details(con: Any, detail: dict[str, Any]) -> None:
     for table in ("params", "tags"):
         con.execute(f"INSERT INTO {table} SELECT CAST(run_id AS VARCHAR), CAST(key AS VARCHAR), CAST(value AS VARCHAR) "
                     f"FROM src_{table} WHERE CAST(run_id AS VARCHAR) IN (SELECT run_id FROM changed)")
+    # MLflow's SQL store keeps an infinite metric (logged by a user's own script) as the largest float:
+    # infinite here, as runs list shows it (that float, a label of 1.8e308 MB to train on, until 0.9.13)
     con.execute(
-        "INSERT INTO metrics SELECT CAST(run_id AS VARCHAR), CAST(key AS VARCHAR), CAST(value AS DOUBLE), "
-        "CAST(step AS BIGINT), CAST(timestamp_ms AS BIGINT) "
-        "FROM src_metrics WHERE CAST(run_id AS VARCHAR) IN (SELECT run_id FROM changed)"
+        "INSERT INTO metrics SELECT CAST(run_id AS VARCHAR), CAST(key AS VARCHAR), "
+        "CASE WHEN abs(CAST(value AS DOUBLE)) >= $most THEN sign(CAST(value AS DOUBLE)) * CAST('inf' AS DOUBLE) "
+        "ELSE CAST(value AS DOUBLE) END, CAST(step AS BIGINT), CAST(timestamp_ms AS BIGINT) "
+        "FROM src_metrics WHERE CAST(run_id AS VARCHAR) IN (SELECT run_id FROM changed)", {"most": sys.float_info.max}
     )
     con.execute(
         """
