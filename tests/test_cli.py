@@ -835,6 +835,12 @@ def test_what_the_command_line_gave_wrong_on_its_face_is_a_usage_error_and_nothi
         (["mapping", "run", "--mapping", ""], "mapping '': a mapping needs at least one network"),
         (["mapping", "run", "--mapping", "squeezenet1_1:tpu"], "unknown device 'tpu' (known: cpu, cuda, cuda:N)"),
         (["mapping", "run", "--mapping", "squeezenet1_1@67:cpu"], "split index 67 is out of range for squeezenet1_1 (0..66"),
+        # a version not in ASCII digits, or past the registry's 64 bits: a traceback with a store (ValueError, SQLite's
+        # OverflowError), and "no tracking store" without one, until 0.9.13
+        *[(["predict", "squeezenet1_1", "--use", f"latency_ms-inference-cpu/{version}"],
+           f"{f'latency_ms-inference-cpu/{version}'!r:.80}: expected a registered fingerprint and its version, "
+           "NAME/VERSION (VERSION a whole number of at least 1, in digits 0-9, at most 9223372036854775807")
+          for version in ("\u00b2", "1" + "0" * 400)],
         (["runs", "show", ""], "'' is not a run id"),  # not "no tracking store at ...": its form first
         (["runs", "compare", "abcdef", "xyz"], "'xyz' is not a run id"),
         (["fingerprint", "train", "--target", "latency"], "--target 'latency': not a target; one of latency_ms, "),
