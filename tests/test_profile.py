@@ -1093,6 +1093,10 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
      "[networks.prune].ratios are percentages from 0 to under 100, got 'a'"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [50, 100] }',
      "[networks.prune].ratios are percentages from 0 to under 100, got 100"),
+    # a whole number past a float's range: OverflowError's traceback until 0.9.13
+    *[('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', f'prune = {{ model = "resnet18", ratios = [10, {big}] }}',
+       f"[networks.prune].ratios are percentages from 0 to under 100, got {big[:80]}") for big in ("1" + "0" * 400,
+                                                                                                  "-1" + "0" * 400)],
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [] }',
      "[networks.prune].ratios needs at least one percentage"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 2, input_size = 16 }",
