@@ -41,6 +41,13 @@ MAX_SPEC_SIZE = 8192
 #: the same as --seed 1, under another name), and any number of digits.
 MAX_SEED = 2**32 - 1
 
+#: The least time limit of a measuring child, in seconds (``--timeout`` of profile's commands and of mapping
+#: run, a campaign's ``timeout_s``), and the least memory cap, in MB (``--memory-limit-mb``, a campaign's
+#: ``memory_limit_mb``): one bound for an option and its campaign key. Until 0.9.13 a campaign took any above
+#: 0 (0.001 s: each configuration a FAILED run of reason timeout, where --timeout 0.001 was refused).
+MIN_TIMEOUT_S = 1
+MIN_MEMORY_LIMIT_MB = 1
+
 
 #: The numeric ``MLFLOW_HTTP_REQUEST_*`` variables MLflow (3.17.2) reads at each request, as it reads
 #: them: their type, least value, and most (a number, or the internal variable MLflow takes it from,
