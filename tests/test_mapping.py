@@ -118,6 +118,10 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
         validate(parse_mapping("resnet18@3:cpu>tpu"), gpu=False)
     with pytest.raises(ConfigError, match="not available on this machine"):
         validate(parse_mapping("resnet18@3:cpu>cuda"), gpu=False)
+    # a CUDA index in digits 0-9 alone, as every other command takes it (on a machine with a GPU, cuda:٣ was taken,
+    # and torch refused it in the child: a FAILED run, until 0.9.13)
+    with pytest.raises(ConfigError, match=re.escape("unknown device 'cuda:\u0663' (known: cpu, cuda, cuda:N)")):
+        validate(parse_mapping("resnet18@3:cpu>cuda:\u0663"), gpu=True)
     with pytest.raises(ConfigError, match=re.escape("'resnet18@3:cpu>cpu>cpu': 3 devices; a network is split between two")):
         parse_mapping("resnet18@3:cpu>cpu>cpu")  # it said: unknown device 'cpu>cpu'
     validate(parse_mapping("resnet18:cpu,squeezenet1_1@0:cpu>cpu"), gpu=False)  # whole on one device; all on the second

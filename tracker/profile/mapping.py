@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 from tracker.console import counted
 from tracker.errors import ConfigError, OptionError, UnknownModelError
-from tracker.profile.device import canonical_device
+from tracker.profile.device import canonical_device, is_device_name
 
 DEVICES = ("cpu", "cuda")
 DEFAULT_NUM_NETS = (2, 6)
@@ -342,7 +342,9 @@ def validate(mapping: Mapping, gpu: bool, typed: bool = False) -> None:
         with _named(net.label):
             _check_model(net.model)
         for d in net.devices:
-            if d not in DEVICES and not (d.startswith("cuda:") and d[5:].isdigit()):
+            # the device check of every other command (isdigit took cuda:٣, which torch refused in the child, a
+            # FAILED run on a machine with a GPU, until 0.9.13)
+            if not is_device_name(d):
                 raise bad(f"{net.label}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
             if d.startswith("cuda") and not gpu:
                 raise ConfigError(f"{net.label}: device {d} is not available on this machine (no CUDA GPU)")
