@@ -46,7 +46,7 @@ def run(
     """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""
     from tracker.profile.records import OTHERS_CPU_NOTE_PCT
     from tracker.profile.stats import IMPRECISE_CI_REL
-    from tracker.searchspace.run import run_space
+    from tracker.searchspace.run import check_runnable, run_space
 
     from tracker.errors import OptionError
 
@@ -57,6 +57,7 @@ def run(
         raise OptionError("--specs names no folder: give the folder for the spec files (. for this one)")
     space_file = Path(space_text)
     space, st = _open(ctx, space_file)
+    check_runnable(space, latency.value, skip_latency)  # before the store is opened: none made for a refused space
     folder = Path(specs) if specs is not None else space_file.parent / space.name / "networks"
     quiet = fmt is OutputFormat.json
     tally = run_space(st.logger(), space, folder, latency.value, skip_accuracy, skip_latency, time_cap,
