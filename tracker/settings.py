@@ -34,6 +34,10 @@ MAX_BATCH = 1 << 20
 #: read, and a width of 10**12 asked the allocator for 512 TB: a traceback from describe, profile
 #: (after it made a store), predict and zoo prune.
 MAX_SPEC_SIZE = 8192
+#: The smallest input size a command or a campaign takes (--input-size, a campaign's input_sizes): one bound
+#: for both, as MAX_SPEC_SIZE is their largest (a campaign took any size past it until 0.9.13, and said one of
+#: 100,000 px as memory not given, a whole number past a float's range as a network that "cannot run on" it).
+MIN_INPUT_SIZE = 8
 
 #: The largest seed a command's --seed takes (zoo generate, zoo prune, data synth, mapping), as a search
 #: space's [accuracy].seed: one numpy's and torch's generators both take. Python's random, which draws

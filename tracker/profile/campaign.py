@@ -36,7 +36,7 @@ from tracker.errors import ConfigError, not_utf8
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
-from tracker.settings import MAX_BATCH, MAX_SEED, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S
+from tracker.settings import MAX_BATCH, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -206,8 +206,8 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
     c.devices = list(dict.fromkeys(canonical_device(str(d)) for d in c.devices))  # cuda and cuda:0 once
     if "input_sizes" in m:
         sizes = check_counts(where, "[measure].input_sizes", m["input_sizes"])
-        if small := [s for s in sizes if s < 8]:
-            raise ConfigError(f"{where}: [measure].input_sizes must be at least 8 pixels, got {small[0]}")
+        for size in sizes:  # --input-size's bounds (at least 8 alone until 0.9.13)
+            check_bound(where, "[measure].input_sizes", size, least=MIN_INPUT_SIZE, most=MAX_SPEC_SIZE, hint=" pixels")
         c.input_sizes = list(dict.fromkeys(sizes))
     if "dtypes" in m:
         from tracker.profile.network import DTYPES
