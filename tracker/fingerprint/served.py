@@ -117,18 +117,21 @@ def version_number(text: str) -> int | None:
     or None where ``text`` is not :data:`VERSION_RULE`. Until 0.9.13 each command checked it with isdigit,
     which takes digits that int does not (``²``: a ValueError's traceback) and digits of other scripts
     (``٣``, promoted as version 3), and a number past 64 bits was a traceback of SQLite's (predict)."""
-    if not (text.isascii() and text.isdigit()):
-        return None
-    number = int(text)
-    return number if 1 <= number <= MAX_VERSION else None
+    from tracker.console import whole_number
+
+    number = whole_number(text)
+    return number if number is not None and 1 <= number <= MAX_VERSION else None
 
 
 def version_format(tags: dict[str, str]) -> int | str:
     """A registered version's format from its tags (no ``format`` tag: 1), as written when it is
     not a whole number in ASCII digits (one in others, ``²``, was a traceback until 0.9.13: isdigit took it,
     int did not)."""
+    from tracker.console import whole_number
+
     text = tags.get("format", "1")
-    return int(text) if text.isascii() and text.isdigit() else text
+    found = whole_number(text)
+    return text if found is None else found
 
 
 def model_format(tags: dict[str, str], where: str) -> int:
