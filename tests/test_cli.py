@@ -866,6 +866,21 @@ def test_what_the_command_line_gave_wrong_on_its_face_is_a_usage_error_and_nothi
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]  # no store, no spec, no image, no mapping file
 
 
+def test_a_number_of_hundreds_of_digits_is_said_in_80(tmp_path: Path) -> None:
+    """A value of 400 digits is said in its first 80 and an ellipsis, in whichever check refuses it: until
+    0.9.13 every check but check_bound's said it whole, an error line of some 450 characters."""
+    big = "1" + "0" * 400
+    for args, said in ((["data", "synth", "shapes", "--images", big], "--images must be from 1 to 100,000, got "),
+                       (["mapping", "generate", "--sets", big], "--sets "),
+                       (["predict", "squeezenet1_1", "--under", f"latency_ms={big}"], "--under 'latency_ms="),
+                       (["mapping", "run", "--mapping", f"squeezenet1_1@{big}:cpu"], "mapping entry 'squeezenet1_1@")):
+        proc = in_process(args, tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert lines[0].startswith(f"error: {said}") and f"{big[:80]}…" in lines[0] and big[:81] not in lines[0], lines
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
 def test_an_empty_path_is_a_usage_error_before_anything_is_read_or_made(tmp_path: Path) -> None:
     """Every PATH argument and option of a file or folder: "" (or blanks) is one line naming it, status 2,
     before anything is read or made. Until 0.9.11 "" was Path(""), the current folder: `campaign run ""`
