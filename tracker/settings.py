@@ -60,7 +60,11 @@ MIN_MEMORY_LIMIT_MB = 1
 #: RUNNING run left on the server, for MLFLOW_HTTP_REQUEST_TIMEOUT. MLflow's internal bounds come
 #: first: it reads them at every request too, set or not the variables they bound (an unreadable
 #: one was taken for MLflow's default here, and ended a command in MLflow's traceback, until 0.9.8).
-HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | None, str]] = {
+#: The longest wait a socket takes, in seconds: the platform's time_t holds no deadline past it (Python's
+#: threading.TIMEOUT_MAX), so a longer MLFLOW_HTTP_REQUEST_TIMEOUT (1e10, 1 and 400 zeros) was OverflowError's
+#: traceback at the first request, through either client, until 0.9.13.
+MAX_WAIT_S = 9_223_372_036
+HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | int | None, str]] = {
     "_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT": (int, 0, None, "a whole number of retries"),
     "_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT": (int, 0, None, "a whole number of seconds"),
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", 10),
@@ -68,7 +72,7 @@ HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | None, str
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", 120),
                                            "a whole number of seconds"),
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": (float, 0, None, "a number of seconds"),
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": (int, 1, None, "a whole number of seconds"),
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": (int, 1, MAX_WAIT_S, "a whole number of seconds"),
 }
 
 
@@ -79,13 +83,16 @@ def http_request_setting(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw is None:
         return default
-    if most is not None:  # MLflow's internal bound, where it was moved (an unreadable one: said, naming it)
+    if isinstance(most, tuple):  # MLflow's internal bound, where it was moved (an unreadable one: said, naming it)
         most = int(http_request_setting(most[0], most[1]))
     try:
         value = kind(raw)
     except ValueError:
         value = None
-    if value is None or not math.isfinite(value) or value < least or (most is not None and value > most):
+    # a whole number is finite however many digits it has (math.isfinite of one past a float's range was
+    # OverflowError's traceback, before any command, until 0.9.13)
+    if (value is None or not (isinstance(value, int) or math.isfinite(value)) or value < least
+            or (most is not None and value > most)):
         bound = f"{least} to {most}" if most is not None else f"{least} or more"
         raise ConfigError(f"{name}={raw!r} in the environment: it takes {what}, {bound} (unset it for the default)")
     return value
