@@ -835,6 +835,12 @@ def test_what_the_command_line_gave_wrong_on_its_face_is_a_usage_error_and_nothi
         (["mapping", "run", "--mapping", ""], "mapping '': a mapping needs at least one network"),
         (["mapping", "run", "--mapping", "squeezenet1_1:tpu"], "unknown device 'tpu' (known: cpu, cuda, cuda:N)"),
         (["mapping", "run", "--mapping", "squeezenet1_1@67:cpu"], "split index 67 is out of range for squeezenet1_1 (0..66"),
+        # a version not in ASCII digits, or past the registry's 64 bits: a traceback with a store (ValueError, SQLite's
+        # OverflowError), and "no tracking store" without one, until 0.9.13
+        *[(["predict", "squeezenet1_1", "--use", f"latency_ms-inference-cpu/{version}"],
+           f"{f'latency_ms-inference-cpu/{version}'!r:.80}: expected a registered fingerprint and its version, "
+           "NAME/VERSION (VERSION a whole number of at least 1, in digits 0-9, at most 9223372036854775807")
+          for version in ("\u00b2", "1" + "0" * 400)],
         (["runs", "show", ""], "'' is not a run id"),  # not "no tracking store at ...": its form first
         (["runs", "compare", "abcdef", "xyz"], "'xyz' is not a run id"),
         (["fingerprint", "train", "--target", "latency"], "--target 'latency': not a target; one of latency_ms, "),
@@ -858,6 +864,21 @@ def test_what_the_command_line_gave_wrong_on_its_face_is_a_usage_error_and_nothi
             assert proc.returncode == code and len(lines) == 1 and not proc.stdout, (args, proc.returncode, proc.stderr)
             assert lines[0].startswith("error: ") and message in lines[0], (args, proc.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]  # no store, no spec, no image, no mapping file
+
+
+def test_a_number_of_hundreds_of_digits_is_said_in_80(tmp_path: Path) -> None:
+    """A value of 400 digits is said in its first 80 and an ellipsis, in whichever check refuses it: until
+    0.9.13 every check but check_bound's said it whole, an error line of some 450 characters."""
+    big = "1" + "0" * 400
+    for args, said in ((["data", "synth", "shapes", "--images", big], "--images must be from 1 to 100,000, got "),
+                       (["mapping", "generate", "--sets", big], "--sets "),
+                       (["predict", "squeezenet1_1", "--under", f"latency_ms={big}"], "--under 'latency_ms="),
+                       (["mapping", "run", "--mapping", f"squeezenet1_1@{big}:cpu"], "mapping entry 'squeezenet1_1@")):
+        proc = in_process(args, tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert lines[0].startswith(f"error: {said}") and f"{big[:80]}…" in lines[0] and big[:81] not in lines[0], lines
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def test_an_empty_path_is_a_usage_error_before_anything_is_read_or_made(tmp_path: Path) -> None:

@@ -112,6 +112,28 @@ def test_family_strips_pruning_and_index_suffixes() -> None:
     assert family("mobilenetv2_0") == "mobilenetv2" and family("wide_resnet50_2") == "wide_resnet50"
 
 
+def test_a_version_is_named_by_ascii_digits_within_the_registrys_64_bits(tmp_path: Path) -> None:
+    """A version given to promote or to predict --use is a whole number of at least 1 in digits 0-9
+    within MLflow's 64-bit column, or one line naming it, before any store is read. Until 0.9.13 each
+    checked it with isdigit: ``²`` passed it and int refused it (a ValueError's traceback), ``٣`` was
+    version 3, and a number past 64 bits was SQLite's OverflowError, a traceback of predict's."""
+    from tracker.fingerprint.predict import split_version
+    from tracker.fingerprint.train import promote
+
+    name = "latency_ms-inference-cpu"
+    for given in ("\u00b2", "\u0663", "0", "-1", "1" + "0" * 400, str(2**63)):
+        with pytest.raises(FingerprintError, match=re.escape(f"version {given!r:.80}: expected a whole number of at "
+                                                               "least 1, in digits 0-9, at most 9223372036854775807")):
+            promote(str(tmp_path / "nowhere"), name, given)
+        with pytest.raises(FingerprintError, match=re.escape(f"{f'{name}/{given}'!r:.80}: expected a registered "
+                                                               "fingerprint and its version, NAME/VERSION (VERSION a "
+                                                               "whole number of at least 1, in digits 0-9")):
+            split_version(f"{name}/{given}")
+    assert not (tmp_path / "nowhere").exists()
+    assert split_version(f"{name}/{2**63 - 1}") == (name, str(2**63 - 1))
+    assert split_version(f"{name}/007") == (name, "7")  # one version, one name
+
+
 def test_too_few_networks_says_which_measurements_were_too_imprecise_to_learn_from(measured: tuple[Path, Path]) -> None:
     runs, wh = measured
     others = [n for n in NETWORKS if n not in ("resnet34", "resnet18")]

@@ -12,6 +12,7 @@ from tracker.cli.app import app
 from tracker.describe.features import node_rows
 from tracker.describe.graph import Description
 from tracker.imports.perf4sight import read_configs, read_descriptions, records
+from tracker.settings import resolve_location
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "perf4sight-tx2"
 #: The tests of the real files; the others write small perf4sight folders of their own, and run where the data is absent.
@@ -168,7 +169,14 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
         (cell("latency", "0"), "latency '0' is not a measurement (a finite number above 0)"),
         (cell("latency", "-5"), "latency '-5' is not a measurement (a finite number above 0)"),
         (cell("latency", "inf"), "latency 'inf' is not a measurement (a finite number above 0)"),
-        (cell("bs", "0"), "batch size 0: not a batch size (at least 1)"),
+        (cell("bs", "0"), "batch size 0: not a batch size (from 1 to 1,048,576)"),
+        # every command's largest batch (2,000,000 imported, 1 and 400 zeros OverflowError's traceback, until 0.9.13)
+        (cell("bs", "2000000"), "batch size 2000000: not a batch size (from 1 to 1,048,576)"),
+        (cell("bs", "1" + "0" * 400), f"batch size 1{'0' * 79}: not a batch size (from 1 to 1,048,576)"),
+        # digits 0-9 alone: int read ٣ as 3 until 0.9.13
+        (cell("bs", "\u0663"), f"latency/{first}: batch size '\u0663' is not a whole number"),
+        # a throughput past a float's range: refused by the store, after it was made, until 0.9.13
+        (cell("latency", "5e-324"), "latency '5e-324' is not a measurement (its throughput is past a float's range)"),
         # an empty file, a short row, a passed neither True nor False: tracebacks, or a measurement lost, until 0.9.3
         (lambda f: (f / "latency" / first).write_text(""), f"latency/{first}: no column bs, passed, latency (its header: none;"),
         (lambda f: (f / "latency" / first).write_text((f / "latency" / first).read_text() + "True|1\n"),
@@ -177,6 +185,9 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
         (cell("bs", "x"), f"latency/{first}: batch size 'x' is not a whole number"),
         (lambda f: [(f / kind / first).rename(f / kind / "foo-gt.csv") for kind in ("latency", "memory")],
          "latency/foo-gt.csv: not a perf4sight file name, NETWORK_PCT-gt.csv (resnet50_30-gt.csv)"),
+        # isdigit took ² (int did not: a ValueError's traceback) and ٣ until 0.9.13
+        *[(lambda f, pct=pct: [(f / kind / first).rename(f / kind / f"resnet18_{pct}-gt.csv") for kind in ("latency", "memory")],
+           f"latency/resnet18_{pct}-gt.csv: not a perf4sight file name") for pct in ("\u00b2", "\u0663")],
         (lambda f: (f / "memory" / first).write_bytes((f / "memory" / first).read_bytes() + b"\xff\xfe"),
          f"memory/{first}: not UTF-8 text"),
         (lambda f: (f / "latency" / first).write_text("a,b,c\n1,2,3\n"),
@@ -224,6 +235,21 @@ def test_a_small_folder_imports_each_network_and_batch_size(tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     stats = json.loads(result.stdout)
     assert stats["imported"] == stats["configurations"] == 4 and stats["without_architecture"] == 4
+
+
+def test_a_capacity_no_board_has_is_passed_over(tmp_path: Path) -> None:
+    """The memory rows' capacity (the board's memory, MB) is the runs' env.memory_total_mb where every row
+    gives one; one no board has (1e400, read as infinity) is passed over as one that is no number is: until
+    0.9.13 OverflowError's traceback where its tag was written, after the store was made."""
+    for name, capacity, tagged in (("inf", "1e400", None), ("big", "1" + "0" * 400, None), ("tx2", "7859.0", "7859")):
+        folder = small_folder(tmp_path / name)
+        for path in (folder / "memory").glob("*-gt.csv"):
+            path.write_text(path.read_text().replace("|7859.0|", f"|{capacity}|"))
+        result = _import(tmp_path / name, folder)
+        assert result.exit_code == 0, result.output
+        client = MlflowClient(resolve_location(str(tmp_path / name / "s")).uri)
+        [experiment] = [e for e in client.search_experiments() if e.name == "perf4sight-tx2"]
+        assert {r.data.tags.get("env.memory_total_mb") for r in client.search_runs([experiment.experiment_id])} == {tagged}
 
 
 def test_runs_show_says_an_imported_run_was_imported_not_how_long_the_import_took(tmp_path: Path) -> None:

@@ -118,6 +118,10 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
         validate(parse_mapping("resnet18@3:cpu>tpu"), gpu=False)
     with pytest.raises(ConfigError, match="not available on this machine"):
         validate(parse_mapping("resnet18@3:cpu>cuda"), gpu=False)
+    # a CUDA index in digits 0-9 alone, as every other command takes it (on a machine with a GPU, cuda:٣ was taken,
+    # and torch refused it in the child: a FAILED run, until 0.9.13)
+    with pytest.raises(ConfigError, match=re.escape("unknown device 'cuda:\u0663' (known: cpu, cuda, cuda:N)")):
+        validate(parse_mapping("resnet18@3:cpu>cuda:\u0663"), gpu=True)
     with pytest.raises(ConfigError, match=re.escape("'resnet18@3:cpu>cpu>cpu': 3 devices; a network is split between two")):
         parse_mapping("resnet18@3:cpu>cpu>cpu")  # it said: unknown device 'cpu>cpu'
     validate(parse_mapping("resnet18:cpu,squeezenet1_1@0:cpu>cpu"), gpu=False)  # whole on one device; all on the second
@@ -480,3 +484,24 @@ def test_mapping_run_says_what_other_processes_took_and_why_a_workload_timed_out
     assert proc.stdout.startswith(
         f"{mapping}: FAILED (timeout): no result within 2 s: its child starts, builds and traces 1 network, then runs "
         "0 s of warm-up and 0.5 s of window; give it at least 121.5 s (--timeout); run "), proc.stdout
+
+
+def test_a_warm_up_or_window_past_what_one_wait_takes_is_waited_until_stopped() -> None:
+    """--duration and --warmup take any finite number of seconds; the child waited each in one Event.wait,
+    which raises OverflowError past the platform's time_t (1e10 s here): until 0.9.13 such a workload was
+    a FAILED run of that error. It waits in slices, and ends as soon as the workload is stopped."""
+    import threading
+    import time
+
+    from tracker.profile.mapping import wait_or_stop
+
+    stop = threading.Event()
+    timer = threading.Timer(0.2, stop.set)
+    timer.start()
+    began = time.perf_counter()
+    for seconds in (1e10, 1e300):
+        wait_or_stop(stop, seconds)  # returns once stopped, whatever is left
+    assert stop.is_set() and time.perf_counter() - began < 10
+    began = time.perf_counter()
+    wait_or_stop(threading.Event(), 0.05)  # not stopped: the whole wait
+    assert 0.05 <= time.perf_counter() - began < 5

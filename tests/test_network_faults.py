@@ -302,7 +302,10 @@ def test_pruning_percentages_that_would_be_named_alike_are_refused() -> None:
     assert ratios_from_percentages([0, 12.5, 0.5], "--ratios") == [0.0, 0.125, 0.005]
     for values, said in (([1e-9], "--ratios: 1e-09 would be named p0, as the unpruned network"),  # p0's file written over
                          ([0, 1e-9], "--ratios: 1e-09 and 0 would both be named p0"),
-                         ([12.5, 12.5000000001], "would both be named p12.5")):
+                         ([12.5, 12.5000000001], "would both be named p12.5"),
+                         # a percentage whose ratio is 0.0 (5e-324 / 100): named and written as p0 until 0.9.13
+                         ([5e-324], "--ratios: 4.94066e-324 would be named p0, as the unpruned network"),
+                         ([0, 5e-324], "--ratios: 4.94066e-324 would be named p0, as the unpruned network")):
         try:
             ratios_from_percentages(values, "--ratios")
         except ConfigError as exc:

@@ -1061,8 +1061,13 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ("precision = 0.2", "precision = 0.0001", "[measure].precision must be from 0.001 to 0.5 (0.02 is 2 %), got 0.0001"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 1000000",
      "[measure].min_samples must be from 6 to 100000, got 1000000"),
-    ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be greater than 0, got 0"),
-    ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be greater than 0, got -5"),
+    ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be at least 0.1, got 0"),
+    ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be at least 1, got -5"),
+    # --time-cap's, --timeout's and --memory-limit-mb's least (any above 0 was taken until 0.9.13: a timeout of
+    # 0.001 s a FAILED run of each configuration, where --timeout 0.001 was refused)
+    ("time_cap_s = 0.3", "time_cap_s = 5e-324", "[measure].time_cap_s must be at least 0.1, got 5e-324"),
+    ("timeout_s = 120", "timeout_s = 0.001", "[measure].timeout_s must be at least 1, got 0.001"),
+    ("timeout_s = 120", "timeout_s = 120\nmemory_limit_mb = 0.5", "[measure].memory_limit_mb must be at least 1, got 0.5"),
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
     # a whole number past a float's range where a float is asked for: taken until 0.9.13
     ("timeout_s = 120", "timeout_s = 1" + "0" * 400, "[measure].timeout_s must be a finite number, got 1" + "0" * 79),
@@ -1093,6 +1098,10 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
      "[networks.prune].ratios are percentages from 0 to under 100, got 'a'"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [50, 100] }',
      "[networks.prune].ratios are percentages from 0 to under 100, got 100"),
+    # a whole number past a float's range: OverflowError's traceback until 0.9.13
+    *[('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', f'prune = {{ model = "resnet18", ratios = [10, {big}] }}',
+       f"[networks.prune].ratios are percentages from 0 to under 100, got {big[:80]}") for big in ("1" + "0" * 400,
+                                                                                                  "-1" + "0" * 400)],
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'prune = { model = "resnet18", ratios = [] }',
      "[networks.prune].ratios needs at least one percentage"),
     ('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', "generate = { count = 2, input_size = 16 }",

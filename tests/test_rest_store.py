@@ -373,7 +373,7 @@ def test_mlflow_http_variables_it_cannot_use_are_one_line_and_tracker_retries_as
         for name, value, takes in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "abc", "a whole number of retries, 0 to 10"),
                                    ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "-1", "0 to 10"),
                                    ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1.5", "a whole number of seconds, 0 to 120"),
-                                   ("MLFLOW_HTTP_REQUEST_TIMEOUT", "abc", "a whole number of seconds, 1 or more")):
+                                   ("MLFLOW_HTTP_REQUEST_TIMEOUT", "abc", "a whole number of seconds, 1 to 9223372036")):
             for args in (["runs", "list"], ["fingerprint", "list"]):
                 said = tracker_cli("--tracking-uri", uri, *args, **{name: value})
                 assert said.returncode == 1 and said.stderr.count("\n") == 1, said.stderr
@@ -387,6 +387,32 @@ def test_mlflow_http_variables_it_cannot_use_are_one_line_and_tracker_retries_as
         said = tracker_cli("--tracking-uri", uri, "runs", "list", MLFLOW_HTTP_REQUEST_MAX_RETRIES="1")
         assert said.returncode == 1 and said.stderr.endswith("experiments/get-by-name failed after 2 tries (HTTP 503)\n")
         assert asked.count("/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default") == 2, asked
+
+
+def test_an_http_variable_of_hundreds_of_digits_or_a_timeout_no_socket_takes_is_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole number past a float's range in an MLFLOW_HTTP_REQUEST_* variable was OverflowError's traceback
+    (math.isfinite of it) before any command, and a timeout past what a socket's deadline holds (1e10 s) was
+    OverflowError's traceback at the first request to a server, through either client, until 0.9.13: each
+    is one line naming the variable, and the longest timeout a socket takes is taken."""
+    from tracker.errors import ConfigError
+    from tracker.settings import check_http_environment, http_request_setting
+
+    big = "1" + "0" * 400
+    for name, value, takes in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", big, "a whole number of retries, 0 to 10"),
+                               ("MLFLOW_HTTP_REQUEST_TIMEOUT", big, "a whole number of seconds, 1 to 9223372036"),
+                               ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10000000000", "a whole number of seconds, 1 to 9223372036")):
+        monkeypatch.setenv(name, value)
+        with pytest.raises(ConfigError, match=f"^{name}='{value}' in the environment: it takes {takes}"):
+            check_http_environment()
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", big)  # a bound as large as one likes: taken
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "9223372036")
+    check_http_environment()
+    import socket
+
+    with socket.socket() as sock:  # the longest timeout taken is one a socket takes
+        sock.settimeout(http_request_setting("MLFLOW_HTTP_REQUEST_TIMEOUT", 120))
 
 
 def test_mlflow_s_internal_bounds_it_cannot_use_are_one_line() -> None:

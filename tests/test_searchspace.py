@@ -189,6 +189,7 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
         proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
         assert proc.returncode == 1 and proc.stderr == (
             "error: device 'cuda' (cuda:0) is not available on this machine (no CUDA GPU): measure on cpu\n"), proc.stderr
+        assert not (tmp_path / "runs").exists()  # refused before the store is opened (an empty one made until 0.9.13)
     from tracker.errors import ConfigError
     from tracker.searchspace.space import load_space
 
@@ -232,6 +233,7 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     assert proc.returncode == 1 and proc.stderr.startswith(f"error: {bad}: [latency].threads = 999: expected a whole "
                                                            "number from 1 to "), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "tiny").exists()  # no spec file written
+    assert not (tmp_path / "runs").exists()  # nor a store (an empty one was made until 0.9.13)
     from tracker.searchspace.accuracy import load_split
 
     with pytest.raises(ConfigError) as info:  # it named a training job's key, [data].path, which a space has not

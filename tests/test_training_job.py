@@ -105,7 +105,7 @@ def test_classification_job_logs_step_breakdown_and_loader_campaign_resumes(tmp_
     swept = _job(tmp_path, "swept")
     swept.write_text(swept.read_text() + "\n[sweep]\nnum_workers = [0, -1]\n")
     for path, extra, said in ((_job(tmp_path, "job"), ["--num-workers", "-1"], "--num-workers must be at least 0, got -1"),
-                              (_job(tmp_path, "job"), ["--prefetch-factor", "0"], "--prefetch-factor must be at least 1, got 0"),
+                              (_job(tmp_path, "job"), ["--prefetch-factor", "0"], "--prefetch-factor must be from 1 to 1024, got 0"),
                               (swept, [], f"{swept}: [sweep].num_workers must be at least 0, got -1")):
         refused = _cli(runs, "campaign", "loader", str(path), *extra, "--dry-run")
         assert refused.exit_code == 1 and str(refused.exception) == said, (extra, refused.exception)
@@ -472,7 +472,7 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
 @pytest.mark.parametrize(("setting", "message"), [
     ("learning_rate = -0.1", "[training].learning_rate must be greater than 0, got -0.1"),
     ("num_workers = -1", "[training].num_workers must be at least 0, got -1"),
-    ("prefetch_factor = 0", "[training].prefetch_factor must be at least 1, got 0"),
+    ("prefetch_factor = 0", "[training].prefetch_factor must be from 1 to 1024, got 0"),
     ("threads = -1", "[training].threads must be at least 0, got -1"),
     ('allocator = "jemalloc"', "[training].allocator = 'jemalloc': expected one of system, retain"),
     # more workers than the machine can run: taken, and the job hung at its set-up, until 0.9.6
@@ -483,6 +483,8 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
     # past a float's range: trained at, and the run lost when MLflow refused the param, until 0.9.13
     ("learning_rate = 1" + "0" * 400, "[training].learning_rate must be a finite number, got 1" + "0" * 79),
     ("batch_size = 1" + "0" * 400, "[training].batch_size must be from 1 to 1048576, got 1" + "0" * 79),
+    # taken, and the job hung at its loader's set-up, which counts to prefetch_factor x num_workers, until 0.9.13
+    ("prefetch_factor = 1" + "0" * 400, "[training].prefetch_factor must be from 1 to 1024, got 1" + "0" * 79),
 ])
 def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
     from tracker.errors import ConfigError
@@ -561,7 +563,10 @@ def test_an_empty_sweep_list_is_refused(tmp_path: Path, sweep: str, extra: list[
 @pytest.mark.parametrize(("sweep", "extra", "said"), [
     ("batch_size = [4, 2000000]", [], "{job}: [sweep].batch_size must be from 1 to 1048576, got 2000000"),
     ("", ["--batch-size", "4,0"], "--batch-size must be from 1 to 1048576, got 0"),
-    ("prefetch_factor = [2, 0]", [], "{job}: [sweep].prefetch_factor must be at least 1, got 0"),
+    ("prefetch_factor = [2, 0]", [], "{job}: [sweep].prefetch_factor must be from 1 to 1024, got 0"),
+    # as [training]'s (any factor was taken, and 10**400 hung the job at its loader's set-up, until 0.9.13)
+    ("prefetch_factor = [2, 1025]", [], "{job}: [sweep].prefetch_factor must be from 1 to 1024, got 1025"),
+    ("", ["--prefetch-factor", "2,1" + "0" * 400], "--prefetch-factor must be from 1 to 1024, got 1" + "0" * 79),
     # a boolean is no number (said "workers True: to measure", measured, then refused by the child, until 0.9.8)
     ("num_workers = [true, 0]", [], "{job}: [sweep].num_workers should be a list of whole numbers, got [True, 0]"),
     ("batch_size = [false]", [], "{job}: [sweep].batch_size should be a list of whole numbers, got [False]"),

@@ -872,6 +872,31 @@ def test_a_sum_of_integers_and_a_decimal_are_json_numbers() -> None:
     assert header[:4] == ["s", "d", "w", "h"] and row[:4] == ["187", "1.5", "2.00", "123456789012345678901234567890"]
 
 
+def test_an_integer_wider_than_arrows_is_given_exactly_in_every_format(tmp_path: Path) -> None:
+    """DuckDB's Arrow export gives a UHUGEINT past 2**127 - 1 as a negative number (2**128 - 1 as -1) and a
+    BIGNUM (an integer past 128 bits: a literal of 40 digits or more) as its internal bytes, which `tracker
+    sql` showed in every format until 0.9.13 (-1; hex). Each is its exact digits: a number in JSON, as a
+    HUGEINT is, its digits in the table and in CSV; in a list or struct, the text DuckDB gives it."""
+    import csv
+    import io
+
+    from typer.testing import CliRunner
+
+    from tracker.cli.app import app
+
+    wh = tmp_path / "wh.duckdb"
+    duckdb.connect(str(wh)).close()
+    top, big = 2**128 - 1, 10**45
+    query = f"SELECT {top} AS u, 5::UHUGEINT AS small, {big} AS b, [{big}] AS l, NULL::UHUGEINT AS n, 2 AS i"
+    said = {fmt: CliRunner().invoke(app, ["sql", query, "--warehouse", str(wh), "--format", fmt])
+            for fmt in ("json", "csv", "table")}
+    assert all(out.exit_code == 0 for out in said.values()), {f: o.output for f, o in said.items()}
+    assert json.loads(said["json"].stdout) == [{"u": top, "small": 5, "b": big, "l": f"[{big}]", "n": None, "i": 2}]
+    assert list(csv.reader(io.StringIO(said["csv"].stdout)))[1] == [str(top), "5", str(big), f"[{big}]", "", "2"]
+    row = said["table"].stdout.splitlines()[3]
+    assert [cell.strip() for cell in row.strip("│").split("│")] == [str(top), "5", str(big), f"[{big}]", "", "2"]
+
+
 def test_the_sql_table_shows_a_decimal_in_a_list_or_struct_as_duckdb_does(tmp_path: Path) -> None:
     """`tracker sql`'s table showed a DECIMAL inside a list or struct as Python's repr,
     ``[Decimal('1.50')]``, and a date there as ``datetime.date(2024, 1, 2)`` (until 0.9.13): each is

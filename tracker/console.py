@@ -27,6 +27,14 @@ def clipped(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
+def whole_number(text: str) -> int | None:
+    """``text`` of digits 0-9 alone as its number; None for anything else: a sign, blanks, digits that
+    str.isdigit takes and int does not (``²``: a ValueError's traceback where isdigit guarded int) or that
+    int reads in another script (``٣``, 3). The one test of a number written in a file's name, a tag or an
+    argument (a CUDA index, a version, a pruning percentage, a batch size)."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def counted(n: int, word: str, many: str | None = None) -> str:
     """``n`` and ``word``, in the plural (``many``, else ``word`` + s) unless ``n`` is 1: ``1 row``, ``2 rows``."""
     return f"{n} {word if n == 1 else many or word + 's'}"

@@ -85,8 +85,10 @@ def cuda_index(device: str) -> int | None:
     """N of ``cuda:N`` (0 for ``cuda``); None for another device."""
     if device == "cuda":
         return 0
+    from tracker.console import whole_number
+
     head, _, index = device.partition(":")
-    return int(index) if head == "cuda" and index.isascii() and index.isdigit() else None
+    return whole_number(index) if head == "cuda" else None
 
 
 def threads_tags(threads: int | None) -> dict[str, str]:

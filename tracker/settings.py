@@ -34,12 +34,23 @@ MAX_BATCH = 1 << 20
 #: read, and a width of 10**12 asked the allocator for 512 TB: a traceback from describe, profile
 #: (after it made a store), predict and zoo prune.
 MAX_SPEC_SIZE = 8192
+#: The smallest input size a command or a campaign takes (--input-size, a campaign's input_sizes): one bound
+#: for both, as MAX_SPEC_SIZE is their largest (a campaign took any size past it until 0.9.13, and said one of
+#: 100,000 px as memory not given, a whole number past a float's range as a network that "cannot run on" it).
+MIN_INPUT_SIZE = 8
 
 #: The largest seed a command's --seed takes (zoo generate, zoo prune, data synth, mapping), as a search
 #: space's [accuracy].seed: one numpy's and torch's generators both take. Python's random, which draws
 #: them, takes -N as N: until 0.9.10 --seed -1 was taken without a word (zoo prune's and data synth's
 #: the same as --seed 1, under another name), and any number of digits.
 MAX_SEED = 2**32 - 1
+
+#: The least time limit of a measuring child, in seconds (``--timeout`` of profile's commands and of mapping
+#: run, a campaign's ``timeout_s``), and the least memory cap, in MB (``--memory-limit-mb``, a campaign's
+#: ``memory_limit_mb``): one bound for an option and its campaign key. Until 0.9.13 a campaign took any above
+#: 0 (0.001 s: each configuration a FAILED run of reason timeout, where --timeout 0.001 was refused).
+MIN_TIMEOUT_S = 1
+MIN_MEMORY_LIMIT_MB = 1
 
 
 #: The numeric ``MLFLOW_HTTP_REQUEST_*`` variables MLflow (3.17.2) reads at each request, as it reads
@@ -49,7 +60,11 @@ MAX_SEED = 2**32 - 1
 #: RUNNING run left on the server, for MLFLOW_HTTP_REQUEST_TIMEOUT. MLflow's internal bounds come
 #: first: it reads them at every request too, set or not the variables they bound (an unreadable
 #: one was taken for MLflow's default here, and ended a command in MLflow's traceback, until 0.9.8).
-HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | None, str]] = {
+#: The longest wait a socket takes, in seconds: the platform's time_t holds no deadline past it (Python's
+#: threading.TIMEOUT_MAX), so a longer MLFLOW_HTTP_REQUEST_TIMEOUT (1e10, 1 and 400 zeros) was OverflowError's
+#: traceback at the first request, through either client, until 0.9.13.
+MAX_WAIT_S = 9_223_372_036
+HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | int | None, str]] = {
     "_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT": (int, 0, None, "a whole number of retries"),
     "_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT": (int, 0, None, "a whole number of seconds"),
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", 10),
@@ -57,7 +72,7 @@ HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | None, str
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", 120),
                                            "a whole number of seconds"),
     "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": (float, 0, None, "a number of seconds"),
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": (int, 1, None, "a whole number of seconds"),
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": (int, 1, MAX_WAIT_S, "a whole number of seconds"),
 }
 
 
@@ -68,13 +83,16 @@ def http_request_setting(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if raw is None:
         return default
-    if most is not None:  # MLflow's internal bound, where it was moved (an unreadable one: said, naming it)
+    if isinstance(most, tuple):  # MLflow's internal bound, where it was moved (an unreadable one: said, naming it)
         most = int(http_request_setting(most[0], most[1]))
     try:
         value = kind(raw)
     except ValueError:
         value = None
-    if value is None or not math.isfinite(value) or value < least or (most is not None and value > most):
+    # a whole number is finite however many digits it has (math.isfinite of one past a float's range was
+    # OverflowError's traceback, before any command, until 0.9.13)
+    if (value is None or not (isinstance(value, int) or math.isfinite(value)) or value < least
+            or (most is not None and value > most)):
         bound = f"{least} to {most}" if most is not None else f"{least} or more"
         raise ConfigError(f"{name}={raw!r} in the environment: it takes {what}, {bound} (unset it for the default)")
     return value

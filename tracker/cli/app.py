@@ -173,6 +173,19 @@ def _misplaced_option(option: str, args: list[str], ctx: Any = None) -> str:
     return f"{option} is an option of tracker itself, not of {command}: give it before the command ({line})"
 
 
+#: The most digits of one number an error line says: a value of 400 digits (``--images`` and 400 zeros) was said
+#: whole, a line of 450 characters, by every check but check_bound's until 0.9.13.
+SAID_DIGITS = 80
+
+
+def error_line(text: str) -> str:
+    """``text`` as the command's one error line says it: ``error: `` before it, and each run of digits longer
+    than :data:`SAID_DIGITS` cut there, an ellipsis after it."""
+    import re
+
+    return "error: " + re.sub(rf"\d{{{SAID_DIGITS + 1},}}", lambda m: m.group()[:SAID_DIGITS] + "…", text)
+
+
 def main() -> None:
     from tracker.cli.options import INTERRUPTED, TERMINATED, interrupt_said
     from tracker.errors import OptionError, TrackerError, interrupted, os_reason, was_terminated
@@ -214,22 +227,22 @@ def main() -> None:
             message = (f"{option.splitlines()[0][:60]!r} was read as an option: a query that begins with a -- comment "
                        "goes after a lone --: tracker sql -- \"-- ...\"")
         if message:  # a bare `tracker` has already printed its help
-            sys.stderr.write(f"error: {message}\n")
+            sys.stderr.write(error_line(f"{message}\n"))
         sys.exit(getattr(exc, "exit_code", 2))
     except OptionError as exc:  # an option's value tracker checks: a usage error, as the parser's own (1 until 0.9.8)
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(error_line(f"{exc}\n"))
         sys.exit(2)
     except TrackerError as exc:
         if verbose:
             raise
-        sys.stderr.write(f"error: {exc}\n")
+        sys.stderr.write(error_line(f"{exc}\n"))
         sys.exit(1)
     except OSError as exc:  # the file system said no where no command expected it: still one line
         from tracker.cli import broken_pipe
 
         if verbose or broken_pipe(exc):  # a closed stdout: tracker.cli.main ends quietly, status 141
             raise
-        sys.stderr.write(f"error: {os_reason(exc)}\n")
+        sys.stderr.write(error_line(f"{os_reason(exc)}\n"))
         sys.exit(1)
     except Exception as exc:  # a Ctrl-C during a DuckDB query (tracker sql, report, fingerprint train)
         if not verbose and any(c.__name__ == "MlflowException" for c in type(exc).__mro__):  # a RestException too
@@ -238,15 +251,15 @@ def main() -> None:
             # a server's refusal through MLflow's own client (the registry: fingerprint list, promote,
             # predict): one line, as tracker's own client says it (a traceback until 0.9.4)
             if (line := mlflow_http_line(_given_tracking_uri(), exc)) is not None:
-                sys.stderr.write(f"error: {line}\n")
+                sys.stderr.write(error_line(f"{line}\n"))
                 sys.exit(1)
         if not verbose and not interrupted(exc) and type(exc).__module__.lstrip("_").startswith("duckdb"):
             from tracker.errors import first_paragraph
 
             # a warehouse damaged, cut short or missing what a load makes, read by a command that reads it
             # (fingerprint train, report): one line (a traceback until 0.9.6; sql and load said it already)
-            sys.stderr.write(f"error: the warehouse could not be read: {first_paragraph(str(exc))} (tracker warehouse "
-                             "load --full makes its tables and views again; a damaged file: remove it, then load)\n")
+            sys.stderr.write(error_line(f"the warehouse could not be read: {first_paragraph(str(exc))} (tracker warehouse "
+                             "load --full makes its tables and views again; a damaged file: remove it, then load)\n"))
             sys.exit(1)
         if verbose or not interrupted(exc):
             raise

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TypeVar
 
 import typer
 
-from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES_FOR_CI
-from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH, MAX_SPEC_SIZE
+from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
+from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH, MAX_SPEC_SIZE, MIN_INPUT_SIZE
 
 if TYPE_CHECKING:
     from tracker.log.logger import RunLogger
@@ -239,7 +239,7 @@ FormatOption = Annotated[OutputFormat, typer.Option("--format", help="Output as 
 #: a network's input size at most as a spec file's (MAX_SPEC_SIZE): 100,000 px was tried, and said as memory not
 #: given ("cannot run on a 1x3x100000x100000 input"), status 1, until 0.9.8
 InputSizeOption = Annotated[Optional[int], typer.Option(
-    "--input-size", min=8, max=MAX_SPEC_SIZE,
+    "--input-size", min=MIN_INPUT_SIZE, max=MAX_SPEC_SIZE,
     help="Input resolution S of the (N, C, S, S) images (default: the network's own: 224, 299 for inception_v3, a "
          "spec's, a file's INPUT_SIZE).")]
 BatchSizeOption = Annotated[int, typer.Option("--batch-size", "-b", min=1, max=MAX_BATCH, help="Images per iteration.")]
@@ -261,7 +261,7 @@ PrecisionOption = Annotated[
     float,
     typer.Option("--precision", min=MIN_PRECISION, max=MAX_PRECISION, callback=finite, help="Target relative half-width of the 95% CI of the median."),
 ]
-TimeCapOption = Annotated[float, typer.Option("--time-cap", min=0.1, callback=finite, help="Seconds of sampling at most per configuration.")]
+TimeCapOption = Annotated[float, typer.Option("--time-cap", min=MIN_TIME_CAP_S, callback=finite, help="Seconds of sampling at most per configuration.")]
 MinSamplesOption = Annotated[int, typer.Option(
     "--min-samples", min=MIN_SAMPLES_FOR_CI, max=MAX_SAMPLES,
     help="Samples at least before the precision may end sampling (the time cap still does): 200 give a p99.")]

@@ -34,14 +34,14 @@ from tracker.cli.options import (
 )
 from tracker.console import counted, per
 from tracker.profile.stats import MIN_SAMPLES
-from tracker.settings import MAX_BATCH
+from tracker.settings import MAX_BATCH, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
 
 ModelArg = Annotated[str, typer.Argument(callback=model_reference, help="Zoo model name (see `tracker zoo list`), network spec file, or FILE.py:NAME: a callable of your file that returns the torch.nn.Module.")]
 ThreadsOption = Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")]
-TimeoutOption = Annotated[float, typer.Option("--timeout", min=1, callback=finite, help="Seconds before a configuration's child is killed.")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", min=MIN_TIMEOUT_S, callback=finite, help="Seconds before a configuration's child is killed.")]
 AgainOption = Annotated[bool, typer.Option(
     "--again", help="Measure even if this configuration was measured: a new run beside the old ones "
                     "(a repeat at another time; with layers if the run it repeats had them; "
@@ -52,7 +52,7 @@ TraceOption = Annotated[bool, typer.Option(
                     "operator); prints the slowest operators. A configuration measured before is measured "
                     "again, as a repeat.")]
 MemLimitOption = Annotated[
-    Optional[float], typer.Option("--memory-limit-mb", min=1, callback=memory_limit, help="Cap the memory the measuring child may add (a smaller device): resident memory in a "
+    Optional[float], typer.Option("--memory-limit-mb", min=MIN_MEMORY_LIMIT_MB, callback=memory_limit, help="Cap the memory the measuring child may add (a smaller device): resident memory in a "
                                                       "cgroup of its own where one can be made, else address space "
                                                       "(TRACKER_MEMORY_CAP=address-space); on --device cuda, the GPU "
                                                       "memory torch's allocator may hold. Beyond it is out of memory.")

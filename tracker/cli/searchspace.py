@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, finite, path_of, path_text, state
+from tracker.profile.stats import MIN_TIME_CAP_S
 
 app = typer.Typer(help="Search-space profiling: what each candidate costs and is worth, and the frontier worth keeping.",
                   no_args_is_help=True)
@@ -39,13 +40,13 @@ def run(
     skip_accuracy: Annotated[bool, typer.Option("--skip-accuracy", help="Only the latency table.")] = False,
     skip_latency: Annotated[bool, typer.Option("--skip-latency", help="Only the accuracy table.")] = False,
     specs: Annotated[Optional[str], typer.Option(metavar="FOLDER", help="Folder for the candidates' spec files (default: <space folder>/<name>/networks).")] = None,
-    time_cap: Annotated[float, typer.Option("--time-cap", min=0.1, callback=finite, help="Seconds of sampling at most per measured candidate.")] = 5.0,
+    time_cap: Annotated[float, typer.Option("--time-cap", min=MIN_TIME_CAP_S, callback=finite, help="Seconds of sampling at most per measured candidate.")] = 5.0,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""
     from tracker.profile.records import OTHERS_CPU_NOTE_PCT
     from tracker.profile.stats import IMPRECISE_CI_REL
-    from tracker.searchspace.run import run_space
+    from tracker.searchspace.run import check_runnable, run_space
 
     from tracker.errors import OptionError
 
@@ -56,6 +57,7 @@ def run(
         raise OptionError("--specs names no folder: give the folder for the spec files (. for this one)")
     space_file = Path(space_text)
     space, st = _open(ctx, space_file)
+    check_runnable(space, latency.value, skip_latency)  # before the store is opened: none made for a refused space
     folder = Path(specs) if specs is not None else space_file.parent / space.name / "networks"
     quiet = fmt is OutputFormat.json
     tally = run_space(st.logger(), space, folder, latency.value, skip_accuracy, skip_latency, time_cap,

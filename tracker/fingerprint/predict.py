@@ -106,6 +106,7 @@ def sqlite_versions(db: Path, wanted: Sequence[tuple[str, str | None]]) -> dict[
     one the ``champion`` alias points at), by name, as :func:`sqlite_champions` reads them."""
     import sqlite3
 
+    from tracker.fingerprint.served import version_number
     from tracker.fingerprint.train import CHAMPION
 
     if not db.is_file():
@@ -128,7 +129,7 @@ def sqlite_versions(db: Path, wanted: Sequence[tuple[str, str | None]]) -> dict[
                 if alias is None:
                     continue
                 number = str(alias[0])
-            if not number.isdigit():
+            if version_number(number) is None:  # the alias's, as the store keeps it
                 continue
             row = con.execute("SELECT run_id, storage_location FROM model_versions WHERE name = ? AND version = ? "
                               "AND current_stage != 'Deleted_Internal'" + workspace, (name, int(number))).fetchone()
@@ -147,11 +148,13 @@ def sqlite_versions(db: Path, wanted: Sequence[tuple[str, str | None]]) -> dict[
 def split_version(text: str) -> tuple[str, str]:
     """``NAME/VERSION`` (``latency_ms-inference-cpu/2``) as its name and number; anything else, a
     FingerprintError naming it (``NAME/2/3`` was read as a version 3 of ``NAME/2`` until 0.9.4)."""
+    from tracker.fingerprint.served import VERSION_RULE, version_number
+
     name, sep, number = text.partition("/")
-    if not sep or not name or not number.isdigit():
-        raise FingerprintError(f"{text!r}: expected a registered fingerprint and its version, NAME/VERSION "
-                               "(tracker fingerprint list)")
-    return name, number
+    if not sep or not name or version_number(number) is None:
+        raise FingerprintError(f"{text!r:.80}: expected a registered fingerprint and its version, NAME/VERSION "
+                               f"(VERSION {VERSION_RULE}; tracker fingerprint list)")
+    return name, str(version_number(number))
 
 
 def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict[str, Any]:

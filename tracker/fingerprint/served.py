@@ -106,12 +106,32 @@ def made_by_train(tags: dict[str, str]) -> bool:
     return "features" in tags
 
 
+#: The largest number a registered version can have: MLflow keeps it in a 64-bit integer column.
+MAX_VERSION = 2**63 - 1
+#: What :func:`version_number` takes, as an error says it.
+VERSION_RULE = f"a whole number of at least 1, in digits 0-9, at most {MAX_VERSION}"
+
+
+def version_number(text: str) -> int | None:
+    """A registered version's number as given (``predict --use NAME/2``, ``fingerprint promote NAME 2``),
+    or None where ``text`` is not :data:`VERSION_RULE`. Until 0.9.13 each command checked it with isdigit,
+    which takes digits that int does not (``²``: a ValueError's traceback) and digits of other scripts
+    (``٣``, promoted as version 3), and a number past 64 bits was a traceback of SQLite's (predict)."""
+    from tracker.console import whole_number
+
+    number = whole_number(text)
+    return number if number is not None and 1 <= number <= MAX_VERSION else None
+
+
 def version_format(tags: dict[str, str]) -> int | str:
     """A registered version's format from its tags (no ``format`` tag: 1), as written when it is
     not a whole number in ASCII digits (one in others, ``²``, was a traceback until 0.9.13: isdigit took it,
     int did not)."""
+    from tracker.console import whole_number
+
     text = tags.get("format", "1")
-    return int(text) if text.isascii() and text.isdigit() else text
+    found = whole_number(text)
+    return text if found is None else found
 
 
 def model_format(tags: dict[str, str], where: str) -> int:

@@ -518,11 +518,11 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from tracker.fingerprint.served import made_by_train, model_format
+    from tracker.fingerprint.served import VERSION_RULE, made_by_train, model_format, version_number
 
-    if not version.isdigit() or int(version) < 1:
-        raise FingerprintError(f"version {version!r}: expected a whole number of at least 1 (see tracker fingerprint list)")
-    version = str(int(version))
+    if (number := version_number(version)) is None:
+        raise FingerprintError(f"version {version!r:.80}: expected {VERSION_RULE} (see tracker fingerprint list)")
+    version = str(number)
     client = MlflowClient(tracking_uri)
     names = sorted(m.name for m in client.search_registered_models())
     if name not in names:

@@ -32,10 +32,13 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tracker.console import whole_number
 from tracker.describe.graph import Description, Node
 from tracker.errors import ConfigError, not_utf8
 from tracker.log.logger import RunLogger
 from tracker.log.record import DESCRIPTION_ARTIFACT, RunRecord
+from tracker.profile.memcap import MAX_LIMIT_MB
+from tracker.settings import MAX_BATCH
 
 DEVICE = "jetson-tx2"
 SOURCE = "import:perf4sight"
@@ -63,7 +66,7 @@ class Config:
 
     @property
     def prune_pct(self) -> int:
-        return int(self.network.rsplit("_", 1)[1])
+        return int(self.network.rsplit("_", 1)[1])  # digits 0-9 (read_configs)
 
 
 def check_folder(folder: Path) -> None:
@@ -196,21 +199,28 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
     def config(path: Path, row: dict[str, str]) -> Config:
         network = path.name.removesuffix("-gt.csv")
         family, _, pct = network.rpartition("_")
-        if not family or not pct.isdigit() or not 0 <= int(pct) < 100:  # an IndexError's or ValueError's traceback
+        # digits 0-9 alone (isdigit took resnet18_², a ValueError's traceback, and resnet18_٣, until 0.9.13)
+        if not family or (percent := whole_number(pct)) is None or not percent < 100:
             raise ConfigError(f"{path}: not a perf4sight file name, NETWORK_PCT-gt.csv (resnet50_30-gt.csv)")
-        try:
-            bs = int(row["bs"])
-        except (KeyError, TypeError, ValueError):  # the file's name and the whole row until 0.9.3
-            raise ConfigError(f"{path}: batch size {row.get('bs')!r} is not a whole number") from None
-        if bs < 1:  # imported as a configuration until 0.9.2
-            raise ConfigError(f"{path}: batch size {bs}: not a batch size (at least 1)")
+        # KeyError: the file's name and the whole row until 0.9.3
+        if (bs := whole_number(row.get("bs") or "")) is None:
+            raise ConfigError(f"{path}: batch size {row.get('bs')!r:.80} is not a whole number")
+        # every command's bound (a batch of 0 imported until 0.9.2; past MAX_BATCH until 0.9.13: 2,000,000 taken,
+        # and 1 and 400 zeros OverflowError's traceback)
+        if not 1 <= bs <= MAX_BATCH:
+            raise ConfigError(f"{path}: batch size {str(bs)[:80]}: not a batch size (from 1 to {MAX_BATCH:,})")
         return configs.setdefault((network, bs), Config(network, bs))
 
     for path in sorted(lat_dir.glob("*-gt.csv")):
         for row in _rows(path):
             c = config(path, row)
             if row["passed"] == "True":
-                c.latency.append(_number(path, row, "latency"))
+                latency = _number(path, row, "latency")
+                if not math.isfinite(c.batch_size * 1000.0 / latency):  # 5e-324 ms: refused by the store, the
+                    # import cut short after its store was made, until 0.9.13
+                    raise ConfigError(f"{path}: batch size {c.batch_size}: latency {row['latency']!r} is not a "
+                                      "measurement (its throughput is past a float's range)")
+                c.latency.append(latency)
             else:
                 c.latency_failed += 1
     for path in sorted(mem_dir.glob("*-gt.csv")):
@@ -218,9 +228,13 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
             c = config(path, row)
             if capacities_mb is not None:
                 try:
-                    capacities_mb.add(float(row["capacity"]))
+                    capacity = float(row["capacity"])
                 except (KeyError, TypeError, ValueError):
-                    pass
+                    capacity = math.nan
+                # one no board has is passed over, as one that is no number (1e400, inf: OverflowError's traceback
+                # where its tag was written, after the store was made, until 0.9.13)
+                if 1 <= capacity <= MAX_LIMIT_MB:
+                    capacities_mb.add(capacity)
             if row["passed"] == "True":
                 used, alloc, reserved = (_number(path, row, k) for k in ("mem_used", "mem_alloc", "mem_reserved"))
                 c.memory.append((used, alloc, reserved))

@@ -35,8 +35,8 @@ from typing import Any, Callable, Iterator
 from tracker.errors import ConfigError, not_utf8
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
-from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI
-from tracker.settings import MAX_BATCH, MAX_SEED
+from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
+from tracker.settings import MAX_BATCH, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -206,8 +206,8 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
     c.devices = list(dict.fromkeys(canonical_device(str(d)) for d in c.devices))  # cuda and cuda:0 once
     if "input_sizes" in m:
         sizes = check_counts(where, "[measure].input_sizes", m["input_sizes"])
-        if small := [s for s in sizes if s < 8]:
-            raise ConfigError(f"{where}: [measure].input_sizes must be at least 8 pixels, got {small[0]}")
+        for size in sizes:  # --input-size's bounds (at least 8 alone until 0.9.13)
+            check_bound(where, "[measure].input_sizes", size, least=MIN_INPUT_SIZE, most=MAX_SPEC_SIZE, hint=" pixels")
         c.input_sizes = list(dict.fromkeys(sizes))
     if "dtypes" in m:
         from tracker.profile.network import DTYPES
@@ -232,12 +232,14 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
             c.allocator = validate_allocator(m["allocator"])
         except ConfigError as e:
             raise ConfigError(f"{where}: [measure].{e}") from None
+    least = {"time_cap_s": MIN_TIME_CAP_S, "timeout_s": MIN_TIMEOUT_S, "memory_limit_mb": MIN_MEMORY_LIMIT_MB}
     for key in ("precision", "time_cap_s", "timeout_s", "memory_limit_mb"):
         if key in m:
-            # precision: --precision's bounds (between 0 and 1 until 0.9.8: 0.9 was taken)
+            # precision: --precision's bounds (between 0 and 1 until 0.9.8: 0.9 was taken); the others their
+            # options' least (any above 0 until 0.9.13: a timeout_s of 0.001 failed each configuration)
             check_bound(where, f"[measure].{key}", m[key],
                         **({"least": MIN_PRECISION, "most": MAX_PRECISION, "hint": " (0.02 is 2 %)"}
-                           if key == "precision" else {"above": 0}))
+                           if key == "precision" else {"least": least[key]}))
             if key == "memory_limit_mb":
                 check_limit_mb(where, f"[measure].{key}", m[key])
             setattr(c, key, float(m[key]))

@@ -52,12 +52,16 @@ STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_
 WARMUP_STEPS = 1
 #: The tag counting a job's steps skipped, not timed, because a bad file left their batch short (since 0.9.11)
 SKIPPED_STEPS_TAG = "tracker.skipped_steps"
+#: The most batches a loader worker loads ahead (``[training].prefetch_factor``, ``[sweep]``'s, --prefetch-factor):
+#: past a few they only hold memory, and the loader's set-up counts to prefetch_factor x num_workers, so that
+#: 10**400, taken until 0.9.13, hung the job before its first step (in a job file, a [sweep] or the option).
+MAX_PREFETCH_FACTOR = 1024
 #: The most of a setting a job file takes: a batch as --batch-size does (any was taken until 0.9.7), and an
 #: image size as a network's spec its input_size (MAX_SPEC_SIZE: the job's image_size is its network's input;
 #: since 0.9.8, before which 99999999999 was taken, each image failed to resize and was skipped, and the job
 #: was a FINISHED run of no step). Not data synth's MAX_SIZE_PX, a bound on the files it draws: a job resizes
-#: files of any size, a real dataset's larger ones too.
-MOST = {"batch_size": MAX_BATCH, "image_size": MAX_SPEC_SIZE}
+#: files of any size, a real dataset's larger ones too. A prefetch factor at most MAX_PREFETCH_FACTOR.
+MOST = {"batch_size": MAX_BATCH, "image_size": MAX_SPEC_SIZE, "prefetch_factor": MAX_PREFETCH_FACTOR}
 
 
 @dataclass

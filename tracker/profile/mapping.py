@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 from tracker.console import counted
 from tracker.errors import ConfigError, OptionError, UnknownModelError
-from tracker.profile.device import canonical_device
+from tracker.profile.device import canonical_device, is_device_name
 
 DEVICES = ("cpu", "cuda")
 DEFAULT_NUM_NETS = (2, 6)
@@ -342,7 +342,9 @@ def validate(mapping: Mapping, gpu: bool, typed: bool = False) -> None:
         with _named(net.label):
             _check_model(net.model)
         for d in net.devices:
-            if d not in DEVICES and not (d.startswith("cuda:") and d[5:].isdigit()):
+            # the device check of every other command (isdigit took cuda:٣, which torch refused in the child, a
+            # FAILED run on a machine with a GPU, until 0.9.13)
+            if not is_device_name(d):
                 raise bad(f"{net.label}: unknown device {d!r} (known: cpu, cuda, cuda:N)")
             if d.startswith("cuda") and not gpu:
                 raise ConfigError(f"{net.label}: device {d} is not available on this machine (no CUDA GPU)")
@@ -594,10 +596,10 @@ def run_workload(job: dict[str, Any]) -> dict[str, Any]:
                           gpu_index=cuda_index(device)) as sampler:
         for t in threads:
             t.start()
-        stop.wait(warmup_s)
+        wait_or_stop(stop, warmup_s)
         window["open"] = time.perf_counter()
         start_ns = time.perf_counter_ns()
-        stop.wait(duration_s)
+        wait_or_stop(stop, duration_s)
         window["close"] = time.perf_counter()
         end_ns = time.perf_counter_ns()
         stop.set()
@@ -741,6 +743,20 @@ def result_of(record: Any, reused: bool) -> dict[str, Any]:
             "reason": record.tags.get("tracker.failure_reason"), "message": record.tags.get(FAILURE_MESSAGE_TAG),
             "reused": reused, "total_throughput_per_s": record.metrics.get("total_throughput_per_s"),
             "cpu_util_others_pct": record.metrics.get("cpu_util_others_pct"), "networks": nets}
+
+
+#: The longest one wait of a workload's child for its warm-up or window lasts: a longer one is waited in slices.
+WAIT_SLICE_S = 3600.0
+
+
+def wait_or_stop(stop: threading.Event, seconds: float) -> None:
+    """Wait ``seconds`` (any finite number: ``--duration 1e10``), or until ``stop`` is set (a network's
+    error). An Event waits at most threading.TIMEOUT_MAX (some 292 years) at once, and less where the
+    platform's time_t runs out first: until 0.9.13 a warm-up or window past it (1e10 s) failed its workload
+    with OverflowError ("timestamp out of range for platform time_t"), a FAILED run, where --duration took it."""
+    end = time.perf_counter() + seconds
+    while not stop.is_set() and (left := end - time.perf_counter()) > 0:
+        stop.wait(min(left, WAIT_SLICE_S))
 
 
 def default_timeout_s(duration_s: float, warmup_s: float) -> float:

@@ -90,6 +90,9 @@ MAX_SAMPLES = 100_000
 #: relative half-width of the median's 95 % CI, from 0.1 % to 50 % (a campaign took 0.9 until 0.9.8).
 MIN_PRECISION = 0.001
 MAX_PRECISION = 0.5
+#: The least time cap of a measurement's sampling, in seconds (``--time-cap``, a campaign's ``time_cap_s``: one
+#: bound for both; a campaign took any above 0, 5e-324 too, until 0.9.13).
+MIN_TIME_CAP_S = 0.1
 
 
 @dataclass(frozen=True)

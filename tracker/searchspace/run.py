@@ -120,16 +120,11 @@ def _candidate_record(space: SearchSpace, c: Candidate, model_hash: str, source:
                      description=f"Latency of candidate {c.name} of {space.name}, {source}.")
 
 
-def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "measured", skip_accuracy: bool = False,
-              skip_latency: bool = False, time_cap_s: float = DEFAULT_TIME_CAP_S,
-              progress: Callable[[str], None] | None = None) -> Tally:
-    """Fill what is missing: an ``accuracy`` run per candidate, and a ``candidate`` run with its latency
-    (``measured``: a network run by the profilers; ``predicted``: the registered fingerprints). A
-    measured candidate already there whose CI is wider than IMPRECISE_CI_REL is measured again where
-    ``time_cap_s`` is longer than the cap it had, else named imprecise again."""
-    from tracker.log.record import now_ms
-    from tracker.searchspace.accuracy import train_and_evaluate
-
+def check_runnable(space: SearchSpace, latency: str = "measured", skip_latency: bool = False) -> None:
+    """What this machine must have to fill the space's tables, each one line: the latency source, the
+    [latency] device and its threads, at most this machine's CPUs. ``searchspace run`` checks before it opens
+    the store (after, until 0.9.13: ``threads = 1000`` on a machine of 2 CPUs was refused, and an empty store
+    left made), and :func:`run_space` before anything."""
     if latency not in SOURCES:
         raise TrackerError(f"--latency must be measured or predicted, got {latency!r}")
     if latency == "measured" and not skip_latency:
@@ -140,6 +135,19 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
         from tracker.profile.modes import validate_threads
 
         validate_threads(space.latency.threads, f"{space.path}: [latency].threads =")
+
+
+def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "measured", skip_accuracy: bool = False,
+              skip_latency: bool = False, time_cap_s: float = DEFAULT_TIME_CAP_S,
+              progress: Callable[[str], None] | None = None) -> Tally:
+    """Fill what is missing: an ``accuracy`` run per candidate, and a ``candidate`` run with its latency
+    (``measured``: a network run by the profilers; ``predicted``: the registered fingerprints). A
+    measured candidate already there whose CI is wider than IMPRECISE_CI_REL is measured again where
+    ``time_cap_s`` is longer than the cap it had, else named imprecise again."""
+    from tracker.log.record import now_ms
+    from tracker.searchspace.accuracy import train_and_evaluate
+
+    check_runnable(space, latency, skip_latency)
     registered, wanted = None, None
     if not skip_latency:  # the device mode its latencies are measured in, or were learnt in
         from tracker.profile.modes import read_mode

@@ -35,6 +35,31 @@ def statement_count(sql: str) -> int | None:
         con.close()
 
 
+#: DuckDB's integer types whose Arrow export does not hold their values (duckdb-python#568): a UHUGEINT past
+#: 2**127 - 1 comes back negative (exported as a signed decimal128: 2**128 - 1 read -1), a BIGNUM (an integer
+#: past 128 bits, a literal of 40 digits or more) as its internal bytes (written as hex until 0.9.13).
+WIDE_INTEGERS = ("UHUGEINT", "BIGNUM")
+#: The field metadata of a result's column of whole numbers given as their digits (:func:`_exactly`).
+WHOLE_DIGITS = b"tracker.whole_digits"
+
+
+def _exactly(relation: Any) -> tuple[Any, list[int]]:
+    """``relation`` with each column of a type in :data:`WIDE_INTEGERS` (or holding one: a list, a struct)
+    given as its text, exact, and the places of the columns that are such whole numbers themselves."""
+    types = [str(t) for t in relation.types]
+    if not any(wide in t for t in types for wide in WIDE_INTEGERS):
+        return relation, []
+    picks, whole = [], []
+    for i, (name, kind) in enumerate(zip(relation.columns, types)):
+        if any(wide in kind for wide in WIDE_INTEGERS):
+            picks.append(f'#{i + 1}::VARCHAR AS "{name.replace(chr(34), chr(34) * 2)}"')
+            if kind in WIDE_INTEGERS:
+                whole.append(i)
+        else:
+            picks.append(f"#{i + 1}")
+    return relation.project(", ".join(picks)), whole
+
+
 def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
     """Run one query on the warehouse opened read-only; an Arrow table of the result, its columns
     named apart (a second ``run_id`` of a join is ``run_id_1``, as DuckDB names them in Parquet:
@@ -63,7 +88,13 @@ def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
                 import pyarrow as pa
 
                 return pa.table({})
+            relation, whole = _exactly(relation)
             table = relation.to_arrow_table()
+            if whole:  # their digits, which JSON writes as a number (render)
+                import pyarrow as pa
+
+                table = table.cast(pa.schema([f.with_metadata({WHOLE_DIGITS: b"1"}) if i in whole else f
+                                              for i, f in enumerate(table.schema)]))
     except Exception as exc:
         if interrupted(exc):  # DuckDB's "Query interrupted" (a RuntimeError): a Ctrl-C, said as one by the caller
             raise KeyboardInterrupt from None
@@ -206,7 +237,8 @@ def render(table: Any, fmt: str) -> str:
         writer.writerow(table.column_names)
         writer.writerows(zip(*[[_cell(v) for v in column.to_pylist()] for column in table.columns]))
         return buf.getvalue()
-    columns = [[_plain(v) for v in column.to_pylist()] for column in table.columns]
+    columns = [[_plain(v) if not (field.metadata or {}).get(WHOLE_DIGITS) or v is None else int(v)
+                for v in column.to_pylist()] for field, column in zip(table.schema, table.columns)]
     rows = list(zip(*columns)) if columns else []
     if fmt == "json":
         return json.dumps([dict(zip(table.column_names, row)) for row in rows], indent=2, default=str) + "\n"

@@ -467,8 +467,14 @@ def ratios_from_percentages(values: list[Any], label: str) -> list[float]:
         raise ConfigError(f"{label} needs at least one percentage, e.g. 0, 10, 50")
     for v in values:
         number = isinstance(v, numbers.Real) and not isinstance(v, bool)
-        if not number or not 0 <= v < 100:
-            raise ConfigError(f"{label} are percentages from 0 to under 100, got {f'{v:g}' if number else repr(v)}")
+        if not number or not 0 <= v < 100:  # a whole number as written, in 80 characters: format g of one past a
+            # float's range (a campaign's `ratios = [1e400]` written out) was OverflowError's traceback until 0.9.13
+            raise ConfigError(f"{label} are percentages from 0 to under 100, got "
+                              f"{f'{v:g}' if isinstance(v, float) else f'{v!r:.80}'}")
+    if tiny := next((v for v in values if v > 0 and float(v) / 100 == 0), None):  # 5e-324 % is a ratio of 0.0,
+        # the unpruned network, named and written as p0 without a word until 0.9.13
+        raise ConfigError(f"{label}: {tiny:g} would be named p0, as the unpruned network: percentages are named to 6 "
+                          "decimals")
     ratios = list(dict.fromkeys(float(v) / 100 for v in values))
     named: dict[str, float] = {}
     for ratio in ratios:  # 1e-9 was named p0, as the unpruned network, and its spec written over that one's (0.9.8)
