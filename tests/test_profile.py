@@ -1070,7 +1070,7 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ("timeout_s = 120", "timeout_s = 120\nmemory_limit_mb = 0.5", "[measure].memory_limit_mb must be at least 1, got 0.5"),
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
     # a whole number past a float's range where a float is asked for: taken until 0.9.13
-    ("timeout_s = 120", "timeout_s = 1" + "0" * 400, "[measure].timeout_s must be a finite number, got 1" + "0" * 79),
+    ("timeout_s = 120", "timeout_s = 1" + "0" * 400, "[measure].timeout_s must be a finite number, got 1" + "0" * 400),
     # a cap past a 64-bit count of bytes read as a tiny one: every run a false out-of-memory until 0.9.5
     ("timeout_s = 120", "timeout_s = 120\nmemory_limit_mb = 1e30",
      "[measure].memory_limit_mb must be at most 1,073,741,824 MB (1 PiB), got 1e+30"),
@@ -1080,9 +1080,9 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
      "[measure].repeats must be from 1 to 1000 (each repeat is a whole pass over the campaign), got 1000000"),
     # a whole number past a float's range: OverflowError's traceback until 0.9.13; said in 80 characters
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nrepeats = " + "9" * 400,
-     "[measure].repeats must be from 1 to 1000 (each repeat is a whole pass over the campaign), got " + "9" * 80),
+     "[measure].repeats must be from 1 to 1000 (each repeat is a whole pass over the campaign), got " + "9" * 400),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = " + "9" * 400,
-     "[measure].min_samples must be from 6 to 100000, got " + "9" * 80),
+     "[measure].min_samples must be from 6 to 100000, got " + "9" * 400),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 2", "[measure].min_samples must be from 6 to 100000, got 2"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nthreads = [4096]", "[measure].threads = 4096: expected a whole"),
     ("phases = [\"inference\"]", "phases = []", "[measure].phases names no phase (inference, training); leave it out"),

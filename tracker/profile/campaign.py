@@ -100,7 +100,7 @@ def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], wh
             try:  # a whole number past a float's range (`learning_rate = 1` and 400 zeros) is no float:
                 float(value)  # taken until 0.9.13, and a job trained at it lost its run when it was logged
             except OverflowError:
-                raise ConfigError(f"{where}: {prefix}{key} must be a finite number, got {value!r:.80}") from None
+                raise ConfigError(f"{where}: {prefix}{key} must be a finite number, got {value!r}") from None
             ok = True
         if not ok:
             raise ConfigError(f"{where}: {prefix}{key} should be {want.__name__}, got {value!r}")
@@ -132,7 +132,7 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
         rule = f"at least {least}"
     else:
         rule = f"greater than {above}"
-    raise ConfigError(f"{f'{where}: ' if where else ''}{label} must be {rule}{hint}, got {value!r:.80}")
+    raise ConfigError(f"{f'{where}: ' if where else ''}{label} must be {rule}{hint}, got {value!r}")
 
 
 def check_limit_mb(where: str, label: str, value: float) -> None:

@@ -99,7 +99,7 @@ def validate_threads(threads: Any, label: str = "--threads") -> int:
     option's name, or a campaign key's ``[measure].threads =``)."""
     limit = os.cpu_count() or 1
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= limit:
-        raise ConfigError(f"{label} {threads!r:.80}: expected a whole number from 1 to {limit} (the CPUs of this machine)")
+        raise ConfigError(f"{label} {threads!r}: expected a whole number from 1 to {limit} (the CPUs of this machine)")
     return threads
 
 
