@@ -168,9 +168,7 @@ def _plain(value: Any, finite: bool = True) -> Any:
     if finite and isinstance(value, float) and not math.isfinite(value):
         return None
     if finite and isinstance(value, Decimal):
-        if not value.is_finite():
-            return None
-        return int(value) if value.as_tuple().exponent >= 0 else float(value)
+        return _decimal_number(value) if value.is_finite() else None
     if isinstance(value, (bytes, bytearray)):
         return value.hex()
     if isinstance(value, dict):
@@ -195,11 +193,15 @@ def _cell(value: Any) -> Any:
 
 def _json_default(value: Any) -> Any:
     """What JSON text of a list or struct in a CSV cell writes for a value JSON has no type for: a
-    DECIMAL a number (a string, ``["1.50"]``, until 0.9.13), whole where it has no digits after the point
-    (exactly, as :func:`_plain` makes one for JSON); anything else (a date, a UUID) its text."""
-    if isinstance(value, Decimal):
-        return int(value) if value.is_finite() and value.as_tuple().exponent >= 0 else float(value)
-    return str(value)
+    DECIMAL a number (a string, ``["1.50"]``, until 0.9.13), as :func:`_plain` makes one for JSON;
+    anything else (a date, a UUID) its text."""
+    return _decimal_number(value) if isinstance(value, Decimal) else str(value)
+
+
+def _decimal_number(value: Decimal) -> int | float:
+    """A DECIMAL or HUGEINT (Python's Decimal) as a JSON number: a whole one (no digits after the point)
+    an int, exactly, another a float (NaN and infinities too: :func:`_plain` makes those null first)."""
+    return int(value) if value.is_finite() and value.as_tuple().exponent >= 0 else float(value)
 
 
 def table_cell(value: Any) -> str:
