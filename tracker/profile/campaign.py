@@ -36,7 +36,8 @@ from tracker.errors import ConfigError, not_utf8
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
-from tracker.settings import MAX_BATCH, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S
+from tracker.settings import (MAX_BATCH, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S,
+                              finite_number)
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -116,9 +117,7 @@ def check_bound(where: str, label: str, value: float, *, least: float | None = N
     """A ConfigError naming ``label`` (``[table].key``) and its rule unless ``value`` is finite, at
     least ``least``, greater than ``above``, less than ``below`` and at most ``most`` (each where given).
     ``where`` "" (``label`` says it all: ``--batch-size``, ``FILE: [sweep].batch_size``): no prefix."""
-    # a whole number is finite however large (math.isfinite of one past a float's range raised
-    # OverflowError, a traceback, until 0.9.13: a campaign file's `repeats = 1e400` written out)
-    finite = isinstance(value, int) or math.isfinite(value)
+    finite = finite_number(value)  # a whole number of 400 digits too (a traceback until 0.9.13)
     if finite and ((least is None or value >= least) and (above is None or value > above)
                    and (below is None or value < below) and (most is None or value <= most)):
         return
