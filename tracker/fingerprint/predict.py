@@ -151,10 +151,11 @@ def split_version(text: str) -> tuple[str, str]:
     from tracker.fingerprint.served import VERSION_RULE, version_number
 
     name, sep, number = text.partition("/")
-    if not sep or not name or version_number(number) is None:
+    version = version_number(number)
+    if not sep or not name or version is None:
         raise FingerprintError(f"{text!r:.80}: expected a registered fingerprint and its version, NAME/VERSION "
                                f"(VERSION {VERSION_RULE}; tracker fingerprint list)")
-    return name, str(version_number(number))
+    return name, str(version)
 
 
 def registered_versions(tracking_uri: str | None, wanted: Sequence[str]) -> dict[str, Any]:
