@@ -4,6 +4,7 @@ artifact the metrics derive from, the latency verdict's rules, and bad input as 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -457,3 +458,37 @@ def test_a_prefix_of_a_run_tracker_did_not_make_is_found_as_its_full_id_is(tmp_p
     out = runner.invoke(app, [*base, "compare", here[:8], mine[1][:8]])
     assert out.exit_code == 1 and isinstance(out.exception, TrackerError), out.output
     assert f"run {mine[1][:12]} is not a tracker run, not a measurement" in str(out.exception), out.exception
+
+
+def test_a_change_past_a_percentage_is_said_as_a_ratio_in_powers_of_ten(tmp_path: Path) -> None:
+    """Latencies of 1e-300 and 1e300 ms (a user's own figures, or an import's) were compared as
+    "+inf %" and "(infx)", a throughput of 1.7e308 against 1e-300 as "-100.0 %" (the float ratio
+    underflows), one of 1e-10 against 1e290 ms as some 300 digits, and runs list showed 1e300 ms in
+    301 digits and 1e-300 as 0.000 (until 0.9.14): past a ratio of 1000 either way the change is
+    that ratio in powers of ten, as pyperf says a change as a ratio; an ordinary one is as it was."""
+    from tests.conftest import timed_probe
+    from tracker.console import change, fixed
+
+    store = tmp_path / "s"
+    a = timed_probe(network_record(batch_size=1, latency_ms=1e-300, throughput_per_s=1.7e308), 2.0)
+    b = timed_probe(network_record(batch_size=2, latency_ms=1e300, throughput_per_s=1e-300), 2.1)
+    with RunLogger(str(store), experiment="far", environment=ENV) as logger:
+        logger.log([a, b])
+    base = ["--tracking-uri", str(store), "-e", "far", "runs"]
+    out = runner.invoke(app, [*base, "compare", a.run_id[:8], b.run_id[:8]])
+    assert out.exit_code == 0, (out.output, out.exception)
+    assert "inf %" not in out.stdout and "infx" not in out.stdout, out.stdout
+    assert re.search(r"latency_ms\s+1e-300 ±1.0%\s+1e\+300 ±1.0%\s+1e\+600x\s*\n", out.stdout), out.stdout
+    assert re.search(r"throughput_per_s\s+1.7e\+308\s+1e-300\s+5.9e-609x\s*\n", out.stdout), out.stdout
+    assert "\nlatency 1e+600x: significant (" in out.stdout and "speed probe +5.0 % from A to B" in out.stdout
+    assert "at the machine's speed (latency over probe) latency 9.5e+599x" in out.stdout, out.stdout
+    listed = runner.invoke(app, [*base, "list"]).stdout
+    assert re.search(r" 1e\+300 +│", listed) and re.search(r" 1e-300 +│", listed) and "0.000" not in listed, listed
+    # an ordinary change is a percentage as before; the bounds, either way, a ratio of 1000
+    assert [change(12.5, 14.0), change(10.0, 10.0), change(80.0, 70.0), change(1.0, 0.0)] == [
+        "+12.0 %", "+0.0 %", "-12.5 %", "-100.0 %"]
+    assert [change(1.0, 1000.0), change(1.0, 1001.0), change(1.0, 1e-3), change(1.0, 9e-4)] == [
+        "+99900.0 %", "1e+03x", "-99.9 %", "9e-04x"]
+    assert [change(-2.0, -3.0), change(1.0, float("inf")), change(1.0, 9.96e5)] == ["+50.0 %", "+inf %", "1e+06x"]
+    assert [fixed(12.5), fixed(0.0), fixed(0.0004), fixed(0.0005), fixed(1e11), fixed(1e12)] == [
+        "12.500", "0.000", "0.0004", "0.001", "100000000000.000", "1e+12"]

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+#: The ratios B/A (from 1/1000 to 1000) whose change ``change`` says as a percentage, as pyperf's
+#: ``compare_to`` says a ratio it can: -99.9 % to +99,900.0 %; past them a percentage is a run of
+#: digits or a -100.0 % that says B is nothing.
+PERCENT_RATIOS = (1e-3, 1e3)
+#: The largest magnitude ``fixed`` writes with its places (12 digits before the point).
+FIXED_MOST = 1e12
 
 
 def wide_console(min_width: int, stderr: bool = False, markup: bool = False) -> Any:
@@ -51,6 +59,43 @@ def per(value: float, word: str, unit: str) -> str:
     step``): whole from 10 up, two significant digits under (``0`` said of 0.59 until 0.9.4)."""
     text = f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
     return f"{text} {word if text == '1' else word + 's'} per {unit}"
+
+
+def fixed(value: float, places: int = 3) -> str:
+    """``value`` with ``places`` digits after the point (``12.500``) where that says it; one of more
+    than 12 digits before the point (past ``FIXED_MOST``) or too small to show a digit there, in four
+    significant digits (``1e+300``, ``1e-300``, ``0.0004``): a latency of 1e300 ms was 301 digits in
+    ``runs list`` until 0.9.14, and one of 1e-300 ms ``0.000``, nothing."""
+    if value == 0 or not math.isfinite(value) or 0.5 * 10 ** -places <= abs(value) < FIXED_MOST:
+        return f"{value:.{places}f}"
+    return f"{value:.{places + 1}g}"
+
+
+def ratio_past_percent(a: float, b: float) -> str | None:
+    """The ratio B/A of two finite numbers of one sign, in powers of ten (``1e+600x``, ``5.9e-609x``),
+    where a percentage cannot say it (outside ``PERCENT_RATIOS``); None where one can (or where B/A is
+    no such ratio: a zero, a sign change, an infinity, which :func:`change` says in per cent). The
+    ratio is worked out from the logarithms, as the float B/A overflows (1e300 / 1e-300) or underflows
+    (1e-300 / 1.7e308: 0.0, a "-100.0 %")."""
+    if not (a and b and math.isfinite(a) and math.isfinite(b) and (a > 0) == (b > 0)):
+        return None
+    ratio = b / a
+    if PERCENT_RATIOS[0] <= ratio <= PERCENT_RATIOS[1]:
+        return None
+    power = math.log10(abs(b)) - math.log10(abs(a))
+    exponent = math.floor(power)
+    mantissa = round(10 ** (power - exponent), 1)
+    if mantissa >= 10:  # 9.96 is 10: one power more
+        mantissa, exponent = 1.0, exponent + 1
+    return f"{mantissa:.2g}e{exponent:+03d}x"
+
+
+def change(a: float, b: float) -> str:
+    """The change from ``a`` to ``b`` as ``runs compare`` says it: a percentage (``+12.3 %``) where
+    the ratio B/A is within ``PERCENT_RATIOS``, else that ratio in powers of ten (``1e+600x``: see
+    :func:`ratio_past_percent`), where a percentage was ``+inf %`` or some 300 digits until 0.9.14, as
+    pyperf's ``compare_to`` says a change as a ratio (``2.00x slower``)."""
+    return ratio_past_percent(a, b) or f"{100 * (b / a - 1.0):+.1f} %"
 
 
 def shell_word(value: object) -> str:

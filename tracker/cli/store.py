@@ -95,7 +95,7 @@ def list_runs(
         return
     from rich.table import Table
 
-    from tracker.console import wide_console
+    from tracker.console import fixed, wide_console
 
     failures = any(r["failure_reason"] for r in rows)
     header = ("run_id", "kind", "name", "mode", "status", "latency_ms", *(["why"] if failures else []))
@@ -105,7 +105,7 @@ def list_runs(
         lat = r["metrics"].get("latency_ms")
         why = [_why(r)] if failures else []
         cells.append((r["run_id"][:12], r["kind"], r["name"] or "", r["params"].get("mode", ""), r["status"],
-                      f"{lat:.3f}" if lat is not None else "", *why))
+                      fixed(lat) if lat is not None else "", *why))
         table.add_row(*cells[-1])
     # a pipe or a log: names, modes and reasons whole, the table as wide as they need (a long name was
     # wrapped over two rows past 120 columns until 0.9.8)
@@ -233,7 +233,7 @@ def compare(
         return
     from rich.table import Table
 
-    from tracker.console import clipped, wide_console
+    from tracker.console import change, clipped, fixed, ratio_past_percent, wide_console
 
     for side in ("a", "b"):
         s = data[side]
@@ -260,28 +260,31 @@ def compare(
             if value is None:
                 return "absent"
             return f"{value:.4g}" + (f" ±{100 * ci:.1f}%" if ci is not None else "")
-        change = f"{100 * r['change_rel']:+.1f} %" if "change_rel" in r else ""
-        table.add_row(r["metric"], cell(r["a"], r.get("a_ci_rel")), cell(r["b"], r.get("b_ci_rel")), change)
+        table.add_row(r["metric"], cell(r["a"], r.get("a_ci_rel")), cell(r["b"], r.get("b_ci_rel")),
+                      change(r["a"], r["b"]) if "change_rel" in r else "")
     wide_console(100).print(table)
-    lat = data["latency"]
-    typer.echo(f"latency {100 * lat['change_rel']:+.1f} % ({lat['ratio']:.3f}x): {lat['verdict']} ({lat['why']})")
+    lat, rows = data["latency"], {r["metric"]: r for r in data["metrics"]}
+    la, lb = rows["latency_ms"]["a"], rows["latency_ms"]["b"]  # a ratio past a percentage says itself alone
+    said = ratio_past_percent(la, lb) or f"{change(la, lb)} ({lat['ratio']:.3f}x)"
+    typer.echo(f"latency {said}: {lat['verdict']} ({lat['why']})")
     if speed := data["machine_speed"]:
         if "probe_versions" in speed:
             typer.echo("machine speed: not compared (speed probes of versions "
                        f"{' and '.join(str(v) for v in speed['probe_versions'])}: other units)")
         else:
-            typer.echo(f"{'WARNING: ' if speed['moved'] else ''}machine speed: the speed probe {100 * speed['probe_change_rel']:+.1f} % "
-                       f"from A to B; at the machine's speed (latency over probe) latency {100 * speed['latency_change_rel']:+.1f} %"
+            pa, pb = rows["speed_probe_ms"]["a"], rows["speed_probe_ms"]["b"]
+            typer.echo(f"{'WARNING: ' if speed['moved'] else ''}machine speed: the speed probe {change(pa, pb)} "
+                       f"from A to B; at the machine's speed (latency over probe) latency {change(la / pa, lb / pb)}"
                        + (": a change may be the machine's" if speed["moved"] else ""))
     if "layers" in data:
         ly = data["layers"]
         unmatched = f"; {ly['only_a']} only in A, {ly['only_b']} only in B" if ly["only_a"] or ly["only_b"] else ""
-        typer.echo(f"\nlayers: {ly['matched']} matched by name{unmatched}; their sum {ly['sum_a_ms']:.3f} -> "
-                   f"{ly['sum_b_ms']:.3f} ms; {ly['apart']} with CIs apart. Those that moved most:")
+        typer.echo(f"\nlayers: {ly['matched']} matched by name{unmatched}; their sum {fixed(ly['sum_a_ms'])} -> "
+                   f"{fixed(ly['sum_b_ms'])} ms; {ly['apart']} with CIs apart. Those that moved most:")
         table = Table("layer", "op", "A ms", "B ms", "change", "", box=None, pad_edge=False)
         for r in ly["top"]:
-            rel = f"{100 * r['change_rel']:+.1f} %" if r["change_rel"] is not None else ""
-            table.add_row(r["layer"], r["op_type"] or "", f"{r['a_ms']:.4f}", f"{r['b_ms']:.4f}", rel,
+            rel = change(r["a_ms"], r["b_ms"]) if r["change_rel"] is not None else ""
+            table.add_row(r["layer"], r["op_type"] or "", fixed(r["a_ms"], 4), fixed(r["b_ms"], 4), rel,
                           "CIs apart" if r["apart"] else "")
         wide_console(100).print(table)
     if "operators" in data:

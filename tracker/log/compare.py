@@ -18,7 +18,10 @@ Latency is judged three ways, the first that applies giving the verdict:
    ``repeats``) lie further apart than the change: *within drift* (a CI covers its own window
    only; on a shared machine two windows minutes apart can differ by more than either's CI).
 
-Otherwise the change is *significant*. Other metrics (throughput, peak memory, power, energy,
+Otherwise the change is *significant*. A change is said in per cent (``+12.3 %``) while the ratio B/A
+is within 1/1000 and 1000, and past that as the ratio itself in powers of ten (``1e+600x``), as
+pyperf's ``compare_to`` says a change as a ratio (``console.change``): a percentage was ``+inf %``, or
+some 300 digits, or ``-100.0 %`` for a B far from nothing, until 0.9.14. Other metrics (throughput, peak memory, power, energy,
 utilisation, page faults) are single values per run: shown with their change, no verdict. A
 metric one run lacks is absent there, never zero.
 
