@@ -876,13 +876,18 @@ def test_an_integer_wider_than_arrows_is_given_exactly_in_every_format(tmp_path:
     """DuckDB's Arrow export gives a UHUGEINT past 2**127 - 1 as a negative number (2**128 - 1 as -1) and a
     BIGNUM (an integer past 128 bits: a literal of 40 digits or more) as its internal bytes, which `tracker
     sql` showed in every format until 0.9.13 (-1; hex). Each is its exact digits: a number in JSON, as a
-    HUGEINT is, its digits in the table and in CSV; in a list or struct, the text DuckDB gives it."""
+    HUGEINT is, its digits in the table and in CSV; in a list, struct or map too, a number in JSON and in a
+    CSV cell's JSON text (until 0.9.14 the whole list or struct was DuckDB's text, its other values text as
+    well), each its own digits in Parquet, marked whole."""
     import csv
     import io
 
     from typer.testing import CliRunner
 
+    import pyarrow.parquet as pq
+
     from tracker.cli.app import app
+    from tracker.warehouse.query import WHOLE_DIGITS
 
     wh = tmp_path / "wh.duckdb"
     duckdb.connect(str(wh)).close()
@@ -891,10 +896,28 @@ def test_an_integer_wider_than_arrows_is_given_exactly_in_every_format(tmp_path:
     said = {fmt: CliRunner().invoke(app, ["sql", query, "--warehouse", str(wh), "--format", fmt])
             for fmt in ("json", "csv", "table")}
     assert all(out.exit_code == 0 for out in said.values()), {f: o.output for f, o in said.items()}
-    assert json.loads(said["json"].stdout) == [{"u": top, "small": 5, "b": big, "l": f"[{big}]", "n": None, "i": 2}]
+    assert json.loads(said["json"].stdout) == [{"u": top, "small": 5, "b": big, "l": [big], "n": None, "i": 2}]
     assert list(csv.reader(io.StringIO(said["csv"].stdout)))[1] == [str(top), "5", str(big), f"[{big}]", "", "2"]
     row = said["table"].stdout.splitlines()[3]
     assert [cell.strip() for cell in row.strip("│").split("│")] == [str(top), "5", str(big), f"[{big}]", "", "2"]
+    # in a list, a struct or a map: each wide integer a number, the rest as they are; in Parquet its digits
+    nested = (f"SELECT [{top}::UHUGEINT, NULL] AS l, {{'b': {big}, 'n': 'x', 'i': 3}} AS s, "
+              f"MAP {{{top}::UHUGEINT: [{big}]}} AS m")
+    said = {fmt: CliRunner().invoke(app, ["sql", nested, "--warehouse", str(wh), "--format", fmt])
+            for fmt in ("json", "csv", "table")}
+    assert all(out.exit_code == 0 for out in said.values()), {f: o.output for f, o in said.items()}
+    assert json.loads(said["json"].stdout) == [{"l": [top, None], "s": {"b": big, "n": "x", "i": 3}, "m": [[top, [big]]]}]
+    assert list(csv.reader(io.StringIO(said["csv"].stdout)))[1] == [
+        f"[{top}, null]", f'{{"b": {big}, "n": "x", "i": 3}}', f"[[{top}, [{big}]]]"]
+    row = said["table"].stdout.splitlines()[3]
+    assert [cell.strip() for cell in row.strip("│").split("│")] == [
+        f"[{top}, NULL]", f"{{'b': {big}, 'n': 'x', 'i': 3}}", f"[({top}, [{big}])]"]
+    out = CliRunner().invoke(app, ["sql", nested, "--warehouse", str(wh), "-o", str(tmp_path / "n.parquet")])
+    assert out.exit_code == 0, out.output
+    written = pq.read_table(tmp_path / "n.parquet")
+    assert written.to_pylist() == [{"l": [str(top), None], "s": {"b": str(big), "n": "x", "i": 3},
+                                    "m": [(str(top), [str(big)])]}]
+    assert written.schema.field("s").type.field("b").metadata == {WHOLE_DIGITS: b"1"}
 
 
 def test_the_sql_table_shows_a_decimal_in_a_list_or_struct_as_duckdb_does(tmp_path: Path) -> None:

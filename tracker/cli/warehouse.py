@@ -208,12 +208,12 @@ def _table_text(table) -> str:  # noqa: ANN001
 
     from rich.text import Text
 
-    from tracker.warehouse.query import table_cell
+    from tracker.warehouse.query import column_values, table_cell
 
     out = Table()
     for name in table.column_names:
         out.add_column(Text(name))
-    cells = [[table_cell(v) for v in column.to_pylist()] for column in table.columns]
+    cells = [[table_cell(v) for v in column_values(field, column)] for field, column in zip(table.schema, table.columns)]
     for row in zip(*cells):  # Text: a value is shown as it is, never read as Rich markup ("[/]", ":x:")
         out.add_row(*(Text(v) for v in row))
     # as wide as its widest values need: an id or a path is never cut (it was at 16 characters a column)

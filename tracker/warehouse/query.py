@@ -43,21 +43,100 @@ WIDE_INTEGERS = ("UHUGEINT", "BIGNUM")
 WHOLE_DIGITS = b"tracker.whole_digits"
 
 
-def _exactly(relation: Any) -> tuple[Any, list[int]]:
-    """``relation`` with each column of a type in :data:`WIDE_INTEGERS` (or holding one: a list, a struct)
-    given as its text, exact, and the places of the columns that are such whole numbers themselves."""
-    types = [str(t) for t in relation.types]
-    if not any(wide in t for t in types for wide in WIDE_INTEGERS):
-        return relation, []
-    picks, whole = [], []
-    for i, (name, kind) in enumerate(zip(relation.columns, types)):
-        if any(wide in kind for wide in WIDE_INTEGERS):
-            picks.append(f'#{i + 1}::VARCHAR AS "{name.replace(chr(34), chr(34) * 2)}"')
-            if kind in WIDE_INTEGERS:
-                whole.append(i)
-        else:
-            picks.append(f"#{i + 1}")
-    return relation.project(", ".join(picks)), whole
+def _exactly(relation: Any) -> tuple[Any, dict[int, Any]]:
+    """``relation`` with each integer of a type in :data:`WIDE_INTEGERS` given as its text, exact, in a
+    list, struct or map as in a plain column (the rest of a list or struct as it is: until 0.9.14 such a
+    column was its text whole, ``"[340282366920938463463374607431768211455, 5]"``), and the DuckDB types
+    of the columns so given, by their places (:func:`_marked` marks their whole numbers)."""
+    types = list(relation.types)
+    texts = {i: _wide_as_text(kind) for i, kind in enumerate(types)}
+    texts = {i: text for i, text in texts.items() if text}
+    if not texts:
+        return relation, {}
+    picks = [f'#{i + 1}::{texts[i]} AS "{name.replace(chr(34), chr(34) * 2)}"' if i in texts else f"#{i + 1}"
+             for i, name in enumerate(relation.columns)]
+    return relation.project(", ".join(picks)), {i: types[i] for i in texts}
+
+
+def _wide_as_text(kind: Any) -> str | None:
+    """The SQL type of DuckDB's type ``kind`` with each integer of :data:`WIDE_INTEGERS` in it VARCHAR (in
+    a list, an array, a struct or a map; a union that holds one is VARCHAR whole); None where it holds none."""
+    name = str(kind)
+    if name in WIDE_INTEGERS:
+        return "VARCHAR"
+    if not any(wide in name for wide in WIDE_INTEGERS):
+        return None
+    children = [child for _, child in kind.children]
+    if kind.id == "list":
+        inner = _wide_as_text(children[0])
+        return f"{inner}[]" if inner else None
+    if kind.id == "array":
+        inner = _wide_as_text(children[0])
+        return f"{inner}[{kind.children[1][1]}]" if inner else None
+    if kind.id in ("struct", "map"):
+        inner = [_wide_as_text(child) for child in children]
+        if not any(inner):  # a field named UHUGEINT, say
+            return None
+        said = [text or str(child) for text, child in zip(inner, children)]
+        if kind.id == "map":
+            return f"MAP({said[0]}, {said[1]})"
+        names = ['"' + n.replace('"', '""') + '"' for n, _ in kind.children]
+        return "STRUCT(" + ", ".join(f"{n} {t}" for n, t in zip(names, said)) + ")"
+    return "VARCHAR" if kind.id == "union" and any(map(_wide_as_text, children)) else None
+
+
+def _marked(field: Any, kind: Any) -> Any:
+    """Arrow's ``field`` of a column of DuckDB's type ``kind`` that :func:`_exactly` gave as text, each
+    field in it that holds a wide integer's digits marked :data:`WHOLE_DIGITS` (in a list, a struct or a
+    map too: :func:`column_values` reads them as numbers, Parquet keeps the mark)."""
+    import pyarrow as pa
+
+    if str(kind) in WIDE_INTEGERS:
+        return field.with_metadata({**(field.metadata or {}), WHOLE_DIGITS: b"1"})
+    t, children = field.type, [child for _, child in kind.children] if kind.id in ("list", "array", "struct", "map") else []
+    if kind.id == "list" and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        inner = _marked(t.value_field, children[0])
+        return field.with_type(pa.list_(inner) if pa.types.is_list(t) else pa.large_list(inner))
+    if kind.id == "array" and pa.types.is_fixed_size_list(t):
+        return field.with_type(pa.list_(_marked(t.value_field, children[0]), t.list_size))
+    if kind.id == "map" and pa.types.is_map(t):
+        return field.with_type(pa.map_(_marked(t.key_field, children[0]), _marked(t.item_field, children[1]),
+                                       keys_sorted=t.keys_sorted))
+    if kind.id == "struct" and pa.types.is_struct(t):
+        return field.with_type(pa.struct([_marked(t.field(i), child) for i, child in enumerate(children)]))
+    return field
+
+
+def column_values(field: Any, column: Any) -> list[Any]:
+    """A result's column (Arrow's ``field`` and ``column``) as Python's values, each whole number given
+    as its digits (a field marked :data:`WHOLE_DIGITS`: a wide integer, in a list, struct or map too) an
+    int, exactly, which JSON and a CSV cell's JSON text write as a number and the table as its digits."""
+    values = column.to_pylist()
+    return [_whole(v, field) for v in values] if _holds_whole(field) else values
+
+
+def _holds_whole(field: Any) -> bool:
+    """Whether ``field`` is, or holds, one marked :data:`WHOLE_DIGITS`."""
+    t = field.type
+    return bool((field.metadata or {}).get(WHOLE_DIGITS)) or any(_holds_whole(t.field(i)) for i in range(t.num_fields))
+
+
+def _whole(value: Any, field: Any) -> Any:
+    """``value`` of Arrow's ``field`` with the digits of each field marked :data:`WHOLE_DIGITS` in it an int."""
+    import pyarrow as pa
+
+    t = field.type
+    if value is None:
+        return None
+    if (field.metadata or {}).get(WHOLE_DIGITS):
+        return int(value)
+    if pa.types.is_map(t):  # its entries, pairs
+        return [(_whole(k, t.key_field), _whole(v, t.item_field)) for k, v in value]
+    if pa.types.is_struct(t):
+        return {name: _whole(v, t.field(name)) for name, v in value.items()}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [_whole(v, t.value_field) for v in value]
+    return value
 
 
 def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
@@ -88,12 +167,12 @@ def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
                 import pyarrow as pa
 
                 return pa.table({})
-            relation, whole = _exactly(relation)
+            relation, wide = _exactly(relation)
             table = relation.to_arrow_table()
-            if whole:  # their digits, which JSON writes as a number (render)
+            if wide:  # their digits, which JSON and CSV write as numbers (column_values)
                 import pyarrow as pa
 
-                table = table.cast(pa.schema([f.with_metadata({WHOLE_DIGITS: b"1"}) if i in whole else f
+                table = table.cast(pa.schema([_marked(f, wide[i]) if i in wide else f
                                               for i, f in enumerate(table.schema)]))
     except Exception as exc:
         if interrupted(exc):  # DuckDB's "Query interrupted" (a RuntimeError): a Ctrl-C, said as one by the caller
@@ -237,10 +316,10 @@ def render(table: Any, fmt: str) -> str:
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")  # as warehouse export's (CRLF, csv's default, until 0.9.6)
         writer.writerow(table.column_names)
-        writer.writerows(zip(*[[_cell(v) for v in column.to_pylist()] for column in table.columns]))
+        writer.writerows(zip(*[[_cell(v) for v in column_values(field, column)]
+                               for field, column in zip(table.schema, table.columns)]))
         return buf.getvalue()
-    columns = [[_plain(v) if not (field.metadata or {}).get(WHOLE_DIGITS) or v is None else int(v)
-                for v in column.to_pylist()] for field, column in zip(table.schema, table.columns)]
+    columns = [[_plain(v) for v in column_values(field, column)] for field, column in zip(table.schema, table.columns)]
     rows = list(zip(*columns)) if columns else []
     if fmt == "json":
         return json.dumps([dict(zip(table.column_names, row)) for row in rows], indent=2, default=str) + "\n"
