@@ -329,3 +329,49 @@ def test_the_speed_pictures_draw_this_trackers_probe_version_alone_and_say_what_
     assert [r["speed_probe_ms"] for r in picture.args[1]] == [1.0, 1.2]  # version 1's, in time order
     assert picture.caption == ("cpu-t2: the machine's speed over time, the speed probe (version 1) beside each of 2 "
                                "measurements; 2 measurements of another probe version left out")
+
+
+def test_a_value_no_axis_holds_is_left_out_of_its_picture_and_said_at_its_foot(monkeypatch) -> None:  # noqa: ANN001
+    """A latency, a peak memory, a speed probe, a loader's throughput or a candidate's latency near a float's
+    largest (1.7e308, finite; an infinity too), or a latency of 1e-300 ms on a log axis, overflowed in
+    matplotlib's axis arithmetic: numpy's RuntimeWarnings on stderr ("overflow encountered in exp") and, for a
+    speed probe, a layer, a loader or a search space's candidates, a traceback and no report (until 0.9.14).
+    Each picture leaves such a value out and names it in a line at its foot; one without any has none."""
+    import datetime
+    import warnings
+
+    import tracker.report.plots as plots
+    from tracker.searchspace.plot import pareto_png
+
+    notes: list[list[str]] = []
+    real = plots.figure_png
+
+    def noted(fig, left_out=()):  # noqa: ANN001, ANN202 - the real picture, its note kept to read
+        notes.append(list(left_out))
+        return real(fig, left_out)
+
+    monkeypatch.setattr(plots, "figure_png", noted)
+    top, times = 1.7e308, [datetime.datetime(2026, 1, 1, h) for h in (1, 2, 3)]
+
+    def batch(value: float) -> bytes:
+        return plots.batch_scaling_png("t", [{"label": "resnet18", "batch_sizes": [1, 2, 4], "latency_ms": [12.5, value, 30.0],
+                                              "peak_mem_mb": [100.0, value, None], "latency_ci_rel": [0.01, 0.5, 0.01]}])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's RuntimeWarning a failure
+        pictures = [
+            batch(top), batch(1e-300), batch(20.0),
+            plots.machine_speed_png("t", [{"end_time": t, "speed_probe_ms": p} for t, p in zip(times, (2.0, top, 2.1))]),
+            plots.layer_breakdown_png("t", [{"layer_name": "conv1", "op_type": "Conv2d", "latency_ms": float("inf")},
+                                            {"layer_name": "relu", "op_type": "ReLU", "latency_ms": 1.0}], 5.0),
+            plots.data_wait_png("t", [{"label": "w0", "data_wait_fraction": 0.1, "images_per_s": top, "is_best": True},
+                                      {"label": "w1", "data_wait_fraction": 0.2, "images_per_s": 5.0, "is_best": False}]),
+            pareto_png("s", [{"model": "s-a", "latency_ms": top, "accuracy": 0.5, "on_frontier": False},
+                             {"model": "s-b", "latency_ms": 3.0, "accuracy": 0.6, "on_frontier": True}], "measured")]
+    assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in pictures)
+    assert notes == [["latency 1.7e+308 ms at batch 2", "peak memory 1.7e+308 MB at batch 2"],
+                     ["latency 1e-300 ms at batch 2", "peak memory 1e-300 MB at batch 2"], [],
+                     ["1.7e+308 ms at 2026-01-01 02:00"], ["conv1 inf ms"], ["w0 images/s 1.7e+308"],
+                     ["s-a 1.7e+308 ms, accuracy 0.5"]]
+    assert not plots.drawable(1e300) and not plots.drawable(float("nan")) and not plots.drawable(None)
+    assert plots.drawable(0.0) and plots.drawable(-3.5) and plots.drawable(1e100)

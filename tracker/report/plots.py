@@ -2,14 +2,34 @@
 
 Matplotlib is imported inside each function (Agg backend), so importing this module costs
 nothing; every figure names its units and says what a marker means.
+
+A value no axis can hold (:func:`drawable`: a metric near a float's largest, 1.7e308, an infinity, a
+latency of 1e-300 ms on a log axis) is left out of its picture, which says so in a line at its foot
+(:func:`figure_png`): until 0.9.14 matplotlib's arithmetic on such an axis overflowed, numpy's RuntimeWarnings
+on stderr ("overflow encountered in exp") and, for a speed probe, a layer or a loader's throughput, a
+traceback and no report.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from typing import Any, Sequence
 
 DPI = 110
+#: The largest magnitude a picture draws: an axis of 1e300 overflows in matplotlib's margins and a log
+#: axis's powers of ten; 1e150 leaves such an axis a float's range over.
+DRAWN_MOST = 1e150
+#: The least magnitude above zero a picture draws: a log axis from 1e-300 to 30 ms spans past a float's range.
+DRAWN_LEAST = 1e-150
+#: Of the values a picture leaves out, how many its note names.
+NOTE_NAMES = 3
+
+
+def drawable(value: float | None) -> bool:
+    """Whether a picture draws ``value``: a finite number from ``DRAWN_LEAST`` to ``DRAWN_MOST`` in
+    magnitude, or zero; not None (absent) nor NaN, an infinity or a number past those bounds."""
+    return value is not None and math.isfinite(value) and (value == 0 or DRAWN_LEAST <= abs(value) <= DRAWN_MOST)
 
 
 def _pyplot() -> Any:
@@ -21,9 +41,23 @@ def _pyplot() -> Any:
     return plt
 
 
-def _png(fig: Any) -> bytes:
+def said(value: float | None) -> str:
+    """A value as a picture's note names one it left out: in 4 significant digits (``1.7e+308``), ``absent``
+    where None."""
+    return "absent" if value is None else f"{value:.4g}"
+
+
+def figure_png(fig: Any, left_out: Sequence[str] = ()) -> bytes:
+    """``fig`` as PNG bytes; where it left values out (``left_out``: each in words, ``latency 1.7e+308 ms
+    at batch 2``), a line at its foot saying so, naming the first ``NOTE_NAMES``."""
     plt = _pyplot()
-    fig.tight_layout()
+    if left_out:
+        more = len(left_out) - NOTE_NAMES
+        fig.text(0.01, 0.01, f"not drawn, past what an axis holds: {'; '.join(left_out[:NOTE_NAMES])}"
+                 + (f"; {more} more" if more > 0 else ""), fontsize=7, color="0.35", ha="left", va="bottom")
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
+    else:
+        fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
     plt.close(fig)
@@ -90,20 +124,26 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     many = len(lines) > 10
     oom_drawn = loose_drawn = False
     sizes: set[int] = set()
+    left_out: list[str] = []
     for i, line in enumerate(lines):
         colour = plt.cm.viridis(i / max(1, len(lines) - 1)) if many else f"C{i % 10}"
         bs = line["batch_sizes"]
         sizes.update(bs)
-        ax_lat.plot(bs, line["latency_ms"], "o-", ms=3.5, lw=1.2, color=colour, label=line["label"])
+        name = f"{line['label']} " if len(lines) > 1 else ""
+        left_out += [f"{name}{what} {said(v)} {unit} at batch {b}" for what, unit, key in
+                     (("latency", "ms", "latency_ms"), ("peak memory", "MB", "peak_mem_mb"))
+                     for b, v in zip(bs, line[key]) if v is not None and not drawable(v)]
+        latency = [v if drawable(v) else None for v in line["latency_ms"]]  # one left out: a gap in its line
+        ax_lat.plot(bs, latency, "o-", ms=3.5, lw=1.2, color=colour, label=line["label"])
         # a latency measured too imprecisely to read (95 % CI over IMPRECISE_CI_REL): a hollow ring around
         # it (since 0.9.0: a demo's step measured beside another process, ±1,031 %, read as slower than the next)
-        loose = [(b, v) for b, v, ci in zip(bs, line["latency_ms"], line.get("latency_ci_rel") or [None] * len(bs))
-                 if ci is not None and ci > IMPRECISE_CI_REL]
+        loose = [(b, v) for b, v, ci in zip(bs, latency, line.get("latency_ci_rel") or [None] * len(bs))
+                 if v is not None and ci is not None and ci > IMPRECISE_CI_REL]
         if loose:
             ax_lat.scatter([b for b, _ in loose], [v for _, v in loose], s=70, facecolors="none", edgecolors="red",
                            lw=1, zorder=4, label=None if loose_drawn else f"95 % CI over {100 * IMPRECISE_CI_REL:g} %")
             loose_drawn = True
-        mem = [(b, m) for b, m in zip(bs, line["peak_mem_mb"]) if m is not None]
+        mem = [(b, m) for b, m in zip(bs, line["peak_mem_mb"]) if drawable(m)]
         if mem:
             ax_mem.plot([b for b, _ in mem], [m for _, m in mem], "o-", ms=3.5, lw=1.2, color=colour)
         oom = line.get("oom_batch")
@@ -123,8 +163,10 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
     ticks = sorted(sizes)
     if len(ticks) > 12:  # many sizes: powers of two only
         ticks = [t for t in ticks if t & (t - 1) == 0] or ticks[::max(1, len(ticks) // 8)]
-    measured = {ax_lat: any(v is not None for line in lines for v in line["latency_ms"]),
-                ax_mem: any(v is not None for line in lines for v in line["peak_mem_mb"])}
+    measured = {ax_lat: any(drawable(v) for line in lines for v in line["latency_ms"]),
+                ax_mem: any(drawable(v) for line in lines for v in line["peak_mem_mb"])}
+    ran = {ax_lat: any(v is not None for line in lines for v in line["latency_ms"]),
+           ax_mem: any(v is not None for line in lines for v in line["peak_mem_mb"])}
     for ax, what in ((ax_lat, "latency per iteration (ms)"), (ax_mem, "peak memory (MB)")):
         ax.set_xscale("log", base=2)
         if not measured[ax]:  # only failures (no batch fitted under a cap): a log axis of nothing was a
@@ -133,8 +175,8 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
             ax.set_yscale("log")
             ax.yaxis.set_major_locator(NullLocator())
             ax.yaxis.set_minor_locator(NullLocator())
-            ax.text(0.5, 0.5, "no batch size ran", transform=ax.transAxes, ha="center", va="center", fontsize=9,
-                    color="0.4")
+            ax.text(0.5, 0.5, "no value an axis holds" if ran[ax] else "no batch size ran", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=9, color="0.4")
         else:
             ax.set_yscale("log")
         ax.xaxis.set_major_locator(FixedLocator(ticks))
@@ -152,7 +194,7 @@ def batch_scaling_png(title: str, lines: Sequence[dict[str, Any]]) -> bytes:
         ax_lat.legend(handles, labels, fontsize=7)
     else:  # many pruning levels: the colour bar order is the label order
         ax_lat.legend(handles[:1] + handles[-1:], [labels[0] + " …", "… " + labels[-1]], fontsize=7)
-    return _png(fig)
+    return figure_png(fig, left_out)
 
 
 #: Of a function layer's op_type (its functions, ``getitem+contiguous+pad+roll+...``), what a label shows.
@@ -172,11 +214,14 @@ def layer_breakdown_png(title: str, layers: Sequence[dict[str, Any]], network_ms
     plt = _pyplot()
     fig, (ax_top, ax_op) = plt.subplots(1, 2, figsize=(11, max(3.5, 0.28 * min(top, len(layers)) + 1.2)),
                                         gridspec_kw={"width_ratios": [3, 2]})
+    left_out = [f"{l['layer_name']} {said(l['latency_ms'])} ms" for l in layers if not drawable(l["latency_ms"])]
+    left_out += [] if drawable(network_ms) else [f"the network's latency {said(network_ms)} ms"]
+    count, layers = len(layers), [l for l in layers if drawable(l["latency_ms"])]
     total = sum(l["latency_ms"] for l in layers)
     slowest = sorted(layers, key=lambda l: l["latency_ms"], reverse=True)[:top][::-1]
     ax_top.barh([f"{l['layer_name']} ({_short(l['op_type'])})" for l in slowest], [l["latency_ms"] for l in slowest],
                 color="C0")
-    ax_top.set(xlabel="latency alone (ms)", title=f"{title}: {len(slowest)} slowest of {len(layers)} layers")
+    ax_top.set(xlabel="latency alone (ms)", title=f"{title}: {len(slowest)} slowest of {count} layers")
     ax_top.tick_params(axis="y", labelsize=7)
     by_op: dict[str, float] = {}
     for l in layers:
@@ -184,12 +229,13 @@ def layer_breakdown_png(title: str, layers: Sequence[dict[str, Any]], network_ms
     ops = sorted(by_op, key=by_op.get)  # type: ignore[arg-type]
     ax_op.barh(ops, [100 * by_op[o] / total for o in ops], color="C1")
     ax_op.set(xlabel="share of the sum of layers (%)",  # two lines: one was cut off at the figure's edge
-              title=f"sum of layers {total:.2f} ms\n= {total / network_ms:.2f}x the network ({network_ms:.2f} ms)")
+              title=f"sum of layers {total:.2f} ms" + (f"\n= {total / network_ms:.2f}x the network ({network_ms:.2f} ms)"
+                                                       if drawable(network_ms) and network_ms else ""))
     ax_op.title.set_fontsize(9)
     ax_op.tick_params(axis="y", labelsize=8)
     for ax in (ax_top, ax_op):
         ax.grid(alpha=0.3, axis="x")
-    return _png(fig)
+    return figure_png(fig, left_out)
 
 
 def predicted_vs_measured_png(title: str, measured: Sequence[float], predicted: Sequence[float],
@@ -216,7 +262,7 @@ def predicted_vs_measured_png(title: str, measured: Sequence[float], predicted: 
     if len(families) <= 14:
         ax.legend(fontsize=6, loc="upper left")
     ax.grid(alpha=0.3, which="both")
-    return _png(fig)
+    return figure_png(fig)
 
 
 def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
@@ -228,10 +274,16 @@ def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
     fig, (ax_wait, ax_tp) = plt.subplots(1, 2, figsize=(10, max(3.2, 0.35 * len(settings) + 1.2)), sharey=True)
     labels = [s["label"] for s in settings]
     colours = ["C2" if s["is_best"] else "C0" for s in settings]
-    ax_wait.barh(labels, [100 * s["data_wait_fraction"] for s in settings], color=colours)
+    left_out = [f"{s['label']} {what} {said(s[key])}" for s in settings for what, key in
+                (("waiting share", "data_wait_fraction"), ("images/s", "images_per_s")) if not drawable(s[key])]
+
+    def bar(value: float) -> float:  # one left out: no bar (NaN), its label kept
+        return value if drawable(value) else math.nan
+
+    ax_wait.barh(labels, [100 * bar(s["data_wait_fraction"]) for s in settings], color=colours)
     ax_wait.set(xlabel="time waiting for data (% of step)", xlim=(0, 100), title=title)
     ax_wait.title.set_fontsize(10)
-    ax_tp.barh(labels, [s["images_per_s"] for s in settings], color=colours)
+    ax_tp.barh(labels, [bar(s["images_per_s"]) for s in settings], color=colours)
     apart = len({s.get("input_size") for s in settings}) > 1  # data_loading's is_best: the fastest of each input size
     ax_tp.set(xlabel="images/s", title="throughput (green: fastest setting" + (" of each input size)" if apart else ")"))
     ax_tp.title.set_fontsize(9)
@@ -239,7 +291,7 @@ def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
     for ax in (ax_wait, ax_tp):
         ax.grid(alpha=0.3, axis="x")
         ax.tick_params(axis="y", labelsize=8)
-    return _png(fig)
+    return figure_png(fig, left_out)
 
 
 def machine_speed_png(title: str, runs: Sequence[dict[str, Any]]) -> bytes:
@@ -249,17 +301,22 @@ def machine_speed_png(title: str, runs: Sequence[dict[str, Any]]) -> bytes:
     import statistics
 
     plt = _pyplot()
+    left_out = [f"{said(float(r['speed_probe_ms']))} ms at {r['end_time']:%Y-%m-%d %H:%M}" for r in runs
+                if not drawable(float(r["speed_probe_ms"]))]
+    runs = [r for r in runs if drawable(float(r["speed_probe_ms"]))]
     probes = [float(r["speed_probe_ms"]) for r in runs]
     fig, ax = plt.subplots(figsize=(9, 3.6))
     ax.plot([r["end_time"] for r in runs], probes, ".", ms=4, alpha=0.6, color="C0")
-    median = statistics.median(probes)
-    ax.axhline(median, color="C3", lw=1, label=f"median {median:.3g} ms")
+    if probes:
+        median = statistics.median(probes)
+        ax.axhline(median, color="C3", lw=1, label=f"median {median:.3g} ms")
     if len(probes) >= 10:
         deciles = statistics.quantiles(probes, n=10)
         ax.axhspan(deciles[0], deciles[-1], color="C3", alpha=0.08, label=f"10th-90th percentile {deciles[0]:.3g}-{deciles[-1]:.3g} ms")
     ax.set(ylabel="speed probe (ms; higher: slower)", title=title)
     ax.title.set_fontsize(10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    if probes:
+        ax.legend(fontsize=8, loc="best")
     fig.autofmt_xdate()
-    return _png(fig)
+    return figure_png(fig, left_out)

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 
 def pareto_png(space: str, rows: list[dict[str, Any]], source: str, measured: list[dict[str, Any]] | None = None) -> bytes:
     """PNG bytes: every candidate (frontier ones labelled) and the frontier as a step line; with
     ``measured`` given (for a predicted frontier), the measured frontier beside it, dashed; a predicted
-    latency beyond what its fingerprint learnt from is ringed."""
+    latency beyond what its fingerprint learnt from is ringed. A candidate whose latency or accuracy no
+    axis holds (``plots.drawable``: 1.7e308 ms was a traceback until 0.9.14) is left out, said at the foot."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from tracker.report.plots import drawable, figure_png, said
+
+    left_out = [f"{r['model']} {said(r['latency_ms'])} ms, accuracy {said(r['accuracy'])}" for r in rows
+                if not (drawable(r["latency_ms"]) and drawable(r["accuracy"]))]
+    rows = [r for r in rows if drawable(r["latency_ms"]) and drawable(r["accuracy"])]
+    measured = [r for r in measured if drawable(r["latency_ms"]) and drawable(r["accuracy"])] if measured else None
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     off = [r for r in rows if not r["on_frontier"]]
     on = sorted((r for r in rows if r["on_frontier"]), key=lambda r: r["latency_ms"])
@@ -36,8 +42,4 @@ def pareto_png(space: str, rows: list[dict[str, Any]], source: str, measured: li
     ax.set(xlabel=f"latency (ms, {source})", ylabel="validation accuracy (%)", title=f"{space}: accuracy vs latency")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_png(fig, left_out)
