@@ -1058,6 +1058,8 @@ def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(
     ("coco", [-1e30, 0, 2e30, 10], "bbox [-1e+30, 0, 2e+30, 10]: [x, y, width, height] is not inside the image, 64x64 pixels"),
     ("voc", "inf", "box [{x0}, {y0}, inf, {y1}] has a coordinate that is not a finite number"),
     ("voc", "1e300", "box [{x0}, {y0}, 1e+300, {y1}] is not inside the image, 64x64 pixels"),
+    # digits of another script, which float() reads (\u0663\u0660 as 30), until 0.9.14
+    ("voc", "\u0663\u0660", "<xmax> '\u0663\u0660' is not a number"),
 ])
 def test_a_box_not_finite_or_outside_its_image_is_a_broken_annotation(tmp_path: Path, fmt: str, edit: object,
                                                                       said: str) -> None:
