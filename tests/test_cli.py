@@ -729,6 +729,22 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
             (["--tracking-uri", "fresh", "mapping", "run", "--mapping", "squeezenet1_1:cpu", "--sets", "2"],
              "--sets is for mappings drawn at random"),
             (["mapping", "generate", "--device-priorities", "0.4"], "--device-priorities '0.4': expected two numbers"),
+            # digits of another script (\u0663 is 3, \u0665\u0660 50), read by int() and float() until 0.9.14,
+            # and \u00b2, which they refuse
+            (["zoo", "prune", "squeezenet1_1", "--ratios", "0,\u0665\u0660", "--out", "pr"],
+             "--ratios takes percentages separated by commas, e.g. 0,10,50; got '0,\u0665\u0660'"),
+            (["zoo", "prune", "squeezenet1_1", "--ratios", "\u00b2", "--out", "pr"], "--ratios takes percentages"),
+            (["--tracking-uri", "fresh", "campaign", "loader", str(Path(__file__).parents[1] / "experiments" /
+              "train-classification.toml"), "--num-workers", "0,\u0663", "--dry-run"],
+             "--num-workers: expected whole numbers separated by commas, got '0,\u0663'"),
+            (["--tracking-uri", "fresh", "campaign", "run", "zoo.toml", "--shard", "\u0661/\u0662", "--dry-run"],
+             "--shard takes I/N, e.g. 2/4; got '\u0661/\u0662'"),
+            (["--tracking-uri", "fresh", "campaign", "run", "zoo.toml", "--shard", "1/\u00b2"], "--shard takes I/N"),
+            (["mapping", "generate", "--device-priorities", "0.5,\u0663"],
+             "--device-priorities '0.5,\u0663': expected two numbers"),
+            (["predict", "resnet18", "--under", "latency_ms=\u0663"], "--under 'latency_ms=\u0663': '\u0663' is not a number"),
+            (["--tracking-uri", "fresh", "mapping", "run", "--mapping", "squeezenet1_1@\u0663:cpu", "--duration", "0.1"],
+             "split index '\u0663' is not a whole number"),
             (["mapping", "generate", "--num-nets-range", "3", "1"], "--num-nets-range 3 1: need 1 <= A <= B"),
             (["predict", "resnet18", "--sort", "speed"], "--sort 'speed': not a target"),
             (["predict", "resnet18", "--under", "latency=3"], "--under 'latency=3': expected TARGET=VALUE"),
@@ -999,6 +1015,9 @@ def test_a_bad_zygote_or_memory_cap_setting_is_refused_before_anything_is_made(
     cases = [
         ({"TRACKER_ZYGOTE": "2"}, ["profile", "network", "squeezenet1_1"], "TRACKER_ZYGOTE must be 0"),
         ({"TRACKER_ZYGOTE_IDLE_S": "abc"}, ["profile", "layers", "squeezenet1_1"],
+         "TRACKER_ZYGOTE_IDLE_S must be a number of seconds of at least 0"),
+        # digits of another script: float() read \u0663 as 3 until 0.9.14
+        ({"TRACKER_ZYGOTE_IDLE_S": "\u0663"}, ["profile", "network", "squeezenet1_1"],
          "TRACKER_ZYGOTE_IDLE_S must be a number of seconds of at least 0"),
         ({"TRACKER_MEMORY_CAP": "bogus"}, ["profile", "boundary", "squeezenet1_1", "--memory-limit-mb", "100"],
          "TRACKER_MEMORY_CAP must be auto"),

@@ -175,6 +175,8 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
         (cell("bs", "1" + "0" * 400), f"batch size 1{'0' * 79}: not a batch size (from 1 to 1,048,576)"),
         # digits 0-9 alone: int read ٣ as 3 until 0.9.13
         (cell("bs", "\u0663"), f"latency/{first}: batch size '\u0663' is not a whole number"),
+        # float read \u0663 as 3 until 0.9.14
+        (cell("latency", "\u0663"), "latency '\u0663' is not a number"),
         # a throughput past a float's range: refused by the store, after it was made, until 0.9.13
         (cell("latency", "5e-324"), "latency '5e-324' is not a measurement (its throughput is past a float's range)"),
         # an empty file, a short row, a passed neither True nor False: tracebacks, or a measurement lost, until 0.9.3
@@ -240,7 +242,8 @@ def test_a_small_folder_imports_each_network_and_batch_size(tmp_path: Path) -> N
 def test_a_capacity_no_board_has_is_passed_over(tmp_path: Path) -> None:
     """The memory rows' capacity (the board's memory, MB) is the runs' env.memory_total_mb where every row
     gives one; one no board has (1e400, read as infinity) is passed over as one that is no number is: until
-    0.9.13 OverflowError's traceback where its tag was written, after the store was made."""
+    0.9.13 OverflowError's traceback where its tag was written, after the store was made; one in digits of another
+    script, which float() reads, was taken until 0.9.14."""
     for name, capacity, tagged in (("inf", "1e400", None), ("big", "1" + "0" * 400, None), ("tx2", "7859.0", "7859")):
         folder = small_folder(tmp_path / name)
         for path in (folder / "memory").glob("*-gt.csv"):
@@ -250,6 +253,12 @@ def test_a_capacity_no_board_has_is_passed_over(tmp_path: Path) -> None:
         client = MlflowClient(resolve_location(str(tmp_path / name / "s")).uri)
         [experiment] = [e for e in client.search_experiments() if e.name == "perf4sight-tx2"]
         assert {r.data.tags.get("env.memory_total_mb") for r in client.search_runs([experiment.experiment_id])} == {tagged}
+    folder = small_folder(tmp_path / "arabic")  # read as the import reads it, without a store
+    for path in (folder / "memory").glob("*-gt.csv"):
+        path.write_text(path.read_text().replace("|7859.0|", "|\u0667\u0668\u0665\u0669|"))
+    capacities: set[float] = set()
+    read_configs(folder, capacities)
+    assert capacities == set()
 
 
 def test_runs_show_says_an_imported_run_was_imported_not_how_long_the_import_took(tmp_path: Path) -> None:

@@ -394,14 +394,17 @@ def test_an_http_variable_of_hundreds_of_digits_or_a_timeout_no_socket_takes_is_
     """A whole number past a float's range in an MLFLOW_HTTP_REQUEST_* variable was OverflowError's traceback
     (math.isfinite of it) before any command, and a timeout past what a socket's deadline holds (1e10 s) was
     OverflowError's traceback at the first request to a server, through either client, until 0.9.13: each
-    is one line naming the variable, and the longest timeout a socket takes is taken."""
+    is one line naming the variable, and the longest timeout a socket takes is taken. Digits of another
+    script, which int() and float() read (\u0663 as 3), were taken until 0.9.14."""
     from tracker.errors import ConfigError
     from tracker.settings import check_http_environment, http_request_setting
 
     big = "1" + "0" * 400
     for name, value, takes in (("MLFLOW_HTTP_REQUEST_MAX_RETRIES", big, "a whole number of retries, 0 to 10"),
                                ("MLFLOW_HTTP_REQUEST_TIMEOUT", big, "a whole number of seconds, 1 to 9223372036"),
-                               ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10000000000", "a whole number of seconds, 1 to 9223372036")):
+                               ("MLFLOW_HTTP_REQUEST_TIMEOUT", "10000000000", "a whole number of seconds, 1 to 9223372036"),
+                               ("MLFLOW_HTTP_REQUEST_TIMEOUT", "\u0663", "a whole number of seconds, 1 to 9223372036"),
+                               ("MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "\u0660.\u0665", "a number of seconds, 0 or more")):
         monkeypatch.setenv(name, value)
         with pytest.raises(ConfigError, match=f"^{name}='{value}' in the environment: it takes {takes}"):
             check_http_environment()

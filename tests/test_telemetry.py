@@ -633,6 +633,21 @@ def test_sampler_nvml_readings(monkeypatch: pytest.MonkeyPatch, visible: str | N
         assert (s["power_w"], s["energy_j"]) == (s["gpu_power_w"], s["gpu_energy_j"])
 
 
+@pytest.mark.parametrize(("visible", "handle"), [("1", 1), ("\u0661", None), ("\u00b9", None)])
+def test_a_visible_device_in_digits_of_another_script_is_no_nvml_index(monkeypatch: pytest.MonkeyPatch, visible: str,
+                                                                       handle: int | None) -> None:
+    """A CUDA_VISIBLE_DEVICES entry in digits of another script (\u0661, 1), which CUDA does not read as an index,
+    was NVML's device of that index until 0.9.14 (isdigit and int): it matches no device, as any other name does."""
+    from tracker.environment import nvml_handle
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    if handle is not None:
+        assert nvml_handle(FakeNvml(), 0) == handle
+    else:
+        with pytest.raises(LookupError, match=f"no NVML device matches '{visible}'"):
+            nvml_handle(FakeNvml(), 0)
+
+
 def test_sampler_nvml_device_not_visible(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 

@@ -634,6 +634,21 @@ def test_an_interrupted_synth_says_what_it_wrote(tmp_path: Path, monkeypatch: py
     assert huge.exit_code == 1 and str(huge.exception) == "--images must be from 1 to 100,000, got 1000000000"
 
 
+def test_synth_takes_no_file_named_in_digits_of_another_script_for_its_own(tmp_path: Path) -> None:
+    """A file named in five digits of another script (\u0660\u0660\u0660\u0669\u0669.jpg, 99) in a folder synth
+    writes into was taken for one of synth's own images past the count, and deleted, until 0.9.14: it is
+    something else, and the folder is refused."""
+    from tracker.data.synth import synth
+    from tracker.errors import ConfigError
+
+    theirs = tmp_path / "data" / "circle" / "\u0660\u0660\u0660\u0669\u0669.jpg"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_bytes(b"a user's image")
+    with pytest.raises(ConfigError, match="does not write .circle/\u0660\u0660\u0660\u0669\u0669.jpg."):
+        synth(tmp_path / "data", "classification", 1, size=32)
+    assert theirs.read_bytes() == b"a user's image"
+
+
 def test_the_readme_says_a_jobs_child_and_stop_reasons_as_the_code_has_them() -> None:
     """The README named the measuring child ``python -m tracker.profile.worker``, where ``ps`` shows
     a fork of the zygote, and the samples' stop reason ``steps``, never written (until 0.9.6)."""
@@ -1043,6 +1058,8 @@ def test_a_job_trains_a_network_of_ones_own_or_a_spec_file_named_beside_it(
     ("coco", [-1e30, 0, 2e30, 10], "bbox [-1e+30, 0, 2e+30, 10]: [x, y, width, height] is not inside the image, 64x64 pixels"),
     ("voc", "inf", "box [{x0}, {y0}, inf, {y1}] has a coordinate that is not a finite number"),
     ("voc", "1e300", "box [{x0}, {y0}, 1e+300, {y1}] is not inside the image, 64x64 pixels"),
+    # digits of another script, which float() reads (\u0663\u0660 as 30), until 0.9.14
+    ("voc", "\u0663\u0660", "<xmax> '\u0663\u0660' is not a number"),
 ])
 def test_a_box_not_finite_or_outside_its_image_is_a_broken_annotation(tmp_path: Path, fmt: str, edit: object,
                                                                       said: str) -> None:

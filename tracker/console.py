@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, TypeVar
+
+Number = TypeVar("Number", int, float)
 
 #: The ratios B/A (from 1/1000 to 1000) whose change ``change`` says as a percentage, as pyperf's
 #: ``compare_to`` says a ratio it can: -99.9 % to +99,900.0 %; past them a percentage is a run of
@@ -41,6 +43,35 @@ def whole_number(text: str) -> int | None:
     int reads in another script (``٣``, 3). The one test of a number written in a file's name, a tag or an
     argument (a CUDA index, a version, a pruning percentage, a batch size)."""
     return int(text) if text.isascii() and text.isdigit() else None
+
+
+def decimal_number(text: str) -> float | None:
+    """``text`` as float() reads it, in ASCII alone; None for anything else. float() takes digits and
+    blanks of every script (``٣.5`` is 3.5, a full-width ``３`` 3; until 0.9.14 so did ``--ratios``,
+    ``--under``, ``--device-priorities``, an ``MLFLOW_HTTP_REQUEST_*`` variable ...). Taken, as float()
+    takes them: blanks around it, a sign, an exponent (``1e3``), underscores between digits
+    (``1_000.5``), ``inf``, ``infinity`` and ``nan`` in any case; each caller keeps its own range
+    (finite, above 0 ...). The one reading of a decimal written in an argument, the environment or a
+    user's file."""
+    return _ascii_number(float, text)
+
+
+def integer_number(text: str) -> int | None:
+    """``text`` as int() reads it, in ASCII alone (int takes ``٣`` as 3); None for anything else. Taken,
+    as int() takes them: blanks around it, a sign and underscores between digits, for a caller whose own
+    range says a negative one (``split index -2 is out of range``). A number in a name or tag, digits
+    alone, is :func:`whole_number`'s."""
+    return _ascii_number(int, text)
+
+
+def _ascii_number(read: Callable[[str], Number], text: str) -> Number | None:
+    """``read(text)`` (int or float) where ``text`` is ASCII and ``read`` takes it; else None."""
+    if not text.isascii():
+        return None
+    try:
+        return read(text)
+    except ValueError:  # float() and int() raise nothing else of a string (a huge float is inf)
+        return None
 
 
 def counted(n: int, word: str, many: str | None = None) -> str:

@@ -70,9 +70,12 @@ def nvml_handle(pynvml: Any, cuda_index: int) -> Any:
     if cuda_index >= len(entries):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         raise LookupError(f"CUDA device {cuda_index} not visible (CUDA_VISIBLE_DEVICES={visible!r})")
+    from tracker.console import whole_number
+
     entry = entries[cuda_index]
-    if entry.isdigit():
-        return pynvml.nvmlDeviceGetHandleByIndex(int(entry))
+    # an index in ASCII digits, as CUDA reads it (isdigit took ٣ for NVML's device 3 until 0.9.14)
+    if (index := whole_number(entry)) is not None:
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
     for k in range(pynvml.nvmlDeviceGetCount()):
         handle = pynvml.nvmlDeviceGetHandleByIndex(k)
         uuid = nvml_text(pynvml.nvmlDeviceGetUUID(handle))

@@ -13,7 +13,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from tracker.console import decimal_number, integer_number
 from tracker.errors import ConfigError, StoreError, TrackingUriError
 
 #: The project root when running from a checkout (``pip install -e .``).
@@ -54,7 +56,8 @@ MIN_MEMORY_LIMIT_MB = 1
 
 
 #: The numeric ``MLFLOW_HTTP_REQUEST_*`` variables MLflow (3.17.2) reads at each request, as it reads
-#: them: their type, least value, and most (a number, or the internal variable MLflow takes it from,
+#: them: their reader (ASCII digits alone, where MLflow's int() and float() take ``٣`` as 3, as tracker
+#: did until 0.9.14), least value, and most (a number, or the internal variable MLflow takes it from,
 #: and its default), and what they take in words. Until 0.9.7 a value MLflow could not use ended a
 #: command in its traceback, at the first request through MLflow's client: after a measurement, a
 #: RUNNING run left on the server, for MLFLOW_HTTP_REQUEST_TIMEOUT. MLflow's internal bounds come
@@ -64,15 +67,15 @@ MIN_MEMORY_LIMIT_MB = 1
 #: threading.TIMEOUT_MAX), so a longer MLFLOW_HTTP_REQUEST_TIMEOUT (1e10, 1 and 400 zeros) was OverflowError's
 #: traceback at the first request, through either client, until 0.9.13.
 MAX_WAIT_S = 9_223_372_036
-HTTP_REQUEST_VARIABLES: dict[str, tuple[type, float, tuple[str, int] | int | None, str]] = {
-    "_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT": (int, 0, None, "a whole number of retries"),
-    "_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT": (int, 0, None, "a whole number of seconds"),
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", 10),
+HTTP_REQUEST_VARIABLES: dict[str, tuple[Callable[[str], float | None], float, tuple[str, int] | int | None, str]] = {
+    "_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT": (integer_number, 0, None, "a whole number of retries"),
+    "_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT": (integer_number, 0, None, "a whole number of seconds"),
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": (integer_number, 0, ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", 10),
                                         "a whole number of retries"),
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": (int, 0, ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", 120),
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": (integer_number, 0, ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", 120),
                                            "a whole number of seconds"),
-    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": (float, 0, None, "a number of seconds"),
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": (int, 1, MAX_WAIT_S, "a whole number of seconds"),
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": (decimal_number, 0, None, "a number of seconds"),
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": (integer_number, 1, MAX_WAIT_S, "a whole number of seconds"),
 }
 
 
@@ -87,16 +90,13 @@ def finite_number(value: float) -> bool:
 def http_request_setting(name: str, default: float) -> float:
     """The value of one of :data:`HTTP_REQUEST_VARIABLES`, read as MLflow reads it (``default``
     where unset), or a ConfigError in one line naming the variable, its value and what it takes."""
-    kind, least, most, what = HTTP_REQUEST_VARIABLES[name]
+    read, least, most, what = HTTP_REQUEST_VARIABLES[name]
     raw = os.environ.get(name)
     if raw is None:
         return default
     if isinstance(most, tuple):  # MLflow's internal bound, where it was moved (an unreadable one: said, naming it)
         most = int(http_request_setting(most[0], most[1]))
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
+    value = read(raw)
     if value is None or not finite_number(value) or value < least or (most is not None and value > most):
         bound = f"{least} to {most}" if most is not None else f"{least} or more"
         raise ConfigError(f"{name}={raw!r} in the environment: it takes {what}, {bound} (unset it for the default)")

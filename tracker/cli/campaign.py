@@ -8,7 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, exit_if_waiting, exit_interrupted, option_values, path_text, state
-from tracker.console import clipped, counted
+from tracker.console import clipped, counted, integer_number
 
 app = typer.Typer(help="Campaigns: products of networks, devices, modes, phases and batch sizes (experiments/*.toml).",
                   no_args_is_help=True)
@@ -190,10 +190,11 @@ def loader(
     sweep = sweep_of(path) if path.is_file() else {}
     for key, text in (("num_workers", num_workers), ("prefetch_factor", prefetch_factor), ("batch_size", batch_size)):
         if text is not None:  # an empty one is refused (check_sweep), not passed over as none (until 0.9.6)
-            try:  # each a usage error, status 2 (1 until 0.9.8)
-                sweep[key] = [int(v) for v in text.split(",")] if text.strip() else []
-            except ValueError:
-                raise OptionError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}") from None
+            # each a usage error, status 2 (1 until 0.9.8); ASCII digits alone (٣ was 3 until 0.9.14)
+            values = [integer_number(v) for v in text.split(",")] if text.strip() else []
+            if None in values:
+                raise OptionError(f"--{key.replace('_', '-')}: expected whole numbers separated by commas, got {text!r}")
+            sweep[key] = values
             with option_values():
                 check_sweep(key, sweep[key], f"--{key.replace('_', '-')}")
     st = state(ctx)

@@ -10,7 +10,7 @@ import typer
 from tracker.cli.options import (Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, exit_interrupted,
                                  model_reference, option_values, reads_only, state)
 from tracker.cli.warehouse import WarehouseOption
-from tracker.console import counted, shell_word
+from tracker.console import counted, decimal_number, shell_word
 from tracker.fingerprint.runtime import TARGETS
 from tracker.settings import MAX_BATCH
 
@@ -569,10 +569,9 @@ def _budgets(items: list[str]) -> dict[str, float]:
         target = target.strip()
         if not sep or target not in TARGETS:
             raise OptionError(f"--under {item!r}: expected TARGET=VALUE, TARGET one of {', '.join(TARGETS)}")
-        try:
-            budget = float(value)
-        except ValueError:
-            raise OptionError(f"--under {item!r}: {value.strip()!r} is not a number") from None
+        budget = decimal_number(value)  # ASCII digits alone (٣ was 3 until 0.9.14)
+        if budget is None:
+            raise OptionError(f"--under {item!r}: {value.strip()!r} is not a number")
         if not math.isfinite(budget) or budget <= 0:  # 0 and below kept nothing, unsaid, until 0.9.2
             raise OptionError(f"--under {item!r}: the budget must be a finite number above 0")
         if target in out:  # the last one was kept, unsaid, until 0.9.2

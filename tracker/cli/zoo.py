@@ -10,7 +10,7 @@ import typer
 
 from tracker.cli.options import (FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, option_values,
                                  reads_only, state)
-from tracker.console import counted
+from tracker.console import counted, decimal_number
 from tracker.settings import MAX_SEED
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
@@ -103,10 +103,9 @@ def _ratios(text: str) -> list[float]:
     items = text.split(",")
     if text.strip() and not all(t.strip() for t in items):  # passed over without a word until 0.9.6
         raise OptionError(f"--ratios {text!r}: an empty entry (two commas together, or one at an end)")
-    try:
-        values = [float(t) for t in items if t.strip()]
-    except ValueError:
-        raise OptionError(f"--ratios takes percentages separated by commas, e.g. 0,10,50; got {text!r}") from None
+    values = [decimal_number(t) for t in items if t.strip()]  # ASCII digits alone (٣ was 3 until 0.9.14)
+    if None in values:
+        raise OptionError(f"--ratios takes percentages separated by commas, e.g. 0,10,50; got {text!r}")
     with option_values():
         return ratios_from_percentages(values, "--ratios")
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracker.console import decimal_number
 from tracker.data import FORMATS
 from tracker.errors import ConfigError, not_utf8, os_reason
 
@@ -121,6 +122,15 @@ def _outside(objects: list[Box], width: int, height: int) -> str | None:
 def _first_error(objects: list[Box | str]) -> list[Box] | str:
     errors = [o for o in objects if isinstance(o, str)]
     return errors[0] if errors else objects  # type: ignore[return-value]
+
+
+def _corner(box: ET.Element, key: str) -> float:
+    """Corner ``key`` (``xmax``) of a VOC ``<bndbox>`` as its number, in ASCII digits alone (``<xmax>٣٠</xmax>``
+    was 30 until 0.9.14); a ValueError naming it where it is none."""
+    text = box.findtext(key)
+    if text is None or (value := decimal_number(text)) is None:
+        raise ValueError(f"<{key}> {text!r} is not a number" if text is not None else f"no <{key}> in <bndbox>")
+    return value
 
 
 def _xml_fault(xml: Path, exc: Exception) -> str:
@@ -249,7 +259,7 @@ class Detection:
         for xml in files:
             try:
                 tree = ET.parse(xml).getroot()
-                objs = [(o.findtext("name") or "?", [float(o.find("bndbox").findtext(k))  # type: ignore[union-attr, arg-type]
+                objs = [(o.findtext("name") or "?", [_corner(o.find("bndbox"), k)  # type: ignore[arg-type]
                                                      for k in ("xmin", "ymin", "xmax", "ymax")])
                         for o in tree.iter("object")]
                 parsed.append((images / (tree.findtext("filename") or xml.stem + ".jpg"), xml.name, objs))

@@ -75,7 +75,8 @@ def _clear(folder: Path, kind: str, images: int) -> None:
     except OSError as exc:
         raise ConfigError(f"cannot write a dataset in {folder}: {os_reason(exc)}") from None
     foreign = sorted(e.name for e in entries if e.name not in LAYOUT[kind] or (e.name != "annotations.json") != e.is_dir())
-    own = re.compile(r"(\d{5})\.(jpg|xml)")
+    # ASCII digits alone: \d takes ٠٠٠٩٩, and a user's ٠٠٠٩٩.jpg was taken for synth's own and deleted until 0.9.14
+    own = re.compile(r"([0-9]{5})\.(jpg|xml)")
     stale = []
     for sub in (e for e in entries if e.is_dir() and e.name in LAYOUT[kind]):
         for f in sub.iterdir():

@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracker.console import whole_number
+from tracker.console import decimal_number, whole_number
 from tracker.describe.graph import Description, Node
 from tracker.errors import ConfigError, not_utf8
 from tracker.log.logger import RunLogger
@@ -154,10 +154,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def _number(path: Path, row: dict[str, str], column: str, least: float = 0.0) -> float:
     """A measured value of a passed row: a finite number above ``least`` (0 by default; since 0.9.2 a
     latency of 0 was a ZeroDivisionError's traceback, a negative one a negative throughput)."""
-    try:
-        value = float(row[column])
-    except (TypeError, ValueError):
-        raise ConfigError(f"{path}: batch size {row.get('bs')}: {column} {row[column]!r} is not a number") from None
+    value = decimal_number(row[column])  # ASCII digits alone (٣.5 was 3.5 until 0.9.14)
+    if value is None:
+        raise ConfigError(f"{path}: batch size {row.get('bs')}: {column} {row[column]!r} is not a number")
     if not math.isfinite(value) or value <= least:
         raise ConfigError(f"{path}: batch size {row.get('bs')}: {column} {row[column]!r} is not a measurement (a finite "
                           f"number above {least:g})")
@@ -227,10 +226,8 @@ def read_configs(folder: Path, capacities_mb: set[float] | None = None) -> dict[
         for row in _rows(path):
             c = config(path, row)
             if capacities_mb is not None:
-                try:
-                    capacity = float(row["capacity"])
-                except (KeyError, TypeError, ValueError):
-                    capacity = math.nan
+                found = decimal_number(row.get("capacity") or "")  # ASCII digits alone (٣٠٠٠ was 3000 MB until 0.9.14)
+                capacity = math.nan if found is None else found
                 # one no board has is passed over, as one that is no number (1e400, inf: OverflowError's traceback
                 # where its tag was written, after the store was made, until 0.9.13)
                 if 1 <= capacity <= MAX_LIMIT_MB:

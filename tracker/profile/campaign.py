@@ -381,14 +381,15 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
 
 def parse_shard(text: str | None) -> tuple[int, int]:
     """``--shard I/N``; a bad one is a usage error (:class:`OptionError`, status 2; 1 until 0.9.8)."""
+    from tracker.console import integer_number
     from tracker.errors import OptionError
 
     if text is None:
         return (1, 1)
-    try:
-        i, n = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise OptionError(f"--shard takes I/N, e.g. 2/4; got {text!r}") from None
+    numbers = [integer_number(x) for x in text.split("/")]  # ASCII digits alone (٣/4 was 3/4 until 0.9.14)
+    if len(numbers) != 2 or None in numbers:
+        raise OptionError(f"--shard takes I/N, e.g. 2/4; got {text!r}")
+    i, n = numbers
     if n < 1:  # "I must be between 1 and N" until 0.9.3
         raise OptionError(f"--shard {text}: N, the number of shards, must be at least 1")
     if not 1 <= i <= n:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterator
 
-from tracker.console import counted
+from tracker.console import counted, decimal_number, integer_number
 from tracker.errors import ConfigError, OptionError, UnknownModelError
 from tracker.profile.device import canonical_device, is_device_name
 
@@ -147,10 +147,9 @@ def parse_net(text: str) -> NetMapping:
     if not at:  # the whole network on one device
         with _named(given):
             return NetMapping(model, layer_count(model), devices, given)
-    try:
-        split = int(split_text)
-    except ValueError:
-        raise OptionError(f"mapping entry {text!r}: split index {split_text!r} is not a whole number") from None
+    split = integer_number(split_text)  # ASCII digits alone (@٣ was split 3 until 0.9.14)
+    if split is None:
+        raise OptionError(f"mapping entry {text!r}: split index {split_text!r} is not a whole number")
     return NetMapping(model, split, devices, given)
 
 
@@ -395,10 +394,9 @@ class GenerateOptions:
 
 
 def parse_priorities(text: str) -> tuple[float, float]:
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise ConfigError(f"--device-priorities {text!r}: expected two numbers, e.g. 0.4,0.6") from None
+    values = tuple(decimal_number(v) for v in text.split(","))  # ASCII digits alone (٣ was 3 until 0.9.14)
+    if None in values:
+        raise ConfigError(f"--device-priorities {text!r}: expected two numbers, e.g. 0.4,0.6")
     if len(values) != 2:
         raise ConfigError(f"--device-priorities {text!r}: expected two numbers (cpu, cuda), e.g. 0.4,0.6")
     if not all(math.isfinite(v) for v in values):

@@ -44,14 +44,13 @@ IDLE_CLOSE_S = 30.0
 def idle_close_s() -> float:
     """``TRACKER_ZYGOTE_IDLE_S`` (seconds, at least 0), else ``IDLE_CLOSE_S``; any other value
     is a ConfigError."""
+    from tracker.console import decimal_number
+
     setting = os.environ.get("TRACKER_ZYGOTE_IDLE_S")
     if setting is None:
         return IDLE_CLOSE_S
-    try:
-        value = float(setting)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
+    value = decimal_number(setting)  # ASCII digits alone (٣ was 3 s until 0.9.14)
+    if value is None or not value >= 0 or value == float("inf"):
         from tracker.errors import ConfigError
 
         raise ConfigError(f"TRACKER_ZYGOTE_IDLE_S must be a number of seconds of at least 0 (how long an idle "
