@@ -193,7 +193,10 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     from tracker.errors import ConfigError
     from tracker.searchspace.space import load_space
 
-    for old, new, message in [("epochs = 1", "epochs = 0", "[accuracy].epochs must be at least 1, got 0"),
+    for old, new, message in [("epochs = 1", "epochs = 0", "[accuracy].epochs must be from 1 to 10000, got 0"),
+                              # as a training job's num_epochs: any number was trained at until 0.9.14
+                              ("epochs = 1", "epochs = 100000000000", "[accuracy].epochs must be from 1 to 10000, got "
+                               "100000000000"),
                               ("[accuracy]", "[accuracy]\nlearning_rate = -0.5", "[accuracy].learning_rate must be greater than 0"),
                               ("input_size = 16", "input_size = 4", "spec key 'input_size' must be at least 8"),
                               # any name passed until 0.9.8 (the report's "  : vgg on the frontier")

@@ -485,6 +485,11 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
     ("batch_size = 1" + "0" * 400, "[training].batch_size must be from 1 to 1048576, got 1" + "0" * 400),
     # taken, and the job hung at its loader's set-up, which counts to prefetch_factor x num_workers, until 0.9.13
     ("prefetch_factor = 1" + "0" * 400, "[training].prefetch_factor must be from 1 to 1024, got 1" + "0" * 400),
+    # taken, and the job measured steps until it was stopped (a typo's extra digits), until 0.9.14
+    ("num_epochs = 100000000000", "[training].num_epochs must be from 1 to 10000, got 100000000000"),
+    ("num_epochs = 0", "[training].num_epochs must be from 1 to 10000, got 0"),
+    ("max_steps = 100000000000", "[training].max_steps must be from 0 to 1000000, got 100000000000"),
+    ("max_steps = 1" + "0" * 400, "[training].max_steps must be from 0 to 1000000, got 1" + "0" * 400),
 ])
 def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
     from tracker.errors import ConfigError
@@ -743,7 +748,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
     job = _job(tmp_path, "long", bs=2, steps=100000)
     # One loader worker, not kept across epochs: each epoch (8 images, 4 steps) forks a new one at
     # its first step. A second one means the first epoch's 4 steps were measured and written.
-    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 100000\nnum_workers = 1"))
+    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 10000\nnum_workers = 1"))
     proc = subprocess.Popen([*TRACKER, "--tracking-uri", str(runs), *command.split(), str(job), "--format", "json"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
@@ -756,7 +761,7 @@ def test_ctrl_c_ends_the_run_killed_with_the_steps_measured_so_far(tmp_path: Pat
         family = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
-    finally:  # a job that missed its Ctrl-C (100000 epochs) must not run on under the rest of the suite
+    finally:  # a job that missed its Ctrl-C (10000 epochs) must not run on under the rest of the suite
         proc.kill()
     assert family and not [p for p in psutil.wait_procs(family, timeout=15)[1] if _running(p)]  # none left
     said = {"profile training": "interrupted: the steps measured before are kept in that run",
@@ -1296,7 +1301,7 @@ def test_a_second_ctrl_c_while_the_killed_run_is_written_keeps_it_whole(
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")
     job = _job(tmp_path, "long", bs=2, steps=100000, size=32)
-    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 100000"))
+    job.write_text(job.read_text().replace("num_epochs = 2", "num_epochs = 10000"))
     logger = RunLogger(str(runs))
     logger.log([])  # the store made (its mode run logged by the job before any Ctrl-C)
     inserted = _ctrl_c_in_the_write(monkeypatch)

@@ -47,6 +47,16 @@ MIN_INPUT_SIZE = 8
 #: the same as --seed 1, under another name), and any number of digits.
 MAX_SEED = 2**32 - 1
 
+#: The most epochs a training runs: a training job's [training].num_epochs, a search space's [accuracy].epochs.
+#: Six times the longest published recipes (MAE's 1,600 epochs on ImageNet; a few hundred are usual), and, as
+#: an epoch is a step at least, 10,000 steps for a job whose dataset is one batch. Until 0.9.14 any number was
+#: taken, so a typo's num_epochs = 100000000000 measured steps until it was stopped.
+MAX_EPOCHS = 10_000
+#: The most steps a training job measures ([training].max_steps): more than a whole ImageNet training of
+#: ResNet-50 (90 epochs at batch 256, some 450,000 steps), where a job's figures rest on hundreds, and each
+#: step is a point of seven metric histories in the store. Any number was taken until 0.9.14.
+MAX_TRAINING_STEPS = 1_000_000
+
 #: The least time limit of a measuring child, in seconds (``--timeout`` of profile's commands and of mapping
 #: run, a campaign's ``timeout_s``), and the least memory cap, in MB (``--memory-limit-mb``, a campaign's
 #: ``memory_limit_mb``): one bound for an option and its campaign key. Until 0.9.13 a campaign took any above

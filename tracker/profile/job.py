@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from tracker.console import counted, shell_word
 from tracker.errors import ConfigError, MeasurementError, UnknownModelError
-from tracker.settings import MAX_BATCH
+from tracker.settings import MAX_BATCH, MAX_EPOCHS, MAX_TRAINING_STEPS
 from tracker.zoo.generator import MAX_SPEC_SIZE
 
 TOP = {"model": str}
@@ -60,8 +60,11 @@ MAX_PREFETCH_FACTOR = 1024
 #: image size as a network's spec its input_size (MAX_SPEC_SIZE: the job's image_size is its network's input;
 #: since 0.9.8, before which 99999999999 was taken, each image failed to resize and was skipped, and the job
 #: was a FINISHED run of no step). Not data synth's MAX_SIZE_PX, a bound on the files it draws: a job resizes
-#: files of any size, a real dataset's larger ones too. A prefetch factor at most MAX_PREFETCH_FACTOR.
-MOST = {"batch_size": MAX_BATCH, "image_size": MAX_SPEC_SIZE, "prefetch_factor": MAX_PREFETCH_FACTOR}
+#: files of any size, a real dataset's larger ones too. A prefetch factor at most MAX_PREFETCH_FACTOR; epochs and
+#: steps at most MAX_EPOCHS and MAX_TRAINING_STEPS (any number was taken until 0.9.14, and a typo's run went on
+#: until it was stopped).
+MOST = {"batch_size": MAX_BATCH, "image_size": MAX_SPEC_SIZE, "prefetch_factor": MAX_PREFETCH_FACTOR,
+        "num_epochs": MAX_EPOCHS, "max_steps": MAX_TRAINING_STEPS}
 
 
 @dataclass

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Collection
 
 from tracker.errors import ConfigError
-from tracker.settings import MAX_BATCH, MAX_SEED
+from tracker.settings import MAX_BATCH, MAX_EPOCHS, MAX_SEED
 
 TOP = {"name": str, "input_size": int, "num_classes": int, "activation": str, "stem_channels": int, "enumerate": str}
 POSITION = {"name": str, "width": int, "depth": int, "candidates": list}
@@ -282,8 +282,9 @@ def load_space(path: Path) -> SearchSpace:
     if space.latency.threads is not None:
         check_bound(where, "[latency].threads", space.latency.threads, least=1)
     for table, key in (("accuracy", "epochs"), ("accuracy", "batch_size"), ("latency", "batch_size")):
+        # a batch as --batch-size (taken until 0.9.7); epochs as a training job's (any number until 0.9.14)
         check_bound(where, f"[{table}].{key}", getattr(getattr(space, table), key), least=1,
-                    most=MAX_BATCH if key == "batch_size" else None)  # as --batch-size (taken until 0.9.7)
+                    most=MAX_BATCH if key == "batch_size" else MAX_EPOCHS)
     check_bound(where, "[accuracy].learning_rate", space.accuracy.learning_rate, above=0)
     check_bound(where, "[accuracy].seed", space.accuracy.seed, least=0, below=SEED_BELOW)  # a traceback until 0.9.7
     if (count := space.count()) > MAX_CANDIDATES:
