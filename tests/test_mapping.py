@@ -486,10 +486,37 @@ def test_mapping_run_says_what_other_processes_took_and_why_a_workload_timed_out
         "0 s of warm-up and 0.5 s of window; give it at least 121.5 s (--timeout); run "), proc.stdout
 
 
+@pytest.mark.parametrize(("args", "said"), [
+    # taken until 0.9.14: the workload was measured (a store made, a run begun) until it was stopped. (Its device
+    # is none, refused once the options are read: without their bound this test fails at once, not in 1e308 s.)
+    (["run", "--mapping", "squeezenet1_1:tpu", "--duration", "1e308"], "--duration': Input should be less than or "
+                                                                       "equal to 86400"),
+    (["run", "--mapping", "squeezenet1_1:tpu", "--warmup", "1e308"], "--warmup': Input should be less than or equal "
+                                                                     "to 86400"),
+    # no more networks are cut than a workload runs (any number was taken until 0.9.14)
+    (["generate", "--max-split", "33"], "--max-split': Input should be less than or equal to 32"),
+    (["run", "--max-split", "1" + "0" * 30], "--max-split': Input should be less than or equal to 32"),
+])
+def test_a_window_warm_up_or_max_split_past_its_bound_is_refused_before_anything_is_made(
+        tmp_path: Path, args: list[str], said: str) -> None:
+    assert one_line(["--tracking-uri", str(tmp_path / "runs"), "mapping", *args], tmp_path,
+                    status=2) == f"error: Invalid value for '{said}"
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("max_split", [-1, 33])
+def test_a_max_split_past_a_workloads_networks_is_refused_by_the_library(max_split: int) -> None:
+    with pytest.raises(ConfigError) as info:
+        GenerateOptions(max_split=max_split).check()
+    assert str(info.value) == f"--max-split must be from 0 to 32 (a workload runs at most 32 networks), got {max_split}"
+    GenerateOptions(max_split=32).check()
+
+
 def test_a_warm_up_or_window_past_what_one_wait_takes_is_waited_until_stopped() -> None:
-    """--duration and --warmup take any finite number of seconds; the child waited each in one Event.wait,
-    which raises OverflowError past the platform's time_t (1e10 s here): until 0.9.13 such a workload was
-    a FAILED run of that error. It waits in slices, and ends as soon as the workload is stopped."""
+    """A Workload's warm-up and window take any finite number of seconds (--duration and --warmup at most a
+    day since 0.9.14); the child waited each in one Event.wait, which raises OverflowError past the platform's
+    time_t (1e10 s here): until 0.9.13 such a workload was a FAILED run of that error. It waits in slices, and
+    ends as soon as the workload is stopped."""
     import threading
     import time
 

@@ -12,6 +12,7 @@ from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption,
                                  OutputFormat, emit_json, exit_interrupted, finite, option_values, path_of,
                                  state)
 from tracker.console import counted
+from tracker.profile.mapping import MAX_NETS, MAX_WINDOW_S
 from tracker.settings import MAX_SEED, MIN_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ SetsOption = Annotated[int, typer.Option(min=1, help="Sets of networks to draw."
 SamplesOption = Annotated[int, typer.Option(min=1, help="Mappings (splits and devices) per set of networks.")]
 SingleOption = Annotated[bool, typer.Option("--single", help="One network per mapping (each network alone).")]
 GpuOnlyOption = Annotated[bool, typer.Option("--gpu-only", help="Every stage on cuda.")]
-MaxSplitOption = Annotated[Optional[int], typer.Option("--max-split", min=0, help="At most this many networks of a workload cut in two (the rest whole on one device).")]
+MaxSplitOption = Annotated[Optional[int], typer.Option("--max-split", min=0, max=MAX_NETS, help="At most this many networks of a workload cut in two (the rest whole on one device).")]
 
 
 def _options(seed: int, num_nets: tuple[int, int] | None, models: str | None, priorities: str, sets: int,
@@ -158,8 +159,8 @@ def run(
     file: Annotated[Optional[Path], typer.Option("--file", metavar="FILE", parser=path_of("the mapping file (JSON, as mapping generate --out writes)"), help="Run the mappings of this file instead of drawing them.")] = None,
     mapping: Annotated[Optional[list[str]], typer.Option("--mapping", metavar="MAPPING", help="Run this mapping, e.g. resnet18@30:cpu>cpu,mobilenet_v2:cpu (repeatable).")] = None,
     batch_size: BatchSizeOption = 1,
-    duration: Annotated[float, typer.Option("--duration", min=0.1, callback=finite, help="Seconds of sampling per workload.")] = 10.0,
-    warmup: Annotated[float, typer.Option("--warmup", min=0.0, callback=finite, help="Seconds of warm-up before sampling.")] = 2.0,
+    duration: Annotated[float, typer.Option("--duration", min=0.1, max=MAX_WINDOW_S, callback=finite, help="Seconds of sampling per workload.")] = 10.0,
+    warmup: Annotated[float, typer.Option("--warmup", min=0.0, max=MAX_WINDOW_S, callback=finite, help="Seconds of warm-up before sampling.")] = 2.0,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")] = None,
     allocator: AllocatorOption = Allocator.system,
     timeout: Annotated[Optional[float], typer.Option("--timeout", min=MIN_TIMEOUT_S, callback=finite, help="Seconds before a workload's child is killed, more than warm-up + duration (default: 120 + 3 x (warm-up + duration)).")] = None,

@@ -42,6 +42,11 @@ MAX_NETS_WHY = "all in one child, a thread each: more share the device too thinl
 #: its warm-up and window (12 s by default: 100,000 are some two weeks), and ``generate`` holds them all
 #: to write them; any number was taken until 0.9.8 (100,000,000 x 1,000 grew to 1 GB in 8 s)
 MAX_DRAWS = 100_000
+#: The longest warm-up and window of a workload, in seconds (``mapping run --warmup`` and ``--duration``): a
+#: day, where the default window is 10 s and one of an hour already spans a machine's drift through a day's
+#: work. Until 0.9.14 any finite number was taken, and ``--duration 1e308`` measured its workload (a store made,
+#: a run begun) until it was stopped.
+MAX_WINDOW_S = 86_400
 #: a model "fits" when its float32 weights, times the most networks of a workload, take at
 #: most this share of the device's memory (activations and the other stages need the rest)
 FIT_SHARE = 0.25
@@ -384,8 +389,11 @@ class GenerateOptions:
         if self.sets * self.samples > MAX_DRAWS:
             raise ConfigError(f"--sets {self.sets} x --samples {self.samples}: at most {MAX_DRAWS:,} mappings are drawn at "
                               "once (each a workload of its own): draw fewer")
-        if self.max_split is not None and self.max_split < 0:
-            raise ConfigError("--max-split must be >= 0")
+        if self.max_split is not None:  # no more than a workload's networks (any number was taken until 0.9.14)
+            from tracker.profile.campaign import check_bound
+
+            check_bound("", "--max-split", self.max_split, least=0, most=MAX_NETS,
+                        hint=f" (a workload runs at most {MAX_NETS} networks)")
         w = self.device_priorities
         # nan or inf taken until 0.9.8 (unused without a GPU; a traceback from random.choices on one)
         if len(w) != 2 or not all(math.isfinite(v) for v in w) or min(w) < 0 or sum(w) <= 0:
@@ -748,10 +756,11 @@ WAIT_SLICE_S = 3600.0
 
 
 def wait_or_stop(stop: threading.Event, seconds: float) -> None:
-    """Wait ``seconds`` (any finite number: ``--duration 1e10``), or until ``stop`` is set (a network's
-    error). An Event waits at most threading.TIMEOUT_MAX (some 292 years) at once, and less where the
-    platform's time_t runs out first: until 0.9.13 a warm-up or window past it (1e10 s) failed its workload
-    with OverflowError ("timestamp out of range for platform time_t"), a FAILED run, where --duration took it."""
+    """Wait ``seconds`` (any finite number: a Workload's own, which ``--duration`` and ``--warmup`` hold to
+    MAX_WINDOW_S since 0.9.14), or until ``stop`` is set (a network's error). An Event waits at most
+    threading.TIMEOUT_MAX (some 292 years) at once, and less where the platform's time_t runs out first: until
+    0.9.13 a warm-up or window past it (1e10 s) failed its workload with OverflowError ("timestamp out of range
+    for platform time_t"), a FAILED run, where --duration took it."""
     end = time.perf_counter() + seconds
     while not stop.is_set() and (left := end - time.perf_counter()) > 0:
         stop.wait(min(left, WAIT_SLICE_S))
