@@ -219,6 +219,32 @@ def test_bad_spec_raises_config_error_naming_the_key(mutate: Any, named: str) ->
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(("key", "written", "got"), [
+    (key, written, got) for key in ("index", "bottleneck_ratio")
+    for written, got in (("-5", "-5"), ("0", "0"), ("100000", "100000"), ("1.5", "1.5"), ("NaN", "nan"),
+                         ("Infinity", "inf"), ('"2"', "'2'"), ("null", "None"), ("1" + "0" * 400, "1" + "0" * 400))
+    if (key, written) != ("index", "0")])  # a draw's first network is its index 0
+def test_a_spec_files_index_or_bottleneck_ratio_out_of_range_is_one_line_naming_the_file(
+        tmp_path: Path, key: str, written: str, got: str) -> None:
+    """A generated spec's index (its number in its draw, below zoo generate's most --count) and a resnext
+    stage's bottleneck_ratio (width over mid_channels, a size) are read as its other numbers: until 0.9.14
+    any value was taken without a word, and kept in the spec and its runs unread."""
+    from tracker.zoo.spec import read_spec
+
+    spec = generate_spec(5, 3, input_size=64, style="resnext")
+    label, rule = (("index", "from 0 to 99,999") if key == "index" else
+                   ("stages[0].bottleneck_ratio", "from 1 to 8,192"))
+    if key == "index":
+        spec["index"] = "@"
+    else:
+        spec["stages"][0]["bottleneck_ratio"] = "@"
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec).replace('"@"', written))
+    with pytest.raises(ConfigError) as info:
+        read_spec(path)
+    assert str(info.value) == f"{path}: spec key '{label}' must be an integer {rule}, got {got}"
+
+
 def test_style_specific_keys_are_checked() -> None:
     for style, key in [("resnext", "group_width"), ("densenet", "growth_rate"), ("inception", "reduce_3x3")]:
         spec = generate_spec(5, 0, style=style)

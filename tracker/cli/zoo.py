@@ -12,6 +12,7 @@ from tracker.cli.options import (FormatOption, OutputFormat, emit_json, logging_
                                  reads_only, state)
 from tracker.console import counted, decimal_number
 from tracker.settings import MAX_SEED
+from tracker.zoo.generator import MAX_GENERATE_COUNT
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
 
@@ -71,7 +72,7 @@ def list_models(family: Annotated[Family, typer.Option(help="Which models.")] = 
 @app.command("generate")
 def generate(
     ctx: typer.Context,
-    count: Annotated[int, typer.Option("--count", "-n", min=1, max=100000, help="How many networks.")] = 10,
+    count: Annotated[int, typer.Option("--count", "-n", min=1, max=MAX_GENERATE_COUNT, help="How many networks.")] = 10,
     seed: Annotated[int, typer.Option("--seed", "-s", min=0, max=MAX_SEED, help="Seed: the same seed gives the same networks.")] = 0,
     input_size: Annotated[int, typer.Option(help="Input resolution (at least 32: the generator's stem and stages halve it 5 times).")] = 224,
     out: OutOption = None,

@@ -38,6 +38,7 @@ from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
 from tracker.settings import (MAX_BATCH, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S,
                               finite_number)
+from tracker.zoo.generator import MAX_GENERATE_COUNT  # the most networks [networks.generate] draws, as zoo generate
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -51,8 +52,6 @@ SECTIONS = {
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
 #: the longest experiment name MLflow takes (``mlflow.utils.validation.MAX_EXPERIMENT_NAME_LENGTH``), a campaign's name
 MAX_EXPERIMENT_NAME_LENGTH = 500
-#: the most networks ``[networks.generate]`` draws: ``zoo generate --count``'s bound
-MAX_GENERATE_COUNT = 100_000
 PRUNE_KEYS = {"model": str, "ratios": list, "method": str, "seed": int}
 
 

@@ -57,6 +57,9 @@ STEM_STRIDE = 2
 WIDTH_RANGES = ((32, 64), (48, 128), (64, 192), (96, 320))
 MAX_DEPTH = 4
 DROPOUTS = (0.0, 0.1, 0.2, 0.3)
+#: The most networks one draw makes (``zoo generate --count``, a campaign's ``[networks.generate].count``: a dry
+#: run of 100,000,000 hung drawing them until 0.9.8), so a generated spec's ``index`` is from 0 to one less.
+MAX_GENERATE_COUNT = 100_000
 
 #: The knobs each style needs besides ``style``, ``depth`` and ``width``.
 STYLE_KEYS: dict[str, tuple[str, ...]] = {
@@ -138,8 +141,8 @@ def generate_spec(
     """
     if style is not None and style not in STYLES:
         raise ConfigError(f"unknown style {style!r} (expected one of {', '.join(STYLES)})")
-    if index < 0:
-        raise ConfigError(f"index must be >= 0, got {index}")
+    if not 0 <= index < MAX_GENERATE_COUNT:  # as a spec file's index is read (validate_spec)
+        raise ConfigError(f"index must be from 0 to {MAX_GENERATE_COUNT - 1:,}, got {index}")
     check_least_input_size(input_size, STEM_STRIDE, len(WIDTH_RANGES))
     if input_size > MAX_SPEC_SIZE:  # written, then refused by every command that read the spec, until 0.9.7
         raise ConfigError(f"input_size must be at most {MAX_SPEC_SIZE:,}, got {input_size}")
@@ -260,6 +263,9 @@ def _validate_stage(stage: Any, path: str) -> None:
                 f"got {stage['branch_5x5_kind']!r}"
             )
     if style == "resnext":
+        # the draw's width over mid_channels (1, 2 or 4), which mid_channels builds: read as any other size since
+        # 0.9.14 (-5, 0, nan, "x" or 1 and 400 zeros were taken and kept in the spec, unread, until then)
+        _int(stage, "bottleneck_ratio", f"{path}.bottleneck_ratio")
         group_width = _int(stage, "group_width", f"{path}.group_width")
         mid = _int(stage, "mid_channels", f"{path}.mid_channels")
         if mid % group_width:
@@ -281,6 +287,8 @@ def validate_spec(spec: Any) -> None:
         raise ConfigError(f"spec key 'kind' must be {KIND!r}, got {spec['kind']!r}")
     _known_keys(spec, TOP_KEYS, "")
     _int(spec, "num_classes", "num_classes", maximum=MAX_CLASSES)
+    if "index" in spec:  # its number in its draw (a search space's candidate has none): any value was taken until 0.9.14
+        _int(spec, "index", "index", minimum=0, maximum=MAX_GENERATE_COUNT - 1)
     if "in_channels" in spec:  # its stem's input (3 where not said)
         _int(spec, "in_channels", "in_channels")
     stem = _dict(spec, "stem", "stem")
