@@ -203,6 +203,9 @@ def test_a_mapping_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     assert one_line(["mapping", "run", "--file", "deep.json"], tmp_path) == (
         "error: deep.json: JSON nested too deeply to read; a mapping file is a mapping or a list of them, as "
         "`tracker mapping generate --out` writes")
+    (tmp_path / "long.json").write_text('{"networks": [{"split": 1' + "0" * 5000 + "}]}")  # a traceback until 0.9.14
+    assert one_line(["mapping", "run", "--file", "long.json"], tmp_path) == (
+        "error: long.json: a whole number of more than 4,300 digits (more than Python reads)")
     assert not (tmp_path / "runs").exists()
 
 

@@ -283,6 +283,12 @@ def test_a_spec_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
     result = _cli(tmp_path / "s", "describe", str(deep))  # a RecursionError's traceback until 0.9.8
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == f"{deep} is not a network spec: JSON nested deeper than Python reads"
+    long = tmp_path / "long.json"  # a number json will not convert: a ValueError's traceback until 0.9.14
+    long.write_text('{"format": "tracker.netspec/1", "index": 1' + "0" * 5000 + "}")
+    result = _cli(tmp_path / "s", "describe", str(long))
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == (f"{long} is not a network spec: it holds a whole number of more than 4,300 digits "
+                                     "(more than Python reads)")
 
 
 def test_a_network_given_too_little_memory_to_be_described_says_so(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def generate(
 
 
 def _read_file(path: Path) -> list[Mapping]:
-    from tracker.errors import ConfigError, not_utf8
+    from tracker.errors import ConfigError, not_utf8, too_many_digits
     from tracker.profile.mapping import from_json
 
     try:
@@ -134,6 +134,8 @@ def _read_file(path: Path) -> list[Mapping]:
     except RecursionError:  # arrays in arrays past Python's recursion limit: a traceback until 0.9.8
         raise ConfigError(f"{path}: JSON nested too deeply to read; a mapping file is a mapping or a list of them, as "
                           "`tracker mapping generate --out` writes") from None
+    except ValueError:  # none other than a number too long to convert (a JSONDecodeError is one, caught above)
+        raise ConfigError(f"{path}: {too_many_digits()}") from None
     if isinstance(data, dict):  # one mapping, as the README shows it (refused, "expected a list", until 0.9.8)
         return [from_json(data, str(path))]
     if not isinstance(data, list):

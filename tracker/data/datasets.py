@@ -16,7 +16,7 @@ from typing import Any
 
 from tracker.console import decimal_number
 from tracker.data import FORMATS
-from tracker.errors import ConfigError, not_utf8, os_reason
+from tracker.errors import ConfigError, not_utf8, os_reason, too_many_digits
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -226,6 +226,8 @@ class Detection:
             raise ConfigError(f"{ann}: not a COCO annotation file (JSON nested too deeply to read)") from None
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
+        except ValueError:  # none other than a number too long to convert (a JSONDecodeError is one, caught above)
+            raise ConfigError(f"{ann}: not a COCO annotation file (it holds {too_many_digits()})") from None
         if not annotations:  # trained on no box at all, FINISHED without a word, until 0.9.6: a
             # detector's step without boxes skips most of its losses, so its time is not a detection step's
             raise ConfigError(f"{ann}: no annotations (\"annotations\" is empty or missing): a detection job "

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tracker.errors import ConfigError, not_utf8
+from tracker.errors import ConfigError, not_utf8, too_many_digits
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
@@ -160,6 +160,8 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: {not_utf8(exc)}; a {what} is a TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except ValueError:  # none other than a number too long to convert (a TOMLDecodeError is one, caught above)
+        raise ConfigError(f"{path}: {too_many_digits()}") from None
 
 
 def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
