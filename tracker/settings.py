@@ -47,6 +47,11 @@ MIN_INPUT_SIZE = 8
 #: the same as --seed 1, under another name), and any number of digits.
 MAX_SEED = 2**32 - 1
 
+#: The most networks one draw makes (``zoo generate --count``, a campaign's ``[networks.generate].count``: a dry
+#: run of 100,000,000 hung drawing them until 0.9.8), so a generated spec's ``index`` is from 0 to one less. Here,
+#: not in tracker.zoo.generator, so that the CLI's zoo commands read it without loading the generator.
+MAX_GENERATE_COUNT = 100_000
+
 #: The most epochs a training runs: a training job's [training].num_epochs, a search space's [accuracy].epochs.
 #: Six times the longest published recipes (MAE's 1,600 epochs on ImageNet; a few hundred are usual), and, as
 #: an epoch is a step at least, 10,000 steps for a job whose dataset is one batch. Until 0.9.14 any number was

@@ -11,8 +11,7 @@ import typer
 from tracker.cli.options import (FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, option_values,
                                  reads_only, state)
 from tracker.console import counted, decimal_number
-from tracker.settings import MAX_SEED
-from tracker.zoo.generator import MAX_GENERATE_COUNT
+from tracker.settings import MAX_GENERATE_COUNT, MAX_SEED
 
 app = typer.Typer(help="Networks: torchvision models, generated and pruned networks (specs in experiments/).", no_args_is_help=True)
 

@@ -36,9 +36,8 @@ from tracker.errors import ConfigError, not_utf8, too_many_digits
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
-from tracker.settings import (MAX_BATCH, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S,
-                              finite_number)
-from tracker.zoo.generator import MAX_GENERATE_COUNT  # the most networks [networks.generate] draws, as zoo generate
+from tracker.settings import (MAX_BATCH, MAX_GENERATE_COUNT, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB,
+                              MIN_TIMEOUT_S, finite_number)
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},

@@ -39,7 +39,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from tracker.errors import ConfigError
-from tracker.settings import MAX_SPEC_SIZE  # the largest size a spec file may give (--input-size's too)
+from tracker.settings import MAX_GENERATE_COUNT, MAX_SPEC_SIZE  # the largest size a spec file may give (--input-size's too)
 
 if TYPE_CHECKING:
     import torch
@@ -57,9 +57,6 @@ STEM_STRIDE = 2
 WIDTH_RANGES = ((32, 64), (48, 128), (64, 192), (96, 320))
 MAX_DEPTH = 4
 DROPOUTS = (0.0, 0.1, 0.2, 0.3)
-#: The most networks one draw makes (``zoo generate --count``, a campaign's ``[networks.generate].count``: a dry
-#: run of 100,000,000 hung drawing them until 0.9.8), so a generated spec's ``index`` is from 0 to one less.
-MAX_GENERATE_COUNT = 100_000
 
 #: The knobs each style needs besides ``style``, ``depth`` and ``width``.
 STYLE_KEYS: dict[str, tuple[str, ...]] = {
