@@ -1061,12 +1061,16 @@ def test_a_campaign_ended_by_a_signal_takes_its_measuring_child_with_it(tmp_path
     ("precision = 0.2", "precision = 0.0001", "[measure].precision must be from 0.001 to 0.5 (0.02 is 2 %), got 0.0001"),
     ("phases = [\"inference\"]", "phases = [\"inference\"]\nmin_samples = 1000000",
      "[measure].min_samples must be from 6 to 100000, got 1000000"),
-    ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be at least 0.1, got 0"),
-    ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be at least 1, got -5"),
+    ("time_cap_s = 0.3", "time_cap_s = 0", "[measure].time_cap_s must be from 0.1 to 3600, got 0"),
+    ("timeout_s = 120", "timeout_s = -5", "[measure].timeout_s must be from 1 to 604800, got -5"),
     # --time-cap's, --timeout's and --memory-limit-mb's least (any above 0 was taken until 0.9.13: a timeout of
     # 0.001 s a FAILED run of each configuration, where --timeout 0.001 was refused)
-    ("time_cap_s = 0.3", "time_cap_s = 5e-324", "[measure].time_cap_s must be at least 0.1, got 5e-324"),
-    ("timeout_s = 120", "timeout_s = 0.001", "[measure].timeout_s must be at least 1, got 0.001"),
+    ("time_cap_s = 0.3", "time_cap_s = 5e-324", "[measure].time_cap_s must be from 0.1 to 3600, got 5e-324"),
+    ("timeout_s = 120", "timeout_s = 0.001", "[measure].timeout_s must be from 1 to 604800, got 0.001"),
+    # and their most, --time-cap's and --timeout's (any finite number until 0.9.14: a typo's 1e308 let a hung child
+    # run until it was stopped)
+    ("time_cap_s = 0.3", "time_cap_s = 1e308", "[measure].time_cap_s must be from 0.1 to 3600, got 1e+308"),
+    ("timeout_s = 120", "timeout_s = 1e308", "[measure].timeout_s must be from 1 to 604800, got 1e+308"),
     ("timeout_s = 120", "timeout_s = 120\nmemory_limit_mb = 0.5", "[measure].memory_limit_mb must be at least 1, got 0.5"),
     ("timeout_s = 120", "timeout_s = inf", "[measure].timeout_s must be a finite number, got inf"),
     # a whole number past a float's range where a float is asked for: taken until 0.9.13

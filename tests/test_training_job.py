@@ -490,6 +490,8 @@ def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, me
     ("num_epochs = 0", "[training].num_epochs must be from 1 to 10000, got 0"),
     ("max_steps = 100000000000", "[training].max_steps must be from 0 to 1000000, got 100000000000"),
     ("max_steps = 1" + "0" * 400, "[training].max_steps must be from 0 to 1000000, got 1" + "0" * 400),
+    # any finite number until 0.9.14: a hung job waited for its step until it was stopped
+    ("step_timeout_s = 1e308", "[training].step_timeout_s must be from 0 to 604800, got 1e+308"),
 ])
 def test_out_of_range_training_values_name_their_key(tmp_path: Path, setting: str, message: str) -> None:
     from tracker.errors import ConfigError

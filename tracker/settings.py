@@ -67,6 +67,11 @@ MAX_TRAINING_STEPS = 1_000_000
 #: ``memory_limit_mb``): one bound for an option and its campaign key. Until 0.9.13 a campaign took any above
 #: 0 (0.001 s: each configuration a FAILED run of reason timeout, where --timeout 0.001 was refused).
 MIN_TIMEOUT_S = 1
+#: The longest time limit of a measuring child, in seconds (the same options and campaign key, and a training job's
+#: ``[training].step_timeout_s``, its wait for one step): a week, more than ``mapping run``'s default for its
+#: longest warm-up and window (120 + 3 x two days, 518,520 s), so that a --timeout may cover any workload. Until
+#: 0.9.14 any finite number was taken, and a typo's 1e308 let a hung child (or job) run until it was stopped.
+MAX_TIMEOUT_S = 604_800
 MIN_MEMORY_LIMIT_MB = 1
 
 

@@ -13,7 +13,7 @@ from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption,
                                  state)
 from tracker.console import counted
 from tracker.profile.mapping import MAX_NETS, MAX_WINDOW_S
-from tracker.settings import MAX_SEED, MIN_TIMEOUT_S
+from tracker.settings import MAX_SEED, MAX_TIMEOUT_S, MIN_TIMEOUT_S
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping
@@ -165,7 +165,7 @@ def run(
     warmup: Annotated[float, typer.Option("--warmup", min=0.0, max=MAX_WINDOW_S, callback=finite, help="Seconds of warm-up before sampling.")] = 2.0,
     threads: Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")] = None,
     allocator: AllocatorOption = Allocator.system,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=MIN_TIMEOUT_S, callback=finite, help="Seconds before a workload's child is killed, more than warm-up + duration (default: 120 + 3 x (warm-up + duration)).")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=MIN_TIMEOUT_S, max=MAX_TIMEOUT_S, callback=finite, help="Seconds before a workload's child is killed, more than warm-up + duration (default: 120 + 3 x (warm-up + duration)).")] = None,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Run each mapping's networks at once for --duration after --warmup; one mapping run per workload.

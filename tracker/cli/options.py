@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional, TypeVar
 
 import typer
 
-from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
+from tracker.profile.stats import (MAX_PRECISION, MAX_SAMPLES, MAX_TIME_CAP_S, MIN_PRECISION, MIN_SAMPLES_FOR_CI,
+                                   MIN_TIME_CAP_S)
 from tracker.settings import DEFAULT_EXPERIMENT, MAX_BATCH, MAX_SPEC_SIZE, MIN_INPUT_SIZE
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ PrecisionOption = Annotated[
     float,
     typer.Option("--precision", min=MIN_PRECISION, max=MAX_PRECISION, callback=finite, help="Target relative half-width of the 95% CI of the median."),
 ]
-TimeCapOption = Annotated[float, typer.Option("--time-cap", min=MIN_TIME_CAP_S, callback=finite, help="Seconds of sampling at most per configuration.")]
+TimeCapOption = Annotated[float, typer.Option("--time-cap", min=MIN_TIME_CAP_S, max=MAX_TIME_CAP_S, callback=finite, help="Seconds of sampling at most per configuration.")]
 MinSamplesOption = Annotated[int, typer.Option(
     "--min-samples", min=MIN_SAMPLES_FOR_CI, max=MAX_SAMPLES,
     help="Samples at least before the precision may end sampling (the time cap still does): 200 give a p99.")]

@@ -34,14 +34,14 @@ from tracker.cli.options import (
 )
 from tracker.console import counted, per
 from tracker.profile.stats import MIN_SAMPLES
-from tracker.settings import MAX_BATCH, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S
+from tracker.settings import MAX_BATCH, MAX_TIMEOUT_S, MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S
 
 app = typer.Typer(help="Measure networks on this machine and log each measurement as an MLflow run.", no_args_is_help=True)
 
 
 ModelArg = Annotated[str, typer.Argument(callback=model_reference, help="Zoo model name (see `tracker zoo list`), network spec file, or FILE.py:NAME: a callable of your file that returns the torch.nn.Module.")]
 ThreadsOption = Annotated[Optional[int], typer.Option("--threads", help="CPU threads (the CPU mode); default: torch's.")]
-TimeoutOption = Annotated[float, typer.Option("--timeout", min=MIN_TIMEOUT_S, callback=finite, help="Seconds before a configuration's child is killed.")]
+TimeoutOption = Annotated[float, typer.Option("--timeout", min=MIN_TIMEOUT_S, max=MAX_TIMEOUT_S, callback=finite, help="Seconds before a configuration's child is killed.")]
 AgainOption = Annotated[bool, typer.Option(
     "--again", help="Measure even if this configuration was measured: a new run beside the old ones "
                     "(a repeat at another time; with layers if the run it repeats had them; "

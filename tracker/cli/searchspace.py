@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json, finite, path_of, path_text, state
-from tracker.profile.stats import MIN_TIME_CAP_S
+from tracker.profile.stats import MAX_TIME_CAP_S, MIN_TIME_CAP_S
 
 app = typer.Typer(help="Search-space profiling: what each candidate costs and is worth, and the frontier worth keeping.",
                   no_args_is_help=True)
@@ -40,7 +40,7 @@ def run(
     skip_accuracy: Annotated[bool, typer.Option("--skip-accuracy", help="Only the latency table.")] = False,
     skip_latency: Annotated[bool, typer.Option("--skip-latency", help="Only the accuracy table.")] = False,
     specs: Annotated[Optional[str], typer.Option(metavar="FOLDER", help="Folder for the candidates' spec files (default: <space folder>/<name>/networks).")] = None,
-    time_cap: Annotated[float, typer.Option("--time-cap", min=MIN_TIME_CAP_S, callback=finite, help="Seconds of sampling at most per measured candidate.")] = 5.0,
+    time_cap: Annotated[float, typer.Option("--time-cap", min=MIN_TIME_CAP_S, max=MAX_TIME_CAP_S, callback=finite, help="Seconds of sampling at most per measured candidate.")] = 5.0,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""

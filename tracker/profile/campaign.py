@@ -35,9 +35,10 @@ from typing import Any, Callable, Iterator
 from tracker.errors import ConfigError, not_utf8, too_many_digits
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
-from tracker.profile.stats import MAX_PRECISION, MAX_SAMPLES, MIN_PRECISION, MIN_SAMPLES, MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S
-from tracker.settings import (MAX_BATCH, MAX_GENERATE_COUNT, MAX_SEED, MAX_SPEC_SIZE, MIN_INPUT_SIZE, MIN_MEMORY_LIMIT_MB,
-                              MIN_TIMEOUT_S, finite_number)
+from tracker.profile.stats import (MAX_PRECISION, MAX_SAMPLES, MAX_TIME_CAP_S, MIN_PRECISION, MIN_SAMPLES,
+                                   MIN_SAMPLES_FOR_CI, MIN_TIME_CAP_S)
+from tracker.settings import (MAX_BATCH, MAX_GENERATE_COUNT, MAX_SEED, MAX_SPEC_SIZE, MAX_TIMEOUT_S, MIN_INPUT_SIZE,
+                              MIN_MEMORY_LIMIT_MB, MIN_TIMEOUT_S, finite_number)
 
 SECTIONS = {
     "campaign": {"name": str, "description": str},
@@ -232,13 +233,15 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
         except ConfigError as e:
             raise ConfigError(f"{where}: [measure].{e}") from None
     least = {"time_cap_s": MIN_TIME_CAP_S, "timeout_s": MIN_TIMEOUT_S, "memory_limit_mb": MIN_MEMORY_LIMIT_MB}
+    most = {"time_cap_s": MAX_TIME_CAP_S, "timeout_s": MAX_TIMEOUT_S}  # memory_limit_mb's: check_limit_mb's
     for key in ("precision", "time_cap_s", "timeout_s", "memory_limit_mb"):
         if key in m:
             # precision: --precision's bounds (between 0 and 1 until 0.9.8: 0.9 was taken); the others their
-            # options' least (any above 0 until 0.9.13: a timeout_s of 0.001 failed each configuration)
+            # options' least (any above 0 until 0.9.13: a timeout_s of 0.001 failed each configuration) and most (any
+            # finite number until 0.9.14: a typo's 1e308 let a hung child run until it was stopped)
             check_bound(where, f"[measure].{key}", m[key],
                         **({"least": MIN_PRECISION, "most": MAX_PRECISION, "hint": " (0.02 is 2 %)"}
-                           if key == "precision" else {"least": least[key]}))
+                           if key == "precision" else {"least": least[key], "most": most.get(key)}))
             if key == "memory_limit_mb":
                 check_limit_mb(where, f"[measure].{key}", m[key])
             setattr(c, key, float(m[key]))

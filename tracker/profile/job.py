@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from tracker.console import counted, shell_word
 from tracker.errors import ConfigError, MeasurementError, UnknownModelError
-from tracker.settings import MAX_BATCH, MAX_EPOCHS, MAX_TRAINING_STEPS
+from tracker.settings import MAX_BATCH, MAX_EPOCHS, MAX_TIMEOUT_S, MAX_TRAINING_STEPS
 from tracker.zoo.generator import MAX_SPEC_SIZE
 
 TOP = {"model": str}
@@ -61,10 +61,10 @@ MAX_PREFETCH_FACTOR = 1024
 #: since 0.9.8, before which 99999999999 was taken, each image failed to resize and was skipped, and the job
 #: was a FINISHED run of no step). Not data synth's MAX_SIZE_PX, a bound on the files it draws: a job resizes
 #: files of any size, a real dataset's larger ones too. A prefetch factor at most MAX_PREFETCH_FACTOR; epochs and
-#: steps at most MAX_EPOCHS and MAX_TRAINING_STEPS (any number was taken until 0.9.14, and a typo's run went on
-#: until it was stopped).
+#: steps at most MAX_EPOCHS and MAX_TRAINING_STEPS, a step's time limit at most MAX_TIMEOUT_S (any number was taken
+#: until 0.9.14, and a typo's run went on until it was stopped, or a hung job's 1e308 s wait for its step).
 MOST = {"batch_size": MAX_BATCH, "image_size": MAX_SPEC_SIZE, "prefetch_factor": MAX_PREFETCH_FACTOR,
-        "num_epochs": MAX_EPOCHS, "max_steps": MAX_TRAINING_STEPS}
+        "num_epochs": MAX_EPOCHS, "max_steps": MAX_TRAINING_STEPS, "step_timeout_s": MAX_TIMEOUT_S}
 
 
 @dataclass

@@ -93,6 +93,11 @@ MAX_PRECISION = 0.5
 #: The least time cap of a measurement's sampling, in seconds (``--time-cap``, a campaign's ``time_cap_s``: one
 #: bound for both; a campaign took any above 0, 5e-324 too, until 0.9.13).
 MIN_TIME_CAP_S = 0.1
+#: The longest time cap (the same option and key, and searchspace's --time-cap): an hour, 360 times the default.
+#: A measurement ends at MAX_SAMPLES too, but a network of 36 ms a sample or more is still sampling then, and one
+#: asked a precision it never reaches sampled for days under a typo's cap (1e308, taken until 0.9.14), or was
+#: killed at its --timeout and told to give it "at least 1e+308 s".
+MAX_TIME_CAP_S = 3_600
 
 
 @dataclass(frozen=True)
