@@ -20,7 +20,7 @@ from tracker.errors import ConfigError
 from tracker.log.logger import RunLogger
 from tracker.profile.api import find_boundary, profile_network
 from tracker.profile.child import run_child
-from tracker.profile.stats import Stopping
+from tracker.profile.stats import MIN_SAMPLES, Stopping
 
 FAST = Stopping(target_ci_rel=0.2, time_cap_s=0.3, warmup_cap_s=0.2)
 TINY = "squeezenet1_1"
@@ -1659,3 +1659,22 @@ def test_a_networks_window_and_its_layers_hold_none_of_the_speed_probe(tmp_path:
     assert len(payload["speed_probe"]["samples_ms"]) == 2 * PROBE_RUNS  # before and after the window, as before
     assert len(payload["layers_speed_probe"]["samples_ms"]) == 2 * PROBE_RUNS  # after it and after the layers
     assert payload["layers"] and payload["memory"]["network_mem_mb"] >= 0
+
+
+def test_a_runs_numbers_in_another_scripts_digits_are_unreadable() -> None:
+    """A run's tag or param edited to another script's digits (``٣``, in the MLflow UI) was read by float(),
+    int() and isdigit as 3 until 0.9.14: a timeout of 3 s measured again under a larger limit, a run asked 3
+    samples, a repeat's name ``repeat ٣``. Each is unreadable now, as any other unreadable text is."""
+    from tracker.log.record import FAILURE_REASON_TAG, TIMEOUT_TAG, RunRecord
+    from tracker.profile.api import asked_samples, repeat_label, timed_out_under
+
+    def failed(limit: str) -> RunRecord:
+        return RunRecord("network", "n", tags={FAILURE_REASON_TAG: "timeout", TIMEOUT_TAG: limit}, status="FAILED")
+
+    assert timed_out_under(failed("3"), 60) and not timed_out_under(failed("\u0663"), 60)
+    assert not timed_out_under(failed("x"), 60)
+    assert asked_samples(RunRecord("network", "n", params={"min_samples": "200"})) == 200
+    for text in ("\u0662\u0660\u0660", "inf", "x"):  # int() of inf: an OverflowError's traceback until 0.9.14
+        assert asked_samples(RunRecord("network", "n", params={"min_samples": text})) == MIN_SAMPLES, text
+    assert repeat_label("k#r2") == "repeat 2"
+    assert repeat_label("k#r\u0663") == repeat_label("k#r\u00b2") == "again"

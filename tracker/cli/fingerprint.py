@@ -253,11 +253,9 @@ WHOLE_TAGS = ("speed_probe_version", "networks")
 
 def _number(text: str | None, positive: bool = False) -> float | None:
     """A numeric tag as a number; None where it is absent or not a finite number (``nan``, ``inf``:
-    shown as they are, and not valid JSON, until 0.9.12), or, ``positive``, not above 0."""
-    try:
-        value = None if text is None else float(text)
-    except ValueError:
-        return None
+    shown as they are, and not valid JSON, until 0.9.12), or of another script's digits (``٣`` read as 3 until
+    0.9.14), or, ``positive``, not above 0."""
+    value = None if text is None else decimal_number(text)
     if value is None or not math.isfinite(value) or (positive and value <= 0):
         return None
     return value

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracker.console import shell_line, shell_word
+from tracker.console import decimal_number, shell_line, shell_word, whole_number
 from tracker.describe.features import BATCH_ANYWHERE_VERSION, counted_anew
 from tracker.fingerprint.dataset import (
     TARGETS,
@@ -252,19 +252,16 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     # across versions)
     for tag in ("node_rows_version", "speed_probe_version"):
         if tag in version.tags:
-            try:
-                setattr(champ, tag, int(version.tags[tag]))
-            except ValueError:
+            # ASCII digits alone: int() read another script's (a tag edited to ٣ was 3) until 0.9.14
+            if (number := whole_number(version.tags[tag])) is None:
                 raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
                                        f"{version.tags[tag]!r} (expected a whole number); retrain with "
-                                       "tracker fingerprint train") from None
+                                       "tracker fingerprint train")
+            setattr(champ, tag, number)
     for tag in ("device_memory_mb", "largest_peak_mb", "speed_reference_ms"):
         if tag in version.tags:
-            try:
-                value = float(version.tags[tag])
-            except ValueError:
-                value = math.nan
-            if not (math.isfinite(value) and value > 0):  # a limit of NaN would let everything fit
+            value = decimal_number(version.tags[tag])  # in ASCII alone (float() took ٣ as 3 until 0.9.14)
+            if value is None or not (math.isfinite(value) and value > 0):  # a limit of NaN would let everything fit
                 raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
                                        f"{version.tags[tag]!r} (expected {'ms' if tag.endswith('_ms') else 'MB'}, a "
                                        "positive number); retrain with "
@@ -391,17 +388,12 @@ def latency_references(tracking_uri: str | None, device: str, mode: str | None =
         tags = version.tags
         reference, probe_version, unreadable = None, None, []
         if "speed_reference_ms" in tags:  # as load_champion reads it: a positive number of ms, else refused
-            try:
-                reference = float(tags["speed_reference_ms"])
-            except ValueError:
-                reference = math.nan
-            if not (math.isfinite(reference) and reference > 0):
+            reference = decimal_number(tags["speed_reference_ms"])
+            if reference is None or not (math.isfinite(reference) and reference > 0):
                 reference = None
                 unreadable.append("speed_reference_ms")
         if "speed_probe_version" in tags:  # the probe version of its reference (written with it since 0.9.9)
-            try:
-                probe_version = int(tags["speed_probe_version"])
-            except ValueError:
+            if (probe_version := whole_number(tags["speed_probe_version"])) is None:
                 unreadable.append("speed_probe_version")
         if reference is None or unreadable:  # no reference read, or one of an unread unit: none compared
             reference = probe_version = None

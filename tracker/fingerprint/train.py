@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator
 
-from tracker.console import counted, shell_word
+from tracker.console import counted, decimal_number, shell_word
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
@@ -974,10 +974,7 @@ def _in_its_units(tags: dict[str, str], rows: Any, old: Any, y: Any, champion: s
     0.9.12), and the third item says so for the verdict's reason (``champion``: the champion's version);
     else it is empty."""
     reference = rows.attrs.get("speed_reference_ms")
-    try:
-        theirs = float(tags["speed_reference_ms"]) if "speed_reference_ms" in tags else None
-    except ValueError:
-        theirs = None
+    theirs = decimal_number(tags["speed_reference_ms"]) if "speed_reference_ms" in tags else None  # ٣ was 3 until 0.9.14
     if reference is None:
         return old, y, ""
     if theirs is not None and theirs > 0:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import tempfile
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from tracker.console import decimal_number, whole_number
 from tracker.describe import described_json, spec_json
 from tracker.log.logger import RunLogger
 from tracker.log.record import (CHILD_NOTE_TAG, DESCRIPTION_ARTIFACT, FAILURE_MESSAGE_TAG, FAILURE_REASON_TAG,
@@ -278,9 +280,9 @@ CHILD_START_S = 2.0
 def repeat_label(repeat_key: str) -> str:
     """What a repeat's run name adds: a campaign's round (``KEY#r2``: ``repeat 2``), a trace taken
     of one measured before (``KEY#trace``, ``profile --trace``'s ``KEY#trace-HEX``: ``traced``), or
-    ``--again`` (``again``)."""
+    ``--again`` (``again``): ASCII digits alone after its ``r`` (isdigit took ``r٣`` and ``r²`` until 0.9.14)."""
     suffix = repeat_key.rpartition("#")[2]
-    if suffix[:1] == "r" and suffix[1:].isdigit():
+    if suffix[:1] == "r" and whole_number(suffix[1:]) is not None:
         return f"repeat {suffix[1:]}"
     return "traced" if suffix == "trace" or suffix.startswith("trace-") else "again"
 
@@ -481,11 +483,10 @@ def profile_network(
 
 
 def asked_samples(record: RunRecord) -> int:
-    """The fewest samples a logged run was measured to (its ``min_samples``; the default where a run lacks it)."""
-    try:
-        return int(float(record.params.get("min_samples", MIN_SAMPLES)))
-    except (TypeError, ValueError):
-        return MIN_SAMPLES
+    """The fewest samples a logged run was measured to (its ``min_samples``; the default where a run lacks it, or
+    its param is no finite number in ASCII: float() took ``٣`` as 3, and int() of ``inf`` raised, until 0.9.14)."""
+    value = decimal_number(str(record.params.get("min_samples", MIN_SAMPLES)))
+    return int(value) if value is not None and math.isfinite(value) else MIN_SAMPLES
 
 
 def stored_layers(logger: RunLogger, network: RunRecord) -> list[RunRecord]:
@@ -630,7 +631,5 @@ def timed_out_under(record: RunRecord, timeout_s: float) -> bool:
     carries no limit, and answers as it did."""
     if record.tags.get(FAILURE_REASON_TAG) != "timeout":
         return False
-    try:
-        return float(record.tags[TIMEOUT_TAG]) < timeout_s
-    except (KeyError, ValueError):
-        return False
+    limit = decimal_number(record.tags.get(TIMEOUT_TAG, ""))  # in ASCII alone (float() took ٣ as 3 until 0.9.14)
+    return limit is not None and limit < timeout_s
