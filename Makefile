@@ -30,7 +30,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	@# Three workers on two cores: half the suite's time is MLflow, DuckDB, LightGBM and process starts,
 	@# which the second core takes, and a worker waits idle while another measures (tracker's own lock)
-	@# or a server starts, which a third fills (1,002 s in two workers, 925 s in three, here, 0.9.14).
+	@# or a server starts, which a third fills (0.9.14 on one machine: 1,002 s in two workers; 925 and
+	@# 1,008 s in three, each test slower, the whole about as long or less: README).
 	@# Measurements still take turns on the device, on one OpenMP thread each, and tests marked alone
 	@# run while no other does (tests/conftest.py)
 	$(VENV)/bin/python -m pytest -n 3 --dist loadgroup
