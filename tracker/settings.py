@@ -52,6 +52,16 @@ MAX_SEED = 2**32 - 1
 #: not in tracker.zoo.generator, so that the CLI's zoo commands read it without loading the generator.
 MAX_GENERATE_COUNT = 100_000
 
+#: The most networks a workload runs at once: all are built and traced in its one measuring child,
+#: each runs in a thread of its own, and past a few dozen each has too thin a share of the cores
+#: (or the GPU's streams) to finish inferences in a window; a draw of 50,000 was taken until 0.9.6
+MAX_NETS = 32
+#: The longest warm-up and window of a workload, in seconds (``mapping run --warmup`` and ``--duration``): a
+#: day, where the default window is 10 s and one of an hour already spans a machine's drift through a day's
+#: work. Until 0.9.14 any finite number was taken, and ``--duration 1e308`` measured its workload (a store made,
+#: a run begun) until it was stopped.
+MAX_WINDOW_S = 86_400
+
 #: The most epochs a training runs: a training job's [training].num_epochs, a search space's [accuracy].epochs.
 #: Six times the longest published recipes (MAE's 1,600 epochs on ImageNet; a few hundred are usual), and, as
 #: an epoch is a step at least, 10,000 steps for a job whose dataset is one batch. Until 0.9.14 any number was

@@ -12,8 +12,7 @@ from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption,
                                  OutputFormat, emit_json, exit_interrupted, finite, option_values, path_of,
                                  state)
 from tracker.console import counted
-from tracker.profile.mapping import MAX_NETS, MAX_WINDOW_S
-from tracker.settings import MAX_SEED, MAX_TIMEOUT_S, MIN_TIMEOUT_S
+from tracker.settings import MAX_NETS, MAX_SEED, MAX_TIMEOUT_S, MAX_WINDOW_S, MIN_TIMEOUT_S
 
 if TYPE_CHECKING:
     from tracker.profile.mapping import GenerateOptions, Mapping

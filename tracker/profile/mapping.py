@@ -29,24 +29,16 @@ from typing import Any, Callable, Iterator
 from tracker.console import counted, decimal_number, integer_number
 from tracker.errors import ConfigError, OptionError, UnknownModelError
 from tracker.profile.device import canonical_device, is_device_name
+from tracker.settings import MAX_NETS  # in settings, so the CLI reads it without this module
 
 DEVICES = ("cpu", "cuda")
 DEFAULT_NUM_NETS = (2, 6)
-#: the most networks a workload runs at once: all are built and traced in its one measuring child,
-#: each runs in a thread of its own, and past a few dozen each has too thin a share of the cores
-#: (or the GPU's streams) to finish inferences in a window; a draw of 50,000 was taken until 0.9.6
-MAX_NETS = 32
 #: Why, as a refusal says it.
 MAX_NETS_WHY = "all in one child, a thread each: more share the device too thinly to be measured"
 #: the most mappings one draw may try, ``--sets`` x ``--samples``: each is a workload ``run`` measures for
 #: its warm-up and window (12 s by default: 100,000 are some two weeks), and ``generate`` holds them all
 #: to write them; any number was taken until 0.9.8 (100,000,000 x 1,000 grew to 1 GB in 8 s)
 MAX_DRAWS = 100_000
-#: The longest warm-up and window of a workload, in seconds (``mapping run --warmup`` and ``--duration``): a
-#: day, where the default window is 10 s and one of an hour already spans a machine's drift through a day's
-#: work. Until 0.9.14 any finite number was taken, and ``--duration 1e308`` measured its workload (a store made,
-#: a run begun) until it was stopped.
-MAX_WINDOW_S = 86_400
 #: a model "fits" when its float32 weights, times the most networks of a workload, take at
 #: most this share of the device's memory (activations and the other stages need the rest)
 FIT_SHARE = 0.25
