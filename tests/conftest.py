@@ -142,9 +142,10 @@ _TURNS = _Turns()
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """The suite runs in three workers (``make test``: ``pytest -n 3``; two until 0.9.14). A test marked
-    ``alone`` reads how much of the machine's CPU other processes take, times its own threads, or compares
-    two measurements' figures, which the other workers' tests would disturb: it runs holding the
+    """The suite runs in two workers (``make test``: ``pytest -n 2``; three in 0.9.14, which left the quick
+    demo's measurements too imprecise on CI's machine). A test marked ``alone`` reads how much of the
+    machine's CPU other processes take, times its own threads, or compares two measurements' figures,
+    which the other worker's tests would disturb: it runs holding the
     suite's lock exclusively, and every other test holding it shared, its fixtures' set-up and
     tear-down (a module's demo store, a session's server) included. An exclusive hold lasts while
     the next test is alone too."""
