@@ -389,13 +389,16 @@ def test_a_run_whose_samples_are_damaged_is_shown_whole_and_compared_without_the
     whole = samples_json({"stop_reason": "precision", "block_n": 1, "warmup_ms": [1.0, 1.1],
                           "samples_ms": [1.0 + i / 100 for i in range(30)]})
     cut, garbled, good = network_record(batch_size=1), network_record(batch_size=2), network_record(batch_size=4)
+    deep = network_record(batch_size=8)
     cut.artifacts[SAMPLES_ARTIFACT] = whole[:50]
+    deep.artifacts[SAMPLES_ARTIFACT] = "[" * 100_000  # a RecursionError's traceback until 0.9.15
     garbled.artifacts[SAMPLES_ARTIFACT] = json.dumps({"format": 1, "samples_ms": [1, 2, "a"]})
     good.artifacts[SAMPLES_ARTIFACT] = whole
     with RunLogger(str(store), experiment="dmg", environment=ENV) as logger:
-        logger.log([cut, garbled, good])
+        logger.log([cut, garbled, good, deep])
     base = ["--tracking-uri", str(store), "-e", "dmg", "runs"]
-    for record, said in ((cut, f"{SAMPLES_ARTIFACT} is not JSON ("),
+    for record, said in ((cut, f"{SAMPLES_ARTIFACT}: not JSON ("),
+                         (deep, f"{SAMPLES_ARTIFACT}: JSON nested too deeply to read; cut short or garbled?"),
                          (garbled, f"{SAMPLES_ARTIFACT}'s samples_ms holds 'a', not a number")):
         shown = runner.invoke(app, [*base, "show", record.run_id[:8], "--format", "json"])
         assert shown.exit_code == 0, (shown.output, shown.exception)

@@ -164,6 +164,9 @@ def test_a_folder_it_cannot_read_is_one_line_naming_the_file_before_the_store_is
         (lambda f: (f / "architectures.json.gz").write_bytes(gzip.compress(b'{"net": 1}')),
          "architectures.json.gz: holds a dict; expected a list of objects"),
         (lambda f: (f / "architectures.json.gz").write_text("garbage"), "architectures.json.gz: not gzip-compressed JSON"),
+        # a RecursionError's traceback until 0.9.15
+        (lambda f: (f / "architectures.json.gz").write_bytes(gzip.compress(b"[" * 100_000)),
+         "architectures.json.gz: JSON nested too deeply to read"),
         (number, f"latency/{first}: batch size "),
         # a latency of 0 was a ZeroDivisionError's traceback, one below 0 or a batch of 0 imported, until 0.9.2
         (cell("latency", "0"), "latency '0' is not a measurement (a finite number above 0)"),

@@ -205,7 +205,8 @@ def test_a_mapping_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
         "`tracker mapping generate --out` writes")
     (tmp_path / "long.json").write_text('{"networks": [{"split": 1' + "0" * 5000 + "}]}")  # a traceback until 0.9.14
     assert one_line(["mapping", "run", "--file", "long.json"], tmp_path) == (
-        "error: long.json: a whole number of more than 4,300 digits (more than Python reads)")
+        "error: long.json: a whole number of more than 4,300 digits (more than Python reads); a mapping file is a "
+        "mapping or a list of them, as `tracker mapping generate --out` writes")
     assert not (tmp_path / "runs").exists()
 
 

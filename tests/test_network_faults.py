@@ -282,12 +282,12 @@ def test_a_spec_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
     deep.write_text("[" * 100_000)
     result = _cli(tmp_path / "s", "describe", str(deep))  # a RecursionError's traceback until 0.9.8
     assert isinstance(result.exception, ConfigError)
-    assert str(result.exception) == f"{deep} is not a network spec: JSON nested deeper than Python reads"
+    assert str(result.exception) == f"{deep} is not a network spec: JSON nested too deeply to read"
     long = tmp_path / "long.json"  # a number json will not convert: a ValueError's traceback until 0.9.14
     long.write_text('{"format": "tracker.netspec/1", "index": 1' + "0" * 5000 + "}")
     result = _cli(tmp_path / "s", "describe", str(long))
     assert isinstance(result.exception, ConfigError)
-    assert str(result.exception) == (f"{long} is not a network spec: it holds a whole number of more than 4,300 digits "
+    assert str(result.exception) == (f"{long} is not a network spec: a whole number of more than 4,300 digits "
                                      "(more than Python reads)")
 
 

@@ -1219,18 +1219,24 @@ def test_a_campaign_file_that_is_not_utf8_is_one_line_and_a_byte_order_mark_is_r
 
 
 @pytest.mark.parametrize("reader", ["campaign", "job", "space"])
-def test_a_toml_file_with_a_number_of_more_digits_than_python_reads_is_one_line(tmp_path: Path, reader: str) -> None:
-    """tomllib raises a plain ValueError for a whole number of more than 4,300 digits (a typo's run of zeros):
-    the traceback of every command that read such a campaign, job or search space file until 0.9.14."""
+@pytest.mark.parametrize(("text", "said"), [
+    ("[measure]\nrepeats = 1" + "0" * 5000 + "\n", "a whole number of more than 4,300 digits (more than Python reads)"),
+    ("[measure]\nrepeats = " + "[" * 100_000 + "\n", "TOML nested too deeply to read"),  # a traceback until 0.9.15
+])
+def test_a_toml_file_with_a_number_of_more_digits_than_python_reads_is_one_line(tmp_path: Path, reader: str,
+                                                                               text: str, said: str) -> None:
+    """tomllib raises a plain ValueError for a whole number of more than 4,300 digits (a typo's run of zeros),
+    and a RecursionError for arrays in arrays past Python's limit: the traceback of every command that read
+    such a campaign, job or search space file until 0.9.14 and 0.9.15."""
     from tracker.profile.campaign import load_campaign
     from tracker.profile.job import load_job
     from tracker.searchspace.space import load_space
 
     path = tmp_path / "file.toml"
-    path.write_text("[measure]\nrepeats = 1" + "0" * 5000 + "\n")
+    path.write_text(text)
     with pytest.raises(ConfigError) as info:
         {"campaign": load_campaign, "job": load_job, "space": load_space}[reader](path)
-    assert str(info.value) == f"{path}: a whole number of more than 4,300 digits (more than Python reads)"
+    assert str(info.value) == f"{path}: {said}"
 
 
 def test_a_retaining_allocator_is_a_mode_of_its_own_and_ends_the_page_faults(tmp_path: Path) -> None:

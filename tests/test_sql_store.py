@@ -419,6 +419,9 @@ def test_sync_says_in_one_line_what_is_wrong_with_an_outbox_file(tmp_path: Path)
     broken.write_bytes(b"\xff")
     out = CliRunner().invoke(app, ["sync"])
     assert out.exit_code == 1 and str(out.exception) == f"outbox file {broken} is not valid JSON; move it away to go on"
+    broken.write_text("[" * 100_000)  # nested past Python's recursion limit: a traceback until 0.9.15
+    out = CliRunner().invoke(app, ["sync"])
+    assert out.exit_code == 1 and str(out.exception) == f"outbox file {broken} is not valid JSON; move it away to go on"
     # ... and, for whatever store it was, it blocks no measurement: their runs are counted without it
     from tests.conftest import ENV, network_record
     from tracker.log.logger import RunLogger

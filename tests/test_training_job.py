@@ -1168,8 +1168,7 @@ SHAPES = {"images": [{"id": 1, "file_name": "00000.jpg"}], "categories": [{"id":
     (json.dumps([SHAPES]), 'the file holds an array, not an object with "images", "annotations" and "categories"'),
     ("[" * 100000 + "]" * 100000, "JSON nested too deeply to read"),
     # a number json will not convert: a ValueError's traceback until 0.9.14
-    ('{"images": [{"id": 1' + "0" * 5000 + "}]}", "it holds a whole number of more than 4,300 digits (more than Python "
-                                                  "reads)"),
+    ('{"images": [{"id": 1' + "0" * 5000 + "}]}", "a whole number of more than 4,300 digits (more than Python reads)"),
 ])
 def test_a_coco_file_of_another_shape_is_refused_in_one_line(tmp_path: Path, text: str, said: str) -> None:
     """A COCO annotation file of another shape than COCO's refuses the job in one line naming it, from

@@ -340,14 +340,15 @@ def test_a_warehouse_from_before_traces_is_loaded_again_in_full(tmp_path: Path) 
     trace_ops is loaded again in full, once; a broken operator table costs its rows, not the load."""
     runs, wh, net = _loaded(tmp_path)
     _load(runs, wh)
-    traced, broken = network_record("resnet18", 1), network_record("resnet18", 2)
+    traced, broken, deep = network_record("resnet18", 1), network_record("resnet18", 2), network_record("resnet18", 4)
     ops = [{"op": "aten::conv2d", "calls_per_iter": 20.0, "self_cpu_ms": 0.5, "cpu_total_ms": 9.0, "share_pct": 80.0},
            {"op": "aten::add_", "calls_per_iter": 8.0, "self_cpu_ms": 0.125, "cpu_total_ms": 0.125, "share_pct": 20.0}]
     traced.artifacts["trace/ops.json"] = json.dumps({"iterations": 3, "time_basis": "self_cpu_ms", "ops": ops})
     broken.artifacts["trace/ops.json"] = "{not json"
-    for record in (traced, broken):
+    deep.artifacts["trace/ops.json"] = "[" * 100_000  # a RecursionError that ended the load until 0.9.15
+    for record in (traced, broken, deep):
         record.tags["tracker.trace"] = "trace/ops.json"
-    _logger(runs).log([traced, broken])  # as if traced by 0.7.1 while the warehouse was older
+    _logger(runs).log([traced, broken, deep])  # as if traced by 0.7.1 while the warehouse was older
     con = duckdb.connect(str(wh))
     con.execute("DROP TABLE trace_ops")  # as a tracker before 0.7.1 made it
     con.close()

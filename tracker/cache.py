@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from tracker.decode import loads_json
+
 
 def cache_dir() -> Path:
     """tracker's cache: ``TRACKER_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracker``, else ``~/.cache/tracker``."""
@@ -30,7 +32,7 @@ def read_json(name: str) -> Any | None:
     An entry read is marked used (its time), so that trimming takes those used least lately."""
     path = cache_dir() / name
     try:
-        value = json.loads(path.read_text())
+        value = loads_json(path.read_text())
     except (OSError, ValueError):
         return None
     with suppress(OSError):  # a cache one may read but not write is read all the same

@@ -36,15 +36,6 @@ def not_utf8(exc: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r})"
 
 
-def too_many_digits() -> str:
-    """What a file holding a whole number of more digits than Python converts (``sys.get_int_max_str_digits()``,
-    4,300) holds, in words: json and tomllib raise it as a plain ValueError, which was the traceback of every
-    reader of a campaign, job, search space, spec, mapping or COCO file until 0.9.14."""
-    import sys
-
-    return f"a whole number of more than {sys.get_int_max_str_digits():,} digits (more than Python reads)"
-
-
 def is_oom(exc: BaseException, capped: bool = False) -> bool:
     """Whether ``exc`` is an allocation failure. Under a memory cap (``capped``), oneDNN's
     "could not create a primitive" counts too: it is how oneDNN reports a failed allocation

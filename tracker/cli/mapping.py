@@ -118,23 +118,20 @@ def generate(
 
 
 def _read_file(path: Path) -> list[Mapping]:
-    from tracker.errors import ConfigError, not_utf8, too_many_digits
+    from tracker.decode import Undecodable, loads_json
+    from tracker.errors import ConfigError, not_utf8
     from tracker.profile.mapping import from_json
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))  # an editor's byte-order mark read past
+        data = loads_json(path.read_text(encoding="utf-8-sig"))  # an editor's byte-order mark read past
     except OSError as exc:
         raise ConfigError(f"cannot read mapping file {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:  # a traceback until 0.9.6
         raise ConfigError(f"{path}: {not_utf8(exc)}; a mapping file is JSON, as `tracker mapping generate --out` "
                           "writes") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    except RecursionError:  # arrays in arrays past Python's recursion limit: a traceback until 0.9.8
-        raise ConfigError(f"{path}: JSON nested too deeply to read; a mapping file is a mapping or a list of them, as "
+    except Undecodable as exc:  # nested too deeply: a traceback until 0.9.8
+        raise ConfigError(f"{path}: {exc}; a mapping file is a mapping or a list of them, as "
                           "`tracker mapping generate --out` writes") from None
-    except ValueError:  # none other than a number too long to convert (a JSONDecodeError is one, caught above)
-        raise ConfigError(f"{path}: {too_many_digits()}") from None
     if isinstance(data, dict):  # one mapping, as the README shows it (refused, "expected a list", until 0.9.8)
         return [from_json(data, str(path))]
     if not isinstance(data, list):

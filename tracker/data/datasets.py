@@ -16,7 +16,8 @@ from typing import Any
 
 from tracker.console import decimal_number
 from tracker.data import FORMATS
-from tracker.errors import ConfigError, not_utf8, os_reason, too_many_digits
+from tracker.decode import Undecodable, loads_json
+from tracker.errors import ConfigError, not_utf8, os_reason
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -212,22 +213,16 @@ class Detection:
         ann = root / "annotations.json"
         try:
             # its bytes, which json reads as UTF-8 (a byte-order mark read past, UTF-16 and -32 told by it)
-            data = json.loads(ann.read_bytes())
+            data = loads_json(ann.read_bytes())
             images, categories, annotations = _coco_tables(data)
         except FileNotFoundError:
             raise ConfigError(f"{root}: no annotations.json (coco layout: DIR/images/, DIR/annotations.json)") from None
         except OSError as exc:  # a folder of that name, a file not readable: a traceback until 0.9.6
             raise ConfigError(f"{ann}: cannot read it ({os_reason(exc)})") from None
-        except UnicodeDecodeError as exc:  # a file saved as latin-1, say: a traceback until 0.9.6
-            raise ConfigError(f"{ann}: not a COCO annotation file ({not_utf8(exc)}; JSON is UTF-8 text)") from None
-        except NotCoco as exc:
+        except (NotCoco, Undecodable) as exc:  # Undecodable: not JSON, not UTF-8, nested too deeply, too many digits
             raise ConfigError(f"{ann}: not a COCO annotation file ({exc})") from None
-        except RecursionError:  # JSON nested past Python's recursion limit: a traceback until 0.9.8
-            raise ConfigError(f"{ann}: not a COCO annotation file (JSON nested too deeply to read)") from None
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise ConfigError(f"{ann}: not a COCO annotation file ({type(exc).__name__}: {exc})") from None
-        except ValueError:  # none other than a number too long to convert (a JSONDecodeError is one, caught above)
-            raise ConfigError(f"{ann}: not a COCO annotation file (it holds {too_many_digits()})") from None
         if not annotations:  # trained on no box at all, FINISHED without a word, until 0.9.6: a
             # detector's step without boxes skips most of its losses, so its time is not a detection step's
             raise ConfigError(f"{ann}: no annotations (\"annotations\" is empty or missing): a detection job "

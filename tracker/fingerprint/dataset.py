@@ -8,7 +8,6 @@ configuration, so the features come from the same SQL both times (no train/serve
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import threading
 from collections.abc import Collection, Sequence
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.console import counted
+from tracker.decode import loads_json
 from tracker.fingerprint.runtime import TARGETS, FingerprintError
 from tracker.settings import project_dir
 
@@ -71,7 +71,7 @@ def parse_ranges(text: str) -> dict[str, list[float]]:
     """A ``trained_ranges`` tag read back; ValueError naming the expected shape when it is not
     ``{feature: [min, max]}`` with two numbers, min no more than max."""
     try:
-        raw = json.loads(text)
+        raw = loads_json(text)
     except ValueError:
         raw = None
     out: dict[str, list[float]] = {}

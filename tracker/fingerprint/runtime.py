@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tracker.decode import loads_json
+
 try:
     from tracker.errors import TrackerError as _ErrorBase
 except ImportError:  # this module's logged copy, where tracker is not installed
@@ -520,7 +522,7 @@ class Trend:
 
     @classmethod
     def from_json(cls, text: str) -> "Trend":
-        data = json.loads(text)
+        data = loads_json(text)
         kind = data.get("kind")
         if kind not in TREND_KINDS:
             raise ValueError(f"unknown trend kind {kind!r}")

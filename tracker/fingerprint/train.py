@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator
 
 from tracker.console import counted, decimal_number, shell_word
+from tracker.decode import loads_json
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
 from tracker.fingerprint.dataset import (
@@ -937,7 +938,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
         return True, f"version {current.version}, champion, was not registered by tracker fingerprint train"
     try:
         with downloaded(uri, current.run_id, "evaluation/networks.json") as path:
-            seen = set(json.loads(path.read_text()))
+            seen = set(loads_json(path.read_text()))
     except (MlflowException, OSError, ValueError, TypeError):  # its artifacts are gone or unreadable (a traceback until 0.9.8)
         return False, (f"version {current.version} stays champion: the networks it learnt from cannot be read (its "
                        f"run's evaluation/networks.json), so the two cannot be compared; tracker fingerprint promote "

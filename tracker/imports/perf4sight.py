@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import csv
 import gzip
-import json
 import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracker.console import decimal_number, whole_number
+from tracker.decode import Undecodable, loads_json
 from tracker.describe.graph import Description, Node
 from tracker.errors import ConfigError, not_utf8
 from tracker.log.logger import RunLogger
@@ -83,13 +83,13 @@ def read_descriptions(folder: Path) -> dict[str, Description]:
     if not path.exists():
         raise ConfigError(f"{folder} has no architectures.json.gz: not a perf4sight TX2 folder")
     try:
-        entries = json.loads(gzip.decompress(path.read_bytes()))
+        entries = loads_json(gzip.decompress(path.read_bytes()))
     except OSError as exc:  # gzip's BadGzipFile is one
         raise ConfigError(f"{path}: not gzip-compressed JSON ({exc.strerror or exc})") from None
     except EOFError:
         raise ConfigError(f"{path}: cut short (its gzip stream ends early)") from None
-    except ValueError as exc:  # not JSON, not UTF-8
-        raise ConfigError(f"{path}: not JSON ({exc})") from None
+    except Undecodable as exc:  # not JSON, not UTF-8, nested too deeply (a traceback until 0.9.15), too many digits
+        raise ConfigError(f"{path}: {exc}") from None
     out: dict[str, Description] = {}
     expected = "expected a list of objects with net, prune_pct, input_shape and nodes"
     if not isinstance(entries, list):

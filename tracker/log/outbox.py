@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 from tracker.console import shell_word
+from tracker.decode import loads_json
 from tracker.errors import ExperimentDeletedError, StoreError, os_reason
 from tracker.log.record import KEY_TAG, LAYERS_METRIC, REPEAT_KEY_TAG, FinalRecord
 from tracker.settings import StoreLocation, runs_dir
@@ -171,8 +172,8 @@ def pending(folder: Path | None = None, skip_broken: bool = False, holding: str 
 
 def _read_spooled(path: Path, raw: bytes) -> Spooled:
     try:
-        body = json.loads(raw.decode())
-    except (json.JSONDecodeError, UnicodeDecodeError):  # not UTF-8: a traceback until 0.9.2
+        body = loads_json(raw.decode())
+    except ValueError:  # not UTF-8 (a traceback until 0.9.2), decode.Undecodable (nested too deeply: until 0.9.15)
         raise StoreError(f"outbox file {path} is not valid JSON; move it away to go on") from None
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         found = body.get("format") if isinstance(body, dict) else None

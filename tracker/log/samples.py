@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.decode import Undecodable, loads_json
 from tracker.errors import DamagedArtifactError, TrackerError
 
 SAMPLES_ARTIFACT = "samples/latency_ms.json"
@@ -59,9 +60,9 @@ def read_samples(text: str, where: str) -> Samples:
     or garbled is :class:`DamagedArtifactError`, naming what is wrong ("lacks or garbles could not
     convert string to float: 'a'" until 0.9.8); one in a format this tracker does not read, a TrackerError."""
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT} is not JSON ({exc}): cut short?") from None
+        data = loads_json(text)
+    except Undecodable as exc:  # nested too deeply: a traceback until 0.9.15
+        raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT}: {exc}; cut short or garbled?") from None
     found = data.get("format") if isinstance(data, dict) else None
     if found != SAMPLES_FORMAT:
         raise TrackerError(f"{where}: {SAMPLES_ARTIFACT} is in format {found!r}, which this tracker does not read "

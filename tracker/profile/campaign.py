@@ -26,13 +26,13 @@ key ``CONFIG_KEY#trace``, and one whose trace failed (the profiler's error is on
 from __future__ import annotations
 
 import math
-import tomllib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from tracker.errors import ConfigError, not_utf8, too_many_digits
+from tracker.decode import Undecodable, loads_toml
+from tracker.errors import ConfigError, not_utf8
 from tracker.profile.device import canonical_device, is_device_name
 from tracker.profile.modes import validate_allocator, validate_threads
 from tracker.profile.stats import (MAX_PRECISION, MAX_SAMPLES, MAX_TIME_CAP_S, MIN_PRECISION, MIN_SAMPLES,
@@ -153,15 +153,13 @@ def read_toml(path: Path, what: str) -> dict[str, Any]:
     """A TOML file as a dict, or a ConfigError naming the file (``what``: campaign, job config). A
     byte-order mark that an editor put first is read past, as Python reads one."""
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        return loads_toml(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: {not_utf8(exc)}; a {what} is a TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    except ValueError:  # none other than a number too long to convert (a TOMLDecodeError is one, caught above)
-        raise ConfigError(f"{path}: {too_many_digits()}") from None
+    except Undecodable as exc:  # nested past Python's recursion limit: a traceback until 0.9.15
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def load_campaign(path: Path, dry_run: bool = False) -> Campaign:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tracker.console import counted
+from tracker.decode import loads_json
 from tracker.errors import StoreError, TrackerError, interrupted
 
 #: Most layer breakdowns drawn: the latest network runs with layers come first.
@@ -496,7 +497,7 @@ def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
     """The previous report's pictures (path: key and runs logged on); none where there is no
     manifest or one this tracker cannot read (every picture is then drawn again)."""
     try:
-        data = json.loads((folder / MANIFEST).read_text())
+        data = loads_json((folder / MANIFEST).read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("pictures"), dict):

@@ -17,7 +17,6 @@ kernels into ``trace_kernels``.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Collection, Iterator
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.console import shell_word
+from tracker.decode import loads_json
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import SchemaError, StoreError, first_paragraph, interrupted, os_reason, sigint_handled
 from tracker.log.schema import KINDS
@@ -370,7 +370,7 @@ def _load_descriptions(con: Any, source: Source) -> int:
         if text is None:
             continue
         try:
-            desc = Description.from_json(json.loads(text))
+            desc = Description.from_json(loads_json(text))
         except (ValueError, KeyError, TypeError):
             continue  # a broken artifact leaves this network without nodes, not the load
         insert_description(con, desc, model_hash, run_id, node_table(columns, desc, model_hash))
@@ -391,7 +391,7 @@ def _load_traces(con: Any, source: Source) -> None:
         if text is None:
             continue
         try:
-            table = normalized(json.loads(text))
+            table = normalized(loads_json(text))
             basis, iterations = str(table["time_basis"]), int(table["iterations"])
             rows = [(run_id, str(op["op"]), float(op["calls_per_iter"]), float(op["self_cpu_ms"]),
                      float(op["cpu_total_ms"]), _number(op.get("self_device_ms")), _number(op.get("share_pct")),

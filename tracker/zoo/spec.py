@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import ConfigError, too_many_digits
+from tracker.decode import loads_json
+from tracker.errors import ConfigError
 from tracker.zoo.generator import MAX_SPEC_SIZE
 
 SPEC_FORMAT = "tracker.netspec/1"
@@ -611,15 +612,13 @@ def build_module(spec: dict[str, Any]) -> Any:
 
 def read_spec(path: Path) -> dict[str, Any]:
     try:
-        spec = json.loads(path.read_text())
+        spec = loads_json(path.read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read network spec {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path} is not a network spec: not JSON ({exc})") from None
-    except RecursionError:  # '[' * 100000: a traceback until 0.9.8
-        raise ConfigError(f"{path} is not a network spec: JSON nested deeper than Python reads") from None
-    except ValueError:  # none other than a number too long to convert (a JSONDecodeError is one, caught above)
-        raise ConfigError(f"{path} is not a network spec: it holds {too_many_digits()}") from None
+    except ValueError as exc:  # decode.Undecodable: not JSON, nested too deeply ('[' * 100000), too many digits
+        raise ConfigError(f"{path} is not a network spec: {exc}") from None
     if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
         raise ConfigError(f"{path} is not a network spec (format should be {SPEC_FORMAT!r})")
     check_spec(spec, str(path))
