@@ -367,11 +367,16 @@ def test_a_value_no_axis_holds_is_left_out_of_its_picture_and_said_at_its_foot(m
             plots.data_wait_png("t", [{"label": "w0", "data_wait_fraction": 0.1, "images_per_s": top, "is_best": True},
                                       {"label": "w1", "data_wait_fraction": 0.2, "images_per_s": 5.0, "is_best": False}]),
             pareto_png("s", [{"model": "s-a", "latency_ms": top, "accuracy": 0.5, "on_frontier": False},
-                             {"model": "s-b", "latency_ms": 3.0, "accuracy": 0.6, "on_frontier": True}], "measured")]
+                             {"model": "s-b", "latency_ms": 3.0, "accuracy": 0.6, "on_frontier": True}], "measured"),
+            # a held-out prediction of inf or 0 on log axes: a ValueError (geomspace) until 0.9.15
+            plots.predicted_vs_measured_png("f", [10.0, 12.0, 20.0, 8.0], [11.0, float("inf"), 0.0, 8.5],
+                                            ["resnet", "resnet", "mobilenet", "mobilenet"], "ms"),
+            plots.predicted_vs_measured_png("f", [10.0], [float("inf")], ["resnet"], "ms")]
     assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in pictures)
     assert notes == [["latency 1.7e+308 ms at batch 2", "peak memory 1.7e+308 MB at batch 2"],
                      ["latency 1e-300 ms at batch 2", "peak memory 1e-300 MB at batch 2"], [],
                      ["1.7e+308 ms at 2026-01-01 02:00"], ["conv1 inf ms"], ["w0 images/s 1.7e+308"],
-                     ["s-a 1.7e+308 ms, accuracy 0.5"]]
+                     ["s-a 1.7e+308 ms, accuracy 0.5"],
+                     ["measured 12 ms, predicted inf", "measured 20 ms, predicted 0"], ["measured 10 ms, predicted inf"]]
     assert not plots.drawable(1e300) and not plots.drawable(float("nan")) and not plots.drawable(None)
     assert plots.drawable(0.0) and plots.drawable(-3.5) and plots.drawable(1e100)

@@ -241,28 +241,35 @@ def layer_breakdown_png(title: str, layers: Sequence[dict[str, Any]], network_ms
 def predicted_vs_measured_png(title: str, measured: Sequence[float], predicted: Sequence[float],
                               groups: Sequence[str], unit: str) -> bytes:
     """Held-out predictions against measurements on log axes, coloured by ``groups`` (families),
-    with the ±10 % band and the MAPE in the title."""
+    with the ±10 % band and the MAPE of those drawn in the title. A pair a log axis cannot hold (a
+    value at or below zero, or not :func:`drawable`) is left out and said at the foot: an infinity or
+    a zero was a ValueError (``geomspace``) and no picture until 0.9.15."""
     plt = _pyplot()
     import numpy as np
 
-    y, p, g = np.asarray(measured, float), np.asarray(predicted, float), np.asarray(groups)
+    kept = [drawable(m) and drawable(q) and m > 0 and q > 0 for m, q in zip(measured, predicted)]
+    left_out = [f"measured {said(m)} {unit}, predicted {said(q)}" for m, q, k in zip(measured, predicted, kept) if not k]
+    y, p, g = (np.asarray([v for v, k in zip(values, kept) if k], kind)
+               for values, kind in ((measured, float), (predicted, float), (groups, object)))
     fig, ax = plt.subplots(figsize=(5.5, 5.2))
     families = sorted(set(g))
     for i, f in enumerate(families):
         sel = g == f
         ax.scatter(y[sel], p[sel], s=14, label=f, color=plt.cm.tab20(i % 20))
-    lo, hi = float(min(y.min(), p.min())) * 0.8, float(max(y.max(), p.max())) * 1.25
+    lo, hi = (float(min(y.min(), p.min())) * 0.8, float(max(y.max(), p.max())) * 1.25) if len(y) else (1.0, 10.0)
     ref = np.geomspace(lo, hi, 50)
     ax.plot(ref, ref, "k--", lw=1)
     ax.fill_between(ref, ref * 0.9, ref * 1.1, color="0.85", zorder=0, label="±10 %")
     err = np.abs(p / y - 1)
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=f"measured ({unit})",
            ylabel=f"predicted, network held out ({unit})")
-    ax.set_title(f"{title}\nMAPE {100 * err.mean():.1f} %, {100 * (err <= 0.1).mean():.0f} % within ±10 %", fontsize=9)
+    scored = (f"MAPE {100 * err.mean():.1f} %, {100 * (err <= 0.1).mean():.0f} % within ±10 %" if len(y)
+              else "no prediction drawn")
+    ax.set_title(f"{title}\n{scored}", fontsize=9)
     if len(families) <= 14:
         ax.legend(fontsize=6, loc="upper left")
     ax.grid(alpha=0.3, which="both")
-    return figure_png(fig)
+    return figure_png(fig, left_out)
 
 
 def data_wait_png(title: str, settings: Sequence[dict[str, Any]]) -> bytes:
@@ -301,8 +308,7 @@ def machine_speed_png(title: str, runs: Sequence[dict[str, Any]]) -> bytes:
     import statistics
 
     plt = _pyplot()
-    left_out = [f"{said(float(r['speed_probe_ms']))} ms at {r['end_time']:%Y-%m-%d %H:%M}" for r in runs
-                if not drawable(float(r["speed_probe_ms"]))]
+    left_out = [f"{said(p)} ms at {r['end_time']:%Y-%m-%d %H:%M}" for r in runs if not drawable(p := float(r["speed_probe_ms"]))]
     runs = [r for r in runs if drawable(float(r["speed_probe_ms"]))]
     probes = [float(r["speed_probe_ms"]) for r in runs]
     fig, ax = plt.subplots(figsize=(9, 3.6))

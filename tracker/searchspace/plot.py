@@ -17,10 +17,12 @@ def pareto_png(space: str, rows: list[dict[str, Any]], source: str, measured: li
 
     from tracker.report.plots import drawable, figure_png, said
 
-    left_out = [f"{r['model']} {said(r['latency_ms'])} ms, accuracy {said(r['accuracy'])}" for r in rows
-                if not (drawable(r["latency_ms"]) and drawable(r["accuracy"]))]
-    rows = [r for r in rows if drawable(r["latency_ms"]) and drawable(r["accuracy"])]
-    measured = [r for r in measured if drawable(r["latency_ms"]) and drawable(r["accuracy"])] if measured else None
+    def shown(r: dict[str, Any]) -> bool:
+        return drawable(r["latency_ms"]) and drawable(r["accuracy"])
+
+    left_out = [f"{r['model']} {said(r['latency_ms'])} ms, accuracy {said(r['accuracy'])}" for r in rows if not shown(r)]
+    rows = [r for r in rows if shown(r)]
+    measured = [r for r in measured if shown(r)] if measured else None
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     off = [r for r in rows if not r["on_frontier"]]
     on = sorted((r for r in rows if r["on_frontier"]), key=lambda r: r["latency_ms"])
