@@ -1707,3 +1707,24 @@ def test_a_loader_campaign_that_measures_no_setting_fails(tmp_path: Path) -> Non
     assert measured.returncode == 0 and measured.stdout.splitlines()[-1].startswith("tracker warehouse load"), measured
     again = loader(good, "--batch-size", "2,8")  # measured before, and refused: measured
     assert again.returncode == 0 and again.stdout.splitlines()[0].endswith(": skipped (measured)"), again
+
+
+@pytest.mark.parametrize("fmt", ["imagefolder", "coco"])
+def test_checking_a_jobs_dataset_on_the_cpu_imports_no_torch(tmp_path: Path, fmt: str) -> None:
+    """The parent of `profile training` and `campaign loader` checks a job's dataset before it opens the store;
+    it imported torch for that (to ask for CUDA where the job names no GPU), 2.6 s of every job's start here
+    until 0.9.15: the measuring child trains, the parent needs no torch."""
+    import sys
+
+    from tracker.zoo import all_models
+
+    all_models()  # torchvision's list of networks cached, as after any command before (listing it imports torchvision)
+    kind = "classification" if fmt == "imagefolder" else "detection"
+    assert _cli(tmp_path / "runs", "data", "synth", str(tmp_path / "d"), "--kind", kind, "--images", "4",
+                "--size", "32").exit_code == 0
+    model = "mobilenet_v3_small" if fmt == "imagefolder" else "fasterrcnn_mobilenet_v3_large_320_fpn"
+    job = _job(tmp_path, "job", model=model, bs=2, data="d", fmt=fmt, size=32)
+    code = ("import sys; from pathlib import Path; from tracker.profile.job import job_dataset, load_job; "
+            f"print(len(job_dataset(load_job(Path({str(job)!r})))), 'torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["4", "False"], proc.stderr[-2000:]
