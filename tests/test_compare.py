@@ -4,6 +4,7 @@ artifact the metrics derive from, the latency verdict's rules, and bad input as 
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -138,6 +139,12 @@ def test_the_latency_verdict_follows_its_rules_in_order() -> None:
     # apart, but repeats of a configuration lay further apart than the change
     verdict = latency_verdict(_side("a", 10.0, 0.01, repeats=[10.0, 11.5]), _side("b", 11.0, 0.01))
     assert verdict["verdict"] == "within drift" and verdict["repeat_drift_rel"] == pytest.approx(0.15)
+    # a change past a float's B/A - 1 (null) is weighed as what it stood for: a rise past any drift, a fall as
+    # -1 (as a fall to a tenth, -0.9, is within repeats 6 times apart)
+    verdict = latency_verdict(_side("a", 1e-300, 0.01, repeats=[1e-300, 1.1e-300]), _side("b", 1e300, 0.01))
+    assert (verdict["change_rel"], verdict["verdict"]) == (None, "significant"), verdict
+    verdict = latency_verdict(_side("a", 1e300, 0.01, repeats=[1e300, 6e300]), _side("b", 1e-300, 0.01))
+    assert (verdict["change_rel"], verdict["verdict"]) == (None, "within drift"), verdict
     # apart on every count
     low, high = [10.0] * 8 + [10.1] * 8, [12.0] * 8 + [12.1] * 8
     verdict = latency_verdict(_side("a", 10.0, 0.01, low, [10.0, 10.2]), _side("b", 12.0, 0.01, high))
@@ -468,15 +475,21 @@ def test_a_change_past_a_percentage_is_said_as_a_ratio_in_powers_of_ten(tmp_path
     "+inf %" and "(infx)", a throughput of 1.7e308 against 1e-300 as "-100.0 %" (the float ratio
     underflows), one of 1e-10 against 1e290 ms as some 300 digits, and runs list showed 1e300 ms in
     301 digits and 1e-300 as 0.000 (until 0.9.14): past a ratio of 1000 either way the change is
-    that ratio in powers of ten, as pyperf says a change as a ratio; an ordinary one is as it was."""
-    from tests.conftest import timed_probe
+    that ratio in powers of ten, as pyperf says a change as a ratio; an ordinary one is as it was.
+    In JSON (until 0.9.14) such a change_rel was inf, null, or -1.0, and nothing said the change:
+    now it is null there, and ratio_log10 beside it says log10(B/A)."""
+    from tests.conftest import layer_record, timed_probe
     from tracker.console import change, fixed
 
     store = tmp_path / "s"
     a = timed_probe(network_record(batch_size=1, latency_ms=1e-300, throughput_per_s=1.7e308), 2.0)
     b = timed_probe(network_record(batch_size=2, latency_ms=1e300, throughput_per_s=1e-300), 2.1)
+    layer_a, layer_b = layer_record(a, 1), layer_record(b, 1)
+    layer_a.metrics["latency_ms"], layer_b.metrics["latency_ms"] = 1e-300, 1e300
+    ordinary = [network_record(batch_size=4), network_record(batch_size=8, latency_ms=14.0)]  # 12.5 -> 14.0 ms
+    endless = network_record(batch_size=16)  # its latency made infinite below, as a user's own script may log it
     with RunLogger(str(store), experiment="far", environment=ENV) as logger:
-        logger.log([a, b])
+        logger.log([a, b, layer_a, layer_b, *ordinary, endless])
     base = ["--tracking-uri", str(store), "-e", "far", "runs"]
     out = runner.invoke(app, [*base, "compare", a.run_id[:8], b.run_id[:8]])
     assert out.exit_code == 0, (out.output, out.exception)
@@ -485,6 +498,40 @@ def test_a_change_past_a_percentage_is_said_as_a_ratio_in_powers_of_ten(tmp_path
     assert re.search(r"throughput_per_s\s+1.7e\+308\s+1e-300\s+5.9e-609x\s*\n", out.stdout), out.stdout
     assert "\nlatency 1e+600x: significant (" in out.stdout and "speed probe +5.0 % from A to B" in out.stdout
     assert "at the machine's speed (latency over probe) latency 9.5e+599x" in out.stdout, out.stdout
+    assert re.search(r"conv1\s+Conv2d\s+1e-300\s+1e\+300\s+1e\+600x", out.stdout), out.stdout  # a layer's too
+
+    def compared(one: RunRecord, other: RunRecord) -> dict:
+        shown = runner.invoke(app, [*base, "compare", one.run_id[:8], other.run_id[:8], "--format", "json"])
+        assert shown.exit_code == 0, (shown.output, shown.exception)
+        return json.loads(shown.stdout)
+
+    data = compared(a, b)
+    lat, speed, rows = data["latency"], data["machine_speed"], {r["metric"]: r for r in data["metrics"]}
+    # the float B/A - 1 overflowed (inf) or underflowed (-1.0): null; log10(B/A) beside it says the change
+    assert (lat["change_rel"], lat["ratio"], lat["ratio_log10"]) == (None, None, pytest.approx(600.0)), lat
+    assert lat["verdict"] == "significant", lat
+    assert (rows["latency_ms"]["change_rel"], rows["latency_ms"]["ratio_log10"]) == (None, pytest.approx(600.0)), rows
+    assert (rows["throughput_per_s"]["change_rel"], rows["throughput_per_s"]["ratio_log10"]) == (
+        None, pytest.approx(-300.0 - math.log10(1.7e308))), rows  # -608.23, where change_rel said -1.0
+    assert (speed["latency_change_rel"], speed["latency_ratio_log10"]) == (
+        None, pytest.approx(600.0 - math.log10(2.1 / 2.0))), speed  # 9.5e+599x at the machine's speed
+    assert (speed["probe_change_rel"], speed["probe_ratio_log10"]) == (
+        pytest.approx(0.05), pytest.approx(math.log10(1.05))), speed
+    top = data["layers"]["top"][0]
+    assert (top["layer"], top["change_rel"], top["ratio_log10"]) == ("conv1", None, pytest.approx(600.0)), top
+    # an ordinary change keeps its change_rel and ratio, and says its log10 as well
+    data = compared(*ordinary)
+    lat, rows = data["latency"], {r["metric"]: r for r in data["metrics"]}
+    assert (lat["change_rel"], lat["ratio"], lat["ratio_log10"]) == (
+        pytest.approx(0.12), pytest.approx(1.12), pytest.approx(math.log10(1.12))), lat
+    assert (rows["latency_ms"]["change_rel"], rows["latency_ms"]["ratio_log10"]) == (
+        pytest.approx(0.12), pytest.approx(math.log10(1.12))), rows
+    # to an infinite latency: no ratio at all (null, no log10), said as +inf % alone (where "(infx)" followed)
+    MlflowClient(f"sqlite:///{store / 'mlflow.db'}").log_metric(endless.run_id, "latency_ms", math.inf, step=1)
+    lat = compared(ordinary[0], endless)["latency"]
+    assert (lat["change_rel"], lat["ratio"], "ratio_log10" in lat) == (None, None, False), lat
+    out = runner.invoke(app, [*base, "compare", ordinary[0].run_id[:8], endless.run_id[:8]])
+    assert out.exit_code == 0 and "\nlatency +inf %: not judged (" in out.stdout, (out.output, out.exception)
     listed = runner.invoke(app, [*base, "list"]).stdout
     assert re.search(r" 1e\+300 +│", listed) and re.search(r" 1e-300 +│", listed) and "0.000" not in listed, listed
     # an ordinary change is a percentage as before; the bounds, either way, a ratio of 1000

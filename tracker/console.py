@@ -102,18 +102,40 @@ def fixed(value: float, places: int = 3) -> str:
     return f"{value:.{places + 1}g}"
 
 
+def ratio_log10(a: float, b: float) -> float | None:
+    """log10 of the ratio B/A of two finite numbers of one sign, worked out from their logarithms:
+    finite where the float B/A overflows (1e300 / 1e-300: inf) or underflows (1e-300 / 1.7e308: 0.0).
+    None where B/A is no such ratio: a zero, a sign change, an infinity or NaN."""
+    if not (a and b and math.isfinite(a) and math.isfinite(b) and (a > 0) == (b > 0)):
+        return None
+    return math.log10(abs(b)) - math.log10(abs(a))
+
+
+def float_ratio(a: float, b: float) -> float | None:
+    """The float B/A where it is the ratio; None where A is 0 or NaN, or where it overflowed (inf) or
+    underflowed (0.0 while B is not 0): :func:`ratio_log10` says those."""
+    ratio = b / a if a else math.nan
+    return ratio if math.isfinite(ratio) and (ratio or not b) else None
+
+
+def relative_change(a: float, b: float) -> float | None:
+    """The float B/A - 1 where it is the change from ``a`` to ``b``; None where :func:`float_ratio` is,
+    and where it is -1.0 exactly while B is not 0 (B/A under a float's precision)."""
+    ratio = float_ratio(a, b)
+    if ratio is None or (ratio - 1.0 == -1.0 and b):
+        return None
+    return ratio - 1.0
+
+
 def ratio_past_percent(a: float, b: float) -> str | None:
     """The ratio B/A of two finite numbers of one sign, in powers of ten (``1e+600x``, ``5.9e-609x``),
     where a percentage cannot say it (outside ``PERCENT_RATIOS``); None where one can (or where B/A is
     no such ratio: a zero, a sign change, an infinity, which :func:`change` says in per cent). The
     ratio is worked out from the logarithms, as the float B/A overflows (1e300 / 1e-300) or underflows
     (1e-300 / 1.7e308: 0.0, a "-100.0 %")."""
-    if not (a and b and math.isfinite(a) and math.isfinite(b) and (a > 0) == (b > 0)):
+    power = ratio_log10(a, b)
+    if power is None or PERCENT_RATIOS[0] <= b / a <= PERCENT_RATIOS[1]:
         return None
-    ratio = b / a
-    if PERCENT_RATIOS[0] <= ratio <= PERCENT_RATIOS[1]:
-        return None
-    power = math.log10(abs(b)) - math.log10(abs(a))
     exponent = math.floor(power)
     mantissa = round(10 ** (power - exponent), 1)
     if mantissa >= 10:  # 9.96 is 10: one power more

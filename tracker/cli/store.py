@@ -265,7 +265,7 @@ def compare(
     wide_console(100).print(table)
     lat, rows = data["latency"], {r["metric"]: r for r in data["metrics"]}
     la, lb = rows["latency_ms"]["a"], rows["latency_ms"]["b"]  # a ratio past a percentage says itself alone
-    said = ratio_past_percent(la, lb) or f"{change(la, lb)} ({lat['ratio']:.3f}x)"
+    said = ratio_past_percent(la, lb) or change(la, lb) + (f" ({lat['ratio']:.3f}x)" if lat["ratio"] is not None else "")
     typer.echo(f"latency {said}: {lat['verdict']} ({lat['why']})")
     if speed := data["machine_speed"]:
         if "probe_versions" in speed:
@@ -283,7 +283,7 @@ def compare(
                    f"{fixed(ly['sum_b_ms'])} ms; {ly['apart']} with CIs apart. Those that moved most:")
         table = Table("layer", "op", "A ms", "B ms", "change", "", box=None, pad_edge=False)
         for r in ly["top"]:
-            rel = change(r["a_ms"], r["b_ms"]) if r["change_rel"] is not None else ""
+            rel = change(r["a_ms"], r["b_ms"]) if r["a_ms"] > 0 else ""  # change_rel is null past a float
             table.add_row(r["layer"], r["op_type"] or "", fixed(r["a_ms"], 4), fixed(r["b_ms"], 4), rel,
                           "CIs apart" if r["apart"] else "")
         wide_console(100).print(table)

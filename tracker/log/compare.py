@@ -21,7 +21,8 @@ Latency is judged three ways, the first that applies giving the verdict:
 Otherwise the change is *significant*. A change is said in per cent (``+12.3 %``) while the ratio B/A
 is within 1/1000 and 1000, and past that as the ratio itself in powers of ten (``1e+600x``), as
 pyperf's ``compare_to`` says a change as a ratio (``console.change``): a percentage was ``+inf %``, or
-some 300 digits, or ``-100.0 %`` for a B far from nothing, until 0.9.14. Other metrics (throughput, peak memory, power, energy,
+some 300 digits, or ``-100.0 %`` for a B far from nothing, until 0.9.14; in JSON since 0.9.15 as
+``ratio_log10`` beside ``change_rel`` (:func:`change_said`). Other metrics (throughput, peak memory, power, energy,
 utilisation, page faults) are single values per run: shown with their change, no verdict. A
 metric one run lacks is absent there, never zero.
 
@@ -43,6 +44,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from tracker.console import float_ratio, ratio_log10, relative_change
 from tracker.errors import DamagedArtifactError, TrackerError
 from tracker.log.record import KEY_TAG, KIND_TAG
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
@@ -260,7 +262,7 @@ def compare_layers(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], t
         ma, mb = float(la["latency_ms"]), float(lb["latency_ms"])
         ca, cb = float(la.get("latency_ci_rel") or 0.0), float(lb.get("latency_ci_rel") or 0.0)
         rows.append({"layer": name, "op_type": la.get("op_type") or lb.get("op_type"), "a_ms": ma, "b_ms": mb,
-                     "change_ms": mb - ma, "change_rel": mb / ma - 1.0 if ma > 0 else None,
+                     "change_ms": mb - ma, **change_said(ma, mb),
                      "apart": ma * (1 + ca) < mb * (1 - cb) or mb * (1 + cb) < ma * (1 - ca)})
     rows.sort(key=lambda r: -abs(r["change_ms"]))
     return {"matched": len(both), "only_a": len(set(a) - set(b)), "only_b": len(set(b) - set(a)),
@@ -333,12 +335,33 @@ def _ci(s: Side) -> tuple[float, float]:
     return math.nan, math.nan
 
 
+def change_said(a: float, b: float, prefix: str = "") -> dict[str, float | None]:
+    """The change from ``a`` to ``b`` as JSON says it: ``change_rel``, the float B/A - 1, None where that
+    float is not the change; and ``ratio_log10``, log10(B/A) from the logarithms, finite where the float
+    overflows or underflows, absent where B/A is no ratio (a zero, a sign change, an infinity). Until 0.9.14
+    latencies of 1e-300 and 1e300 ms had a change_rel inf (null in JSON) and nothing else, a throughput of
+    1.7e308 and 1e-300 a change_rel -1.0, where the text said 1e+600x and 5.9e-609x."""
+    said: dict[str, float | None] = {f"{prefix}change_rel": relative_change(a, b)}
+    if (power := ratio_log10(a, b)) is not None:
+        said[f"{prefix}ratio_log10"] = power
+    return said
+
+
+def _change_size(change: dict[str, Any], prefix: str = "") -> float:
+    """How far a change (:func:`change_said`) went, as a drift is weighed against it: abs(change_rel);
+    where that is None (the float B/A - 1 past what a float holds), what the float stood for: 1 for a
+    fall (-1.0 to a float's precision), inf for a rise or a change from 0."""
+    if (rel := change[f"{prefix}change_rel"]) is not None:
+        return abs(rel)
+    return 1.0 if change.get(f"{prefix}ratio_log10", 0.0) < 0 else math.inf
+
+
 def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
     """The latency change from ``a`` to ``b`` and whether it is significant (see the module's doc)."""
     ma, mb = a.metrics["latency_ms"], b.metrics["latency_ms"]
     ci = {s.run_id: _ci(s) for s in (a, b)}
     (la, ha), (lb, hb) = ci[a.run_id], ci[b.run_id]
-    out: dict[str, Any] = {"change_rel": mb / ma - 1.0, "ratio": mb / ma}
+    out: dict[str, Any] = {**change_said(ma, mb), "ratio": float_ratio(ma, mb)}
     key = a.tags.get(KEY_TAG)
     out["same_configuration"] = key is not None and key == b.tags.get(KEY_TAG)
     # Repeats of one configuration: their change *is* the drift, which cannot then be its yardstick.
@@ -365,7 +388,7 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
         out["verdict"] = "not judged"
         out["why"] = ("A or B has neither a CI of its median nor raw samples (an imported run, a training job "
                       "from before tracker 0.7.3): nothing to test the change on")
-    elif out["repeat_drift_rel"] is not None and abs(out["change_rel"]) <= out["repeat_drift_rel"]:
+    elif out["repeat_drift_rel"] is not None and _change_size(out) <= out["repeat_drift_rel"]:
         out["verdict"] = "within drift"
         out["why"] = (f"repeats of one configuration here lie up to {100 * out['repeat_drift_rel']:.1f} % apart, "
                       f"as far as this change or further")
@@ -410,7 +433,8 @@ def machine_speed(a: Side, b: Side) -> dict[str, Any]:
     """The machine's speed when each side was measured (its speed probe, ``tracker.profile.probe``),
     where both timed a probe of one version: how far it moved (``probe_change_rel``), the latency
     change at the machine's speed (``latency_change_rel``: of latency over probe, the unit a
-    fingerprint learns in), and whether the machine moved by more than ``PROBE_MOVED_REL``. Probes of
+    fingerprint learns in), each beside its ``*_ratio_log10`` (:func:`change_said`), and whether the
+    machine moved by more than ``PROBE_MOVED_REL`` (past a float's range, it did). Probes of
     two versions are other units: only their versions are said. Empty where either has none (runs
     before tracker 0.9.9, training jobs before 0.9.11, imports, a probe that failed)."""
     from tracker.profile.probe import PROBE_TAG
@@ -421,9 +445,9 @@ def machine_speed(a: Side, b: Side) -> dict[str, Any]:
     versions = [a.tags.get(PROBE_TAG), b.tags.get(PROBE_TAG)]
     if versions[0] != versions[1]:
         return {"probe_versions": versions}
-    moved = pb / pa - 1.0
-    at_speed = (b.metrics["latency_ms"] / pb) / (a.metrics["latency_ms"] / pa) - 1.0
-    return {"probe_change_rel": moved, "latency_change_rel": at_speed, "moved": abs(moved) > PROBE_MOVED_REL}
+    moved = change_said(pa, pb, "probe_")
+    at_speed = change_said(a.metrics["latency_ms"] / pa, b.metrics["latency_ms"] / pb, "latency_")
+    return {**moved, **at_speed, "moved": _change_size(moved, "probe_") > PROBE_MOVED_REL}
 
 
 def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[str, Any]:
@@ -452,7 +476,7 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
             continue
         row: dict[str, Any] = {"metric": name, "a": va, "b": vb}
         if va is not None and vb is not None and va != 0 and not (math.isinf(va) and math.isinf(vb)):
-            row["change_rel"] = vb / va - 1.0  # none between two infinities (NaN, "+nan %")
+            row.update(change_said(va, vb))  # none between two infinities (NaN, "+nan %")
         if name == "latency_ms":
             row["a_ci_rel"], row["b_ci_rel"] = a.metrics.get("latency_ci_rel"), b.metrics.get("latency_ci_rel")
         metrics.append(row)
