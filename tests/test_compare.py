@@ -396,16 +396,21 @@ def test_a_run_whose_samples_are_damaged_is_shown_whole_and_compared_without_the
     whole = samples_json({"stop_reason": "precision", "block_n": 1, "warmup_ms": [1.0, 1.1],
                           "samples_ms": [1.0 + i / 100 for i in range(30)]})
     cut, garbled, good = network_record(batch_size=1), network_record(batch_size=2), network_record(batch_size=4)
-    deep = network_record(batch_size=8)
+    deep, binary = network_record(batch_size=8), network_record(batch_size=16)
     cut.artifacts[SAMPLES_ARTIFACT] = whole[:50]
     deep.artifacts[SAMPLES_ARTIFACT] = "[" * 100_000  # a RecursionError's traceback until 0.9.15
     garbled.artifacts[SAMPLES_ARTIFACT] = json.dumps({"format": 1, "samples_ms": [1, 2, "a"]})
-    good.artifacts[SAMPLES_ARTIFACT] = whole
+    good.artifacts[SAMPLES_ARTIFACT] = binary.artifacts[SAMPLES_ARTIFACT] = whole
     with RunLogger(str(store), experiment="dmg", environment=ENV) as logger:
-        logger.log([cut, garbled, good, deep])
+        logger.log([cut, garbled, good, deep, binary])
+    # bytes that are not UTF-8 (a UnicodeDecodeError's traceback until 0.9.15)
+    [kept] = (p for p in store.rglob(SAMPLES_ARTIFACT.rsplit("/", 1)[-1]) if binary.run_id in p.as_posix())
+    kept.write_bytes(b"{\"format\": 1, \xff}")
     base = ["--tracking-uri", str(store), "-e", "dmg", "runs"]
     for record, said in ((cut, f"{SAMPLES_ARTIFACT}: not JSON ("),
                          (deep, f"{SAMPLES_ARTIFACT}: JSON nested too deeply to read; cut short or garbled?"),
+                         (binary, f"{SAMPLES_ARTIFACT}: not UTF-8 text (byte 14: b'\\xff'); JSON is UTF-8 text; cut "
+                                  "short or garbled?"),
                          (garbled, f"{SAMPLES_ARTIFACT}'s samples_ms holds 'a', not a number")):
         shown = runner.invoke(app, [*base, "show", record.run_id[:8], "--format", "json"])
         assert shown.exit_code == 0, (shown.output, shown.exception)

@@ -2188,6 +2188,11 @@ def test_layer_rows_carry_padded_channel_ratios_and_kinds_and_older_boosters_get
                              lightgbm.Dataset(rng.random((50, len(LAYER_FEATURES))), rng.random(50)), num_boost_round=2)
     with pytest.raises(FingerprintError, match="module calls in layers lack kind"):
         layer_sums(LayerModel(booster, 1.0), [records])
+    # a row's calls as JSON text (as a served version is sent them), nested past the recursion limit: the
+    # row's error, as text that is not JSON is (a RecursionError until 0.9.15)
+    for text in ("[" * 100_000, "[{cut"):
+        with pytest.raises(FingerprintError, match=r"^row 1: layers is not JSON \(expected a list of module calls\)$"):
+            layer_sums(LayerModel(booster, 1.0), [None, text])
 
 
 
@@ -2257,7 +2262,10 @@ def test_a_damaged_model_file_is_one_line(tmp_path: Path) -> None:
     folder = Path(sqlite_champions(location.db_path, [result.name])[result.name].storage_location.removeprefix("file://"))
     args = ["--tracking-uri", str(runs), "predict", "resnet18", "--input-size", "64"]
     assert CliRunner().invoke(app, args).exit_code == 0
+    # nested past Python's recursion limit (a RecursionError), or not an object (an AttributeError): each a
+    # traceback until 0.9.15
     for file, damaged in (("fingerprint.json", lambda text: text[: len(text) // 2]),
+                          ("fingerprint.json", lambda text: "[" * 100_000), ("fingerprint.json", lambda text: "[]"),
                           ("booster.txt", lambda text: "not a booster\n" + text[:200])):
         path = next(folder.rglob(file))
         kept = path.read_text()
@@ -2268,6 +2276,67 @@ def test_a_damaged_model_file_is_one_line(tmp_path: Path) -> None:
                                              "the store's artifacts (")
         assert "are they damaged?" in str(out.exception)
         path.write_text(kept)
+
+
+def test_a_format_1_layer_versions_damaged_calibration_is_one_line(tmp_path: Path) -> None:
+    """A layer version of format 1 (a bare LightGBM model) keeps its layer model as a run artifact,
+    evaluation/layer_model: its calibration.json nested past Python's recursion limit (a RecursionError),
+    or not an object (an AttributeError), was a traceback until 0.9.15; it is said in a line, as a
+    version's other damaged files are."""
+    import lightgbm
+    import mlflow
+    import numpy as np
+
+    from tracker.fingerprint.predict import load_champion
+
+    uri = resolve_location(str(tmp_path / "runs")).uri
+    with RunLogger(str(tmp_path / "runs"), experiment="fp1", environment=ENV):  # the store, its artifacts inside it
+        pass
+    mlflow.set_tracking_uri(uri)
+    x = np.random.default_rng(0).random((40, 2))
+    booster = lightgbm.train({"objective": "regression", "verbose": -1, "min_data_in_leaf": 5},
+                             lightgbm.Dataset(x, x[:, 0] + x[:, 1]), num_boost_round=2)
+    name = "latency_ms-inference-cpu"
+    experiment = MlflowClient(uri).get_experiment_by_name("fp1").experiment_id
+    with mlflow.start_run(experiment_id=experiment):  # as tracker before format 2 registered a layer version
+        mlflow.log_text(booster.model_to_string(), "evaluation/layer_model/booster.txt")
+        mlflow.log_text(json.dumps({"factor": 1.0}), "evaluation/layer_model/calibration.json")
+        mlflow.lightgbm.log_model(booster, name="model", registered_model_name=name, pip_requirements=["lightgbm"])
+    client = MlflowClient(uri)
+    for key, value in {"features": "a,b", "method": "layer", "target": "latency_ms"}.items():
+        client.set_model_version_tag(name, "1", key, value)
+    version = client.get_model_version(name, "1")
+    assert load_champion(uri, name, version).layer.factor == 1.0
+    [calibration] = (tmp_path / "runs").rglob("calibration.json")
+    for damaged in ("[" * 100_000, "{cut", "[]", '{"factor": "fast"}'):
+        calibration.write_text(damaged)
+        with pytest.raises(FingerprintError) as caught:
+            load_champion(uri, name, version)
+        assert str(caught.value).startswith(f"{name} version 1: cannot read its model from the store's artifacts ("), \
+            caught.value
+        assert "are they damaged?" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_runtime_a_version_carries_imports_and_reads_where_tracker_is_not_installed(tmp_path: Path) -> None:
+    """The runtime module a version carries (served where tracker is not installed) imports nothing of
+    tracker but its error's base: 0.9.15's JSON reader, imported unguarded, left it unimportable there.
+    A damaged spec and a row's module calls nested past the recursion limit are a ValueError there too."""
+    from tracker.fingerprint import runtime
+
+    env = _without_tracker(tmp_path / "no-tracker")
+    shutil.copy(runtime.__file__, tmp_path / "tracker_fingerprint_runtime.py")
+    (tmp_path / "deep.json").write_text("[" * 100_000)
+    (tmp_path / "list.json").write_text("[]")
+    script = ("import sys\nimport tracker_fingerprint_runtime as rt\n"
+              "for call in (lambda: rt.read_fingerprint({rt.SPEC: sys.argv[1]}),\n"
+              "             lambda: rt.read_fingerprint({rt.SPEC: sys.argv[2]}), lambda: rt.Trend.from_json('[]')):\n"
+              "    try:\n        call()\n    except ValueError as exc:\n        print(type(exc).__name__, exc)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "deep.json"), str(tmp_path / "list.json")],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines() == ["ValueError JSON nested too deeply to read",
+                                       "ValueError fingerprint spec is not a JSON object",
+                                       "ValueError a trend is not a JSON object"], out.stdout
 
 
 def test_train_json_says_the_memory_floor_as_list_does() -> None:

@@ -390,6 +390,49 @@ def test_a_job_whose_child_does_not_end_after_its_result_keeps_its_figures(
     assert "did not end within 1 s: killed" in run.data.tags["tracker.child_note"]
 
 
+def test_a_reused_job_whose_skipped_files_are_damaged_stands_with_them_unnamed(tmp_path: Path) -> None:
+    """A job measured before is read back with the bad files it skipped (skipped_files.json); that artifact
+    cut short, nested past Python's recursion limit, not UTF-8 or not a list of files was a traceback
+    (until 0.9.15): the run is reused, its figures whole, its skipped files unnamed and a note says why."""
+    from tests.conftest import ENV
+    from tracker.log.logger import RunLogger
+    from tracker.log.record import RunRecord
+    from tracker.profile.job import SKIPPED_FILES_ARTIFACT, job_key_fields, load_job
+
+    runs = tmp_path / "runs"
+    assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size",
+                "64").exit_code == 0
+    job = _job(tmp_path, "job", steps=2)
+    cfg = load_job(job)
+    skipped = [{"file": str(tmp_path / "cls" / "circle" / "00000.jpg"), "reason": "cannot decode image"}]
+    # a job's run as run_job logs it, measured before: no step need be measured again here
+    record = RunRecord(kind="training", name="job", params={**cfg.params(), "model_hash": "h"},
+                       metrics={"step_time_ms": 20.0, "latency_ms": 15.0, "data_wait_frac": 0.25,
+                                "throughput_per_s": 200.0, "samples_count": 1.0, "warmup_count": 1.0},
+                       tags={"tracker.skipped_files": "1"}, key_fields=job_key_fields(cfg),
+                       artifacts={SKIPPED_FILES_ARTIFACT: json.dumps(skipped)})
+    with RunLogger(str(runs), experiment="jobs", environment=ENV) as logger:
+        [run_id] = logger.log([record])
+    [artifact] = runs.rglob(SKIPPED_FILES_ARTIFACT)
+    args = ["-e", "jobs", "profile", "training", str(job)]
+    whole = json.loads(_cli(runs, *args, "--format", "json").stdout)
+    assert whole["reused"] and whole["skipped_files"] == skipped and whole.get("skipped_files_unreadable") is None
+    for damaged, said in ((b"[" * 100_000, "JSON nested too deeply to read; cut short or garbled?"),
+                          (b"{cut", "not JSON ("), (b"\xff\xfe[", "JSON is UTF-8 text"),
+                          (b'{"file": "a.jpg"}', "is not a list of files, each with why it was skipped; edited?"),
+                          (b'[{"file": "a.jpg"}]', "is not a list of files, each with why it was skipped; edited?")):
+        artifact.write_bytes(damaged)
+        out = _cli(runs, *args, "--format", "json")
+        assert out.exit_code == 0, (damaged[:20], out.output[-2000:], out.exception)
+        r = json.loads(out.stdout)
+        assert r["reused"] and r["run_id"] == run_id and r["status"] == "FINISHED" and r["steps"] == 2, r
+        assert r["median_step_ms"] == 20.0 and r["skipped_files"] == [], r
+        assert r["skipped_files_unreadable"].startswith(SKIPPED_FILES_ARTIFACT) and said in r["skipped_files_unreadable"]
+        table = _cli(runs, *args)
+        assert table.exit_code == 0 and "already measured: reused" in table.stdout, table.output
+        assert f"note: the files it skipped go unnamed, its {r['skipped_files_unreadable']}" in table.stderr
+
+
 def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8", "--size", "64")

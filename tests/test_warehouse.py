@@ -346,9 +346,14 @@ def test_a_warehouse_from_before_traces_is_loaded_again_in_full(tmp_path: Path) 
     traced.artifacts["trace/ops.json"] = json.dumps({"iterations": 3, "time_basis": "self_cpu_ms", "ops": ops})
     broken.artifacts["trace/ops.json"] = "{not json"
     deep.artifacts["trace/ops.json"] = "[" * 100_000  # a RecursionError that ended the load until 0.9.15
-    for record in (traced, broken, deep):
+    binary = network_record("resnet18", 8)
+    binary.artifacts["trace/ops.json"] = traced.artifacts["trace/ops.json"]
+    for record in (traced, broken, deep, binary):
         record.tags["tracker.trace"] = "trace/ops.json"
-    _logger(runs).log([traced, broken, deep])  # as if traced by 0.7.1 while the warehouse was older
+    _logger(runs).log([traced, broken, deep, binary])  # as if traced by 0.7.1 while the warehouse was older
+    # bytes that are not UTF-8, in the store's own folder: a UnicodeDecodeError that ended the load until 0.9.15
+    [kept] = (p for p in runs.rglob("ops.json") if binary.run_id in p.as_posix())
+    kept.write_bytes(b"\xff" + kept.read_bytes())
     con = duckdb.connect(str(wh))
     con.execute("DROP TABLE trace_ops")  # as a tracker before 0.7.1 made it
     con.close()

@@ -550,6 +550,8 @@ def _job_line(r: dict[str, Any]) -> None:
         typer.echo(f"{r['status']}: no step measured{ended} (run {r['run_id'][:12]})")
     for s in r["skipped_files"]:
         typer.echo(f"skipped {s['file']}: {s['reason']}", err=True)
+    if r.get("skipped_files_unreadable"):  # a reused run's, damaged: its figures stand (a traceback until 0.9.15)
+        typer.echo(f"note: the files it skipped go unnamed, its {r['skipped_files_unreadable']}", err=True)
     if (short := r.get("skipped_steps")) and r["steps"]:  # since 0.9.11 (timed under the job's batch size before);
         # a job of none says it in its failure
         batch = r.get("config", {}).get("batch_size")

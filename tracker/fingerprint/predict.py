@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.console import decimal_number, shell_line, shell_word, whole_number
+from tracker.decode import loads_json
 from tracker.describe.features import BATCH_ANYWHERE_VERSION, counted_anew
 from tracker.fingerprint.dataset import (
     TARGETS,
@@ -444,7 +444,11 @@ def _layer_model(tracking_uri: str, run_id: str) -> Any:
     from tracker.log.artifacts import downloaded
 
     with downloaded(tracking_uri, run_id, "evaluation/layer_model") as folder:  # the booster is read whole
-        calibration = json.loads((folder / "calibration.json").read_text())
+        # damaged, a ValueError that load_champion says in a line; nested past the recursion limit it was a
+        # RecursionError, and not an object an AttributeError, each a traceback until 0.9.15
+        calibration = loads_json((folder / "calibration.json").read_bytes())
+        if not isinstance(calibration, dict):
+            raise ValueError("calibration.json is not a JSON object")
         return LayerModel.from_calibration(lightgbm.Booster(model_file=str(folder / "booster.txt")), calibration)
 
 

@@ -23,12 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracker.decode import loads_json
-
 try:
     from tracker.errors import TrackerError as _ErrorBase
 except ImportError:  # this module's logged copy, where tracker is not installed
     _ErrorBase = ValueError  # type: ignore[assignment,misc]
+try:
+    from tracker.decode import loads_json
+except ImportError:  # there too, or a tracker before 0.9.15 (0.9.15's reader was imported unguarded at first, and
+    # the copy did not import where tracker is not installed: a version served there did not load)
+
+    def loads_json(text: str | bytes) -> Any:
+        """``json.loads``, its every failure a ValueError (JSON nested past the recursion limit a RecursionError)."""
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply to read") from None
 
 
 #: Targets a fingerprint can learn, with their units (all modelled on a log scale).
@@ -523,6 +532,8 @@ class Trend:
     @classmethod
     def from_json(cls, text: str) -> "Trend":
         data = loads_json(text)
+        if not isinstance(data, dict):  # an AttributeError, which its readers did not catch, until 0.9.15
+            raise ValueError("a trend is not a JSON object")
         kind = data.get("kind")
         if kind not in TREND_KINDS:
             raise ValueError(f"unknown trend kind {kind!r}")
@@ -576,8 +587,8 @@ def layer_sums(layer: LayerModel, column: Any) -> Any:
     parents: list[int] = []
     for i, calls in enumerate(column):
         if isinstance(calls, str):
-            try:
-                calls = json.loads(calls)
+            try:  # nested past the recursion limit: a RecursionError, not caught here, until 0.9.15
+                calls = loads_json(calls)
             except ValueError:
                 raise FingerprintError(f"row {i}: {LAYERS} is not JSON (expected a list of module calls)") from None
         if calls is None or (isinstance(calls, float) and calls != calls):
@@ -625,7 +636,11 @@ def read_fingerprint(artifacts: dict[str, str]) -> ReadFingerprint:
     ``layer_booster`` for a layer or blend version), as MLflow's load or tracker's own gives them."""
     import lightgbm
 
-    spec = json.loads(Path(artifacts[SPEC]).read_text())
+    # a ValueError for a damaged spec (the version's reader says so): one nested past the recursion limit was a
+    # RecursionError, and one not an object an AttributeError, each a traceback until 0.9.15
+    spec = loads_json(Path(artifacts[SPEC]).read_bytes())
+    if not isinstance(spec, dict):
+        raise ValueError("fingerprint spec is not a JSON object")
     if spec.get("format") not in KNOWN_FORMATS or spec.get("target") not in TARGETS:
         raise FingerprintError(f"fingerprint spec of format {spec.get('format')!r} for target "
                                f"{spec.get('target')!r} is not one this tracker reads; upgrade tracker")

@@ -213,7 +213,7 @@ def _side(client: Any, uri: str, run: Any) -> Side:
     if any(a.path == SAMPLES_ARTIFACT for a in client.list_artifacts(rid, SAMPLES_ARTIFACT.split("/")[0])):
         try:
             with downloaded(uri, rid, SAMPLES_ARTIFACT) as local:
-                samples = read_samples(local.read_text(), f"run {rid[:12]}")
+                samples = read_samples(local.read_bytes(), f"run {rid[:12]}")
         except DamagedArtifactError as exc:  # judged without them, and said (the comparison refused until 0.9.8)
             unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
     medians = [float(metrics["latency_ms"])]

@@ -186,7 +186,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     if SAMPLES_ARTIFACT in artifacts:
         try:
             with downloaded(logger.location.uri, rid, SAMPLES_ARTIFACT) as local:
-                kept = read_samples(local.read_text(), f"run {rid[:12]}")
+                kept = read_samples(local.read_bytes(), f"run {rid[:12]}")
         except TrackerError as exc:  # damaged, or a newer format: the run shown whole beside it (refused until 0.9.8)
             unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
         else:

@@ -55,13 +55,14 @@ def samples_json(timing: dict[str, Any], speed_probe: dict[str, Any] | None = No
     }, separators=(",", ":"))
 
 
-def read_samples(text: str, where: str) -> Samples:
-    """The samples artifact's text, checked; ``where`` names it in errors (a run id). One cut short
-    or garbled is :class:`DamagedArtifactError`, naming what is wrong ("lacks or garbles could not
-    convert string to float: 'a'" until 0.9.8); one in a format this tracker does not read, a TrackerError."""
+def read_samples(text: str | bytes, where: str) -> Samples:
+    """The samples artifact's text (or its bytes, as read from the file), checked; ``where`` names it in
+    errors (a run id). One cut short or garbled is :class:`DamagedArtifactError`, naming what is wrong
+    ("lacks or garbles could not convert string to float: 'a'" until 0.9.8); one in a format this tracker
+    does not read, a TrackerError."""
     try:
         data = loads_json(text)
-    except Undecodable as exc:  # nested too deeply: a traceback until 0.9.15
+    except Undecodable as exc:  # nested too deeply, or bytes not UTF-8 (read as text first): a traceback until 0.9.15
         raise DamagedArtifactError(f"{where}: {SAMPLES_ARTIFACT}: {exc}; cut short or garbled?") from None
     found = data.get("format") if isinstance(data, dict) else None
     if found != SAMPLES_FORMAT:

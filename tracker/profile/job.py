@@ -50,6 +50,8 @@ MODE_FIELDS = ("threads", "allocator")
 STEP_PARTS = ("data_wait_ms", "h2d_ms", "forward_ms", "backward_ms", "optimizer_ms")
 #: Steps at a job's start left out of its statistics and samples (kept as their warm-up): the set-up.
 WARMUP_STEPS = 1
+#: The artifact naming the bad files a job skipped, each with why (its tag tracker.skipped_files counts them)
+SKIPPED_FILES_ARTIFACT = "skipped_files.json"
 #: The tag counting a job's steps skipped, not timed, because a bad file left their batch short (since 0.9.11)
 SKIPPED_STEPS_TAG = "tracker.skipped_steps"
 #: The most batches a loader worker loads ahead (``[training].prefetch_factor``, ``[sweep]``'s, --prefetch-factor):
@@ -418,6 +420,8 @@ class JobResult:
     skipped_steps: int = 0
     #: the machine's speed beside the steps: the speed probe's median (tracker.profile.probe, since 0.9.11)
     speed_probe_ms: float | None = None
+    #: a reused run whose skipped_files.json cannot be read: why (its skipped files then unnamed; since 0.9.15)
+    skipped_files_unreadable: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -889,14 +893,34 @@ def _reused(run: Any, cfg: JobConfig, tracking_uri: str) -> JobResult:
     if steps is not None:  # the steps it measured: those its statistics are of, and its warm-up
         steps += run.metrics.get("warmup_count", 0.0)
     skipped: list[dict[str, str]] = []
+    unreadable = None
     if run.tags.get("tracker.skipped_files", "0") != "0":
-        from tracker.log.artifacts import downloaded
+        skipped, unreadable = _skipped_files(tracking_uri, run.run_id)
+    result = JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, skipped,
+                              None, cfg, run.params.get("mode"), reused=True,
+                              skipped_steps=int(run.tags.get(SKIPPED_STEPS_TAG, "0")))
+    result.skipped_files_unreadable = unreadable
+    return result
 
-        with downloaded(tracking_uri, run.run_id, "skipped_files.json") as path:
-            skipped = json.loads(path.read_text())
-    return JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, skipped, None,
-                            cfg, run.params.get("mode"), reused=True,
-                            skipped_steps=int(run.tags.get(SKIPPED_STEPS_TAG, "0")))
+
+def _skipped_files(tracking_uri: str, run_id: str) -> tuple[list[dict[str, str]], str | None]:
+    """The bad files a reused run skipped (its artifact ``skipped_files.json``), or none and why they cannot be
+    read. One damaged (edited, cut short) leaves the run reused, its figures whole and its skipped files
+    unnamed, said so, as a run whose samples are damaged is shown whole beside a note: it was a traceback
+    (JSONDecodeError, RecursionError, or a TypeError as the files were listed) until 0.9.15."""
+    from tracker.decode import Undecodable, loads_json
+    from tracker.log.artifacts import downloaded
+
+    with downloaded(tracking_uri, run_id, SKIPPED_FILES_ARTIFACT) as path:
+        text = path.read_bytes()
+    try:
+        skipped = loads_json(text)
+    except Undecodable as exc:
+        return [], f"{SKIPPED_FILES_ARTIFACT}: {exc}; cut short or garbled?"
+    if not isinstance(skipped, list) or not all(isinstance(s, dict) and isinstance(s.get("file"), str)
+                                                and isinstance(s.get("reason"), str) for s in skipped):
+        return [], f"{SKIPPED_FILES_ARTIFACT} is not a list of files, each with why it was skipped; edited?"
+    return skipped, None
 
 
 def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, float]], skipped: list[dict[str, str]],
@@ -967,7 +991,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
             record.history[key] = [(epoch, e[key]) for epoch, e in epochs.items()]
         add_system_metrics(record, end.get("telemetry_series"))
     if skipped:
-        record.artifacts["skipped_files.json"] = json.dumps(skipped, indent=2)
+        record.artifacts[SKIPPED_FILES_ARTIFACT] = json.dumps(skipped, indent=2)
         record.tags["tracker.skipped_files"] = str(len(skipped))
     if short:  # as the files are counted: a tag where any (since 0.9.11)
         record.tags[SKIPPED_STEPS_TAG] = str(short)

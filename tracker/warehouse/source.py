@@ -106,7 +106,12 @@ def _read_local(artifact_uri: str, path: str) -> str | None:
     if folder is None:
         return None
     file = folder / path
-    return file.read_text() if file.is_file() else None
+    if not file.is_file():
+        return None
+    try:
+        return file.read_text()
+    except UnicodeDecodeError:  # damaged, not UTF-8: its rows left out, as JSON that is not read (it ended the load
+        return None  # until 0.9.15)
 
 
 class DatabaseSource:
