@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from tests.conftest import ENV, network_record
+from tests.test_cli import in_process
 from tracker.cli.app import app
 from tracker.errors import TrackerError
 from tracker.log.compare import ALPHA, Side, latency_verdict
@@ -189,8 +188,7 @@ def test_bad_runs_to_compare_are_one_line_errors(tmp_path: Path) -> None:
     # a prefix found in another experiment, as a full id is (the id `profile -e other` prints, shown from Default)
     shown = runner.invoke(app, ["--tracking-uri", str(store), "runs", "show", done.run_id[:8], "--format", "json"])
     assert shown.exit_code == 0 and json.loads(shown.stdout)["run_id"] == done.run_id, shown.output
-    proc = subprocess.run([sys.executable, "-m", "tracker", *base, failed.run_id[:8], done.run_id], capture_output=True,
-                          text=True, timeout=120)
+    proc = in_process([*base, failed.run_id[:8], done.run_id], tmp_path)
     assert proc.returncode == 1 and proc.stdout == "", proc
     assert proc.stderr == f"error: run {failed.run_id[:12]} is FAILED (oom): nothing measured to compare\n", proc.stderr
     with pytest.raises(TrackerError, match="holds no samples"):

@@ -854,9 +854,10 @@ def test_a_train_with_nothing_to_learn_leaves_the_store_as_it_was(tmp_path: Path
     runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
     RunLogger(str(runs), experiment="only-inference", environment=ENV).log([network_record("resnet18", 1)])
     load(wh, open_source(resolve_location(str(runs))))
-    out = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(runs), "fingerprint", "train",
-                          "--target", "latency_ms", "--phase", "training", "--warehouse", str(wh)],
-                         capture_output=True, text=True, timeout=300)
+    from tests.test_cli import in_process
+
+    out = in_process(["--tracking-uri", str(runs), "fingerprint", "train", "--target", "latency_ms", "--phase", "training",
+                      "--warehouse", str(wh)], tmp_path)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     assert "no training measurements of latency_ms" in out.stderr
     names = {e.name for e in MlflowClient(resolve_location(str(runs)).uri).search_experiments()}

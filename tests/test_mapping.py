@@ -11,7 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.test_cli import in_process, run_cli
+from tests.test_cli import in_process
 from tracker.cli.app import app
 from tracker.errors import ConfigError
 from tracker.profile.mapping import GenerateOptions, generate, layer_count, parse_mapping, validate
@@ -144,16 +144,17 @@ def test_bad_mappings_are_clear_errors(tmp_path: Path) -> None:
             from_json({"networks": [net]}, "m.json[0]")
         assert str(info.value) == f"m.json[0]: {message}"
     # what draws mappings, with mappings given: refused (ignored, unchecked, until 0.9.3)
-    proc = run_cli("mapping", "run", "--mapping", "squeezenet1_1:cpu", "--models", "nosuch", cwd=tmp_path)
+    proc = in_process(["mapping", "run", "--mapping", "squeezenet1_1:cpu", "--models", "nosuch"], tmp_path)
     assert proc.returncode == 2 and ("error: --models is for mappings drawn at random; the mappings of --mapping are "
                                      "given whole: leave it out") in proc.stderr
     (tmp_path / "empty.json").write_text("[]")
-    proc = run_cli("mapping", "run", "--file", str(tmp_path / "empty.json"), cwd=tmp_path)
+    proc = in_process(["mapping", "run", "--file", str(tmp_path / "empty.json")], tmp_path)
     assert proc.returncode == 1 and f"{tmp_path / 'empty.json'}: holds no mapping (an empty list)" in proc.stderr
-    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "resnet18@-2:cpu>cpu", cwd=tmp_path)
+    proc = in_process(["--tracking-uri", str(tmp_path / "runs"), "mapping", "run", "--mapping", "resnet18@-2:cpu>cpu"],
+                      tmp_path)
     assert proc.returncode == 2 and "split index -2 is out of range" in proc.stderr  # a usage error (1 until 0.9.10)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
-    proc = run_cli("mapping", "generate", "--device-priorities", "0.4", cwd=tmp_path)
+    proc = in_process(["mapping", "generate", "--device-priorities", "0.4"], tmp_path)
     assert proc.returncode == 2 and "--device-priorities" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     # options that would be passed over are refused (without a word until 0.9.5)
     for args, said in ((["--single", "--num-nets-range", "2", "3"], "--num-nets-range is for workloads of several "

@@ -11,6 +11,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from tests.test_cli import in_process
 from tracker.cli.app import app
 from tracker.errors import ConfigError
 from tracker.log.artifacts import downloaded
@@ -273,8 +274,7 @@ def test_a_network_of_ones_own_that_cannot_be_built_is_one_line(tmp_path: Path) 
     out = _cli(store, "profile", "network", f"{net}:fixed", "--input-size", "40")
     assert str(out.exception) == ("mynet.fixed cannot run on a 1x3x40x40 input: RuntimeError: mat1 and mat2 shapes "
                                   "cannot be multiplied (1x3200 and 2048x5)")
-    proc = subprocess.run([sys.executable, "-m", "tracker", "--tracking-uri", str(store), "profile", "network",
-                           f"{net}:broken"], capture_output=True, text=True, timeout=300)
+    proc = in_process(["--tracking-uri", str(store), "profile", "network", f"{net}:broken"], tmp_path)
     assert (proc.returncode, proc.stderr) == (1, f"error: {cases[f'{net}:broken']}\n")
     assert not store.exists()  # nothing made for a network that is not one
 

@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.test_cli import run_cli
+from tests.test_cli import in_process, run_cli
 from tracker.cli.app import app
 from tracker.settings import resolve_location
 
@@ -175,7 +175,7 @@ def test_a_long_list_of_candidates_is_cut_to_its_first_five_and_a_count() -> Non
 def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(SPACE.replace('candidates = ["vgg", "mobilenet"]', 'candidates = ["vgg", "transformer"]'))
-    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
+    proc = in_process(["--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad)], tmp_path)
     assert proc.returncode == 1 and "positions[0].candidates[1]: unknown primitive 'transformer'" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     both = _cli(tmp_path / "runs", "searchspace", "run", str(bad), "--skip-accuracy", "--skip-latency")  # ran, did nothing
@@ -186,7 +186,7 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
 
     if not torch.cuda.is_available():
         bad.write_text(SPACE.replace("[latency]", '[latency]\ndevice = "cuda"'))
-        proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
+        proc = in_process(["--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad)], tmp_path)
         assert proc.returncode == 1 and proc.stderr == (
             "error: device 'cuda' (cuda:0) is not available on this machine (no CUDA GPU): measure on cpu\n"), proc.stderr
         assert not (tmp_path / "runs").exists()  # refused before the store is opened (an empty one made until 0.9.13)
@@ -232,7 +232,7 @@ def test_bad_space_and_missing_fingerprint_are_one_line_errors(tmp_path: Path) -
     bad.write_text(SPACE.replace("[latency]", '[latency]\ndevice = "cuda:0"'))
     assert load_space(bad).latency.device == "cuda"  # one device, one key: cuda:0 is cuda (until 0.9.8 two)
     bad.write_text(SPACE.replace("threads = 1", "threads = 999"))
-    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad), cwd=tmp_path)
+    proc = in_process(["--tracking-uri", str(tmp_path / "runs"), "searchspace", "run", str(bad)], tmp_path)
     assert proc.returncode == 1 and proc.stderr.startswith(f"error: {bad}: [latency].threads = 999: expected a whole "
                                                            "number from 1 to "), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "tiny").exists()  # no spec file written
