@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.test_cli import run_cli
+from tests.test_cli import in_process, run_cli
 from tracker.cli.app import app
 from tracker.log.artifacts import downloaded
 from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
@@ -507,7 +507,7 @@ def test_detection_job_reads_coco_and_names_a_broken_annotation(tmp_path: Path) 
 def test_bad_job_config_is_one_line_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "job.toml"
     path.write_text(text)
-    proc = run_cli("--tracking-uri", str(tmp_path / "runs"), "profile", "training", str(path), cwd=tmp_path)
+    proc = in_process(["--tracking-uri", str(tmp_path / "runs"), "profile", "training", str(path)], tmp_path)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 
