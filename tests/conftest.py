@@ -79,6 +79,17 @@ def _module_fixture(item: pytest.Item) -> bool:
     return info is not None and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs)
 
 
+#: Session fixtures that start a server (a real MLflow server, about 10 s on two cores; PostgreSQL). Until
+#: 0.9.15 their tests were spread over both workers, and each worker started the server.
+SERVER_FIXTURES = ("mlflow_server", "postgres_uri")
+
+
+def _server_fixture(item: pytest.Item) -> str | None:
+    """The first of ``SERVER_FIXTURES`` that ``item`` uses, if any."""
+    names = getattr(item, "fixturenames", ())
+    return next((name for name in SERVER_FIXTURES if name in names), None)
+
+
 def _in_group(item: pytest.Item, name: str) -> None:
     """Put ``item`` in xdist's group ``name`` (``--dist loadgroup``: a group's tests run in one
     worker). xdist 3.8 writes the group into ``item._nodeid``, which pytest 9.2 no longer reads (its
@@ -100,12 +111,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The ``alone`` tests go to one worker together (``--dist loadgroup``), one after another,
     so that the suite's lock is taken exclusively once for a run of them (``_Turns``). The tests
     of a module that share a fixture made once per module go to one worker together too: split
-    over two, each worker made it (the quick demo's store twice, 35 s)."""
+    over two, each worker made it (the quick demo's store twice, 35 s); and so do the tests, of any
+    module, that use one of the session's servers (``SERVER_FIXTURES``), which each worker started."""
     for item in items:
         if _alone(item):
             _in_group(item, "alone")
         elif _module_fixture(item):
             _in_group(item, f"module-{item.module.__name__ if item.module else item.nodeid}")
+        elif server := _server_fixture(item):
+            _in_group(item, f"server-{server}")
 
 
 class _Turns:
