@@ -345,11 +345,16 @@ def test_a_server_that_is_not_mlflow_is_one_line_and_nothing_is_spooled(tmp_path
                                             "URI's path right?)"), page.exception
 
 
-def tracker_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
-    """``python -m tracker ARGS`` (through ``main``, as a user runs it) with ``env`` added."""
-    root = Path(__file__).resolve().parents[1]
-    return subprocess.run([sys.executable, "-m", "tracker", *args], capture_output=True, text=True, timeout=120,
-                          cwd=root, env={**os.environ, "PYTHONPATH": str(root), **env})
+def tracker_here(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """``tracker ARGS`` through ``main`` in this process (``tests.test_cli.in_process``: its status, stdout
+    and stderr) with ``env`` added while it runs: the line a command says of its environment or of a
+    server's answer, without a new process importing MLflow (a ``python -m tracker`` each until 0.9.15)."""
+    from tests.test_cli import in_process
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        return in_process(list(args), Path(__file__).resolve().parents[1])
 
 
 def test_mlflow_http_variables_it_cannot_use_are_one_line_and_tracker_retries_as_they_say() -> None:
@@ -375,16 +380,16 @@ def test_mlflow_http_variables_it_cannot_use_are_one_line_and_tracker_retries_as
                                    ("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1.5", "a whole number of seconds, 0 to 120"),
                                    ("MLFLOW_HTTP_REQUEST_TIMEOUT", "abc", "a whole number of seconds, 1 to 9223372036")):
             for args in (["runs", "list"], ["fingerprint", "list"]):
-                said = tracker_cli("--tracking-uri", uri, *args, **{name: value})
+                said = tracker_here("--tracking-uri", uri, *args, **{name: value})
                 assert said.returncode == 1 and said.stderr.count("\n") == 1, said.stderr
                 assert said.stderr.startswith(f"error: {name}={value!r} in the environment: it takes "), said.stderr
                 assert takes in said.stderr, said.stderr
         # a measurement is not begun: the server was never asked
-        said = tracker_cli("--tracking-uri", uri, "profile", "network", "squeezenet1_1", "--input-size", "32",
-                           MLFLOW_HTTP_REQUEST_TIMEOUT="abc")
+        said = tracker_here("--tracking-uri", uri, "profile", "network", "squeezenet1_1", "--input-size", "32",
+                            MLFLOW_HTTP_REQUEST_TIMEOUT="abc")
         assert said.returncode == 1 and "MLFLOW_HTTP_REQUEST_TIMEOUT='abc'" in said.stderr and asked == []
 
-        said = tracker_cli("--tracking-uri", uri, "runs", "list", MLFLOW_HTTP_REQUEST_MAX_RETRIES="1")
+        said = tracker_here("--tracking-uri", uri, "runs", "list", MLFLOW_HTTP_REQUEST_MAX_RETRIES="1")
         assert said.returncode == 1 and said.stderr.endswith("experiments/get-by-name failed after 2 tries (HTTP 503)\n")
         assert asked.count("/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default") == 2, asked
 
@@ -436,7 +441,7 @@ def test_mlflow_s_internal_bounds_it_cannot_use_are_one_line() -> None:
         for name, value, args in (("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", "abc", ["fingerprint", "list"]),
                                   ("_MLFLOW_HTTP_REQUEST_MAX_BACKOFF_FACTOR_LIMIT", "abc", ["fingerprint", "list"]),
                                   ("_MLFLOW_HTTP_REQUEST_MAX_RETRIES_LIMIT", "-1", ["runs", "list"])):
-            said = tracker_cli("--tracking-uri", uri, *args, **{name: value})
+            said = tracker_here("--tracking-uri", uri, *args, **{name: value})
             assert said.returncode == 1 and said.stderr.count("\n") == 1, said.stderr
             assert said.stderr.startswith(f"error: {name}={value!r} in the environment: it takes a whole number of "), \
                 said.stderr
@@ -468,7 +473,7 @@ def test_a_page_of_html_answered_with_200_is_one_line_through_either_client() ->
         said = f"tracking server {uri} answered "
         page = "with a page that is not MLflow's JSON (it began '<html><body>Please log in</body></html>')"
         for args in (["runs", "list"], ["fingerprint", "list"]):
-            run = tracker_cli("--tracking-uri", uri, *args)
+            run = tracker_here("--tracking-uri", uri, *args)
             assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
             assert run.stderr.startswith(f"error: {said}") and page in run.stderr, run.stderr
         measured = CliRunner().invoke(app, ["--tracking-uri", uri, "-e", "h", "profile", "network", "squeezenet1_1",
@@ -498,14 +503,14 @@ def test_a_refused_token_is_named_in_the_line_of_a_401(refusal: bytes) -> None:
 
     with serving(Refusing) as uri:
         for args in (["runs", "list"], ["fingerprint", "list"]):
-            said = tracker_cli("--tracking-uri", uri, *args, MLFLOW_TRACKING_TOKEN="not-a-token")
+            said = tracker_here("--tracking-uri", uri, *args, MLFLOW_TRACKING_TOKEN="not-a-token")
             assert said.returncode == 1 and said.stderr.count("\n") == 1, said.stderr
             assert said.stderr.startswith("error: tracking server answered 401 to ") and said.stderr.endswith(
                 "set MLFLOW_TRACKING_TOKEN (set now) to a token the server takes, or unset it and set "
                 "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD to an account of the server\n"), said.stderr
         assert "Bearer not-a-token" in sent
-        said = tracker_cli("--tracking-uri", uri, "runs", "list", MLFLOW_TRACKING_USERNAME="me",
-                           MLFLOW_TRACKING_PASSWORD="wrong")
+        said = tracker_here("--tracking-uri", uri, "runs", "list", MLFLOW_TRACKING_USERNAME="me",
+                            MLFLOW_TRACKING_PASSWORD="wrong")
         assert said.stderr.endswith("the credentials were refused; set MLFLOW_TRACKING_USERNAME and "
                                     "MLFLOW_TRACKING_PASSWORD to an account of the server\n"), said.stderr
 
