@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 def test_the_suites_groups_hold_in_two_workers(tmp_path: Path) -> None:
     """Under ``pytest -n 2 --dist loadgroup`` (``make test``), the ``alone`` tests run in one worker
     and a module's tests that share a fixture made once per module run in one worker, which makes
-    it once. Until 0.9.10 no group held (xdist 3.8 wrote a test's group where pytest 9.2 no longer
+    it once, as do the tests of any module that use a session's server (since 0.9.15). Until 0.9.10 no group held (xdist 3.8 wrote a test's group where pytest 9.2 no longer
     reads it) and nothing said so; conftest reaches into pytest's private ids to put it there, so
     this runs the suite's conftest on a small suite of its own and reads where each test ran."""
     suite = tmp_path / "tests"
@@ -35,6 +35,16 @@ def test_the_suites_groups_hold_in_two_workers(tmp_path: Path) -> None:
     shared = ("@pytest.fixture(scope='module')\ndef made() -> int:\n    _ran('made')\n    return 1\n\n\n"
               + "".join(f"def test_shared_{i}(made: int) -> None:\n    _ran('shared')\n\n\n" for i in range(6)))
     (suite / "test_b.py").write_text(head + shared)
+    # tests of two modules that use a session's server (conftest's SERVER_FIXTURES; here one that starts nothing)
+    servers = suite / "servers"
+    servers.mkdir()
+    (servers / "__init__.py").write_text("")
+    (servers / "conftest.py").write_text(head.replace("\n\n\ndef _ran", "\n\n\n@pytest.fixture(scope='session')\n"
+                                                      "def mlflow_server() -> str:\n    _ran('server')\n"
+                                                      "    return 'http://server'\n\n\ndef _ran"))
+    for module in "cd":
+        (servers / f"test_{module}.py").write_text(head + "".join(
+            f"def test_served_{i}(mlflow_server: str) -> None:\n    _ran('served')\n\n\n" for i in range(4)))
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("TRACKER_SUITE_TURNS", None)  # its own lock files, not this suite's: it runs alone tests too
@@ -48,4 +58,6 @@ def test_the_suites_groups_hold_in_two_workers(tmp_path: Path) -> None:
     assert len(ran["alone"]) == 6 and len(set(ran["alone"])) == 1, ran  # the alone tests, one worker
     assert len(ran["shared"]) == 6 and len(set(ran["shared"])) == 1, ran  # the module's tests, one worker
     assert len(ran["made"]) == 1, ran  # so its fixture was made once
+    # and the tests of a session's server, of any module, one worker: it starts once (once a worker until 0.9.15)
+    assert len(ran["served"]) == 8 and len(set(ran["served"])) == 1 and len(ran["server"]) == 1, ran
     assert set(ran["plain"]) <= {"gw0", "gw1"} and len(ran["plain"]) == 6, ran
