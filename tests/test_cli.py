@@ -487,13 +487,18 @@ def test_ctrl_c_in_a_query_is_one_line_and_status_130(tmp_path: Path, how: str, 
     import time
 
     import duckdb
+    import psutil
 
     duckdb.connect(str(tmp_path / "wh.duckdb")).close()
     duckdb.connect(str(tmp_path / "noviews.duckdb")).execute("CREATE TABLE runs (run_id VARCHAR)").close()
     proc = subprocess.Popen([*TRACKER, "sql", "SELECT sum(hash(range)) FROM range(50000000000)", "--warehouse", "wh.duckdb"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
-        time.sleep(4)  # well into the query (minutes of work)
+        # well into the query (minutes of work): 2.5 s of CPU, of which starting and importing take about 1 s (a
+        # fixed 4 s here until 0.9.15, most of it the query's)
+        running, deadline = psutil.Process(proc.pid), time.monotonic() + 60
+        while sum(running.cpu_times()[:2]) < 2.5 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
         proc.send_signal(getattr(signal, how))
         out, err = proc.communicate(timeout=20)
     finally:  # a query Ctrl-C did not stop must not go on loading the machine under the rest of the suite
