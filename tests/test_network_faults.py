@@ -283,6 +283,11 @@ def test_a_spec_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
     result = _cli(tmp_path / "s", "describe", str(deep))  # a RecursionError's traceback until 0.9.8
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == f"{deep} is not a network spec: JSON nested too deeply to read"
+    latin = tmp_path / "latin.json"  # said in Python's codec's words until 0.9.15
+    latin.write_bytes(b'{"format": "caf\xe9"}')
+    result = _cli(tmp_path / "s", "describe", str(latin))
+    assert str(result.exception) == (f"{latin} is not a network spec: not UTF-8 text (byte 15: b'\\xe9'); a spec is "
+                                     "JSON, UTF-8 text")
     long = tmp_path / "long.json"  # a number json will not convert: a ValueError's traceback until 0.9.14
     long.write_text('{"format": "tracker.netspec/1", "index": 1' + "0" * 5000 + "}")
     result = _cli(tmp_path / "s", "describe", str(long))

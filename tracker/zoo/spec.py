@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tracker.decode import loads_json
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, not_utf8
 from tracker.zoo.generator import MAX_SPEC_SIZE
 
 SPEC_FORMAT = "tracker.netspec/1"
@@ -615,8 +615,8 @@ def read_spec(path: Path) -> dict[str, Any]:
         spec = loads_json(path.read_text())
     except OSError as exc:
         raise ConfigError(f"cannot read network spec {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path} is not a network spec: not JSON ({exc})") from None
+    except UnicodeDecodeError as exc:  # said as Python's codec said it ("'utf-8' codec can't decode") until 0.9.15
+        raise ConfigError(f"{path} is not a network spec: {not_utf8(exc)}; a spec is JSON, UTF-8 text") from None
     except ValueError as exc:  # decode.Undecodable: not JSON, nested too deeply ('[' * 100000), too many digits
         raise ConfigError(f"{path} is not a network spec: {exc}") from None
     if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
