@@ -483,6 +483,28 @@ def test_a_page_of_html_answered_with_200_is_one_line_through_either_client() ->
         assert pending() == []
 
 
+def test_an_error_answered_in_json_nested_too_deeply_is_one_line_through_either_client() -> None:
+    """A server (a proxy) answering 400 with a body of arrays nested past Python's recursion limit: MLflow's
+    client (fingerprint list) put the body in its error, which tracker read as JSON for its message, and
+    tracker's own (runs list) read the answer as JSON: a RecursionError's traceback either way until 0.9.15.
+    Now the body's first 200 characters are said as text, in one line, by either client."""
+
+    class Nested(Quiet):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            healthy = self.path == "/health"
+            self.send_response(200 if healthy else 400)  # a 500 is retried: the same, four times slower
+            self.end_headers()
+            self.wfile.write(b"OK" if healthy else b"[" * 100_000)
+
+        do_POST = do_GET
+
+    with serving(Nested) as uri:
+        for args in (["runs", "list"], ["fingerprint", "list"]):
+            run = tracker_here("--tracking-uri", uri, *args)
+            assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr[-2000:]
+            assert run.stderr.startswith("error: tracking server ") and len(run.stderr) < 400, run.stderr[-2000:]
+
+
 @pytest.mark.parametrize("refusal", [b"You are not authenticated.", b'{"error_code": "UNAUTHENTICATED", "message": "no"}'])
 def test_a_refused_token_is_named_in_the_line_of_a_401(refusal: bytes) -> None:
     """A server that refuses the token given in MLFLOW_TRACKING_TOKEN: its 401 named only

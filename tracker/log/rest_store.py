@@ -13,7 +13,6 @@ server may have made it, its answer lost.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import re
@@ -23,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tracker.console import named
+from tracker.decode import loads_json
 from tracker.errors import ExperimentDeletedError, NothingLoggedError, StoreError
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, parent_levels
@@ -370,8 +370,8 @@ def _answer(uri: str, endpoint: str, response: Any) -> dict:
     0.9.7, and said as the parser's "Expecting value: line 1 column 1 (char 0)"."""
     if not response.content:
         return {}
-    try:
-        body = response.json()
+    try:  # nested past Python's recursion limit: a RecursionError's traceback until 0.9.15
+        body = loads_json(response.content)
     except ValueError:
         body = None
     if not isinstance(body, dict):
@@ -400,9 +400,11 @@ def _quote(value: str) -> str:
 
 class RestError(StoreError):
     def __init__(self, endpoint: str, response: Any) -> None:
-        try:
-            body = response.json()
+        try:  # nested past Python's recursion limit: a RecursionError's traceback until 0.9.15
+            body = loads_json(response.content)
         except ValueError:
+            body = {}
+        if not isinstance(body, dict):  # an array or a number, no error object: an AttributeError until 0.9.15
             body = {}
         self.code = body.get("error_code", f"HTTP_{response.status_code}")
         if response.status_code in (401, 403):
@@ -461,9 +463,9 @@ def mlflow_http_line(uri: str | None, exc: BaseException) -> str | None:
         endpoint, status, body = found[1], int(found[2]), found[3]
         if status in (401, 403):
             return refused_line(status, endpoint, None)
-        try:
-            said = json.loads(body).get("message") or _plain_text(body)
-        except (ValueError, AttributeError):  # not JSON, or not MLflow's object
+        try:  # a body nested past Python's recursion limit was a RecursionError's traceback until 0.9.15
+            said = loads_json(body).get("message") or _plain_text(body)
+        except (ValueError, AttributeError):  # not JSON (decode.Undecodable), or not MLflow's object
             said = _plain_text(body)
         return f"tracking server{f' {uri}' if uri else ''} answered {status} to {endpoint}: {said}"
     if found := _MLFLOW_NOT_JSON.search(text):  # a traceback until 0.9.7
