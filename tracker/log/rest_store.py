@@ -364,17 +364,24 @@ class RestStore:
         )
 
 
+def _json_object(content: str | bytes) -> dict | None:
+    """``content`` (a server's answer) read as a JSON object; None where it is none: not JSON, nested past
+    Python's recursion limit (a RecursionError's traceback until 0.9.15), an array or a number."""
+    try:
+        body = loads_json(content)
+    except ValueError:  # decode.Undecodable
+        return None
+    return body if isinstance(body, dict) else None
+
+
 def _answer(uri: str, endpoint: str, response: Any) -> dict:
     """A successful answer's JSON object, or a ConfigError in one line where it is none: a page of
     HTML with status 200 (a login portal, another service at the address) was read as JSON until
     0.9.7, and said as the parser's "Expecting value: line 1 column 1 (char 0)"."""
     if not response.content:
         return {}
-    try:  # nested past Python's recursion limit: a RecursionError's traceback until 0.9.15
-        body = loads_json(response.content)
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
+    body = _json_object(response.content)
+    if body is None:
         from tracker.errors import ConfigError
 
         raise ConfigError(not_json_line(uri, endpoint, response.text))
@@ -400,12 +407,7 @@ def _quote(value: str) -> str:
 
 class RestError(StoreError):
     def __init__(self, endpoint: str, response: Any) -> None:
-        try:  # nested past Python's recursion limit: a RecursionError's traceback until 0.9.15
-            body = loads_json(response.content)
-        except ValueError:
-            body = {}
-        if not isinstance(body, dict):  # an array or a number, no error object: an AttributeError until 0.9.15
-            body = {}
+        body = _json_object(response.content) or {}  # an array, a number: an AttributeError until 0.9.15
         self.code = body.get("error_code", f"HTTP_{response.status_code}")
         if response.status_code in (401, 403):
             super().__init__(refused_line(response.status_code, endpoint, "Authorization" in response.request.headers))
@@ -463,10 +465,7 @@ def mlflow_http_line(uri: str | None, exc: BaseException) -> str | None:
         endpoint, status, body = found[1], int(found[2]), found[3]
         if status in (401, 403):
             return refused_line(status, endpoint, None)
-        try:  # a body nested past Python's recursion limit was a RecursionError's traceback until 0.9.15
-            said = loads_json(body).get("message") or _plain_text(body)
-        except (ValueError, AttributeError):  # not JSON (decode.Undecodable), or not MLflow's object
-            said = _plain_text(body)
+        said = (_json_object(body) or {}).get("message") or _plain_text(body)  # not JSON, or not MLflow's object
         return f"tracking server{f' {uri}' if uri else ''} answered {status} to {endpoint}: {said}"
     if found := _MLFLOW_NOT_JSON.search(text):  # a traceback until 0.9.7
         return not_json_line(uri, None, found[1])

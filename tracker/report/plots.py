@@ -308,9 +308,9 @@ def machine_speed_png(title: str, runs: Sequence[dict[str, Any]]) -> bytes:
     import statistics
 
     plt = _pyplot()
-    left_out = [f"{said(p)} ms at {r['end_time']:%Y-%m-%d %H:%M}" for r in runs if not drawable(p := float(r["speed_probe_ms"]))]
-    runs = [r for r in runs if drawable(float(r["speed_probe_ms"]))]
-    probes = [float(r["speed_probe_ms"]) for r in runs]
+    timed = [(r, float(r["speed_probe_ms"])) for r in runs]
+    left_out = [f"{said(p)} ms at {r['end_time']:%Y-%m-%d %H:%M}" for r, p in timed if not drawable(p)]
+    runs, probes = [r for r, p in timed if drawable(p)], [p for _, p in timed if drawable(p)]
     fig, ax = plt.subplots(figsize=(9, 3.6))
     ax.plot([r["end_time"] for r in runs], probes, ".", ms=4, alpha=0.6, color="C0")
     if probes:
