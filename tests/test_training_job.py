@@ -431,6 +431,13 @@ def test_a_reused_job_whose_skipped_files_are_damaged_stands_with_them_unnamed(t
         table = _cli(runs, *args)
         assert table.exit_code == 0 and "already measured: reused" in table.stdout, table.output
         assert f"note: the files it skipped go unnamed, its {r['skipped_files_unreadable']}" in table.stderr
+    artifact.unlink()  # gone: MLflow's traceback until 0.9.16
+    out = _cli(runs, *args, "--format", "json")
+    assert out.exit_code == 0, (out.output[-2000:], out.exception)
+    r = json.loads(out.stdout)
+    assert r["reused"] and r["run_id"] == run_id and r["skipped_files"] == [], r
+    assert r["skipped_files_unreadable"].startswith(f"{SKIPPED_FILES_ARTIFACT} cannot be read (")
+    assert r["skipped_files_unreadable"].endswith("); deleted?"), r["skipped_files_unreadable"]
 
 
 def test_corrupt_image_is_named_and_skipped_or_fails_the_run(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.console import counted, shell_word
-from tracker.errors import ConfigError, MeasurementError, UnknownModelError
+from tracker.errors import ConfigError, MeasurementError, UnknownModelError, first_line
 from tracker.settings import MAX_BATCH, MAX_EPOCHS, MAX_TIMEOUT_S, MAX_TRAINING_STEPS
 from tracker.zoo.generator import MAX_SPEC_SIZE
 
@@ -429,7 +429,7 @@ class JobResult:
     @classmethod
     def of_run(cls, run_id: str, status: str, steps: int, metrics: dict[str, float], skipped: list[dict[str, str]],
                reason: str | None, cfg: JobConfig, mode: str | None, reused: bool = False,
-               skipped_steps: int = 0) -> "JobResult":
+               skipped_steps: int = 0, skipped_files_unreadable: str | None = None) -> "JobResult":
         """The result of a job's run from its summary metrics (``_finish``'s, or a run read back)."""
         return cls(run_id, status, steps, metrics.get("step_time_ms"), metrics.get("data_wait_frac"),
                    metrics.get("throughput_per_s"), metrics.get("peak_mem_mb"), skipped, reason, cfg.params(), mode,
@@ -437,7 +437,7 @@ class JobResult:
                    latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)),
                    latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"),
                    workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"), skipped_steps=skipped_steps,
-                   speed_probe_ms=metrics.get("speed_probe_ms"))
+                   speed_probe_ms=metrics.get("speed_probe_ms"), skipped_files_unreadable=skipped_files_unreadable)
 
 
 def check_network_builds(cfg: JobConfig) -> None:
@@ -896,11 +896,9 @@ def _reused(run: Any, cfg: JobConfig, tracking_uri: str) -> JobResult:
     unreadable = None
     if run.tags.get("tracker.skipped_files", "0") != "0":
         skipped, unreadable = _skipped_files(tracking_uri, run.run_id)
-    result = JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, skipped,
-                              None, cfg, run.params.get("mode"), reused=True,
-                              skipped_steps=int(run.tags.get(SKIPPED_STEPS_TAG, "0")))
-    result.skipped_files_unreadable = unreadable
-    return result
+    return JobResult.of_run(run.run_id, run.status, int(steps) if steps is not None else 0, run.metrics, skipped,
+                            None, cfg, run.params.get("mode"), reused=True,
+                            skipped_steps=int(run.tags.get(SKIPPED_STEPS_TAG, "0")), skipped_files_unreadable=unreadable)
 
 
 def _skipped_files(tracking_uri: str, run_id: str) -> tuple[list[dict[str, str]], str | None]:
@@ -908,11 +906,16 @@ def _skipped_files(tracking_uri: str, run_id: str) -> tuple[list[dict[str, str]]
     read. One damaged (edited, cut short) leaves the run reused, its figures whole and its skipped files
     unnamed, said so, as a run whose samples are damaged is shown whole beside a note: it was a traceback
     (JSONDecodeError, RecursionError, or a TypeError as the files were listed) until 0.9.15."""
+    from mlflow.exceptions import MlflowException
+
     from tracker.decode import Undecodable, loads_json
     from tracker.log.artifacts import downloaded
 
-    with downloaded(tracking_uri, run_id, SKIPPED_FILES_ARTIFACT) as path:
-        text = path.read_bytes()
+    try:
+        with downloaded(tracking_uri, run_id, SKIPPED_FILES_ARTIFACT) as path:
+            text = path.read_bytes()
+    except (OSError, MlflowException) as exc:  # gone from the run's artifacts: MLflow's traceback until 0.9.16
+        return [], f"{SKIPPED_FILES_ARTIFACT} cannot be read ({first_line(exc)}); deleted?"
     try:
         skipped = loads_json(text)
     except Undecodable as exc:
