@@ -258,6 +258,41 @@ def test_two_gpu_traces_are_compared_kernel_by_kernel_too(tmp_path: Path) -> Non
     assert long_name[:99] + "…" in text and long_name not in text
 
 
+def test_an_operator_table_that_cannot_be_read_is_said_and_compared_without(tmp_path: Path) -> None:
+    """A traced run whose operator table is gone, cut short or edited is compared without it, and the
+    comparison says why (the operators' section was missing, unexplained, until 0.9.16)."""
+    store = tmp_path / "s"
+    logger = RunLogger(str(store), experiment="ops", environment=ENV)
+    a, b = network_record(batch_size=1, latency_ms=2.4), network_record(batch_size=4, latency_ms=5.8)
+    for record, ms in ((a, 2.3), (b, 5.7)):
+        record.artifacts["trace/ops.json"] = json.dumps({
+            "iterations": 3, "traced_iteration_ms": ms, "time_basis": "self_cpu_ms",
+            "ops": [{"op": "aten::conv2d", "calls_per_iter": 2, "self_cpu_ms": ms, "cpu_total_ms": ms, "share_pct": 100.0}]})
+        record.tags["tracker.trace"] = "trace/ops.json"
+    logger.log([a, b])
+    base = ["--tracking-uri", str(store), "-e", "ops", "runs", "compare", a.run_id[:8], b.run_id[:8]]
+    whole = json.loads(runner.invoke(app, [*base, "--format", "json"]).stdout)
+    assert whole["operators"]["operators"] == [1, 1] and whole["b"]["ops_unreadable"] is None
+    [table] = (p for p in store.rglob("ops.json") if b.run_id in str(p))
+    for damaged, said in ((b"{cut", "trace/ops.json: not JSON ("),
+                          (b'{"ops": 3}', "trace/ops.json: not an operator table; cut short or edited?"),
+                          (b'{"time_basis": "self_cpu_ms", "ops": [{"op": "x", "self_cpu_ms": "fast"}]}',
+                           "trace/ops.json: could not convert string to float: 'fast'; cut short or edited?"),
+                          (None, "trace/ops.json cannot be read (")):
+        if damaged is None:
+            table.unlink()
+        else:
+            table.write_bytes(damaged)
+        out = runner.invoke(app, [*base, "--format", "json"])
+        assert out.exit_code == 0, (damaged, out.output, out.exception)
+        data = json.loads(out.stdout)
+        assert "operators" not in data and data["a"]["ops_unreadable"] is None, data
+        assert data["b"]["ops_unreadable"].startswith(said), data["b"]
+        text = runner.invoke(app, base)
+        assert text.exit_code == 0 and (f"(operator table unreadable: {data['b']['ops_unreadable']}; compared without "
+                                        "it)") in text.stdout.splitlines()[1], text.stdout
+
+
 def test_tracker_reads_its_artifacts_back_without_mlflows_progress_bars(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reading a run's samples or tables back draws no MLflow progress bar on stderr (where tqdm is
     installed it drew one per artifact), unless the user asked for them."""

@@ -241,6 +241,8 @@ def compare(
         typer.echo(f"{side.upper()}: {s['run_id'][:12]}  {s['name']}{mode}"
                    + (f"  (raw samples unreadable: {s['samples_unreadable']}; judged without them)"
                       if s.get("samples_unreadable") else "" if s["samples"] else "  (no raw samples kept)")
+                   + (f"  (operator table unreadable: {s['ops_unreadable']}; compared without it)"
+                      if s.get("ops_unreadable") else "")
                    + ("  (interrupted: what it measured before)" if s["status"] == "KILLED" else "")
                    + ("  (deleted)" if s["deleted"] else ""))
     for title, rows in (("configurations differ", data["configuration_differences"]),

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tracker.console import float_ratio, ratio_log10, relative_change
-from tracker.errors import DamagedArtifactError, TrackerError
+from tracker.errors import DamagedArtifactError, TrackerError, first_line
 from tracker.log.record import KEY_TAG, KIND_TAG
 from tracker.log.samples import SAMPLES_ARTIFACT, Samples, read_samples
 from tracker.log.store import is_run_id_prefix
@@ -94,6 +94,7 @@ class Side:
     status: str = "FINISHED"  # KILLED: interrupted, compared on what it kept (a training job's steps)
     deleted: bool = False  # deleted in the store (found by its id): compared, and said (unsaid until 0.9.4)
     samples_unreadable: str | None = None  # why its samples artifact could not be read (judged without it)
+    ops_unreadable: str | None = None  # why its operator table could not be read (compared without it; unsaid until 0.9.16)
 
     def environment(self) -> dict[str, str]:
         return {k: v for k, v in self.tags.items() if k.startswith("env.") or k in ENVIRONMENT_TAGS}
@@ -238,18 +239,36 @@ def _side(client: Any, uri: str, run: Any) -> Side:
             named[name] = {"op_type": r.data.params.get("op_type"), "latency_ms": shown["latency_ms"],
                             "latency_ci_rel": shown.get("latency_ci_rel")}
         layers = named or None
-    ops = None
-    ops_path = tags.get(TRACE_TAG)
-    if ops_path:
-        import json
-
-        try:
-            with downloaded(uri, rid, ops_path) as local:
-                ops = normalized(json.loads(local.read_text()))
-        except Exception:  # noqa: BLE001 - an operator table gone or unreadable: compared without it
-            ops = None
+    ops, ops_unreadable = _operator_table(uri, rid, tags.get(TRACE_TAG))
     return Side(rid, run.info.run_name, kind, dict(run.data.params), metrics, dict(tags), samples,
-                medians, layers, ops, run.info.status, run.info.lifecycle_stage == "deleted", unreadable)
+                medians, layers, ops, run.info.status, run.info.lifecycle_stage == "deleted", unreadable, ops_unreadable)
+
+
+def _operator_table(uri: str, run_id: str, path: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """A traced run's operator table (its artifact at ``path``, the trace tag's), or none and why it
+    cannot be read: gone from its artifacts, not JSON, or not a table. The runs are then compared
+    without it, and said so (silently until 0.9.16: the operators' section was missing, unexplained)."""
+    if not path:
+        return None, None
+    from mlflow.exceptions import MlflowException
+
+    from tracker.decode import Undecodable, loads_json
+    from tracker.log.artifacts import downloaded
+
+    try:
+        with downloaded(uri, run_id, path) as local:
+            text = local.read_bytes()
+    except (OSError, MlflowException) as exc:
+        return None, f"{path} cannot be read ({first_line(exc)}); deleted?"
+    try:
+        table = loads_json(text)
+        if not isinstance(table, dict) or not isinstance(table.get("ops"), list):
+            raise ValueError("not an operator table")
+        ops = normalized(table)
+        compare_ops(ops, ops), compare_kernels(ops, ops)  # read as a comparison reads it: each row as it should be
+    except (Undecodable, ValueError, TypeError, KeyError, AttributeError) as exc:
+        return None, f"{path}: {first_line(exc)}; cut short or edited?"
+    return ops, None
 
 
 def compare_layers(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]], top: int = TOP) -> dict[str, Any]:
@@ -483,7 +502,7 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
     return {
         **{side: {"run_id": s.run_id, "name": s.name, "kind": s.kind, "mode": s.params.get("mode"),
                   "status": s.status, "deleted": s.deleted, "samples": s.samples is not None,
-                  "samples_unreadable": s.samples_unreadable}
+                  "samples_unreadable": s.samples_unreadable, "ops_unreadable": s.ops_unreadable}
            for side, s in (("a", a), ("b", b))},
         "configuration_differences": _differences(a.params, b.params, CONFIGURATION),
         "environment_differences": _differences(a.environment(), b.environment()),
