@@ -75,6 +75,8 @@ def _own_device_locks(folder: Path) -> None:
     measuring child is on one OpenMP thread, on one core; the tests that compare measurements run
     alone as before, and so does the quick demo's run (``alone_now``)."""
     folder.mkdir(exist_ok=True)
+    for made in (folder.parent, folder):  # passable by other users: PostgreSQL's server runs as postgres (postgres_uri)
+        os.chmod(made, 0o711)
     os.environ["TMPDIR"] = str(folder)
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
