@@ -28,7 +28,8 @@ def test_the_suites_groups_hold_in_two_workers(tmp_path: Path) -> None:
     record = tmp_path / "ran.txt"
     head = ("import os\nfrom pathlib import Path\n\nimport pytest\n\n\n"
             f"def _ran(name: str) -> None:\n    with open({str(record)!r}, 'a') as f:\n"
-            "        f.write(f\"{name} {os.environ.get('PYTEST_XDIST_WORKER', 'main')}\\n\")\n\n\n")
+            "        from tracker.profile.devicelock import lock_folder\n\n"
+            "        f.write(f\"{name} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} {lock_folder()}\\n\")\n\n\n")
     body = "".join(f"@pytest.mark.alone\ndef test_alone_{i}() -> None:\n    _ran('alone')\n\n\n"
                    f"def test_plain_{i}() -> None:\n    _ran('plain')\n\n\n" for i in range(6))
     (suite / "test_a.py").write_text(head + body)
@@ -52,12 +53,17 @@ def test_the_suites_groups_hold_in_two_workers(tmp_path: Path) -> None:
                            "loadgroup", str(suite)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ran: dict[str, list[str]] = {}
+    locks: dict[str, set[str]] = {}
     for line in record.read_text().splitlines():
-        name, worker = line.split()
+        name, worker, lock_folder = line.split()
         ran.setdefault(name, []).append(worker)
+        locks.setdefault(worker, set()).add(lock_folder)
     assert len(ran["alone"]) == 6 and len(set(ran["alone"])) == 1, ran  # the alone tests, one worker
     assert len(ran["shared"]) == 6 and len(set(ran["shared"])) == 1, ran  # the module's tests, one worker
     assert len(ran["made"]) == 1, ran  # so its fixture was made once
     # and the tests of a session's server, of any module, one worker: it starts once (once a worker until 0.9.15)
     assert len(ran["served"]) == 8 and len(set(ran["served"])) == 1 and len(ran["server"]) == 1, ran
     assert set(ran["plain"]) <= {"gw0", "gw1"} and len(ran["plain"]) == 6, ran
+    # each worker measures under device locks of its own (both took turns on one until 0.9.16)
+    assert set(locks) == {"gw0", "gw1"} and all(len(folders) == 1 for folders in locks.values()), locks
+    assert locks["gw0"] != locks["gw1"], locks
