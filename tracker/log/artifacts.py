@@ -35,6 +35,20 @@ def downloaded(tracking_uri: str, run_id: str, artifact_path: str) -> Iterator[P
         yield Path(path)
 
 
+def artifact_bytes(tracking_uri: str, run_id: str, artifact_path: str) -> bytes:
+    """One artifact file of ``run_id``, read whole; a :class:`DamagedArtifactError` saying so where it
+    cannot be had (gone from the run's artifacts: MLflow's exception, or the file system's)."""
+    from mlflow.exceptions import MlflowException
+
+    from tracker.errors import DamagedArtifactError, first_line
+
+    try:
+        with downloaded(tracking_uri, run_id, artifact_path) as path:
+            return path.read_bytes()
+    except (OSError, MlflowException) as exc:
+        raise DamagedArtifactError(f"{artifact_path} cannot be read ({first_line(exc)}); deleted?") from None
+
+
 @contextmanager
 def quiet_downloads() -> Iterator[None]:
     """MLflow's download progress bars off inside the block, unless the variable says otherwise."""

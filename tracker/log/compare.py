@@ -250,22 +250,20 @@ def _operator_table(uri: str, run_id: str, path: str | None) -> tuple[dict[str, 
     without it, and said so (silently until 0.9.16: the operators' section was missing, unexplained)."""
     if not path:
         return None, None
-    from mlflow.exceptions import MlflowException
-
     from tracker.decode import Undecodable, loads_json
-    from tracker.log.artifacts import downloaded
+    from tracker.log.artifacts import artifact_bytes
 
     try:
-        with downloaded(uri, run_id, path) as local:
-            text = local.read_bytes()
-    except (OSError, MlflowException) as exc:
-        return None, f"{path} cannot be read ({first_line(exc)}); deleted?"
+        text = artifact_bytes(uri, run_id, path)
+    except DamagedArtifactError as exc:
+        return None, str(exc)
     try:
         table = loads_json(text)
         if not isinstance(table, dict) or not isinstance(table.get("ops"), list):
             raise ValueError("not an operator table")
         ops = normalized(table)
-        compare_ops(ops, ops), compare_kernels(ops, ops)  # read as a comparison reads it: each row as it should be
+        compare_ops(ops, ops)  # read as a comparison reads it: each row as it should be
+        compare_kernels(ops, ops)
     except (Undecodable, ValueError, TypeError, KeyError, AttributeError) as exc:
         return None, f"{path}: {first_line(exc)}; cut short or edited?"
     return ops, None

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tracker.console import counted, shell_word
-from tracker.errors import ConfigError, MeasurementError, UnknownModelError, first_line
+from tracker.errors import ConfigError, MeasurementError, UnknownModelError
 from tracker.settings import MAX_BATCH, MAX_EPOCHS, MAX_TIMEOUT_S, MAX_TRAINING_STEPS
 from tracker.zoo.generator import MAX_SPEC_SIZE
 
@@ -906,16 +906,14 @@ def _skipped_files(tracking_uri: str, run_id: str) -> tuple[list[dict[str, str]]
     read. One damaged (edited, cut short) leaves the run reused, its figures whole and its skipped files
     unnamed, said so, as a run whose samples are damaged is shown whole beside a note: it was a traceback
     (JSONDecodeError, RecursionError, or a TypeError as the files were listed) until 0.9.15."""
-    from mlflow.exceptions import MlflowException
-
     from tracker.decode import Undecodable, loads_json
-    from tracker.log.artifacts import downloaded
+    from tracker.errors import DamagedArtifactError
+    from tracker.log.artifacts import artifact_bytes
 
     try:
-        with downloaded(tracking_uri, run_id, SKIPPED_FILES_ARTIFACT) as path:
-            text = path.read_bytes()
-    except (OSError, MlflowException) as exc:  # gone from the run's artifacts: MLflow's traceback until 0.9.16
-        return [], f"{SKIPPED_FILES_ARTIFACT} cannot be read ({first_line(exc)}); deleted?"
+        text = artifact_bytes(tracking_uri, run_id, SKIPPED_FILES_ARTIFACT)
+    except DamagedArtifactError as exc:  # gone from the run's artifacts: MLflow's traceback until 0.9.16
+        return [], str(exc)
     try:
         skipped = loads_json(text)
     except Undecodable as exc:
