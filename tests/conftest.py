@@ -171,18 +171,30 @@ class _Turns:
 _TURNS = _Turns()
 
 
+class _Alone:
+    """What ``alone_now`` yields: ``end()`` shares the suite's lock again before its block ends."""
+
+    def __init__(self, before: bool) -> None:
+        self.before, self.ended = before, False
+
+    def end(self) -> None:
+        if not self.ended:
+            self.ended = True
+            _TURNS.take(self.before)
+
+
 @contextmanager
-def alone_now() -> Iterator[None]:
-    """The suite's lock held exclusively inside, as by a test marked ``alone``, then shared again: for
-    a fixture made once per module whose measurements must be precise (the quick demo learns only
-    from measurements whose 95 % CI is within 25 %; beside two other workers' tests, on CI's machine
-    in 0.9.14, 4 of its 7 were not)."""
-    exclusive = _TURNS.exclusive and _TURNS.fds is not None
+def alone_now() -> Iterator[_Alone]:
+    """The suite's lock held exclusively inside (or until ``end()``), as by a test marked ``alone``, then
+    as before: for a fixture made once per module whose measurements must be precise (the quick demo
+    learns only from measurements whose 95 % CI is within 25 %; beside two other workers' tests, on CI's
+    machine in 0.9.14, 4 of its 7 were not)."""
+    alone = _Alone(_TURNS.exclusive and _TURNS.fds is not None)
     _TURNS.take(True)
     try:
-        yield
+        yield alone
     finally:
-        _TURNS.take(exclusive)
+        alone.end()
 
 
 @pytest.hookimpl(wrapper=True)
