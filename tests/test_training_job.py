@@ -195,15 +195,16 @@ def test_two_runs_of_a_job_train_the_same_network_on_the_same_batches(tmp_path: 
     loader's seeded order of batches: two runs of one job log the same loss at every step on a CPU (dropout's
     draws too: mobilenet_v3_small has dropout), over two epochs, each shuffled. torch draws its initial seed
     afresh in each process, and until 0.9.12 two runs trained two networks, their losses apart from step 1:
-    each run a command of its own, as a user runs them (the children one process forks, from its zygote,
-    had one seed)."""
+    each run in a process of its own, as a user runs them (the children one process forks, from its zygote,
+    had one seed): the first a command of its own, the second this process's (its own zygote, its own
+    seed; a second command cost ~4 s of imports and another zygote)."""
     runs = tmp_path / "runs"
     assert _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "8",
                 "--size", "64").exit_code == 0
     job = str(_job(tmp_path, "job", steps=4, epochs=2))
     ids = []
-    for again in ([], ["--again"]):
-        out = run_cli("--tracking-uri", str(runs), "profile", "training", job, *again, "--format", "json", cwd=tmp_path)
+    for again, run in (([], run_cli), (["--again"], lambda *args, cwd: in_process(list(args), cwd))):
+        out = run("--tracking-uri", str(runs), "profile", "training", job, *again, "--format", "json", cwd=tmp_path)
         assert out.returncode == 0, out.stderr
         ids.append(json.loads(out.stdout)["run_id"])
     client = MlflowClient(resolve_location(str(runs)).uri)
@@ -290,10 +291,11 @@ def test_each_job_of_a_loader_campaign_has_its_own_cpu_peak_memory(tmp_path: Pat
     """A small batch after a large one measures the small batch's peak, not the large one's (a
     process's high-water mark only rises)."""
     runs = tmp_path / "runs"
-    out = _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "64", "--size", "96")
+    out = _cli(runs, "data", "synth", str(tmp_path / "cls"), "--kind", "classification", "--images", "16", "--size", "96")
     assert out.exit_code == 0, out.output
     job = _job(tmp_path, "job", model="resnet18", steps=2, size=96)
-    sweep = _cli(runs, "campaign", "loader", str(job), "--batch-size", "64,1", "--format", "json")
+    # batch 16, not 64 (a quarter of the steps' work): its activations alone are ~110 MB above batch 1's peak
+    sweep = _cli(runs, "campaign", "loader", str(job), "--batch-size", "16,1", "--format", "json")
     assert sweep.exit_code == 0, sweep.output
     large, small = (MlflowClient(resolve_location(str(runs)).uri).get_run(r["run_id"]).data.metrics["peak_mem_mb"]
                     for r in json.loads(sweep.stdout))
