@@ -432,14 +432,18 @@ def export(path: Path, folder: Path, fmt: str = "parquet", progress: ExportProgr
         if blocked := [folder / f"{name}.{fmt}" for name in sorted(names) if (folder / f"{name}.{fmt}").is_dir()]:
             raise StoreError(f"{blocked[0]} is a folder, where export writes a file; move it away")
         progress.total = len(names)
-        for name in sorted(names):
-            out = folder / f"{name}.{fmt}"
-            before = _file_state(out)
-            try:
-                con.execute(f"COPY ({_export_select(con, name, fmt)}) TO '{_sql_path(out)}' ({EXPORT_FORMATS[fmt]})")
-            finally:  # a Ctrl-C just after DuckDB put the file in place: written all the same
-                if _file_state(out) not in (None, before):
-                    written.append(out)
+        # a Ctrl-C stops the COPY DuckDB is in through con.interrupt(): until 0.9.15 DuckDB ran a slow view's
+        # COPY to its end (seconds, minutes) before the export took the signal, most times
+        with interruptible(con):
+            for name in sorted(names):
+                out = folder / f"{name}.{fmt}"
+                before = _file_state(out)
+                try:
+                    con.execute(f"COPY ({_export_select(con, name, fmt)}) TO '{_sql_path(out)}' "
+                                f"({EXPORT_FORMATS[fmt]})")
+                finally:  # a Ctrl-C just after DuckDB put the file in place: written all the same
+                    if _file_state(out) not in (None, before):
+                        written.append(out)
     except (duckdb.Error, RuntimeError) as exc:
         if interrupted(exc):  # DuckDB's error for a Ctrl-C in a query ("Query interrupted"): a Ctrl-C, said as one
             raise KeyboardInterrupt from None
