@@ -64,10 +64,12 @@ def _latency(flops: float, bs: int) -> float:
 
 
 def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp",
-             batches: dict[str, tuple[int, ...]] | None = None, slower: float = 1.0) -> tuple[Path, Path]:
+             batches: dict[str, tuple[int, ...]] | None = None, slower: float = 1.0,
+             loaded: bool = True) -> tuple[Path, Path]:
     """A store and warehouse of ``networks`` at 64 px, batch 1 to 8 (or those ``batches`` names for a
     network), on the device of ``_latency`` (memory a floor plus FLOPs; ``slower`` times its
-    latency), each with its description; resnet34's batch 8 disturbed."""
+    latency), each with its description; resnet34's batch 8 disturbed. ``loaded=False`` leaves the
+    warehouse to a later call's load, which takes these runs too."""
     runs, wh = root / "runs", root / "w.duckdb"
     logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     for name in networks:
@@ -86,7 +88,8 @@ def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp",
             records.append(r)
         logger.log(records)
     logger.close()
-    load(wh, open_source(resolve_location(str(runs))))
+    if loaded:
+        load(wh, open_source(resolve_location(str(runs))))
     return runs, wh
 
 
@@ -173,7 +176,7 @@ def test_a_family_of_one_measurement_beside_one_other_family_trains(tmp_path: Pa
 def test_a_fingerprint_learns_from_the_experiments_it_is_told(tmp_path: Path) -> None:
     """A held-out set measured later into its own experiment went into training silently: every run
     of the device was learnt from, until 0.9.0. --from-experiment keeps to the experiments named."""
-    _measure(tmp_path, NETWORKS[:4], "train-set")
+    _measure(tmp_path, NETWORKS[:4], "train-set", loaded=False)
     runs, wh = _measure(tmp_path, NETWORKS[4:6], "test-set")
     uri = resolve_location(str(runs)).uri
     # one train, through the CLI: its JSON is train's result (two trains of the same rows until 0.9.16)
@@ -245,7 +248,7 @@ def test_a_fingerprint_told_its_experiments_learns_their_measurements_alone(tmp_
     experiment's repeats, until 0.9.1. Its labels are now the named experiments' measurements."""
     from tracker.fingerprint.train import training_rows
 
-    _measure(tmp_path, NETWORKS[:3], "train-set")
+    _measure(tmp_path, NETWORKS[:3], "train-set", loaded=False)
     _, wh = _measure(tmp_path, NETWORKS[:3], "retest", slower=3.0)
     first = training_rows(wh, "latency_ms", "inference", "cpu", experiments=["train-set"])
     later = training_rows(wh, "latency_ms", "inference", "cpu", experiments=["retest"])
