@@ -31,6 +31,6 @@ test: $(STAMP)
 	@# Two workers on two cores: half the suite's time is MLflow, DuckDB, LightGBM and process starts,
 	@# which the second core takes. Not three: 0.9.14 ran three, and on CI's machine the quick demo's
 	@# measurements, beside two other workers, came out too imprecise to learn from (README).
-	@# Each worker measures under device locks of its own, on one OpenMP thread; tests marked alone
-	@# and the quick demo's run run while no other test does (tests/conftest.py)
+	@# Each worker measures under device locks of its own, on one OpenMP thread; tests marked alone,
+	@# and the quick demo while it measures, run while no other test does (tests/conftest.py)
 	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup

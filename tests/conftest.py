@@ -73,7 +73,7 @@ def _own_device_locks(folder: Path) -> None:
     lock, a measurement held until its run was logged: a worker waiting for it did nothing, and the
     suite used 1.3 of the two cores (`/usr/bin/time`), its measuring modules 1.0. Each worker's
     measuring child is on one OpenMP thread, on one core; the tests that compare measurements run
-    alone as before, and so does the quick demo's run (``alone_now``)."""
+    alone as before, and so does the quick demo while it measures (``alone_now``)."""
     folder.mkdir(exist_ok=True)
     for made in (folder.parent, folder):  # passable by other users: PostgreSQL's server runs as postgres (postgres_uri)
         os.chmod(made, 0o711)
