@@ -63,6 +63,24 @@ def test_help_imports_neither_torch_nor_mlflow() -> None:
     assert result.exit_code == 0 and "profile" in result.output
 
 
+def test_version_names_tracker_and_its_packages_without_importing_them() -> None:
+    """`tracker --version`, as pip's and mlflow's, for a bug report (no such option until 0.9.17)."""
+    from importlib import metadata
+
+    import tracker
+
+    code = ("import sys; from tracker.cli.app import _versions; print(_versions()); "
+            "print(sorted(m for m in ('torch', 'mlflow', 'lightgbm') if m in sys.modules))")
+    line, imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True).stdout.splitlines()
+    assert imported == "[]"
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output == line + "\n", result.output
+    assert line.startswith(f"tracker {tracker.__version__} (python ")
+    assert f"mlflow {metadata.version('mlflow')}" in line and f"torch {metadata.version('torch')}" in line
+    assert runner.invoke(app, ["--version", "zoo", "list"]).output == result.output  # eager: the command not run
+
+
 def test_a_measurements_own_process_imports_neither_torch_nor_mlflow(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """`tracker profile network` on a store it has written to before, a network described before:

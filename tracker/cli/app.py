@@ -56,6 +56,29 @@ app.command("predict", cls=RepeatedArgumentsNamed)(fingerprint_cli.predict)  # <
 app.command("report")(report_cli.report)
 
 
+def _versions() -> str:
+    """``tracker 0.9.17 (python 3.11.7, torch 2.14.1, mlflow 3.17.2, ...)``: read from the installed
+    packages' metadata, nothing imported; a package not installed is left out."""
+    import platform
+    from importlib import metadata
+
+    from tracker import __version__
+
+    found = [f"python {platform.python_version()}"]
+    for name in ("torch", "torchvision", "mlflow", "duckdb", "lightgbm"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return f"tracker {__version__} ({', '.join(found)})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(_versions())
+        raise typer.Exit()
+
+
 @app.callback()
 def root(
     ctx: typer.Context,
@@ -70,6 +93,8 @@ def root(
     experiment: Annotated[str, typer.Option("--experiment", "-e", help="MLflow experiment to log into.")] = "Default",
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, metavar="", show_default=False,
                                          help="More output: tracebacks of errors, and MLflow's own INFO lines.")] = 0,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version, metavar="", show_default=False,
+                                          help="Print tracker's version and its main packages', and exit.")] = False,
 ) -> None:
     if not experiment.strip():  # an experiment named by spaces was made until 0.9.3
         raise typer.BadParameter(f"an experiment needs a name, got {experiment!r}", param_hint="'--experiment' / '-e'")
@@ -113,7 +138,8 @@ def demo(
 
 #: The options of ``tracker`` itself, before any command, and whether each takes a value: where one
 #: is given after a command, its error says where it goes.
-GLOBAL_OPTIONS = {"--tracking-uri": True, "--experiment": True, "-e": True, "--verbose": False, "-v": False}
+GLOBAL_OPTIONS = {"--tracking-uri": True, "--experiment": True, "-e": True, "--verbose": False, "-v": False,
+                  "--version": False}
 
 
 def quiet_interrupted_closes() -> None:
