@@ -430,15 +430,24 @@ def test_a_run_whose_samples_are_damaged_is_shown_whole_and_compared_without_the
                           "samples_ms": [1.0 + i / 100 for i in range(30)]})
     cut, garbled, good = network_record(batch_size=1), network_record(batch_size=2), network_record(batch_size=4)
     deep, binary = network_record(batch_size=8), network_record(batch_size=16)
+    folder = network_record(batch_size=32)
     cut.artifacts[SAMPLES_ARTIFACT] = whole[:50]
     deep.artifacts[SAMPLES_ARTIFACT] = "[" * 100_000  # a RecursionError's traceback until 0.9.15
     garbled.artifacts[SAMPLES_ARTIFACT] = json.dumps({"format": 1, "samples_ms": [1, 2, "a"]})
-    good.artifacts[SAMPLES_ARTIFACT] = binary.artifacts[SAMPLES_ARTIFACT] = whole
+    good.artifacts[SAMPLES_ARTIFACT] = binary.artifacts[SAMPLES_ARTIFACT] = folder.artifacts[SAMPLES_ARTIFACT] = whole
     with RunLogger(str(store), experiment="dmg", environment=ENV) as logger:
-        logger.log([cut, garbled, good, deep, binary])
+        logger.log([cut, garbled, good, deep, binary, folder])
+
+    def kept(record: RunRecord) -> Path:
+        [path] = (p for p in store.rglob(SAMPLES_ARTIFACT.rsplit("/", 1)[-1]) if record.run_id in p.as_posix())
+        return path
+
     # bytes that are not UTF-8 (a UnicodeDecodeError's traceback until 0.9.15)
-    [kept] = (p for p in store.rglob(SAMPLES_ARTIFACT.rsplit("/", 1)[-1]) if binary.run_id in p.as_posix())
-    kept.write_bytes(b"{\"format\": 1, \xff}")
+    kept(binary).write_bytes(b"{\"format\": 1, \xff}")
+    # listed among the run's artifacts, but a folder where the file was: an IsADirectoryError's traceback until 0.9.17
+    emptied = kept(folder)
+    emptied.unlink()
+    emptied.mkdir()
     base = ["--tracking-uri", str(store), "-e", "dmg", "runs"]
     for record, said in ((cut, f"{SAMPLES_ARTIFACT}: not JSON ("),
                          (deep, f"{SAMPLES_ARTIFACT}: JSON nested too deeply to read; cut short or garbled?"),
@@ -458,6 +467,14 @@ def test_a_run_whose_samples_are_damaged_is_shown_whole_and_compared_without_the
         line = compared.stdout.splitlines()[1]
         assert line.startswith(f"B: {record.run_id[:12]}") and f"(raw samples unreadable: {said}" in line, line
         assert line.endswith("judged without them)") and "latency +0.0 %" in compared.stdout, compared.stdout
+    # the folder holds no file: runs show lists no samples, runs compare judges without them and says why
+    shown = runner.invoke(app, [*base, "show", folder.run_id[:8], "--format", "json"])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["samples"] is None, (shown.output, shown.exception)
+    compared = runner.invoke(app, [*base, "compare", good.run_id[:8], folder.run_id[:8]])
+    assert compared.exit_code == 0, (compared.output, compared.exception)
+    line = compared.stdout.splitlines()[1]
+    assert (f"(raw samples unreadable: {SAMPLES_ARTIFACT} cannot be read ([Errno 21] Is a directory" in line
+            and line.endswith("judged without them)")), line
     with pytest.raises(TrackerError, match="samples_ms holds 'a', not a number"):
         read_samples(json.dumps({"format": 1, "samples_ms": [1, 2, "a"]}), "x")
 

@@ -171,7 +171,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     artifacts (files, with sizes)."""
     from mlflow.tracking import MlflowClient
 
-    from tracker.log.artifacts import downloaded
+    from tracker.log.artifacts import artifact_bytes
     from tracker.log.compare import resolve_run
     from tracker.log.record import KIND_TAG, PARENT_TAG, SYSTEM_PREFIX
     from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
@@ -185,8 +185,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     samples = unreadable = None
     if SAMPLES_ARTIFACT in artifacts:
         try:
-            with downloaded(logger.location.uri, rid, SAMPLES_ARTIFACT) as local:
-                kept = read_samples(local.read_bytes(), f"run {rid[:12]}")
+            kept = read_samples(artifact_bytes(logger.location.uri, rid, SAMPLES_ARTIFACT), f"run {rid[:12]}")
         except TrackerError as exc:  # damaged, or a newer format: the run shown whole beside it (refused until 0.9.8)
             unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
         else:
