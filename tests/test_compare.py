@@ -138,12 +138,20 @@ def test_the_latency_verdict_follows_its_rules_in_order() -> None:
     # apart, but repeats of a configuration lay further apart than the change
     verdict = latency_verdict(_side("a", 10.0, 0.01, repeats=[10.0, 11.5]), _side("b", 11.0, 0.01))
     assert verdict["verdict"] == "within drift" and verdict["repeat_drift_rel"] == pytest.approx(0.15)
-    # a change past a float's B/A - 1 (null) is weighed as what it stood for: a rise past any drift, a fall as
-    # -1 (as a fall to a tenth, -0.9, is within repeats 6 times apart)
+    # a fall weighs as the rise by the same factor (the drift is max / min - 1): 11.5 to 10 ms (-13 %) is not
+    # within repeats 14 % apart, as 10 to 11.5 ms (+15 %) is not; 11.5 to 10.1 (a factor 1.139) is
+    for a, b, verdict_said in ((10.0, 11.5, "significant"), (11.5, 10.0, "significant"), (11.5, 10.1, "within drift")):
+        verdict = latency_verdict(_side("a", a, 0.01, repeats=[10.0, 11.4]), _side("b", b, 0.01))
+        assert verdict["verdict"] == verdict_said, (a, b, verdict)
+    # a change past a float's B/A - 1 (null) is weighed as what it stood for: past any drift, rise or fall
+    # (a fall from 1e300 to 1e-300 lay within repeats 6 times apart until 0.9.17, as a fall to a tenth did)
     verdict = latency_verdict(_side("a", 1e-300, 0.01, repeats=[1e-300, 1.1e-300]), _side("b", 1e300, 0.01))
     assert (verdict["change_rel"], verdict["verdict"]) == (None, "significant"), verdict
-    verdict = latency_verdict(_side("a", 1e300, 0.01, repeats=[1e300, 6e300]), _side("b", 1e-300, 0.01))
-    assert (verdict["change_rel"], verdict["verdict"]) == (None, "within drift"), verdict
+    for b in (1e-300, 1e299):
+        verdict = latency_verdict(_side("a", 1e300, 0.01, repeats=[1e300, 6e300]), _side("b", b, 0.01))
+        assert verdict["verdict"] == "significant", (b, verdict)
+    verdict = latency_verdict(_side("a", 1e300, 0.01, repeats=[1e300, 6e300]), _side("b", 2e299, 0.01))
+    assert verdict["verdict"] == "within drift", verdict  # a fall to a fifth: within a factor 6
     # apart on every count
     low, high = [10.0] * 8 + [10.1] * 8, [12.0] * 8 + [12.1] * 8
     verdict = latency_verdict(_side("a", 10.0, 0.01, low, [10.0, 10.2]), _side("b", 12.0, 0.01, high))

@@ -15,7 +15,8 @@ Latency is judged three ways, the first that applies giving the verdict:
    on their *block* medians (consecutive samples of one block are not independent; blocks are)
    at ``ALPHA``; a p-value above it: *not significant*.
 3. Repeats of either configuration in the experiment (``profile network --again``, campaign
-   ``repeats``) lie further apart than the change: *within drift* (a CI covers its own window
+   ``repeats``) lie as far apart as the change, both as a factor (max / min of the repeats, the
+   larger of B/A and A/B), or further: *within drift* (a CI covers its own window
    only; on a shared machine two windows minutes apart can differ by more than either's CI).
 
 Otherwise the change is *significant*. A change is said in per cent (``+12.3 %``) while the ratio B/A
@@ -364,12 +365,16 @@ def change_said(a: float, b: float, prefix: str = "") -> dict[str, float | None]
 
 
 def _change_size(change: dict[str, Any], prefix: str = "") -> float:
-    """How far a change (:func:`change_said`) went, as a drift is weighed against it: abs(change_rel);
-    where that is None (the float B/A - 1 past what a float holds), what the float stood for: 1 for a
-    fall (-1.0 to a float's precision), inf for a rise or a change from 0."""
-    if (rel := change[f"{prefix}change_rel"]) is not None:
-        return abs(rel)
-    return 1.0 if change.get(f"{prefix}ratio_log10", 0.0) < 0 else math.inf
+    """How far a change (:func:`change_said`) went, on the scale of a drift (max / min - 1): the larger
+    of B/A and A/B, minus 1, so that a fall and a rise by one factor weigh the same (until 0.9.17 it was
+    abs(change_rel): a fall from 11.5 to 10 ms, -13 %, lay "within" repeats 14 % apart, where the rise
+    from 10 to 11.5 ms, +15 %, did not, and a fall to a tenth within repeats 6 times apart); inf where
+    B/A is no ratio (a change from or to 0) or past a float's range."""
+    power = change.get(f"{prefix}ratio_log10")
+    if power is None:
+        return math.inf
+    power = abs(power)
+    return 10.0 ** power - 1.0 if power < 300 else math.inf
 
 
 def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
