@@ -603,5 +603,6 @@ def test_a_change_past_a_percentage_is_said_as_a_ratio_in_powers_of_ten(tmp_path
     assert [change(1.0, 1000.0), change(1.0, 1001.0), change(1.0, 1e-3), change(1.0, 9e-4)] == [
         "+99900.0 %", "1e+03x", "-99.9 %", "9e-04x"]
     assert [change(-2.0, -3.0), change(1.0, float("inf")), change(1.0, 9.96e5)] == ["+50.0 %", "+inf %", "1e+06x"]
+    assert [change(0.0, 0.0), change(0.0, 3.0)] == ["+0.0 %", "from 0"]  # a ZeroDivisionError until 0.9.17
     assert [fixed(12.5), fixed(0.0), fixed(0.0004), fixed(0.0005), fixed(1e11), fixed(1e12)] == [
         "12.500", "0.000", "0.0004", "0.001", "100000000000.000", "1e+12"]

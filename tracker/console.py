@@ -147,7 +147,10 @@ def change(a: float, b: float) -> str:
     """The change from ``a`` to ``b`` as ``runs compare`` says it: a percentage (``+12.3 %``) where
     the ratio B/A is within ``PERCENT_RATIOS``, else that ratio in powers of ten (``1e+600x``: see
     :func:`ratio_past_percent`), where a percentage was ``+inf %`` or some 300 digits until 0.9.14, as
-    pyperf's ``compare_to`` says a change as a ratio (``2.00x slower``)."""
+    pyperf's ``compare_to`` says a change as a ratio (``2.00x slower``). From 0: ``+0.0 %`` to 0,
+    ``from 0`` to anything else (a ZeroDivisionError until 0.9.17; its callers keep from it)."""
+    if a == 0:
+        return "+0.0 %" if b == 0 else "from 0"
     return ratio_past_percent(a, b) or f"{100 * (b / a - 1.0):+.1f} %"
 
 
