@@ -62,6 +62,17 @@ def test_a_record_that_breaks_the_schema_is_refused_naming_the_field(mutate, fie
         record.finalize(ENV)
 
 
+def test_a_json_field_is_checked_as_json() -> None:
+    from tracker.log.schema import FieldSpec, _check_value
+
+    spec = FieldSpec(name="sweep", type="json")
+    _check_value("run x", "tag", spec, '{"a": [1, 2]}')
+    for bad in ('{"a": [1, 2]', "[" * 5000):  # cut short; nested past the recursion limit (a RecursionError before)
+        with pytest.raises(SchemaError, match=r"^run x: tag 'sweep' should be json, got ") as refused:
+            _check_value("run x", "tag", spec, bad)
+        assert len(str(refused.value)) < 140, str(refused.value)
+
+
 def test_environment_is_required() -> None:
     with pytest.raises(SchemaError, match="env.host"):
         network_record().finalize({})

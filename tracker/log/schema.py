@@ -126,9 +126,10 @@ def _check_value(where: str, section: str, spec: FieldSpec, value: str) -> None:
                 raise ValueError(value)
         elif spec.type == "json":
             json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # JSON nested past Python's recursion limit: a traceback until 0.9.17
+        shown = value if len(value) <= 80 else value[:60] + f"... ({len(value)} characters)"  # one line to read
         raise SchemaError(
-            f"{where}: {section} {spec.name!r} should be {spec.type}, got {value!r}"
+            f"{where}: {section} {spec.name!r} should be {spec.type}, got {shown!r}"
         ) from None
     if spec.choices and value not in spec.choices:
         raise SchemaError(
