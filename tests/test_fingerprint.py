@@ -925,7 +925,8 @@ def test_predict_ranks_and_budgets_a_search_and_marks_what_to_read_with_care(mea
     assert [line.split()[2].rstrip("*^_") for line in rows] == [f"{v:.4g}" for v in latencies]
     assert all("*" in line for line in rows if line.split()[1] == "64")  # batch 64: beyond batches 1 to 8
     assert "*: beyond what its version learnt from" in table.stdout and "3 of 6 predictions" in table.stdout
-    # a version that is not champion answers when named (versions compared without promoting)
+    # a version named with --use answers, whether or not it is the champion (here the first registered, which may
+    # be): versions compared without promoting
     versions = sorted(int(v.version) for v in MlflowClient(uri).search_model_versions("name = 'latency_ms-inference-cpu'"))
     first = f"latency_ms-inference-cpu/{versions[0]}"
     used = json.loads(CliRunner().invoke(app, [*base[:4], "-b", "2", "--input-size", "64", "--use", first,
