@@ -27,7 +27,9 @@ from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
 from tracker.cli.options import (FormatOption, OutputFormat, RepeatedArgumentsNamed, State, emit_json, exit_interrupted,
-                                 logging_nothing, path_of, state)
+                                 flags_shown_without_a_type, logging_nothing, path_of, state)
+
+flags_shown_without_a_type()
 
 app = typer.Typer(
     name="tracker",
@@ -93,7 +95,7 @@ def root(
     experiment: Annotated[str, typer.Option("--experiment", "-e", help="MLflow experiment to log into.")] = "Default",
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, metavar="", show_default=False,
                                          help="More output: tracebacks of errors, and MLflow's own INFO lines.")] = 0,
-    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version, metavar="", show_default=False,
+    version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version, show_default=False,
                                           help="Print tracker's version and its main packages', and exit.")] = False,
 ) -> None:
     if not experiment.strip():  # an experiment named by spaces was made until 0.9.3

@@ -150,6 +150,23 @@ def _repeated_type(self: Any, ctx: Any) -> str:
     return f"<{self._bare_type(each)}>..."
 
 
+def flags_shown_without_a_type() -> None:
+    """Typer 0.29 shows a flag's type in --help's type column, ``--quick <bool>``, as if it took a value
+    (``--quick true``: "Got unexpected extra argument"); click shows a flag with nothing there, as
+    tracker's did before that Typer. A flag with a metavar of its own still shows it."""
+    shown = typer.core.TyperOption.display_type_rich
+    if getattr(shown, "flags_bare", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        if getattr(self, "is_bool_flag", False) and self.metavar is None:
+            return None
+        return shown(self, ctx)
+
+    display_type_rich.flags_bare = True  # type: ignore[attr-defined]
+    typer.core.TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
 class RepeatedArgumentsNamed(typer.core.TyperCommand):
     """The ``cls`` of a command with an argument of several values (``list[str]``: ``predict MODEL...``),
     whose --help would show its Python type, ``<list[str]>``, in the type column, whatever its metavar
