@@ -2042,17 +2042,63 @@ def test_a_prediction_reads_its_layer_rows_beside_its_feature_rows_and_leaves_no
         assert list(r["batch_size"]) == [i + 1] and list(r["model"]) == [descs[i % 2].name]
         assert set(lay["batch_size"]) == {i + 1} and len(lay) == calls.loc[calls["model"] == descs[i % 2].name, "calls"].iloc[0]
 
-    # A network whose node rows the warehouse refuses (a stride past INTEGER's range), after a good
-    # one's rows went in: the database's own error, and nothing of either stays
+    # A network whose node rows the warehouse refuses (a stride past INTEGER's range), beside a new
+    # good one: the database's own error, and nothing of either stays, nor any run (since 0.9.17 the
+    # networks predicted before keep their description and node rows for the next prediction)
+    held = set(dataset._SCRATCH_NETWORKS)
+    assert {descs[0].description_hash, descs[1].description_hash} <= held
     broken = descs[1].to_json()
     conv = next(n for n in broken["nodes"] if n.get("kind") == "Conv2d")
     conv["attrs"]["stride"] = [3_000_000_000, 3_000_000_000]
     broken["description_hash"] = "broken"
     with pytest.raises(duckdb.ConversionException, match="stride_h"):
-        dataset.configuration_rows([descs[0], Description.from_json(broken)], [1], "inference", "cpu", with_layers=True)
+        dataset.configuration_rows([described("resnet18", 64), Description.from_json(broken)], [1], "inference", "cpu",
+                                   with_layers=True)
     for con in (dataset._SCRATCH, dataset._SCRATCH_LAYERS):
-        for table in ("network_nodes", "network_descriptions", "network_runs", "layer_runs"):
+        for table in ("network_runs", "layer_runs"):
             assert con.execute(f"SELECT count(*) FROM {table}").fetchall() == [(0,)], table
+        for table in ("network_nodes", "network_descriptions"):
+            assert {h for (h,) in con.execute(f"SELECT DISTINCT model_hash FROM {table}").fetchall()} == held, table
+        assert con.execute("SELECT count(*) FROM network_descriptions").fetchall() == [(len(held),)]
+    assert set(dataset._SCRATCH_NETWORKS) == held
+
+
+def test_the_networks_a_prediction_holds_change_no_other_prediction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scratch warehouse holds the description and node rows of the networks predicted last
+    (since 0.9.17), at most SCRATCH_NETWORKS_KEPT beside those predicted now: a network's rows are
+    those it gets alone, in an empty scratch warehouse, and rows written again where the bookkeeping
+    lost them are not counted twice."""
+    from tracker.fingerprint import dataset
+
+    names = ["mobilenet_v3_small", "squeezenet1_1", "resnet18", "mnasnet0_5"]
+    descs = [described(name, 64) for name in names]
+    monkeypatch.setattr(dataset, "SCRATCH_NETWORKS_KEPT", 1)
+
+    def empty() -> None:  # an empty scratch warehouse, and none held (as other tests left it, else)
+        dataset.scratch_warehouse().execute("DELETE FROM network_nodes; DELETE FROM network_descriptions")
+        dataset._SCRATCH_NETWORKS.clear()
+
+    empty()
+    try:
+        _networks_held(dataset, names, descs)
+    finally:
+        empty()
+
+
+def _networks_held(dataset: Any, names: list[str], descs: list[Any]) -> None:
+    alone = [dataset.configuration_rows([d], [1, 4], "inference", "cpu", with_layers=True) for d in descs]
+    assert list(dataset._SCRATCH_NETWORKS) == [d.description_hash for d in descs[2:]]  # the one kept, the latest
+    together = dataset.configuration_rows(descs[:3], [1, 4], "inference", "cpu", with_layers=True)
+    assert set(dataset._SCRATCH_NETWORKS) == {d.description_hash for d in descs}  # those predicted now, one more
+    for i, (rows, layers) in enumerate(alone[:3]):
+        mine = together[1]["model"] == names[i]
+        assert together[0].iloc[2 * i:2 * i + 2].drop(columns="run_id").reset_index(drop=True).equals(
+            rows.drop(columns="run_id"))
+        assert together[1][mine].drop(columns=["run_id", "parent_run_id", "config_run_id"]).reset_index(drop=True).equals(
+            layers.drop(columns=["run_id", "parent_run_id", "config_run_id"]))
+    dataset._SCRATCH_NETWORKS.clear()  # as if a call stopped after its commit: its networks are written again
+    again = dataset.configuration_rows(descs[:1], [1, 4], "inference", "cpu", with_layers=True)
+    assert again[0].equals(alone[0][0]) and again[1].equals(alone[0][1])
 
 
 def test_a_better_fingerprint_of_the_same_measurements_becomes_champion(tmp_path: Path,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -395,10 +395,25 @@ _SCRATCH: Any = None
 #: The scratch warehouse's second connection (a cursor), which reads a prediction's layer rows
 #: while the first reads its feature rows.
 _SCRATCH_LAYERS: Any = None
-#: The columns of its network_nodes table, read once (every prediction makes its networks' node rows).
+#: The columns of its network_nodes table, read once (a network new to it has its node rows made).
 _SCRATCH_NODE_COLUMNS: list[str] = []
 #: One prediction at a time uses the scratch warehouse (its tables hold that prediction's rows).
 _SCRATCH_LOCK = threading.Lock()
+#: The networks whose description and node rows the scratch warehouse holds (committed), by description
+#: hash, the one predicted last last. A hash names a description's content, so its rows are the same at
+#: every prediction of it: since 0.9.17 they stay for the next (a prediction wrote and rolled back its
+#: networks' rows each time until 0.9.16: about 3 ms of Python and SQL on each connection, and reading
+#: rows of the transaction's own cost each query more, 6 ms of the layer rows' 35 on a busy machine).
+#: The views join a configuration with its own network's rows alone, so others held change no row.
+_SCRATCH_NETWORKS: dict[str, None] = {}
+#: The most networks held past those of the prediction under way (16 more cost a prediction about 1 ms).
+SCRATCH_NETWORKS_KEPT = 8
+#: Optimizer passes the scratch warehouse skips: each costs a prediction up to 1.7 ms of planning (DuckDB
+#: plans its two queries again at every prediction) and saves nothing over the few rows there; the
+#: rows are the same without them (since 0.9.17; 96 configurations with 13,856 layer rows took no longer).
+SCRATCH_SKIPPED_OPTIMIZERS = ("join_order", "statistics_propagation", "common_subplan", "common_subexpressions",
+                              "projection_pullup", "top_n_window_elimination", "duplicate_groups",
+                              "projection_placement")
 
 
 def _empty_warehouse(threads: int | None = None) -> Any:
@@ -425,6 +440,7 @@ def scratch_warehouse() -> Any:
         from tracker.warehouse.load import node_columns
 
         con = _empty_warehouse(threads=1)
+        con.execute(f"SET disabled_optimizers = '{','.join(SCRATCH_SKIPPED_OPTIMIZERS)}'")  # both connections'
         con.execute(f"PREPARE feature_rows AS SELECT * FROM {VIEW} ORDER BY run_id")
         layers = con.cursor()
         layers.execute(f"PREPARE layer_rows AS {_LAYER_ROWS}")
@@ -445,21 +461,23 @@ _LAYER_ROWS = "SELECT * FROM layer_features ORDER BY parent_run_id, layer_index"
 
 
 def configuration_rows(descriptions: Sequence[Any], batch_sizes: list[int], phase: str, device: str,
-                       with_layers: bool = False) -> Any:
+                       with_layers: bool = False, with_rows: Callable[[Any], None] | None = None) -> Any:
     """``(rows, layer_rows)`` for networks that were never run, each at each batch size: the
     view's rows (same SQL, targets left empty), network by network in the order given, batch
     sizes in the order given, and, with ``with_layers``, the ``layer_features`` rows of their
     module calls (each call one unmeasured layer run of its configuration), else None. Many
-    networks in one call share one pass of the feature SQL.
+    networks in one call share one pass of the feature SQL. ``with_rows(rows)``: called with those
+    rows as soon as they are read, while the layer rows are still being read (``predict_grid`` runs
+    the network-level boosters there; since 0.9.17).
 
-    The scratch warehouse's two connections each write the rows their query reads in a
-    transaction of their own, rolled back after it (nothing stays for the next prediction), the
-    layer rows' in a thread beside the feature rows' (DuckDB lets go of the GIL while it binds,
-    plans and runs a query: about 10 ms less of a layer-level prediction on two cores).
+    The networks' description and node rows are written first where the scratch warehouse does not
+    hold them (``_SCRATCH_NETWORKS``). The scratch warehouse's two connections then each write the
+    configurations their query reads in a transaction of their own, rolled back after it (no run
+    stays for the next prediction), the layer rows' in a thread beside the feature rows' (DuckDB lets
+    go of the GIL while it binds, plans and runs a query: about 10 ms less of a layer-level
+    prediction on two cores).
     """
     import pyarrow as pa
-
-    from tracker.warehouse.load import node_table
 
     with _SCRATCH_LOCK:
         con = scratch_warehouse()
@@ -472,50 +490,81 @@ def configuration_rows(descriptions: Sequence[Any], batch_sizes: list[int], phas
         unique: dict[str, Any] = {}
         for d in descriptions:  # two names of one architecture are one network (the first named)
             unique.setdefault(d.description_hash, d)
-        nodes = {h: node_table(_SCRATCH_NODE_COLUMNS, d, h) for h, d in unique.items()}
+        _hold_networks(con, unique)
+
+        def feature_rows() -> Any:
+            rows = _scratch_query(con, runs, phase, device, False)
+            if len(run_ids) > 1:  # back to the order asked for ("predict-10-1" sorts before "predict-2-1")
+                rows = rows.set_index("run_id", drop=False).loc[run_ids].reset_index(drop=True)
+            if with_rows is not None:
+                with_rows(rows)
+            return rows
+
         if not with_layers:
-            rows, layer_rows = _scratch_query(con, runs, unique, nodes, phase, device, False), None
+            rows, layer_rows = feature_rows(), None
         else:
             layer: dict[str, Any] = {}
 
             def read_layers() -> None:
                 try:
-                    layer["rows"] = _scratch_query(_SCRATCH_LAYERS, runs, {}, nodes, phase, device, True)
+                    layer["rows"] = _scratch_query(_SCRATCH_LAYERS, runs, phase, device, True)
                 except BaseException as exc:  # raised in the caller's thread below
                     layer["error"] = exc
 
             thread = threading.Thread(target=read_layers, name="tracker-layer-rows", daemon=True)
             thread.start()
             try:
-                rows = _scratch_query(con, runs, unique, nodes, phase, device, False)
+                rows = feature_rows()
             finally:
                 thread.join()
             if "error" in layer:
                 raise layer["error"]
             layer_rows = layer["rows"]
-    if len(run_ids) > 1:  # back to the order asked for ("predict-10-1" sorts before "predict-2-1")
-        rows = rows.set_index("run_id", drop=False).loc[run_ids].reset_index(drop=True)
     return rows, layer_rows
 
 
-def _scratch_query(con: Any, runs: Any, descriptions: dict[str, Any], nodes: dict[str, Any], phase: str, device: str,
-                   layers: bool) -> Any:
-    """On one connection of the scratch warehouse, in a transaction rolled back after: the
-    networks' node rows (``nodes``), the description rows of ``descriptions`` (the feature rows
-    read them; the layer rows do not), ``runs`` as unmeasured runs, and with ``layers`` their
+def _hold_networks(con: Any, descriptions: dict[str, Any]) -> None:
+    """Makes the scratch warehouse hold the description and node rows of each of ``descriptions`` (by
+    hash), committed: those it lacks are written, in one transaction with the deletion of the rows of
+    the networks predicted longest ago, past ``SCRATCH_NETWORKS_KEPT`` others. A network
+    whose rows the database refuses (a value past its column's type): its error, and nothing of this
+    call written or deleted."""
+    from tracker.warehouse.load import insert_description, node_table
+
+    for h in descriptions:  # the latest last
+        if h in _SCRATCH_NETWORKS:
+            _SCRATCH_NETWORKS[h] = _SCRATCH_NETWORKS.pop(h)
+    new = [h for h in descriptions if h not in _SCRATCH_NETWORKS]
+    others = [h for h in _SCRATCH_NETWORKS if h not in descriptions]
+    stale = others[:max(0, len(others) - SCRATCH_NETWORKS_KEPT)]
+    if not new and not stale:
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        # the new networks' too: rows a call stopped between its commit and the bookkeeping after it
+        # wrote would be counted twice
+        for table in ("network_nodes", "network_descriptions"):
+            con.execute(f"DELETE FROM {table} WHERE list_contains($hashes, model_hash)", {"hashes": stale + new})
+        for h in new:
+            insert_description(con, descriptions[h], h, None, node_table(_SCRATCH_NODE_COLUMNS, descriptions[h], h))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    for h in stale:
+        del _SCRATCH_NETWORKS[h]
+    _SCRATCH_NETWORKS.update(dict.fromkeys(new))
+
+
+def _scratch_query(con: Any, runs: Any, phase: str, device: str, layers: bool) -> Any:
+    """On one connection of the scratch warehouse, in a transaction rolled back after: ``runs`` as
+    unmeasured runs (their networks' rows held already: ``_hold_networks``), and with ``layers`` their
     module calls as unmeasured layer runs; then the layer rows (``layers``) or the feature rows."""
     import duckdb
-
-    from tracker.warehouse.load import insert_description, insert_nodes
 
     con.register("new_configurations", runs)
     con.execute("BEGIN TRANSACTION")
     try:
-        for model_hash, table in nodes.items():
-            if model_hash in descriptions:
-                insert_description(con, descriptions[model_hash], model_hash, None, table)
-            else:
-                insert_nodes(con, table)
         con.execute(_UNMEASURED_RUNS, {"phase": phase, "device": device})
         if not layers:
             return con.execute("EXECUTE feature_rows").df()
@@ -526,7 +575,7 @@ def _scratch_query(con: Any, runs: Any, descriptions: dict[str, Any], nodes: dic
         raise FingerprintError(f"at batch size {largest:,} a network's work (its FLOPs or activations times the "
                                "batch) is past what a 64-bit whole number holds: predict a smaller batch size") from None
     finally:
-        con.execute("ROLLBACK")  # the scratch warehouse stays empty for the next network
+        con.execute("ROLLBACK")  # no run stays for the next prediction
         con.unregister("new_configurations")
 
 

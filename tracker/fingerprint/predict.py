@@ -54,21 +54,29 @@ class Champion:
     # 0.9.9; None: not said, taken as this tracker's): another version's probe is another unit
     speed_probe_version: int | None = None
 
-    def predict(self, rows: Any, layer_rows: Any = None, saturated: bool = True) -> Any:
+    def predict(self, rows: Any, layer_rows: Any = None, saturated: bool = True, network: Any = None) -> Any:
         """Predicted values for the view's ``rows``, through the layer-level model too when this
         champion's method uses it and ``layer_rows`` (``layer_features`` rows of them) are given.
         ``saturated`` False: what a memory target needs of the device, a hinge trend's past its
         ceiling (the readings saturate near a board's limit, the need does not), raised to the floor:
-        what fit verdicts compare with the limits (the same values for any other trend)."""
-        from tracker.fingerprint.runtime import combined, network_values
+        what fit verdicts compare with the limits (the same values for any other trend). ``network``:
+        :meth:`network_level` of these ``rows`` where the caller has it already."""
+        from tracker.fingerprint.runtime import combined
 
-        values = network_values(self.booster, self.features, self.trend, rows, saturated=saturated)
+        values = self.network_level(rows, saturated) if network is None else network
         if self.layer is not None and layer_rows is not None and not layer_rows.empty:
             summed = self.layer.network_latency(layer_rows).reindex(rows["run_id"]).to_numpy(float)
             values = combined(self.method, values, summed)
         if self.floor_columns:
             values = floored(values, rows, self.phase, self.floor_columns)
         return capped(self.target, values)
+
+    def network_level(self, rows: Any, saturated: bool = True) -> Any:
+        """The network-level part of :meth:`predict` (its booster and trend, in the target's unit, before
+        the layer level, the floor and the cap), which reads the view's ``rows`` alone."""
+        from tracker.fingerprint.runtime import network_values
+
+        return network_values(self.booster, self.features, self.trend, rows, saturated=saturated)
 
     @property
     def target(self) -> str:
@@ -499,10 +507,13 @@ def predicted_as_predict(champ: Champion, rows: Any, layer_rows_of: Callable[[An
     return values
 
 
-def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None) -> list[dict[str, float]]:
+def predict_rows(models: dict[str, Champion], rows: Any, layer_rows: Any = None,
+                 network: dict[str, Any] | None = None) -> list[dict[str, float]]:
+    """Each row's prediction of every target of ``models``; ``network``: the champions' network-level
+    values of these rows (``Champion.network_level``, by target) where the caller has them already."""
     out: list[dict[str, float]] = [{} for _ in range(len(rows))]
     for target, champ in models.items():
-        values = champ.predict(rows, layer_rows)
+        values = champ.predict(rows, layer_rows, network=(network or {}).get(target))
         for i, v in enumerate(values):
             out[i][target] = float(v)
     return out
@@ -593,9 +604,14 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     top_batch = {t: top for t, m in models.items() if (top := scaled_top_batch(m, t)) is not None and max(sizes) > top}
     built = sizes + sorted(set(top_batch.values()) - set(sizes))
     t0 = time.perf_counter()
-    rows, layer_rows = configuration_rows(descs, built, phase, device,
+    network: dict[str, Any] = {}
+
+    def network_level(rows: Any) -> None:  # while the layer rows are read (since 0.9.17: after them)
+        network.update({t: m.network_level(rows) for t, m in models.items()})
+
+    rows, layer_rows = configuration_rows(descs, built, phase, device, with_rows=network_level,
                                           with_layers=with_features or any(m.layer is not None for m in models.values()))
-    predictions = predict_rows(models, rows, layer_rows)
+    predictions = predict_rows(models, rows, layer_rows, network)
     references = {t: m.speed_reference_ms for t, m in models.items() if m.speed_reference_ms is not None}
     probe_versions = {t: models[t].speed_probe_version for t in references}
     if speed_probe_ms is not None:
