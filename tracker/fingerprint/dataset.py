@@ -448,15 +448,21 @@ def scratch_warehouse() -> Any:
     return _SCRATCH
 
 
+#: The configurations asked for as unmeasured runs, from lists of their run ids, batch sizes, networks'
+#: names and hashes and input sizes (parameters, where a registered table cost a prediction 1.5 ms more on
+#: each connection until 0.9.16).
 _UNMEASURED_RUNS = ("INSERT INTO network_runs (run_id, status, config_key, model, model_hash, batch_size, input_size, "
                     "phase, device, end_time) SELECT run_id, 'FINISHED', run_id, model, model_hash, batch_size, input_size, "
-                    "$phase, $device, now() FROM new_configurations")
-#: Every module call of a configuration's network becomes one unmeasured layer run of it.
+                    "$phase, $device, now() FROM (SELECT unnest($run_id::VARCHAR[]) AS run_id, "
+                    "unnest($batch_size::BIGINT[]) AS batch_size, unnest($model::VARCHAR[]) AS model, "
+                    "unnest($model_hash::VARCHAR[]) AS model_hash, unnest($input_size::BIGINT[]) AS input_size)")
+#: Every module call of a configuration's network (the warehouse's runs: the unmeasured ones alone) becomes
+#: one unmeasured layer run of it.
 _UNMEASURED_LAYERS = ("INSERT INTO layer_runs (run_id, status, parent_run_id, model, model_hash, layer_index, layer_name, "
                       "op_type, batch_size, phase, device) SELECT c.run_id || '-' || CAST(n.node_index AS VARCHAR), "
                       "'FINISHED', c.run_id, n.model, n.model_hash, n.node_index, COALESCE(n.module_target, n.module_name), "
                       "n.kind, c.batch_size, "
-                      "$phase, $device FROM node_features n JOIN new_configurations c USING (model_hash)")
+                      "$phase, $device FROM node_features n JOIN network_runs c USING (model_hash)")
 _LAYER_ROWS = "SELECT * FROM layer_features ORDER BY parent_run_id, layer_index"
 
 
@@ -477,16 +483,13 @@ def configuration_rows(descriptions: Sequence[Any], batch_sizes: list[int], phas
     go of the GIL while it binds, plans and runs a query: about 10 ms less of a layer-level
     prediction on two cores).
     """
-    import pyarrow as pa
-
     with _SCRATCH_LOCK:
         con = scratch_warehouse()
         configs = [(i, d, bs) for i, d in enumerate(descriptions) for bs in batch_sizes]
         run_ids = [f"predict-{i}-{bs}" for i, _, bs in configs]
-        runs = pa.table({"run_id": run_ids, "batch_size": [bs for _, _, bs in configs],
-                         "model": [d.name for _, d, _ in configs],
-                         "model_hash": [d.description_hash for _, d, _ in configs],
-                         "input_size": pa.array([d.image[0] if d.image else None for _, d, _ in configs], pa.int64())})
+        runs = {"run_id": run_ids, "batch_size": [bs for _, _, bs in configs],
+                "model": [d.name for _, d, _ in configs], "model_hash": [d.description_hash for _, d, _ in configs],
+                "input_size": [d.image[0] if d.image else None for _, d, _ in configs]}
         unique: dict[str, Any] = {}
         for d in descriptions:  # two names of one architecture are one network (the first named)
             unique.setdefault(d.description_hash, d)
@@ -556,27 +559,26 @@ def _hold_networks(con: Any, descriptions: dict[str, Any]) -> None:
     _SCRATCH_NETWORKS.update(dict.fromkeys(new))
 
 
-def _scratch_query(con: Any, runs: Any, phase: str, device: str, layers: bool) -> Any:
-    """On one connection of the scratch warehouse, in a transaction rolled back after: ``runs`` as
-    unmeasured runs (their networks' rows held already: ``_hold_networks``), and with ``layers`` their
-    module calls as unmeasured layer runs; then the layer rows (``layers``) or the feature rows."""
+def _scratch_query(con: Any, runs: dict[str, list[Any]], phase: str, device: str, layers: bool) -> Any:
+    """On one connection of the scratch warehouse, in a transaction rolled back after: ``runs`` (the
+    lists ``_UNMEASURED_RUNS`` takes) as unmeasured runs (their networks' rows held already:
+    ``_hold_networks``), and with ``layers`` their module calls as unmeasured layer runs; then the layer
+    rows (``layers``) or the feature rows."""
     import duckdb
 
-    con.register("new_configurations", runs)
     con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(_UNMEASURED_RUNS, {"phase": phase, "device": device})
+        con.execute(_UNMEASURED_RUNS, {**runs, "phase": phase, "device": device})
         if not layers:
             return con.execute("EXECUTE feature_rows").df()
         con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})
         return con.execute("EXECUTE layer_rows").df()
     except duckdb.OutOfRangeException:  # a traceback until 0.9.5 (8.8e12 FLOPs an input times 2^20 inputs)
-        largest = max(runs.column("batch_size").to_pylist())
+        largest = max(runs["batch_size"])
         raise FingerprintError(f"at batch size {largest:,} a network's work (its FLOPs or activations times the "
                                "batch) is past what a 64-bit whole number holds: predict a smaller batch size") from None
     finally:
         con.execute("ROLLBACK")  # no run stays for the next prediction
-        con.unregister("new_configurations")
 
 
 def unmeasured_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) -> Any:
@@ -584,6 +586,8 @@ def unmeasured_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) 
     layers had never been measured: every module call of each network, from the warehouse's
     node rows, through the same SQL that prediction uses. Lets a layer-level model predict a
     measured configuration exactly as it would predict a new one."""
+    import pandas as pd
+
     con = _empty_warehouse()
     try:
         con.execute("ATTACH ? AS source (READ_ONLY)", [str(warehouse)])
@@ -592,8 +596,9 @@ def unmeasured_layer_rows(warehouse: Path, frame: Any, phase: str, device: str) 
             con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM source.{table} WHERE list_contains($hashes, model_hash)",
                         {"hashes": hashes})
         con.execute("DETACH source")
-        con.register("new_configurations", frame[["run_id", "batch_size", "model", "model_hash", "input_size"]])
-        con.execute(_UNMEASURED_RUNS, {"phase": phase, "device": device})
+        runs = {c: [None if pd.isna(v) else v for v in frame[c].tolist()]  # a NULL: NaN or NA in the frame
+                for c in ("run_id", "batch_size", "model", "model_hash", "input_size")}
+        con.execute(_UNMEASURED_RUNS, {**runs, "phase": phase, "device": device})
         con.execute(_UNMEASURED_LAYERS, {"phase": phase, "device": device})
         return con.sql(_LAYER_ROWS).df()
     finally:
