@@ -922,12 +922,12 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     say), both versions' held-out predictions of the configurations both held out (each network
     predicted by a model fitted without it) are compared on today's labels."""
     import numpy as np
-    from mlflow.exceptions import MlflowException
 
+    from tracker.errors import DamagedArtifactError
     from tracker.fingerprint.dataset import unmeasured_layer_rows
     from tracker.fingerprint.predict import load_champion, predicted_as_predict
     from tracker.fingerprint.served import made_by_train
-    from tracker.log.artifacts import downloaded
+    from tracker.log.artifacts import artifact_bytes
 
     current = champion_version(client, name)
     if current is None:
@@ -937,9 +937,8 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version}, champion, was not registered by tracker fingerprint train"
     try:
-        with downloaded(uri, current.run_id, "evaluation/networks.json") as path:
-            seen = set(loads_json(path.read_text()))
-    except (MlflowException, OSError, ValueError, TypeError):  # its artifacts are gone or unreadable (a traceback until 0.9.8)
+        seen = set(loads_json(artifact_bytes(uri, current.run_id, "evaluation/networks.json")))
+    except (DamagedArtifactError, ValueError, TypeError):  # its artifacts are gone or unreadable (a traceback until 0.9.8)
         return False, (f"version {current.version} stays champion: the networks it learnt from cannot be read (its "
                        f"run's evaluation/networks.json), so the two cannot be compared; tracker fingerprint promote "
                        f"{shell_word(name)} {version} makes this one champion")
