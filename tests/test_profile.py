@@ -1646,13 +1646,19 @@ def test_a_networks_window_and_its_layers_hold_none_of_the_speed_probe(tmp_path:
     from tracker.profile.measure import run_job
     from tracker.profile.probe import PROBE_RUNS, SpeedProbe
 
+    import gc
+
     net = tmp_path / "watched.py"
     net.write_text(WATCHED_NET)
     seen = net.with_suffix(".seen")
-    probe = SpeedProbe("cpu")  # the file's scan sees a probe's tensors where they are held
     exec(compile(WATCHED_NET, str(net), "exec"), scope := {"__file__": str(net)})
+    gc.collect()
+    scope["Watch"]()(None)  # tensors of those shapes an earlier test of this worker left alive (one, on CI once)
+    before = int(seen.read_text())
+    seen.unlink()
+    probe = SpeedProbe("cpu")  # the file's scan sees a probe's tensors where they are held
     scope["Watch"]()(None)
-    assert seen.read_text() == "2\n"
+    assert int(seen.read_text()) == before + 2
     del probe, scope
 
     planned = plan(f"{net}:Net", 1)  # its description runs it once
@@ -1661,7 +1667,7 @@ def test_a_networks_window_and_its_layers_hold_none_of_the_speed_probe(tmp_path:
     calls = [int(line) for line in seen.read_text().split()]
     # the network's warm-up and samples, then its layers' (the watch among them): more than the samples alone
     assert len(calls) > len(payload["timing"]["samples_ms"]) + len(payload["timing"]["warmup_ms"])
-    assert set(calls) == {0}
+    assert set(calls) == {before}
     assert len(payload["speed_probe"]["samples_ms"]) == 2 * PROBE_RUNS  # before and after the window, as before
     assert len(payload["layers_speed_probe"]["samples_ms"]) == 2 * PROBE_RUNS  # after it and after the layers
     assert payload["layers"] and payload["memory"]["network_mem_mb"] >= 0
