@@ -166,8 +166,9 @@ def test_a_child_whose_zygote_dies_mid_measurement_is_waited_for_and_its_result_
         for z in list(zygote_client._ZYGOTES.values()):  # a zygote of another test's environment closes meanwhile
             try:
                 zygote = psutil.Process(z.proc.pid)
-                measuring = next(iter(zygote.children()), None)
-            except psutil.NoSuchProcess:
+                # its forks lead process groups of their own; its own-code fork (a training child's) does not
+                measuring = next((c for c in zygote.children() if os.getpgid(c.pid) == c.pid), None)
+            except (psutil.NoSuchProcess, ProcessLookupError):
                 continue
             if measuring is not None:
                 break
@@ -187,6 +188,21 @@ def test_a_child_whose_zygote_dies_mid_measurement_is_waited_for_and_its_result_
         child.wait(timeout=0.5)  # still running, though the zygote that would tell its end is gone
     child.stdin.close()  # no job: it ends
     assert child.wait(timeout=60) is None  # ended, its exit status unknown
+    # The same where the zygote's own-code fork (a training child's) is killed, the zygote alive:
+    # its child goes on, and is waited for to its end; the next such child gets a new fork.
+    child = zygote_client.spawn(dict(os.environ), own_code=True)
+    fork = psutil.Process(psutil.Process(child.pid).ppid())
+    assert "tracker.profile.zygote" in " ".join(fork.parent().cmdline())  # a fork of the zygote
+    fork.kill()
+    time.sleep(0.5)
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=0.5)
+    child.stdin.close()
+    assert child.wait(timeout=60) is None
+    after = zygote_client.spawn(dict(os.environ), own_code=True)
+    assert psutil.Process(after.pid).ppid() not in (fork.pid, psutil.Process(psutil.Process(after.pid).ppid()).ppid())
+    after.stdin.close()
+    assert after.wait(timeout=60) == 1  # no job: it ends with an error, told by the new fork
 
 
 def test_a_peak_that_cannot_be_started_afresh_is_absent_not_the_programs(tmp_path: Path,
@@ -219,26 +235,39 @@ def test_children_are_forks_of_one_zygote_per_environment_and_measure_as_started
     from tracker.profile.child import _start_worker
 
     monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
-    first = _start_worker(None)
-    second = _start_worker({"TRACKER_FAULT": "", "MLFLOW_TRACKING_URI": "elsewhere", "COLUMNS": "37"})  # read at run time only
+    first = _start_worker(None, job())
+    second = _start_worker({"TRACKER_FAULT": "", "MLFLOW_TRACKING_URI": "elsewhere", "COLUMNS": "37"}, job())  # read at run time only
     threads = "2" if os.environ.get("OMP_NUM_THREADS") == "1" else "1"  # the suite's is 1 (conftest)
-    other = _start_worker({"OMP_NUM_THREADS": threads})  # read as torch loads: a zygote of its own
+    other = _start_worker({"OMP_NUM_THREADS": threads}, job())  # read as torch loads: a zygote of its own
+    # a child that imports torch._dynamo (a training one): forked from the zygote's own-code fork,
+    # which has imported it; another such child from the same fork
+    training = [_start_worker(None, job(phase="training")) for _ in "ab"]
+    children = (first, second, other, *training)
     try:
-        parents = [psutil.Process(c.pid).ppid() for c in (first, second, other)]
+        parents = [psutil.Process(c.pid).ppid() for c in children]
         assert parents[0] == parents[1] != parents[2] and parents[0] != os.getpid()
         assert all("tracker.profile.zygote" in " ".join(psutil.Process(p).cmdline()) for p in parents)
-        assert all(os.getpgid(c.pid) == c.pid for c in (first, second, other))  # killed as a group
+        assert all(os.getpgid(c.pid) == c.pid for c in children)  # killed as a group
+        assert parents[3] == parents[4] not in parents[:3] and psutil.Process(parents[3]).ppid() == parents[0]
+        # the fork keeps no end of its children's pipes: a child's output ends when the child does
+        # (the fork made for the first had that child's pipes open until it was closed, 30 s on)
+        pipes = {f"pipe:[{os.fstat(getattr(c, s).fileno()).st_ino}]" for c in training for s in ("stdin", "stdout", "stderr")}
+        held = {os.readlink(f"/proc/{parents[3]}/fd/{fd}") for fd in os.listdir(f"/proc/{parents[3]}/fd")}
+        assert not pipes & held, pipes & held
     finally:
-        for c in (first, second, other):
+        for c in children:
             c.stdin.close()  # no job: each ends with an error
             c.wait(timeout=60)
-    forked = run_child(job(), timeout_s=120)
-    assert zygote_client._ZYGOTES  # it came from a zygote
-    monkeypatch.setenv("TRACKER_ZYGOTE", "0")
-    started = run_child(job(), timeout_s=120)
-    assert forked.ok and started.ok, (forked.stderr_tail, started.stderr_tail)
-    peaks = [r.payload["memory"]["peak_rss_mb"] for r in (forked, started)]
-    assert abs(peaks[0] - peaks[1]) < 8, peaks  # 2.6 MB apart here
+    # a child forked from its zygote (or its own-code fork) starts from a started child's memory
+    for measured in (job(), job(phase="training")):
+        monkeypatch.delenv("TRACKER_ZYGOTE", raising=False)
+        forked = run_child(measured, timeout_s=120)
+        assert zygote_client._ZYGOTES  # it came from a zygote
+        monkeypatch.setenv("TRACKER_ZYGOTE", "0")
+        started = run_child(measured, timeout_s=120)
+        assert forked.ok and started.ok, (forked.stderr_tail, started.stderr_tail)
+        peaks = [r.payload["memory"]["peak_rss_mb"] for r in (forked, started)]
+        assert abs(peaks[0] - peaks[1]) < 8, (measured, peaks)  # 2.6 MB apart here in inference
     monkeypatch.setenv("TRACKER_ZYGOTE", "off")  # not silently on
     with pytest.raises(ConfigError, match="TRACKER_ZYGOTE must be 0 .* or 1 .*, got 'off'"):
         run_child(job(), timeout_s=120)

@@ -966,8 +966,9 @@ def _running(p: psutil.Process) -> bool:
 def _loader_workers(pid: int) -> set[int]:
     """The loader workers the measuring child of process ``pid`` has now: forks of the measuring
     child, which carry its command line. The measuring child is a child of process ``pid``, or a
-    fork of its zygote (``python -m tracker.profile.zygote``). Not any child: importing torch runs
-    ``ldconfig -p``, which on a cold machine lives long enough to be seen."""
+    fork of its zygote (``python -m tracker.profile.zygote``) or of the zygote's own-code fork (a
+    training child's, since 0.9.18), and leads a process group of its own, as they do not. Not any
+    child: importing torch runs ``ldconfig -p``, which on a cold machine lives long enough to be seen."""
     found: set[int] = set()
     try:
         for c in psutil.Process(pid).children():
@@ -975,11 +976,11 @@ def _loader_workers(pid: int) -> set[int]:
             if "tracker.profile.worker" in cmdline:
                 measuring = [c]
             elif "tracker.profile.zygote" in cmdline:
-                measuring = [g for g in c.children() if g.cmdline() == cmdline]
+                measuring = [g for g in c.children(recursive=True) if g.cmdline() == cmdline and os.getpgid(g.pid) == g.pid]
             else:
                 continue
             found |= {w.pid for m in measuring for w in m.children() if w.cmdline() == cmdline}
-    except psutil.Error:  # ended, or a child ending as we look
+    except (psutil.Error, ProcessLookupError):  # ended, or a child ending as we look
         pass
     return found
 

@@ -97,17 +97,18 @@ def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _start_worker(env: dict[str, str] | None) -> Any:
-    """A measuring child waiting for its job on stdin: forked from a zygote that has imported
-    torch and torchvision already (``zygote``), or else started as ``python -m
-    tracker.profile.worker``. Either way a process of its own, in a process group of its own and
-    out of the terminal's session (Ctrl-C in the terminal reaches the parent, which ends the
-    child), with the same three pipes."""
+def _start_worker(env: dict[str, str] | None, job: dict[str, Any]) -> Any:
+    """A measuring child waiting for ``job`` on stdin: forked from a zygote that has imported
+    torch and torchvision already (``zygote``; and torch._dynamo, for a job that imports it:
+    ``forked_with_own_code``), or else started as ``python -m tracker.profile.worker``. Either
+    way a process of its own, in a process group of its own and out of the terminal's session
+    (Ctrl-C in the terminal reaches the parent, which ends the child), with the same three pipes."""
     from tracker.profile import zygote_client
+    from tracker.profile.worker import forked_with_own_code
 
     full_env = {**os.environ, **(env or {})}
     try:
-        return zygote_client.spawn(full_env)
+        return zygote_client.spawn(full_env, own_code=forked_with_own_code(job))
     except zygote_client.ZygoteUnavailable:
         pass
     return subprocess.Popen(
@@ -194,7 +195,7 @@ def run_child(job: dict[str, Any], timeout_s: float = DEFAULT_TIMEOUT_S, env: di
 def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None,
                group: memcap.MemoryCgroup | None) -> ChildResult:
     kills_before = oom_kills()
-    proc = _start_worker(env)
+    proc = _start_worker(env, job)
     job, group = memcap.admit(job, group, proc.pid)
     result_seen = threading.Event()
     (out_reader, out), (err_reader, err) = _read_lines(proc.stdout, result_seen), _read_to_end(proc.stderr)
@@ -295,7 +296,7 @@ def stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None]
 def _stream_child(job: dict[str, Any], on_event: Callable[[dict[str, Any]], None], env: dict[str, str] | None,
                   grace_s: float, event_timeout_s: float | None, group: memcap.MemoryCgroup | None) -> ChildResult:
     kills_before = oom_kills()
-    proc = _start_worker(env)
+    proc = _start_worker(env, job)
     job, group = memcap.admit(job, group, proc.pid)
     lines: queue.Queue[str | None] = queue.Queue()
 

@@ -34,9 +34,17 @@ from typing import Any
 MAX_MESSAGE_BYTES = 1 << 20
 
 
-def serve(sock: Any, resident: list[tuple[int, int]]) -> None:
+def serve(sock: Any, resident: list[tuple[int, int]], own_code: bool = False) -> None:
     """The zygote's loop: fork a measuring child per request, report each child's pid and its
-    exit status, until the parent closes the socket."""
+    exit status, until the parent closes the socket.
+
+    A request for a child that imports torch's own code (``own_code``: a training one, whose
+    optimizer imports torch._dynamo, about 1.4 s of CPU and 150 MB here) is passed to the zygote's
+    *own-code fork*, forked on the first such request: it imports that code once, then serves those
+    requests as the zygote does (``own_code`` true), its reports passed back. So each such child
+    starts where a started one stands once it has imported the same, without importing it again;
+    the other children are forked from the zygote, without it, as before. Its pages are the
+    zygote's until written (a fork), and it ends with the zygote."""
     import json
     import select
     import signal
@@ -49,24 +57,64 @@ def serve(sock: Any, resident: list[tuple[int, int]]) -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     sock.send(json.dumps({"ready": os.getpid()}).encode())
     children: set[int] = set()
+    fork: Any = None  # the own-code fork's socket, once there is one (the zygote's only)
+    forked_there: set[int] = set()  # the children it reported and not their end yet
     while True:
-        readable, _, _ = select.select([sock, wake_r], [], [])
+        readable, _, _ = select.select([sock, wake_r, *([fork] if fork is not None else [])], [], [])
         if wake_r in readable:
             _drain(wake_r)
         children -= _reap(sock)
+        if fork is not None and fork in readable:
+            report = fork.recv(MAX_MESSAGE_BYTES)
+            if report:
+                told = json.loads(report)
+                if "pid" in told:
+                    forked_there.add(told["pid"])
+                forked_there.discard(told.get("exit", 0))
+                with _quiet():  # a child's pid or exit status, as the parent reads them from here
+                    sock.send(report)
+            else:  # it has ended (killed): a later request forks another. Its children's ends are
+                fork.close()  # no longer reported: the parent waits for each as for a child whose
+                fork = None  # zygote ended (its status unknown)
+                for pid in forked_there:
+                    with _quiet():
+                        sock.send(json.dumps({"orphaned": pid}).encode())
+                forked_there.clear()
         if sock in readable:
             message, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE_BYTES, 3)
-            if not message:  # the parent has gone (a parent that ends well has no child measuring):
-                for pid in children:  # its children's results have nowhere to go, and they would
-                    try:  # measure on beside whatever takes the device next
-                        os.killpg(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
+            request = json.loads(message) if message else {}
+            if not message or request.get("end"):
+                # The parent has gone (a parent that ends well has no child measuring), or the zygote
+                # that forked this one has seen it go: the children's results have nowhere to go, and
+                # they would measure on beside whatever takes the device next. Where only the zygote
+                # above has ended (killed), an own-code fork's children go on, as the zygote's do.
+                if message or not own_code:
+                    for pid in children:
+                        try:
+                            os.killpg(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    if fork is not None:
+                        with _quiet():
+                            fork.send(json.dumps({"end": True}).encode())
                 return
-            request = json.loads(message)
+            if request.get("own_code") and not own_code:
+                if fork is None:
+                    fork = _own_code_fork(sock, (wake_r, wake_w, *fds), resident)
+                if fork is not None:
+                    try:
+                        socket.send_fds(fork, [message], fds)
+                    except OSError:  # it has ended: this child is forked here (it imports that code itself)
+                        fork.close()
+                        fork = None
+                    else:
+                        for fd in fds:
+                            os.close(fd)
+                        continue
             pid = os.fork()
             if pid == 0:
-                _become_child(request, fds, (sock.fileno(), wake_r, wake_w), resident)
+                _become_child(request, fds, (sock.fileno(), wake_r, wake_w, *([fork.fileno()] if fork else [])),
+                              resident)
             children.add(pid)
             try:  # a group of its own (killed whole with its loader workers), in the zygote's
                 os.setpgid(pid, pid)  # session, which has no terminal: Ctrl-C reaches the parent only
@@ -75,6 +123,67 @@ def serve(sock: Any, resident: list[tuple[int, int]]) -> None:
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+
+
+#: How long the own-code fork may take to import torch's own code before its children are
+#: forked from the zygote instead (each importing that code itself, as before 0.9.18).
+OWN_CODE_READY_S = 120.0
+
+
+def _own_code_fork(sock: Any, inherited: tuple[int, ...], resident: list[tuple[int, int]]) -> Any:
+    """Fork the zygote's own-code fork (``serve``): it imports torch._dynamo, then serves the
+    requests passed to it on the socket returned. ``inherited``: the zygote's descriptors it closes
+    (its wakeup pipe; the pipes of the child asked for, which it is passed over the socket: a copy
+    kept here would hold that child's output open after it ends). None where it cannot (its
+    requests are then served by the zygote, as any other)."""
+    import json
+    import select
+    import signal
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        pid = os.fork()
+    except OSError:
+        ours.close()
+        theirs.close()
+        return None
+    if pid == 0:
+        code = 1
+        try:
+            ours.close()
+            sock.close()  # the parent's socket is the zygote's to read: reports go through it
+            signal.set_wakeup_fd(-1)  # not into the zygote's pipe, whose number an import may take next
+            for fd in inherited:
+                os.close(fd)
+            from tracker.profile.network import preload_own_code
+
+            populate(resident)  # the zygote's pages, so that those the import adds are read beside them
+            preload_own_code("training", "float32")
+            serve(theirs, resident_file_pages(), own_code=True)
+            code = 0
+        except BaseException:  # noqa: BLE001  the zygote serves its requests instead
+            pass
+        finally:
+            os._exit(code)
+    theirs.close()
+    ready = b""
+    with _quiet():
+        if select.select([ours], [], [], OWN_CODE_READY_S)[0]:
+            ready = ours.recv(MAX_MESSAGE_BYTES)
+    if not ready or "ready" not in json.loads(ready):
+        ours.close()  # it ends at its next read, or has ended
+        with _quiet():
+            os.kill(pid, signal.SIGKILL)
+        return None
+    return ours
+
+
+def _quiet() -> Any:
+    """Suppress an OSError: a process at the other end that has ended."""
+    import contextlib
+
+    return contextlib.suppress(OSError)
 
 
 def _drain(fd: int) -> None:

@@ -160,8 +160,9 @@ class ZygoteClient:
         with self._lock:
             return bool(self._exits or self._starts)
 
-    def spawn(self, env: dict[str, str]) -> ZygoteChild:
-        """A measuring child forked with ``env`` in this process's working folder."""
+    def spawn(self, env: dict[str, str], own_code: bool = False) -> ZygoteChild:
+        """A measuring child forked with ``env`` in this process's working folder; ``own_code``:
+        from the zygote's fork that has imported torch._dynamo too (``zygote``)."""
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -173,7 +174,8 @@ class ZygoteClient:
                 if self.dead:
                     raise ZygoteUnavailable("the zygote has ended")
                 self._starts[request_id] = started
-            message = json.dumps({"id": request_id, "cwd": os.getcwd(), "env": env}).encode()
+            message = json.dumps({"id": request_id, "cwd": os.getcwd(), "env": env,
+                                  **({"own_code": True} if own_code else {})}).encode()
             try:
                 socket.send_fds(self.sock, [message], [in_r, out_w, err_w])
             except OSError as exc:
@@ -203,7 +205,11 @@ class ZygoteClient:
             while message := self.sock.recv(MAX_MESSAGE_BYTES):
                 data = json.loads(message)
                 with self._lock:
-                    if "exit" in data:
+                    if "orphaned" in data:  # its zygote's own-code fork ended first (``zygote.serve``)
+                        end = self._exits.pop(data["orphaned"], None)
+                        if end is not None:
+                            end.orphaned()
+                    elif "exit" in data:
                         end = self._exits.pop(data["exit"], None)
                         if end is not None:
                             end.code = data["code"]
@@ -302,17 +308,18 @@ def enabled() -> bool:
     return sys.platform.startswith("linux") and hasattr(socket, "send_fds") and not _UNAVAILABLE and setting == "1"
 
 
-def spawn(env: dict[str, str]) -> ZygoteChild:
+def spawn(env: dict[str, str], own_code: bool = False) -> ZygoteChild:
     """A measuring child with environment ``env``, forked from this process's zygote for it
-    (started on first use). Zygotes for other environments with no child running are closed, and
-    any with no child running for ``idle_close_s()``.
+    (started on first use); ``own_code``: a child that imports torch._dynamo (a training one),
+    forked from the zygote's own fork that has imported it. Zygotes for other environments with
+    no child running are closed, and any with no child running for ``idle_close_s()``.
     Raises ``ZygoteUnavailable`` where the child must be started the plain way."""
     if not enabled():
         raise ZygoteUnavailable(_UNAVAILABLE[0] if _UNAVAILABLE else "zygotes are off")
     idle_s = idle_close_s()
     with _ZYGOTES_LOCK:
         client = _client(env, idle_s)
-    return client.spawn(env)
+    return client.spawn(env, own_code)
 
 
 def _client(env: dict[str, str], idle_s: float) -> ZygoteClient:
