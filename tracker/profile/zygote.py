@@ -90,10 +90,8 @@ def serve(sock: Any, resident: list[tuple[int, int]], own_code: bool = False) ->
                 # above has ended (killed), an own-code fork's children go on, as the zygote's do.
                 if message or not own_code:
                     for pid in children:
-                        try:
+                        with _quiet():
                             os.killpg(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
                     if fork is not None:
                         with _quiet():
                             fork.send(json.dumps({"end": True}).encode())
