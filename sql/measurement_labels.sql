@@ -9,6 +9,9 @@
 -- speed_probe_version the probe's version where every repeat with one timed that one (else NULL; since 0.9.11).
 -- Since 0.9.10 the medians are those of the table macro measurement_labels_of over every experiment
 -- (fingerprint train --from-experiment calls it with the experiments named).
+-- latency_ci_rel and samples_count (since 0.9.19): those of the newest measurement the labels are the
+-- median of; a measurement too imprecise to learn from (its CI wider than 25 % of its latency) is left
+-- out of them where the configuration has one within it (measurement_labels_of says how).
 SELECT
     run_id,
     repeats,
@@ -21,5 +24,7 @@ SELECT
     latency_probe_ratio,
     speed_probe_ms,
     probed_repeats,
-    speed_probe_version
+    speed_probe_version,
+    latency_ci_rel,
+    samples_count
 FROM measurement_labels_of(CAST(NULL AS VARCHAR[]))

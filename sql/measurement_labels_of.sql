@@ -8,7 +8,23 @@
 -- 0.9.11): the version of the speed probe every repeat that timed one timed, where they share one and each
 -- says which (its unit: the ratio and the median probe mean something only then); NULL otherwise. Example:
 -- SELECT * FROM measurement_labels_of(['demo']).
+-- Since 0.9.19 a measurement whose latency's 95 % CI is wider than 25 % of it (tracker.profile.stats
+-- IMPRECISE_CI_REL: the time cap came before the precision, a disturbed machine) is left out of its
+-- configuration's labels where one of the same experiments measured it within that (a campaign measures
+-- such a one again at twice its time cap); a configuration with none within it keeps them all, and
+-- latency_ci_rel says it. Until then a disturbed repeat moved the median, and its CI, when newest, left
+-- the configuration out of training though a precise repeat was there.
 CREATE MACRO measurement_labels_of(experiments) AS TABLE
+WITH named AS (
+    SELECT *, COALESCE(latency_ci_rel <= CAST(0.25 AS DOUBLE), true) AS precise
+    FROM labelled_measurements
+    WHERE CAST(experiments AS VARCHAR[]) IS NULL
+        OR list_contains(CAST(experiments AS VARCHAR[]), experiment)
+), kept AS (
+    SELECT *
+    FROM named
+    QUALIFY precise OR NOT bool_or(precise) OVER (PARTITION BY run_id)
+)
 SELECT
     run_id,
     CAST(count(*) AS BIGINT) AS repeats,
@@ -28,7 +44,5 @@ SELECT
     arg_max(samples_count, end_time) AS samples_count,
     list_sort(list_distinct(list(experiment))) AS label_experiments,
     list_sort(list(measurement_run_id)) AS label_run_ids
-FROM labelled_measurements
-WHERE CAST(experiments AS VARCHAR[]) IS NULL
-    OR list_contains(CAST(experiments AS VARCHAR[]), experiment)
+FROM kept
 GROUP BY run_id

@@ -363,11 +363,12 @@ def test_labels_of_named_experiments_are_the_views_labels_over_their_measurement
     # the same definition in SQL: the view is the macro over every experiment; tracker sql calls it too
     with duckdb.connect(str(wh), read_only=True) as con:
         view = con.sql("SELECT * FROM measurement_labels ORDER BY run_id").fetchall()
-        assert view == con.sql("SELECT * EXCLUDE (experiment, latency_ci_rel, samples_count, label_experiments, "
-                               "label_run_ids) FROM measurement_labels_of(['one', 'two']) ORDER BY run_id").fetchall()
+        assert view == con.sql("SELECT * EXCLUDE (experiment, label_experiments, label_run_ids) "
+                               "FROM measurement_labels_of(['one', 'two']) ORDER BY run_id").fetchall()
         assert [c[0] for c in con.sql("DESCRIBE measurement_labels").fetchall()] == [
             "run_id", "repeats", "latency_ms", "peak_mem_mb", "network_mem_mb", "power_w", "energy_per_iter_j",
-            "gpu_util_pct", "latency_probe_ratio", "speed_probe_ms", "probed_repeats", "speed_probe_version"]
+            "gpu_util_pct", "latency_probe_ratio", "speed_probe_ms", "probed_repeats", "speed_probe_version",
+            "latency_ci_rel", "samples_count"]
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "sql", "-w", str(wh), "--format", "json",
                                    "SELECT latency_ms, repeats, label_experiments FROM measurement_labels_of(['two'])"])
     assert out.exit_code == 0 and json.loads(out.output) == [{"latency_ms": 22.0, "repeats": 2, "label_experiments": ["two"]}]
@@ -1672,6 +1673,49 @@ def test_labels_are_the_median_of_a_configurations_repeats(tmp_path: Path) -> No
     assert (rows.loc[2, "run_id"], rows.loc[2, "latency_ms"], rows.loc[2, "label_repeats"]) == (repeats[-1].run_id, 4.0, 3)
     assert (rows.loc[4, "latency_ms"], rows.loc[4, "label_repeats"]) == (7.0, 1)
     assert load_rows(wh, "peak_mem_mb", "inference", "cpu").set_index("batch_size").loc[2, "peak_mem_mb"] == 110.0
+
+
+def test_labels_leave_out_a_disturbed_repeat_where_the_configuration_has_a_precise_one(tmp_path: Path) -> None:
+    """A repeat whose 95 % CI is wider than IMPRECISE_CI_REL (a campaign's first try, measured again at
+    twice the cap) is left out of the labels of a configuration measured within it, newest or not: the
+    label is the median of the precise ones, its CI and runs theirs, and it is learnt from. A configuration
+    with no precise measurement keeps them all, and its CI leaves it out of training, as before."""
+    from tracker.fingerprint.dataset import load_rows
+    from tracker.fingerprint.train import training_rows
+    from tracker.profile.stats import IMPRECISE_CI_REL
+
+    runs, wh = tmp_path / "runs", tmp_path / "w.duckdb"
+    logger = RunLogger(str(runs), experiment="fp-again", environment=ENV)
+    desc = described("squeezenet1_1", 64)
+    ids: dict[int, list[str]] = {2: [], 4: []}
+    # batch 2: a disturbed first try, its again at twice the cap, and a later disturbed repeat (the newest);
+    # batch 4: disturbed twice
+    for k, (bs, latency, ci, memory) in enumerate([(2, 9.0, 0.40, 100.0), (2, 4.0, 0.02, 120.0), (2, 30.0, 0.30, 90.0),
+                                                   (4, 7.0, 0.50, 150.0), (4, 8.0, 0.26, 160.0)]):
+        r = network_record("squeezenet1_1", bs, peak_mem_mb=memory, latency_ci_rel=ci)
+        r.metrics["latency_ms"] = latency
+        r.params["model_hash"] = desc.description_hash
+        r.tags["tracker.repeat_key"] = f"r{k}"
+        r.artifacts[DESCRIPTION_ARTIFACT] = json.dumps(desc.to_json())
+        logger.log([r])
+        ids[bs].append(r.run_id)
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    assert 0.02 <= IMPRECISE_CI_REL < 0.26  # the figures above lie either side of it
+
+    for named in ((), ("fp-again",)):
+        rows = load_rows(wh, "latency_ms", "inference", "cpu", experiments=named).set_index("batch_size")
+        two, four = rows.loc[2], rows.loc[4]
+        assert two["run_id"] == ids[2][-1]  # keyed by the latest run, as every configuration is
+        assert (two["latency_ms"], two["label_repeats"], two["latency_ci_rel"]) == (4.0, 1, 0.02), named
+        assert (four["latency_ms"], four["label_repeats"], four["latency_ci_rel"]) == (7.5, 2, 0.26), named
+        if named:
+            assert list(two["label_run_ids"]) == [ids[2][1]] and sorted(four["label_run_ids"]) == sorted(ids[4])
+    memory = load_rows(wh, "peak_mem_mb", "inference", "cpu").set_index("batch_size")
+    assert (memory.loc[2, "peak_mem_mb"], memory.loc[4, "peak_mem_mb"]) == (120.0, 155.0)
+    with pytest.raises(FingerprintError, match=r"has 1 usable \(squeezenet1_1\); 1 of its 2 measurements left out, "
+                                               r"their 95 % CI wider than 25 %"):
+        training_rows(wh, "latency_ms", "inference", "cpu")
 
 
 def test_two_names_of_one_architecture_are_one_network(tmp_path: Path) -> None:

@@ -720,6 +720,53 @@ def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_
     assert len(runs) == 2 and len(with_layers) == 1 and {r.data.tags["tracker.campaign"] for r in with_layers} == {"layered"}
 
 
+def test_a_campaign_measures_an_imprecise_measurement_again_at_twice_its_time_cap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measurement whose 95 % CI came out wider than IMPRECISE_CI_REL (here every one: the threshold put
+    below any CI) is measured again straight away, at twice the campaign's time cap, as the repeat
+    CONFIG_KEY#again; the summary says so; a re-run measures nothing; ``again_imprecise = false`` does not."""
+    from tracker.profile import stats
+
+    monkeypatch.setattr(stats, "IMPRECISE_CI_REL", -1.0)
+    path = campaign_file(tmp_path, "again", tff=False)
+    path.write_text(path.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'zoo = ["squeezenet1_1"]')
+                    .replace("batch_sizes = [1, 2, 4]", "batch_sizes = [1]"))
+    store = str(tmp_path / "s")
+    done = tracker("--tracking-uri", store, "campaign", "run", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "again: 1 measured, 0 failed, 0 skipped of 1" in done.stdout
+    assert ("note: 1 measurement came out too imprecise (95 % CI wider than -100 % of the latency) and was measured "
+            "again at twice the time cap: 0 of them precise the second time") in done.stdout, done.stdout
+    runs = network_runs(tmp_path / "s", "again")
+    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    (first,) = [r for r in runs if "tracker.repeat_key" not in r.data.tags]
+    (second,) = [r for r in runs if "tracker.repeat_key" in r.data.tags]
+    key = first.data.tags["tracker.config_key"]
+    assert second.data.tags["tracker.config_key"] == key and second.data.tags["tracker.repeat_key"] == f"{key}#again"
+    assert (float(first.data.params["time_cap_s"]), float(second.data.params["time_cap_s"])) == (0.3, 0.6)
+    again = json.loads(tracker("--tracking-uri", store, "campaign", "run", str(path), "--format", "json", cwd=tmp_path).stdout)
+    assert (again["measured"], again["skipped"], again["measured_again"]) == (0, 1, 0)
+    assert len(network_runs(tmp_path / "s", "again")) == 2
+    path.write_text(path.read_text().replace('name = "again"', 'name = "once"') + "again_imprecise = false\n")
+    once = json.loads(tracker("--tracking-uri", store, "campaign", "run", str(path), "--format", "json", cwd=tmp_path).stdout)
+    assert (once["measured"], once["measured_again"], len(once["runs"])) == (1, 0, 1)
+    assert len(network_runs(tmp_path / "s", "once")) == 1
+
+
+def test_an_imprecise_measurement_is_measured_again_only_where_twice_the_cap_fits_the_timeout() -> None:
+    """Twice the time cap, at most MAX_TIME_CAP_S; none where that, the warm-up and a child's start pass
+    the campaign's timeout_s (the configuration is measured already: a time-out would only end it)."""
+    from tracker.profile.api import CHILD_START_S
+    from tracker.profile.campaign import again_stopping
+    from tracker.profile.stats import MAX_TIME_CAP_S
+
+    rule = Stopping(target_ci_rel=0.05, time_cap_s=0.3, warmup_cap_s=0.2)
+    assert again_stopping(rule, 120.0) == Stopping(target_ci_rel=0.05, time_cap_s=0.6, warmup_cap_s=0.2)
+    assert again_stopping(rule, 0.6 + 0.2 + CHILD_START_S) is not None
+    assert again_stopping(rule, 0.6 + 0.2 + CHILD_START_S - 0.01) is None
+    assert again_stopping(Stopping(time_cap_s=MAX_TIME_CAP_S), 2 * MAX_TIME_CAP_S).time_cap_s == MAX_TIME_CAP_S
+
+
 @pytest.mark.alone
 def test_a_campaign_counts_what_it_measured_beside_other_work(tmp_path: Path) -> None:
     """A configuration measured while another process burns a core (on one thread, the other

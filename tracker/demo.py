@@ -180,6 +180,8 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
             tallies[c.name] = tally.as_dict()
             console.print(f"  {c.name}: {tally.measured} measured, {tally.failed} failed, {tally.skipped} already "
                           f"measured or past a failure, of {tally.total}")
+            if tally.measured_again:
+                console.print(f"    {tally.again_said()}")
             if tally.interrupted:
                 raise KeyboardInterrupt
     finally:

@@ -56,6 +56,8 @@ def run(
         if tally.in_outbox:  # said by a warning as each was logged, not in the summary, until 0.9.9
             typer.echo(f"note: {tally.in_outbox} of them {'waits' if tally.in_outbox == 1 else 'wait'} in the outbox, "
                        "the store not taking them: tracker sync sends them")
+        if tally.measured_again:  # since 0.9.19
+            typer.echo(f"note: {tally.again_said()}")
         if tally.beside_other_work:
             from tracker.profile.records import OTHERS_CPU_NOTE_PCT
 

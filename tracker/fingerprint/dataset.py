@@ -237,7 +237,10 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     device modes are refused: the same network has other latencies in each (threads, allocator,
     clocks), and no feature tells them apart. ``dtype``: only the rows measured in that number
     format (a run's ``precision``; since 0.8.5 the others are not mixed in: a network runs at
-    another speed in bfloat16, and no feature tells that either).
+    another speed in bfloat16, and no feature tells that either). A row's ``latency_ci_rel`` and
+    ``samples_count`` are those of the newest measurement its label is the median of, a measurement too
+    imprecise to learn from left out of it where the configuration has a precise one (since 0.9.19;
+    ``sql/measurement_labels_of.sql``): the latest run's until then.
 
     ``experiments``: only what was measured in them (since 0.9.1). A configuration's label is then
     the median of its measurements in those experiments alone, and its ``experiment``,
@@ -259,7 +262,10 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
                     "l.samples_count AS samples_count")
         extra, params = ", l.label_experiments, l.label_run_ids", {"experiments": sorted(set(experiments))}
     else:
-        labels, replaced, extra, params = LABEL_VIEW, f"l.{target} AS {target}", "", {}
+        # the CI and samples of the newest measurement the label is the median of (the latest run's until
+        # 0.9.19, which a precise repeat's label kept out of training where the newest was disturbed)
+        labels, extra, params = LABEL_VIEW, "", {}
+        replaced = f"l.{target} AS {target}, l.latency_ci_rel AS latency_ci_rel, l.samples_count AS samples_count"
     con = connect_loaded(warehouse)
     try:
         check_node_rows(con, warehouse)

@@ -6,7 +6,7 @@
                 the C allocator keeps freed memory, part of the mode), precision, time_cap_s, layers,
                 till_first_fail, timeout_s, memory_limit_mb, repeats, trace, min_samples, input_sizes
                 (resolutions to measure each network at; without it, each network's own), dtypes
-                (number formats: float32, the default, float16, bfloat16)
+                (number formats: float32, the default, float16, bfloat16), again_imprecise
 
 Every configuration runs in a child process; one that is already measured (its config key
 is FINISHED, or FAILED, in the campaign's experiment) is skipped, so an interrupted
@@ -21,6 +21,13 @@ With ``trace = true`` every configuration's first round is also traced with torc
 ``profile network --trace`` does (``tracker.profile.trace``); one measured before without its
 trace (by a campaign without it, or ``profile network``) is measured again, as a repeat with the
 key ``CONFIG_KEY#trace``, and one whose trace failed (the profiler's error is on its run) is not.
+A measurement that comes out too imprecise to learn from (its latency's 95 % CI wider than
+``stats.IMPRECISE_CI_REL`` of it: the time cap came before the precision, the machine disturbed)
+is measured once more straight away, at twice the time cap, as a repeat with the key
+``CONFIG_KEY#again`` (since 0.9.19; ``again_imprecise = false`` says not to): the first stays in the
+store, and the labels a fingerprint learns leave it out where the second is precise
+(``sql/measurement_labels_of.sql``). Not a layer measurement's (its layers would be measured again
+too), nor where twice the cap would not fit the campaign's ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ SECTIONS = {
         "batch_sizes": list, "phases": list, "devices": list, "threads": list, "precision": float, "time_cap_s": float,
         "layers": bool, "till_first_fail": bool, "timeout_s": float, "memory_limit_mb": float, "repeats": int,
         "allocator": str, "trace": bool, "min_samples": int, "input_sizes": list, "dtypes": list,
+        "again_imprecise": bool,
     },
 }
 GENERATE_KEYS = {"count": int, "seed": int, "input_size": int}
@@ -77,6 +85,8 @@ class Campaign:
     repeats: int = 1
     trace: bool = False
     min_samples: int = MIN_SAMPLES  # more for a tail latency (200: a p99)
+    #: an imprecise measurement measured again at twice the time cap (see the module's doc; since 0.9.19)
+    again_imprecise: bool = True
     #: A dry run's (``load_campaign(..., dry_run=True)``): the spec files of ``generate`` and ``prune``
     #: a run would write (missing, or saying otherwise), by path as ``networks`` names them, with their
     #: content; none written (see ``zoo.spec.planned_specs``)
@@ -245,6 +255,7 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
             setattr(c, key, float(m[key]))
     c.layers, c.till_first_fail = bool(m.get("layers", False)), bool(m.get("till_first_fail", False))
     c.trace = bool(m.get("trace", False))
+    c.again_imprecise = bool(m.get("again_imprecise", True))
     if "min_samples" in m:
         c.min_samples = int(m["min_samples"])
         # --min-samples' bounds (1,000,000 was taken until 0.9.8)
@@ -420,6 +431,10 @@ class Tally:
     beside_other_work: int = 0
     #: of those measured or failed, how many wait in the outbox for ``tracker sync`` (a server down)
     in_outbox: int = 0
+    #: of those measured, how many came out too imprecise and were measured again at twice the time cap, and
+    #: of those how many came out precise the second time (``again_imprecise``; since 0.9.19)
+    measured_again: int = 0
+    precise_again: int = 0
     interrupted: bool = False
     #: a dry run's configurations in the order a run would take them, each with its PLAN_STATES state
     planned: list[dict[str, Any]] = field(default_factory=list)
@@ -428,8 +443,19 @@ class Tally:
 
     def as_dict(self) -> dict[str, Any]:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
-                "beside_other_work": self.beside_other_work, "in_outbox": self.in_outbox, "interrupted": self.interrupted,
-                "runs": self.runs}
+                "beside_other_work": self.beside_other_work, "in_outbox": self.in_outbox,
+                "measured_again": self.measured_again, "precise_again": self.precise_again,
+                "interrupted": self.interrupted, "runs": self.runs}
+
+    def again_said(self) -> str:
+        """What a summary says of the measurements measured again (``measured_again``)."""
+        from tracker.console import counted
+        from tracker.profile.stats import IMPRECISE_CI_REL
+
+        n = self.measured_again
+        return (f"{counted(n, 'measurement')} came out too imprecise (95 % CI wider than {100 * IMPRECISE_CI_REL:g} % "
+                f"of the latency) and {'was' if n == 1 else 'were'} measured again at twice the time cap: "
+                f"{self.precise_again} of them precise the second time")
 
     def nothing_measured(self) -> bool:
         """Whether every configuration this run took on failed: none measured now or before, and one failed
@@ -514,6 +540,27 @@ def run_entry(network: str, batch_size: int, phase: str, device: str, repeat: in
             **({"in_outbox": True} if result.in_outbox else {})}
 
 
+def imprecise(metrics: dict[str, float]) -> bool:
+    """Whether a measurement's latency is too imprecise to learn from: its 95 % CI wider than
+    ``stats.IMPRECISE_CI_REL`` of it (one without a CI is not)."""
+    from tracker.profile import stats
+
+    ci = metrics.get("latency_ci_rel")
+    return ci is not None and not ci <= stats.IMPRECISE_CI_REL  # NaN: no CI to say it was precise
+
+
+def again_stopping(rule: Any, timeout_s: float) -> Any:
+    """The stopping rule an imprecise measurement is measured again under: twice ``rule``'s time cap (at
+    most ``MAX_TIME_CAP_S``); None where that would not fit ``timeout_s`` with a child's start and the
+    warm-up (a time-out would end it, the configuration measured already)."""
+    from dataclasses import replace
+
+    from tracker.profile.api import CHILD_START_S
+
+    longer = replace(rule, time_cap_s=min(MAX_TIME_CAP_S, 2 * rule.time_cap_s))
+    return longer if longer.time_cap_s + longer.warmup_cap_s + CHILD_START_S <= timeout_s else None
+
+
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                  progress: Callable[[str, Tally], None] | None = None, dry_run: bool = False) -> Tally:
     """Measure every configuration of shard ``shard`` not measured before, round after round;
@@ -531,6 +578,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     check_campaign(c, shard)
     rule = Stopping(target_ci_rel=c.precision, time_cap_s=c.time_cap_s, min_samples=c.min_samples)
     layer_rule = rule.for_layers()
+    again_rule = again_stopping(rule, c.timeout_s) if c.again_imprecise else None
     todo = chains(c, shard)
     tally = Tally(total=len(todo) * len(c.batch_sizes) * c.repeats)
 
@@ -648,6 +696,17 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                             tally.beside_other_work += 1
                         if tracing:
                             traced_keys.add(p.config_key)
+                        if again_rule is not None and not layers and imprecise(res.network.metrics):
+                            if progress:
+                                progress(f"measuring {label} again (imprecise)", tally)
+                            second = measure_planned(logger, p, again_rule, timeout_s=c.timeout_s, reuse=False,
+                                                    campaign=c.name, repeat_key=f"{repeat_key or p.config_key}#again")
+                            tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, second, input_size=p.spec.input_size,
+                                                        threads=threads, dtype=dtype, again=True))
+                            tally.in_outbox += bool(second.in_outbox)
+                            if second.network.status == "FINISHED":
+                                tally.measured_again += 1
+                                tally.precise_again += not imprecise(second.network.metrics)
                     else:
                         tally.failed += 1
                         failed_keys.add(p.config_key)
