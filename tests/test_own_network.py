@@ -149,7 +149,7 @@ def test_a_campaign_measures_networks_of_ones_own_beside_the_zoos(tmp_path: Path
     _write(tmp_path / "models")
     campaign = tmp_path / "own.toml"
     campaign.write_text('[campaign]\nname = "own"\n[networks]\nspecs = ["models/mynet.py:Net", "models/mynet.py:narrow"]\n'
-                        "[measure]\nbatch_sizes = [1, 2]\nprecision = 0.2\ntime_cap_s = 0.3\n")
+                        "[measure]\nbatch_sizes = [1, 2]\nprecision = 0.2\ntime_cap_s = 0.3\nagain_imprecise = false\n")
     store = tmp_path / "s"
     first = _cli(store, "campaign", "run", str(campaign), "--format", "json")
     assert first.exit_code == 0, first.output
@@ -170,7 +170,7 @@ def test_a_campaign_measures_networks_of_ones_own_beside_the_zoos(tmp_path: Path
     # one that cannot be built is said before anything is measured, not after the networks before it
     broken = tmp_path / "broken.toml"
     broken.write_text('[campaign]\nname = "broken"\n[networks]\nzoo = ["squeezenet1_1"]\n'
-                      'specs = ["models/mynet.py:broken"]\n[measure]\nbatch_sizes = [1]\ntime_cap_s = 0.3\n')
+                      'specs = ["models/mynet.py:broken"]\n[measure]\nbatch_sizes = [1]\ntime_cap_s = 0.3\nagain_imprecise = false\n')
     out = _cli(store, "campaign", "run", str(broken))
     assert isinstance(out.exception, ConfigError) and str(out.exception) == (
         "mynet.py:broken could not build the network: RuntimeError: no such layer")
@@ -190,7 +190,7 @@ def test_a_network_of_ones_own_is_called_with_the_arguments_given(tmp_path: Path
     assert called["description_hash"] == by_position["description_hash"] == narrow["description_hash"]
     campaign = tmp_path / "widths.toml"
     campaign.write_text('[campaign]\nname = "widths"\n[networks]\nspecs = ["models/mynet.py:Net(width=2)", '
-                        '"models/mynet.py:Net(width=6)"]\n[measure]\nbatch_sizes = [1]\nprecision = 0.2\ntime_cap_s = 0.3\n')
+                        '"models/mynet.py:Net(width=6)"]\n[measure]\nbatch_sizes = [1]\nprecision = 0.2\ntime_cap_s = 0.3\nagain_imprecise = false\n')
     out = _cli(store, "campaign", "run", str(campaign), "--format", "json")
     assert out.exit_code == 0, out.output
     runs = json.loads(_cli(store, "-e", "widths", "runs", "list", "--kind", "network", "--format", "json").stdout)
@@ -443,7 +443,7 @@ def test_profile_takes_an_input_size_other_than_the_networks_own(tmp_path: Path)
 def test_a_campaign_measures_each_network_at_each_input_size(tmp_path: Path) -> None:
     campaign = tmp_path / "sizes.toml"
     campaign.write_text('[campaign]\nname = "sizes"\n[networks]\nzoo = ["squeezenet1_1"]\n'
-                        '[measure]\nbatch_sizes = [1]\ninput_sizes = [64, 80, 64]\nprecision = 0.2\ntime_cap_s = 0.3\n')
+                        '[measure]\nbatch_sizes = [1]\ninput_sizes = [64, 80, 64]\nprecision = 0.2\ntime_cap_s = 0.3\nagain_imprecise = false\n')
     store = tmp_path / "s"
     planned = json.loads(_cli(store, "campaign", "run", str(campaign), "--dry-run", "--format", "json").stdout)
     assert [(c["network"], c["input_size"]) for c in planned["configurations"]] == [("squeezenet1_1", 64),
@@ -584,7 +584,7 @@ def test_a_network_of_ones_own_is_pruned_into_specs_that_carry_it(tmp_path: Path
     net = _write(tmp_path / "models")
     campaign = tmp_path / "pruned.toml"
     campaign.write_text('[campaign]\nname = "pruned"\n[networks.prune]\nmodel = "models/mynet.py:Net"\nratios = [25, 75]\n'
-                        "[measure]\nprecision = 0.2\ntime_cap_s = 0.3\n")
+                        "[measure]\nprecision = 0.2\ntime_cap_s = 0.3\nagain_imprecise = false\n")
     tally = json.loads(_cli(store, "campaign", "run", str(campaign), "--format", "json").stdout)
     assert (tally["measured"], tally["failed"]) == (2, 0)
     assert sorted(p.name for p in (tmp_path / "pruned" / "networks").glob("*.json")) == [
@@ -694,7 +694,7 @@ def test_a_network_of_ones_own_may_take_inputs_that_are_not_images(tmp_path: Pat
         assert str(_cli(store, "predict", audio, "--input-size", "64", *extra).exception) == str(refused.exception)
     campaign = tmp_path / "c.toml"
     campaign.write_text('[campaign]\nname = "c"\n[networks]\nspecs = ["seq.py:Tagger"]\n'
-                        '[measure]\nbatch_sizes = [1]\ninput_sizes = [64]\n')
+                        '[measure]\nbatch_sizes = [1]\ninput_sizes = [64]\nagain_imprecise = false\n')
     out = _cli(store, "campaign", "run", str(campaign))
     assert out.exit_code == 1 and "seq.Tagger takes inputs of shape 16 ids<50, not images" in str(out.exception)
     pruned = _cli(store, "zoo", "prune", audio, "--ratios", "50", "--out", str(tmp_path / "p"))

@@ -36,6 +36,7 @@ phases = ["inference"]
 precision = 0.2
 time_cap_s = 0.3
 timeout_s = 120
+again_imprecise = false
 """
 
 
@@ -123,7 +124,8 @@ def test_runs_wait_in_the_outbox_while_the_server_is_down_and_sync_sends_them_on
     # A campaign started while the server is down measures into the outbox and says so, as one whose server
     # went down midway does (it ended with "cannot reach" and status 1, its summary unsaid, until 0.8.9).
     campaign = tmp_path / "offline.toml"
-    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nprecision = 0.2\ntime_cap_s = 0.3\n')
+    campaign.write_text('[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nprecision = 0.2\ntime_cap_s = 0.3\n'
+                        'again_imprecise = false\n')
     spooled = runner.invoke(app, ["--tracking-uri", uri, "-e", "offline", "campaign", "run", str(campaign),
                                   "--format", "json"])
     assert spooled.exit_code == 0, spooled.output

@@ -22,8 +22,8 @@ With ``trace = true`` every configuration's first round is also traced with torc
 trace (by a campaign without it, or ``profile network``) is measured again, as a repeat with the
 key ``CONFIG_KEY#trace``, and one whose trace failed (the profiler's error is on its run) is not.
 A measurement that comes out too imprecise to learn from (its latency's 95 % CI wider than
-``stats.IMPRECISE_CI_REL`` of it: the time cap came before the precision, the machine disturbed)
-is measured once more straight away, at twice the time cap, as a repeat with the key
+``stats.IMPRECISE_CI_REL`` of it, and than the campaign's ``precision``: the time cap came before the
+precision, the machine disturbed) is measured once more straight away, at twice the time cap, as a repeat with the key
 ``CONFIG_KEY#again`` (since 0.9.19; ``again_imprecise = false`` says not to): the first stays in the
 store, and the labels a fingerprint learns leave it out where the second is precise
 (``sql/measurement_labels_of.sql``). Not a layer measurement's (its layers would be measured again
@@ -540,13 +540,14 @@ def run_entry(network: str, batch_size: int, phase: str, device: str, repeat: in
             **({"in_outbox": True} if result.in_outbox else {})}
 
 
-def imprecise(metrics: dict[str, float]) -> bool:
+def imprecise(metrics: dict[str, float], asked: float = 0.0) -> bool:
     """Whether a measurement's latency is too imprecise to learn from: its 95 % CI wider than
-    ``stats.IMPRECISE_CI_REL`` of it (one without a CI is not)."""
+    ``stats.IMPRECISE_CI_REL`` of it, and than ``asked``, the precision it was asked for (a campaign of
+    ``precision = 0.5`` asked for no better; one without a CI is not)."""
     from tracker.profile import stats
 
     ci = metrics.get("latency_ci_rel")
-    return ci is not None and not ci <= stats.IMPRECISE_CI_REL  # NaN: no CI to say it was precise
+    return ci is not None and not ci <= max(stats.IMPRECISE_CI_REL, asked)  # NaN: no CI to say it was precise
 
 
 def again_stopping(rule: Any, timeout_s: float) -> Any:
@@ -696,7 +697,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                             tally.beside_other_work += 1
                         if tracing:
                             traced_keys.add(p.config_key)
-                        if again_rule is not None and not layers and imprecise(res.network.metrics):
+                        if again_rule is not None and not layers and imprecise(res.network.metrics, c.precision):
                             if progress:
                                 progress(f"measuring {label} again (imprecise)", tally)
                             second = measure_planned(logger, p, again_rule, timeout_s=c.timeout_s, reuse=False,
@@ -706,7 +707,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                             tally.in_outbox += bool(second.in_outbox)
                             if second.network.status == "FINISHED":
                                 tally.measured_again += 1
-                                tally.precise_again += not imprecise(second.network.metrics)
+                                tally.precise_again += not imprecise(second.network.metrics, c.precision)
                     else:
                         tally.failed += 1
                         failed_keys.add(p.config_key)
