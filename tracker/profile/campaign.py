@@ -429,7 +429,8 @@ class Tally:
     reused: int = 0
     #: of those measured, how many while other processes took ``OTHERS_CPU_NOTE_PCT`` or more of the CPU
     beside_other_work: int = 0
-    #: of those measured or failed, how many wait in the outbox for ``tracker sync`` (a server down)
+    #: of the runs it logged (those measured or failed, and those measured again), how many wait in the outbox
+    #: for ``tracker sync`` (a server down)
     in_outbox: int = 0
     #: of those measured, how many came out too imprecise and were measured again at twice the time cap, and
     #: of those how many came out precise the second time (``again_imprecise``; since 0.9.19)
@@ -547,7 +548,7 @@ def imprecise(metrics: dict[str, float], asked: float = 0.0) -> bool:
     from tracker.profile import stats
 
     ci = metrics.get("latency_ci_rel")
-    return ci is not None and not ci <= max(stats.IMPRECISE_CI_REL, asked)  # NaN: no CI to say it was precise
+    return ci is not None and ci > max(stats.IMPRECISE_CI_REL, asked)  # NaN: no CI, as fingerprint train reads it
 
 
 def again_stopping(rule: Any, timeout_s: float) -> Any:
