@@ -726,7 +726,8 @@ def test_a_campaign_measures_an_imprecise_measurement_again_at_twice_its_time_ca
     """A measurement whose 95 % CI came out wider than IMPRECISE_CI_REL and the precision asked for (here every
     one: the threshold put below any CI, and 0.1 % asked) is measured again straight away, at twice the
     campaign's time cap, as the repeat
-    CONFIG_KEY#again; the summary says so; a re-run measures nothing; ``again_imprecise = false`` does not."""
+    CONFIG_KEY#again; the summary says so; a re-run measures nothing; ``again_imprecise = false`` does not.
+    A layer measurement is measured again with its layers."""
     from tracker.profile import stats
 
     monkeypatch.setattr(stats, "IMPRECISE_CI_REL", -1.0)
@@ -750,10 +751,20 @@ def test_a_campaign_measures_an_imprecise_measurement_again_at_twice_its_time_ca
     again = json.loads(tracker("--tracking-uri", store, "campaign", "run", str(path), "--format", "json", cwd=tmp_path).stdout)
     assert (again["measured"], again["skipped"], again["measured_again"]) == (0, 1, 0)
     assert len(network_runs(tmp_path / "s", "again")) == 2
-    path.write_text(path.read_text().replace('name = "again"', 'name = "once"') + "again_imprecise = false\n")
+    text = path.read_text()
+    path.write_text(text.replace('name = "again"', 'name = "once"') + "again_imprecise = false\n")
     once = json.loads(tracker("--tracking-uri", store, "campaign", "run", str(path), "--format", "json", cwd=tmp_path).stdout)
     assert (once["measured"], once["measured_again"], len(once["runs"])) == (1, 0, 1)
     assert len(network_runs(tmp_path / "s", "once")) == 1
+    # with its layers: measured again with them, so the newest run has them and a re-run measures nothing
+    path.write_text(text.replace('name = "again"', 'name = "layered"') + "layers = true\ninput_sizes = [32]\n")
+    layered = json.loads(tracker("--tracking-uri", store, "campaign", "run", str(path), "--format", "json", cwd=tmp_path).stdout)
+    assert (layered["measured"], layered["measured_again"], [r.get("again", False) for r in layered["runs"]]) == (
+        1, 1, [False, True]), layered
+    runs = network_runs(tmp_path / "s", "layered")
+    assert len(runs) == 2 and all("sum_of_layers_ms" in r.data.metrics for r in runs)
+    rerun = json.loads(tracker("--tracking-uri", store, "campaign", "run", str(path), "--format", "json", cwd=tmp_path).stdout)
+    assert (rerun["measured"], rerun["skipped"]) == (0, 1) and len(network_runs(tmp_path / "s", "layered")) == 2
 
 
 def test_an_imprecise_measurement_is_measured_again_only_where_twice_the_cap_fits_the_timeout() -> None:
@@ -969,7 +980,7 @@ def test_a_network_interrupted_while_its_layers_are_measured_keeps_the_network(t
     store, mark = tmp_path / "s", tmp_path / "layers-started"
     path = tmp_path / "layered.toml"
     path.write_text('[campaign]\nname = "layered"\n[networks]\nzoo = ["squeezenet1_1"]\n[measure]\nbatch_sizes = [1]\n'
-                    'input_sizes = [32]\ntime_cap_s = 0.3\nprecision = 0.5\nlayers = true\n')
+                    'input_sizes = [32]\ntime_cap_s = 0.3\nprecision = 0.5\nlayers = true\nagain_imprecise = false\n')
     args = [sys.executable, "-m", "tracker", "--tracking-uri", str(store), "campaign", "run", str(path), "--format", "json"]
     env = {**os.environ, "TRACKER_FAULT": "layers:hang", "TRACKER_FAULT_MARK": str(mark)}
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

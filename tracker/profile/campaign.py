@@ -26,8 +26,9 @@ A measurement that comes out too imprecise to learn from (its latency's 95 % CI 
 precision, the machine disturbed) is measured once more straight away, at twice the time cap, as a repeat with the key
 ``CONFIG_KEY#again`` (since 0.9.19; ``again_imprecise = false`` says not to): the first stays in the
 store, and the labels a fingerprint learns leave it out where the second is precise
-(``sql/measurement_labels_of.sql``). Not a layer measurement's (its layers would be measured again
-too), nor where twice the cap would not fit the campaign's ``timeout_s``.
+(``sql/measurement_labels_of.sql``). A layer measurement's is measured again with its layers (the
+newest run is the one a resumed campaign asks whether it has them). Not where twice the cap would not
+fit the campaign's ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -698,11 +699,19 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                             tally.beside_other_work += 1
                         if tracing:
                             traced_keys.add(p.config_key)
-                        if again_rule is not None and not layers and imprecise(res.network.metrics, c.precision):
+                        if again_rule is not None and imprecise(res.network.metrics, c.precision):
                             if progress:
                                 progress(f"measuring {label} again (imprecise)", tally)
-                            second = measure_planned(logger, p, again_rule, timeout_s=c.timeout_s, reuse=False,
-                                                    campaign=c.name, repeat_key=f"{repeat_key or p.config_key}#again")
+                            try:  # with its layers where the first had them: the newest run answers for them
+                                second = measure_planned(logger, p, again_rule, layers=layers, layer_rule=layer_rule,
+                                                         timeout_s=c.timeout_s, reuse=False, campaign=c.name,
+                                                         repeat_key=f"{repeat_key or p.config_key}#again")
+                            except KeyboardInterrupt as exc:  # its network kept without its layers, as the first's
+                                if (kept := getattr(exc, "kept", None)) is not None:
+                                    tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, kept,
+                                                                input_size=p.spec.input_size, threads=threads, dtype=dtype,
+                                                                again=True, without_layers=True))
+                                raise
                             tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, second, input_size=p.spec.input_size,
                                                         threads=threads, dtype=dtype, again=True))
                             tally.in_outbox += bool(second.in_outbox)
