@@ -256,16 +256,14 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
 
     if target not in TARGETS:
         raise FingerprintError(f"unknown target {target!r}: expected one of {', '.join(TARGETS)}")
+    # the CI and samples of the newest measurement the label is the median of (the latest run's, without
+    # experiments named, until 0.9.19: a precise repeat's label kept out of training where the newest was disturbed)
+    replaced = f"l.{target} AS {target}, l.latency_ci_rel AS latency_ci_rel, l.samples_count AS samples_count"
     if experiments:  # measurement_labels' medians, over the named experiments' measurements alone (its macro)
-        labels = f"{LABELS_MACRO}($experiments)"
-        replaced = (f"l.{target} AS {target}, l.experiment AS experiment, l.latency_ci_rel AS latency_ci_rel, "
-                    "l.samples_count AS samples_count")
+        labels, replaced = f"{LABELS_MACRO}($experiments)", f"{replaced}, l.experiment AS experiment"
         extra, params = ", l.label_experiments, l.label_run_ids", {"experiments": sorted(set(experiments))}
     else:
-        # the CI and samples of the newest measurement the label is the median of (the latest run's until
-        # 0.9.19, which a precise repeat's label kept out of training where the newest was disturbed)
         labels, extra, params = LABEL_VIEW, "", {}
-        replaced = f"l.{target} AS {target}, l.latency_ci_rel AS latency_ci_rel, l.samples_count AS samples_count"
     con = connect_loaded(warehouse)
     try:
         check_node_rows(con, warehouse)

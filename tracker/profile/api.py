@@ -277,6 +277,12 @@ WAITED_S = 0.05
 CHILD_START_S = 2.0
 
 
+def measurement_takes_s(rule: Stopping) -> float:
+    """The longest a measurement under ``rule`` may take before any layers: its warm-up and sampling
+    caps and its child's start (``CHILD_START_S``), the least time limit it can finish within."""
+    return rule.warmup_cap_s + rule.time_cap_s + CHILD_START_S
+
+
 def repeat_label(repeat_key: str) -> str:
     """What a repeat's run name adds: a campaign's round (``KEY#r2``: ``repeat 2``), a trace taken
     of one measured before (``KEY#trace``, ``profile --trace``'s ``KEY#trace-HEX``: ``traced``), or
@@ -399,7 +405,7 @@ def measure_planned(
             return log(record, [], result.partial)
         if not result.ok:
             message = result.message
-            takes = rule.warmup_cap_s + rule.time_cap_s + CHILD_START_S
+            takes = measurement_takes_s(rule)
             each = (layer_rule or rule).warmup_cap_s + (layer_rule or rule).time_cap_s  # a layer alone, at most
             # its layers, where asked for: as many as its network has, each measured alone after the network (a
             # hint of the network's time alone, and none past it, until 0.9.8)

@@ -542,26 +542,16 @@ def run_entry(network: str, batch_size: int, phase: str, device: str, repeat: in
             **({"in_outbox": True} if result.in_outbox else {})}
 
 
-def imprecise(metrics: dict[str, float], asked: float = 0.0) -> bool:
-    """Whether a measurement's latency is too imprecise to learn from: its 95 % CI wider than
-    ``stats.IMPRECISE_CI_REL`` of it, and than ``asked``, the precision it was asked for (a campaign of
-    ``precision = 0.5`` asked for no better; one without a CI is not)."""
-    from tracker.profile import stats
-
-    ci = metrics.get("latency_ci_rel")
-    return ci is not None and ci > max(stats.IMPRECISE_CI_REL, asked)  # NaN: no CI, as fingerprint train reads it
-
-
 def again_stopping(rule: Any, timeout_s: float) -> Any:
     """The stopping rule an imprecise measurement is measured again under: twice ``rule``'s time cap (at
     most ``MAX_TIME_CAP_S``); None where that would not fit ``timeout_s`` with a child's start and the
     warm-up (a time-out would end it, the configuration measured already)."""
     from dataclasses import replace
 
-    from tracker.profile.api import CHILD_START_S
+    from tracker.profile.api import measurement_takes_s
 
     longer = replace(rule, time_cap_s=min(MAX_TIME_CAP_S, 2 * rule.time_cap_s))
-    return longer if longer.time_cap_s + longer.warmup_cap_s + CHILD_START_S <= timeout_s else None
+    return longer if measurement_takes_s(longer) <= timeout_s else None
 
 
 def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
@@ -575,7 +565,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
     from tracker.log.record import REPEAT_KEY_TAG
     from tracker.profile.api import ensure_mode_logged, measure_planned, plan
     from tracker.profile.records import beside_other_work
-    from tracker.profile.stats import Stopping
+    from tracker.profile.stats import Stopping, imprecise
     from tracker.profile.trace import TRACE_ERROR_TAG, TRACE_TAG
 
     check_campaign(c, shard)
@@ -616,6 +606,11 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
             def plan_at(bs: int) -> Any:
                 return plan(ref, bs, phase=phase, device=device, threads=threads, allocator=c.allocator,
                             memory_limit_mb=c.memory_limit_mb, input_size=size, precision=dtype)
+
+            def logged(q: Any, result: Any, **extra: Any) -> None:
+                """The run ``result`` logged for plan ``q`` listed, as JSON lists it (``run_entry``)."""
+                tally.runs.append(run_entry(q.spec.model, q.spec.batch_size, phase, device, r, result,
+                                            input_size=q.spec.input_size, threads=threads, dtype=dtype, **extra))
 
             def planned(state: str, q: Any) -> None:
                 if dry_run:
@@ -677,8 +672,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                                               repeat_key=repeat_key, trace=tracing)
                     except KeyboardInterrupt as exc:  # the network kept without its layers is counted
                         if (kept := getattr(exc, "kept", None)) is not None:
-                            tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, kept, input_size=p.spec.input_size,
-                                                        threads=threads, dtype=dtype, without_layers=True))
+                            logged(p, kept, without_layers=True)
                             tally.measured += 1
                         raise
                     if res.reused:  # measured by another process while this one waited for the device
@@ -688,8 +682,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         if progress:
                             progress(label, tally)
                         continue
-                    tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, res, input_size=p.spec.input_size,
-                                                threads=threads, dtype=dtype))
+                    logged(p, res)
                     if res.in_outbox:  # logged to the outbox (the server down), not yet in the store
                         tally.in_outbox += 1
                     if res.network.status == "FINISHED":
@@ -708,12 +701,9 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                                                          repeat_key=f"{repeat_key or p.config_key}#again")
                             except KeyboardInterrupt as exc:  # its network kept without its layers, as the first's
                                 if (kept := getattr(exc, "kept", None)) is not None:
-                                    tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, kept,
-                                                                input_size=p.spec.input_size, threads=threads, dtype=dtype,
-                                                                again=True, without_layers=True))
+                                    logged(p, kept, again=True, without_layers=True)
                                 raise
-                            tally.runs.append(run_entry(p.spec.model, bs, phase, device, r, second, input_size=p.spec.input_size,
-                                                        threads=threads, dtype=dtype, again=True))
+                            logged(p, second, again=True)
                             tally.in_outbox += bool(second.in_outbox)
                             if second.network.status == "FINISHED":
                                 tally.measured_again += 1

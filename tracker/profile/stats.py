@@ -66,6 +66,14 @@ IMPRECISE_CI_REL = 0.25
 HOST_BOUND_SHARE = 0.9
 
 
+def imprecise(metrics: dict[str, float], asked: float = 0.0) -> bool:
+    """Whether a measurement's latency (its run's ``metrics``) is too imprecise to use: its 95 % CI
+    wider than ``IMPRECISE_CI_REL`` of it, and than ``asked``, the precision it was asked for (a
+    campaign of ``precision = 0.5`` asked for no better); one without a CI is not."""
+    ci = metrics.get("latency_ci_rel")
+    return ci is not None and ci > max(IMPRECISE_CI_REL, asked)
+
+
 def host_share(host_ms: list[float], samples_ms: list[float]) -> float | None:
     """The share of the timed iterations the host spent inside the step before it waited on
     the device (the sum of the host parts over the sum of the iterations); None without both."""

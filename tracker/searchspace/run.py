@@ -13,7 +13,7 @@ from tracker.console import shell_word
 from tracker.errors import ConfigError, MeasurementError, NothingLoggedError, SchemaError, TrackerError, first_line, is_oom
 from tracker.log.record import FAILURE_MESSAGE_TAG
 from tracker.profile.records import beside_other_work
-from tracker.profile.stats import IMPRECISE_CI_REL
+from tracker.profile.stats import imprecise
 from tracker.searchspace.space import Candidate, SearchSpace
 
 SOURCES = ("measured", "predicted")
@@ -216,7 +216,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 record.params["time_cap_s"] = time_cap_s  # not part of the key
             if record.config_key in done:
                 old = logger.find(record.config_key) if latency == "measured" else None
-                if old is not None and old.metrics.get("latency_ci_rel", 0.0) > IMPRECISE_CI_REL:
+                if old is not None and imprecise(old.metrics):
                     if time_cap_s > float(old.params.get("time_cap_s", DEFAULT_TIME_CAP_S)):
                         tally.measured_again.append(c.name)
                         todo.append((c, record))
@@ -241,7 +241,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
                 tally.failures[c.name] = "; ".join(filter(None, (tally.failures.get(c.name), f"latency: {message}")))
             if "tracker.outside_trained_range" in record.tags:
                 tally.extrapolated.append(c.name)
-            if record.metrics.get("latency_ci_rel", 0.0) > IMPRECISE_CI_REL:
+            if imprecise(record.metrics):
                 tally.imprecise.append(c.name)
             if beside_other_work(record.metrics):
                 tally.beside_other_work.append(c.name)
