@@ -32,6 +32,10 @@ def test_the_suites_groups_hold_in_two_workers(tmp_path: Path) -> None:
             "        f.write(f\"{name} {os.environ.get('PYTEST_XDIST_WORKER', 'main')} {lock_folder()}\\n\")\n\n\n")
     body = "".join(f"@pytest.mark.alone\ndef test_alone_{i}() -> None:\n    _ran('alone')\n\n\n"
                    f"def test_plain_{i}() -> None:\n    _ran('plain')\n\n\n" for i in range(6))
+    # an alone test whose parameter's id holds "@", as xdist's group suffix does (ungrouped until 0.9.20)
+    body += ("@pytest.mark.alone\n@pytest.mark.parametrize('line', ['x@12C', 'x'])\n"
+             "def test_alone_at(line: str, request: pytest.FixtureRequest) -> None:\n"
+             "    _ran('alone' if request.node.nodeid.endswith('@alone') else 'ungrouped')\n\n\n")
     (suite / "test_a.py").write_text(head + body)
     shared = ("@pytest.fixture(scope='module')\ndef made() -> int:\n    _ran('made')\n    return 1\n\n\n"
               + "".join(f"def test_shared_{i}(made: int) -> None:\n    _ran('shared')\n\n\n" for i in range(6)))
@@ -58,7 +62,7 @@ def test_the_suites_groups_hold_in_two_workers(tmp_path: Path) -> None:
         name, worker, lock_folder = line.split()
         ran.setdefault(name, []).append(worker)
         locks.setdefault(worker, set()).add(lock_folder)
-    assert len(ran["alone"]) == 6 and len(set(ran["alone"])) == 1, ran  # the alone tests, one worker
+    assert len(ran["alone"]) == 8 and len(set(ran["alone"])) == 1, ran  # the alone tests, one worker
     assert len(ran["shared"]) == 6 and len(set(ran["shared"])) == 1, ran  # the module's tests, one worker
     assert len(ran["made"]) == 1, ran  # so its fixture was made once
     # and the tests of a session's server, of any module, one worker: it starts once (once a worker until 0.9.15)
