@@ -293,8 +293,11 @@ def test_a_candidate_whose_training_fails_ends_alone_and_is_said(tmp_path: Path)
 def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp_path: Path) -> None:
     """A candidate measured while other processes took the CPU (CI ±169 %) was on the frontier and
     kept better ones off it, and a frontier measured on two threads was compared with one predicted
-    by a fingerprint of one thread without a word, until 0.9.0."""
+    by a fingerprint of one thread without a word, until 0.9.0. The view's threshold is the Python
+    constant's (``IMPRECISE_CI_REL``, which a campaign measures again at and fingerprint train leaves out
+    at): a CI of exactly it is precise, 4 % over it is not."""
     from tracker.log.logger import RunLogger
+    from tracker.profile.stats import IMPRECISE_CI_REL
     from tracker.searchspace.run import _candidate_record, accuracy_record, candidate_hashes, measured_mode, report
     from tracker.searchspace.space import load_space
     from tracker.warehouse.load import load
@@ -307,8 +310,10 @@ def test_an_imprecise_measurement_is_off_the_frontier_and_two_modes_are_said(tmp
     logger = RunLogger(str(runs), experiment="ss")
     cands = space.candidates()
     hashes = candidate_hashes(space)  # the report places the file's own candidates, by their networks (since 0.9.7)
-    # accuracy rises and latency with it; the fastest, measured imprecisely, has the best accuracy too
-    figures = {cands[0].name: (0.95, 0.2, 1.69), cands[1].name: (0.80, 1.0, 0.02), cands[2].name: (0.85, 2.0, 0.02),
+    # accuracy rises and latency with it; the fastest, measured imprecisely, has the best accuracy too; the next
+    # one's CI is at the edge, precise
+    figures = {cands[0].name: (0.95, 0.2, IMPRECISE_CI_REL * 1.04), cands[1].name: (0.80, 1.0, IMPRECISE_CI_REL),
+               cands[2].name: (0.85, 2.0, 0.02),
                cands[3].name: (0.90, 3.0, 0.02)}
     for c in cands:
         accuracy, latency_ms, ci_rel = figures[c.name]
