@@ -976,6 +976,11 @@ def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
         s.listen()
         proc = run_cli("ui", "--port", str(s.getsockname()[1]), cwd=tmp_path)
     assert proc.returncode == 1 and "is in use" in proc.stderr
+    (fresh := tmp_path / "fresh").mkdir()
+    none = run_cli("ui", "--workers", "0", cwd=fresh)  # the option's range, before a store is opened
+    assert none.returncode == 2 and none.stderr == ("error: Invalid value for '--workers' / '-w': Input should be greater "
+                                                    "than or equal to 1\n"), none.stderr
+    assert list(fresh.iterdir()) == []
 
 
 def test_a_failed_runs_line_says_what_was_measured_as_a_measured_runs_does(capsys: pytest.CaptureFixture[str]) -> None:

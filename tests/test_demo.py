@@ -221,6 +221,9 @@ def test_the_demo_in_the_mlflow_ui_in_a_real_browser(demo_store: tuple[Path, dic
         assert descendants, "the UI server runs as a child of `tracker ui`"
         # MLflow's job runner is off (tracker submits no jobs).
         assert not [c for c in commands if "huey_consumer" in c], commands
+        # one process serves (UI_WORKERS): MLflow's four workers, their supervisor and a resource tracker until 0.9.20
+        assert len([c for c in commands if " -m uvicorn " in f" {c} "]) == 1, commands
+        assert not [c for c in commands if "multiprocessing" in c], commands
 
         browser = request.getfixturevalue("browser")  # skips here, the server checked, where there is no Chromium
         _page(browser, ui_url(port), "demo", "fingerprints", shot="experiments")

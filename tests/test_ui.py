@@ -34,7 +34,7 @@ def test_the_ui_stopped_by_ctrl_c_or_sigterm_says_so_and_ends_its_process_group(
     (tmp_path / "server.py").write_text(
         "import os, pathlib, time\npathlib.Path('server.pid').write_text(str(os.getpid()))\ntime.sleep(120)\n")
     start = ("import sys, tracker.ui as ui\n"
-             "ui.ui_command = lambda uri, port: [sys.executable, 'server.py']\n"
+             "ui.ui_command = lambda uri, port, workers: [sys.executable, 'server.py']\n"
              "sys.argv = ['tracker', 'ui', '--port', sys.argv[1]]\n"
              "from tracker.cli import main\nmain()\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

@@ -28,6 +28,7 @@ from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
 from tracker.cli.options import (FormatOption, OutputFormat, RepeatedArgumentsNamed, State, emit_json, exit_interrupted,
                                  flags_shown_without_a_type, logging_nothing, path_of, state)
+from tracker.ui import UI_WORKERS
 
 flags_shown_without_a_type()
 
@@ -108,13 +109,14 @@ def root(
 def ui(
     ctx: typer.Context,
     port: Annotated[int, typer.Option("--port", "-p", min=1, max=65535, help="Port to listen on.")] = 5000,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, max=64, help="Server worker processes (MLflow's default is 4; one serves one user).")] = UI_WORKERS,
 ) -> None:
     """Start the MLflow UI on the tracking store (127.0.0.1 only)."""
     from tracker.ui import serve_ui
 
     # how the UI is meant to stop: status 130 (SIGTERM 143) as any command (0 until 0.9.8)
     with logging_nothing("the MLflow UI is stopped, its server's processes with it"):
-        serve_ui(state(ctx).tracking_uri, port)
+        serve_ui(state(ctx).tracking_uri, port, workers)
 
 
 @app.command()
