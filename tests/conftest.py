@@ -115,8 +115,9 @@ def _in_group(item: pytest.Item, name: str) -> None:
     item.add_marker(pytest.mark.xdist_group(name))
     if not getattr(item.config.option, "loadgroup", False) or item.nodeid.endswith(f"@{name}"):
         return  # not a worker of --dist loadgroup, or in the group already
-    # (until 0.9.20 any "@" in the id was taken for a group: a parameter's, as telemetry's "x@12C", left
-    # its alone test out of the alone tests' run, to wait for the other worker's test then stop it)
+    # (until 0.9.20 any "@" in the id was taken for a group: a parameter's, as telemetry's "x@12C", left its
+    # alone test out of the alone tests' run; it ran mid-suite, waited for the other worker's test to end,
+    # then held that worker off)
     try:
         from _pytest.nodeid import NodeId
     except ImportError:  # a pytest whose ids are strings, which xdist's own hook reaches

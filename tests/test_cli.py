@@ -983,6 +983,15 @@ def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
     assert list(fresh.iterdir()) == []
 
 
+def test_the_ui_asks_mlflow_for_the_workers_it_is_given(tmp_path: Path) -> None:
+    """One by default (MLflow's own default is four; tests/test_demo.py reads the one process serving)."""
+    from tracker.ui import UI_WORKERS, ui_command
+
+    for asked, expected in ((None, str(UI_WORKERS)), (3, "3")):
+        cmd = ui_command(str(tmp_path / "runs"), 5000, *(() if asked is None else (asked,)))
+        assert cmd.count("--workers") == 1 and cmd[cmd.index("--workers") + 1] == expected, cmd
+
+
 def test_a_failed_runs_line_says_what_was_measured_as_a_measured_runs_does(capsys: pytest.CaptureFixture[str]) -> None:
     from tracker.cli.options import OutputFormat
     from tracker.cli.profile import _report
