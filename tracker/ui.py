@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -68,6 +67,8 @@ def ui_url(port: int, route: str = "/experiments") -> str:
 
 
 def port_free(port: int) -> bool:
+    import socket  # here: the CLI imports this module for UI_WORKERS at every start
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
