@@ -5,13 +5,15 @@ context and a first convolution (every command pays these; about 20 s a command 
 Then each step is one `tracker` command in its own process, as a user would type it, on a
 temporary folder store: `device show` (what the runs will record, whose mode must be the first
 run's), a peak memory's floor against torch's own peak (FLOOR_PROBE, in a fresh process: every
-ratio at most 1), whole-network inference and training at two batch sizes (the first run's system metrics
+ratio at most 1), whole-network inference and training at two batch sizes and inference in bfloat16
+(every run with its speed probe; the first run's system metrics
 must hold NVML's power over its window on a GPU), the layer
 profiler, the memory boundary (doubling until CUDA runs out of memory, which must end one
 measurement and not the command; then again under an 8 GB cap on the GPU's memory, which must
 fit a smaller batch), a torch.profiler trace (operators ranked by their kernels' time), a repeat of a configuration (`--again`), a training job and a
 detection training job on cuda, a multi-network mapping split between cpu and cuda, a small cuda
-campaign, then the warehouse load and SQL over what was logged, and fingerprints of the device's
+campaign, then the warehouse load, `device speed` (the probe alone, against the warehouse's
+median), SQL over what was logged, and fingerprints of the device's
 inference latency and, where NVML measured them, its power and GPU utilisation, each then used by
 `tracker predict` on a network never measured. What is checked: every command exits 0, GPU runs carry
 cuda memory, NVML power and energy where NVML reads them, and the failed boundary run is
@@ -145,10 +147,12 @@ print(json.dumps(out))
 
 def step_names(gpu: bool, big: int) -> list[str]:
     """Every step main() may run, in order (those of a GPU only on cuda)."""
-    names = ["device_show", "memory_floor", "network_b1", f"network_b{big}", f"train_step_b{big}", "own_network", "token_ids",
+    names = ["device_show", "memory_floor", "network_b1", f"network_b{big}", f"train_step_b{big}", f"bfloat16_b{big}",
+             "own_network", "token_ids",
              *(["cuda0_alias", "cpu_on_gpu_host"] if gpu else []), "layers", "again", "trace", "compare", "show_b1",
              "boundary", *(["capped_boundary"] if gpu else []), "synth_images", "synth_boxes", "training_job",
-             "detection_job", "mapping", "campaign", "warehouse_load", "sql_measurements", "sql_failed", "sql_repeats"]
+             "detection_job", "mapping", "campaign", "warehouse_load", "device_speed", "sql_measurements", "sql_failed",
+             "sql_repeats"]
     return names + [f"fingerprint_{t}" for t in ("latency_ms", "peak_mem_mb", "power_w", "gpu_util_pct")] + [
         "predict", "largest_batch"]
 
@@ -231,6 +235,8 @@ def main() -> None:
     step("network_b1", ["profile", "network", "resnet18", "-b", "1", *inf])
     step(f"network_b{big}", ["profile", "network", "resnet50", "-b", str(big), *inf])
     step(f"train_step_b{big}", ["profile", "network", "mobilenet_v2", "-b", str(big), "--phase", "training", *inf])
+    # the network's weights and inputs in bfloat16 (--dtype): its run says the number format it ran in
+    step(f"bfloat16_b{big}", ["profile", "network", "resnet50", "-b", str(big), "--dtype", "bfloat16", *inf])
     # a network of one's own (FILE.py:NAME), grey images at another size, trained a step at a time
     own = ROOT / "experiments" / "models" / "lenet.py"
     step("own_network", ["profile", "network", f"{own}:lenet", "-b", str(big), "--phase", "training", "--input-size", "32",
@@ -288,6 +294,9 @@ def main() -> None:
     step("campaign", ["campaign", "run", str(campaign_toml(work / "campaign.toml", device, nets, [1, big])),
                       "--format", "json"], timeout_s=500)
     step("warehouse_load", ["warehouse", "load"])
+    # the speed probe timed alone in a measuring child, beside the warehouse's median of the probes
+    # the measurements above timed in that mode (none where the warehouse was not loaded)
+    step("device_speed", ["device", "speed", device, "--format", "json"])
     wh = ["--warehouse", str(store / "warehouse.duckdb"), "--format", "json"]
     rows = step("sql_measurements", ["sql", "SELECT kind, model, batch_size, phase, device, latency_ms, latency_ci_rel,"
                                      " samples_count, peak_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, stop_reason, device_name,"
@@ -328,11 +337,12 @@ def main() -> None:
                                            "max_latency_ms", "repeat_spread_rel", "max_ci_rel")}
                     for r in outputs["sql_repeats"]] if isinstance(outputs.get("sql_repeats"), list) else None,
     }
-    for key in ("network_b1", f"network_b{big}", f"train_step_b{big}"):
+    for key in ("network_b1", f"network_b{big}", f"train_step_b{big}", f"bfloat16_b{big}"):
         if isinstance(outputs.get(key), dict):
             o = outputs[key]
             checks[key] = {k: o.get(k) for k in ("latency_ms", "ci_rel", "samples", "peak_mem_mb", "stop_reason", "power_w",
-                                                 "gpu_util_pct", "gpu_sm_clock_mhz", "gpu_sm_clock_min_mhz")}
+                                                 "gpu_util_pct", "gpu_sm_clock_mhz", "gpu_sm_clock_min_mhz",
+                                                 "speed_probe_ms", "host_share_pct", "dtype")}
             # a CPU run's share of its peak that is the network's (0.9.0): absent on a GPU, whose peak is its own
             checks[key]["has_network_mem_mb"] = "network_mem_mb" in o
     if isinstance(outputs.get("cpu_on_gpu_host"), dict):
@@ -341,7 +351,9 @@ def main() -> None:
     if isinstance(outputs.get("training_job"), dict):  # a job keeps its iterations' spread (0.9.0)
         checks["training_job"] = {k: outputs["training_job"].get(k) for k in (
             "status", "steps", "set_up_steps", "median_step_ms", "latency_ms", "data_wait_fraction", "peak_mem_mb",
-            "host_share_pct")}
+            "host_share_pct", "speed_probe_ms")}
+    if isinstance(outputs.get("device_speed"), dict):  # the probe alone, against the measurements' median
+        checks["device_speed"] = {k: v for k, v in outputs["device_speed"].items() if not isinstance(v, (list, dict))}
     if isinstance(outputs.get("device_show"), dict):  # what device show foretold, against network_b1's run
         d, b1 = outputs["device_show"], outputs.get("network_b1") if isinstance(outputs.get("network_b1"), dict) else {}
         checks["device_show"] = {"name": d.get("name"), "sources": d.get("telemetry_sources"),
@@ -389,6 +401,10 @@ def main() -> None:
          or (checks.get("device_show") or {}).get("mode_matches_network_b1") is True),
         ("own_network" not in ran or (checks.get("own_network") or {}).get("status") == "FINISHED"),
         ("token_ids" not in ran or (checks.get("token_ids") or {}).get("status") == "FINISHED"),
+        # every measurement times the speed probe beside its window (0.9.9), a training job too (0.9.12)
+        all(k not in ran or (checks.get(k) or {}).get("speed_probe_ms") is not None
+            for k in ("network_b1", f"network_b{big}", "training_job")),
+        (f"bfloat16_b{big}" not in ran or (checks.get(f"bfloat16_b{big}") or {}).get("dtype") == "bfloat16"),
         ("memory_floor" not in ran or bool(checks.get("memory_floor")) and all(
             r["ratio"] <= 1 for phases in checks["memory_floor"].values() for r in phases.values())),
     ]
