@@ -794,7 +794,8 @@ def test_a_campaign_counts_what_it_measured_beside_other_work(tmp_path: Path) ->
         done = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "busy: 1 measured, 0 failed, 0 skipped of 1" in done.stdout
-    assert "note: 1 of them measured while other processes took 10 % or more of the CPU" in done.stdout, done.stdout
+    assert ("note: 1 of them measured while other processes took 10 % or more of the CPU (5 % where no core was left "
+            "idle)") in done.stdout, done.stdout
     (run,) = network_runs(tmp_path / "s", "busy")
     assert run.data.metrics["cpu_util_others_pct"] >= 10
     from mlflow.tracking import MlflowClient

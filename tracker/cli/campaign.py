@@ -59,10 +59,10 @@ def run(
         if tally.measured_again:  # since 0.9.19
             typer.echo(f"note: {tally.again_said()}")
         if tally.beside_other_work:
-            from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+            from tracker.profile.records import OTHER_WORK_RULE
 
             typer.echo(f"note: {tally.beside_other_work} of them measured while other processes took "
-                       f"{OTHERS_CPU_NOTE_PCT:g} % or more of the CPU (their runs say how much: cpu_util_others_pct); "
+                       f"{OTHER_WORK_RULE} (their runs say how much: cpu_util_others_pct); "
                        "to measure them again: profile network ... --again, or a campaign's repeats")
     if tally.interrupted:
         exit_interrupted("interrupted: what was measured is kept; run the same command again to resume")

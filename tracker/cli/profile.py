@@ -203,7 +203,7 @@ def _notes(data: dict) -> list[str]:
                      "device waited on it: this latency is bound by the host's CPU, not the device (it moves with the "
                      "host's speed; a larger batch puts the work on the device)")
     if beside_other_work(data):
-        notes.append(_other_work_note(data["cpu_util_others_pct"], "this may be slower than the machine alone would run it"))
+        notes.append(_other_work_note(data, "this may be slower than the machine alone would run it"))
     return notes
 
 
@@ -498,13 +498,16 @@ def _job_notes(r: dict[str, Any]) -> None:
         typer.echo(f"note: its iterations' 95 % CI is ±{100 * ci:.0f} % of their median, over {100 * IMPRECISE_CI_REL:g} %: "
                    "too imprecise to compare with another job (more steps: [training].max_steps)")
     if beside_other_work(r):
-        typer.echo(_other_work_note(r["cpu_util_others_pct"], "its steps may be slower than the machine alone would run them"))
+        typer.echo(_other_work_note(r, "its steps may be slower than the machine alone would run them"))
 
 
-def _other_work_note(others_pct: float, slower: str) -> str:
+def _other_work_note(figures: dict[str, Any], slower: str) -> str:
     """The note of a measurement taken while other processes took the CPU (``records.beside_other_work``):
     a network's, a job's (``slower``: what may be slower for it)."""
-    return (f"note: other processes took {others_pct:.0f} % of this machine's CPU while it was measured: they "
+    from tracker.profile.records import other_work_said
+
+    took = other_work_said(figures, "this machine's")
+    return (f"note: other processes took {took} while it was measured: they "
             f"compete for its cores, caches and memory, so {slower} (tracker device show; the run keeps "
             "cpu_util_others_pct)")
 

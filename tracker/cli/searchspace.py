@@ -44,7 +44,7 @@ def run(
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Fill the space's accuracy and latency tables; a re-run only fills what is missing."""
-    from tracker.profile.records import OTHERS_CPU_NOTE_PCT
+    from tracker.profile.records import OTHER_WORK_RULE
     from tracker.profile.stats import IMPRECISE_CI_REL
     from tracker.searchspace.run import check_runnable, run_space
 
@@ -85,7 +85,7 @@ def run(
                    f"fingerprint learnt from (tracker predict SPEC says how): {some(tally.extrapolated)}")
     if tally.beside_other_work:
         typer.echo(f"note: {len(tally.beside_other_work)} of {tally.latency_done} candidates were measured while other "
-                   f"processes took {OTHERS_CPU_NOTE_PCT:g} % or more of the CPU: {some(tally.beside_other_work)}")
+                   f"processes took {OTHER_WORK_RULE}: {some(tally.beside_other_work)}")
     if tally.measured_again:
         typer.echo(f"note: {len(tally.measured_again)} imprecise candidates measured again, with a --time-cap of "
                    f"{time_cap:g} s, longer than before: {some(tally.measured_again)}")

@@ -422,6 +422,9 @@ class JobResult:
     speed_probe_ms: float | None = None
     #: a reused run whose skipped_files.json cannot be read: why (its skipped files then unnamed; since 0.9.15)
     skipped_files_unreadable: str | None = None
+    #: the machine's CPU use over its steps, which says whether any core was left idle beside the others'
+    #: (``records.beside_other_work``; since 0.9.21)
+    cpu_util_pct: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -437,7 +440,8 @@ class JobResult:
                    latency_ms=metrics.get("latency_ms"), set_up_steps=int(metrics.get("warmup_count", 0)),
                    latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"),
                    workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"), skipped_steps=skipped_steps,
-                   speed_probe_ms=metrics.get("speed_probe_ms"), skipped_files_unreadable=skipped_files_unreadable)
+                   speed_probe_ms=metrics.get("speed_probe_ms"), skipped_files_unreadable=skipped_files_unreadable,
+                   cpu_util_pct=metrics.get("cpu_util_pct"))
 
 
 def check_network_builds(cfg: JobConfig) -> None:

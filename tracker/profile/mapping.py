@@ -740,7 +740,8 @@ def result_of(record: Any, reused: bool) -> dict[str, Any]:
     return {"run_id": record.run_id, "mapping": record.params.get("mapping"), "status": record.status,
             "reason": record.tags.get("tracker.failure_reason"), "message": record.tags.get(FAILURE_MESSAGE_TAG),
             "reused": reused, "total_throughput_per_s": record.metrics.get("total_throughput_per_s"),
-            "cpu_util_others_pct": record.metrics.get("cpu_util_others_pct"), "networks": nets}
+            "cpu_util_others_pct": record.metrics.get("cpu_util_others_pct"),
+            "cpu_util_pct": record.metrics.get("cpu_util_pct"), "networks": nets}
 
 
 #: The longest one wait of a workload's child for its warm-up or window lasts: a longer one is waited in slices.
