@@ -1590,6 +1590,58 @@ def test_two_processes_take_turns_measuring_on_one_device(tmp_path: Path, monkey
         ["cpu.lock", "cuda-GPU-5fb2_x.lock", "cuda-3.lock", "cuda-2.lock"]
 
 
+def test_a_gpu_measurement_and_a_cpu_one_take_turns_on_the_host_and_two_gpus_do_not() -> None:
+    """Since 0.9.21 a GPU measurement holds the CPU's lock too, shared: its host thread launches the
+    device's work from a core a CPU measurement's threads fill (on an H200's host of 16 cores, one core
+    of other work made squeezenet1_1 on 16 threads 2.9 times slower). So a CPU measurement waits for a
+    GPU one and a GPU one for a CPU one, each saying what the other measures on, while measurements on
+    two GPUs run at once; a mapping's, on the CPU and a GPU, holds the CPU's exclusive. Locks alone:
+    holding a GPU's lock needs no GPU (devices no other test measures on: cuda:97, cuda:98)."""
+    from tracker.profile.devicelock import measuring_on
+
+    host = ("(a GPU measurement launches its work from a core of the CPU, which a CPU measurement's threads fill: "
+            "each would time the other's work too)")
+
+    def holding(seconds: float, device: str) -> subprocess.Popen:
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, str(seconds), device], stdout=subprocess.PIPE,
+                                  text=True)
+        assert holder.stdout.readline().strip() == "held"
+        return holder
+
+    said: list[str] = []
+    holder = holding(1.5, "cuda:97")
+    try:
+        with measuring_on(["cuda:98"], said.append) as waited:  # another GPU: at once, beside it
+            assert waited == 0.0 and said == [] and holder.poll() is None
+        with measuring_on(["cpu"], said.append) as waited:  # the CPU: after it
+            let_go_ms = int(holder.stdout.readline())
+            assert waited > 0.5 and time.time() * 1000 >= let_go_ms
+    finally:
+        holder.kill()
+        holder.wait()
+    assert said == [f"another tracker process (pid {holder.pid}) is measuring on cuda:97: waiting for it {host}"]
+
+    said.clear()
+    holder = holding(1.0, "cpu")
+    try:
+        with measuring_on(["cuda:98"], said.append) as waited:  # a GPU: after the CPU's measurement
+            assert waited > 0.3 and holder.stdout.readline().strip().isdigit()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert said == [f"another tracker process (pid {holder.pid}) is measuring on cpu: waiting for it {host}"]
+
+    said.clear()
+    holder = holding(1.0, "cuda:97")
+    try:
+        with measuring_on(["cpu", "cuda:98"], said.append) as waited:  # a mapping's stages: the CPU exclusive
+            assert waited > 0.3 and holder.stdout.readline().strip().isdigit()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert said == [f"another tracker process (pid {holder.pid}) is measuring on cuda:97: waiting for it {host}"]
+
+
 def test_a_configuration_asked_for_more_samples_than_it_was_measured_to_is_measured_again(tmp_path: Path) -> None:
     """``--min-samples 30`` reused a run measured to 10 without a word (until 0.9.6): it is a repeat
     now, measured to 30, and that repeat answers the same request, and a plain one, again."""

@@ -14,9 +14,18 @@ that held it (a parent killed releases it), and the child, which never inherits 
 cannot keep it. Devices are locked one by one in name order (a mapping run of CPU and GPU stages
 takes both), so two processes never wait on each other.
 
+A GPU measurement also holds the CPU's lock, *shared* (since 0.9.21): its host thread launches
+the device's work from a core of that CPU, and a CPU measurement's threads fill its cores. On an
+H200's host of 16 cores a GPU measurement kept 1.2 to 1.3 cores busy, one core of other work made
+squeezenet1_1 on 16 threads 2.9 times slower (14.0 against 4.89 ms, ±14 %), and a host-bound GPU
+latency moves with the host's CPU. So a CPU measurement (the lock exclusive) and a GPU one take
+turns, while GPU measurements on two GPUs, each a thread of the host, still run at once (both
+shared). Until then the CPU and each GPU were two locks, the host unordered. A holder writes its
+pid and the device it measures on into the file (a shared one where no other living holder is
+named there), and clears them as it lets go: the waiting note names them.
+
 What it does not order: work that is not a tracker measurement (``records.beside_other_work``
-says how much CPU other processes took), and a GPU measurement's host thread beside a CPU
-measurement (two devices, two locks). Where ``fcntl`` is missing (Windows) or the folder cannot
+says how much CPU other processes took). Where ``fcntl`` is missing (Windows) or the folder cannot
 be written, nothing is locked, said once.
 """
 
@@ -102,21 +111,48 @@ def _open(path: Path) -> int | None:
         return None
 
 
-def _holder(fd: int) -> str:
-    """The pid the lock file names (its holder writes it), as words for the note."""
+def _named(fd: int) -> tuple[int | None, str | None]:
+    """The pid a lock file names and the device that process measures on (a file of 0.9.20 or before
+    names its pid alone), where that process is alive; (None, None) for anything else."""
     try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        words = os.pread(fd, 64, 0).decode("ascii", "replace").split()
     except OSError:
-        return "another tracker process"
-    return f"another tracker process (pid {text})" if text.isdigit() else "another tracker process"
+        return None, None
+    if not (words and words[0].isascii() and words[0].isdigit()):
+        return None, None
+    pid = int(words[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:  # a holder killed while it held (SIGKILL): its line is left, not its lock
+        return None, None
+    except OSError:
+        pass  # another user's: alive
+    return pid, words[1] if len(words) > 1 else None
+
+
+def _holder(fd: int) -> tuple[str, str | None]:
+    """The holder the lock file names (:func:`_named`), as words for the note, and its device."""
+    pid, device = _named(fd)
+    return (f"another tracker process (pid {pid})" if pid else "another tracker process"), device
+
+
+def _why(device: str, theirs: str | None, shared: bool) -> str:
+    """Why a measurement on ``device`` waits for the one on ``theirs``: one device, or the CPU that a GPU
+    measurement launches from (``shared``: this one is the GPU's, waiting for the host)."""
+    if not shared and (theirs is None or lock_name(theirs) == lock_name(device)):  # cuda and cuda:0 are one
+        return "two measurements at once on one device would each time the other's work too"
+    return ("a GPU measurement launches its work from a core of the CPU, which a CPU measurement's threads fill: "
+            "each would time the other's work too")
 
 
 @contextmanager
-def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
+def _locked(device: str, say: Callable[[str], None], measuring: str | None = None) -> Iterator[float]:
+    """Hold ``device``'s lock: exclusive, or shared where ``measuring`` names the GPU whose measurement
+    holds the CPU's lock (the host it launches from) beside it."""
     import fcntl
 
     held: set[str] = _HELD.__dict__.setdefault("devices", set())
-    if lock_name(device) in held:  # this thread holds it already (re-entrant)
+    if lock_name(device) in held:  # this thread holds it already (re-entrant; shared or not, as first taken)
         yield 0.0
         return
     fd = _open(lock_folder() / lock_name(device))
@@ -128,22 +164,24 @@ def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
         try:
             while True:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fd, (fcntl.LOCK_SH if measuring else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     if waited_from is None:
                         waited_from = time.monotonic()
-                        say(f"{_holder(fd)} is measuring on {device}: waiting for it (two measurements at once on "
-                            f"one device would each time the other's work too)")
+                        who, theirs = _holder(fd)
+                        say(f"{who} is measuring on {theirs or device}: waiting for it "
+                            f"({_why(measuring or device, theirs, measuring is not None)})")
                     time.sleep(POLL_S)
         except KeyboardInterrupt as exc:  # a Ctrl-C (a SIGTERM) before the device was this process's: nothing of
             # its measurement has begun, which the command may say (``waiting_for_device``)
             if waited_from is not None:
                 exc.waiting_for_device = device  # type: ignore[attr-defined]
             raise
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        try:  # the holder a waiter names: a shared holder names itself where no other living holder is named
+            if measuring is None or _named(fd)[0] in (None, os.getpid()):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()} {measuring or device}\n".encode("ascii", "replace"), 0)
         except OSError:
             pass  # opened read-only: the lock holds all the same, its note names no pid
         held.add(lock_name(device))
@@ -151,28 +189,40 @@ def _locked(device: str, say: Callable[[str], None]) -> Iterator[float]:
             yield 0.0 if waited_from is None else time.monotonic() - waited_from
         finally:
             held.discard(lock_name(device))
+            try:
+                if _named(fd)[0] == os.getpid():  # letting go: named no more (a shared lock may stay held)
+                    os.ftruncate(fd, 0)
+            except OSError:
+                pass
     finally:
         os.close(fd)  # and the lock with it
 
 
 @contextmanager
 def measuring_on(devices: Iterable[str], say: Callable[[str], None] | None = None) -> Iterator[float]:
-    """Hold each of ``devices``' locks (in name order) for the block; yields how long this
-    process waited for them (seconds). ``say`` (default: a note on stderr) is told once per
-    device it waits for, naming the process it waits for. A Ctrl-C (KeyboardInterrupt, or the
-    command's Terminated) while it waits for one goes on with ``waiting_for_device``, that device,
-    set on it (:func:`waiting_for`)."""
+    """Hold each of ``devices``' locks (in name order) for the block, and for a GPU the CPU's, shared
+    (the host it launches from; exclusive where ``devices`` names the CPU too, a mapping's); yields how
+    long this process waited for them (seconds). ``say`` (default: a note on stderr) is told once per
+    device it waits for, naming the process it waits for and what that one measures on. A Ctrl-C
+    (KeyboardInterrupt, or the command's Terminated) while it waits for one goes on with
+    ``waiting_for_device``, that device, set on it (:func:`waiting_for`)."""
     import importlib.util
 
     if importlib.util.find_spec("fcntl") is None:
         _say_once("this system has no fcntl: two tracker processes may measure on one device at once")
         yield 0.0
         return
-    names = sorted({lock_name(d): d for d in devices}.items())
+    from tracker.environment import cuda_index
+
+    devices = list(devices)
+    locks: dict[str, tuple[str, str | None]] = {lock_name(d): (d, None) for d in devices}
+    gpus = [d for d in devices if cuda_index(d) is not None]
+    if gpus:  # the host a GPU's measurement launches from: the CPU's lock, shared (since 0.9.21)
+        locks.setdefault(lock_name("cpu"), ("cpu", gpus[0]))
     waited = 0.0
     with ExitStack() as stack:
-        for _, device in names:
-            waited += stack.enter_context(_locked(device, say or _say_once))
+        for _, (device, gpu) in sorted(locks.items()):
+            waited += stack.enter_context(_locked(device, say or _say_once, gpu))
         yield waited
 
 
