@@ -1602,44 +1602,27 @@ def test_a_gpu_measurement_and_a_cpu_one_take_turns_on_the_host_and_two_gpus_do_
     host = ("(a GPU measurement launches its work from a core of the CPU, which a CPU measurement's threads fill: "
             "each would time the other's work too)")
 
-    def holding(seconds: float, device: str) -> subprocess.Popen:
-        holder = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, str(seconds), device], stdout=subprocess.PIPE,
-                                  text=True)
-        assert holder.stdout.readline().strip() == "held"
-        return holder
+    def beside(held: str, asked: list[str]) -> tuple[float, list[str], int]:
+        """Another process holds ``held`` for a second; this one asks for ``asked``: how long it waited,
+        what it said, and the holder's pid."""
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, "1", held], stdout=subprocess.PIPE, text=True)
+        said: list[str] = []
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            with measuring_on(asked, said.append) as waited:
+                pass
+        finally:
+            holder.kill()
+            holder.wait()
+        return waited, said, holder.pid
 
-    said: list[str] = []
-    holder = holding(1.5, "cuda:97")
-    try:
-        with measuring_on(["cuda:98"], said.append) as waited:  # another GPU: at once, beside it
-            assert waited == 0.0 and said == [] and holder.poll() is None
-        with measuring_on(["cpu"], said.append) as waited:  # the CPU: after it
-            let_go_ms = int(holder.stdout.readline())
-            assert waited > 0.5 and time.time() * 1000 >= let_go_ms
-    finally:
-        holder.kill()
-        holder.wait()
-    assert said == [f"another tracker process (pid {holder.pid}) is measuring on cuda:97: waiting for it {host}"]
-
-    said.clear()
-    holder = holding(1.0, "cpu")
-    try:
-        with measuring_on(["cuda:98"], said.append) as waited:  # a GPU: after the CPU's measurement
-            assert waited > 0.3 and holder.stdout.readline().strip().isdigit()
-    finally:
-        holder.kill()
-        holder.wait()
-    assert said == [f"another tracker process (pid {holder.pid}) is measuring on cpu: waiting for it {host}"]
-
-    said.clear()
-    holder = holding(1.0, "cuda:97")
-    try:
-        with measuring_on(["cpu", "cuda:98"], said.append) as waited:  # a mapping's stages: the CPU exclusive
-            assert waited > 0.3 and holder.stdout.readline().strip().isdigit()
-    finally:
-        holder.kill()
-        holder.wait()
-    assert said == [f"another tracker process (pid {holder.pid}) is measuring on cuda:97: waiting for it {host}"]
+    assert beside("cuda:97", ["cuda:98"])[:2] == (0.0, [])  # another GPU: at once, beside it
+    for held, asked, theirs in (("cuda:97", ["cpu"], "cuda:97"),  # the CPU: after the GPU's measurement
+                                ("cpu", ["cuda:98"], "cpu"),  # a GPU: after the CPU's
+                                ("cuda:97", ["cpu", "cuda:98"], "cuda:97")):  # a mapping's stages: the CPU exclusive
+        waited, said, pid = beside(held, asked)
+        assert waited > 0.5, (held, asked, waited)  # the holder's second, less its start
+        assert said == [f"another tracker process (pid {pid}) is measuring on {theirs}: waiting for it {host}"]
 
 
 def test_a_configuration_asked_for_more_samples_than_it_was_measured_to_is_measured_again(tmp_path: Path) -> None:
