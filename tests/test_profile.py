@@ -1019,7 +1019,8 @@ def test_a_network_interrupted_while_its_layers_are_measured_keeps_the_network(t
 
 
 def _holds_device(pid: int, device: str = "cpu") -> bool:
-    """Whether ``pid`` holds the device's lock now (its holder writes its pid into the lock file)."""
+    """Whether ``pid`` holds the device's lock now (its holder writes its pid, then the device it measures
+    on, into the lock file)."""
     import fcntl
 
     from tracker.profile import devicelock
@@ -1030,9 +1031,9 @@ def _holds_device(pid: int, device: str = "cpu") -> bool:
     except OSError:
         return False
     try:
-        if os.pread(fd, 32, 0).decode("ascii", "replace").strip() != str(pid):
+        if os.pread(fd, 64, 0).decode("ascii", "replace").split()[:1] != [str(pid)]:
             return False
-        try:  # the pid stays in the file once it lets go: the lock must be taken still
+        try:  # the lock must be taken still (a holder killed leaves its pid in the file)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return True
