@@ -486,6 +486,41 @@ def test_an_imprecise_candidate_is_measured_again_with_a_longer_time_cap(tmp_pat
                      r"with a longer --time-cap, or on a quieter machine\): .*" + re.escape(cands[2].name), again.stdout)
 
 
+def test_a_time_cap_edited_into_no_number_is_read_as_none_recorded(tmp_path: Path) -> None:
+    """An imprecise candidate's time_cap_s param edited in the store's database into what is no number
+    ("0,1", a decimal comma) ended searchspace run in a ValueError's traceback until 0.9.21. It is read
+    as a run of a store before caps were recorded (DEFAULT_TIME_CAP_S): a shorter --time-cap does not
+    measure it again, and it is named imprecise."""
+    import sqlite3
+
+    from tracker.log.logger import RunLogger
+    from tracker.searchspace.run import DEFAULT_TIME_CAP_S, _candidate_record, candidate_hashes, measured_mode
+    from tracker.searchspace.space import load_space
+
+    path, runs = tmp_path / "tiny.toml", tmp_path / "runs"
+    path.write_text(SPACE)
+    space = load_space(path)
+    cands, hashes, mode = space.candidates(), candidate_hashes(space), measured_mode(space)
+    logger = RunLogger(str(runs), experiment="searchspace-tiny")
+    ids = []
+    for c, ci_rel in zip(cands, (0.9, 0.01, 0.01, 0.01)):  # the first imprecise under a 0.1 s cap
+        record = _candidate_record(space, c, hashes[c.name], "measured", mode)
+        record.params["time_cap_s"] = 0.1
+        record.metrics.update(latency_ms=1.0, latency_ci_rel=ci_rel, device_time_s=0.1)
+        ids += logger.log([record])
+    logger.close()
+    with sqlite3.connect(runs / "mlflow.db") as db:
+        assert db.execute("UPDATE params SET value = '0,1' WHERE key = 'time_cap_s' AND run_uuid = ?",
+                          (ids[0],)).rowcount == 1
+    # a --time-cap over its 0.1 s but under the default: nothing measured, the candidate named imprecise
+    out = _cli(runs, "searchspace", "run", str(path), "--skip-accuracy", "--time-cap", str(DEFAULT_TIME_CAP_S / 2),
+               "--format", "json")
+    assert out.exit_code == 0, out.output
+    tally = json.loads(out.stdout)
+    assert tally["measured_again"] == [] and tally["imprecise"] == [cands[0].name], tally
+    assert (tally["latency_done"], tally["latency_skipped"]) == (0, 4)
+
+
 def test_an_image_folder_with_nothing_to_train_on_is_one_line(tmp_path: Path) -> None:
     """One image a class: the stratified split holds every image out, and each candidate was a FAILED
     run ("Expected positive integer total_steps, but got 0") at every re-run, until 0.9.8."""

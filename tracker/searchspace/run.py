@@ -217,7 +217,7 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             if record.config_key in done:
                 old = logger.find(record.config_key) if latency == "measured" else None
                 if old is not None and imprecise(old.metrics):
-                    if time_cap_s > float(old.params.get("time_cap_s", DEFAULT_TIME_CAP_S)):
+                    if time_cap_s > time_cap_of(old):
                         tally.measured_again.append(c.name)
                         todo.append((c, record))
                         continue
@@ -249,6 +249,18 @@ def run_space(logger: Any, space: SearchSpace, specs_dir: Path, latency: str = "
             _log(logger, record, c.name, "latency", tally)
             tally.latency_done += 1
     return tally
+
+
+def time_cap_of(run: Any) -> float:
+    """The time cap a measured candidate's run had: its ``time_cap_s`` param, or ``DEFAULT_TIME_CAP_S``
+    where it has none (a store from before caps were recorded) or one that is no positive finite number
+    (edited in the store's database: a ValueError's traceback until 0.9.21), as if none were recorded."""
+    import math
+
+    from tracker.console import decimal_number
+
+    cap = decimal_number(str(run.params.get("time_cap_s", DEFAULT_TIME_CAP_S)))
+    return cap if cap is not None and math.isfinite(cap) and cap > 0 else DEFAULT_TIME_CAP_S
 
 
 def _log(logger: Any, record: Any, name: str, what: str, tally: Tally) -> None:
