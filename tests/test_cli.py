@@ -985,7 +985,8 @@ def test_ui_refuses_a_busy_port(tmp_path: Path) -> None:
 
 def test_the_ui_asks_mlflow_for_the_workers_it_is_given(tmp_path: Path) -> None:
     """One by default (MLflow's own default is four; tests/test_demo.py reads the one process serving)."""
-    from tracker.ui import UI_WORKERS, ui_command
+    from tracker.settings import UI_WORKERS
+    from tracker.ui import ui_command
 
     def workers(cmd: list[str]) -> str:
         assert cmd.count("--workers") == 1, cmd

@@ -61,6 +61,13 @@ MAX_NETS = 32
 #: work. Until 0.9.14 any finite number was taken, and ``--duration 1e308`` measured its workload (a store made,
 #: a run begun) until it was stopped.
 MAX_WINDOW_S = 86_400
+#: Worker processes ``tracker ui`` serves with unless told otherwise: one, for the one user on loopback.
+#: MLflow's own default is 4 (``mlflow ui`` too), each importing MLflow's server (about 240 MB each);
+#: one serves the UI's parallel requests on its threads, with no supervisor or resource tracker beside
+#: it (since 0.9.20; MLflow's four until then: over the demo's store on two cores, 13 to 15 s to answer
+#: on 20 to 25 CPU-seconds and 1.3 GB, against 8 to 10 s, 8 to 10 CPU-seconds and 540 MB). Here, not
+#: in tracker.ui, so that the CLI's ``ui --workers`` reads it without loading that module at every start.
+UI_WORKERS = 1
 
 #: The most epochs a training runs: a training job's [training].num_epochs, a search space's [accuracy].epochs.
 #: Six times the longest published recipes (MAE's 1,600 epochs on ImageNet; a few hundred are usual), and, as

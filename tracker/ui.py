@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 
 from tracker.errors import TrackerError, terminate
-from tracker.settings import mlflow_path, resolve_location
+from tracker.settings import UI_WORKERS, mlflow_path, resolve_location
 
 HOST = "127.0.0.1"
-#: Worker processes ``tracker ui`` serves with unless told otherwise: one, for the one user on loopback.
-#: MLflow's own default is 4 (``mlflow ui`` too), each importing MLflow's server (about 240 MB each);
-#: one serves the UI's parallel requests on its threads, with no supervisor or resource tracker beside
-#: it (since 0.9.20; MLflow's four until then: over the demo's store on two cores, 13 to 15 s to answer
-#: on 20 to 25 CPU-seconds and 1.3 GB, against 8 to 10 s, 8 to 10 CPU-seconds and 540 MB).
-UI_WORKERS = 1
 
 
 def ui_command(tracking_uri: str | None, port: int, workers: int = UI_WORKERS) -> list[str]:
@@ -67,8 +62,6 @@ def ui_url(port: int, route: str = "/experiments") -> str:
 
 
 def port_free(port: int) -> bool:
-    import socket  # here: the CLI imports this module for UI_WORKERS at every start
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

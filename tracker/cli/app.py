@@ -28,7 +28,7 @@ from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
 from tracker.cli.options import (FormatOption, OutputFormat, RepeatedArgumentsNamed, State, emit_json, exit_interrupted,
                                  flags_shown_without_a_type, logging_nothing, path_of, state)
-from tracker.ui import UI_WORKERS
+from tracker.settings import UI_WORKERS
 
 flags_shown_without_a_type()
 
