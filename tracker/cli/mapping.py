@@ -169,7 +169,7 @@ def run(
     Workloads already measured are skipped, so an interrupted run resumes."""
     from tracker.profile.mapping import Workload, check_timeout, generate as draw, parse_mapping, validate
     from tracker.profile.modes import validate_threads
-    from tracker.profile.records import beside_other_work, other_work_said
+    from tracker.profile.records import beside_other_work, other_work_note
 
     with option_values():
         if threads is not None:  # before any note is said (refused after "no CUDA GPU ...", two lines, until 0.9.6)
@@ -216,10 +216,7 @@ def run(
         note = " (already measured: reused)" if r["reused"] else ""
         typer.echo(f"{r['mapping']}: {r['total_throughput_per_s']:.1f} images/s in all{note}; run {r['run_id'][:12]}")
         if beside_other_work(r):  # unsaid, and unkept, until 0.9.8
-            took = other_work_said(r, "this machine's")
-            typer.echo(f"note: other processes took {took} while it was measured: they "
-                       "compete for its cores, caches and memory, so its networks may be slower than the machine alone "
-                       "would run them (tracker device show; the run keeps cpu_util_others_pct)", err=True)
+            typer.echo(other_work_note(r, "its networks may be slower than the machine alone would run them"), err=True)
         idle = [f"{n['model']}@{n['split']}" for n in r["networks"] if not n["inf_count"]]
         if idle:  # FINISHED and silent until 0.9.3
             typer.echo(f"note: {', '.join(idle)} finished no inference in the {duration:g} s window: its figures are "

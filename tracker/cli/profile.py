@@ -186,7 +186,7 @@ def _report(data: dict, fmt: OutputFormat) -> None:
 def _notes(data: dict) -> list[str]:
     """What a measured network's figures mean that they do not say: many page faults, a latency bound
     by the host, other work beside it."""
-    from tracker.profile.records import beside_other_work, bound_by_host
+    from tracker.profile.records import beside_other_work, bound_by_host, other_work_note
 
     # how its child ended, where its run says (its layers lost with a killed child, a child killed after
     # its result): the run's tag alone until 0.9.8
@@ -203,7 +203,7 @@ def _notes(data: dict) -> list[str]:
                      "device waited on it: this latency is bound by the host's CPU, not the device (it moves with the "
                      "host's speed; a larger batch puts the work on the device)")
     if beside_other_work(data):
-        notes.append(_other_work_note(data, "this may be slower than the machine alone would run it"))
+        notes.append(other_work_note(data, "this may be slower than the machine alone would run it"))
     return notes
 
 
@@ -491,25 +491,14 @@ def training(
 def _job_notes(r: dict[str, Any]) -> None:
     """What to read a job's figures with, as a network's measurement says it (since 0.9.1): iterations
     too spread to compare, and other processes taking the CPU meanwhile."""
-    from tracker.profile.records import beside_other_work
+    from tracker.profile.records import beside_other_work, other_work_note
     from tracker.profile.stats import IMPRECISE_CI_REL
 
     if (ci := r.get("latency_ci_rel")) is not None and ci > IMPRECISE_CI_REL:
         typer.echo(f"note: its iterations' 95 % CI is ±{100 * ci:.0f} % of their median, over {100 * IMPRECISE_CI_REL:g} %: "
                    "too imprecise to compare with another job (more steps: [training].max_steps)")
     if beside_other_work(r):
-        typer.echo(_other_work_note(r, "its steps may be slower than the machine alone would run them"))
-
-
-def _other_work_note(figures: dict[str, Any], slower: str) -> str:
-    """The note of a measurement taken while other processes took the CPU (``records.beside_other_work``):
-    a network's, a job's (``slower``: what may be slower for it)."""
-    from tracker.profile.records import other_work_said
-
-    took = other_work_said(figures, "this machine's")
-    return (f"note: other processes took {took} while it was measured: they "
-            f"compete for its cores, caches and memory, so {slower} (tracker device show; the run keeps "
-            "cpu_util_others_pct)")
+        typer.echo(other_work_note(r, "its steps may be slower than the machine alone would run them"))
 
 
 def _more_steps(config: dict[str, Any]) -> str:

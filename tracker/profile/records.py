@@ -56,6 +56,14 @@ def other_work_said(metrics: dict[str, float], machine: str = "the machine's") -
     return f"{others:.0f} % of {machine} CPU{' (no core left idle)' if others < OTHERS_CPU_NOTE_PCT else ''}"
 
 
+def other_work_note(figures: dict[str, Any], slower: str) -> str:
+    """The note line of a measurement taken beside other work (where ``beside_other_work``): a network's,
+    a training job's or a mapping's figures, ``slower`` saying what of it may be slower."""
+    took = other_work_said(figures, "this machine's")
+    return (f"note: other processes took {took} while it was measured: they compete for its cores, caches and "
+            f"memory, so {slower} (tracker device show; the run keeps cpu_util_others_pct)")
+
+
 #: The telemetry summary's energy over the window, which a run keeps per iteration (``energy_per_iter_j``).
 ENERGY_KEY = "energy_j"
 #: Telemetry summary keys -> metric names of the schemas.
