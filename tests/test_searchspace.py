@@ -449,10 +449,10 @@ def test_the_report_places_the_files_own_budget_and_mode(tmp_path: Path) -> None
     logger.close()
 
 
-def test_an_imprecise_candidate_is_measured_again_with_a_longer_time_cap(tmp_path: Path) -> None:
-    """The note advised measuring imprecise candidates again with a longer --time-cap, but a re-run
-    counted them as already there, and said nothing of them (until 0.9.8): a run whose --time-cap is
-    longer than the one an imprecise candidate had measures it again; one it does not is named again."""
+def _measured_candidates(tmp_path: Path, measured: list[tuple[float, float | None]]) -> tuple[Path, Path, list, list[str]]:
+    """The tiny space's file and store, its candidates, each logged as measured (latency 1 ms) with the
+    ``(latency_ci_rel, time_cap_s)`` given in turn (a cap of None: a store from before caps were recorded),
+    and their runs' ids."""
     from tracker.log.logger import RunLogger
     from tracker.searchspace.run import _candidate_record, candidate_hashes, measured_mode
     from tracker.searchspace.space import load_space
@@ -462,14 +462,23 @@ def test_an_imprecise_candidate_is_measured_again_with_a_longer_time_cap(tmp_pat
     space = load_space(path)
     cands, hashes, mode = space.candidates(), candidate_hashes(space), measured_mode(space)
     logger = RunLogger(str(runs), experiment="searchspace-tiny")
-    # two imprecise under a 0.1 s cap, one imprecise of a store before caps were recorded (5 s), one precise
-    for c, ci_rel, cap in zip(cands, (0.9, 0.8, 0.7, 0.01), (0.1, 0.1, None, 0.1)):
+    ids: list[str] = []
+    for c, (ci_rel, cap) in zip(cands, measured):
         record = _candidate_record(space, c, hashes[c.name], "measured", mode)
         if cap is not None:
             record.params["time_cap_s"] = cap
         record.metrics.update(latency_ms=1.0, latency_ci_rel=ci_rel, device_time_s=0.1)
-        logger.log([record])
+        ids += logger.log([record])
     logger.close()
+    return path, runs, cands, ids
+
+
+def test_an_imprecise_candidate_is_measured_again_with_a_longer_time_cap(tmp_path: Path) -> None:
+    """The note advised measuring imprecise candidates again with a longer --time-cap, but a re-run
+    counted them as already there, and said nothing of them (until 0.9.8): a run whose --time-cap is
+    longer than the one an imprecise candidate had measures it again; one it does not is named again."""
+    # two imprecise under a 0.1 s cap, one imprecise of a store before caps were recorded (5 s), one precise
+    path, runs, cands, _ = _measured_candidates(tmp_path, [(0.9, 0.1), (0.8, 0.1), (0.7, None), (0.01, 0.1)])
     out = _cli(runs, "searchspace", "run", str(path), "--skip-accuracy", "--time-cap", "0.2", "--format", "json")
     assert out.exit_code == 0, out.output
     tally = json.loads(out.stdout)
@@ -493,22 +502,10 @@ def test_a_time_cap_edited_into_no_number_is_read_as_none_recorded(tmp_path: Pat
     measure it again, and it is named imprecise."""
     import sqlite3
 
-    from tracker.log.logger import RunLogger
-    from tracker.searchspace.run import DEFAULT_TIME_CAP_S, _candidate_record, candidate_hashes, measured_mode
-    from tracker.searchspace.space import load_space
+    from tracker.searchspace.run import DEFAULT_TIME_CAP_S
 
-    path, runs = tmp_path / "tiny.toml", tmp_path / "runs"
-    path.write_text(SPACE)
-    space = load_space(path)
-    cands, hashes, mode = space.candidates(), candidate_hashes(space), measured_mode(space)
-    logger = RunLogger(str(runs), experiment="searchspace-tiny")
-    ids = []
-    for c, ci_rel in zip(cands, (0.9, 0.01, 0.01, 0.01)):  # the first imprecise under a 0.1 s cap
-        record = _candidate_record(space, c, hashes[c.name], "measured", mode)
-        record.params["time_cap_s"] = 0.1
-        record.metrics.update(latency_ms=1.0, latency_ci_rel=ci_rel, device_time_s=0.1)
-        ids += logger.log([record])
-    logger.close()
+    # the first imprecise under a 0.1 s cap, the others precise
+    path, runs, cands, ids = _measured_candidates(tmp_path, [(0.9, 0.1), (0.01, 0.1), (0.01, 0.1), (0.01, 0.1)])
     with sqlite3.connect(runs / "mlflow.db") as db:
         assert db.execute("UPDATE params SET value = '0,1' WHERE key = 'time_cap_s' AND run_uuid = ?",
                           (ids[0],)).rowcount == 1

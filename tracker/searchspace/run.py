@@ -255,12 +255,11 @@ def time_cap_of(run: Any) -> float:
     """The time cap a measured candidate's run had: its ``time_cap_s`` param, or ``DEFAULT_TIME_CAP_S``
     where it has none (a store from before caps were recorded) or one that is no positive finite number
     (edited in the store's database: a ValueError's traceback until 0.9.21), as if none were recorded."""
-    import math
-
     from tracker.console import decimal_number
+    from tracker.settings import finite_number
 
     cap = decimal_number(str(run.params.get("time_cap_s", DEFAULT_TIME_CAP_S)))
-    return cap if cap is not None and math.isfinite(cap) and cap > 0 else DEFAULT_TIME_CAP_S
+    return cap if cap is not None and finite_number(cap) and cap > 0 else DEFAULT_TIME_CAP_S
 
 
 def _log(logger: Any, record: Any, name: str, what: str, tally: Tally) -> None:
