@@ -1626,6 +1626,32 @@ def test_a_gpu_measurement_and_a_cpu_one_take_turns_on_the_host_and_two_gpus_do_
         assert said == [f"another tracker process (pid {pid}) is measuring on {theirs}: waiting for it {host}"]
 
 
+def test_a_cpu_measurement_waiting_for_a_gpu_one_no_lock_file_names_says_a_gpu_holds_the_host() -> None:
+    """The lock file names one shared holder of the CPU's lock, the first GPU measurement to take it: where
+    that one lets go while a second GPU measurement still holds it, a CPU measurement's waiting note said
+    "measuring on cpu" with a CPU's reason (until 0.9.22); it says a GPU holds it, and why it waits."""
+    from tracker.profile.devicelock import measuring_on
+
+    named = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, "0.2", "cuda:95"], stdout=subprocess.PIPE, text=True)
+    other = None
+    said: list[str] = []
+    try:
+        assert named.stdout.readline().strip() == "held"
+        other = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, "3", "cuda:96"], stdout=subprocess.PIPE, text=True)
+        assert other.stdout.readline().strip() == "held"  # beside the first, shared, named nowhere
+        named.wait(timeout=60)  # the named holder has let go, the lock file is blank
+        with measuring_on(["cpu"], said.append) as waited:
+            pass
+    finally:
+        for p in (named, other):
+            if p is not None:
+                p.kill()
+                p.wait()
+    assert waited > 0.5, waited
+    assert said == ["another tracker process is measuring on a GPU: waiting for it (a GPU measurement launches its work "
+                    "from a core of the CPU, which a CPU measurement's threads fill: each would time the other's work too)"]
+
+
 def test_a_configuration_asked_for_more_samples_than_it_was_measured_to_is_measured_again(tmp_path: Path) -> None:
     """``--min-samples 30`` reused a run measured to 10 without a word (until 0.9.6): it is a repeat
     now, measured to 30, and that repeat answers the same request, and a plain one, again."""

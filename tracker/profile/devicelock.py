@@ -22,7 +22,8 @@ latency moves with the host's CPU. So a CPU measurement (the lock exclusive) and
 turns, while GPU measurements on two GPUs, each a thread of the host, still run at once (both
 shared). Until then the CPU and each GPU were two locks, the host unordered. A holder writes its
 pid and the device it measures on into the file (a shared one where no other living holder is
-named there), and clears them as it lets go: the waiting note names them.
+named there), and clears them as it lets go: the waiting note names them. Where the GPU measurement
+named there has let go while another still holds the lock shared, the note says a GPU's (0.9.22).
 
 What it does not order: work that is not a tracker measurement (``records.beside_other_work``
 says how much CPU other processes took). Where ``fcntl`` is missing (Windows) or the folder cannot
@@ -130,16 +131,46 @@ def _named(fd: int) -> tuple[int | None, str | None]:
     return pid, words[1] if len(words) > 1 else None
 
 
-def _holder(fd: int) -> tuple[str, str | None]:
-    """The holder the lock file names (:func:`_named`), as words for the note, and its device."""
+#: What a waiting note says the holders measure on where the lock is held shared and names none (the
+#: GPU measurement it named has let go while another still holds it): GPU measurements, on the host.
+SHARED_HOLDERS = "a GPU"
+
+
+def _held_shared(path: Path) -> bool:
+    """Whether the lock a process waits for (exclusive) is held shared now: a shared lock of its own,
+    taken and let go at once, is granted only beside shared holders."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # held exclusive (BlockingIOError), or not to be asked
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _holder(fd: int, path: Path, exclusive: bool) -> tuple[str, str | None]:
+    """The holder the lock file names (:func:`_named`), as words for the note, and its device; where
+    it names none and the lock an ``exclusive`` waiter waits for is held shared, ``SHARED_HOLDERS``
+    (until 0.9.22 such a note named the CPU, and a CPU's reason)."""
     pid, device = _named(fd)
+    if pid is None and exclusive and _held_shared(path):
+        device = SHARED_HOLDERS
     return (f"another tracker process (pid {pid})" if pid else "another tracker process"), device
 
 
 def _why(device: str, theirs: str | None, shared: bool) -> str:
     """Why a measurement on ``device`` waits for the one on ``theirs``: one device, or the CPU that a GPU
     measurement launches from (``shared``: this one is the GPU's, waiting for the host)."""
-    if not shared and (theirs is None or lock_name(theirs) == lock_name(device)):  # cuda and cuda:0 are one
+    if not shared and (theirs is None or (theirs != SHARED_HOLDERS  # cuda and cuda:0 are one
+                                          and lock_name(theirs) == lock_name(device))):
         return "two measurements at once on one device would each time the other's work too"
     return ("a GPU measurement launches its work from a core of the CPU, which a CPU measurement's threads fill: "
             "each would time the other's work too")
@@ -155,7 +186,8 @@ def _locked(device: str, say: Callable[[str], None], measuring: str | None = Non
     if lock_name(device) in held:  # this thread holds it already (re-entrant; shared or not, as first taken)
         yield 0.0
         return
-    fd = _open(lock_folder() / lock_name(device))
+    path = lock_folder() / lock_name(device)
+    fd = _open(path)
     if fd is None:
         yield 0.0
         return
@@ -169,7 +201,7 @@ def _locked(device: str, say: Callable[[str], None], measuring: str | None = Non
                 except BlockingIOError:
                     if waited_from is None:
                         waited_from = time.monotonic()
-                        who, theirs = _holder(fd)
+                        who, theirs = _holder(fd, path, measuring is None)
                         say(f"{who} is measuring on {theirs or device}: waiting for it "
                             f"({_why(measuring or device, theirs, measuring is not None)})")
                     time.sleep(POLL_S)
