@@ -612,6 +612,18 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                 tally.runs.append(run_entry(q.spec.model, q.spec.batch_size, phase, device, r, result,
                                             input_size=q.spec.input_size, threads=threads, dtype=dtype, **extra))
 
+            def measured(q: Any, again: bool = False, **kwargs: Any) -> Any:
+                """``measure_planned`` of plan ``q``; a Ctrl-C that kept its network without its layers
+                lists that run (counted measured, where it is not a measurement again) and goes on."""
+                try:
+                    return measure_planned(logger, q, layers=layers, layer_rule=layer_rule, timeout_s=c.timeout_s,
+                                           reuse=False, campaign=c.name, **kwargs)
+                except KeyboardInterrupt as exc:
+                    if (kept := getattr(exc, "kept", None)) is not None:
+                        logged(q, kept, **({"again": True} if again else {}), without_layers=True)
+                        tally.measured += not again
+                    raise
+
             def planned(state: str, q: Any) -> None:
                 if dry_run:
                     tally.planned.append({"network": q.spec.model, "batch_size": q.spec.batch_size, "phase": phase,
@@ -665,16 +677,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         progress(f"measuring {label}", tally)
                     # Layers in every round: the layer-level fingerprint learns each layer's
                     # median over the rounds (layer_labels), keyed by the newest run's layers.
-                    try:
-                        res = measure_planned(logger, p, rule, layers=layers,
-                                              layer_rule=layer_rule, timeout_s=c.timeout_s,
-                                              reuse=False, campaign=c.name,
-                                              repeat_key=repeat_key, trace=tracing)
-                    except KeyboardInterrupt as exc:  # the network kept without its layers is counted
-                        if (kept := getattr(exc, "kept", None)) is not None:
-                            logged(p, kept, without_layers=True)
-                            tally.measured += 1
-                        raise
+                    res = measured(p, rule=rule, repeat_key=repeat_key, trace=tracing)
                     if res.reused:  # measured by another process while this one waited for the device
                         tally.skipped += 1
                         tally.reused += 1
@@ -695,14 +698,9 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         if again_rule is not None and imprecise(res.network.metrics, c.precision):
                             if progress:
                                 progress(f"measuring {label} again (imprecise)", tally)
-                            try:  # with its layers where the first had them: the newest run answers for them
-                                second = measure_planned(logger, p, again_rule, layers=layers, layer_rule=layer_rule,
-                                                         timeout_s=c.timeout_s, reuse=False, campaign=c.name,
-                                                         repeat_key=f"{repeat_key or p.config_key}#again")
-                            except KeyboardInterrupt as exc:  # its network kept without its layers, as the first's
-                                if (kept := getattr(exc, "kept", None)) is not None:
-                                    logged(p, kept, again=True, without_layers=True)
-                                raise
+                            # with its layers where the first had them: the newest run answers for them
+                            second = measured(p, again=True, rule=again_rule,
+                                              repeat_key=f"{repeat_key or p.config_key}#again")
                             logged(p, second, again=True)
                             tally.in_outbox += bool(second.in_outbox)
                             if second.network.status == "FINISHED":
