@@ -1632,14 +1632,17 @@ def test_a_cpu_measurement_waiting_for_a_gpu_one_no_lock_file_names_says_a_gpu_h
     "measuring on cpu" with a CPU's reason (until 0.9.22); it says a GPU holds it, and why it waits."""
     from tracker.profile.devicelock import measuring_on
 
-    named = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, "0.2", "cuda:95"], stdout=subprocess.PIPE, text=True)
+    hold_till_told = ("import sys\nfrom tracker.profile.devicelock import measuring_on\n"
+                      "with measuring_on([sys.argv[1]]):\n    print('held', flush=True)\n    sys.stdin.readline()\n")
+    named = subprocess.Popen([sys.executable, "-c", hold_till_told, "cuda:95"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
     other = None
     said: list[str] = []
     try:
         assert named.stdout.readline().strip() == "held"
         other = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, "3", "cuda:96"], stdout=subprocess.PIPE, text=True)
         assert other.stdout.readline().strip() == "held"  # beside the first, shared, named nowhere
-        named.wait(timeout=60)  # the named holder has let go, the lock file is blank
+        named.communicate("go\n", timeout=60)  # the named holder lets go: the lock file is blank
         with measuring_on(["cpu"], said.append) as waited:
             pass
     finally:
