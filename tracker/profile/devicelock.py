@@ -138,7 +138,8 @@ SHARED_HOLDERS = "a GPU"
 
 def _held_shared(path: Path) -> bool:
     """Whether the lock a process waits for (exclusive) is held shared now: a shared lock of its own,
-    taken and let go at once, is granted only beside shared holders."""
+    taken and let go at once, is granted only beside shared holders (or where the holder let go just
+    now, which the waiter's next try, ``POLL_S`` later, finds: its note alone may then say a GPU's)."""
     import fcntl
 
     try:
