@@ -133,6 +133,7 @@ def _named(fd: int) -> tuple[int | None, str | None]:
 
 #: What a waiting note says the holders measure on where the lock is held shared and names none (the
 #: GPU measurement it named has let go while another still holds it): GPU measurements, on the host.
+#: Its lock name (``a_GPU.lock``) is no device's, so ``_why`` gives the host's reason for it, as for a GPU's.
 SHARED_HOLDERS = "a GPU"
 
 
@@ -170,8 +171,7 @@ def _holder(fd: int, path: Path, exclusive: bool) -> tuple[str, str | None]:
 def _why(device: str, theirs: str | None, shared: bool) -> str:
     """Why a measurement on ``device`` waits for the one on ``theirs``: one device, or the CPU that a GPU
     measurement launches from (``shared``: this one is the GPU's, waiting for the host)."""
-    if not shared and (theirs is None or (theirs != SHARED_HOLDERS  # cuda and cuda:0 are one
-                                          and lock_name(theirs) == lock_name(device))):
+    if not shared and (theirs is None or lock_name(theirs) == lock_name(device)):  # cuda and cuda:0 are one
         return "two measurements at once on one device would each time the other's work too"
     return ("a GPU measurement launches its work from a core of the CPU, which a CPU measurement's threads fill: "
             "each would time the other's work too")
