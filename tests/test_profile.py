@@ -1031,7 +1031,7 @@ def _holds_device(pid: int, device: str = "cpu") -> bool:
     except OSError:
         return False
     try:
-        if os.pread(fd, 64, 0).decode("ascii", "replace").split()[:1] != [str(pid)]:
+        if devicelock._named(fd)[0] != pid:  # read as a waiting note reads it
             return False
         try:  # the lock must be taken still (a holder killed leaves its pid in the file)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -1538,7 +1538,10 @@ import sys, time
 from tracker.profile.devicelock import measuring_on
 with measuring_on([sys.argv[2]]):
     print("held", flush=True)
-    time.sleep(float(sys.argv[1]))
+    if sys.argv[1] == "-":  # held until told, a line on stdin
+        sys.stdin.readline()
+    else:
+        time.sleep(float(sys.argv[1]))
     print(round(time.time() * 1000), flush=True)  # let go just after
 """
 
@@ -1632,9 +1635,7 @@ def test_a_cpu_measurement_waiting_for_a_gpu_one_no_lock_file_names_says_a_gpu_h
     "measuring on cpu" with a CPU's reason (until 0.9.22); it says a GPU holds it, and why it waits."""
     from tracker.profile.devicelock import measuring_on
 
-    hold_till_told = ("import sys\nfrom tracker.profile.devicelock import measuring_on\n"
-                      "with measuring_on([sys.argv[1]]):\n    print('held', flush=True)\n    sys.stdin.readline()\n")
-    named = subprocess.Popen([sys.executable, "-c", hold_till_told, "cuda:95"], stdin=subprocess.PIPE,
+    named = subprocess.Popen([sys.executable, "-c", HOLD_DEVICE, "-", "cuda:95"], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     other = None
     said: list[str] = []
