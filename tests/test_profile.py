@@ -703,7 +703,10 @@ def network_runs(store: Path, experiment: str) -> list:
 
 def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_path: Path) -> None:
     """A configuration measured whole (a campaign without layers) does not answer a campaign that
-    wants its layers, as `profile layers` would not take it: it is measured again, with them, once."""
+    wants its layers, as `profile layers` would not take it: it is measured again, with them, once.
+    Measured whole only again after that (another campaign's second round), it is still measured with
+    its layers: the campaign that wants them, and `profile layers`, reuse them (until 0.9.23 each
+    read the newest run alone, and measured the layers again)."""
     whole = campaign_file(tmp_path, "whole", tff=False)
     whole.write_text(whole.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'zoo = ["squeezenet1_1"]')
                      .replace("batch_sizes = [1, 2, 4]", "batch_sizes = [1]"))
@@ -719,6 +722,16 @@ def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_
     runs = network_runs(tmp_path / "s", "both")
     with_layers = [r for r in runs if "sum_of_layers_ms" in r.data.metrics]
     assert len(runs) == 2 and len(with_layers) == 1 and {r.data.tags["tracker.campaign"] for r in with_layers} == {"layered"}
+    rounds = tmp_path / "rounds.toml"  # its second round, whole only, is the configuration's newest run
+    rounds.write_text(whole.read_text().replace('name = "whole"', 'name = "rounds"') + "repeats = 2\n")
+    assert tracker("--tracking-uri", store, "-e", "both", "campaign", "run", str(rounds), cwd=tmp_path).returncode == 0
+    newest = max(network_runs(tmp_path / "s", "both"), key=lambda r: r.info.start_time)
+    assert newest.data.tags["tracker.campaign"] == "rounds" and "sum_of_layers_ms" not in newest.data.metrics
+    assert dry_run(tmp_path / "s", layered, "-e", "both")["states"] == {"measured": 1}
+    reused = json.loads(tracker("--tracking-uri", store, "-e", "both", "profile", "layers", "squeezenet1_1", "-b", "1",
+                                "--format", "json", cwd=tmp_path).stdout)
+    assert reused["reused"] and reused["run_id"] == with_layers[0].info.run_id, reused
+    assert len(network_runs(tmp_path / "s", "both")) == 3
 
 
 def test_a_campaign_measures_an_imprecise_measurement_again_at_twice_its_time_cap(

@@ -19,7 +19,7 @@ from tracker.log.record import RunRecord
 from tracker.log.reference import log_with_client
 
 from tests.conftest import ENV, free_port, layer_record, network_record, sigint_default
-from tests.test_sql_store import comparable
+from tests.test_sql_store import comparable, finds_the_newest_run_that_logged_a_metric
 
 
 def test_runs_over_http_match_client_runs_and_nest(mlflow_server: str) -> None:
@@ -42,6 +42,10 @@ def test_runs_over_http_match_client_runs_and_nest(mlflow_server: str) -> None:
     assert a == b
     assert logger.measured(kind="network") == {n.config_key for n in nets}
     assert logger.find(nets[1].config_key).run_id == nets[1].run_id
+
+
+def test_find_over_http_reads_past_a_newer_run_without_the_metric_asked_for(mlflow_server: str) -> None:
+    finds_the_newest_run_that_logged_a_metric(RunLogger(mlflow_server, experiment="http-find", environment=ENV))
 
 
 def test_history_and_artifacts_over_http(mlflow_server: str, tmp_path: Path) -> None:

@@ -130,6 +130,39 @@ def test_measured_keys_and_find_skip_what_is_done(logger: RunLogger) -> None:
         store.runs_with_prefix(exp, "ab%", ("network",))  # a LIKE wildcard never reaches the query
 
 
+def finds_the_newest_run_that_logged_a_metric(logger: RunLogger) -> None:
+    """What each store (this SQLite file, a server, the outbox) answers ``find`` with a metric asked
+    for: the newest run of the key that logged it, past a newer one that did not (a configuration
+    measured with its layers, then whole only: until 0.9.23 a campaign read the newest alone, and
+    measured the layers again)."""
+    import time
+
+    runs = []
+    for metrics in ({"sum_of_layers_ms": 9.0}, {"sum_of_layers_ms": 8.0}, {}):
+        runs.append(network_record(batch_size=1, **metrics))
+        logger.log([runs[-1]])
+        time.sleep(0.02)  # started a few milliseconds apart: the newest is the last
+    key = runs[0].config_key
+    assert {r.config_key for r in runs} == {key}
+    assert logger.find(key).run_id == runs[2].run_id
+    found = logger.find(key, having_metric="sum_of_layers_ms")
+    assert found is not None and found.run_id == runs[1].run_id and found.metrics["sum_of_layers_ms"] == 8.0
+    assert logger.find(key, having_metric="no_such_metric") is None
+    assert logger.find(key, "FAILED", having_metric="sum_of_layers_ms") is None
+
+
+def test_find_reads_past_a_newer_run_without_the_metric_asked_for(logger: RunLogger) -> None:
+    finds_the_newest_run_that_logged_a_metric(logger)
+
+
+def test_find_reads_past_a_newer_run_without_the_metric_asked_for_in_the_outbox() -> None:
+    from tests.conftest import free_port
+
+    logger = RunLogger(f"http://127.0.0.1:{free_port()}", experiment="outbox", environment=ENV)
+    assert logger.offline  # the runs wait in the outbox, and find reads them there
+    finds_the_newest_run_that_logged_a_metric(logger)
+
+
 def test_reads_do_not_wait_on_a_writer(logger: RunLogger) -> None:
     """tracker's own reads (what is measured, a run by its key) read beside a writer holding the
     write lock, as WAL mode allows: until 0.9.7 each took the write lock too (BEGIN IMMEDIATE), and

@@ -253,13 +253,14 @@ class RunLogger:
             self.offline = str(exc)
             return waiting
 
-    def find(self, config_key: str, status: str = "FINISHED") -> RunRecord | None:
-        """The run with this config key and status, read back as a record, or None: the store's, or
-        one waiting in the outbox for it (a server down answered none until 0.9.3, and a
-        configuration measured while it was down was measured again)."""
-        found = self.store.find_run(self.experiment, config_key, status) if self.offline is None else None
+    def find(self, config_key: str, status: str = "FINISHED", having_metric: str | None = None) -> RunRecord | None:
+        """The newest run with this config key and status (that logged the metric ``having_metric``,
+        if given), read back as a record, or None: the store's, or one waiting in the outbox for it (a
+        server down answered none until 0.9.3, and a configuration measured while it was down was
+        measured again)."""
+        found = self.store.find_run(self.experiment, config_key, status, having_metric) if self.offline is None else None
         if found is None:
-            found = spooled_run(self.location.uri, self.experiment_name, config_key, status)
+            found = spooled_run(self.location.uri, self.experiment_name, config_key, status, having_metric=having_metric)
             if found is None:
                 return None
             self.outboxed.add(found.run_id)  # a reused run that waits there too

@@ -187,16 +187,18 @@ def _read_spooled(path: Path, raw: bytes) -> Spooled:
 
 
 def spooled_run(uri: str, experiment: str, config_key: str, status: str = "FINISHED",
-                folder: Path | None = None) -> FinalRecord | None:
-    """The newest run of this config key and status waiting in the outbox for this store and
-    experiment (what a server down answers a request measured before with, since 0.9.3)."""
+                folder: Path | None = None, having_metric: str | None = None) -> FinalRecord | None:
+    """The newest run of this config key and status (that logged the metric ``having_metric``, if
+    given) waiting in the outbox for this store and experiment (what a server down answers a request
+    measured before with, since 0.9.3)."""
     target = strip_credentials(uri)
-    for item in reversed(pending(folder, skip_broken=True, holding=config_key)):  # files by name: by time
-        if item.uri == target and item.experiment == experiment:
-            for r in reversed(item.records):
-                if r.tags.get(KEY_TAG) == config_key and r.status == status:
-                    return r
-    return None
+    found = [r for item in pending(folder, skip_broken=True, holding=config_key)
+             if item.uri == target and item.experiment == experiment for r in item.records
+             if r.tags.get(KEY_TAG) == config_key and r.status == status
+             and (having_metric is None or having_metric in r.metrics)]
+    # the newest by its start (files are named by the second they were written in, then at random: until
+    # 0.9.23 the last file by name was taken for the newest, which two runs spooled in one second are not)
+    return max(reversed(found), key=lambda r: r.start_time_ms, default=None)
 
 
 def spooled_children(uri: str, run_id: str, folder: Path | None = None) -> list[FinalRecord] | None:

@@ -343,14 +343,18 @@ class RestStore:
                       for run in self._search(experiment, f"tags.`{KIND_TAG}` = '{_quote(kind)}'")
                       if run["info"]["run_id"].startswith(prefix))
 
-    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
-        body = {
-            "experiment_ids": [experiment.experiment_id],
-            "filter": f"attributes.status = '{status}' and tags.`tracker.config_key` = '{_quote(config_key)}'",
-            "max_results": 1,
-            "order_by": ["attributes.start_time DESC"],
-        }
-        runs = self.call("POST", "runs/search", body).get("runs", [])
+    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED",
+                 having_metric: str | None = None) -> StoredRun | None:
+        flt = f"attributes.status = '{status}' and tags.`tracker.config_key` = '{_quote(config_key)}'"
+        if having_metric is None:
+            body = {"experiment_ids": [experiment.experiment_id], "filter": flt, "max_results": 1,
+                    "order_by": ["attributes.start_time DESC"]}
+            runs = self.call("POST", "runs/search", body).get("runs", [])
+        else:  # MLflow's search cannot ask whether a run has a metric (a comparison skips a NaN): the
+            # configuration's runs (its repeats: a few) read, the newest that logged it kept
+            runs = sorted((r for r in self._search(experiment, flt)
+                           if any(m.get("key") == having_metric for m in r.get("data", {}).get("metrics", []))),
+                          key=lambda r: int(r["info"].get("start_time") or 0), reverse=True)
         if not runs:
             return None
         info, data = runs[0]["info"], runs[0].get("data", {})

@@ -406,16 +406,20 @@ class SqlStore:
         with self._reading() as conn:
             return [(str(row[0]), str(row[1])) for row in conn.execute(query, args)]
 
-    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
+    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED",
+                 having_metric: str | None = None) -> StoredRun | None:
         import sqlalchemy
 
         find = sqlalchemy.text(
             "SELECT r.run_uuid, r.name, r.status FROM runs r JOIN tags k ON k.run_uuid = r.run_uuid "
             "WHERE r.experiment_id = :exp AND r.status = :status AND r.lifecycle_stage = 'active' "
-            "AND k.key = 'tracker.config_key' AND k.value = :key ORDER BY r.start_time DESC LIMIT 1"
+            "AND k.key = 'tracker.config_key' AND k.value = :key "
+            "AND (:metric IS NULL OR EXISTS (SELECT 1 FROM latest_metrics m WHERE m.run_uuid = r.run_uuid "
+            "AND m.key = :metric)) ORDER BY r.start_time DESC LIMIT 1"
         )
         with self._reading() as conn:
-            row = conn.execute(find, {"exp": int(experiment.experiment_id), "key": config_key, "status": status}).first()
+            row = conn.execute(find, {"exp": int(experiment.experiment_id), "key": config_key, "status": status,
+                                      "metric": having_metric}).first()
             if row is None:
                 return None
             args = {"run": row.run_uuid}

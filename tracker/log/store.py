@@ -57,8 +57,10 @@ class Store(Protocol):
         with these statuses (and, with ``having``, carrying that tag too)."""
         ...
 
-    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED") -> StoredRun | None:
-        """The latest active run of an experiment with this config key and status."""
+    def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED",
+                 having_metric: str | None = None) -> StoredRun | None:
+        """The latest active run of an experiment with this config key and status (that logged the
+        metric ``having_metric``, if given)."""
         ...
 
     def describe_experiment(self, experiment: Experiment, text: str) -> None:

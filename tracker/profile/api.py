@@ -320,9 +320,11 @@ def measure_planned(
     def answered() -> RunRecord | None:
         """A run logged before that answers this request, if any."""
         for status in ("FINISHED", "FAILED") if reuse_failed is not None else ("FINISHED",):
-            existing = logger.find(p.config_key, status)
-            # A whole-network run measured without its layers does not answer a request for layers.
-            if existing is not None and not (layers and status == "FINISHED" and not has_layers(existing)):
+            # A whole-network run measured without its layers does not answer a request for layers: the
+            # newest run measured with them does, though a whole-only one was logged after it (until
+            # 0.9.23 the newest alone was read, and the layers measured again).
+            existing = logger.find(p.config_key, status, LAYERS_METRIC if layers and status == "FINISHED" else None)
+            if existing is not None:
                 if status == "FAILED" and not reuse_failed(existing):  # type: ignore[misc]  # not None: FAILED asked
                     continue
                 return existing

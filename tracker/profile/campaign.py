@@ -504,14 +504,16 @@ def chains(c: Campaign, shard: tuple[int, int]) -> list[tuple[str, str, int | No
 
 
 def measured_with_layers(logger: Any, config_key: str) -> bool:
-    """Whether the configuration's FINISHED run was measured with its layers; where the run
-    cannot be read back (runs spooled while the server is unreachable), taken as measured."""
-    from tracker.profile.api import has_layers
+    """Whether a FINISHED run of the configuration was measured with its layers, the newest or an
+    older one (until 0.9.23 the newest alone: a whole-only repeat logged after it, another campaign's
+    round, had its layers measured again); where the run cannot be read back (runs spooled while the
+    server is unreachable), taken as measured."""
+    from tracker.log.record import LAYERS_METRIC
 
     if logger.offline is not None:
         return True
-    existing = logger.find(config_key, "FINISHED")
-    return existing is None or has_layers(existing)
+    return (logger.find(config_key, "FINISHED", having_metric=LAYERS_METRIC) is not None
+            or logger.find(config_key, "FINISHED") is None)
 
 
 def check_campaign(c: Campaign, shard: tuple[int, int] = (1, 1)) -> None:
