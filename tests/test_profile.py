@@ -1669,6 +1669,31 @@ def test_a_cpu_measurement_waiting_for_a_gpu_one_no_lock_file_names_says_a_gpu_h
                     "from a core of the CPU, which a CPU measurement's threads fill: each would time the other's work too)"]
 
 
+def test_a_lock_whose_holder_lets_go_as_the_waiter_looks_is_taken_without_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiter that finds the CPU's lock held and no holder named probes it with a shared lock of its own,
+    which is granted beside GPU measurements, and also where the holder has just let go. Until 0.9.23 the
+    note then said a GPU held it; the waiter tries once more right after the probe, and takes the lock
+    without a note. (The holder's letting go is put between the waiter's try and its look.)"""
+    import fcntl
+
+    from tracker.profile import devicelock
+
+    holder = [os.open(devicelock.lock_folder() / devicelock.lock_name("cpu"), os.O_RDWR | os.O_CREAT, 0o600)]
+    fcntl.flock(holder[0], fcntl.LOCK_EX)
+    named = devicelock._named
+
+    def letting_go(fd: int) -> tuple:
+        if holder:
+            os.close(holder.pop())  # and its lock with it, as the waiter reads who holds it
+        return named(fd)
+
+    monkeypatch.setattr(devicelock, "_named", letting_go)
+    said: list[str] = []
+    with devicelock.measuring_on(["cpu"], said.append) as waited:
+        pass
+    assert said == [] and waited < 0.1, (said, waited)
+
+
 def test_a_configuration_asked_for_more_samples_than_it_was_measured_to_is_measured_again(tmp_path: Path) -> None:
     """``--min-samples 30`` reused a run measured to 10 without a word (until 0.9.6): it is a repeat
     now, measured to 30, and that repeat answers the same request, and a plain one, again."""

@@ -139,8 +139,8 @@ SHARED_HOLDERS = "a GPU"
 
 def _held_shared(path: Path) -> bool:
     """Whether the lock a process waits for (exclusive) is held shared now: a shared lock of its own,
-    taken and let go at once, is granted only beside shared holders (or where the holder let go just
-    now, which the waiter's next try, ``POLL_S`` later, finds: its note alone may then say a GPU's)."""
+    taken and let go at once, is granted only beside shared holders, or where the holder let go just
+    now, which the waiter's own try right after it tells apart (``_locked``)."""
     import fcntl
 
     try:
@@ -156,6 +156,17 @@ def _held_shared(path: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def _took(fd: int, flags: int) -> bool:
+    """Whether ``fd``'s lock was granted at once (``flags``: with ``LOCK_NB``)."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, flags)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _holder(fd: int, path: Path, exclusive: bool) -> tuple[str, str | None]:
@@ -193,18 +204,24 @@ def _locked(device: str, say: Callable[[str], None], measuring: str | None = Non
         yield 0.0
         return
     waited_from = None
+    said = False
+    flags = (fcntl.LOCK_SH if measuring else fcntl.LOCK_EX) | fcntl.LOCK_NB
     try:
         try:
             while True:
                 try:
-                    fcntl.flock(fd, (fcntl.LOCK_SH if measuring else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                    fcntl.flock(fd, flags)
                     break
                 except BlockingIOError:
                     if waited_from is None:
                         waited_from = time.monotonic()
+                    if not said:
                         who, theirs = _holder(fd, path, measuring is None)
+                        if theirs == SHARED_HOLDERS and _took(fd, flags):  # granted as no one held it: its holder
+                            break  # let go just then (until 0.9.23 the note said a GPU held it)
                         say(f"{who} is measuring on {theirs or device}: waiting for it "
                             f"({_why(measuring or device, theirs, measuring is not None)})")
+                        said = True
                     time.sleep(POLL_S)
         except KeyboardInterrupt as exc:  # a Ctrl-C (a SIGTERM) before the device was this process's: nothing of
             # its measurement has begun, which the command may say (``waiting_for_device``)
