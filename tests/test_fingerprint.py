@@ -2855,6 +2855,32 @@ def test_predict_refuses_a_speed_probe_time_of_another_version_than_the_fingerpr
     assert (row["speed_probe_version"], row["unreadable_tags"]) == (None, ["speed_probe_version"])
 
 
+def test_a_champion_with_a_tag_predict_refuses_gives_its_place_to_the_version_train_registers(tmp_path: Path) -> None:
+    """A champion whose tag predict reads was edited past reading: predict refuses it, saying to retrain with
+    tracker fingerprint train. Until 0.9.23 that train failed on the same champion with the same line where
+    it compared them on networks the champion never saw, and compared it on its labels as measured where it
+    had seen them all. The version train registers takes its place now, saying why, and predict answers with it."""
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)], "resnet34": [(20.0, 1.2)]})
+    uri = resolve_location(str(runs)).uri
+    client = MlflowClient(uri)
+    predict = ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64", "--format", "json"]
+    # one that never saw resnet34 (compared on it), then one that saw every network (on their held-out predictions)
+    for tag, value, exclude in (("speed_reference_ms", "lots", ("resnet34",)), ("trained_ranges", "[1, 2]", ())):
+        edited = train(wh, "latency_ms", "inference", "cpu", uri, plots=False, exclude=exclude)
+        client.set_registered_model_alias(edited.name, CHAMPION, edited.version)
+        client.set_model_version_tag(edited.name, edited.version, tag, value)
+        refused = CliRunner().invoke(app, predict)
+        assert refused.exit_code == 1 and str(refused.exception).startswith(
+            f"{edited.name} version {edited.version}: unreadable {tag} tag"), refused.output
+        then = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+        assert then.champion and then.champion_reason == (
+            f"version {edited.version}, champion, has an unreadable {tag} tag {value!r}, which tracker predict refuses")
+        answered = CliRunner().invoke(app, predict)
+        assert answered.exit_code == 0, answered.output
+        assert json.loads(answered.stdout)["model_versions"] == {"latency_ms": f"{then.name}/{then.version}"}
+
+
 def test_device_speed_says_a_latency_fingerprints_unreadable_speed_tags_as_predict_refuses_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tracker device speed` read a latency version's speed_reference_ms tag that is not a positive number as no

@@ -21,7 +21,7 @@ from tracker.fingerprint.dataset import (
     parse_ranges,
     scratch_warehouse,
 )
-from tracker.fingerprint.runtime import capped, floor_columns, floored, memory_floor_mb
+from tracker.fingerprint.runtime import UnreadableTagError, capped, floor_columns, floored, memory_floor_mb
 from tracker.fingerprint.train import champion_version, registered_name
 
 
@@ -250,31 +250,8 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         raise _unloadable(where, exc) from None
     except (ValueError, KeyError, TypeError, LightGBMError) as exc:
         raise _unloadable(where, exc, damaged=True) from None
-    if "trained_ranges" in version.tags:
-        try:
-            champ.ranges = parse_ranges(version.tags["trained_ranges"])
-        except ValueError as exc:
-            raise FingerprintError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
-                                   "retrain with tracker fingerprint train") from None
-    # whole numbers: the node rows' version, and the speed probe's (read since 0.9.12: --speed-probe-ms is refused
-    # across versions)
-    for tag in ("node_rows_version", "speed_probe_version"):
-        if tag in version.tags:
-            # ASCII digits alone: int() read another script's (a tag edited to ٣ was 3) until 0.9.14
-            if (number := whole_number(version.tags[tag])) is None:
-                raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
-                                       f"{version.tags[tag]!r} (expected a whole number); retrain with "
-                                       "tracker fingerprint train")
-            setattr(champ, tag, number)
-    for tag in ("device_memory_mb", "largest_peak_mb", "speed_reference_ms"):
-        if tag in version.tags:
-            value = decimal_number(version.tags[tag])  # in ASCII alone (float() took ٣ as 3 until 0.9.14)
-            if value is None or not (math.isfinite(value) and value > 0):  # a limit of NaN would let everything fit
-                raise FingerprintError(f"{name} version {version.version}: unreadable {tag} tag "
-                                       f"{version.tags[tag]!r} (expected {'ms' if tag.endswith('_ms') else 'MB'}, a "
-                                       "positive number); retrain with "
-                                       "tracker fingerprint train")
-            setattr(champ, tag, value)
+    for attribute, value in read_tags(name, version).items():
+        setattr(champ, attribute, value)
     if version.tags.get("devices"):
         champ.devices = tuple(version.tags["devices"].split(","))
     champ.mode = version.tags.get("mode") or None
@@ -288,9 +265,43 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         try:
             champ.trend = Trend.from_json(version.tags["trend"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise FingerprintError(f"{name} version {version.version}: unreadable trend tag ({exc}); "
-                                   "retrain with tracker fingerprint train") from None
+            raise UnreadableTagError(f"{name} version {version.version}: unreadable trend tag ({exc}); "
+                                     "retrain with tracker fingerprint train", "trend", version.tags["trend"]) from None
     return champ
+
+
+def read_tags(name: str, version: Any) -> dict[str, Any]:
+    """The values of a version's tags that predict reads beside its model (``Champion``'s attributes of the
+    same names: its trained ranges, the node rows' and speed probe's versions, the device's memory, the
+    largest peak and the reference speed it learnt); a FingerprintError naming the first that is unreadable."""
+    read: dict[str, Any] = {}
+    if "trained_ranges" in version.tags:
+        try:
+            read["ranges"] = parse_ranges(version.tags["trained_ranges"])
+        except ValueError as exc:
+            raise UnreadableTagError(f"{name} version {version.version}: unreadable trained_ranges tag: {exc}; "
+                                     "retrain with tracker fingerprint train", "trained_ranges",
+                                     version.tags["trained_ranges"]) from None
+    # whole numbers: the node rows' version, and the speed probe's (read since 0.9.12: --speed-probe-ms is refused
+    # across versions)
+    for tag in ("node_rows_version", "speed_probe_version"):
+        if tag in version.tags:
+            # ASCII digits alone: int() read another script's (a tag edited to ٣ was 3) until 0.9.14
+            if (number := whole_number(version.tags[tag])) is None:
+                raise UnreadableTagError(f"{name} version {version.version}: unreadable {tag} tag "
+                                         f"{version.tags[tag]!r} (expected a whole number); retrain with "
+                                         "tracker fingerprint train", tag, version.tags[tag])
+            read[tag] = number
+    for tag in ("device_memory_mb", "largest_peak_mb", "speed_reference_ms"):
+        if tag in version.tags:
+            value = decimal_number(version.tags[tag])  # in ASCII alone (float() took ٣ as 3 until 0.9.14)
+            if value is None or not (math.isfinite(value) and value > 0):  # a limit of NaN would let everything fit
+                raise UnreadableTagError(f"{name} version {version.version}: unreadable {tag} tag "
+                                         f"{version.tags[tag]!r} (expected {'ms' if tag.endswith('_ms') else 'MB'}, a "
+                                         "positive number); retrain with tracker fingerprint train", tag,
+                                         version.tags[tag])
+            read[tag] = value
+    return read
 
 
 def _unloadable(where: str, exc: BaseException, damaged: bool = False) -> FingerprintError:

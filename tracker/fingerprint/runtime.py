@@ -103,6 +103,15 @@ class FingerprintError(_ErrorBase):
     """A fingerprint cannot be trained or used (no data, no model for a target)."""
 
 
+class UnreadableTagError(FingerprintError):
+    """A tag of a registered version that predict reads cannot be read (edited by hand): predict refuses
+    the version, and a new version that train registers takes its place as champion."""
+
+    def __init__(self, message: str, tag: str, value: str) -> None:
+        super().__init__(message)
+        self.tag, self.value = tag, value
+
+
 #: The format written by this tracker, and those it reads.
 #: 3 (tracker 0.5.0, stop 44): a layer-level model's calibration has a cost per call and per MB written
 #: besides its factor; a tracker that reads 2 would drop them, so it refuses 3.

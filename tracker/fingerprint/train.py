@@ -925,7 +925,8 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
 
     from tracker.errors import DamagedArtifactError
     from tracker.fingerprint.dataset import unmeasured_layer_rows
-    from tracker.fingerprint.predict import load_champion, predicted_as_predict
+    from tracker.fingerprint.predict import load_champion, predicted_as_predict, read_tags
+    from tracker.fingerprint.runtime import UnreadableTagError
     from tracker.fingerprint.served import made_by_train
     from tracker.log.artifacts import artifact_bytes
 
@@ -936,6 +937,18 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     if not made_by_train(current.tags):  # an alias moved by hand onto a version predict cannot load (kept until 0.9.4)
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version}, champion, was not registered by tracker fingerprint train"
+
+    def refused(exc: UnreadableTagError) -> tuple[bool, str]:
+        """A champion with a tag predict cannot read (edited by hand), which predict refuses: this version takes
+        its place (until 0.9.23 it was compared on its labels as measured, or train failed on it, saying to retrain)."""
+        client.set_registered_model_alias(name, CHAMPION, version)
+        return True, (f"version {current.version}, champion, has an unreadable {exc.tag} tag {exc.value!r:.40}, "
+                      "which tracker predict refuses")
+
+    try:
+        read_tags(name, current)  # as tracker predict reads them
+    except UnreadableTagError as exc:
+        return refused(exc)
     try:
         seen = set(loads_json(artifact_bytes(uri, current.run_id, "evaluation/networks.json")))
     except (DamagedArtifactError, ValueError, TypeError):  # its artifacts are gone or unreadable (a traceback until 0.9.8)
@@ -946,7 +959,10 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():
         return _compare_held_out(client, uri, name, version, current, frame, y, pred)
-    champ = load_champion(uri, name, current)
+    try:
+        champ = load_champion(uri, name, current)
+    except UnreadableTagError as exc:  # its trend's (format 1's)
+        return refused(exc)
     if any(f not in frame.columns for f in champ.features):
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version} used features the view no longer has"
