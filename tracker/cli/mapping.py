@@ -97,7 +97,7 @@ def generate(
         mappings = draw(opts, _gpu())
         data = [m.to_json() | {"mapping": m.compact()} for m in mappings]
         if out is not None:
-            from tracker.zoo.spec import write_whole
+            from tracker.files import write_whole
 
             try:
                 out.parent.mkdir(parents=True, exist_ok=True)

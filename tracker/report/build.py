@@ -400,7 +400,7 @@ def write_index(folder: Path, pictures: list[Picture], left_out: list[str] = ())
         parts.append("<h2>Left out</h2><ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in left_out) + "</ul>")
     if not pictures:
         parts.append("<p>Nothing to draw yet: measure something, then run tracker report again.</p>")
-    from tracker.zoo.spec import write_whole
+    from tracker.files import write_whole
 
     write_whole(folder / INDEX, "\n".join(parts) + "\n")
 
@@ -409,7 +409,7 @@ def build_report(warehouse: Path, folder: Path, tracking_uri: str, log: bool = T
     """Draw everything the warehouse holds into ``folder``; with ``log``, attach each picture
     to the run it describes. A picture that cannot be logged is reported, never fatal."""
     from tracker.warehouse.load import connect_loaded
-    from tracker.zoo.spec import write_whole
+    from tracker.files import write_whole
 
     if not warehouse.exists():
         raise TrackerError(f"no warehouse at {warehouse}: run tracker warehouse load first")
@@ -506,6 +506,6 @@ def read_manifest(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def write_manifest(folder: Path, pictures: dict[str, dict[str, Any]]) -> None:
-    from tracker.zoo.spec import write_whole
+    from tracker.files import write_whole
 
     write_whole(folder / MANIFEST, json.dumps({"format": MANIFEST_FORMAT, "pictures": pictures}, indent=1, sort_keys=True))

@@ -850,6 +850,7 @@ def write_specs(specs: list[dict[str, Any]], folder: Path, replace: bool = True)
             raise ConfigError(f"{differ[0]} holds another network of that name{f' (and {len(differ) - 1} more)' if len(differ) > 1 else ''}"
                               ": give another --out, or remove it (it was replaced until 0.9.3)")
     from tracker.errors import os_reason
+    from tracker.files import write_whole
 
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -864,24 +865,3 @@ def write_specs(specs: list[dict[str, Any]], folder: Path, replace: bool = True)
             before = f" ({done} of {len(texts)} in place before it)" if done else ""
             raise ConfigError(f"cannot write network spec {path}: {exc.strerror or type(exc).__name__}{before}") from None
     return list(texts)
-
-
-def write_whole(path: Path, text: str | bytes) -> None:
-    """``text`` (UTF-8) or bytes as ``path``, whole or not at all: written to a temporary file beside
-    it, then put in its place (``os.replace``). A Ctrl-C or a full disk in a write left the file empty
-    or cut short until 0.9.7, which the same command, run again, refused as "another network of that name"."""
-    import os
-    import tempfile
-
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # as write_text made it (mkstemp's is 0600)
-        with os.fdopen(fd, "wb") as file:
-            file.write(text if isinstance(text, bytes) else text.encode("utf-8"))
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
