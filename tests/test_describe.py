@@ -550,6 +550,42 @@ def test_a_convolution_called_as_a_function_counts_its_work() -> None:
     assert aggregates(desc, 1)["flops"] == torch_flops(model, x)
 
 
+class _Pools(torch.nn.Module):
+    """Pooling as modules (``functions=False``) or as functions given their sizes by position, as
+    densenet's and mobilenet_v2's ``F.adaptive_avg_pool2d(x, (1, 1))`` is."""
+
+    def __init__(self, functions: bool) -> None:
+        super().__init__()
+        self.functions = functions
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.pools = torch.nn.ModuleList([torch.nn.MaxPool2d(3, 2), torch.nn.AvgPool2d(2),
+                                          torch.nn.AdaptiveMaxPool2d(2), torch.nn.AdaptiveAvgPool2d((1, 1))])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = torch.nn.functional
+        x = self.conv(x)
+        if not self.functions:
+            for pool in self.pools:
+                x = pool(x)
+            return x
+        return f.adaptive_avg_pool2d(f.adaptive_max_pool2d(f.avg_pool2d(f.max_pool2d(x, 3, 2), 2), 2), (1, 1))
+
+
+def test_a_pooling_called_as_a_function_with_its_sizes_by_position_counts_what_its_window_reads() -> None:
+    """Until NODE_ROWS_VERSION 8 a pooling function given its kernel or output size by position read a
+    window of one: ``F.max_pool2d(x, 3, 2)`` counted a ninth of its reads, a global average pooling as
+    densenet's and mobilenet_v2's one read per channel, and ``F.adaptive_max_pool2d`` was no pooling at all.
+    Each counts as its module does now, at any batch size."""
+    for batch in (1, 3):
+        rows = {functions: [(r["category"], r["elementwise_ops"]) for r in
+                            node_rows(describe_module(_Pools(functions), "pools", 32), batch_size=batch)
+                            if r["category"] == "pool" or "pool" in r["kind"]]
+                for functions in (False, True)}
+        assert rows[True] == rows[False] and len(rows[True]) == 4, rows
+        # the max pooling reads its 3 x 3 window for each of its 15 x 15 outputs, the global one all 4 inputs
+        assert rows[True][0] == ("pool", batch * 8 * 15 * 15 * 9) and rows[True][3] == ("pool", batch * 8 * 2 * 2)
+
+
 class _FunctionalParts(torch.nn.Module):
     """What a network of one's own writes as functions: a convolution with its stride, padding,
     dilation and groups all by position (depthwise), a transposed convolution in groups, scaled

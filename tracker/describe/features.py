@@ -24,8 +24,11 @@ from tracker.describe.graph import FUNCTIONAL_CONV_ARGS, WHOLE_MODULE_KINDS, Des
 #: weight's shape (0.8.3; 0 before); 6: transposed convolutions, attention and einsum called as
 #: functions write tensors of their own and keep for backward what autograd keeps (0.8.4); 7:
 #: ``addmm``/``baddbmm`` are matrix products, an einsum of three operands counts its products and
-#: keeps what they make, and no parameter counts as a kept activation (0.8.5).
-NODE_ROWS_VERSION = 7
+#: keeps what they make, and no parameter counts as a kept activation (0.8.5); 8: a pooling called as a
+#: function with its kernel or output size by position (``F.adaptive_avg_pool2d(x, (1, 1))``: densenet's,
+#: mobilenet_v2's; inception_v3's ``F.max_pool2d``) counts the elements its window reads, where it read a
+#: window of one, and the pooling functions of no module kind above are pooling, not "other" (0.9.23).
+NODE_ROWS_VERSION = 8
 #: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
 BATCH_ANYWHERE_VERSION = 4
 
@@ -37,7 +40,10 @@ _ACT = {"relu", "relu6", "ReLU", "ReLU6", "SiLU", "silu", "Hardswish", "hardswis
 _NORM = {"BatchNorm2d", "BatchNorm1d", "LayerNorm", "GroupNorm", "LayerNorm2d", "batch_norm", "layer_norm", "FrozenBatchNorm2d"}
 _POOL = {"MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
          "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "max_pool1d", "avg_pool1d",
-         "adaptive_avg_pool1d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d"}
+         "adaptive_avg_pool1d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
+         # the functions of the modules above that were "other" until NODE_ROWS_VERSION 8
+         "adaptive_max_pool2d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
+         "adaptive_max_pool3d"}
 #: Convolutions over one, two or three spatial dimensions (audio, images, video)
 _CONV = {"Conv1d", "conv1d", "Conv2d", "conv2d", "Conv3d", "conv3d"}
 _ELEMENTWISE = {"add", "iadd", "mul", "imul", "sub", "truediv", "div", "Add", "matmul_scalar"}
@@ -128,6 +134,16 @@ def _window(v: Any, dims: int) -> int:
     if isinstance(v, (list, tuple)):
         return int(math.prod(int(d) for d in v))
     return int(v) ** dims if v is not None else 1
+
+
+def _pool_attrs(n: Node) -> dict[str, Any]:
+    """A pooling node's attributes with its ``kernel_size`` (``output_size``, adaptive) by name, where a
+    function was given it by position, the argument after the input (``F.max_pool2d(x, 3)``: the
+    description keeps it as ``arg1``, read as no window until ``NODE_ROWS_VERSION`` 8)."""
+    name = "output_size" if n.kind.startswith("adaptive") else "kernel_size"
+    if n.op != "call_function" or "arg1" not in n.attrs or name in n.attrs:
+        return n.attrs
+    return {**n.attrs, name: n.attrs["arg1"]}
 
 
 def _spatial_dims(n: Node) -> int:
@@ -413,10 +429,11 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         if cat in ("norm", "act", "elementwise", "concat"):
             elementwise = out_elems
         elif cat == "pool":
-            if "output_size" in n.attrs and in_shapes and in_shapes[0]:
+            pool = _pool_attrs(n)
+            if "output_size" in pool and in_shapes and in_shapes[0]:
                 elementwise = in_elems  # adaptive pooling reads every input once
             else:
-                elementwise = out_elems * _window(n.attrs.get("kernel_size", 1), _spatial_dims(n))
+                elementwise = out_elems * _window(pool.get("kernel_size", 1), _spatial_dims(n))
         weight_bytes = n.params * dtype_bytes
         act_in = in_elems * dtype_bytes if cat not in ("io", "reshape") else 0
         act_out = out_elems * dtype_bytes
