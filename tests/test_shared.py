@@ -279,6 +279,16 @@ def test_the_readme_s_basic_auth_recipe_gives_the_admin_password_mlflow_takes() 
     _validate_bootstrap_admin_password("admin", "x" * least)
 
 
+def test_find_in_a_postgres_store_reads_past_a_newer_run_without_the_metric_asked_for(
+    postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The metric's clause as PostgreSQL takes it (a parameter tested only for NULL is one it cannot type)."""
+    from tests.test_sql_store import finds_the_newest_run_that_logged_a_metric
+
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact location: ./mlruns
+    finds_the_newest_run_that_logged_a_metric(RunLogger(postgres_uri, experiment="pg-find", environment=ENV))
+
+
 def test_a_database_batch_in_the_outbox_is_sent_with_the_credentials_sync_is_given(
     postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

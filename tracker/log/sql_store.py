@@ -410,16 +410,17 @@ class SqlStore:
                  having_metric: str | None = None) -> StoredRun | None:
         import sqlalchemy
 
+        # a metric asked for: a clause of its own (PostgreSQL cannot type a parameter that is only tested for NULL)
+        having = ("AND EXISTS (SELECT 1 FROM latest_metrics m WHERE m.run_uuid = r.run_uuid AND m.key = :metric) "
+                  if having_metric is not None else "")
         find = sqlalchemy.text(
             "SELECT r.run_uuid, r.name, r.status FROM runs r JOIN tags k ON k.run_uuid = r.run_uuid "
             "WHERE r.experiment_id = :exp AND r.status = :status AND r.lifecycle_stage = 'active' "
-            "AND k.key = 'tracker.config_key' AND k.value = :key "
-            "AND (:metric IS NULL OR EXISTS (SELECT 1 FROM latest_metrics m WHERE m.run_uuid = r.run_uuid "
-            "AND m.key = :metric)) ORDER BY r.start_time DESC LIMIT 1"
+            f"AND k.key = 'tracker.config_key' AND k.value = :key {having}ORDER BY r.start_time DESC LIMIT 1"
         )
+        asked = {"exp": int(experiment.experiment_id), "key": config_key, "status": status}
         with self._reading() as conn:
-            row = conn.execute(find, {"exp": int(experiment.experiment_id), "key": config_key, "status": status,
-                                      "metric": having_metric}).first()
+            row = conn.execute(find, asked | ({"metric": having_metric} if having_metric is not None else {})).first()
             if row is None:
                 return None
             args = {"run": row.run_uuid}
