@@ -335,7 +335,7 @@ def test_generate_draws_at_most_max_draws_and_its_ctrl_c_says_what_is_true(tmp_p
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import tracker.cli.mapping as cli
     import tracker.profile.mapping as mapping
-    import tracker.zoo.spec as spec
+    import tracker.files as files
     from tracker.profile.mapping import MAX_DRAWS
 
     # any number was drawn until 0.9.8: 100,000,000 x 1,000 grew to 1 GB in 8 s
@@ -355,7 +355,7 @@ def test_generate_draws_at_most_max_draws_and_its_ctrl_c_says_what_is_true(tmp_p
 
     for where, module, name, out, says in [
             ("drawing", mapping, "generate", [], "interrupted: generate logs nothing, and the mappings were not all printed"),
-            ("writing", spec, "write_whole", ["--out", "m.json"], "interrupted: generate logs nothing, and --out m.json was not written"),
+            ("writing", files, "write_whole", ["--out", "m.json"], "interrupted: generate logs nothing, and --out m.json was not written"),
             ("printing", cli, "_say", ["--out", "m.json"], "interrupted: generate logs nothing; the mappings are written to m.json")]:
         with monkeypatch.context() as patched:
             patched.setattr(module, name, ctrl_c)
