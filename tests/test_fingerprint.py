@@ -2859,7 +2859,8 @@ def test_a_champion_with_a_tag_predict_refuses_gives_its_place_to_the_version_tr
     """A champion whose tag predict reads was edited past reading: predict refuses it, saying to retrain with
     tracker fingerprint train. Until 0.9.23 that train failed on the same champion with the same line where
     it compared them on networks the champion never saw, and compared it on its labels as measured where it
-    had seen them all. The version train registers takes its place now, saying why, and predict answers with it."""
+    had seen them all. The version train registers takes its place now, saying why, and predict answers with it;
+    `fingerprint promote` refuses to make it champion again."""
     runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
                                         "mobilenet_v2": [(30.0, 2.0)], "resnet34": [(20.0, 1.2)]})
     uri = resolve_location(str(runs)).uri
@@ -2879,6 +2880,13 @@ def test_a_champion_with_a_tag_predict_refuses_gives_its_place_to_the_version_tr
         answered = CliRunner().invoke(app, predict)
         assert answered.exit_code == 0, answered.output
         assert json.loads(answered.stdout)["model_versions"] == {"latency_ms": f"{then.name}/{then.version}"}
+        # nor is it made champion again by hand (promoted without a word until 0.9.23)
+        promoted = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", edited.name,
+                                            edited.version])
+        assert promoted.exit_code == 1 and str(promoted.exception) == (
+            f"{edited.name} version {edited.version} has an unreadable {tag} tag {value!r}: tracker predict would "
+            "refuse it as champion; promote another version"), promoted.output
+        assert str(client.get_model_version_by_alias(then.name, CHAMPION).version) == then.version
 
 
 def test_device_speed_says_a_latency_fingerprints_unreadable_speed_tags_as_predict_refuses_them(

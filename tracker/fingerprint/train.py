@@ -538,6 +538,14 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
         raise FingerprintError(f"{name} version {version} was not registered by tracker fingerprint train "
                                "(no features tag): tracker predict could not load it")
     model_format(chosen.tags, f"{name} version {version}")  # one this tracker cannot load: refused
+    from tracker.fingerprint.predict import read_tags
+    from tracker.fingerprint.runtime import UnreadableTagError
+
+    try:
+        read_tags(name, chosen)  # one predict would refuse (promoted without a word until 0.9.23)
+    except UnreadableTagError as exc:
+        raise FingerprintError(f"{name} version {version} has an unreadable {exc.tag} tag {exc.value!r:.40}: tracker "
+                               "predict would refuse it as champion; promote another version") from None
     current = champion_version(client, name)
     previous = None if current is None else str(current.version)
     if previous == version:
