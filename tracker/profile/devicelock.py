@@ -208,21 +208,17 @@ def _locked(device: str, say: Callable[[str], None], measuring: str | None = Non
     flags = (fcntl.LOCK_SH if measuring else fcntl.LOCK_EX) | fcntl.LOCK_NB
     try:
         try:
-            while True:
-                try:
-                    fcntl.flock(fd, flags)
-                    break
-                except BlockingIOError:
-                    if waited_from is None:
-                        waited_from = time.monotonic()
-                    if not said:
-                        who, theirs = _holder(fd, path, measuring is None)
-                        if theirs == SHARED_HOLDERS and _took(fd, flags):  # granted as no one held it: its holder
-                            break  # let go just then (until 0.9.23 the note said a GPU held it)
-                        say(f"{who} is measuring on {theirs or device}: waiting for it "
-                            f"({_why(measuring or device, theirs, measuring is not None)})")
-                        said = True
-                    time.sleep(POLL_S)
+            while not _took(fd, flags):
+                if waited_from is None:
+                    waited_from = time.monotonic()
+                if not said:
+                    who, theirs = _holder(fd, path, measuring is None)
+                    if theirs == SHARED_HOLDERS and _took(fd, flags):  # granted as no one held it: its holder
+                        break  # let go just then (until 0.9.23 the note said a GPU held it)
+                    say(f"{who} is measuring on {theirs or device}: waiting for it "
+                        f"({_why(measuring or device, theirs, measuring is not None)})")
+                    said = True
+                time.sleep(POLL_S)
         except KeyboardInterrupt as exc:  # a Ctrl-C (a SIGTERM) before the device was this process's: nothing of
             # its measurement has begun, which the command may say (``waiting_for_device``)
             if waited_from is not None:
