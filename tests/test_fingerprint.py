@@ -3140,10 +3140,10 @@ def test_a_champion_that_learnt_in_other_units_is_compared_in_this_versions() ->
     rows = pd.DataFrame({"measured_latency_ms": [10.0, 20.0]})
     rows.attrs["speed_reference_ms"] = 2.0
     old, y = np.array([5.0, 10.0]), np.array([6.0, 12.0])
-    scaled, on, note = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
+    scaled, on, note = _in_its_units({"speed_reference_ms": 1.0}, rows, old, y)
     assert list(scaled) == [10.0, 20.0] and on is y and note == ""
     same, measured, note = _in_its_units({}, rows, old, y)
     assert same is old and list(measured) == [10.0, 20.0] and note == ""
     rows.attrs.clear()
-    untouched, labels, note = _in_its_units({"speed_reference_ms": "1.0"}, rows, old, y)
+    untouched, labels, note = _in_its_units({"speed_reference_ms": 1.0}, rows, old, y)
     assert untouched is old and labels is y and note == ""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Iterator
 
-from tracker.console import counted, decimal_number, shell_word
+from tracker.console import counted, shell_word
 from tracker.decode import loads_json
 from tracker.describe.features import NODE_ROWS_VERSION
 from tracker.errors import interrupted, sigint_handled
@@ -954,7 +954,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
                       "which tracker predict refuses")
 
     try:
-        read_tags(name, current)  # as tracker predict reads them
+        read = read_tags(name, current)  # as tracker predict reads them
     except UnreadableTagError as exc:
         return refused(exc)
     try:
@@ -966,7 +966,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     networks = frame["model_hash"].to_numpy()
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():
-        return _compare_held_out(client, uri, name, version, current, frame, y, pred)
+        return _compare_held_out(client, uri, name, version, current, read, frame, y, pred)
     try:
         champ = load_champion(uri, name, current)
     except UnreadableTagError as exc:  # its trend's (format 1's)
@@ -980,13 +980,13 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
                                if champ.layer is not None else None)
     held = len(set(networks[unseen]))
     how = f" ({champ.method}-level)" if champ.method != "network" else ""
-    old, y_old, note = _in_its_units(current.tags, frame[unseen], old, y[unseen], current.version)
+    old, y_old, note = _in_its_units(read, frame[unseen], old, y[unseen], current.version)
     return _verdict(client, name, version, y[unseen], pred[unseen], old,
                     f"beats version {current.version}{how} on {counted(held, 'network')} it never saw",
                     f"version {current.version}{how} stays champion on {counted(held, 'unseen network')}", y_old, note)
 
 
-def _in_its_units(tags: dict[str, str], rows: Any, old: Any, y: Any, champion: str = "") -> tuple[Any, Any, str]:
+def _in_its_units(read: dict[str, Any], rows: Any, old: Any, y: Any, champion: str = "") -> tuple[Any, Any, str]:
     """The champion's predictions ``old`` of ``rows`` and the labels to score them on, where the two
     versions' latencies are in other units (since 0.9.9): both at a reference speed of one probe version,
     its predictions put at this version's (times the ratio of the two); this one at a reference speed and
@@ -996,14 +996,15 @@ def _in_its_units(tags: dict[str, str], rows: Any, old: Any, y: Any, champion: s
     a reference without one is taken as this tracker's): two units that no ratio puts together, so not
     rescaled but compared as measured, as a champion learnt as measured is (rescaled by the two times until
     0.9.12), and the third item says so for the verdict's reason (``champion``: the champion's version);
-    else it is empty."""
+    else it is empty. ``read``: the champion's tags as ``read_tags`` reads them, as predict does (until 0.9.23
+    read here apart, an unreadable reference taken for none)."""
     reference = rows.attrs.get("speed_reference_ms")
-    theirs = decimal_number(tags["speed_reference_ms"]) if "speed_reference_ms" in tags else None  # ٣ was 3 until 0.9.14
+    theirs = read.get("speed_reference_ms")
     if reference is None:
         return old, y, ""
-    if theirs is not None and theirs > 0:
+    if theirs is not None:
         ours_version = str(rows.attrs.get("speed_probe_version", PROBE_VERSION))
-        their_version = tags.get("speed_probe_version", str(PROBE_VERSION)).strip()
+        their_version = str(read.get("speed_probe_version", PROBE_VERSION))
         if their_version == ours_version:
             return old * (reference / theirs), y, ""
         return old, rows["measured_latency_ms"].to_numpy(float), (
@@ -1026,11 +1027,11 @@ def _verdict(client: Any, name: str, version: str, y: Any, new: Any, old: Any, b
     return False, f"{stays}: {old_mape:.2f} % vs {new_mape:.2f} %{note}"
 
 
-def _compare_held_out(client: Any, uri: str, name: str, version: str, current: Any, frame: Any, y: Any,
-                      pred: Any) -> tuple[bool, str]:
+def _compare_held_out(client: Any, uri: str, name: str, version: str, current: Any, read: dict[str, Any], frame: Any,
+                      y: Any, pred: Any) -> tuple[bool, str]:
     """The champion, which has seen every network of ``frame``, against this version on their
     held-out predictions (the champion's ``evaluation/heldout_predictions.csv``) of the
-    configurations both held out, scored on today's labels ``y``."""
+    configurations both held out, scored on today's labels ``y`` (``read``: its tags, ``read_tags``')."""
     import numpy as np
     import pandas as pd
     from mlflow.exceptions import MlflowException
@@ -1050,7 +1051,7 @@ def _compare_held_out(client: Any, uri: str, name: str, version: str, current: A
         return False, nothing
     count = len(set(frame["model_hash"].to_numpy()[both]))
     on = f"on the {count} networks both held out (it has seen every network)"
-    old, y_old, note = _in_its_units(current.tags, frame[both], old[both], y[both], current.version)
+    old, y_old, note = _in_its_units(read, frame[both], old[both], y[both], current.version)
     return _verdict(client, name, version, y[both], pred[both], old, f"beats version {current.version} {on}",
                     f"version {current.version} stays champion {on}", y_old, note)
 
