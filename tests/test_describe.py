@@ -586,6 +586,44 @@ def test_a_pooling_called_as_a_function_with_its_sizes_by_position_counts_what_i
         assert rows[True][0] == ("pool", batch * 8 * 15 * 15 * 9) and rows[True][3] == ("pool", batch * 8 * 2 * 2)
 
 
+class _GlobalPool(torch.nn.Module):
+    """A global average pooling as a module, or as mnasnet's and shufflenet_v2's ``x.mean([2, 3])``."""
+
+    def __init__(self, mean: bool) -> None:
+        super().__init__()
+        self.mean = mean
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.conv(x))
+        return self.fc(x.mean([2, 3]) if self.mean else torch.flatten(self.pool(x), 1))
+
+
+def test_a_mean_over_the_spatial_dimensions_is_a_global_pooling_that_reads_its_whole_input() -> None:
+    """Until NODE_ROWS_VERSION 9 mnasnet's and shufflenet_v2's ``x.mean([2, 3])`` was a reshape: no work,
+    no output of its own. It reads every input element, as ``AdaptiveAvgPool2d(1)`` does, writes a tensor
+    and keeps nothing for backward, which needs the input's shape alone."""
+    from tracker.describe.features import kept_bytes, live_bytes
+    for batch in (1, 3):
+        descs = {mean: describe_module(_GlobalPool(mean), "pool", 16) for mean in (False, True)}
+        rows = {mean: [(r["category"], r["elementwise_ops"], r["activation_out_bytes"])
+                       for r in node_rows(d, batch_size=batch) if r["category"] == "pool"] for mean, d in descs.items()}
+        assert rows[True] == rows[False] == [("pool", batch * 8 * 16 * 16, batch * 8 * 4)], rows
+        aggs = {mean: aggregates(d, batch) for mean, d in descs.items()}
+        for key in ("functional_layers", "elementwise_ops", "flops"):
+            assert aggs[True][key] == aggs[False][key], key
+        # the relu's output, kept by the relu and read by the pooling, is kept once either way
+        assert sum(kept_bytes(descs[True], batch).values()) == sum(kept_bytes(descs[False], batch).values())
+        # the mean's output is memory of its own, as the pooling module's is (a reshape's was none)
+        at = {mean: live_bytes(d, batch)[next(n.name for n in d.nodes if n.kind in ("mean", "AdaptiveAvgPool2d"))]
+              for mean, d in descs.items()}
+        assert at[True] == at[False], at
+    mnas = [r for r in node_rows(describe("mnasnet0_5", 224), batch_size=2) if r["kind"] == "mean"]
+    assert [(r["category"], r["elementwise_ops"]) for r in mnas] == [("pool", 2 * 1280 * 7 * 7)]
+
+
 class _FunctionalParts(torch.nn.Module):
     """What a network of one's own writes as functions: a convolution with its stride, padding,
     dilation and groups all by position (depthwise), a transposed convolution in groups, scaled

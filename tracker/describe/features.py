@@ -27,8 +27,10 @@ from tracker.describe.graph import FUNCTIONAL_CONV_ARGS, WHOLE_MODULE_KINDS, Des
 #: keeps what they make, and no parameter counts as a kept activation (0.8.5); 8: a pooling called as a
 #: function with its kernel or output size by position (``F.adaptive_avg_pool2d(x, (1, 1))``: densenet's,
 #: mobilenet_v2's; inception_v3's ``F.max_pool2d``) counts the elements its window reads, where it read a
-#: window of one, and the pooling functions of no module kind above are pooling, not "other" (0.9.23).
-NODE_ROWS_VERSION = 8
+#: window of one, and the pooling functions of no module kind above are pooling, not "other" (0.9.23); 9: a
+#: mean (mnasnet's and shufflenet_v2's global pooling, ``x.mean([2, 3])``) is pooling that reads its whole
+#: input and writes a tensor of its own, where it was a reshape: no work, no memory (0.9.24).
+NODE_ROWS_VERSION = 9
 #: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
 BATCH_ANYWHERE_VERSION = 4
 
@@ -43,12 +45,17 @@ _POOL = {"MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "ma
          "adaptive_avg_pool1d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
          # the functions of the modules above that were "other" until NODE_ROWS_VERSION 8
          "adaptive_max_pool2d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
-         "adaptive_max_pool3d"}
+         "adaptive_max_pool3d",
+         # a mean over dimensions: mnasnet's and shufflenet_v2's global average pooling (NODE_ROWS_VERSION 9)
+         "mean"}
+#: Pooling whose backward needs its input's shape alone (a mean spreads its gradient evenly): it keeps no
+#: tensor for backward, where the pooling modules keep their input.
+_KEEPS_NO_INPUT = {"mean"}
 #: Convolutions over one, two or three spatial dimensions (audio, images, video)
 _CONV = {"Conv1d", "conv1d", "Conv2d", "conv2d", "Conv3d", "conv3d"}
 _ELEMENTWISE = {"add", "iadd", "mul", "imul", "sub", "truediv", "div", "Add", "matmul_scalar"}
 _RESHAPE = {"view", "reshape", "flatten", "Flatten", "size", "getitem", "squeeze", "unsqueeze", "permute", "transpose",
-            "contiguous", "Dropout", "dropout", "Identity", "chunk", "split", "getattr", "get_attr", "expand", "mean"}
+            "contiguous", "Dropout", "dropout", "Identity", "chunk", "split", "getattr", "get_attr", "expand"}
 #: What DNN stats counts as a functional layer: nodes that compute something.
 FUNCTIONAL = {"conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat"}
 
@@ -237,9 +244,10 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
         ins = [owner.get(i, i) for i in n.inputs if shapes.get(i)]
         inplace = _in_place(n)
         dropout = k in ("Dropout", "dropout")
-        view = cat == "reshape" and not dropout and k != "mean"
+        view = cat == "reshape" and not dropout
         owner[n.name] = ins[0] if ins and (view or inplace) else n.name
-        if cat in ("conv", "dwconv", "gconv", "norm", "pool") or k in ("Linear", "linear") or k in _TRANSPOSED:
+        if (cat in ("conv", "dwconv", "gconv", "norm", "pool") and k not in _KEEPS_NO_INPUT) or k in ("Linear", "linear") \
+                or k in _TRANSPOSED:
             kept.update(ins[:1])
         elif k == "Bilinear":  # its weight's gradient reads both inputs
             kept.update(ins[:2])
@@ -277,9 +285,9 @@ def kept_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
 
 
 #: Kinds whose output is a view of their first input (or, for Dropout and Identity in inference,
-#: that input itself): its memory stays alive while any of them is. The reshapes but a mean (a
-#: tensor of its own) and what reads a size or an attribute (no tensor).
-_VIEWS = _RESHAPE - {"mean", "size", "getattr", "get_attr"}
+#: that input itself): its memory stays alive while any of them is. The reshapes but what reads a
+#: size or an attribute (no tensor).
+_VIEWS = _RESHAPE - {"size", "getattr", "get_attr"}
 #: Categories whose output is a tensor of its own (unless written in place), besides the modules
 #: kept whole (``WHOLE_MODULE_KINDS``; one returning a tuple, such as attention's output and
 #: weights, owns what each ``getitem`` of it takes out). Anything else (a function of unknown
@@ -430,8 +438,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
             elementwise = out_elems
         elif cat == "pool":
             pool = _pool_attrs(n)
-            if "output_size" in pool and in_shapes and in_shapes[0]:
-                elementwise = in_elems  # adaptive pooling reads every input once
+            if ("output_size" in pool or n.kind == "mean") and in_shapes and in_shapes[0]:
+                elementwise = in_elems  # adaptive pooling and a mean read every input once
             else:
                 elementwise = out_elems * _window(pool.get("kernel_size", 1), _spatial_dims(n))
         weight_bytes = n.params * dtype_bytes
@@ -439,7 +447,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         act_out = out_elems * dtype_bytes
         # Activations autograd keeps for backward: inputs of layers with weights and of
         # pooling, outputs of activations; adds and concats keep nothing.
-        saved = act_in if cat in ("conv", "dwconv", "gconv", "linear", "norm", "pool") else act_out if cat == "act" else 0
+        saved = act_in if cat in ("conv", "dwconv", "gconv", "linear", "norm", "pool") and n.kind not in _KEEPS_NO_INPUT \
+            else act_out if cat == "act" else 0
         rows.append(
             {
                 "node_index": i,
