@@ -2889,6 +2889,54 @@ def test_a_champion_with_a_tag_predict_refuses_gives_its_place_to_the_version_tr
         assert str(client.get_model_version_by_alias(then.name, CHAMPION).version) == then.version
 
 
+def test_a_champion_whose_model_predict_cannot_load_gives_its_place_to_the_version_train_registers(
+        tmp_path: Path) -> None:
+    """A champion whose model files are damaged or gone: predict refuses it, saying to retrain. Until 0.9.24
+    that train failed on it with the same line where it compared the two on networks the champion never
+    saw (the new version withdrawn), and kept it champion where it had seen them all. The version train
+    registers takes its place now, saying why, and `fingerprint promote` refuses to make it champion again."""
+    from tracker.fingerprint.predict import sqlite_champions
+
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)], "resnet34": [(20.0, 1.2)]})
+    location = resolve_location(str(runs))
+    client = MlflowClient(location.uri)
+    predict = ["--tracking-uri", str(runs), "predict", "resnet34", "-b", "2", "--input-size", "64", "--format", "json"]
+
+    def damaged(folder: Path) -> str:
+        path = next(folder.rglob("booster.txt"))
+        path.write_text("not a booster\n")
+        return "its model cannot be read (LightGBMError: "
+
+    def gone(folder: Path) -> str:
+        shutil.rmtree(folder)
+        return "its model cannot be loaded ("
+
+    # one that never saw resnet34 (compared on it), then one that saw every network (on their held-out predictions)
+    for spoil, exclude in ((damaged, ("resnet34",)), (gone, ())):
+        edited = train(wh, "latency_ms", "inference", "cpu", location.uri, plots=False, exclude=exclude)
+        client.set_registered_model_alias(edited.name, CHAMPION, edited.version)
+        stored = sqlite_champions(location.db_path, [edited.name])[edited.name].storage_location
+        why = spoil(Path(stored.removeprefix("file://")))
+        refused = CliRunner().invoke(app, predict)
+        said = str(refused.exception)
+        assert refused.exit_code == 1 and said.startswith(f"{edited.name} version {edited.version}: cannot "), said
+        assert "etrain with tracker fingerprint train" in said  # "Retrain with" damaged, "else retrain with" gone
+        then = train(wh, "latency_ms", "inference", "cpu", location.uri, plots=False)
+        assert then.champion and then.champion_reason.startswith(f"version {edited.version}, champion, {why}"), \
+            then.champion_reason
+        assert then.champion_reason.endswith("), which tracker predict refuses")
+        answered = CliRunner().invoke(app, predict)
+        assert answered.exit_code == 0, answered.output
+        assert json.loads(answered.stdout)["model_versions"] == {"latency_ms": f"{then.name}/{then.version}"}
+        promoted = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", edited.name,
+                                            edited.version])
+        assert promoted.exit_code == 1 and str(promoted.exception).startswith(
+            f"{edited.name} version {edited.version}: {why}"), promoted.output
+        assert "tracker predict would refuse it as champion; promote another version" in str(promoted.exception)
+        assert str(client.get_model_version_by_alias(then.name, CHAMPION).version) == then.version
+
+
 def test_device_speed_says_a_latency_fingerprints_unreadable_speed_tags_as_predict_refuses_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tracker device speed` read a latency version's speed_reference_ms tag that is not a positive number as no

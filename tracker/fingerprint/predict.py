@@ -307,14 +307,16 @@ def read_tags(name: str, version: Any) -> dict[str, Any]:
 def _unloadable(where: str, exc: BaseException, damaged: bool = False) -> FingerprintError:
     """A version whose files cannot be read (a store moved or copied keeps their old paths), in a line."""
     from tracker.errors import first_line
+    from tracker.fingerprint.runtime import UnloadableModelError
 
     if damaged:  # a file there but not readable as what it should be
-        return FingerprintError(f"{where}: cannot read its model from the store's artifacts ({type(exc).__name__}: "
-                                f"{first_line(exc)}); are they damaged? Retrain with tracker fingerprint train, or "
-                                f"make another version champion (tracker fingerprint promote NAME VERSION)")
-    return FingerprintError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
-                            "they moved or deleted? A moved store: tracker store relocate; else retrain with "
-                            "tracker fingerprint train")
+        why = f"{type(exc).__name__}: {first_line(exc)}"
+        return UnloadableModelError(f"{where}: cannot read its model from the store's artifacts ({why}); are they "
+                                    f"damaged? Retrain with tracker fingerprint train, or make another version "
+                                    f"champion (tracker fingerprint promote NAME VERSION)", f"its model cannot be read ({why:.120})")
+    return UnloadableModelError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
+                                "they moved or deleted? A moved store: tracker store relocate; else retrain with "
+                                "tracker fingerprint train", f"its model cannot be loaded ({first_line(exc):.120})")
 
 
 def _mlflow_champion(tracking_uri: str, name: str, version: Any) -> Champion:

@@ -112,6 +112,16 @@ class UnreadableTagError(FingerprintError):
         self.tag, self.value = tag, value
 
 
+class UnloadableModelError(FingerprintError):
+    """A registered version whose model files cannot be read (gone from the store's artifacts, or damaged):
+    predict refuses the version, ``promote`` too, and a new version that train registers takes its place as
+    champion (``why``: what of its files, in a few words)."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
 #: The format written by this tracker, and those it reads.
 #: 3 (tracker 0.5.0, stop 44): a layer-level model's calibration has a cost per call and per MB written
 #: besides its factor; a tracker that reads 2 would drop them, so it refuses 3.

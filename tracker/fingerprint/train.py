@@ -538,14 +538,20 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
         raise FingerprintError(f"{name} version {version} was not registered by tracker fingerprint train "
                                "(no features tag): tracker predict could not load it")
     model_format(chosen.tags, f"{name} version {version}")  # one this tracker cannot load: refused
-    from tracker.fingerprint.predict import read_tags
-    from tracker.fingerprint.runtime import UnreadableTagError
+    from tracker.fingerprint.predict import load_champion, read_tags
+    from tracker.fingerprint.runtime import UnloadableModelError, UnreadableTagError
 
     try:
         read_tags(name, chosen)  # one predict would refuse (promoted without a word until 0.9.23)
     except UnreadableTagError as exc:
         raise FingerprintError(f"{name} version {version} has an unreadable {exc.tag} tag {exc.value!r:.40}: tracker "
                                "predict would refuse it as champion; promote another version") from None
+    try:
+        load_champion(tracking_uri, name, chosen)  # a model predict cannot load (promoted without a word until 0.9.24)
+    except UnloadableModelError as exc:
+        raise FingerprintError(f"{name} version {version}: {exc.why}: tracker predict would refuse it as champion; "
+                               "promote another version (or, where the store was moved, tracker store relocate "
+                               "first)") from None
     current = champion_version(client, name)
     previous = None if current is None else str(current.version)
     if previous == version:
@@ -934,7 +940,7 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     from tracker.errors import DamagedArtifactError
     from tracker.fingerprint.dataset import unmeasured_layer_rows
     from tracker.fingerprint.predict import load_champion, predicted_as_predict, read_tags
-    from tracker.fingerprint.runtime import UnreadableTagError
+    from tracker.fingerprint.runtime import UnloadableModelError, UnreadableTagError
     from tracker.fingerprint.served import made_by_train
     from tracker.log.artifacts import artifact_bytes
 
@@ -946,16 +952,21 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version}, champion, was not registered by tracker fingerprint train"
 
-    def refused(exc: UnreadableTagError) -> tuple[bool, str]:
-        """A champion with a tag predict cannot read (edited by hand), which predict refuses: this version takes
-        its place (until 0.9.23 it was compared on its labels as measured, or train failed on it, saying to retrain)."""
+    def refused(exc: UnreadableTagError | UnloadableModelError) -> tuple[bool, str]:
+        """A champion predict refuses: a tag it cannot read (edited by hand), or a model whose files cannot be
+        read (gone, or damaged). This version takes its place (until 0.9.23 a tag's champion was compared on its
+        labels as measured, or train failed on it, saying to retrain; until 0.9.24 a model's failed train so)."""
         client.set_registered_model_alias(name, CHAMPION, version)
-        return True, (f"version {current.version}, champion, has an unreadable {exc.tag} tag {exc.value!r:.40}, "
-                      "which tracker predict refuses")
+        what = (f"has an unreadable {exc.tag} tag {exc.value!r:.40}" if isinstance(exc, UnreadableTagError)
+                else exc.why)
+        return True, f"version {current.version}, champion, {what}, which tracker predict refuses"
 
     try:
         read = read_tags(name, current)  # as tracker predict reads them
-    except UnreadableTagError as exc:
+        # its model, as predict loads it, whichever way the two are compared (until 0.9.24 only where it predicted
+        # networks it never saw: one predict refused stayed champion where it had seen them all)
+        champ = load_champion(uri, name, current)
+    except (UnreadableTagError, UnloadableModelError) as exc:  # a trend tag's too (format 1's)
         return refused(exc)
     try:
         seen = set(loads_json(artifact_bytes(uri, current.run_id, "evaluation/networks.json")))
@@ -967,10 +978,6 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():
         return _compare_held_out(client, uri, name, version, current, read, frame, y, pred)
-    try:
-        champ = load_champion(uri, name, current)
-    except UnreadableTagError as exc:  # its trend's (format 1's)
-        return refused(exc)
     if any(f not in frame.columns for f in champ.features):
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version} used features the view no longer has"
