@@ -624,6 +624,44 @@ def test_a_mean_over_the_spatial_dimensions_is_a_global_pooling_that_reads_its_w
     assert [(r["category"], r["elementwise_ops"]) for r in mnas] == [("pool", 2 * 1280 * 7 * 7)]
 
 
+class _Resample(torch.nn.Module):
+    """A convolution's output resampled three ways: bilinear up, area down (an adaptive average pooling)
+    and ``nn.Upsample``'s nearest up, as segmentation networks bring their logits to the image's size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.up = torch.nn.Upsample(scale_factor=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = torch.nn.functional
+        x = f.interpolate(self.conv(x), scale_factor=2, mode="bilinear")  # (N, 4, 16, 16) from (N, 4, 8, 8)
+        return self.up(f.interpolate(x, size=(8, 8), mode="area"))  # (N, 4, 8, 8), then (N, 4, 16, 16)
+
+
+def test_a_resampling_is_element_wise_work_that_reads_its_modes_taps_and_writes_a_tensor() -> None:
+    """Until NODE_ROWS_VERSION 9 ``F.interpolate`` and ``nn.Upsample`` (a segmentation network's logits
+    brought to the image's size, its largest tensor) were "other": no work, and no memory of their own in
+    the live bytes. Each is element-wise work now: bilinear reads 4 input elements per element it writes,
+    nearest 1, area every input once; its output is a tensor of its own, and backward keeps nothing of it."""
+    from tracker.describe.features import kept_bytes, live_bytes
+
+    desc = describe_module(_Resample(), "resample", 16)
+    for batch in (1, 3):
+        rows = [r for r in node_rows(desc, batch_size=batch) if r["kind"] in ("interpolate", "Upsample")]
+        out = batch * 4 * 16 * 16
+        assert [(r["category"], r["elementwise_ops"]) for r in rows] == [
+            ("elementwise", out * 4), ("elementwise", out), ("elementwise", out)], rows
+        live, kept = live_bytes(desc, batch), kept_bytes(desc, batch)
+        names = [n.name for n in desc.nodes if n.kind in ("Conv2d", "interpolate", "Upsample")]
+        conv, up, area, nearest = (live[name] for name in names)
+        # each writes its own tensor beside the one it reads: the bilinear one's 16 x 16 beside the conv's 8 x 8
+        assert up >= 4 * (out + out // 4) and nearest >= 4 * (out + out // 4), (conv, up, area, nearest)
+        assert all(kept[name] == 0 for name in names[1:])
+    seg = [r for r in node_rows(describe("lraspp_mobilenet_v3_large", 64), batch_size=2) if r["kind"] == "interpolate"]
+    assert seg[-1]["out_shape"] == "2x21x64x64" and seg[-1]["elementwise_ops"] == 2 * 21 * 64 * 64 * 4, seg[-1]
+
+
 class _FunctionalParts(torch.nn.Module):
     """What a network of one's own writes as functions: a convolution with its stride, padding,
     dilation and groups all by position (depthwise), a transposed convolution in groups, scaled

@@ -29,7 +29,10 @@ from tracker.describe.graph import FUNCTIONAL_CONV_ARGS, WHOLE_MODULE_KINDS, Des
 #: mobilenet_v2's; inception_v3's ``F.max_pool2d``) counts the elements its window reads, where it read a
 #: window of one, and the pooling functions of no module kind above are pooling, not "other" (0.9.23); 9: a
 #: mean (mnasnet's and shufflenet_v2's global pooling, ``x.mean([2, 3])``) is pooling that reads its whole
-#: input and writes a tensor of its own, where it was a reshape: no work, no memory (0.9.24).
+#: input and writes a tensor of its own, where it was a reshape: no work, no memory; and a resampling
+#: (``F.interpolate``, ``nn.Upsample``: a segmentation network's logits brought to the image's size) is
+#: element-wise work that reads its mode's taps for each element it writes, a tensor of its own, where it
+#: was "other": no work, no memory (0.9.24).
 NODE_ROWS_VERSION = 9
 #: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
 BATCH_ANYWHERE_VERSION = 4
@@ -54,6 +57,24 @@ _KEEPS_NO_INPUT = {"mean"}
 #: Convolutions over one, two or three spatial dimensions (audio, images, video)
 _CONV = {"Conv1d", "conv1d", "Conv2d", "conv2d", "Conv3d", "conv3d"}
 _ELEMENTWISE = {"add", "iadd", "mul", "imul", "sub", "truediv", "div", "Add", "matmul_scalar"}
+#: Resampling, element-wise since NODE_ROWS_VERSION 9: each element written reads its mode's taps of the input
+#: (``_TAPS``), and backward needs the two shapes alone (it keeps nothing).
+_RESAMPLE = {"interpolate", "upsample", "upsample_bilinear", "upsample_nearest", "Upsample", "UpsamplingBilinear2d",
+             "UpsamplingNearest2d"}
+#: Input elements each output element of a resampling reads, by its mode. A module's mode is not among the
+#: attributes a description keeps (adding it would change descriptions' hashes): ``Upsample`` reads as its
+#: default, nearest; ``UpsamplingBilinear2d`` says its own. "area" is an adaptive average pooling: it reads
+#: every input element once.
+_TAPS = {"nearest": 1, "nearest-exact": 1, "linear": 2, "bilinear": 4, "trilinear": 8, "bicubic": 16}
+
+
+def _resampled_reads(n: Node, in_elems: int, out_elems: int) -> int:
+    """The input elements a resampling reads (``_TAPS``)."""
+    mode = n.attrs.get("mode") or n.attrs.get("arg3") or ("bilinear" if n.kind in ("UpsamplingBilinear2d", "upsample_bilinear")
+                                                          else "nearest")
+    if mode == "area":
+        return in_elems
+    return out_elems * _TAPS.get(str(mode), 1)
 _RESHAPE = {"view", "reshape", "flatten", "Flatten", "size", "getitem", "squeeze", "unsqueeze", "permute", "transpose",
             "contiguous", "Dropout", "dropout", "Identity", "chunk", "split", "getattr", "get_attr", "expand"}
 #: What DNN stats counts as a functional layer: nodes that compute something.
@@ -77,7 +98,7 @@ def category(node: Node) -> str:
         return "act"
     if k in _POOL:
         return "pool"
-    if k in _ELEMENTWISE:
+    if k in _ELEMENTWISE or k in _RESAMPLE:
         return "elementwise"
     if k == "cat":
         return "concat"
@@ -372,7 +393,8 @@ def live_bytes(desc: Description, batch_size: int = 1, dtype_bytes: int = 4,
     for i, n in enumerate(desc.nodes):
         cat, first = category(n), n.inputs[0] if n.inputs and n.inputs[0] in owner else None
         in_place = _in_place(n) or (
-            cat == "elementwise" and first is not None and last_read.get(first) == i and shapes.get(first) == n.out_shape)
+            cat == "elementwise" and n.kind not in _RESAMPLE and first is not None and last_read.get(first) == i
+            and shapes.get(first) == n.out_shape)
         of_tuple = first is not None and kinds[first] in WHOLE_MODULE_KINDS and not shapes[first]
         if first is not None and n.out_shape and (in_place or n.kind in _VIEWS) and not of_tuple:
             owner[n.name] = owner[first]
@@ -434,7 +456,9 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
         elif "macs" in n.attrs:  # a module kept whole whose work the tracer counted (graph.whole_module_macs)
             macs = int(n.attrs["macs"]) * batch_size
         elementwise = 0
-        if cat in ("norm", "act", "elementwise", "concat"):
+        if n.kind in _RESAMPLE:
+            elementwise = _resampled_reads(n, in_elems, out_elems)
+        elif cat in ("norm", "act", "elementwise", "concat"):
             elementwise = out_elems
         elif cat == "pool":
             pool = _pool_attrs(n)
