@@ -2937,6 +2937,21 @@ def test_a_champion_whose_model_predict_cannot_load_gives_its_place_to_the_versi
         assert str(client.get_model_version_by_alias(then.name, CHAMPION).version) == then.version
 
 
+def test_a_champion_of_a_newer_format_that_saw_every_network_is_compared_on_its_held_out_predictions(
+        tmp_path: Path) -> None:
+    """A champion a newer tracker registered (a format this one does not read) is not this tracker's to
+    replace for that alone: where it has seen every network, train compares the two on their held-out
+    predictions, which need no model loaded, as before 0.9.24 loaded every champion's model first."""
+    runs, wh = _probed_store(tmp_path, {"squeezenet1_1": [(4.0, 1.0), (6.0, 1.5)], "resnet18": [(10.0, 1.0)],
+                                        "mobilenet_v2": [(30.0, 2.0)]})
+    uri = resolve_location(str(runs)).uri
+    first = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    MlflowClient(uri).set_model_version_tag(first.name, first.version, "format", str(FORMAT + 1))
+    then = train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
+    assert f"version {first.version}" in then.champion_reason and "format" not in then.champion_reason, \
+        then.champion_reason
+
+
 def test_device_speed_says_a_latency_fingerprints_unreadable_speed_tags_as_predict_refuses_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`tracker device speed` read a latency version's speed_reference_ms tag that is not a positive number as no

@@ -963,11 +963,16 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
 
     try:
         read = read_tags(name, current)  # as tracker predict reads them
-        # its model, as predict loads it, whichever way the two are compared (until 0.9.24 only where it predicted
-        # networks it never saw: one predict refused stayed champion where it had seen them all)
+    except UnreadableTagError as exc:
+        return refused(exc)
+    champ: Any = None
+    try:  # its model, as predict loads it, whichever way the two are compared (until 0.9.24 only where it
+        # predicted networks it never saw: one predict refused stayed champion where it had seen them all)
         champ = load_champion(uri, name, current)
     except (UnreadableTagError, UnloadableModelError) as exc:  # a trend tag's too (format 1's)
         return refused(exc)
+    except FingerprintError as exc:  # a newer tracker's format: compared where it need not be loaded, as before
+        unloaded = exc
     try:
         seen = set(loads_json(artifact_bytes(uri, current.run_id, "evaluation/networks.json")))
     except (DamagedArtifactError, ValueError, TypeError):  # its artifacts are gone or unreadable (a traceback until 0.9.8)
@@ -978,6 +983,8 @@ def _maybe_promote(client: Any, uri: str, name: str, version: str, frame: Any, y
     unseen = np.array([n not in seen for n in networks])
     if not unseen.any():
         return _compare_held_out(client, uri, name, version, current, read, frame, y, pred)
+    if champ is None:
+        raise unloaded
     if any(f not in frame.columns for f in champ.features):
         client.set_registered_model_alias(name, CHAMPION, version)
         return True, f"version {current.version} used features the view no longer has"
