@@ -2383,6 +2383,10 @@ def test_a_damaged_model_file_is_one_line(tmp_path: Path) -> None:
         assert str(out.exception).startswith(f"{result.name} version {result.version}: cannot read its model from "
                                              "the store's artifacts (")
         assert "are they damaged?" in str(out.exception)
+        if file == "booster.txt":  # and on the terminal, one line: LightGBM's own "[LightGBM] [Fatal]" above it until 0.9.24
+            ran = subprocess.run([sys.executable, "-m", "tracker", *args], capture_output=True, text=True, timeout=120)
+            assert ran.returncode == 1 and len(ran.stderr.splitlines()) == 1, ran.stderr
+            assert ran.stderr.startswith(f"error: {result.name} version {result.version}: cannot read its model")
         path.write_text(kept)
 
 

@@ -459,9 +459,7 @@ def champions(tracking_uri: str | None, phase: str, device: str, targets: tuple[
 
 
 def _layer_model(tracking_uri: str, run_id: str) -> Any:
-    import lightgbm
-
-    from tracker.fingerprint.runtime import LayerModel
+    from tracker.fingerprint.runtime import LayerModel, read_booster
     from tracker.log.artifacts import downloaded
 
     with downloaded(tracking_uri, run_id, "evaluation/layer_model") as folder:  # the booster is read whole
@@ -470,7 +468,7 @@ def _layer_model(tracking_uri: str, run_id: str) -> Any:
         calibration = loads_json((folder / "calibration.json").read_bytes())
         if not isinstance(calibration, dict):
             raise ValueError("calibration.json is not a JSON object")
-        return LayerModel.from_calibration(lightgbm.Booster(model_file=str(folder / "booster.txt")), calibration)
+        return LayerModel.from_calibration(read_booster(str(folder / "booster.txt")), calibration)
 
 
 #: Targets of one iteration that grow with the batch as the work does: past the largest batch a

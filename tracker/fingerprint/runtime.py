@@ -19,6 +19,7 @@ No ``from __future__ import annotations``: MLflow reads ``predict``'s type hint 
 """
 
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -650,11 +651,46 @@ class ReadFingerprint:
         return list(self.spec["features"])
 
 
+#: Held while a booster file is read with the process's stderr set aside (``read_booster``): two threads that
+#: set it aside at once would each put back what the other had set.
+_STDERR_ASIDE = threading.Lock()
+
+
+def read_booster(path: str) -> Any:
+    """A LightGBM booster read from its file. A damaged file is a LightGBMError, which tracker says in its own
+    line (predict, train, promote), but LightGBM's native library first writes the error to the process's stderr
+    itself (``[LightGBM] [Fatal] Unknown model format ...``): a second line above tracker's (until 0.9.24). What
+    the library writes while it reads is held aside, dropped with that error and written out after a read that
+    succeeds."""
+    import os
+    import sys
+    import tempfile
+
+    import lightgbm
+    from lightgbm.basic import LightGBMError
+
+    with _STDERR_ASIDE, tempfile.TemporaryFile() as held:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            os.dup2(held.fileno(), 2)
+            try:
+                booster = lightgbm.Booster(model_file=path)
+            finally:
+                os.dup2(saved, 2)
+        except LightGBMError:
+            raise  # its own words say what the library wrote
+        finally:
+            os.close(saved)
+        held.seek(0)
+        if said := held.read():
+            os.write(2, said)
+    return booster
+
+
 def read_fingerprint(artifacts: dict[str, str]) -> ReadFingerprint:
     """Read a version's artifacts (their local paths by name: ``spec``, ``booster``, and
     ``layer_booster`` for a layer or blend version), as MLflow's load or tracker's own gives them."""
-    import lightgbm
-
     # a ValueError for a damaged spec (the version's reader says so): one nested past the recursion limit was a
     # RecursionError, and one not an object an AttributeError, each a traceback until 0.9.15
     spec = loads_json(Path(artifacts[SPEC]).read_bytes())
@@ -663,7 +699,7 @@ def read_fingerprint(artifacts: dict[str, str]) -> ReadFingerprint:
     if spec.get("format") not in KNOWN_FORMATS or spec.get("target") not in TARGETS:
         raise FingerprintError(f"fingerprint spec of format {spec.get('format')!r} for target "
                                f"{spec.get('target')!r} is not one this tracker reads; upgrade tracker")
-    booster = lightgbm.Booster(model_file=artifacts[BOOSTER])
+    booster = read_booster(artifacts[BOOSTER])
     try:
         trend = None if spec["trend"] is None else Trend.from_json(json.dumps(spec["trend"]))
     except (ValueError, KeyError, TypeError) as exc:  # a kind of trend this tracker does not know, say
@@ -671,7 +707,7 @@ def read_fingerprint(artifacts: dict[str, str]) -> ReadFingerprint:
                                "upgrade tracker or retrain") from None
     layer = None
     if spec.get("layer"):
-        layer = LayerModel.from_calibration(lightgbm.Booster(model_file=artifacts[LAYER_BOOSTER]), spec["layer"])
+        layer = LayerModel.from_calibration(read_booster(artifacts[LAYER_BOOSTER]), spec["layer"])
     return ReadFingerprint(spec, booster, trend, layer)
 
 
