@@ -671,7 +671,10 @@ def read_booster(path: str) -> Any:
 
     with _STDERR_ASIDE, tempfile.TemporaryFile() as held:
         sys.stderr.flush()
-        saved = os.dup(2)
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr to set aside (a process started without one): nothing to hold
+            return lightgbm.Booster(model_file=path)
         try:
             os.dup2(held.fileno(), 2)
             try:
