@@ -66,15 +66,6 @@ _RESAMPLE = {"interpolate", "upsample", "upsample_bilinear", "upsample_nearest",
 #: default, nearest; ``UpsamplingBilinear2d`` says its own. "area" is an adaptive average pooling: it reads
 #: every input element once.
 _TAPS = {"nearest": 1, "nearest-exact": 1, "linear": 2, "bilinear": 4, "trilinear": 8, "bicubic": 16}
-
-
-def _resampled_reads(n: Node, in_elems: int, out_elems: int) -> int:
-    """The input elements a resampling reads (``_TAPS``)."""
-    mode = n.attrs.get("mode") or n.attrs.get("arg3") or ("bilinear" if n.kind in ("UpsamplingBilinear2d", "upsample_bilinear")
-                                                          else "nearest")
-    if mode == "area":
-        return in_elems
-    return out_elems * _TAPS.get(str(mode), 1)
 _RESHAPE = {"view", "reshape", "flatten", "Flatten", "size", "getitem", "squeeze", "unsqueeze", "permute", "transpose",
             "contiguous", "Dropout", "dropout", "Identity", "chunk", "split", "getattr", "get_attr", "expand"}
 #: What DNN stats counts as a functional layer: nodes that compute something.
@@ -162,6 +153,15 @@ def _window(v: Any, dims: int) -> int:
     if isinstance(v, (list, tuple)):
         return int(math.prod(int(d) for d in v))
     return int(v) ** dims if v is not None else 1
+
+
+def _resampled_reads(n: Node, in_elems: int, out_elems: int) -> int:
+    """The input elements a resampling reads (``_TAPS``)."""
+    mode = n.attrs.get("mode") or n.attrs.get("arg3") or ("bilinear" if n.kind in ("UpsamplingBilinear2d", "upsample_bilinear")
+                                                          else "nearest")
+    if mode == "area":
+        return in_elems
+    return out_elems * _TAPS.get(str(mode), 1)
 
 
 def _pool_attrs(n: Node) -> dict[str, Any]:
@@ -462,8 +462,8 @@ def node_rows(desc: Description, batch_size: int = 1, dtype_bytes: int = 4) -> l
             elementwise = out_elems
         elif cat == "pool":
             pool = _pool_attrs(n)
-            if ("output_size" in pool or n.kind == "mean") and in_shapes and in_shapes[0]:
-                elementwise = in_elems  # adaptive pooling and a mean read every input once
+            if n.kind == "mean" or ("output_size" in pool and in_shapes and in_shapes[0]):
+                elementwise = in_elems  # a mean and adaptive pooling read every input once
             else:
                 elementwise = out_elems * _window(pool.get("kernel_size", 1), _spatial_dims(n))
         weight_bytes = n.params * dtype_bytes
