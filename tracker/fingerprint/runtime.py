@@ -660,14 +660,13 @@ def read_booster(path: str) -> Any:
     """A LightGBM booster read from its file. A damaged file is a LightGBMError, which tracker says in its own
     line (predict, train, promote), but LightGBM's native library first writes the error to the process's stderr
     itself (``[LightGBM] [Fatal] Unknown model format ...``): a second line above tracker's (until 0.9.24). What
-    the library writes while it reads is held aside, dropped with that error and written out after a read that
-    succeeds."""
+    the library writes while it reads is held aside, dropped with the error of a read that fails and written out
+    after a read that succeeds."""
     import os
     import sys
     import tempfile
 
     import lightgbm
-    from lightgbm.basic import LightGBMError
 
     with _STDERR_ASIDE, tempfile.TemporaryFile() as held:
         sys.stderr.flush()
@@ -681,9 +680,7 @@ def read_booster(path: str) -> Any:
                 booster = lightgbm.Booster(model_file=path)
             finally:
                 os.dup2(saved, 2)
-        except LightGBMError:
-            raise  # its own words say what the library wrote
-        finally:
+        finally:  # a read that failed leaves what the library wrote in ``held``: its error's own words say it
             os.close(saved)
         held.seek(0)
         if said := held.read():
