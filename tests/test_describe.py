@@ -972,3 +972,38 @@ def test_tracker_describe_reads_a_network_described_before_without_torch(tmp_pat
     (first, imported), (again, imported_again) = describe_once(), describe_once()
     assert imported and not imported_again
     assert again == first and first["model"] == "squeezenet1_1" and first["input_size"] == 64 and first["flops"] > 0
+
+
+class _CountedOtherwise(torch.nn.Module):
+    """What node rows versions 5 to 9 each began to count otherwise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4, 3, 3, 3))
+        self.scale = torch.nn.Parameter(torch.ones(4, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = torch.nn.functional
+        x = f.conv2d(x, self.weight, padding=1) * self.scale  # a function's MACs (5), a parameter read by a product (7)
+        x = f.max_pool2d(x, 2)  # its window given by position, read as one until 8
+        return f.interpolate(x, scale_factor=2).mean([2, 3])  # element-wise and pooling since 9
+
+
+def test_what_each_node_rows_version_counts_otherwise_is_named_by_kind() -> None:
+    """A fingerprint learnt from an earlier node rows version saw the features of networks with these kinds
+    otherwise (tracker predict says so, and to retrain): each kind with the version that counts it as now."""
+    from tracker.describe.features import NODE_ROWS_VERSION, ROWS_VERSION_SINCE, counted_otherwise
+
+    desc = describe_module(_CountedOtherwise(), "otherwise", 16)
+    assert counted_otherwise(desc, 4) == {"conv2d": 5, "mul reading a parameter": 7, "max_pool2d": 8,
+                                          "interpolate": 9, "mean": 9}
+    assert counted_otherwise(desc, None) == counted_otherwise(desc, 4)  # no attention of its own (4)
+    assert counted_otherwise(desc, 7) == {"max_pool2d": 8, "interpolate": 9, "mean": 9}
+    assert counted_otherwise(desc, 8) == {"interpolate": 9, "mean": 9}
+    assert counted_otherwise(desc, NODE_ROWS_VERSION) == {} and max(ROWS_VERSION_SINCE) == NODE_ROWS_VERSION
+    # torchvision's: mnasnet's mean, densenet's F.adaptive_avg_pool2d(x, (1, 1)), convnext's layer scale
+    assert counted_otherwise(describe("mnasnet0_5", 224), 8) == {"mean": 9}
+    assert counted_otherwise(describe("densenet121", 224), 7) == {"adaptive_avg_pool2d": 8}
+    assert counted_otherwise(describe("densenet121", 224), 8) == {}
+    assert counted_otherwise(describe("convnext_tiny", 224), 6) == {"mul reading a parameter": 7}
+    assert counted_otherwise(describe("resnet18", 224), None) == {}

@@ -1361,9 +1361,22 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     assert tags["node_rows_version"] == str(NODE_ROWS_VERSION)
     detector = [*base[:3], "fasterrcnn_mobilenet_v3_large_320_fpn", *base[4:], "-b", "1"]
     assert json.loads(CliRunner().invoke(app, [*detector, "--format", "json"]).stdout)["learnt_from_other_counts"] == []
+    # A version of tracker 0.9.23 (node rows version 8) learnt mnasnet's mean as a reshape, no work and no
+    # memory: predicting a network that pools by one says so, and one that does not, nothing
+    client.set_model_version_tag(result.name, result.version, "node_rows_version", "8")
+    mnasnet = [*base[:3], "mnasnet0_5", *base[4:], "-b", "1"]
+    said = json.loads(CliRunner().invoke(app, [*mnasnet, "--format", "json"]).stdout)
+    assert said["counted_otherwise"] == {"peak_mem_mb": {"mean": 9}} and said["node_rows_version"] == {"peak_mem_mb": 8}
+    assert said["learnt_from_other_counts"] == ["peak_mem_mb"] and said["batched_otherwise"] == []
+    assert (f"note: peak_mem_mb: {result.name}/{result.version} learnt from node rows version 8 (tracker 0.9.23 on), "
+            "and this network's mean (tracker 0.9.24) is counted otherwise since: retrain with tracker fingerprint "
+            "train") in CliRunner().invoke(app, mnasnet).stdout
+    plain = json.loads(CliRunner().invoke(app, [*base, "-b", "4", "--format", "json"]).stdout)
+    assert plain["learnt_from_other_counts"] == [] and plain["counted_otherwise"] == {}
     client.delete_model_version_tag(result.name, result.version, "node_rows_version")  # as a version of 0.7.9
-    assert json.loads(CliRunner().invoke(app, [*detector, "--format", "json"]).stdout)["learnt_from_other_counts"] == [
-        "peak_mem_mb"]
+    said = json.loads(CliRunner().invoke(app, [*detector, "--format", "json"]).stdout)
+    assert said["learnt_from_other_counts"] == said["batched_otherwise"] == ["peak_mem_mb"]
+    assert said["counted_otherwise"] == {} and said["node_rows_version"] == {"peak_mem_mb": None}
     assert (f"note: peak_mem_mb: {result.name}/{result.version} learnt from features counted before tracker 0.8.0, "
             "which took every tensor's first dimension for its batch") in CliRunner().invoke(app, detector).stdout
     assert json.loads(CliRunner().invoke(app, [*base, "-b", "4", "--format", "json"]).stdout)["learnt_from_other_counts"] == []

@@ -430,6 +430,33 @@ _FLOOR_WORDS = {"weight_bytes": "its weights", "batch_largest_activation_bytes":
                 "batch_kept_activation_bytes": "the activations kept for the backward pass"}
 
 
+def _rows_version_words(version: int | None) -> str:
+    """A fingerprint's node rows version (its tag node_rows_version) in words."""
+    from tracker.describe.features import ROWS_VERSION_SINCE
+
+    if version not in ROWS_VERSION_SINCE:  # none recorded, or one of before 0.8.0
+        return "features counted before tracker 0.8.0"
+    return f"node rows version {version} (tracker {ROWS_VERSION_SINCE[version]} on)"
+
+
+def _counted_otherwise_words(kinds: dict[str, int]) -> str:
+    """What a network has that tracker counts otherwise than a fingerprint's node rows version did
+    (``counted_otherwise``: kind to the node rows version that counts it so), by the tracker that first did,
+    and the verb: "mean and interpolate (tracker 0.9.24) are"."""
+    from tracker.describe.features import ROWS_VERSION_SINCE
+
+    groups: dict[int, list[str]] = {}
+    for kind, version in sorted(kinds.items(), key=lambda kv: kv[1]):
+        groups.setdefault(version, []).append(kind)
+    words = [f"{_and(names)} (tracker {ROWS_VERSION_SINCE.get(version, '?')})" for version, names in groups.items()]
+    return f"{_and(words)} {'is' if len(kinds) == 1 else 'are'}"
+
+
+def _and(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
 def _floor_words(columns: list[str]) -> str:
     """What a floor of these columns counts, in words: ``its weights and its largest activation``."""
     return " and ".join(_FLOOR_WORDS.get(c, c) for c in columns)
@@ -634,11 +661,15 @@ def _prediction_notes(results: list[dict], with_model: bool = False, marked: boo
         for target in [] if marked else result.get("capped_at_peak", []):
             typer.echo(f"note: {target}{which} is the predicted peak_mem_mb, of which the network's own memory is a part: "
                        f"{result['model_versions'][target]} predicted more, as trees do past what they learnt")
-        for target in result.get("learnt_from_other_counts", []):
+        for target in result.get("batched_otherwise", []):
             typer.echo(f"note: {target}{which}: {result['model_versions'][target]} learnt from features counted before "
                        "tracker 0.8.0, which took every tensor's first dimension for its batch; this network has tensors "
                        "batched in another (sequence first, or an image's proposals), now counted whole: retrain with "
                        "tracker fingerprint train")
+        for target, kinds in result.get("counted_otherwise", {}).items():
+            typer.echo(f"note: {target}{which}: {result['model_versions'][target]} learnt from "
+                       f"{_rows_version_words(result['node_rows_version'][target])}, and this network's "
+                       f"{_counted_otherwise_words(kinds)} counted otherwise since: retrain with tracker fingerprint train")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
             if (demand := result.get("memory_demand_mb", {}).get(target)) is not None:

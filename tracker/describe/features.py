@@ -553,3 +553,57 @@ def aggregates(desc: Description, batch_size: int = 1, rows: list[dict[str, Any]
         out[f"{cat}_flops"] = int(sum(r["flops"] for r in sel))
         out[f"{cat}_bytes"] = int(sum(r["bytes_read"] + r["bytes_written"] for r in sel))
     return out
+
+
+#: The tracker that first computed each node rows version: a fingerprint's tag node_rows_version says which
+#: of them learnt its features (none before 0.8.0).
+ROWS_VERSION_SINCE = {4: "0.8.0", 5: "0.8.3", 6: "0.8.4", 7: "0.8.5", 8: "0.9.23", 9: "0.9.24"}
+#: The pooling functions that were "other" until node rows version 8.
+_POOL_SINCE_8 = {"adaptive_max_pool2d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
+                 "adaptive_max_pool3d"}
+
+
+def _weights_read(desc: Description) -> set[str]:
+    """The nodes a product or a matrix product reads a parameter or buffer through (a ``get_attr``, or a view
+    of one): until node rows version 7 such a parameter counted as a kept activation."""
+    params = {n.name for n in desc.nodes if n.op == "get_attr"}
+    for n in desc.nodes:
+        if category(n) == "reshape" and n.inputs and n.inputs[0] in params:
+            params.add(n.name)
+    return {n.name for n in desc.nodes
+            if (n.kind in _PRODUCTS or category(n) == "linear") and any(i in params for i in n.inputs)}
+
+
+def _counted_otherwise_in(version: int, n: Node, weights_read: set[str]) -> bool:
+    """Whether node rows ``version`` counts ``n`` otherwise than the version before it did."""
+    k = n.kind
+    if version == 4:  # attention's projections and outputs alive at once
+        return k in _ATTENTION
+    if version == 5:  # a convolution called as a function counts its MACs
+        return n.op == "call_function" and category(n) in ("conv", "dwconv", "gconv")
+    if version == 6:  # transposed convolutions, attention and einsum called as functions write and keep tensors
+        return k in _NEW_FUNCTIONS
+    if version == 7:  # addmm and baddbmm are matrix products, an einsum of three operands keeps what its products
+        # make, and no parameter counts as a kept activation
+        return k in MATRIX_OPERANDS or (k == "einsum" and bool(n.attrs.get("intermediate_elements"))) \
+            or n.name in weights_read
+    if version == 8:  # a pooling function's window given by position; pooling functions that were "other"
+        return category(n) == "pool" and (k in _POOL_SINCE_8 or _pool_attrs(n) is not n.attrs)
+    if version == 9:  # a mean is a global pooling, a resampling element-wise work
+        return k == "mean" or k in _RESAMPLE
+    return False
+
+
+def counted_otherwise(desc: Description, since: int | None) -> dict[str, int]:
+    """The kinds of ``desc``'s nodes whose rows this tracker counts otherwise than node rows version ``since``
+    did (None: a fingerprint of a tracker before 0.8.0, which recorded none; a product that reads a parameter is
+    "<kind> reading a parameter"), each with the last version that changed how (``ROWS_VERSION_SINCE``): a fingerprint learnt from that version's rows saw such a network's
+    features otherwise. A tensor batched in another dimension than its first, counted otherwise before
+    version 4, is ``counted_anew``'s. {} for most networks: what changed was what few of them call."""
+    weights_read = _weights_read(desc)
+    found: dict[str, int] = {}
+    for version in range(max(since or 3, 3) + 1, NODE_ROWS_VERSION + 1):
+        for n in desc.nodes:
+            if _counted_otherwise_in(version, n, weights_read):
+                found[f"{n.kind} reading a parameter" if version == 7 and n.name in weights_read else n.kind] = version
+    return found

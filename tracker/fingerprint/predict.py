@@ -11,7 +11,7 @@ from typing import Any
 
 from tracker.console import decimal_number, shell_line, shell_word, whole_number
 from tracker.decode import loads_json
-from tracker.describe.features import BATCH_ANYWHERE_VERSION, counted_anew
+from tracker.describe.features import BATCH_ANYWHERE_VERSION, NODE_ROWS_VERSION, counted_anew, counted_otherwise
 from tracker.fingerprint.dataset import (
     TARGETS,
     FingerprintError,
@@ -658,12 +658,17 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
     features = feature_columns(list(rows.columns)) if with_features else []
     older = [t for t, m in models.items() if (m.node_rows_version or 0) < BATCH_ANYWHERE_VERSION]
     anew = {desc.description_hash: counted_anew(desc) for desc in descs} if older else {}  # none to tell
+    # per network, per target whose version learnt from an earlier node rows version: what of it is counted otherwise
+    since = {m.node_rows_version for m in models.values() if (m.node_rows_version or 0) < NODE_ROWS_VERSION}
+    otherwise = {(desc.description_hash, v): counted_otherwise(desc, v) for desc in descs for v in since}
     capped = [cap_at_peak(p) for p in predictions]
     out = []
     configs = [(desc, bs) for desc in descs for bs in sizes]  # configuration_rows' order
     for i, (desc, bs) in enumerate(configs):
         row = rows.iloc[i]
         outside = {t: found for t, m in models.items() if (found := outside_ranges(m.ranges, row))}
+        batched = older if anew.get(desc.description_hash) else []
+        kinds = {t: found for t, m in models.items() if (found := otherwise.get((desc.description_hash, m.node_rows_version)))}
         out.append({
             "model": desc.name, "model_hash": desc.description_hash, "batch_size": bs, "phase": phase,
             "device": device, "dtype": dtype, "predictions": predictions[i], "units": {t: TARGETS[t] for t in predictions[i]},
@@ -692,7 +697,15 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             # The targets whose version learnt from features counted before 0.8.0, where this
             # network has tensors whose batch is not their first dimension, counted anew since
             # (describe.features.counted_anew): the version saw such networks' features otherwise.
-            "learnt_from_other_counts": older if anew.get(desc.description_hash) else [],
+            # learnt_from_other_counts: these and counted_otherwise's, every target that did
+            "batched_otherwise": batched,
+            # Per target whose version learnt from an earlier node rows version (its node_rows_version), the
+            # kinds of this network's nodes counted otherwise since, each with the node rows version that counts
+            # it as this tracker does (describe.features.counted_otherwise): mnasnet's mean, a segmentation
+            # network's interpolate (9)
+            "counted_otherwise": kinds,
+            "node_rows_version": {t: m.node_rows_version for t, m in models.items()},
+            "learnt_from_other_counts": [t for t in models if t in batched or t in kinds],
             # Per target predicted past the largest batch its version learnt: that batch (the target
             # predicted there, times this batch over it)
             "scaled_from_batch": scaled.get(i, {}),
