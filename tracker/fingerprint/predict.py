@@ -304,19 +304,26 @@ def read_tags(name: str, version: Any) -> dict[str, Any]:
     return read
 
 
+#: The most characters of why a version's model cannot be read that train's and promote's lines carry.
+WHY_CHARS = 400
+
+
 def _unloadable(where: str, exc: BaseException, damaged: bool = False) -> FingerprintError:
     """A version whose files cannot be read (a store moved or copied keeps their old paths), in a line."""
+    from tracker.console import clipped
     from tracker.errors import first_line
     from tracker.fingerprint.runtime import UnloadableModelError
 
+    # why, in the line train and promote say of it: whole up to WHY_CHARS (a path to the files; at 120 until 0.9.25,
+    # cut mid-path), then marked cut
     if damaged:  # a file there but not readable as what it should be
         why = f"{type(exc).__name__}: {first_line(exc)}"
         return UnloadableModelError(f"{where}: cannot read its model from the store's artifacts ({why}); are they "
                                     f"damaged? Retrain with tracker fingerprint train, or make another version "
-                                    f"champion (tracker fingerprint promote NAME VERSION)", f"its model cannot be read ({why:.120})")
+                                    f"champion (tracker fingerprint promote NAME VERSION)", f"its model cannot be read ({clipped(why, WHY_CHARS)})")
     return UnloadableModelError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
                                 "they moved or deleted? A moved store: tracker store relocate; else retrain with "
-                                "tracker fingerprint train", f"its model cannot be loaded ({first_line(exc):.120})")
+                                "tracker fingerprint train", f"its model cannot be loaded ({clipped(first_line(exc), WHY_CHARS)})")
 
 
 def _mlflow_champion(tracking_uri: str, name: str, version: Any) -> Champion:
@@ -340,9 +347,24 @@ def _mlflow_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         # reads the format (the check scans every installed distribution: 0.9 s of a 1 s load).
         served = mlflow.pyfunc.load_model(uri, suppress_warnings=True).unwrap_python_model()
     except MlflowException as exc:
-        raise _unloadable(where, exc) from None
+        raise _unloadable(where, _gone_folder(tracking_uri, name, version) or exc) from None
     return Champion(name, str(version.version), served.features, served.booster,
                     version.tags.get("method", "network"), served.layer, served.trend)
+
+
+def _gone_folder(tracking_uri: str, name: str, version: Any) -> FileNotFoundError | None:
+    """Where a version's model folder is on this machine's disk and gone, that (MLflow says "No such artifact: ''"
+    of it, which named nothing until 0.9.25); else None."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from tracker.settings import local_path
+
+    try:
+        folder = local_path(MlflowClient(tracking_uri).get_model_version_download_uri(name, str(version.version)))
+    except MlflowException:
+        return None
+    return FileNotFoundError(f"no such folder: {folder}") if folder is not None and not folder.exists() else None
 
 
 def champion_versions(tracking_uri: str | None, phase: str, device: str, targets: tuple[str, ...] = tuple(TARGETS),
