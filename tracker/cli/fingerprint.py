@@ -669,7 +669,8 @@ def _prediction_notes(results: list[dict], with_model: bool = False, marked: boo
         for target, kinds in result.get("counted_otherwise", {}).items():
             typer.echo(f"note: {target}{which}: {result['model_versions'][target]} learnt from "
                        f"{_rows_version_words(result['node_rows_version'][target])}, and this network's "
-                       f"{_counted_otherwise_words(kinds)} counted otherwise since: retrain with tracker fingerprint train")
+                       f"{_counted_otherwise_words(kinds)} counted otherwise since: retrain with tracker fingerprint "
+                       "train")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
             if (demand := result.get("memory_demand_mb", {}).get(target)) is not None:

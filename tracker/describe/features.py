@@ -597,9 +597,10 @@ def _counted_otherwise_in(version: int, n: Node, weights_read: set[str]) -> bool
 def counted_otherwise(desc: Description, since: int | None) -> dict[str, int]:
     """The kinds of ``desc``'s nodes whose rows this tracker counts otherwise than node rows version ``since``
     did (None: a fingerprint of a tracker before 0.8.0, which recorded none; a product that reads a parameter is
-    "<kind> reading a parameter"), each with the last version that changed how (``ROWS_VERSION_SINCE``): a fingerprint learnt from that version's rows saw such a network's
-    features otherwise. A tensor batched in another dimension than its first, counted otherwise before
-    version 4, is ``counted_anew``'s. {} for most networks: what changed was what few of them call."""
+    "<kind> reading a parameter"), each with the last version that changed how (``ROWS_VERSION_SINCE``): a
+    fingerprint learnt from that version's rows saw such a network's features otherwise. A tensor batched in
+    another dimension than its first, counted otherwise before version 4, is ``counted_anew``'s. {} for most
+    networks: what changed was what few of them call."""
     weights_read = _weights_read(desc)
     found: dict[str, int] = {}
     for version in range(max(since or 3, 3) + 1, NODE_ROWS_VERSION + 1):

@@ -320,10 +320,12 @@ def _unloadable(where: str, exc: BaseException, damaged: bool = False) -> Finger
         why = f"{type(exc).__name__}: {first_line(exc)}"
         return UnloadableModelError(f"{where}: cannot read its model from the store's artifacts ({why}); are they "
                                     f"damaged? Retrain with tracker fingerprint train, or make another version "
-                                    f"champion (tracker fingerprint promote NAME VERSION)", f"its model cannot be read ({clipped(why, WHY_CHARS)})")
+                                    f"champion (tracker fingerprint promote NAME VERSION)",
+                                    f"its model cannot be read ({clipped(why, WHY_CHARS)})")
     return UnloadableModelError(f"{where}: cannot load its model from the store's artifacts ({first_line(exc)}); were "
                                 "they moved or deleted? A moved store: tracker store relocate; else retrain with "
-                                "tracker fingerprint train", f"its model cannot be loaded ({clipped(first_line(exc), WHY_CHARS)})")
+                                "tracker fingerprint train",
+                                f"its model cannot be loaded ({clipped(first_line(exc), WHY_CHARS)})")
 
 
 def _mlflow_champion(tracking_uri: str, name: str, version: Any) -> Champion:
@@ -690,7 +692,8 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
         row = rows.iloc[i]
         outside = {t: found for t, m in models.items() if (found := outside_ranges(m.ranges, row))}
         batched = older if anew.get(desc.description_hash) else []
-        kinds = {t: found for t, m in models.items() if (found := otherwise.get((desc.description_hash, m.node_rows_version)))}
+        kinds = {t: found for t, m in models.items()
+                 if (found := otherwise.get((desc.description_hash, m.node_rows_version)))}
         out.append({
             "model": desc.name, "model_hash": desc.description_hash, "batch_size": bs, "phase": phase,
             "device": device, "dtype": dtype, "predictions": predictions[i], "units": {t: TARGETS[t] for t in predictions[i]},
