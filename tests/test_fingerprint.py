@@ -1373,10 +1373,21 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
             "train") in CliRunner().invoke(app, mnasnet).stdout
     plain = json.loads(CliRunner().invoke(app, [*base, "-b", "4", "--format", "json"]).stdout)
     assert plain["learnt_from_other_counts"] == [] and plain["counted_otherwise"] == {}
+    # and fingerprint list says which node rows each version learnt from, where not this tracker's
+    listed = ["--tracking-uri", uri, "fingerprint", "list"]
+    row = next(r for r in json.loads(CliRunner().invoke(app, [*listed, "--format", "json"]).stdout)
+               if r["version"] == result.version and r["name"] == result.name)
+    assert row["node_rows_version"] == 8 and row["unreadable_tags"] == []
+    assert (f"; learnt from node rows version 8 (tracker 0.9.23 on), where this tracker's are {NODE_ROWS_VERSION}: "
+            "tracker predict names what of a network it counted otherwise") in CliRunner().invoke(app, listed).stdout
+    client.set_model_version_tag(result.name, result.version, "node_rows_version", "eight")
+    assert "unreadable tags: node_rows_version" in CliRunner().invoke(app, listed).stdout
     client.delete_model_version_tag(result.name, result.version, "node_rows_version")  # as a version of 0.7.9
     said = json.loads(CliRunner().invoke(app, [*detector, "--format", "json"]).stdout)
     assert said["learnt_from_other_counts"] == said["batched_otherwise"] == ["peak_mem_mb"]
     assert said["counted_otherwise"] == {} and said["node_rows_version"] == {"peak_mem_mb": None}
+    assert "; learnt from features counted before tracker 0.8.0, where this tracker's" in CliRunner().invoke(
+        app, ["--tracking-uri", uri, "fingerprint", "list"]).stdout
     assert (f"note: peak_mem_mb: {result.name}/{result.version} learnt from features counted before tracker 0.8.0, "
             "which took every tensor's first dimension for its batch") in CliRunner().invoke(app, detector).stdout
     assert json.loads(CliRunner().invoke(app, [*base, "-b", "4", "--format", "json"]).stdout)["learnt_from_other_counts"] == []

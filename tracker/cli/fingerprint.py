@@ -221,6 +221,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    + _speed(r)
                    + ("; never below its tensors' floor" if r["memory_floor"] else "")
                    + _limits(r)
+                   + _rows_learnt(r, "node_rows_version" in r["unreadable_tags"])
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else "")
                    + (f"; unreadable tags: {', '.join(r['unreadable_tags'])}" if r["unreadable_tags"] else ""))
 
@@ -244,11 +245,11 @@ def _speed(row: dict[str, Any]) -> str:
 
 # a version's numeric tags that list shows, and those of them that are a positive amount (as predict reads them)
 NUMERIC_TAGS = ("heldout_mape_pct", "heldout_within_10pct", "baseline_extratrees_mape_pct", "device_memory_mb",
-                "largest_peak_mb", "speed_reference_ms", "speed_probe_version", "networks")
+                "largest_peak_mb", "speed_reference_ms", "speed_probe_version", "networks", "node_rows_version")
 POSITIVE_TAGS = ("device_memory_mb", "largest_peak_mb", "speed_reference_ms")
 # those of them that are whole numbers (the speed probe's version since 0.9.12: unlisted, and an unreadable one
-# unsaid, while predict refused it)
-WHOLE_TAGS = ("speed_probe_version", "networks")
+# unsaid, while predict refused it; the node rows' version since 0.9.25)
+WHOLE_TAGS = ("speed_probe_version", "networks", "node_rows_version")
 
 
 def _number(text: str | None, positive: bool = False) -> float | None:
@@ -290,6 +291,20 @@ def promote_cmd(
     else:
         was = f"version {result.previous}" if result.previous else "no version"
         typer.echo(f"{name}: champion moved from {was} to version {result.version}")
+
+
+def _rows_learnt(row: dict[str, Any], unreadable: bool) -> str:
+    """Where a version learnt from node rows another tracker counted (since 0.9.25): which, and that predict
+    names what of a network it learnt otherwise; nothing for this tracker's rows, or a tag said unreadable."""
+    from tracker.describe.features import NODE_ROWS_VERSION
+
+    version = row["node_rows_version"]
+    if unreadable or version == NODE_ROWS_VERSION:
+        return ""
+    if version is not None and version > NODE_ROWS_VERSION:
+        return f"; learnt from node rows version {version}, a newer tracker's (this one counts {NODE_ROWS_VERSION})"
+    return (f"; learnt from {_rows_version_words(version)}, where this tracker's are {NODE_ROWS_VERSION}: tracker "
+            "predict names what of a network it counted otherwise")
 
 
 def _limits(row: dict[str, Any]) -> str:
