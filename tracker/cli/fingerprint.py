@@ -445,6 +445,21 @@ _FLOOR_WORDS = {"weight_bytes": "its weights", "batch_largest_activation_bytes":
                 "batch_kept_activation_bytes": "the activations kept for the backward pass"}
 
 
+def _batched_otherwise_words(model_version: str) -> str:
+    """A note's words for a version of before 0.8.0 predicting a network with tensors batched in another dimension
+    than their first (predict's ``batched_otherwise``)."""
+    return (f"{model_version} learnt from features counted before tracker 0.8.0, which took every tensor's first "
+            "dimension for its batch; this network has tensors batched in another (sequence first, or an image's "
+            "proposals), now counted whole: retrain with tracker fingerprint train")
+
+
+def _counted_otherwise_note(model_version: str, rows_version: int | None, kinds: dict[str, int]) -> str:
+    """A note's words for a version predicting a network of which it learnt ``kinds`` otherwise (predict's
+    ``counted_otherwise``), having learnt from node rows ``rows_version``."""
+    return (f"{model_version} learnt from {_rows_version_words(rows_version)}, and this network's "
+            f"{_counted_otherwise_words(kinds)} counted otherwise since: retrain with tracker fingerprint train")
+
+
 def _rows_version_words(version: int | None) -> str:
     """A fingerprint's node rows version (its tag node_rows_version) in words."""
     from tracker.describe.features import ROWS_VERSION_SINCE
@@ -511,6 +526,11 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
                 typer.echo(f"note: batch {result['largest_batch'][name] + 1} passes {_LIMIT_WORDS[name]} by what the "
                            f"network's own tensors hold at once ({_floor_words(result['memory_floor_columns'])}), where "
                            f"{result['model_version']}'s prediction had stopped growing{span}: an upper bound")
+        if result.get("batched_otherwise"):
+            typer.echo(f"note: {_batched_otherwise_words(result['model_version'])}")
+        if result.get("counted_otherwise"):
+            said = _counted_otherwise_note(result["model_version"], result["node_rows_version"], result["counted_otherwise"])
+            typer.echo(f"note: {said}")
         if "measure_command" in result:  # from the smaller answer (a size that does not fit is halved)
             typer.echo(f"measure it: {result['measure_command']}")
 
@@ -677,15 +697,10 @@ def _prediction_notes(results: list[dict], with_model: bool = False, marked: boo
             typer.echo(f"note: {target}{which} is the predicted peak_mem_mb, of which the network's own memory is a part: "
                        f"{result['model_versions'][target]} predicted more, as trees do past what they learnt")
         for target in result.get("batched_otherwise", []):
-            typer.echo(f"note: {target}{which}: {result['model_versions'][target]} learnt from features counted before "
-                       "tracker 0.8.0, which took every tensor's first dimension for its batch; this network has tensors "
-                       "batched in another (sequence first, or an image's proposals), now counted whole: retrain with "
-                       "tracker fingerprint train")
+            typer.echo(f"note: {target}{which}: {_batched_otherwise_words(result['model_versions'][target])}")
         for target, kinds in result.get("counted_otherwise", {}).items():
-            typer.echo(f"note: {target}{which}: {result['model_versions'][target]} learnt from "
-                       f"{_rows_version_words(result['node_rows_version'][target])}, and this network's "
-                       f"{_counted_otherwise_words(kinds)} counted otherwise since: retrain with tracker fingerprint "
-                       "train")
+            said = _counted_otherwise_note(result["model_versions"][target], result["node_rows_version"][target], kinds)
+            typer.echo(f"note: {target}{which}: {said}")
         for target in dict.fromkeys([*result["exceeds_device_memory"], *result["above_largest_peak_measured"]]):
             value = f"note: {target}{which} {result['predictions'][target]:,.0f} {result['units'][target]}"
             if (demand := result.get("memory_demand_mb", {}).get(target)) is not None:

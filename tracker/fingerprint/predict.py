@@ -928,6 +928,7 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
         # the network's own tensors hold at once, where the model's prediction stopped growing
         by_floor = {name: b is not None and "peak_mem_mb" in predicted[b + 1]["at_memory_floor"]
                     for name, b in found.items()}
+        first = predicted[min(predicted)]  # what of the network the version learnt otherwise, at any batch (0.9.25)
         out.append({
             "model": desc.name, "model_hash": desc.description_hash, "phase": phase, "device": device, "dtype": dtype,
             "target": "peak_mem_mb", "model_version": f"{champ.name}/{champ.version}", "limits_mb": limits,
@@ -943,6 +944,10 @@ def largest_batch(tracking_uri: str, refs: list[str], phase: str, device: str, i
             "beyond_max_batch": [n for n, b in found.items() if b is None], "max_batch": max_batch,
             "over_by_memory_floor": by_floor, "learnt_batch_sizes": champ.ranges.get("batch_size"),
             "memory_floor_columns": list(champ.floor_columns or ()),
+            # as predict says them (its fields of the same names, for peak_mem_mb)
+            "node_rows_version": champ.node_rows_version,
+            "counted_otherwise": first["counted_otherwise"].get("peak_mem_mb", {}),
+            "batched_otherwise": "peak_mem_mb" in first["batched_otherwise"],
         })
         if starts := [b for b in found.values() if b]:  # where to start measuring it: the smaller answer
             out[-1]["measure_command"] = boundary_command(ref, phase, device, champ, min(starts), input_size, store)
