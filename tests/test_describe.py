@@ -356,12 +356,37 @@ def test_a_network_that_cannot_be_traced_falls_back_to_hooks_and_says_so() -> No
     desc = describe_module(Branchy(), "branchy", 32)
     assert desc.method == "hooks" and "torch.fx could not trace branchy" in desc.notes[0]
     assert [n.kind for n in desc.nodes] == ["placeholder", "Conv2d"] and desc.edges == [("x", desc.nodes[1].name)]
+    assert not any("between its modules" in note for note in desc.notes)  # its sum and comparison do no work counted
+
+
+def test_hooks_name_the_work_of_functions_called_between_modules() -> None:
+    """Hooks see modules alone: an activation, an add or a product called between them is counted nowhere
+    (a detector's FPN upsampling and box coding). Until 0.9.25 nothing said so; the note names them, and the
+    description itself is as before."""
+
+    class Between(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(3, 8, 3)
+
+        def forward(self, x):
+            y = self.a(x) if x.sum() > 0 else self.b(x)  # data-dependent: torch.fx cannot trace
+            return torch.relu(y) + y * 2 + 2 * y  # 2 * y: Tensor.__rmul__, a product all the same
+
+    desc = describe_module(Between(), "between", 16)
+    assert desc.method == "hooks" and "torch.fx could not trace between" in desc.notes[0]
+    assert desc.notes[1] == ("5 calls of functions between its modules do work that is counted nowhere (hooks see "
+                             "modules alone): add x2, mul x2, relu x1")
+    assert [n.kind for n in desc.nodes] == ["placeholder", "Conv2d"]  # what the hooks saw, as before
 
 
 def test_detection_models_are_described_with_hooks() -> None:
     desc = describe("fasterrcnn_mobilenet_v3_large_320_fpn", 320)
     model = build_model("fasterrcnn_mobilenet_v3_large_320_fpn")
-    assert desc.method == "hooks" and desc.notes
+    assert desc.method == "hooks" and desc.notes[0].endswith("takes structured input; described with module hooks")
+    # its normalisation, FPN and box coding between the modules hooks see: counted nowhere, and said so
+    between = next(note for note in desc.notes if "calls of functions between its modules" in note)
+    assert " add x" in between and " mul x" in between, between
     assert aggregates(desc)["params"] == sum(p.numel() for p in model.parameters())
     assert len(desc.edges) > len(desc.nodes) // 2
     # each of an image's 150 proposals (rpn_post_nms_top_n_test) goes through the box head: until

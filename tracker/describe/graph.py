@@ -516,18 +516,61 @@ def trace_hooks(model: Any, name: str, input_shape: list[int], example: Any = No
             produced[id(out)] = node_name
             kept.append(out)
 
-    handles = [m.register_forward_hook(hook) for m in hooked_modules(model)]
+    inside = [0]  # hooked modules being called: what they call is theirs
+
+    def enter(module: Any, args: tuple) -> None:
+        inside[0] += 1
+
+    def leave(module: Any, args: tuple, output: Any) -> None:
+        inside[0] -= 1
+        hook(module, args, output)
+
+    between: dict[str, int] = {}  # the functions called outside every hooked module that do work, by kind
+
+    class Between(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+            if not inside[0] and (kind := _working_function(func)) is not None:
+                between[kind] = between.get(kind, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    modules = hooked_modules(model)
+    handles = [m.register_forward_pre_hook(enter) for m in modules] + [m.register_forward_hook(leave) for m in modules]
     try:
         x = torch.randn(*input_shape) if example is None else example
         if torch.is_tensor(x):
             produced[id(x)] = "x"
             kept.append(x)
-        with torch.no_grad():
+        with torch.no_grad(), Between():
             model(x)
     finally:
         for h in handles:
             h.remove()
-    return Description(name, input_shape, nodes, "hooks")
+    desc = Description(name, input_shape, nodes, "hooks")
+    if between:  # unsaid until 0.9.25 (an FPN's upsampling and adds, a detector's box coding)
+        calls = sorted(between.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{kind} x{count}" for kind, count in calls[:UNSEEN_SHOWN])
+        desc.notes.append(f"{sum(between.values()):,} calls of functions between its modules do work that is counted "
+                          f"nowhere (hooks see modules alone): {shown}{', ...' if len(calls) > UNSEEN_SHOWN else ''}")
+    return desc
+
+
+#: The most kinds of function a hooks description's note names (``trace_hooks``).
+UNSEEN_SHOWN = 6
+
+
+def _working_function(func: Any) -> str | None:
+    """The kind of a torch function called (``add`` of ``Tensor.__add__`` or ``torch.add``) where its node would
+    do work that features count (a convolution, a product, a norm, an activation, a pooling, element-wise work,
+    a concatenation), else None (a view, a size, an attribute read)."""
+    from tracker.describe.features import FUNCTIONAL, category
+
+    kind = getattr(func, "__name__", None)
+    if not isinstance(kind, str):
+        return None
+    kind = kind.strip("_")
+    if kind.startswith("r") and kind[1:] in ("add", "sub", "mul", "truediv", "matmul"):  # x.__radd__: an add
+        kind = kind[1:]
+    return kind if category(Node(kind, "call_function", kind)) in FUNCTIONAL else None
 
 
 def describe_module(model: Any, name: str, input_size: int = 224, in_channels: int = 3, example: Any = None,
@@ -577,7 +620,7 @@ def _describe_module(model: Any, name: str, input_size: int, in_channels: int, e
         shape = "its example input" if example is not None else f"a {'x'.join(map(str, shape_of_one))} input{kind}"
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         raise ConfigError(f"{name} cannot run on {shape}: {type(exc).__name__}{': ' + first if first else ''}") from None
-    desc.notes.append(reason)
+    desc.notes.insert(0, reason)  # before what the hooks said of it
     missing = _held(model) - sum(n.params for n in desc.nodes)
     if missing > 0:  # weights of modules that are not leaves (MultiheadAttention's projection), or not called
         desc.notes.append(f"{missing:,} parameters belong to no leaf module called: their work is not counted")
