@@ -1376,7 +1376,8 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     # and so does the largest batch predicted to fit (its one memory version's)
     largest = [*mnasnet[:-2], "--largest-batch"]
     found = json.loads(CliRunner().invoke(app, [*largest, "--format", "json"]).stdout)
-    assert (found["counted_otherwise"], found["node_rows_version"], found["batched_otherwise"]) == ({"mean": 9}, 8, False)
+    assert (found["counted_otherwise"], found["node_rows_version"], found["batched_otherwise"]) == (
+        {"mean": 9}, 8, False)
     assert (f"\nnote: {result.name}/{result.version} learnt from node rows version 8 (tracker 0.9.23 on), and this "
             "network's mean (tracker 0.9.24) is counted otherwise since") in CliRunner().invoke(app, largest).stdout
     # and fingerprint list says which node rows each version learnt from, where not this tracker's

@@ -529,8 +529,8 @@ def _largest_batch(uri: str, models: list[str], phase: str, device: str, input_s
         if result.get("batched_otherwise"):
             typer.echo(f"note: {_batched_otherwise_words(result['model_version'])}")
         if result.get("counted_otherwise"):
-            said = _counted_otherwise_note(result["model_version"], result["node_rows_version"], result["counted_otherwise"])
-            typer.echo(f"note: {said}")
+            typer.echo("note: " + _counted_otherwise_note(result["model_version"], result["node_rows_version"],
+                                                          result["counted_otherwise"]))
         if "measure_command" in result:  # from the smaller answer (a size that does not fit is halved)
             typer.echo(f"measure it: {result['measure_command']}")
 
