@@ -323,7 +323,24 @@ def test_node_rows_another_version_computed_are_computed_again_in_full(tmp_path:
     con.close()
     report = _load(runs, wh)
     assert report.mode == "full" and report.descriptions_added == 1
-    assert _load(runs, wh).mode == "incremental"  # once
+    # said, with the version that had counted them (none recorded before 0.8.0): since 0.9.25
+    assert report.node_rows_recounted and report.node_rows_version_before == (3 if older == "version 3" else None)
+    again = _load(runs, wh)
+    assert again.mode == "incremental" and not again.node_rows_recounted  # once
+    if older == "version 3":  # and the command says which fingerprints to train again
+        from typer.testing import CliRunner
+
+        from tracker.cli.app import app
+
+        with duckdb.connect(str(wh)) as con:
+            con.execute("UPDATE node_rows_version SET version = 8")
+        said = CliRunner().invoke(app, ["--tracking-uri", str(runs), "warehouse", "load", "-w", str(wh)])
+        assert said.exit_code == 0 and said.stdout.startswith("full load") and said.stdout.endswith(
+            f"\nnote: node rows version 8 counted again as this tracker's version {NODE_ROWS_VERSION}: a fingerprint "
+            "learnt from the old ones says so in tracker predict (tracker fingerprint list marks it); train it again "
+            "on this warehouse\n"), said.output
+        assert "note:" not in CliRunner().invoke(app, ["--tracking-uri", str(runs), "warehouse", "load", "-w",
+                                                      str(wh)]).stdout
     con = duckdb.connect(str(wh), read_only=True)
     values = con.execute("SELECT kept_activation_bytes, batch_kept_activation_bytes, live_activation_bytes, "
                          "batch_live_activation_bytes FROM measurement_features").fetchall()

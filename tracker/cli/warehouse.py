@@ -80,6 +80,13 @@ def load_cmd(
            else counted(report.descriptions_added, "new network description"))
         + f", {report.seconds:.2f} s"
     )
+    if report.node_rows_recounted:  # after an upgrade (unsaid until 0.9.25): the fingerprints to train again
+        from tracker.describe.features import NODE_ROWS_VERSION
+
+        was = report.node_rows_version_before
+        typer.echo(f"note: node rows {'of a tracker before 0.8.0' if was is None else f'version {was}'} counted again "
+                   f"as this tracker's version {NODE_ROWS_VERSION}: a fingerprint learnt from the old ones says so in "
+                   "tracker predict (tracker fingerprint list marks it); train it again on this warehouse")
 
 
 @app.command("export")

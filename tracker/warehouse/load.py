@@ -44,6 +44,10 @@ class LoadReport:
     runs_deleted: int
     descriptions_added: int
     seconds: float
+    # node rows another version had computed, counted again by this one (since 0.9.25), and that version (None:
+    # before 0.8.0, which recorded none): fingerprints learnt from them say so in tracker predict
+    node_rows_recounted: bool = False
+    node_rows_version_before: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -111,6 +115,17 @@ def recorded_node_rows_version(con: Any, tables: Collection[str]) -> int | None:
     if "node_rows_version" not in tables:
         return None
     return con.execute("SELECT max(version) FROM node_rows_version").fetchall()[0][0]
+
+
+def _node_rows_before(con: Any) -> tuple[int | None] | None:
+    """Where the warehouse holds node rows another ``NODE_ROWS_VERSION`` computed, that version, in a tuple (None
+    in it: before 0.8.0, which recorded none); else None (this version's rows, or none at all)."""
+    tables = {row[0] for row in con.execute("SELECT table_name FROM information_schema.tables "
+                                             "WHERE table_schema = 'main'").fetchall()}
+    if "network_nodes" not in tables or not con.execute("SELECT count(*) FROM network_nodes").fetchall()[0][0]:
+        return None
+    recorded = recorded_node_rows_version(con, tables)
+    return None if recorded == NODE_ROWS_VERSION else (recorded,)
 
 
 def older_probe_views(path: Path) -> str:
@@ -222,6 +237,7 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
         con = connect(path)
         with interruptible(con):  # a Ctrl-C stops the query DuckDB is in, and the load
             con.execute("BEGIN TRANSACTION")
+            before = _node_rows_before(con)
             remade = ensure_tables(con)
             con.register("snapshot", snapshot)
             empty = con.execute("SELECT count(*) FROM runs").fetchall()[0][0] == 0
@@ -251,7 +267,9 @@ def load(path: Path, source: Source, full: bool = False) -> LoadReport:
                 _load_traces(con, source)
             con.unregister("snapshot")
             seconds = time.perf_counter() - t0
-            report = LoadReport(source.name, mode, snapshot.num_rows, changed, deleted, added, round(seconds, 3))
+            report = LoadReport(source.name, mode, snapshot.num_rows, changed, deleted, added, round(seconds, 3),
+                                node_rows_recounted=before is not None and bool(changed),
+                                node_rows_version_before=None if before is None else before[0])
             con.execute("INSERT INTO loads VALUES (now(), ?, ?, ?, ?, ?, ?, ?)",
                         [report.source, mode, report.runs_total, changed, deleted, added, report.seconds])
             create_views(con)
