@@ -1393,6 +1393,8 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     said = json.loads(CliRunner().invoke(app, [*detector, "--format", "json"]).stdout)
     assert said["learnt_from_other_counts"] == said["batched_otherwise"] == ["peak_mem_mb"]
     assert said["counted_otherwise"] == {} and said["node_rows_version"] == {"peak_mem_mb": None}
+    largest = json.loads(CliRunner().invoke(app, [*detector[:-2], "--largest-batch", "--format", "json"]).stdout)
+    assert largest["batched_otherwise"] is True and largest["node_rows_version"] is None
     assert "; learnt from features counted before tracker 0.8.0, where this tracker's" in CliRunner().invoke(
         app, ["--tracking-uri", uri, "fingerprint", "list"]).stdout
     assert (f"note: peak_mem_mb: {result.name}/{result.version} learnt from features counted before tracker 0.8.0, "
