@@ -2573,6 +2573,13 @@ def test_list_shows_a_malformed_numeric_tag_as_unreadable_never_nan(tmp_path: Pa
         assert row["speed_probe_version"] is None  # unlisted, and an unreadable one unsaid, until 0.9.12
         assert row["unreadable_tags"] == ["heldout_mape_pct", "speed_reference_ms", "speed_probe_version", "networks"]
         assert row["heldout_within_10pct"] is not None and row["baseline_extratrees_mape_pct"] is not None
+    # a whole number written as a decimal: predict refuses a version of 9.0, and list gives it as unreadable (as 9,
+    # and 1, until 0.9.25)
+    client.set_model_version_tag(result.name, result.version, "node_rows_version", "9.0")
+    client.set_model_version_tag(result.name, result.version, "speed_probe_version", "1.0")
+    row, = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)
+    assert row["node_rows_version"] is None and row["speed_probe_version"] is None
+    assert {"node_rows_version", "speed_probe_version"} <= set(row["unreadable_tags"]), row["unreadable_tags"]
 
 
 def test_the_champion_is_compared_as_predict_answers_past_the_largest_batch_it_learnt(

@@ -10,7 +10,7 @@ import typer
 from tracker.cli.options import (Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, exit_interrupted,
                                  model_reference, option_values, reads_only, state)
 from tracker.cli.warehouse import WarehouseOption
-from tracker.console import counted, decimal_number, shell_word
+from tracker.console import counted, decimal_number, shell_word, whole_number
 from tracker.fingerprint.runtime import TARGETS
 from tracker.settings import MAX_BATCH
 
@@ -177,14 +177,14 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                     held.append((model.name, number))
                 continue
             figures = {key: _number(tags.get(key), positive=key in POSITIVE_TAGS) for key in NUMERIC_TAGS}
-            for whole in WHOLE_TAGS:  # a count and a version are whole numbers
-                if figures[whole] is not None and not (figures[whole].is_integer() and figures[whole] >= 0):
-                    figures[whole] = None
+            for whole in WHOLE_TAGS:  # a count and a version are whole numbers, in digits as predict reads them
+                # (a version of 8.0 was listed as 8, which predict refuses, until 0.9.25)
+                figures[whole] = None if whole not in tags else whole_number(tags[whole])
             form = version_format(tags)  # a whole number, else unreadable (its text in JSON until 0.9.13)
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
                          **{key: figures[key] for key in NUMERIC_TAGS if key not in WHOLE_TAGS},
-                         **{key: None if figures[key] is None else int(figures[key]) for key in WHOLE_TAGS},
+                         **{key: figures[key] for key in WHOLE_TAGS},
                          # the numeric tags it has that are not numbers of their kind (since 0.9.12; shown as
                          # nan or inf, JSON NaN or Infinity, or a traceback for networks, until then)
                          "unreadable_tags": [key for key in NUMERIC_TAGS if key in tags and figures[key] is None]
