@@ -176,15 +176,15 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                 if str((model.aliases or {}).get(CHAMPION)) == number:
                     held.append((model.name, number))
                 continue
-            figures = {key: _number(tags.get(key), positive=key in POSITIVE_TAGS) for key in NUMERIC_TAGS}
-            for whole in WHOLE_TAGS:  # a count and a version are whole numbers, in digits as predict reads them
-                # (a version of 8.0 was listed as 8, which predict refuses, until 0.9.25)
-                figures[whole] = None if whole not in tags else whole_number(tags[whole])
+            figures = {key: _number(tags.get(key), positive=key in POSITIVE_TAGS) for key in NUMERIC_TAGS
+                       if key not in WHOLE_TAGS}
+            # a count and a version are whole numbers, in digits as predict reads them (a version of 8.0 was
+            # listed as 8, which predict refuses, until 0.9.25)
+            figures |= {key: whole_number(tags[key]) if key in tags else None for key in WHOLE_TAGS}
             form = version_format(tags)  # a whole number, else unreadable (its text in JSON until 0.9.13)
             rows.append({"name": model.name, "version": number, "alias": aliases.get(number, ""),
                          # numbers as numbers (since 0.9.0; MLflow keeps tags as text), None where absent
-                         **{key: figures[key] for key in NUMERIC_TAGS if key not in WHOLE_TAGS},
-                         **{key: figures[key] for key in WHOLE_TAGS},
+                         **figures,
                          # the numeric tags it has that are not numbers of their kind (since 0.9.12; shown as
                          # nan or inf, JSON NaN or Infinity, or a traceback for networks, until then)
                          "unreadable_tags": [key for key in NUMERIC_TAGS if key in tags and figures[key] is None]
@@ -221,7 +221,7 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
                    + _speed(r)
                    + ("; never below its tensors' floor" if r["memory_floor"] else "")
                    + _limits(r)
-                   + _rows_learnt(r, "node_rows_version" in r["unreadable_tags"])
+                   + _rows_learnt(r)
                    + ("; format 1: MLflow serves log(target)" if r["format"] == 1 else "")
                    + (f"; unreadable tags: {', '.join(r['unreadable_tags'])}" if r["unreadable_tags"] else ""))
 
@@ -293,13 +293,13 @@ def promote_cmd(
         typer.echo(f"{name}: champion moved from {was} to version {result.version}")
 
 
-def _rows_learnt(row: dict[str, Any], unreadable: bool) -> str:
+def _rows_learnt(row: dict[str, Any]) -> str:
     """Where a version learnt from node rows another tracker counted (since 0.9.25): which, and that predict
     names what of a network it learnt otherwise; nothing for this tracker's rows, or a tag said unreadable."""
     from tracker.describe.features import NODE_ROWS_VERSION
 
     version = row["node_rows_version"]
-    if unreadable or version == NODE_ROWS_VERSION:
+    if "node_rows_version" in row["unreadable_tags"] or version == NODE_ROWS_VERSION:
         return ""
     if version is not None and version > NODE_ROWS_VERSION:
         return f"; learnt from node rows version {version}, a newer tracker's (this one counts {NODE_ROWS_VERSION})"

@@ -36,6 +36,9 @@ from tracker.describe.graph import FUNCTIONAL_CONV_ARGS, WHOLE_MODULE_KINDS, Des
 NODE_ROWS_VERSION = 9
 #: The first NODE_ROWS_VERSION whose tensors may have their batch in any dimension (``elements``).
 BATCH_ANYWHERE_VERSION = 4
+#: The tracker that first computed each node rows version: a fingerprint's tag node_rows_version says which
+#: of them learnt its features (none before 0.8.0).
+ROWS_VERSION_SINCE = {4: "0.8.0", 5: "0.8.3", 6: "0.8.4", 7: "0.8.5", 8: "0.9.23", 9: "0.9.24"}
 
 #: The op categories features are summed over; every node kind maps to one.
 CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "elementwise", "concat", "reshape", "io", "other")
@@ -43,14 +46,14 @@ CATEGORIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "eleme
 _ACT = {"relu", "relu6", "ReLU", "ReLU6", "SiLU", "silu", "Hardswish", "hardswish", "Sigmoid", "sigmoid",
         "Hardsigmoid", "hardsigmoid", "GELU", "gelu", "Tanh", "tanh", "LeakyReLU", "leaky_relu", "Softmax", "softmax"}
 _NORM = {"BatchNorm2d", "BatchNorm1d", "LayerNorm", "GroupNorm", "LayerNorm2d", "batch_norm", "layer_norm", "FrozenBatchNorm2d"}
+#: The functions of the pooling modules below that were "other" until NODE_ROWS_VERSION 8.
+_POOL_SINCE_8 = {"adaptive_max_pool2d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
+                 "adaptive_max_pool3d"}
 _POOL = {"MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
          "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "max_pool1d", "avg_pool1d",
          "adaptive_avg_pool1d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "AdaptiveMaxPool3d",
-         # the functions of the modules above that were "other" until NODE_ROWS_VERSION 8
-         "adaptive_max_pool2d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
-         "adaptive_max_pool3d",
          # a mean over dimensions: mnasnet's and shufflenet_v2's global average pooling (NODE_ROWS_VERSION 9)
-         "mean"}
+         "mean"} | _POOL_SINCE_8
 #: Pooling whose backward needs its input's shape alone (a mean spreads its gradient evenly): it keeps no
 #: tensor for backward, where the pooling modules keep their input.
 _KEEPS_NO_INPUT = {"mean"}
@@ -554,13 +557,6 @@ def aggregates(desc: Description, batch_size: int = 1, rows: list[dict[str, Any]
         out[f"{cat}_bytes"] = int(sum(r["bytes_read"] + r["bytes_written"] for r in sel))
     return out
 
-
-#: The tracker that first computed each node rows version: a fingerprint's tag node_rows_version says which
-#: of them learnt its features (none before 0.8.0).
-ROWS_VERSION_SINCE = {4: "0.8.0", 5: "0.8.3", 6: "0.8.4", 7: "0.8.5", 8: "0.9.23", 9: "0.9.24"}
-#: The pooling functions that were "other" until node rows version 8.
-_POOL_SINCE_8 = {"adaptive_max_pool2d", "adaptive_max_pool1d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d",
-                 "adaptive_max_pool3d"}
 
 
 def _weights_read(desc: Description) -> set[str]:
