@@ -155,14 +155,14 @@ def build_once(ref: Any, input_size: int) -> None:
     (``network_mem_mb``, since 0.9.26). What a first build leaves behind stays with the process: code
     run for the first time, Python's and the allocator's caches, and for a pruned network what
     planning its widths took (its unpruned base built and run once at batch 1). A network deployed
-    pays none of that. Counted as the network's until 0.9.26: resnet18 pruned 25 % had 51 MB of its
-    own for 26 MB of weights and 5 MB of activations alive at once, 38 MB now; regnet_y_400mf 41 MB,
-    37 now. The run's random numbers are as they were: its network's weights are the same."""
+    pays none of that. Counted as the network's until 0.9.26: resnet18 pruned 25 % at batch 1 had
+    51 MB of its own (the mean of five runs) for 26 MB of weights and 5 MB of activations alive at
+    once, 44 MB now; regnet_y_400mf 41 to 43 MB, 37 now. The run's random numbers are as they were:
+    its network's weights are the same."""
     import torch
 
     with torch.random.fork_rng(devices=[]):
-        model = ref.build(input_size)
-    del model
+        ref.build(input_size)  # let go at once
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
