@@ -408,11 +408,9 @@ from tracker.zoo.spec import resolve
 torch.set_num_threads(1)
 resolve("resnet18").build(224)
 ref = resolve(sys.argv[1])
+torch.manual_seed(0)
 if sys.argv[2] == "once":
-    torch.manual_seed(0)
     build_once(ref, 224)
-else:
-    torch.manual_seed(0)
 give_back_freed()
 held_mb = current_rss_mb()
 model = ref.build(224)

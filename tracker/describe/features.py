@@ -558,7 +558,6 @@ def aggregates(desc: Description, batch_size: int = 1, rows: list[dict[str, Any]
     return out
 
 
-
 def _weights_read(desc: Description) -> set[str]:
     """The nodes a product or a matrix product reads a parameter or buffer through (a ``get_attr``, or a view
     of one): until node rows version 7 such a parameter counted as a kept activation."""
