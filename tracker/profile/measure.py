@@ -150,19 +150,23 @@ def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
     return train_step
 
 
-def build_once(ref: Any, input_size: int) -> None:
-    """Build the network once and let it go, before what the process holds is read as its baseline
-    (``network_mem_mb``, since 0.9.26). What a first build leaves behind stays with the process: code
-    run for the first time, Python's and the allocator's caches, and for a pruned network what
-    planning its widths took (its unpruned base built and run once at batch 1). A network deployed
-    pays none of that. Counted as the network's until 0.9.26: resnet18 pruned 25 % at batch 1 had
-    51 MB of its own (the mean of five runs) for 26 MB of weights and 5 MB of activations alive at
-    once, 44 MB now; regnet_y_400mf 41 to 43 MB, 37 now. The run's random numbers are as they were:
-    its network's weights are the same."""
+def build_once(ref: Any, spec: Any) -> None:
+    """Build the network once in its number format and let it go, before what the process holds is
+    read as its baseline (``network_mem_mb``, since 0.9.26). What a first build leaves behind stays
+    with the process: code run for the first time, Python's and the allocator's caches, and for a
+    pruned network what planning its widths took (its unpruned base built and run once at batch 1).
+    A network deployed pays none of that. Counted as the network's until 0.9.26: resnet18 pruned 25 %
+    at batch 1 had 51 MB of its own (the mean of five runs) for 26 MB of weights and 5 MB of
+    activations alive at once, 44 MB now; regnet_y_400mf 41 to 43 MB, 37 now. A quantized network's
+    first quantization (torch.ao's FX graph mode, traced, observed and converted) left 54 MB behind
+    for resnet18, counted until 0.9.27. The run's random numbers are as they were: its network's
+    weights are the same."""
     import torch
 
+    from tracker.profile.network import in_format
+
     with torch.random.fork_rng(devices=[]):
-        ref.build(input_size)  # let go at once
+        in_format(ref.build(spec.input_size), spec)  # let go at once
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +213,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     # own, network_mem_mb (since 0.9.0; until 0.9.12 both held the probe, over the whole window)
     held_mb = None
     if not device.startswith("cuda"):
-        build_once(ref, spec.input_size)
+        build_once(ref, spec)
         give_back_freed()
         held_mb = current_rss_mb()
     model = ref.build(spec.input_size)  # a detector computes at it (0.8.5)
