@@ -5,6 +5,11 @@
 -- both through the table macro measurement_labels_of.
 -- speed_probe_ms: the machine's speed when it measured (tracker.profile.probe; NULL before 0.9.9),
 -- speed_probe_version the version of that probe, its unit (NULL where none; since 0.9.11).
+-- network_mem_current (since 0.9.27): whether its network_mem_mb counts what this tracker's does, the network's
+-- own memory alone: measured by tracker 0.9.26 or later (0.9.27 in int8). Before, it also counted what the
+-- network's first build left behind in the process (its unpruned base, for a pruned network), and an int8
+-- network's float copy, which torch.ao's quantization held (tracker.profile.measure.build_once,
+-- tracker.profile.network.quantized_int8). measurement_labels_of learns network_mem_mb from those alone.
 SELECT
     l.run_id,
     m.run_id AS measurement_run_id,
@@ -19,6 +24,11 @@ SELECT
     m.energy_per_iter_j,
     m.gpu_util_pct,
     m.speed_probe_ms,
-    m.speed_probe_version
+    m.speed_probe_version,
+    COALESCE(regexp_matches(m.tracker_version, '^[0-9]+[.][0-9]+')
+             AND CAST(string_split(regexp_extract(m.tracker_version, '^[0-9]+([.][0-9]+)*'), '.') AS INTEGER[])
+                 >= CASE WHEN m.precision = CAST('int8' AS VARCHAR) THEN CAST([0, 9, 27] AS INTEGER[])
+                         ELSE CAST([0, 9, 26] AS INTEGER[]) END,
+             false) AS network_mem_current
 FROM latest_measurements l
 JOIN measurements m USING (config_key)

@@ -14,6 +14,9 @@
 -- such a one again at twice its time cap); a configuration with none within it keeps them all, and
 -- latency_ci_rel says it. Until then a disturbed repeat moved the median, and its CI, when newest, left
 -- the configuration out of training though a precise repeat was there.
+-- Since 0.9.27 network_mem_mb is the median of the measurements that counted what this tracker counts
+-- (labelled_measurements' network_mem_current): NULL where none did, a configuration a network_mem_mb
+-- fingerprint then leaves out until it is measured again.
 CREATE MACRO measurement_labels_of(experiments) AS TABLE
 WITH named AS (
     SELECT *, COALESCE(latency_ci_rel <= CAST(0.25 AS DOUBLE), true) AS precise
@@ -30,7 +33,7 @@ SELECT
     CAST(count(*) AS BIGINT) AS repeats,
     median(latency_ms) AS latency_ms,
     median(peak_mem_mb) AS peak_mem_mb,
-    median(network_mem_mb) AS network_mem_mb,
+    median(network_mem_mb) FILTER (WHERE network_mem_current) AS network_mem_mb,
     median(power_w) AS power_w,
     median(energy_per_iter_j) AS energy_per_iter_j,
     median(gpu_util_pct) AS gpu_util_pct,

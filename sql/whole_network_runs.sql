@@ -22,6 +22,9 @@
 -- machine's speed when it measured; since tracker 0.9.9); NULL for imports and older runs.
 -- speed_probe_version: the version of that probe (tag tracker.speed_probe; tracker.profile.probe.PROBE_VERSION),
 -- its unit: probes of two versions are not compared; NULL where the run has no probe (since tracker 0.9.11).
+-- tracker_version: the tracker that measured it (tag tracker.version; NULL for imports and runs logged without
+-- one), which says what a figure whose meaning a version changed counts (labelled_measurements'
+-- network_mem_current; since tracker 0.9.27).
 -- A RUNNING run is left out: tracker writes a run once it is measured, so one still RUNNING is a write cut
 -- short (a process killed while it wrote to a tracking server), never a measurement under way.
 WITH whole AS (
@@ -48,7 +51,9 @@ SELECT
     COALESCE(e.device_model, CASE WHEN w.device LIKE 'cuda%' THEN e.gpu_name END, e.cpu_model, w.device) AS device_name,
     e.host, e.threads,
     CAST(CASE WHEN w.device LIKE 'cuda%' THEN e.gpu_memory_total_mb ELSE e.memory_total_mb END AS DOUBLE)
-        AS device_memory_mb
+        AS device_memory_mb,
+    v.value AS tracker_version
 FROM whole w
 LEFT JOIN environments e USING (run_id)
+LEFT JOIN tags v ON v.run_id = w.run_id AND v.key = CAST('tracker.version' AS VARCHAR)
 WHERE w.status NOT IN (CAST('RUNNING' AS VARCHAR), CAST('SCHEDULED' AS VARCHAR))

@@ -401,6 +401,51 @@ def test_a_fingerprint_of_the_networks_own_memory(tmp_path: Path) -> None:
         "predictions"]["network_mem_mb"]
 
 
+def test_the_networks_own_memory_an_older_tracker_measured_is_not_learnt(tmp_path: Path) -> None:
+    """network_mem_mb of tracker 0.9.25 and before also counted what the network's first build left behind
+    in the process (0.9.26 in int8: its float copy too): a network_mem_mb fingerprint leaves out what only
+    such trackers measured, says how many, and learns a configuration again once this tracker measured it;
+    the other targets keep them all."""
+    from tracker.fingerprint.dataset import load_rows
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _measure(tmp_path, NETWORKS[:4], "own")
+    uri = resolve_location(str(runs)).uri
+    client = MlflowClient(uri)
+    by_model: dict[str, list[str]] = {}
+    for r in client.search_runs([client.get_experiment_by_name("own").experiment_id], max_results=1000):
+        by_model.setdefault(r.data.params["model"], []).append(r.info.run_id)
+    for model, version in (("resnet18", "0.9.25"), ("resnet34", "0.9.9"), ("mobilenet_v2", "0.9.26")):
+        for run_id in by_model[model]:
+            client.set_tag(run_id, "tracker.version", version)
+    load(wh, open_source(resolve_location(str(runs))))
+    rows = load_rows(wh, "network_mem_mb", "inference", "cpu")
+    assert sorted(set(rows["model"])) == ["mobilenet_v2", "mobilenet_v3_small"] and len(rows) == 8, rows["model"]
+    assert rows.attrs["left_out_older"] == 8
+    assert len(load_rows(wh, "peak_mem_mb", "inference", "cpu")) == 16  # what the version changed is its own
+    with pytest.raises(FingerprintError, match=r"8 configurations measured only by a tracker before 0\.9\.26 "
+                                               r"\(0\.9\.27 in int8\).*--again"):
+        train(wh, "network_mem_mb", "inference", "cpu", uri, plots=False)
+    # resnet18 measured again by this tracker: its label is this measurement's alone, not the median with the older
+    logger = RunLogger(str(runs), experiment="own", environment=ENV)
+    desc = described("resnet18", 64)
+    again = []
+    for bs in (1, 2, 4, 8):
+        r = network_record("resnet18", bs, peak_mem_mb=100.0 + _flops(desc) * bs / 1e7)
+        r.params["model_hash"] = desc.description_hash
+        r.metrics["latency_ms"], r.metrics["network_mem_mb"] = _latency(_flops(desc), bs), 1.0 + bs
+        again.append(r)
+    logger.log(again)
+    logger.close()
+    load(wh, open_source(resolve_location(str(runs))))
+    rows = training_rows(wh, "network_mem_mb", "inference", "cpu")
+    assert rows.attrs["left_out_older"] == 4 and len(rows) == 12
+    mine = rows[rows["model"] == "resnet18"].sort_values("batch_size")
+    assert list(mine["network_mem_mb"]) == [2.0, 3.0, 5.0, 9.0] and list(mine["label_repeats"]) == [2] * 4
+    result = train(wh, "network_mem_mb", "inference", "cpu", uri, plots=False)
+    assert result.left_out_older == 4 and result.measured_rows == 12
+
+
 def test_the_networks_own_memory_is_never_predicted_above_the_peak_it_is_part_of() -> None:
     from tracker.fingerprint.predict import cap_at_peak
 

@@ -92,6 +92,10 @@ def train_cmd(
         typer.echo(f"note: {result.left_out_imprecise} of its {counted(result.measured_rows, 'measurement')} left out, their 95 % CI "
                    f"wider than {100 * IMPRECISE_CI_REL:g} % of their latency (measure them again: profile network "
                    "... --again with a smaller --precision or a longer --time-cap)", err=True)
+    if result.left_out_older:  # since 0.9.27
+        from tracker.fingerprint.dataset import older_said
+
+        typer.echo(f"note: {older_said(result.left_out_older)}", err=True)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict())
         return

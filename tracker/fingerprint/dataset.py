@@ -203,6 +203,13 @@ def older_views(warehouse: Path, exc: Exception, macro: str | None = None) -> Fi
         return FingerprintError(f"the warehouse {warehouse} has no {macro}, which learning from named experiments "
                                 f"reads (a load by tracker 0.9.10 or later makes it): tracker warehouse load -w "
                                 f"{shell_word(warehouse)}")
+    if isinstance(exc, duckdb.BinderException) and "network_mem_current" in str(exc):
+        from tracker.console import shell_word
+
+        return FingerprintError(f"the warehouse {warehouse} has the views of an older tracker, without "
+                                "network_mem_current (whether a measurement's network_mem_mb counts what this "
+                                "tracker's does, which tracker 0.9.27 reads; a load by it adds it): tracker "
+                                f"warehouse load -w {shell_word(warehouse)}")
     if isinstance(exc, duckdb.BinderException) and "speed_probe_version" in str(exc):
         from tracker.warehouse.load import older_probe_views
 
@@ -267,17 +274,22 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     con = connect_loaded(warehouse)
     try:
         check_node_rows(con, warehouse)
+        rows = (f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
+                f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
+                f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype ")
+        params = {"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params}
         try:
             frame = con.sql(
                 f"SELECT f.* REPLACE ({replaced}), l.repeats AS label_repeats{extra}, l.latency_probe_ratio AS label_probe_ratio, "
                 "l.speed_probe_ms AS label_speed_probe_ms, l.probed_repeats AS label_probed_repeats, "
-                "l.speed_probe_version AS label_speed_probe_version "
-                f"FROM {VIEW} f JOIN {labels} l USING (run_id) "
-                f"WHERE f.phase = $phase AND (f.device = $device OR f.device_name = $device OR f.mode = $device) "
-                f"AND ($mode IS NULL OR f.mode = $mode) AND COALESCE(f.precision, 'float32') = $dtype "
+                f"l.speed_probe_version AS label_speed_probe_version {rows}"
                 f"AND l.{target} IS NOT NULL AND l.{target} > 0 AND isfinite(l.{target}) ORDER BY f.model, f.batch_size",
-                params={"phase": phase, "device": device, "mode": mode, "dtype": dtype, **params},
+                params=params,
             ).df()
+            # configurations whose network_mem_mb only older trackers measured, counting more than the network
+            # (labelled_measurements' network_mem_current; since 0.9.27): left out, and said
+            older = con.sql(f"SELECT count(*) {rows}AND l.network_mem_mb IS NULL AND f.network_mem_mb > 0",
+                            params=params).fetchall()[0][0] if target == "network_mem_mb" else 0
         except duckdb.Error as exc:
             if (older := older_views(warehouse, exc, LABELS_MACRO if experiments else None)) is not None:
                 raise older from None
@@ -292,6 +304,9 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
             measured = con.sql(f"SELECT count(*) FROM {VIEW}").fetchall()[0][0]
     finally:
         con.close()
+    if frame.empty and not empty_ok and older:
+        raise FingerprintError(f"no {phase} measurements of {target} on {device!r} in the warehouse that this tracker "
+                               f"can learn from: {older_said(older)}")
     if frame.empty and not empty_ok:
         # the device's name where it is another word than the device ("jetson-tx2/jetson-tx2" until 0.9.5)
         known = ", ".join(sorted({f"{d}{f'/{n}' if n and n != d else ''} ({p}{f', mode {m}' if m else ''}"
@@ -309,7 +324,22 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         listed = ", ".join(f"{mode} ({counted(count, 'row')})" for mode, count in sorted(modes.items()))
         raise FingerprintError(f"the {phase} measurements of {target} on {device!r} ran in {len(modes)} device modes: "
                                f"{listed}; a fingerprint learns one: give its mode as --device")
+    frame.attrs["left_out_older"] = int(older)
     return frame
+
+
+#: The first trackers whose network_mem_mb counts the network's own memory alone, as this one's does: float
+#: formats, int8 (labelled_measurements' network_mem_current holds the same figures).
+NETWORK_MEM_SINCE = {"float": "0.9.26", "int8": "0.9.27"}
+
+
+def older_said(count: int) -> str:
+    """What to say of ``count`` configurations left out of a network_mem_mb fingerprint because only
+    older trackers measured them, whose figure counted more than the network."""
+    return (f"{counted(count, 'configuration')} measured only by a tracker before {NETWORK_MEM_SINCE['float']} "
+            f"({NETWORK_MEM_SINCE['int8']} in int8), whose network_mem_mb also counted what the network's first "
+            "build (or quantization) left behind in the process, left out (measure them again: tracker profile "
+            "network ... --again)")
 
 
 def speed_reference_ms(frame: Any) -> float | None:

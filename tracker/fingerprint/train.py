@@ -37,6 +37,7 @@ from tracker.fingerprint.dataset import (
     feature_columns,
     load_rows,
     memory_limits,
+    older_said,
     speed_reference_ms,
     trained_ranges,
     unprobed_why,
@@ -346,6 +347,9 @@ class TrainResult:
     #: (``layers.load_layer_rows``: layers without a probe, or with another version's; since 0.9.12, said
     #: nowhere before); None otherwise
     layers_as_measured_why: str | None = None
+    #: network_mem_mb configurations left out, measured only by trackers whose figure counted more than the
+    #: network (``dataset.older_said``; since 0.9.27)
+    left_out_older: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """As ``train --format json`` prints it: ``memory_floor`` a boolean and ``memory_floor_not_why``
@@ -391,6 +395,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
     if unknown:
         raise FingerprintError(f"cannot leave out {', '.join(unknown)}: no {phase} measurement of {target} on "
                                f"{device!r} names {'it' if len(unknown) == 1 else 'them'} (see tracker sql 'SELECT DISTINCT model FROM measurement_features')")
+    older = int(frame.attrs.get("left_out_older", 0))  # network_mem_mb only older trackers measured (0.9.27)
     imprecise = ""
     left_out = (0, len(frame))
     if target == "latency_ms":
@@ -416,6 +421,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
                                f"{distinct} usable ({', '.join(names) or 'none'}){imprecise}"
                                # the networks left out by hand said too (unsaid until 0.9.4)
                                + (f"; --exclude left out {', '.join(sorted(exclude))}" if exclude else "")
+                               + (f"; {older_said(older)}" if older else "")
                                + ": measure more (tracker campaign run) and load them (tracker warehouse load)")
     why = None
     if target == "latency_ms" and not as_measured:
@@ -425,6 +431,7 @@ def training_rows(warehouse: Path, target: str, phase: str, device: str, exclude
             why = unprobed_why(frame)
     frame.attrs["as_measured_why"] = why
     frame.attrs["left_out_imprecise"], frame.attrs["measured_rows"] = left_out
+    frame.attrs["left_out_older"] = older
     frame.attrs["experiments"] = tuple(sorted(set(experiments)))
     return frame
 
@@ -831,7 +838,7 @@ def train(warehouse: Path, target: str, phase: str, device: str, tracking_uri: s
             raise
     return TrainResult(name, version, run.info.run_id, evaluation, baseline, by_family, champion, reason, features,
                        method, floor_text, *left_out, reference_ms, frame.attrs.get("as_measured_why"),
-                       frame.attrs.get("layers_as_measured_why"))
+                       frame.attrs.get("layers_as_measured_why"), int(frame.attrs.get("left_out_older", 0)))
 
 
 def stopped_train(exc: BaseException) -> str:
