@@ -10,6 +10,8 @@
 -- network's first build left behind in the process (its unpruned base, for a pruned network), and an int8
 -- network's float copy, which torch.ao's quantization held (tracker.profile.measure.build_once,
 -- tracker.profile.network.quantized_int8). measurement_labels_of learns network_mem_mb from those alone.
+-- The versions are tracker.profile.records.NETWORK_MEM_SINCE's, which a campaign measures again below; a
+-- version that does not start with numbers (a tag set by hand, none) is not current.
 SELECT
     l.run_id,
     m.run_id AS measurement_run_id,
@@ -25,10 +27,11 @@ SELECT
     m.gpu_util_pct,
     m.speed_probe_ms,
     m.speed_probe_version,
-    COALESCE(regexp_matches(m.tracker_version, '^[0-9]+[.][0-9]+')
-             AND CAST(string_split(regexp_extract(m.tracker_version, '^[0-9]+([.][0-9]+)*'), '.') AS INTEGER[])
-                 >= CASE WHEN m.precision = CAST('int8' AS VARCHAR) THEN CAST([0, 9, 27] AS INTEGER[])
-                         ELSE CAST([0, 9, 26] AS INTEGER[]) END,
+    COALESCE(CASE WHEN regexp_matches(m.tracker_version, '^[0-9]+([.][0-9]+)+')
+                  THEN TRY_CAST(string_split(regexp_extract(m.tracker_version, '^[0-9]+([.][0-9]+)+'), '.') AS BIGINT[])
+                       >= CASE WHEN m.precision = CAST('int8' AS VARCHAR) THEN CAST([0, 9, 27] AS BIGINT[])
+                               ELSE CAST([0, 9, 26] AS BIGINT[]) END
+             END,
              false) AS network_mem_current
 FROM latest_measurements l
 JOIN measurements m USING (config_key)

@@ -424,7 +424,7 @@ def test_the_networks_own_memory_an_older_tracker_measured_is_not_learnt(tmp_pat
     assert rows.attrs["left_out_older"] == 8
     assert len(load_rows(wh, "peak_mem_mb", "inference", "cpu")) == 16  # what the version changed is its own
     with pytest.raises(FingerprintError, match=r"8 configurations measured only by a tracker before 0\.9\.26 "
-                                               r"\(0\.9\.27 in int8\).*--again"):
+                                               r"\(0\.9\.27 in int8\).*a campaign run again measures them again"):
         train(wh, "network_mem_mb", "inference", "cpu", uri, plots=False)
     # resnet18 measured again by this tracker: its label is this measurement's alone, not the median with the older
     logger = RunLogger(str(runs), experiment="own", environment=ENV)
@@ -444,6 +444,42 @@ def test_the_networks_own_memory_an_older_tracker_measured_is_not_learnt(tmp_pat
     assert list(mine["network_mem_mb"]) == [2.0, 3.0, 5.0, 9.0] and list(mine["label_repeats"]) == [2] * 4
     result = train(wh, "network_mem_mb", "inference", "cpu", uri, plots=False)
     assert result.left_out_older == 4 and result.measured_rows == 12
+
+
+def test_the_warehouse_and_the_campaign_agree_on_which_networks_own_memory_is_current() -> None:
+    """labelled_measurements' network_mem_current (what a fingerprint learns) and records.older_network_mem
+    (what a campaign measures again) draw one line between trackers, in each number format."""
+    from tracker.log.record import RunRecord
+    from tracker.profile.records import older_network_mem
+    from tracker.warehouse.views import read_views
+
+    view = next(v for v in read_views() if v.name == "labelled_measurements")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE latest_measurements (run_id VARCHAR, config_key VARCHAR)")
+    con.execute("CREATE TABLE measurements (run_id VARCHAR, config_key VARCHAR, experiment VARCHAR, end_time TIMESTAMP, "
+                "latency_ci_rel DOUBLE, samples_count DOUBLE, latency_ms DOUBLE, peak_mem_mb DOUBLE, network_mem_mb DOUBLE, "
+                "power_w DOUBLE, energy_per_iter_j DOUBLE, gpu_util_pct DOUBLE, speed_probe_ms DOUBLE, "
+                "speed_probe_version INTEGER, tracker_version VARCHAR, precision VARCHAR)")
+    versions = [None, "", "0.9", "0.9.9", "0.9.25", "0.9.26.dev0", "0.9.26", "0.9.27", "0.9.100", "0.10.0", "1.0", "1",
+                "v1.0", "0.9.27rc1", "2026.1", "99999999999999999999999.1"]
+    cases = [(f"{n}-{fmt}", version, fmt) for n, version in enumerate(versions) for fmt in ("float32", "bfloat16", "int8")]
+    for key, version, fmt in cases:
+        con.execute("INSERT INTO latest_measurements VALUES (?, ?)", [key, key])
+        con.execute("INSERT INTO measurements (run_id, config_key, network_mem_mb, tracker_version, precision) "
+                    "VALUES (?, ?, 12.5, ?, ?)", [key, key, version, fmt])
+    con.execute(f"CREATE VIEW labelled_measurements AS {view.body}")
+    current = dict(con.execute("SELECT run_id, network_mem_current FROM labelled_measurements").fetchall())
+    said = {}
+    for key, version, fmt in cases:
+        record = RunRecord(kind="network", name=key, params={"precision": fmt}, metrics={"network_mem_mb": 12.5},
+                           tags={} if version is None else {"tracker.version": version})
+        said[key] = older_network_mem(record) is None
+    assert current == said
+    assert [key for key, is_current in said.items() if is_current and key.endswith("-int8")] == [
+        "7-int8", "8-int8", "9-int8", "10-int8", "13-int8", "14-int8", "15-int8"], said
+    assert said["6-float32"] and said["6-bfloat16"] and not said["6-int8"] and not said["4-float32"]
+    assert older_network_mem(RunRecord(kind="network", name="gpu", metrics={"peak_mem_mb": 5.0},
+                                       tags={"tracker.version": "0.1.0"})) is None  # no figure of its own: no question
 
 
 def test_the_networks_own_memory_is_never_predicted_above_the_peak_it_is_part_of() -> None:

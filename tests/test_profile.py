@@ -822,6 +822,44 @@ def test_a_campaign_with_layers_measures_again_what_was_measured_whole_only(tmp_
     assert len(network_runs(tmp_path / "s", "both")) == 3
 
 
+def test_a_networks_own_memory_an_older_tracker_measured_is_measured_again(tmp_path: Path) -> None:
+    """network_mem_mb of tracker 0.9.25 and before also counted what the network's first build left behind in
+    the process, and no fingerprint learns it (labelled_measurements' network_mem_current): a campaign
+    measures such a configuration again, once, and says so (its dry run too), as `profile network` does;
+    one this tracker measured is reused as before (until 0.9.27 every one was)."""
+    path = campaign_file(tmp_path, "own", tff=False)
+    path.write_text(path.read_text().replace('zoo = ["squeezenet1_1", "mobilenet_v3_small"]', 'zoo = ["squeezenet1_1"]')
+                    .replace("batch_sizes = [1, 2, 4]", "batch_sizes = [1, 2]"))
+    store = str(tmp_path / "s")
+    assert tracker("--tracking-uri", store, "campaign", "run", str(path), cwd=tmp_path).returncode == 0
+    runs = {int(r.data.params["batch_size"]): r for r in network_runs(tmp_path / "s", "own")}
+    assert sorted(runs) == [1, 2] and all("network_mem_mb" in r.data.metrics for r in runs.values()), runs
+    client = MlflowClient(f"sqlite:///{tmp_path / 's' / 'mlflow.db'}")
+    client.set_tag(runs[1].info.run_id, "tracker.version", "0.9.25")
+    states = dry_run(tmp_path / "s", path)["states"]
+    assert states == {"measured": 1, "to measure again: its network_mem_mb an older tracker's": 1}, states
+    proc = tracker("--tracking-uri", store, "campaign", "run", str(path), cwd=tmp_path)
+    assert proc.returncode == 0 and "own: 1 measured, 0 failed, 1 skipped of 2" in proc.stdout, proc.stdout + proc.stderr
+    assert "note: 1 configuration that a tracker before 0.9.26 (0.9.27 in int8) had measured was measured again" in \
+        proc.stdout, proc.stdout
+    again = json.loads(tracker("--tracking-uri", store, "campaign", "run", str(path), "--format", "json",
+                               cwd=tmp_path).stdout)
+    assert (again["measured"], again["skipped"], again["older_network_mem"]) == (0, 2, 0), again
+    assert len(network_runs(tmp_path / "s", "own")) == 3
+
+    def profiled() -> dict:
+        proc = tracker("--tracking-uri", store, "-e", "own", "profile", "network", "squeezenet1_1", "-b", "2",
+                       "--time-cap", "0.3", "--precision", "0.2", "--format", "json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    assert profiled()["run_id"] == runs[2].info.run_id  # this tracker's: reused
+    client.set_tag(runs[2].info.run_id, "tracker.version", "0.9.9")
+    fresh = profiled()
+    assert not fresh["reused"] and fresh["run_id"] != runs[2].info.run_id and fresh["network_mem_mb"] > 0, fresh
+    assert profiled()["run_id"] == fresh["run_id"]
+
+
 def test_a_campaign_measures_an_imprecise_measurement_again_at_twice_its_time_cap(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A measurement whose 95 % CI came out wider than IMPRECISE_CI_REL and the precision asked for (here every

@@ -182,6 +182,8 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
                           f"measured or past a failure, of {tally.total}")
             if tally.measured_again:
                 console.print(f"    {tally.again_said()}")
+            if tally.older_network_mem:  # a store an earlier demo measured (since 0.9.27)
+                console.print(f"    {tally.older_said()}")
             if tally.interrupted:
                 raise KeyboardInterrupt
     finally:

@@ -58,6 +58,8 @@ def run(
                        "the store not taking them: tracker sync sends them")
         if tally.measured_again:  # since 0.9.19
             typer.echo(f"note: {tally.again_said()}")
+        if tally.older_network_mem:  # since 0.9.27
+            typer.echo(f"note: {tally.older_said()}")
         if tally.beside_other_work:
             from tracker.profile.records import OTHER_WORK_RULE
 

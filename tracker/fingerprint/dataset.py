@@ -328,18 +328,15 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
     return frame
 
 
-#: The first trackers whose network_mem_mb counts the network's own memory alone, as this one's does: float
-#: formats, int8 (labelled_measurements' network_mem_current holds the same figures).
-NETWORK_MEM_SINCE = {"float": "0.9.26", "int8": "0.9.27"}
-
-
 def older_said(count: int) -> str:
     """What to say of ``count`` configurations left out of a network_mem_mb fingerprint because only
-    older trackers measured them, whose figure counted more than the network."""
-    return (f"{counted(count, 'configuration')} measured only by a tracker before {NETWORK_MEM_SINCE['float']} "
-            f"({NETWORK_MEM_SINCE['int8']} in int8), whose network_mem_mb also counted what the network's first "
-            "build (or quantization) left behind in the process, left out (measure them again: tracker profile "
-            "network ... --again)")
+    older trackers measured them, whose figure counted more than the network (``records.NETWORK_MEM_SINCE``)."""
+    from tracker.profile.records import network_mem_since_said
+
+    return (f"{counted(count, 'configuration')} measured only by a tracker before {network_mem_since_said()}, "
+            "whose network_mem_mb also counted what the network's first "
+            "build (or quantization) left behind in the process, left out (a campaign run again measures them "
+            "again, as profile network does)")
 
 
 def speed_reference_ms(frame: Any) -> float | None:

@@ -416,7 +416,8 @@ def parse_shard(text: str | None) -> tuple[int, int]:
 #: be measured: for the first time, or again where the run measured before lacks its layers or its
 #: trace.
 PLAN_STATES = ("measured", "failed", "after a failure", "repeat of one not measured", "to measure",
-               "to measure again: without its layers", "to measure again: without its trace")
+               "to measure again: without its layers", "to measure again: without its trace",
+               "to measure again: its network_mem_mb an older tracker's")
 
 
 @dataclass
@@ -437,6 +438,9 @@ class Tally:
     #: of those how many came out precise the second time (``again_imprecise``; since 0.9.19)
     measured_again: int = 0
     precise_again: int = 0
+    #: of those measured, how many had been measured before by a tracker whose network_mem_mb counted more than
+    #: the network (``network_mem_older``; since 0.9.27)
+    older_network_mem: int = 0
     interrupted: bool = False
     #: a dry run's configurations in the order a run would take them, each with its PLAN_STATES state
     planned: list[dict[str, Any]] = field(default_factory=list)
@@ -447,7 +451,7 @@ class Tally:
         return {"total": self.total, "measured": self.measured, "failed": self.failed, "skipped": self.skipped,
                 "beside_other_work": self.beside_other_work, "in_outbox": self.in_outbox,
                 "measured_again": self.measured_again, "precise_again": self.precise_again,
-                "interrupted": self.interrupted, "runs": self.runs}
+                "older_network_mem": self.older_network_mem, "interrupted": self.interrupted, "runs": self.runs}
 
     def again_said(self) -> str:
         """What a summary says of the measurements measured again (``measured_again``)."""
@@ -458,6 +462,16 @@ class Tally:
         return (f"{counted(n, 'measurement')} came out too imprecise (95 % CI wider than {100 * IMPRECISE_CI_REL:g} % "
                 f"of the latency) and {'was' if n == 1 else 'were'} measured again at twice the time cap: "
                 f"{self.precise_again} of them precise the second time")
+
+    def older_said(self) -> str:
+        """What a summary says of the configurations measured again for their older ``network_mem_mb``."""
+        from tracker.console import counted
+        from tracker.profile.records import network_mem_since_said
+
+        n = self.older_network_mem
+        return (f"{counted(n, 'configuration')} that a tracker before {network_mem_since_said()} had measured "
+                f"{'was' if n == 1 else 'were'} measured again: no fingerprint learns such a tracker's network_mem_mb, "
+                "which also counted what the network's first build left behind in the process")
 
     def nothing_measured(self) -> bool:
         """Whether every configuration this run took on failed: none measured now or before, and one failed
@@ -514,6 +528,19 @@ def measured_with_layers(logger: Any, config_key: str) -> bool:
         return True
     return (logger.find(config_key, "FINISHED", having_metric=LAYERS_METRIC) is not None
             or logger.find(config_key, "FINISHED") is None)
+
+
+def network_mem_older(logger: Any, config_key: str) -> str | None:
+    """The older tracker (``records.older_network_mem``) whose ``network_mem_mb`` the newest FINISHED run of the
+    configuration that has one carries, where it counts more than this tracker's; None where it counts the
+    same, none has one (a GPU's), or no run can be read back (no store yet; runs spooled while the server is
+    unreachable are read from the outbox)."""
+    from tracker.profile.records import older_network_mem
+
+    if logger is None:
+        return None
+    found = logger.find(config_key, "FINISHED", having_metric="network_mem_mb")
+    return None if found is None else older_network_mem(found)
 
 
 def check_campaign(c: Campaign, shard: tuple[int, int] = (1, 1)) -> None:
@@ -650,6 +677,12 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     # not answer for its layers, as `profile layers` would not take it either.
                     done = measured_with_layers(logger, p.config_key)
                     again = "" if done else "to measure again: without its layers"
+                if done and repeat_key is None and network_mem_older(logger, p.config_key):
+                    # its network's own memory counted more than this tracker's (records.NETWORK_MEM_SINCE): no
+                    # fingerprint learns it, so it is measured again (skipped until 0.9.27)
+                    done = False
+                    again = "to measure again: its network_mem_mb an older tracker's"
+                    tally.older_network_mem += not dry_run
                 if done and tracing and p.config_key not in traced_keys:
                     # Measured without its trace: a trace comes with a measurement, so measured
                     # again, as a repeat (as `profile network --trace` does).

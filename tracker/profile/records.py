@@ -216,6 +216,42 @@ def _inputs(spec: NetworkSpec) -> str:
     return f"{counted(spec.batch_size, 'image')} of {spec.input_size}x{spec.input_size}"
 
 
+#: The first trackers whose ``network_mem_mb`` counts the network's own memory alone, as this one's does, by
+#: number format: before, it also counted what the network's first build left behind in the process (0.9.26,
+#: ``measure.build_once``), and in int8 its float self, which torch.ao's quantization kept (0.9.27,
+#: ``network.quantized_int8``). The warehouse's labelled_measurements (``network_mem_current``) holds the same.
+NETWORK_MEM_SINCE: dict[str, tuple[int, ...]] = {"float": (0, 9, 26), "int8": (0, 9, 27)}
+
+
+def network_mem_since_said() -> str:
+    """``0.9.26 (0.9.27 in int8)``: the first trackers whose ``network_mem_mb`` counts what this one's does."""
+    since = {fmt: ".".join(map(str, numbers)) for fmt, numbers in NETWORK_MEM_SINCE.items()}
+    return f"{since['float']} ({since['int8']} in int8)"
+
+
+def version_numbers(text: str | None) -> tuple[int, ...] | None:
+    """``0.9.27`` of ``0.9.27.dev1`` as numbers to compare; None where the text does not start with two or more
+    (as labelled_measurements reads a version)."""
+    import re
+
+    found = re.match(r"[0-9]+(?:[.][0-9]+)+", text or "")
+    return tuple(int(n) for n in found.group(0).split(".")) if found else None
+
+
+def older_network_mem(record: RunRecord) -> str | None:
+    """The tracker that measured ``record``'s ``network_mem_mb`` (its ``tracker.version`` tag; ``an unnamed
+    tracker`` where it has none) where that one counted more than this tracker's (``NETWORK_MEM_SINCE``);
+    None where it has no such figure (a GPU run, an import) or it counts what this tracker's does."""
+    if "network_mem_mb" not in record.metrics:
+        return None
+    version = record.tags.get("tracker.version")
+    numbers = version_numbers(version)
+    since = NETWORK_MEM_SINCE["int8" if str(record.params.get("precision")) == "int8" else "float"]
+    if numbers is not None and numbers >= since:
+        return None
+    return f"tracker {version}" if version else "an unnamed tracker"
+
+
 def measured_record(
     spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, keys: dict[str, Any], payload: dict[str, Any], start_ms: int,
     threads: int | None = None, allocator: str | None = None,
