@@ -410,14 +410,16 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return (i, n)
 
 
+#: The state of a configuration whose network_mem_mb an older tracker measured (``network_mem_older``; since 0.9.27)
+OLDER_NETWORK_MEM_STATE = "to measure again: its network_mem_mb an older tracker's"
 #: What a dry run (``campaign run --dry-run``) says of each configuration, as ``run_campaign``
 #: would treat it: measured before (skipped), failed before (skipped: it would fail again), left
 #: out after a failure in a till_first_fail chain, a repeat of one never measured (skipped), or to
 #: be measured: for the first time, or again where the run measured before lacks its layers or its
-#: trace.
+#: trace, or its network_mem_mb counted more than this tracker's.
 PLAN_STATES = ("measured", "failed", "after a failure", "repeat of one not measured", "to measure",
                "to measure again: without its layers", "to measure again: without its trace",
-               "to measure again: its network_mem_mb an older tracker's")
+               OLDER_NETWORK_MEM_STATE)
 
 
 @dataclass
@@ -681,8 +683,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     # its network's own memory counted more than this tracker's (records.NETWORK_MEM_SINCE): no
                     # fingerprint learns it, so it is measured again (skipped until 0.9.27)
                     done = False
-                    again = "to measure again: its network_mem_mb an older tracker's"
-                    tally.older_network_mem += not dry_run
+                    again = OLDER_NETWORK_MEM_STATE
                 if done and tracing and p.config_key not in traced_keys:
                     # Measured without its trace: a trace comes with a measurement, so measured
                     # again, as a repeat (as `profile network --trace` does).
@@ -725,6 +726,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                         tally.in_outbox += 1
                     if res.network.status == "FINISHED":
                         tally.measured += 1
+                        tally.older_network_mem += again == OLDER_NETWORK_MEM_STATE
                         done_keys.add(p.config_key)
                         if beside_other_work(res.network.metrics):
                             tally.beside_other_work += 1
