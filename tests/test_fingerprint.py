@@ -452,10 +452,10 @@ def test_the_networks_own_memory_an_older_tracker_measured_is_not_learnt(tmp_pat
 
 
 def test_the_warehouse_and_the_campaign_agree_on_which_networks_own_memory_is_current() -> None:
-    """labelled_measurements' network_mem_current (what a fingerprint learns) and records.older_network_mem
+    """labelled_measurements' network_mem_current (what a fingerprint learns) and records.counts_older_network_mem
     (what a campaign measures again) draw one line between trackers, in each number format."""
     from tracker.log.record import RunRecord
-    from tracker.profile.records import older_network_mem
+    from tracker.profile.records import counts_older_network_mem
     from tracker.warehouse.views import read_views
 
     view = next(v for v in read_views() if v.name == "labelled_measurements")
@@ -478,13 +478,13 @@ def test_the_warehouse_and_the_campaign_agree_on_which_networks_own_memory_is_cu
     for key, version, fmt in cases:
         record = RunRecord(kind="network", name=key, params={"precision": fmt}, metrics={"network_mem_mb": 12.5},
                            tags={} if version is None else {"tracker.version": version})
-        said[key] = older_network_mem(record) is None
+        said[key] = not counts_older_network_mem(record)
     assert current == said
     assert [key for key, is_current in said.items() if is_current and key.endswith("-int8")] == [
         "7-int8", "8-int8", "9-int8", "10-int8", "13-int8", "14-int8", "15-int8"], said
     assert said["6-float32"] and said["6-bfloat16"] and not said["6-int8"] and not said["4-float32"]
-    assert older_network_mem(RunRecord(kind="network", name="gpu", metrics={"peak_mem_mb": 5.0},
-                                       tags={"tracker.version": "0.1.0"})) is None  # no figure of its own: no question
+    gpu = RunRecord(kind="network", name="gpu", metrics={"peak_mem_mb": 5.0}, tags={"tracker.version": "0.1.0"})
+    assert not counts_older_network_mem(gpu)  # no figure of its own: no question
 
 
 def test_the_networks_own_memory_is_never_predicted_above_the_peak_it_is_part_of() -> None:

@@ -288,8 +288,8 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
             ).df()
             # configurations whose network_mem_mb only older trackers measured, counting more than the network
             # (labelled_measurements' network_mem_current; since 0.9.27): left out, and said
-            older = con.sql(f"SELECT count(*) {rows}AND l.network_mem_mb IS NULL AND f.network_mem_mb > 0",
-                            params=params).fetchall()[0][0] if target == "network_mem_mb" else 0
+            older_count = con.sql(f"SELECT count(*) {rows}AND l.network_mem_mb IS NULL AND f.network_mem_mb > 0",
+                                  params=params).fetchall()[0][0] if target == "network_mem_mb" else 0
         except duckdb.Error as exc:
             if (older := older_views(warehouse, exc, LABELS_MACRO if experiments else None)) is not None:
                 raise older from None
@@ -304,9 +304,9 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
             measured = con.sql(f"SELECT count(*) FROM {VIEW}").fetchall()[0][0]
     finally:
         con.close()
-    if frame.empty and not empty_ok and older:
+    if frame.empty and not empty_ok and older_count:
         raise FingerprintError(f"no {phase} measurements of {target} on {device!r} in the warehouse that this tracker "
-                               f"can learn from: {older_said(older)}")
+                               f"can learn from: {older_said(older_count)}")
     if frame.empty and not empty_ok:
         # the device's name where it is another word than the device ("jetson-tx2/jetson-tx2" until 0.9.5)
         known = ", ".join(sorted({f"{d}{f'/{n}' if n and n != d else ''} ({p}{f', mode {m}' if m else ''}"
@@ -324,7 +324,7 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
         listed = ", ".join(f"{mode} ({counted(count, 'row')})" for mode, count in sorted(modes.items()))
         raise FingerprintError(f"the {phase} measurements of {target} on {device!r} ran in {len(modes)} device modes: "
                                f"{listed}; a fingerprint learns one: give its mode as --device")
-    frame.attrs["left_out_older"] = int(older)
+    frame.attrs["left_out_older"] = int(older_count)
     return frame
 
 

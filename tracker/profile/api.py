@@ -315,7 +315,7 @@ def measure_planned(
     from tracker.profile import devicelock
     from tracker.profile.child import run_child
     from tracker.profile.memcap import CAP_TAG
-    from tracker.profile.records import failed_record, layer_records, measured_record, older_network_mem
+    from tracker.profile.records import failed_record, layer_records, measured_record, counts_older_network_mem
 
     def answered() -> RunRecord | None:
         """A run logged before that answers this request, if any."""
@@ -327,7 +327,7 @@ def measure_planned(
             if existing is not None:
                 if status == "FAILED" and not reuse_failed(existing):  # type: ignore[misc]  # not None: FAILED asked
                     continue
-                if status == "FINISHED" and older_network_mem(existing) is not None:
+                if status == "FINISHED" and counts_older_network_mem(existing):
                     # its network_mem_mb counted more than the network (records.NETWORK_MEM_SINCE): measured
                     # again, as a campaign does (reused until 0.9.27, and no network_mem_mb label came of it)
                     return None

@@ -410,7 +410,8 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return (i, n)
 
 
-#: The state of a configuration whose network_mem_mb an older tracker measured (``network_mem_older``; since 0.9.27)
+#: The state of a configuration whose network_mem_mb an older tracker measured
+#: (``measured_with_older_network_mem``; since 0.9.27)
 OLDER_NETWORK_MEM_STATE = "to measure again: its network_mem_mb an older tracker's"
 #: What a dry run (``campaign run --dry-run``) says of each configuration, as ``run_campaign``
 #: would treat it: measured before (skipped), failed before (skipped: it would fail again), left
@@ -441,7 +442,7 @@ class Tally:
     measured_again: int = 0
     precise_again: int = 0
     #: of those measured, how many had been measured before by a tracker whose network_mem_mb counted more than
-    #: the network (``network_mem_older``; since 0.9.27)
+    #: the network (``measured_with_older_network_mem``; since 0.9.27)
     older_network_mem: int = 0
     interrupted: bool = False
     #: a dry run's configurations in the order a run would take them, each with its PLAN_STATES state
@@ -532,17 +533,17 @@ def measured_with_layers(logger: Any, config_key: str) -> bool:
             or logger.find(config_key, "FINISHED") is None)
 
 
-def network_mem_older(logger: Any, config_key: str) -> str | None:
-    """The older tracker (``records.older_network_mem``) whose ``network_mem_mb`` the newest FINISHED run of the
-    configuration that has one carries, where it counts more than this tracker's; None where it counts the
-    same, none has one (a GPU's), or no run can be read back (no store yet; runs spooled while the server is
+def measured_with_older_network_mem(logger: Any, config_key: str) -> bool:
+    """Whether the newest FINISHED run of the configuration that has a ``network_mem_mb`` has one an older
+    tracker measured, counting more than this tracker's (``records.counts_older_network_mem``); False where
+    none has one (a GPU's) or no run can be read back (no store yet; runs spooled while the server is
     unreachable are read from the outbox)."""
-    from tracker.profile.records import older_network_mem
+    from tracker.profile.records import counts_older_network_mem
 
     if logger is None:
-        return None
+        return False
     found = logger.find(config_key, "FINISHED", having_metric="network_mem_mb")
-    return None if found is None else older_network_mem(found)
+    return found is not None and counts_older_network_mem(found)
 
 
 def check_campaign(c: Campaign, shard: tuple[int, int] = (1, 1)) -> None:
@@ -679,7 +680,7 @@ def run_campaign(logger: Any, c: Campaign, shard: tuple[int, int] = (1, 1),
                     # not answer for its layers, as `profile layers` would not take it either.
                     done = measured_with_layers(logger, p.config_key)
                     again = "" if done else "to measure again: without its layers"
-                if done and repeat_key is None and network_mem_older(logger, p.config_key):
+                if done and repeat_key is None and measured_with_older_network_mem(logger, p.config_key):
                     # its network's own memory counted more than this tracker's (records.NETWORK_MEM_SINCE): no
                     # fingerprint learns it, so it is measured again (skipped until 0.9.27)
                     done = False

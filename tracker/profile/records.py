@@ -238,18 +238,15 @@ def version_numbers(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(n) for n in found.group(0).split(".")) if found else None
 
 
-def older_network_mem(record: RunRecord) -> str | None:
-    """The tracker that measured ``record``'s ``network_mem_mb`` (its ``tracker.version`` tag; ``an unnamed
-    tracker`` where it has none) where that one counted more than this tracker's (``NETWORK_MEM_SINCE``);
-    None where it has no such figure (a GPU run, an import) or it counts what this tracker's does."""
+def counts_older_network_mem(record: RunRecord) -> bool:
+    """Whether ``record``'s ``network_mem_mb`` was measured by a tracker before ``NETWORK_MEM_SINCE`` (its
+    ``tracker.version`` tag; one without a tag, or with one that is not numbers, too), which counted more
+    than this tracker's; False where it has no such figure (a GPU run, an import)."""
     if "network_mem_mb" not in record.metrics:
-        return None
-    version = record.tags.get("tracker.version")
-    numbers = version_numbers(version)
+        return False
+    numbers = version_numbers(record.tags.get("tracker.version"))
     since = NETWORK_MEM_SINCE["int8" if str(record.params.get("precision")) == "int8" else "float"]
-    if numbers is not None and numbers >= since:
-        return None
-    return f"tracker {version}" if version else "an unnamed tracker"
+    return numbers is None or numbers < since
 
 
 def measured_record(
