@@ -7,6 +7,13 @@
 -- repeat's latency over the speed probe timed beside it (tracker.profile.probe, since 0.9.9), where every
 -- repeat has one, else NULL: what is left of the spread once the machine's own speed is taken out (since
 -- 0.9.11 only where every repeat's probe is of one version, speed_probe_version: another version is another unit).
+-- The memory a repeat read moves too (since 0.9.28): peak_mem_spread_rel, the same spread of peak_mem_mb, and
+-- over the repeats whose network_mem_mb counts what this tracker counts (labelled_measurements'
+-- network_mem_current) network_mem_repeats, the least, median and largest network_mem_mb and
+-- network_mem_spread_rel (NULL with fewer than two such repeats). On this 2-core VM, three repeats of one
+-- configuration in a campaign read network_mem_mb up to 41 % apart with glibc's default allocator and up to
+-- 66 % with the allocator retaining (generated networks at batch 4; resnet18 and mobilenet_v2 at batch 1 and
+-- 4 within 2.3 % retaining): a label is their median (measurement_labels_of); one repeat is not the figure.
 SELECT
     config_key,
     any_value(model) AS model,
@@ -26,9 +33,20 @@ SELECT
               THEN max(latency_ms / speed_probe_ms) / min(latency_ms / speed_probe_ms) - 1.0 END AS DOUBLE)
         AS probe_spread_rel,
     max(latency_ci_rel) AS max_ci_rel,
+    CAST(max(peak_mem_mb) / min(peak_mem_mb) - 1.0 AS DOUBLE) AS peak_mem_spread_rel,
+    CAST(count(network_mem_mb) FILTER (WHERE network_mem_current) AS BIGINT) AS network_mem_repeats,
+    min(network_mem_mb) FILTER (WHERE network_mem_current) AS min_network_mem_mb,
+    median(network_mem_mb) FILTER (WHERE network_mem_current) AS median_network_mem_mb,
+    max(network_mem_mb) FILTER (WHERE network_mem_current) AS max_network_mem_mb,
+    CAST(CASE WHEN count(network_mem_mb) FILTER (WHERE network_mem_current) > 1
+                   AND min(network_mem_mb) FILTER (WHERE network_mem_current) > CAST(0 AS DOUBLE)
+              THEN max(network_mem_mb) FILTER (WHERE network_mem_current)
+                   / min(network_mem_mb) FILTER (WHERE network_mem_current) - 1.0 END AS DOUBLE)
+        AS network_mem_spread_rel,
     min(end_time) AS first_end_time,
     max(end_time) AS last_end_time
-FROM measurements
+FROM measurements m
+LEFT JOIN (SELECT measurement_run_id AS run_id, network_mem_current FROM labelled_measurements) c USING (run_id)
 WHERE latency_ms IS NOT NULL
 GROUP BY config_key
 HAVING count(*) > 1

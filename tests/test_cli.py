@@ -348,6 +348,11 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
                                                "--format", "json"]).stdout)
     medians = sorted((data["latency_ms"], repeat["latency_ms"]))
     assert spread["repeats"] == 2 and spread["repeat_spread_rel"] == pytest.approx(medians[1] / medians[0] - 1)
+    own = sorted((data["network_mem_mb"], repeat["network_mem_mb"]))  # the network's own memory moves too
+    assert (spread["network_mem_repeats"], spread["min_network_mem_mb"], spread["max_network_mem_mb"]) == (2, *own)
+    assert spread["network_mem_spread_rel"] == pytest.approx(own[1] / own[0] - 1)
+    peaks = sorted((data["peak_mem_mb"], repeat["peak_mem_mb"]))
+    assert spread["peak_mem_spread_rel"] == pytest.approx(peaks[1] / peaks[0] - 1)
     assert (spread["input_size"], spread["precision"]) == (224, "float32")  # what else tells repeats apart
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     assert data["speed_probe_ms"] == client.get_run(data["run_id"]).data.metrics["speed_probe_ms"]  # in its JSON too

@@ -440,6 +440,12 @@ def test_the_networks_own_memory_an_older_tracker_measured_is_not_learnt(tmp_pat
     load(wh, open_source(resolve_location(str(runs))))
     rows = training_rows(wh, "network_mem_mb", "inference", "cpu")
     assert rows.attrs["left_out_older"] == 4 and len(rows) == 12
+    # the repeats' spread of network_mem_mb is over the current ones alone (the older one counted more)
+    with duckdb.connect(str(wh), read_only=True) as con:
+        spread = con.execute("SELECT CAST(batch_size AS BIGINT), repeats, network_mem_repeats, min_network_mem_mb, "
+                             "median_network_mem_mb, network_mem_spread_rel FROM measurement_repeats "
+                             "WHERE model = 'resnet18' ORDER BY batch_size").fetchall()
+    assert spread == [(bs, 2, 1, 1.0 + bs, 1.0 + bs, None) for bs in (1, 2, 4, 8)], spread
     mine = rows[rows["model"] == "resnet18"].sort_values("batch_size")
     assert list(mine["network_mem_mb"]) == [2.0, 3.0, 5.0, 9.0] and list(mine["label_repeats"]) == [2] * 4
     said = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "--target", "network_mem_mb",
