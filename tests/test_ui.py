@@ -32,7 +32,10 @@ def test_the_ui_stopped_by_ctrl_c_or_sigterm_says_so_and_ends_its_process_group(
     server here is a stand-in that waits (MLflow's own is started over the demo's store in
     tests/test_demo.py)."""
     (tmp_path / "server.py").write_text(
-        "import os, pathlib, time\npathlib.Path('server.pid').write_text(str(os.getpid()))\ntime.sleep(120)\n")
+        # its pid written whole, then named: the test reads the file once it exists (written in place, it was
+        # read empty once, between its creation and its write)
+        "import os, pathlib, time\npathlib.Path('server.pid.part').write_text(str(os.getpid()))\n"
+        "os.replace('server.pid.part', 'server.pid')\ntime.sleep(120)\n")
     start = ("import sys, tracker.ui as ui\n"
              "ui.ui_command = lambda uri, port, workers: [sys.executable, 'server.py']\n"
              "sys.argv = ['tracker', 'ui', '--port', sys.argv[1]]\n"
