@@ -14,6 +14,13 @@
 -- configuration in a campaign read network_mem_mb up to 41 % apart with glibc's default allocator and up to
 -- 66 % with the allocator retaining (generated networks at batch 4; resnet18 and mobilenet_v2 at batch 1 and
 -- 4 within 2.3 % retaining): a label is their median (measurement_labels_of); one repeat is not the figure.
+WITH repeated AS (
+    -- each measurement with its network_mem_mb where it counts what this tracker counts, else NULL
+    SELECT m.*, CASE WHEN c.network_mem_current THEN m.network_mem_mb END AS current_network_mem_mb
+    FROM measurements m
+    LEFT JOIN (SELECT measurement_run_id AS run_id, network_mem_current FROM labelled_measurements) c USING (run_id)
+    WHERE m.latency_ms IS NOT NULL
+)
 SELECT
     config_key,
     any_value(model) AS model,
@@ -34,20 +41,16 @@ SELECT
         AS probe_spread_rel,
     max(latency_ci_rel) AS max_ci_rel,
     CAST(max(peak_mem_mb) / min(peak_mem_mb) - 1.0 AS DOUBLE) AS peak_mem_spread_rel,
-    CAST(count(network_mem_mb) FILTER (WHERE network_mem_current) AS BIGINT) AS network_mem_repeats,
-    min(network_mem_mb) FILTER (WHERE network_mem_current) AS min_network_mem_mb,
-    median(network_mem_mb) FILTER (WHERE network_mem_current) AS median_network_mem_mb,
-    max(network_mem_mb) FILTER (WHERE network_mem_current) AS max_network_mem_mb,
-    CAST(CASE WHEN count(network_mem_mb) FILTER (WHERE network_mem_current) > 1
-                   AND min(network_mem_mb) FILTER (WHERE network_mem_current) > CAST(0 AS DOUBLE)
-              THEN max(network_mem_mb) FILTER (WHERE network_mem_current)
-                   / min(network_mem_mb) FILTER (WHERE network_mem_current) - 1.0 END AS DOUBLE)
+    CAST(count(current_network_mem_mb) AS BIGINT) AS network_mem_repeats,
+    min(current_network_mem_mb) AS min_network_mem_mb,
+    median(current_network_mem_mb) AS median_network_mem_mb,
+    max(current_network_mem_mb) AS max_network_mem_mb,
+    CAST(CASE WHEN count(current_network_mem_mb) > 1 AND min(current_network_mem_mb) > CAST(0 AS DOUBLE)
+              THEN max(current_network_mem_mb) / min(current_network_mem_mb) - 1.0 END AS DOUBLE)
         AS network_mem_spread_rel,
     min(end_time) AS first_end_time,
     max(end_time) AS last_end_time
-FROM measurements m
-LEFT JOIN (SELECT measurement_run_id AS run_id, network_mem_current FROM labelled_measurements) c USING (run_id)
-WHERE latency_ms IS NOT NULL
+FROM repeated
 GROUP BY config_key
 HAVING count(*) > 1
 ORDER BY repeat_spread_rel DESC
