@@ -723,6 +723,15 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
                        ["describe", "squeezenet1_1", "-b"], ["profile", "boundary", "squeezenet1_1", "--max-batch"],
                        ["profile", "boundary", "squeezenet1_1", "--start"],
                        ["mapping", "run", "--mapping", "squeezenet1_1:cpu", "-b"])],
+        # one batch size given twice, as predict takes several: the last alone was measured, without a word, until 0.9.29
+        *[(["--tracking-uri", "fresh", *args], 2, f"'--batch-size' / '-b': given {said}")
+          for args, said in (
+              (["profile", "network", "squeezenet1_1", "-b", "1", "-b", "8"],
+               "2 times (1, 8): profile network takes one batch size; a campaign measures several (tracker campaign run)"),
+              (["profile", "layers", "squeezenet1_1", "-b1", "--batch-size=4"], "2 times (1, 4): profile layers takes one"),
+              (["describe", "squeezenet1_1", "-b", "2", "-b", "3", "--batch-size", "4"],
+               "3 times (2, 3, 4): describe takes one batch size; run it once for each"),
+              (["mapping", "run", "--mapping", "squeezenet1_1:cpu", "-b", "1", "-b", "2"], "2 times (1, 2): mapping run"))],
         (["--tracking-uri", "fresh", "campaign", "run", "big.toml"], 1,
          "big.toml: [measure].batch_sizes must be from 1 to 1048576, got 2000000"),  # in check_bound's words (0.9.8)
         (["--tracking-uri", "fresh", "campaign", "loader", str(Path(__file__).parents[1] / "experiments" / "train-classification.toml"), "--batch-size",

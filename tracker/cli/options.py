@@ -179,6 +179,53 @@ class RepeatedArgumentsNamed(typer.core.TyperCommand):
                 param.display_type_rich = _repeated_type.__get__(param)  # this argument's, not the class's
 
 
+class OneBatchSize(typer.core.TyperCommand):
+    """The ``cls`` of a command that runs or describes one batch size (``profile network``, ``layers``,
+    ``describe``, ``mapping run``): ``--batch-size`` given more than once is a usage error naming the
+    values, where click keeps the last without a word (``profile network resnet18 -b 1 -b 8`` measured
+    batch 8 alone until 0.9.29, as ``predict`` and a campaign take several)."""
+
+    #: What to say of several batch sizes, by the command's name (``{command}`` where none is named).
+    SEVERAL = {"network": "a campaign measures several (tracker campaign run)",
+               "layers": "a campaign with layers = true measures several (tracker campaign run)"}
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:  # the order the options were parsed in, once each time one is given (an error: the parse below says it)
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+        except typer.TyperException:
+            order = []
+        given = [p for p in order if getattr(p, "name", None) == "batch_size" and getattr(p, "param_type_name", "") == "option"]
+        if len(given) > 1:
+            names, at = [], ctx  # the command's names below tracker's own (the root's name is the program's)
+            while at is not None and at.parent is not None:
+                names.insert(0, at.info_name)
+                at = at.parent
+            command = " ".join(names) or ctx.info_name
+            several = self.SEVERAL.get(ctx.info_name or "", "run it once for each")
+            raise typer.BadParameter(f"given {len(given)} times ({', '.join(_option_values(args, given[0].opts))}): "
+                                     f"{command} takes one batch size; {several}", ctx, given[0])
+        return super().parse_args(ctx, args)
+
+
+def _option_values(args: list[str], names: list[str]) -> list[str]:
+    """The values given to the option of these ``names`` in ``args``: ``-b 4``, ``-b4``, ``--batch-size 4``,
+    ``--batch-size=4``; up to ``--``."""
+    values, i = [], 0
+    while i < len(args) and args[i] != "--":
+        arg = args[i]
+        if arg in names and i + 1 < len(args):
+            values.append(args[i + 1])
+            i += 2
+            continue
+        for name in names:
+            if name.startswith("--") and arg.startswith(f"{name}="):
+                values.append(arg[len(name) + 1:])
+            elif not name.startswith("--") and arg.startswith(name) and not arg.startswith("--") and len(arg) > len(name):
+                values.append(arg[len(name):])
+        i += 1
+    return values
+
+
 def device_name(value: str) -> str:
     """A device as tracker takes it (``cpu``, ``cuda``, ``cuda:N``), in its one name (``cuda:0`` is
     ``cuda``), or a usage error naming it: whether this machine has it is checked after

@@ -18,6 +18,7 @@ from tracker.cli.options import (
     InputSizeOption,
     MinSamplesOption,
     MEASUREMENT_FAILED,
+    OneBatchSize,
     OutputFormat,
     Phase,
     PrecisionOption,
@@ -315,7 +316,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
         raise typer.Exit(MEASUREMENT_FAILED)
 
 
-@app.command("network")
+@app.command("network", cls=OneBatchSize)
 def network(
     ctx: typer.Context,
     model: ModelArg,
@@ -340,7 +341,7 @@ def network(
              allocator, trace, min_samples, input_size, dtype)
 
 
-@app.command("layers")
+@app.command("layers", cls=OneBatchSize)
 def layers(
     ctx: typer.Context,
     model: ModelArg,
