@@ -158,6 +158,31 @@ def test_help_texts_have_no_line_break_within_a_paragraph() -> None:
     assert not broken, broken
 
 
+def test_every_command_of_one_batch_size_refuses_two() -> None:
+    """A command whose --batch-size takes one value is a ``OneBatchSize``, which refuses ``-b 1 -b 8``
+    (click keeps the last); a command added with the shared option and without it would measure the last
+    alone again, as until 0.9.29."""
+    import typer.main
+
+    from tracker.cli.options import OneBatchSize
+
+    def single(command: object, path: str) -> list[tuple[str, object]]:
+        found = [(path, command)] if any(  # an int's: campaign loader's is a comma list, replacing its sweep's
+            getattr(p, "name", None) == "batch_size" and not getattr(p, "multiple", False)
+            and getattr(getattr(p, "type_descriptor", None), "annotation", None) is int
+            for p in getattr(command, "params", [])) else []
+        for name, sub in getattr(command, "commands", {}).items():
+            found += single(sub, f"{path} {name}".strip())
+        return found
+
+    found = dict(single(typer.main.get_command(app), ""))
+    assert isinstance(typer.main.get_command(app).commands["campaign"].commands["loader"], OneBatchSize)  # a comma list
+    assert {"profile network", "profile layers", "describe", "mapping run"} <= set(found), sorted(found)
+    assert "predict" not in found  # several, each predicted
+    assert all(isinstance(command, OneBatchSize) for command in found.values()), {
+        path: type(command).__name__ for path, command in found.items()}
+
+
 def test_help_names_paths_files_and_folders_not_python_types() -> None:
     """Every command's --help: a path argument or option shows FILE or FOLDER, and a repeatable or
     two-valued option a word of what it takes, where Typer shows a type (``<Path>``, ``<list[str]>``,
@@ -724,14 +749,20 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
                        ["profile", "boundary", "squeezenet1_1", "--start"],
                        ["mapping", "run", "--mapping", "squeezenet1_1:cpu", "-b"])],
         # one batch size given twice, as predict takes several: the last alone was measured, without a word, until 0.9.29
-        *[(["--tracking-uri", "fresh", *args], 2, f"'--batch-size' / '-b': given {said}")
+        *[(["--tracking-uri", "fresh", *args], 2, f"Invalid value for '--batch-size'{said}")
           for args, said in (
               (["profile", "network", "squeezenet1_1", "-b", "1", "-b", "8"],
-               "2 times (1, 8): profile network takes one batch size; a campaign measures several (tracker campaign run)"),
-              (["profile", "layers", "squeezenet1_1", "-b1", "--batch-size=4"], "2 times (1, 4): profile layers takes one"),
+               " / '-b': given 2 times (1, 8): profile network takes one batch size; a campaign measures several "
+               "(tracker campaign run)"),
+              (["profile", "layers", "squeezenet1_1", "-b1", "--batch-size=4"],
+               " / '-b': given 2 times (1, 4): profile layers takes one"),
               (["describe", "squeezenet1_1", "-b", "2", "-b", "3", "--batch-size", "4"],
-               "3 times (2, 3, 4): describe takes one batch size; run it once for each"),
-              (["mapping", "run", "--mapping", "squeezenet1_1:cpu", "-b", "1", "-b", "2"], "2 times (1, 2): mapping run"))],
+               " / '-b': given 3 times (2, 3, 4): describe takes one batch size; run it once for each"),
+              (["mapping", "run", "--mapping", "squeezenet1_1:cpu", "-b", "1", "-b", "2"],
+               " / '-b': given 2 times (1, 2): mapping run"),
+              (["campaign", "loader", str(Path(__file__).parents[1] / "experiments" / "train-classification.toml"),
+                "--batch-size", "4", "--batch-size=8,16", "--dry-run"],
+               ": given 2 times (4, 8,16): campaign loader takes several in one comma list (--batch-size 4,8,16)"))],
         (["--tracking-uri", "fresh", "campaign", "run", "big.toml"], 1,
          "big.toml: [measure].batch_sizes must be from 1 to 1048576, got 2000000"),  # in check_bound's words (0.9.8)
         (["--tracking-uri", "fresh", "campaign", "loader", str(Path(__file__).parents[1] / "experiments" / "train-classification.toml"), "--batch-size",

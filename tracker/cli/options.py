@@ -181,9 +181,10 @@ class RepeatedArgumentsNamed(typer.core.TyperCommand):
 
 class OneBatchSize(typer.core.TyperCommand):
     """The ``cls`` of a command that runs or describes one batch size (``profile network``, ``layers``,
-    ``describe``, ``mapping run``): ``--batch-size`` given more than once is a usage error naming the
-    values, where click keeps the last without a word (``profile network resnet18 -b 1 -b 8`` measured
-    batch 8 alone until 0.9.29, as ``predict`` and a campaign take several)."""
+    ``describe``, ``mapping run``: ``BatchSizeOption``): ``--batch-size`` given more than once is a usage
+    error naming the values, where click keeps the last without a word (``profile network resnet18 -b 1
+    -b 8`` measured batch 8 alone until 0.9.29, as ``predict`` and a campaign take several); and of
+    ``campaign loader``, whose --batch-size is one comma list of them."""
 
     #: What to say of several batch sizes, by the command's name (``{command}`` where none is named).
     SEVERAL = {"network": "a campaign measures several (tracker campaign run)",
@@ -201,9 +202,10 @@ class OneBatchSize(typer.core.TyperCommand):
                 names.insert(0, at.info_name)
                 at = at.parent
             command = " ".join(names) or ctx.info_name
-            several = self.SEVERAL.get(ctx.info_name or "", "run it once for each")
-            raise typer.BadParameter(f"given {len(given)} times ({', '.join(_option_values(args, given[0].opts))}): "
-                                     f"{command} takes one batch size; {several}", ctx, given[0])
+            values = _option_values(args, given[0].opts)
+            takes = (f"{command} takes several in one comma list (--batch-size {','.join(values)})" if ctx.info_name == "loader"
+                     else f"{command} takes one batch size; {self.SEVERAL.get(ctx.info_name or '', 'run it once for each')}")
+            raise typer.BadParameter(f"given {len(given)} times ({', '.join(values)}): {takes}", ctx, given[0])
         return super().parse_args(ctx, args)
 
 
