@@ -158,28 +158,27 @@ def test_help_texts_have_no_line_break_within_a_paragraph() -> None:
     assert not broken, broken
 
 
-def test_every_command_of_one_batch_size_refuses_two() -> None:
-    """A command whose --batch-size takes one value is a ``OneBatchSize``, which refuses ``-b 1 -b 8``
-    (click keeps the last); a command added with the shared option and without it would measure the last
-    alone again, as until 0.9.29."""
+def test_every_command_of_one_configuration_refuses_an_axis_given_twice() -> None:
+    """A command with an option that names what is measured (``OneConfiguration.AXES``: ``--batch-size``,
+    ``--phase``, ...) taking one value is a ``OneConfiguration``, which refuses ``-b 1 -b 8`` (click keeps the
+    last); a command added with such an option and without it would measure the last alone again, as until
+    0.9.29."""
     import typer.main
 
-    from tracker.cli.options import OneBatchSize
+    from tracker.cli.options import OneConfiguration
 
     def single(command: object, path: str) -> list[tuple[str, object]]:
-        found = [(path, command)] if any(  # an int's: campaign loader's is a comma list, replacing its sweep's
-            getattr(p, "name", None) == "batch_size" and not getattr(p, "multiple", False)
-            and getattr(getattr(p, "type_descriptor", None), "annotation", None) is int
-            for p in getattr(command, "params", [])) else []
+        found = [(path, command)] if any(
+            getattr(p, "name", None) in OneConfiguration.AXES and getattr(p, "param_type_name", "") == "option"
+            and not getattr(p, "multiple", False) for p in getattr(command, "params", [])) else []
         for name, sub in getattr(command, "commands", {}).items():
             found += single(sub, f"{path} {name}".strip())
         return found
 
     found = dict(single(typer.main.get_command(app), ""))
-    assert isinstance(typer.main.get_command(app).commands["campaign"].commands["loader"], OneBatchSize)  # a comma list
-    assert {"profile network", "profile layers", "describe", "mapping run"} <= set(found), sorted(found)
-    assert "predict" not in found  # several, each predicted
-    assert all(isinstance(command, OneBatchSize) for command in found.values()), {
+    assert {"profile network", "profile layers", "profile boundary", "describe", "mapping run", "predict",
+            "fingerprint train", "campaign loader"} <= set(found), sorted(found)
+    assert all(isinstance(command, OneConfiguration) for command in found.values()), {
         path: type(command).__name__ for path, command in found.items()}
 
 
@@ -763,6 +762,13 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
               (["campaign", "loader", str(Path(__file__).parents[1] / "experiments" / "train-classification.toml"),
                 "--batch-size", "4", "--batch-size=8,16", "--dry-run"],
                ": given 2 times (4, 8,16): campaign loader takes several in one comma list (--batch-size 4,8,16)"))],
+        # and each other option that names what is measured or predicted (predict's -b takes several)
+        (["--tracking-uri", "fresh", "predict", "squeezenet1_1", "-b", "1", "-b", "2", "--phase", "inference", "--phase",
+          "training"], 2, "'--phase': given 2 times (inference, training): predict takes one phase; run it once for each"),
+        (["--tracking-uri", "fresh", "profile", "boundary", "squeezenet1_1", "--dtype", "float32", "--dtype=int8"], 2,
+         "'--dtype': given 2 times (float32, int8): profile boundary takes one number format"),
+        (["--tracking-uri", "fresh", "fingerprint", "train", "--target", "latency_ms", "--target", "peak_mem_mb"], 2,
+         "'--target': given 2 times (latency_ms, peak_mem_mb): fingerprint train takes one target"),
         (["--tracking-uri", "fresh", "campaign", "run", "big.toml"], 1,
          "big.toml: [measure].batch_sizes must be from 1 to 1048576, got 2000000"),  # in check_bound's words (0.9.8)
         (["--tracking-uri", "fresh", "campaign", "loader", str(Path(__file__).parents[1] / "experiments" / "train-classification.toml"), "--batch-size",

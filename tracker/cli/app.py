@@ -26,7 +26,7 @@ from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
-from tracker.cli.options import (FormatOption, OneBatchSize, OutputFormat, RepeatedArgumentsNamed, State, emit_json,
+from tracker.cli.options import (FormatOption, OneConfiguration, OutputFormat, RepeatedArgumentsNamed, State, emit_json,
                                  exit_interrupted, flags_shown_without_a_type, logging_nothing, path_of, state)
 from tracker.settings import UI_WORKERS
 
@@ -49,7 +49,7 @@ app.add_typer(campaign_cli.app, name="campaign")
 app.add_typer(data_cli.app, name="data")
 app.add_typer(mapping_cli.app, name="mapping")
 app.add_typer(searchspace_cli.app, name="searchspace")
-app.command("describe", cls=OneBatchSize)(describe_cli.describe)
+app.command("describe", cls=OneConfiguration)(describe_cli.describe)
 app.add_typer(warehouse_cli.app, name="warehouse")
 app.command("sql")(warehouse_cli.sql)
 app.command("views")(warehouse_cli.views)

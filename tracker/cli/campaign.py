@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import (FormatOption, OneBatchSize, OutputFormat, emit_json, exit_if_waiting, exit_interrupted,
+from tracker.cli.options import (FormatOption, OneConfiguration, OutputFormat, emit_json, exit_if_waiting, exit_interrupted,
                                  option_values, path_text, state)
 from tracker.console import clipped, counted, integer_number
 
@@ -175,7 +175,7 @@ def _nothing_measured(results: list[dict[str, Any]], fmt: OutputFormat) -> str |
     return f"nothing measured: {what} ({where} says why)"
 
 
-@app.command("loader", cls=OneBatchSize)
+@app.command("loader", cls=OneConfiguration)
 def loader(
     ctx: typer.Context,
     file_text: Annotated[str, typer.Argument(metavar="FILE", parser=path_text("the training job file, e.g. experiments/train-classification.toml"), help="Training job file with a \\[sweep] table, e.g. experiments/train-classification.toml.")],

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import Allocator, FormatOption, OutputFormat, device_name, emit_json, option_values, reads_only
+from tracker.cli.options import (Allocator, FormatOption, OneConfiguration, OutputFormat, device_name, emit_json,
+                                 option_values, reads_only)
 
 #: The device and mode a command of this group reads, as ``profile`` takes them.
 DeviceArgument = Annotated[str, typer.Argument(callback=device_name, help="cpu, cuda or cuda:N (CUDA device N).")]
@@ -28,7 +29,7 @@ app = typer.Typer(help="This machine's devices: what a measurement on each recor
                   no_args_is_help=True)
 
 
-@app.command("show", help="What a measurement on DEVICE records here, measuring nothing.\n\nIts device mode, each "
+@app.command("show", cls=OneConfiguration, help="What a measurement on DEVICE records here, measuring nothing.\n\nIts device mode, each "
                            "telemetry metric measured (with its reading now) or absent (and why), the memory cap it "
                            "would get, and what moves measurements on this machine. Reads; changes nothing.")
 @reads_only
@@ -74,7 +75,7 @@ def show(
             typer.echo(f"  - {line}")
 
 
-@app.command("speed", help="The machine's speed now: the speed probe every measurement times beside its window, "
+@app.command("speed", cls=OneConfiguration, help="The machine's speed now: the speed probe every measurement times beside its window, "
                             "timed alone.\n\nIn the mode a measurement with these settings runs in, holding the device "
                             "as a measurement does; beside the median of the warehouse's measurements in that mode and the "
                             "reference speed of each latency fingerprint predict --device loads. "

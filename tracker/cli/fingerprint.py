@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from tracker.cli.options import (Dtype, FormatOption, InputSizeOption, OutputFormat, Phase, emit_json, exit_interrupted,
-                                 model_reference, option_values, reads_only, state)
+from tracker.cli.options import (Dtype, FormatOption, InputSizeOption, OneConfiguration, OutputFormat, Phase, emit_json,
+                                 exit_interrupted, model_reference, option_values, reads_only, state)
 from tracker.cli.warehouse import WarehouseOption
 from tracker.console import counted, decimal_number, shell_word, whole_number
 from tracker.fingerprint.runtime import TARGETS
@@ -41,7 +41,7 @@ def _uri(ctx: typer.Context, read_only: bool = False) -> str:
     return state(ctx).location(read_only).uri
 
 
-@app.command("train")
+@app.command("train", cls=OneConfiguration)
 def train_cmd(
     ctx: typer.Context,
     target: Annotated[str, typer.Option("--target", help=(

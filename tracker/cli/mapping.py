@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from tracker.cli.options import (MEASUREMENT_FAILED, Allocator, AllocatorOption, BatchSizeOption, FormatOption,
-                                 OneBatchSize, OutputFormat, emit_json, exit_interrupted, finite, option_values, path_of,
+                                 OneConfiguration, OutputFormat, emit_json, exit_interrupted, finite, option_values, path_of,
                                  state)
 from tracker.console import counted
 from tracker.settings import MAX_NETS, MAX_SEED, MAX_TIMEOUT_S, MAX_WINDOW_S, MIN_TIMEOUT_S
@@ -142,7 +142,7 @@ def _read_file(path: Path) -> list[Mapping]:
     return [from_json(item, f"{path}[{i}]") for i, item in enumerate(data)]
 
 
-@app.command("run", cls=OneBatchSize)
+@app.command("run", cls=OneConfiguration)
 def run(
     ctx: typer.Context,
     seed: SeedOption = 0,

@@ -167,26 +167,18 @@ def flags_shown_without_a_type() -> None:
     typer.core.TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
-class RepeatedArgumentsNamed(typer.core.TyperCommand):
-    """The ``cls`` of a command with an argument of several values (``list[str]``: ``predict MODEL...``),
-    whose --help would show its Python type, ``<list[str]>``, in the type column, whatever its metavar
-    (Typer takes an argument's column from its type alone): there it shows its values' type and ``...``."""
+class OneConfiguration(typer.core.TyperCommand):
+    """The ``cls`` of a command that measures, describes or predicts one configuration: an option that names
+    what is measured (``AXES``: ``--batch-size``, ``--phase``, ``--device``, ...) given more than once is a
+    usage error naming the values, where click keeps the last without a word (``profile network resnet18 -b 1
+    -b 8`` measured batch 8 alone, ``predict resnet18 --phase inference --phase training`` predicted training
+    alone, until 0.9.29, as ``predict``'s --batch-size and a campaign take several). An option of several
+    values (``predict -b``) is not one of them; ``campaign loader``'s --batch-size is one comma list."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            if isinstance(param, typer.core.TyperArgument) and param.type_descriptor.is_list:
-                param.display_type_rich = _repeated_type.__get__(param)  # this argument's, not the class's
-
-
-class OneBatchSize(typer.core.TyperCommand):
-    """The ``cls`` of a command that runs or describes one batch size (``profile network``, ``layers``,
-    ``describe``, ``mapping run``: ``BatchSizeOption``): ``--batch-size`` given more than once is a usage
-    error naming the values, where click keeps the last without a word (``profile network resnet18 -b 1
-    -b 8`` measured batch 8 alone until 0.9.29, as ``predict`` and a campaign take several); and of
-    ``campaign loader``, whose --batch-size is one comma list of them."""
-
-    #: What to say of several batch sizes, by the command's name (``{command}`` where none is named).
+    #: The options checked, and what one value of each is.
+    AXES = {"batch_size": "batch size", "phase": "phase", "device": "device", "input_size": "input size",
+            "dtype": "number format", "threads": "thread count", "allocator": "allocator", "target": "target"}
+    #: What to say of several values, by the command's name (``run it once for each`` where none is named).
     SEVERAL = {"network": "a campaign measures several (tracker campaign run)",
                "layers": "a campaign with layers = true measures several (tracker campaign run)"}
 
@@ -195,17 +187,22 @@ class OneBatchSize(typer.core.TyperCommand):
             _, _, order = self.make_parser(ctx).parse_args(args=list(args))
         except typer.TyperException:
             order = []
-        given = [p for p in order if getattr(p, "name", None) == "batch_size" and getattr(p, "param_type_name", "") == "option"]
-        if len(given) > 1:
+        options = [p for p in order if getattr(p, "param_type_name", "") == "option" and not getattr(p, "multiple", False)
+                   and getattr(p, "name", None) in self.AXES]
+        twice = next((p for p in options if options.count(p) > 1), None)
+        if twice is not None:
             names, at = [], ctx  # the command's names below tracker's own (the root's name is the program's)
             while at is not None and at.parent is not None:
                 names.insert(0, at.info_name)
                 at = at.parent
             command = " ".join(names) or ctx.info_name
-            values = _option_values(args, given[0].opts)
-            takes = (f"{command} takes several in one comma list (--batch-size {','.join(values)})" if ctx.info_name == "loader"
-                     else f"{command} takes one batch size; {self.SEVERAL.get(ctx.info_name or '', 'run it once for each')}")
-            raise typer.BadParameter(f"given {len(given)} times ({', '.join(values)}): {takes}", ctx, given[0])
+            values = _option_values(args, twice.opts)
+            if ctx.info_name == "loader" and twice.name == "batch_size":
+                takes = f"{command} takes several in one comma list (--batch-size {','.join(values)})"
+            else:
+                several = self.SEVERAL.get(ctx.info_name or "", "run it once for each")
+                takes = f"{command} takes one {self.AXES[twice.name]}; {several}"
+            raise typer.BadParameter(f"given {options.count(twice)} times ({', '.join(values)}): {takes}", ctx, twice)
         return super().parse_args(ctx, args)
 
 
@@ -226,6 +223,18 @@ def _option_values(args: list[str], names: list[str]) -> list[str]:
                 values.append(arg[len(name):])
         i += 1
     return values
+
+
+class RepeatedArgumentsNamed(OneConfiguration):
+    """The ``cls`` of a command with an argument of several values (``list[str]``: ``predict MODEL...``),
+    whose --help would show its Python type, ``<list[str]>``, in the type column, whatever its metavar
+    (Typer takes an argument's column from its type alone): there it shows its values' type and ``...``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument) and param.type_descriptor.is_list:
+                param.display_type_rich = _repeated_type.__get__(param)  # this argument's, not the class's
 
 
 def device_name(value: str) -> str:

@@ -18,7 +18,7 @@ from tracker.cli.options import (
     InputSizeOption,
     MinSamplesOption,
     MEASUREMENT_FAILED,
-    OneBatchSize,
+    OneConfiguration,
     OutputFormat,
     Phase,
     PrecisionOption,
@@ -316,7 +316,7 @@ def _profile(ctx: typer.Context, model: str, batch_size: int, phase: Phase, devi
         raise typer.Exit(MEASUREMENT_FAILED)
 
 
-@app.command("network", cls=OneBatchSize)
+@app.command("network", cls=OneConfiguration)
 def network(
     ctx: typer.Context,
     model: ModelArg,
@@ -341,7 +341,7 @@ def network(
              allocator, trace, min_samples, input_size, dtype)
 
 
-@app.command("layers", cls=OneBatchSize)
+@app.command("layers", cls=OneConfiguration)
 def layers(
     ctx: typer.Context,
     model: ModelArg,
@@ -364,7 +364,7 @@ def layers(
              allocator, trace, min_samples, input_size, dtype)
 
 
-@app.command("boundary")
+@app.command("boundary", cls=OneConfiguration)
 def boundary(
     ctx: typer.Context,
     model: ModelArg,

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from tracker.cli.options import (FormatOption, OutputFormat, emit_json, logging_nothing, model_reference, option_values,
-                                 reads_only, state)
+from tracker.cli.options import (FormatOption, OneConfiguration, OutputFormat, emit_json, logging_nothing, model_reference,
+                                 option_values, reads_only, state)
 from tracker.console import counted, decimal_number
 from tracker.settings import MAX_GENERATE_COUNT, MAX_SEED
 
@@ -68,7 +68,7 @@ def list_models(family: Annotated[Family, typer.Option(help="Which models.")] = 
         typer.echo("\n".join(names))
 
 
-@app.command("generate")
+@app.command("generate", cls=OneConfiguration)
 def generate(
     ctx: typer.Context,
     count: Annotated[int, typer.Option("--count", "-n", min=1, max=MAX_GENERATE_COUNT, help="How many networks.")] = 10,
