@@ -143,18 +143,25 @@ def test_an_interrupted_command_counts_the_outbox_batches_it_wrote_alone() -> No
                                   "tracker sync sends them)\n")
 
 
+def command_tree() -> list[tuple[list[str], object]]:
+    """Every command of tracker's, groups and the root (``[]``) included, with its names below tracker."""
+    import typer.main
+
+    def walk(command: object, names: list[str]) -> list[tuple[list[str], object]]:
+        found = [(names, command)]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += walk(sub, [*names, name])
+        return found
+
+    return walk(typer.main.get_command(app), [])
+
+
 def test_help_texts_have_no_line_break_within_a_paragraph() -> None:
     """Typer's rich help keeps a docstring's line breaks: a paragraph wrapped in the source was
     broken mid-sentence in --help and in its group's list of commands (until 0.9.4)."""
-    import typer.main
-
-    def texts(command: object, path: str) -> list[tuple[str, str]]:
-        found = [(path, p) for p in (getattr(command, "help", None) or "").strip().split("\n\n")]
-        for name, sub in getattr(command, "commands", {}).items():
-            found += texts(sub, f"{path} {name}")
-        return found
-
-    broken = [(path, p) for path, p in texts(typer.main.get_command(app), "tracker") if "\n" in p.strip()]
+    texts = [(" ".join(["tracker", *names]), p) for names, command in command_tree()
+             for p in (getattr(command, "help", None) or "").strip().split("\n\n")]
+    broken = [(path, p) for path, p in texts if "\n" in p.strip()]
     assert not broken, broken
 
 
@@ -163,19 +170,11 @@ def test_every_command_of_one_configuration_refuses_an_axis_given_twice() -> Non
     ``--phase``, ...) taking one value is a ``OneConfiguration``, which refuses ``-b 1 -b 8`` (click keeps the
     last); a command added with such an option and without it would measure the last alone again, as until
     0.9.29."""
-    import typer.main
-
     from tracker.cli.options import OneConfiguration
 
-    def single(command: object, path: str) -> list[tuple[str, object]]:
-        found = [(path, command)] if any(
-            getattr(p, "name", None) in OneConfiguration.AXES and getattr(p, "param_type_name", "") == "option"
-            and not getattr(p, "multiple", False) for p in getattr(command, "params", [])) else []
-        for name, sub in getattr(command, "commands", {}).items():
-            found += single(sub, f"{path} {name}".strip())
-        return found
-
-    found = dict(single(typer.main.get_command(app), ""))
+    found = {" ".join(names): command for names, command in command_tree() if any(
+        getattr(p, "name", None) in OneConfiguration.AXES and getattr(p, "param_type_name", "") == "option"
+        and not getattr(p, "multiple", False) for p in getattr(command, "params", []))}
     assert {"profile network", "profile layers", "profile boundary", "describe", "mapping run", "predict",
             "fingerprint train", "campaign loader"} <= set(found), sorted(found)
     assert all(isinstance(command, OneConfiguration) for command in found.values()), {
@@ -187,15 +186,7 @@ def test_help_names_paths_files_and_folders_not_python_types() -> None:
     two-valued option a word of what it takes, where Typer shows a type (``<Path>``, ``<list[str]>``,
     ``<int,int>``) until given one (until 0.9.12: ``campaign run [OPTIONS] {path}`` with ``path <Path>``,
     ``--warehouse <Path>``, ``--exclude <list[str]>``, ``predict``'s ``models... <list[str]>``)."""
-    import typer.main
-
-    def paths(command: object, path: list[str]) -> list[list[str]]:
-        found = [path]
-        for name, sub in getattr(command, "commands", {}).items():
-            found += paths(sub, [*path, name])
-        return found
-
-    commands = paths(typer.main.get_command(app), [])
+    commands = [names for names, _ in command_tree()]
     assert len(commands) > 40 and ["campaign", "run"] in commands and ["warehouse", "load"] in commands
     shown: dict[str, str] = {}
     for path in commands:

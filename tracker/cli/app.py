@@ -26,8 +26,9 @@ from tracker.cli import searchspace as searchspace_cli
 from tracker.cli import store as store_cli
 from tracker.cli import warehouse as warehouse_cli
 from tracker.cli import zoo as zoo_cli
-from tracker.cli.options import (FormatOption, OneConfiguration, OutputFormat, RepeatedArgumentsNamed, State, emit_json,
-                                 exit_interrupted, flags_shown_without_a_type, logging_nothing, path_of, state)
+from tracker.cli.options import (FormatOption, OneConfiguration, OutputFormat, RepeatedArgumentsNamed, State,
+                                 command_names, emit_json, exit_interrupted, flags_shown_without_a_type, logging_nothing,
+                                 path_of, state)
 from tracker.settings import UI_WORKERS
 
 flags_shown_without_a_type()
@@ -191,11 +192,7 @@ def _misplaced_option(option: str, args: list[str], ctx: Any = None) -> str:
     takes = GLOBAL_OPTIONS[option] and "=" not in args[at]
     moved = args[at:at + 2] if takes and at + 1 < len(args) else [args[at], "VALUE"] if takes else [args[at]]
     rest = args[:at] + args[at + 1 + (takes and at + 1 < len(args)):]
-    names = []  # the command's names, from click's context (a subcommand's path)
-    while ctx is not None and ctx.parent is not None:
-        names.insert(0, ctx.info_name)
-        ctx = ctx.parent
-    command = " ".join(names) or next((a for a in rest if not a.startswith("-")), "COMMAND")
+    command = " ".join(command_names(ctx)) or next((a for a in rest if not a.startswith("-")), "COMMAND")
     # tracker's own options given before the command stay where they are, the misplaced one joins them
     first = next((i for i, a in enumerate(rest) if not a.startswith("-") and not (i and GLOBAL_OPTIONS.get(rest[i - 1]))),
                  0)

@@ -178,9 +178,13 @@ class OneConfiguration(typer.core.TyperCommand):
     #: The options checked, and what one value of each is.
     AXES = {"batch_size": "batch size", "phase": "phase", "device": "device", "input_size": "input size",
             "dtype": "number format", "threads": "thread count", "allocator": "allocator", "target": "target"}
-    #: What to say of several values, by the command's name (``run it once for each`` where none is named).
-    SEVERAL = {"network": "a campaign measures several (tracker campaign run)",
-               "layers": "a campaign with layers = true measures several (tracker campaign run)"}
+    #: What the command takes instead, by its name: ``{what}``, one value's name (``AXES``); ``{option}`` and
+    #: ``{listed}``, the option and its values in a comma list (``campaign loader``'s one --batch-size is one).
+    TAKES = {"network": "takes one {what}; a campaign measures several (tracker campaign run)",
+             "layers": "takes one {what}; a campaign with layers = true measures several (tracker campaign run)",
+             "loader": "takes several in one comma list ({option} {listed})"}
+    #: What any other command takes instead.
+    TAKES_ONE = "takes one {what}; run it once for each"
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         try:  # the order the options were parsed in, once each time one is given (an error: the parse below says it)
@@ -191,19 +195,23 @@ class OneConfiguration(typer.core.TyperCommand):
                    and getattr(p, "name", None) in self.AXES]
         twice = next((p for p in options if options.count(p) > 1), None)
         if twice is not None:
-            names, at = [], ctx  # the command's names below tracker's own (the root's name is the program's)
-            while at is not None and at.parent is not None:
-                names.insert(0, at.info_name)
-                at = at.parent
-            command = " ".join(names) or ctx.info_name
             values = _option_values(args, twice.opts)
-            if ctx.info_name == "loader" and twice.name == "batch_size":
-                takes = f"{command} takes several in one comma list (--batch-size {','.join(values)})"
-            else:
-                several = self.SEVERAL.get(ctx.info_name or "", "run it once for each")
-                takes = f"{command} takes one {self.AXES[twice.name]}; {several}"
-            raise typer.BadParameter(f"given {options.count(twice)} times ({', '.join(values)}): {takes}", ctx, twice)
+            takes = self.TAKES.get(ctx.info_name or "", self.TAKES_ONE).format(
+                what=self.AXES[twice.name], option=twice.opts[0], listed=",".join(values))
+            command = " ".join(command_names(ctx)) or ctx.info_name
+            raise typer.BadParameter(f"given {options.count(twice)} times ({', '.join(values)}): {command} {takes}",
+                                     ctx, twice)
         return super().parse_args(ctx, args)
+
+
+def command_names(ctx: Any) -> list[str]:
+    """The names of ``ctx``'s command below tracker's own (``["profile", "network"]``): the root's name is
+    the program's, as it was started (``tracker``, ``__main__.py``)."""
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name)
+        ctx = ctx.parent
+    return names
 
 
 def _option_values(args: list[str], names: list[str]) -> list[str]:
@@ -228,7 +236,8 @@ def _option_values(args: list[str], names: list[str]) -> list[str]:
 class RepeatedArgumentsNamed(OneConfiguration):
     """The ``cls`` of a command with an argument of several values (``list[str]``: ``predict MODEL...``),
     whose --help would show its Python type, ``<list[str]>``, in the type column, whatever its metavar
-    (Typer takes an argument's column from its type alone): there it shows its values' type and ``...``."""
+    (Typer takes an argument's column from its type alone): there it shows its values' type and ``...``.
+    A ``OneConfiguration`` too: ``predict``, its one user, takes one of each axis but --batch-size."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
