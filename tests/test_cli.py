@@ -169,7 +169,7 @@ def test_every_command_of_one_configuration_refuses_an_axis_given_twice() -> Non
     """A command with an option that names what is measured (``OneConfiguration.AXES``: ``--batch-size``,
     ``--phase``, ...) taking one value is a ``OneConfiguration``, which refuses ``-b 1 -b 8`` (click keeps the
     last); a command added with such an option and without it would measure the last alone again, as until
-    0.9.29."""
+    0.9.29. With --help the help wins."""
     from tracker.cli.options import OneConfiguration
 
     found = {" ".join(names): command for names, command in command_tree() if any(
@@ -179,6 +179,12 @@ def test_every_command_of_one_configuration_refuses_an_axis_given_twice() -> Non
             "fingerprint train", "campaign loader"} <= set(found), sorted(found)
     assert all(isinstance(command, OneConfiguration) for command in found.values()), {
         path: type(command).__name__ for path, command in found.items()}
+    # --help beside an axis given twice is the help, as anywhere else (the usage error until 0.9.30)
+    for path, command in found.items():
+        option = next(p.opts[0] for p in command.params if getattr(p, "name", None) in OneConfiguration.AXES
+                      and getattr(p, "param_type_name", "") == "option" and not getattr(p, "multiple", False))
+        result = runner.invoke(app, [*path.split(), option, "1", option, "2", "--help"], env={"COLUMNS": "250"})
+        assert result.exit_code == 0 and f"Usage: tracker {path} [OPTIONS]" in result.output, (path, result.output)
 
 
 def test_help_names_paths_files_and_folders_not_python_types() -> None:

@@ -414,3 +414,18 @@ def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel
     assert refused.exit_code == 1 and str(refused.exception).startswith(
         f"{job}: model 'fcn_resnet50' is a segmentation network, and a training job trains on classification "
         "folders or detection boxes, not masks")
+
+
+def test_prune_ratios_under_one_percent_are_written_and_said(tmp_path: Path) -> None:
+    """--ratios are percentages: ``--ratios 0.25,0.5`` (fractions, as torch's pruning takes them) wrote networks
+    pruned 0.25 % and 0.5 %, all but the unpruned one, without a word until 0.9.30. Written as asked, and a note
+    on stderr gives the percentages meant; whole percentages, or one of 1 or more, say nothing."""
+    said = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", "0,0.25,0.5", "--out", str(tmp_path / "a")])
+    assert said.exit_code == 0, said.output
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
+        "squeezenet1_1-p0-l1-s0.json", "squeezenet1_1-p0.25-l1-s0.json", "squeezenet1_1-p0.5-l1-s0.json"]
+    assert said.stderr == ("note: --ratios are percentages, each under 1 here (0, 0.25, 0.5 % of the channels "
+                           "pruned); for those fractions of the channels give --ratios 0,25,50\n")
+    for ratios in ("0,25,50", "0.5,1.5", "0"):
+        quiet = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", ratios, "--out", str(tmp_path / ratios)])
+        assert quiet.exit_code == 0 and quiet.stderr == "", (ratios, quiet.stderr)

@@ -173,6 +173,7 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
     t = time.monotonic()
     refs, unseen = networks(plan, folder)
     tallies = {}
+    said_older = False
     try:
         for c in campaigns(plan, refs, unseen):
             with campaign_progress(c.name, prefix=f"{c.name}: ", console=console, transient=True) as progress:
@@ -182,8 +183,9 @@ def run_demo(tracking_uri: str | None, plan: DemoPlan = FULL, runs_folder: Path 
                           f"measured or past a failure, of {tally.total}")
             if tally.measured_again:
                 console.print(f"    {tally.again_said()}")
-            if tally.older_network_mem:  # a store an earlier demo measured (since 0.9.27)
-                console.print(f"    {tally.older_said()}")
+            if tally.older_network_mem:  # a store an earlier demo measured (since 0.9.27); why, said once (0.9.30)
+                console.print(f"    {tally.older_said(again=said_older)}")
+                said_older = True
             if tally.interrupted:
                 raise KeyboardInterrupt
     finally:

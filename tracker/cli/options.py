@@ -191,6 +191,8 @@ class OneConfiguration(typer.core.TyperCommand):
             _, _, order = self.make_parser(ctx).parse_args(args=list(args))
         except typer.TyperException:
             order = []
+        if any(set(getattr(p, "opts", ())) & set(ctx.help_option_names) for p in order):
+            return super().parse_args(ctx, args)  # --help asked for: the help, whatever else was given
         options = [p for p in order if getattr(p, "param_type_name", "") == "option" and not getattr(p, "multiple", False)
                    and getattr(p, "name", None) in self.AXES]
         twice = next((p for p in options if options.count(p) > 1), None)

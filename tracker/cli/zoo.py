@@ -136,3 +136,9 @@ def prune(
             emit_json([str(p) for p in paths])
         else:
             typer.echo(f"wrote {counted(len(paths), 'pruned spec')} of {model} to {paths[0].parent}")
+        if 0 < max(fractions) < 0.01 and any(round(r * 100) != r * 100 for r in fractions):
+            # fractions where percentages were asked for (--ratios 0.25,0.5 wrote networks pruned 0.25 % and
+            # 0.5 %, almost the unpruned one, without a word until 0.9.30): written, as asked, and said
+            typer.echo(f"note: --ratios are percentages, each under 1 here ({', '.join(f'{r * 100:g}' for r in fractions)} "
+                       f"% of the channels pruned); for those fractions of the channels give --ratios "
+                       f"{','.join(f'{r * 10_000:g}' for r in fractions)}", err=True)

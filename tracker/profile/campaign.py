@@ -466,12 +466,15 @@ class Tally:
                 f"of the latency) and {'was' if n == 1 else 'were'} measured again at twice the time cap: "
                 f"{self.precise_again} of them precise the second time")
 
-    def older_said(self) -> str:
-        """What a summary says of the configurations measured again for their older ``network_mem_mb``."""
+    def older_said(self, again: bool = False) -> str:
+        """What a summary says of the configurations measured again for their older ``network_mem_mb``; said
+        ``again`` (the demo's later campaigns), in short."""
         from tracker.console import counted
         from tracker.profile.records import network_mem_since_said
 
         n = self.older_network_mem
+        if again:
+            return f"{counted(n, 'configuration')} measured again for the same reason (an older tracker's network_mem_mb)"
         return (f"{counted(n, 'configuration')} that a tracker before {network_mem_since_said()} had measured "
                 f"{'was' if n == 1 else 'were'} measured again: no fingerprint learns such a tracker's network_mem_mb, "
                 "which also counted what the network's first build left behind in the process")
