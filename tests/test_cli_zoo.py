@@ -418,14 +418,16 @@ def test_segmentation_networks_are_in_the_zoo_described_and_trained_on_per_pixel
 
 def test_prune_ratios_under_one_percent_are_written_and_said(tmp_path: Path) -> None:
     """--ratios are percentages: ``--ratios 0.25,0.5`` (fractions, as torch's pruning takes them) wrote networks
-    pruned 0.25 % and 0.5 %, all but the unpruned one, without a word until 0.9.30. Written as asked, and a note
-    on stderr gives the percentages meant; whole percentages, or one of 1 or more, say nothing."""
+    pruned 0.25 % and 0.5 %, all but the unpruned one, without a word until 0.9.30. Written as asked, and where
+    none is above 1 and one is not whole a note on stderr gives the percentages meant; others say nothing."""
     said = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", "0,0.25,0.5", "--out", str(tmp_path / "a")])
     assert said.exit_code == 0, said.output
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
         "squeezenet1_1-p0-l1-s0.json", "squeezenet1_1-p0.25-l1-s0.json", "squeezenet1_1-p0.5-l1-s0.json"]
-    assert said.stderr == ("note: --ratios are percentages, each under 1 here (0, 0.25, 0.5 % of the channels "
+    assert said.stderr == ("note: --ratios are percentages, none above 1 here (0, 0.25, 0.5 % of the channels "
                            "pruned); for those fractions of the channels give --ratios 0,25,50\n")
-    for ratios in ("0,25,50", "0.5,1.5", "0"):
+    ends = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", "0.5,1", "--out", str(tmp_path / "b")])
+    assert ends.exit_code == 0 and ends.stderr.startswith("note: --ratios are percentages, none above 1 here (0.5, 1 %")
+    for ratios in ("0,25,50", "0.5,1.5", "0", "1"):
         quiet = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", ratios, "--out", str(tmp_path / ratios)])
         assert quiet.exit_code == 0 and quiet.stderr == "", (ratios, quiet.stderr)

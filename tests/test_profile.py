@@ -1027,6 +1027,26 @@ def test_a_dry_run_writes_no_spec_file_and_says_what_a_run_would_write(tmp_path:
                                         cwd=tmp_path).stdout
 
 
+def test_pruning_ratios_that_look_like_fractions_are_said_before_a_campaign_measures(tmp_path: Path) -> None:
+    """A campaign's ``[networks.prune] ratios = [0, 0.25, 0.5]`` (fractions, where percentages are asked for)
+    measured networks pruned 0.25 % and 0.5 %, all but the unpruned one, without a word until 0.9.30: planned
+    as asked, and said on stderr before anything is measured (a dry run too); whole percentages say nothing."""
+    from tracker.profile.campaign import load_campaign
+
+    path = tmp_path / "pc.toml"
+    for ratios, notes in (("[0, 0.25, 0.5]", [f"{path}: [networks.prune].ratios are percentages, none above 1 here "
+                                              "(0, 0.25, 0.5 % of the channels pruned); for those fractions of the "
+                                              "channels give [networks.prune].ratios = [0, 25, 50]"]),
+                          ("[0, 25]", []), ("[1]", [])):
+        path.write_text(f'[campaign]\nname = "pc"\n[networks.prune]\nmodel = "squeezenet1_1"\nratios = {ratios}\n')
+        assert load_campaign(path, dry_run=True).notes == notes, ratios
+    path.write_text('[campaign]\nname = "pc"\n[networks.prune]\nmodel = "squeezenet1_1"\nratios = [0.5]\n')
+    proc = tracker("--tracking-uri", str(tmp_path / "s"), "campaign", "run", str(path), "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr.startswith(f"note: {path}: [networks.prune].ratios are percentages, "
+                                                           "none above 1 here (0.5 % of"), proc.stderr
+    assert "squeezenet1_1-p0.5-l1-s0" in proc.stdout and not (tmp_path / "s").exists()
+
+
 def test_a_bad_shard_is_refused_before_any_spec_file_is_written(tmp_path: Path) -> None:
     """``campaign run FILE --shard 3/2`` wrote the spec files of ``[networks.generate]`` before it
     refused the shard (until 0.9.13): a usage error leaves the folder as it was."""

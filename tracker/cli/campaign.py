@@ -32,6 +32,8 @@ def run(
     path = Path(file_text)
     shard_ij = parse_shard(shard)  # before the file is loaded: a bad shard wrote its spec files until 0.9.13
     campaign = load_campaign(path, dry_run=dry_run)  # a dry run writes no spec file (it did until 0.9.8)
+    for note in campaign.notes:  # before anything is measured (since 0.9.30)
+        typer.echo(f"note: {note}", err=True)
     st = state(ctx)
     if st.experiment == "Default":
         st.experiment = campaign.name

@@ -122,7 +122,7 @@ def prune(
 ) -> None:
     """Channel-prune a network at several ratios and write one JSON spec each."""
     with logging_nothing(GENERATED_KEPT):
-        from tracker.zoo.pruning import check_method, pruned_spec
+        from tracker.zoo.pruning import check_method, fractions_said, pruned_spec
         from tracker.zoo.spec import resolve, write_specs
 
         fractions = _ratios(ratios)
@@ -136,9 +136,5 @@ def prune(
             emit_json([str(p) for p in paths])
         else:
             typer.echo(f"wrote {counted(len(paths), 'pruned spec')} of {model} to {paths[0].parent}")
-        if 0 < max(fractions) < 0.01 and any(round(r * 100) != r * 100 for r in fractions):
-            # fractions where percentages were asked for (--ratios 0.25,0.5 wrote networks pruned 0.25 % and
-            # 0.5 %, almost the unpruned one, without a word until 0.9.30): written, as asked, and said
-            typer.echo(f"note: --ratios are percentages, each under 1 here ({', '.join(f'{r * 100:g}' for r in fractions)} "
-                       f"% of the channels pruned); for those fractions of the channels give --ratios "
-                       f"{','.join(f'{r * 10_000:g}' for r in fractions)}", err=True)
+        if said := fractions_said(fractions, "--ratios"):  # written, as asked, and said (since 0.9.30)
+            typer.echo(f"note: {said}", err=True)

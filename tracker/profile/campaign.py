@@ -92,6 +92,8 @@ class Campaign:
     #: a run would write (missing, or saying otherwise), by path as ``networks`` names them, with their
     #: content; none written (see ``zoo.spec.planned_specs``)
     unwritten: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: what to say of the file before it is run, each a line (``campaign run`` says them on stderr; since 0.9.30)
+    notes: list[str] = field(default_factory=list)
 
 
 def typed_table(section: str, table: dict[str, Any], schema: dict[str, type], where: str,
@@ -268,6 +270,12 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
     c.networks = network_refs(nets, c.name, path, where, c.unwritten if dry_run else None)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
+    if "prune" in nets:  # checked by network_refs: ratios that look like fractions, said
+        from tracker.zoo.pruning import fractions_said, ratios_from_percentages
+
+        label = "[networks.prune].ratios"
+        if said := fractions_said(ratios_from_percentages(list(nets["prune"].get("ratios", [0])), label), label, "= [{}]"):
+            c.notes.append(f"{where}: {said}")
     return c
 
 
