@@ -274,7 +274,8 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
         from tracker.zoo.pruning import fractions_said, ratios_from_percentages
 
         label = "[networks.prune].ratios"
-        if said := fractions_said(ratios_from_percentages(list(nets["prune"].get("ratios", [0])), label), label, "= [{}]"):
+        ratios = ratios_from_percentages(list(nets["prune"].get("ratios", [0])), label)
+        if said := fractions_said(ratios, label, sep=", ", listed="= [{}]"):
             c.notes.append(f"{where}: {said}")
     return c
 

@@ -43,12 +43,12 @@ __all__ = [
     "apply_widths",
     "build_pruned",
     "channel_groups",
+    "fractions_said",
     "prune",
     "pruned_spec",
     "pruning_plan",
     "ratio_widths",
     "ratios_from_percentages",
-    "fractions_said",
     "width_map",
 ]
 
@@ -488,15 +488,15 @@ def ratios_from_percentages(values: list[Any], label: str) -> list[float]:
     return ratios
 
 
-def fractions_said(ratios: list[float], label: str, listed: str = "{}") -> str | None:
+def fractions_said(ratios: list[float], label: str, sep: str = ",", listed: str = "{}") -> str | None:
     """What to say of pruning ``ratios`` (as ``ratios_from_percentages`` gives them) that look like fractions
     where percentages are asked for: none above 1 % and one not whole (``0.25, 0.5``: torch's pruning takes
     fractions); None otherwise. Written as asked, they prune almost nothing, without a word until 0.9.30.
-    ``listed``: how ``label`` takes a list (``{}`` the comma list, ``= [{}]`` a campaign's)."""
+    ``sep`` and ``listed``: how ``label`` takes a list (``--ratios 0,25``; a campaign's ``= [0, 25]``)."""
     if not (ratios and 0 < max(ratios) <= 0.01 and any(round(r * 100) != r * 100 for r in ratios)):
         return None
     percent = ", ".join(f"{r * 100:g}" for r in ratios)
-    meant = listed.format(("," if listed == "{}" else ", ").join(f"{r * 10_000:g}" for r in ratios))
+    meant = listed.format(sep.join(f"{r * 10_000:g}" for r in ratios))
     return (f"{label} are percentages, none above 1 here ({percent} % of the channels pruned); for those "
             f"fractions of the channels give {label} {meant}")
 
