@@ -267,16 +267,9 @@ def load_campaign(path: Path, dry_run: bool = False) -> Campaign:
     # at most MAX_REPEATS: a dry run of a million repeats listed them for minutes (until 0.9.2)
     check_bound(where, "[measure].repeats", c.repeats, least=1, most=MAX_REPEATS,
                 hint=" (each repeat is a whole pass over the campaign)")
-    c.networks = network_refs(nets, c.name, path, where, c.unwritten if dry_run else None)
+    c.networks = network_refs(nets, c.name, path, where, c.unwritten if dry_run else None, c.notes)
     if not c.networks:
         raise ConfigError(f"{where}: [networks] names no network")
-    if "prune" in nets:  # checked by network_refs: ratios that look like fractions, said
-        from tracker.zoo.pruning import fractions_said, ratios_from_percentages
-
-        label = "[networks.prune].ratios"
-        ratios = ratios_from_percentages(list(nets["prune"].get("ratios", [0])), label)
-        if said := fractions_said(ratios, label, sep=", ", listed="= [{}]"):
-            c.notes.append(f"{where}: {said}")
     return c
 
 
@@ -304,10 +297,10 @@ def spec_files(entry: str, base: Path, where: str) -> list[Path]:
 
 
 def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
-                 unwritten: dict[str, dict[str, Any]] | None = None) -> list[str]:
+                 unwritten: dict[str, dict[str, Any]] | None = None, notes: list[str] | None = None) -> list[str]:
     """The networks of a campaign's ``[networks]``; the spec files of its ``generate`` and ``prune``
     written, or where ``unwritten`` is given (a dry run), those a run would write put there (path
-    and content) and none written."""
+    and content) and none written; what to say of them before they are measured appended to ``notes``."""
     from tracker.errors import UnknownModelError
     from tracker.zoo import check_model_name
     from tracker.zoo.spec import MODULE_REF, module_spec, planned_specs, unwritten_specs, write_specs
@@ -367,7 +360,7 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
             raise ConfigError(f"{where}: [networks.generate]: {e}") from None
         refs += written(specs, folder)
     if "prune" in nets:
-        from tracker.zoo.pruning import pruned_spec, ratios_from_percentages
+        from tracker.zoo.pruning import fractions_said, pruned_spec, ratios_from_percentages
 
         pr = typed_table("networks.prune", nets["prune"], PRUNE_KEYS, where)
         if "model" not in pr:
@@ -389,6 +382,8 @@ def network_refs(nets: dict[str, Any], name: str, path: Path, where: str,
                     raise UnknownModelError(f"{where}: [networks.prune].model: {e}") from None
                 base = pr["model"]
         ratios = ratios_from_percentages(list(pr.get("ratios", [0])), f"{where}: [networks.prune].ratios")
+        if notes is not None and (said := fractions_said(ratios, "[networks.prune].ratios", sep=", ", listed="= [{}]")):
+            notes.append(f"{where}: {said}")  # ratios that look like fractions: planned as asked, said (0.9.30)
         seed = int(pr.get("seed", 0))  # as zoo prune --seed (taken, whatever its sign or size, until 0.9.11)
         check_bound(where, "[networks.prune].seed", seed, least=0, most=MAX_SEED)
         try:
