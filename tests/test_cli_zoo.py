@@ -428,6 +428,8 @@ def test_prune_ratios_under_one_percent_are_written_and_said(tmp_path: Path) -> 
                            "pruned); for those fractions of the channels give --ratios 0,25,50\n")
     ends = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", "0.5,1", "--out", str(tmp_path / "b")])
     assert ends.exit_code == 0 and ends.stderr.startswith("note: --ratios are percentages, none above 1 here (0.5, 1 %")
+    # 1 as a fraction is every channel, which --ratios refuses: not suggested as 100
+    assert ends.stderr.endswith("give --ratios 50 (1 as a fraction would prune every channel: left out)\n")
     for ratios in ("0,25,50", "0.5,1.5", "0", "1"):
         quiet = runner.invoke(app, ["zoo", "prune", "squeezenet1_1", "--ratios", ratios, "--out", str(tmp_path / ratios)])
         assert quiet.exit_code == 0 and quiet.stderr == "", (ratios, quiet.stderr)

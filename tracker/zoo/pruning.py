@@ -496,9 +496,11 @@ def fractions_said(ratios: list[float], label: str, sep: str = ",", listed: str 
     if not (ratios and 0 < max(ratios) <= 0.01 and any(round(r * 100) != r * 100 for r in ratios)):
         return None
     percent = ", ".join(f"{r * 100:g}" for r in ratios)
-    meant = listed.format(sep.join(f"{r * 10_000:g}" for r in ratios))
+    whole = [r for r in ratios if r * 10_000 >= 100]  # a fraction of 1: every channel, no pruning ratio
+    meant = listed.format(sep.join(f"{r * 10_000:g}" for r in ratios if r * 10_000 < 100))
+    left = f" ({', '.join(f'{r * 100:g}' for r in whole)} as a fraction would prune every channel: left out)" if whole else ""
     return (f"{label} are percentages, none above 1 here ({percent} % of the channels pruned); for those "
-            f"fractions of the channels give {label} {meant}")
+            f"fractions of the channels give {label} {meant}{left}")
 
 
 def percent_label(ratio: float) -> str:
