@@ -2372,10 +2372,10 @@ def test_the_layer_model_learns_a_calls_time_per_unit_of_work_and_so_holds_for_s
 
 
 def test_the_readme_names_the_format_train_registers() -> None:
-    """The README's paragraph on serving a version said `format` 4 after the layer model's work made every
-    version train registers format 5 (0.9.12): a reader serving one, or checking its tag, read another
-    number than the registry shows."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    """The README's paragraph on serving a version (in docs/fingerprints.md since 0.9.31) said `format` 4 after
+    the layer model's work made every version train registers format 5 (0.9.12): a reader serving one, or
+    checking its tag, read another number than the registry shows."""
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "fingerprints.md").read_text()
     said = re.search(r"A registered version is an MLflow pyfunc model \(version tag `format` (\d+)", readme)
     assert said is not None and int(said.group(1)) == FORMAT, said
 

@@ -49,7 +49,7 @@ class DemoPlan:
     targets: tuple[str, ...]  # fingerprint targets on this CPU (inference)
     #: The CPU mode the networks are measured (and the fingerprints learn) in: one torch thread and
     #: the C allocator keeping freed memory, where repeats of a configuration agree best on a small
-    #: VM (README, *Device modes* under *Profiling*). The training chain keeps the defaults: it
+    #: VM (docs/profiling.md, *Device modes*). The training chain keeps the defaults: it
     #: looks for the batch that runs out of memory under its cap.
     threads: int | None = 1
     allocator: str | None = "retain"

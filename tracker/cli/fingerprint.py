@@ -61,7 +61,7 @@ def train_cmd(
                                    "(about a second a version on a small machine).")] = True,
     as_measured: Annotated[bool, typer.Option(
         "--as-measured", help="Learn latency as measured: by default, where every measurement timed the speed probe "
-                              "beside it, each is put at the machine's median speed first (the README's *Fingerprints*).")] = False,
+                              "beside it, each is put at the machine's median speed first (docs/fingerprints.md).")] = False,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
     """Train, evaluate on held-out networks, register, and promote if it beats the champion."""

@@ -276,7 +276,7 @@ class LayerModel:
 #: those they saw; they learnt the latency itself before, and a size they had not seen took the latency
 #: of the nearest they had (maximum pooling at batch 4 30 % short on cpu-forty). Held out by network on
 #: cpu-forty (retaining mode, batch 1 and 4, labels at the median speed) the layer level went from 4.78 %
-#: (87.5 % within +-10 %) to 4.24 % (96.2 %); other weights are in the README ("the layer model's work").
+#: (87.5 % within +-10 %) to 4.24 % (96.2 %); other weights are in docs/fingerprints.md ("the layer model's work").
 LAYER_WORK = {"layer_batch_flops": 1.0, "layer_batch_elementwise_ops": 4.0, "layer_batch_bytes": 0.25}
 #: The least work a call is counted (in FLOPs): a call of next to none (a flatten, an identity) costs its
 #: dispatch whatever it does.
