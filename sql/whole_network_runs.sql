@@ -12,6 +12,10 @@
 -- network_mem_mb: on a CPU, what the network added to the measuring process's resident memory at its peak
 -- (peak_mem_mb less what the process held before the network was built: the interpreter and torch, about
 -- 550 MB, which made a 32 px network's peak_mem_mb rank nothing); NULL on cuda and before tracker 0.9.0.
+-- tensor_peak_mb: on a CPU, the most bytes of tensors alive at once over one step (weights, input, activations,
+-- gradients, the optimizer's state; tracker.profile.tensors), the same in every process, where network_mem_mb moves
+-- with where the C allocator put them; NULL on cuda (cuda_max_allocated_mb), for training jobs and imports, and for
+-- runs before tracker 0.9.31.
 -- memory_cap_used_mb: under a resident cap, how far the child's memory rose over what it held then (at the
 -- highest), the quantity memory_limit_mb bounds; NULL otherwise.
 -- cpu_util_pct, cpu_util_others_pct: how busy the machine's CPUs were over the window, and the share other
@@ -31,7 +35,7 @@ WITH whole AS (
     SELECT CAST('network' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
-           peak_mem_mb, network_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
+           peak_mem_mb, network_mem_mb, tensor_peak_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
            stop_reason,
            page_faults_per_iter_count, host_share_pct, speed_probe_ms, speed_probe_version,
            memory_limit_mb, memory_cap, memory_cap_used_mb
@@ -40,7 +44,7 @@ WITH whole AS (
     SELECT CAST('training' AS VARCHAR) AS kind, run_id, experiment, config_key, source, campaign, end_time, status,
            model, model_hash, batch_size, input_size, phase, device, precision, mode,
            latency_ms, latency_ci_rel, latency_iqr_ms, latency_p90_ms, latency_p99_ms, samples_count, throughput_per_s,
-           peak_mem_mb, network_mem_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
+           peak_mem_mb, network_mem_mb, tensor_peak_mb, power_w, energy_per_iter_j, gpu_util_pct, cpu_util_pct, cpu_util_others_pct,
            stop_reason,
            page_faults_per_iter_count, host_share_pct, speed_probe_ms, speed_probe_version,
            memory_limit_mb, memory_cap, memory_cap_used_mb

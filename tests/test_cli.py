@@ -324,6 +324,9 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     # what the network added to the process's peak (since 0.9.0): its weights (1.2 M parameters, 5 MB) at least,
     # far less than the process's whole peak (the interpreter and torch, about 550 MB)
     assert 4.9 < data["network_mem_mb"] == run.data.metrics["network_mem_mb"] < data["peak_mem_mb"] / 4
+    # its tensors' own peak over a step (since 0.9.31): its weights (4.7 MB) and its activations alive at once
+    assert 4.9 < data["tensor_peak_mb"] == run.data.metrics["tensor_peak_mb"] < data["peak_mem_mb"] / 4
+    assert run.data.tags["tracker.tensor_peak"] == "1" and "tracker.tensor_peak_error" not in run.data.tags
     assert data["mode"].split("-")[:2] == ["cpu", "t1"]  # the thread count asked for, and said (cpu-t1[-governor])
     assert run.data.tags["env.threads"] == "1"  # the measuring child's, not the tracker process's
     # the mode's settings asked for are in its name (runs in two modes had one name in the UI's list until 0.8.9)
@@ -353,6 +356,7 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     again = runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
                                 "--time-cap", "1", "--precision", "0.05", "--threads", "1"])
     assert f"squeezenet1_1 bs1 inference in mode {data['mode']}: " in again.stdout and "(already measured: reused)" in again.stdout
+    assert f"MB of it the network's, its tensors {data['tensor_peak_mb']:,.1f} MB at most)" in again.stdout
     assert data["run_id"] in again.stdout
     repeat = json.loads(runner.invoke(app, ["--tracking-uri", str(store), "-e", "cli", "profile", "network", "squeezenet1_1",
                                             "--time-cap", "0.3", "--precision", "0.1", "--threads", "1", "--again", "--format", "json"]).stdout)
@@ -370,6 +374,11 @@ def test_profile_network_json_logs_a_run(tmp_path: Path) -> None:
     medians = sorted((data["latency_ms"], repeat["latency_ms"]))
     assert spread["repeats"] == 2 and spread["repeat_spread_rel"] == pytest.approx(medians[1] / medians[0] - 1)
     own = sorted((data["network_mem_mb"], repeat["network_mem_mb"]))  # the network's own memory moves too
+    # its tensors do not: the same to the byte in another process, and the warehouse's column has it
+    assert repeat["tensor_peak_mb"] == data["tensor_peak_mb"]
+    tensors = json.loads(runner.invoke(app, ["sql", "SELECT DISTINCT tensor_peak_mb FROM measurements", "--warehouse", wh,
+                                             "--format", "json"]).stdout)
+    assert tensors == [{"tensor_peak_mb": data["tensor_peak_mb"]}]
     assert (spread["network_mem_repeats"], spread["min_network_mem_mb"], spread["max_network_mem_mb"]) == (2, *own)
     assert spread["network_mem_spread_rel"] == pytest.approx(own[1] / own[0] - 1)
     peaks = sorted((data["peak_mem_mb"], repeat["peak_mem_mb"]))
@@ -1286,6 +1295,9 @@ def test_a_network_quantized_to_int8_is_a_number_format_of_its_own(tmp_path: Pat
     assert (q["status"], q["dtype"]) == ("FINISHED", "int8") and q["latency_ms"] > 0
     run = MlflowClient(f"sqlite:///{store}/mlflow.db").get_run(q["run_id"])
     assert run.data.tags["mlflow.runName"] == "squeezenet1_1 · bs2 · 32px · inference · cpu · int8"
+    # its weights are packed objects, not tensors: its tensors' peak is absent, and the run says why
+    assert "tensor_peak_mb" not in q and "tensor_peak_mb" not in run.data.metrics
+    assert run.data.tags["tracker.tensor_peak_error"].startswith("not counted in int8: a quantized network's weights")
     trained = runner.invoke(app, [*base, "--phase", "training"])
     assert trained.exit_code == 1 and str(trained.exception) == (
         "dtype int8: a network quantized to int8 (torch.ao's x86 backend) runs inference on a CPU, not training")

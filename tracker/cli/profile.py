@@ -148,7 +148,10 @@ def _report(data: dict, fmt: OutputFormat) -> None:
     note = reused
     mem = f", peak {data['peak_mem_mb']:.0f} MB" if data.get("peak_mem_mb") else ""
     if data.get("network_mem_mb") is not None:  # what the network added to the process's peak
-        mem += f" ({data['network_mem_mb']:,.0f} MB of it the network's)"
+        mem += f" ({data['network_mem_mb']:,.0f} MB of it the network's"
+        if data.get("tensor_peak_mb") is not None:  # its tensors alone, at the busiest operator (since 0.9.31)
+            mem += f", its tensors {data['tensor_peak_mb']:,.1f} MB at most"
+        mem += ")"
     if data.get("memory_cap_used_mb") is not None:  # how much of a resident cap it took
         mem += f" ({data['memory_cap_used_mb']:,.0f} of its {data['memory_limit_mb']:g} MB cap)"
     if data.get("page_faults_per_iter_count") is not None:

@@ -56,6 +56,7 @@ from tracker.profile.trace import TRACE_TAG, normalized
 ALPHA = 0.05
 #: Metrics shown besides latency, where a run has them.
 METRICS = ("latency_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s", "peak_mem_mb", "network_mem_mb",
+           "tensor_peak_mb",  # a CPU step's tensors at most (since 0.9.31)
            "energy_per_iter_j", "power_w", "cpu_util_pct", "cpu_util_others_pct", "gpu_util_pct",
            "page_faults_per_iter_count", "host_share_pct", "speed_probe_ms",  # the machine's speed (0.9.10)
            "step_time_ms", "data_wait_frac")  # a training job's step and its wait for data (since 0.9.1)

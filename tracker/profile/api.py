@@ -97,6 +97,8 @@ class ProfileResult:
         }
         if "network_mem_mb" in m:  # on a CPU, what the network added to the process (since 0.9.0)
             out["network_mem_mb"] = m["network_mem_mb"]
+        if "tensor_peak_mb" in m:  # on a CPU, its tensors' own peak over a step (since 0.9.31)
+            out["tensor_peak_mb"] = m["tensor_peak_mb"]
         for tail in ("latency_p90_ms", "latency_p99_ms"):  # where it had samples enough to tell
             if tail in m:
                 out[tail] = m[tail]

@@ -113,7 +113,7 @@ def _detection_step(model: Any, spec: Any) -> Any:
         sum(model(images, targets).values()).backward()
         optimizer.step()
 
-    return train_step
+    return _holding(train_step, model, (images, targets), optimizer)
 
 
 def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
@@ -134,7 +134,7 @@ def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
             with torch.inference_mode():
                 model(x)
 
-        return infer
+        return _holding(infer, model, x)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion: list[Callable[[Any], Any]] = []
@@ -147,7 +147,16 @@ def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
         criterion[0](out).backward()
         optimizer.step()
 
-    return train_step
+    return _holding(train_step, model, x, optimizer)
+
+
+def _holding(step: Callable[[], None], model: Any, inputs: Any, optimizer: Any = None) -> Callable[[], None]:
+    """``step``, which knows (``step.held()``) what it holds throughout: ``tensors.held_by``, for its
+    ``tensor_peak_mb``."""
+    from tracker.profile.tensors import held_by
+
+    step.held = lambda: held_by(model, inputs, optimizer)  # type: ignore[attr-defined]
+    return step
 
 
 def build_once(ref: Any, spec: Any) -> None:
@@ -238,6 +247,16 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20
     after_network = probe.sample()  # after the peaks were read
     probe.release()  # the trace and the layers hold none of it either
+    tensor_error = None
+    if spec.precision == "int8":  # packed weights (torch.ao's LinearPackedParams, ...) are no tensors
+        tensor_error = "not counted in int8: a quantized network's weights are packed objects, not tensors it sees"
+    elif not cuda:  # the tensors' own peak, one step more (on a GPU, cuda_max_allocated_mb is that figure)
+        from tracker.profile.tensors import tensor_peak_mb
+
+        try:
+            memory["tensor_peak_mb"] = tensor_peak_mb(step, step.held())
+        except Exception as exc:  # noqa: BLE001  what cannot be counted is absent, the measurement stands
+            tensor_error = f"{type(exc).__name__}: {str(exc)[:300]}"
     result: dict[str, Any] = {
         "model_name": ref.name,
         "spec": asdict(spec),
@@ -248,6 +267,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "telemetry_series": sampler.series_json(*timing.window_ns),
     }
     result.update(probe_payload(probe))  # or why the probe failed: the measurement stands, without it
+    if tensor_error is not None:
+        result["tensor_peak_error"] = tensor_error
     if job.get("trace_dir"):  # after the measurement, its peak and telemetry: the profiler costs them nothing
         from tracker.profile.trace import trace_step
         from tracker.profile.worker import injected_fault

@@ -249,6 +249,18 @@ def counts_older_network_mem(record: RunRecord) -> bool:
     return numbers is None or numbers < since
 
 
+def tensor_peak_tags(metrics: dict[str, float], payload: dict[str, Any]) -> dict[str, str]:
+    """What a run's ``tensor_peak_mb`` counts (tag ``tracker.tensor_peak``, its version), or why a CPU run has
+    none (``tracker.tensor_peak_error``: the step under the counting failed; the measurement stands)."""
+    from tracker.profile.tensors import TENSOR_PEAK_VERSION
+
+    if "tensor_peak_mb" in metrics:
+        return {"tracker.tensor_peak": str(TENSOR_PEAK_VERSION)}
+    if payload.get("tensor_peak_error"):
+        return {"tracker.tensor_peak_error": str(payload["tensor_peak_error"])[:500]}
+    return {}
+
+
 def measured_record(
     spec: NetworkSpec, model_hash: str, mode: str, rule: Stopping, keys: dict[str, Any], payload: dict[str, Any], start_ms: int,
     threads: int | None = None, allocator: str | None = None,
@@ -273,6 +285,8 @@ def measured_record(
             metrics["network_mem_mb"] = memory["network_mem_mb"]
     if "memory_cap_used_mb" in memory:  # how much of a resident or device memory cap it used (tracker.profile.memcap)
         metrics["memory_cap_used_mb"] = memory["memory_cap_used_mb"]
+    if "tensor_peak_mb" in memory:  # on a CPU, the tensors' own peak over one step (tracker.profile.tensors)
+        metrics["tensor_peak_mb"] = memory["tensor_peak_mb"]
     metrics.update(telemetry_metrics(payload.get("telemetry", {}), n))
     probe_figures, probe_tags = probe_record(payload)
     metrics.update(probe_figures)
@@ -293,6 +307,7 @@ def measured_record(
         end_time_ms=now_ms(),
     )
     record.artifacts[SAMPLES_ARTIFACT] = samples_json(timing, payload.get("speed_probe"))  # every figure above derives from them
+    record.tags.update(tensor_peak_tags(metrics, payload))
     record.description += host_bound_note(metrics)
     if beside_other_work(metrics):  # said where the UI shows the run
         record.description += (f" Other processes took {other_work_said(metrics)} "
