@@ -78,3 +78,15 @@ def test_a_networks_tensors_are_what_its_description_says_they_are(name: str) ->
             assert weights + live <= counted < 1.03 * (weights + live), (phase, counted, weights, live)
         else:
             assert 3 * weights + kept <= counted, (phase, counted, weights, kept)
+
+
+def test_a_step_that_would_not_fit_in_the_time_limit_is_not_counted() -> None:
+    """The count runs after the measurement, in the child, under its time limit: a step that would take the
+    child past it would lose the measurement, so it is left out, and the run says why."""
+    from tracker.profile.tensors import COUNT_MARGIN_S, COUNT_STEPS, no_room_to_count
+
+    assert no_room_to_count(10.0, 2_000.0, None) is None  # no limit given (run in-process)
+    assert no_room_to_count(10.0, 2_000.0, 10.0 + COUNT_STEPS * 2.0 + COUNT_MARGIN_S) is None
+    said = no_room_to_count(500.0, 60_000.0, 600.0)
+    assert said == ("not counted: one more step (60 s, about 185 s with its bookkeeping and room to spare) would not "
+                    "fit in the 600 s time limit, 500 s of it gone")

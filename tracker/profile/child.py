@@ -201,7 +201,7 @@ def _run_child(job: dict[str, Any], timeout_s: float, env: dict[str, str] | None
     (out_reader, out), (err_reader, err) = _read_lines(proc.stdout, result_seen), _read_to_end(proc.stderr)
     killed = False
     try:
-        _send_job(proc, job)
+        _send_job(proc, {**job, "time_limit_s": timeout_s})  # what the child may add after measuring weighs it
         end_by = time.monotonic() + timeout_s  # then, once its result is in, EXIT_GRACE_S from there
         graced = False
         while True:

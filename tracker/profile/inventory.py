@@ -44,6 +44,8 @@ ALWAYS = {
         "latency_ms": "wall clock (perf_counter_ns) around each iteration, its median, spread and samples",
         "peak_mem_mb": "the measuring child's peak resident memory from its built network on (getrusage)",
         "page_faults_per_iter_count": "the child's minor page faults per iteration (getrusage)",
+        "tensor_peak_mb": "the most bytes of tensors alive at once over one more step (a TorchDispatchMode; "
+                          "not in int8)",
     },
     "cuda": {
         "latency_ms": "wall clock around each iteration, the device synchronised before and after it",

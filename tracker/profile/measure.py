@@ -179,7 +179,11 @@ def build_once(ref: Any, spec: Any) -> None:
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    import time
+
     import torch
+
+    started = time.monotonic()  # the parent's time limit (job["time_limit_s"]) counts from about here
 
     from tracker.profile.modes import enter_mode
     from tracker.profile.network import NetworkSpec, in_format, preload_own_code, profile_layers
@@ -251,12 +255,15 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     if spec.precision == "int8":  # packed weights (torch.ao's LinearPackedParams, ...) are no tensors
         tensor_error = "not counted in int8: a quantized network's weights are packed objects, not tensors it sees"
     elif not cuda:  # the tensors' own peak, one step more (on a GPU, cuda_max_allocated_mb is that figure)
-        from tracker.profile.tensors import tensor_peak_mb
+        from tracker.profile.tensors import no_room_to_count, tensor_peak_mb
 
-        try:
-            memory["tensor_peak_mb"] = tensor_peak_mb(step, step.held())
-        except Exception as exc:  # noqa: BLE001  what cannot be counted is absent, the measurement stands
-            tensor_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        tensor_error = no_room_to_count(time.monotonic() - started, max(timing.samples_ms, default=0.0),
+                                        job.get("time_limit_s"))
+        if tensor_error is None:
+            try:
+                memory["tensor_peak_mb"] = tensor_peak_mb(step, step.held())
+            except Exception as exc:  # noqa: BLE001  what cannot be counted is absent, the measurement stands
+                tensor_error = f"{type(exc).__name__}: {str(exc)[:300]}"
     result: dict[str, Any] = {
         "model_name": ref.name,
         "spec": asdict(spec),

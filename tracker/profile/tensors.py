@@ -14,7 +14,7 @@ byte: nothing of the allocator or of Python's heap is in it. It does not see wha
 one operator and frees before returning (oneDNN's scratch, an im2col buffer), nor tensors on another device.
 It costs one step more and its bookkeeping: here, at batch 4 on one thread, squeezenet1_1, resnet18 and
 mobilenet_v2 took 11 to 19 % longer than a step in inference, 27 to 53 % in training (about 0.2 ms an
-operator)."""
+operator). Left out where one more step would not fit in the child's time limit (``no_room_to_count``)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,20 @@ from tracker.errors import MeasurementError
 
 #: The version of what ``tensor_peak_mb`` counts (tag ``tracker.tensor_peak``): another counts otherwise.
 TENSOR_PEAK_VERSION = 1
+#: A counted step is left out where this many steps (the step, its bookkeeping, room to spare) and
+#: ``COUNT_MARGIN_S`` more would not fit in the child's time limit: a measurement made is never lost to it.
+COUNT_STEPS = 3.0
+COUNT_MARGIN_S = 5.0
+
+
+def no_room_to_count(elapsed_s: float, step_ms: float, limit_s: float | None) -> str | None:
+    """Why a step should not be counted (the child ``elapsed_s`` into its ``limit_s`` with a step of
+    ``step_ms``: the time limit would end the child and the measurement with it), or None."""
+    needs_s = COUNT_STEPS * step_ms / 1000.0 + COUNT_MARGIN_S
+    if limit_s is None or elapsed_s + needs_s <= limit_s:
+        return None
+    return (f"not counted: one more step ({step_ms / 1000.0:.3g} s, about {needs_s:.3g} s with its bookkeeping and room "
+            f"to spare) would not fit in the {limit_s:g} s time limit, {elapsed_s:.3g} s of it gone")
 
 
 class _Storages:
