@@ -11,6 +11,7 @@ from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
 from tracker.profile.network import NetworkSpec
 from tracker.profile.probe import PROBE_TAG, probe_metrics, probe_record
 from tracker.profile.stats import HOST_BOUND_SHARE, Stopping, Summary, host_share, summarize
+from tracker.profile.tensors import TENSOR_PEAK_VERSION
 from tracker.zoo.spec import shape_text
 
 #: Share of the machine's CPU (%) that other processes took during a measurement from which its
@@ -252,8 +253,6 @@ def counts_older_network_mem(record: RunRecord) -> bool:
 def tensor_peak_tags(metrics: dict[str, float], payload: dict[str, Any]) -> dict[str, str]:
     """What a run's ``tensor_peak_mb`` counts (tag ``tracker.tensor_peak``, its version), or why a CPU run has
     none (``tracker.tensor_peak_error``: the step under the counting failed; the measurement stands)."""
-    from tracker.profile.tensors import TENSOR_PEAK_VERSION
-
     if "tensor_peak_mb" in metrics:
         return {"tracker.tensor_peak": str(TENSOR_PEAK_VERSION)}
     if payload.get("tensor_peak_error"):

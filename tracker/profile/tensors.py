@@ -46,23 +46,24 @@ class _Storages:
     bytes and a weak reference each; their sum now (at least what is alive) and the highest alive."""
 
     def __init__(self) -> None:
+        import torch
+        from torch.multiprocessing.reductions import StorageWeakRef
+
         self.alive: dict[int, tuple[Any, int]] = {}
         self.now = 0
         self.peak = 0
         self.unseen = 0  # tensors with no storage to read (sparse, opaque): a count that would miss them
+        self._tensor, self._weak, self._expired = torch.Tensor, StorageWeakRef, torch.UntypedStorage._expired
 
     def add(self, value: Any) -> None:
-        import torch
-        from torch.multiprocessing.reductions import StorageWeakRef
-
-        if not isinstance(value, torch.Tensor) or value.device.type != "cpu":
+        if not isinstance(value, self._tensor) or value.device.type != "cpu":
             return
         try:
             storage = value.untyped_storage()
         except (RuntimeError, NotImplementedError):  # a tensor without a storage (sparse, opaque): not countable
             self.unseen += 1
             return
-        ref = StorageWeakRef(storage)
+        ref = self._weak(storage)
         if ref.cdata not in self.alive:
             size = storage.nbytes()
             self.alive[ref.cdata] = (ref, size)
@@ -74,10 +75,7 @@ class _Storages:
         was most of the cost (mobilenet_v2's training step at batch 4: 1.7 s of 2)."""
         if self.now <= self.peak:
             return
-        import torch
-
-        expired = torch.UntypedStorage._expired  # type: ignore[attr-defined]
-        for key in [k for k in self.alive if expired(k)]:
+        for key in [k for k in self.alive if self._expired(k)]:
             self.now -= self.alive.pop(key)[1]
         self.peak = max(self.peak, self.now)
 
