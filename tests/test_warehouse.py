@@ -993,3 +993,30 @@ def test_a_nan_in_a_list_is_told_from_an_absent_value_as_in_a_plain_column() -> 
     assert con.execute("SELECT ?::JSON::DOUBLE[]", [row[0]]).fetchone()[0][2:] == [float("inf"), float("-inf"), None]
     assert json.loads(render(table, "json")) == [{"l": [None, 1.5, None, None, None], "d": None,
                                                    "s": {"a": None, "b": None}}]
+
+
+def test_a_column_of_this_trackers_views_missing_from_an_older_warehouse_asks_for_a_load() -> None:
+    """A warehouse an older tracker loaded lacks the columns a newer one added (``tensor_peak_mb``, 0.9.31):
+    DuckDB's binder said `Referenced column "tensor_peak_mb" not found ... Candidate bindings: ...`, with no
+    word of the load that brings it. Said so where no table or view of the warehouse has the column and this
+    tracker's views or typed tables do; a column the warehouse has elsewhere, or one no tracker has, is left
+    to DuckDB's line."""
+    import duckdb
+
+    from tracker.warehouse.query import _older_warehouse
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE measurements (latency_ms DOUBLE)")
+
+    def said(sql: str) -> str | None:
+        with pytest.raises(duckdb.Error) as caught:
+            con.sql(sql)
+        return _older_warehouse(con, str(caught.value))
+
+    assert said("SELECT tensor_peak_mb FROM measurements") == (
+        "no column tensor_peak_mb in this warehouse, which an older tracker loaded: this tracker's views have it; "
+        "run `tracker warehouse load` to load it anew")
+    assert said("SELECT tensor_peak_error FROM measurements") is not None  # a typed table's column (a tag's)
+    assert said("SELECT no_such_column FROM measurements") is None
+    con.execute("CREATE TABLE layer_runs (tensor_peak_mb DOUBLE)")
+    assert said("SELECT tensor_peak_mb FROM measurements") is None  # the warehouse has it: the query looked amiss

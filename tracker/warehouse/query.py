@@ -178,7 +178,7 @@ def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
         if interrupted(exc):  # DuckDB's "Query interrupted" (a RuntimeError): a Ctrl-C, said as one by the caller
             raise KeyboardInterrupt from None
         if isinstance(exc, duckdb.Error):
-            line = _parameter_line(str(exc)) or first_paragraph(str(exc))
+            line = _parameter_line(str(exc)) or _older_warehouse(con, str(exc)) or first_paragraph(str(exc))
             if params and "STRING_LITERAL" in line:  # a --param in arithmetic, which text is not
                 name = next(iter(params)) if len(params) == 1 else "NAME"  # the one given, else no guess at which
                 line += f" (a --param is text: cast it where a number is meant, ${name}::INTEGER)"
@@ -187,6 +187,28 @@ def query(path: Path, sql: str, params: Mapping[str, str] | None = None) -> Any:
     finally:
         con.close()
     return table.rename_columns(distinct_names(table.column_names))
+
+
+def _older_warehouse(con: Any, message: str) -> str | None:
+    """A column the query names that no table or view of the warehouse has, where this tracker's views or
+    typed tables have it (``tensor_peak_mb`` in a warehouse 0.9.30 loaded): said as a load to make, where
+    DuckDB's binder listed the columns it has (since 0.9.31)."""
+    missing = re.search(r'Referenced column "([^"]+)" not found', message)
+    if missing is None:
+        return None
+    name = missing.group(1)
+    if con.execute("SELECT count(*) FROM duckdb_columns() WHERE column_name = ?", [name]).fetchone()[0]:
+        return None  # the warehouse has it, elsewhere than the query looked
+    from tracker.log.schema import KINDS
+    from tracker.warehouse.tables import typed_columns
+    from tracker.warehouse.views import read_sql_files
+
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    if not (any(word.search(v.body) for v in read_sql_files())
+            or any(c == name for kind in KINDS for c, _, _ in typed_columns(kind))):
+        return None
+    return (f"no column {name} in this warehouse, which an older tracker loaded: this tracker's views have it; "
+            "run `tracker warehouse load` to load it anew")
 
 
 def _parameter_line(message: str) -> str | None:
