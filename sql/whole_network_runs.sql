@@ -14,8 +14,8 @@
 -- 550 MB, which made a 32 px network's peak_mem_mb rank nothing); NULL on cuda and before tracker 0.9.0.
 -- tensor_peak_mb: on a CPU, the most bytes of tensors alive at once over one step (weights, input, activations,
 -- gradients, the optimizer's state; tracker.profile.tensors), the same in every process, where network_mem_mb moves
--- with where the C allocator put them; NULL on cuda (cuda_max_allocated_mb), for training jobs and imports, and for
--- runs before tracker 0.9.31.
+-- with where the C allocator put them (a training job's over one more step on its last batch); NULL on cuda
+-- (cuda_max_allocated_mb), for imports, and for runs before tracker 0.9.31.
 -- memory_cap_used_mb: under a resident cap, how far the child's memory rose over what it held then (at the
 -- highest), the quantity memory_limit_mb bounds; NULL otherwise.
 -- cpu_util_pct, cpu_util_others_pct: how busy the machine's CPUs were over the window, and the share other

@@ -524,6 +524,8 @@ def _job_line(r: dict[str, Any]) -> None:
         peak = f", peak {r['peak_mem_mb']:.0f} MB" if r["peak_mem_mb"] is not None else ""
         if peak and r.get("workers_mem_peak_mb") is not None:
             peak += f" (its loader workers {r['workers_mem_peak_mb']:.0f} MB more of their own)"
+        if peak and r.get("tensor_peak_mb") is not None:  # its tensors alone (since 0.9.31)
+            peak += f", its tensors {r['tensor_peak_mb']:,.1f} MB at most"
         if r.get("page_faults_per_iter_count") is not None:
             faults = r["page_faults_per_iter_count"]
             peak += f", {per(faults, 'page fault', 'step')}"

@@ -425,6 +425,8 @@ class JobResult:
     #: the machine's CPU use over its steps, which says whether any core was left idle beside the others'
     #: (``records.beside_other_work``; since 0.9.21)
     cpu_util_pct: float | None = None
+    #: on a CPU, its tensors at most over one more step on its last batch (tracker.profile.tensors; since 0.9.31)
+    tensor_peak_mb: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -441,7 +443,7 @@ class JobResult:
                    latency_ci_rel=metrics.get("latency_ci_rel"), cpu_util_others_pct=metrics.get("cpu_util_others_pct"),
                    workers_mem_peak_mb=metrics.get("workers_mem_peak_mb"), skipped_steps=skipped_steps,
                    speed_probe_ms=metrics.get("speed_probe_ms"), skipped_files_unreadable=skipped_files_unreadable,
-                   cpu_util_pct=metrics.get("cpu_util_pct"))
+                   cpu_util_pct=metrics.get("cpu_util_pct"), tensor_peak_mb=metrics.get("tensor_peak_mb"))
 
 
 def check_network_builds(cfg: JobConfig) -> None:
@@ -741,6 +743,8 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
     interrupted = False
     faults_first = faults_last = 0  # minor page faults at the end of the first step, and of the last
     it: Any = None  # the loader's iterator: its workers, if any, live as long as it does
+    last_batch: tuple[Any, Any] | None = None  # the last step's batch and its slowest step: the count's (below)
+    slowest_ms = 0.0
     cap = cap_memory(cfg.memory_limit_mb, cfg.threads or None, job.get("memory_cgroup"), cfg.device)
     oom_killed = oom_kill_watch()  # a loader worker the kernel kills for memory is an oom (below)
     try:
@@ -792,6 +796,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
                 sync()
                 t5 = time.perf_counter()
                 steps += 1
+                last_batch, slowest_ms = (images, targets), max(slowest_ms, 1e3 * (t5 - t2))
                 emit_event({"step": {"data_wait_ms": 1e3 * (t1 - t0), "h2d_ms": 1e3 * (t2 - t1),
                                      "forward_ms": 1e3 * (t3 - t2), "backward_ms": 1e3 * (t4 - t3),
                                      "optimizer_ms": 1e3 * (t5 - t4), "step_time_ms": 1e3 * (t5 - t0),
@@ -857,10 +862,35 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
             interrupted = True
         else:  # or why the probe failed: the job's measurement stands, without it
             speed_probe = probe_payload(probe)
+    counted: dict[str, Any] = {}
+    if last_batch is not None and not interrupted and failure is None and not cuda:  # on a GPU: cuda_max_allocated_mb
+        from tracker.profile.tensors import count_step
+
+        # one more step on its last batch, where it fits in the job's step limit (the parent's clock: from its last event)
+        counted = count_step(_job_step(model, optimizer, criterion, detection, last_batch), slowest_ms,
+                             cfg.step_timeout_s or None)
+        if "tensor_peak_mb" in counted:
+            memory["tensor_peak_mb"] = counted.pop("tensor_peak_mb")
     # the series over every step, the first too (the charts show the set-up the figures leave out)
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
-            "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s, **speed_probe,
+            "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s, **speed_probe, **counted,
             **({"memory_cap": cap.kind} if cap.kind else {})}
+
+
+def _job_step(model: Any, optimizer: Any, criterion: Any, detection: bool, batch: tuple[Any, Any]) -> Any:
+    """One more step of a job on its last batch, as its loop steps (``tensors.tensor_peak_mb``'s)."""
+    from tracker.profile.tensors import held_by
+
+    images, targets = batch
+
+    def step() -> None:
+        loss = sum(model(images, targets).values()) if detection else criterion(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    step.held = lambda: held_by(model, batch, optimizer)  # type: ignore[attr-defined]
+    return step
 
 
 def steps_host_share(steps: list[dict[str, float]]) -> float | None:
@@ -935,7 +965,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
     the batches a bad file left short of the batch size, skipped rather than timed."""
     from tracker.log.samples import SAMPLES_ARTIFACT, samples_json
     from tracker.profile.probe import probe_record
-    from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics
+    from tracker.profile.records import add_system_metrics, spread_metrics, telemetry_metrics, tensor_peak_tags
     from tracker.profile.stats import summarize
 
     if record.status == "FINISHED":  # what stopped it: its max_steps, or its data ran out first (epochs)
@@ -978,6 +1008,7 @@ def _finish(logger: Any, record: Any, cfg: JobConfig, steps: list[dict[str, floa
         probe_figures, probe_tags = probe_record(end)  # or why the probe failed: the job stands, without it
         summary.update(probe_figures)
         record.tags.update(probe_tags)
+        record.tags.update(tensor_peak_tags(summary, end))  # its tensors at most, one step more (since 0.9.31)
         record.metrics.update(summary)
         record.description += (f" Median iteration {summary['latency_ms']:.3f} ms (step less its data wait; median "
                                f"step {summary['step_time_ms']:.3f} ms, {100 * summary['data_wait_frac']:.1f} % of the "

@@ -251,19 +251,17 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20
     after_network = probe.sample()  # after the peaks were read
     probe.release()  # the trace and the layers hold none of it either
-    tensor_error = None
+    counted: dict[str, Any] = {}
     if spec.precision == "int8":  # packed weights (torch.ao's LinearPackedParams, ...) are no tensors
-        tensor_error = "not counted in int8: a quantized network's weights are packed objects, not tensors it sees"
+        counted = {"tensor_peak_error": "not counted in int8: a quantized network's weights are packed objects, "
+                                        "not tensors it sees"}
     elif not cuda:  # the tensors' own peak, one step more (on a GPU, cuda_max_allocated_mb is that figure)
-        from tracker.profile.tensors import no_room_to_count, tensor_peak_mb
+        from tracker.profile.tensors import count_step
 
-        tensor_error = no_room_to_count(time.monotonic() - started, max(timing.samples_ms, default=0.0),
-                                        job.get("time_limit_s"))
-        if tensor_error is None:
-            try:
-                memory["tensor_peak_mb"] = tensor_peak_mb(step, step.held())
-            except Exception as exc:  # noqa: BLE001  what cannot be counted is absent, the measurement stands
-                tensor_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        counted = count_step(step, max(timing.samples_ms, default=0.0), job.get("time_limit_s"),
+                             time.monotonic() - started)
+        if "tensor_peak_mb" in counted:
+            memory["tensor_peak_mb"] = counted.pop("tensor_peak_mb")
     result: dict[str, Any] = {
         "model_name": ref.name,
         "spec": asdict(spec),
@@ -274,8 +272,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "telemetry_series": sampler.series_json(*timing.window_ns),
     }
     result.update(probe_payload(probe))  # or why the probe failed: the measurement stands, without it
-    if tensor_error is not None:
-        result["tensor_peak_error"] = tensor_error
+    result.update(counted)  # why its tensors were not counted, where they were not
     if job.get("trace_dir"):  # after the measurement, its peak and telemetry: the profiler costs them nothing
         from tracker.profile.trace import trace_step
         from tracker.profile.worker import injected_fault

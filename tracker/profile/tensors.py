@@ -117,6 +117,19 @@ def tensor_peak_mb(step: Callable[[], None], held: Iterable[Any]) -> float:
     return storages.peak / 2**20
 
 
+def count_step(step: Any, slowest_ms: float, limit_s: float | None, elapsed_s: float = 0.0) -> dict[str, Any]:
+    """A run's ``{"tensor_peak_mb": MB}`` over one more call of ``step`` (which knows what it holds,
+    ``step.held()``), or ``{"tensor_peak_error": why}``: no room left in the child's time limit
+    (:func:`no_room_to_count`), or the count failed. What cannot be counted is absent; the measurement stands."""
+    why = no_room_to_count(elapsed_s, slowest_ms, limit_s)
+    if why is None:
+        try:
+            return {"tensor_peak_mb": tensor_peak_mb(step, step.held())}
+        except Exception as exc:  # noqa: BLE001  a count that fails loses the count, not the measurement
+            why = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return {"tensor_peak_error": why}
+
+
 def held_by(model: Any, inputs: Any = None, optimizer: Any = None) -> list[Any]:
     """What a step of ``model`` holds throughout: its parameters (and their gradients from the last step),
     its buffers, ``inputs`` (a tensor or a structure of them) and ``optimizer``'s state."""
