@@ -862,18 +862,18 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
             interrupted = True
         else:  # or why the probe failed: the job's measurement stands, without it
             speed_probe = probe_payload(probe)
-    counted: dict[str, Any] = {}
+    tensors: dict[str, Any] = {}
     if last_batch is not None and not interrupted and failure is None and not cuda:  # on a GPU: cuda_max_allocated_mb
         from tracker.profile.tensors import count_step
 
         # one more step on its last batch, where it fits in the job's step limit (the parent's clock: from its last event)
-        counted = count_step(_job_step(model, optimizer, criterion, detection, last_batch), slowest_ms,
+        tensors = count_step(_job_step(model, optimizer, criterion, detection, last_batch), slowest_ms,
                              cfg.step_timeout_s or None)
-        if "tensor_peak_mb" in counted:
-            memory["tensor_peak_mb"] = counted.pop("tensor_peak_mb")
+        if "tensor_peak_mb" in tensors:
+            memory["tensor_peak_mb"] = tensors.pop("tensor_peak_mb")
     # the series over every step, the first too (the charts show the set-up the figures leave out)
     return {"failure": failure, "interrupted": interrupted, "telemetry": telemetry, "telemetry_steps": telemetry_steps,
-            "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s, **speed_probe, **counted,
+            "telemetry_series": sampler.series_json(), "memory": memory, "wall_s": wall_s, **speed_probe, **tensors,
             **({"memory_cap": cap.kind} if cap.kind else {})}
 
 

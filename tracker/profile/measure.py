@@ -251,17 +251,17 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         memory["cuda_max_reserved_mb"] = torch.cuda.max_memory_reserved(device) / 2**20
     after_network = probe.sample()  # after the peaks were read
     probe.release()  # the trace and the layers hold none of it either
-    counted: dict[str, Any] = {}
+    tensors: dict[str, Any] = {}
     if spec.precision == "int8":  # packed weights (torch.ao's LinearPackedParams, ...) are no tensors
-        counted = {"tensor_peak_error": "not counted in int8: a quantized network's weights are packed objects, "
+        tensors = {"tensor_peak_error": "not counted in int8: a quantized network's weights are packed objects, "
                                         "not tensors it sees"}
     elif not cuda:  # the tensors' own peak, one step more (on a GPU, cuda_max_allocated_mb is that figure)
         from tracker.profile.tensors import count_step
 
-        counted = count_step(step, max(timing.samples_ms, default=0.0), job.get("time_limit_s"),
+        tensors = count_step(step, max(timing.samples_ms, default=0.0), job.get("time_limit_s"),
                              time.monotonic() - started)
-        if "tensor_peak_mb" in counted:
-            memory["tensor_peak_mb"] = counted.pop("tensor_peak_mb")
+        if "tensor_peak_mb" in tensors:
+            memory["tensor_peak_mb"] = tensors.pop("tensor_peak_mb")
     result: dict[str, Any] = {
         "model_name": ref.name,
         "spec": asdict(spec),
@@ -272,7 +272,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         "telemetry_series": sampler.series_json(*timing.window_ns),
     }
     result.update(probe_payload(probe))  # or why the probe failed: the measurement stands, without it
-    result.update(counted)  # why its tensors were not counted, where they were not
+    result.update(tensors)  # why its tensors were not counted, where they were not
     if job.get("trace_dir"):  # after the measurement, its peak and telemetry: the profiler costs them nothing
         from tracker.profile.trace import trace_step
         from tracker.profile.worker import injected_fault
