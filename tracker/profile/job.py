@@ -879,7 +879,7 @@ def train(job: dict[str, Any]) -> dict[str, Any]:
 
 def _job_step(model: Any, optimizer: Any, criterion: Any, detection: bool, batch: tuple[Any, Any]) -> Any:
     """One more step of a job on its last batch, as its loop steps (``tensors.tensor_peak_mb``'s)."""
-    from tracker.profile.tensors import held_by
+    from tracker.profile.tensors import holding
 
     images, targets = batch
 
@@ -889,8 +889,7 @@ def _job_step(model: Any, optimizer: Any, criterion: Any, detection: bool, batch
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    step.held = lambda: held_by(model, batch, optimizer)  # type: ignore[attr-defined]
-    return step
+    return holding(step, model, batch, optimizer)
 
 
 def steps_host_share(steps: list[dict[str, float]]) -> float | None:

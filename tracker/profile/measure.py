@@ -15,6 +15,7 @@ from typing import Any
 from tracker.errors import MeasurementError
 from tracker.profile.network import output_tensors
 from tracker.profile.stats import Stopping
+from tracker.profile.tensors import holding
 from tracker.profile.timing import Timing, device_sync, measure
 from tracker.profile.worker import current_rss_mb, give_back_freed, peak_rss_mb, reset_peak_rss
 
@@ -113,7 +114,7 @@ def _detection_step(model: Any, spec: Any) -> Any:
         sum(model(images, targets).values()).backward()
         optimizer.step()
 
-    return _holding(train_step, model, (images, targets), optimizer)
+    return holding(train_step, model, (images, targets), optimizer)
 
 
 def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
@@ -134,7 +135,7 @@ def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
             with torch.inference_mode():
                 model(x)
 
-        return _holding(infer, model, x)
+        return holding(infer, model, x)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     criterion: list[Callable[[Any], Any]] = []
@@ -147,16 +148,7 @@ def _step(model: Any, spec: Any, phase: str, detection: bool = False) -> Any:
         criterion[0](out).backward()
         optimizer.step()
 
-    return _holding(train_step, model, x, optimizer)
-
-
-def _holding(step: Callable[[], None], model: Any, inputs: Any, optimizer: Any = None) -> Callable[[], None]:
-    """``step``, which knows (``step.held()``) what it holds throughout: ``tensors.held_by``, for its
-    ``tensor_peak_mb``."""
-    from tracker.profile.tensors import held_by
-
-    step.held = lambda: held_by(model, inputs, optimizer)  # type: ignore[attr-defined]
-    return step
+    return holding(train_step, model, x, optimizer)
 
 
 def build_once(ref: Any, spec: Any) -> None:

@@ -130,6 +130,13 @@ def count_step(step: Any, slowest_ms: float, limit_s: float | None, elapsed_s: f
     return {"tensor_peak_error": why}
 
 
+def holding(step: Callable[[], None], model: Any, inputs: Any, optimizer: Any = None) -> Callable[[], None]:
+    """``step``, which now knows (``step.held()``) what it holds throughout (:func:`held_by`), as
+    :func:`count_step` asks: a measurement's step and a training job's alike."""
+    step.held = lambda: held_by(model, inputs, optimizer)  # type: ignore[attr-defined]
+    return step
+
+
 def held_by(model: Any, inputs: Any = None, optimizer: Any = None) -> list[Any]:
     """What a step of ``model`` holds throughout: its parameters (and their gradients from the last step),
     its buffers, ``inputs`` (a tensor or a structure of them) and ``optimizer``'s state."""
