@@ -647,6 +647,9 @@ def test_bad_input_is_one_line_and_non_zero(tmp_path: Path) -> None:
          "mapping 'resnet18@3:cpu>cpu,': entry 2 of 2 is empty (two commas together, or one at an end)"),
         (["profile", "layers", "resnet18", "--device", "cuda:x"], 2, "'cuda:x' is not a device: cpu, cuda or cuda:N"),
         (["device", "show", "gpu"], 2, "'gpu' is not a device: cpu, cuda or cuda:N"),
+        # a choice its help names (any string until 0.9.32, refused by the library with status 2 all the same)
+        (["data", "synth", "x", "--kind", "segmentation"], 2,
+         "Invalid value for '--kind': 'segmentation' is not one of 'detection', 'classification'"),
         (["device", "show", "cuda:7"], 1, "device 'cuda:7' is not available on this machine"),
         # an option's name, not a campaign key's (until 0.9.2: "threads = 4096")
         # a usage error, status 2, as the parser's own for a value out of its range (1 until 0.9.8)

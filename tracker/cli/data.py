@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -9,7 +10,15 @@ import typer
 
 from tracker.cli.options import FormatOption, OutputFormat, emit_json
 from tracker.console import counted
+from tracker.data.synth import MAX_IMAGES, MAX_SIZE_PX, MIN_SIZE_PX
 from tracker.settings import MAX_SEED
+
+class DatasetKind(str, Enum):
+    """What ``data synth`` writes: its help names the two (``<str>`` until 0.9.32), click refuses another."""
+
+    detection = "detection"
+    classification = "classification"
+
 
 app = typer.Typer(help="Image datasets on disk for training jobs.", no_args_is_help=True)
 
@@ -17,9 +26,10 @@ app = typer.Typer(help="Image datasets on disk for training jobs.", no_args_is_h
 @app.command("synth")
 def synth(
     folder_text: Annotated[str, typer.Argument(metavar="FOLDER", help="Folder to write the dataset into.")],
-    kind: Annotated[str, typer.Option(help="detection (COCO JSON + VOC XML) or classification (class folders).")] = "detection",
-    images: Annotated[int, typer.Option(help="Number of JPEG images.")] = 32,
-    size: Annotated[int, typer.Option(help="Image side in pixels.")] = 160,
+    kind: Annotated[DatasetKind, typer.Option(help="detection (COCO JSON + VOC XML) or classification (class folders).")
+                    ] = DatasetKind.detection,
+    images: Annotated[int, typer.Option(help=f"Number of JPEG images, 1 to {MAX_IMAGES:,}.")] = 32,
+    size: Annotated[int, typer.Option(help=f"Image side in pixels, {MIN_SIZE_PX} to {MAX_SIZE_PX:,}.")] = 160,
     seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Random seed.")] = 0,
     fmt: FormatOption = OutputFormat.table,
 ) -> None:
@@ -32,15 +42,15 @@ def synth(
                           "this one)")
     folder = Path(folder_text)
     try:
-        info = write(folder, kind, images, size, seed)
+        info = write(folder, kind.value, images, size, seed)
     except KeyboardInterrupt as exc:  # "what was logged before is kept" until 0.9.6: synth logs nothing
         from tracker.cli.options import exit_interrupted
 
         written = getattr(exc, "written", 0)
         exit_interrupted(f"interrupted: {written:,} of {images:,} {'image' if images == 1 else 'images'} written to {folder}"
-                         + (", without annotations.json (written last)" if kind == "detection" else "")
+                         + (", without annotations.json (written last)" if kind is DatasetKind.detection else "")
                          + ": an incomplete dataset; run the same command again to write it whole")
     if fmt is OutputFormat.json:
         emit_json(info)
     else:
-        typer.echo(f"wrote {counted(info['images'], f'{kind} image')} ({info['format']} layout) to {info['path']}")
+        typer.echo(f"wrote {counted(info['images'], f'{kind.value} image')} ({info['format']} layout) to {info['path']}")
