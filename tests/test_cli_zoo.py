@@ -240,6 +240,17 @@ def test_a_spec_too_large_to_build_is_one_line_before_anything(tmp_path: Path, m
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_prune_offers_the_methods_pruning_knows_and_names_them_in_its_help() -> None:
+    """--method is a choice (since 0.9.32; ``<str>`` in its help before): the choice is the library's own
+    list, so a method added there and not here, or the reverse, fails this test."""
+    from tracker.cli.zoo import PruneMethod
+    from tracker.zoo.pruning import METHODS
+
+    assert tuple(m.value for m in PruneMethod) == METHODS
+    helped = runner.invoke(app, ["zoo", "prune", "--help"], terminal_width=200)
+    assert helped.exit_code == 0 and "<l1|random>" in helped.output, helped.output
+
+
 def test_prune_writes_specs_that_shrink(tmp_path: Path) -> None:
     result = runner.invoke(app, ["-e", "prn", "zoo", "prune", "resnet18", "--ratios", "0,50,0.5,50", "--out", str(tmp_path),
                                  "--format", "json"])

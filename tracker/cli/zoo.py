@@ -23,6 +23,13 @@ class Family(str, Enum):
     segmentation = "segmentation"
 
 
+class PruneMethod(str, Enum):
+    """``zoo prune --method``: the help names them (``<str>`` until 0.9.32); ``pruning.METHODS``' own."""
+
+    l1 = "l1"
+    random = "random"
+
+
 #: What an interrupted zoo generate or prune says: it logs nothing, and each spec file is whole or absent.
 GENERATED_KEPT = ("nothing is logged by this command; the spec files written are whole: run the same command again "
                   "to write the rest")
@@ -115,7 +122,8 @@ def prune(
     ctx: typer.Context,
     model: Annotated[str, typer.Argument(callback=model_reference, help="Zoo model, spec file or FILE.py:NAME (a network of your own) to prune.")],
     ratios: Annotated[str, typer.Option(help="Pruning percentages, comma separated, e.g. 0,10,50.")] = "0,25,50,75",
-    method: Annotated[str, typer.Option(help="Filter selection: l1 or random.")] = "l1",
+    method: Annotated[PruneMethod, typer.Option(help="Filter selection: l1 (the filters of largest L1 norm) or random.")
+                      ] = PruneMethod.l1,
     seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="Seed of random selection (--method random).")] = 0,
     out: OutOption = None,
     fmt: FormatOption = OutputFormat.table,
@@ -127,10 +135,10 @@ def prune(
 
         fractions = _ratios(ratios)
         with option_values():  # --method and --seed: usage errors (status 1 until 0.9.8)
-            check_method(method, seed)
+            check_method(method.value, seed)
         resolve(model)  # an unknown name or a bad file: one line before anything is built
         folder = _out(ctx, out, "pruned")  # and a bad folder
-        specs = [pruned_spec(model, r, method=method, seed=seed) for r in fractions]
+        specs = [pruned_spec(model, r, method=method.value, seed=seed) for r in fractions]
         paths = write_specs(specs, folder, replace=False)
         if fmt is OutputFormat.json:
             emit_json([str(p) for p in paths])
