@@ -241,12 +241,14 @@ def test_a_spec_too_large_to_build_is_one_line_before_anything(tmp_path: Path, m
 
 
 def test_prune_offers_the_methods_pruning_knows_and_names_them_in_its_help() -> None:
-    """--method is a choice (since 0.9.32; ``<str>`` in its help before): the choice is the library's own
-    list, so a method added there and not here, or the reverse, fails this test."""
+    """--method is a choice (since 0.9.32; ``<str>`` in its help before), and so is ``data synth --kind``:
+    each choice is the library's own list, so one added there and not here, or the reverse, fails this test."""
+    from tracker.cli.data import DatasetKind
     from tracker.cli.zoo import PruneMethod
+    from tracker.data.synth import KINDS
     from tracker.zoo.pruning import METHODS
 
-    assert tuple(m.value for m in PruneMethod) == METHODS
+    assert tuple(m.value for m in PruneMethod) == METHODS and tuple(k.value for k in DatasetKind) == KINDS
     helped = runner.invoke(app, ["zoo", "prune", "--help"], terminal_width=200)
     assert helped.exit_code == 0 and "<l1|random>" in helped.output, helped.output
 

@@ -13,8 +13,10 @@ from tracker.console import counted
 from tracker.data.synth import MAX_IMAGES, MAX_SIZE_PX, MIN_SIZE_PX
 from tracker.settings import MAX_SEED
 
+
 class DatasetKind(str, Enum):
-    """What ``data synth`` writes: its help names the two (``<str>`` until 0.9.32), click refuses another."""
+    """What ``data synth`` writes (``synth.KINDS``): its help names the two (``<str>`` until 0.9.32), click
+    refuses another."""
 
     detection = "detection"
     classification = "classification"

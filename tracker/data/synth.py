@@ -22,6 +22,8 @@ MAX_SIZE_PX = 4096  # a side this long is 48 MiB an image in memory; a larger on
 #: The most images synth writes: its names have five digits (00000.jpg to 99999.jpg), and 100,000 at
 #: the default 160 px take about an hour to draw here (since 0.9.6: --images 1000000000 was taken)
 MAX_IMAGES = 100_000
+#: What synth writes: COCO JSON and VOC XML boxes, or one class folder per shape.
+KINDS = ("detection", "classification")
 COLOURS = {"circle": (200, 40, 40), "square": (40, 160, 60), "triangle": (40, 70, 200)}
 
 
@@ -107,8 +109,8 @@ def synth(folder: Path, kind: str, images: int, size: int = 160, seed: int = 0) 
     from PIL import ImageDraw
 
     # the command's options: usage errors, status 2 (1 until 0.9.8)
-    if kind not in ("detection", "classification"):
-        raise OptionError(f"--kind must be detection or classification, got {kind!r}")
+    if kind not in KINDS:
+        raise OptionError(f"--kind must be {' or '.join(KINDS)}, got {kind!r}")
     if not 1 <= images <= MAX_IMAGES:
         raise OptionError(f"--images must be from 1 to {MAX_IMAGES:,}, got {images}")
     if not MIN_SIZE_PX <= size <= MAX_SIZE_PX:
