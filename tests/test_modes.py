@@ -318,22 +318,57 @@ def test_the_cli_offers_every_allocator_mode_and_no_other() -> None:
 
 
 @pytest.mark.parametrize("omp, mkl", [("1", None), (str((os.cpu_count() or 1) + 1), None), (None, None), ("1", "2")])
-def test_a_new_process_reads_torchs_threads_and_versions_as_torch_says_them(omp: str | None, mkl: str | None) -> None:
+def test_a_new_process_reads_torchs_threads_and_versions_as_torch_says_them(omp: str | None, mkl: str | None,
+                                                                            tmp_path: Path) -> None:
     """A measurement's parent reads torch's thread count and versions (its mode id and its
     configuration keys) without importing torch where the environment says them (since 0.9.10):
-    the same figures torch gives, whatever OMP_NUM_THREADS and MKL_NUM_THREADS say."""
+    the same figures torch gives, whatever OMP_NUM_THREADS and MKL_NUM_THREADS say. With an empty
+    cache, a count the environment does not say is asked of torch."""
+    ours, torchs, imported = _threads_in_new_process(omp, mkl, tmp_path / "cache")
+    assert ours == torchs
+    said = omp is not None and omp.isdigit() and int(omp) <= len(os.sched_getaffinity(0)) and mkl is None
+    assert imported is not said  # torch asked only where the environment does not say
+
+
+def _threads_in_new_process(omp: str | None, mkl: str | None, cache: Path, cpus: set[int] | None = None) -> list:
+    """[tracker's [threads, torch version, cuda], torch's own, whether tracker imported torch] in a
+    new process with these OMP_NUM_THREADS, MKL_NUM_THREADS (None: unset), tracker cache and CPUs."""
     import json
     import subprocess
 
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env.update({k: v for k, v in (("OMP_NUM_THREADS", omp), ("MKL_NUM_THREADS", mkl)) if v is not None})
-    code = ("import json, sys; from tracker.environment import torch_threads, torch_versions; "
-            "ours = [torch_threads(), *torch_versions()]; imported = 'torch' in sys.modules; import torch; "
+    env["TRACKER_CACHE_DIR"] = str(cache)
+    code = ("import json, os, sys; from tracker.environment import torch_threads, torch_versions; "
+            + (f"os.sched_setaffinity(0, {sorted(cpus)!r}); " if cpus else "")
+            + "ours = [torch_threads(), *torch_versions()]; imported = 'torch' in sys.modules; import torch; "
             "print(json.dumps([ours, [torch.get_num_threads(), torch.__version__, torch.version.cuda], imported]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=Path(__file__).parents[1])
     assert out.returncode == 0, out.stderr[-2000:]
-    ours, torchs, imported = json.loads(out.stdout)
-    assert ours == torchs
-    said = omp is not None and omp.isdigit() and int(omp) <= len(os.sched_getaffinity(0)) and mkl is None
-    assert imported is not said  # torch asked only where the environment does not say
+    return json.loads(out.stdout)
+
+
+def test_torchs_own_thread_count_is_asked_once_and_read_back_where_nothing_it_follows_from_changed(
+        tmp_path: Path) -> None:
+    """With OMP_NUM_THREADS unset, torch's starting count is asked of torch once and kept in
+    tracker's cache (since 0.9.33): a later process reads it back without importing torch (about 2 s
+    of every ``profile network``). Fewer CPUs, or another OpenMP setting, is another entry: what
+    torch says there, not what the first process was told. A cache entry that is not a count is
+    asked again."""
+    cache = tmp_path / "cache"
+    first = _threads_in_new_process(None, None, cache)
+    assert first[2] and first[0] == first[1]  # asked of torch
+    again = _threads_in_new_process(None, None, cache)
+    assert again == [first[0], first[1], False]  # read back: torch not imported, the same figures
+    entries = list((cache / "threads").glob("*.json"))
+    assert len(entries) == 1 and entries[0].read_text() == str(first[1][0])
+    mkl = _threads_in_new_process(None, "1", cache)  # another setting: torch says 1, and is asked
+    assert mkl[0] == mkl[1] and mkl[1][0] == 1 and mkl[2]
+    if len(os.sched_getaffinity(0)) > 1:
+        one = _threads_in_new_process(None, None, cache, cpus={min(os.sched_getaffinity(0))})
+        assert one[0] == one[1] and one[1][0] == 1 and one[2]  # fewer CPUs: not the first entry's count
+        assert len(list((cache / "threads").glob("*.json"))) == 3
+    entries[0].write_text('"two"')
+    spoilt = _threads_in_new_process(None, None, cache)
+    assert spoilt == [first[0], first[1], True] and entries[0].read_text() == str(first[1][0])  # asked, written again

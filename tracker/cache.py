@@ -1,6 +1,6 @@
 """tracker's cache on disk: what one process worked out and a later one reads back instead of
 working it out again (MLflow's empty schema, torchvision's list of networks, descriptions of
-networks). Each entry is named after everything it depends on, so a changed input is another
+networks, torch's starting thread count). Each entry is named after everything it depends on, so a changed input is another
 entry, never a stale one. A cache that cannot be written or read is only slower: every function
 here falls back to "not cached" and says nothing.
 """

@@ -242,18 +242,72 @@ def torch_threads() -> int:
     of it; importing it takes about 2 s here), read from the environment where ``OMP_NUM_THREADS``
     names a whole number from 1 to the CPUs this process may run on and ``MKL_NUM_THREADS`` is
     unset or the same: torch starts with that many. Anything else (unset, or more than the CPUs,
-    which torch lowers) is asked of torch."""
+    which torch lowers) is asked of torch once and kept in tracker's cache (since 0.9.33), under
+    everything torch's starting count follows from (:func:`_threads_entry`): a later process
+    reads it back rather than importing torch (a ``profile network`` that reuses a measurement took
+    3.4 s with ``OMP_NUM_THREADS`` unset, 1.0 s with it set)."""
     import re
     import sys
 
+    entry = None
     if "torch" not in sys.modules:
         omp, mkl = os.environ.get("OMP_NUM_THREADS", ""), os.environ.get("MKL_NUM_THREADS", "")
         usable = min(os.cpu_count() or 1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
         if re.fullmatch(r"[1-9][0-9]{0,3}", omp) and int(omp) <= usable and mkl in ("", omp):
             return int(omp)
+        from tracker import cache as disk
+
+        entry = _threads_entry()
+        hit = disk.read_json(entry) if entry is not None else None
+        if type(hit) is int and 1 <= hit <= max(usable, 1):
+            return hit
     import torch
 
-    return int(torch.get_num_threads())
+    threads = int(torch.get_num_threads())
+    if entry is not None:
+        disk.write_json(entry, threads, keep=THREADS_KEPT)
+    return threads
+
+
+#: The most thread counts kept in tracker's cache (one a machine, CPU set and environment).
+THREADS_KEPT = 64
+
+
+def _threads_entry() -> str | None:
+    """The cache entry of torch's starting thread count (:func:`torch_threads`), named after what
+    it follows from: the installed torch (version and folder), the OpenMP and MKL environment
+    (every ``OMP_*``, ``MKL_*``, ``KMP_*`` and ``GOMP_*`` variable), the CPUs this process may run
+    on and their cores (torch's MKL counts physical cores; ``taskset -c 0`` gives 1 here where 2
+    is the default), the machine's CPU count, its cgroup CPU limit and its name (a cache folder a
+    home directory shares between machines). None where torch's place cannot be read."""
+    import hashlib
+    import importlib.util
+    import json
+
+    try:
+        spec = importlib.util.find_spec("torch")
+        folder = str(list(spec.submodule_search_locations or [])[0])  # type: ignore[union-attr]
+        version = _torch_version_file()
+    except Exception:  # noqa: BLE001 - torch not found where it is looked for: asked, not cached
+        return None
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    topology = []
+    for cpu in cpus:
+        folder_cpu = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        topology.append([_read(folder_cpu / "physical_package_id"), _read(folder_cpu / "core_cpus_list")
+                         or _read(folder_cpu / "thread_siblings_list")])
+    said = sorted((k, v) for k, v in os.environ.items() if k.startswith(("OMP_", "MKL_", "KMP_", "GOMP_")))
+    key = json.dumps([folder, list(version), said, cpus, topology, os.cpu_count(),
+                      _read(Path("/sys/fs/cgroup/cpu.max")), socket.gethostname()])
+    return f"threads/{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def _read(path: Path) -> str | None:
+    """A small system file's text, stripped; None where it cannot be read."""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
 
 
 def torch_versions() -> tuple[str, str | None]:
