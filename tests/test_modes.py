@@ -317,7 +317,7 @@ def test_the_cli_offers_every_allocator_mode_and_no_other() -> None:
     assert [a.value for a in Allocator] == list(ALLOCATORS)
 
 
-@pytest.mark.parametrize("omp, mkl", [("1", None), (str((os.cpu_count() or 1) + 1), None), (None, None), ("1", "2")])
+@pytest.mark.parametrize("omp, mkl", [("1", None), (str((os.cpu_count() or 1) + 1), None), ("1", "2")])  # unset: below
 def test_a_new_process_reads_torchs_threads_and_versions_as_torch_says_them(omp: str | None, mkl: str | None,
                                                                             tmp_path: Path) -> None:
     """A measurement's parent reads torch's thread count and versions (its mode id and its
@@ -330,9 +330,11 @@ def test_a_new_process_reads_torchs_threads_and_versions_as_torch_says_them(omp:
     assert imported is not said  # torch asked only where the environment does not say
 
 
-def _threads_in_new_process(omp: str | None, mkl: str | None, cache: Path, cpus: set[int] | None = None) -> list:
+def _threads_in_new_process(omp: str | None, mkl: str | None, cache: Path, cpus: set[int] | None = None,
+                            ask_torch: bool = True) -> list:
     """[tracker's [threads, torch version, cuda], torch's own, whether tracker imported torch] in a
-    new process with these OMP_NUM_THREADS, MKL_NUM_THREADS (None: unset), tracker cache and CPUs."""
+    new process with these OMP_NUM_THREADS, MKL_NUM_THREADS (None: unset), tracker cache and CPUs;
+    torch's own None where ``ask_torch`` is false (then the process need not import it at all)."""
     import json
     import subprocess
 
@@ -341,8 +343,10 @@ def _threads_in_new_process(omp: str | None, mkl: str | None, cache: Path, cpus:
     env["TRACKER_CACHE_DIR"] = str(cache)
     code = ("import json, os, sys; from tracker.environment import torch_threads, torch_versions; "
             + (f"os.sched_setaffinity(0, {sorted(cpus)!r}); " if cpus else "")
-            + "ours = [torch_threads(), *torch_versions()]; imported = 'torch' in sys.modules; import torch; "
-            "print(json.dumps([ours, [torch.get_num_threads(), torch.__version__, torch.version.cuda], imported]))")
+            + "ours = [torch_threads(), *torch_versions()]; imported = 'torch' in sys.modules; "
+            + ("import torch; torchs = [torch.get_num_threads(), torch.__version__, torch.version.cuda]; "
+               if ask_torch else "torchs = None; ")
+            + "print(json.dumps([ours, torchs, imported]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=Path(__file__).parents[1])
     assert out.returncode == 0, out.stderr[-2000:]
@@ -359,8 +363,8 @@ def test_torchs_own_thread_count_is_asked_once_and_read_back_where_nothing_it_fo
     cache = tmp_path / "cache"
     first = _threads_in_new_process(None, None, cache)
     assert first[2] and first[0] == first[1]  # asked of torch
-    again = _threads_in_new_process(None, None, cache)
-    assert again == [first[0], first[1], False]  # read back: torch not imported, the same figures
+    again = _threads_in_new_process(None, None, cache, ask_torch=False)
+    assert again == [first[1], None, False]  # read back: torch not imported, torch's figures
     entries = list((cache / "threads").glob("*.json"))
     assert len(entries) == 1 and entries[0].read_text() == str(first[1][0])
     mkl = _threads_in_new_process(None, "1", cache)  # another setting: torch says 1, and is asked
