@@ -289,6 +289,16 @@ def test_find_in_a_postgres_store_reads_past_a_newer_run_without_the_metric_aske
     finds_the_newest_run_that_logged_a_metric(RunLogger(postgres_uri, experiment="pg-find", environment=ENV))
 
 
+def test_runs_list_of_a_postgres_store_reads_what_mlflows_search_gives(
+    postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runs list``'s SQL (since 0.9.33) as PostgreSQL runs it: its ordering of names and NULLs, its ``IN``."""
+    from tests.test_sql_store import lists_runs_as_mlflows_search_does
+
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact location: ./mlruns
+    lists_runs_as_mlflows_search_does(RunLogger(postgres_uri, experiment="pg-list", environment=ENV))
+
+
 def test_a_database_batch_in_the_outbox_is_sent_with_the_credentials_sync_is_given(
     postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -151,6 +151,53 @@ def finds_the_newest_run_that_logged_a_metric(logger: RunLogger) -> None:
     assert logger.find(key, "FAILED", having_metric="sum_of_layers_ms") is None
 
 
+def lists_runs_as_mlflows_search_does(logger: RunLogger) -> None:
+    """``runs list``'s default listing of a database store, read in SQL since 0.9.33 (MLflow's client
+    took three quarters of the command), is what MLflow's search gives: the same runs, in the same
+    order, with the same fields, for each kind, status and limit. The store holds a network's layers
+    (started together: by name), a failed run, and runs of a user's own script (no kind; one nested,
+    one with a NaN and an infinite metric, two started in the same millisecond, one deleted)."""
+    from tracker.log.inspect import list_runs
+
+    parent = network_record("resnet18", 1)
+    logger.log([parent, *(layer_record(parent, i) for i in (2, 0, 1))])
+    logger.log([network_record("resnet34", 2)])
+    logger.log([network_record("mobilenet_v2", 4).fail("oom", "killed")])
+    client = MlflowClient(logger.location.uri)
+    experiment = logger.experiment.experiment_id
+    own = client.create_run(experiment, run_name="script-run")
+    client.log_metric(own.info.run_id, "loss", float("nan"))
+    client.log_metric(own.info.run_id, "latency_ms", float("-inf"))
+    client.set_terminated(own.info.run_id, "KILLED")
+    nested = client.create_run(experiment, run_name="script-child", tags={"mlflow.parentRunId": own.info.run_id})
+    client.set_terminated(nested.info.run_id)
+    at = own.info.start_time + 60_000
+    for name in ("same-b", "same-a"):
+        client.set_terminated(client.create_run(experiment, start_time=at, run_name=name).info.run_id)
+    client.delete_run(client.create_run(experiment, run_name="deleted").info.run_id)
+
+    everything = "attributes.status != 'NONE'"  # true of every run: MLflow's own search, as the default filters
+    for kind in (None, "network", "layer"):
+        for status in (None, "finished", "FAILED", "KILLED"):
+            for limit in (1, 4, 100):
+                ours = list_runs(logger, kind=kind, limit=limit, status=status)
+                mlflows = list_runs(logger, kind=kind, limit=limit, status=status, where=everything)
+                assert json.dumps(ours, sort_keys=True) == json.dumps(mlflows, sort_keys=True), (kind, status, limit)
+    names = [r["name"] for r in list_runs(logger)]
+    assert names[:2] == ["same-a", "same-b"] and "deleted" not in names and "script-child" not in names
+    assert len(names) == 6 and not any(name.startswith("00") for name in names)  # layers under their network
+    assert [r["name"] for r in list_runs(logger, kind="layer")] == [f"{i:03d} conv{i} (Conv2d)" for i in (0, 1, 2)]
+    script = next(r for r in list_runs(logger, status="killed") if r["name"] == "script-run")
+    assert script["kind"] == "" and script["metrics"]["latency_ms"] == float("-inf") and script["metrics"]["loss"] != 0
+    failed = list_runs(logger, status="FAILED")
+    assert [(r["name"], r["failure_reason"], r["stderr_tail"]) for r in failed] == [
+        ("mobilenet_v2 · bs4", "oom", "killed")]
+
+
+def test_runs_list_reads_what_mlflows_search_gives(logger: RunLogger) -> None:
+    lists_runs_as_mlflows_search_does(logger)
+
+
 def test_find_reads_past_a_newer_run_without_the_metric_asked_for(logger: RunLogger) -> None:
     finds_the_newest_run_that_logged_a_metric(logger)
 

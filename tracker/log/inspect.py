@@ -1,4 +1,5 @@
-"""Reading the store back for people: summary and run listings (through MLflow's client)."""
+"""Reading the store back for people: summary and run listings (through MLflow's client; a database
+store's default listing in SQL)."""
 
 from __future__ import annotations
 
@@ -45,12 +46,17 @@ def run_metrics(run: Any) -> dict[str, float]:
     past the largest float is infinite. MLflow's SQL store keeps an infinity (``log_metric("x",
     float("inf"))`` in a user's script) as the largest float, +-1.797e308, which was shown as that number,
     309 digits in a table, until 0.9.13; JSON writes it null, as it does NaN."""
+    return shown_metrics(run.data.metrics)
+
+
+def shown_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """Metrics as :func:`run_metrics` shows them, from a dict of them (a run read in SQL)."""
     import math
     import sys
 
     most = sys.float_info.max
     return {k: math.copysign(math.inf, v) if isinstance(v, float) and abs(v) >= most else v
-            for k, v in run.data.metrics.items()}
+            for k, v in metrics.items()}
 
 
 #: The most runs MLflow returns from one search (``max_results``); more are read page by page.
@@ -85,9 +91,6 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
     ``where``: an MLflow search filter too (``params.model = 'resnet18' AND metrics.latency_ms < 20``),
     and ``order_by`` one of MLflow's orderings (``metrics.latency_ms ASC``) instead of newest first
     (since 0.9.1); a filter MLflow cannot read is one line."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
     from tracker.log.record import PARENT_TAG
 
     check_list_options(kind, status, where, order_by)
@@ -95,6 +98,15 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
     # parent), as the MLflow UI folds nested runs under their parent; before 0.9.4 they were listed
     # too, and a network's hundred layers hid it and every older run
     children = kind is not None or (where is not None and "parentrunid" in where.lower())
+    newest = getattr(logger.store, "newest_runs", None)
+    if newest is not None and not (where and where.strip()) and not (order_by and order_by.strip()):
+        # the default listing of a database store: read in SQL, as MLflow's search would give it (since 0.9.33)
+        return [_listed(r.run_id, r.name, r.status, r.tags, r.params, r.metrics)
+                for r in newest(logger.experiment, limit, kind=kind, status=status.upper() if status else None,
+                                children=children)]
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
     flt = " AND ".join(([f"tags.`tracker.kind` = '{kind}'"] if kind else [])
                        + ([] if children else [f"tags.`{PARENT_TAG}` IS NULL"])
                        + ([f"attributes.status = '{status.upper()}'"] if status else [])
@@ -114,20 +126,24 @@ def list_runs(logger: RunLogger, kind: str | None = None, limit: int = 50,
     except MlflowException as exc:  # what MLflow's own parsing let through, and its search refused
         given = [x for x, value in (("--where", where), ("--order-by", order_by)) if value]
         raise TrackerError(_unsearchable(" or ".join(given) if given else "the search", exc)) from None
-    return [
-        {
-            "run_id": r.info.run_id,
-            "kind": r.data.tags.get("tracker.kind", ""),
-            "name": r.info.run_name,
-            "status": r.info.status,
-            "parent_run_id": r.data.tags.get("mlflow.parentRunId"),
-            "params": r.data.params,
-            "metrics": run_metrics(r),
-            "failure_reason": r.data.tags.get("tracker.failure_reason"),
-            "stderr_tail": r.data.tags.get("tracker.stderr_tail"),
-        }
-        for r in runs
-    ]
+    return [_listed(r.info.run_id, r.info.run_name, r.info.status, r.data.tags, r.data.params, r.data.metrics)
+            for r in runs]
+
+
+def _listed(run_id: str, name: str, status: str, tags: dict[str, str], params: dict[str, str],
+            metrics: dict[str, float]) -> dict[str, Any]:
+    """A run as ``runs list`` gives it."""
+    return {
+        "run_id": run_id,
+        "kind": tags.get("tracker.kind", ""),
+        "name": name,
+        "status": status,
+        "parent_run_id": tags.get("mlflow.parentRunId"),
+        "params": dict(params),
+        "metrics": shown_metrics(metrics),
+        "failure_reason": tags.get("tracker.failure_reason"),
+        "stderr_tail": tags.get("tracker.stderr_tail"),
+    }
 
 
 def _unsearchable(option: str, exc: Any) -> str:

@@ -15,6 +15,7 @@ transaction is retried if the lock still could not be had. WAL journalling lets 
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import posixpath
 import random
@@ -28,7 +29,7 @@ from tracker.cache import cache_dir
 from tracker.console import named, shell_word
 from tracker.errors import (ExperimentDeletedError, NothingLoggedError, StoreError, StoreLockedError, act_on_held_signals,
                             first_line, os_reason)
-from tracker.log.record import KEY_TAG, KIND_TAG, FinalRecord
+from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
 from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
 from tracker.settings import StoreLocation, local_path, mlflow_path, redacted
 
@@ -44,6 +45,8 @@ RUNS_PER_TRANSACTION = 2000
 LOCK_RETRIES = 20
 #: The execution option that marks a connection's transactions as reads (``BEGIN``, not ``BEGIN IMMEDIATE``).
 READ_ONLY = "tracker_read_only"
+#: The most run ids one ``IN`` list of a query names (SQLite's limit on bound values was 999 until 3.32).
+IN_MOST = 500
 T = TypeVar("T")
 
 
@@ -405,6 +408,50 @@ class SqlStore:
             query = query.bindparams(sqlalchemy.bindparam("kinds", expanding=True))
         with self._reading() as conn:
             return [(str(row[0]), str(row[1])) for row in conn.execute(query, args)]
+
+    def newest_runs(self, experiment: Experiment, limit: int, kind: str | None = None, status: str | None = None,
+                    children: bool = False) -> list[StoredRun]:
+        """The newest ``limit`` active runs of an experiment, as MLflow's search orders ``runs list``'s
+        default (:data:`tracker.log.inspect.NEWEST_FIRST`: start time newest first, then name, then id;
+        a missing one last), of one ``kind`` and ``status`` where given, a network's layer runs (its
+        children) only with ``children``; each with its params, tags and latest metrics (a NaN one as
+        NaN, as MLflow reads ``is_nan``). Read in SQL (since 0.9.33): MLflow's client takes about 2.5 s
+        to import here, three quarters of ``runs list``."""
+        import sqlalchemy
+
+        sql = "SELECT r.run_uuid, r.name, r.status FROM runs r WHERE r.experiment_id = :exp AND r.lifecycle_stage = 'active'"
+        args: dict[str, Any] = {"exp": int(experiment.experiment_id), "limit": int(limit)}
+        if kind is not None:
+            sql += (" AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = :kind_tag "
+                    "AND t.value = :kind)")
+            args |= {"kind_tag": KIND_TAG, "kind": kind}
+        if not children:
+            sql += " AND NOT EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = :parent_tag)"
+            args["parent_tag"] = PARENT_TAG
+        if status is not None:
+            sql += " AND r.status = :status"
+            args["status"] = status
+        sql += (" ORDER BY CASE WHEN r.start_time IS NULL THEN 1 ELSE 0 END, r.start_time DESC, "
+                "CASE WHEN r.name IS NULL THEN 1 ELSE 0 END, r.name, r.run_uuid LIMIT :limit")
+        with self._reading() as conn:
+            found = conn.execute(sqlalchemy.text(sql), args).all()
+            ids = [row.run_uuid for row in found]
+            params: dict[str, dict[str, str]] = {i: {} for i in ids}
+            tags: dict[str, dict[str, str]] = {i: {} for i in ids}
+            metrics: dict[str, dict[str, float]] = {i: {} for i in ids}
+            for start in range(0, len(ids), IN_MOST):
+                chunk = {"runs": ids[start:start + IN_MOST]}
+                for table, into in (("params", params), ("tags", tags)):
+                    query = sqlalchemy.text(f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN :runs")
+                    for run, key, value in conn.execute(query.bindparams(sqlalchemy.bindparam("runs", expanding=True)),
+                                                        chunk):
+                        into[run][key] = value
+                query = sqlalchemy.text("SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN :runs")
+                for run, key, value, is_nan in conn.execute(query.bindparams(sqlalchemy.bindparam("runs", expanding=True)),
+                                                            chunk):
+                    metrics[run][key] = math.nan if is_nan else float(value)
+        return [StoredRun(row.run_uuid, row.name, row.status, params[row.run_uuid], metrics[row.run_uuid],
+                          tags[row.run_uuid]) for row in found]
 
     def find_run(self, experiment: Experiment, config_key: str, status: str = "FINISHED",
                  having_metric: str | None = None) -> StoredRun | None:
