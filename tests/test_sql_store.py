@@ -156,8 +156,9 @@ def lists_runs_as_mlflows_search_does(logger: RunLogger) -> None:
     took three quarters of the command), is what MLflow's search gives: the same runs, in the same
     order, with the same fields, for each kind, status and limit. The store holds a network's layers
     (started together: by name), a failed run, and runs of a user's own script (no kind; one nested,
-    one with a NaN and an infinite metric, two started in the same millisecond, one deleted)."""
-    from tracker.log.inspect import list_runs
+    one with a NaN and an infinite metric, two started in the same millisecond, one deleted). ``store info``'s
+    counts, read in SQL too, are MLflow's."""
+    from tracker.log.inspect import list_runs, store_info
 
     parent = network_record("resnet18", 1)
     logger.log([parent, *(layer_record(parent, i) for i in (2, 0, 1))])
@@ -192,6 +193,13 @@ def lists_runs_as_mlflows_search_does(logger: RunLogger) -> None:
     failed = list_runs(logger, status="FAILED")
     assert [(r["name"], r["failure_reason"], r["stderr_tail"]) for r in failed] == [
         ("mobilenet_v2 · bs4", "oom", "killed")]
+    # store info counts in SQL too: the active runs and experiments MLflow's search finds
+    client.delete_experiment(client.create_experiment("gone", artifact_location=logger.location.artifact_root))
+    info = store_info(logger)
+    assert info["runs_in_experiment"] == len(client.search_runs([experiment], max_results=1000)) == 10
+    listed = [e.name for e in client.search_experiments()]
+    assert info["experiment_names"] == sorted(listed, key=str.lower) and "gone" not in listed
+    assert info["experiments"] == len(listed)
 
 
 def test_runs_list_reads_what_mlflows_search_gives(logger: RunLogger) -> None:

@@ -16,9 +16,8 @@ KINDS: tuple[str, ...] = (*RECORD_KINDS, "fingerprint")
 
 
 def store_info(logger: RunLogger) -> dict[str, Any]:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(logger.location.uri)
+    """What ``store info`` says of the store and its experiment; a database store's read in SQL
+    (since 0.9.33), a server's through MLflow's client."""
     info: dict[str, Any] = {"tracking_uri": redacted(logger.location.uri)}  # a database's password as *** (since 0.9.2)
     if logger.location.artifact_root:
         info["artifact_root"] = logger.location.artifact_root
@@ -32,12 +31,20 @@ def store_info(logger: RunLogger) -> dict[str, Any]:
         info["moved_from"] = ", ".join(str(p.parent) for p in sorted(moved))
     info["experiment"] = logger.experiment.name
     info["experiment_id"] = logger.experiment.experiment_id
-    from tracker.log.search import every_experiment
+    store = logger.store
+    if hasattr(store, "count_runs") and hasattr(store, "experiment_names"):
+        names, count = store.experiment_names(), store.count_runs(logger.experiment)
+    else:
+        from mlflow.tracking import MlflowClient
 
-    names = [e.name for e in every_experiment(client)]  # every page (the newest 1000 until 0.9.8)
+        from tracker.log.search import every_experiment
+
+        client = MlflowClient(logger.location.uri)
+        names = [e.name for e in every_experiment(client)]  # every page (the newest 1000 until 0.9.8)
+        count = _count(client, logger.experiment.experiment_id)
     info["experiments"] = len(names)
     info["experiment_names"] = sorted(names, key=str.lower)  # a list (one string until 0.9.4: "a, b" read as two)
-    info["runs_in_experiment"] = _count(client, logger.experiment.experiment_id)
+    info["runs_in_experiment"] = count
     return info
 
 

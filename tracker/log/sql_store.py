@@ -409,6 +409,23 @@ class SqlStore:
         with self._reading() as conn:
             return [(str(row[0]), str(row[1])) for row in conn.execute(query, args)]
 
+    def experiment_names(self) -> list[str]:
+        """The names of the store's active experiments (``store info``; MLflow's search, unimported)."""
+        import sqlalchemy
+
+        with self._reading() as conn:
+            query = sqlalchemy.text("SELECT name FROM experiments WHERE lifecycle_stage = 'active'")
+            return [str(row[0]) for row in conn.execute(query)]
+
+    def count_runs(self, experiment: Experiment) -> int:
+        """How many active runs the experiment holds (``store info``: MLflow's search read every one
+        of them, whole, to count them, 6.5 s of the demo store's 5,500 until 0.9.33)."""
+        import sqlalchemy
+
+        with self._reading() as conn:
+            query = sqlalchemy.text("SELECT COUNT(*) FROM runs WHERE experiment_id = :exp AND lifecycle_stage = 'active'")
+            return int(conn.execute(query, {"exp": int(experiment.experiment_id)}).scalar())
+
     def newest_runs(self, experiment: Experiment, limit: int, kind: str | None = None, status: str | None = None,
                     children: bool = False) -> list[StoredRun]:
         """The newest ``limit`` active runs of an experiment, as MLflow's search orders ``runs list``'s
