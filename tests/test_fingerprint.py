@@ -2613,6 +2613,29 @@ def test_list_gives_a_format_that_is_not_a_whole_number_as_unreadable(tmp_path: 
         model_format({"format": "\u00b2"}, f"{name} version 3")
 
 
+def test_a_fingerprint_named_after_a_stores_hundredth_model_is_listed_promoted_and_named(tmp_path: Path) -> None:
+    """MLflow answers 100 registered models a search, by name: in a store of more (a team's server with
+    other projects' models), a fingerprint named after the hundredth was left out of ``fingerprint
+    list``, ``fingerprint promote`` said there was none of its name and named the first hundred (until
+    0.9.33). Every page is read (by predict's error and the report too, through the same search)."""
+    runs = tmp_path / "runs"
+    client = MlflowClient(resolve_location(str(runs)).uri)
+    for i in range(101):  # other models, named before the fingerprint
+        client.create_registered_model(f"a-model-{i:03d}")
+    name = "latency_ms-inference-cpu"
+    client.create_registered_model(name)
+    client.create_model_version(name, str(tmp_path / "model"), tags={"features": "a,b", "format": str(FORMAT)})
+    assert len(client.search_registered_models()) == 100  # MLflow's one page
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
+    assert listed.exit_code == 0, listed.output
+    assert [(r["name"], r["version"]) for r in json.loads(listed.stdout)] == [(name, "1")]
+    promoted = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", name, "1"])
+    # found, and judged: this version has no model to load (none was logged here), which predict would refuse
+    assert promoted.exit_code == 1 and f"{name} version 1: its model cannot be loaded" in str(promoted.exception)
+    unknown = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", "zz-none", "1"])
+    assert unknown.exit_code == 1 and "a-model-100" in str(unknown.exception) and name in str(unknown.exception)
+
+
 def test_list_says_where_the_champion_sits_on_a_version_it_leaves_out(tmp_path: Path) -> None:
     """A version registered otherwise (MLflow's own register_model) is left out of ``fingerprint
     list``; where the champion alias is on it, the list names it and the command that moves the

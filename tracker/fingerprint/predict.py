@@ -393,7 +393,9 @@ def champion_versions(tracking_uri: str | None, phase: str, device: str, targets
         if version is not None:
             found[target] = version
     if not found:
-        known = sorted({m.name for m in client.search_registered_models()})
+        from tracker.log.search import every_registered_model
+
+        known = sorted({m.name for m in every_registered_model(client)})
         which = "fingerprint" if set(targets) >= set(TARGETS) else f"{' or '.join(targets)} fingerprint"
         raise FingerprintError(f"no {which} for phase {phase!r} on device {device!r}"
                                + (f" in {dtype}" if dtype != "float32" else "") + "; registered: "

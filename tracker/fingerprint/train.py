@@ -527,12 +527,13 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.served import VERSION_RULE, made_by_train, model_format, version_number
+    from tracker.log.search import every_registered_model
 
     if (number := version_number(version)) is None:
         raise FingerprintError(f"version {version!r:.80}: expected {VERSION_RULE} (see tracker fingerprint list)")
     version = str(number)
     client = MlflowClient(tracking_uri)
-    names = sorted(m.name for m in client.search_registered_models())
+    names = sorted(m.name for m in every_registered_model(client))
     if name not in names:
         raise FingerprintError(f"no fingerprint named {name!r}; registered: {', '.join(names) or 'none'}")
     found = client.search_model_versions(f"name = '{name}'")

@@ -5,7 +5,10 @@ newest first: a store of more had its oldest left out of every search of "any ex
 0.9.8). And a run search binds each experiment id it is given as a variable of one SQL query,
 which some databases bound (SQLite before 3.32.0: 999 variables; builds since: 32766 unless
 raised; SQL Server: 2100), and some hosted servers refuse a search of many (MLflow issue #13590):
-so a search of many experiments is made a few at a time.
+so a search of many experiments is made a few at a time. ``search_registered_models`` answers
+100 models a call, by name: a store of more (a team's server, other projects' models beside the
+fingerprints) had the fingerprints named after the hundredth left out of ``fingerprint list``,
+``fingerprint promote`` and the report (until 0.9.33): every page is read.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ EXPERIMENTS_PER_SEARCH = 100
 
 #: The most experiments one ``search_experiments`` call is asked for (MLflow's SQL store takes up to 50000).
 EXPERIMENTS_PER_PAGE = 1000
+
+#: The most registered models one ``search_registered_models`` call is asked for (MLflow's most a call
+#: is 1000; its default 100).
+MODELS_PER_PAGE = 1000
 
 
 def every_experiment(client: Any, view_type: int | None = None) -> list[Any]:
@@ -52,3 +59,15 @@ def runs_of(client: Any, experiment_ids: Sequence[str], filter_string: str = "",
             token = found.token
             if not token:
                 break
+
+
+def every_registered_model(client: Any) -> list[Any]:
+    """Every registered model of the store, by name, page by page."""
+    found: list[Any] = []
+    token = None
+    while True:
+        page = client.search_registered_models(max_results=MODELS_PER_PAGE, page_token=token)
+        found.extend(page)
+        token = page.token
+        if not token:
+            return found
