@@ -158,7 +158,7 @@ def lists_runs_as_mlflows_search_does(logger: RunLogger) -> None:
     (started together: by name), a failed run, and runs of a user's own script (no kind; one nested,
     one with a NaN and an infinite metric, two started in the same millisecond, one deleted). ``store info``'s
     counts, read in SQL too, are MLflow's."""
-    from tracker.log.inspect import list_runs, store_info
+    from tracker.log.inspect import experiments_with_runs, list_runs, store_info
 
     parent = network_record("resnet18", 1)
     logger.log([parent, *(layer_record(parent, i) for i in (2, 0, 1))])
@@ -200,6 +200,12 @@ def lists_runs_as_mlflows_search_does(logger: RunLogger) -> None:
     listed = [e.name for e in client.search_experiments()]
     assert info["experiment_names"] == sorted(listed, key=str.lower) and "gone" not in listed
     assert info["experiments"] == len(listed)
+    # and the experiments that hold a run, which runs list names where the current one holds none
+    only_deleted = client.create_experiment("only-deleted", artifact_location=logger.location.artifact_root)
+    client.delete_run(client.create_run(only_deleted).info.run_id)
+    client.create_run(client.create_experiment("newer", artifact_location=logger.location.artifact_root))
+    held = [e.name for e in client.search_experiments() if client.search_runs([e.experiment_id], max_results=1)]
+    assert experiments_with_runs(logger) == held and "newer" in held and "only-deleted" not in held
 
 
 def test_runs_list_reads_what_mlflows_search_gives(logger: RunLogger) -> None:

@@ -253,7 +253,9 @@ def _experiment_name(client: Any, logger: RunLogger, experiment_id: str) -> str:
 
 def experiments_with_runs(logger: RunLogger) -> list[str]:
     """The experiments of the store that hold a run, by name (what to give ``-e`` where the
-    current experiment holds none)."""
+    current experiment holds none); a database store's read in SQL (since 0.9.33)."""
+    if (in_sql := getattr(logger.store, "experiments_with_runs", None)) is not None:
+        return in_sql()
     from mlflow.tracking import MlflowClient
 
     from tracker.log.search import every_experiment
