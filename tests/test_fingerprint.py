@@ -2617,11 +2617,14 @@ def test_a_fingerprint_named_after_a_stores_hundredth_model_is_listed_promoted_a
     """MLflow answers 100 registered models a search, by name: in a store of more (a team's server with
     other projects' models), a fingerprint named after the hundredth was left out of ``fingerprint
     list``, ``fingerprint promote`` said there was none of its name and named the first hundred (until
-    0.9.33). Every page is read (by predict's error and the report too, through the same search)."""
+    0.9.33). Every page is read (by predict's error and the report too, through the same search). A model
+    whose name holds a quote was a traceback of both: its versions were searched by a filter naming it."""
     runs = tmp_path / "runs"
     client = MlflowClient(resolve_location(str(runs)).uri)
     for i in range(101):  # other models, named before the fingerprint
         client.create_registered_model(f"a-model-{i:03d}")
+    client.create_registered_model("o'brien")  # a name MLflow's filter cannot hold: a traceback until 0.9.33
+    client.create_model_version("o'brien", str(tmp_path / "model"))
     name = "latency_ms-inference-cpu"
     client.create_registered_model(name)
     client.create_model_version(name, str(tmp_path / "model"), tags={"features": "a,b", "format": str(FORMAT)})
@@ -2629,6 +2632,10 @@ def test_a_fingerprint_named_after_a_stores_hundredth_model_is_listed_promoted_a
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
     assert listed.exit_code == 0, listed.output
     assert [(r["name"], r["version"]) for r in json.loads(listed.stdout)] == [(name, "1")]
+    assert listed.stderr == "note: 1 registered model version not made by tracker fingerprint train left out\n"
+    other = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", "o'brien", "1"])
+    assert other.exit_code == 1 and "o'brien version 1 was not registered by tracker fingerprint train" in str(
+        other.exception)
     promoted = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", name, "1"])
     # found, and judged: this version has no model to load (none was logged here), which predict would refuse
     assert promoted.exit_code == 1 and f"{name} version 1: its model cannot be loaded" in str(promoted.exception)

@@ -165,15 +165,16 @@ def list_cmd(ctx: typer.Context, fmt: FormatOption = OutputFormat.table) -> None
 
     from tracker.fingerprint.served import made_by_train, version_format
     from tracker.fingerprint.train import CHAMPION, floor_kept, floor_not_why
-    from tracker.log.search import every_registered_model
+    from tracker.log.search import every_model_version, every_registered_model
 
     client = MlflowClient(uri)
     rows = []
     held: list[tuple[str, str]] = []  # those of them the champion alias is on: predict fails for their target
     others = 0  # versions registered otherwise (MLflow's own register_model): no fingerprint, listed as one until 0.9.2
+    versions = every_model_version(client)
     for model in every_registered_model(client):
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
-        for version in client.search_model_versions(f"name = '{model.name}'"):
+        for version in versions.get(model.name, []):
             number = str(version.version)
             tags = version.tags
             if not made_by_train(tags):

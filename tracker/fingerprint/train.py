@@ -527,7 +527,7 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     from mlflow.tracking import MlflowClient
 
     from tracker.fingerprint.served import VERSION_RULE, made_by_train, model_format, version_number
-    from tracker.log.search import every_registered_model
+    from tracker.log.search import every_model_version, every_registered_model
 
     if (number := version_number(version)) is None:
         raise FingerprintError(f"version {version!r:.80}: expected {VERSION_RULE} (see tracker fingerprint list)")
@@ -536,7 +536,7 @@ def promote(tracking_uri: str, name: str, version: str) -> Promotion:
     names = sorted(m.name for m in every_registered_model(client))
     if name not in names:
         raise FingerprintError(f"no fingerprint named {name!r}; registered: {', '.join(names) or 'none'}")
-    found = client.search_model_versions(f"name = '{name}'")
+    found = every_model_version(client).get(name, [])  # a name with a quote in it: no filter to parse
     if int(version) not in {int(v.version) for v in found}:
         # the versions it could promote (one registered otherwise was listed too until 0.9.4)
         ours = sorted(int(v.version) for v in found if made_by_train(v.tags))

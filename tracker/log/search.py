@@ -8,7 +8,10 @@ raised; SQL Server: 2100), and some hosted servers refuse a search of many (MLfl
 so a search of many experiments is made a few at a time. ``search_registered_models`` answers
 100 models a call, by name: a store of more (a team's server, other projects' models beside the
 fingerprints) had the fingerprints named after the hundredth left out of ``fingerprint list``,
-``fingerprint promote`` and the report (until 0.9.33): every page is read.
+``fingerprint promote`` and the report (until 0.9.33): every page is read. Model versions are
+read all at once, page by page, and grouped by name: a search for one model's versions names it
+in a filter, which MLflow could not parse where the name holds a quote (``o'brien``, another
+project's model in a shared store), a traceback of ``fingerprint list`` until 0.9.33.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ EXPERIMENTS_PER_PAGE = 1000
 #: The most registered models one ``search_registered_models`` call is asked for (MLflow's most a call
 #: is 1000; its default 100).
 MODELS_PER_PAGE = 1000
+
+#: The most model versions one ``search_model_versions`` call is asked for (MLflow's default, and its
+#: SQL store's most 200,000).
+VERSIONS_PER_PAGE = 10_000
 
 
 def every_experiment(client: Any, view_type: int | None = None) -> list[Any]:
@@ -68,6 +75,20 @@ def every_registered_model(client: Any) -> list[Any]:
     while True:
         page = client.search_registered_models(max_results=MODELS_PER_PAGE, page_token=token)
         found.extend(page)
+        token = page.token
+        if not token:
+            return found
+
+
+def every_model_version(client: Any) -> dict[str, list[Any]]:
+    """Every model version of the store, page by page, by registered model name, each model's in
+    MLflow's order of a search (last updated first, then the newest version first)."""
+    found: dict[str, list[Any]] = {}
+    token = None
+    while True:
+        page = client.search_model_versions(max_results=VERSIONS_PER_PAGE, page_token=token)
+        for version in page:
+            found.setdefault(version.name, []).append(version)
         token = page.token
         if not token:
             return found

@@ -357,14 +357,15 @@ def fingerprint_pictures(tracking_uri: str) -> list[Picture]:
     from tracker.fingerprint.dataset import family
     from tracker.fingerprint.served import made_by_train
     from tracker.log.artifacts import downloaded
-    from tracker.log.search import every_registered_model
+    from tracker.log.search import every_model_version, every_registered_model
     from tracker.report.plots import predicted_vs_measured_png
 
     client = MlflowClient(tracking_uri)
     pictures = []
+    versions = every_model_version(client)
     for model in every_registered_model(client):
         aliases = {str(v): a for a, v in (model.aliases or {}).items()}
-        for version in sorted(client.search_model_versions(f"name = '{model.name}'"), key=lambda v: int(v.version)):
+        for version in sorted(versions.get(model.name, []), key=lambda v: int(v.version)):
             if not made_by_train(version.tags):  # registered otherwise: another run's figures (drawn until 0.9.2)
                 continue
             try:
