@@ -2632,6 +2632,7 @@ def test_a_fingerprint_named_after_a_stores_hundredth_model_is_listed_promoted_a
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
     assert listed.exit_code == 0, listed.output
     assert [(r["name"], r["version"]) for r in json.loads(listed.stdout)] == [(name, "1")]
+    assert json.loads(listed.stdout)[0]["alias"] == ""
     assert listed.stderr == "note: 1 registered model version not made by tracker fingerprint train left out\n"
     other = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", "o'brien", "1"])
     assert other.exit_code == 1 and "o'brien version 1 was not registered by tracker fingerprint train" in str(
@@ -2639,6 +2640,10 @@ def test_a_fingerprint_named_after_a_stores_hundredth_model_is_listed_promoted_a
     promoted = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", name, "1"])
     # found, and judged: this version has no model to load (none was logged here), which predict would refuse
     assert promoted.exit_code == 1 and f"{name} version 1: its model cannot be loaded" in str(promoted.exception)
+    for alias in ("staging", CHAMPION):  # two aliases on one version: both shown (the one MLflow gave last until 0.9.33)
+        client.set_registered_model_alias(name, alias, "1")
+    listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list", "--format", "json"])
+    assert [r["alias"] for r in json.loads(listed.stdout)] == [f"{CHAMPION},staging"]
     unknown = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "promote", "zz-none", "1"])
     assert unknown.exit_code == 1 and "a-model-100" in str(unknown.exception) and name in str(unknown.exception)
 

@@ -299,6 +299,17 @@ def test_runs_list_of_a_postgres_store_reads_what_mlflows_search_gives(
     lists_runs_as_mlflows_search_does(RunLogger(postgres_uri, experiment="pg-list", environment=ENV))
 
 
+def test_the_registry_of_a_postgres_store_reads_what_mlflows_searches_give(
+    postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fingerprint list``'s registry SQL (since 0.9.33) as PostgreSQL runs it."""
+    from tests.test_sql_store import reads_the_registry_as_mlflows_searches_do
+
+    monkeypatch.chdir(tmp_path)
+    reads_the_registry_as_mlflows_searches_do(RunLogger(postgres_uri, experiment="pg-registry", environment=ENV),
+                                              str(tmp_path / "model"))
+
+
 def test_a_database_batch_in_the_outbox_is_sent_with_the_credentials_sync_is_given(
     postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

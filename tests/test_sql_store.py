@@ -208,13 +208,47 @@ def lists_runs_as_mlflows_search_does(logger: RunLogger) -> None:
     assert experiments_with_runs(logger) == held and "newer" in held and "only-deleted" not in held
 
 
+def reads_the_registry_as_mlflows_searches_do(logger: RunLogger, source: str) -> None:
+    """``fingerprint list``'s registry, read in SQL since 0.9.33, is what MLflow's searches give: every
+    model by name with its aliases, its versions (a deleted one left out) in MLflow's order with their
+    tags and times; a model without versions, one whose name holds a quote, a deleted model."""
+    from tracker.log.search import registered_models
+
+    client = MlflowClient(logger.location.uri)
+    for name in ("b-model", "a'model", "empty-model", "gone-model"):
+        client.create_registered_model(name)
+    for name, count in (("b-model", 3), ("a'model", 2), ("gone-model", 1)):
+        for i in range(count):
+            client.create_model_version(name, source, tags={"features": "a,b", "n": str(i)} if i else None)
+    client.set_model_version_tag("b-model", "1", "late", "tagged after")
+    client.delete_model_version("b-model", "2")
+    client.set_registered_model_alias("b-model", "champion", "3")
+    client.set_registered_model_alias("b-model", "staging", "3")
+    client.set_registered_model_alias("a'model", "champion", "1")
+    client.delete_registered_model("gone-model")
+    ours = logger.store.registered_models()
+    assert ours == registered_models(client)
+    assert [m.name for m in ours] == ["a'model", "b-model", "empty-model"]
+    b_model = ours[1]
+    by_number = {v.version: v.tags for v in b_model.versions}  # in MLflow's order, which the equality above checks
+    assert b_model.aliases == {"champion": "3", "staging": "3"}
+    assert by_number == {"1": {"late": "tagged after"}, "3": {"features": "a,b", "n": "2"}}
+    assert all(isinstance(v.creation_timestamp, int) for v in b_model.versions) and ours[2].versions == []
+
+
+def test_the_registry_reads_what_mlflows_searches_give(logger: RunLogger, tmp_path: Path) -> None:
+    reads_the_registry_as_mlflows_searches_do(logger, str(tmp_path / "model"))
+
+
 def test_runs_list_reads_what_mlflows_search_gives(logger: RunLogger) -> None:
     lists_runs_as_mlflows_search_does(logger)
 
 
-def test_runs_list_and_store_info_of_a_database_store_import_no_mlflow(logger: RunLogger, tmp_path: Path) -> None:
-    """``runs list`` (any kind or status, in an experiment without runs too) and ``store info`` on a
-    database store, as a new process runs them: MLflow is not imported (about 2.5 s of each until 0.9.33)."""
+def test_runs_list_store_info_and_fingerprint_list_of_a_database_store_import_no_mlflow(logger: RunLogger,
+                                                                                      tmp_path: Path) -> None:
+    """``runs list`` (any kind or status, in an experiment without runs too), ``store info`` and
+    ``fingerprint list`` on a database store, as a new process runs them: MLflow is not imported (about
+    2.5 s of each until 0.9.33)."""
     logger.log([network_record("resnet18", 1)])
     empty = RunLogger(str(tmp_path / "store"), experiment="empty", environment=ENV)
     assert empty.experiment.name == "empty"  # made
@@ -222,7 +256,7 @@ def test_runs_list_and_store_info_of_a_database_store_import_no_mlflow(logger: R
     uri = ["--tracking-uri", str(tmp_path / "store")]
     commands = [[*uri, "-e", "tests", "runs", "list"], [*uri, "-e", "tests", "runs", "list", "--kind", "network",
                 "--status", "finished", "--format", "json"], [*uri, "-e", "empty", "runs", "list"],
-                [*uri, "-e", "tests", "store", "info"]]
+                [*uri, "-e", "tests", "store", "info"], [*uri, "fingerprint", "list"]]
     code = ("import json, sys\nfrom tracker.cli.app import app\n"
             f"for args in {commands!r}:\n    app(args, standalone_mode=False)\n"
             "print(json.dumps(sorted(m for m in ('torch', 'mlflow') if m in sys.modules)), file=sys.stderr)")
@@ -232,6 +266,7 @@ def test_runs_list_and_store_info_of_a_database_store_import_no_mlflow(logger: R
     assert "resnet18 · bs1" in ran.stdout and '"model": "resnet18"' in ran.stdout  # the table, the JSON
     assert "runs_in_experiment: 1" in ran.stdout
     assert "no runs in experiment 'empty'; runs are in 'tests'" in ran.stdout
+    assert "no fingerprints registered" in ran.stdout
 
 
 def test_find_reads_past_a_newer_run_without_the_metric_asked_for(logger: RunLogger) -> None:

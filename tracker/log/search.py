@@ -92,3 +92,15 @@ def every_model_version(client: Any) -> dict[str, list[Any]]:
         token = page.token
         if not token:
             return found
+
+
+def registered_models(client: Any) -> list[Any]:
+    """Every registered model with its aliases and versions (``tracker.log.store.RegisteredModel``),
+    read through MLflow's client: what ``SqlStore.registered_models`` reads from a database store."""
+    from tracker.log.store import RegisteredModel, RegisteredVersion
+
+    versions = every_model_version(client)
+    return [RegisteredModel(model.name, {str(a): str(v) for a, v in (model.aliases or {}).items()},
+                            [RegisteredVersion(str(v.version), dict(v.tags or {}), v.creation_timestamp)
+                             for v in versions.get(model.name, [])])
+            for model in every_registered_model(client)]

@@ -30,7 +30,8 @@ from tracker.console import named, shell_word
 from tracker.errors import (ExperimentDeletedError, NothingLoggedError, StoreError, StoreLockedError, act_on_held_signals,
                             first_line, os_reason)
 from tracker.log.record import KEY_TAG, KIND_TAG, PARENT_TAG, FinalRecord
-from tracker.log.store import Experiment, StoredRun, is_run_id_prefix, write_artifacts_locally
+from tracker.log.store import (Experiment, RegisteredModel, RegisteredVersion, StoredRun, is_run_id_prefix,
+                                  write_artifacts_locally)
 from tracker.settings import StoreLocation, local_path, mlflow_path, redacted
 
 #: The alembic revision of the MLflow schema this writer was built against (MLflow 3.17.2).
@@ -45,6 +46,8 @@ RUNS_PER_TRANSACTION = 2000
 LOCK_RETRIES = 20
 #: The execution option that marks a connection's transactions as reads (``BEGIN``, not ``BEGIN IMMEDIATE``).
 READ_ONLY = "tracker_read_only"
+#: The stage MLflow gives a model version it deleted but keeps a row of (its ``STAGE_DELETED_INTERNAL``).
+DELETED_VERSION_STAGE = "Deleted_Internal"
 #: The most run ids one ``IN`` list of a query names (SQLite's limit on bound values was 999 until 3.32).
 IN_MOST = 500
 T = TypeVar("T")
@@ -416,6 +419,30 @@ class SqlStore:
         with self._reading() as conn:
             query = sqlalchemy.text("SELECT name FROM experiments WHERE lifecycle_stage = 'active'")
             return [str(row[0]) for row in conn.execute(query)]
+
+    def registered_models(self) -> list[RegisteredModel]:
+        """Every registered model of the store, by name, with its aliases and its versions (those MLflow
+        has not deleted), each with its tags, as MLflow's searches give them (``fingerprint list``, since
+        0.9.33 without importing MLflow: 3.4 s before, on the demo's store)."""
+        import sqlalchemy
+
+        with self._reading() as conn:
+            names = [str(row[0]) for row in conn.execute(sqlalchemy.text("SELECT name FROM registered_models ORDER BY name"))]
+            aliases: dict[str, dict[str, str]] = {name: {} for name in names}
+            for name, alias, version in conn.execute(sqlalchemy.text(
+                    "SELECT name, alias, version FROM registered_model_aliases ORDER BY name, alias")):
+                aliases.setdefault(name, {})[alias] = str(version)
+            tags: dict[tuple[str, str], dict[str, str]] = {}
+            for name, version, key, value in conn.execute(sqlalchemy.text(
+                    "SELECT name, version, key, value FROM model_version_tags")):
+                tags.setdefault((name, str(version)), {})[key] = value
+            versions: dict[str, list[RegisteredVersion]] = {name: [] for name in names}
+            for name, version, created in conn.execute(sqlalchemy.text(
+                    "SELECT name, version, creation_time FROM model_versions WHERE current_stage != :deleted "
+                    "ORDER BY last_updated_time DESC, name, version DESC"), {"deleted": DELETED_VERSION_STAGE}):
+                versions.setdefault(name, []).append(RegisteredVersion(
+                    str(version), tags.get((name, str(version)), {}), None if created is None else int(created)))
+        return [RegisteredModel(name, aliases[name], versions[name]) for name in names]
 
     def experiments_with_runs(self) -> list[str]:
         """The names of the active experiments that hold an active run, in MLflow's order of experiments

@@ -39,6 +39,25 @@ class StoredRun:
     tags: dict[str, str]
 
 
+@dataclass(frozen=True)
+class RegisteredVersion:
+    """A registered model's version as ``fingerprint list`` reads it (from MLflow's client or in SQL)."""
+
+    version: str
+    tags: dict[str, str]
+    creation_timestamp: int | None
+
+
+@dataclass(frozen=True)
+class RegisteredModel:
+    """A registered model with its aliases (alias -> version) and its versions, in MLflow's order of
+    a search (last updated first, then the newest version first)."""
+
+    name: str
+    aliases: dict[str, str]
+    versions: list[RegisteredVersion]
+
+
 class Store(Protocol):
     location: StoreLocation
 
