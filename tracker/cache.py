@@ -1,8 +1,8 @@
 """tracker's cache on disk: what one process worked out and a later one reads back instead of
 working it out again (MLflow's empty schema, torchvision's list of networks, descriptions of
-networks, torch's starting thread count). Each entry is named after everything it depends on, so a changed input is another
-entry, never a stale one. A cache that cannot be written or read is only slower: every function
-here falls back to "not cached" and says nothing.
+networks, torch's starting thread count). Each entry is named after everything it depends on, so
+a changed input is another entry, never a stale one. A cache that cannot be written or read is
+only slower: every function here falls back to "not cached" and says nothing.
 """
 
 from __future__ import annotations
