@@ -294,20 +294,22 @@ def _threads_entry() -> str | None:
     topology = []
     for cpu in cpus:
         folder_cpu = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
-        topology.append([_read(folder_cpu / "physical_package_id"), _read(folder_cpu / "core_cpus_list")
-                         or _read(folder_cpu / "thread_siblings_list")])
+        topology.append([read_small_file(folder_cpu / "physical_package_id"),
+                         read_small_file(folder_cpu / "core_cpus_list")
+                         or read_small_file(folder_cpu / "thread_siblings_list")])
     said = sorted((k, v) for k, v in os.environ.items() if k.startswith(("OMP_", "MKL_", "KMP_", "GOMP_")))
     key = json.dumps([folder, list(version), said, cpus, topology, os.cpu_count(),
-                      _read(Path("/sys/fs/cgroup/cpu.max")), socket.gethostname()])
+                      read_small_file(Path("/sys/fs/cgroup/cpu.max")), socket.gethostname()])
     return f"threads/{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
 
-def _read(path: Path) -> str | None:
-    """A small system file's text, stripped; None where it cannot be read."""
+def read_small_file(path: Path) -> str | None:
+    """A small system file's text, stripped; None where it cannot be read or is empty."""
     try:
-        return path.read_text().strip()
-    except OSError:
+        text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
         return None
+    return text or None
 
 
 def torch_versions() -> tuple[str, str | None]:

@@ -38,15 +38,21 @@ def every_experiment(client: Any, view_type: int | None = None) -> list[Any]:
     """Every experiment of the store (active ones unless ``view_type`` says otherwise), page by page."""
     from mlflow.entities import ViewType
 
-    found: list[Any] = []
+    return list(_pages(client.search_experiments,
+                       view_type=ViewType.ACTIVE_ONLY if view_type is None else view_type,
+                       max_results=EXPERIMENTS_PER_PAGE))
+
+
+def _pages(search: Any, **kwargs: Any) -> Iterator[Any]:
+    """What one of MLflow's paged searches (``search_experiments``, ``search_registered_models``,
+    ...) finds with ``kwargs``, every page of it, in its order."""
     token = None
     while True:
-        page = client.search_experiments(view_type=ViewType.ACTIVE_ONLY if view_type is None else view_type,
-                                         max_results=EXPERIMENTS_PER_PAGE, page_token=token)
-        found.extend(page)
+        page = search(**kwargs, page_token=token)
+        yield from page
         token = page.token
         if not token:
-            return found
+            return
 
 
 def runs_of(client: Any, experiment_ids: Sequence[str], filter_string: str = "", view_type: int | None = None,
@@ -57,41 +63,23 @@ def runs_of(client: Any, experiment_ids: Sequence[str], filter_string: str = "",
 
     ids = [str(e) for e in experiment_ids]
     for start in range(0, len(ids), EXPERIMENTS_PER_SEARCH):
-        token = None
-        while True:
-            found = client.search_runs(ids[start:start + EXPERIMENTS_PER_SEARCH], filter_string,
-                                       run_view_type=ViewType.ACTIVE_ONLY if view_type is None else view_type,
-                                       max_results=page, page_token=token)
-            yield from found
-            token = found.token
-            if not token:
-                break
+        yield from _pages(client.search_runs, experiment_ids=ids[start:start + EXPERIMENTS_PER_SEARCH],
+                          filter_string=filter_string,
+                          run_view_type=ViewType.ACTIVE_ONLY if view_type is None else view_type, max_results=page)
 
 
 def every_registered_model(client: Any) -> list[Any]:
     """Every registered model of the store, by name, page by page."""
-    found: list[Any] = []
-    token = None
-    while True:
-        page = client.search_registered_models(max_results=MODELS_PER_PAGE, page_token=token)
-        found.extend(page)
-        token = page.token
-        if not token:
-            return found
+    return list(_pages(client.search_registered_models, max_results=MODELS_PER_PAGE))
 
 
 def every_model_version(client: Any) -> dict[str, list[Any]]:
     """Every model version of the store, page by page, by registered model name, each model's in
     MLflow's order of a search (last updated first, then the newest version first)."""
     found: dict[str, list[Any]] = {}
-    token = None
-    while True:
-        page = client.search_model_versions(max_results=VERSIONS_PER_PAGE, page_token=token)
-        for version in page:
-            found.setdefault(version.name, []).append(version)
-        token = page.token
-        if not token:
-            return found
+    for version in _pages(client.search_model_versions, max_results=VERSIONS_PER_PAGE):
+        found.setdefault(version.name, []).append(version)
+    return found
 
 
 def registered_models(client: Any) -> list[Any]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracker.console import counted
-from tracker.environment import cuda_index, nvml, nvml_handle, nvml_text, torch_threads
+from tracker.environment import cuda_index, nvml, nvml_handle, nvml_text, read_small_file, torch_threads
 from tracker.errors import ConfigError
 from tracker.profile.device import is_device_name
 
@@ -165,16 +165,8 @@ def apply_allocator(name: str | None) -> None:
         raise ConfigError("allocator = 'retain' needs glibc's mallopt, which this C library does not have")
 
 
-def _read_text(path: Path) -> str | None:
-    try:
-        text = path.read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text or None
-
-
 def _read_khz(path: Path) -> int | None:
-    text = _read_text(path)
+    text = read_small_file(path)
     return int(text) if text and text.isdigit() and int(text) > 0 else None
 
 
@@ -197,7 +189,7 @@ def read_cpu_freq() -> dict[str, ParamValue]:
     mins: list[int] = []
     maxs: list[int] = []
     for policy in _cpu_policies():
-        if (gov := _read_text(policy / "scaling_governor")) and gov not in governors:
+        if (gov := read_small_file(policy / "scaling_governor")) and gov not in governors:
             governors.append(gov)
         if (lo := _read_khz(policy / "scaling_min_freq")) is not None:
             mins.append(lo)
