@@ -22,6 +22,7 @@ SELECT
     m.latency_ms,
     m.peak_mem_mb,
     m.network_mem_mb,
+    m.tensor_peak_mb,
     m.power_w,
     m.energy_per_iter_j,
     m.gpu_util_pct,

@@ -9,6 +9,7 @@
 -- speed_probe_version the probe's version where every repeat with one timed that one (else NULL; since 0.9.11).
 -- Since 0.9.10 the medians are those of the table macro measurement_labels_of over every experiment
 -- (fingerprint train --from-experiment calls it with the experiments named).
+-- tensor_peak_mb (since 0.9.34): on a CPU, the tensors' own peak over a step, where measured.
 -- latency_ci_rel and samples_count (since 0.9.19): those of the newest measurement the labels are the
 -- median of; a measurement too imprecise to learn from (its CI wider than 25 % of its latency) is left
 -- out of them where the configuration has one within it (measurement_labels_of says how).
@@ -18,6 +19,7 @@ SELECT
     latency_ms,
     peak_mem_mb,
     network_mem_mb,
+    tensor_peak_mb,
     power_w,
     energy_per_iter_j,
     gpu_util_pct,

@@ -17,6 +17,8 @@
 -- Since 0.9.27 network_mem_mb is the median of the measurements that counted what this tracker counts
 -- (labelled_measurements' network_mem_current): NULL where none did, a configuration a network_mem_mb
 -- fingerprint then leaves out until it is measured again.
+-- Since 0.9.34 tensor_peak_mb, the median of the measurements that counted it (on a CPU, tracker 0.9.31
+-- or later; the same to the byte in every process, so the median of one figure): NULL where none did.
 CREATE MACRO measurement_labels_of(experiments) AS TABLE
 WITH named AS (
     SELECT *, COALESCE(latency_ci_rel <= CAST(0.25 AS DOUBLE), true) AS precise
@@ -34,6 +36,7 @@ SELECT
     median(latency_ms) AS latency_ms,
     median(peak_mem_mb) AS peak_mem_mb,
     median(network_mem_mb) FILTER (WHERE network_mem_current) AS network_mem_mb,
+    median(tensor_peak_mb) AS tensor_peak_mb,
     median(power_w) AS power_w,
     median(energy_per_iter_j) AS energy_per_iter_j,
     median(gpu_util_pct) AS gpu_util_pct,

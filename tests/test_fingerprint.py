@@ -65,11 +65,12 @@ def _latency(flops: float, bs: int) -> float:
 
 def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp",
              batches: dict[str, tuple[int, ...]] | None = None, slower: float = 1.0,
-             loaded: bool = True) -> tuple[Path, Path]:
+             loaded: bool = True, tensors: bool = False) -> tuple[Path, Path]:
     """A store and warehouse of ``networks`` at 64 px, batch 1 to 8 (or those ``batches`` names for a
     network), on the device of ``_latency`` (memory a floor plus FLOPs; ``slower`` times its
     latency), each with its description; resnet34's batch 8 disturbed. ``loaded=False`` leaves the
-    warehouse to a later call's load, which takes these runs too."""
+    warehouse to a later call's load, which takes these runs too. ``tensors``: each run counted its
+    tensors' peak too (``_tensor_peak_mb``)."""
     runs, wh = root / "runs", root / "w.duckdb"
     logger = RunLogger(str(runs), experiment=experiment, environment=ENV)
     for name in networks:
@@ -81,6 +82,8 @@ def _measure(root: Path, networks: tuple[str, ...], experiment: str = "fp",
             r.params["model_hash"] = desc.description_hash
             r.metrics["latency_ms"] = slower * _latency(flops, bs)
             r.metrics["network_mem_mb"] = 4.0 + flops * bs / 2e7  # the network's own part of the peak
+            if tensors:
+                r.metrics["tensor_peak_mb"] = _tensor_peak_mb(desc, bs)
             if name == "resnet34" and bs == 8:  # a disturbed measurement: its CI says so; not learnt from
                 r.metrics["latency_ms"], r.metrics["latency_ci_rel"] = 10 * _latency(flops, bs), 2.0
             if bs == 1:
@@ -109,6 +112,15 @@ def _latency_champion(runs: Path, wh: Path) -> Any:
     if champion_version(client, name) is None:  # this test alone, or first
         train(wh, "latency_ms", "inference", "cpu", uri, plots=False)
     return client.get_model_version_by_alias(name, CHAMPION)
+
+
+def _tensor_peak_mb(desc, bs: int) -> float:  # noqa: ANN001
+    """A CPU whose tensors' peak in inference is a tenth of a MB over its weights and the batch's activations
+    alive at once, and those a twentieth more (as the demo's 25 networks' were a median 5 % over)."""
+    from tracker.describe.features import aggregates
+
+    counts = aggregates(desc)
+    return 0.1 + (counts["weight_bytes"] + 1.05 * bs * counts["live_activation_bytes"]) / 2**20
 
 
 def _flops(desc) -> float:  # noqa: ANN001
@@ -366,7 +378,7 @@ def test_labels_of_named_experiments_are_the_views_labels_over_their_measurement
         assert view == con.sql("SELECT * EXCLUDE (experiment, label_experiments, label_run_ids) "
                                "FROM measurement_labels_of(['one', 'two']) ORDER BY run_id").fetchall()
         assert [c[0] for c in con.sql("DESCRIBE measurement_labels").fetchall()] == [
-            "run_id", "repeats", "latency_ms", "peak_mem_mb", "network_mem_mb", "power_w", "energy_per_iter_j",
+            "run_id", "repeats", "latency_ms", "peak_mem_mb", "network_mem_mb", "tensor_peak_mb", "power_w", "energy_per_iter_j",
             "gpu_util_pct", "latency_probe_ratio", "speed_probe_ms", "probed_repeats", "speed_probe_version",
             "latency_ci_rel", "samples_count"]
     out = CliRunner().invoke(app, ["--tracking-uri", str(runs), "sql", "-w", str(wh), "--format", "json",
@@ -399,6 +411,44 @@ def test_a_fingerprint_of_the_networks_own_memory(tmp_path: Path) -> None:
     small, large = (predict(uri, "efficientnet_b0", bs, "inference", "cpu", models=models) for bs in (1, 8))
     assert small["units"] == {"network_mem_mb": "MB"} and 0 < small["predictions"]["network_mem_mb"] < large[
         "predictions"]["network_mem_mb"]
+
+
+def test_a_fingerprint_of_the_tensors_peak_learns_the_activations_alive_at_once(tmp_path: Path) -> None:
+    """tensor_peak_mb, the most bytes of a step's tensors alive at once (a CPU run's since 0.9.31), is a target
+    of its own since 0.9.34: a memory target that learns from the activation bytes alive at once too (its
+    additive trend sums them), labelled by the median of its configuration's measurements, never predicted
+    below its floor or above the peak it is a part of; a warehouse whose views an older tracker made says so."""
+    from tracker.fingerprint.dataset import load_rows
+    from tracker.fingerprint.predict import champions, predict
+    from tracker.fingerprint.train import training_rows
+
+    runs, wh = _measure(tmp_path, NETWORKS[:5], "tensors", tensors=True)
+    uri = resolve_location(str(runs)).uri
+    rows = training_rows(wh, "tensor_peak_mb", "inference", "cpu")
+    assert len(rows) == 4 * 5
+    assert rows["tensor_peak_mb"].tolist() == [_tensor_peak_mb(described(m, 64), b)
+                                                for m, b in zip(rows["model"], rows["batch_size"])]
+    result = train(wh, "tensor_peak_mb", "inference", "cpu", uri, plots=False)
+    assert result.name == "tensor_peak_mb-inference-cpu" and result.champion and result.memory_floor
+    assert {"batch_live_activation_bytes", "batch_kept_activation_bytes"} <= set(result.features)
+    # what the tensors alive at once describe, learnt on networks held out within a few per cent
+    assert result.evaluation["mape_pct"] < 5, result.evaluation
+    models = champions(uri, "inference", "cpu", targets=("tensor_peak_mb",))
+    got = {bs: predict(uri, "efficientnet_b0", bs, "inference", "cpu", models=models) for bs in (1, 8)}
+    assert got[1]["units"] == {"tensor_peak_mb": "MB"}
+    for bs, one in got.items():  # a network never seen, at its own 224 px: what its live activations say
+        assert one["memory_floor_mb"]["tensor_peak_mb"] <= one["predictions"]["tensor_peak_mb"]
+        assert one["predictions"]["tensor_peak_mb"] == pytest.approx(_tensor_peak_mb(described("efficientnet_b0", 224), bs),
+                                                                     rel=0.01)
+
+    # a warehouse whose labels an older tracker made (0.9.33's: no tensor_peak_mb) names the load that adds them
+    with duckdb.connect(str(wh)) as con:
+        con.execute("CREATE OR REPLACE VIEW measurement_labels AS "
+                    "SELECT * EXCLUDE (tensor_peak_mb) FROM measurement_labels_of(CAST(NULL AS VARCHAR[]))")
+    with pytest.raises(FingerprintError, match=r"views of an older tracker, whose labels have no tensor_peak_mb "
+                                               r".*: tracker warehouse load -w "):
+        load_rows(wh, "tensor_peak_mb", "inference", "cpu")
+    assert len(load_rows(wh, "network_mem_mb", "inference", "cpu")) == 4 * 5  # the other targets learn as before
 
 
 def test_the_networks_own_memory_an_older_tracker_measured_is_not_learnt(tmp_path: Path) -> None:
@@ -469,7 +519,7 @@ def test_the_warehouse_and_the_campaign_agree_on_which_networks_own_memory_is_cu
     con.execute("CREATE TABLE latest_measurements (run_id VARCHAR, config_key VARCHAR)")
     con.execute("CREATE TABLE measurements (run_id VARCHAR, config_key VARCHAR, experiment VARCHAR, end_time TIMESTAMP, "
                 "latency_ci_rel DOUBLE, samples_count DOUBLE, latency_ms DOUBLE, peak_mem_mb DOUBLE, network_mem_mb DOUBLE, "
-                "power_w DOUBLE, energy_per_iter_j DOUBLE, gpu_util_pct DOUBLE, speed_probe_ms DOUBLE, "
+                "tensor_peak_mb DOUBLE, power_w DOUBLE, energy_per_iter_j DOUBLE, gpu_util_pct DOUBLE, speed_probe_ms DOUBLE, "
                 "speed_probe_version INTEGER, tracker_version VARCHAR, precision VARCHAR)")
     versions = [None, "", "0.9", "0.9.9", "0.9.25", "0.9.26.dev0", "0.9.26", "0.9.27", "0.9.100", "0.10.0", "1.0", "1",
                 "v1.0", "0.9.27rc1", "2026.1", "99999999999999999999999.1"]
@@ -498,6 +548,8 @@ def test_the_networks_own_memory_is_never_predicted_above_the_peak_it_is_part_of
 
     over = {"peak_mem_mb": 128_747.0, "network_mem_mb": 129_366.0, "latency_ms": 5.0}
     assert cap_at_peak(over) == ["network_mem_mb"] and over["network_mem_mb"] == over["peak_mem_mb"] == 128_747.0
+    both = {"peak_mem_mb": 600.0, "network_mem_mb": 700.0, "tensor_peak_mb": 650.0}  # the tensors too (0.9.34)
+    assert cap_at_peak(both) == ["network_mem_mb", "tensor_peak_mb"] and set(both.values()) == {600.0}
     for fine in ({"peak_mem_mb": 600.0, "network_mem_mb": 40.0}, {"network_mem_mb": 40.0}, {"peak_mem_mb": 600.0}):
         before = dict(fine)
         assert cap_at_peak(fine) == [] and fine == before  # under it, or either alone: as predicted

@@ -62,7 +62,7 @@ FULL = DemoPlan(
     layer_networks=None,
     training_network="mobilenet_v3_small", training_batch_sizes=(2, 4, 8, 16, 32, 64), training_memory_limit_mb=1000,
     unseen_zoo=("mnasnet1_0", "regnet_y_400mf"), unseen_generated=2, unseen_pruned=(50,),
-    time_cap_s=1.0, precision=0.03, tx2=True, targets=("latency_ms", "peak_mem_mb", "network_mem_mb"),
+    time_cap_s=1.0, precision=0.03, tx2=True, targets=("latency_ms", "peak_mem_mb", "network_mem_mb", "tensor_peak_mb"),
 )
 #: The same flow at a fraction of the cost (the browser test's store; ``tracker demo --quick``).
 QUICK = DemoPlan(
@@ -307,16 +307,16 @@ def measured_rows(warehouse: Path, names: list[str], phase: str, device: str,
     con = connect(warehouse, read_only=True)
     try:
         cur = con.execute("SELECT model, CAST(batch_size AS BIGINT), latency_ms, latency_ci_rel, peak_mem_mb, network_mem_mb, "
-                          "run_id, speed_probe_ms, speed_probe_version "
+                          "tensor_peak_mb, run_id, speed_probe_ms, speed_probe_version "
                           "FROM latest_measurements WHERE phase = $phase AND device = $device "
                           "AND ($mode IS NULL OR mode = $mode) AND list_contains($names, model)",
                           {"phase": phase, "device": device, "names": names, "mode": mode})
         rows = cur.fetchall()
     finally:
         con.close()
-    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "network_mem_mb": own, "run_id": rid,
-                          "speed_probe_ms": probe, "speed_probe_version": version}
-            for m, b, lat, ci, mem, own, rid, probe, version in rows}
+    return {(m, int(b)): {"latency_ms": lat, "ci_rel": ci, "peak_mem_mb": mem, "network_mem_mb": own,
+                          "tensor_peak_mb": tensors, "run_id": rid, "speed_probe_ms": probe, "speed_probe_version": version}
+            for m, b, lat, ci, mem, own, tensors, rid, probe, version in rows}
 
 
 def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]], uri: str, unseen: list[Unseen],
@@ -359,7 +359,8 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
             row = {"model": u.name, "origin": u.origin, "batch_size": bs, "measured_latency_ms": m["latency_ms"],
                    "predicted_latency_ms": p.get("latency_ms"), "measured_peak_mem_mb": m["peak_mem_mb"],
                    "predicted_peak_mem_mb": p.get("peak_mem_mb"), "measured_network_mem_mb": m["network_mem_mb"],
-                   "predicted_network_mem_mb": p.get("network_mem_mb"),
+                   "predicted_network_mem_mb": p.get("network_mem_mb"), "measured_tensor_peak_mb": m.get("tensor_peak_mb"),
+                   "predicted_tensor_peak_mb": p.get("tensor_peak_mb"),
                    "outside_trained_range": {t: sorted(found) for t, found in beyond.items()}}
             if "latency_ms" in result.get("predictions_at_reference_speed", {}):
                 row["predicted_latency_at_reference_ms"] = result["predictions_at_reference_speed"]["latency_ms"]
@@ -372,7 +373,8 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
     if any(r["outside_trained_range"] for r in rows):
         console.print("  * beyond the span its fingerprint learnt from (batch size, parameters, FLOPs or "
                       "activations): extrapolated")
-    for target, what in (("latency_ms", "latency"), ("network_mem_mb", "the network's own memory (peak less the process)")):
+    for target, what in (("latency_ms", "latency"), ("network_mem_mb", "the network's own memory (peak less the process)"),
+                         ("tensor_peak_mb", "its tensors at most (the same in every process)")):
         errs = [abs(r[f"predicted_{target}"] / r[f"measured_{target}"] - 1) for r in rows
                 if r[f"predicted_{target}"] and r[f"measured_{target}"]]
         if errs:

@@ -46,7 +46,8 @@ def train_cmd(
     ctx: typer.Context,
     target: Annotated[str, typer.Option("--target", help=(
         "latency_ms, peak_mem_mb, network_mem_mb (on a CPU, the part of the peak the network added to the process), "
-        "power_w, energy_per_iter_j or gpu_util_pct."))],
+        "tensor_peak_mb (on a CPU, the most bytes of its tensors alive at once), power_w, energy_per_iter_j or "
+        "gpu_util_pct."))],
     device: DeviceOption = "cpu",
     phase: PhaseOption = Phase.inference,
     warehouse: WarehouseOption = None,
@@ -717,7 +718,7 @@ def _prediction_notes(results: list[dict], with_model: bool = False, marked: boo
                        f"({_floor_words(result['memory_floor_columns'][target])}): {result['model_versions'][target]} predicted less, "
                        "as trees do past what they learnt")
         for target in [] if marked else result.get("capped_at_peak", []):
-            typer.echo(f"note: {target}{which} is the predicted peak_mem_mb, of which the network's own memory is a part: "
+            typer.echo(f"note: {target}{which} is the predicted peak_mem_mb, of which it is a part: "
                        f"{result['model_versions'][target]} predicted more, as trees do past what they learnt")
         for target in result.get("batched_otherwise", []):
             typer.echo(f"note: {target}{which}: {_batched_otherwise_words(result['model_versions'][target])}")

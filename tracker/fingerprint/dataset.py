@@ -29,7 +29,7 @@ LABELLED_VIEW = "labelled_measurements"
 #: the view's medians in Python before).
 LABELS_MACRO = "measurement_labels_of"
 #: Columns of the view that only a peak memory's floor reads (runtime.MEMORY_FLOOR_COLUMNS), no
-#: model: added in 0.7.9, they leave every model's features as they were. A row's features (no
+#: model but a LIVE_TARGETS one's: added in 0.7.9, they leave every model's features as they were. A row's features (no
 #: target named) carry them, for MLflow's pyfunc of a version that keeps a floor.
 FLOOR_ONLY = {"live_activation_bytes", "batch_live_activation_bytes"}
 #: Columns of the view that are not features: identities, targets and measurement quality.
@@ -128,8 +128,15 @@ def view_hash(*views: str) -> str:
 MEMORY_FEATURES = {"kept_activation_bytes", "batch_kept_activation_bytes", "batch_largest_activation_bytes"}
 #: network_mem_mb (since 0.9.1): on a CPU, the part of the process's peak the network added (its
 #: weights, activations and workspace), where peak_mem_mb is mostly the process (about 550 MB for
-#: any small network at 64 px on this VM).
-MEMORY_TARGETS = {"peak_mem_mb", "network_mem_mb"}
+#: any small network at 64 px on this VM). tensor_peak_mb (since 0.9.34): on a CPU, the most bytes of the
+#: network's tensors alive at once over a step (tracker.profile.tensors), the same in every process, where
+#: network_mem_mb moves with where the C allocator put them (a generated network 28.9 to 48.1 MB in four runs).
+MEMORY_TARGETS = {"peak_mem_mb", "network_mem_mb", "tensor_peak_mb"}
+#: Targets that learn from FLOOR_ONLY's columns too (since 0.9.34): tensor_peak_mb is the tensors alive at
+#: once, what the live activation bytes describe (in inference, a network's tensor peak over its weights and
+#: live activations was a median 1.05 on the demo's 25 networks), and a target new in 0.9.34 has no earlier
+#: version whose features to keep. Its additive trend sums them too (runtime.additive_features).
+LIVE_TARGETS = {"tensor_peak_mb"}
 
 
 def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
@@ -138,7 +145,8 @@ def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
     if target is None:
         skip = NOT_FEATURES
     else:
-        skip = NOT_FEATURES | FLOOR_ONLY | (set() if target in MEMORY_TARGETS else MEMORY_FEATURES)
+        skip = (NOT_FEATURES | (set() if target in LIVE_TARGETS else FLOOR_ONLY)
+                | (set() if target in MEMORY_TARGETS else MEMORY_FEATURES))
     return [c for c in columns if c not in skip]
 
 
@@ -194,7 +202,8 @@ def older_views(warehouse: Path, exc: Exception, macro: str | None = None) -> Fi
     """What to say, in one line, where a query of the labels failed on a warehouse an older tracker
     loaded (a load makes its views anew): ``macro`` (the labels macro the query called, named experiments
     only) not there (tracker 0.9.9 or before), or a view without ``speed_probe_version`` (0.9.10 or
-    before); None where ``exc`` is anything else. The network and the layer labels' queries both ask it."""
+    before), or labels without ``tensor_peak_mb`` (0.9.33 or before); None where ``exc`` is anything else.
+    The network and the layer labels' queries both ask it."""
     import duckdb
 
     if isinstance(exc, duckdb.CatalogException) and macro is not None and macro in str(exc):
@@ -210,6 +219,12 @@ def older_views(warehouse: Path, exc: Exception, macro: str | None = None) -> Fi
                                 "network_mem_current (whether a measurement's network_mem_mb counts what this "
                                 "tracker's does, which tracker 0.9.27 reads; a load by it adds it): tracker "
                                 f"warehouse load -w {shell_word(warehouse)}")
+    if isinstance(exc, duckdb.BinderException) and "tensor_peak_mb" in str(exc):
+        from tracker.console import shell_word
+
+        return FingerprintError(f"the warehouse {warehouse} has the views of an older tracker, whose labels have no "
+                                "tensor_peak_mb (a load by tracker 0.9.34 or later adds it): tracker warehouse load -w "
+                                f"{shell_word(warehouse)}")
     if isinstance(exc, duckdb.BinderException) and "speed_probe_version" in str(exc):
         from tracker.warehouse.load import older_probe_views
 

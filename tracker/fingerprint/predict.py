@@ -719,7 +719,7 @@ def predict_grid(tracking_uri: str | None, refs: list[str], batch_sizes: Sequenc
             "memory_floor_mb": {t: float(f[i]) for t, f in floors.items() if f[i] == f[i]},
             "at_memory_floor": [t for t, f in floors.items() if f[i] == f[i] and predictions[i][t] <= f[i]],
             "memory_floor_columns": {t: list(models[t].floor_columns) for t in floors},
-            # network_mem_mb where its version predicted more than peak_mem_mb's did: lowered to it
+            # network_mem_mb or tensor_peak_mb where its version predicted more than peak_mem_mb's did: lowered to it
             "capped_at_peak": capped[i],
             # The targets whose version learnt from features counted before 0.8.0, where this
             # network has tensors whose batch is not their first dimension, counted anew since
@@ -813,14 +813,19 @@ def check_models(models: dict[str, Champion], phase: str, device: str, dtype: st
                                    "models of the phase, device and number format predicted")
 
 
+#: Parts of the process's peak (``peak_mem_mb``): the network's own memory, and its tensors' (since 0.9.34).
+PARTS_OF_PEAK = ("network_mem_mb", "tensor_peak_mb")
+
+
 def cap_at_peak(predictions: dict[str, float]) -> list[str]:
-    """The network's own memory is a part of the process's peak: a ``network_mem_mb`` predicted
-    above the ``peak_mem_mb`` predicted beside it is lowered to it (past what either version learnt
-    each answers on its own: 129,366 MB of a 128,747 MB peak until 0.9.4). The targets lowered."""
-    if predictions.get("network_mem_mb", 0.0) > predictions.get("peak_mem_mb", math.inf):
-        predictions["network_mem_mb"] = predictions["peak_mem_mb"]
-        return ["network_mem_mb"]
-    return []
+    """The network's own memory and its tensors are parts of the process's peak: a ``network_mem_mb``
+    or ``tensor_peak_mb`` predicted above the ``peak_mem_mb`` predicted beside it is lowered to it (past
+    what either version learnt each answers on its own: 129,366 MB of a 128,747 MB peak until 0.9.4).
+    The targets lowered."""
+    lowered = [t for t in PARTS_OF_PEAK if predictions.get(t, 0.0) > predictions.get("peak_mem_mb", math.inf)]
+    for target in lowered:
+        predictions[target] = predictions["peak_mem_mb"]
+    return lowered
 
 
 def _plain(values: dict[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,7 @@ except ImportError:  # there too, or a tracker before 0.9.15 (0.9.15's reader wa
 
 #: Targets a fingerprint can learn, with their units (all modelled on a log scale).
 TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "network_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J",
-           "gpu_util_pct": "%"}
+           "gpu_util_pct": "%", "tensor_peak_mb": "MB"}
 #: Targets that cannot exceed a value: a prediction (exp of the log-scale model) is capped there.
 CEILINGS = {"gpu_util_pct": 100.0}
 
@@ -317,10 +317,18 @@ ADDITIVE_FEATURES = ("params", "batch_flops", "batch_activation_bytes", "batch_s
 MEMORY_ADDITIVE_FEATURES = ("params", "batch_kept_activation_bytes", "batch_largest_activation_bytes", "batch_flops")
 
 
+#: A memory term summed where the rows carry it (since 0.9.34, tensor_peak_mb's: dataset.LIVE_TARGETS): the
+#: activation bytes alive at once at the fullest point of a forward pass, the tensors' peak in inference.
+LIVE_ADDITIVE_FEATURE = "batch_live_activation_bytes"
+
+
 def additive_features(columns: Any) -> tuple[str, ...]:
     """The terms an additive trend sums for rows with these columns: the memory terms where the
-    rows carry them (a memory target's features), else the work terms."""
-    return MEMORY_ADDITIVE_FEATURES if set(MEMORY_ADDITIVE_FEATURES) <= set(columns) else ADDITIVE_FEATURES
+    rows carry them (a memory target's features), the live activation bytes too where they carry
+    those, else the work terms. A version records its trend's terms, which it reads back."""
+    if not set(MEMORY_ADDITIVE_FEATURES) <= set(columns):
+        return ADDITIVE_FEATURES
+    return MEMORY_ADDITIVE_FEATURES + ((LIVE_ADDITIVE_FEATURE,) if LIVE_ADDITIVE_FEATURE in set(columns) else ())
 
 
 #: What a factored trend is a sum of: a fixed part (the intercept and the weights) and the work
