@@ -374,7 +374,7 @@ def _unseen_table(console: Any, measured: dict[tuple[str, int], dict[str, Any]],
         console.print("  * beyond the span its fingerprint learnt from (batch size, parameters, FLOPs or "
                       "activations): extrapolated")
     for target, what in (("latency_ms", "latency"), ("network_mem_mb", "the network's own memory (peak less the process)"),
-                         ("tensor_peak_mb", "its tensors at most (the same in every process)")):
+                         ("tensor_peak_mb", "its tensors' peak (the same in every process)")):
         errs = [abs(r[f"predicted_{target}"] / r[f"measured_{target}"] - 1) for r in rows
                 if r[f"predicted_{target}"] and r[f"measured_{target}"]]
         if errs:
