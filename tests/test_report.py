@@ -380,3 +380,33 @@ def test_a_value_no_axis_holds_is_left_out_of_its_picture_and_said_at_its_foot(m
                      ["measured 12 ms, predicted inf", "measured 20 ms, predicted 0"], ["measured 10 ms, predicted inf"]]
     assert not plots.drawable(1e300) and not plots.drawable(float("nan")) and not plots.drawable(None)
     assert plots.drawable(0.0) and plots.drawable(-3.5) and plots.drawable(1e100)
+
+
+def test_a_predicted_vs_measured_picture_labels_its_log_axes_in_plain_numbers(monkeypatch) -> None:  # noqa: ANN001
+    """matplotlib's own labels of a log axis spanning a decade or two ran into each other ("3x10^1 4x10^1": a
+    fingerprint's predicted-vs-measured picture of 5 to 70 MB, until 0.9.34). Both axes now read plain numbers,
+    the powers of ten and 2x, 3x, 5x between them; an x axis past two decades its powers of ten alone."""
+    import numpy as np
+
+    import tracker.report.plots as plots
+
+    labels: list[dict[str, list[str]]] = []
+    real = plots.figure_png
+
+    def read(fig, left_out=()):  # noqa: ANN001, ANN202 - the real picture, its labels in view kept to read
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        shown = {}
+        for which, ticks, (lo, hi) in (("x", ax.xaxis, ax.get_xlim()), ("y", ax.yaxis, ax.get_ylim())):
+            at = [(t.get_loc(), t.label1.get_text()) for t in [*ticks.get_major_ticks(), *ticks.get_minor_ticks()]]
+            shown[which] = [text for loc, text in sorted(at) if text and lo <= loc <= hi]
+        labels.append(shown)
+        return real(fig, left_out)
+
+    monkeypatch.setattr(plots, "figure_png", read)
+    for low, high in ((4.5, 90.0), (0.5, 900.0)):
+        measured = np.geomspace(low, high, 12)
+        plots.predicted_vs_measured_png("f", list(measured), list(measured * 1.04), ["a"] * 12, "MB")
+    assert labels[0] == {"x": ["5", "10", "20", "30", "50", "100"], "y": ["5", "10", "20", "30", "50", "100"]}
+    assert labels[1]["x"] == ["1", "10", "100", "1000"]
+    assert labels[1]["y"] == ["0.5", "1", "2", "3", "5", "10", "20", "30", "50", "100", "200", "300", "500", "1000"]

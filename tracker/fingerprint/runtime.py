@@ -42,8 +42,8 @@ except ImportError:  # there too, or a tracker before 0.9.15 (0.9.15's reader wa
 
 
 #: Targets a fingerprint can learn, with their units (all modelled on a log scale).
-TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "network_mem_mb": "MB", "power_w": "W", "energy_per_iter_j": "J",
-           "gpu_util_pct": "%", "tensor_peak_mb": "MB"}
+TARGETS = {"latency_ms": "ms", "peak_mem_mb": "MB", "network_mem_mb": "MB", "tensor_peak_mb": "MB", "power_w": "W",
+           "energy_per_iter_j": "J", "gpu_util_pct": "%"}
 #: Targets that cannot exceed a value: a prediction (exp of the log-scale model) is capped there.
 CEILINGS = {"gpu_util_pct": 100.0}
 

@@ -64,30 +64,35 @@ def figure_png(fig: Any, left_out: Sequence[str] = ()) -> bytes:
     return buf.getvalue()
 
 
-def _plain_log_labels(ax: Any) -> None:
-    """Plain numbers on a log y axis: 2x, 3x and 5x of each decade labelled besides its powers of
-    ten (a value such as 14 or 155 ms can then be read off between its labels); an axis spanning
-    less than a decade gets evenly spaced round ticks instead (780 to 1,500 MB had labels only up
-    to 1,000, the decade's last tick)."""
+def _plain_log_labels(ax: Any, which: str = "y") -> None:
+    """Plain numbers on a log axis (``which``: "y" or "x"): 2x, 3x and 5x of each decade labelled
+    besides its powers of ten (a value such as 14 or 155 ms can then be read off between its labels;
+    on an x axis past two decades, the powers alone); an axis spanning less than a decade gets evenly
+    spaced round ticks instead (780 to 1,500 MB had labels only up to 1,000, the decade's last tick).
+    matplotlib's own labels of an axis spanning a decade or two ran into each other ("3x10^1 4x10^1",
+    a predicted-vs-measured picture's until 0.9.34)."""
     import math
 
     from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator
 
-    lo, hi = ax.get_ylim()
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    lo, hi = ax.get_ylim() if which == "y" else ax.get_xlim()
     narrow = lo > 0 and hi / lo < 10
     if narrow:
         ticks = [t for t in MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= t <= hi]
-        ax.yaxis.set_major_locator(FixedLocator(ticks))
-        ax.yaxis.set_minor_locator(NullLocator())
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_major_locator(FixedLocator(ticks))
+        axis.set_minor_locator(NullLocator())
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         return
+
+    wide_x = which == "x" and lo > 0 and hi / lo > 100  # a row of labels past two decades: the powers of ten alone
 
     def minor(v: float, _: object) -> str:
         lead = round(v / 10 ** math.floor(math.log10(v))) if v > 0 else 0
-        return f"{v:g}" if narrow or lead in (2, 3, 5) else ""
+        return f"{v:g}" if not wide_x and lead in (2, 3, 5) else ""
 
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
 
 
 #: A log axis spans at least this ratio (top over bottom): values that lie within half a percent of
@@ -263,6 +268,8 @@ def predicted_vs_measured_png(title: str, measured: Sequence[float], predicted: 
     err = np.abs(p / y - 1)
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=f"measured ({unit})",
            ylabel=f"predicted, network held out ({unit})")
+    for which in ("x", "y"):
+        _plain_log_labels(ax, which)
     scored = (f"MAPE {100 * err.mean():.1f} %, {100 * (err <= 0.1).mean():.0f} % within ±10 %" if len(y)
               else "no prediction drawn")
     ax.set_title(f"{title}\n{scored}", fontsize=9)
