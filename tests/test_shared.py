@@ -310,6 +310,16 @@ def test_the_registry_of_a_postgres_store_reads_what_mlflows_searches_give(
                                               str(tmp_path / "model"))
 
 
+def test_runs_show_of_a_postgres_store_reads_what_mlflows_client_gives(
+    postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runs show``'s SQL (since 0.9.34) as PostgreSQL runs it: its booleans, its joins and counts."""
+    from tests.test_sql_store import shows_runs_as_mlflows_client_does
+
+    monkeypatch.chdir(tmp_path)
+    shows_runs_as_mlflows_client_does(RunLogger(postgres_uri, experiment="pg-show", environment=ENV), monkeypatch)
+
+
 def test_a_database_batch_in_the_outbox_is_sent_with_the_credentials_sync_is_given(
     postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -111,6 +111,12 @@ def check_run_reference(ref: str) -> None:
                            "(tracker runs list shows them)")
 
 
+def preferred(matches: list[tuple[str, str]]) -> list[str]:
+    """The run ids of (run id, kind) ``matches`` a reference names: a network's layer runs (the many) only
+    where nothing else matched."""
+    return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
+
+
 def resolve_run(client: Any, store: Any, experiment: Any, ref: str,
                 kinds: tuple[str, ...] | None = MEASURED_KINDS) -> Any:
     """The run a full id or a unique prefix (of at least ``MIN_PREFIX`` characters) names,
@@ -126,23 +132,20 @@ def resolve_run(client: Any, store: Any, experiment: Any, ref: str,
             if sent := _sent_as(client, ref):  # the id a run had in the outbox
                 return client.get_run(sent[0])
             raise TrackerError(f"no run {ref} in this store") from None
-    def named(matches: list[tuple[str, str]]) -> list[str]:  # layer runs (the many) only when nothing else
-        return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
-
-    found = named(store.runs_with_prefix(experiment, ref, kinds))
+    found = preferred(store.runs_with_prefix(experiment, ref, kinds))
     others: list[Any] = []  # the other experiments, listed where this one has no such run (below: it has none)
     if not found:  # in another experiment, as a full id is found (until 0.9.1: "no run", for the id profile printed)
         from tracker.log.search import every_experiment
 
         # every page of them (until 0.9.8 the newest 1000: a store of more left its oldest unsearched)
         others = [e for e in every_experiment(client) if str(e.experiment_id) != str(experiment.experiment_id)]
-        found = named([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
+        found = preferred([m for e in others for m in store.runs_with_prefix(e, ref, kinds)])
     if not found:  # the id it had in the outbox, which the command that measured it printed (unfound until 0.9.2)
         found = _sent_as(client, ref)
     if not found:  # a deleted run (MLflow's soft delete), as its full id is found (unfound until 0.9.2); of any
         # experiment, every page (until 0.9.8 the current experiment's first 1000 deleted runs only, then those of
         # the newest 1000 experiments only)
-        found = named(_deleted_with_prefix(client, ref, kinds))
+        found = preferred(_deleted_with_prefix(client, ref, kinds))
     if not found and kinds == MEASURED_KINDS:  # a run of another kind (a mode run, say): said as that (until 0.9.2, "no run")
         from tracker.log.inspect import KINDS  # a fingerprint's run too, in any experiment (until 0.9.8: this one's
         # runs of the record kinds only, the rest "no measurement run")

@@ -1,9 +1,11 @@
 """Reading the store back for people: summary and run listings (through MLflow's client; a database
-store's default listing in SQL)."""
+store's default listing and its runs shown in SQL)."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Callable
 
 from tracker.errors import TrackerError, first_line
 from tracker.log.logger import RunLogger
@@ -191,24 +193,47 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
     prints it: its configuration (params), its figures (metrics), tracker's own tags, its
     environment (``env.*``), why it failed where it did (the whole stderr tail), how many layer
     runs it has, what its raw samples say (count, warm-up, stopping reason, range) and its
-    artifacts (files, with sizes)."""
+    artifacts (files, with sizes). A database store's run whose artifacts lie in a folder here is
+    read in SQL and from that folder (since 0.9.34; :func:`_shown_in_sql`), any other through MLflow's
+    client, which finds what the SQL does not look for (an id the outbox gave, a prefix of another
+    experiment's run or of a deleted one) and says what it does not find."""
+    if (found := _shown_in_sql(logger, ref)) is not None:
+        shown, folder = found
+        run = shown.run
+        return _shown(run.run_id, run.name, run.status, shown.lifecycle_stage, shown.experiment_name,
+                      shown.start_time_ms, shown.end_time_ms, run.params, run.metrics, run.tags, shown.layer_runs,
+                      _folder_files(folder), lambda path: _folder_bytes(folder, path))
     from mlflow.tracking import MlflowClient
 
     from tracker.log.artifacts import artifact_bytes
     from tracker.log.compare import resolve_run
-    from tracker.log.record import KIND_TAG, PARENT_TAG, SYSTEM_PREFIX
-    from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
+    from tracker.log.record import KIND_TAG, PARENT_TAG
 
     client = MlflowClient(logger.location.uri)
     # any run, tracker's or not, as its full id is (a prefix of a run of the user's own MLflow script found none
     # until 0.9.13)
     run = resolve_run(client, logger.store, logger.experiment, ref, None)
     rid, tags = run.info.run_id, run.data.tags
-    artifacts = _artifact_files(client, rid)
+    layers = 0
+    if tags.get(KIND_TAG) in ("network", "training"):  # its layer runs: as many as the network has layers
+        layers = _count(client, run.info.experiment_id, f"tags.`{PARENT_TAG}` = '{rid}' AND tags.`{KIND_TAG}` = 'layer'")
+    return _shown(rid, run.info.run_name, run.info.status, run.info.lifecycle_stage,
+                  _experiment_name(client, logger, run.info.experiment_id), run.info.start_time, run.info.end_time,
+                  run.data.params, run.data.metrics, tags, layers, _artifact_files(client, rid),
+                  lambda path: artifact_bytes(logger.location.uri, rid, path))
+
+
+def _shown(rid: str, name: str, status: str, lifecycle_stage: str, experiment: str, start_time_ms: int | None,
+           end_time_ms: int | None, params: dict[str, str], metrics: dict[str, float], tags: dict[str, str],
+           layers: int, artifacts: dict[str, int | None], read: Callable[[str], bytes]) -> dict[str, Any]:
+    """What :func:`show_run` gives of a run read either way; ``read`` reads one of its artifact files."""
+    from tracker.log.record import KIND_TAG, PARENT_TAG, SYSTEM_PREFIX
+    from tracker.log.samples import SAMPLES_ARTIFACT, read_samples
+
     samples = unreadable = None
     if SAMPLES_ARTIFACT in artifacts:
         try:
-            kept = read_samples(artifact_bytes(logger.location.uri, rid, SAMPLES_ARTIFACT), f"run {rid[:12]}")
+            kept = read_samples(read(SAMPLES_ARTIFACT), f"run {rid[:12]}")
         except TrackerError as exc:  # damaged, or a newer format: the run shown whole beside it (refused until 0.9.8)
             unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
         else:
@@ -216,22 +241,89 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
             samples = {"count": len(values), "warmup_count": len(kept.warmup_ms), "block_n": kept.block_n,
                        "stop_reason": kept.stop_reason, "min_ms": values[0] if values else None,
                        "max_ms": values[-1] if values else None}
-    layers = 0
-    if tags.get(KIND_TAG) in ("network", "training"):  # its layer runs: as many as the network has layers
-        layers = _count(client, run.info.experiment_id, f"tags.`{PARENT_TAG}` = '{rid}' AND tags.`{KIND_TAG}` = 'layer'")
-    return {"run_id": rid, "name": run.info.run_name, "kind": tags.get(KIND_TAG, ""), "status": run.info.status,
+    return {"run_id": rid, "name": name, "kind": tags.get(KIND_TAG, ""), "status": status,
             # what the MLflow UI shows beside it (since 0.9.1): its description, and whether it was deleted
-            "description": tags.get("mlflow.note.content"), "deleted": run.info.lifecycle_stage == "deleted",
-            "experiment": _experiment_name(client, logger, run.info.experiment_id), "start_time_ms": run.info.start_time,
-            "end_time_ms": run.info.end_time, "parent_run_id": tags.get(PARENT_TAG),
+            "description": tags.get("mlflow.note.content"), "deleted": lifecycle_stage == "deleted",
+            "experiment": experiment, "start_time_ms": start_time_ms,
+            "end_time_ms": end_time_ms, "parent_run_id": tags.get(PARENT_TAG),
             "failure_reason": tags.get("tracker.failure_reason"), "stderr_tail": tags.get("tracker.stderr_tail"),
-            "params": dict(sorted(run.data.params.items())),
-            "metrics": {k: v for k, v in sorted(run_metrics(run).items()) if not k.startswith(SYSTEM_PREFIX)},
-            "system_metrics": sorted(k.removeprefix(SYSTEM_PREFIX) for k in run.data.metrics if k.startswith(SYSTEM_PREFIX)),
+            "params": dict(sorted(params.items())),
+            "metrics": {k: v for k, v in sorted(shown_metrics(metrics).items()) if not k.startswith(SYSTEM_PREFIX)},
+            "system_metrics": sorted(k.removeprefix(SYSTEM_PREFIX) for k in metrics if k.startswith(SYSTEM_PREFIX)),
             "tags": {k: v for k, v in sorted(tags.items()) if k.startswith("tracker.")
                      and k not in ("tracker.stderr_tail", "tracker.failure_reason")},
             "environment": {k.removeprefix("env."): v for k, v in sorted(tags.items()) if k.startswith("env.")},
             "layer_runs": layers, "samples": samples, "samples_unreadable": unreadable, "artifacts": artifacts}
+
+
+def _shown_in_sql(logger: RunLogger, ref: str) -> tuple[Any, Path] | None:
+    """The run ``ref`` names read in SQL (``SqlStore.shown_run``) and the folder of its artifacts, where the
+    store is a database, ``ref`` names exactly one run (its full id, of any experiment, or a prefix of one
+    active run of the experiment, its layer runs only where nothing else matches, as MLflow's lookup prefers)
+    and its artifacts lie in a folder here; else None (MLflow's lookup answers). A reference not of a run id's
+    form is the error it always was."""
+    if (shown_run := getattr(logger.store, "shown_run", None)) is None:
+        return None
+    from tracker.log.compare import check_run_reference, preferred
+
+    check_run_reference(ref)
+    rid = ref.strip().lower()
+    if len(rid) != 32:
+        found = preferred(logger.store.runs_with_prefix(logger.experiment, rid, None))
+        if len(found) != 1:
+            return None
+        rid = found[0]
+    shown = shown_run(rid)
+    folder = None if shown is None else _artifact_folder(shown.artifact_uri)
+    return None if folder is None else (shown, folder)
+
+
+def _artifact_folder(uri: str) -> Path | None:
+    """The folder an artifact URI names on this machine (a path, or a ``file:`` URI); None for any other
+    (a tracking server's ``mlflow-artifacts:``, a cloud bucket)."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        path = Path(unquote(parsed.path))
+    elif not parsed.scheme:
+        path = Path(uri)
+    else:
+        return None
+    return path if path.is_absolute() else None
+
+
+#: What MLflow's local artifact repository names a file it is still writing (and does not list).
+_UPLOADING_PREFIX = ".artifact.uploading."
+
+
+def _folder_files(folder: Path, under: str = "") -> dict[str, int | None]:
+    """Every artifact file in a run's artifact folder, by its path, with its size in bytes: as MLflow's
+    client lists a local folder's (sorted, a file it is still writing left out; none where there is no folder)."""
+    files: dict[str, int | None] = {}
+    here = folder / under if under else folder
+    if not here.is_dir():
+        return files
+    for name in sorted(os.listdir(here)):
+        if name.startswith(_UPLOADING_PREFIX):
+            continue
+        path = f"{under}/{name}" if under else name
+        if (folder / path).is_dir():
+            files.update(_folder_files(folder, path))
+        else:
+            files[path] = (folder / path).stat().st_size
+    return files
+
+
+def _folder_bytes(folder: Path, path: str) -> bytes:
+    """One artifact file of a run's folder, read whole; a :class:`DamagedArtifactError` where it cannot be
+    (as :func:`tracker.log.artifacts.artifact_bytes` says it of a file MLflow cannot give)."""
+    from tracker.errors import DamagedArtifactError, first_line
+
+    try:
+        return (folder / path).read_bytes()
+    except OSError as exc:
+        raise DamagedArtifactError(f"{path} cannot be read ({first_line(exc)}); deleted?") from None
 
 
 def layer_runs(client: Any, experiment_id: str, run_id: str) -> list[Any]:

@@ -40,6 +40,21 @@ class StoredRun:
 
 
 @dataclass(frozen=True)
+class ShownRun:
+    """A run as ``runs show`` reads it in SQL (since 0.9.34): what MLflow's run holds beside its params,
+    tags and latest metrics, its experiment's name and how many active layer runs it has."""
+
+    run: StoredRun
+    lifecycle_stage: str
+    experiment_id: str
+    experiment_name: str
+    start_time_ms: int | None
+    end_time_ms: int | None
+    artifact_uri: str
+    layer_runs: int
+
+
+@dataclass(frozen=True)
 class RegisteredVersion:
     """A registered model's version as ``fingerprint list`` reads it (from MLflow's client or in SQL)."""
 
