@@ -320,6 +320,16 @@ def test_runs_show_of_a_postgres_store_reads_what_mlflows_client_gives(
     shows_runs_as_mlflows_client_does(RunLogger(postgres_uri, experiment="pg-show", environment=ENV), monkeypatch)
 
 
+def test_runs_compare_of_a_postgres_store_reads_what_mlflows_client_gives(
+    postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``runs compare``'s SQL (since 0.9.34) as PostgreSQL runs it."""
+    from tests.test_sql_store import compares_runs_as_mlflows_client_does
+
+    monkeypatch.chdir(tmp_path)
+    compares_runs_as_mlflows_client_does(RunLogger(postgres_uri, experiment="pg-compare", environment=ENV), monkeypatch)
+
+
 def test_a_database_batch_in_the_outbox_is_sent_with_the_credentials_sync_is_given(
     postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

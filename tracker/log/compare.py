@@ -43,7 +43,8 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from tracker.console import float_ratio, ratio_log10, relative_change
 from tracker.errors import DamagedArtifactError, TrackerError, first_line
@@ -197,17 +198,116 @@ def _sent_as(client: Any, ref: str) -> list[str]:
     return [r.info.run_id for r in runs if r.data.tags.get(WRITE_TAG, "").rpartition("/")[2].startswith(ref)]
 
 
-def _side(client: Any, uri: str, run: Any) -> Side:
-    from tracker.log.artifacts import artifact_bytes
-    from tracker.log.inspect import layer_runs, run_metrics
+@dataclass(frozen=True)
+class _Run:
+    """A run as a comparison reads it, from MLflow's client or in SQL."""
 
-    rid, tags, metrics = run.info.run_id, run.data.tags, run_metrics(run)
+    run_id: str
+    name: str
+    status: str
+    lifecycle_stage: str
+    experiment_id: str
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+
+
+class _ClientRuns:
+    """What a comparison reads of a store beside its two runs, through MLflow's client."""
+
+    def __init__(self, client: Any, uri: str) -> None:
+        self.client, self.uri = client, uri
+
+    def has_samples(self, run_id: str) -> bool:
+        return any(a.path == SAMPLES_ARTIFACT for a in self.client.list_artifacts(run_id, SAMPLES_ARTIFACT.split("/")[0]))
+
+    def artifact(self, run_id: str, path: str) -> bytes:
+        from tracker.log.artifacts import artifact_bytes
+
+        return artifact_bytes(self.uri, run_id, path)
+
+    def repeats(self, run: _Run, key: str, kind: str) -> list[dict[str, float]]:
+        found = self.client.search_runs([run.experiment_id], f"tags.`{KEY_TAG}` = '{key}' AND tags.`{KIND_TAG}` = "
+                                        f"'{kind}' AND attributes.status = 'FINISHED'", max_results=REPEATS_READ)
+        return [r.data.metrics for r in found]
+
+    def layers(self, run: _Run) -> list[tuple[str, dict[str, str], dict[str, float]]]:
+        from tracker.log.inspect import layer_runs
+
+        return [(r.info.run_id, r.data.params, r.data.metrics) for r in layer_runs(self.client, run.experiment_id,
+                                                                                    run.run_id)]
+
+
+class _FolderRuns:
+    """The same read in SQL from a database store, and from the runs' artifact folders here (since 0.9.34)."""
+
+    def __init__(self, store: Any, folders: dict[str, Path]) -> None:
+        self.store, self.folders = store, folders
+
+    def has_samples(self, run_id: str) -> bool:
+        return (self.folders[run_id] / SAMPLES_ARTIFACT).exists()
+
+    def artifact(self, run_id: str, path: str) -> bytes:
+        from tracker.log.inspect import folder_bytes
+
+        return folder_bytes(self.folders[run_id], path)
+
+    def repeats(self, run: _Run, key: str, kind: str) -> list[dict[str, float]]:
+        return [r.metrics for r in self.store.finished_runs_of(run.experiment_id, key, kind, REPEATS_READ)]
+
+    def layers(self, run: _Run) -> list[tuple[str, dict[str, str], dict[str, float]]]:
+        found = self.store.finished_layer_runs(run.experiment_id, run.run_id)  # in layer order, as layer_runs sorts
+        return [(r.run_id, r.params, r.metrics) for r in sorted(found, key=lambda r: int(r.params.get("layer_index", 0)))]
+
+
+#: The most runs of a configuration a comparison reads to tell how far its repeats lie apart.
+REPEATS_READ = 1000
+
+
+def _client_run(run: Any) -> _Run:
+    return _Run(run.info.run_id, run.info.run_name, run.info.status, run.info.lifecycle_stage,
+                str(run.info.experiment_id), dict(run.data.params), dict(run.data.metrics), dict(run.data.tags))
+
+
+def _in_sql(store: Any, experiment: Any, refs: tuple[str, str]) -> tuple[_Run, _Run, _FolderRuns] | None:
+    """Both runs ``refs`` name read in SQL, and what reads the rest so, where the store is a database, each
+    names exactly one measurement run (its full id, of any experiment, or a prefix of one of the experiment's,
+    as :func:`resolve_run` prefers) and their artifacts lie in folders here; else None (MLflow's client reads
+    them, and says what it does not find)."""
+    if getattr(store, "shown_run", None) is None:
+        return None
+    from tracker.log.inspect import artifact_folder
+
+    runs, folders = [], {}
+    for ref in refs:
+        check_run_reference(ref)
+        rid = ref.strip().lower()
+        if len(rid) != 32:
+            found = preferred(store.runs_with_prefix(experiment, rid, MEASURED_KINDS))
+            if len(found) != 1:
+                return None
+            rid = found[0]
+        shown = store.shown_run(rid)
+        folder = None if shown is None else artifact_folder(shown.artifact_uri)
+        if folder is None:
+            return None
+        run = shown.run
+        runs.append(_Run(run.run_id, run.name, run.status, shown.lifecycle_stage, shown.experiment_id, run.params,
+                         run.metrics, run.tags))
+        folders[run.run_id] = folder
+    return runs[0], runs[1], _FolderRuns(store, folders)
+
+
+def _side(reader: _ClientRuns | _FolderRuns, run: _Run) -> Side:
+    from tracker.log.inspect import shown_metrics
+
+    rid, tags, metrics = run.run_id, run.tags, shown_metrics(run.metrics)
     kind = tags.get(KIND_TAG, "")
     # An interrupted run that kept what it measured (a training job's steps) compares on those
     # (refused as "nothing measured" until 0.9.3); a failure has nothing.
-    if run.info.status != "FINISHED" and not (run.info.status == "KILLED" and "latency_ms" in metrics):
+    if run.status != "FINISHED" and not (run.status == "KILLED" and "latency_ms" in metrics):
         reason = tags.get("tracker.failure_reason")
-        raise TrackerError(f"run {rid[:12]} is {run.info.status}{f' ({reason})' if reason else ''}: nothing measured to compare")
+        raise TrackerError(f"run {rid[:12]} is {run.status}{f' ({reason})' if reason else ''}: nothing measured to compare")
     if kind not in MEASURED_KINDS:
         what = f"a {kind} run" if kind else "not a tracker run"
         raise TrackerError(f"run {rid[:12]} is {what}, without a latency: compare network, training or layer runs")
@@ -216,49 +316,46 @@ def _side(client: Any, uri: str, run: Any) -> Side:
         raise TrackerError(f"run {rid[:12]} is a {kind} run that has no latency (it measured memory alone, say): nothing "
                            f"to judge a change in latency on; `tracker runs show {rid[:12]}` shows what it has")
     samples = unreadable = None
-    if any(a.path == SAMPLES_ARTIFACT for a in client.list_artifacts(rid, SAMPLES_ARTIFACT.split("/")[0])):
+    if reader.has_samples(rid):
         try:
-            samples = read_samples(artifact_bytes(uri, rid, SAMPLES_ARTIFACT), f"run {rid[:12]}")
+            samples = read_samples(reader.artifact(rid, SAMPLES_ARTIFACT), f"run {rid[:12]}")
         except DamagedArtifactError as exc:  # judged without them, and said (the comparison refused until 0.9.8)
             unreadable = str(exc).removeprefix(f"run {rid[:12]}: ")
     medians = [float(metrics["latency_ms"])]
     key = tags.get(KEY_TAG)
     if key:
-        others = client.search_runs([run.info.experiment_id], f"tags.`{KEY_TAG}` = '{key}' "
-                                    f"AND tags.`{KIND_TAG}` = '{kind}' AND attributes.status = 'FINISHED'",
-                                    max_results=1000)
-        medians = [float(m["latency_ms"]) for m in map(run_metrics, others) if "latency_ms" in m] or medians
+        medians = [float(m["latency_ms"]) for m in map(shown_metrics, reader.repeats(run, key, kind))
+                   if "latency_ms" in m] or medians
     layers: dict[str, dict[str, Any]] | None = None
     if kind != "layer":
         named: dict[str, dict[str, Any]] = {}
-        for r in layer_runs(client, run.info.experiment_id, rid):
-            shown = run_metrics(r)
+        for layer_id, params, layer_metrics in reader.layers(run):
+            shown = shown_metrics(layer_metrics)
             if "latency_ms" not in shown:
                 continue
-            name = base = r.data.params.get("layer_name", r.info.run_id)
+            name = base = params.get("layer_name", layer_id)
             k = 1
             while name in named:  # a module called twice: its second call is name#2
                 k += 1
                 name = f"{base}#{k}"
-            named[name] = {"op_type": r.data.params.get("op_type"), "latency_ms": shown["latency_ms"],
+            named[name] = {"op_type": params.get("op_type"), "latency_ms": shown["latency_ms"],
                             "latency_ci_rel": shown.get("latency_ci_rel")}
         layers = named or None
-    ops, ops_unreadable = _operator_table(uri, rid, tags.get(TRACE_TAG))
-    return Side(rid, run.info.run_name, kind, dict(run.data.params), metrics, dict(tags), samples,
-                medians, layers, ops, run.info.status, run.info.lifecycle_stage == "deleted", unreadable, ops_unreadable)
+    ops, ops_unreadable = _operator_table(lambda path: reader.artifact(rid, path), tags.get(TRACE_TAG))
+    return Side(rid, run.name, kind, dict(run.params), metrics, dict(tags), samples,
+                medians, layers, ops, run.status, run.lifecycle_stage == "deleted", unreadable, ops_unreadable)
 
 
-def _operator_table(uri: str, run_id: str, path: str | None) -> tuple[dict[str, Any] | None, str | None]:
+def _operator_table(read: Callable[[str], bytes], path: str | None) -> tuple[dict[str, Any] | None, str | None]:
     """A traced run's operator table (its artifact at ``path``, the trace tag's), or none and why it
     cannot be read: gone from its artifacts, not JSON, or not a table. The runs are then compared
     without it, and said so (silently until 0.9.16: the operators' section was missing, unexplained)."""
     if not path:
         return None, None
     from tracker.decode import Undecodable, loads_json
-    from tracker.log.artifacts import artifact_bytes
 
     try:
-        text = artifact_bytes(uri, run_id, path)
+        text = read(path)
     except DamagedArtifactError as exc:
         return None, str(exc)
     try:
@@ -479,14 +576,17 @@ def compare_runs(store: Any, experiment: Any, ref_a: str, ref_b: str) -> dict[st
     """Runs ``ref_a`` and ``ref_b`` of ``experiment`` in ``store`` (``tracker.log.store``) compared
     (B against A): differences of configuration and environment, every metric both or either has,
     and the latency verdict."""
-    from mlflow.tracking import MlflowClient
+    if (in_sql := _in_sql(store, experiment, (ref_a, ref_b))) is not None:
+        run_a, run_b, reader = in_sql
+    else:
+        from mlflow.tracking import MlflowClient
 
-    tracking_uri = store.location.uri
-    client = MlflowClient(tracking_uri)
-    run_a, run_b = resolve_run(client, store, experiment, ref_a), resolve_run(client, store, experiment, ref_b)
-    if run_a.info.run_id == run_b.info.run_id:
-        raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.info.run_id[:12]}): compare two runs")
-    a, b = _side(client, tracking_uri, run_a), _side(client, tracking_uri, run_b)
+        client = MlflowClient(store.location.uri)
+        run_a, run_b = (_client_run(resolve_run(client, store, experiment, ref)) for ref in (ref_a, ref_b))
+        reader = _ClientRuns(client, store.location.uri)
+    if run_a.run_id == run_b.run_id:
+        raise TrackerError(f"{ref_a} and {ref_b} are the same run ({run_a.run_id[:12]}): compare two runs")
+    a, b = _side(reader, run_a), _side(reader, run_b)
     if (a.kind == "layer") != (b.kind == "layer"):  # a network against one of its layers (until 0.9.4: -99.9 %)
         layer, whole = (a, b) if a.kind == "layer" else (b, a)
         raise TrackerError(f"run {layer.run_id[:12]} is a layer run and {whole.run_id[:12]} a {whole.kind} run: "

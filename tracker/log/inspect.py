@@ -202,7 +202,7 @@ def show_run(logger: RunLogger, ref: str) -> dict[str, Any]:
         run = shown.run
         return _shown(run.run_id, run.name, run.status, shown.lifecycle_stage, shown.experiment_name,
                       shown.start_time_ms, shown.end_time_ms, run.params, run.metrics, run.tags, shown.layer_runs,
-                      _folder_files(folder), lambda path: _folder_bytes(folder, path))
+                      _folder_files(folder), lambda path: folder_bytes(folder, path))
     from mlflow.tracking import MlflowClient
 
     from tracker.log.artifacts import artifact_bytes
@@ -274,11 +274,11 @@ def _shown_in_sql(logger: RunLogger, ref: str) -> tuple[Any, Path] | None:
             return None
         rid = found[0]
     shown = shown_run(rid)
-    folder = None if shown is None else _artifact_folder(shown.artifact_uri)
+    folder = None if shown is None else artifact_folder(shown.artifact_uri)
     return None if folder is None else (shown, folder)
 
 
-def _artifact_folder(uri: str) -> Path | None:
+def artifact_folder(uri: str) -> Path | None:
     """The folder an artifact URI names on this machine (a path, or a ``file:`` URI); None for any other
     (a tracking server's ``mlflow-artifacts:``, a cloud bucket)."""
     from urllib.parse import unquote, urlparse
@@ -315,11 +315,13 @@ def _folder_files(folder: Path, under: str = "") -> dict[str, int | None]:
     return files
 
 
-def _folder_bytes(folder: Path, path: str) -> bytes:
+def folder_bytes(folder: Path, path: str) -> bytes:
     """One artifact file of a run's folder, read whole; a :class:`DamagedArtifactError` where it cannot be
     (as :func:`tracker.log.artifacts.artifact_bytes` says it of a file MLflow cannot give)."""
     from tracker.errors import DamagedArtifactError, first_line
 
+    if Path(path).is_absolute() or ".." in Path(path).parts:  # a path a tag gave (a trace's): the run's own files alone
+        raise DamagedArtifactError(f"{path} cannot be read (not a path inside the run's artifacts)")
     try:
         return (folder / path).read_bytes()
     except OSError as exc:

@@ -490,24 +490,34 @@ class SqlStore:
         sql += (" ORDER BY CASE WHEN r.start_time IS NULL THEN 1 ELSE 0 END, r.start_time DESC, "
                 "CASE WHEN r.name IS NULL THEN 1 ELSE 0 END, r.name, r.run_uuid LIMIT :limit")
         with self._reading() as conn:
-            found = conn.execute(sqlalchemy.text(sql), args).all()
-            ids = [row.run_uuid for row in found]
-            params: dict[str, dict[str, str]] = {i: {} for i in ids}
-            tags: dict[str, dict[str, str]] = {i: {} for i in ids}
-            metrics: dict[str, dict[str, float]] = {i: {} for i in ids}
-            for start in range(0, len(ids), IN_MOST):
-                chunk = {"runs": ids[start:start + IN_MOST]}
-                for table, into in (("params", params), ("tags", tags)):
-                    query = sqlalchemy.text(f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN :runs")
-                    for run, key, value in conn.execute(query.bindparams(sqlalchemy.bindparam("runs", expanding=True)),
-                                                        chunk):
-                        into[run][key] = value
-                query = sqlalchemy.text("SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN :runs")
-                for run, key, value, is_nan in conn.execute(query.bindparams(sqlalchemy.bindparam("runs", expanding=True)),
-                                                            chunk):
-                    metrics[run][key] = math.nan if is_nan else float(value)
-        return [StoredRun(row.run_uuid, row.name, row.status, params[row.run_uuid], metrics[row.run_uuid],
-                          tags[row.run_uuid]) for row in found]
+            return _stored_runs(conn, conn.execute(sqlalchemy.text(sql), args).all())
+
+    def finished_runs_of(self, experiment_id: str, config_key: str, kind: str, limit: int) -> list[StoredRun]:
+        """The active FINISHED runs of one configuration (tag ``tracker.config_key``) and kind in an experiment,
+        newest first, at most ``limit``: the repeats ``runs compare`` reads, as MLflow's search gives them."""
+        import sqlalchemy
+
+        sql = ("SELECT r.run_uuid, r.name, r.status FROM runs r WHERE r.experiment_id = :exp "
+               "AND r.lifecycle_stage = 'active' AND r.status = 'FINISHED' "
+               "AND EXISTS (SELECT 1 FROM tags t WHERE t.run_uuid = r.run_uuid AND t.key = :key_tag AND t.value = :key) "
+               "AND EXISTS (SELECT 1 FROM tags k WHERE k.run_uuid = r.run_uuid AND k.key = :kind_tag AND k.value = :kind) "
+               "ORDER BY CASE WHEN r.start_time IS NULL THEN 1 ELSE 0 END, r.start_time DESC, r.run_uuid LIMIT :limit")
+        args = {"exp": int(experiment_id), "key_tag": KEY_TAG, "key": config_key, "kind_tag": KIND_TAG, "kind": kind,
+                "limit": int(limit)}
+        with self._reading() as conn:
+            return _stored_runs(conn, conn.execute(sqlalchemy.text(sql), args).all())
+
+    def finished_layer_runs(self, experiment_id: str, parent_id: str) -> list[StoredRun]:
+        """The active FINISHED layer runs a run is the parent of (``runs compare`` reads them), in no order."""
+        import sqlalchemy
+
+        sql = ("SELECT r.run_uuid, r.name, r.status FROM runs r WHERE r.experiment_id = :exp "
+               "AND r.lifecycle_stage = 'active' AND r.status = 'FINISHED' "
+               "AND EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = :parent_tag AND p.value = :run) "
+               "AND EXISTS (SELECT 1 FROM tags k WHERE k.run_uuid = r.run_uuid AND k.key = :kind_tag AND k.value = 'layer')")
+        args = {"exp": int(experiment_id), "parent_tag": PARENT_TAG, "run": parent_id, "kind_tag": KIND_TAG}
+        with self._reading() as conn:
+            return _stored_runs(conn, conn.execute(sqlalchemy.text(sql), args).all())
 
     def shown_run(self, run_id: str) -> ShownRun | None:
         """The run of this id, of any experiment, active or deleted, as MLflow's ``get_run`` reads it, with
@@ -523,7 +533,8 @@ class SqlStore:
                 "ON e.experiment_id = r.experiment_id WHERE r.run_uuid = :run"), {"run": run_id}).first()
             if row is None:
                 return None
-            params, tags, metrics = _run_data(conn, row.run_uuid)
+            [run] = _stored_runs(conn, [row])
+            tags = run.tags
             layers = 0
             if tags.get(KIND_TAG) in ("network", "training"):
                 layers = int(conn.execute(sqlalchemy.text(
@@ -533,7 +544,7 @@ class SqlStore:
                     "AND k.key = :kind_tag AND k.value = 'layer')"),
                     {"exp": row.experiment_id, "parent_tag": PARENT_TAG, "kind_tag": KIND_TAG, "run": row.run_uuid}
                 ).scalar())
-        return ShownRun(StoredRun(row.run_uuid, row.name, row.status, params, metrics, tags), row.lifecycle_stage,
+        return ShownRun(run, row.lifecycle_stage,
                         str(row.experiment_id), row.experiment_name,
                         None if row.start_time is None else int(row.start_time),
                         None if row.end_time is None else int(row.end_time), row.artifact_uri or "", layers)
@@ -555,22 +566,31 @@ class SqlStore:
             row = conn.execute(find, asked | ({"metric": having_metric} if having_metric is not None else {})).first()
             if row is None:
                 return None
-            params, tags, metrics = _run_data(conn, row.run_uuid)
-        return StoredRun(row.run_uuid, row.name, row.status, params, metrics, tags)
+            [run] = _stored_runs(conn, [row])
+        return run
 
 
-def _run_data(conn: Any, run_id: str) -> tuple[dict[str, str], dict[str, str], dict[str, float]]:
-    """One run's params, tags and latest metrics (a NaN one as NaN, as MLflow reads ``is_nan``; ``find_run``
-    read the 0 MLflow keeps beside it until 0.9.34)."""
+def _stored_runs(conn: Any, found: list[Any]) -> list[StoredRun]:
+    """The runs of rows ``found`` (run_uuid, name, status), in their order, each with its params, tags and
+    latest metrics (a NaN one as NaN, as MLflow reads ``is_nan``), read ``IN_MOST`` runs a query."""
     import sqlalchemy
 
-    args = {"run": run_id}
-    fetch = "SELECT key, value FROM {} WHERE run_uuid = :run"
-    params = dict(conn.execute(sqlalchemy.text(fetch.format("params")), args).all())
-    tags = dict(conn.execute(sqlalchemy.text(fetch.format("tags")), args).all())
-    metrics = {key: math.nan if is_nan else float(value) for key, value, is_nan in conn.execute(
-        sqlalchemy.text("SELECT key, value, is_nan FROM latest_metrics WHERE run_uuid = :run"), args)}
-    return params, tags, metrics
+    ids = [row.run_uuid for row in found]
+    params: dict[str, dict[str, str]] = {i: {} for i in ids}
+    tags: dict[str, dict[str, str]] = {i: {} for i in ids}
+    metrics: dict[str, dict[str, float]] = {i: {} for i in ids}
+    for start in range(0, len(ids), IN_MOST):
+        chunk = {"runs": ids[start:start + IN_MOST]}
+        for table, into in (("params", params), ("tags", tags)):
+            query = sqlalchemy.text(f"SELECT run_uuid, key, value FROM {table} WHERE run_uuid IN :runs")
+            for run, key, value in conn.execute(query.bindparams(sqlalchemy.bindparam("runs", expanding=True)), chunk):
+                into[run][key] = value
+        query = sqlalchemy.text("SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN :runs")
+        for run, key, value, is_nan in conn.execute(query.bindparams(sqlalchemy.bindparam("runs", expanding=True)),
+                                                    chunk):
+            metrics[run][key] = math.nan if is_nan else float(value)
+    return [StoredRun(row.run_uuid, row.name, row.status, params[row.run_uuid], metrics[row.run_uuid],
+                      tags[row.run_uuid]) for row in found]
 
 
 def schema_template() -> Path | None:
