@@ -310,23 +310,15 @@ def test_the_registry_of_a_postgres_store_reads_what_mlflows_searches_give(
                                               str(tmp_path / "model"))
 
 
-def test_runs_show_of_a_postgres_store_reads_what_mlflows_client_gives(
+def test_runs_show_and_compare_of_a_postgres_store_read_what_mlflows_client_gives(
     postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``runs show``'s SQL (since 0.9.34) as PostgreSQL runs it: its booleans, its joins and counts."""
-    from tests.test_sql_store import shows_runs_as_mlflows_client_does
+    """``runs show``'s and ``runs compare``'s SQL (since 0.9.34) as PostgreSQL runs it: its booleans, joins
+    and counts."""
+    from tests.test_sql_store import compares_runs_as_mlflows_client_does, shows_runs_as_mlflows_client_does
 
     monkeypatch.chdir(tmp_path)
     shows_runs_as_mlflows_client_does(RunLogger(postgres_uri, experiment="pg-show", environment=ENV), monkeypatch)
-
-
-def test_runs_compare_of_a_postgres_store_reads_what_mlflows_client_gives(
-    postgres_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``runs compare``'s SQL (since 0.9.34) as PostgreSQL runs it."""
-    from tests.test_sql_store import compares_runs_as_mlflows_client_does
-
-    monkeypatch.chdir(tmp_path)
     compares_runs_as_mlflows_client_does(RunLogger(postgres_uri, experiment="pg-compare", environment=ENV), monkeypatch)
 
 

@@ -370,6 +370,12 @@ def compares_runs_as_mlflows_client_does(logger: RunLogger, monkeypatch: pytest.
     assert sorted(row["layer"] for row in first["layers"]["top"]) == ["conv0", "conv1"]
     assert first["latency"]["repeats"] == [2, 1] and ours[3]["b"]["deleted"]
     assert ours[5]["a"]["samples_unreadable"] and not ours[5]["a"]["samples"]
+    # a trace tag naming a file outside the run's artifacts (set by hand): not read, said
+    outside = network_record("resnet18", 32, latency_ms=40.0)
+    outside.tags["tracker.trace"] = "../" * 12 + "etc/hostname"
+    [nosy] = logger.log([outside])
+    compared = compare_runs(logger.store, experiment, nosy, ids[1])
+    assert compared["a"]["ops_unreadable"] == f"{'../' * 12}etc/hostname cannot be read (not a path inside the run's artifacts)"
 
 
 def test_runs_list_store_info_and_fingerprint_list_of_a_database_store_import_no_mlflow(logger: RunLogger,
