@@ -51,6 +51,10 @@ DELETED_VERSION_STAGE = "Deleted_Internal"
 #: The most run ids one ``IN`` list of a query names (SQLite's limit on bound values was 999 until 3.32).
 IN_MOST = 500
 T = TypeVar("T")
+#: A run ``r`` that is a layer run of the run ``:run`` (bound with ``:parent_tag`` and ``:kind_tag``): what
+#: ``runs show`` counts and ``runs compare`` reads.
+LAYER_OF_RUN = ("EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = :parent_tag AND p.value = :run) "
+                "AND EXISTS (SELECT 1 FROM tags k WHERE k.run_uuid = r.run_uuid AND k.key = :kind_tag AND k.value = 'layer')")
 
 
 class SqlStore:
@@ -513,8 +517,7 @@ class SqlStore:
 
         sql = ("SELECT r.run_uuid, r.name, r.status FROM runs r WHERE r.experiment_id = :exp "
                "AND r.lifecycle_stage = 'active' AND r.status = 'FINISHED' "
-               "AND EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = :parent_tag AND p.value = :run) "
-               "AND EXISTS (SELECT 1 FROM tags k WHERE k.run_uuid = r.run_uuid AND k.key = :kind_tag AND k.value = 'layer')")
+               f"AND {LAYER_OF_RUN}")
         args = {"exp": int(experiment_id), "parent_tag": PARENT_TAG, "run": parent_id, "kind_tag": KIND_TAG}
         with self._reading() as conn:
             return _stored_runs(conn, conn.execute(sqlalchemy.text(sql), args).all())
@@ -539,13 +542,10 @@ class SqlStore:
             if tags.get(KIND_TAG) in ("network", "training"):
                 layers = int(conn.execute(sqlalchemy.text(
                     "SELECT COUNT(*) FROM runs r WHERE r.experiment_id = :exp AND r.lifecycle_stage = 'active' "
-                    "AND EXISTS (SELECT 1 FROM tags p WHERE p.run_uuid = r.run_uuid AND p.key = :parent_tag "
-                    "AND p.value = :run) AND EXISTS (SELECT 1 FROM tags k WHERE k.run_uuid = r.run_uuid "
-                    "AND k.key = :kind_tag AND k.value = 'layer')"),
+                    f"AND {LAYER_OF_RUN}"),
                     {"exp": row.experiment_id, "parent_tag": PARENT_TAG, "kind_tag": KIND_TAG, "run": row.run_uuid}
                 ).scalar())
-        return ShownRun(run, row.lifecycle_stage,
-                        str(row.experiment_id), row.experiment_name,
+        return ShownRun(run, row.lifecycle_stage, str(row.experiment_id), row.experiment_name,
                         None if row.start_time is None else int(row.start_time),
                         None if row.end_time is None else int(row.end_time), row.artifact_uri or "", layers)
 
