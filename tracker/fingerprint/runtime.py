@@ -326,9 +326,10 @@ def additive_features(columns: Any) -> tuple[str, ...]:
     """The terms an additive trend sums for rows with these columns: the memory terms where the
     rows carry them (a memory target's features), the live activation bytes too where they carry
     those, else the work terms. A version records its trend's terms, which it reads back."""
-    if not set(MEMORY_ADDITIVE_FEATURES) <= set(columns):
+    carried = set(columns)
+    if not set(MEMORY_ADDITIVE_FEATURES) <= carried:
         return ADDITIVE_FEATURES
-    return MEMORY_ADDITIVE_FEATURES + ((LIVE_ADDITIVE_FEATURE,) if LIVE_ADDITIVE_FEATURE in set(columns) else ())
+    return MEMORY_ADDITIVE_FEATURES + ((LIVE_ADDITIVE_FEATURE,) if LIVE_ADDITIVE_FEATURE in carried else ())
 
 
 #: What a factored trend is a sum of: a fixed part (the intercept and the weights) and the work

@@ -118,6 +118,30 @@ def preferred(matches: list[tuple[str, str]]) -> list[str]:
     return [rid for rid, kind in matches if kind != "layer"] or [rid for rid, kind in matches if kind == "layer"]
 
 
+def resolve_in_sql(store: Any, experiment: Any, ref: str,
+                   kinds: tuple[str, ...] | None) -> tuple[Any, Path] | None:
+    """The run ``ref`` names read in SQL (``SqlStore.shown_run``) and the folder of its artifacts, where the
+    store is a database, ``ref`` names exactly one run as :func:`resolve_run`'s first lookup finds it (its full
+    id, of any experiment, or a prefix of one of the experiment's active runs of ``kinds``, every kind where None,
+    its layer runs only where nothing else matches) and its artifacts lie in a folder here; else None (MLflow's
+    lookup answers, and says what it does not find). A reference not of a run id's form is the error it always
+    was. ``runs show`` and ``runs compare`` read so (since 0.9.34)."""
+    if getattr(store, "shown_run", None) is None:
+        return None
+    from tracker.log.inspect import artifact_folder
+
+    check_run_reference(ref)
+    rid = ref.strip().lower()
+    if len(rid) != 32:
+        found = preferred(store.runs_with_prefix(experiment, rid, kinds))
+        if len(found) != 1:
+            return None
+        rid = found[0]
+    shown = store.shown_run(rid)
+    folder = None if shown is None else artifact_folder(shown.artifact_uri)
+    return None if folder is None else (shown, folder)
+
+
 def resolve_run(client: Any, store: Any, experiment: Any, ref: str,
                 kinds: tuple[str, ...] | None = MEASURED_KINDS) -> Any:
     """The run a full id or a unique prefix (of at least ``MIN_PREFIX`` characters) names,
@@ -270,27 +294,13 @@ def _client_run(run: Any) -> _Run:
 
 
 def _in_sql(store: Any, experiment: Any, refs: tuple[str, str]) -> tuple[_Run, _Run, _FolderRuns] | None:
-    """Both runs ``refs`` name read in SQL, and what reads the rest so, where the store is a database, each
-    names exactly one measurement run (its full id, of any experiment, or a prefix of one of the experiment's,
-    as :func:`resolve_run` prefers) and their artifacts lie in folders here; else None (MLflow's client reads
-    them, and says what it does not find)."""
-    if getattr(store, "shown_run", None) is None:
-        return None
-    from tracker.log.inspect import artifact_folder
-
+    """Both runs ``refs`` name read in SQL, and what reads the rest so, where :func:`resolve_in_sql` reads each
+    (a measurement run's prefix); else None (MLflow's client reads them, and says what it does not find)."""
     runs, folders = [], {}
     for ref in refs:
-        check_run_reference(ref)
-        rid = ref.strip().lower()
-        if len(rid) != 32:
-            found = preferred(store.runs_with_prefix(experiment, rid, MEASURED_KINDS))
-            if len(found) != 1:
-                return None
-            rid = found[0]
-        shown = store.shown_run(rid)
-        folder = None if shown is None else artifact_folder(shown.artifact_uri)
-        if folder is None:
+        if (found := resolve_in_sql(store, experiment, ref, MEASURED_KINDS)) is None:
             return None
+        shown, folder = found
         run = shown.run
         runs.append(_Run(run.run_id, run.name, run.status, shown.lifecycle_stage, shown.experiment_id, run.params,
                          run.metrics, run.tags))

@@ -257,25 +257,11 @@ def _shown(rid: str, name: str, status: str, lifecycle_stage: str, experiment: s
 
 
 def _shown_in_sql(logger: RunLogger, ref: str) -> tuple[Any, Path] | None:
-    """The run ``ref`` names read in SQL (``SqlStore.shown_run``) and the folder of its artifacts, where the
-    store is a database, ``ref`` names exactly one run (its full id, of any experiment, or a prefix of one
-    active run of the experiment, its layer runs only where nothing else matches, as MLflow's lookup prefers)
-    and its artifacts lie in a folder here; else None (MLflow's lookup answers). A reference not of a run id's
-    form is the error it always was."""
-    if (shown_run := getattr(logger.store, "shown_run", None)) is None:
-        return None
-    from tracker.log.compare import check_run_reference, preferred
+    """The run ``ref`` names (any run, tracker's or not) read in SQL and the folder of its artifacts, where
+    :func:`tracker.log.compare.resolve_in_sql` can; else None (MLflow's lookup answers)."""
+    from tracker.log.compare import resolve_in_sql
 
-    check_run_reference(ref)
-    rid = ref.strip().lower()
-    if len(rid) != 32:
-        found = preferred(logger.store.runs_with_prefix(logger.experiment, rid, None))
-        if len(found) != 1:
-            return None
-        rid = found[0]
-    shown = shown_run(rid)
-    folder = None if shown is None else artifact_folder(shown.artifact_uri)
-    return None if folder is None else (shown, folder)
+    return resolve_in_sql(logger.store, logger.experiment, ref, None)
 
 
 def artifact_folder(uri: str) -> Path | None:
