@@ -4,4 +4,4 @@ Nothing heavy is imported here: torch and mlflow are imported lazily by the stag
 need them, so that ``tracker --help`` stays instant.
 """
 
-__version__ = "0.9.34"
+__version__ = "0.9.35"

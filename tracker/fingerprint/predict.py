@@ -225,6 +225,19 @@ def _local_fingerprint(version: Any) -> Any:
     return read_fingerprint(paths)
 
 
+def _damaged_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged model raises (evaluated as the error passes): LightGBM's own error too where its
+    library was loaded to read it. A booster whose trees are walked in numpy never loads it (``TextBooster``)."""
+    import sys
+
+    errors: tuple[type[BaseException], ...] = (ValueError, KeyError, TypeError)
+    if "lightgbm" in sys.modules:
+        from lightgbm.basic import LightGBMError
+
+        errors = (*errors, LightGBMError)
+    return errors
+
+
 def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     """The model of a registered ``version`` (an MLflow ModelVersion, or a RegisteredVersion read
     from an embedded store's database), with its layer model if it has one."""
@@ -235,8 +248,6 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
         raise FingerprintError(f"{where} was not registered by tracker fingerprint train (no features tag): tracker "
                                f"predict cannot use it; move the champion alias to one of train's (tracker "
                                f"fingerprint promote {shell_word(name)} VERSION)")
-    from lightgbm.basic import LightGBMError  # read_fingerprint's import: lightgbm is loaded with the booster
-
     try:
         if model_format(version.tags, where) != 1 and (read := _local_fingerprint(version)) is not None:
             champ = Champion(name, str(version.version), read.features, read.booster,
@@ -248,7 +259,7 @@ def load_champion(tracking_uri: str, name: str, version: Any) -> Champion:
     # a file there but damaged (a truncated fingerprint.json, a booster.txt that is not one): a traceback until 0.9.8
     except OSError as exc:
         raise _unloadable(where, exc) from None
-    except (ValueError, KeyError, TypeError, LightGBMError) as exc:
+    except _damaged_errors() as exc:
         raise _unloadable(where, exc, damaged=True) from None
     for attribute, value in read_tags(name, version).items():
         setattr(champ, attribute, value)

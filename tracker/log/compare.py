@@ -502,12 +502,12 @@ def latency_verdict(a: Side, b: Side) -> dict[str, Any]:
     out["repeat_drift_rel"] = max(drifts) if drifts else None
     out["repeats"] = [len(a.repeat_medians), len(b.repeat_medians)]
     if a.samples is not None and b.samples is not None:
-        from scipy.stats import mannwhitneyu
+        from tracker.profile.stats import mann_whitney_p
 
         xa, xb = block_medians(a.samples), block_medians(b.samples)
         out["blocks"] = [len(xa), len(xb)]
         if len(xa) >= 2 and len(xb) >= 2:
-            out["p_value"] = float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+            out["p_value"] = mann_whitney_p(list(xa), list(xb))
     with_cis = all(map(math.isfinite, (la, ha, lb, hb)))
     overlap = with_cis and la <= hb and lb <= ha
     if overlap:
