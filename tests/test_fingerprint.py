@@ -1468,6 +1468,12 @@ def test_a_peak_memory_is_never_predicted_below_what_its_own_tensors_hold(tmp_pa
     assert tags["memory_floor_columns"] == "weight_bytes,batch_live_activation_bytes"
     listed = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "list"]).stdout
     assert "(ExtraTrees" in listed and "networks, mode cuda-default); never below its tensors' floor; fits under: device 16,000 MB" in listed
+    # the tensors' own peak asked of a GPU: peak_mem_mb is that figure there (since 0.9.35 said)
+    asked = CliRunner().invoke(app, ["--tracking-uri", str(runs), "fingerprint", "train", "-w", str(wh), "--target",
+                                     "tensor_peak_mb", "--device", "cuda"])
+    assert asked.exit_code == 1 and isinstance(asked.exception, FingerprintError), asked.output
+    assert str(asked.exception).endswith("; on a GPU, peak_mem_mb is the tensors' own peak "
+                                         "(torch.cuda.max_memory_allocated, cuda_max_allocated_mb): --target peak_mem_mb")
     resnet = described("resnet18", 64)  # never measured
     base = ["--tracking-uri", str(runs), "predict", "resnet18", "--device", "cuda", "--input-size", "64"]
     out = CliRunner().invoke(app, [*base, "-b", "4", "-b", "65536", "--format", "json", "--features"])

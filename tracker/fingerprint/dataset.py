@@ -137,6 +137,9 @@ MEMORY_TARGETS = {"peak_mem_mb", "network_mem_mb", "tensor_peak_mb"}
 #: live activations was a median 1.05 on the demo's 25 networks), and a target new in 0.9.34 has no earlier
 #: version whose features to keep. Its additive trend sums them too (runtime.additive_features).
 LIVE_TARGETS = {"tensor_peak_mb"}
+#: What a fingerprint of tensor_peak_mb on a GPU says it lacks: there peak_mem_mb is that figure already.
+TENSOR_PEAK_ON_GPU = ("; on a GPU, peak_mem_mb is the tensors' own peak (torch.cuda.max_memory_allocated, "
+                      "cuda_max_allocated_mb): --target peak_mem_mb")
 
 
 def feature_columns(columns: list[str], target: str | None = None) -> list[str]:
@@ -333,7 +336,8 @@ def load_rows(warehouse: Path, target: str, phase: str, device: str, mode: str |
                                   f"no measurement in it has {target} (tracker device show says what this machine "
                                   "measures)" if measured else  # a machine's want said of an empty one until 0.9.6
                                   "it holds no measurement yet: measure networks (tracker profile network, tracker "
-                                  "campaign run), then tracker warehouse load"))
+                                  "campaign run), then tracker warehouse load")
+                               + (TENSOR_PEAK_ON_GPU if target == "tensor_peak_mb" and device.startswith("cuda") else ""))
     modes = frame["mode"].fillna("(none)").value_counts()
     if len(modes) > 1:
         listed = ", ".join(f"{mode} ({counted(count, 'row')})" for mode, count in sorted(modes.items()))
