@@ -683,9 +683,11 @@ def _numbers_of(text: str, count: int, kind: type) -> bool:
     """Whether ``text`` is ``count`` numbers of ``kind``, separated by spaces."""
     words = text.split()
     try:
-        return len(words) == count and all(kind(word) is not None for word in words)
+        for word in words:
+            kind(word)
     except ValueError:
         return False
+    return len(words) == count
 
 
 class TextBooster:
